@@ -1,0 +1,35 @@
+//! The droidwarden service catalogue: the single source of truth for what a
+//! phone can be asked to do.
+//!
+//! A *service* is one Android capability (`battery`, `wifi_automation`, …),
+//! known by a snake_case [`ServiceId`] and a camelCase [`NodeType`]. Each
+//! service has *actions*; each action has typed parameters described by a
+//! JSON Schema, a documented result shape, a [`Risk`] level and whether it
+//! changes the device.
+//!
+//! Callers turn untrusted input — an MQTT payload, CLI arguments, a language
+//! model's tool call — into a typed [`Command`] with [`Catalogue::parse`].
+//! Nothing is silently defaulted from bad input: unknown or missing
+//! parameters are errors that name the parameter.
+//!
+//! Architecture invariant: this crate does no I/O, spawns nothing and knows
+//! no transport. It is vocabulary shared by every other crate.
+#![deny(missing_docs)]
+
+mod catalogue;
+mod command;
+mod error;
+mod names;
+pub mod schema;
+mod wire;
+
+pub use catalogue::{ActionSpec, Catalogue, ParamSpec, Risk, ServiceSpec};
+pub use command::{
+    AirplaneModeAction, AppLauncherAction, AppListAction, AudioAction, BatteryAction,
+    BluetoothAction, CameraAction, Command, DeviceStateAction, EnvironmentAction, LocationAction,
+    MediaAction, MotionAction, NetworkAction, RingerMode, ScreenAction, Stream, SystemInfoAction,
+    WifiAction,
+};
+pub use error::CatalogueError;
+pub use names::{ActionName, DeviceName, NameError, NodeType, PackageName, ServiceId};
+pub use wire::{ErrorCode, WireError};

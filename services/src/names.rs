@@ -1,0 +1,235 @@
+//! Names parsed once into newtypes, so the rest of the code never handles a
+//! raw string that has not been checked.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A name that failed validation, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {kind} {value:?}: {reason}")]
+pub struct NameError {
+    /// Which kind of name ("service id", "device name", …).
+    pub kind: &'static str,
+    /// The rejected input (truncated to 80 characters).
+    pub value: String,
+    /// Why it was rejected.
+    pub reason: &'static str,
+}
+
+impl NameError {
+    fn new(kind: &'static str, value: &str, reason: &'static str) -> Self {
+        Self {
+            kind,
+            value: value.chars().take(80).collect(),
+            reason,
+        }
+    }
+}
+
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident, $kind:literal, $check:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// The name as a string slice.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<&str> for $name {
+            type Error = NameError;
+            fn try_from(value: &str) -> Result<Self, NameError> {
+                let check: fn(&str) -> Result<(), &'static str> = $check;
+                check(value).map_err(|reason| NameError::new($kind, value, reason))?;
+                Ok(Self(value.to_owned()))
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = NameError;
+            fn try_from(value: String) -> Result<Self, NameError> {
+                Self::try_from(value.as_str())
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+fn check_len(value: &str, max: usize) -> Result<(), &'static str> {
+    if value.is_empty() {
+        Err("must not be empty")
+    } else if value.len() > max {
+        Err("too long")
+    } else {
+        Ok(())
+    }
+}
+
+name_type!(
+    /// A snake_case service id, e.g. `wifi_automation`.
+    ///
+    /// ```
+    /// use droidwarden_services::ServiceId;
+    /// assert!(ServiceId::try_from("wifi_automation").is_ok());
+    /// assert!(ServiceId::try_from("wifiAutomation").is_err());
+    /// ```
+    ServiceId,
+    "service id",
+    |v| {
+        check_len(v, 64)?;
+        let mut chars = v.chars();
+        if !chars.next().is_some_and(|c| c.is_ascii_lowercase()) {
+            return Err("must start with a lowercase letter");
+        }
+        if !v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+            return Err("only lowercase letters, digits and '_' are allowed");
+        }
+        Ok(())
+    }
+);
+
+name_type!(
+    /// A camelCase node type, e.g. `wifiAutomation`.
+    ///
+    /// ```
+    /// use droidwarden_services::NodeType;
+    /// assert!(NodeType::try_from("batteryMonitor").is_ok());
+    /// assert!(NodeType::try_from("battery_monitor").is_err());
+    /// ```
+    NodeType,
+    "node type",
+    |v| {
+        check_len(v, 64)?;
+        if !v.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
+            return Err("must start with a lowercase letter");
+        }
+        if !v.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err("only letters and digits are allowed");
+        }
+        Ok(())
+    }
+);
+
+name_type!(
+    /// An action name, e.g. `set_volume`.
+    ///
+    /// ```
+    /// use droidwarden_services::ActionName;
+    /// assert!(ActionName::try_from("set_volume").is_ok());
+    /// assert!(ActionName::try_from("set volume").is_err());
+    /// ```
+    ActionName,
+    "action name",
+    |v| {
+        check_len(v, 64)?;
+        if !v.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
+            return Err("must start with a lowercase letter");
+        }
+        if !v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+            return Err("only lowercase letters, digits and '_' are allowed");
+        }
+        Ok(())
+    }
+);
+
+name_type!(
+    /// A device name: a configured name or an ADB serial such as
+    /// `127.0.0.1:5555` or `emulator-5554`. It appears in MQTT topics, so
+    /// `/`, `+`, `#` and spaces are not allowed.
+    ///
+    /// ```
+    /// use droidwarden_services::DeviceName;
+    /// assert!(DeviceName::try_from("kitchen-tablet").is_ok());
+    /// assert!(DeviceName::try_from("127.0.0.1:5555").is_ok());
+    /// assert!(DeviceName::try_from("a/b").is_err());
+    /// ```
+    DeviceName,
+    "device name",
+    |v| {
+        check_len(v, 64)?;
+        if !v.chars().next().is_some_and(|c| c.is_ascii_alphanumeric()) {
+            return Err("must start with a letter or digit");
+        }
+        if !v
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
+        {
+            return Err("only letters, digits, '.', '_', '-' and ':' are allowed");
+        }
+        Ok(())
+    }
+);
+
+name_type!(
+    /// An Android package name, e.g. `org.videolan.vlc`: dot-separated Java
+    /// identifiers, at least two segments.
+    ///
+    /// ```
+    /// use droidwarden_services::PackageName;
+    /// assert!(PackageName::try_from("com.spotify.music").is_ok());
+    /// assert!(PackageName::try_from("com.x;reboot").is_err());
+    /// ```
+    PackageName,
+    "package name",
+    |v| {
+        check_len(v, 255)?;
+        if crate::catalogue::PACKAGE_RE.is_match(v) {
+            Ok(())
+        } else {
+            Err("must be dot-separated identifiers such as com.example.app")
+        }
+    }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_serde() {
+        let id: ServiceId = serde_json::from_str("\"battery\"").unwrap();
+        assert_eq!(id.as_str(), "battery");
+        assert!(serde_json::from_str::<ServiceId>("\"Battery\"").is_err());
+        assert!(serde_json::from_str::<DeviceName>("\"a b\"").is_err());
+    }
+
+    #[test]
+    fn package_names() {
+        for good in ["com.a", "org.videolan.vlc", "com.example_app.x1"] {
+            assert!(PackageName::try_from(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "com",
+            ".com.a",
+            "com..a",
+            "com.a;id",
+            "com.a b",
+            "1com.a",
+            "com.a$(id)",
+        ] {
+            assert!(PackageName::try_from(bad).is_err(), "{bad}");
+        }
+    }
+}

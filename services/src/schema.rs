@@ -1,0 +1,457 @@
+//! A small JSON Schema subset: enough to describe every parameter and result
+//! in the catalogue, to render standard JSON Schema for callers and language
+//! models, and to validate untrusted JSON with errors that name the path.
+//!
+//! We keep our own type instead of a generic schema library because the
+//! schemas must be inlined (no `$ref`) and stay inside the subset that OpenAI
+//! strict mode, Anthropic and Gemini all accept.
+
+use regex::Regex;
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+/// The shape of one JSON value.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Kind {
+    /// A string, optionally restricted.
+    String {
+        /// Allowed values, if the string is an enumeration.
+        values: Option<Vec<&'static str>>,
+        /// A regular expression the whole string must match.
+        pattern: Option<(&'static str, Arc<Regex>)>,
+        /// Maximum length in characters.
+        max_len: Option<usize>,
+    },
+    /// An integer with optional inclusive bounds.
+    Integer {
+        /// Inclusive minimum.
+        min: Option<i64>,
+        /// Inclusive maximum.
+        max: Option<i64>,
+    },
+    /// Any JSON number.
+    Number,
+    /// `true` or `false`.
+    Boolean,
+    /// An object with known properties and no others.
+    Object(Vec<Property>),
+    /// An array whose items share one schema.
+    Array(Box<Schema>),
+}
+
+/// A schema: a kind, a description and whether `null` is allowed.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    /// What the value is.
+    pub kind: Kind,
+    /// A one-line description for people and language models.
+    pub description: &'static str,
+    /// Whether `null` is accepted in place of the value (results only).
+    pub nullable: bool,
+}
+
+/// One property of an object schema.
+#[derive(Debug, Clone)]
+pub struct Property {
+    /// Property name.
+    pub name: &'static str,
+    /// Whether the property must be present.
+    pub required: bool,
+    /// The property's schema.
+    pub schema: Schema,
+}
+
+/// A validation failure: where, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Dotted path to the offending value (`""` for the root).
+    pub path: String,
+    /// What is wrong.
+    pub reason: String,
+    /// Which kind of failure, so callers can map it to their own errors.
+    pub kind: ViolationKind,
+}
+
+/// The kinds of validation failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViolationKind {
+    /// A property that the schema does not list.
+    Unknown,
+    /// A required property that is absent.
+    Missing,
+    /// A value of the wrong type or outside its bounds.
+    Invalid,
+}
+
+impl Schema {
+    fn new(kind: Kind, description: &'static str) -> Self {
+        Self {
+            kind,
+            description,
+            nullable: false,
+        }
+    }
+
+    /// A free string.
+    pub fn string(description: &'static str) -> Self {
+        Self::new(
+            Kind::String {
+                values: None,
+                pattern: None,
+                max_len: None,
+            },
+            description,
+        )
+    }
+
+    /// A string that must match `pattern` (anchored by the caller) and be at
+    /// most `max_len` characters long.
+    ///
+    /// # Panics
+    /// If `pattern` is not a valid regular expression; patterns are
+    /// compile-time constants checked by the catalogue's tests.
+    pub fn pattern(description: &'static str, pattern: &'static str, max_len: usize) -> Self {
+        let re = Regex::new(pattern).expect("catalogue patterns are valid regular expressions");
+        Self::new(
+            Kind::String {
+                values: None,
+                pattern: Some((pattern, Arc::new(re))),
+                max_len: Some(max_len),
+            },
+            description,
+        )
+    }
+
+    /// A string enumeration.
+    pub fn enumeration(description: &'static str, values: &[&'static str]) -> Self {
+        Self::new(
+            Kind::String {
+                values: Some(values.to_vec()),
+                pattern: None,
+                max_len: None,
+            },
+            description,
+        )
+    }
+
+    /// An integer within inclusive bounds.
+    pub fn integer(description: &'static str, min: Option<i64>, max: Option<i64>) -> Self {
+        Self::new(Kind::Integer { min, max }, description)
+    }
+
+    /// Any number.
+    pub fn number(description: &'static str) -> Self {
+        Self::new(Kind::Number, description)
+    }
+
+    /// A boolean.
+    pub fn boolean(description: &'static str) -> Self {
+        Self::new(Kind::Boolean, description)
+    }
+
+    /// An object with exactly these properties.
+    pub fn object(description: &'static str, properties: Vec<Property>) -> Self {
+        Self::new(Kind::Object(properties), description)
+    }
+
+    /// An array of `items`.
+    pub fn array(description: &'static str, items: Schema) -> Self {
+        Self::new(Kind::Array(Box::new(items)), description)
+    }
+
+    /// The same schema, also accepting `null`.
+    pub fn or_null(mut self) -> Self {
+        self.nullable = true;
+        self
+    }
+
+    /// Render as standard JSON Schema (draft 2020-12 subset, no `$ref`).
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        let type_name = match &self.kind {
+            Kind::String {
+                values,
+                pattern,
+                max_len,
+            } => {
+                if let Some(values) = values {
+                    out.insert("enum".into(), json!(values));
+                }
+                if let Some((pattern, _)) = pattern {
+                    out.insert("pattern".into(), json!(pattern));
+                }
+                if let Some(max) = max_len {
+                    out.insert("maxLength".into(), json!(max));
+                }
+                "string"
+            }
+            Kind::Integer { min, max } => {
+                if let Some(min) = min {
+                    out.insert("minimum".into(), json!(min));
+                }
+                if let Some(max) = max {
+                    out.insert("maximum".into(), json!(max));
+                }
+                "integer"
+            }
+            Kind::Number => "number",
+            Kind::Boolean => "boolean",
+            Kind::Object(props) => {
+                let properties: Map<String, Value> = props
+                    .iter()
+                    .map(|p| (p.name.to_owned(), p.schema.to_json()))
+                    .collect();
+                let required: Vec<&str> = props
+                    .iter()
+                    .filter(|p| p.required)
+                    .map(|p| p.name)
+                    .collect();
+                out.insert("properties".into(), Value::Object(properties));
+                out.insert("required".into(), json!(required));
+                out.insert("additionalProperties".into(), json!(false));
+                "object"
+            }
+            Kind::Array(items) => {
+                out.insert("items".into(), items.to_json());
+                "array"
+            }
+        };
+        if self.nullable {
+            out.insert("type".into(), json!([type_name, "null"]));
+        } else {
+            out.insert("type".into(), json!(type_name));
+        }
+        if !self.description.is_empty() {
+            out.insert("description".into(), json!(self.description));
+        }
+        Value::Object(out)
+    }
+
+    /// Validate `value`, returning the first violation found.
+    ///
+    /// # Errors
+    /// A [`Violation`] naming the path of the first offending value.
+    pub fn validate(&self, value: &Value) -> Result<(), Violation> {
+        self.validate_at(value, "")
+    }
+
+    fn validate_at(&self, value: &Value, path: &str) -> Result<(), Violation> {
+        let invalid = |reason: String| Violation {
+            path: path.to_owned(),
+            reason,
+            kind: ViolationKind::Invalid,
+        };
+        if value.is_null() {
+            return if self.nullable {
+                Ok(())
+            } else {
+                Err(invalid(format!("expected {}, got null", self.type_name())))
+            };
+        }
+        match &self.kind {
+            Kind::String {
+                values,
+                pattern,
+                max_len,
+            } => {
+                let s = value.as_str().ok_or_else(|| {
+                    invalid(format!("expected a string, got {}", json_type(value)))
+                })?;
+                if let Some(values) = values
+                    && !values.contains(&s)
+                {
+                    return Err(invalid(format!("must be one of: {}", values.join(", "))));
+                }
+                if let Some(max) = max_len
+                    && s.chars().count() > *max
+                {
+                    return Err(invalid(format!("longer than {max} characters")));
+                }
+                if let Some((source, re)) = pattern
+                    && !re.is_match(s)
+                {
+                    return Err(invalid(format!("does not match the pattern {source}")));
+                }
+                Ok(())
+            }
+            Kind::Integer { min, max } => {
+                let n = value.as_i64().ok_or_else(|| {
+                    invalid(format!("expected an integer, got {}", describe(value)))
+                })?;
+                if min.is_some_and(|m| n < m) || max.is_some_and(|m| n > m) {
+                    return Err(invalid(format!(
+                        "{n} is out of range {}..={}",
+                        min.map_or("".into(), |m| m.to_string()),
+                        max.map_or("".into(), |m| m.to_string())
+                    )));
+                }
+                Ok(())
+            }
+            Kind::Number => value
+                .is_number()
+                .then_some(())
+                .ok_or_else(|| invalid(format!("expected a number, got {}", json_type(value)))),
+            Kind::Boolean => value
+                .is_boolean()
+                .then_some(())
+                .ok_or_else(|| invalid(format!("expected true or false, got {}", describe(value)))),
+            Kind::Array(items) => {
+                let arr = value.as_array().ok_or_else(|| {
+                    invalid(format!("expected an array, got {}", json_type(value)))
+                })?;
+                for (i, item) in arr.iter().enumerate() {
+                    items.validate_at(item, &join(path, &i.to_string()))?;
+                }
+                Ok(())
+            }
+            Kind::Object(props) => {
+                let obj = value.as_object().ok_or_else(|| {
+                    invalid(format!("expected an object, got {}", json_type(value)))
+                })?;
+                for key in obj.keys() {
+                    if !props.iter().any(|p| p.name == key) {
+                        return Err(Violation {
+                            path: join(path, key),
+                            reason: "unknown property".into(),
+                            kind: ViolationKind::Unknown,
+                        });
+                    }
+                }
+                for prop in props {
+                    match obj.get(prop.name) {
+                        Some(v) => prop.schema.validate_at(v, &join(path, prop.name))?,
+                        None if prop.required => {
+                            return Err(Violation {
+                                path: join(path, prop.name),
+                                reason: "required".into(),
+                                kind: ViolationKind::Missing,
+                            });
+                        }
+                        None => {}
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn type_name(&self) -> &'static str {
+        match self.kind {
+            Kind::String { .. } => "a string",
+            Kind::Integer { .. } => "an integer",
+            Kind::Number => "a number",
+            Kind::Boolean => "a boolean",
+            Kind::Object(_) => "an object",
+            Kind::Array(_) => "an array",
+        }
+    }
+}
+
+impl Property {
+    /// A required property.
+    pub fn required(name: &'static str, schema: Schema) -> Self {
+        Self {
+            name,
+            required: true,
+            schema,
+        }
+    }
+
+    /// An optional property.
+    pub fn optional(name: &'static str, schema: Schema) -> Self {
+        Self {
+            name,
+            required: false,
+            schema,
+        }
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// The JSON type name of a value, for error messages.
+pub fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) if s.chars().count() <= 40 => format!("the string {s:?}"),
+        other => json_type(other).to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> Schema {
+        Schema::object(
+            "",
+            vec![
+                Property::required("level", Schema::integer("", Some(0), Some(100))),
+                Property::optional("stream", Schema::enumeration("", &["music", "ring"])),
+                Property::optional("name", Schema::pattern("", "^[a-z]+$", 5)),
+            ],
+        )
+    }
+
+    fn check(input: Value, expected: Result<(), (&str, ViolationKind)>) {
+        let got = params()
+            .validate(&input)
+            .map_err(|v| (v.path.clone(), v.kind));
+        let expected = expected.map_err(|(p, k)| (p.to_owned(), k));
+        assert_eq!(got, expected, "input {input}");
+    }
+
+    #[test]
+    fn validation_names_the_path() {
+        use ViolationKind::*;
+        check(json!({"level": 5}), Ok(()));
+        check(json!({"level": 5, "stream": "ring", "name": "abc"}), Ok(()));
+        check(json!({}), Err(("level", Missing)));
+        check(json!({"level": 101}), Err(("level", Invalid)));
+        check(json!({"level": -1}), Err(("level", Invalid)));
+        check(json!({"level": 1.5}), Err(("level", Invalid)));
+        check(json!({"level": "5"}), Err(("level", Invalid)));
+        check(json!({"level": null}), Err(("level", Invalid)));
+        check(json!({"level": 5, "extra": 1}), Err(("extra", Unknown)));
+        check(
+            json!({"level": 5, "stream": "loud"}),
+            Err(("stream", Invalid)),
+        );
+        check(
+            json!({"level": 5, "name": "abcdef"}),
+            Err(("name", Invalid)),
+        );
+        check(json!({"level": 5, "name": "ab1"}), Err(("name", Invalid)));
+        check(json!([1]), Err(("", Invalid)));
+    }
+
+    #[test]
+    fn renders_standard_json_schema() {
+        let s = params().to_json();
+        assert_eq!(s["type"], "object");
+        assert_eq!(s["required"], json!(["level"]));
+        assert_eq!(s["additionalProperties"], false);
+        assert_eq!(s["properties"]["level"]["maximum"], 100);
+        assert_eq!(s["properties"]["stream"]["enum"], json!(["music", "ring"]));
+        let nullable = Schema::integer("", None, None).or_null().to_json();
+        assert_eq!(nullable["type"], json!(["integer", "null"]));
+    }
+}

@@ -1,0 +1,382 @@
+//! Catalogue integrity: one source of truth, every action reachable by both
+//! names, and untrusted parameters rejected with errors that name them.
+
+use droidwarden_services::{Catalogue, CatalogueError, Command, ErrorCode, RingerMode, Stream};
+use serde_json::{Value, json};
+
+const EXPECTED: &[(&str, &str, &[&str])] = &[
+    ("batteryMonitor", "battery", &["status"]),
+    ("networkMonitor", "network", &["status"]),
+    ("systemInfo", "system_info", &["info"]),
+    (
+        "location",
+        "location",
+        &["current", "start_tracking", "stop_tracking"],
+    ),
+    ("appLauncher", "app_launcher", &["launch", "stop"]),
+    ("appList", "app_list", &["list"]),
+    (
+        "wifiAutomation",
+        "wifi_automation",
+        &["status", "enable", "disable", "scan"],
+    ),
+    (
+        "bluetoothAutomation",
+        "bluetooth_automation",
+        &["status", "enable", "disable", "paired_devices"],
+    ),
+    (
+        "audioAutomation",
+        "audio_automation",
+        &["get_volume", "set_volume", "mute", "unmute", "ringer_mode"],
+    ),
+    (
+        "deviceStateAutomation",
+        "device_state",
+        &["status", "screen_on", "screen_off", "power_save"],
+    ),
+    (
+        "screenControlAutomation",
+        "screen_control",
+        &[
+            "status",
+            "set_brightness",
+            "auto_brightness",
+            "set_timeout",
+            "wake",
+        ],
+    ),
+    (
+        "airplaneModeControl",
+        "airplane_mode",
+        &["status", "enable", "disable"],
+    ),
+    (
+        "motionDetection",
+        "motion_detection",
+        &["current_motion", "orientation"],
+    ),
+    (
+        "environmentalSensors",
+        "environmental_sensors",
+        &["ambient_conditions", "proximity"],
+    ),
+    (
+        "cameraControl",
+        "camera_control",
+        &["camera_info", "take_photo"],
+    ),
+    (
+        "mediaControl",
+        "media_control",
+        &[
+            "status", "play", "pause", "next", "previous", "stop", "play_url",
+        ],
+    ),
+];
+
+#[test]
+fn the_sixteen_services_map_node_types_to_ids() {
+    let cat = Catalogue::get();
+    assert_eq!(cat.services().len(), EXPECTED.len());
+    for (node_type, id, actions) in EXPECTED {
+        let by_node = cat.service(node_type).unwrap();
+        let by_id = cat.service(id).unwrap();
+        assert_eq!(by_node.id, *id);
+        assert!(
+            std::ptr::eq(by_node, by_id),
+            "{node_type} and {id} must be one spec"
+        );
+        let names: Vec<&str> = by_id.actions.iter().map(|a| a.name).collect();
+        for action in *actions {
+            assert!(names.contains(action), "{id} lacks {action}");
+        }
+    }
+}
+
+/// Regression: the design this comes from keyed three services differently
+/// from their node types' mapped ids, so only `status` was ever reachable.
+#[test]
+fn every_action_is_reachable_by_node_type_and_by_service_id() {
+    let cat = Catalogue::get();
+    for spec in cat.services() {
+        for action in &spec.actions {
+            for name in [spec.node_type, spec.id] {
+                let cmd = cat
+                    .parse(name, action.name, &action.example)
+                    .unwrap_or_else(|e| panic!("{name}.{}: {e}", action.name));
+                assert_eq!(cmd.service_id(), spec.id);
+                assert_eq!(cmd.action_name(), action.name);
+                assert_eq!(
+                    cmd.params_json(),
+                    action.example,
+                    "{}.{}",
+                    spec.id,
+                    action.name
+                );
+            }
+            action.params_schema().validate(&action.example).unwrap();
+            assert!(!action.description.is_empty());
+            assert!(
+                action.description.ends_with('.'),
+                "{}.{}",
+                spec.id,
+                action.name
+            );
+            assert!(
+                action.mutates
+                    || action.params.iter().all(|p| !p.required)
+                    || action.name == "get_volume"
+            );
+        }
+    }
+}
+
+#[test]
+fn schemas_render_as_closed_objects() {
+    for spec in Catalogue::get().services() {
+        for action in &spec.actions {
+            let params = action.params_schema().to_json();
+            assert_eq!(params["type"], "object");
+            assert_eq!(params["additionalProperties"], false);
+            let result = action.result.to_json();
+            assert_eq!(result["type"], "object", "{}.{}", spec.id, action.name);
+            assert!(
+                !result["properties"].as_object().unwrap().is_empty(),
+                "{}.{} documents no result",
+                spec.id,
+                action.name
+            );
+        }
+    }
+}
+
+#[test]
+fn enum_values_in_schemas_match_the_typed_commands() {
+    let cat = Catalogue::get();
+    for stream in Stream::ALL {
+        let cmd = cat
+            .parse(
+                "audio_automation",
+                "get_volume",
+                &json!({"stream": stream.as_str()}),
+            )
+            .unwrap();
+        assert_eq!(
+            cmd,
+            Command::Audio(droidwarden_services::AudioAction::GetVolume { stream })
+        );
+    }
+    for mode in RingerMode::ALL {
+        cat.parse(
+            "audioAutomation",
+            "ringer_mode",
+            &json!({"mode": mode.as_str()}),
+        )
+        .unwrap();
+    }
+}
+
+fn rejects(service: &str, action: &str, params: Value) -> CatalogueError {
+    match Catalogue::get().parse(service, action, &params) {
+        Ok(cmd) => panic!("{service}.{action} {params} was accepted as {cmd:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn bad_parameters_are_rejected_naming_the_parameter() {
+    let cases: Vec<(&str, &str, Value, &str)> = vec![
+        (
+            "audio_automation",
+            "set_volume",
+            json!({"stream": "music", "level": 101}),
+            "level",
+        ),
+        (
+            "audio_automation",
+            "set_volume",
+            json!({"stream": "music", "level": "50"}),
+            "level",
+        ),
+        (
+            "audio_automation",
+            "set_volume",
+            json!({"stream": "music", "level": 50.5}),
+            "level",
+        ),
+        (
+            "audio_automation",
+            "set_volume",
+            json!({"stream": "music"}),
+            "level",
+        ),
+        (
+            "audio_automation",
+            "set_volume",
+            json!({"stream": "loud", "level": 5}),
+            "stream",
+        ),
+        (
+            "audio_automation",
+            "set_volume",
+            json!({"stream": "music", "level": 5, "volume": 5}),
+            "volume",
+        ),
+        (
+            "screen_control",
+            "set_brightness",
+            json!({"level": 256}),
+            "level",
+        ),
+        (
+            "screen_control",
+            "set_brightness",
+            json!({"level": -1}),
+            "level",
+        ),
+        ("screen_control", "set_timeout", json!({"ms": 10}), "ms"),
+        (
+            "device_state",
+            "power_save",
+            json!({"enabled": "yes"}),
+            "enabled",
+        ),
+        ("battery", "status", json!({"verbose": true}), "verbose"),
+        ("app_launcher", "launch", json!({}), "package"),
+        (
+            "app_launcher",
+            "launch",
+            json!({"package": "com.x;reboot"}),
+            "package",
+        ),
+        (
+            "app_launcher",
+            "launch",
+            json!({"package": "com.x", "activity": ".Main; reboot"}),
+            "activity",
+        ),
+        (
+            "app_launcher",
+            "launch",
+            json!({"package": "com.x", "activity": null}),
+            "activity",
+        ),
+        (
+            "media_control",
+            "play_url",
+            json!({"url": "javascript:alert(1)"}),
+            "url",
+        ),
+        (
+            "media_control",
+            "play_url",
+            json!({"url": "file:///sdcard/x"}),
+            "url",
+        ),
+        (
+            "media_control",
+            "play_url",
+            json!({"url": "https://a.b/x y"}),
+            "url",
+        ),
+        (
+            "media_control",
+            "play_url",
+            json!({"url": "https://a.b/'x'"}),
+            "url",
+        ),
+        (
+            "media_control",
+            "play_url",
+            json!({"url": format!("https://a.b/{}", "x".repeat(3000))}),
+            "url",
+        ),
+        (
+            "camera_control",
+            "take_photo",
+            json!({"filename": "../etc/passwd"}),
+            "filename",
+        ),
+    ];
+    for (service, action, params, param) in cases {
+        let err = rejects(service, action, params.clone());
+        assert_eq!(
+            err.code(),
+            ErrorCode::InvalidParams,
+            "{service}.{action} {params}: {err}"
+        );
+        assert!(err.to_string().contains(param), "{err} should name {param}");
+    }
+}
+
+#[test]
+fn parameters_must_be_an_object() {
+    for params in [json!([1]), json!("x"), json!(3), json!(true)] {
+        let err = rejects("battery", "status", params);
+        assert!(
+            matches!(err, CatalogueError::ParamsNotObject { .. }),
+            "{err}"
+        );
+    }
+    Catalogue::get()
+        .parse("battery", "status", &Value::Null)
+        .unwrap();
+}
+
+#[test]
+fn unknown_names_list_the_valid_ones() {
+    let err = rejects("batery", "status", json!({}));
+    assert_eq!(err.code(), ErrorCode::UnknownService);
+    let text = err.to_string();
+    assert!(
+        text.contains("battery (batteryMonitor)") && text.contains("media_control (mediaControl)"),
+        "{text}"
+    );
+    let err = rejects("battery", "explode", json!({}));
+    assert_eq!(err.code(), ErrorCode::UnknownAction);
+    assert!(err.to_string().contains("valid actions: status"));
+}
+
+#[test]
+fn optional_parameters_stay_absent_rather_than_invented() {
+    let cmd = Catalogue::get()
+        .parse("audio_automation", "mute", &json!({}))
+        .unwrap();
+    assert_eq!(cmd.params_json(), json!({}));
+    assert_eq!(
+        cmd,
+        Command::Audio(droidwarden_services::AudioAction::Mute { stream: None })
+    );
+}
+
+#[test]
+fn risk_levels_gate_the_dangerous_actions() {
+    use droidwarden_services::Risk;
+    let cat = Catalogue::get();
+    for (service, action, risk) in [
+        ("battery", "status", Risk::Low),
+        ("wifi_automation", "disable", Risk::High),
+        ("airplane_mode", "enable", Risk::High),
+        ("camera_control", "take_photo", Risk::High),
+        ("app_launcher", "launch", Risk::Medium),
+    ] {
+        assert_eq!(
+            cat.action(service, action).unwrap().1.risk,
+            risk,
+            "{service}.{action}"
+        );
+    }
+    for spec in cat.services() {
+        for action in &spec.actions {
+            if !action.mutates {
+                assert!(
+                    action.risk <= Risk::Medium,
+                    "a read is never high risk: {}.{}",
+                    spec.id,
+                    action.name
+                );
+            }
+        }
+    }
+}
