@@ -1,0 +1,532 @@
+//! What each catalogue action runs on the phone over ADB, and how its output
+//! becomes the documented result. The table of device commands is in
+//! `docs/adb-commands.md`; this file is its implementation.
+//!
+//! Everything here goes through the [`Shell`] trait, so it is tested with a
+//! scripted shell, without a phone.
+
+use super::parse::{self, DeviceFailure, FailureKind, ParseError};
+use super::shell::ShellOutput;
+use crate::device::BoxFuture;
+use crate::error::BridgeError;
+use droidwarden_services::{
+    AirplaneModeAction, AppLauncherAction, AppListAction, AudioAction, BatteryAction,
+    BluetoothAction, CameraAction, Command, DeviceStateAction, EnvironmentAction, LocationAction,
+    MediaAction, MotionAction, NetworkAction, RingerMode, ScreenAction, Stream, SystemInfoAction,
+    WifiAction,
+};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// Runs one device command (an argv; quoting is the implementation's job).
+pub(crate) trait Shell: Send + Sync {
+    /// The device's name, for error messages.
+    fn device_name(&self) -> &str;
+    /// Run `argv` and return its output and exit status.
+    fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>>;
+}
+
+/// Run `argv`; a failure the phone reports becomes a structured error.
+async fn ok(sh: &dyn Shell, argv: &[&str]) -> Result<String, BridgeError> {
+    let out = sh.run(argv).await?;
+    match parse::classify_device_error(&out.stdout, &out.stderr, out.exit) {
+        None => Ok(out.stdout),
+        Some(failure) => Err(from_failure(sh.device_name(), failure, Some(out.exit))),
+    }
+}
+
+fn from_failure(device: &str, failure: DeviceFailure, exit: Option<i32>) -> BridgeError {
+    match failure.kind {
+        FailureKind::PermissionDenied => BridgeError::PermissionDenied {
+            message: failure.message,
+        },
+        FailureKind::MissingService(_) | FailureKind::CommandNotFound(_) => {
+            BridgeError::MissingOnPhone {
+                device: device.to_owned(),
+                message: failure.message,
+            }
+        }
+        FailureKind::NotFound(_) => BridgeError::NotFound {
+            message: failure.message,
+        },
+        FailureKind::Other => BridgeError::Device {
+            message: failure.message,
+            exit,
+        },
+    }
+}
+
+/// Map a parser's verdict on the output of `argv`.
+fn parsed<T>(device: &str, argv: &[&str], result: Result<T, ParseError>) -> Result<T, BridgeError> {
+    result.map_err(|e| match e {
+        ParseError::NotFound { what } => BridgeError::NotFound { message: what },
+        ParseError::Device(failure) => from_failure(device, failure, None),
+        other => BridgeError::UnexpectedOutput {
+            command: argv.join(" "),
+            detail: other.to_string(),
+        },
+    })
+}
+
+/// Run `argv` and parse its output with `parser`.
+async fn read<T>(
+    sh: &dyn Shell,
+    argv: &[&str],
+    parser: impl FnOnce(&str) -> Result<T, ParseError>,
+) -> Result<T, BridgeError> {
+    let out = ok(sh, argv).await?;
+    parsed(sh.device_name(), argv, parser(&out))
+}
+
+fn to_json(value: impl Serialize) -> Result<Value, BridgeError> {
+    serde_json::to_value(value).map_err(|e| BridgeError::Internal(e.to_string()))
+}
+
+async fn setting(
+    sh: &dyn Shell,
+    namespace: &str,
+    key: &str,
+) -> Result<Option<String>, BridgeError> {
+    read(
+        sh,
+        &["settings", "get", namespace, key],
+        parse::setting_value,
+    )
+    .await
+}
+
+async fn put_setting(sh: &dyn Shell, key: &str, value: &str) -> Result<(), BridgeError> {
+    ok(sh, &["settings", "put", "system", key, value])
+        .await
+        .map(drop)
+}
+
+async fn keyevent(sh: &dyn Shell, key: &str) -> Result<(), BridgeError> {
+    ok(sh, &["input", "keyevent", key]).await.map(drop)
+}
+
+/// Perform `command` on the phone behind `sh`.
+pub(crate) async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeError> {
+    match command {
+        Command::Battery(BatteryAction::Status) => {
+            to_json(read(sh, &["dumpsys", "battery"], parse::battery).await?)
+        }
+        Command::Network(NetworkAction::Status) => network_status(sh).await,
+        Command::SystemInfo(SystemInfoAction::Info) => system_info(sh).await,
+        Command::Location(LocationAction::Current) => {
+            let fix = read(sh, &["dumpsys", "location"], parse::location).await?;
+            let fix = fix.ok_or_else(|| BridgeError::NotFound {
+                message: "the phone has no last known location (is location turned off?)".into(),
+            })?;
+            to_json(fix)
+        }
+        Command::Location(LocationAction::StartTracking { .. } | LocationAction::StopTracking)
+        | Command::Camera(CameraAction::TakePhoto { .. }) => Err(unsupported(sh, command)),
+        Command::AppLauncher(AppLauncherAction::Launch { package, activity }) => {
+            launch(sh, package.as_str(), activity.as_deref()).await
+        }
+        Command::AppLauncher(AppLauncherAction::Stop { package }) => {
+            let package = package.as_str();
+            let out = sh.run(&["pm", "path", package]).await?;
+            let paths = parse::pm_path(&out.stdout).unwrap_or_default();
+            if out.exit != 0 || paths.is_empty() {
+                return Err(BridgeError::NotFound {
+                    message: format!("package {package} is not installed"),
+                });
+            }
+            ok(sh, &["am", "force-stop", package]).await?;
+            Ok(json!({ "package": package, "stopped": true }))
+        }
+        Command::AppList(AppListAction::List {
+            include_system,
+            include_disabled,
+        }) => {
+            let mut argv = vec!["pm", "list", "packages", "-f"];
+            if !include_system.unwrap_or(false) {
+                argv.push("-3");
+            }
+            if !include_disabled.unwrap_or(false) {
+                argv.push("-e");
+            }
+            let packages = read(sh, &argv, parse::package_list).await?;
+            Ok(json!({ "count": packages.len(), "packages": to_json(packages)? }))
+        }
+        Command::Wifi(action) => wifi(sh, action).await,
+        Command::Bluetooth(action) => bluetooth(sh, action).await,
+        Command::Audio(action) => audio(sh, action).await,
+        Command::DeviceState(action) => device_state(sh, action).await,
+        Command::Screen(action) => screen(sh, action).await,
+        Command::AirplaneMode(action) => {
+            let argv: &[&str] = match action {
+                AirplaneModeAction::Status => &["cmd", "connectivity", "airplane-mode"],
+                AirplaneModeAction::Enable => &["cmd", "connectivity", "airplane-mode", "enable"],
+                AirplaneModeAction::Disable => &["cmd", "connectivity", "airplane-mode", "disable"],
+            };
+            let out = ok(sh, argv).await?;
+            let enabled = match action {
+                AirplaneModeAction::Status => {
+                    parsed(sh.device_name(), argv, parse::airplane_mode(&out))?
+                }
+                AirplaneModeAction::Enable => true,
+                AirplaneModeAction::Disable => false,
+            };
+            Ok(json!({ "enabled": enabled }))
+        }
+        Command::Motion(MotionAction::CurrentMotion) => {
+            let dump = read(sh, &["dumpsys", "sensorservice"], parse::sensors).await?;
+            to_json(parse::motion(&dump))
+        }
+        Command::Motion(MotionAction::Orientation) => {
+            to_json(read(sh, &["dumpsys", "window", "displays"], parse::rotation).await?)
+        }
+        Command::Environment(action) => {
+            let dump = read(sh, &["dumpsys", "sensorservice"], parse::sensors).await?;
+            match action {
+                EnvironmentAction::AmbientConditions => to_json(parse::ambient(&dump)),
+                EnvironmentAction::Proximity => to_json(parse::proximity(&dump)),
+            }
+        }
+        Command::Camera(CameraAction::CameraInfo) => {
+            let cameras = read(sh, &["dumpsys", "media.camera"], parse::cameras).await?;
+            Ok(json!({ "count": cameras.len(), "cameras": to_json(cameras)? }))
+        }
+        Command::Media(action) => media(sh, action).await,
+    }
+}
+
+fn unsupported(sh: &dyn Shell, command: &Command) -> BridgeError {
+    let action = command.action_name();
+    let reason = crate::TransportKind::Adb
+        .unsupported_reason(command.service_id(), &action)
+        .unwrap_or("not available over adb");
+    BridgeError::Unsupported {
+        device: sh.device_name().to_owned(),
+        service: command.service_id().to_owned(),
+        action,
+        transport: "adb",
+        reason: reason.to_owned(),
+    }
+}
+
+async fn network_status(sh: &dyn Shell) -> Result<Value, BridgeError> {
+    let link = read(sh, &["ip", "addr", "show", "wlan0"], parse::ip_addr).await?;
+    let routes = read(sh, &["ip", "route"], parse::ip_route).await?;
+    let airplane = setting(sh, "global", "airplane_mode_on").await?;
+    let gateway = routes
+        .iter()
+        .find(|r| r.destination == "default")
+        .and_then(|r| r.gateway.clone());
+    Ok(json!({
+        "wifi": to_json(link)?,
+        "routes": to_json(routes)?,
+        "default_gateway": gateway,
+        "airplane_mode": airplane.as_deref() == Some("1"),
+    }))
+}
+
+async fn system_info(sh: &dyn Shell) -> Result<Value, BridgeError> {
+    let props = read(sh, &["getprop"], parse::getprop).await?;
+    let facts = parsed(sh.device_name(), &["getprop"], parse::device_props(&props))?;
+    // Some vendors restrict /proc; the facts above are still worth returning.
+    let memory = read(sh, &["cat", "/proc/meminfo"], parse::meminfo)
+        .await
+        .ok();
+    let uptime = read(sh, &["cat", "/proc/uptime"], parse::uptime_seconds)
+        .await
+        .ok();
+    let mut out = to_json(facts)?;
+    out["memory_total_kb"] = json!(memory.as_ref().map(|m| m.total_kb));
+    out["memory_available_kb"] = json!(memory.and_then(|m| m.available_kb));
+    out["uptime_s"] = json!(uptime);
+    Ok(out)
+}
+
+/// `pkg/.Main` for `.Main` or `Main`; a fully qualified class stays as it is.
+fn component(package: &str, activity: &str) -> String {
+    if activity.starts_with('.') || activity.contains('.') {
+        format!("{package}/{activity}")
+    } else {
+        format!("{package}/.{activity}")
+    }
+}
+
+async fn launch(
+    sh: &dyn Shell,
+    package: &str,
+    activity: Option<&str>,
+) -> Result<Value, BridgeError> {
+    let component = match activity {
+        Some(activity) => component(package, activity),
+        None => {
+            let argv = [
+                "cmd",
+                "package",
+                "resolve-activity",
+                "--brief",
+                "-c",
+                "android.intent.category.LAUNCHER",
+                package,
+            ];
+            read(sh, &argv, parse::resolve_activity_brief)
+                .await
+                .map_err(|e| match e {
+                    BridgeError::NotFound { .. } => BridgeError::NotFound {
+                        message: format!(
+                            "package {package} is not installed or has no launcher activity"
+                        ),
+                    },
+                    other => other,
+                })?
+        }
+    };
+    let started = read(
+        sh,
+        &["am", "start", "-W", "-n", &component],
+        parse::am_start,
+    )
+    .await?;
+    Ok(json!({
+        "package": package,
+        "component": component,
+        "status": started.status,
+        "launch_state": started.launch_state,
+        "total_time_ms": started.total_time_ms,
+    }))
+}
+
+async fn wifi(sh: &dyn Shell, action: &WifiAction) -> Result<Value, BridgeError> {
+    match action {
+        WifiAction::Status => to_json(read(sh, &["dumpsys", "wifi"], parse::wifi).await?),
+        WifiAction::Enable | WifiAction::Disable => {
+            let enable = matches!(action, WifiAction::Enable);
+            ok(
+                sh,
+                &["svc", "wifi", if enable { "enable" } else { "disable" }],
+            )
+            .await?;
+            Ok(json!({ "enabled": enable }))
+        }
+        WifiAction::Scan => {
+            ok(sh, &["cmd", "wifi", "start-scan"]).await?;
+            let networks =
+                read(sh, &["cmd", "wifi", "list-scan-results"], parse::wifi_scan).await?;
+            Ok(json!({ "networks": to_json(networks)? }))
+        }
+    }
+}
+
+async fn bluetooth(sh: &dyn Shell, action: &BluetoothAction) -> Result<Value, BridgeError> {
+    let dump = || read(sh, &["dumpsys", "bluetooth_manager"], parse::bluetooth);
+    match action {
+        BluetoothAction::Status => {
+            let bt = dump().await?;
+            Ok(
+                json!({ "enabled": bt.enabled, "state": bt.state, "name": bt.name, "address": bt.address }),
+            )
+        }
+        BluetoothAction::PairedDevices => {
+            let bt = dump().await?;
+            let devices: Vec<Value> = bt
+                .bonded
+                .iter()
+                .map(|d| json!({ "address": d.address, "name": d.name }))
+                .collect();
+            Ok(json!({ "devices": devices }))
+        }
+        BluetoothAction::Enable | BluetoothAction::Disable => {
+            let enable = matches!(action, BluetoothAction::Enable);
+            let verb = if enable { "enable" } else { "disable" };
+            read(sh, &["cmd", "bluetooth_manager", verb], parse::cmd_success).await?;
+            Ok(json!({ "enabled": enable }))
+        }
+    }
+}
+
+fn percent(index: i64, min: i64, max: i64) -> i64 {
+    if max <= min {
+        return 0;
+    }
+    (((index - min) * 100) as f64 / (max - min) as f64).round() as i64
+}
+
+fn index_for(level: u8, min: i64, max: i64) -> i64 {
+    min + ((i64::from(level) * (max - min)) as f64 / 100.0).round() as i64
+}
+
+async fn volume(sh: &dyn Shell, stream: Stream) -> Result<Value, BridgeError> {
+    let v = read(sh, &["dumpsys", "audio"], |out| {
+        parse::audio_stream(out, stream.dumpsys_name())
+    })
+    .await?;
+    Ok(json!({
+        "stream": stream.as_str(),
+        "level": percent(v.index, v.min, v.max),
+        "index": v.index,
+        "min": v.min,
+        "max": v.max,
+        "muted": v.muted,
+    }))
+}
+
+async fn audio(sh: &dyn Shell, action: &AudioAction) -> Result<Value, BridgeError> {
+    match action {
+        AudioAction::GetVolume { stream } => volume(sh, *stream).await,
+        AudioAction::SetVolume { stream, level } => {
+            let current = volume(sh, *stream).await?;
+            let (min, max) = (
+                current["min"].as_i64().unwrap_or(0),
+                current["max"].as_i64().unwrap_or(0),
+            );
+            let index = index_for(*level, min, max).to_string();
+            let id = stream.android_id().to_string();
+            ok(
+                sh,
+                &[
+                    "cmd",
+                    "media_session",
+                    "volume",
+                    "--stream",
+                    &id,
+                    "--set",
+                    &index,
+                ],
+            )
+            .await?;
+            volume(sh, *stream).await
+        }
+        AudioAction::Mute { stream } | AudioAction::Unmute { stream } => {
+            let stream = stream.unwrap_or(Stream::Music);
+            let mute = matches!(action, AudioAction::Mute { .. });
+            let id = stream.android_id().to_string();
+            let adj = if mute { "mute" } else { "unmute" };
+            ok(
+                sh,
+                &[
+                    "cmd",
+                    "media_session",
+                    "volume",
+                    "--stream",
+                    &id,
+                    "--adj",
+                    adj,
+                ],
+            )
+            .await?;
+            Ok(json!({ "stream": stream.as_str(), "muted": mute }))
+        }
+        AudioAction::RingerMode { mode } => {
+            let arg = match mode {
+                RingerMode::Normal => "NORMAL",
+                RingerMode::Vibrate => "VIBRATE",
+                RingerMode::Silent => "SILENT",
+            };
+            ok(sh, &["cmd", "audio", "set-ringer-mode", arg]).await?;
+            Ok(json!({ "mode": mode.as_str() }))
+        }
+    }
+}
+
+async fn device_state(sh: &dyn Shell, action: &DeviceStateAction) -> Result<Value, BridgeError> {
+    match action {
+        DeviceStateAction::Status => {
+            let power = read(sh, &["dumpsys", "power"], parse::power).await?;
+            let low_power = setting(sh, "global", "low_power").await?;
+            let power_save = low_power.map(|v| v == "1").or(power.battery_saver);
+            Ok(json!({
+                "screen_on": power.screen_on,
+                "wakefulness": power.wakefulness,
+                "plugged": power.plugged,
+                "power_save": power_save,
+                "battery_level": power.battery_level,
+            }))
+        }
+        DeviceStateAction::ScreenOn => {
+            keyevent(sh, "KEYCODE_WAKEUP").await?;
+            Ok(json!({ "screen_on": true }))
+        }
+        DeviceStateAction::ScreenOff => {
+            keyevent(sh, "KEYCODE_SLEEP").await?;
+            Ok(json!({ "screen_on": false }))
+        }
+        DeviceStateAction::PowerSave { enabled } => {
+            ok(
+                sh,
+                &["cmd", "power", "set-mode", if *enabled { "1" } else { "0" }],
+            )
+            .await?;
+            Ok(json!({ "power_save": enabled }))
+        }
+    }
+}
+
+async fn screen(sh: &dyn Shell, action: &ScreenAction) -> Result<Value, BridgeError> {
+    match action {
+        ScreenAction::Status => {
+            let int = |v: Option<String>| v.and_then(|v| v.parse::<i64>().ok());
+            let brightness = int(setting(sh, "system", "screen_brightness").await?);
+            let mode = setting(sh, "system", "screen_brightness_mode").await?;
+            let timeout = int(setting(sh, "system", "screen_off_timeout").await?);
+            let power = read(sh, &["dumpsys", "power"], parse::power).await?;
+            Ok(json!({
+                "brightness": brightness,
+                "auto_brightness": mode.as_deref() == Some("1"),
+                "timeout_ms": timeout,
+                "screen_on": power.screen_on,
+            }))
+        }
+        ScreenAction::SetBrightness { level } => {
+            put_setting(sh, "screen_brightness", &level.to_string()).await?;
+            Ok(json!({ "brightness": level }))
+        }
+        ScreenAction::AutoBrightness { enabled } => {
+            put_setting(
+                sh,
+                "screen_brightness_mode",
+                if *enabled { "1" } else { "0" },
+            )
+            .await?;
+            Ok(json!({ "auto_brightness": enabled }))
+        }
+        ScreenAction::SetTimeout { ms } => {
+            put_setting(sh, "screen_off_timeout", &ms.to_string()).await?;
+            Ok(json!({ "timeout_ms": ms }))
+        }
+        ScreenAction::Wake => {
+            keyevent(sh, "KEYCODE_WAKEUP").await?;
+            Ok(json!({ "screen_on": true }))
+        }
+    }
+}
+
+async fn media(sh: &dyn Shell, action: &MediaAction) -> Result<Value, BridgeError> {
+    let key = match action {
+        MediaAction::Status => {
+            let sessions = read(sh, &["dumpsys", "media_session"], parse::media_sessions).await?;
+            let playing = sessions.iter().any(|s| s.state == "playing");
+            return Ok(json!({ "sessions": to_json(sessions)?, "playing": playing }));
+        }
+        MediaAction::PlayUrl { url } => {
+            let argv = [
+                "am",
+                "start",
+                "-W",
+                "-a",
+                "android.intent.action.VIEW",
+                "-d",
+                url.as_str(),
+            ];
+            let started = read(sh, &argv, parse::am_start).await?;
+            return Ok(json!({ "url": url, "status": started.status }));
+        }
+        MediaAction::Play => "play",
+        MediaAction::Pause => "pause",
+        MediaAction::Next => "next",
+        MediaAction::Previous => "previous",
+        MediaAction::Stop => "stop",
+    };
+    ok(sh, &["cmd", "media_session", "dispatch", key]).await?;
+    Ok(json!({ "dispatched": key }))
+}
+
+#[cfg(test)]
+mod tests;

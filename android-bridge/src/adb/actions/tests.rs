@@ -1,0 +1,314 @@
+//! Each action's device commands and result, against a scripted shell that
+//! answers with real device output from the fixtures.
+
+use super::*;
+use droidwarden_services::{Catalogue, ErrorCode};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Answers each command line (argv joined by spaces) from a script and
+/// records what it was asked, in order.
+#[derive(Default)]
+struct ScriptedShell {
+    answers: HashMap<String, ShellOutput>,
+    asked: Mutex<Vec<Vec<String>>>,
+}
+
+impl ScriptedShell {
+    fn answer(mut self, command: &str, stdout: &str) -> Self {
+        self.answers.insert(
+            command.to_owned(),
+            ShellOutput {
+                stdout: stdout.to_owned(),
+                ..ShellOutput::default()
+            },
+        );
+        self
+    }
+
+    fn fail(mut self, command: &str, stdout: &str, stderr: &str, exit: i32) -> Self {
+        self.answers.insert(
+            command.to_owned(),
+            ShellOutput {
+                stdout: stdout.to_owned(),
+                stderr: stderr.to_owned(),
+                exit,
+            },
+        );
+        self
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.asked
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|a| a.join(" "))
+            .collect()
+    }
+}
+
+impl Shell for ScriptedShell {
+    fn device_name(&self) -> &str {
+        "scripted"
+    }
+
+    fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>> {
+        Box::pin(async move {
+            self.asked
+                .lock()
+                .unwrap()
+                .push(argv.iter().map(|s| s.to_string()).collect());
+            let line = argv.join(" ");
+            Ok(self.answers.get(&line).cloned().unwrap_or(ShellOutput {
+                stdout: String::new(),
+                stderr: format!("/system/bin/sh: {}: not found\n", argv[0]),
+                exit: 127,
+            }))
+        })
+    }
+}
+
+fn cmd(service: &str, action: &str, params: Value) -> Command {
+    Catalogue::get().parse(service, action, &params).unwrap()
+}
+
+async fn run(
+    sh: &ScriptedShell,
+    service: &str,
+    action: &str,
+    params: Value,
+) -> Result<Value, BridgeError> {
+    let command = cmd(service, action, params);
+    let result = execute(sh, &command).await;
+    if let Ok(value) = &result {
+        let (_, spec) = Catalogue::get().action(service, action).unwrap();
+        if let Err(v) = spec.result.validate(value) {
+            panic!(
+                "{service}.{action} result {value} breaks its documented shape at {}: {}",
+                v.path, v.reason
+            );
+        }
+    }
+    result
+}
+
+const BATTERY: &str =
+    include_str!("../../../fixtures/android/dumpsys-battery/adbjsoncli-emulator-17.txt");
+const AUDIO: &str = include_str!(
+    "../../../fixtures/android/dumpsys-audio/redroid-rockchip-issue17-streams-fragment.txt"
+);
+
+#[tokio::test]
+async fn battery_status_reads_dumpsys_battery() {
+    let sh = ScriptedShell::default().answer("dumpsys battery", BATTERY);
+    let v = run(&sh, "batteryMonitor", "status", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(v["level_percent"], 100);
+    assert_eq!(sh.asked(), ["dumpsys battery"]);
+}
+
+#[tokio::test]
+async fn launch_resolves_the_launcher_activity_first() {
+    let sh = ScriptedShell::default()
+        .answer(
+            "cmd package resolve-activity --brief -c android.intent.category.LAUNCHER org.videolan.vlc",
+            "priority=0 preferredOrder=0 match=0x108000 specificIndex=-1 isDefault=false\norg.videolan.vlc/.StartActivity\n",
+        )
+        .answer(
+            "am start -W -n org.videolan.vlc/.StartActivity",
+            "Starting: Intent { cmp=org.videolan.vlc/.StartActivity }\nStatus: ok\nLaunchState: COLD\nActivity: org.videolan.vlc/.StartActivity\nTotalTime: 412\nWaitTime: 415\nComplete\n",
+        );
+    let v = run(
+        &sh,
+        "app_launcher",
+        "launch",
+        json!({"package": "org.videolan.vlc"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(v["component"], "org.videolan.vlc/.StartActivity");
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["total_time_ms"], 412);
+}
+
+#[tokio::test]
+async fn launch_with_an_activity_goes_straight_to_am_start() {
+    let sh = ScriptedShell::default().answer("am start -W -n com.x.y/.Main", "Status: ok\n");
+    run(
+        &sh,
+        "app_launcher",
+        "launch",
+        json!({"package": "com.x.y", "activity": "Main"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(sh.asked(), ["am start -W -n com.x.y/.Main"]);
+    let sh =
+        ScriptedShell::default().answer("am start -W -n com.x.y/com.x.y.ui.Home", "Status: ok\n");
+    run(
+        &sh,
+        "app_launcher",
+        "launch",
+        json!({"package": "com.x.y", "activity": "com.x.y.ui.Home"}),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn an_unresolvable_launch_is_not_found() {
+    let sh = ScriptedShell::default().answer(
+        "cmd package resolve-activity --brief -c android.intent.category.LAUNCHER com.not.there",
+        "No activity found\n",
+    );
+    let err = run(
+        &sh,
+        "app_launcher",
+        "launch",
+        json!({"package": "com.not.there"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NotFound, "{err}");
+    let sh = ScriptedShell::default().answer(
+        "am start -W -n org.mozilla.fenix/.App",
+        include_str!("../../../fixtures/android/am-start-errors/fenix-issue7925-pixel2-10.txt"),
+    );
+    let err = run(
+        &sh,
+        "app_launcher",
+        "launch",
+        json!({"package": "org.mozilla.fenix", "activity": ".App"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NotFound, "{err}");
+}
+
+#[tokio::test]
+async fn stopping_an_app_that_is_not_installed_is_not_found() {
+    let sh = ScriptedShell::default().fail("pm path com.gone.app", "", "", 1);
+    let err = run(
+        &sh,
+        "app_launcher",
+        "stop",
+        json!({"package": "com.gone.app"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NotFound);
+    assert_eq!(
+        sh.asked(),
+        ["pm path com.gone.app"],
+        "nothing is force-stopped"
+    );
+}
+
+#[tokio::test]
+async fn set_volume_scales_percent_to_the_streams_range_and_reads_back() {
+    let sh = ScriptedShell::default()
+        .answer("dumpsys audio", AUDIO)
+        .answer("cmd media_session volume --stream 8 --set 8", "");
+    // STREAM_DTMF in this fixture: min 0, max 15; 50 % of 15 rounds to 8.
+    let v = run(
+        &sh,
+        "audio_automation",
+        "set_volume",
+        json!({"stream": "dtmf", "level": 50}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(v["max"], 15);
+    assert_eq!(
+        sh.asked(),
+        [
+            "dumpsys audio",
+            "cmd media_session volume --stream 8 --set 8",
+            "dumpsys audio"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn phone_errors_become_structured_errors() {
+    let sh = ScriptedShell::default().fail(
+        "svc wifi disable",
+        "",
+        "java.lang.SecurityException: Permission Denial: not allowed to change wifi state\n",
+        1,
+    );
+    let err = run(&sh, "wifi_automation", "disable", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
+
+    // The scripted shell answers unknown commands like Android's sh.
+    let sh = ScriptedShell::default();
+    let err = run(&sh, "camera_control", "camera_info", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::UnsupportedAction, "{err}");
+
+    let sh = ScriptedShell::default()
+        .answer("dumpsys media.camera", "Can't find service: media.camera\n");
+    let err = run(&sh, "camera_control", "camera_info", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::UnsupportedAction, "{err}");
+
+    let sh = ScriptedShell::default().fail(
+        "settings put system screen_brightness 10",
+        "",
+        "Error: something odd\n",
+        255,
+    );
+    let err = run(
+        &sh,
+        "screen_control",
+        "set_brightness",
+        json!({"level": 10}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::DeviceError, "{err}");
+    assert!(err.to_string().contains("something odd"), "{err}");
+}
+
+#[tokio::test]
+async fn play_url_passes_the_url_as_one_argument() {
+    let url = "https://example.org/a b";
+    assert!(
+        Catalogue::get()
+            .parse("media_control", "play_url", &json!({"url": url}))
+            .is_err()
+    );
+    let url = "https://example.org/live?x=1&y=$(id);z";
+    let sh = ScriptedShell::default().answer(
+        &format!("am start -W -a android.intent.action.VIEW -d {url}"),
+        "Starting: Intent { act=android.intent.action.VIEW dat=https://example.org/... }\nStatus: ok\n",
+    );
+    let v = run(&sh, "media_control", "play_url", json!({"url": url}))
+        .await
+        .unwrap();
+    assert_eq!(v["status"], "ok");
+    let asked = sh.asked.lock().unwrap().clone();
+    assert_eq!(asked[0].last().unwrap(), url, "the URL is one argv element");
+}
+
+#[test]
+fn percent_and_index_round_trip() {
+    for (min, max) in [(0, 15), (1, 7), (0, 25), (0, 100)] {
+        for level in [0u8, 1, 33, 50, 99, 100] {
+            let index = index_for(level, min, max);
+            assert!((min..=max).contains(&index));
+            let back = percent(index, min, max);
+            assert!(
+                (back - i64::from(level)).abs() <= 100 / (max - min) + 1,
+                "{level} {min}..{max} → {index} → {back}"
+            );
+        }
+    }
+    assert_eq!(percent(5, 5, 5), 0);
+}

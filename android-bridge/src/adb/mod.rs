@@ -1,0 +1,530 @@
+//! Devices reached through the adb server, with the `adb_client` crate.
+//!
+//! [`AdbTransport`] lists what the adb server sees, connects configured
+//! network devices (`host:port`), asks the server to reconnect offline ones,
+//! and keeps each device's availability in the [`Registry`]. Each device is
+//! an [`AdbDevice`] with its own worker threads (see [`pool`]); every action
+//! is an argv built from validated parameters ([`actions`]), quoted for the
+//! device shell ([`shell`]) and parsed from real Android output ([`parse`]).
+//!
+//! Workarounds for `adb_client` 3.2 (each covered by a test):
+//! - Exit status is lost by `shell_command`: a trailer carries it
+//!   ([`shell::split_trailer`]); its absence means the output was cut short.
+//! - `ADBServer` runs `adb start-server` from `PATH` on every loopback
+//!   request, without the configured port: we hand it a no-op program and
+//!   start the server ourselves, once, with the right port
+//!   ([`AdbConfig::start_server`]).
+//! - The direct-TCP client spins forever when a device drops mid-command:
+//!   it is not offered; every call goes through the adb server.
+//! - No read timeouts: calls run on per-device threads and the caller's
+//!   timeout is enforced on the async side.
+
+mod actions;
+pub mod parse;
+mod pool;
+mod shell;
+
+use crate::device::{
+    BoxFuture, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind,
+};
+use crate::error::BridgeError;
+use adb_client::server::{ADBServer, DeviceLong, DeviceState};
+use adb_client::server_device::ADBServerDevice;
+use adb_client::{ADBDeviceExt, RustADBError};
+use droidwarden_services::{Command, DeviceName};
+use pool::WorkerPool;
+use serde_json::Value;
+use shell::ShellOutput;
+use std::collections::BTreeMap;
+use std::net::SocketAddrV4;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Actions the ADB transport cannot perform, with the reason.
+pub(crate) const UNSUPPORTED: &[(&str, &str, &str)] = &[
+    (
+        "location",
+        "start_tracking",
+        "continuous tracking needs the companion app on the phone",
+    ),
+    (
+        "location",
+        "stop_tracking",
+        "continuous tracking needs the companion app on the phone",
+    ),
+    (
+        "camera_control",
+        "take_photo",
+        "taking a photo needs the companion app on the phone",
+    ),
+];
+
+/// The program handed to `adb_client` as "adb": it runs it before every
+/// server request on loopback, and we do not want that (see module docs).
+const NO_OP_PROGRAM: &str = "true";
+
+/// How long one server-level request (list, connect) may take.
+const SERVER_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Settings of the ADB transport.
+#[derive(Debug, Clone)]
+pub struct AdbConfig {
+    /// The adb server's address.
+    pub server: SocketAddrV4,
+    /// Network devices to connect (`adb connect`), as `host:port`.
+    pub connect: Vec<String>,
+    /// Names for serials; other devices are named by their serial.
+    pub names: BTreeMap<String, DeviceName>,
+    /// Upper bound of every call on a device.
+    pub call_timeout: Duration,
+    /// How often the device list is refreshed.
+    pub poll_interval: Duration,
+    /// Most adb requests in flight per device.
+    pub workers_per_device: usize,
+    /// Start the adb server (with the configured port) when it is not
+    /// running and the address is on this machine.
+    pub start_server: bool,
+    /// The `adb` program used to start the server.
+    pub adb_program: PathBuf,
+}
+
+impl Default for AdbConfig {
+    fn default() -> Self {
+        Self {
+            server: SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 5037),
+            connect: Vec::new(),
+            names: BTreeMap::new(),
+            call_timeout: Duration::from_secs(15),
+            poll_interval: Duration::from_secs(3),
+            workers_per_device: 4,
+            start_server: true,
+            adb_program: PathBuf::from("adb"),
+        }
+    }
+}
+
+/// The ADB transport: discovery and availability of every device the adb
+/// server sees.
+#[derive(Debug)]
+pub struct AdbTransport {
+    config: AdbConfig,
+    registry: Arc<Registry>,
+    devices: Mutex<BTreeMap<String, Arc<AdbDevice>>>,
+    /// Woken when a call notices a device dropped, to refresh at once.
+    wake: Arc<Notify>,
+    server_start_tried: AtomicBool,
+}
+
+impl AdbTransport {
+    /// A transport that registers its devices in `registry`. Devices named in
+    /// the configuration are registered at once, offline until seen.
+    pub fn new(config: AdbConfig, registry: Arc<Registry>) -> Self {
+        let transport = Self {
+            config,
+            registry,
+            devices: Mutex::new(BTreeMap::new()),
+            wake: Arc::new(Notify::new()),
+            server_start_tried: AtomicBool::new(false),
+        };
+        for serial in transport.config.names.keys().cloned().collect::<Vec<_>>() {
+            transport.device_for(&serial);
+        }
+        transport
+    }
+
+    /// The registry the devices are in.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Refresh once: connect configured network devices, list what the adb
+    /// server sees, and update every device's availability. Returns the
+    /// number of online devices.
+    ///
+    /// # Errors
+    /// `device_offline` when the adb server cannot be reached (every device
+    /// is then marked offline).
+    pub async fn refresh(&self) -> Result<usize, BridgeError> {
+        let listed = match self.list().await {
+            Ok(listed) => listed,
+            Err(e) => {
+                self.mark_all_offline(&e.to_string());
+                return Err(e);
+            }
+        };
+        let listed = if self.connect_missing(&listed).await {
+            self.list().await?
+        } else {
+            listed
+        };
+        Ok(self.apply(&listed))
+    }
+
+    /// Keep availability fresh until `shutdown` is cancelled.
+    pub async fn run(&self, shutdown: CancellationToken) {
+        loop {
+            if let Err(e) = self.refresh().await {
+                tracing::warn!(error = %e, "adb refresh failed");
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(self.config.poll_interval) => {}
+                () = self.wake.notified() => {}
+            }
+        }
+    }
+
+    async fn list(&self) -> Result<Vec<DeviceLong>, BridgeError> {
+        match self.server_request(|s| s.devices_long()).await {
+            Err(BridgeError::DeviceOffline { reason, .. })
+                if self.may_start_server() && reason.contains("refused") =>
+            {
+                self.start_server().await?;
+                self.server_request(|s| s.devices_long()).await
+            }
+            other => other,
+        }
+    }
+
+    fn may_start_server(&self) -> bool {
+        self.config.start_server
+            && self.config.server.ip().is_loopback()
+            && !self.server_start_tried.swap(true, Ordering::SeqCst)
+    }
+
+    async fn start_server(&self) -> Result<(), BridgeError> {
+        let port = self.config.server.port().to_string();
+        tracing::info!(program = %self.config.adb_program.display(), port, "starting the adb server");
+        let mut cmd = tokio::process::Command::new(&self.config.adb_program);
+        cmd.args(["-P", &port, "start-server"])
+            .env("ANDROID_ADB_SERVER_PORT", &port)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        let offline = |reason: String| BridgeError::DeviceOffline {
+            device: "adb server".into(),
+            reason,
+        };
+        match tokio::time::timeout(Duration::from_secs(20), cmd.output()).await {
+            Ok(Ok(out)) if out.status.success() => Ok(()),
+            Ok(Ok(out)) => Err(offline(format!(
+                "`adb start-server` failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))),
+            Ok(Err(e)) => Err(offline(format!(
+                "cannot run {}: {e}",
+                self.config.adb_program.display()
+            ))),
+            Err(_) => Err(offline(
+                "`adb start-server` did not finish within 20 s".into(),
+            )),
+        }
+    }
+
+    /// Connect configured network devices the server does not have online.
+    /// Returns whether anything was asked of the server.
+    async fn connect_missing(&self, listed: &[DeviceLong]) -> bool {
+        let mut asked = false;
+        let mut offline_seen = false;
+        for target in &self.config.connect {
+            match listed.iter().find(|d| &d.identifier == target) {
+                Some(d) if d.state == DeviceState::Device => {}
+                Some(_) => offline_seen = true,
+                None => {
+                    asked = true;
+                    let Some(addr) = resolve(target).await else {
+                        tracing::warn!(target, "cannot resolve the address of a device to connect");
+                        continue;
+                    };
+                    if let Err(e) = self.server_request(move |s| s.connect_device(addr)).await {
+                        tracing::debug!(target, error = %e, "adb connect failed");
+                    }
+                }
+            }
+        }
+        if offline_seen {
+            asked = true;
+            // The server retries offline network devices by itself, slowly;
+            // asking it speeds up recovery after a phone comes back.
+            if let Err(e) = self.server_request(|s| s.reconnect_offline()).await {
+                tracing::debug!(error = %e, "adb reconnect-offline failed");
+            }
+        }
+        asked
+    }
+
+    async fn server_request<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut ADBServer) -> Result<T, RustADBError> + Send + 'static,
+    ) -> Result<T, BridgeError> {
+        let addr = self.config.server;
+        let task = tokio::task::spawn_blocking(move || {
+            let mut server = ADBServer::new_from_path(addr, Some(NO_OP_PROGRAM.into()));
+            f(&mut server)
+        });
+        let offline = |reason: String| BridgeError::DeviceOffline {
+            device: "adb server".into(),
+            reason,
+        };
+        match tokio::time::timeout(SERVER_REQUEST_TIMEOUT, task).await {
+            Ok(Ok(Ok(value))) => Ok(value),
+            Ok(Ok(Err(e))) => Err(offline(format!("adb server at {addr}: {e}"))),
+            Ok(Err(join)) => Err(BridgeError::Internal(join.to_string())),
+            Err(_) => Err(offline(format!(
+                "adb server at {addr} did not answer in time"
+            ))),
+        }
+    }
+
+    fn device_for(&self, serial: &str) -> Arc<AdbDevice> {
+        let mut devices = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = devices.get(serial) {
+            return Arc::clone(d);
+        }
+        let name = self
+            .config
+            .names
+            .get(serial)
+            .cloned()
+            .unwrap_or_else(|| name_from_serial(serial));
+        let device = Arc::new(AdbDevice {
+            name: name.clone(),
+            serial: serial.to_owned(),
+            server: self.config.server,
+            status: Mutex::new(Status {
+                online: false,
+                model: None,
+                detail: Some("not seen by the adb server yet".into()),
+            }),
+            pool: WorkerPool::new(name.as_str(), self.config.workers_per_device),
+            wake: Arc::clone(&self.wake),
+        });
+        devices.insert(serial.to_owned(), Arc::clone(&device));
+        self.registry.insert(DeviceHandle::new(
+            Arc::clone(&device) as Arc<dyn Device>,
+            self.config.call_timeout,
+        ));
+        device
+    }
+
+    fn apply(&self, listed: &[DeviceLong]) -> usize {
+        let mut online = 0;
+        for d in listed {
+            let device = self.device_for(&d.identifier);
+            let is_online = d.state == DeviceState::Device;
+            online += usize::from(is_online);
+            let detail = (!is_online).then(|| describe_state(&d.state));
+            let model = (!d.model.is_empty()).then(|| d.model.replace('_', " "));
+            self.set(&device, is_online, detail, model);
+        }
+        let known: Vec<Arc<AdbDevice>> = self
+            .devices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for device in known {
+            if !listed.iter().any(|d| d.identifier == device.serial) {
+                self.set(
+                    &device,
+                    false,
+                    Some("not seen by the adb server".into()),
+                    None,
+                );
+            }
+        }
+        online
+    }
+
+    fn mark_all_offline(&self, reason: &str) {
+        let known: Vec<Arc<AdbDevice>> = self
+            .devices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for device in known {
+            self.set(&device, false, Some(reason.to_owned()), None);
+        }
+    }
+
+    fn set(&self, device: &AdbDevice, online: bool, detail: Option<String>, model: Option<String>) {
+        let changed = {
+            let mut status = device.status();
+            let changed = status.online != online;
+            status.online = online;
+            status.detail = detail.clone();
+            if model.is_some() {
+                status.model = model;
+            }
+            changed
+        };
+        if changed {
+            tracing::info!(device = %device.name, online, detail, "device availability changed");
+            self.registry.publish(DeviceEvent::Availability {
+                device: device.name.clone(),
+                online,
+                detail,
+            });
+        }
+    }
+}
+
+async fn resolve(target: &str) -> Option<SocketAddrV4> {
+    let addrs = tokio::time::timeout(SERVER_REQUEST_TIMEOUT, tokio::net::lookup_host(target))
+        .await
+        .ok()?
+        .ok()?;
+    addrs.into_iter().find_map(|a| match a {
+        std::net::SocketAddr::V4(v4) => Some(v4),
+        std::net::SocketAddr::V6(_) => None,
+    })
+}
+
+/// A serial is usually a valid device name; anything else is made one.
+fn name_from_serial(serial: &str) -> DeviceName {
+    DeviceName::try_from(serial).unwrap_or_else(|_| {
+        let cleaned: String = serial
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || ".-_:".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect();
+        DeviceName::try_from(format!("d{cleaned}").chars().take(64).collect::<String>())
+            .unwrap_or_else(|_| DeviceName::try_from("unnamed").expect("a valid literal name"))
+    })
+}
+
+fn describe_state(state: &DeviceState) -> String {
+    match state {
+        DeviceState::Unauthorized => {
+            "unauthorized: accept the USB debugging prompt on the phone".into()
+        }
+        other => format!("adb reports the device as {other}"),
+    }
+}
+
+#[derive(Debug)]
+struct Status {
+    online: bool,
+    model: Option<String>,
+    detail: Option<String>,
+}
+
+/// One phone behind the adb server.
+#[derive(Debug)]
+pub struct AdbDevice {
+    name: DeviceName,
+    serial: String,
+    server: SocketAddrV4,
+    /// Written by the transport's refresh and by calls that see the device
+    /// drop; only held for field updates, never across an await.
+    status: Mutex<Status>,
+    pool: WorkerPool,
+    wake: Arc<Notify>,
+}
+
+impl AdbDevice {
+    fn status(&self) -> std::sync::MutexGuard<'_, Status> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run one device command on this device's workers.
+    async fn run(&self, argv: &[&str]) -> Result<ShellOutput, BridgeError> {
+        let line = shell::command_line(argv);
+        let serial = self.serial.clone();
+        let server = self.server;
+        let (tx, rx) = oneshot::channel();
+        tracing::debug!(device = %self.name, command = %line, "adb shell");
+        self.pool.submit(move || {
+            if tx.is_closed() {
+                return; // The caller gave up while this waited in the queue.
+            }
+            let mut device = ADBServerDevice::new(serial, Some(server));
+            let mut stdout = Vec::new();
+            let mut stderr = Vec::new();
+            let result = device
+                .shell_command(&line, Some(&mut stdout), Some(&mut stderr))
+                .map(|_| (stdout, stderr));
+            let _ = tx.send(result);
+        });
+        let (stdout, stderr) = match rx.await {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) => return Err(self.transport_error(&e)),
+            Err(_) => return Err(BridgeError::Internal("adb worker vanished".into())),
+        };
+        let stdout = String::from_utf8_lossy(&stdout);
+        let Some((stdout, exit)) = shell::split_trailer(&stdout) else {
+            return Err(self.dropped("the connection closed before the command finished".into()));
+        };
+        Ok(ShellOutput {
+            stdout,
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            exit,
+        })
+    }
+
+    fn transport_error(&self, e: &RustADBError) -> BridgeError {
+        let text = e.to_string();
+        match e {
+            RustADBError::ADBRequestFailed(msg) if msg.contains("unauthorized") => {
+                BridgeError::PermissionDenied {
+                    message: format!("{}: {msg}", self.name),
+                }
+            }
+            RustADBError::ADBRequestFailed(_) | RustADBError::IOError(_) => self.dropped(text),
+            _ => BridgeError::Device {
+                message: text,
+                exit: None,
+            },
+        }
+    }
+
+    /// The device stopped answering: have the transport refresh at once
+    /// rather than at the next poll, so availability (and its event) follows.
+    fn dropped(&self, reason: String) -> BridgeError {
+        self.wake.notify_one();
+        BridgeError::DeviceOffline {
+            device: self.name.to_string(),
+            reason,
+        }
+    }
+}
+
+impl Device for AdbDevice {
+    fn info(&self) -> DeviceInfo {
+        let status = self.status();
+        DeviceInfo {
+            name: self.name.clone(),
+            transport: TransportKind::Adb,
+            online: status.online,
+            serial: self.serial.clone(),
+            model: status.model.clone(),
+            state_detail: status.detail.clone(),
+        }
+    }
+
+    fn execute<'a>(&'a self, command: &'a Command) -> BoxFuture<'a, Result<Value, BridgeError>> {
+        Box::pin(actions::execute(self, command))
+    }
+}
+
+impl actions::Shell for AdbDevice {
+    fn device_name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>> {
+        Box::pin(AdbDevice::run(self, argv))
+    }
+}

@@ -1,0 +1,427 @@
+//! Apps: `cmd package resolve-activity`, `am start -W`, `pm list packages`
+//! and `pm path`.
+
+use serde::Serialize;
+
+use super::device_error::{DeviceFailure, FailureKind, classify_device_error};
+use super::error::ParseError;
+use super::text::{failure_error, reject_device_error};
+
+/// The outcome of `am start [-W]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AmStart {
+    /// `ok`, `timeout`, or whatever `Status:` said; `ok` without `-W`.
+    pub status: String,
+    /// `LaunchState:` as printed, e.g. `COLD`, `WARM`, `HOT`, `UNKNOWN (-1)`.
+    pub launch_state: Option<String>,
+    /// `Activity:`, the activity that ended up on top (may be another app's).
+    pub activity: Option<String>,
+    /// `TotalTime:` in milliseconds.
+    pub total_time_ms: Option<u64>,
+    /// `WaitTime:` in milliseconds.
+    pub wait_time_ms: Option<u64>,
+}
+
+/// One line of `pm list packages [-f]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PackageEntry {
+    /// The package name.
+    pub package: String,
+    /// The base APK path (only with `-f`).
+    pub path: Option<String>,
+    /// The APK lives on a system partition. Always `false` without `-f`,
+    /// since the listing does not say.
+    pub system_app: bool,
+}
+
+/// Parses `cmd package resolve-activity --brief …` into `pkg/.Activity`.
+///
+/// The brief form prints a `priority=…` line then the component. The full
+/// form (without `--brief`) is read too, from `packageName=` and `name=`.
+///
+/// # Errors
+/// [`ParseError::NotFound`] for `No activity found`,
+/// [`ParseError::MissingField`] when no component is printed,
+/// [`ParseError::Device`] for a device error message.
+pub fn resolve_activity_brief(output: &str) -> Result<String, ParseError> {
+    reject_device_error(output)?;
+    if output.lines().any(|l| l.trim() == "No activity found") {
+        return Err(ParseError::NotFound {
+            what: "activity".into(),
+        });
+    }
+    brief_component(output)
+        .or_else(|| full_component(output))
+        .ok_or(ParseError::MissingField {
+            command: "cmd package resolve-activity",
+            field: "component",
+        })
+}
+
+fn brief_component(output: &str) -> Option<String> {
+    output
+        .lines()
+        .map(str::trim)
+        .find(|l| is_component(l))
+        .map(str::to_owned)
+}
+
+/// `pkg/cls` with no spaces, `=` or `:`; both halves non-empty.
+fn is_component(s: &str) -> bool {
+    match s.split_once('/') {
+        Some((pkg, cls)) => {
+            !pkg.is_empty()
+                && !cls.is_empty()
+                && !s.contains(|c: char| c.is_whitespace() || c == '=' || c == ':')
+        }
+        None => false,
+    }
+}
+
+/// The first `name=` and `packageName=` of the `ActivityInfo:` block.
+fn full_component(output: &str) -> Option<String> {
+    let block = &output[output.find("ActivityInfo:")?..];
+    let field = |key: &str| {
+        block
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+            .filter(|v| !v.is_empty())
+    };
+    Some(format!("{}/{}", field("packageName=")?, field("name=")?))
+}
+
+/// Parses `am start` output, with or without `-W`.
+///
+/// # Errors
+/// [`ParseError::NotFound`] for `unable to resolve Intent`, `Activity class
+/// {…} does not exist` and similar (which old `am` prints with exit status 0),
+/// [`ParseError::Device`] for other device errors such as a permission
+/// denial or any other `Error:` line, and [`ParseError::MissingField`] when
+/// neither `Status:` nor `Starting:` is printed.
+pub fn am_start(output: &str) -> Result<AmStart, ParseError> {
+    if let Some(failure) = classify_device_error(output, "", 0) {
+        return Err(failure_error(failure));
+    }
+    // Any other `Error: …` means the activity was not started.
+    if let Some(line) = output.lines().find(|l| l.starts_with("Error")) {
+        return Err(ParseError::Device(DeviceFailure {
+            kind: FailureKind::Other,
+            message: line.trim().to_owned(),
+        }));
+    }
+    let field = |key: &str| {
+        output
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+    };
+    let millis = |key: &str| field(key).and_then(|v| v.parse().ok());
+    let status = match field("Status:") {
+        Some(s) => s.to_owned(),
+        None if field("Starting:").is_some() => "ok".to_owned(),
+        None => {
+            return Err(ParseError::MissingField {
+                command: "am start",
+                field: "Status",
+            });
+        }
+    };
+    Ok(AmStart {
+        status,
+        launch_state: field("LaunchState:").map(str::to_owned),
+        activity: field("Activity:").map(str::to_owned),
+        total_time_ms: millis("TotalTime:"),
+        wait_time_ms: millis("WaitTime:"),
+    })
+}
+
+/// Partitions whose apps are system apps.
+const SYSTEM_PARTITIONS: &[&str] = &[
+    "/system/",
+    "/system_ext/",
+    "/product/",
+    "/vendor/",
+    "/apex/",
+    "/odm/",
+    "/oem/",
+];
+
+/// Parses `pm list packages`, with or without `-f` (and tolerates `-U`/`-i`
+/// suffixes such as ` uid:10123` or `  installer=…`).
+///
+/// With `-f` a line reads `package:/path/base.apk=name`; the path may itself
+/// contain `=`, so the name is taken after the last one.
+///
+/// # Errors
+/// [`ParseError::Malformed`] when the output has text but no `package:` line,
+/// [`ParseError::Device`] for a device error message.
+pub fn package_list(output: &str) -> Result<Vec<PackageEntry>, ParseError> {
+    reject_device_error(output)?;
+    let entries: Vec<PackageEntry> = output.lines().filter_map(package_line).collect();
+    if entries.is_empty() && !output.trim().is_empty() {
+        return Err(ParseError::malformed(
+            "pm list packages",
+            "no package: line",
+            output,
+        ));
+    }
+    Ok(entries)
+}
+
+fn package_line(line: &str) -> Option<PackageEntry> {
+    // `-U` and `-i` append ` uid:N` / `  installer=X` after whitespace.
+    let main = line
+        .trim()
+        .strip_prefix("package:")?
+        .split_whitespace()
+        .next()?;
+    let entry = match main.rsplit_once('=') {
+        Some((path, name)) if path.starts_with('/') && !name.is_empty() => PackageEntry {
+            package: name.to_owned(),
+            path: Some(path.to_owned()),
+            system_app: SYSTEM_PARTITIONS.iter().any(|p| path.starts_with(p)),
+        },
+        _ => PackageEntry {
+            package: main.to_owned(),
+            path: None,
+            system_app: false,
+        },
+    };
+    Some(entry)
+}
+
+/// Parses `pm path PKG`: one path per APK (split APKs give several). An
+/// unknown package prints nothing, which is an empty list.
+///
+/// # Errors
+/// [`ParseError::Malformed`] when the output has text but no `package:` line,
+/// [`ParseError::Device`] for a device error message.
+pub fn pm_path(output: &str) -> Result<Vec<String>, ParseError> {
+    reject_device_error(output)?;
+    let paths: Vec<String> = output
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("package:"))
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .collect();
+    if paths.is_empty() && !output.trim().is_empty() {
+        return Err(ParseError::malformed("pm path", "no package: line", output));
+    }
+    Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_activity_fixtures() {
+        let cases = [
+            (
+                include_str!(
+                    "../../../fixtures/android/cmd-package-resolve-activity-brief/facebook-cheatsheet-unknown.txt"
+                ),
+                "com.facebook.katana/.LoginActivity",
+            ),
+            (
+                include_str!(
+                    "../../../fixtures/android/cmd-package-resolve-activity-brief/ocentra-proof-emulator-15.txt"
+                ),
+                "ca.ocentra.parent.agent/.MainActivity",
+            ),
+            // Without --brief (the fragment is cut inside ApplicationInfo).
+            (
+                include_str!(
+                    "../../../fixtures/android/cmd-package-resolve-activity/airsdk-issue1430-11plus.txt"
+                ),
+                "air.com.distriqt.test/air.com.distriqt.test.AIRAppEntry",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(resolve_activity_brief(text), Ok(expected.to_owned()));
+        }
+    }
+
+    #[test]
+    fn resolve_activity_errors() {
+        assert_eq!(
+            resolve_activity_brief("No activity found\n"),
+            Err(ParseError::NotFound {
+                what: "activity".into()
+            })
+        );
+        assert!(matches!(
+            resolve_activity_brief("priority=0 preferredOrder=0\n"),
+            Err(ParseError::MissingField { .. })
+        ));
+        assert!(matches!(
+            resolve_activity_brief("cmd: Can't find service: package\n"),
+            Err(ParseError::Device(_))
+        ));
+    }
+
+    #[test]
+    fn am_start_fixtures() {
+        let ok = include_str!(
+            "../../../fixtures/android/am-start/am-start-W-ok-encapp-readme-portal-unknown.txt"
+        );
+        assert_eq!(
+            am_start(ok),
+            Ok(AmStart {
+                status: "ok".into(),
+                launch_state: Some("COLD".into()),
+                activity: Some("com.facebook.alohaapps.launcher/com.facebook.aloha.app.home.touch.HomeActivity".into()),
+                total_time_ms: Some(1479),
+                wait_time_ms: Some(1482),
+            })
+        );
+        let timeout = include_str!(
+            "../../../fixtures/android/am-start/am-start-W-timeout-argent-pr691-unknown.txt"
+        );
+        assert_eq!(
+            am_start(timeout),
+            Ok(AmStart {
+                status: "timeout".into(),
+                launch_state: Some("UNKNOWN (-1)".into()),
+                activity: Some("com.anonymous.myapp/.MainActivity".into()),
+                total_time_ms: None,
+                wait_time_ms: Some(11639),
+            })
+        );
+    }
+
+    #[test]
+    fn am_start_error_fixtures() {
+        let cases = [
+            (
+                include_str!(
+                    "../../../fixtures/android/am-start-errors/fenix-issue7925-pixel2-10.txt"
+                ),
+                "Intent { act=android.intent.action.MAIN cat=[android.intent.category.LAUNCHER] flg=0x10000000 pkg=org.mozilla.fenix.performancetest }",
+            ),
+            (
+                include_str!(
+                    "../../../fixtures/android/am-start-errors/rn-deeplinking-issue1-unknown.txt"
+                ),
+                "Intent { act=android.intent.action.VIEW dat=exp://127.0.0.1:19004/--/details/3 flg=0x10000000 pkg=com.deeplinking }",
+            ),
+            (
+                include_str!(
+                    "../../../fixtures/android/am-start-errors/uniride-issue22-unknown.txt"
+                ),
+                "com.sjsu.se195.uniride/com.sjsu.se195.uniride.SignInActivity",
+            ),
+        ];
+        for (text, what) in cases {
+            assert_eq!(
+                am_start(text),
+                Err(ParseError::NotFound {
+                    what: what.to_owned()
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn am_start_other_forms() {
+        let plain =
+            "Starting: Intent { act=android.intent.action.VIEW dat=https://example.org/... }\n";
+        let started = am_start(plain).expect("parses");
+        assert_eq!(
+            (started.status.as_str(), started.total_time_ms),
+            ("ok", None)
+        );
+        let brought = "Starting: Intent { cmp=com.x/.Main }\nWarning: Activity not started, its current task has been brought to the front\n";
+        assert_eq!(am_start(brought).map(|s| s.status), Ok("ok".into()));
+        let denied = "Starting: Intent { cmp=com.x/.Secret }\njava.lang.SecurityException: Permission Denial: starting Intent { cmp=com.x/.Secret } not exported from uid 10099\n";
+        assert!(matches!(am_start(denied), Err(ParseError::Device(_))));
+        let unknown = "Starting: Intent { cmp=com.x/.Main }\nError: Activity not started, unknown error code 102\n";
+        assert_eq!(
+            am_start(unknown),
+            Err(ParseError::Device(DeviceFailure {
+                kind: FailureKind::Other,
+                message: "Error: Activity not started, unknown error code 102".into(),
+            }))
+        );
+        assert!(matches!(am_start(""), Err(ParseError::MissingField { .. })));
+    }
+
+    #[test]
+    fn package_list_fixtures() {
+        let full = include_str!(
+            "../../../fixtures/android/pm-list-packages-f/metasploit-pr14140-genymotion-unknown.txt"
+        );
+        let entries = package_list(full).expect("parses");
+        assert_eq!(entries.len(), 16);
+        assert_eq!(
+            entries[0],
+            PackageEntry {
+                package: "com.android.providers.downloads".into(),
+                path: Some("/system/priv-app/DownloadProvider/DownloadProvider.apk".into()),
+                system_app: true,
+            }
+        );
+        assert_eq!(
+            entries[2],
+            PackageEntry {
+                package: "com.phonegap.camerasample".into(),
+                path: Some("/data/app/com.phonegap.camerasample-2/base.apk".into()),
+                system_app: false,
+            }
+        );
+        assert_eq!(entries[10].package, "android");
+        assert_eq!(entries.iter().filter(|e| e.system_app).count(), 15);
+
+        let short = include_str!(
+            "../../../fixtures/android/pm-list-packages/cmd-package-list-grep-encapp-readme-unknown.txt"
+        );
+        assert_eq!(
+            package_list(short),
+            Ok(vec![PackageEntry {
+                package: "com.facebook.encapp".into(),
+                path: None,
+                system_app: false
+            }])
+        );
+    }
+
+    #[test]
+    fn package_list_edge_cases() {
+        let text = "\
+package:/data/app/~~kk1svdk5INu5m4M4-QsY2g==/com.viewer.comicscreen-PWjfAUbzQksNJTP1RBzzAg==/base.apk=com.viewer.comicscreen
+package:/system_ext/priv-app/Settings/Settings.apk=com.android.settings uid:1000
+package:/apex/com.android.btservices/app/Bluetooth/Bluetooth.apk=com.android.bluetooth
+package:com.example.plain  installer=com.android.vending
+package:/data/app/com.x-1/base.apk=com.x  installer=com.android.vending
+";
+        let entries = package_list(text).expect("parses");
+        assert_eq!(entries[0].package, "com.viewer.comicscreen");
+        assert!(!entries[0].system_app);
+        assert_eq!(
+            (entries[1].package.as_str(), entries[1].system_app),
+            ("com.android.settings", true)
+        );
+        assert!(entries[2].system_app);
+        assert_eq!(entries[3].package, "com.example.plain");
+        assert_eq!(entries[4].package, "com.x");
+        assert_eq!(
+            entries[4].path.as_deref(),
+            Some("/data/app/com.x-1/base.apk")
+        );
+        assert_eq!(package_list(""), Ok(vec![]));
+        assert!(package_list("Error: unknown option -z\n").is_err());
+    }
+
+    #[test]
+    fn pm_path_fixture() {
+        let split =
+            include_str!("../../../fixtures/android/pm-path/adbutils-pr91-split-apk-11plus.txt");
+        assert_eq!(
+            pm_path(split),
+            Ok(vec![
+                "/data/app/~~kk1svdk5INu5m4M4-QsY2g==/com.viewer.comicscreen-PWjfAUbzQksNJTP1RBzzAg==/base.apk".to_owned(),
+                "/data/app/~~kk1svdk5INu5m4M4-QsY2g==/com.viewer.comicscreen-PWjfAUbzQksNJTP1RBzzAg==/split_config.arm64_v8a.apk".to_owned(),
+            ])
+        );
+        assert_eq!(pm_path(""), Ok(vec![]));
+    }
+}

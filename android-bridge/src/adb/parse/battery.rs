@@ -1,0 +1,225 @@
+//! `dumpsys battery`: charge level, charging state and health.
+//!
+//! Every Android release prints `key: value` lines under `Current Battery
+//! Service state:`; newer ones add lines (`Dock powered`, `Charging state`,
+//! one-space-indented broadcast times) that are ignored here.
+
+use serde::Serialize;
+
+use super::error::ParseError;
+use super::text::{colon_field, parse_bool, reject_device_error};
+
+const COMMAND: &str = "dumpsys battery";
+
+/// The battery as `dumpsys battery` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatteryStatus {
+    /// `level * 100 / scale`, clamped to 0–100.
+    pub level_percent: u8,
+    /// The raw `level` value.
+    pub level: i64,
+    /// The raw `scale` value (the level of a full battery, usually 100).
+    pub scale: i64,
+    /// `charging`, `discharging`, `not_charging`, `full` or `unknown`.
+    pub status: String,
+    /// `good`, `overheat`, `dead`, `over_voltage`, `failure`, `cold` or `unknown`.
+    pub health: String,
+    /// The power source: `ac`, `usb`, `wireless` or `dock`; `None` on battery.
+    pub plugged: Option<String>,
+    /// Whether the battery status is `charging`.
+    pub charging: bool,
+    /// Whether a battery is present.
+    pub present: bool,
+    /// Battery temperature in °C (Android prints tenths of a degree).
+    pub temperature_c: Option<f64>,
+    /// Battery voltage in millivolts.
+    pub voltage_mv: Option<i64>,
+    /// Battery chemistry, e.g. `Li-ion`.
+    pub technology: Option<String>,
+}
+
+/// Parses `dumpsys battery`.
+///
+/// # Errors
+/// [`ParseError::MissingField`] when `level`, `scale`, `status`, `health` or
+/// `present` is absent, [`ParseError::Malformed`] when one of them is not a
+/// number (or boolean) or `scale` is not positive, and
+/// [`ParseError::Device`] when the output is a device error message.
+pub fn battery(output: &str) -> Result<BatteryStatus, ParseError> {
+    reject_device_error(output)?;
+    let level = int_field(output, "level")?;
+    let scale = int_field(output, "scale")?;
+    if scale <= 0 {
+        return Err(ParseError::malformed(
+            COMMAND,
+            "scale is not positive",
+            &scale.to_string(),
+        ));
+    }
+    let status_code = int_field(output, "status")?;
+    let present = colon_field(output, "present")
+        .ok_or(ParseError::MissingField {
+            command: COMMAND,
+            field: "present",
+        })
+        .and_then(|v| parse_bool(v).ok_or_else(|| ParseError::malformed(COMMAND, "present", v)))?;
+    Ok(BatteryStatus {
+        level_percent: percent(level, scale),
+        level,
+        scale,
+        status: status_name(status_code).to_owned(),
+        health: health_name(int_field(output, "health")?).to_owned(),
+        plugged: plugged(output),
+        charging: status_code == 2,
+        present,
+        temperature_c: optional_int(output, "temperature").map(|t| t as f64 / 10.0),
+        voltage_mv: optional_int(output, "voltage"),
+        technology: colon_field(output, "technology")
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned),
+    })
+}
+
+fn int_field(output: &str, field: &'static str) -> Result<i64, ParseError> {
+    let value = colon_field(output, field).ok_or(ParseError::MissingField {
+        command: COMMAND,
+        field,
+    })?;
+    value
+        .parse()
+        .map_err(|_| ParseError::malformed(COMMAND, field, value))
+}
+
+fn optional_int(output: &str, field: &str) -> Option<i64> {
+    colon_field(output, field)?.parse().ok()
+}
+
+fn percent(level: i64, scale: i64) -> u8 {
+    let pct = (i128::from(level) * 100 / i128::from(scale)).clamp(0, 100);
+    u8::try_from(pct).unwrap_or(100)
+}
+
+/// `BatteryManager.BATTERY_STATUS_*`.
+fn status_name(code: i64) -> &'static str {
+    match code {
+        2 => "charging",
+        3 => "discharging",
+        4 => "not_charging",
+        5 => "full",
+        _ => "unknown",
+    }
+}
+
+/// `BatteryManager.BATTERY_HEALTH_*`.
+fn health_name(code: i64) -> &'static str {
+    match code {
+        2 => "good",
+        3 => "overheat",
+        4 => "dead",
+        5 => "over_voltage",
+        6 => "failure",
+        7 => "cold",
+        _ => "unknown",
+    }
+}
+
+fn plugged(output: &str) -> Option<String> {
+    [
+        ("AC powered", "ac"),
+        ("USB powered", "usb"),
+        ("Wireless powered", "wireless"),
+        ("Dock powered", "dock"),
+    ]
+    .into_iter()
+    .find(|(key, _)| colon_field(output, key).and_then(parse_bool) == Some(true))
+    .map(|(_, name)| name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(
+        level_percent: u8,
+        status: &str,
+        health: &str,
+        plugged: Option<&str>,
+        temperature_c: f64,
+        voltage_mv: i64,
+    ) -> BatteryStatus {
+        BatteryStatus {
+            level_percent,
+            level: i64::from(level_percent),
+            scale: 100,
+            status: status.into(),
+            health: health.into(),
+            plugged: plugged.map(Into::into),
+            charging: status == "charging",
+            present: true,
+            temperature_c: Some(temperature_c),
+            voltage_mv: Some(voltage_mv),
+            technology: Some("Li-ion".into()),
+        }
+    }
+
+    #[test]
+    fn fixtures() {
+        let cases = [
+            (
+                include_str!(
+                    "../../../fixtures/android/dumpsys-battery/adbjsoncli-emulator-17.txt"
+                ),
+                status(100, "not_charging", "good", None, 25.0, 5000),
+            ),
+            (
+                include_str!(
+                    "../../../fixtures/android/dumpsys-battery/appium-adb-issue133-unknown.txt"
+                ),
+                status(89, "charging", "good", Some("ac"), 0.0, 0),
+            ),
+            (
+                include_str!(
+                    "../../../fixtures/android/dumpsys-battery/clusterfuzz-pr4327-unknown.txt"
+                ),
+                status(80, "not_charging", "overheat", Some("ac"), 18.0, 4200),
+            ),
+            (
+                include_str!(
+                    "../../../fixtures/android/dumpsys-battery/syzkaller-issue79-unknown.txt"
+                ),
+                status(19, "charging", "good", Some("ac"), 27.5, 3764),
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(battery(text), Ok(expected));
+        }
+    }
+
+    #[test]
+    fn odd_scales_and_negative_temperatures() {
+        let text = "  USB powered: true\n  status: 5\n  health: 7\n  present: true\n  level: 1500\n  scale: 1000\n  temperature: -45\n";
+        let b = battery(text).expect("parses");
+        assert_eq!(b.level_percent, 100);
+        assert_eq!((b.status.as_str(), b.health.as_str()), ("full", "cold"));
+        assert_eq!(b.plugged.as_deref(), Some("usb"));
+        assert_eq!(b.temperature_c, Some(-4.5));
+        assert_eq!((b.voltage_mv, b.technology), (None, None));
+    }
+
+    #[test]
+    fn errors() {
+        let zero = "status: 2\nhealth: 2\npresent: true\nlevel: 5\nscale: 0\n";
+        assert!(matches!(battery(zero), Err(ParseError::Malformed { .. })));
+        assert_eq!(
+            battery("status: 2\n"),
+            Err(ParseError::MissingField {
+                command: COMMAND,
+                field: "level"
+            })
+        );
+        assert!(matches!(
+            battery("Can't find service: battery\n"),
+            Err(ParseError::Device(_))
+        ));
+    }
+}

@@ -1,0 +1,196 @@
+//! `dumpsys location`: the last known fix.
+//!
+//! Android 12+ prints `last location=Location[PROVIDER LAT,LON hAcc=… et=…
+//! alt=… vel=… bear=… …]` inside each provider's block; older releases list
+//! `PROVIDER: Location[…]` under `Last Known Locations:` and spell accuracy
+//! `acc=`. Unknown values print as `???`. `Location.toString` formats the
+//! coordinates with the default locale, so a German phone prints
+//! `52,520008,13,404954`; that is read too.
+
+use serde::Serialize;
+
+use super::error::ParseError;
+use super::text::reject_device_error;
+
+/// A location fix.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Fix {
+    /// The provider that produced the fix: `gps`, `fused`, `network`, …
+    pub provider: String,
+    /// Latitude in degrees.
+    pub latitude: f64,
+    /// Longitude in degrees.
+    pub longitude: f64,
+    /// Altitude above the WGS84 ellipsoid, in metres.
+    pub altitude_m: Option<f64>,
+    /// Horizontal accuracy radius, in metres.
+    pub accuracy_m: Option<f64>,
+    /// Speed over ground, in metres per second.
+    pub speed_mps: Option<f64>,
+    /// Bearing, in degrees.
+    pub bearing_deg: Option<f64>,
+}
+
+/// Providers in order of preference.
+const PREFERENCE: &[&str] = &["gps", "fused", "network"];
+
+/// Parses `dumpsys location` into the best last known fix.
+///
+/// The fix of the `gps` provider is preferred, then `fused`, then `network`,
+/// then any other. `Ok(None)` when every provider's last location is `null`.
+///
+/// # Errors
+/// [`ParseError::MissingField`] when the output has no location state at all,
+/// [`ParseError::Device`] for a device error message.
+pub fn location(output: &str) -> Result<Option<Fix>, ParseError> {
+    reject_device_error(output)?;
+    let known = [
+        "last location=",
+        "Last Known Locations",
+        "Location Manager State",
+    ];
+    if !known.iter().any(|k| output.contains(k)) {
+        return Err(ParseError::MissingField {
+            command: "dumpsys location",
+            field: "last location",
+        });
+    }
+    let fixes: Vec<Fix> = output.lines().filter_map(fix_line).collect();
+    let rank = |f: &Fix| {
+        PREFERENCE
+            .iter()
+            .position(|p| *p == f.provider)
+            .unwrap_or(PREFERENCE.len())
+    };
+    // `min_by_key` keeps the first of equals: the first fix printed per rank.
+    Ok(fixes.into_iter().min_by_key(rank))
+}
+
+/// A `Location[…]` on a `last location=` line or a `Last Known Locations` entry.
+fn fix_line(line: &str) -> Option<Fix> {
+    let at = line.find("Location[")?;
+    let before = line[..at].trim_end();
+    let wanted = before.ends_with("last location=") || before.ends_with(':');
+    if !wanted {
+        return None;
+    }
+    parse_location(&line[at + "Location[".len()..])
+}
+
+/// `gps 37.421998,-122.084000 hAcc=5.0 et=… alt=5.0 vel=0.0 bear=0.0 {Bundle…}]`
+fn parse_location(body: &str) -> Option<Fix> {
+    let mut tokens = body.split_whitespace();
+    let provider = tokens.next()?.to_owned();
+    let (latitude, longitude) = coordinates(tokens.next()?)?;
+    let mut fix = Fix {
+        provider,
+        latitude,
+        longitude,
+        altitude_m: None,
+        accuracy_m: None,
+        speed_mps: None,
+        bearing_deg: None,
+    };
+    for token in tokens.take_while(|t| !t.starts_with('{')) {
+        let Some((key, value)) = token.trim_end_matches(']').split_once('=') else {
+            continue;
+        };
+        let value = value.parse::<f64>().ok().filter(|v| v.is_finite());
+        match key {
+            "hAcc" | "acc" => fix.accuracy_m = value,
+            "alt" => fix.altitude_m = value,
+            "vel" => fix.speed_mps = value,
+            "bear" => fix.bearing_deg = value,
+            _ => {}
+        }
+    }
+    Some(fix)
+}
+
+/// `37.421998,-122.084000`, or `37,421998,-122,084000` from a comma locale.
+fn coordinates(token: &str) -> Option<(f64, f64)> {
+    let parts: Vec<&str> = token.split(',').collect();
+    let (lat, lon) = match parts.as_slice() {
+        [lat, lon] => ((*lat).to_owned(), (*lon).to_owned()),
+        [a, b, c, d] => (format!("{a}.{b}"), format!("{c}.{d}")),
+        _ => return None,
+    };
+    let lat: f64 = lat.parse().ok()?;
+    let lon: f64 = lon.parse().ok()?;
+    let valid = (-90.0..=90.0).contains(&lat) && (-180.0..=180.0).contains(&lon);
+    valid.then_some((lat, lon))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fix(provider: &str, lat: f64, lon: f64, rest: [Option<f64>; 4]) -> Fix {
+        Fix {
+            provider: provider.into(),
+            latitude: lat,
+            longitude: lon,
+            altitude_m: rest[0],
+            accuracy_m: rest[1],
+            speed_mps: rest[2],
+            bearing_deg: rest[3],
+        }
+    }
+
+    #[test]
+    fn fixture_prefers_gps() {
+        let text =
+            include_str!("../../../fixtures/android/dumpsys-location/adbjsoncli-emulator-17.txt");
+        assert_eq!(
+            location(text),
+            Ok(Some(fix(
+                "gps",
+                37.421998,
+                -122.084,
+                [Some(5.0), Some(5.0), Some(0.0), Some(0.0)]
+            )))
+        );
+    }
+
+    #[test]
+    fn preference_and_null() {
+        let fused_only = "\
+Location Manager State:
+    network provider:
+      last location=Location[network 48.1,11.5 hAcc=30.0 et=+1m alt=??? ]
+    fused provider:
+      last location=Location[fused 48.137154,11.576124 hAcc=12.5 et=+5m alt=519.0 vel=1.5 bear=270.0]
+    gps provider:
+      last location=null
+";
+        assert_eq!(
+            location(fused_only),
+            Ok(Some(fix(
+                "fused",
+                48.137154,
+                11.576124,
+                [Some(519.0), Some(12.5), Some(1.5), Some(270.0)]
+            )))
+        );
+        let none = "Location Manager State:\n  gps provider:\n    last location=null\n";
+        assert_eq!(location(none), Ok(None));
+        assert!(location("").is_err());
+    }
+
+    #[test]
+    fn old_format_and_comma_locale() {
+        let text = "\
+  Last Known Locations:
+    passive: Location[gps 52,520008,13,404954 acc=20 et=+2h alt=34.0 vel=??? bear=??? {Bundle[mParcelledData.dataSize=96]}]
+";
+        assert_eq!(
+            location(text),
+            Ok(Some(fix(
+                "gps",
+                52.520008,
+                13.404954,
+                [Some(34.0), Some(20.0), None, None]
+            )))
+        );
+    }
+}

@@ -1,0 +1,60 @@
+//! Parsers from Android shell output to typed results.
+//!
+//! Each device command the ADB transport runs (see `docs/adb-commands.md`)
+//! prints text whose shape varies between Android releases and vendors. This
+//! module owns turning that text into typed values; it does no I/O, knows
+//! nothing about ADB connections, and leaves mapping failures to wire error
+//! codes to its caller.
+//!
+//! Every parser is a pure function `fn(&str) -> Result<T, ParseError>` (a few
+//! helpers work on an already parsed value). None of them panics on any input:
+//! unreadable text gives a [`ParseError`], and a fragment gives what can be
+//! read from it where the result type allows `None`. The tests read the real
+//! outputs stored under `fixtures/android/` (see `SOURCES.md` there).
+//!
+//! [`classify_device_error`] recognises the error messages all commands share
+//! (permission denials, missing services or commands, missing activities) and
+//! is meant to be applied to every command's stdout, stderr and exit status
+//! before its parser.
+
+mod apps;
+mod audio;
+mod battery;
+mod bluetooth;
+mod camera;
+mod cmd;
+mod device_error;
+mod error;
+mod location;
+mod media;
+mod network;
+mod power;
+mod sensors;
+mod settings;
+mod system;
+mod text;
+mod wifi;
+mod window;
+
+pub use apps::{AmStart, PackageEntry, am_start, package_list, pm_path, resolve_activity_brief};
+pub use audio::{StreamVolume, audio_stream};
+pub use battery::{BatteryStatus, battery};
+pub use bluetooth::{BluetoothStatus, BondedDevice, bluetooth};
+pub use camera::{CameraInfo, cameras};
+pub use cmd::cmd_success;
+pub use device_error::{DeviceFailure, FailureKind, classify_device_error};
+pub use error::ParseError;
+pub use location::{Fix, location};
+pub use media::{MediaSession, media_sessions};
+pub use network::{LinkInfo, Route, airplane_mode, ip_addr, ip_route};
+pub use power::{PowerState, power};
+pub use sensors::{
+    Ambient, Motion, Proximity, SensorDump, SensorInfo, Vec3, ambient, motion, proximity, sensors,
+};
+pub use settings::{getprop_value, setting_value};
+pub use system::{DeviceProps, MemInfo, device_props, getprop, meminfo, uptime_seconds};
+pub use wifi::{ScanResult, WifiStatus, wifi, wifi_scan};
+pub use window::{Orientation, focused_app, rotation};
+
+#[cfg(test)]
+mod tests;

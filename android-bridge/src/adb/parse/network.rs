@@ -1,0 +1,297 @@
+//! Network state: `ip addr show IFACE`, `ip route` and airplane mode.
+//!
+//! Android ships iproute2's `ip`, whose output has been stable for a decade:
+//! a link line `N: IFACE: <FLAGS> mtu … state STATE …`, then indented
+//! `link/ether`, `inet` and `inet6` lines.
+
+use serde::Serialize;
+
+use super::error::ParseError;
+use super::text::{reject_device_error, token_after};
+
+/// One network interface as `ip addr show` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkInfo {
+    /// Interface name, e.g. `wlan0` (any `@peer` suffix removed).
+    pub interface: String,
+    /// The interface is administratively up (`UP` flag) and its state is not `DOWN`.
+    pub up: bool,
+    /// A link is present: no `NO-CARRIER` flag, and `LOWER_UP` or state `UP`.
+    pub carrier: bool,
+    /// First IPv4 address, without the prefix length.
+    pub ipv4: Option<String>,
+    /// Prefix length of [`LinkInfo::ipv4`].
+    pub prefix_len: Option<u8>,
+    /// IPv6 addresses, without prefix lengths.
+    pub ipv6: Vec<String>,
+    /// Hardware address from the `link/ether` line.
+    pub mac: Option<String>,
+}
+
+/// One line of `ip route`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Route {
+    /// Destination prefix, or `default`.
+    pub destination: String,
+    /// Next hop (`via`).
+    pub gateway: Option<String>,
+    /// Output interface (`dev`).
+    pub interface: Option<String>,
+    /// Preferred source address (`src`).
+    pub source: Option<String>,
+}
+
+/// Parses `ip addr show IFACE` (the first interface if several are listed).
+///
+/// # Errors
+/// [`ParseError::NotFound`] for `Device "X" does not exist.`,
+/// [`ParseError::MissingField`] when there is no link line, and
+/// [`ParseError::Device`] for a device error message.
+pub fn ip_addr(output: &str) -> Result<LinkInfo, ParseError> {
+    reject_device_error(output)?;
+    if let Some(line) = output.lines().find(|l| l.contains("does not exist")) {
+        return Err(ParseError::NotFound {
+            what: line.trim().trim_end_matches('.').to_owned(),
+        });
+    }
+    let (header_at, header) = output
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| link_header(l).map(|h| (i, h)))
+        .ok_or(ParseError::MissingField {
+            command: "ip addr",
+            field: "link",
+        })?;
+    let mut info = header;
+    for line in output.lines().skip(header_at + 1) {
+        if link_header(line).is_some() {
+            break;
+        }
+        address_line(&mut info, line);
+    }
+    Ok(info)
+}
+
+/// `3: wlan0: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 … state DOWN …`
+fn link_header(line: &str) -> Option<LinkInfo> {
+    let mut tokens = line.split_whitespace();
+    let index = tokens.next()?.strip_suffix(':')?;
+    if index.is_empty() || !index.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let name = tokens.next()?.strip_suffix(':')?;
+    let interface = name.split('@').next().unwrap_or(name).to_owned();
+    let flags: Vec<&str> = tokens
+        .next()?
+        .strip_prefix('<')?
+        .strip_suffix('>')?
+        .split(',')
+        .collect();
+    let state = token_after(line, "state ").unwrap_or("UNKNOWN");
+    let has = |f: &str| flags.contains(&f);
+    Some(LinkInfo {
+        interface,
+        up: has("UP") && state != "DOWN",
+        carrier: !has("NO-CARRIER") && (has("LOWER_UP") || state == "UP"),
+        ipv4: None,
+        prefix_len: None,
+        ipv6: Vec::new(),
+        mac: None,
+    })
+}
+
+fn address_line(info: &mut LinkInfo, line: &str) {
+    let mut tokens = line.split_whitespace();
+    match (tokens.next(), tokens.next()) {
+        (Some("link/ether"), Some(mac)) => info.mac = Some(mac.to_owned()),
+        (Some("inet"), Some(addr)) if info.ipv4.is_none() => {
+            let (ip, prefix) = split_prefix(addr);
+            info.ipv4 = Some(ip.to_owned());
+            info.prefix_len = prefix;
+        }
+        (Some("inet6"), Some(addr)) => info.ipv6.push(split_prefix(addr).0.to_owned()),
+        _ => {}
+    }
+}
+
+fn split_prefix(addr: &str) -> (&str, Option<u8>) {
+    match addr.split_once('/') {
+        Some((ip, len)) => (ip, len.parse().ok()),
+        None => (addr, None),
+    }
+}
+
+/// Route types that may precede the destination in `ip route` output.
+const ROUTE_TYPES: &[&str] = &[
+    "unicast",
+    "local",
+    "broadcast",
+    "multicast",
+    "throw",
+    "unreachable",
+    "prohibit",
+    "blackhole",
+    "nat",
+    "anycast",
+];
+
+/// Parses `ip route` (any table). An empty table is an empty list.
+///
+/// # Errors
+/// [`ParseError::Malformed`] when the output has text but no route line, and
+/// [`ParseError::Device`] for a device error message.
+pub fn ip_route(output: &str) -> Result<Vec<Route>, ParseError> {
+    reject_device_error(output)?;
+    let routes: Vec<Route> = output.lines().filter_map(route_line).collect();
+    if routes.is_empty() && !output.trim().is_empty() {
+        return Err(ParseError::malformed("ip route", "no route line", output));
+    }
+    Ok(routes)
+}
+
+/// `default via 10.0.2.2 dev wlan0 …` or `10.0.2.0/24 dev wlan0 … src 10.0.2.16`.
+fn route_line(line: &str) -> Option<Route> {
+    let tokens: Vec<&str> = line.split_whitespace().collect();
+    let skip = usize::from(tokens.first().is_some_and(|t| ROUTE_TYPES.contains(t)));
+    let destination = (*tokens.get(skip)?).to_owned();
+    let after = |key: &str| {
+        tokens
+            .windows(2)
+            .find(|w| w[0] == key)
+            .map(|w| w[1].to_owned())
+    };
+    let route = Route {
+        destination,
+        gateway: after("via"),
+        interface: after("dev"),
+        source: after("src"),
+    };
+    (route.gateway.is_some() || route.interface.is_some()).then_some(route)
+}
+
+/// Parses airplane mode: `enabled`/`disabled` from `cmd connectivity
+/// airplane-mode`, or `1`/`0` from `settings get global airplane_mode_on`.
+///
+/// # Errors
+/// [`ParseError::Malformed`] for any other text, [`ParseError::Device`] for a
+/// device error message.
+pub fn airplane_mode(output: &str) -> Result<bool, ParseError> {
+    reject_device_error(output)?;
+    match output.trim() {
+        "enabled" | "1" => Ok(true),
+        "disabled" | "0" => Ok(false),
+        other => Err(ParseError::malformed(
+            "cmd connectivity airplane-mode",
+            "expected enabled/disabled",
+            other,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ip_addr_fixtures() {
+        let down = include_str!(
+            "../../../fixtures/android/ip-addr-show-wlan0/emulator-runner-issue211-ci-emulator-10.txt"
+        );
+        assert_eq!(
+            ip_addr(down),
+            Ok(LinkInfo {
+                interface: "wlan0".into(),
+                up: false,
+                carrier: false,
+                ipv4: None,
+                prefix_len: None,
+                ipv6: vec![],
+                mac: Some("02:00:00:00:00:00".into()),
+            })
+        );
+        let up = include_str!(
+            "../../../fixtures/android/ip-addr-show-wlan0/emulator-runner-issue211-local-emulator-unknown.txt"
+        );
+        assert_eq!(
+            ip_addr(up),
+            Ok(LinkInfo {
+                interface: "wlan0".into(),
+                up: true,
+                carrier: true,
+                ipv4: Some("10.0.2.16".into()),
+                prefix_len: Some(24),
+                ipv6: vec![],
+                mac: Some("02:15:b2:00:00:00".into()),
+            })
+        );
+    }
+
+    #[test]
+    fn ip_addr_full_output_and_errors() {
+        let text = "\
+17: wlan0@if18: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc mq state UP group default qlen 1000
+    link/ether 02:15:b2:00:00:00 brd ff:ff:ff:ff:ff:ff link-netnsid 0
+    inet 192.168.232.2/21 brd 192.168.239.255 scope global wlan0
+       valid_lft forever preferred_lft forever
+    inet6 fec0::15:b2ff:fe00:0/64 scope site dynamic noprefixroute
+       valid_lft 86137sec preferred_lft 14137sec
+    inet6 fe80::15:b2ff:fe00:0/64 scope link
+       valid_lft forever preferred_lft forever
+18: radio0: <BROADCAST,UP> mtu 1500 state UP
+    inet 10.0.0.1/8 scope global radio0
+";
+        let info = ip_addr(text).expect("parses");
+        assert_eq!(info.interface, "wlan0");
+        assert_eq!(info.ipv4.as_deref(), Some("192.168.232.2"));
+        assert_eq!(info.prefix_len, Some(21));
+        assert_eq!(
+            info.ipv6,
+            vec!["fec0::15:b2ff:fe00:0", "fe80::15:b2ff:fe00:0"]
+        );
+        assert_eq!(
+            ip_addr("Device \"wlan0\" does not exist.\n"),
+            Err(ParseError::NotFound {
+                what: "Device \"wlan0\" does not exist".into()
+            })
+        );
+        assert!(matches!(ip_addr(""), Err(ParseError::MissingField { .. })));
+    }
+
+    #[test]
+    fn ip_route_fixture_and_default_route() {
+        let hotspot =
+            include_str!("../../../fixtures/android/ip-route/adb-wifi-issue4-hotspot-unknown.txt");
+        assert_eq!(
+            ip_route(hotspot),
+            Ok(vec![Route {
+                destination: "192.168.43.0/24".into(),
+                gateway: None,
+                interface: Some("swlan0".into()),
+                source: Some("192.168.43.1".into()),
+            }])
+        );
+        let text = "default via 10.0.2.2 dev wlan0 proto dhcp\nbroadcast 10.0.2.255 dev wlan0 table local proto kernel scope link src 10.0.2.16\n";
+        let routes = ip_route(text).expect("parses");
+        assert_eq!(routes[0].destination, "default");
+        assert_eq!(routes[0].gateway.as_deref(), Some("10.0.2.2"));
+        assert_eq!(routes[1].destination, "10.0.2.255");
+        assert_eq!(ip_route(""), Ok(vec![]));
+        assert!(ip_route("garbage here\n").is_err());
+    }
+
+    #[test]
+    fn airplane_mode_fixture_and_forms() {
+        let fixture = include_str!(
+            "../../../fixtures/android/cmd-connectivity-airplane-mode/adbjsoncli-emulator-17.txt"
+        );
+        assert_eq!(airplane_mode(fixture), Ok(false));
+        for (input, expected) in [
+            ("enabled\n", Some(true)),
+            ("1", Some(true)),
+            ("0\n", Some(false)),
+            ("maybe", None),
+        ] {
+            assert_eq!(airplane_mode(input).ok(), expected, "{input:?}");
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Small string helpers shared by the parsers.
+//!
+//! Android prints its state as `key: value`, `key=value` or `key value` lines,
+//! indented to show nesting. These helpers find such values without regular
+//! expressions and never index into a string at a position they did not get
+//! from a search, so multi-byte text cannot make them panic.
+
+use super::device_error::{DeviceFailure, FailureKind, classify_device_error};
+use super::error::ParseError;
+
+/// The value of the first `key: value` line (surrounding space trimmed).
+///
+/// The key must be the whole text before the first `:` of the trimmed line, so
+/// `voltage` does not match `Max charging voltage: 0`.
+pub(crate) fn colon_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines().find_map(|line| colon_value(line, key))
+}
+
+/// The value of `line` if it reads `key: value` (after trimming).
+pub(crate) fn colon_value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let (k, v) = line.trim().split_once(':')?;
+    (k.trim_end() == key).then_some(v.trim())
+}
+
+/// The first whitespace-delimited token after `key` where `key` starts a word.
+///
+/// A word starts at the beginning of the line or after a character that is not
+/// alphanumeric, so `mRotation=` does not match inside `mDisplayRotation=`.
+pub(crate) fn token_after<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let mut from = 0;
+    while let Some(pos) = line.get(from..)?.find(key) {
+        let at = from + pos;
+        let boundary = line[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric());
+        let rest = &line[at + key.len()..];
+        if boundary {
+            return rest.split_whitespace().next();
+        }
+        from = at + key.len();
+    }
+    None
+}
+
+/// The value of the first `key=value` or `key: value` line (trimmed line start).
+///
+/// `dumpsys power` mixes both separators (Samsung prints some fields with `: `).
+pub(crate) fn assigned_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines().find_map(|line| {
+        let rest = line.trim_start().strip_prefix(key)?;
+        let value = rest.strip_prefix('=').or_else(|| rest.strip_prefix(':'))?;
+        value.split_whitespace().next()
+    })
+}
+
+/// Reads `true` / `false` (any case).
+pub(crate) fn parse_bool(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
+/// The leading run of `0-9`, `-`, `+` in `value`, parsed as an integer.
+///
+/// Used for values with a unit glued on, such as `433Mbps` or `5180MHz`.
+pub(crate) fn leading_int(value: &str) -> Option<i64> {
+    let value = value.trim();
+    let end = value
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && (c == '-' || c == '+'))))
+        .map_or(value.len(), |(i, _)| i);
+    value[..end].parse().ok()
+}
+
+/// Removes one pair of surrounding double quotes, if both are there.
+pub(crate) fn unquote(value: &str) -> &str {
+    value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(value)
+}
+
+/// `None` for an empty value or one of Android's "nothing here" spellings.
+pub(crate) fn non_placeholder(value: &str) -> Option<String> {
+    let value = value.trim();
+    let empty = value.is_empty()
+        || matches!(
+            value,
+            "null" | "<none>" | "<unknown ssid>" | "<unknown>" | "unknown ssid"
+        );
+    (!empty).then(|| value.to_owned())
+}
+
+/// Number of leading space or tab characters.
+pub(crate) fn indent(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+/// Fails with the device's own error when the output *is* an error message.
+///
+/// A "not found" message becomes [`ParseError::NotFound`], any other
+/// recognised message [`ParseError::Device`]. Only the first non-empty line
+/// is checked, and only with the rules that hold even when the exit status is
+/// 0: a missing service or a permission error replaces the whole output,
+/// while a long dump may mention such words further down without having
+/// failed.
+pub(crate) fn reject_device_error(output: &str) -> Result<(), ParseError> {
+    let first = output.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    match classify_device_error(first, "", 0) {
+        Some(failure) if failure.kind != FailureKind::Other => Err(failure_error(failure)),
+        _ => Ok(()),
+    }
+}
+
+/// A device failure as a parse error: "not found" keeps its own variant.
+pub(crate) fn failure_error(failure: DeviceFailure) -> ParseError {
+    match failure.kind {
+        FailureKind::NotFound(what) => ParseError::NotFound { what },
+        _ => ParseError::Device(failure),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colon_field_needs_the_whole_key() {
+        let text = "  Max charging voltage: 0\n  voltage: 4200\n";
+        assert_eq!(colon_field(text, "voltage"), Some("4200"));
+        assert_eq!(colon_field(text, "volt"), None);
+    }
+
+    #[test]
+    fn token_after_respects_word_starts() {
+        let line = "mDisplayRotation=ROTATION_90 mRotation=ROTATION_0}";
+        assert_eq!(token_after(line, "mRotation="), Some("ROTATION_0}"));
+        assert_eq!(token_after("xmRotation=1", "mRotation="), None);
+        assert_eq!(token_after("é mRotation=2", "mRotation="), Some("2"));
+    }
+
+    #[test]
+    fn leading_int_stops_at_the_unit() {
+        for (input, expected) in [
+            ("433Mbps", Some(433)),
+            ("-1MHz", Some(-1)),
+            ("", None),
+            ("Mbps", None),
+            ("-", None),
+        ] {
+            assert_eq!(leading_int(input), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn assigned_field_takes_either_separator() {
+        let text = "  mWakefulness=Awake\n  mUltraPowerSavingModeEnabled: false\n";
+        assert_eq!(assigned_field(text, "mWakefulness"), Some("Awake"));
+        assert_eq!(
+            assigned_field(text, "mUltraPowerSavingModeEnabled"),
+            Some("false")
+        );
+        assert_eq!(assigned_field(text, "mWake"), None);
+    }
+}

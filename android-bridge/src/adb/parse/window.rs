@@ -1,0 +1,254 @@
+//! Window manager state: display rotation and the focused app.
+//!
+//! `dumpsys window displays` prints the rotation as `mRotation=ROTATION_90`
+//! (Android 10+, inside the display configuration), `mCurrentRotation=` or, on
+//! old releases, `mRotation=1` (a quarter-turn count). The focused window and
+//! app are `mCurrentFocus=Window{… u0 pkg/cls}` and
+//! `mFocusedApp=ActivityRecord{… u0 pkg/.Act t7}`; multi-display phones print
+//! one of each per display, `null` for a display without focus.
+
+use serde::Serialize;
+
+use super::error::ParseError;
+use super::text::{reject_device_error, token_after};
+
+const COMMAND: &str = "dumpsys window displays";
+
+/// Screen rotation and the orientation it gives.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Orientation {
+    /// Clockwise rotation from the display's natural orientation: 0, 90, 180 or 270.
+    pub rotation_deg: u16,
+    /// `portrait`, `landscape`, `reverse_portrait` or `reverse_landscape`.
+    pub orientation: String,
+}
+
+/// Parses the rotation of the first display in `dumpsys window displays`.
+///
+/// Rotation 0 is portrait on phones but landscape on tablets and TVs whose
+/// natural orientation is landscape. The natural orientation is read from
+/// the display's `init=WxH` size or, failing that, from the `port`/`land`
+/// qualifier of the configuration printed beside the rotation; when neither
+/// is present the display is taken to be naturally portrait. For a naturally
+/// landscape display, Android's default mapping makes 270 portrait and 90
+/// reverse portrait.
+///
+/// # Errors
+/// [`ParseError::MissingField`] without a rotation field,
+/// [`ParseError::Malformed`] for a rotation that is not a quarter turn, and
+/// [`ParseError::Device`] for a device error message.
+pub fn rotation(output: &str) -> Result<Orientation, ParseError> {
+    reject_device_error(output)?;
+    let raw = output
+        .lines()
+        .find_map(|l| token_after(l, "mCurrentRotation=").or_else(|| token_after(l, "mRotation=")))
+        .ok_or(ParseError::MissingField {
+            command: COMMAND,
+            field: "mRotation",
+        })?;
+    let rotation_deg =
+        degrees(raw).ok_or_else(|| ParseError::malformed(COMMAND, "mRotation", raw))?;
+    let landscape_natural = natural_landscape(output, rotation_deg).unwrap_or(false);
+    Ok(Orientation {
+        rotation_deg,
+        orientation: orientation_name(rotation_deg, landscape_natural).to_owned(),
+    })
+}
+
+/// `ROTATION_90` → 90; `1` → 90 (old quarter-turn count).
+fn degrees(raw: &str) -> Option<u16> {
+    let raw = raw.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    let deg = match raw.strip_prefix("ROTATION_") {
+        Some(deg) => deg.parse().ok()?,
+        None => raw.parse::<u16>().ok().filter(|q| *q < 4)? * 90,
+    };
+    matches!(deg, 0 | 90 | 180 | 270).then_some(deg)
+}
+
+/// Whether the display's unrotated shape is wider than tall.
+fn natural_landscape(output: &str, rotation_deg: u16) -> Option<bool> {
+    let init = output.lines().find_map(|l| token_after(l, "init="));
+    if let Some((w, h)) = init.and_then(|s| s.split_once('x')) {
+        let digits = |s: &str| {
+            s.trim_end_matches(|c: char| !c.is_ascii_digit())
+                .parse::<u32>()
+                .ok()
+        };
+        if let (Some(w), Some(h)) = (digits(w), digits(h)) {
+            return Some(w > h);
+        }
+    }
+    let config = output.lines().find(|l| {
+        l.contains("mCurConfiguration=")
+            || l.contains("overrideConfig=")
+            || l.contains("mGlobalConfiguration=")
+    })?;
+    let words: Vec<&str> = config.split_whitespace().collect();
+    let current_land = if words.contains(&"land") {
+        true
+    } else if words.contains(&"port") {
+        false
+    } else {
+        return None;
+    };
+    let quarter_turned = rotation_deg % 180 == 90;
+    Some(current_land != quarter_turned)
+}
+
+fn orientation_name(deg: u16, landscape_natural: bool) -> &'static str {
+    match (landscape_natural, deg) {
+        (false, 0) | (true, 270) => "portrait",
+        (false, 90) | (true, 0) => "landscape",
+        (false, 180) | (true, 90) => "reverse_portrait",
+        _ => "reverse_landscape",
+    }
+}
+
+/// Line starts that name the focused or resumed activity.
+const FOCUS_KEYS: &[&str] = &[
+    "mCurrentFocus=",
+    "mFocusedApp=",
+    "mResumedActivity:",
+    "ResumedActivity:",
+    "topResumedActivity=",
+];
+
+/// Parses the focused app's package from `dumpsys window` (or `dumpsys
+/// activity activities`) output; the last non-`null` focus line wins.
+///
+/// Windows without a package (`Window{… u0 NotificationShade}`) count as no
+/// focus.
+///
+/// # Errors
+/// [`ParseError::Device`] for a device error message.
+pub fn focused_app(output: &str) -> Result<Option<String>, ParseError> {
+    reject_device_error(output)?;
+    Ok(output
+        .lines()
+        .filter_map(|l| {
+            let line = l.trim_start();
+            let key = FOCUS_KEYS.iter().find(|k| line.starts_with(**k))?;
+            record_package(&line[key.len()..])
+        })
+        .next_back())
+}
+
+/// `Window{4879fe9 u0 pkg/cls}` or `ActivityRecord{… u0 pkg/.Act t2}` → `pkg`.
+fn record_package(record: &str) -> Option<String> {
+    let tokens: Vec<&str> = record.split_whitespace().collect();
+    tokens.windows(2).find_map(|w| {
+        let user = w[0].strip_prefix('u')?;
+        if user.is_empty() || !user.chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        let (pkg, _) = w[1].split_once('/')?;
+        (!pkg.is_empty()).then(|| pkg.to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DISPLAYS: &str = include_str!(
+        "../../../fixtures/android/dumpsys-window/adbjsoncli-emulator-17-window-displays-head.txt"
+    );
+    const ANDROID4: &str =
+        include_str!("../../../fixtures/android/dumpsys-window/uiautomator2-issue200-android4.txt");
+    const KODI: &str = include_str!(
+        "../../../fixtures/android/dumpsys-window/python-androidtv-pr329-kodi-tv-unknown.txt"
+    );
+
+    fn orientation(rotation_deg: u16, name: &str) -> Orientation {
+        Orientation {
+            rotation_deg,
+            orientation: name.into(),
+        }
+    }
+
+    #[test]
+    fn rotation_fixtures() {
+        assert_eq!(rotation(DISPLAYS), Ok(orientation(0, "portrait")));
+        // A 1920x720 head unit: rotation 0 with a `land` configuration.
+        assert_eq!(rotation(ANDROID4), Ok(orientation(0, "landscape")));
+        assert_eq!(
+            rotation(KODI),
+            Err(ParseError::MissingField {
+                command: COMMAND,
+                field: "mRotation"
+            })
+        );
+    }
+
+    #[test]
+    fn rotation_forms() {
+        let cases = [
+            (
+                "  init=1080x2424 420dpi\n  mRotation=ROTATION_90 mAltOrientation=false\n",
+                Some(orientation(90, "landscape")),
+            ),
+            (
+                "  mCurrentRotation=ROTATION_180\n",
+                Some(orientation(180, "reverse_portrait")),
+            ),
+            (
+                "  mRotation=3 mAltOrientation=false\n",
+                Some(orientation(270, "reverse_landscape")),
+            ),
+            (
+                "  init=1920x1080 320dpi\n  mRotation=ROTATION_0}\n",
+                Some(orientation(0, "landscape")),
+            ),
+            (
+                "  init=2560x1600 320dpi\n  mRotation=ROTATION_270\n",
+                Some(orientation(270, "portrait")),
+            ),
+            ("  mDisplayRotation=ROTATION_90\n", None),
+            ("  mRotation=7\n", None),
+            ("  mRotation=ROTATION_45\n", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(rotation(text).ok(), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn focused_app_fixtures() {
+        let cases = [
+            (DISPLAYS, Some("com.google.android.apps.nexuslauncher")),
+            // mCurrentFocus is the launcher, the later mFocusedApp names the app.
+            (ANDROID4, Some("com.example")),
+            // `dumpsys window windows` has no focus lines in this fragment.
+            (KODI, None),
+            (
+                include_str!(
+                    "../../../fixtures/android/dumpsys-window-grep-focus/appium-adb-issue797-galaxy-flip4-mCurrentFocus-12.txt"
+                ),
+                Some("jp.naver.line.android"),
+            ),
+            (
+                include_str!(
+                    "../../../fixtures/android/dumpsys-window-grep-focus/appium-adb-issue797-galaxy-flip4-mFocusedApp-12.txt"
+                ),
+                Some("jp.naver.line.android"),
+            ),
+            (
+                include_str!(
+                    "../../../fixtures/android/dumpsys-activity-activities/adbjsoncli-emulator-17-head.txt"
+                ),
+                Some("com.google.android.apps.nexuslauncher"),
+            ),
+            (
+                include_str!(
+                    "../../../fixtures/android/dumpsys-activity-activities/adbjsoncli-emulator-17-resumed-section.txt"
+                ),
+                Some("com.google.android.apps.nexuslauncher"),
+            ),
+            ("  mCurrentFocus=Window{abc u0 NotificationShade}\n", None),
+            ("  mCurrentFocus=null\n", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(focused_app(text), Ok(expected.map(str::to_owned)));
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Building device command lines safely, and reading their results.
+//!
+//! Every argument is quoted for the device's POSIX shell, so a parameter is
+//! always exactly one literal argument: nothing a caller (or a language
+//! model) typed is ever interpreted by the phone's shell. The exit status is
+//! carried in a trailer because `adb_client` does not report it, and the
+//! trailer's absence also reveals output cut short by a dropped connection.
+
+/// The marker of the exit-status trailer appended to every command.
+pub(crate) const RC_MARKER: &str = "__dw_rc=";
+
+/// Quote one argument for a POSIX shell (`mksh`/`toybox sh` on Android).
+///
+/// Words made only of characters that no shell treats specially are left as
+/// they are, for readable logs; everything else is wrapped in single quotes,
+/// inside which a shell interprets nothing, with each `'` written as `'\''`.
+pub(crate) fn quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./:=,@%+".contains(&b));
+    if plain {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+/// The full command line sent to the device for `argv`: quoted words, then
+/// the exit-status trailer.
+pub(crate) fn command_line(argv: &[&str]) -> String {
+    let mut line = argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ");
+    line.push_str(" ; echo ");
+    line.push_str(RC_MARKER);
+    line.push_str("$?");
+    line
+}
+
+/// The result of one device command.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct ShellOutput {
+    /// Standard output, without the trailer.
+    pub(crate) stdout: String,
+    /// Standard error (merged into stdout by devices without shell v2).
+    pub(crate) stderr: String,
+    /// The command's exit status.
+    pub(crate) exit: i32,
+}
+
+/// Split the trailer off raw stdout. `None` when the trailer is missing or
+/// malformed: the output was cut short.
+pub(crate) fn split_trailer(stdout: &str) -> Option<(String, i32)> {
+    let at = stdout.rfind(RC_MARKER)?;
+    let status = stdout[at + RC_MARKER.len()..].trim();
+    let exit = status.parse::<i32>().ok()?;
+    Some((stdout[..at].to_owned(), exit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_leaves_plain_words_and_wraps_everything_else() {
+        let cases = [
+            ("dumpsys", "dumpsys"),
+            ("com.spotify.music/.Main", "com.spotify.music/.Main"),
+            ("", "''"),
+            ("a b", "'a b'"),
+            ("a;reboot", "'a;reboot'"),
+            ("$(id)", "'$(id)'"),
+            ("`id`", "'`id`'"),
+            ("it's", r"'it'\''s'"),
+            ("a\nb", "'a\nb'"),
+            ("*", "'*'"),
+            ("~root", "'~root'"),
+            ("x&&y|z", "'x&&y|z'"),
+            ("ünïcödé", "'ünïcödé'"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(quote(input), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn the_command_line_ends_with_the_trailer() {
+        assert_eq!(
+            command_line(&["am", "start", "-d", "https://x/?a=1&b=2"]),
+            "am start -d 'https://x/?a=1&b=2' ; echo __dw_rc=$?"
+        );
+    }
+
+    #[test]
+    fn the_trailer_carries_the_exit_status() {
+        assert_eq!(
+            split_trailer("hello\n__dw_rc=0\n"),
+            Some(("hello\n".into(), 0))
+        );
+        assert_eq!(
+            split_trailer("no newline__dw_rc=127\n"),
+            Some(("no newline".into(), 127))
+        );
+        assert_eq!(
+            split_trailer("__dw_rc=1\n__dw_rc=3\n"),
+            Some(("__dw_rc=1\n".into(), 3))
+        );
+        assert_eq!(split_trailer("cut short"), None);
+        assert_eq!(split_trailer("__dw_rc="), None);
+    }
+}

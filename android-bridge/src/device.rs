@@ -1,0 +1,503 @@
+//! The transport-neutral device abstraction.
+//!
+//! A transport implements [`Device`] (execute one typed command, report its
+//! state). Everything that must hold for every transport lives here instead:
+//! [`DeviceHandle::call`] checks the transport's capability table, refuses
+//! offline devices, runs state-changing actions on one device one at a time
+//! (reads run alongside) and bounds every call with a timeout. The
+//! [`Registry`] names devices, selects one for a request and broadcasts
+//! availability changes.
+
+use crate::error::BridgeError;
+use droidwarden_services::{Catalogue, Command, DeviceName};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+/// A boxed, sendable future, so [`Device`] can be used as a trait object.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How a device is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TransportKind {
+    /// Through the adb server.
+    Adb,
+    /// Over MQTT to the companion app on the phone.
+    Companion,
+}
+
+impl TransportKind {
+    /// The transport's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Adb => "adb",
+            Self::Companion => "companion",
+        }
+    }
+
+    /// Actions this transport cannot perform, with the reason. Everything
+    /// else in the catalogue it can.
+    fn unsupported(self) -> &'static [(&'static str, &'static str, &'static str)] {
+        match self {
+            Self::Adb => crate::adb::UNSUPPORTED,
+            Self::Companion => &[],
+        }
+    }
+
+    /// Why this transport cannot perform `service.action`, if it cannot.
+    pub fn unsupported_reason(self, service: &str, action: &str) -> Option<&'static str> {
+        self.unsupported()
+            .iter()
+            .find(|(s, a, _)| *s == service && *a == action)
+            .map(|(_, _, reason)| *reason)
+    }
+
+    /// The capability table: every catalogue action and whether this
+    /// transport supports it.
+    pub fn capabilities(self) -> Vec<Capability> {
+        Catalogue::get()
+            .services()
+            .iter()
+            .flat_map(|s| s.actions.iter().map(move |a| (s.id, a.name)))
+            .map(|(service, action)| {
+                let reason = self.unsupported_reason(service, action);
+                Capability {
+                    service,
+                    action,
+                    supported: reason.is_none(),
+                    note: reason,
+                }
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One row of a transport's capability table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Capability {
+    /// The service id.
+    pub service: &'static str,
+    /// The action name.
+    pub action: &'static str,
+    /// Whether the transport can perform it.
+    pub supported: bool,
+    /// Why not, when it cannot.
+    pub note: Option<&'static str>,
+}
+
+/// What is known about a device right now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceInfo {
+    /// The device's name (configured, or its serial).
+    pub name: DeviceName,
+    /// How it is reached.
+    pub transport: TransportKind,
+    /// Whether it can take calls now.
+    pub online: bool,
+    /// The transport's identifier (adb serial, companion id).
+    pub serial: String,
+    /// Model, when known.
+    pub model: Option<String>,
+    /// Why it is offline, when it is.
+    pub state_detail: Option<String>,
+}
+
+/// A phone reached through one transport.
+pub trait Device: Send + Sync + fmt::Debug {
+    /// The device's current state.
+    fn info(&self) -> DeviceInfo;
+
+    /// Perform one command. Capability, online state, timeout and mutation
+    /// ordering are handled by [`DeviceHandle`]; implementations only do the
+    /// work.
+    fn execute<'a>(&'a self, command: &'a Command) -> BoxFuture<'a, Result<Value, BridgeError>>;
+}
+
+/// A cloneable handle to a device that applies the rules every transport
+/// shares. Cheap to clone.
+#[derive(Clone)]
+pub struct DeviceHandle {
+    inner: Arc<HandleInner>,
+}
+
+struct HandleInner {
+    device: Arc<dyn Device>,
+    /// Held while a state-changing action runs, so two changes to one phone
+    /// never interleave (a volume read-modify-write, a toggle). Reads do not
+    /// take it. A tokio mutex because it is held across the call's awaits.
+    mutation: tokio::sync::Mutex<()>,
+    timeout: Duration,
+}
+
+impl fmt::Debug for DeviceHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceHandle")
+            .field("device", &self.inner.device)
+            .field("timeout", &self.inner.timeout)
+            .finish()
+    }
+}
+
+impl DeviceHandle {
+    /// Wrap a device; every call on it is bounded by `timeout`.
+    pub fn new(device: Arc<dyn Device>, timeout: Duration) -> Self {
+        Self {
+            inner: Arc::new(HandleInner {
+                device,
+                mutation: tokio::sync::Mutex::new(()),
+                timeout,
+            }),
+        }
+    }
+
+    /// The device's current state.
+    pub fn info(&self) -> DeviceInfo {
+        self.inner.device.info()
+    }
+
+    /// The per-call timeout.
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
+    /// Perform `command` on the device.
+    ///
+    /// # Errors
+    /// `unsupported_action` when the transport cannot do it, `device_offline`
+    /// when the device is not reachable, `timeout` when the call (including
+    /// waiting behind another change to the same phone) exceeds the limit,
+    /// and whatever the device reports.
+    pub async fn call(&self, command: &Command) -> Result<Value, BridgeError> {
+        let info = self.info();
+        let service = command.service_id();
+        let action = command.action_name();
+        if let Some(reason) = info.transport.unsupported_reason(service, &action) {
+            return Err(BridgeError::Unsupported {
+                device: info.name.to_string(),
+                service: service.to_owned(),
+                action,
+                transport: info.transport.as_str(),
+                reason: reason.to_owned(),
+            });
+        }
+        if !info.online {
+            return Err(BridgeError::DeviceOffline {
+                device: info.name.to_string(),
+                reason: info.state_detail.unwrap_or_else(|| "not connected".into()),
+            });
+        }
+        let mutates = Catalogue::get()
+            .action(service, &action)
+            .map(|(_, a)| a.mutates)
+            .unwrap_or(true);
+        let work = async {
+            let _guard = if mutates {
+                Some(self.inner.mutation.lock().await)
+            } else {
+                None
+            };
+            self.inner.device.execute(command).await
+        };
+        match tokio::time::timeout(self.inner.timeout, work).await {
+            Ok(result) => result,
+            Err(_) => Err(BridgeError::Timeout {
+                device: info.name.to_string(),
+                what: format!("{service}.{action}"),
+                after: self.inner.timeout,
+            }),
+        }
+    }
+}
+
+/// A change in a device's availability.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeviceEvent {
+    /// The device came online or went offline.
+    Availability {
+        /// The device.
+        device: DeviceName,
+        /// Whether it is online now.
+        online: bool,
+        /// Why it went offline, when it did.
+        detail: Option<String>,
+    },
+    /// The device is no longer known (removed from the configuration).
+    Removed {
+        /// The device.
+        device: DeviceName,
+    },
+}
+
+/// Every known device, by name.
+#[derive(Debug)]
+pub struct Registry {
+    devices: RwLock<BTreeMap<DeviceName, DeviceHandle>>,
+    events: broadcast::Sender<DeviceEvent>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        // Availability changes are rare; 256 buffered events cover a burst
+        // of every phone flapping at once. A lagging subscriber is told how
+        // many it missed and re-reads the registry.
+        let (events, _) = broadcast::channel(256);
+        Self {
+            devices: RwLock::new(BTreeMap::new()),
+            events,
+        }
+    }
+
+    /// Subscribe to availability changes.
+    pub fn subscribe(&self) -> broadcast::Receiver<DeviceEvent> {
+        self.events.subscribe()
+    }
+
+    /// Announce a change (transports call this).
+    pub fn publish(&self, event: DeviceEvent) {
+        // No subscriber is not an error: the CLI has none.
+        let _ = self.events.send(event);
+    }
+
+    /// Add or replace a device.
+    pub fn insert(&self, handle: DeviceHandle) {
+        let name = handle.info().name;
+        self.write().insert(name, handle);
+    }
+
+    /// Remove a device and announce it.
+    pub fn remove(&self, name: &DeviceName) -> Option<DeviceHandle> {
+        let removed = self.write().remove(name);
+        if removed.is_some() {
+            self.publish(DeviceEvent::Removed {
+                device: name.clone(),
+            });
+        }
+        removed
+    }
+
+    /// The device of that name.
+    pub fn get(&self, name: &str) -> Option<DeviceHandle> {
+        let name = DeviceName::try_from(name).ok()?;
+        self.read().get(&name).cloned()
+    }
+
+    /// Every device's state, sorted by name.
+    pub fn list(&self) -> Vec<DeviceInfo> {
+        self.read().values().map(DeviceHandle::info).collect()
+    }
+
+    /// Pick the device for a request: the named one, or the only online one.
+    ///
+    /// # Errors
+    /// `device_not_found` for an unknown name or when none is online;
+    /// `device_ambiguous` when no name was given and several are online.
+    pub fn select(&self, name: Option<&str>) -> Result<DeviceHandle, BridgeError> {
+        let devices = self.read();
+        let known = || devices.keys().map(ToString::to_string).collect::<Vec<_>>();
+        if let Some(name) = name {
+            return DeviceName::try_from(name)
+                .ok()
+                .and_then(|n| devices.get(&n).cloned())
+                .ok_or_else(|| BridgeError::DeviceNotFound {
+                    name: name.chars().take(80).collect(),
+                    known: known(),
+                });
+        }
+        let online: Vec<&DeviceHandle> = devices.values().filter(|d| d.info().online).collect();
+        match online.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Err(BridgeError::NoDeviceOnline { known: known() }),
+            many => Err(BridgeError::DeviceAmbiguous {
+                online: many.iter().map(|d| d.info().name.to_string()).collect(),
+            }),
+        }
+    }
+
+    // The lock is only held for map operations, never across an await, so a
+    // std RwLock is the right tool; a poisoned lock still holds a valid map.
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<DeviceName, DeviceHandle>> {
+        self.devices.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<DeviceName, DeviceHandle>> {
+        self.devices.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use droidwarden_services::Catalogue;
+    use serde_json::json;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// A device that sleeps for a configurable time and records overlap.
+    #[derive(Debug)]
+    struct FakeDevice {
+        name: &'static str,
+        online: AtomicBool,
+        delay: Duration,
+        running: AtomicUsize,
+        max_running: AtomicUsize,
+        log: Mutex<Vec<String>>,
+    }
+
+    impl FakeDevice {
+        fn new(name: &'static str, delay_ms: u64) -> Arc<Self> {
+            Arc::new(Self {
+                name,
+                online: AtomicBool::new(true),
+                delay: Duration::from_millis(delay_ms),
+                running: AtomicUsize::new(0),
+                max_running: AtomicUsize::new(0),
+                log: Mutex::new(Vec::new()),
+            })
+        }
+    }
+
+    impl Device for FakeDevice {
+        fn info(&self) -> DeviceInfo {
+            DeviceInfo {
+                name: DeviceName::try_from(self.name).unwrap(),
+                transport: TransportKind::Adb,
+                online: self.online.load(Ordering::SeqCst),
+                serial: self.name.into(),
+                model: None,
+                state_detail: None,
+            }
+        }
+
+        fn execute<'a>(
+            &'a self,
+            command: &'a Command,
+        ) -> BoxFuture<'a, Result<Value, BridgeError>> {
+            Box::pin(async move {
+                let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+                self.max_running.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(self.delay).await;
+                self.running.fetch_sub(1, Ordering::SeqCst);
+                self.log.lock().unwrap().push(command.action_name());
+                Ok(json!({"ok": true}))
+            })
+        }
+    }
+
+    fn cmd(service: &str, action: &str, params: Value) -> Command {
+        Catalogue::get().parse(service, action, &params).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn mutations_on_one_device_run_one_at_a_time_reads_alongside() {
+        let dev = FakeDevice::new("p", 100);
+        let handle = DeviceHandle::new(dev.clone(), Duration::from_secs(10));
+        let set = cmd("screen_control", "set_brightness", json!({"level": 5}));
+        let (a, b) = tokio::join!(handle.call(&set), handle.call(&set));
+        a.unwrap();
+        b.unwrap();
+        assert_eq!(dev.max_running.load(Ordering::SeqCst), 1);
+
+        let read = cmd("battery", "status", json!({}));
+        let (a, b, c) = tokio::join!(handle.call(&read), handle.call(&read), handle.call(&set));
+        a.unwrap();
+        b.unwrap();
+        c.unwrap();
+        assert_eq!(dev.max_running.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_call_times_out() {
+        let handle = DeviceHandle::new(FakeDevice::new("p", 5_000), Duration::from_secs(1));
+        let err = handle
+            .call(&cmd("battery", "status", json!({})))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), droidwarden_services::ErrorCode::Timeout);
+        assert!(err.retryable());
+    }
+
+    #[tokio::test]
+    async fn offline_and_unsupported_are_refused_before_the_device_is_touched() {
+        let dev = FakeDevice::new("p", 0);
+        let handle = DeviceHandle::new(dev.clone(), Duration::from_secs(1));
+        let err = handle
+            .call(&cmd("camera_control", "take_photo", json!({})))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            droidwarden_services::ErrorCode::UnsupportedAction
+        );
+        dev.online.store(false, Ordering::SeqCst);
+        let err = handle
+            .call(&cmd("battery", "status", json!({})))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), droidwarden_services::ErrorCode::DeviceOffline);
+        assert!(dev.log.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn selection_needs_a_name_only_when_ambiguous() {
+        use droidwarden_services::ErrorCode;
+        let reg = Registry::new();
+        assert_eq!(
+            reg.select(None).unwrap_err().code(),
+            ErrorCode::DeviceNotFound
+        );
+        let a = FakeDevice::new("a", 0);
+        reg.insert(DeviceHandle::new(a.clone(), Duration::from_secs(1)));
+        assert_eq!(reg.select(None).unwrap().info().serial, "a");
+        let b = FakeDevice::new("b", 0);
+        reg.insert(DeviceHandle::new(b, Duration::from_secs(1)));
+        assert_eq!(
+            reg.select(None).unwrap_err().code(),
+            ErrorCode::DeviceAmbiguous
+        );
+        assert_eq!(reg.select(Some("b")).unwrap().info().serial, "b");
+        let err = reg.select(Some("c")).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::DeviceNotFound);
+        assert!(err.to_string().contains("a, b"), "{err}");
+        a.online.store(false, Ordering::SeqCst);
+        assert_eq!(reg.select(None).unwrap().info().serial, "b");
+    }
+
+    #[test]
+    fn the_capability_table_covers_the_whole_catalogue() {
+        let table = TransportKind::Adb.capabilities();
+        let total: usize = Catalogue::get()
+            .services()
+            .iter()
+            .map(|s| s.actions.len())
+            .sum();
+        assert_eq!(table.len(), total);
+        assert!(table.iter().any(|c| !c.supported && c.note.is_some()));
+        assert!(
+            TransportKind::Companion
+                .capabilities()
+                .iter()
+                .all(|c| c.supported)
+        );
+    }
+}

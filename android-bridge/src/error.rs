@@ -1,0 +1,161 @@
+//! The bridge's error type. Every variant maps to a stable wire code
+//! ([`droidwarden_services::ErrorCode`]) and a retryable flag; the message
+//! keeps what a caller needs to understand or recover.
+
+use droidwarden_services::{CatalogueError, ErrorCode, WireError};
+use std::time::Duration;
+
+/// Why a call on a device failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum BridgeError {
+    /// The request did not pass the catalogue (unknown service, action or bad parameters).
+    #[error(transparent)]
+    Catalogue(#[from] CatalogueError),
+    /// No device has that name.
+    #[error("no device named {name:?}; known devices: {}", list(known))]
+    DeviceNotFound {
+        /// The requested name.
+        name: String,
+        /// Every known device.
+        known: Vec<String>,
+    },
+    /// No device was named and several are online.
+    #[error("several devices are online ({}); say which one", online.join(", "))]
+    DeviceAmbiguous {
+        /// The online devices.
+        online: Vec<String>,
+    },
+    /// No device was named and none is online.
+    #[error("no device is online{}", if known.is_empty() { String::new() } else { format!(" (known: {})", known.join(", ")) })]
+    NoDeviceOnline {
+        /// The known, offline devices.
+        known: Vec<String>,
+    },
+    /// The device is known but cannot be reached now.
+    #[error("device {device} is offline: {reason}")]
+    DeviceOffline {
+        /// The device.
+        device: String,
+        /// What the transport saw.
+        reason: String,
+    },
+    /// The call did not finish in time.
+    #[error("{device}: {what} did not finish within {} ms", after.as_millis())]
+    Timeout {
+        /// The device.
+        device: String,
+        /// What was running (service.action).
+        what: String,
+        /// The limit that passed.
+        after: Duration,
+    },
+    /// The transport or the phone cannot perform this action.
+    #[error("{device} cannot perform {service}.{action} over {transport}: {reason}")]
+    Unsupported {
+        /// The device.
+        device: String,
+        /// The service id.
+        service: String,
+        /// The action name.
+        action: String,
+        /// The transport.
+        transport: &'static str,
+        /// Why not.
+        reason: String,
+    },
+    /// The phone lacks the system service or command an action needs.
+    #[error("{device} cannot do this: {message}")]
+    MissingOnPhone {
+        /// The device.
+        device: String,
+        /// Android's own words (`Can't find service: …`, `…: not found`).
+        message: String,
+    },
+    /// Android refused the action.
+    #[error("permission denied: {message}")]
+    PermissionDenied {
+        /// Android's own words.
+        message: String,
+    },
+    /// What the action names does not exist on the phone.
+    #[error("{message}")]
+    NotFound {
+        /// What was not found, in Android's words where possible.
+        message: String,
+    },
+    /// Android reported an error.
+    #[error("device error: {message}")]
+    Device {
+        /// Android's own message.
+        message: String,
+        /// The shell exit status, when known.
+        exit: Option<i32>,
+    },
+    /// The phone answered in a form the parser did not understand.
+    #[error("unexpected output from `{command}`: {detail}")]
+    UnexpectedOutput {
+        /// The device command.
+        command: String,
+        /// What the parser expected.
+        detail: String,
+    },
+    /// A bug or unexpected condition inside the bridge.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+impl BridgeError {
+    /// The stable wire code.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Catalogue(e) => e.code(),
+            Self::DeviceNotFound { .. } | Self::NoDeviceOnline { .. } => ErrorCode::DeviceNotFound,
+            Self::DeviceAmbiguous { .. } => ErrorCode::DeviceAmbiguous,
+            Self::DeviceOffline { .. } => ErrorCode::DeviceOffline,
+            Self::Timeout { .. } => ErrorCode::Timeout,
+            Self::Unsupported { .. } | Self::MissingOnPhone { .. } => ErrorCode::UnsupportedAction,
+            Self::PermissionDenied { .. } => ErrorCode::PermissionDenied,
+            Self::NotFound { .. } => ErrorCode::NotFound,
+            Self::Device { .. } | Self::UnexpectedOutput { .. } => ErrorCode::DeviceError,
+            Self::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// Whether the same call may succeed later without changes.
+    pub fn retryable(&self) -> bool {
+        match self {
+            Self::NoDeviceOnline { .. } => true,
+            other => other.code().default_retryable(),
+        }
+    }
+
+    /// The error as callers see it.
+    pub fn to_wire(&self) -> WireError {
+        WireError {
+            code: self.code(),
+            message: self.to_string(),
+            retryable: self.retryable(),
+        }
+    }
+}
+
+impl From<&BridgeError> for WireError {
+    fn from(err: &BridgeError) -> Self {
+        err.to_wire()
+    }
+}
+
+impl From<BridgeError> for WireError {
+    fn from(err: BridgeError) -> Self {
+        err.to_wire()
+    }
+}

@@ -1,0 +1,24 @@
+//! droidwarden's transports: how a [`droidwarden_services::Command`] reaches a
+//! phone and comes back as a typed JSON result or a structured error.
+//!
+//! - [`device`] defines the transport-neutral [`Device`] trait, the
+//!   [`DeviceHandle`] that applies timeouts, capability checks and
+//!   one-mutation-at-a-time per device, and the [`Registry`] of known devices.
+//! - [`adb`] implements devices reached through the adb server with the
+//!   `adb_client` crate: discovery, connection of network devices, a worker
+//!   pool per device (the client blocks), shell quoting, and parsers of real
+//!   Android output.
+//!
+//! Architecture invariant: this crate knows phones and transports, not MQTT
+//! topics, D-Bus paths or configuration files. It exposes futures and
+//! handles; the daemon decides what to spawn.
+#![deny(missing_docs)]
+
+pub mod adb;
+pub mod device;
+mod error;
+
+pub use device::{
+    Capability, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind,
+};
+pub use error::BridgeError;

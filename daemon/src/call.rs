@@ -1,0 +1,169 @@
+//! `droidwarden call`: one action on one phone, from the command line.
+//!
+//! Parameters come as `KEY=VALUE` words and/or `--params JSON`. A value is
+//! read as JSON only where the action's schema expects a non-string, so
+//! `package=123abc` stays a string and `level=40` becomes a number.
+
+use crate::config::Config;
+use droidwarden_bridge::{BridgeError, Registry, adb::AdbTransport};
+use droidwarden_services::schema::Kind;
+use droidwarden_services::{Catalogue, CatalogueError, Command, ErrorCode, WireError};
+use serde_json::{Map, Value, json};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct CallArgs {
+    /// The device (may be left out when exactly one is online).
+    #[arg(long, short)]
+    device: Option<String>,
+    /// All parameters as one JSON object (KEY=VALUE words override it).
+    #[arg(long, value_name = "JSON")]
+    params: Option<String>,
+    /// Service id or node type, e.g. `battery` or `batteryMonitor`.
+    service: String,
+    /// The action, e.g. `status`.
+    action: String,
+    /// Parameters as KEY=VALUE.
+    #[arg(value_name = "KEY=VALUE")]
+    pairs: Vec<String>,
+}
+
+pub(crate) async fn run(args: CallArgs, config: Config) -> ExitCode {
+    match call(&args, config).await {
+        Ok(result) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&result).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("{}", json!({ "error": e }));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn call(args: &CallArgs, config: Config) -> Result<Value, WireError> {
+    let command = parse_command(args)?;
+    let registry = Arc::new(Registry::new());
+    let adb = AdbTransport::new(config.adb, Arc::clone(&registry));
+    if let Err(e) = adb.refresh().await {
+        // Every device is now marked offline with this reason; selection
+        // below reports it precisely (offline, or unknown name).
+        tracing::warn!(error = %e, "could not list devices");
+        if args.device.is_none() {
+            return Err(e.to_wire());
+        }
+    }
+    let device = registry
+        .select(args.device.as_deref())
+        .map_err(|e| e.to_wire())?;
+    device
+        .call(&command)
+        .await
+        .map_err(|e: BridgeError| e.to_wire())
+}
+
+fn parse_command(args: &CallArgs) -> Result<Command, WireError> {
+    let catalogue = Catalogue::get();
+    let (service, action) = catalogue
+        .action(&args.service, &args.action)
+        .map_err(WireError::from)?;
+    let mut params = match &args.params {
+        None => Map::new(),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => map,
+            Ok(other) => {
+                return Err(CatalogueError::ParamsNotObject {
+                    service: service.id.into(),
+                    action: action.name.into(),
+                    got: droidwarden_services::schema::json_type(&other),
+                }
+                .into());
+            }
+            Err(e) => {
+                return Err(WireError::new(
+                    ErrorCode::InvalidParams,
+                    format!("--params is not valid JSON: {e}"),
+                ));
+            }
+        },
+    };
+    for pair in &args.pairs {
+        let (key, raw) = pair.split_once('=').ok_or_else(|| {
+            WireError::new(
+                ErrorCode::InvalidParams,
+                format!("parameter {pair:?} is not KEY=VALUE"),
+            )
+        })?;
+        let wants_string = action
+            .params
+            .iter()
+            .find(|p| p.name == key)
+            .is_none_or(|p| matches!(p.schema.kind, Kind::String { .. }));
+        let value = if wants_string {
+            Value::String(raw.to_owned())
+        } else {
+            serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+        };
+        params.insert(key.to_owned(), value);
+    }
+    catalogue
+        .parse(service.id, action.name, &Value::Object(params))
+        .map_err(WireError::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: CallArgs,
+    }
+
+    fn parse(words: &[&str]) -> Result<Command, WireError> {
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(words);
+        parse_command(&Wrapper::parse_from(argv).args)
+    }
+
+    #[test]
+    fn pairs_are_typed_by_the_schema() {
+        let cmd = parse(&["audioAutomation", "set_volume", "stream=music", "level=40"]).unwrap();
+        assert_eq!(cmd.params_json(), json!({"stream": "music", "level": 40}));
+        let cmd = parse(&["app_launcher", "launch", "package=com.x123"]).unwrap();
+        assert_eq!(cmd.params_json(), json!({"package": "com.x123"}));
+        let cmd = parse(&[
+            "device_state",
+            "power_save",
+            "--params",
+            r#"{"enabled": false}"#,
+            "enabled=true",
+        ])
+        .unwrap();
+        assert_eq!(cmd.params_json(), json!({"enabled": true}));
+    }
+
+    #[test]
+    fn bad_input_is_invalid_params() {
+        for words in [
+            &["screen_control", "set_brightness", "level=bright"][..],
+            &["screen_control", "set_brightness", "level"][..],
+            &["screen_control", "set_brightness", "--params", "{"][..],
+            &["screen_control", "set_brightness", "--params", "[1]"][..],
+            &["battery", "status", "x=1"][..],
+        ] {
+            let err = parse(words).unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidParams, "{words:?}: {err}");
+        }
+        assert_eq!(
+            parse(&["nope", "status"]).unwrap_err().code,
+            ErrorCode::UnknownService
+        );
+    }
+}

@@ -1,0 +1,334 @@
+//! Configuration in two stages: [`RawConfig`] is what the layered sources
+//! deserialize into (unknown keys rejected), [`Config`] is the validated
+//! result that the rest of the daemon uses. Every problem names its key.
+
+use droidwarden_bridge::adb::AdbConfig;
+use droidwarden_services::DeviceName;
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The built-in defaults, embedded in the binary.
+pub(crate) const DEFAULT_TOML: &str = include_str!("../../configs/default.toml");
+
+/// The system-wide configuration file, read when present.
+pub(crate) const SYSTEM_CONFIG: &str = "/etc/droidwarden/config.toml";
+
+/// A configuration problem; the daemon exits with status 78 (EX_CONFIG).
+#[derive(Debug)]
+pub(crate) struct ConfigError(pub(crate) String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "configuration error: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn bad(key: &str, why: impl std::fmt::Display) -> ConfigError {
+    ConfigError(format!("{key}: {why}"))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    adb: RawAdb,
+    calls: RawCalls,
+    state: RawState,
+    #[serde(default)]
+    devices: Vec<RawDevice>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdb {
+    server: String,
+    connect: Vec<String>,
+    start_server: bool,
+    program: String,
+    poll_interval_ms: u64,
+    workers_per_device: usize,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCalls {
+    timeout_ms: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawState {
+    dir: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDevice {
+    name: String,
+    transport: String,
+    serial: String,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) adb: AdbConfig,
+    pub(crate) state_dir: PathBuf,
+}
+
+impl TryFrom<RawConfig> for Config {
+    type Error = ConfigError;
+
+    fn try_from(raw: RawConfig) -> Result<Self, ConfigError> {
+        let server = parse_server(&raw.adb.server).map_err(|e| bad("adb.server", e))?;
+        for (i, target) in raw.adb.connect.iter().enumerate() {
+            check_host_port(target).map_err(|e| bad(&format!("adb.connect[{i}]"), e))?;
+        }
+        if raw.adb.poll_interval_ms < 100 {
+            return Err(bad("adb.poll_interval_ms", "must be at least 100"));
+        }
+        if !(1..=64).contains(&raw.adb.workers_per_device) {
+            return Err(bad("adb.workers_per_device", "must be between 1 and 64"));
+        }
+        if !(100..=600_000).contains(&raw.calls.timeout_ms) {
+            return Err(bad("calls.timeout_ms", "must be between 100 and 600000"));
+        }
+        let mut names = BTreeMap::new();
+        let mut seen = BTreeSet::new();
+        for (i, d) in raw.devices.iter().enumerate() {
+            let key = |field: &str| format!("devices[{i}].{field}");
+            let name = DeviceName::try_from(d.name.as_str()).map_err(|e| bad(&key("name"), e))?;
+            if !seen.insert(name.clone()) {
+                return Err(bad(&key("name"), format!("{name} is configured twice")));
+            }
+            if d.transport != "adb" {
+                return Err(bad(
+                    &key("transport"),
+                    format!("unknown transport {:?}; valid: adb", d.transport),
+                ));
+            }
+            if d.serial.trim().is_empty() {
+                return Err(bad(&key("serial"), "must not be empty"));
+            }
+            if names.insert(d.serial.clone(), name).is_some() {
+                return Err(bad(&key("serial"), format!("{} is named twice", d.serial)));
+            }
+        }
+        Ok(Config {
+            adb: AdbConfig {
+                server,
+                connect: raw.adb.connect,
+                names,
+                call_timeout: Duration::from_millis(raw.calls.timeout_ms),
+                poll_interval: Duration::from_millis(raw.adb.poll_interval_ms),
+                workers_per_device: raw.adb.workers_per_device,
+                start_server: raw.adb.start_server,
+                adb_program: PathBuf::from(raw.adb.program),
+            },
+            state_dir: state_dir(&raw.state.dir),
+        })
+    }
+}
+
+fn parse_server(text: &str) -> Result<SocketAddrV4, String> {
+    let (host, port) = split_host_port(text)?;
+    let ip = if host == "localhost" {
+        Ipv4Addr::LOCALHOST
+    } else {
+        host.parse::<Ipv4Addr>()
+            .map_err(|_| format!("{host:?} is not an IPv4 address or localhost"))?
+    };
+    Ok(SocketAddrV4::new(ip, port))
+}
+
+fn split_host_port(text: &str) -> Result<(&str, u16), String> {
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{text:?} is not host:port"))?;
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| format!("{port:?} is not a port number"))?;
+    if host.is_empty() {
+        return Err(format!("{text:?} has no host"));
+    }
+    Ok((host, port))
+}
+
+fn check_host_port(text: &str) -> Result<(), String> {
+    let (host, _) = split_host_port(text)?;
+    if host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+    {
+        Ok(())
+    } else {
+        Err(format!("{host:?} is not a host name or IPv4 address"))
+    }
+}
+
+fn state_dir(configured: &str) -> PathBuf {
+    if !configured.is_empty() {
+        return PathBuf::from(configured);
+    }
+    if let Some(dir) = std::env::var_os("STATE_DIRECTORY") {
+        // systemd may pass several, colon-separated; the first is ours.
+        if let Some(first) = dir.to_string_lossy().split(':').next()
+            && !first.is_empty()
+        {
+            return PathBuf::from(first);
+        }
+    }
+    if is_root() {
+        return PathBuf::from("/var/lib/droidwarden");
+    }
+    if let Some(xdg) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        return Path::new(&xdg).join("droidwarden");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+    Path::new(&home).join(".local/state/droidwarden")
+}
+
+fn is_root() -> bool {
+    // Without libc: the effective uid is in /proc/self/status ("Uid: r e s f").
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Load the configuration: defaults, then `file` (or the system file when it
+/// exists), then `DROIDWARDEN__SECTION__KEY` environment variables.
+pub(crate) fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+    load_with_env(file, std::env::vars())
+}
+
+pub(crate) fn load_with_env(
+    file: Option<&Path>,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<Config, ConfigError> {
+    use config::{Config as Layers, Environment, File, FileFormat};
+    let mut layers = Layers::builder().add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml));
+    match file {
+        Some(path) => {
+            if !path.is_file() {
+                return Err(ConfigError(format!("{}: no such file", path.display())));
+            }
+            layers = layers.add_source(File::from(path).format(FileFormat::Toml).required(true));
+        }
+        None if Path::new(SYSTEM_CONFIG).is_file() => {
+            layers = layers.add_source(File::new(SYSTEM_CONFIG, FileFormat::Toml).required(true));
+        }
+        None => {}
+    }
+    let env: config::Map<String, String> = env
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("DROIDWARDEN__"))
+        .collect();
+    layers = layers.add_source(
+        Environment::with_prefix("DROIDWARDEN")
+            .prefix_separator("__")
+            .separator("__")
+            .list_separator(",")
+            .with_list_parse_key("adb.connect")
+            .try_parsing(true)
+            .source(Some(env)),
+    );
+    let raw: RawConfig = layers
+        .build()
+        .and_then(|c| c.try_deserialize())
+        .map_err(|e| ConfigError(e.to_string()))?;
+    Config::try_from(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn with_file(text: &str) -> Result<Config, ConfigError> {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        load_with_env(Some(f.path()), Vec::new())
+    }
+
+    #[test]
+    fn the_embedded_defaults_are_valid() {
+        let cfg = load_with_env(None, Vec::new()).unwrap();
+        assert_eq!(cfg.adb.server.to_string(), "127.0.0.1:5037");
+        assert_eq!(cfg.adb.call_timeout, Duration::from_secs(15));
+    }
+
+    #[test]
+    fn a_file_and_the_environment_override_the_defaults() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, "[adb]\nserver = \"127.0.0.1:6000\"\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"127.0.0.1:5555\"").unwrap();
+        let env = vec![
+            (
+                "DROIDWARDEN__CALLS__TIMEOUT_MS".to_owned(),
+                "2000".to_owned(),
+            ),
+            (
+                "DROIDWARDEN__ADB__CONNECT".to_owned(),
+                "10.0.0.2:5555,phone.lan:5555".to_owned(),
+            ),
+        ];
+        let cfg = load_with_env(Some(f.path()), env).unwrap();
+        assert_eq!(cfg.adb.server.port(), 6000);
+        assert_eq!(cfg.adb.call_timeout, Duration::from_secs(2));
+        assert_eq!(cfg.adb.connect, vec!["10.0.0.2:5555", "phone.lan:5555"]);
+        assert_eq!(cfg.adb.names["127.0.0.1:5555"].as_str(), "kitchen");
+    }
+
+    #[test]
+    fn problems_name_the_key() {
+        let cases = [
+            ("[adb]\nserverr = \"x\"", "serverr"),
+            ("[adbb]\nx = 1", "adbb"),
+            ("[adb]\nserver = \"nonsense\"", "adb.server"),
+            ("[adb]\nserver = \"127.0.0.1:99999\"", "adb.server"),
+            ("[adb]\nconnect = [\"a b:5\"]", "adb.connect[0]"),
+            ("[calls]\ntimeout_ms = 0", "calls.timeout_ms"),
+            ("[calls]\ntimeout_ms = \"soon\"", "timeout_ms"),
+            (
+                "[[devices]]\nname = \"a/b\"\ntransport = \"adb\"\nserial = \"x\"",
+                "devices[0].name",
+            ),
+            (
+                "[[devices]]\nname = \"a\"\ntransport = \"usb\"\nserial = \"x\"",
+                "devices[0].transport",
+            ),
+            (
+                "[[devices]]\nname = \"a\"\ntransport = \"adb\"\nserial = \"x\"\ncolour = 1",
+                "colour",
+            ),
+            (
+                "[[devices]]\nname = \"a\"\ntransport = \"adb\"\nserial = \"x\"\n[[devices]]\nname = \"a\"\ntransport = \"adb\"\nserial = \"y\"",
+                "devices[1].name",
+            ),
+        ];
+        for (text, key) in cases {
+            let err = with_file(text).unwrap_err().to_string();
+            assert!(
+                err.contains(key),
+                "{text:?} gave {err:?}, which does not name {key}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_file_is_an_error() {
+        let err = load_with_env(Some(Path::new("/nonexistent/droidwarden.toml")), Vec::new())
+            .unwrap_err();
+        assert!(err.to_string().contains("no such file"));
+    }
+}

@@ -1,0 +1,50 @@
+//! `droidwarden`: the binary. It owns every piece of wiring — configuration,
+//! logging, the command line — and nothing else owns any.
+
+mod call;
+mod cli;
+mod config;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// Exit status for a configuration error (`EX_CONFIG` from sysexits.h);
+/// systemd is told not to restart on it.
+const EXIT_CONFIG: u8 = 78;
+
+fn main() -> ExitCode {
+    let args = cli::Args::parse();
+    init_logging();
+    if let cli::Command::Config(cli::ConfigCommand::PrintDefault) = args.command {
+        print!("{}", config::DEFAULT_TOML);
+        return ExitCode::SUCCESS;
+    }
+    let config = match config::load(args.config.as_deref()) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("droidwarden: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("droidwarden")
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("droidwarden: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(cli::run(args.command, config))
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,429 @@
+//! The end-to-end harness: real components on free loopback ports.
+//!
+//! - [`AdbServer`]: the Debian `adb` server with an isolated `HOME` and port,
+//!   killed on drop.
+//! - [`Sim`]: a `droidwarden-sim` process (an emulated phone) with its
+//!   control port, killed on drop.
+//! - [`Droidwarden`]: runs the `droidwarden` binary against them.
+//!
+//! Every wait polls for readiness with a deadline; nothing sleeps a fixed
+//! time hoping something is ready. The binaries are found next to the test
+//! executable (`target/<profile>/`); `scripts/test` builds them first.
+#![deny(missing_docs)]
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral loopback port")
+}
+
+/// Poll `check` every 20 ms until it returns `Some` or `deadline` passes.
+///
+/// # Panics
+/// When the deadline passes, naming `what`.
+pub fn wait_for<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The directory holding the workspace's binaries (`target/debug`).
+pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("DROIDWARDEN_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let exe = std::env::current_exe().expect("the test executable's path");
+    // target/debug/deps/<test> or target/debug/<bench> → target/debug
+    let mut dir = exe.parent().expect("a parent directory").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir
+}
+
+/// Path of a workspace binary, checked to exist.
+///
+/// # Panics
+/// When the binary has not been built (run `scripts/test`, or
+/// `cargo build --workspace --bins` first).
+pub fn binary(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build the binaries first (`cargo build --workspace --bins`, done by scripts/test)",
+        path.display()
+    );
+    path
+}
+
+fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("poll child").is_some() {
+            return child.wait_with_output().expect("collect output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("collect output");
+            panic!(
+                "{cmd:?} did not finish within {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The real adb server, isolated: its own `HOME` (keys) and port.
+#[derive(Debug)]
+pub struct AdbServer {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    home: tempfile::TempDir,
+}
+
+impl AdbServer {
+    /// Start a server and wait until it accepts connections.
+    ///
+    /// # Panics
+    /// When `adb` is not installed or the server does not come up.
+    pub fn start() -> Self {
+        let home = tempfile::tempdir().expect("temp HOME");
+        let port = free_port();
+        let server = Self { port, home };
+        let out = run_with_timeout(server.adb(&["start-server"]), Duration::from_secs(20));
+        assert!(
+            out.status.success(),
+            "adb start-server: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        wait_for("the adb server", Duration::from_secs(10), || {
+            TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        server
+    }
+
+    /// A `Command` for the `adb` client talking to this server.
+    pub fn adb(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("adb");
+        cmd.env("HOME", self.home.path())
+            .env("ANDROID_ADB_SERVER_PORT", self.port.to_string())
+            .args(["-P", &self.port.to_string()])
+            .args(args);
+        cmd
+    }
+
+    /// Run `adb args…` and return stdout.
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = run_with_timeout(self.adb(args), Duration::from_secs(30));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The server's `HOME`, to share with other clients of this server.
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// `adb connect` to `serial` (`127.0.0.1:PORT`) and wait until it is a
+    /// `device`.
+    pub fn connect(&self, serial: &str) {
+        wait_for(
+            &format!("{serial} to be online"),
+            Duration::from_secs(20),
+            || {
+                let devices = self.run(&["devices"]);
+                if devices
+                    .lines()
+                    .any(|l| l.starts_with(serial) && l.ends_with("\tdevice"))
+                {
+                    return Some(());
+                }
+                self.run(&["connect", serial]);
+                None
+            },
+        );
+    }
+
+    /// Wait until the server no longer lists `serial` as a `device`.
+    pub fn wait_gone(&self, serial: &str) {
+        wait_for(
+            &format!("{serial} to go offline"),
+            Duration::from_secs(20),
+            || {
+                let devices = self.run(&["devices"]);
+                (!devices
+                    .lines()
+                    .any(|l| l.starts_with(serial) && l.ends_with("\tdevice")))
+                .then_some(())
+            },
+        );
+    }
+}
+
+impl Drop for AdbServer {
+    fn drop(&mut self) {
+        if let Ok(mut child) = self
+            .adb(&["kill-server"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = child.kill();
+        }
+    }
+}
+
+/// Options for an emulated phone.
+#[derive(Debug, Clone, Default)]
+pub struct SimOptions {
+    /// `ro.serialno`.
+    pub serial: Option<String>,
+    /// `ro.product.model`.
+    pub model: Option<String>,
+    /// Android release version.
+    pub android: Option<String>,
+    /// A replay directory.
+    pub replay: Option<PathBuf>,
+    /// A fixed ADB port (to come back on the same port after a restart).
+    pub adb_port: Option<u16>,
+}
+
+/// A running `droidwarden-sim` process.
+#[derive(Debug)]
+pub struct Sim {
+    /// Its ADB port on 127.0.0.1.
+    pub adb_port: u16,
+    /// Its control port on 127.0.0.1.
+    pub control_port: u16,
+    child: Child,
+    _log_dir: tempfile::TempDir,
+    /// The file the sim appends its command log to.
+    pub log_file: PathBuf,
+}
+
+impl Sim {
+    /// Start a sim and wait for its ready line.
+    ///
+    /// # Panics
+    /// When the sim does not start.
+    pub fn start(options: SimOptions) -> Self {
+        let log_dir = tempfile::tempdir().expect("temp dir");
+        let log_file = log_dir.path().join("commands.jsonl");
+        let mut cmd = Command::new(binary("droidwarden-sim"));
+        cmd.args([
+            "--adb-port",
+            &options.adb_port.unwrap_or(0).to_string(),
+            "--control-port",
+            "0",
+        ])
+        .arg("--command-log")
+        .arg(&log_file);
+        if let Some(serial) = &options.serial {
+            cmd.args(["--serial", serial]);
+        }
+        if let Some(model) = &options.model {
+            cmd.args(["--model", model]);
+        }
+        if let Some(android) = &options.android {
+            cmd.args(["--android", android]);
+        }
+        if let Some(replay) = &options.replay {
+            cmd.arg("--replay").arg(replay);
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn droidwarden-sim");
+        let stdout = child.stdout.take().expect("sim stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the sim's ready line within 20 s");
+        let port_of = |key: &str| -> u16 {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .and_then(|addr| addr.rsplit(':').next())
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in the sim's ready line {line:?}"))
+        };
+        Self {
+            adb_port: port_of("adb="),
+            control_port: port_of("control="),
+            child,
+            _log_dir: log_dir,
+            log_file,
+        }
+    }
+
+    /// The serial the adb server knows this sim by.
+    pub fn serial(&self) -> String {
+        format!("127.0.0.1:{}", self.adb_port)
+    }
+
+    /// Send one control request and return the reply.
+    ///
+    /// # Panics
+    /// When the control port does not answer or the reply is not JSON.
+    pub fn control(&self, request: Value) -> Value {
+        let mut stream =
+            TcpStream::connect(("127.0.0.1", self.control_port)).expect("sim control port");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        writeln!(stream, "{request}").expect("send control request");
+        let mut line = String::new();
+        BufReader::new(stream)
+            .read_line(&mut line)
+            .expect("control reply");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("control reply {line:?}: {e}"))
+    }
+
+    /// The phone's state.
+    pub fn state(&self) -> Value {
+        let reply = self.control(json!({"op": "state"}));
+        reply.get("state").cloned().unwrap_or(reply)
+    }
+
+    /// Every command the phone ran, as argv lists, in order (the trailer
+    /// `echo __dw_rc=…` that carries exit statuses left out).
+    pub fn commands(&self) -> Vec<Vec<String>> {
+        let reply = self.control(json!({"op": "log"}));
+        let entries = reply
+            .get("log")
+            .or_else(|| reply.get("entries"))
+            .cloned()
+            .unwrap_or(reply);
+        entries
+            .as_array()
+            .map(|a| a.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| {
+                let argv: Vec<String> = e["argv"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|a| a.as_str().map(str::to_owned))
+                    .collect();
+                let trailer = argv.first().is_some_and(|a| a == "echo")
+                    && argv.get(1).is_some_and(|a| a.starts_with("__dw_rc="));
+                (!trailer).then_some(argv)
+            })
+            .collect()
+    }
+
+    /// Forget the command log.
+    pub fn clear_log(&self) {
+        self.control(json!({"op": "clear_log"}));
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the `droidwarden` binary against a given adb server.
+#[derive(Debug)]
+pub struct Droidwarden {
+    adb_port: u16,
+    home: PathBuf,
+    config: tempfile::NamedTempFile,
+}
+
+/// What one `droidwarden` run returned.
+#[derive(Debug)]
+pub struct Run {
+    /// Exit status code.
+    pub code: i32,
+    /// Standard output parsed as JSON (`Value::Null` when it is not JSON).
+    pub json: Value,
+    /// Standard output as text.
+    pub stdout: String,
+    /// Standard error as text.
+    pub stderr: String,
+}
+
+impl Droidwarden {
+    /// A runner for `server`, with `config_toml` as its configuration file.
+    pub fn new(server: &AdbServer, config_toml: &str) -> Self {
+        let mut config = tempfile::NamedTempFile::new().expect("temp config");
+        config
+            .write_all(config_toml.as_bytes())
+            .expect("write config");
+        Self {
+            adb_port: server.port,
+            home: server.home().to_path_buf(),
+            config,
+        }
+    }
+
+    /// Run `droidwarden args…`.
+    pub fn run(&self, args: &[&str]) -> Run {
+        let mut cmd = Command::new(binary("droidwarden"));
+        cmd.arg("--config")
+            .arg(self.config.path())
+            .args(args)
+            .env("HOME", &self.home)
+            .env(
+                "DROIDWARDEN__ADB__SERVER",
+                format!("127.0.0.1:{}", self.adb_port),
+            )
+            .env("DROIDWARDEN__ADB__START_SERVER", "false")
+            .env_remove("RUST_LOG");
+        let out = run_with_timeout(cmd, Duration::from_secs(60));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
+            stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `droidwarden call --device D SERVICE ACTION --params JSON`.
+    pub fn call(&self, device: &str, service: &str, action: &str, params: Value) -> Run {
+        let params = params.to_string();
+        self.run(&[
+            "call", "--device", device, service, action, "--params", &params,
+        ])
+    }
+}
