@@ -24,6 +24,8 @@ pub(crate) struct Args {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Run the daemon: keep devices connected and watched until stopped.
+    Daemon,
     /// List the service catalogue: services, actions, parameters and risk.
     Services {
         /// Print JSON with every action's parameter and result schema.
@@ -57,6 +59,7 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
             print_services(json);
             ExitCode::SUCCESS
         }
+        Command::Daemon => crate::daemon::run(config).await,
         Command::Devices { json } => devices(config, json).await,
         Command::Call(args) => call::run(args, config).await,
         Command::Config(ConfigCommand::Check) => {

@@ -4,6 +4,7 @@
 mod call;
 mod cli;
 mod config;
+mod daemon;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -14,7 +15,12 @@ const EXIT_CONFIG: u8 = 78;
 
 fn main() -> ExitCode {
     let args = cli::Args::parse();
-    init_logging();
+    // The daemon reports what it does; one-shot commands stay quiet.
+    init_logging(if matches!(args.command, cli::Command::Daemon) {
+        "info"
+    } else {
+        "warn"
+    });
     if let cli::Command::Config(cli::ConfigCommand::PrintDefault) = args.command {
         print!("{}", config::DEFAULT_TOML);
         return ExitCode::SUCCESS;
@@ -40,9 +46,10 @@ fn main() -> ExitCode {
     runtime.block_on(cli::run(args.command, config))
 }
 
-fn init_logging() {
+fn init_logging(default_level: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

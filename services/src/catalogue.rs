@@ -542,7 +542,11 @@ fn build() -> Vec<ServiceSpec> {
                 ];
                 let mute = |name, risk, description| action(name, risk, true, description)
                     .param("stream", false, stream_schema("stream (default music)"))
-                    .returns(vec![req("stream", stream_schema("")), req("muted", Schema::boolean(""))])
+                    .returns(vec![
+                        req("stream", stream_schema("")),
+                        req("muted", Schema::boolean("")),
+                        req("level", Schema::integer("volume in percent after the change", Some(0), Some(100))),
+                    ])
                     .example(json!({"stream": "music"}));
                 vec![
                     action("get_volume", Risk::Low, false, "Read one stream's volume in percent (0-100) and its mute state.")
@@ -554,8 +558,8 @@ fn build() -> Vec<ServiceSpec> {
                         .param("level", true, Schema::integer("volume in percent", Some(0), Some(100)))
                         .returns(volume())
                         .example(json!({"stream": "music", "level": 40})),
-                    mute("mute", Risk::Medium, "Mute a stream (music unless given)."),
-                    mute("unmute", Risk::Low, "Unmute a stream (music unless given)."),
+                    mute("mute", Risk::Medium, "Mute a stream (music unless given); unmute restores its level."),
+                    mute("unmute", Risk::Low, "Unmute a stream (music unless given), restoring the level it had."),
                     action("ringer_mode", Risk::Medium, true, "Set the ringer: normal, vibrate or silent.")
                         .param("mode", true, Schema::enumeration("ringer mode", &RingerMode::ALL.map(RingerMode::as_str)))
                         .returns(vec![req("mode", Schema::enumeration("", &RingerMode::ALL.map(RingerMode::as_str)))])

@@ -261,6 +261,10 @@ impl Sim {
             cmd.arg("--replay").arg(replay);
         }
         let mut child = cmd
+            .env(
+                "RUST_LOG",
+                std::env::var("SIM_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

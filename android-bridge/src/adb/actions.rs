@@ -17,6 +17,8 @@ use droidwarden_services::{
 };
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// Runs one device command (an argv; quoting is the implementation's job).
 pub(crate) trait Shell: Send + Sync {
@@ -24,6 +26,8 @@ pub(crate) trait Shell: Send + Sync {
     fn device_name(&self) -> &str;
     /// Run `argv` and return its output and exit status.
     fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>>;
+    /// Volume indexes saved by `mute`, per Android stream number, for `unmute`.
+    fn muted_levels(&self) -> &Mutex<HashMap<u8, i64>>;
 }
 
 /// Run `argv`; a failure the phone reports becomes a structured error.
@@ -397,22 +401,7 @@ async fn audio(sh: &dyn Shell, action: &AudioAction) -> Result<Value, BridgeErro
         AudioAction::Mute { stream } | AudioAction::Unmute { stream } => {
             let stream = stream.unwrap_or(Stream::Music);
             let mute = matches!(action, AudioAction::Mute { .. });
-            let id = stream.android_id().to_string();
-            let adj = if mute { "mute" } else { "unmute" };
-            ok(
-                sh,
-                &[
-                    "cmd",
-                    "media_session",
-                    "volume",
-                    "--stream",
-                    &id,
-                    "--adj",
-                    adj,
-                ],
-            )
-            .await?;
-            Ok(json!({ "stream": stream.as_str(), "muted": mute }))
+            mute_stream(sh, stream, mute).await
         }
         AudioAction::RingerMode { mode } => {
             let arg = match mode {
@@ -424,6 +413,54 @@ async fn audio(sh: &dyn Shell, action: &AudioAction) -> Result<Value, BridgeErro
             Ok(json!({ "mode": mode.as_str() }))
         }
     }
+}
+
+/// Android's shell volume tool only knows `--adj raise|same|lower` (it
+/// rejects `mute`), so muting sets the stream to its minimum and remembers
+/// the level it had; unmuting restores that level, or half the range when
+/// nothing was remembered (the daemon was restarted, or the phone was muted
+/// by hand).
+async fn mute_stream(sh: &dyn Shell, stream: Stream, mute: bool) -> Result<Value, BridgeError> {
+    let current = volume(sh, stream).await?;
+    let (index, min, max) = (
+        current["index"].as_i64().unwrap_or(0),
+        current["min"].as_i64().unwrap_or(0),
+        current["max"].as_i64().unwrap_or(0),
+    );
+    let id = stream.android_id();
+    let target = {
+        let mut saved = sh.muted_levels().lock().unwrap_or_else(|e| e.into_inner());
+        if mute {
+            if index > min {
+                saved.insert(id, index);
+            }
+            Some(min)
+        } else {
+            match saved.remove(&id) {
+                Some(level) => Some(level),
+                None if index <= min => Some(index_for(50, min, max)),
+                None => None,
+            }
+        }
+    };
+    if let Some(target) = target.filter(|t| *t != index) {
+        let (id, target) = (id.to_string(), target.to_string());
+        ok(
+            sh,
+            &[
+                "cmd",
+                "media_session",
+                "volume",
+                "--stream",
+                &id,
+                "--set",
+                &target,
+            ],
+        )
+        .await?;
+    }
+    let after = volume(sh, stream).await?;
+    Ok(json!({ "stream": stream.as_str(), "muted": mute, "level": after["level"] }))
 }
 
 async fn device_state(sh: &dyn Shell, action: &DeviceStateAction) -> Result<Value, BridgeError> {

@@ -35,7 +35,7 @@ use droidwarden_services::{Command, DeviceName};
 use pool::WorkerPool;
 use serde_json::Value;
 use shell::ShellOutput;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -301,6 +301,7 @@ impl AdbTransport {
             }),
             pool: WorkerPool::new(name.as_str(), self.config.workers_per_device),
             wake: Arc::clone(&self.wake),
+            muted_levels: Mutex::new(HashMap::new()),
         });
         devices.insert(serial.to_owned(), Arc::clone(&device));
         self.registry.insert(DeviceHandle::new(
@@ -432,6 +433,8 @@ pub struct AdbDevice {
     status: Mutex<Status>,
     pool: WorkerPool,
     wake: Arc<Notify>,
+    /// Levels saved by `mute` for `unmute` (see `actions::mute_stream`).
+    muted_levels: Mutex<HashMap<u8, i64>>,
 }
 
 impl AdbDevice {
@@ -522,6 +525,10 @@ impl Device for AdbDevice {
 impl actions::Shell for AdbDevice {
     fn device_name(&self) -> &str {
         self.name.as_str()
+    }
+
+    fn muted_levels(&self) -> &Mutex<HashMap<u8, i64>> {
+        &self.muted_levels
     }
 
     fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>> {

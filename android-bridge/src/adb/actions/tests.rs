@@ -3,8 +3,6 @@
 
 use super::*;
 use droidwarden_services::{Catalogue, ErrorCode};
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 /// Answers each command line (argv joined by spaces) from a script and
 /// records what it was asked, in order.
@@ -12,6 +10,7 @@ use std::sync::Mutex;
 struct ScriptedShell {
     answers: HashMap<String, ShellOutput>,
     asked: Mutex<Vec<Vec<String>>>,
+    muted: Mutex<HashMap<u8, i64>>,
 }
 
 impl ScriptedShell {
@@ -53,6 +52,10 @@ impl Shell for ScriptedShell {
         "scripted"
     }
 
+    fn muted_levels(&self) -> &Mutex<HashMap<u8, i64>> {
+        &self.muted
+    }
+
     fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>> {
         Box::pin(async move {
             self.asked
@@ -62,7 +65,8 @@ impl Shell for ScriptedShell {
             let line = argv.join(" ");
             Ok(self.answers.get(&line).cloned().unwrap_or(ShellOutput {
                 stdout: String::new(),
-                stderr: format!("/system/bin/sh: {}: not found\n", argv[0]),
+                // What mksh prints on Android 10 and later.
+                stderr: format!("/system/bin/sh: {}: inaccessible or not found\n", argv[0]),
                 exit: 127,
             }))
         })
@@ -229,6 +233,52 @@ async fn set_volume_scales_percent_to_the_streams_range_and_reads_back() {
             "dumpsys audio"
         ]
     );
+}
+
+#[tokio::test]
+async fn mute_remembers_the_level_and_unmute_restores_it() {
+    // STREAM_DTMF in this fixture: streamVolume 5, range 0..=15.
+    let sh = ScriptedShell::default()
+        .answer("dumpsys audio", AUDIO)
+        .answer("cmd media_session volume --stream 8 --set 0", "")
+        .answer("cmd media_session volume --stream 8 --set 5", "");
+    run(&sh, "audio_automation", "mute", json!({"stream": "dtmf"}))
+        .await
+        .unwrap();
+    let sets: Vec<String> = sh
+        .asked()
+        .into_iter()
+        .filter(|c| c.contains("--set"))
+        .collect();
+    assert_eq!(sets, ["cmd media_session volume --stream 8 --set 0"]);
+    assert_eq!(sh.muted.lock().unwrap().get(&8), Some(&5));
+
+    // The phone is now silent on that stream; unmute restores the saved 5.
+    let muted_audio = AUDIO.replacen("streamVolume:5", "streamVolume:0", 2);
+    let sh2 = ScriptedShell::default()
+        .answer("dumpsys audio", &muted_audio)
+        .answer("cmd media_session volume --stream 8 --set 5", "");
+    *sh2.muted.lock().unwrap() = sh.muted.lock().unwrap().clone();
+    run(
+        &sh2,
+        "audio_automation",
+        "unmute",
+        json!({"stream": "dtmf"}),
+    )
+    .await
+    .unwrap();
+    let sets: Vec<String> = sh2
+        .asked()
+        .into_iter()
+        .filter(|c| c.contains("--set"))
+        .collect();
+    assert_eq!(sets, ["cmd media_session volume --stream 8 --set 5"]);
+    // Nothing remembered and the stream is audible: unmute changes nothing.
+    let sh = ScriptedShell::default().answer("dumpsys audio", AUDIO);
+    run(&sh, "audio_automation", "unmute", json!({"stream": "dtmf"}))
+        .await
+        .unwrap();
+    assert!(sh.asked().iter().all(|c| !c.contains("--set")));
 }
 
 #[tokio::test]

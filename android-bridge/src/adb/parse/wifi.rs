@@ -200,6 +200,10 @@ fn enabled_state(output: &str) -> Option<bool> {
 /// a row, [`ParseError::Device`] for a device error message.
 pub fn wifi_scan(output: &str) -> Result<Vec<ScanResult>, ParseError> {
     reject_device_error(output)?;
+    // AOSP's WifiShellCommand prints this instead of a table when the list is empty.
+    if output.trim() == "No scan results" {
+        return Ok(Vec::new());
+    }
     let rows: Vec<ScanResult> = output.lines().filter_map(scan_row).collect();
     let has_header = output.lines().any(|l| l.trim_start().starts_with("BSSID"));
     if rows.is_empty() && !has_header && !output.trim().is_empty() {
@@ -329,6 +333,11 @@ mWifiInfo SSID: \"Old\", BSSID: 00:00:00:00:00:01, MAC: 02:00:00:00:00:00, IP: n
             Err(ParseError::MissingField { .. })
         ));
         assert_eq!(wifi("WifiState 1\n").map(|w| w.enabled), Ok(true));
+    }
+
+    #[test]
+    fn an_empty_scan_is_an_empty_list() {
+        assert_eq!(wifi_scan("No scan results\n").unwrap(), Vec::new());
     }
 
     #[test]

@@ -1,0 +1,232 @@
+//! The async driver for one ADB TCP connection.
+//!
+//! A reader task turns bytes into `Message`s; service tasks run shell
+//! commands; both report to this loop over one channel, and the loop feeds
+//! the `Session` state machine and writes what it says to write. Faults
+//! (delay, drop, fail) are applied here, per shell request.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::message::{HEADER_LEN, Header, Message, command_name};
+use super::service::{ServiceRequest, frame_output};
+use super::session::{Action, Session};
+use crate::fault::OneShot;
+use crate::sim::Shared;
+use crate::state::PhoneState;
+
+/// Events for the connection loop.
+#[derive(Debug)]
+enum Event {
+    /// A message from the host.
+    Message(Message),
+    /// The host closed the connection or sent garbage.
+    Closed(String),
+    /// A service finished; here are its WRTE payloads.
+    Done {
+        local_id: u32,
+        payloads: Vec<Vec<u8>>,
+    },
+}
+
+/// Capacity of the event channel. The reader blocks when it is full, which
+/// pushes back on a host that writes faster than we answer; 64 is far more
+/// than the handful of streams an adb server keeps open at once.
+const EVENTS: usize = 64;
+
+/// The CNXN banner for the phone as it is now.
+pub(crate) fn banner(st: &PhoneState) -> Vec<u8> {
+    format!(
+        "device::ro.product.name={};ro.product.model={};ro.product.device={};features=shell_v2,cmd",
+        st.props.name, st.props.model, st.props.device
+    )
+    .into_bytes()
+}
+
+/// Twenty unpredictable bytes for AUTH(TOKEN), from std's randomly keyed hasher.
+fn auth_token() -> Vec<u8> {
+    let mut token = Vec::with_capacity(24);
+    for i in 0..3u64 {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u64(i);
+        token.extend_from_slice(&h.finish().to_le_bytes());
+    }
+    token.truncate(20);
+    token
+}
+
+async fn read_message(reader: &mut OwnedReadHalf) -> io::Result<Message> {
+    let mut header = [0u8; HEADER_LEN];
+    reader.read_exact(&mut header).await?;
+    let h = Header::decode(&header)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    let mut data = vec![0u8; h.data_length as usize];
+    reader.read_exact(&mut data).await?;
+    Ok(Message::new(h.command, h.arg0, h.arg1, data))
+}
+
+async fn read_loop(mut reader: OwnedReadHalf, tx: mpsc::Sender<Event>, cancel: CancellationToken) {
+    loop {
+        let result = tokio::select! {
+            () = cancel.cancelled() => return,
+            r = read_message(&mut reader) => r,
+        };
+        let event = match result {
+            Ok(m) => Event::Message(m),
+            Err(e) => Event::Closed(e.to_string()),
+        };
+        let last = matches!(event, Event::Closed(_));
+        if tx.send(event).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+/// Sleeps, unless cancelled first; `false` when cancelled.
+async fn pause(d: Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        () = cancel.cancelled() => false,
+        () = tokio::time::sleep(d) => true,
+    }
+}
+
+async fn run_service(
+    shared: Arc<Shared>,
+    local_id: u32,
+    request: ServiceRequest,
+    faults: (Option<Duration>, Option<OneShot>),
+    max_payload: usize,
+    tx: mpsc::Sender<Event>,
+    cancel: CancellationToken,
+) {
+    let (delay, one_shot) = faults;
+    if let Some(d) = delay
+        && !pause(d, &cancel).await
+    {
+        return;
+    }
+    let fail = match one_shot {
+        Some(OneShot::Fail { exit, stderr }) => {
+            tracing::info!(command = %request.command, exit, "fault: the first command fails");
+            Some((exit, stderr))
+        }
+        // Drops are handled before the stream is even acknowledged.
+        Some(OneShot::Drop) | None => None,
+    };
+    tracing::debug!(command = %request.command, kind = ?request.kind, "shell request");
+    // The shell is synchronous and may append to the command-log file, so it
+    // runs on the blocking pool.
+    let phone = Arc::clone(&shared);
+    let command = request.command.clone();
+    let Ok(outcome) = tokio::task::spawn_blocking(move || match fail {
+        Some((exit, stderr)) => phone.phone.run_failing_first(&command, exit, &stderr),
+        None => phone.phone.run(&command),
+    })
+    .await
+    else {
+        return;
+    };
+    if !outcome.delay.is_zero() && !pause(outcome.delay, &cancel).await {
+        return;
+    }
+    let (chunks, exit) = (outcome.output.into_chunks(), outcome.status);
+    let payloads = frame_output(request.kind, &chunks, exit, max_payload);
+    let _ = tx.send(Event::Done { local_id, payloads }).await;
+}
+
+/// Serves one connection until the host leaves, a drop fault fires or
+/// `cancel` is cancelled. Helper tasks are spawned on `tracker`.
+pub(crate) async fn serve_connection(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    tracker: TaskTracker,
+    cancel: CancellationToken,
+) {
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| "?".to_owned(), |a| a.to_string());
+    let _ = stream.set_nodelay(true);
+    let (reader, mut writer) = stream.into_split();
+    let (tx, mut rx) = mpsc::channel(EVENTS);
+    let conn = cancel.child_token();
+    // Stops the reader and the service tasks however this function returns.
+    let _stop = conn.clone().drop_guard();
+    tracker.spawn(read_loop(reader, tx.clone(), conn.clone()));
+    let mut session = Session::new(banner(&shared.phone.state()), shared.auth, auth_token());
+    tracing::info!(%peer, "adb connection");
+    'serve: loop {
+        let event = tokio::select! {
+            () = conn.cancelled() => break,
+            ev = rx.recv() => match ev {
+                Some(ev) => ev,
+                None => break,
+            },
+        };
+        let actions = match event {
+            Event::Message(m) => {
+                tracing::trace!(%peer, message = ?m, "received");
+                session.on_message(m)
+            }
+            Event::Done { local_id, payloads } => session.on_output(local_id, payloads),
+            Event::Closed(reason) => {
+                tracing::info!(%peer, %reason, "adb connection closed");
+                break;
+            }
+        };
+        // Faults are taken when a request arrives, before it is acknowledged,
+        // so that a drop leaves the request entirely unanswered.
+        let mut planned = Vec::with_capacity(actions.len());
+        for action in actions {
+            let faults = match &action {
+                Action::Start { request, .. } => {
+                    let faults = shared.take_faults();
+                    if matches!(faults.1, Some(OneShot::Drop)) {
+                        tracing::info!(%peer, command = %request.command, "fault: dropping the connection instead of answering");
+                        break 'serve;
+                    }
+                    faults
+                }
+                Action::Send(_) => (None, None),
+            };
+            planned.push((action, faults));
+        }
+        for (action, faults) in planned {
+            match action {
+                Action::Send(m) => {
+                    tracing::trace!(%peer, command = %command_name(m.command), bytes = m.data.len(), "send");
+                    let bytes = m.encode();
+                    let written = tokio::select! {
+                        () = conn.cancelled() => break 'serve,
+                        r = writer.write_all(&bytes) => r,
+                    };
+                    if let Err(e) = written {
+                        tracing::info!(%peer, error = %e, "adb write failed");
+                        break 'serve;
+                    }
+                }
+                Action::Start { local_id, request } => {
+                    tracker.spawn(run_service(
+                        Arc::clone(&shared),
+                        local_id,
+                        request,
+                        faults,
+                        session.max_payload(),
+                        tx.clone(),
+                        conn.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    let _ = writer.shutdown().await;
+}

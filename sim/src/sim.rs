@@ -1,0 +1,550 @@
+//! Starting, steering and stopping the emulated phone.
+//!
+//! `Sim::start` builds the phone from a `SimConfig`, binds the ADB port
+//! (and optionally the control port) and returns a cloneable `SimHandle`.
+//! Every task is spawned on a `TaskTracker` and stops when the handle's
+//! `CancellationToken` is cancelled (`SimHandle::shutdown`). ADB connections
+//! belong to a *listening generation*: `set_listening(false)` cancels the
+//! generation, waits for its tasks and closes the port; `set_listening(true)`
+//! binds the same port again.
+
+use std::borrow::Cow;
+use std::fs::OpenOptions;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpSocket};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::error::SimError;
+use crate::fault::{Fault, Faults, OneShot};
+use crate::log::LogEntry;
+use crate::phone::Phone;
+use crate::replay::Replay;
+use crate::shell::Fd;
+use crate::state::{PhoneState, sdk_for_release};
+
+/// How long shutdown and `set_listening(false)` wait for tasks to finish.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// Configuration of one emulated phone.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Address to listen on (default `127.0.0.1`).
+    pub bind: IpAddr,
+    /// ADB port; 0 picks a free one.
+    pub adb_port: u16,
+    /// Control port: `None` for none, `Some(0)` for a free one.
+    pub control_port: Option<u16>,
+    /// Overrides `ro.serialno`.
+    pub serial: Option<String>,
+    /// Overrides `ro.product.model`.
+    pub model: Option<String>,
+    /// Overrides `ro.build.version.release` (and the matching SDK level).
+    pub android_version: Option<String>,
+    /// Ask the host to authenticate (any signature is accepted).
+    pub auth: bool,
+    /// Answer commands listed in `DIR/index.json` from recorded files.
+    pub replay_dir: Option<PathBuf>,
+    /// Append each command-log entry to this file as a JSON line.
+    pub command_log: Option<PathBuf>,
+    /// Initial state (default: `PhoneState::default()`).
+    pub initial_state: Option<PhoneState>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            adb_port: 0,
+            control_port: None,
+            serial: None,
+            model: None,
+            android_version: None,
+            auth: false,
+            replay_dir: None,
+            command_log: None,
+            initial_state: None,
+        }
+    }
+}
+
+/// What a command line printed and its exit status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellOutput {
+    /// Standard output.
+    pub stdout: Vec<u8>,
+    /// Standard error.
+    pub stderr: Vec<u8>,
+    /// Exit status.
+    pub exit: u8,
+}
+
+impl ShellOutput {
+    /// Standard output as text (lossy).
+    pub fn stdout_text(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.stdout)
+    }
+
+    /// Standard error as text (lossy).
+    pub fn stderr_text(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.stderr)
+    }
+}
+
+/// State shared by every task of one simulator.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) phone: Phone,
+    faults: Mutex<Faults>,
+    pub(crate) auth: bool,
+}
+
+impl Shared {
+    /// The delay in force and the one-shot fault for the next request.
+    pub(crate) fn take_faults(&self) -> (Option<Duration>, Option<OneShot>) {
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take_for_request()
+    }
+}
+
+#[derive(Debug)]
+struct Generation {
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shared: Arc<Shared>,
+    adb_addr: SocketAddr,
+    control_addr: Option<SocketAddr>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    listening: tokio::sync::Mutex<Option<Generation>>,
+}
+
+/// The emulated phone's entry point.
+#[derive(Debug)]
+pub struct Sim;
+
+/// A running emulated phone. Cheap to clone; every clone steers the same phone.
+#[derive(Debug, Clone)]
+pub struct SimHandle {
+    inner: Arc<Inner>,
+}
+
+fn bind_listener(addr: SocketAddr) -> Result<TcpListener, SimError> {
+    let err = |source| SimError::Bind { addr, source };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(err)?;
+    // Rebinding the same port after `set_listening(false)` must not wait
+    // for old connections' TIME_WAIT.
+    socket.set_reuseaddr(true).map_err(err)?;
+    socket.bind(addr).map_err(err)?;
+    socket.listen(128).map_err(err)
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    generation: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        let accepted = tokio::select! {
+            () = generation.cancelled() => return,
+            r = listener.accept() => r,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                tracker.spawn(crate::adb::serve_connection(
+                    stream,
+                    Arc::clone(&shared),
+                    tracker.clone(),
+                    generation.clone(),
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                // Back off briefly (e.g. out of file descriptors) instead of spinning.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn wait_bounded(tracker: &TaskTracker, what: &str) {
+    tracker.close();
+    if tokio::time::timeout(STOP_WAIT, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("{what}: tasks still running after {STOP_WAIT:?}");
+    }
+}
+
+impl Sim {
+    /// Builds the phone and starts listening.
+    ///
+    /// # Errors
+    ///
+    /// `SimError::Config` for an unknown Android version, `SimError::Replay`
+    /// for a bad replay index, `SimError::CommandLog` when the log file cannot
+    /// be opened, `SimError::Bind` when a port cannot be bound.
+    pub async fn start(config: SimConfig) -> Result<SimHandle, SimError> {
+        let mut state = config.initial_state.clone().unwrap_or_default();
+        if let Some(serial) = &config.serial {
+            state.props.serial.clone_from(serial);
+        }
+        if let Some(model) = &config.model {
+            state.props.model.clone_from(model);
+            state.bluetooth.name.clone_from(model);
+            state
+                .settings
+                .global
+                .insert("device_name".to_owned(), model.clone());
+        }
+        if let Some(version) = &config.android_version {
+            let sdk = sdk_for_release(version).ok_or_else(|| {
+                SimError::Config(format!(
+                    "unknown Android version {version:?} (known: 8, 9, 10, 11, 12, 12L, 13, 14, 15, 16, 17)"
+                ))
+            })?;
+            state.props.android_version.clone_from(version);
+            state.props.sdk = sdk;
+        }
+        let replay = match &config.replay_dir {
+            Some(dir) => {
+                let replay = Replay::load(dir)?;
+                tracing::info!(dir = %dir.display(), commands = replay.len(), "replay index loaded");
+                Some(replay)
+            }
+            None => None,
+        };
+        let log_file = match &config.command_log {
+            Some(path) => Some(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|source| SimError::CommandLog {
+                        path: path.clone(),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            phone: Phone::new(state, replay, log_file),
+            faults: Mutex::new(Faults::default()),
+            auth: config.auth,
+        });
+
+        let adb_listener = bind_listener(SocketAddr::new(config.bind, config.adb_port))?;
+        let adb_addr = adb_listener.local_addr().map_err(|source| SimError::Bind {
+            addr: SocketAddr::new(config.bind, config.adb_port),
+            source,
+        })?;
+        let control_listener = match config.control_port {
+            Some(port) => Some(bind_listener(SocketAddr::new(config.bind, port))?),
+            None => None,
+        };
+        let control_addr = match &control_listener {
+            Some(l) => Some(l.local_addr().map_err(|source| SimError::Bind {
+                addr: SocketAddr::new(config.bind, config.control_port.unwrap_or(0)),
+                source,
+            })?),
+            None => None,
+        };
+
+        let shutdown = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let generation = Generation {
+            cancel: shutdown.child_token(),
+            tracker: TaskTracker::new(),
+        };
+        generation.tracker.spawn(accept_loop(
+            adb_listener,
+            Arc::clone(&shared),
+            generation.cancel.clone(),
+            generation.tracker.clone(),
+        ));
+        let handle = SimHandle {
+            inner: Arc::new(Inner {
+                shared,
+                adb_addr,
+                control_addr,
+                shutdown: shutdown.clone(),
+                tracker: tracker.clone(),
+                listening: tokio::sync::Mutex::new(Some(generation)),
+            }),
+        };
+        if let Some(listener) = control_listener {
+            tracker.spawn(crate::control::serve(
+                listener,
+                handle.clone(),
+                shutdown.clone(),
+                tracker.clone(),
+            ));
+        }
+        tracing::info!(adb = %adb_addr, control = ?control_addr, "emulated phone listening");
+        Ok(handle)
+    }
+}
+
+impl SimHandle {
+    /// The ADB address (`adb connect` to it).
+    pub fn adb_addr(&self) -> SocketAddr {
+        self.inner.adb_addr
+    }
+
+    /// The control-port address, if one was configured.
+    pub fn control_addr(&self) -> Option<SocketAddr> {
+        self.inner.control_addr
+    }
+
+    /// A snapshot of the phone's state.
+    pub fn state(&self) -> PhoneState {
+        self.inner.shared.phone.state()
+    }
+
+    /// Changes the state; `f` runs under the state lock, so keep it short.
+    pub fn update_state<R>(&self, f: impl FnOnce(&mut PhoneState) -> R) -> R {
+        self.inner.shared.phone.update(f)
+    }
+
+    /// Sets one value by dotted path into the state's JSON form, e.g.
+    /// `battery.level` or `packages.3.enabled`. The change is all or nothing.
+    ///
+    /// # Errors
+    ///
+    /// `SimError::Control` when the path does not exist or the value does not
+    /// fit the field.
+    pub fn set_path(&self, path: &str, value: serde_json::Value) -> Result<(), SimError> {
+        self.inner.shared.phone.update(|st| {
+            let mut json =
+                serde_json::to_value(&*st).map_err(|e| SimError::Control(e.to_string()))?;
+            let segments: Vec<&str> = path.split('.').collect();
+            if path.is_empty() || segments.iter().any(|s| s.is_empty()) {
+                return Err(SimError::Control(format!("bad path {path:?}")));
+            }
+            let (last, parents) = segments.split_last().unwrap_or((&"", &[]));
+            let mut node = &mut json;
+            for seg in parents {
+                node = match node {
+                    serde_json::Value::Object(map) => map.get_mut(*seg),
+                    serde_json::Value::Array(items) => {
+                        seg.parse::<usize>().ok().and_then(|i| items.get_mut(i))
+                    }
+                    _ => None,
+                }
+                .ok_or_else(|| SimError::Control(format!("no such path {path:?} (at {seg:?})")))?;
+            }
+            match node {
+                serde_json::Value::Object(map) => {
+                    map.insert((*last).to_owned(), value);
+                }
+                serde_json::Value::Array(items) => {
+                    let slot = last
+                        .parse::<usize>()
+                        .ok()
+                        .and_then(|i| items.get_mut(i))
+                        .ok_or_else(|| {
+                            SimError::Control(format!("no such path {path:?} (at {last:?})"))
+                        })?;
+                    *slot = value;
+                }
+                _ => return Err(SimError::Control(format!("no such path {path:?}"))),
+            }
+            let new: PhoneState = serde_json::from_value(json)
+                .map_err(|e| SimError::Control(format!("cannot set {path}: {e}")))?;
+            *st = new;
+            Ok(())
+        })
+    }
+
+    /// The command log, oldest first.
+    pub fn command_log(&self) -> Vec<LogEntry> {
+        self.inner.shared.phone.log_entries()
+    }
+
+    /// Empties the command log.
+    pub fn clear_command_log(&self) {
+        self.inner.shared.phone.clear_log();
+    }
+
+    /// Injects (or clears) a fault.
+    pub fn set_fault(&self, fault: Fault) {
+        tracing::info!(?fault, "fault");
+        self.inner
+            .shared
+            .faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .apply(fault);
+    }
+
+    /// Runs a command line in-process, as the device shell would (logged like
+    /// ADB commands; faults and `sleep` delays do not apply).
+    pub fn execute(&self, command: &str) -> ShellOutput {
+        let outcome = self.inner.shared.phone.run(command);
+        ShellOutput {
+            stdout: outcome.output.stream(Fd::Stdout),
+            stderr: outcome.output.stream(Fd::Stderr),
+            exit: outcome.status,
+        }
+    }
+
+    /// Whether the ADB port is open.
+    pub async fn is_listening(&self) -> bool {
+        self.inner.listening.lock().await.is_some()
+    }
+
+    /// Makes the phone disappear (`false`: close the port and every ADB
+    /// connection, waiting until they are closed) or come back on the same
+    /// port (`true`).
+    ///
+    /// # Errors
+    ///
+    /// `SimError::ShutDown` after shutdown; `SimError::Bind` when the port
+    /// was taken in the meantime.
+    pub async fn set_listening(&self, on: bool) -> Result<(), SimError> {
+        let mut slot = self.inner.listening.lock().await;
+        if self.inner.shutdown.is_cancelled() {
+            return Err(SimError::ShutDown);
+        }
+        match (on, slot.is_some()) {
+            (true, false) => {
+                let listener = bind_listener(self.inner.adb_addr)?;
+                let generation = Generation {
+                    cancel: self.inner.shutdown.child_token(),
+                    tracker: TaskTracker::new(),
+                };
+                generation.tracker.spawn(accept_loop(
+                    listener,
+                    Arc::clone(&self.inner.shared),
+                    generation.cancel.clone(),
+                    generation.tracker.clone(),
+                ));
+                *slot = Some(generation);
+                tracing::info!(adb = %self.inner.adb_addr, "listening again");
+            }
+            (false, true) => {
+                if let Some(generation) = slot.take() {
+                    generation.cancel.cancel();
+                    wait_bounded(&generation.tracker, "stop listening").await;
+                }
+                tracing::info!(adb = %self.inner.adb_addr, "stopped listening; connections closed");
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A token cancelled when the simulator shuts down.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
+    }
+
+    /// Stops every task and closes every socket (bounded wait).
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        if let Some(generation) = self.inner.listening.lock().await.take() {
+            wait_bounded(&generation.tracker, "shutdown (adb)").await;
+        }
+        wait_bounded(&self.inner.tracker, "shutdown (control)").await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn config_overrides_identity() {
+        let sim = Sim::start(SimConfig {
+            serial: Some("S1".to_owned()),
+            model: Some("Phone X".to_owned()),
+            android_version: Some("12".to_owned()),
+            ..SimConfig::default()
+        })
+        .await
+        .expect("start");
+        assert_eq!(sim.execute("getprop ro.serialno").stdout_text(), "S1\n");
+        assert_eq!(
+            sim.execute("getprop ro.product.model").stdout_text(),
+            "Phone X\n"
+        );
+        assert_eq!(
+            sim.execute("getprop ro.build.version.sdk").stdout_text(),
+            "31\n"
+        );
+        assert!(sim.adb_addr().port() != 0);
+        sim.shutdown().await;
+        let bad = Sim::start(SimConfig {
+            android_version: Some("4.4".to_owned()),
+            ..SimConfig::default()
+        })
+        .await;
+        assert!(matches!(bad, Err(SimError::Config(_))));
+    }
+
+    #[tokio::test]
+    async fn set_path_patches_or_refuses() {
+        let sim = Sim::start(SimConfig::default()).await.expect("start");
+        sim.set_path("battery.level", serde_json::json!(42))
+            .expect("set");
+        assert_eq!(sim.state().battery.level, 42);
+        sim.set_path("packages.0.enabled", serde_json::json!(false))
+            .expect("array index");
+        assert!(!sim.state().packages[0].enabled);
+        sim.set_path("settings.global.my_key", serde_json::json!("v"))
+            .expect("map insert");
+        assert_eq!(
+            sim.execute("settings get global my_key").stdout_text(),
+            "v\n"
+        );
+        for (path, value) in [
+            ("battery.levle", serde_json::json!(1)),
+            ("battery.level", serde_json::json!("high")),
+            ("nope.level", serde_json::json!(1)),
+            ("battery..level", serde_json::json!(1)),
+            ("packages.999.enabled", serde_json::json!(true)),
+        ] {
+            assert!(sim.set_path(path, value).is_err(), "{path}");
+        }
+        assert_eq!(sim.state().battery.level, 42);
+        sim.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn listening_can_be_switched_off_and_on_on_the_same_port() {
+        let sim = Sim::start(SimConfig::default()).await.expect("start");
+        let addr = sim.adb_addr();
+        tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("listening");
+        sim.set_listening(false).await.expect("off");
+        assert!(!sim.is_listening().await);
+        assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+        sim.set_listening(true).await.expect("on");
+        tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("listening again");
+        sim.shutdown().await;
+        assert!(matches!(
+            sim.set_listening(true).await,
+            Err(SimError::ShutDown)
+        ));
+    }
+}

@@ -1,0 +1,140 @@
+//! Benchmark: one action (`battery.status`, i.e. `dumpsys battery`) on an
+//! emulated phone behind the real adb server, three ways:
+//!
+//! 1. a warm droidwarden call in-process (`DeviceHandle::call`),
+//! 2. spawning `adb -s SERIAL shell dumpsys battery` per action, as most
+//!    peers do,
+//! 3. a raw adb-server round trip: one hand-written TCP exchange
+//!    (`host:transport:SERIAL`, then `shell,v2,raw:…`), the floor any client
+//!    of the adb server pays.
+//!
+//! Run with `cargo bench -p droidwarden-e2e --bench adb_call` (after
+//! `cargo build --release --workspace --bins`). Prints medians and p90s and
+//! the two ratios the targets are stated in.
+
+use droidwarden_bridge::Registry;
+use droidwarden_bridge::adb::{AdbConfig, AdbTransport};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions};
+use droidwarden_services::Catalogue;
+use serde_json::json;
+use std::io::{Read, Write};
+use std::net::{SocketAddrV4, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WARMUP: usize = 20;
+const ITERATIONS: usize = 300;
+
+struct Stats {
+    median: Duration,
+    p90: Duration,
+}
+
+fn measure(name: &str, iterations: usize, mut f: impl FnMut()) -> Stats {
+    for _ in 0..WARMUP {
+        f();
+    }
+    let mut samples: Vec<Duration> = (0..iterations)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    samples.sort();
+    let stats = Stats {
+        median: samples[samples.len() / 2],
+        p90: samples[samples.len() * 9 / 10],
+    };
+    println!(
+        "{name:<44} median {:>8.3} ms   p90 {:>8.3} ms   (n={iterations})",
+        ms(stats.median),
+        ms(stats.p90)
+    );
+    stats
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn send(stream: &mut TcpStream, request: &str) {
+    write!(stream, "{:04x}{request}", request.len()).expect("write request");
+    let mut status = [0u8; 4];
+    stream.read_exact(&mut status).expect("read status");
+    assert_eq!(&status, b"OKAY", "adb server refused {request}");
+}
+
+/// One raw exchange with the adb server; returns the bytes of the reply.
+fn raw_round_trip(port: u16, serial: &str, command: &str) -> usize {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect adb server");
+    stream.set_nodelay(true).expect("nodelay");
+    send(&mut stream, &format!("host:transport:{serial}"));
+    send(&mut stream, &format!("shell,v2,raw:{command}"));
+    let mut reply = Vec::with_capacity(4096);
+    stream.read_to_end(&mut reply).expect("read reply");
+    reply.len()
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` asks for a listing; nothing to list.
+    }
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let serial = sim.serial();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let registry = Arc::new(Registry::new());
+    let transport = AdbTransport::new(
+        AdbConfig {
+            server: SocketAddrV4::new([127, 0, 0, 1].into(), adb.port),
+            start_server: false,
+            ..AdbConfig::default()
+        },
+        Arc::clone(&registry),
+    );
+    runtime.block_on(transport.refresh()).expect("list devices");
+    let device = registry.select(Some(&serial)).expect("the sim is listed");
+    let command = Catalogue::get()
+        .parse("battery", "status", &json!({}))
+        .expect("valid command");
+
+    println!(
+        "battery.status against droidwarden-sim via adb server on port {}\n",
+        adb.port
+    );
+    let ours = measure("droidwarden call, in-process, warm", ITERATIONS, || {
+        runtime
+            .block_on(device.call(&command))
+            .expect("call succeeds");
+    });
+    let spawn = measure(
+        "spawn `adb -s SERIAL shell dumpsys battery`",
+        ITERATIONS / 3,
+        || {
+            let out = adb
+                .adb(&["-s", &serial, "shell", "dumpsys", "battery"])
+                .output()
+                .expect("adb runs");
+            assert!(out.status.success());
+        },
+    );
+    let raw = measure("raw adb-server round trip", ITERATIONS, || {
+        assert!(raw_round_trip(adb.port, &serial, "dumpsys battery") > 100);
+    });
+    println!();
+    println!(
+        "ours / spawn-per-action: {:.3}  (target <= 0.25)",
+        ms(ours.median) / ms(spawn.median)
+    );
+    println!(
+        "ours / raw round trip:   {:.3}  (target <= 1.5)",
+        ms(ours.median) / ms(raw.median)
+    );
+    let _ = (ours.p90, spawn.p90, raw.p90);
+}
