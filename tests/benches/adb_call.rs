@@ -127,9 +127,12 @@ fn main() {
     let server = SocketAddrV4::new([127, 0, 0, 1].into(), adb.port);
     let library = measure("adb_client shell_command alone", ITERATIONS, || {
         use adb_client::ADBDeviceExt;
-        let mut device = adb_client::server_device::ADBServerDevice::new(serial.clone(), Some(server));
+        let mut device =
+            adb_client::server_device::ADBServerDevice::new(serial.clone(), Some(server));
         let mut out = Vec::new();
-        device.shell_command(&"dumpsys battery", Some(&mut out), None).expect("shell");
+        device
+            .shell_command(&"dumpsys battery", Some(&mut out), None)
+            .expect("shell");
         assert!(out.len() > 100);
     });
     let raw = measure("raw adb-server round trip", ITERATIONS, || {
