@@ -38,8 +38,40 @@ pub(crate) struct RawConfig {
     adb: RawAdb,
     calls: RawCalls,
     state: RawState,
+    mqtt: RawMqtt,
+    broker: RawBroker,
+    poll: BTreeMap<String, u64>,
     #[serde(default)]
     devices: Vec<RawDevice>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMqtt {
+    url: String,
+    client_id: String,
+    username: String,
+    password: String,
+    password_file: String,
+    ca_file: String,
+    keep_alive_s: u64,
+    topic_prefix: String,
+    dedupe_window_s: u64,
+    max_payload_bytes: usize,
+    homeassistant: RawHomeAssistant,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHomeAssistant {
+    discovery: bool,
+    prefix: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBroker {
+    listen: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -78,6 +110,182 @@ struct RawDevice {
 pub(crate) struct Config {
     pub(crate) adb: AdbConfig,
     pub(crate) state_dir: PathBuf,
+    pub(crate) mqtt: MqttSettings,
+    /// Seconds between state reads, per service id (only non-zero entries).
+    pub(crate) poll: BTreeMap<&'static str, Duration>,
+}
+
+/// Where the MQTT broker is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BrokerTarget {
+    /// An external broker.
+    External {
+        host: String,
+        port: u16,
+        /// TLS, with an optional private CA certificate file.
+        tls: Option<Option<PathBuf>>,
+    },
+    /// Start the embedded broker on this address and connect to it.
+    Embedded { listen: std::net::SocketAddr },
+}
+
+/// A username and password; the password never appears in `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Credentials {
+    pub(crate) username: String,
+    pub(crate) password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Validated MQTT settings.
+#[derive(Debug, Clone)]
+pub(crate) struct MqttSettings {
+    pub(crate) broker: BrokerTarget,
+    pub(crate) client_id: String,
+    pub(crate) credentials: Option<Credentials>,
+    pub(crate) keep_alive: Duration,
+    pub(crate) prefix: String,
+    pub(crate) dedupe_window: Duration,
+    pub(crate) max_payload: usize,
+    /// The Home Assistant discovery prefix, when discovery is on.
+    pub(crate) discovery: Option<String>,
+}
+
+fn mqtt_settings(raw: RawMqtt, broker: RawBroker) -> Result<MqttSettings, ConfigError> {
+    let target = if raw.url.is_empty() {
+        let listen = broker.listen.parse::<std::net::SocketAddr>().map_err(|_| {
+            bad(
+                "broker.listen",
+                format!("{:?} is not ip:port", broker.listen),
+            )
+        })?;
+        BrokerTarget::Embedded { listen }
+    } else {
+        let (tls, rest) = if let Some(rest) = raw.url.strip_prefix("mqtts://") {
+            (true, rest)
+        } else if let Some(rest) = raw.url.strip_prefix("mqtt://") {
+            (false, rest)
+        } else {
+            return Err(bad("mqtt.url", "must start with mqtt:// or mqtts://"));
+        };
+        let rest = rest.trim_end_matches('/');
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((host, port)) => (
+                host,
+                port.parse::<u16>()
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| bad("mqtt.url", format!("{port:?} is not a port")))?,
+            ),
+            None => (rest, if tls { 8883 } else { 1883 }),
+        };
+        check_host_port(&format!("{host}:1")).map_err(|e| bad("mqtt.url", e))?;
+        let ca = (!raw.ca_file.is_empty()).then(|| PathBuf::from(&raw.ca_file));
+        if let Some(ca) = &ca
+            && !ca.is_file()
+        {
+            return Err(bad(
+                "mqtt.ca_file",
+                format!("{}: no such file", ca.display()),
+            ));
+        }
+        if ca.is_some() && !tls {
+            return Err(bad("mqtt.ca_file", "only used with an mqtts:// url"));
+        }
+        BrokerTarget::External {
+            host: host.to_owned(),
+            port,
+            tls: tls.then_some(ca),
+        }
+    };
+    let password = match (raw.password.is_empty(), raw.password_file.is_empty()) {
+        (_, false) => std::fs::read_to_string(&raw.password_file)
+            .map(|p| p.trim_end_matches(['\r', '\n']).to_owned())
+            .map_err(|e| bad("mqtt.password_file", format!("{}: {e}", raw.password_file)))?,
+        (false, true) => raw.password,
+        (true, true) => String::new(),
+    };
+    let credentials = match (raw.username.is_empty(), password.is_empty()) {
+        (true, true) => None,
+        (true, false) => return Err(bad("mqtt.username", "a password is set but no username")),
+        (false, _) => Some(Credentials {
+            username: raw.username,
+            password,
+        }),
+    };
+    let prefix = raw.topic_prefix;
+    if prefix.is_empty()
+        || prefix.starts_with('/')
+        || prefix.ends_with('/')
+        || prefix.contains(['+', '#', '\0'])
+    {
+        return Err(bad(
+            "mqtt.topic_prefix",
+            "must be non-empty, without + or #, and not start or end with /",
+        ));
+    }
+    if raw.client_id.is_empty() || raw.client_id.len() > 64 {
+        return Err(bad("mqtt.client_id", "must be 1 to 64 characters"));
+    }
+    if !(5..=3600).contains(&raw.keep_alive_s) {
+        return Err(bad("mqtt.keep_alive_s", "must be between 5 and 3600"));
+    }
+    if !(1024..=16 * 1024 * 1024).contains(&raw.max_payload_bytes) {
+        return Err(bad(
+            "mqtt.max_payload_bytes",
+            "must be between 1024 and 16777216",
+        ));
+    }
+    let ha = raw.homeassistant;
+    if ha.discovery && (ha.prefix.is_empty() || ha.prefix.contains(['+', '#'])) {
+        return Err(bad(
+            "mqtt.homeassistant.prefix",
+            "must be a plain topic prefix",
+        ));
+    }
+    Ok(MqttSettings {
+        broker: target,
+        client_id: raw.client_id,
+        credentials,
+        keep_alive: Duration::from_secs(raw.keep_alive_s),
+        prefix,
+        dedupe_window: Duration::from_secs(raw.dedupe_window_s),
+        max_payload: raw.max_payload_bytes,
+        discovery: ha.discovery.then_some(ha.prefix),
+    })
+}
+
+fn poll_settings(
+    raw: BTreeMap<String, u64>,
+) -> Result<BTreeMap<&'static str, Duration>, ConfigError> {
+    let mut poll = BTreeMap::new();
+    for (service, seconds) in raw {
+        let key = format!("poll.{service}");
+        let spec = droidwarden_services::Catalogue::get()
+            .services()
+            .iter()
+            .find(|s| s.id == service)
+            .ok_or_else(|| bad(&key, "not a service id"))?;
+        if crate::hub::state_action(spec.id).is_none() {
+            return Err(bad(&key, "this service has no state to poll"));
+        }
+        match seconds {
+            0 => {}
+            5..=86_400 => {
+                poll.insert(spec.id, Duration::from_secs(seconds));
+            }
+            _ => return Err(bad(&key, "must be 0 (off) or between 5 and 86400 seconds")),
+        }
+    }
+    Ok(poll)
 }
 
 impl TryFrom<RawConfig> for Config {
@@ -130,6 +338,8 @@ impl TryFrom<RawConfig> for Config {
                 adb_program: PathBuf::from(raw.adb.program),
             },
             state_dir: state_dir(&raw.state.dir),
+            mqtt: mqtt_settings(raw.mqtt, raw.broker)?,
+            poll: poll_settings(raw.poll)?,
         })
     }
 }
@@ -298,6 +508,19 @@ mod tests {
             ("[adb]\nserver = \"127.0.0.1:99999\"", "adb.server"),
             ("[adb]\nconnect = [\"a b:5\"]", "adb.connect[0]"),
             ("[calls]\ntimeout_ms = 0", "calls.timeout_ms"),
+            ("[mqtt]\nurl = \"http://x\"", "mqtt.url"),
+            ("[mqtt]\nurl = \"mqtt://host:0\"", "mqtt.url"),
+            ("[mqtt]\ntopic_prefix = \"a/#\"", "mqtt.topic_prefix"),
+            ("[mqtt]\npassword = \"x\"", "mqtt.username"),
+            (
+                "[mqtt]\nurl = \"mqtts://h\"\nca_file = \"/nonexistent.pem\"",
+                "mqtt.ca_file",
+            ),
+            ("[mqtt.homeassistant]\ncolour = 1", "colour"),
+            ("[poll]\nbatery = 5", "poll.batery"),
+            ("[poll]\nbattery = 1", "poll.battery"),
+            ("[poll]\napp_list = 60", "poll.app_list"),
+            ("[broker]\nlisten = \"nowhere\"", "broker.listen"),
             ("[calls]\ntimeout_ms = \"soon\"", "timeout_ms"),
             (
                 "[[devices]]\nname = \"a/b\"\ntransport = \"adb\"\nserial = \"x\"",
@@ -323,6 +546,32 @@ mod tests {
                 "{text:?} gave {err:?}, which does not name {key}"
             );
         }
+    }
+
+    #[test]
+    fn mqtt_settings_are_parsed_and_the_password_stays_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let pw = dir.path().join("pw");
+        std::fs::write(&pw, "s3cret\n").unwrap();
+        let cfg = with_file(&format!(
+            "[mqtt]\nurl = \"mqtts://broker.lan\"\nusername = \"dw\"\npassword_file = \"{}\"",
+            pw.display()
+        ))
+        .unwrap();
+        assert_eq!(
+            cfg.mqtt.broker,
+            BrokerTarget::External {
+                host: "broker.lan".into(),
+                port: 8883,
+                tls: Some(None)
+            }
+        );
+        assert_eq!(cfg.mqtt.credentials.as_ref().unwrap().password, "s3cret");
+        assert!(!format!("{cfg:?}").contains("s3cret"));
+        let default = load_with_env(None, Vec::new()).unwrap();
+        assert!(matches!(default.mqtt.broker, BrokerTarget::Embedded { .. }));
+        assert_eq!(default.poll["battery"], Duration::from_secs(60));
+        assert!(!default.poll.contains_key("network"));
     }
 
     #[test]

@@ -1,10 +1,18 @@
-//! `droidwarden daemon`: the long-running process. It keeps every device's
-//! availability fresh and shuts down gracefully on SIGINT or SIGTERM.
+//! `droidwarden daemon`: the long-running hub between phones, home
+//! automation and people.
 //!
-//! One [`CancellationToken`] is the shutdown signal; every task is spawned
-//! through one [`TaskTracker`] so shutdown waits for all of them.
+//! Start-up: load devices (one refresh so the first announcements are
+//! right), start the embedded broker when no broker is configured, connect
+//! to MQTT, then run the tasks. Shutdown on SIGINT/SIGTERM: stop taking
+//! commands, let calls in flight finish (bounded), publish `offline`,
+//! disconnect cleanly, stop the rest.
+//!
+//! One [`CancellationToken`] per stage is the shutdown signal; every task is
+//! spawned through one [`TaskTracker`] so shutdown waits for all of them.
 
-use crate::config::Config;
+use crate::config::{BrokerTarget, Config};
+use crate::hub::Hub;
+use crate::mqtt;
 use droidwarden_bridge::{DeviceEvent, Registry, adb::AdbTransport};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,32 +21,86 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// How long shutdown waits for tasks before giving up on them.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long shutdown waits for calls in flight.
+const CALL_GRACE: Duration = Duration::from_secs(20);
+/// How long shutdown waits for the remaining tasks.
+const TASK_GRACE: Duration = Duration::from_secs(5);
 
 pub(crate) async fn run(config: Config) -> ExitCode {
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     let registry = Arc::new(Registry::new());
-    let adb = Arc::new(AdbTransport::new(config.adb, Arc::clone(&registry)));
+    let hub = Hub::new(Arc::clone(&registry));
+    let adb = Arc::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
     tracing::info!(state_dir = %config.state_dir.display(), "droidwarden starting");
+    if let Err(e) = adb.refresh().await {
+        tracing::warn!(error = %e, "no devices yet; will keep trying");
+    }
 
+    let mut mqtt_settings = config.mqtt.clone();
+    let broker_stop = CancellationToken::new();
+    if let BrokerTarget::Embedded { listen } = mqtt_settings.broker {
+        match crate::broker::start(listen, broker_stop.clone(), &tracker).await {
+            Ok(bound) => {
+                tracing::info!(%bound, "embedded MQTT broker listening");
+                mqtt_settings.broker = BrokerTarget::Embedded { listen: bound };
+            }
+            Err(e) => {
+                tracing::error!(%listen, error = %e, "cannot start the embedded MQTT broker");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let (link, eventloop) =
+        match mqtt::connect(mqtt_settings, hub.clone(), config.state_dir.clone()) {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot set up MQTT");
+                return ExitCode::FAILURE;
+            }
+        };
+    let (incoming_tx, incoming_rx) = tokio::sync::mpsc::channel(mqtt::INCOMING_CHANNEL);
+    let mqtt_stop = CancellationToken::new();
+    tracker.spawn(mqtt::run_event_loop(
+        Arc::clone(&link),
+        eventloop,
+        incoming_tx,
+        mqtt_stop.clone(),
+    ));
+    tracker.spawn(mqtt::run_resync(Arc::clone(&link), shutdown.clone()));
+    tracker.spawn(mqtt::run_dispatch(
+        Arc::clone(&link),
+        incoming_rx,
+        shutdown.clone(),
+    ));
+    tracker.spawn(mqtt::run_publisher(Arc::clone(&link), mqtt_stop.clone()));
     tracker.spawn({
         let adb = Arc::clone(&adb);
         let shutdown = shutdown.clone();
         async move { adb.run(shutdown).await }
     });
+    tracker.spawn(crate::poll::run(
+        hub.clone(),
+        config.poll.clone(),
+        tracker.clone(),
+        shutdown.clone(),
+    ));
     tracker.spawn(log_availability(Arc::clone(&registry), shutdown.clone()));
-    tracker.close();
 
     wait_for_signal().await;
-    tracing::info!("shutting down");
+    tracing::info!("shutting down: no new commands; waiting for calls in flight");
     shutdown.cancel();
-    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
+    link.shutdown(CALL_GRACE).await;
+    // Let the event loop flush the goodbye before it stops.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    mqtt_stop.cancel();
+    broker_stop.cancel();
+    tracker.close();
+    if tokio::time::timeout(TASK_GRACE, tracker.wait())
         .await
         .is_err()
     {
-        tracing::warn!("some tasks did not stop within {SHUTDOWN_GRACE:?}");
+        tracing::warn!("some tasks did not stop within {TASK_GRACE:?}");
     }
     tracing::info!("stopped");
     ExitCode::SUCCESS

@@ -1,10 +1,14 @@
 //! `droidwarden`: the binary. It owns every piece of wiring — configuration,
 //! logging, the command line — and nothing else owns any.
 
+mod broker;
 mod call;
 mod cli;
 mod config;
 mod daemon;
+mod hub;
+mod mqtt;
+mod poll;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -11,6 +11,8 @@
 //! executable (`target/<profile>/`); `scripts/test` builds them first.
 #![deny(missing_docs)]
 
+pub mod mqtt;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,0 +1,268 @@
+//! The MQTT command API's payloads: parsing commands (with an error that
+//! names the problem for every kind of bad input) and building replies.
+//! Pure: no I/O, unit-tested below. `docs/mqtt-api.md` documents the same
+//! shapes with JSON Schemas.
+
+use crate::hub::CallRequest;
+use droidwarden_services::{ErrorCode, WireError};
+use serde_json::{Map, Value, json};
+
+/// Command ids appear in reply topics, so they are restricted to characters
+/// that are safe in a topic level.
+const MAX_ID_LEN: usize = 128;
+
+/// A parsed `cmd/call` or `cmd/devices` request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Request {
+    Call {
+        id: Option<String>,
+        call: CallRequest,
+    },
+    Devices {
+        id: Option<String>,
+    },
+}
+
+impl Request {
+    pub(crate) fn id(&self) -> Option<&str> {
+        match self {
+            Self::Call { id, .. } | Self::Devices { id } => id.as_deref(),
+        }
+    }
+}
+
+/// A request that could not be parsed: the id, when it could be read, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Rejected {
+    pub(crate) id: Option<String>,
+    pub(crate) error: WireError,
+}
+
+fn invalid(id: Option<String>, message: impl Into<String>) -> Rejected {
+    Rejected {
+        id,
+        error: WireError::new(ErrorCode::InvalidRequest, message),
+    }
+}
+
+/// Whether `id` may be used as a topic level.
+pub(crate) fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+}
+
+/// Which command a `cmd/<name>` topic carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Call,
+    Devices,
+}
+
+/// Parse a command payload. `id_optional` is true when an MQTT 5 response
+/// topic is present (the reply goes there, so no id is needed to route it).
+pub(crate) fn parse(
+    kind: Kind,
+    payload: &[u8],
+    max: usize,
+    id_optional: bool,
+) -> Result<Request, Rejected> {
+    let value: Value = serde_json::from_slice(payload)
+        .map_err(|e| invalid(None, format!("payload is not valid JSON: {e}")))?;
+    let Value::Object(mut obj) = value else {
+        return Err(invalid(None, "payload must be a JSON object"));
+    };
+    let id = match obj.remove("id") {
+        Some(Value::String(id)) if valid_id(&id) => Some(id),
+        Some(Value::String(id)) => {
+            return Err(invalid(
+                None,
+                format!(
+                    "id {:?} must be 1 to {MAX_ID_LEN} characters of letters, digits, '-', '_', '.', ':'",
+                    id.chars().take(40).collect::<String>()
+                ),
+            ));
+        }
+        Some(other) => {
+            return Err(invalid(
+                None,
+                format!("id must be a string, got {}", kind_of(&other)),
+            ));
+        }
+        None if id_optional => None,
+        None => return Err(invalid(None, "id is required")),
+    };
+    if payload.len() > max {
+        return Err(invalid(
+            id,
+            format!("payload is {} bytes; the limit is {max}", payload.len()),
+        ));
+    }
+    match kind {
+        Kind::Devices => {
+            if let Some(key) = obj.keys().next() {
+                return Err(invalid(
+                    id,
+                    format!("unknown field {key:?}; cmd/devices takes only id"),
+                ));
+            }
+            Ok(Request::Devices { id })
+        }
+        Kind::Call => parse_call(id, obj),
+    }
+}
+
+fn parse_call(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
+    let text = |obj: &mut Map<String, Value>,
+                key: &str,
+                required: bool|
+     -> Result<Option<String>, String> {
+        match obj.remove(key) {
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(Value::Null) | None if !required => Ok(None),
+            None | Some(Value::Null) => Err(format!("{key} is required")),
+            Some(other) => Err(format!("{key} must be a string, got {}", kind_of(&other))),
+        }
+    };
+    let fields = (|| -> Result<CallRequest, String> {
+        let device = text(&mut obj, "device", false)?;
+        let service = text(&mut obj, "service", true)?.unwrap_or_default();
+        let action = text(&mut obj, "action", true)?.unwrap_or_default();
+        let params = match obj.remove("params") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(p @ Value::Object(_)) => p,
+            Some(other) => {
+                return Err(format!("params must be an object, got {}", kind_of(&other)));
+            }
+        };
+        if let Some(key) = obj.keys().next() {
+            return Err(format!(
+                "unknown field {key:?}; cmd/call takes id, device, service, action, params"
+            ));
+        }
+        Ok(CallRequest {
+            device,
+            service,
+            action,
+            params,
+        })
+    })();
+    match fields {
+        Ok(call) => Ok(Request::Call { id, call }),
+        Err(message) => Err(invalid(id, message)),
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    droidwarden_services::schema::json_type(v)
+}
+
+/// `{"id", "ok": true, "result"}`.
+pub(crate) fn ok_reply(id: Option<&str>, result: &Value) -> Value {
+    json!({ "id": id, "ok": true, "result": result })
+}
+
+/// `{"id", "ok": false, "error": {"code", "message", "retryable"}}`.
+pub(crate) fn error_reply(id: Option<&str>, error: &WireError) -> Value {
+    json!({ "id": id, "ok": false, "error": error })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(kind: Kind, payload: &str, expected: Result<(), (Option<&str>, &str)>) {
+        let got = parse(kind, payload.as_bytes(), 1024, false);
+        match (got, expected) {
+            (Ok(_), Ok(())) => {}
+            (Err(r), Err((id, needle))) => {
+                assert_eq!(r.id.as_deref(), id, "{payload}");
+                assert_eq!(r.error.code, ErrorCode::InvalidRequest);
+                assert!(
+                    r.error.message.contains(needle),
+                    "{payload}: {}",
+                    r.error.message
+                );
+            }
+            (got, expected) => panic!("{payload}: got {got:?}, expected {expected:?}"),
+        }
+    }
+
+    #[test]
+    fn every_kind_of_bad_input_is_named() {
+        use Kind::*;
+        check(
+            Call,
+            r#"{"id":"a1","service":"battery","action":"status"}"#,
+            Ok(()),
+        );
+        check(
+            Call,
+            r#"{"id":"a1","device":null,"service":"battery","action":"status","params":null}"#,
+            Ok(()),
+        );
+        check(Call, "{", Err((None, "not valid JSON")));
+        check(Call, "\u{0}\u{1}garbage", Err((None, "not valid JSON")));
+        check(Call, "[1,2]", Err((None, "JSON object")));
+        check(
+            Call,
+            r#"{"service":"battery","action":"status"}"#,
+            Err((None, "id is required")),
+        );
+        check(
+            Call,
+            r#"{"id":7,"service":"battery"}"#,
+            Err((None, "id must be a string")),
+        );
+        check(
+            Call,
+            r#"{"id":"a/b","service":"battery"}"#,
+            Err((None, "letters, digits")),
+        );
+        check(
+            Call,
+            r#"{"id":"a1","action":"status"}"#,
+            Err((Some("a1"), "service is required")),
+        );
+        check(
+            Call,
+            r#"{"id":"a1","service":5,"action":"status"}"#,
+            Err((Some("a1"), "service must be a string")),
+        );
+        check(
+            Call,
+            r#"{"id":"a1","service":"battery","action":"status","params":[1]}"#,
+            Err((Some("a1"), "params must be an object")),
+        );
+        check(
+            Call,
+            r#"{"id":"a1","service":"battery","action":"status","colour":1}"#,
+            Err((Some("a1"), "unknown field \"colour\"")),
+        );
+        check(Devices, r#"{"id":"d1"}"#, Ok(()));
+        check(
+            Devices,
+            r#"{"id":"d1","x":1}"#,
+            Err((Some("d1"), "unknown field")),
+        );
+        let big = format!(
+            r#"{{"id":"big","service":"battery","action":"status","params":{{"x":"{}"}}}}"#,
+            "a".repeat(2000)
+        );
+        check(Call, &big, Err((Some("big"), "limit is 1024")));
+    }
+
+    #[test]
+    fn an_mqtt5_request_may_leave_the_id_out() {
+        let r = parse(
+            Kind::Call,
+            br#"{"service":"battery","action":"status"}"#,
+            1024,
+            true,
+        )
+        .unwrap();
+        assert_eq!(r.id(), None);
+    }
+}

@@ -1,0 +1,613 @@
+//! droidwarden's MQTT side: the connection to the broker, the command API,
+//! the retained availability, status and state topics, and Home Assistant
+//! discovery. Topics and payloads are documented in `docs/mqtt-api.md`.
+//!
+//! Tasks (all spawned by the daemon through one tracker):
+//! - the event loop ([`run_event_loop`]) polls the rumqttc connection,
+//!   reconnects with capped backoff, and hands incoming messages to the
+//!   dispatcher. It never publishes: publishing into rumqttc's request
+//!   channel from the polling task can deadlock. A (re)connection only
+//!   wakes [`run_resync`], which resubscribes and republishes every retained
+//!   topic (an embedded broker keeps nothing across restarts).
+//! - the dispatcher ([`run_dispatch`]) parses commands and runs each on the
+//!   call tracker, so shutdown can wait for calls in flight.
+//! - [`run_publisher`] turns bus events and availability changes into
+//!   retained topics and discovery configs.
+
+mod api;
+mod dedupe;
+pub(crate) mod discovery;
+pub(crate) mod topics;
+
+use crate::config::{BrokerTarget, MqttSettings};
+use crate::hub::{BusEvent, CallRequest, Hub};
+use api::{Kind, Request};
+use bytes::Bytes;
+use dedupe::{Admission, Dedupe};
+use droidwarden_bridge::DeviceEvent;
+use droidwarden_services::{ErrorCode, WireError};
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::mqttbytes::v5::{LastWill, Packet, Publish, PublishProperties};
+use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, broadcast::error::RecvError, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use topics::Topics;
+
+/// rumqttc's request channel: every publish waits here while the broker is
+/// away. 4096 holds the replies and status updates of a burst of a thousand
+/// calls; beyond that, callers wait (bounded memory) rather than drop.
+const REQUEST_CHANNEL: usize = 4096;
+
+/// Incoming messages waiting for the dispatcher. Dispatching only parses
+/// and spawns, so this rarely holds more than a few; when full the event
+/// loop waits, which pushes back on the broker instead of dropping commands.
+pub(crate) const INCOMING_CHANNEL: usize = 1024;
+
+/// Largest MQTT packet accepted or sent.
+const MAX_PACKET: u32 = 1024 * 1024;
+
+/// The MQTT side of the daemon.
+#[derive(Debug)]
+pub(crate) struct Mqtt {
+    client: AsyncClient,
+    topics: Topics,
+    settings: MqttSettings,
+    hub: Hub,
+    dedupe: Dedupe,
+    /// Topic → payload of everything published retained, republished after
+    /// every reconnection.
+    retained: Mutex<BTreeMap<String, Vec<u8>>>,
+    /// Command handlers in flight.
+    calls: TaskTracker,
+    /// Devices whose discovery configs were published.
+    discovered: Mutex<BTreeSet<String>>,
+    discovery_file: PathBuf,
+    resync: Notify,
+}
+
+/// Create the client; the returned event loop must be driven by
+/// [`run_event_loop`].
+pub(crate) fn connect(
+    settings: MqttSettings,
+    hub: Hub,
+    state_dir: PathBuf,
+) -> Result<(Arc<Mqtt>, EventLoop), String> {
+    let topics = Topics::new(&settings.prefix);
+    let (host, port) = match &settings.broker {
+        BrokerTarget::External { host, port, .. } => (host.clone(), *port),
+        BrokerTarget::Embedded { listen } => (listen.ip().to_string(), listen.port()),
+    };
+    let mut options = MqttOptions::new(settings.client_id.clone(), host, port);
+    options
+        .set_keep_alive(settings.keep_alive)
+        .set_clean_start(true)
+        .set_max_packet_size(Some(MAX_PACKET))
+        .set_request_channel_capacity(REQUEST_CHANNEL)
+        .set_last_will(LastWill::new(
+            topics.availability(),
+            "offline",
+            QoS::AtLeastOnce,
+            true,
+            None,
+        ));
+    if let Some(c) = &settings.credentials {
+        options.set_credentials(c.username.clone(), c.password.clone());
+    }
+    if let BrokerTarget::External { tls: Some(ca), .. } = &settings.broker {
+        options.set_transport(rumqttc::Transport::tls_with_config(
+            rumqttc::TlsConfiguration::Rustls(Arc::new(tls_config(ca.as_deref())?)),
+        ));
+    }
+    let (client, eventloop) = AsyncClient::new(options, REQUEST_CHANNEL);
+    let mqtt = Arc::new(Mqtt {
+        client,
+        topics,
+        dedupe: Dedupe::new(settings.dedupe_window),
+        settings,
+        hub,
+        retained: Mutex::new(BTreeMap::new()),
+        calls: TaskTracker::new(),
+        discovered: Mutex::new(BTreeSet::new()),
+        discovery_file: state_dir.join("ha-discovery.json"),
+        resync: Notify::new(),
+    });
+    Ok((mqtt, eventloop))
+}
+
+fn tls_config(ca: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca {
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+                let cert = cert.map_err(|e| format!("{}: {e}", path.display()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    }
+    // The ring provider is chosen explicitly: adb_client already builds it,
+    // and relying on a process-wide default panics when two are compiled in.
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+        .map_err(|e| e.to_string())
+}
+
+/// Drive the connection until `stop` is cancelled; reconnect with capped,
+/// jittered backoff.
+pub(crate) async fn run_event_loop(
+    mqtt: Arc<Mqtt>,
+    mut eventloop: EventLoop,
+    incoming: mpsc::Sender<Publish>,
+    stop: CancellationToken,
+) {
+    let mut failures: u32 = 0;
+    loop {
+        let event = tokio::select! {
+            () = stop.cancelled() => return,
+            event = eventloop.poll() => event,
+        };
+        match event {
+            Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                if failures > 0 {
+                    tracing::info!("reconnected to the MQTT broker");
+                } else {
+                    tracing::info!("connected to the MQTT broker");
+                }
+                failures = 0;
+                mqtt.resync.notify_one();
+            }
+            Ok(Event::Incoming(Packet::Publish(publish))) => {
+                if incoming.send(publish).await.is_err() {
+                    return;
+                }
+            }
+            Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) => {
+                tracing::debug!("disconnect sent");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                let delay = backoff(failures);
+                if failures == 1 {
+                    tracing::warn!(error = %e, "MQTT connection lost; reconnecting");
+                } else {
+                    tracing::debug!(error = %e, attempt = failures, ?delay, "MQTT reconnect failed");
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    }
+}
+
+/// 100 ms doubling to 10 s, with up to 25 % jitter so that many daemons do
+/// not reconnect in lockstep.
+fn backoff(attempt: u32) -> Duration {
+    let base = 100u64.saturating_mul(1 << attempt.min(7)).min(10_000);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    Duration::from_millis(base + base * u64::from(nanos % 250) / 1000)
+}
+
+/// After every (re)connection: subscribe and republish retained topics.
+pub(crate) async fn run_resync(mqtt: Arc<Mqtt>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = mqtt.resync.notified() => {}
+        }
+        for filter in [
+            mqtt.topics.commands_filter(),
+            mqtt.topics.ha_commands_filter(),
+        ] {
+            if let Err(e) = mqtt.client.subscribe(filter, QoS::AtLeastOnce).await {
+                tracing::warn!(error = %e, "subscribe failed");
+            }
+        }
+        mqtt.send(mqtt.topics.availability(), b"online".to_vec(), true)
+            .await;
+        let retained: Vec<(String, Vec<u8>)> = mqtt
+            .retained()
+            .iter()
+            .map(|(t, p)| (t.clone(), p.clone()))
+            .collect();
+        for (topic, payload) in retained {
+            if let Err(e) = mqtt
+                .client
+                .publish(topic, QoS::AtLeastOnce, true, payload)
+                .await
+            {
+                tracing::warn!(error = %e, "republish failed");
+            }
+        }
+    }
+}
+
+impl Mqtt {
+    fn retained(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Vec<u8>>> {
+        self.retained.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publish with QoS 1; retained topics are remembered for resync (an
+    /// empty retained payload clears the topic and is forgotten).
+    async fn send(&self, topic: String, payload: Vec<u8>, retain: bool) {
+        if retain {
+            let mut retained = self.retained();
+            if payload.is_empty() {
+                retained.remove(&topic);
+            } else {
+                retained.insert(topic.clone(), payload.clone());
+            }
+        }
+        if let Err(e) = self
+            .client
+            .publish(topic, QoS::AtLeastOnce, retain, payload)
+            .await
+        {
+            tracing::warn!(error = %e, "publish failed");
+        }
+    }
+
+    async fn send_json(&self, topic: String, value: &Value, retain: bool) {
+        self.send(topic, value.to_string().into_bytes(), retain)
+            .await;
+    }
+
+    /// Send a reply where the request asked for it: its MQTT 5 response
+    /// topic, else `reply/<id>`, else the errors topic.
+    async fn reply(&self, id: Option<&str>, to: &Option<ResponseTo>, reply: &Value) {
+        if let Some(to) = to {
+            let properties = PublishProperties {
+                correlation_data: to.correlation.clone(),
+                content_type: Some("application/json".into()),
+                ..PublishProperties::default()
+            };
+            let payload = reply.to_string().into_bytes();
+            if let Err(e) = self
+                .client
+                .publish_with_properties(
+                    to.topic.clone(),
+                    QoS::AtLeastOnce,
+                    false,
+                    payload,
+                    properties,
+                )
+                .await
+            {
+                tracing::warn!(error = %e, "reply publish failed");
+            }
+            return;
+        }
+        let topic = match id {
+            Some(id) => self.topics.reply(id),
+            None => self.topics.errors(),
+        };
+        self.send_json(topic, reply, false).await;
+    }
+
+    /// Stop taking commands, let calls in flight finish (bounded by
+    /// `grace`), then say goodbye: `offline` on the availability topic and a
+    /// clean disconnect (which suppresses the will).
+    pub(crate) async fn shutdown(&self, grace: Duration) {
+        for filter in [
+            self.topics.commands_filter(),
+            self.topics.ha_commands_filter(),
+        ] {
+            let _ = self.client.unsubscribe(filter).await;
+        }
+        self.calls.close();
+        if tokio::time::timeout(grace, self.calls.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("calls still running after {grace:?}; stopping anyway");
+        }
+        self.send(self.topics.availability(), b"offline".to_vec(), true)
+            .await;
+        let _ = self.client.disconnect().await;
+    }
+}
+
+/// An MQTT 5 response topic and correlation data.
+#[derive(Debug, Clone)]
+struct ResponseTo {
+    topic: String,
+    correlation: Option<Bytes>,
+}
+
+/// Parse and run commands until `shutdown`.
+pub(crate) async fn run_dispatch(
+    mqtt: Arc<Mqtt>,
+    mut incoming: mpsc::Receiver<Publish>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let publish = tokio::select! {
+            () = shutdown.cancelled() => return,
+            p = incoming.recv() => match p { Some(p) => p, None => return },
+        };
+        dispatch(&mqtt, publish);
+    }
+}
+
+fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
+    let topic = String::from_utf8_lossy(&publish.topic).into_owned();
+    let response = publish.properties.as_ref().and_then(|p| {
+        p.response_topic.as_ref().map(|t| ResponseTo {
+            topic: t.clone(),
+            correlation: p.correlation_data.clone(),
+        })
+    });
+    if let Some(name) = mqtt.topics.command_name(&topic) {
+        let kind = match name {
+            "call" => Kind::Call,
+            "devices" => Kind::Devices,
+            other => {
+                let error = WireError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("unknown command topic {other:?}; valid: call, devices"),
+                );
+                tracing::warn!(topic, "{}", error.message);
+                let mqtt = Arc::clone(mqtt);
+                mqtt.calls.clone().spawn(async move {
+                    mqtt.reply(None, &response, &api::error_reply(None, &error))
+                        .await;
+                });
+                return;
+            }
+        };
+        let parsed = api::parse(
+            kind,
+            &publish.payload,
+            mqtt.settings.max_payload,
+            response.is_some(),
+        );
+        let mqtt = Arc::clone(mqtt);
+        let tracker = mqtt.calls.clone();
+        tracker.spawn(async move {
+            match parsed {
+                Err(rejected) => {
+                    tracing::warn!(topic, id = rejected.id.as_deref(), error = %rejected.error.message, "rejected a command");
+                    let reply = api::error_reply(rejected.id.as_deref(), &rejected.error);
+                    mqtt.reply(rejected.id.as_deref(), &response, &reply).await;
+                }
+                Ok(request) => handle(&mqtt, request, response).await,
+            }
+        });
+    } else if let Some((device, object)) = mqtt.topics.parse_ha_command(&topic) {
+        let (device, object) = (device.to_owned(), object.to_owned());
+        let payload = String::from_utf8_lossy(&publish.payload).into_owned();
+        let mqtt = Arc::clone(mqtt);
+        let tracker = mqtt.calls.clone();
+        tracker.spawn(async move { ha_command(&mqtt, &device, &object, &payload).await });
+    } else {
+        tracing::debug!(topic, "ignoring a message on an unexpected topic");
+    }
+}
+
+async fn handle(mqtt: &Mqtt, request: Request, response: Option<ResponseTo>) {
+    let id = request.id().map(str::to_owned);
+    let admission = id.as_deref().map(|id| mqtt.dedupe.admit(id));
+    let reply = match admission {
+        Some(Admission::Repeat(first)) => {
+            tracing::info!(id, "repeated command id: sending the first reply again");
+            dedupe::first_reply(first).await.unwrap_or_else(|| {
+                api::error_reply(
+                    id.as_deref(),
+                    &WireError::new(
+                        ErrorCode::Internal,
+                        "the first request with this id did not complete",
+                    ),
+                )
+            })
+        }
+        Some(Admission::Run(tx)) => {
+            let reply = execute(mqtt, id.as_deref(), request).await;
+            let _ = tx.send(Some(reply.clone()));
+            reply
+        }
+        None => execute(mqtt, None, request).await,
+    };
+    mqtt.reply(id.as_deref(), &response, &reply).await;
+}
+
+async fn execute(mqtt: &Mqtt, id: Option<&str>, request: Request) -> Value {
+    match request {
+        Request::Devices { .. } => {
+            api::ok_reply(id, &json!({ "devices": mqtt.hub.registry().list() }))
+        }
+        Request::Call { call, .. } => match mqtt.hub.call(&call).await {
+            Ok(result) => api::ok_reply(id, &result),
+            Err(error) => api::error_reply(id, &error),
+        },
+    }
+}
+
+async fn ha_command(mqtt: &Mqtt, device: &str, object: &str, payload: &str) {
+    let outcome = match discovery::Control::from_object_id(object) {
+        None => Err(format!("unknown control {object:?}")),
+        Some(control) => control.call_for(payload),
+    };
+    let (service, action, params) = match outcome {
+        Ok(call) => call,
+        Err(message) => {
+            tracing::warn!(device, object, message, "rejected a Home Assistant command");
+            let error = WireError::new(
+                ErrorCode::InvalidRequest,
+                format!("{device}/{object}: {message}"),
+            );
+            mqtt.send_json(mqtt.topics.errors(), &api::error_reply(None, &error), false)
+                .await;
+            return;
+        }
+    };
+    let call = CallRequest {
+        device: Some(device.to_owned()),
+        service: service.to_owned(),
+        action: action.to_owned(),
+        params,
+    };
+    if let Err(e) = mqtt.hub.call(&call).await {
+        tracing::warn!(device, object, error = %e, "Home Assistant command failed");
+    }
+}
+
+/// Publish bus events and availability as retained topics, and discovery
+/// configs for every device, until `shutdown`.
+pub(crate) async fn run_publisher(mqtt: Arc<Mqtt>, shutdown: CancellationToken) {
+    let mut bus = mqtt.hub.subscribe();
+    let mut devices = mqtt.hub.registry().subscribe();
+    mqtt.clear_removed_devices().await;
+    for info in mqtt.hub.registry().list() {
+        mqtt.publish_availability(info.name.as_str(), info.online)
+            .await;
+        mqtt.publish_discovery(info.name.as_str()).await;
+    }
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            event = bus.recv() => match event {
+                Ok(BusEvent::Status(status)) => {
+                    let device = status.device.as_str();
+                    let mut body = status.to_json();
+                    mqtt.send_json(mqtt.topics.status(device, status.service), &body, true).await;
+                    body["service"] = json!(status.service);
+                    mqtt.send_json(mqtt.topics.last_status(device), &body, true).await;
+                }
+                Ok(BusEvent::State(state)) => {
+                    mqtt.send_json(mqtt.topics.state(state.device.as_str(), state.service), &state.state, true).await;
+                }
+                Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "status publisher fell behind"),
+                Err(RecvError::Closed) => return,
+            },
+            event = devices.recv() => match event {
+                Ok(DeviceEvent::Availability { device, online, .. }) => {
+                    mqtt.publish_availability(device.as_str(), online).await;
+                    mqtt.publish_discovery(device.as_str()).await;
+                }
+                Ok(DeviceEvent::Removed { device }) => mqtt.remove_discovery(device.as_str()).await,
+                Err(RecvError::Lagged(_)) => {
+                    for info in mqtt.hub.registry().list() {
+                        mqtt.publish_availability(info.name.as_str(), info.online).await;
+                    }
+                }
+                Err(RecvError::Closed) => return,
+            },
+        }
+    }
+}
+
+impl Mqtt {
+    async fn publish_availability(&self, device: &str, online: bool) {
+        let payload = if online { "online" } else { "offline" };
+        self.send(
+            self.topics.device_availability(device),
+            payload.as_bytes().to_vec(),
+            true,
+        )
+        .await;
+    }
+
+    async fn publish_discovery(&self, device: &str) {
+        let Some(ha_prefix) = self.settings.discovery.clone() else {
+            return;
+        };
+        let Some(handle) = self.hub.registry().get(device) else {
+            return;
+        };
+        let info = handle.info();
+        let newly = self
+            .discovered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(device.to_owned());
+        // Re-announce when the model becomes known, so the device card is right.
+        if !newly && info.model.is_none() {
+            return;
+        }
+        for (topic, body) in discovery::configs(&ha_prefix, &self.topics, &info) {
+            self.send_json(topic, &body, true).await;
+        }
+        if newly {
+            self.save_discovered().await;
+        }
+    }
+
+    async fn remove_discovery(&self, device: &str) {
+        if let Some(ha_prefix) = self.settings.discovery.clone() {
+            for topic in discovery::config_topics(&ha_prefix, &self.topics, device) {
+                self.send(topic, Vec::new(), true).await;
+            }
+        }
+        self.discovered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(device);
+        self.save_discovered().await;
+    }
+
+    /// Devices announced by an earlier run that are no longer known: clear
+    /// their discovery configs so Home Assistant drops them.
+    async fn clear_removed_devices(&self) {
+        let previous: Vec<String> = tokio::fs::read(&self.discovery_file)
+            .await
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let current: BTreeSet<String> = self
+            .hub
+            .registry()
+            .list()
+            .into_iter()
+            .map(|d| d.name.to_string())
+            .collect();
+        for device in previous.iter().filter(|d| !current.contains(*d)) {
+            tracing::info!(
+                device,
+                "removing the Home Assistant entries of a device no longer configured"
+            );
+            if let Some(ha_prefix) = self.settings.discovery.clone() {
+                for topic in discovery::config_topics(&ha_prefix, &self.topics, device) {
+                    self.send(topic, Vec::new(), true).await;
+                }
+            }
+        }
+        self.save_discovered().await;
+    }
+
+    async fn save_discovered(&self) {
+        let names: Vec<String> = self
+            .discovered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect();
+        let file = self.discovery_file.clone();
+        let write = async move {
+            if let Some(dir) = file.parent() {
+                tokio::fs::create_dir_all(dir).await?;
+            }
+            let tmp = file.with_extension("json.tmp");
+            tokio::fs::write(&tmp, serde_json::to_vec(&names).unwrap_or_default()).await?;
+            tokio::fs::rename(&tmp, &file).await
+        };
+        if let Err(e) = write.await {
+            tracing::warn!(file = %self.discovery_file.display(), error = %e, "cannot record discovered devices");
+        }
+    }
+}

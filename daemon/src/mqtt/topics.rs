@@ -1,0 +1,91 @@
+//! Every MQTT topic droidwarden uses, in one place. `docs/mqtt-api.md`
+//! documents them.
+
+/// Topic names under the configured prefix.
+#[derive(Debug, Clone)]
+pub(crate) struct Topics {
+    prefix: String,
+}
+
+impl Topics {
+    pub(crate) fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The daemon's own availability (retained, with an `offline` will).
+    pub(crate) fn availability(&self) -> String {
+        format!("{}/availability", self.prefix)
+    }
+
+    /// Commands: `<prefix>/cmd/#`.
+    pub(crate) fn commands_filter(&self) -> String {
+        format!("{}/cmd/#", self.prefix)
+    }
+
+    /// The command name of a topic under `<prefix>/cmd/`.
+    pub(crate) fn command_name<'a>(&self, topic: &'a str) -> Option<&'a str> {
+        topic.strip_prefix(&self.prefix)?.strip_prefix("/cmd/")
+    }
+
+    pub(crate) fn reply(&self, id: &str) -> String {
+        format!("{}/reply/{id}", self.prefix)
+    }
+
+    /// Where rejected requests whose id could not be read are reported.
+    pub(crate) fn errors(&self) -> String {
+        format!("{}/errors", self.prefix)
+    }
+
+    pub(crate) fn device_availability(&self, device: &str) -> String {
+        format!("{}/devices/{device}/availability", self.prefix)
+    }
+
+    pub(crate) fn status(&self, device: &str, service: &str) -> String {
+        format!("{}/devices/{device}/services/{service}/status", self.prefix)
+    }
+
+    pub(crate) fn state(&self, device: &str, service: &str) -> String {
+        format!("{}/devices/{device}/services/{service}/state", self.prefix)
+    }
+
+    /// The status of the last call on any service of a device.
+    pub(crate) fn last_status(&self, device: &str) -> String {
+        format!("{}/devices/{device}/status", self.prefix)
+    }
+
+    /// Home Assistant command topics: `<prefix>/devices/+/ha/+/set`.
+    pub(crate) fn ha_commands_filter(&self) -> String {
+        format!("{}/devices/+/ha/+/set", self.prefix)
+    }
+
+    pub(crate) fn ha_command(&self, device: &str, object_id: &str) -> String {
+        format!("{}/devices/{device}/ha/{object_id}/set", self.prefix)
+    }
+
+    /// `(device, object id)` of a Home Assistant command topic.
+    pub(crate) fn parse_ha_command<'a>(&self, topic: &'a str) -> Option<(&'a str, &'a str)> {
+        let rest = topic
+            .strip_prefix(&self.prefix)?
+            .strip_prefix("/devices/")?;
+        let (device, rest) = rest.split_once("/ha/")?;
+        let object = rest.strip_suffix("/set")?;
+        (!device.contains('/') && !object.contains('/')).then_some((device, object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_round_trip() {
+        let t = Topics::new("dw");
+        assert_eq!(t.command_name("dw/cmd/call"), Some("call"));
+        assert_eq!(t.command_name("other/cmd/call"), None);
+        let topic = t.ha_command("kitchen", "wifi");
+        assert_eq!(t.parse_ha_command(&topic), Some(("kitchen", "wifi")));
+        assert_eq!(t.parse_ha_command("dw/devices/a/b/ha/wifi/set"), None);
+    }
+}

@@ -1,0 +1,65 @@
+//! Keeps each phone's read state fresh: every configured service is read on
+//! its own interval and the result goes out on the bus as state (retained
+//! on MQTT). Polls are reads by the daemon itself, so they announce state
+//! but no `executing`/`success` status.
+
+use crate::hub::Hub;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How often due polls are looked for.
+const TICK: Duration = Duration::from_secs(1);
+
+/// (device, service) → when its last poll started, and whether it is still
+/// running (so a slow phone never has two polls of one service).
+type LastPolls = HashMap<(String, &'static str), (Instant, bool)>;
+
+pub(crate) async fn run(
+    hub: Hub,
+    intervals: BTreeMap<&'static str, Duration>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    if intervals.is_empty() {
+        return;
+    }
+    let last: Arc<Mutex<LastPolls>> = Arc::default();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = Instant::now();
+        for info in hub.registry().list().into_iter().filter(|d| d.online) {
+            let Some(device) = hub.registry().get(info.name.as_str()) else {
+                continue;
+            };
+            for (&service, &every) in &intervals {
+                let key = (info.name.to_string(), service);
+                {
+                    let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+                    match last.get(&key) {
+                        Some((_, true)) => continue,
+                        Some((at, false)) if now.duration_since(*at) < every => continue,
+                        _ => {}
+                    }
+                    last.insert(key.clone(), (now, true));
+                }
+                let (hub, device, last) = (hub.clone(), device.clone(), Arc::clone(&last));
+                tracker.spawn(async move {
+                    hub.poll_state(&device, service).await;
+                    if let Some(entry) =
+                        last.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&key)
+                    {
+                        entry.1 = false;
+                    }
+                });
+            }
+        }
+    }
+}

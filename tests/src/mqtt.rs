@@ -1,0 +1,326 @@
+//! MQTT pieces of the harness: a real mosquitto broker, the daemon as a
+//! process, and a probe client that records what it sees.
+
+use crate::{AdbServer, binary, free_port, wait_for};
+use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
+use serde_json::Value;
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A real mosquitto broker on a free loopback port, killed on drop.
+#[derive(Debug)]
+pub struct Mosquitto {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+}
+
+impl Mosquitto {
+    /// Start a broker (anonymous, no persistence) and wait until it accepts.
+    ///
+    /// # Panics
+    /// When mosquitto is not installed or does not come up.
+    pub fn start() -> Self {
+        Self::start_on(free_port())
+    }
+
+    /// Start on a given port (to restart a broker where clients expect it).
+    pub fn start_on(port: u16) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut broker = Self {
+            port,
+            child: None,
+            dir,
+        };
+        broker.spawn();
+        broker
+    }
+
+    fn spawn(&mut self) {
+        let conf = self.dir.path().join("mosquitto.conf");
+        std::fs::write(
+            &conf,
+            format!("listener {} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_packet_size 2000000\n", self.port),
+        )
+        .expect("write mosquitto.conf");
+        let program = ["/usr/sbin/mosquitto", "mosquitto"]
+            .into_iter()
+            .find(|p| !p.starts_with('/') || std::path::Path::new(p).exists())
+            .unwrap_or("mosquitto");
+        let child = Command::new(program)
+            .arg("-c")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn mosquitto (apt-get install mosquitto)");
+        self.child = Some(child);
+        let port = self.port;
+        wait_for(
+            "mosquitto to accept connections",
+            Duration::from_secs(10),
+            || TcpStream::connect(("127.0.0.1", port)).ok(),
+        );
+    }
+
+    /// Kill the broker (abruptly, like a crash).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Start it again on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+}
+
+impl Drop for Mosquitto {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `droidwarden daemon` as a process, stopped with SIGTERM on drop.
+#[derive(Debug)]
+pub struct Daemon {
+    child: Child,
+    _config: tempfile::NamedTempFile,
+    /// The daemon's state directory.
+    pub state_dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Start the daemon with `config_toml` (its `[state] dir` is set to a
+    /// temporary directory) against `adb`.
+    pub fn start(adb: &AdbServer, config_toml: &str) -> Self {
+        let state_dir = tempfile::tempdir().expect("state dir");
+        let mut config = tempfile::NamedTempFile::new().expect("config");
+        write!(
+            config,
+            "{config_toml}\n[state]\ndir = \"{}\"\n",
+            state_dir.path().display()
+        )
+        .expect("write config");
+        let log = state_dir.path().join("daemon.log");
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(binary("droidwarden"))
+            .arg("--config")
+            .arg(config.path())
+            .arg("daemon")
+            .env("HOME", adb.home())
+            .env(
+                "DROIDWARDEN__ADB__SERVER",
+                format!("127.0.0.1:{}", adb.port),
+            )
+            .env("DROIDWARDEN__ADB__START_SERVER", "false")
+            .env(
+                "RUST_LOG",
+                std::env::var("DAEMON_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("spawn droidwarden daemon");
+        Self {
+            child,
+            _config: config,
+            state_dir,
+            log,
+        }
+    }
+
+    /// The daemon's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Send SIGTERM and wait (bounded) for the exit status.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        None
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.terminate();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- daemon log ---\n{}", self.log());
+        }
+    }
+}
+
+/// One message seen by a [`Probe`].
+#[derive(Debug, Clone)]
+pub struct Message {
+    /// Topic.
+    pub topic: String,
+    /// Payload as text.
+    pub payload: String,
+    /// Whether it was delivered as retained.
+    pub retain: bool,
+}
+
+impl Message {
+    /// The payload as JSON (`Null` when it is not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.payload).unwrap_or(Value::Null)
+    }
+}
+
+/// A test client: subscribes to everything and records every message.
+pub struct Probe {
+    client: Client,
+    seen: Arc<Mutex<Vec<Message>>>,
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe")
+            .field("seen", &self.seen.lock().map(|s| s.len()).unwrap_or(0))
+            .finish()
+    }
+}
+
+impl Probe {
+    /// Connect to the broker on `port` and subscribe to `#`.
+    pub fn connect(port: u16) -> Self {
+        let id = format!("probe-{}-{}", std::process::id(), free_port());
+        let mut options = MqttOptions::new(id, "127.0.0.1", port);
+        options.set_keep_alive(Duration::from_secs(5));
+        options.set_max_packet_size(2 * 1024 * 1024, 2 * 1024 * 1024);
+        let (client, mut connection) = Client::new(options, 10_000);
+        let seen: Arc<Mutex<Vec<Message>>> = Arc::default();
+        let connected = Arc::new(Mutex::new(false));
+        {
+            let seen = Arc::clone(&seen);
+            let connected = Arc::clone(&connected);
+            let client = client.clone();
+            std::thread::spawn(move || {
+                for event in connection.iter() {
+                    match event {
+                        Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                            let _ = client.try_subscribe("#", QoS::AtLeastOnce);
+                            *connected.lock().unwrap() = true;
+                        }
+                        Ok(Event::Incoming(Packet::SubAck(_))) => {}
+                        Ok(Event::Incoming(Packet::Publish(p))) => {
+                            seen.lock().unwrap().push(Message {
+                                topic: p.topic.clone(),
+                                payload: String::from_utf8_lossy(&p.payload).into_owned(),
+                                retain: p.retain,
+                            })
+                        }
+                        Ok(_) => {}
+                        Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                    }
+                }
+            });
+        }
+        wait_for("the probe to connect", Duration::from_secs(10), || {
+            (*connected.lock().unwrap()).then_some(())
+        });
+        // The subscription is acknowledged asynchronously; a retained
+        // message proves it is active.
+        let probe = Self { client, seen };
+        let marker = format!("probe/ready/{}", free_port());
+        probe.publish_retained(&marker, "1");
+        probe.wait(
+            &format!("the probe's subscription ({marker})"),
+            Duration::from_secs(10),
+            |m| m.topic == marker,
+        );
+        probe.publish_retained(&marker, "");
+        probe
+    }
+
+    /// Publish (QoS 1, not retained).
+    pub fn publish(&self, topic: &str, payload: impl Into<Vec<u8>>) {
+        self.client
+            .publish(topic, QoS::AtLeastOnce, false, payload)
+            .expect("publish");
+    }
+
+    /// Publish retained (an empty payload clears).
+    pub fn publish_retained(&self, topic: &str, payload: impl Into<Vec<u8>>) {
+        self.client
+            .publish(topic, QoS::AtLeastOnce, true, payload)
+            .expect("publish");
+    }
+
+    /// Every message seen so far.
+    pub fn messages(&self) -> Vec<Message> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Messages on `topic`, in order.
+    pub fn on(&self, topic: &str) -> Vec<Message> {
+        self.messages()
+            .into_iter()
+            .filter(|m| m.topic == topic)
+            .collect()
+    }
+
+    /// Wait for a message matching `pred` (already seen or new).
+    pub fn wait(&self, what: &str, deadline: Duration, pred: impl Fn(&Message) -> bool) -> Message {
+        wait_for(what, deadline, || {
+            self.seen.lock().unwrap().iter().find(|m| pred(m)).cloned()
+        })
+    }
+
+    /// Wait until the last message on `topic` matches `pred`.
+    pub fn wait_last(
+        &self,
+        topic: &str,
+        deadline: Duration,
+        pred: impl Fn(&Message) -> bool,
+    ) -> Message {
+        wait_for(
+            &format!("the latest message on {topic} to match"),
+            deadline,
+            || self.on(topic).last().filter(|m| pred(m)).cloned(),
+        )
+    }
+
+    /// Publish a command and wait for its reply on `<prefix>/reply/<id>`.
+    pub fn request(&self, prefix: &str, command: &str, body: Value) -> Value {
+        let id = body["id"].as_str().expect("the body has an id").to_owned();
+        let reply_topic = format!("{prefix}/reply/{id}");
+        let before = self.on(&reply_topic).len();
+        self.publish(&format!("{prefix}/cmd/{command}"), body.to_string());
+        wait_for(
+            &format!("a reply on {reply_topic}"),
+            Duration::from_secs(30),
+            || self.on(&reply_topic).get(before).map(Message::json),
+        )
+    }
+}

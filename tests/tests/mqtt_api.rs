@@ -1,0 +1,408 @@
+//! The daemon's MQTT side end to end: a real mosquitto, the real adb server,
+//! emulated phones, `droidwarden daemon` as a process, and a probe client.
+
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const P: &str = "droidwarden";
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Rig {
+    broker: Mosquitto,
+    probe: Probe,
+    sim: Sim,
+    daemon: Daemon,
+    _adb: AdbServer,
+}
+
+fn rig(extra: &str) -> Rig {
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions {
+        model: Some("Pixel 8".into()),
+        ..Default::default()
+    });
+    adb.connect(&sim.serial());
+    let config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\nmax_payload_bytes = 4096\n{extra}\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        broker.port,
+        serial = sim.serial()
+    );
+    let daemon = Daemon::start(&adb, &config);
+    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    Rig {
+        broker,
+        probe,
+        sim,
+        daemon,
+        _adb: adb,
+    }
+}
+
+fn call(id: &str, service: &str, action: &str, params: Value) -> Value {
+    json!({"id": id, "device": "phone", "service": service, "action": action, "params": params})
+}
+
+#[test]
+fn commands_reply_and_every_call_publishes_status_and_state() {
+    let r = rig("");
+    let reply = r
+        .probe
+        .request(P, "call", call("b1", "batteryMonitor", "status", json!({})));
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(reply["id"], "b1");
+    assert_eq!(
+        reply["result"]["level_percent"],
+        r.sim.state()["battery"]["level"]
+    );
+    let state = r.probe.wait_last(
+        &format!("{P}/devices/phone/services/battery/state"),
+        WAIT,
+        |m| m.retain || !m.payload.is_empty(),
+    );
+    assert_eq!(
+        state.json()["level_percent"],
+        reply["result"]["level_percent"]
+    );
+
+    let status_topic = format!("{P}/devices/phone/services/wifi_automation/status");
+    let before = r.probe.on(&status_topic).len();
+    let reply = r.probe.request(
+        P,
+        "call",
+        call("w1", "wifi_automation", "disable", json!({})),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(r.sim.state()["wifi"]["enabled"], false);
+    r.probe
+        .wait_last(&status_topic, WAIT, |m| m.json()["state"] == "success");
+    let statuses: Vec<Value> = r.probe.on(&status_topic)[before..]
+        .iter()
+        .map(|m| m.json())
+        .collect();
+    assert_eq!(statuses.len(), 2, "{statuses:?}");
+    assert_eq!(statuses[0]["state"], "executing");
+    assert_eq!(statuses[0]["action"], "disable");
+    assert_eq!(statuses[1]["state"], "success");
+    assert!(statuses[1]["duration_ms"].is_u64() && statuses[1]["finished_at"].is_string());
+    // A change is followed by a fresh read of the service's state.
+    r.probe.wait_last(
+        &format!("{P}/devices/phone/services/wifi_automation/state"),
+        WAIT,
+        |m| m.json()["enabled"] == false,
+    );
+
+    // A failing call publishes error, with the error.
+    let reply = r.probe.request(
+        P,
+        "call",
+        call(
+            "l1",
+            "app_launcher",
+            "launch",
+            json!({"package": "com.not.there"}),
+        ),
+    );
+    assert_eq!(reply["error"]["code"], "not_found", "{reply}");
+    let last = r.probe.wait_last(
+        &format!("{P}/devices/phone/services/app_launcher/status"),
+        WAIT,
+        |m| m.json()["state"] == "error",
+    );
+    assert_eq!(last.json()["error"]["code"], "not_found");
+
+    let reply = r.probe.request(P, "devices", json!({"id": "d1"}));
+    assert_eq!(reply["result"]["devices"][0]["name"], "phone", "{reply}");
+    assert_eq!(reply["result"]["devices"][0]["online"], true);
+
+    for (id, body, code) in [
+        (
+            "e1",
+            json!({"id": "e1", "device": "garage", "service": "battery", "action": "status"}),
+            "device_not_found",
+        ),
+        (
+            "e2",
+            json!({"id": "e2", "device": "phone", "service": "toaster", "action": "status"}),
+            "unknown_service",
+        ),
+        (
+            "e3",
+            json!({"id": "e3", "device": "phone", "service": "battery", "action": "explode"}),
+            "unknown_action",
+        ),
+        (
+            "e4",
+            call(
+                "e4",
+                "screen_control",
+                "set_brightness",
+                json!({"level": 900}),
+            ),
+            "invalid_params",
+        ),
+        (
+            "e5",
+            json!({"id": "e5", "service": "battery"}),
+            "invalid_request",
+        ),
+    ] {
+        let reply = r.probe.request(P, "call", body);
+        assert_eq!(reply["ok"], false, "{id}: {reply}");
+        assert_eq!(reply["error"]["code"], code, "{id}: {reply}");
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+    }
+}
+
+#[test]
+fn a_repeated_id_gets_the_first_reply_and_the_phone_toggles_once() {
+    let r = rig("");
+    r.sim.clear_log();
+    let body = call("same-id", "bluetooth_automation", "disable", json!({}));
+    r.probe.publish(&format!("{P}/cmd/call"), body.to_string());
+    r.probe.publish(&format!("{P}/cmd/call"), body.to_string());
+    let topic = format!("{P}/reply/same-id");
+    wait_for("two replies", WAIT, || {
+        (r.probe.on(&topic).len() >= 2).then_some(())
+    });
+    let replies = r.probe.on(&topic);
+    assert_eq!(replies[0].json(), replies[1].json());
+    let toggles = r
+        .sim
+        .commands()
+        .iter()
+        .filter(|c| c.starts_with(&["cmd".to_owned(), "bluetooth_manager".to_owned()]))
+        .count();
+    assert_eq!(toggles, 1, "{:?}", r.sim.commands());
+}
+
+#[test]
+fn an_mqtt5_response_topic_is_honoured() {
+    let r = rig("");
+    let status = std::process::Command::new("mosquitto_pub")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &r.broker.port.to_string(),
+            "-V",
+            "mqttv5",
+            "-q",
+            "1",
+            "-t",
+            &format!("{P}/cmd/call"),
+        ])
+        .args([
+            "-D",
+            "publish",
+            "response-topic",
+            "my/answers",
+            "-D",
+            "publish",
+            "correlation-data",
+            "corr-42",
+        ])
+        .args([
+            "-m",
+            &json!({"service": "battery", "action": "status", "device": "phone"}).to_string(),
+        ])
+        .status()
+        .expect("mosquitto_pub");
+    assert!(status.success());
+    let reply = r.probe.wait("a reply on the response topic", WAIT, |m| {
+        m.topic == "my/answers"
+    });
+    assert_eq!(reply.json()["ok"], true, "{}", reply.payload);
+}
+
+#[test]
+fn a_burst_of_malformed_payloads_never_stops_the_daemon() {
+    let r = rig("");
+    let topic = format!("{P}/cmd/call");
+    let bad: Vec<String> = vec![
+        "{".into(),
+        "not json at all".into(),
+        "\u{0}\u{1}\u{2}".into(),
+        "[]".into(),
+        "42".into(),
+        r#"{"id": 5}"#.into(),
+        r#"{"id": "x/y", "service": "battery", "action": "status"}"#.into(),
+        r#"{"id": "m-ID", "service": 3, "action": "status"}"#.into(),
+        r#"{"id": "m-ID", "service": "battery", "action": "status", "params": "x"}"#.into(),
+        r#"{"id": "m-ID", "service": "battery", "action": "status", "extra": true}"#.into(),
+        r#"{"id": "m-ID", "device": "nope", "service": "battery", "action": "status"}"#.into(),
+        r#"{"id": "m-ID", "device": "phone", "service": "nope", "action": "status"}"#.into(),
+        r#"{"id": "m-ID", "device": "phone", "service": "screen_control", "action": "set_brightness", "params": {"level": "max"}}"#.into(),
+        format!(r#"{{"id": "m-ID", "service": "battery", "action": "status", "params": {{"pad": "{}"}}}}"#, "x".repeat(8000)),
+    ];
+    for i in 0..1000 {
+        let payload = bad[i % bad.len()].replace("ID", &i.to_string());
+        r.probe.publish(&topic, payload);
+    }
+    let reply = r.probe.request(
+        P,
+        "call",
+        call("after-burst", "battery", "status", json!({})),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    // Every malformed request whose id could be read got an error reply.
+    let answered = (0..1000)
+        .filter(|i| bad[i % bad.len()].contains("m-ID"))
+        .filter(|i| r.probe.on(&format!("{P}/reply/m-{i}")).len() == 1)
+        .count();
+    let expected = (0..1000)
+        .filter(|i| bad[i % bad.len()].contains("m-ID"))
+        .count();
+    wait_for("every readable id to be answered", WAIT, || {
+        let answered = (0..1000)
+            .filter(|i| bad[i % bad.len()].contains("m-ID"))
+            .filter(|i| !r.probe.on(&format!("{P}/reply/m-{i}")).is_empty())
+            .count();
+        (answered == expected).then_some(())
+    });
+    assert!(answered <= expected);
+    assert!(
+        !r.probe.on(&format!("{P}/errors")).is_empty(),
+        "unreadable requests are reported on the errors topic"
+    );
+}
+
+#[test]
+fn home_assistant_discovery_and_its_controls() {
+    let r = rig("");
+    let node = "droidwarden_phone";
+    let switch = r.probe.wait("the Wi-Fi switch config", WAIT, |m| {
+        m.topic == format!("homeassistant/switch/{node}/wifi/config")
+    });
+    let config = switch.json();
+    for key in [
+        "name",
+        "unique_id",
+        "device",
+        "availability",
+        "state_topic",
+        "command_topic",
+    ] {
+        assert!(!config[key].is_null(), "missing {key} in {config}");
+    }
+    assert_eq!(config["device"]["identifiers"][0], node);
+    let battery = r.probe.wait("the battery sensor config", WAIT, |m| {
+        m.topic == format!("homeassistant/sensor/{node}/battery/config")
+    });
+    assert_eq!(battery.json()["device_class"], "battery");
+
+    let command_topic = config["command_topic"].as_str().unwrap().to_owned();
+    r.probe.publish(&command_topic, "OFF");
+    wait_for("Wi-Fi to go off", WAIT, || {
+        (r.sim.state()["wifi"]["enabled"] == false).then_some(())
+    });
+    r.probe
+        .wait_last(config["state_topic"].as_str().unwrap(), WAIT, |m| {
+            m.json()["enabled"] == false
+        });
+
+    let brightness = r.probe.wait("the brightness config", WAIT, |m| {
+        m.topic == format!("homeassistant/number/{node}/brightness/config")
+    });
+    r.probe
+        .publish(brightness.json()["command_topic"].as_str().unwrap(), "77");
+    wait_for("brightness 77", WAIT, || {
+        (r.sim.state()["display"]["brightness"] == 77).then_some(())
+    });
+
+    // A bad payload is refused without touching the phone.
+    r.probe.publish(&command_topic, "MAYBE");
+    r.probe.wait("an error report", WAIT, |m| {
+        m.topic == format!("{P}/errors") && m.payload.contains("MAYBE")
+    });
+}
+
+#[test]
+fn an_adb_phone_that_disappears_goes_offline_and_comes_back() {
+    let r = rig("");
+    let topic = format!("{P}/devices/phone/availability");
+    r.sim.control(json!({"op": "listen", "enabled": false}));
+    r.probe.wait_last(&topic, WAIT, |m| m.payload == "offline");
+    let reply = r
+        .probe
+        .request(P, "call", call("off1", "battery", "status", json!({})));
+    assert_eq!(reply["error"]["code"], "device_offline", "{reply}");
+    r.sim.control(json!({"op": "listen", "enabled": true}));
+    r.probe.wait_last(&topic, WAIT, |m| m.payload == "online");
+    let reply = r
+        .probe
+        .request(P, "call", call("on1", "battery", "status", json!({})));
+    assert_eq!(reply["ok"], true, "{reply}");
+}
+
+#[test]
+fn the_broker_restarts_and_every_accepted_command_gets_exactly_one_reply() {
+    let mut r = rig("");
+    r.sim
+        .control(json!({"op": "fault", "kind": "delay", "ms": 1500}));
+    let ids: Vec<String> = (0..6).map(|i| format!("r{i}")).collect();
+    for id in &ids {
+        r.probe.publish(
+            &format!("{P}/cmd/call"),
+            call(id, "battery", "status", json!({})).to_string(),
+        );
+    }
+    // Accepted: the daemon announced each as executing (the phone takes
+    // 1.5 s to answer, so the replies are still to come).
+    let status = format!("{P}/devices/phone/services/battery/status");
+    wait_for("every call to be executing", WAIT, || {
+        (r.probe
+            .on(&status)
+            .iter()
+            .filter(|m| m.json()["state"] == "executing")
+            .count()
+            >= ids.len())
+        .then_some(())
+    });
+    r.broker.restart();
+    for id in &ids {
+        let topic = format!("{P}/reply/{id}");
+        wait_for(&format!("a reply to {id}"), WAIT, || {
+            (!r.probe.on(&topic).is_empty()).then_some(())
+        });
+    }
+    r.sim.control(json!({"op": "fault", "kind": "clear"}));
+    let reply = r.probe.request(
+        P,
+        "call",
+        call("after-restart", "battery", "status", json!({})),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    for id in &ids {
+        assert_eq!(
+            r.probe.on(&format!("{P}/reply/{id}")).len(),
+            1,
+            "{id} must get exactly one reply"
+        );
+    }
+    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+}
+
+#[test]
+fn sigterm_says_offline_and_exits_cleanly() {
+    let mut r = rig("");
+    assert_eq!(r.daemon.terminate(), Some(0), "{}", r.daemon.log());
+    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "offline"
+    });
+    assert!(r.daemon.log().contains("stopped"));
+}
