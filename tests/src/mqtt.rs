@@ -104,7 +104,24 @@ impl Daemon {
     /// Start the daemon with `config_toml` (its `[state] dir` is set to a
     /// temporary directory) against `adb`.
     pub fn start(adb: &AdbServer, config_toml: &str) -> Self {
-        let state_dir = tempfile::tempdir().expect("state dir");
+        Self::start_with_state(adb, config_toml, tempfile::tempdir().expect("state dir"))
+    }
+
+    /// Stop this daemon and start another with `config_toml` on the same
+    /// state directory (a restart after the configuration changed).
+    pub fn restart_with(mut self, adb: &AdbServer, config_toml: &str) -> Self {
+        self.terminate();
+        let state_dir =
+            std::mem::replace(&mut self.state_dir, tempfile::tempdir().expect("state dir"));
+        Self::start_with_state(adb, config_toml, state_dir)
+    }
+
+    /// Start the daemon on an existing state directory.
+    pub fn start_with_state(
+        adb: &AdbServer,
+        config_toml: &str,
+        state_dir: tempfile::TempDir,
+    ) -> Self {
         let mut config = tempfile::NamedTempFile::new().expect("config");
         write!(
             config,

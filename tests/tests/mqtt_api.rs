@@ -14,7 +14,15 @@ struct Rig {
     probe: Probe,
     sim: Sim,
     daemon: Daemon,
-    _adb: AdbServer,
+    adb: AdbServer,
+}
+
+fn config_for(broker: &Mosquitto, sim: &Sim, name: &str, extra: &str) -> String {
+    format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\nmax_payload_bytes = 4096\n{extra}\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"{name}\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        broker.port,
+        serial = sim.serial()
+    )
 }
 
 fn rig(extra: &str) -> Rig {
@@ -26,11 +34,7 @@ fn rig(extra: &str) -> Rig {
         ..Default::default()
     });
     adb.connect(&sim.serial());
-    let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\nmax_payload_bytes = 4096\n{extra}\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
-        broker.port,
-        serial = sim.serial()
-    );
+    let config = config_for(&broker, &sim, "phone", extra);
     let daemon = Daemon::start(&adb, &config);
     probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
         m.payload == "online"
@@ -43,7 +47,7 @@ fn rig(extra: &str) -> Rig {
         probe,
         sim,
         daemon,
-        _adb: adb,
+        adb,
     }
 }
 
@@ -405,4 +409,18 @@ fn sigterm_says_offline_and_exits_cleanly() {
         m.payload == "offline"
     });
     assert!(r.daemon.log().contains("stopped"));
+}
+
+#[test]
+fn a_device_removed_from_the_configuration_leaves_home_assistant() {
+    let r = rig("");
+    let topic = "homeassistant/switch/droidwarden_phone/wifi/config";
+    r.probe
+        .wait("the first discovery", WAIT, |m| m.topic == topic);
+    let config = config_for(&r.broker, &r.sim, "renamed", "");
+    let _daemon = r.daemon.restart_with(&r.adb, &config);
+    r.probe.wait_last(topic, WAIT, |m| m.payload.is_empty());
+    r.probe.wait("the new name's discovery", WAIT, |m| {
+        m.topic == "homeassistant/switch/droidwarden_renamed/wifi/config"
+    });
 }
