@@ -31,7 +31,20 @@ impl Mosquitto {
 
     /// Start on a given port (to restart a broker where clients expect it).
     pub fn start_on(port: u16) -> Self {
+        Self::start_with(port, "")
+    }
+
+    /// Start with extra configuration lines appended (more listeners…);
+    /// each listener's settings apply to it alone.
+    pub fn start_with(port: u16, extra: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(
+            dir.path().join("mosquitto.conf"),
+            format!(
+                "per_listener_settings true\npersistence false\nmax_packet_size 2000000\nlistener {port} 127.0.0.1\nallow_anonymous true\n{extra}"
+            ),
+        )
+        .expect("write mosquitto.conf");
         let mut broker = Self {
             port,
             child: None,
@@ -43,11 +56,6 @@ impl Mosquitto {
 
     fn spawn(&mut self) {
         let conf = self.dir.path().join("mosquitto.conf");
-        std::fs::write(
-            &conf,
-            format!("listener {} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_packet_size 2000000\n", self.port),
-        )
-        .expect("write mosquitto.conf");
         let program = ["/usr/sbin/mosquitto", "mosquitto"]
             .into_iter()
             .find(|p| !p.starts_with('/') || std::path::Path::new(p).exists())

@@ -424,3 +424,57 @@ fn a_device_removed_from_the_configuration_leaves_home_assistant() {
         m.topic == "homeassistant/switch/droidwarden_renamed/wifi/config"
     });
 }
+
+fn sh(dir: &std::path::Path, script: &str) {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .expect("sh");
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// TLS with a private CA, and a username with the password in a file (as a
+/// systemd credential would be): the daemon connects, and the password
+/// appears nowhere in its log.
+#[test]
+fn a_tls_broker_with_a_password() {
+    let plain = droidwarden_e2e::free_port();
+    let tls = droidwarden_e2e::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    sh(
+        dir.path(),
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=droidwarden-test-ca 2>/dev/null && \
+         openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1 2>/dev/null && \
+         printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && \
+         openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 -extfile san.ext 2>/dev/null && \
+         mosquitto_passwd -b -c passwd dw 'pa55 w0rd!' && printf 'pa55 w0rd!\\n' > secret && chmod 755 . && chmod 644 *",
+    );
+    let d = dir.path().display();
+    let broker = Mosquitto::start_with(
+        plain,
+        &format!(
+            "listener {tls} 127.0.0.1\nallow_anonymous false\npassword_file {d}/passwd\ncafile {d}/ca.crt\ncertfile {d}/server.crt\nkeyfile {d}/server.key\n"
+        ),
+    );
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let config = format!(
+        "[mqtt]\nurl = \"mqtts://127.0.0.1:{tls}\"\nca_file = \"{d}/ca.crt\"\nusername = \"dw\"\npassword_file = \"{d}/secret\"\n"
+    );
+    let daemon = Daemon::start(&adb, &config);
+    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    let reply = probe.request(P, "devices", json!({"id": "tls-1"}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert!(
+        !daemon.log().contains("pa55"),
+        "the password leaked into the log"
+    );
+}
