@@ -48,7 +48,7 @@ impl TransportKind {
     fn unsupported(self) -> &'static [(&'static str, &'static str, &'static str)] {
         match self {
             Self::Adb => crate::adb::UNSUPPORTED,
-            Self::Companion => &[],
+            Self::Companion => crate::companion::UNSUPPORTED,
         }
     }
 
@@ -125,6 +125,14 @@ pub trait Device: Send + Sync + fmt::Debug {
     /// ordering are handled by [`DeviceHandle`]; implementations only do the
     /// work.
     fn execute<'a>(&'a self, command: &'a Command) -> BoxFuture<'a, Result<Value, BridgeError>>;
+
+    /// Whether the device accepts calls while offline and holds them until
+    /// it returns (the companion transport's queue). When true,
+    /// [`DeviceHandle::call`] does not refuse an offline device up front;
+    /// the device itself decides, within the call's timeout.
+    fn queues_while_offline(&self) -> bool {
+        false
+    }
 }
 
 /// A cloneable handle to a device that applies the rules every transport
@@ -178,9 +186,9 @@ impl DeviceHandle {
     ///
     /// # Errors
     /// `unsupported_action` when the transport cannot do it, `device_offline`
-    /// when the device is not reachable, `timeout` when the call (including
-    /// waiting behind another change to the same phone) exceeds the limit,
-    /// and whatever the device reports.
+    /// when the device is not reachable (unless it queues while offline),
+    /// `timeout` when the call (including waiting behind another change to
+    /// the same phone) exceeds the limit, and whatever the device reports.
     pub async fn call(&self, command: &Command) -> Result<Value, BridgeError> {
         let info = self.info();
         let service = command.service_id();
@@ -194,7 +202,7 @@ impl DeviceHandle {
                 reason: reason.to_owned(),
             });
         }
-        if !info.online {
+        if !info.online && !self.inner.device.queues_while_offline() {
             return Err(BridgeError::DeviceOffline {
                 device: info.name.to_string(),
                 reason: info.state_detail.unwrap_or_else(|| "not connected".into()),
@@ -358,6 +366,7 @@ mod tests {
     struct FakeDevice {
         name: &'static str,
         online: AtomicBool,
+        queues: AtomicBool,
         delay: Duration,
         running: AtomicUsize,
         max_running: AtomicUsize,
@@ -369,6 +378,7 @@ mod tests {
             Arc::new(Self {
                 name,
                 online: AtomicBool::new(true),
+                queues: AtomicBool::new(false),
                 delay: Duration::from_millis(delay_ms),
                 running: AtomicUsize::new(0),
                 max_running: AtomicUsize::new(0),
@@ -401,6 +411,10 @@ mod tests {
                 self.log.lock().unwrap().push(command.action_name());
                 Ok(json!({"ok": true}))
             })
+        }
+
+        fn queues_while_offline(&self) -> bool {
+            self.queues.load(Ordering::SeqCst)
         }
     }
 
@@ -456,6 +470,29 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code(), droidwarden_services::ErrorCode::DeviceOffline);
         assert!(dev.log.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_device_that_queues_while_offline_is_called_and_still_bounded_by_the_timeout() {
+        let dev = FakeDevice::new("p", 0);
+        dev.online.store(false, Ordering::SeqCst);
+        dev.queues.store(true, Ordering::SeqCst);
+        let handle = DeviceHandle::new(dev.clone(), Duration::from_secs(1));
+        handle
+            .call(&cmd("battery", "status", json!({})))
+            .await
+            .unwrap();
+        assert_eq!(dev.log.lock().unwrap().as_slice(), ["status"]);
+
+        let slow = FakeDevice::new("q", 5_000);
+        slow.online.store(false, Ordering::SeqCst);
+        slow.queues.store(true, Ordering::SeqCst);
+        let handle = DeviceHandle::new(slow, Duration::from_secs(1));
+        let err = handle
+            .call(&cmd("battery", "status", json!({})))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), droidwarden_services::ErrorCode::Timeout);
     }
 
     #[test]

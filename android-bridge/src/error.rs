@@ -100,6 +100,15 @@ pub enum BridgeError {
         /// What the parser expected.
         detail: String,
     },
+    /// The companion app on the phone reported an error. `error` keeps its
+    /// code (mapped onto the daemon's codes), message and retryable flag.
+    #[error("{device}: the companion app reported {}: {}", error.code, error.message)]
+    Companion {
+        /// The device.
+        device: String,
+        /// What the phone said.
+        error: WireError,
+    },
     /// A bug or unexpected condition inside the bridge.
     #[error("internal error: {0}")]
     Internal(String),
@@ -126,6 +135,7 @@ impl BridgeError {
             Self::PermissionDenied { .. } => ErrorCode::PermissionDenied,
             Self::NotFound { .. } => ErrorCode::NotFound,
             Self::Device { .. } | Self::UnexpectedOutput { .. } => ErrorCode::DeviceError,
+            Self::Companion { error, .. } => error.code,
             Self::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -134,6 +144,7 @@ impl BridgeError {
     pub fn retryable(&self) -> bool {
         match self {
             Self::NoDeviceOnline { .. } => true,
+            Self::Companion { error, .. } => error.retryable,
             other => other.code().default_retryable(),
         }
     }

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod adb;
+pub mod companion;
 pub mod device;
 mod error;
 

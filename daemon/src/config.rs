@@ -72,6 +72,7 @@ struct RawHomeAssistant {
 #[serde(deny_unknown_fields)]
 struct RawBroker {
     listen: String,
+    allow_remote: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -126,7 +127,11 @@ pub(crate) enum BrokerTarget {
         tls: Option<Option<PathBuf>>,
     },
     /// Start the embedded broker on this address and connect to it.
-    Embedded { listen: std::net::SocketAddr },
+    Embedded {
+        listen: std::net::SocketAddr,
+        /// Whether a non-loopback address is allowed.
+        allow_remote: bool,
+    },
 }
 
 /// A username and password; the password never appears in `Debug` output.
@@ -167,7 +172,18 @@ fn mqtt_settings(raw: RawMqtt, broker: RawBroker) -> Result<MqttSettings, Config
                 format!("{:?} is not ip:port", broker.listen),
             )
         })?;
-        BrokerTarget::Embedded { listen }
+        if !broker.allow_remote && !listen.ip().is_loopback() {
+            return Err(bad(
+                "broker.listen",
+                format!(
+                    "{listen} is not a loopback address; the embedded broker has no authentication (set broker.allow_remote = true to accept that)"
+                ),
+            ));
+        }
+        BrokerTarget::Embedded {
+            listen,
+            allow_remote: broker.allow_remote,
+        }
     } else {
         let (tls, rest) = if let Some(rest) = raw.url.strip_prefix("mqtts://") {
             (true, rest)
@@ -521,6 +537,7 @@ mod tests {
             ("[poll]\nbattery = 1", "poll.battery"),
             ("[poll]\napp_list = 60", "poll.app_list"),
             ("[broker]\nlisten = \"nowhere\"", "broker.listen"),
+            ("[broker]\nlisten = \"0.0.0.0:1883\"", "broker.listen"),
             ("[calls]\ntimeout_ms = \"soon\"", "timeout_ms"),
             (
                 "[[devices]]\nname = \"a/b\"\ntransport = \"adb\"\nserial = \"x\"",

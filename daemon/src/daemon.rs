@@ -39,11 +39,22 @@ pub(crate) async fn run(config: Config) -> ExitCode {
 
     let mut mqtt_settings = config.mqtt.clone();
     let broker_stop = CancellationToken::new();
-    if let BrokerTarget::Embedded { listen } = mqtt_settings.broker {
-        match crate::broker::start(listen, broker_stop.clone(), &tracker).await {
+    if let BrokerTarget::Embedded {
+        listen,
+        allow_remote,
+    } = mqtt_settings.broker
+    {
+        let broker = crate::broker::BrokerConfig {
+            listen,
+            allow_remote,
+        };
+        match crate::broker::start(broker, broker_stop.clone(), &tracker).await {
             Ok(bound) => {
                 tracing::info!(%bound, "embedded MQTT broker listening");
-                mqtt_settings.broker = BrokerTarget::Embedded { listen: bound };
+                mqtt_settings.broker = BrokerTarget::Embedded {
+                    listen: bound,
+                    allow_remote,
+                };
             }
             Err(e) => {
                 tracing::error!(%listen, error = %e, "cannot start the embedded MQTT broker");

@@ -503,6 +503,7 @@ fn build() -> Vec<ServiceSpec> {
                         req("frequency_mhz", Schema::integer("", None, None)),
                         req("rssi_dbm", Schema::integer("", None, None)),
                         req("security", Schema::string("capability flags")),
+                        opt("age_s", Schema::number("seconds since the network was last seen")),
                     ])))]),
             ],
         },
@@ -523,7 +524,7 @@ fn build() -> Vec<ServiceSpec> {
                 action("paired_devices", Risk::Low, false, "List bonded (paired) Bluetooth devices.")
                     .returns(vec![req("devices", Schema::array("", Schema::object("", vec![
                         req("address", Schema::string("")),
-                        req("name", Schema::string("")),
+                        opt("name", Schema::string("null when the phone has no name for it")),
                     ])))]),
             ],
         },

@@ -13,6 +13,13 @@
 //! | `{"op":"fault","kind":"fail","exit":1,"stderr":"boom"}` | `{"ok":true}` |
 //! | `{"op":"fault","kind":"clear"}` | `{"ok":true}` |
 //! | `{"op":"listen","enabled":false}` | `{"ok":true,"listening":false}` |
+//! | `{"op":"companion","online":false}` (`"abrupt":true` to skip the goodbye) | `{"ok":true,"connected":false}` |
+//! | `{"op":"companion_duplicates","enabled":true}` | `{"ok":true}` |
+//! | `{"op":"companion_status"}` | `{"ok":true,"companion":{"id":…,"connected":…,"duplicates":…,"tracking_interval_s":…,"photos":[…]}}` |
+//!
+//! Faults apply to companion requests too: a delay holds every answer, a
+//! one-shot `fail` answers the next request with `device_error` without
+//! performing it, a one-shot `drop` leaves it unanswered.
 //!
 //! Any problem (malformed JSON, unknown op, bad path) is answered with
 //! `{"ok":false,"error":"…"}` and the connection stays usable. The request
@@ -58,6 +65,15 @@ enum Request {
     Listen {
         enabled: bool,
     },
+    Companion {
+        online: bool,
+        #[serde(default)]
+        abrupt: bool,
+    },
+    CompanionDuplicates {
+        enabled: bool,
+    },
+    CompanionStatus {},
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,6 +129,22 @@ pub(crate) async fn handle_line(handle: &SimHandle, line: &str) -> Value {
         }
         Request::Listen { enabled } => match handle.set_listening(enabled).await {
             Ok(()) => json!({ "ok": true, "listening": enabled }),
+            Err(e) => error(e),
+        },
+        Request::Companion { online, abrupt } => {
+            match handle.set_companion_online(online, abrupt).await {
+                Ok(connected) => json!({ "ok": true, "connected": connected }),
+                Err(e) => error(e),
+            }
+        }
+        Request::CompanionDuplicates { enabled } => {
+            match handle.set_companion_duplicates(enabled) {
+                Ok(()) => json!({ "ok": true }),
+                Err(e) => error(e),
+            }
+        }
+        Request::CompanionStatus {} => match handle.companion_status() {
+            Ok(status) => json!({ "ok": true, "companion": status }),
             Err(e) => error(e),
         },
     }
@@ -275,6 +307,20 @@ mod tests {
             check(&sim, r#"{"op":"listen","enabled":true}"#).await["ok"],
             true
         );
+        // Without companion mode the companion ops are refused, not ignored.
+        for op in [
+            r#"{"op":"companion","online":false}"#,
+            r#"{"op":"companion_duplicates","enabled":true}"#,
+            r#"{"op":"companion_status"}"#,
+        ] {
+            let r = check(&sim, op).await;
+            assert_eq!(r["ok"], false, "{op}");
+            assert!(
+                r["error"].as_str().is_some_and(|e| e.contains("companion")),
+                "{op}"
+            );
+        }
+        assert_eq!(check(&sim, r#"{"op":"companion"}"#).await["ok"], false);
         sim.shutdown().await;
     }
 }

@@ -3,7 +3,10 @@
 //! A delay stays until cleared and applies to every shell or exec reply; a
 //! drop or a failure is one-shot and is consumed by the next shell or exec
 //! request (a newer one-shot replaces an unconsumed one). Faults act on ADB
-//! requests only; `SimHandle::execute` ignores them.
+//! requests and on companion-app requests (whichever comes first consumes a
+//! one-shot): a delay holds the answer, a failure is answered with
+//! `device_error` without performing anything, a drop is never answered.
+//! `SimHandle::execute` ignores them.
 
 use std::time::Duration;
 

@@ -13,12 +13,18 @@
 //! command log, inject faults (delays, dropped connections, failures) and make
 //! the phone disappear and come back.
 //!
+//! In companion mode the phone also runs the droidwarden companion app: an
+//! MQTT client speaking `docs/companion-protocol.md` that answers requests
+//! against the same state (through the same device commands, so ADB and
+//! companion views agree), announces its presence with a retained last will
+//! and pushes battery and location events.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), droidwarden_sim::SimError> {
 //! use droidwarden_sim::{Sim, SimConfig};
 //!
 //! let sim = Sim::start(SimConfig::default()).await?;
-//! println!("adb connect {}", sim.adb_addr());
+//! println!("adb connect {}", sim.adb_addr().expect("ADB is on by default"));
 //! sim.update_state(|s| s.battery.level = 15);
 //! assert_eq!(sim.execute("dumpsys battery").exit, 0);
 //! sim.shutdown().await;
@@ -27,14 +33,17 @@
 //! ```
 //!
 //! What this crate deliberately does not do: it never talks to a real phone,
-//! it knows nothing about the daemon's own types (it depends on no workspace
-//! crate), and it does not implement `sync:`, port forwarding or interactive
-//! shells.
+//! and it does not implement `sync:`, port forwarding or interactive shells.
+//! The ADB side knows nothing about the daemon's types; only companion mode
+//! uses the catalogue (`droidwarden-services`, to read requests as the real
+//! app would) and the bridge's pure parsers (`droidwarden_bridge::adb::parse`,
+//! to give exactly the result shapes the ADB transport gives).
 
 #![deny(missing_docs)]
 
 mod adb;
 mod clock;
+mod companion;
 mod control;
 mod error;
 mod fault;
@@ -45,6 +54,7 @@ mod shell;
 mod sim;
 pub mod state;
 
+pub use companion::CompanionSettings;
 pub use error::SimError;
 pub use fault::Fault;
 pub use log::LogEntry;

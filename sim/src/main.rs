@@ -1,25 +1,38 @@
-//! The `droidwarden-sim` binary: one emulated phone on a TCP port.
+//! The `droidwarden-sim` binary: one emulated phone on a TCP port, and/or
+//! its companion app on an MQTT broker.
 //!
-//! Prints exactly one line on stdout when listening,
-//! `droidwarden-sim ready adb=IP:PORT control=IP:PORT` (`control=-` when the
-//! control port is off), then runs until SIGINT or SIGTERM. Logs go to
-//! stderr, filtered by `RUST_LOG` (default `info`).
+//! Prints exactly one line on stdout when ready,
+//! `droidwarden-sim ready adb=IP:PORT control=IP:PORT` (`adb=-` without ADB,
+//! `control=-` without a control port), with ` companion=ID` appended in
+//! companion mode once the app's MQTT session is up; then runs until SIGINT
+//! or SIGTERM. Logs go to stderr, filtered by `RUST_LOG` (default `info`).
 
 use std::io::{IsTerminal, Write};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::Parser;
-use droidwarden_sim::{Sim, SimConfig};
+use clap::{ArgGroup, Parser};
+use droidwarden_sim::{CompanionSettings, Sim, SimConfig};
 
 /// An emulated Android phone that the real adb server accepts over TCP.
 #[derive(Debug, Parser)]
 #[command(name = "droidwarden-sim", version, about)]
+#[command(group(ArgGroup::new("serve").required(true).multiple(true).args(["adb_port", "mqtt"])))]
 struct Args {
     /// ADB port to listen on (0 picks a free port).
     #[arg(long)]
-    adb_port: u16,
+    adb_port: Option<u16>,
+    /// Run the companion app against this MQTT broker:
+    /// mqtt://[USER:PASSWORD@]HOST:PORT.
+    #[arg(long, value_name = "URL", requires = "companion_id")]
+    mqtt: Option<String>,
+    /// The companion id (topic level and MQTT client id).
+    #[arg(long, value_name = "ID", requires = "mqtt")]
+    companion_id: Option<String>,
+    /// The companion protocol's topic prefix.
+    #[arg(long, value_name = "PREFIX", default_value = "droidwarden")]
+    topic_prefix: String,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
@@ -78,9 +91,14 @@ async fn run() -> anyhow::Result<()> {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let args = Args::parse();
+    let companion = match (&args.mqtt, &args.companion_id) {
+        (Some(url), Some(id)) => Some(CompanionSettings::new(url, id, &args.topic_prefix)?),
+        _ => None,
+    };
     let config = SimConfig {
         bind: args.bind,
-        adb_port: args.adb_port,
+        adb: args.adb_port.is_some(),
+        adb_port: args.adb_port.unwrap_or(0),
         control_port: args.control_port,
         serial: args.serial,
         model: args.model,
@@ -89,6 +107,7 @@ async fn run() -> anyhow::Result<()> {
         replay_dir: args.replay,
         command_log: args.command_log,
         initial_state: None,
+        companion,
     };
     let sim = Sim::start(config)
         .await
@@ -96,12 +115,29 @@ async fn run() -> anyhow::Result<()> {
     let control = sim
         .control_addr()
         .map_or_else(|| "-".to_owned(), |a| a.to_string());
+    let adb = sim
+        .adb_addr()
+        .map_or_else(|| "-".to_owned(), |a| a.to_string());
+    let companion = match sim.companion_id() {
+        Some(id) => {
+            // A phone waits for its broker as long as it takes; so does this
+            // line (callers bound their wait for it).
+            tokio::select! {
+                r = sim.companion_connected() => r.context("the companion app never connected")?,
+                r = terminated() => {
+                    sim.shutdown().await;
+                    return r;
+                }
+            }
+            format!(" companion={id}")
+        }
+        None => String::new(),
+    };
     {
         let mut stdout = std::io::stdout().lock();
         writeln!(
             stdout,
-            "droidwarden-sim ready adb={} control={control}",
-            sim.adb_addr()
+            "droidwarden-sim ready adb={adb} control={control}{companion}"
         )?;
         stdout.flush()?;
     }

@@ -6,7 +6,9 @@
 //! `CancellationToken` is cancelled (`SimHandle::shutdown`). ADB connections
 //! belong to a *listening generation*: `set_listening(false)` cancels the
 //! generation, waits for its tasks and closes the port; `set_listening(true)`
-//! binds the same port again.
+//! binds the same port again. ADB can be switched off entirely for a phone
+//! that is only reached through its companion app; companion mode (an MQTT
+//! client, see `companion`) runs on the same tracker and phone state.
 
 use std::borrow::Cow;
 use std::fs::OpenOptions;
@@ -19,6 +21,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::companion::{Companion, CompanionSettings, Link};
 use crate::error::SimError;
 use crate::fault::{Fault, Faults, OneShot};
 use crate::log::LogEntry;
@@ -35,6 +38,9 @@ const STOP_WAIT: Duration = Duration::from_secs(5);
 pub struct SimConfig {
     /// Address to listen on (default `127.0.0.1`).
     pub bind: IpAddr,
+    /// Whether to serve ADB (default true); false for a phone reached only
+    /// through its companion app.
+    pub adb: bool,
     /// ADB port; 0 picks a free one.
     pub adb_port: u16,
     /// Control port: `None` for none, `Some(0)` for a free one.
@@ -53,12 +59,15 @@ pub struct SimConfig {
     pub command_log: Option<PathBuf>,
     /// Initial state (default: `PhoneState::default()`).
     pub initial_state: Option<PhoneState>,
+    /// Run the companion app against this MQTT broker (default: no).
+    pub companion: Option<CompanionSettings>,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
         Self {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            adb: true,
             adb_port: 0,
             control_port: None,
             serial: None,
@@ -68,6 +77,7 @@ impl Default for SimConfig {
             replay_dir: None,
             command_log: None,
             initial_state: None,
+            companion: None,
         }
     }
 }
@@ -122,8 +132,9 @@ struct Generation {
 #[derive(Debug)]
 struct Inner {
     shared: Arc<Shared>,
-    adb_addr: SocketAddr,
+    adb_addr: Option<SocketAddr>,
     control_addr: Option<SocketAddr>,
+    companion: Option<Arc<Companion>>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
     listening: tokio::sync::Mutex<Option<Generation>>,
@@ -198,10 +209,16 @@ impl Sim {
     ///
     /// # Errors
     ///
-    /// `SimError::Config` for an unknown Android version, `SimError::Replay`
+    /// `SimError::Config` for an unknown Android version or when neither ADB
+    /// nor the companion app is on, `SimError::Replay`
     /// for a bad replay index, `SimError::CommandLog` when the log file cannot
     /// be opened, `SimError::Bind` when a port cannot be bound.
     pub async fn start(config: SimConfig) -> Result<SimHandle, SimError> {
+        if !config.adb && config.companion.is_none() {
+            return Err(SimError::Config(
+                "nothing to serve: turn on ADB or the companion app".into(),
+            ));
+        }
         let mut state = config.initial_state.clone().unwrap_or_default();
         if let Some(serial) = &config.serial {
             state.props.serial.clone_from(serial);
@@ -250,11 +267,21 @@ impl Sim {
             auth: config.auth,
         });
 
-        let adb_listener = bind_listener(SocketAddr::new(config.bind, config.adb_port))?;
-        let adb_addr = adb_listener.local_addr().map_err(|source| SimError::Bind {
-            addr: SocketAddr::new(config.bind, config.adb_port),
-            source,
-        })?;
+        let adb_listener = if config.adb {
+            Some(bind_listener(SocketAddr::new(
+                config.bind,
+                config.adb_port,
+            ))?)
+        } else {
+            None
+        };
+        let adb_addr = match &adb_listener {
+            Some(l) => Some(l.local_addr().map_err(|source| SimError::Bind {
+                addr: SocketAddr::new(config.bind, config.adb_port),
+                source,
+            })?),
+            None => None,
+        };
         let control_listener = match config.control_port {
             Some(port) => Some(bind_listener(SocketAddr::new(config.bind, port))?),
             None => None,
@@ -269,26 +296,42 @@ impl Sim {
 
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let generation = Generation {
-            cancel: shutdown.child_token(),
-            tracker: TaskTracker::new(),
-        };
-        generation.tracker.spawn(accept_loop(
-            adb_listener,
-            Arc::clone(&shared),
-            generation.cancel.clone(),
-            generation.tracker.clone(),
-        ));
+        let generation = adb_listener.map(|listener| {
+            let generation = Generation {
+                cancel: shutdown.child_token(),
+                tracker: TaskTracker::new(),
+            };
+            generation.tracker.spawn(accept_loop(
+                listener,
+                Arc::clone(&shared),
+                generation.cancel.clone(),
+                generation.tracker.clone(),
+            ));
+            generation
+        });
+        let companion = config
+            .companion
+            .clone()
+            .map(|settings| Arc::new(Companion::new(settings)));
         let handle = SimHandle {
             inner: Arc::new(Inner {
                 shared,
                 adb_addr,
                 control_addr,
+                companion: companion.clone(),
                 shutdown: shutdown.clone(),
                 tracker: tracker.clone(),
-                listening: tokio::sync::Mutex::new(Some(generation)),
+                listening: tokio::sync::Mutex::new(generation),
             }),
         };
+        if let Some(companion) = companion {
+            tracker.spawn(crate::companion::run(
+                handle.clone(),
+                companion,
+                shutdown.clone(),
+                tracker.clone(),
+            ));
+        }
         if let Some(listener) = control_listener {
             tracker.spawn(crate::control::serve(
                 listener,
@@ -297,14 +340,14 @@ impl Sim {
                 tracker.clone(),
             ));
         }
-        tracing::info!(adb = %adb_addr, control = ?control_addr, "emulated phone listening");
+        tracing::info!(adb = ?adb_addr, control = ?control_addr, companion = ?config.companion.as_ref().map(|c| &c.id), "emulated phone started");
         Ok(handle)
     }
 }
 
 impl SimHandle {
-    /// The ADB address (`adb connect` to it).
-    pub fn adb_addr(&self) -> SocketAddr {
+    /// The ADB address (`adb connect` to it); `None` when ADB is off.
+    pub fn adb_addr(&self) -> Option<SocketAddr> {
         self.inner.adb_addr
     }
 
@@ -394,6 +437,27 @@ impl SimHandle {
             .apply(fault);
     }
 
+    /// The delay in force and the one-shot fault for the next request (ADB
+    /// or companion; whichever comes first consumes the one-shot).
+    pub(crate) fn take_faults(&self) -> (Option<Duration>, Option<OneShot>) {
+        self.inner.shared.take_faults()
+    }
+
+    /// Runs one read-only command against a copy of the state, unlogged.
+    pub(crate) fn peek(&self, argv: &[&str]) -> ShellOutput {
+        let result = self.inner.shared.phone.peek(argv);
+        ShellOutput {
+            stdout: result.output.stream(Fd::Stdout),
+            stderr: result.output.stream(Fd::Stderr),
+            exit: result.status,
+        }
+    }
+
+    /// A receiver woken after every state update or command line.
+    pub(crate) fn state_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.shared.phone.watch_changes()
+    }
+
     /// Runs a command line in-process, as the device shell would (logged like
     /// ADB commands; faults and `sleep` delays do not apply).
     pub fn execute(&self, command: &str) -> ShellOutput {
@@ -417,15 +481,18 @@ impl SimHandle {
     /// # Errors
     ///
     /// `SimError::ShutDown` after shutdown; `SimError::Bind` when the port
-    /// was taken in the meantime.
+    /// was taken in the meantime; `SimError::Config` when ADB is off.
     pub async fn set_listening(&self, on: bool) -> Result<(), SimError> {
         let mut slot = self.inner.listening.lock().await;
         if self.inner.shutdown.is_cancelled() {
             return Err(SimError::ShutDown);
         }
+        let Some(adb_addr) = self.inner.adb_addr else {
+            return Err(SimError::Config("this phone has no ADB port".into()));
+        };
         match (on, slot.is_some()) {
             (true, false) => {
-                let listener = bind_listener(self.inner.adb_addr)?;
+                let listener = bind_listener(adb_addr)?;
                 let generation = Generation {
                     cancel: self.inner.shutdown.child_token(),
                     tracker: TaskTracker::new(),
@@ -437,18 +504,113 @@ impl SimHandle {
                     generation.tracker.clone(),
                 ));
                 *slot = Some(generation);
-                tracing::info!(adb = %self.inner.adb_addr, "listening again");
+                tracing::info!(adb = %adb_addr, "listening again");
             }
             (false, true) => {
                 if let Some(generation) = slot.take() {
                     generation.cancel.cancel();
                     wait_bounded(&generation.tracker, "stop listening").await;
                 }
-                tracing::info!(adb = %self.inner.adb_addr, "stopped listening; connections closed");
+                tracing::info!(adb = %adb_addr, "stopped listening; connections closed");
             }
             _ => {}
         }
         Ok(())
+    }
+
+    fn companion(&self) -> Result<&Arc<Companion>, SimError> {
+        self.inner
+            .companion
+            .as_ref()
+            .ok_or_else(|| SimError::Config("companion mode is off".into()))
+    }
+
+    /// The companion id, in companion mode.
+    pub fn companion_id(&self) -> Option<&str> {
+        self.inner
+            .companion
+            .as_ref()
+            .map(|c| c.settings.id.as_str())
+    }
+
+    /// Whether the companion app's MQTT session is up (subscribed and
+    /// announced `online`).
+    pub fn is_companion_connected(&self) -> bool {
+        self.inner
+            .companion
+            .as_ref()
+            .is_some_and(|c| *c.connected.borrow())
+    }
+
+    /// Waits until the companion app's MQTT session is up. Unbounded (a
+    /// phone waits for its broker): bound it with a timeout.
+    ///
+    /// # Errors
+    ///
+    /// `SimError::Config` without companion mode, `SimError::ShutDown` when
+    /// the simulator stops first.
+    pub async fn companion_connected(&self) -> Result<(), SimError> {
+        let mut connected = self.companion()?.connected.subscribe();
+        tokio::select! {
+            () = self.inner.shutdown.cancelled() => Err(SimError::ShutDown),
+            r = connected.wait_for(|up| *up) => r.map(drop).map_err(|_| SimError::ShutDown),
+        }
+    }
+
+    /// Takes the companion app offline (`online` false: cleanly, publishing
+    /// `offline` and disconnecting; with `abrupt`, by dropping the connection
+    /// so the broker publishes the last will) or back online. Waits (at most
+    /// five seconds) until the session is in that state and returns whether
+    /// it is connected.
+    ///
+    /// # Errors
+    ///
+    /// `SimError::Config` without companion mode.
+    pub async fn set_companion_online(&self, online: bool, abrupt: bool) -> Result<bool, SimError> {
+        let companion = self.companion()?;
+        let link = match (online, abrupt) {
+            (true, _) => Link::Up,
+            (false, false) => Link::Down,
+            (false, true) => Link::Dropped,
+        };
+        companion.link.send_if_modified(|current| {
+            let changed = *current != link;
+            *current = link;
+            changed
+        });
+        let mut connected = companion.connected.subscribe();
+        let _ = tokio::time::timeout(STOP_WAIT, connected.wait_for(|up| *up == online)).await;
+        let now = *connected.borrow();
+        Ok(now)
+    }
+
+    /// Makes the companion app send every response twice (or once again).
+    ///
+    /// # Errors
+    ///
+    /// `SimError::Config` without companion mode.
+    pub fn set_companion_duplicates(&self, enabled: bool) -> Result<(), SimError> {
+        self.companion()?
+            .duplicates
+            .store(enabled, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The companion app's state: connected, duplicates, tracking interval,
+    /// photos taken.
+    ///
+    /// # Errors
+    ///
+    /// `SimError::Config` without companion mode.
+    pub fn companion_status(&self) -> Result<serde_json::Value, SimError> {
+        let c = self.companion()?;
+        Ok(serde_json::json!({
+            "id": c.settings.id,
+            "connected": *c.connected.borrow(),
+            "duplicates": c.duplicates.load(std::sync::atomic::Ordering::SeqCst),
+            "tracking_interval_s": *c.tracking.borrow(),
+            "photos": *c.photos(),
+        }))
     }
 
     /// A token cancelled when the simulator shuts down.
@@ -489,7 +651,7 @@ mod tests {
             sim.execute("getprop ro.build.version.sdk").stdout_text(),
             "31\n"
         );
-        assert!(sim.adb_addr().port() != 0);
+        assert!(sim.adb_addr().expect("adb on").port() != 0);
         sim.shutdown().await;
         let bad = Sim::start(SimConfig {
             android_version: Some("4.4".to_owned()),
@@ -530,7 +692,7 @@ mod tests {
     #[tokio::test]
     async fn listening_can_be_switched_off_and_on_on_the_same_port() {
         let sim = Sim::start(SimConfig::default()).await.expect("start");
-        let addr = sim.adb_addr();
+        let addr = sim.adb_addr().expect("adb on");
         tokio::net::TcpStream::connect(addr)
             .await
             .expect("listening");

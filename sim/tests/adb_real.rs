@@ -114,7 +114,7 @@ async fn real_adb_server_drives_the_phone() {
         ..SimConfig::default()
     })
     .await;
-    let serial = adb.connect(sim.adb_addr()).await;
+    let serial = adb.connect(sim.adb_addr().expect("adb on")).await;
 
     // The banner reaches `adb devices -l`.
     let listing = text(&adb.run(&["devices", "-l"]).await.stdout);
@@ -251,8 +251,8 @@ async fn real_adb_server_authenticates_and_tells_phones_apart() {
         ..SimConfig::default()
     })
     .await;
-    let a = adb.connect(first.adb_addr()).await;
-    let b = adb.connect(second.adb_addr()).await;
+    let a = adb.connect(first.adb_addr().expect("adb on")).await;
+    let b = adb.connect(second.adb_addr().expect("adb on")).await;
     assert_eq!(
         text(&adb.shell(&a, "getprop ro.serialno").await.stdout),
         "FIRST01\n"

@@ -478,3 +478,35 @@ fn a_tls_broker_with_a_password() {
         "the password leaked into the log"
     );
 }
+
+/// With no broker configured the daemon brings its own, on loopback.
+#[test]
+fn the_embedded_broker_serves_when_no_broker_is_configured() {
+    let port = droidwarden_e2e::free_port();
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let config = format!(
+        "[broker]\nlisten = \"127.0.0.1:{port}\"\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{}\"\n",
+        sim.serial()
+    );
+    let mut daemon = Daemon::start(&adb, &config);
+    wait_for("the embedded broker", WAIT, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    let probe = Probe::connect(port);
+    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    let reply = probe.request(P, "call", call("emb-1", "battery", "status", json!({})));
+    assert_eq!(reply["ok"], true, "{reply}");
+    probe.wait("discovery on the embedded broker", WAIT, |m| {
+        m.topic.starts_with("homeassistant/")
+    });
+    assert_eq!(daemon.terminate(), Some(0));
+    assert!(
+        !daemon.log().contains("connection lost"),
+        "{}",
+        daemon.log()
+    );
+}

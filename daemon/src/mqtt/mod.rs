@@ -81,7 +81,7 @@ pub(crate) fn connect(
     let topics = Topics::new(&settings.prefix);
     let (host, port) = match &settings.broker {
         BrokerTarget::External { host, port, .. } => (host.clone(), *port),
-        BrokerTarget::Embedded { listen } => (listen.ip().to_string(), listen.port()),
+        BrokerTarget::Embedded { listen, .. } => (listen.ip().to_string(), listen.port()),
     };
     let mut options = MqttOptions::new(settings.client_id.clone(), host, port);
     options
@@ -172,7 +172,10 @@ pub(crate) async fn run_event_loop(
                 }
             }
             Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) => {
+                // The broker closes the socket next; polling on would only
+                // report that as a lost connection.
                 tracing::debug!("disconnect sent");
+                return;
             }
             Ok(_) => {}
             Err(e) => {

@@ -46,6 +46,10 @@ pub(crate) struct Phone {
     state: Mutex<PhoneState>,
     log: Mutex<CommandLog>,
     replay: Option<Replay>,
+    /// Bumped after every update and every command line, so watchers (the
+    /// companion app's battery events) wake up and compare what they care
+    /// about instead of polling.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -61,7 +65,27 @@ impl Phone {
             state: Mutex::new(state),
             log: Mutex::new(CommandLog::new(log_file)),
             replay,
+            changes: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Wakes whoever watches the state.
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver woken after every update or command line.
+    pub(crate) fn watch_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Runs one read-only command against a copy of the state: not logged,
+    /// not replayed, never changing anything. For the companion app's own
+    /// observations (events), which are not device commands anyone sent.
+    pub(crate) fn peek(&self, argv: &[&str]) -> CommandResult {
+        let argv: Vec<String> = argv.iter().map(|a| (*a).to_owned()).collect();
+        let mut copy = self.state();
+        dispatch(&mut copy, &argv, &[])
     }
 
     /// A snapshot of the state.
@@ -71,7 +95,9 @@ impl Phone {
 
     /// Runs `f` on the state under the lock.
     pub(crate) fn update<R>(&self, f: impl FnOnce(&mut PhoneState) -> R) -> R {
-        f(&mut lock(&self.state))
+        let result = f(&mut lock(&self.state));
+        self.changed();
+        result
     }
 
     /// The command log, oldest first.
@@ -86,26 +112,30 @@ impl Phone {
 
     /// Runs a command line as the device shell would.
     pub(crate) fn run(&self, command: &str) -> RunOutcome {
-        shell::run(
+        let outcome = shell::run(
             command,
             &mut PhoneHost {
                 phone: self,
                 fail_next: None,
             },
-        )
+        );
+        self.changed();
+        outcome
     }
 
     /// Runs a command line whose first non-builtin command fails with
     /// `exit` and `stderr` without touching the state; the rest of the line
     /// runs as usual, as it would on a phone where that command failed.
     pub(crate) fn run_failing_first(&self, command: &str, exit: u8, stderr: &str) -> RunOutcome {
-        shell::run(
+        let outcome = shell::run(
             command,
             &mut PhoneHost {
                 phone: self,
                 fail_next: Some((exit, stderr.to_owned())),
             },
-        )
+        );
+        self.changed();
+        outcome
     }
 }
 

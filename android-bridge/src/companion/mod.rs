@@ -1,0 +1,571 @@
+//! Phones reached through the droidwarden companion app, which speaks the
+//! JSON protocol of `docs/companion-protocol.md` over MQTT.
+//!
+//! This module owns the protocol, not the connection: the daemon owns the
+//! MQTT client, knows the topic prefix and feeds what arrives into the
+//! [`CompanionHub`] (`on_presence`, `on_response`, `on_event`); the hub hands
+//! back the requests to publish through a bounded channel of [`Outgoing`].
+//! So the hub does no I/O and spawns nothing: every request is driven by the
+//! caller's own future ([`DeviceHandle::call`]).
+//!
+//! Each companion id is a device in the shared [`Registry`]. A call on it:
+//! 1. waits, if the phone is offline, in a bounded queue for up to
+//!    [`CompanionConfig::queue_ttl`] (then `device_offline`); the
+//!    [`Device::queues_while_offline`] flag tells [`DeviceHandle`] not to
+//!    refuse it up front;
+//! 2. hands the request to the daemon, opening it in the pending table
+//!    (`pending.rs`, a state machine without I/O) with an answer deadline of
+//!    [`CompanionConfig::request_timeout`];
+//! 3. takes the first response in time with that id from that phone, checks
+//!    a result against the catalogue's result schema (a mismatch is
+//!    `unexpected output`) and maps a phone error to
+//!    [`BridgeError::Companion`]. Duplicate, late, foreign and malformed
+//!    responses are logged and ignored.
+//!
+//! A request already sent stays open when the phone drops: it may still be
+//! performed (the broker can deliver it later), so the call waits for its
+//! answer until its deadline rather than guessing.
+
+mod pending;
+mod protocol;
+#[cfg(test)]
+mod tests;
+
+pub use pending::ResponseDisposition;
+pub use protocol::{EventKind, MAX_PAYLOAD, PROTOCOL_VERSION, presence_from_payload};
+
+use crate::device::{
+    BoxFuture, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind,
+};
+use crate::error::BridgeError;
+use droidwarden_services::{Catalogue, Command, DeviceName};
+use pending::Pending;
+use protocol::{Reply, clip};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::Instant;
+
+/// Actions the companion transport cannot perform: none, the app implements
+/// the whole catalogue (an older app answers `unknown_action`, which callers
+/// see as `unsupported_action`).
+pub(crate) const UNSUPPORTED: &[(&str, &str, &str)] = &[];
+
+/// How many requests one offline phone may have waiting; further calls fail
+/// at once with `device_offline` instead of piling up behind a phone that
+/// may not come back.
+const QUEUE_LIMIT: usize = 64;
+
+/// The request channel's capacity. A request is small (under 1 KiB) and the
+/// daemon only has to publish it, so a full channel means the MQTT side is
+/// stuck; 64 covers a burst of concurrent calls to every phone, and beyond
+/// it callers wait (each bounded by its own deadline) instead of memory
+/// growing without limit.
+const OUTGOING_CAPACITY: usize = 64;
+
+/// Event subscribers that fall this far behind are told how many they
+/// missed. Battery and Wi-Fi events are rare, location at most every 10 s
+/// per phone; 1024 covers a burst of notifications from every phone.
+const EVENT_CAPACITY: usize = 1024;
+
+/// Added to `queue_ttl + request_timeout` for the device handle's overall
+/// timeout, so the hub's own, more precise errors (`device_offline` after
+/// the queue, `timeout` after the answer deadline) fire first.
+const HANDLE_MARGIN: Duration = Duration::from_secs(1);
+
+/// Settings of the companion transport.
+///
+/// A call waits at most `queue_ttl` for an offline phone, then at most
+/// `request_timeout` for the answer once the request is handed over, so the
+/// device handle's overall timeout is `queue_ttl + request_timeout` plus one
+/// second. Waiting behind another state-changing call on the same phone
+/// counts against that overall timeout too.
+#[derive(Debug, Clone)]
+pub struct CompanionConfig {
+    /// How long the phone has to answer a request once it is sent.
+    pub request_timeout: Duration,
+    /// How long a request waits for an offline phone to come back.
+    pub queue_ttl: Duration,
+    /// Whether an unknown companion id that announces itself becomes a
+    /// device named by its id; when false such phones are ignored.
+    pub auto_register: bool,
+    /// Device names for companion ids. These are registered (offline) at
+    /// once, so calls queue for them before the phone is first seen.
+    pub names: BTreeMap<String, DeviceName>,
+}
+
+/// A request the daemon must publish, QoS 1, on the companion's request
+/// topic (`<prefix>/companion/<companion_id>/request`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The companion id (the topic level).
+    pub companion_id: String,
+    /// The JSON request.
+    pub payload: Vec<u8>,
+}
+
+/// An event a phone pushed, checked against its kind's schema.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompanionEvent {
+    /// The device it came from.
+    pub device: DeviceName,
+    /// The companion id.
+    pub companion_id: String,
+    /// What happened.
+    pub kind: EventKind,
+    /// The body: for state events, the shape of the matching action's result
+    /// (see [`EventKind::state_of`]).
+    pub data: Value,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section is a short map operation that cannot leave the
+    // data half-changed; a poisoned lock still holds a valid table.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn epoch_ms(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// What every companion device shares with the hub.
+#[derive(Debug)]
+struct Shared {
+    config: CompanionConfig,
+    outgoing: mpsc::Sender<Outgoing>,
+    pending: Mutex<Pending>,
+    /// Distinguishes this hub's request ids from a previous run's, so a
+    /// late answer to a request sent before a restart is never taken for a
+    /// new one.
+    instance: u64,
+    next_id: AtomicU64,
+}
+
+impl Shared {
+    fn new_id(&self) -> String {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        format!("{:x}-{n}", self.instance)
+    }
+}
+
+/// One phone with the companion app.
+struct CompanionDevice {
+    name: DeviceName,
+    companion_id: String,
+    shared: Arc<Shared>,
+    /// Whether the phone is online; calls waiting in the queue watch it.
+    online: watch::Sender<bool>,
+    /// Why it is offline, for [`DeviceInfo::state_detail`].
+    detail: Mutex<Option<String>>,
+    /// Calls waiting for the phone to come back.
+    queued: AtomicUsize,
+}
+
+impl fmt::Debug for CompanionDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompanionDevice")
+            .field("name", &self.name)
+            .field("companion_id", &self.companion_id)
+            .field("online", &*self.online.borrow())
+            .finish()
+    }
+}
+
+/// Removes a request from the pending table when its call stops waiting,
+/// however it stops (answer, timeout, or the caller dropping the future).
+struct Abandon<'a> {
+    shared: &'a Shared,
+    id: &'a str,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        lock(&self.shared.pending).abandon(self.id);
+    }
+}
+
+/// Counts a call in the offline queue while it waits.
+struct QueueSlot<'a>(&'a AtomicUsize);
+
+impl Drop for QueueSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl CompanionDevice {
+    fn offline(&self, reason: impl Into<String>) -> BridgeError {
+        BridgeError::DeviceOffline {
+            device: self.name.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Wait until the phone is online, at most `queue_ttl`.
+    async fn wait_online(&self) -> Result<(), BridgeError> {
+        let mut online = self.online.subscribe();
+        if *online.borrow_and_update() {
+            return Ok(());
+        }
+        let waiting = self.queued.fetch_add(1, Ordering::SeqCst);
+        let _slot = QueueSlot(&self.queued);
+        if waiting >= QUEUE_LIMIT {
+            return Err(self.offline(format!(
+                "the companion app is offline and {QUEUE_LIMIT} requests are already queued"
+            )));
+        }
+        let ttl = self.shared.config.queue_ttl;
+        match tokio::time::timeout(ttl, online.wait_for(|on| *on)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) => Err(self.offline("the companion transport stopped")),
+            Err(_) => Err(self.offline(format!(
+                "the companion app stayed offline; the request waited {} ms in the queue and was not delivered",
+                ttl.as_millis()
+            ))),
+        }
+    }
+
+    async fn run(&self, command: &Command) -> Result<Value, BridgeError> {
+        let service = command.service_id();
+        let action = command.action_name();
+        let what = format!("{service}.{action}");
+        let id = self.shared.new_id();
+        let reply = lock(&self.shared.pending).open(id.clone(), &self.companion_id);
+        let _abandon = Abandon {
+            shared: &self.shared,
+            id: &id,
+        };
+        self.wait_online().await?;
+
+        let timeout = self.shared.config.request_timeout;
+        let deadline = Instant::now() + timeout;
+        let payload = protocol::encode_request(&id, command, epoch_ms(SystemTime::now() + timeout));
+        let timed_out = || BridgeError::Timeout {
+            device: self.name.to_string(),
+            what: what.clone(),
+            after: timeout,
+        };
+        lock(&self.shared.pending).sent(&id, deadline);
+        let outgoing = Outgoing {
+            companion_id: self.companion_id.clone(),
+            payload,
+        };
+        match tokio::time::timeout_at(deadline, self.shared.outgoing.send(outgoing)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(self.offline("the companion transport stopped")),
+            Err(_) => return Err(timed_out()),
+        }
+        tracing::debug!(device = %self.name, %id, %what, "companion request handed over");
+
+        let reply = match tokio::time::timeout_at(deadline, reply).await {
+            Ok(Ok(reply)) => reply,
+            // Closed: the table judged an answer late and dropped the sender.
+            Ok(Err(_)) | Err(_) => return Err(timed_out()),
+        };
+        match reply {
+            Reply::Ok(result) => {
+                let (_, spec) = Catalogue::get().action(service, &action)?;
+                spec.result
+                    .validate(&result)
+                    .map_err(|v| BridgeError::UnexpectedOutput {
+                        command: format!("companion {what}"),
+                        detail: format!(
+                            "the result does not match the catalogue at {:?}: {}",
+                            v.path, v.reason
+                        ),
+                    })?;
+                Ok(result)
+            }
+            Reply::Err(error) => Err(BridgeError::Companion {
+                device: self.name.to_string(),
+                error,
+            }),
+            Reply::Invalid(detail) => Err(BridgeError::UnexpectedOutput {
+                command: format!("companion {what}"),
+                detail,
+            }),
+        }
+    }
+
+    /// Set the presence; true when it changed.
+    fn set_online(&self, online: bool, detail: Option<String>) -> bool {
+        *lock(&self.detail) = detail;
+        self.online.send_if_modified(|current| {
+            let changed = *current != online;
+            *current = online;
+            changed
+        })
+    }
+}
+
+impl Device for CompanionDevice {
+    fn info(&self) -> DeviceInfo {
+        let online = *self.online.borrow();
+        DeviceInfo {
+            name: self.name.clone(),
+            transport: TransportKind::Companion,
+            online,
+            serial: self.companion_id.clone(),
+            model: None,
+            state_detail: if online {
+                None
+            } else {
+                lock(&self.detail).clone()
+            },
+        }
+    }
+
+    fn execute<'a>(&'a self, command: &'a Command) -> BoxFuture<'a, Result<Value, BridgeError>> {
+        Box::pin(self.run(command))
+    }
+
+    fn queues_while_offline(&self) -> bool {
+        true
+    }
+}
+
+/// The companion transport: every companion device, fed by the daemon's
+/// MQTT connection. Cheap to clone; clones share everything.
+///
+/// ```
+/// # use droidwarden_bridge::Registry;
+/// # use droidwarden_bridge::companion::{CompanionConfig, CompanionHub};
+/// # use std::{sync::Arc, time::Duration};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let registry = Arc::new(Registry::new());
+/// let config = CompanionConfig {
+///     request_timeout: Duration::from_secs(10),
+///     queue_ttl: Duration::from_secs(60),
+///     auto_register: true,
+///     names: Default::default(),
+/// };
+/// let (hub, mut requests) = CompanionHub::new(config, registry.clone());
+/// hub.on_presence("pixel-7", true);
+/// assert!(registry.get("pixel-7").unwrap().info().online);
+/// // The daemon publishes each `requests.recv().await` on the phone's
+/// // request topic and passes what arrives on its response topic to
+/// // `hub.on_response(id, payload)`.
+/// # drop(requests.try_recv());
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct CompanionHub {
+    inner: Arc<HubInner>,
+}
+
+struct HubInner {
+    shared: Arc<Shared>,
+    registry: Arc<Registry>,
+    companions: Mutex<HashMap<String, Arc<CompanionDevice>>>,
+    events: broadcast::Sender<CompanionEvent>,
+}
+
+impl fmt::Debug for CompanionHub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompanionHub")
+            .field("config", &self.inner.shared.config)
+            .field(
+                "companions",
+                &lock(&self.inner.companions).keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl CompanionHub {
+    /// A hub with the configured companions registered (offline), and the
+    /// channel of requests the daemon must publish.
+    pub fn new(
+        config: CompanionConfig,
+        registry: Arc<Registry>,
+    ) -> (Self, mpsc::Receiver<Outgoing>) {
+        let (outgoing, requests) = mpsc::channel(OUTGOING_CAPACITY);
+        let now = SystemTime::now();
+        let instance = epoch_ms(now) ^ (u64::from(std::process::id()) << 40);
+        let names = config.names.clone();
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let hub = Self {
+            inner: Arc::new(HubInner {
+                shared: Arc::new(Shared {
+                    config,
+                    outgoing,
+                    pending: Mutex::new(Pending::default()),
+                    instance,
+                    next_id: AtomicU64::new(1),
+                }),
+                registry,
+                companions: Mutex::new(HashMap::new()),
+                events,
+            }),
+        };
+        for (id, name) in names {
+            hub.register(&id, name);
+        }
+        (hub, requests)
+    }
+
+    /// The registry the companions are in.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.inner.registry
+    }
+
+    /// Subscribe to the events phones push.
+    pub fn subscribe_events(&self) -> broadcast::Receiver<CompanionEvent> {
+        self.inner.events.subscribe()
+    }
+
+    fn companion(&self, id: &str) -> Option<Arc<CompanionDevice>> {
+        lock(&self.inner.companions).get(id).cloned()
+    }
+
+    /// The companion `id`, registered under `name` first if it is new and
+    /// the name does not belong to a device of another transport.
+    fn register(&self, id: &str, name: DeviceName) -> Option<Arc<CompanionDevice>> {
+        // Held across the check and the insertion so that two presences of
+        // one new phone cannot register it twice. The registry's lock is
+        // only ever taken inside this one, never the other way round.
+        let mut companions = lock(&self.inner.companions);
+        if let Some(device) = companions.get(id) {
+            return Some(Arc::clone(device));
+        }
+        if let Some(existing) = self.inner.registry.get(name.as_str()) {
+            let info = existing.info();
+            if info.transport != TransportKind::Companion || info.serial != id {
+                tracing::warn!(
+                    companion = id,
+                    device = %name,
+                    transport = %info.transport,
+                    "a device of that name already exists; companion ignored"
+                );
+                return None;
+            }
+        }
+        let shared = &self.inner.shared;
+        let (online, _) = watch::channel(false);
+        let device = Arc::new(CompanionDevice {
+            name,
+            companion_id: id.to_owned(),
+            shared: Arc::clone(shared),
+            online,
+            detail: Mutex::new(Some("the companion app has not been seen yet".into())),
+            queued: AtomicUsize::new(0),
+        });
+        let timeout = shared.config.queue_ttl + shared.config.request_timeout + HANDLE_MARGIN;
+        self.inner
+            .registry
+            .insert(DeviceHandle::new(device.clone(), timeout));
+        companions.insert(id.to_owned(), Arc::clone(&device));
+        tracing::info!(companion = id, device = %device.name, "companion registered");
+        Some(device)
+    }
+
+    /// A companion's presence changed (its `online` topic: `online`, or
+    /// `offline` from itself or its last will). An unknown id registers a
+    /// device when `auto_register` is on and is ignored otherwise.
+    pub fn on_presence(&self, companion_id: &str, online: bool) {
+        let device = match self.companion(companion_id) {
+            Some(device) => device,
+            None if !online => return,
+            None if !self.inner.shared.config.auto_register => {
+                tracing::warn!(
+                    companion = %clip(companion_id),
+                    "unknown companion announced itself; ignored (auto-registration is off)"
+                );
+                return;
+            }
+            None => {
+                let Ok(name) = DeviceName::try_from(companion_id) else {
+                    tracing::warn!(
+                        companion = %clip(companion_id),
+                        "companion id is not a valid device name; ignored"
+                    );
+                    return;
+                };
+                match self.register(companion_id, name) {
+                    Some(device) => device,
+                    None => return,
+                }
+            }
+        };
+        let detail = (!online).then(|| "the companion app is offline".to_owned());
+        if device.set_online(online, detail.clone()) {
+            tracing::info!(device = %device.name, online, "companion presence");
+            self.inner.registry.publish(DeviceEvent::Availability {
+                device: device.name.clone(),
+                online,
+                detail,
+            });
+        }
+    }
+
+    /// A payload arrived on a companion's `response` topic. Never fails:
+    /// anything that is not the first timely answer to a request sent to
+    /// that phone is logged and ignored; the disposition says which.
+    pub fn on_response(&self, companion_id: &str, payload: &[u8]) -> ResponseDisposition {
+        if self.companion(companion_id).is_none() {
+            tracing::debug!(companion = %clip(companion_id), "response from an unknown companion; ignored");
+            return ResponseDisposition::UnknownCompanion;
+        }
+        let (id, reply) = match protocol::decode_response(payload) {
+            Ok(decoded) => decoded,
+            Err(problem) => {
+                tracing::warn!(companion = %clip(companion_id), %problem, "unreadable companion response; ignored");
+                return ResponseDisposition::Malformed;
+            }
+        };
+        let disposition =
+            lock(&self.inner.shared.pending).answer(companion_id, &id, reply, Instant::now());
+        match disposition {
+            ResponseDisposition::Delivered => {}
+            ResponseDisposition::Duplicate | ResponseDisposition::Late => {
+                tracing::debug!(companion = %clip(companion_id), id = %clip(&id), ?disposition, "companion response ignored");
+            }
+            _ => {
+                tracing::warn!(companion = %clip(companion_id), id = %clip(&id), ?disposition, "companion response ignored");
+            }
+        }
+        disposition
+    }
+
+    /// A payload arrived on a companion's `event/<kind>` topic. Returns the
+    /// event (also sent to [`subscribe_events`](Self::subscribe_events)), or
+    /// `None` when the phone, the kind or the body is not acceptable (logged).
+    pub fn on_event(
+        &self,
+        companion_id: &str,
+        kind: &str,
+        payload: &[u8],
+    ) -> Option<CompanionEvent> {
+        let Some(device) = self.companion(companion_id) else {
+            tracing::debug!(companion = %clip(companion_id), "event from an unknown companion; ignored");
+            return None;
+        };
+        let Some(kind) = EventKind::from_name(kind) else {
+            tracing::debug!(device = %device.name, kind = %clip(kind), "unknown companion event kind; ignored");
+            return None;
+        };
+        let data = match protocol::decode_event(kind, payload) {
+            Ok(data) => data,
+            Err(problem) => {
+                tracing::warn!(device = %device.name, %kind, %problem, "unreadable companion event; ignored");
+                return None;
+            }
+        };
+        let event = CompanionEvent {
+            device: device.name.clone(),
+            companion_id: companion_id.to_owned(),
+            kind,
+            data,
+        };
+        // No subscriber is not an error.
+        let _ = self.inner.events.send(event.clone());
+        Some(event)
+    }
+}

@@ -1,0 +1,494 @@
+//! The hub end to end, without MQTT: a scripted phone reads the requests the
+//! hub hands over and feeds answers back. Paused tokio time drives the
+//! timeouts and the queue.
+
+use super::*;
+use droidwarden_services::{ErrorCode, WireError};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+const TTL: Duration = Duration::from_secs(30);
+
+fn config(auto_register: bool) -> CompanionConfig {
+    CompanionConfig {
+        request_timeout: TIMEOUT,
+        queue_ttl: TTL,
+        auto_register,
+        names: BTreeMap::from([(
+            "phone-a".to_owned(),
+            DeviceName::try_from("kitchen").unwrap(),
+        )]),
+    }
+}
+
+fn hub() -> (CompanionHub, mpsc::Receiver<Outgoing>, Arc<Registry>) {
+    let registry = Arc::new(Registry::new());
+    let (hub, rx) = CompanionHub::new(config(false), registry.clone());
+    (hub, rx, registry)
+}
+
+fn cmd(service: &str, action: &str, params: Value) -> Command {
+    Catalogue::get().parse(service, action, &params).unwrap()
+}
+
+fn battery() -> &'static Command {
+    static BATTERY: std::sync::LazyLock<Command> =
+        std::sync::LazyLock::new(|| cmd("battery", "status", json!({})));
+    &BATTERY
+}
+
+fn battery_result(level: i64) -> Value {
+    json!({
+        "level_percent": level, "level": level, "scale": 100, "status": "charging",
+        "health": "good", "plugged": "ac", "charging": true, "present": true,
+        "temperature_c": 25.5, "voltage_mv": 4100, "technology": "Li-ion"
+    })
+}
+
+fn request(out: &Outgoing) -> Value {
+    serde_json::from_slice(&out.payload).unwrap()
+}
+
+fn ok(id: &Value, result: Value) -> Vec<u8> {
+    json!({"v": 1, "id": id, "ok": true, "result": result})
+        .to_string()
+        .into_bytes()
+}
+
+fn kitchen(registry: &Registry) -> DeviceHandle {
+    registry.get("kitchen").expect("registered")
+}
+
+#[tokio::test(start_paused = true)]
+async fn responses_are_correlated_by_id() {
+    let (hub, mut rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let handle = kitchen(&registry);
+    let phone = async {
+        let first = request(&rx.recv().await.unwrap());
+        let second = request(&rx.recv().await.unwrap());
+        assert_ne!(first["id"], second["id"]);
+        assert_eq!(first["v"], 1);
+        assert_eq!(first["service"], "battery");
+        assert_eq!(first["action"], "status");
+        assert_eq!(first["params"], json!({}));
+        assert!(first["deadline_ms"].as_u64().unwrap() > 1_600_000_000_000);
+        // Answer in the opposite order, each with a different level.
+        for (req, level) in [(&second, 20), (&first, 10)] {
+            assert_eq!(
+                hub.on_response("phone-a", &ok(&req["id"], battery_result(level))),
+                ResponseDisposition::Delivered
+            );
+        }
+        (first, second)
+    };
+    let (a, b, _) = tokio::join!(handle.call(battery()), handle.call(battery()), phone);
+    let mut levels = [a.unwrap()["level"].clone(), b.unwrap()["level"].clone()];
+    levels.sort_by_key(|v| v.as_i64());
+    assert_eq!(levels, [json!(10), json!(20)]);
+    assert_eq!(lock(&hub.inner.shared.pending).open_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_request_times_out_and_a_late_answer_is_ignored() {
+    let (hub, mut rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let started = Instant::now();
+    let err = kitchen(&registry).call(battery()).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Timeout);
+    assert!(err.retryable());
+    assert_eq!(started.elapsed(), TIMEOUT);
+    let sent = request(&rx.try_recv().unwrap());
+    assert_eq!(
+        hub.on_response("phone-a", &ok(&sent["id"], battery_result(1))),
+        ResponseDisposition::Late
+    );
+    assert_eq!(lock(&hub.inner.shared.pending).open_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_offline_phone_gets_queued_requests_when_it_returns() {
+    let (hub, mut rx, registry) = hub();
+    let handle = kitchen(&registry);
+    assert!(!handle.info().online);
+    assert_eq!(
+        handle.info().state_detail.as_deref(),
+        Some("the companion app has not been seen yet")
+    );
+    let mut availability = registry.subscribe();
+    let call = tokio::spawn({
+        let handle = handle.clone();
+        async move {
+            handle
+                .call(&cmd(
+                    "screen_control",
+                    "set_brightness",
+                    json!({"level": 9}),
+                ))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(
+        rx.try_recv().is_err(),
+        "nothing is sent to an offline phone"
+    );
+    hub.on_presence("phone-a", true);
+    assert_eq!(
+        availability.recv().await.unwrap(),
+        DeviceEvent::Availability {
+            device: DeviceName::try_from("kitchen").unwrap(),
+            online: true,
+            detail: None
+        }
+    );
+    let sent = request(&rx.recv().await.unwrap());
+    assert_eq!(sent["action"], "set_brightness");
+    assert_eq!(sent["params"], json!({"level": 9}));
+    hub.on_response("phone-a", &ok(&sent["id"], json!({"brightness": 9})));
+    assert_eq!(call.await.unwrap().unwrap(), json!({"brightness": 9}));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_request_fails_with_device_offline_when_its_ttl_passes() {
+    let (hub, mut rx, registry) = hub();
+    let started = Instant::now();
+    let err = kitchen(&registry).call(battery()).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::DeviceOffline);
+    assert!(err.retryable());
+    assert!(err.to_string().contains("queue"), "{err}");
+    assert_eq!(started.elapsed(), TTL);
+    // It never went out, not even when the phone comes back.
+    hub.on_presence("phone-a", true);
+    assert!(rx.try_recv().is_err());
+    assert_eq!(lock(&hub.inner.shared.pending).open_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_offline_queue_is_bounded() {
+    let (hub, _rx, registry) = hub();
+    let handle = kitchen(&registry);
+    let waiting: Vec<_> = (0..QUEUE_LIMIT)
+        .map(|_| {
+            let handle = handle.clone();
+            tokio::spawn(async move { handle.call(battery()).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let err = handle.call(battery()).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::DeviceOffline);
+    assert!(err.to_string().contains("already queued"), "{err}");
+    for call in waiting {
+        assert_eq!(
+            call.await.unwrap().unwrap_err().code(),
+            ErrorCode::DeviceOffline
+        );
+    }
+    drop(hub);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_duplicate_response_is_ignored_and_never_applied_twice() {
+    let (hub, mut rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let handle = kitchen(&registry);
+    let phone = async {
+        let sent = request(&rx.recv().await.unwrap());
+        let first = hub.on_response("phone-a", &ok(&sent["id"], battery_result(10)));
+        let second = hub.on_response("phone-a", &ok(&sent["id"], battery_result(99)));
+        (first, second)
+    };
+    let (result, (first, second)) = tokio::join!(handle.call(battery()), phone);
+    assert_eq!(first, ResponseDisposition::Delivered);
+    assert_eq!(second, ResponseDisposition::Duplicate);
+    assert_eq!(result.unwrap()["level"], 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn garbage_is_ignored_and_the_real_answer_still_counts() {
+    let (hub, mut rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let handle = kitchen(&registry);
+    let phone = async {
+        let sent = request(&rx.recv().await.unwrap());
+        let id = sent["id"].clone();
+        let mut seen = Vec::new();
+        for garbage in [
+            &b""[..],
+            b"\xff\xfe\x00",
+            b"null",
+            b"[]",
+            br#"{"v":1,"ok":true,"result":{}}"#,
+            br#"{"v":1,"id":{"nested":true},"ok":true}"#,
+        ] {
+            seen.push(hub.on_response("phone-a", garbage));
+        }
+        seen.push(hub.on_response("phone-a", &ok(&json!("no-such-id"), json!({}))));
+        seen.push(hub.on_response("phone-b", &ok(&id, battery_result(1))));
+        seen.push(hub.on_response("phone-a", &ok(&id, battery_result(42))));
+        seen
+    };
+    let (result, seen) = tokio::join!(handle.call(battery()), phone);
+    assert_eq!(result.unwrap()["level"], 42);
+    assert_eq!(seen[..6], [ResponseDisposition::Malformed; 6]);
+    assert_eq!(
+        seen[6..],
+        [
+            ResponseDisposition::Unknown,
+            ResponseDisposition::UnknownCompanion,
+            ResponseDisposition::Delivered
+        ]
+    );
+    // Presence and events from unknown phones or with garbage bodies are
+    // ignored too.
+    hub.on_presence("phone-b", true);
+    assert!(registry.get("phone-b").is_none());
+    assert!(hub.on_event("phone-a", "battery", b"{").is_none());
+    assert!(hub.on_event("phone-a", "teleport", b"{}").is_none());
+    assert!(hub.on_event("nobody", "battery", b"{}").is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_response_from_another_phone_cannot_answer_a_request() {
+    let registry = Arc::new(Registry::new());
+    let (hub, mut rx) = CompanionHub::new(config(true), registry.clone());
+    hub.on_presence("phone-a", true);
+    hub.on_presence("phone-b", true);
+    let handle = kitchen(&registry);
+    let phone = async {
+        let sent = request(&rx.recv().await.unwrap());
+        let foreign = hub.on_response("phone-b", &ok(&sent["id"], battery_result(1)));
+        let own = hub.on_response("phone-a", &ok(&sent["id"], battery_result(2)));
+        (foreign, own)
+    };
+    let (result, dispositions) = tokio::join!(handle.call(battery()), phone);
+    assert_eq!(
+        dispositions,
+        (ResponseDisposition::Foreign, ResponseDisposition::Delivered)
+    );
+    assert_eq!(result.unwrap()["level"], 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_result_that_does_not_match_the_catalogue_is_unexpected_output() {
+    let (hub, mut rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let handle = kitchen(&registry);
+    let phone = async {
+        let sent = request(&rx.recv().await.unwrap());
+        hub.on_response("phone-a", &ok(&sent["id"], json!({"level": "full"})));
+    };
+    let (result, ()) = tokio::join!(handle.call(battery()), phone);
+    let err = result.unwrap_err();
+    assert!(
+        matches!(err, BridgeError::UnexpectedOutput { .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), ErrorCode::DeviceError);
+    assert!(err.to_string().contains("does not match"), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn phone_errors_and_version_mismatches_end_the_call_at_once() {
+    let (hub, mut rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let handle = kitchen(&registry);
+    for (answer, code, retryable, text) in [
+        (
+            json!({"ok": false, "error": {"code": "permission_denied", "message": "grant camera", "retryable": false}}),
+            ErrorCode::PermissionDenied,
+            false,
+            "grant camera",
+        ),
+        (
+            json!({"ok": false, "error": {"code": "unknown_action", "message": "old app", "retryable": false}}),
+            ErrorCode::UnsupportedAction,
+            false,
+            "old app",
+        ),
+        (
+            json!({"v": 2, "ok": true, "result": {}}),
+            ErrorCode::DeviceError,
+            false,
+            "protocol version 2",
+        ),
+    ] {
+        let started = Instant::now();
+        let phone = async {
+            let sent = request(&rx.recv().await.unwrap());
+            let mut body = json!({"v": 1, "id": sent["id"]});
+            for (k, v) in answer.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            hub.on_response("phone-a", body.to_string().as_bytes());
+        };
+        let photo = cmd("camera_control", "take_photo", json!({}));
+        let (result, ()) = tokio::join!(handle.call(&photo), phone);
+        let err = result.unwrap_err();
+        assert_eq!(err.code(), code, "{err}");
+        assert_eq!(err.retryable(), retryable, "{err}");
+        assert!(err.to_string().contains(text), "{err}");
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+    let err = BridgeError::Companion {
+        device: "kitchen".into(),
+        error: WireError::new(ErrorCode::Timeout, "camera busy"),
+    };
+    assert!(err.retryable());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_phone_that_drops_after_the_request_went_out_can_still_answer() {
+    let (hub, mut rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let handle = kitchen(&registry);
+    let phone = async {
+        let sent = request(&rx.recv().await.unwrap());
+        hub.on_presence("phone-a", false);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        hub.on_presence("phone-a", true);
+        hub.on_response("phone-a", &ok(&sent["id"], battery_result(7)))
+    };
+    let (result, disposition) = tokio::join!(handle.call(battery()), phone);
+    assert_eq!(disposition, ResponseDisposition::Delivered);
+    assert_eq!(result.unwrap()["level"], 7);
+}
+
+#[tokio::test]
+async fn presence_registers_and_announces_devices() {
+    let registry = Arc::new(Registry::new());
+    let mut availability = registry.subscribe();
+    let (hub, _rx) = CompanionHub::new(config(true), registry.clone());
+    assert_eq!(registry.list().len(), 1, "configured companions at once");
+    hub.on_presence("phone-a", true);
+    hub.on_presence("phone-a", true);
+    hub.on_presence("phone-a", false);
+    hub.on_presence("bad/id", true);
+    hub.on_presence("phone-z", false);
+    hub.on_presence("phone-z", true);
+    let mut seen = Vec::new();
+    while let Ok(event) = availability.try_recv() {
+        seen.push(event);
+    }
+    let name = |n: &str| DeviceName::try_from(n).unwrap();
+    assert_eq!(
+        seen,
+        [
+            DeviceEvent::Availability {
+                device: name("kitchen"),
+                online: true,
+                detail: None
+            },
+            DeviceEvent::Availability {
+                device: name("kitchen"),
+                online: false,
+                detail: Some("the companion app is offline".into())
+            },
+            DeviceEvent::Availability {
+                device: name("phone-z"),
+                online: true,
+                detail: None
+            },
+        ]
+    );
+    let info = registry.get("phone-z").unwrap().info();
+    assert_eq!(info.transport, TransportKind::Companion);
+    assert_eq!(info.serial, "phone-z");
+    assert_eq!(
+        registry
+            .get("kitchen")
+            .unwrap()
+            .info()
+            .state_detail
+            .as_deref(),
+        Some("the companion app is offline")
+    );
+    assert_eq!(registry.list().len(), 2);
+}
+
+#[derive(Debug)]
+struct OtherTransport;
+
+impl Device for OtherTransport {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            name: DeviceName::try_from("phone-x").unwrap(),
+            transport: TransportKind::Adb,
+            online: true,
+            serial: "phone-x".into(),
+            model: None,
+            state_detail: None,
+        }
+    }
+
+    fn execute<'a>(&'a self, _: &'a Command) -> BoxFuture<'a, Result<Value, BridgeError>> {
+        Box::pin(async { Ok(Value::Null) })
+    }
+}
+
+#[tokio::test]
+async fn a_companion_never_replaces_a_device_of_another_transport() {
+    let registry = Arc::new(Registry::new());
+    registry.insert(DeviceHandle::new(
+        Arc::new(OtherTransport),
+        Duration::from_secs(1),
+    ));
+    let (hub, _rx) = CompanionHub::new(config(true), registry.clone());
+    hub.on_presence("phone-x", true);
+    assert_eq!(
+        registry.get("phone-x").unwrap().info().transport,
+        TransportKind::Adb
+    );
+    assert!(hub.on_event("phone-x", "battery", b"{}").is_none());
+}
+
+#[tokio::test]
+async fn events_are_checked_and_broadcast() {
+    let (hub, _rx, _registry) = hub();
+    let mut events = hub.subscribe_events();
+    let body = battery_result(33);
+    let event = hub
+        .on_event("phone-a", "battery", body.to_string().as_bytes())
+        .expect("a valid battery event");
+    assert_eq!(event.kind, EventKind::Battery);
+    assert_eq!(event.device.as_str(), "kitchen");
+    assert_eq!(event.companion_id, "phone-a");
+    assert_eq!(event.data, body);
+    assert_eq!(events.try_recv().unwrap(), event);
+    // A body that is not a battery.status result is dropped.
+    assert!(
+        hub.on_event("phone-a", "battery", br#"{"level": 3}"#)
+            .is_none()
+    );
+    let note = json!({"key": "0|com.a|1", "package": "com.a", "title": "Hi", "text": null, "posted_ms": 1});
+    let event = hub
+        .on_event(
+            "phone-a",
+            "notification_posted",
+            note.to_string().as_bytes(),
+        )
+        .unwrap();
+    assert_eq!(event.kind, EventKind::NotificationPosted);
+    assert!(events.try_recv().is_ok());
+    assert!(events.try_recv().is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_daemon_fails_calls_instead_of_hanging() {
+    let (hub, rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    drop(rx);
+    let err = kitchen(&registry).call(battery()).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::DeviceOffline);
+    assert!(err.to_string().contains("stopped"), "{err}");
+}
+
+#[test]
+fn every_catalogue_action_is_supported() {
+    assert!(
+        TransportKind::Companion
+            .capabilities()
+            .iter()
+            .all(|c| c.supported)
+    );
+}

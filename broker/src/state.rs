@@ -1,0 +1,848 @@
+//! The broker as a state machine: [`Broker::step`] takes one [`Input`] (a
+//! decoded packet from a connection, a lost connection, a clock tick) and
+//! returns the [`Action`]s a driver performs (send this packet to that
+//! connection, close that connection).
+//!
+//! It owns sessions, subscriptions, retained messages and Will Messages. It
+//! does no I/O, reads no clock (the driver passes `now`) and knows nothing
+//! of sockets: a connection is a [`ConnId`] the driver chose. Everything is
+//! in memory and bounded by [`Limits`]; nothing survives the process.
+//!
+//! Subscriptions are matched by walking every session's filters. That is
+//! linear in the number of subscriptions, which is right for the tens of
+//! clients a home installation has, and keeps the code obviously correct.
+
+use crate::codec::{
+    ClientPacket, ConnAck, Connect, DecodeError, Disconnect, LastWill, ProtocolVersion, Publish,
+    PublishProperties, QoS, RetainHandling, ServerPacket, Subscribe, SubscriptionOptions,
+    Unsubscribe, reason,
+};
+use crate::topic;
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A connection, as numbered by the driver. Never reused while the broker runs.
+pub type ConnId = u64;
+
+/// Bounds on what clients can make the broker hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest packet accepted, header included (told to MQTT 5 clients).
+    pub max_packet_size: u32,
+    /// Unacknowledged QoS 1 messages sent to one client at a time (an MQTT 5
+    /// client's smaller Receive Maximum wins).
+    pub max_inflight: u16,
+    /// QoS 1 messages queued per session beyond the in-flight window,
+    /// including while its client is away; the oldest is dropped beyond it.
+    pub max_queued: usize,
+    /// The longest a session outlives its connection, in seconds. Also
+    /// applies to MQTT 3.1.1 persistent sessions (clean session 0), which the
+    /// protocol would otherwise keep for ever.
+    pub max_session_expiry: u32,
+    /// Number of retained topics; retained messages on new topics beyond it
+    /// are delivered but not retained.
+    pub max_retained: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            // Phone screenshots are a few MiB; this leaves room for them.
+            max_packet_size: 16 * 1024 * 1024,
+            max_inflight: 64,
+            max_queued: 1000,
+            max_session_expiry: 24 * 60 * 60,
+            max_retained: 10_000,
+        }
+    }
+}
+
+/// Why a connection ended without a normal DISCONNECT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossCause {
+    /// The client closed the connection, or it failed.
+    PeerClosed,
+    /// Nothing arrived within one and a half keep-alive periods.
+    KeepAliveTimeout,
+    /// The client did not read what it was sent fast enough.
+    SlowConsumer,
+    /// The client sent bytes that are not an acceptable packet.
+    Violation(DecodeError),
+    /// A new connection with the same client identifier took the session
+    /// over (the broker's own decision; drivers do not report it).
+    TakenOver,
+}
+
+/// Something that happened, for [`Broker::step`].
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A packet arrived on a connection. The first one is always CONNECT.
+    Packet {
+        /// The connection.
+        conn: ConnId,
+        /// The decoded packet.
+        packet: ClientPacket,
+    },
+    /// A connection ended, or must end, other than by DISCONNECT. Its Will
+    /// Message is published.
+    Lost {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        cause: LossCause,
+    },
+    /// Time passed: delayed Will Messages and expired sessions are due.
+    /// Drivers send one about every second.
+    Tick,
+}
+
+/// Something for the driver to do, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "actions live for one step and are moved once; boxing would cost an allocation per packet"
+)]
+pub enum Action {
+    /// Send a packet on a connection.
+    Send {
+        /// The connection.
+        conn: ConnId,
+        /// The packet.
+        packet: ServerPacket,
+    },
+    /// Close a connection after sending everything queued for it. The broker
+    /// has already forgotten it; later inputs for it are ignored.
+    Close {
+        /// The connection.
+        conn: ConnId,
+    },
+}
+
+/// A published message as the broker holds it, shared by every delivery.
+#[derive(Debug)]
+struct Message {
+    topic: String,
+    payload: Bytes,
+    qos: QoS,
+    retain: bool,
+    /// Properties to forward (never subscription identifiers).
+    properties: PublishProperties,
+    expires_at: Option<Instant>,
+    /// Client identifier of the publisher, for the No Local option.
+    publisher: String,
+}
+
+impl Message {
+    /// `None` when expired, else the Message Expiry Interval to forward.
+    fn remaining_expiry(&self, now: Instant) -> Option<Option<u32>> {
+        match self.expires_at {
+            None => Some(None),
+            Some(at) if at <= now => None,
+            Some(at) => {
+                let left = at - now;
+                let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+                Some(Some(u32::try_from(secs).unwrap_or(u32::MAX)))
+            }
+        }
+    }
+}
+
+/// One message on its way to one session.
+#[derive(Debug, Clone)]
+struct Outgoing {
+    message: Arc<Message>,
+    qos: QoS,
+    retain: bool,
+    subscription_ids: Vec<u32>,
+}
+
+#[derive(Debug, Clone)]
+struct Subscription {
+    options: SubscriptionOptions,
+    id: Option<u32>,
+}
+
+#[derive(Debug)]
+struct Session {
+    conn: Option<ConnId>,
+    version: ProtocolVersion,
+    subscriptions: BTreeMap<String, Subscription>,
+    will: Option<LastWill>,
+    /// Sent QoS 1 messages awaiting PUBACK, oldest first.
+    inflight: VecDeque<(u16, Outgoing)>,
+    /// QoS 1 messages waiting for room in the in-flight window.
+    queue: VecDeque<Outgoing>,
+    next_packet_id: u16,
+    /// QoS 2 messages from the client that were delivered and await PUBREL.
+    awaiting_pubrel: HashSet<u16>,
+    receive_maximum: u16,
+    max_packet_size: Option<u32>,
+    /// Seconds the session outlives its connection.
+    expiry: u32,
+    expires_at: Option<Instant>,
+}
+
+impl Session {
+    fn new(version: ProtocolVersion) -> Session {
+        Session {
+            conn: None,
+            version,
+            subscriptions: BTreeMap::new(),
+            will: None,
+            inflight: VecDeque::new(),
+            queue: VecDeque::new(),
+            next_packet_id: 0,
+            awaiting_pubrel: HashSet::new(),
+            receive_maximum: u16::MAX,
+            max_packet_size: None,
+            expiry: 0,
+            expires_at: None,
+        }
+    }
+
+    fn deliver(&mut self, now: Instant, o: Outgoing, limits: &Limits, out: &mut Vec<Action>) {
+        if o.qos == QoS::AtMostOnce {
+            // QoS 0 is sent now or never: it is not kept for absent clients.
+            self.send(now, &o, 0, false, out);
+            return;
+        }
+        self.queue.push_back(o);
+        if self.queue.len() > limits.max_queued {
+            self.queue.pop_front();
+        }
+        self.pump(now, limits, out);
+    }
+
+    /// Moves queued QoS 1 messages into the in-flight window.
+    fn pump(&mut self, now: Instant, limits: &Limits, out: &mut Vec<Action>) {
+        if self.conn.is_none() {
+            return;
+        }
+        let window = usize::from(self.receive_maximum.min(limits.max_inflight).max(1));
+        while self.inflight.len() < window {
+            let Some(o) = self.queue.pop_front() else {
+                break;
+            };
+            let packet_id = self.next_packet_id();
+            if self.send(now, &o, packet_id, false, out) {
+                self.inflight.push_back((packet_id, o));
+            }
+        }
+    }
+
+    /// Resends unacknowledged messages after the client came back.
+    fn resume(&mut self, now: Instant, limits: &Limits, out: &mut Vec<Action>) {
+        let inflight = std::mem::take(&mut self.inflight);
+        for (packet_id, o) in inflight {
+            if self.send(now, &o, packet_id, true, out) {
+                self.inflight.push_back((packet_id, o));
+            }
+        }
+        self.pump(now, limits, out);
+    }
+
+    /// Sends one PUBLISH if the client is connected. Returns false when the
+    /// message was dropped instead: expired, or larger than the client's
+    /// Maximum Packet Size (which MQTT 5 says to treat as delivered).
+    fn send(
+        &mut self,
+        now: Instant,
+        o: &Outgoing,
+        packet_id: u16,
+        dup: bool,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let Some(conn) = self.conn else {
+            return false;
+        };
+        let Some(expiry) = o.message.remaining_expiry(now) else {
+            return false;
+        };
+        let mut properties = PublishProperties::default();
+        if self.version.is_v5() {
+            properties = o.message.properties.clone();
+            properties.message_expiry_interval = expiry;
+            properties
+                .subscription_identifiers
+                .clone_from(&o.subscription_ids);
+        }
+        let packet = ServerPacket::Publish(Publish {
+            dup,
+            qos: o.qos,
+            retain: o.retain,
+            topic: o.message.topic.clone(),
+            packet_id,
+            payload: o.message.payload.clone(),
+            properties,
+        });
+        if let Some(max) = self.max_packet_size
+            && packet.encoded_len(self.version) > max as usize
+        {
+            return false;
+        }
+        out.push(Action::Send { conn, packet });
+        true
+    }
+
+    fn next_packet_id(&mut self) -> u16 {
+        loop {
+            self.next_packet_id = self.next_packet_id.checked_add(1).unwrap_or(1);
+            let id = self.next_packet_id;
+            if !self.inflight.iter().any(|(used, _)| *used == id) {
+                return id;
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct DelayedWill {
+    due: Instant,
+    client_id: String,
+    will: LastWill,
+}
+
+/// The broker's whole state. See the module documentation.
+#[derive(Debug)]
+pub struct Broker {
+    limits: Limits,
+    /// Connections that completed CONNECT, with their client identifier.
+    conns: HashMap<ConnId, (ProtocolVersion, String)>,
+    sessions: HashMap<String, Session>,
+    retained: BTreeMap<String, Arc<Message>>,
+    delayed_wills: Vec<DelayedWill>,
+    next_auto_id: u64,
+}
+
+impl Broker {
+    /// An empty broker.
+    #[must_use]
+    pub fn new(limits: Limits) -> Broker {
+        Broker {
+            limits,
+            conns: HashMap::new(),
+            sessions: HashMap::new(),
+            retained: BTreeMap::new(),
+            delayed_wills: Vec::new(),
+            next_auto_id: 0,
+        }
+    }
+
+    /// The limits in force.
+    #[must_use]
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Number of connected clients.
+    #[must_use]
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Number of sessions, connected or waiting for their client.
+    #[must_use]
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Handles one input at time `now`.
+    pub fn step(&mut self, now: Instant, input: Input) -> Vec<Action> {
+        let mut out = Vec::new();
+        match input {
+            Input::Packet {
+                conn,
+                packet: ClientPacket::Connect(connect),
+            } => {
+                if self.conns.contains_key(&conn) {
+                    let error = DecodeError::Protocol("second CONNECT");
+                    self.lose(now, conn, &LossCause::Violation(error), &mut out);
+                } else {
+                    self.connect(now, conn, *connect, &mut out);
+                }
+            }
+            Input::Packet { conn, packet } => {
+                if self.conns.contains_key(&conn) {
+                    self.packet(now, conn, packet, &mut out);
+                }
+            }
+            Input::Lost { conn, cause } => self.lose(now, conn, &cause, &mut out),
+            Input::Tick => self.tick(now, &mut out),
+        }
+        out
+    }
+
+    /// Disconnects every client (MQTT 5 clients are told why). Sessions and
+    /// wills are discarded with the broker.
+    pub fn shutdown(&mut self) -> Vec<Action> {
+        let mut out = Vec::new();
+        let mut conns: Vec<_> = self.conns.drain().collect();
+        conns.sort_unstable_by_key(|(conn, _)| *conn);
+        for (conn, (version, _)) in conns {
+            if version.is_v5() {
+                out.push(Action::Send {
+                    conn,
+                    packet: ServerPacket::Disconnect {
+                        reason: reason::SERVER_SHUTTING_DOWN,
+                    },
+                });
+            }
+            out.push(Action::Close { conn });
+        }
+        out
+    }
+
+    fn connect(&mut self, now: Instant, conn: ConnId, c: Connect, out: &mut Vec<Action>) {
+        let v5 = c.version.is_v5();
+        let refuse = |code: u8, out: &mut Vec<Action>| {
+            out.push(Action::Send {
+                conn,
+                packet: ServerPacket::ConnAck(ConnAck {
+                    code,
+                    ..ConnAck::default()
+                }),
+            });
+            out.push(Action::Close { conn });
+        };
+        if v5 && c.properties.authentication_method.is_some() {
+            return refuse(reason::BAD_AUTHENTICATION_METHOD, out);
+        }
+        let mut client_id = c.client_id;
+        let mut assigned = None;
+        if client_id.is_empty() {
+            if !v5 && !c.clean_start {
+                return refuse(reason::V3_IDENTIFIER_REJECTED, out);
+            }
+            client_id = self.new_client_id();
+            if v5 {
+                assigned = Some(client_id.clone());
+            }
+        }
+        let requested_expiry = if v5 {
+            c.properties.session_expiry_interval
+        } else if c.clean_start {
+            0
+        } else {
+            u32::MAX
+        };
+        let expiry = requested_expiry.min(self.limits.max_session_expiry);
+
+        // Session takeover: the older connection goes, as if it had been
+        // lost (its Will Message is published, MQTT 3.1.1 §3.1.4).
+        if let Some(old) = self.sessions.get(&client_id).and_then(|s| s.conn) {
+            self.lose(now, old, &LossCause::TakenOver, out);
+        }
+
+        let session_present = if c.clean_start || !self.sessions.contains_key(&client_id) {
+            self.end_session(now, &client_id, out);
+            self.sessions
+                .insert(client_id.clone(), Session::new(c.version));
+            false
+        } else {
+            // Resuming before a delayed Will was due cancels it (MQTT 5 §3.1.3.2.2).
+            self.delayed_wills.retain(|w| w.client_id != client_id);
+            true
+        };
+        let Some(session) = self.sessions.get_mut(&client_id) else {
+            return;
+        };
+        session.conn = Some(conn);
+        session.version = c.version;
+        session.will = c.will;
+        session.expiry = expiry;
+        session.expires_at = None;
+        session.receive_maximum = c.properties.receive_maximum;
+        session.max_packet_size = c.properties.maximum_packet_size;
+        self.conns.insert(conn, (c.version, client_id));
+        out.push(Action::Send {
+            conn,
+            packet: ServerPacket::ConnAck(ConnAck {
+                session_present,
+                code: reason::SUCCESS,
+                assigned_client_identifier: assigned,
+                maximum_packet_size: Some(self.limits.max_packet_size),
+                session_expiry_interval: (v5 && expiry != requested_expiry).then_some(expiry),
+                shared_subscription_unavailable: true,
+            }),
+        });
+        if session_present {
+            session.resume(now, &self.limits, out);
+        }
+    }
+
+    fn new_client_id(&mut self) -> String {
+        loop {
+            self.next_auto_id += 1;
+            let id = format!("droidwarden-auto-{}", self.next_auto_id);
+            if !self.sessions.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn packet(&mut self, now: Instant, conn: ConnId, packet: ClientPacket, out: &mut Vec<Action>) {
+        let Some((version, client_id)) = self.conns.get(&conn).cloned() else {
+            return;
+        };
+        match packet {
+            ClientPacket::Connect(_) => {}
+            ClientPacket::Publish(p) => self.publish(now, conn, &client_id, p, out),
+            ClientPacket::PubAck { packet_id } => {
+                if let Some(session) = self.sessions.get_mut(&client_id) {
+                    session.inflight.retain(|(id, _)| *id != packet_id);
+                    session.pump(now, &self.limits, out);
+                }
+            }
+            ClientPacket::PubRel { packet_id } => {
+                let found = self
+                    .sessions
+                    .get_mut(&client_id)
+                    .is_some_and(|s| s.awaiting_pubrel.remove(&packet_id));
+                let reason = if found {
+                    reason::SUCCESS
+                } else {
+                    reason::PACKET_IDENTIFIER_NOT_FOUND
+                };
+                out.push(Action::Send {
+                    conn,
+                    packet: ServerPacket::PubComp { packet_id, reason },
+                });
+            }
+            ClientPacket::Subscribe(s) => self.subscribe(now, conn, version, &client_id, s, out),
+            ClientPacket::Unsubscribe(u) => self.unsubscribe(conn, &client_id, u, out),
+            ClientPacket::PingReq => out.push(Action::Send {
+                conn,
+                packet: ServerPacket::PingResp,
+            }),
+            ClientPacket::Disconnect(d) => self.disconnect(now, conn, &client_id, &d, out),
+        }
+    }
+
+    fn publish(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        client_id: &str,
+        p: Publish,
+        out: &mut Vec<Action>,
+    ) {
+        let packet_id = p.packet_id;
+        let qos = p.qos;
+        let duplicate = qos == QoS::ExactlyOnce
+            && !self
+                .sessions
+                .get_mut(client_id)
+                .is_some_and(|s| s.awaiting_pubrel.insert(packet_id));
+        if !duplicate {
+            let expires_at = p
+                .properties
+                .message_expiry_interval
+                .map(|secs| now + Duration::from_secs(u64::from(secs)));
+            self.route(
+                now,
+                Message {
+                    topic: p.topic,
+                    payload: p.payload,
+                    qos,
+                    retain: p.retain,
+                    properties: p.properties,
+                    expires_at,
+                    publisher: client_id.to_owned(),
+                },
+                out,
+            );
+        }
+        let reason = reason::SUCCESS;
+        match qos {
+            QoS::AtMostOnce => {}
+            QoS::AtLeastOnce => out.push(Action::Send {
+                conn,
+                packet: ServerPacket::PubAck { packet_id, reason },
+            }),
+            QoS::ExactlyOnce => out.push(Action::Send {
+                conn,
+                packet: ServerPacket::PubRec { packet_id, reason },
+            }),
+        }
+    }
+
+    /// Retains (or clears) and forwards a message to every matching session.
+    fn route(&mut self, now: Instant, message: Message, out: &mut Vec<Action>) {
+        let message = Arc::new(message);
+        if message.retain {
+            if message.payload.is_empty() {
+                self.retained.remove(&message.topic);
+            } else if self.retained.len() < self.limits.max_retained
+                || self.retained.contains_key(&message.topic)
+            {
+                self.retained
+                    .insert(message.topic.clone(), Arc::clone(&message));
+            }
+        }
+        for (client_id, session) in &mut self.sessions {
+            let mut best: Option<QoS> = None;
+            let mut retain_as_published = false;
+            let mut subscription_ids = Vec::new();
+            for (filter, sub) in &session.subscriptions {
+                if !topic::matches(filter, &message.topic)
+                    || (sub.options.no_local && message.publisher == *client_id)
+                {
+                    continue;
+                }
+                best = best.max(Some(sub.options.qos));
+                retain_as_published |= sub.options.retain_as_published;
+                subscription_ids.extend(sub.id);
+            }
+            if let Some(granted) = best {
+                let o = Outgoing {
+                    qos: message.qos.min(granted),
+                    // Live messages go out with retain 0 unless the
+                    // subscriber asked otherwise (MQTT 3.1.1 §3.3.1.3).
+                    retain: message.retain && retain_as_published,
+                    message: Arc::clone(&message),
+                    subscription_ids,
+                };
+                session.deliver(now, o, &self.limits, out);
+            }
+        }
+    }
+
+    fn subscribe(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        version: ProtocolVersion,
+        client_id: &str,
+        s: Subscribe,
+        out: &mut Vec<Action>,
+    ) {
+        let v5 = version.is_v5();
+        self.retained
+            .retain(|_, m| m.remaining_expiry(now).is_some());
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        let mut codes = Vec::with_capacity(s.filters.len());
+        let mut retained = Vec::new();
+        for (filter, mut options) in s.filters {
+            let failure = if topic::validate_filter(&filter).is_err() {
+                Some(reason::TOPIC_FILTER_INVALID)
+            } else if filter.starts_with("$share/") {
+                Some(reason::SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
+            } else {
+                None
+            };
+            if let Some(code) = failure {
+                codes.push(if v5 { code } else { reason::UNSPECIFIED_ERROR });
+                continue;
+            }
+            // QoS 2 is never sent: a subscription gets at most QoS 1.
+            options.qos = options.qos.min(QoS::AtLeastOnce);
+            codes.push(options.qos as u8);
+            let existed = session
+                .subscriptions
+                .insert(
+                    filter.clone(),
+                    Subscription {
+                        options,
+                        id: s.subscription_identifier,
+                    },
+                )
+                .is_some();
+            let send_retained = match options.retain_handling {
+                RetainHandling::OnSubscribe => true,
+                RetainHandling::OnNewSubscription => !existed,
+                RetainHandling::Never => false,
+            };
+            if send_retained {
+                for message in self.retained.values() {
+                    if topic::matches(&filter, &message.topic) {
+                        retained.push(Outgoing {
+                            qos: message.qos.min(options.qos),
+                            retain: true,
+                            message: Arc::clone(message),
+                            subscription_ids: s.subscription_identifier.into_iter().collect(),
+                        });
+                    }
+                }
+            }
+        }
+        out.push(Action::Send {
+            conn,
+            packet: ServerPacket::SubAck {
+                packet_id: s.packet_id,
+                codes,
+            },
+        });
+        for o in retained {
+            session.deliver(now, o, &self.limits, out);
+        }
+    }
+
+    fn unsubscribe(
+        &mut self,
+        conn: ConnId,
+        client_id: &str,
+        u: Unsubscribe,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        let codes = u
+            .filters
+            .iter()
+            .map(|filter| {
+                if session.subscriptions.remove(filter).is_some() {
+                    reason::SUCCESS
+                } else if topic::validate_filter(filter).is_err() {
+                    reason::TOPIC_FILTER_INVALID
+                } else {
+                    reason::NO_SUBSCRIPTION_EXISTED
+                }
+            })
+            .collect();
+        out.push(Action::Send {
+            conn,
+            packet: ServerPacket::UnsubAck {
+                packet_id: u.packet_id,
+                codes,
+            },
+        });
+    }
+
+    fn disconnect(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        client_id: &str,
+        d: &Disconnect,
+        out: &mut Vec<Action>,
+    ) {
+        let max_expiry = self.limits.max_session_expiry;
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        if let Some(expiry) = d.session_expiry_interval {
+            if session.expiry == 0 && expiry != 0 {
+                let error = DecodeError::Protocol("session expiry set at DISCONNECT after 0");
+                return self.lose(now, conn, &LossCause::Violation(error), out);
+            }
+            session.expiry = expiry.min(max_expiry);
+        }
+        // A normal DISCONNECT discards the Will, unless an MQTT 5 client
+        // asks for it to be published.
+        if d.reason != reason::DISCONNECT_WITH_WILL {
+            session.will = None;
+        }
+        self.lose(now, conn, &LossCause::PeerClosed, out);
+    }
+
+    /// Forgets a connection: tells an MQTT 5 client why when there is a
+    /// reason to tell, closes it, publishes or schedules its Will and ends
+    /// or parks its session.
+    fn lose(&mut self, now: Instant, conn: ConnId, cause: &LossCause, out: &mut Vec<Action>) {
+        let Some((version, client_id)) = self.conns.remove(&conn) else {
+            return;
+        };
+        let reason = match cause {
+            LossCause::KeepAliveTimeout => Some(reason::KEEP_ALIVE_TIMEOUT),
+            LossCause::TakenOver => Some(reason::SESSION_TAKEN_OVER),
+            LossCause::Violation(e) => Some(e.reason_code()),
+            LossCause::PeerClosed | LossCause::SlowConsumer => None,
+        };
+        if let (true, Some(reason)) = (version.is_v5(), reason) {
+            out.push(Action::Send {
+                conn,
+                packet: ServerPacket::Disconnect { reason },
+            });
+        }
+        out.push(Action::Close { conn });
+        let Some(session) = self.sessions.get_mut(&client_id) else {
+            return;
+        };
+        session.conn = None;
+        let expiry = session.expiry;
+        if let Some(will) = session.will.take() {
+            let delay = will.delay_interval.min(expiry);
+            if delay == 0 {
+                self.publish_will(now, &client_id, will, out);
+            } else {
+                self.delayed_wills.push(DelayedWill {
+                    due: now + Duration::from_secs(u64::from(delay)),
+                    client_id: client_id.clone(),
+                    will,
+                });
+            }
+        }
+        if expiry == 0 {
+            self.end_session(now, &client_id, out);
+        } else if let Some(session) = self.sessions.get_mut(&client_id) {
+            session.expires_at = Some(now + Duration::from_secs(u64::from(expiry)));
+        }
+    }
+
+    /// Removes a session; a Will still waiting for its delay goes out now.
+    fn end_session(&mut self, now: Instant, client_id: &str, out: &mut Vec<Action>) {
+        self.sessions.remove(client_id);
+        if let Some(i) = self
+            .delayed_wills
+            .iter()
+            .position(|w| w.client_id == client_id)
+        {
+            let w = self.delayed_wills.swap_remove(i);
+            self.publish_will(now, client_id, w.will, out);
+        }
+    }
+
+    fn publish_will(
+        &mut self,
+        now: Instant,
+        client_id: &str,
+        will: LastWill,
+        out: &mut Vec<Action>,
+    ) {
+        let expires_at = will
+            .properties
+            .message_expiry_interval
+            .map(|secs| now + Duration::from_secs(u64::from(secs)));
+        self.route(
+            now,
+            Message {
+                topic: will.topic,
+                payload: will.payload,
+                qos: will.qos,
+                retain: will.retain,
+                properties: will.properties,
+                expires_at,
+                publisher: client_id.to_owned(),
+            },
+            out,
+        );
+    }
+
+    fn tick(&mut self, now: Instant, out: &mut Vec<Action>) {
+        let (due, waiting) = std::mem::take(&mut self.delayed_wills)
+            .into_iter()
+            .partition(|w| w.due <= now);
+        self.delayed_wills = waiting;
+        for w in due {
+            self.publish_will(now, &w.client_id, w.will, out);
+        }
+        let expired: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.conn.is_none() && s.expires_at.is_some_and(|at| at <= now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for client_id in expired {
+            self.end_session(now, &client_id, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

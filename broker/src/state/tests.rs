@@ -1,0 +1,650 @@
+//! The state machine without a runtime: packets in, actions out.
+
+use super::*;
+use crate::codec::{ConnectProperties, SubscriptionOptions, Unsubscribe};
+
+const V3: ProtocolVersion = ProtocolVersion::V3_1_1;
+const V5: ProtocolVersion = ProtocolVersion::V5;
+
+struct Harness {
+    broker: Broker,
+    now: Instant,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        Harness::with_limits(Limits::default())
+    }
+
+    fn with_limits(limits: Limits) -> Harness {
+        Harness {
+            broker: Broker::new(limits),
+            now: Instant::now(),
+        }
+    }
+
+    fn step(&mut self, input: Input) -> Vec<Action> {
+        self.broker.step(self.now, input)
+    }
+
+    fn packet(&mut self, conn: ConnId, packet: ClientPacket) -> Vec<Action> {
+        self.step(Input::Packet { conn, packet })
+    }
+
+    fn connect_with(&mut self, conn: ConnId, edit: impl FnOnce(&mut Connect)) -> Vec<Action> {
+        let mut c = Connect {
+            version: V3,
+            clean_start: true,
+            keep_alive: 60,
+            client_id: format!("client-{conn}"),
+            will: None,
+            username: None,
+            password: None,
+            properties: ConnectProperties::default(),
+        };
+        edit(&mut c);
+        self.packet(conn, ClientPacket::Connect(Box::new(c)))
+    }
+
+    fn connect(&mut self, conn: ConnId, version: ProtocolVersion) -> Vec<Action> {
+        self.connect_with(conn, |c| c.version = version)
+    }
+
+    fn subscribe(&mut self, conn: ConnId, filter: &str, qos: QoS) -> Vec<Action> {
+        self.subscribe_with(conn, filter, |o| o.qos = qos)
+    }
+
+    fn subscribe_with(
+        &mut self,
+        conn: ConnId,
+        filter: &str,
+        edit: impl FnOnce(&mut SubscriptionOptions),
+    ) -> Vec<Action> {
+        let mut options = SubscriptionOptions {
+            qos: QoS::AtMostOnce,
+            no_local: false,
+            retain_as_published: false,
+            retain_handling: RetainHandling::OnSubscribe,
+        };
+        edit(&mut options);
+        self.packet(
+            conn,
+            ClientPacket::Subscribe(Subscribe {
+                packet_id: 1,
+                subscription_identifier: None,
+                filters: vec![(filter.to_owned(), options)],
+            }),
+        )
+    }
+
+    fn publish(
+        &mut self,
+        conn: ConnId,
+        topic: &str,
+        payload: &str,
+        qos: QoS,
+        retain: bool,
+    ) -> Vec<Action> {
+        self.packet(
+            conn,
+            ClientPacket::Publish(publish(topic, payload, qos, retain)),
+        )
+    }
+}
+
+fn publish(topic: &str, payload: &str, qos: QoS, retain: bool) -> Publish {
+    Publish {
+        dup: false,
+        qos,
+        retain,
+        topic: topic.to_owned(),
+        packet_id: if qos == QoS::AtMostOnce { 0 } else { 7 },
+        payload: Bytes::copy_from_slice(payload.as_bytes()),
+        properties: PublishProperties::default(),
+    }
+}
+
+fn will(topic: &str, payload: &str) -> LastWill {
+    LastWill {
+        topic: topic.to_owned(),
+        payload: Bytes::copy_from_slice(payload.as_bytes()),
+        qos: QoS::AtLeastOnce,
+        retain: false,
+        delay_interval: 0,
+        properties: PublishProperties::default(),
+    }
+}
+
+/// The PUBLISH packets sent to `conn`, as (topic, payload, qos, retain).
+fn published(actions: &[Action], conn: ConnId) -> Vec<(String, String, QoS, bool)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                conn: c,
+                packet: ServerPacket::Publish(p),
+            } if *c == conn => Some((
+                p.topic.clone(),
+                String::from_utf8_lossy(&p.payload).into_owned(),
+                p.qos,
+                p.retain,
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn connack(actions: &[Action]) -> &ConnAck {
+    actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Send {
+                packet: ServerPacket::ConnAck(ack),
+                ..
+            } => Some(ack),
+            _ => None,
+        })
+        .expect("a CONNACK")
+}
+
+fn closes(actions: &[Action], conn: ConnId) -> bool {
+    actions.contains(&Action::Close { conn })
+}
+
+#[test]
+fn routes_through_wildcards_with_granted_qos() {
+    let mut h = Harness::new();
+    h.connect(1, V3);
+    h.connect(2, V5);
+    let actions = h.subscribe(1, "home/+/volume", QoS::ExactlyOnce);
+    assert!(actions.contains(&Action::Send {
+        conn: 1,
+        packet: ServerPacket::SubAck {
+            packet_id: 1,
+            codes: vec![1]
+        }
+    }));
+    h.subscribe(2, "home/#", QoS::AtMostOnce);
+    let actions = h.publish(3, "home/kitchen/volume", "40", QoS::AtLeastOnce, false);
+    assert!(actions.is_empty(), "unknown connection is ignored");
+    h.connect(3, V3);
+    let actions = h.publish(3, "home/kitchen/volume", "40", QoS::AtLeastOnce, false);
+    assert_eq!(
+        published(&actions, 1),
+        vec![(
+            "home/kitchen/volume".into(),
+            "40".into(),
+            QoS::AtLeastOnce,
+            false
+        )]
+    );
+    assert_eq!(published(&actions, 2)[0].2, QoS::AtMostOnce);
+    assert!(actions.contains(&Action::Send {
+        conn: 3,
+        packet: ServerPacket::PubAck {
+            packet_id: 7,
+            reason: 0
+        }
+    }));
+    let actions = h.publish(3, "office/x/volume", "1", QoS::AtMostOnce, false);
+    assert!(published(&actions, 1).is_empty());
+}
+
+#[test]
+fn retained_messages_reach_late_subscribers_until_cleared() {
+    let mut h = Harness::new();
+    h.connect(1, V3);
+    h.publish(1, "dw/status", "online", QoS::AtLeastOnce, true);
+    h.connect(2, V3);
+    let actions = h.subscribe(2, "dw/#", QoS::AtLeastOnce);
+    assert_eq!(
+        published(&actions, 2),
+        vec![("dw/status".into(), "online".into(), QoS::AtLeastOnce, true)]
+    );
+    // A live retained message goes to existing subscribers with retain 0.
+    let actions = h.publish(1, "dw/status", "busy", QoS::AtMostOnce, true);
+    assert!(!published(&actions, 2)[0].3);
+    // An empty retained payload clears the topic.
+    h.publish(1, "dw/status", "", QoS::AtMostOnce, true);
+    h.connect(3, V3);
+    assert!(published(&h.subscribe(3, "#", QoS::AtLeastOnce), 3).is_empty());
+}
+
+#[test]
+fn retain_handling_and_retain_as_published() {
+    let mut h = Harness::new();
+    h.connect(1, V5);
+    h.publish(1, "r", "x", QoS::AtMostOnce, true);
+    h.connect(2, V5);
+    let never = h.subscribe_with(2, "r", |o| o.retain_handling = RetainHandling::Never);
+    assert!(published(&never, 2).is_empty());
+    let again = h.subscribe_with(2, "r", |o| {
+        o.retain_handling = RetainHandling::OnNewSubscription
+    });
+    assert!(published(&again, 2).is_empty(), "subscription existed");
+    h.subscribe_with(2, "r", |o| o.retain_as_published = true);
+    let live = h.publish(1, "r", "y", QoS::AtMostOnce, true);
+    assert!(published(&live, 2)[0].3);
+}
+
+#[test]
+fn will_is_published_on_abnormal_disconnect_only() {
+    let mut h = Harness::new();
+    h.connect(1, V3);
+    h.subscribe(1, "wills/#", QoS::AtLeastOnce);
+    h.connect_with(2, |c| c.will = Some(will("wills/2", "gone")));
+    let actions = h.step(Input::Lost {
+        conn: 2,
+        cause: LossCause::PeerClosed,
+    });
+    assert!(closes(&actions, 2));
+    assert_eq!(
+        published(&actions, 1),
+        vec![("wills/2".into(), "gone".into(), QoS::AtLeastOnce, false)]
+    );
+    // A normal DISCONNECT discards the will.
+    h.connect_with(3, |c| c.will = Some(will("wills/3", "gone")));
+    let actions = h.packet(
+        3,
+        ClientPacket::Disconnect(Disconnect {
+            reason: 0,
+            session_expiry_interval: None,
+        }),
+    );
+    assert!(closes(&actions, 3));
+    assert!(published(&actions, 1).is_empty());
+    assert_eq!(h.broker.connection_count(), 1);
+}
+
+#[test]
+fn v5_disconnect_with_will_and_protocol_errors() {
+    let mut h = Harness::new();
+    h.connect(1, V3);
+    h.subscribe(1, "w", QoS::AtMostOnce);
+    h.connect_with(2, |c| {
+        c.version = V5;
+        c.will = Some(will("w", "asked"));
+    });
+    let actions = h.packet(
+        2,
+        ClientPacket::Disconnect(Disconnect {
+            reason: reason::DISCONNECT_WITH_WILL,
+            session_expiry_interval: None,
+        }),
+    );
+    assert_eq!(published(&actions, 1).len(), 1);
+
+    h.connect_with(3, |c| {
+        c.version = V5;
+        c.will = Some(will("w", "violation"));
+    });
+    let actions = h.step(Input::Lost {
+        conn: 3,
+        cause: LossCause::Violation(DecodeError::Malformed("test")),
+    });
+    assert_eq!(
+        actions[0],
+        Action::Send {
+            conn: 3,
+            packet: ServerPacket::Disconnect {
+                reason: reason::MALFORMED_PACKET
+            }
+        }
+    );
+    assert_eq!(published(&actions, 1).len(), 1);
+}
+
+#[test]
+fn delayed_will_is_cancelled_by_a_reconnect_and_sent_when_due() {
+    let mut h = Harness::new();
+    h.connect(1, V3);
+    h.subscribe(1, "w", QoS::AtMostOnce);
+    let connect = |c: &mut Connect| {
+        c.version = V5;
+        c.clean_start = false;
+        c.client_id = "phone".into();
+        c.properties.session_expiry_interval = 60;
+        c.will = Some(LastWill {
+            delay_interval: 10,
+            ..will("w", "late")
+        });
+    };
+    h.connect_with(2, connect);
+    let lost = Input::Lost {
+        conn: 2,
+        cause: LossCause::PeerClosed,
+    };
+    assert!(published(&h.step(lost.clone()), 1).is_empty());
+    h.now += Duration::from_secs(5);
+    assert!(published(&h.step(Input::Tick), 1).is_empty());
+    let actions = h.connect_with(3, connect);
+    assert!(connack(&actions).session_present);
+    h.now += Duration::from_secs(20);
+    assert!(published(&h.step(Input::Tick), 1).is_empty(), "cancelled");
+
+    h.step(Input::Lost {
+        conn: 3,
+        cause: LossCause::PeerClosed,
+    });
+    h.now += Duration::from_secs(11);
+    assert_eq!(published(&h.step(Input::Tick), 1).len(), 1, "due");
+    h.now += Duration::from_secs(60);
+    h.step(Input::Tick);
+    assert_eq!(h.broker.session_count(), 1, "session of client 1 only");
+}
+
+#[test]
+fn takeover_closes_the_older_connection() {
+    let mut h = Harness::new();
+    h.connect(1, V3);
+    h.subscribe(1, "w", QoS::AtMostOnce);
+    h.connect_with(2, |c| {
+        c.version = V5;
+        c.client_id = "same".into();
+        c.will = Some(will("w", "old"));
+    });
+    let actions = h.connect_with(3, |c| c.client_id = "same".into());
+    assert_eq!(
+        actions[0],
+        Action::Send {
+            conn: 2,
+            packet: ServerPacket::Disconnect {
+                reason: reason::SESSION_TAKEN_OVER
+            }
+        }
+    );
+    assert!(closes(&actions, 2));
+    assert_eq!(published(&actions, 1).len(), 1, "old connection's will");
+    assert!(!connack(&actions).session_present);
+    // The old connection's late reports change nothing.
+    let late = h.step(Input::Lost {
+        conn: 2,
+        cause: LossCause::PeerClosed,
+    });
+    assert!(late.is_empty());
+    assert_eq!(h.broker.connection_count(), 2);
+}
+
+#[test]
+fn persistent_session_keeps_subscriptions_and_resends_unacked() {
+    let mut h = Harness::new();
+    let persistent = |c: &mut Connect| {
+        c.clean_start = false;
+        c.client_id = "ha".into();
+    };
+    h.connect_with(1, persistent);
+    h.subscribe(1, "t", QoS::AtLeastOnce);
+    h.connect(2, V3);
+    let first = h.publish(2, "t", "a", QoS::AtLeastOnce, false);
+    assert_eq!(published(&first, 1).len(), 1);
+    h.step(Input::Lost {
+        conn: 1,
+        cause: LossCause::PeerClosed,
+    });
+    // Queued while away; QoS 0 is not kept.
+    h.publish(2, "t", "b", QoS::AtLeastOnce, false);
+    h.publish(2, "t", "c", QoS::AtMostOnce, false);
+    let actions = h.connect_with(3, persistent);
+    assert!(connack(&actions).session_present);
+    let resent: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                packet: ServerPacket::Publish(p),
+                ..
+            } => Some((String::from_utf8_lossy(&p.payload).into_owned(), p.dup)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resent, vec![("a".into(), true), ("b".into(), false)]);
+    // A clean session discards it.
+    h.step(Input::Lost {
+        conn: 3,
+        cause: LossCause::PeerClosed,
+    });
+    let actions = h.connect_with(4, |c| c.client_id = "ha".into());
+    assert!(!connack(&actions).session_present);
+    assert!(published(&h.publish(2, "t", "d", QoS::AtMostOnce, false), 4).is_empty());
+}
+
+#[test]
+fn receive_maximum_limits_messages_in_flight() {
+    let mut h = Harness::new();
+    h.connect_with(1, |c| {
+        c.version = V5;
+        c.properties.receive_maximum = 2;
+    });
+    h.subscribe(1, "t", QoS::AtLeastOnce);
+    h.connect(2, V3);
+    let mut sent = 0;
+    for i in 0..4 {
+        sent += published(
+            &h.publish(2, "t", &i.to_string(), QoS::AtLeastOnce, false),
+            1,
+        )
+        .len();
+    }
+    assert_eq!(sent, 2);
+    let actions = h.packet(1, ClientPacket::PubAck { packet_id: 1 });
+    assert_eq!(
+        published(&actions, 1),
+        vec![("t".into(), "2".into(), QoS::AtLeastOnce, false)]
+    );
+}
+
+#[test]
+fn qos2_from_a_client_is_delivered_once() {
+    let mut h = Harness::new();
+    h.connect(1, V3);
+    h.subscribe(1, "t", QoS::AtLeastOnce);
+    h.connect(2, V3);
+    let first = h.publish(2, "t", "x", QoS::ExactlyOnce, false);
+    assert_eq!(published(&first, 1).len(), 1);
+    let mut again = publish("t", "x", QoS::ExactlyOnce, false);
+    again.dup = true;
+    let second = h.packet(2, ClientPacket::Publish(again));
+    assert!(published(&second, 1).is_empty());
+    assert!(second.contains(&Action::Send {
+        conn: 2,
+        packet: ServerPacket::PubRec {
+            packet_id: 7,
+            reason: 0
+        }
+    }));
+    let rel = h.packet(2, ClientPacket::PubRel { packet_id: 7 });
+    assert_eq!(
+        rel,
+        vec![Action::Send {
+            conn: 2,
+            packet: ServerPacket::PubComp {
+                packet_id: 7,
+                reason: 0
+            }
+        }]
+    );
+}
+
+#[test]
+fn no_local_and_subscription_identifiers() {
+    let mut h = Harness::new();
+    h.connect(1, V5);
+    h.packet(
+        1,
+        ClientPacket::Subscribe(Subscribe {
+            packet_id: 2,
+            subscription_identifier: Some(42),
+            filters: vec![(
+                "t/#".into(),
+                SubscriptionOptions {
+                    qos: QoS::AtMostOnce,
+                    no_local: true,
+                    retain_as_published: false,
+                    retain_handling: RetainHandling::OnSubscribe,
+                },
+            )],
+        }),
+    );
+    assert!(published(&h.publish(1, "t/a", "own", QoS::AtMostOnce, false), 1).is_empty());
+    h.connect(2, V3);
+    let actions = h.publish(2, "t/a", "other", QoS::AtMostOnce, false);
+    let Some(Action::Send {
+        packet: ServerPacket::Publish(p),
+        ..
+    }) = actions.first()
+    else {
+        panic!("no publish: {actions:?}");
+    };
+    assert_eq!(p.properties.subscription_identifiers, vec![42]);
+}
+
+#[test]
+fn refuses_bad_filters_shared_subscriptions_and_unknown_unsubscribes() {
+    let mut h = Harness::new();
+    h.connect(1, V5);
+    h.connect(2, V3);
+    for (conn, expected) in [(1, reason::SHARED_SUBSCRIPTIONS_NOT_SUPPORTED), (2, 0x80)] {
+        let actions = h.subscribe(conn, "$share/g/t", QoS::AtMostOnce);
+        assert_eq!(
+            actions,
+            vec![Action::Send {
+                conn,
+                packet: ServerPacket::SubAck {
+                    packet_id: 1,
+                    codes: vec![expected]
+                }
+            }]
+        );
+    }
+    let actions = h.subscribe(1, "a/#/b", QoS::AtMostOnce);
+    assert!(
+        matches!(&actions[0], Action::Send { packet: ServerPacket::SubAck { codes, .. }, .. } if codes == &[reason::TOPIC_FILTER_INVALID])
+    );
+    h.subscribe(1, "a", QoS::AtMostOnce);
+    let actions = h.packet(
+        1,
+        ClientPacket::Unsubscribe(Unsubscribe {
+            packet_id: 3,
+            filters: vec!["a".into(), "b".into()],
+        }),
+    );
+    assert_eq!(
+        actions,
+        vec![Action::Send {
+            conn: 1,
+            packet: ServerPacket::UnsubAck {
+                packet_id: 3,
+                codes: vec![0, reason::NO_SUBSCRIPTION_EXISTED]
+            }
+        }]
+    );
+    assert!(published(&h.publish(2, "a", "x", QoS::AtMostOnce, false), 1).is_empty());
+}
+
+#[test]
+fn client_identifiers_empty_and_refused() {
+    let mut h = Harness::new();
+    let actions = h.connect_with(1, |c| {
+        c.client_id.clear();
+        c.clean_start = false;
+    });
+    assert_eq!(connack(&actions).code, reason::V3_IDENTIFIER_REJECTED);
+    assert!(closes(&actions, 1));
+    let actions = h.connect_with(2, |c| {
+        c.version = V5;
+        c.client_id.clear();
+    });
+    let ack = connack(&actions);
+    assert_eq!(ack.code, 0);
+    assert!(ack.assigned_client_identifier.is_some());
+    let actions = h.connect_with(3, |c| {
+        c.version = V5;
+        c.properties.authentication_method = Some("SCRAM-SHA-1".into());
+    });
+    assert_eq!(connack(&actions).code, reason::BAD_AUTHENTICATION_METHOD);
+}
+
+#[test]
+fn messages_larger_than_the_client_accepts_are_dropped() {
+    let mut h = Harness::new();
+    h.connect_with(1, |c| {
+        c.version = V5;
+        c.properties.maximum_packet_size = Some(64);
+    });
+    h.subscribe(1, "t", QoS::AtLeastOnce);
+    h.connect(2, V3);
+    let big = "x".repeat(100);
+    assert!(published(&h.publish(2, "t", &big, QoS::AtLeastOnce, false), 1).is_empty());
+    assert_eq!(
+        published(&h.publish(2, "t", "small", QoS::AtLeastOnce, false), 1).len(),
+        1
+    );
+}
+
+#[test]
+fn expired_messages_are_not_delivered() {
+    let mut h = Harness::new();
+    h.connect(1, V5);
+    let mut p = publish("t", "soon stale", QoS::AtMostOnce, true);
+    p.properties.message_expiry_interval = Some(5);
+    h.packet(1, ClientPacket::Publish(p));
+    h.connect(2, V5);
+    let fresh = h.subscribe(2, "t", QoS::AtMostOnce);
+    let Some(Action::Send {
+        packet: ServerPacket::Publish(p),
+        ..
+    }) = fresh.get(1)
+    else {
+        panic!("retained message expected: {fresh:?}");
+    };
+    assert_eq!(p.properties.message_expiry_interval, Some(5));
+    h.now += Duration::from_secs(6);
+    h.connect(3, V5);
+    assert!(published(&h.subscribe(3, "t", QoS::AtMostOnce), 3).is_empty());
+}
+
+#[test]
+fn shutdown_tells_v5_clients() {
+    let mut h = Harness::new();
+    h.connect(1, V3);
+    h.connect(2, V5);
+    let actions = h.broker.shutdown();
+    assert_eq!(
+        actions,
+        vec![
+            Action::Close { conn: 1 },
+            Action::Send {
+                conn: 2,
+                packet: ServerPacket::Disconnect {
+                    reason: reason::SERVER_SHUTTING_DOWN
+                }
+            },
+            Action::Close { conn: 2 },
+        ]
+    );
+    assert_eq!(h.broker.connection_count(), 0);
+}
+
+#[test]
+fn queue_is_bounded_for_absent_clients() {
+    let mut h = Harness::with_limits(Limits {
+        max_queued: 3,
+        ..Limits::default()
+    });
+    let persistent = |c: &mut Connect| {
+        c.clean_start = false;
+        c.client_id = "away".into();
+    };
+    h.connect_with(1, persistent);
+    h.subscribe(1, "t", QoS::AtLeastOnce);
+    h.step(Input::Lost {
+        conn: 1,
+        cause: LossCause::PeerClosed,
+    });
+    h.connect(2, V3);
+    for i in 0..10 {
+        h.publish(2, "t", &i.to_string(), QoS::AtLeastOnce, false);
+    }
+    let actions = h.connect_with(3, persistent);
+    let payloads: Vec<_> = published(&actions, 3).into_iter().map(|p| p.1).collect();
+    assert_eq!(payloads, vec!["7", "8", "9"]);
+}
