@@ -136,7 +136,7 @@ pub(crate) struct Companion {
     pub(crate) tracking: watch::Sender<Option<u32>>,
     photos: Mutex<Vec<String>>,
     /// Volume indexes saved by `mute`, per Android stream number.
-    muted: Mutex<HashMap<u8, i64>>,
+    pub(crate) muted: Mutex<HashMap<u8, i64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -168,10 +168,6 @@ impl Companion {
     /// Paths of the photos taken, oldest first.
     pub(crate) fn photos(&self) -> MutexGuard<'_, Vec<String>> {
         lock(&self.photos)
-    }
-
-    pub(crate) fn muted(&self) -> MutexGuard<'_, HashMap<u8, i64>> {
-        lock(&self.muted)
     }
 }
 

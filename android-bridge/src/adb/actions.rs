@@ -3,7 +3,8 @@
 //! `docs/adb-commands.md`; this file is its implementation.
 //!
 //! Everything here goes through the [`Shell`] trait, so it is tested with a
-//! scripted shell, without a phone.
+//! scripted shell, without a phone, and the emulated phone's companion app
+//! reuses it over its own shell, so both transports answer alike.
 
 use super::parse::{self, DeviceFailure, FailureKind, ParseError};
 use super::shell::ShellOutput;
@@ -21,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// Runs one device command (an argv; quoting is the implementation's job).
-pub(crate) trait Shell: Send + Sync {
+pub trait Shell: Send + Sync {
     /// The device's name, for error messages.
     fn device_name(&self) -> &str;
     /// Run `argv` and return its output and exit status.
@@ -109,8 +110,14 @@ async fn keyevent(sh: &dyn Shell, key: &str) -> Result<(), BridgeError> {
     ok(sh, &["input", "keyevent", key]).await.map(drop)
 }
 
-/// Perform `command` on the phone behind `sh`.
-pub(crate) async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeError> {
+/// Perform `command` on the phone behind `sh`: the device commands of
+/// `docs/adb-commands.md`, parsed into the catalogue's result shape.
+///
+/// # Errors
+/// What the phone reports (permission, missing service or command, not
+/// found, other failures), unexpected output, and `unsupported_action` for
+/// actions that need the companion app.
+pub async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeError> {
     match command {
         Command::Battery(BatteryAction::Status) => {
             to_json(read(sh, &["dumpsys", "battery"], parse::battery).await?)

@@ -19,7 +19,7 @@
 //! - No read timeouts: calls run on per-device threads and the caller's
 //!   timeout is enforced on the async side.
 
-mod actions;
+pub mod actions;
 pub mod parse;
 mod pool;
 mod shell;
@@ -34,7 +34,7 @@ use adb_client::{ADBDeviceExt, RustADBError};
 use droidwarden_services::{Command, DeviceName};
 use pool::WorkerPool;
 use serde_json::Value;
-use shell::ShellOutput;
+pub use shell::{ShellOutput, quote};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddrV4;
 use std::path::PathBuf;

@@ -14,7 +14,7 @@ pub(crate) const RC_MARKER: &str = "__dw_rc=";
 /// Words made only of characters that no shell treats specially are left as
 /// they are, for readable logs; everything else is wrapped in single quotes,
 /// inside which a shell interprets nothing, with each `'` written as `'\''`.
-pub(crate) fn quote(arg: &str) -> String {
+pub fn quote(arg: &str) -> String {
     let plain = !arg.is_empty()
         && arg
             .bytes()
@@ -38,13 +38,13 @@ pub(crate) fn command_line(argv: &[&str]) -> String {
 
 /// The result of one device command.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct ShellOutput {
+pub struct ShellOutput {
     /// Standard output, without the trailer.
-    pub(crate) stdout: String,
+    pub stdout: String,
     /// Standard error (merged into stdout by devices without shell v2).
-    pub(crate) stderr: String,
+    pub stderr: String,
     /// The command's exit status.
-    pub(crate) exit: i32,
+    pub exit: i32,
 }
 
 /// Split the trailer off raw stdout. `None` when the trailer is missing or
