@@ -3,6 +3,7 @@
 //! result that the rest of the daemon uses. Every problem names its key.
 
 use droidwarden_bridge::adb::AdbConfig;
+use droidwarden_bridge::companion::CompanionConfig;
 use droidwarden_services::DeviceName;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,8 +42,17 @@ pub(crate) struct RawConfig {
     mqtt: RawMqtt,
     broker: RawBroker,
     poll: BTreeMap<String, u64>,
+    companion: RawCompanion,
     #[serde(default)]
     devices: Vec<RawDevice>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCompanion {
+    request_timeout_ms: u64,
+    queue_ttl_ms: u64,
+    auto_register: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -103,13 +113,17 @@ struct RawState {
 struct RawDevice {
     name: String,
     transport: String,
-    serial: String,
+    #[serde(default)]
+    serial: Option<String>,
+    #[serde(default)]
+    companion_id: Option<String>,
 }
 
 /// The validated configuration.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
     pub(crate) adb: AdbConfig,
+    pub(crate) companion: CompanionConfig,
     pub(crate) state_dir: PathBuf,
     pub(crate) mqtt: MqttSettings,
     /// Seconds between state reads, per service id (only non-zero entries).
@@ -322,6 +336,7 @@ impl TryFrom<RawConfig> for Config {
             return Err(bad("calls.timeout_ms", "must be between 100 and 600000"));
         }
         let mut names = BTreeMap::new();
+        let mut companions = BTreeMap::new();
         let mut seen = BTreeSet::new();
         for (i, d) in raw.devices.iter().enumerate() {
             let key = |field: &str| format!("devices[{i}].{field}");
@@ -329,20 +344,73 @@ impl TryFrom<RawConfig> for Config {
             if !seen.insert(name.clone()) {
                 return Err(bad(&key("name"), format!("{name} is configured twice")));
             }
-            if d.transport != "adb" {
-                return Err(bad(
-                    &key("transport"),
-                    format!("unknown transport {:?}; valid: adb", d.transport),
-                ));
-            }
-            if d.serial.trim().is_empty() {
-                return Err(bad(&key("serial"), "must not be empty"));
-            }
-            if names.insert(d.serial.clone(), name).is_some() {
-                return Err(bad(&key("serial"), format!("{} is named twice", d.serial)));
+            match d.transport.as_str() {
+                "adb" => {
+                    if d.companion_id.is_some() {
+                        return Err(bad(
+                            &key("companion_id"),
+                            "only for transport = \"companion\"",
+                        ));
+                    }
+                    let serial = d.serial.as_deref().unwrap_or_default();
+                    if serial.trim().is_empty() {
+                        return Err(bad(&key("serial"), "an adb device needs its serial"));
+                    }
+                    if names.insert(serial.to_owned(), name).is_some() {
+                        return Err(bad(&key("serial"), format!("{serial} is named twice")));
+                    }
+                }
+                "companion" => {
+                    if d.serial.is_some() {
+                        return Err(bad(
+                            &key("serial"),
+                            "only for transport = \"adb\"; use companion_id",
+                        ));
+                    }
+                    let id = d.companion_id.as_deref().unwrap_or_default();
+                    let valid = !id.is_empty()
+                        && id.len() <= 64
+                        && id
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+                    if !valid {
+                        return Err(bad(
+                            &key("companion_id"),
+                            "1 to 64 letters, digits, '-', '_' or '.'",
+                        ));
+                    }
+                    if companions.insert(id.to_owned(), name).is_some() {
+                        return Err(bad(&key("companion_id"), format!("{id} is named twice")));
+                    }
+                }
+                other => {
+                    return Err(bad(
+                        &key("transport"),
+                        format!("unknown transport {other:?}; valid: adb, companion"),
+                    ));
+                }
             }
         }
+        let companion = raw.companion;
+        if !(100..=600_000).contains(&companion.request_timeout_ms) {
+            return Err(bad(
+                "companion.request_timeout_ms",
+                "must be between 100 and 600000",
+            ));
+        }
+        if companion.queue_ttl_ms > 86_400_000 {
+            return Err(bad(
+                "companion.queue_ttl_ms",
+                "must be at most 86400000 (a day)",
+            ));
+        }
         Ok(Config {
+            companion: CompanionConfig {
+                request_timeout: Duration::from_millis(companion.request_timeout_ms),
+                queue_ttl: Duration::from_millis(companion.queue_ttl_ms),
+                auto_register: companion.auto_register,
+                names: companions,
+            },
             adb: AdbConfig {
                 server,
                 connect: raw.adb.connect,

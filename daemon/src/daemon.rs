@@ -13,6 +13,7 @@
 use crate::config::{BrokerTarget, Config};
 use crate::hub::Hub;
 use crate::mqtt;
+use droidwarden_bridge::companion::CompanionHub;
 use droidwarden_bridge::{DeviceEvent, Registry, adb::AdbTransport};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -32,6 +33,8 @@ pub(crate) async fn run(config: Config) -> ExitCode {
     let registry = Arc::new(Registry::new());
     let hub = Hub::new(Arc::clone(&registry));
     let adb = Arc::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
+    let (companion, companion_requests) =
+        CompanionHub::new(config.companion.clone(), Arc::clone(&registry));
     tracing::info!(state_dir = %config.state_dir.display(), "droidwarden starting");
     if let Err(e) = adb.refresh().await {
         tracing::warn!(error = %e, "no devices yet; will keep trying");
@@ -62,14 +65,18 @@ pub(crate) async fn run(config: Config) -> ExitCode {
             }
         }
     }
-    let (link, eventloop) =
-        match mqtt::connect(mqtt_settings, hub.clone(), config.state_dir.clone()) {
-            Ok(pair) => pair,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot set up MQTT");
-                return ExitCode::FAILURE;
-            }
-        };
+    let (link, eventloop) = match mqtt::connect(
+        mqtt_settings,
+        hub.clone(),
+        companion,
+        config.state_dir.clone(),
+    ) {
+        Ok(pair) => pair,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot set up MQTT");
+            return ExitCode::FAILURE;
+        }
+    };
     let (incoming_tx, incoming_rx) = tokio::sync::mpsc::channel(mqtt::INCOMING_CHANNEL);
     let mqtt_stop = CancellationToken::new();
     tracker.spawn(mqtt::run_event_loop(
@@ -85,6 +92,11 @@ pub(crate) async fn run(config: Config) -> ExitCode {
         shutdown.clone(),
     ));
     tracker.spawn(mqtt::run_publisher(Arc::clone(&link), mqtt_stop.clone()));
+    tracker.spawn(mqtt::run_companion_requests(
+        Arc::clone(&link),
+        companion_requests,
+        mqtt_stop.clone(),
+    ));
     tracker.spawn({
         let adb = Arc::clone(&adb);
         let shutdown = shutdown.clone();

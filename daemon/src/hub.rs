@@ -76,6 +76,12 @@ pub(crate) struct StateEvent {
 pub(crate) enum BusEvent {
     Status(StatusEvent),
     State(StateEvent),
+    /// Something a phone pushed (a notification, a battery change …).
+    PhoneEvent {
+        device: DeviceName,
+        kind: &'static str,
+        data: Value,
+    },
 }
 
 /// Broadcast of [`BusEvent`]s.
@@ -132,6 +138,20 @@ impl Hub {
 
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<BusEvent> {
         self.bus.subscribe()
+    }
+
+    /// Announce a service's state learnt some other way (a phone's event).
+    pub(crate) fn announce_state(&self, device: DeviceName, service: &'static str, state: Value) {
+        self.announce(BusEvent::State(StateEvent {
+            device,
+            service,
+            state,
+        }));
+    }
+
+    /// Announce an event a phone pushed.
+    pub(crate) fn announce_event(&self, device: DeviceName, kind: &'static str, data: Value) {
+        self.announce(BusEvent::PhoneEvent { device, kind, data });
     }
 
     fn announce(&self, event: BusEvent) {

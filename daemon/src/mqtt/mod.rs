@@ -25,9 +25,10 @@ use api::{Kind, Request};
 use bytes::Bytes;
 use dedupe::{Admission, Dedupe};
 use droidwarden_bridge::DeviceEvent;
+use droidwarden_bridge::companion::{CompanionHub, Outgoing, presence_from_payload};
 use droidwarden_services::{ErrorCode, WireError};
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::{LastWill, Packet, Publish, PublishProperties};
+use rumqttc::v5::mqttbytes::v5::{Filter, LastWill, Packet, Publish, PublishProperties};
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -59,6 +60,7 @@ pub(crate) struct Mqtt {
     topics: Topics,
     settings: MqttSettings,
     hub: Hub,
+    companion: CompanionHub,
     dedupe: Dedupe,
     /// Topic → payload of everything published retained, republished after
     /// every reconnection.
@@ -76,6 +78,7 @@ pub(crate) struct Mqtt {
 pub(crate) fn connect(
     settings: MqttSettings,
     hub: Hub,
+    companion: CompanionHub,
     state_dir: PathBuf,
 ) -> Result<(Arc<Mqtt>, EventLoop), String> {
     let topics = Topics::new(&settings.prefix);
@@ -111,6 +114,7 @@ pub(crate) fn connect(
         dedupe: Dedupe::new(settings.dedupe_window),
         settings,
         hub,
+        companion,
         retained: Mutex::new(BTreeMap::new()),
         calls: TaskTracker::new(),
         discovered: Mutex::new(BTreeSet::new()),
@@ -213,13 +217,19 @@ pub(crate) async fn run_resync(mqtt: Arc<Mqtt>, shutdown: CancellationToken) {
             () = shutdown.cancelled() => return,
             () = mqtt.resync.notified() => {}
         }
-        for filter in [
+        // No-local: our own requests to phones need not come back to us.
+        let filters = [
             mqtt.topics.commands_filter(),
             mqtt.topics.ha_commands_filter(),
-        ] {
-            if let Err(e) = mqtt.client.subscribe(filter, QoS::AtLeastOnce).await {
-                tracing::warn!(error = %e, "subscribe failed");
-            }
+            mqtt.topics.companion_filter(),
+        ]
+        .map(|path| {
+            let mut filter = Filter::new(path, QoS::AtLeastOnce);
+            filter.nolocal = true;
+            filter
+        });
+        if let Err(e) = mqtt.client.subscribe_many(filters).await {
+            tracing::warn!(error = %e, "subscribe failed");
         }
         mqtt.send(mqtt.topics.availability(), b"online".to_vec(), true)
             .await;
@@ -391,6 +401,8 @@ fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
                 Ok(request) => handle(&mqtt, request, response).await,
             }
         });
+    } else if let Some((id, rest)) = mqtt.topics.parse_companion(&topic) {
+        companion_message(mqtt, id, rest, &publish.payload);
     } else if let Some((device, object)) = mqtt.topics.parse_ha_command(&topic) {
         let (device, object) = (device.to_owned(), object.to_owned());
         let payload = String::from_utf8_lossy(&publish.payload).into_owned();
@@ -399,6 +411,55 @@ fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
         tracker.spawn(async move { ha_command(&mqtt, &device, &object, &payload).await });
     } else {
         tracing::debug!(topic, "ignoring a message on an unexpected topic");
+    }
+}
+
+/// A message from a companion phone: presence, a response, or an event.
+/// The hub ignores (and logs) anything malformed; a request topic is our
+/// own publication echoed back and is skipped.
+fn companion_message(mqtt: &Mqtt, id: &str, rest: &str, payload: &[u8]) {
+    match rest {
+        "online" => match presence_from_payload(payload) {
+            Some(online) => mqtt.companion.on_presence(id, online),
+            // An empty retained payload clears presence: the phone is gone.
+            None if payload.is_empty() => mqtt.companion.on_presence(id, false),
+            None => tracing::warn!(companion = id, "unreadable presence payload"),
+        },
+        "response" => {
+            let disposition = mqtt.companion.on_response(id, payload);
+            tracing::debug!(companion = id, ?disposition, "companion response");
+        }
+        "request" => {}
+        other => match other.strip_prefix("event/") {
+            Some(kind) if !kind.contains('/') => {
+                if let Some(event) = mqtt.companion.on_event(id, kind, payload) {
+                    let kind = event.kind;
+                    if let Some((service, _)) = kind.state_of() {
+                        mqtt.hub
+                            .announce_state(event.device.clone(), service, event.data.clone());
+                    }
+                    mqtt.hub
+                        .announce_event(event.device, kind.as_str(), event.data);
+                }
+            }
+            _ => tracing::debug!(companion = id, topic = other, "ignoring a companion topic"),
+        },
+    }
+}
+
+/// Publish the companion hub's requests until `stop`.
+pub(crate) async fn run_companion_requests(
+    mqtt: Arc<Mqtt>,
+    mut requests: mpsc::Receiver<Outgoing>,
+    stop: CancellationToken,
+) {
+    loop {
+        let request = tokio::select! {
+            () = stop.cancelled() => return,
+            r = requests.recv() => match r { Some(r) => r, None => return },
+        };
+        let topic = mqtt.topics.companion_request(&request.companion_id);
+        mqtt.send(topic, request.payload, false).await;
     }
 }
 
@@ -493,6 +554,9 @@ pub(crate) async fn run_publisher(mqtt: Arc<Mqtt>, shutdown: CancellationToken) 
                 }
                 Ok(BusEvent::State(state)) => {
                     mqtt.send_json(mqtt.topics.state(state.device.as_str(), state.service), &state.state, true).await;
+                }
+                Ok(BusEvent::PhoneEvent { device, kind, data }) => {
+                    mqtt.send_json(mqtt.topics.device_event(device.as_str(), kind), &data, false).await;
                 }
                 Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "status publisher fell behind"),
                 Err(RecvError::Closed) => return,

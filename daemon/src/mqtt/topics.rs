@@ -60,6 +60,29 @@ impl Topics {
         format!("{}/devices/+/ha/+/set", self.prefix)
     }
 
+    /// What companion phones publish: `<prefix>/companion/#`.
+    pub(crate) fn companion_filter(&self) -> String {
+        format!("{}/companion/#", self.prefix)
+    }
+
+    pub(crate) fn companion_request(&self, companion_id: &str) -> String {
+        format!("{}/companion/{companion_id}/request", self.prefix)
+    }
+
+    /// `(companion id, rest)` of a topic under `<prefix>/companion/`, e.g.
+    /// `("alice", "event/battery")`.
+    pub(crate) fn parse_companion<'a>(&self, topic: &'a str) -> Option<(&'a str, &'a str)> {
+        let rest = topic
+            .strip_prefix(&self.prefix)?
+            .strip_prefix("/companion/")?;
+        rest.split_once('/')
+    }
+
+    /// Events a phone pushed: `<prefix>/devices/<device>/events/<kind>`.
+    pub(crate) fn device_event(&self, device: &str, kind: &str) -> String {
+        format!("{}/devices/{device}/events/{kind}", self.prefix)
+    }
+
     pub(crate) fn ha_command(&self, device: &str, object_id: &str) -> String {
         format!("{}/devices/{device}/ha/{object_id}/set", self.prefix)
     }
