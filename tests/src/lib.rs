@@ -218,6 +218,10 @@ pub struct SimOptions {
     pub replay: Option<PathBuf>,
     /// A fixed ADB port (to come back on the same port after a restart).
     pub adb_port: Option<u16>,
+    /// Companion mode: the MQTT broker's port on 127.0.0.1 and the id.
+    pub companion: Option<(u16, String)>,
+    /// Serve no ADB (a companion-only phone).
+    pub no_adb: bool,
 }
 
 /// A running `droidwarden-sim` process.
@@ -242,14 +246,20 @@ impl Sim {
         let log_dir = tempfile::tempdir().expect("temp dir");
         let log_file = log_dir.path().join("commands.jsonl");
         let mut cmd = Command::new(binary("droidwarden-sim"));
-        cmd.args([
-            "--adb-port",
-            &options.adb_port.unwrap_or(0).to_string(),
-            "--control-port",
-            "0",
-        ])
-        .arg("--command-log")
-        .arg(&log_file);
+        cmd.args(["--control-port", "0"])
+            .arg("--command-log")
+            .arg(&log_file);
+        if !options.no_adb {
+            cmd.args(["--adb-port", &options.adb_port.unwrap_or(0).to_string()]);
+        }
+        if let Some((port, id)) = &options.companion {
+            cmd.args([
+                "--mqtt",
+                &format!("mqtt://127.0.0.1:{port}"),
+                "--companion-id",
+                id,
+            ]);
+        }
         if let Some(serial) = &options.serial {
             cmd.args(["--serial", serial]);
         }
@@ -283,11 +293,17 @@ impl Sim {
             .recv_timeout(Duration::from_secs(20))
             .expect("the sim's ready line within 20 s");
         let port_of = |key: &str| -> u16 {
-            line.split_whitespace()
+            let addr = line
+                .split_whitespace()
                 .find_map(|w| w.strip_prefix(key))
-                .and_then(|addr| addr.rsplit(':').next())
+                .unwrap_or_else(|| panic!("no {key} in the sim's ready line {line:?}"));
+            if addr == "-" {
+                return 0;
+            }
+            addr.rsplit(':')
+                .next()
                 .and_then(|p| p.parse().ok())
-                .unwrap_or_else(|| panic!("no {key} in the sim's ready line {line:?}"))
+                .unwrap_or_else(|| panic!("no {key} port in the sim's ready line {line:?}"))
         };
         Self {
             adb_port: port_of("adb="),

@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Notify, broadcast::error::RecvError, mpsc};
+use tokio::sync::{Notify, broadcast::error::RecvError, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use topics::Topics;
@@ -71,6 +71,11 @@ pub(crate) struct Mqtt {
     discovered: Mutex<BTreeSet<String>>,
     discovery_file: PathBuf,
     resync: Notify,
+    /// True once the subscriptions of the current connection are requested;
+    /// publishers wait for it, so after every (re)connection the broker sees
+    /// our SUBSCRIBE before anything else we send, and no publish races the
+    /// packet ids of the subscription.
+    ready: watch::Sender<bool>,
 }
 
 /// Create the client; the returned event loop must be driven by
@@ -120,6 +125,7 @@ pub(crate) fn connect(
         discovered: Mutex::new(BTreeSet::new()),
         discovery_file: state_dir.join("ha-discovery.json"),
         resync: Notify::new(),
+        ready: watch::channel(false).0,
     });
     Ok((mqtt, eventloop))
 }
@@ -183,6 +189,7 @@ pub(crate) async fn run_event_loop(
             }
             Ok(_) => {}
             Err(e) => {
+                mqtt.ready.send_replace(false);
                 failures = failures.saturating_add(1);
                 let delay = backoff(failures);
                 if failures == 1 {
@@ -231,6 +238,7 @@ pub(crate) async fn run_resync(mqtt: Arc<Mqtt>, shutdown: CancellationToken) {
         if let Err(e) = mqtt.client.subscribe_many(filters).await {
             tracing::warn!(error = %e, "subscribe failed");
         }
+        mqtt.ready.send_replace(true);
         mqtt.send(mqtt.topics.availability(), b"online".to_vec(), true)
             .await;
         let retained: Vec<(String, Vec<u8>)> = mqtt
@@ -258,6 +266,11 @@ impl Mqtt {
     /// Publish with QoS 1; retained topics are remembered for resync (an
     /// empty retained payload clears the topic and is forgotten).
     async fn send(&self, topic: String, payload: Vec<u8>, retain: bool) {
+        // Retained topics are republished after every connection anyway,
+        // so they need not wait for one; everything else does.
+        if !retain {
+            let _ = self.ready.subscribe().wait_for(|ready| *ready).await;
+        }
         if retain {
             let mut retained = self.retained();
             if payload.is_empty() {
@@ -284,6 +297,7 @@ impl Mqtt {
     /// topic, else `reply/<id>`, else the errors topic.
     async fn reply(&self, id: Option<&str>, to: &Option<ResponseTo>, reply: &Value) {
         if let Some(to) = to {
+            let _ = self.ready.subscribe().wait_for(|ready| *ready).await;
             let properties = PublishProperties {
                 correlation_data: to.correlation.clone(),
                 content_type: Some("application/json".into()),
