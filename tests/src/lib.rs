@@ -314,6 +314,11 @@ impl Sim {
         }
     }
 
+    /// The sim's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The serial the adb server knows this sim by.
     pub fn serial(&self) -> String {
         format!("127.0.0.1:{}", self.adb_port)

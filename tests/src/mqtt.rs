@@ -41,7 +41,7 @@ impl Mosquitto {
         std::fs::write(
             dir.path().join("mosquitto.conf"),
             format!(
-                "per_listener_settings true\npersistence false\nmax_packet_size 2000000\nlistener {port} 127.0.0.1\nallow_anonymous true\n{extra}"
+                "per_listener_settings true\npersistence false\nmax_packet_size 2000000\nset_tcp_nodelay true\nlistener {port} 127.0.0.1\nallow_anonymous true\n{extra}"
             ),
         )
         .expect("write mosquitto.conf");
@@ -75,6 +75,11 @@ impl Mosquitto {
             Duration::from_secs(10),
             || TcpStream::connect(("127.0.0.1", port)).ok(),
         );
+    }
+
+    /// The broker's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// Kill the broker (abruptly, like a crash).

@@ -20,7 +20,7 @@ pub(crate) mod discovery;
 pub(crate) mod topics;
 
 use crate::config::{BrokerTarget, MqttSettings};
-use crate::hub::{BusEvent, CallRequest, Hub};
+use crate::hub::{BusEvent, CallRequest, CallState, Hub};
 use api::{Kind, Request};
 use bytes::Bytes;
 use dedupe::{Admission, Dedupe};
@@ -97,6 +97,13 @@ pub(crate) fn connect(
         .set_clean_start(true)
         .set_max_packet_size(Some(MAX_PACKET))
         .set_request_channel_capacity(REQUEST_CHANNEL)
+        .set_network_options({
+            // Commands and replies are small: without TCP_NODELAY each
+            // would wait for the broker's delayed ACK (tens of milliseconds).
+            let mut network = rumqttc::NetworkOptions::new();
+            network.set_tcp_nodelay(true);
+            network
+        })
         .set_last_will(LastWill::new(
             topics.availability(),
             "offline",
@@ -288,6 +295,15 @@ impl Mqtt {
         }
     }
 
+    /// Publish retained, unless the topic already holds exactly this payload
+    /// (a state read that found nothing new).
+    async fn send_changed(&self, topic: String, payload: Vec<u8>) {
+        if self.retained().get(&topic) == Some(&payload) {
+            return;
+        }
+        self.send(topic, payload, true).await;
+    }
+
     async fn send_json(&self, topic: String, value: &Value, retain: bool) {
         self.send(topic, value.to_string().into_bytes(), retain)
             .await;
@@ -296,6 +312,11 @@ impl Mqtt {
     /// Send a reply where the request asked for it: its MQTT 5 response
     /// topic, else `reply/<id>`, else the errors topic.
     async fn reply(&self, id: Option<&str>, to: &Option<ResponseTo>, reply: &Value) {
+        self.reply_bytes(id, to, reply.to_string().into_bytes())
+            .await;
+    }
+
+    async fn reply_bytes(&self, id: Option<&str>, to: &Option<ResponseTo>, payload: Vec<u8>) {
         if let Some(to) = to {
             let _ = self.ready.subscribe().wait_for(|ready| *ready).await;
             let properties = PublishProperties {
@@ -303,7 +324,6 @@ impl Mqtt {
                 content_type: Some("application/json".into()),
                 ..PublishProperties::default()
             };
-            let payload = reply.to_string().into_bytes();
             if let Err(e) = self
                 .client
                 .publish_with_properties(
@@ -323,7 +343,7 @@ impl Mqtt {
             Some(id) => self.topics.reply(id),
             None => self.topics.errors(),
         };
-        self.send_json(topic, reply, false).await;
+        self.send(topic, payload, false).await;
     }
 
     /// Stop taking commands, let calls in flight finish (bounded by
@@ -480,27 +500,29 @@ pub(crate) async fn run_companion_requests(
 async fn handle(mqtt: &Mqtt, request: Request, response: Option<ResponseTo>) {
     let id = request.id().map(str::to_owned);
     let admission = id.as_deref().map(|id| mqtt.dedupe.admit(id));
-    let reply = match admission {
+    let reply: dedupe::Reply = match admission {
         Some(Admission::Repeat(first)) => {
             tracing::info!(id, "repeated command id: sending the first reply again");
             dedupe::first_reply(first).await.unwrap_or_else(|| {
-                api::error_reply(
-                    id.as_deref(),
-                    &WireError::new(
-                        ErrorCode::Internal,
-                        "the first request with this id did not complete",
-                    ),
-                )
+                let error = WireError::new(
+                    ErrorCode::Internal,
+                    "the first request with this id did not complete",
+                );
+                api::error_reply(id.as_deref(), &error).to_string().into()
             })
         }
         Some(Admission::Run(tx)) => {
-            let reply = execute(mqtt, id.as_deref(), request).await;
+            let reply: dedupe::Reply = execute(mqtt, id.as_deref(), request)
+                .await
+                .to_string()
+                .into();
             let _ = tx.send(Some(reply.clone()));
             reply
         }
-        None => execute(mqtt, None, request).await,
+        None => execute(mqtt, None, request).await.to_string().into(),
     };
-    mqtt.reply(id.as_deref(), &response, &reply).await;
+    mqtt.reply_bytes(id.as_deref(), &response, reply.as_bytes().to_vec())
+        .await;
 }
 
 async fn execute(mqtt: &Mqtt, id: Option<&str>, request: Request) -> Value {
@@ -563,11 +585,15 @@ pub(crate) async fn run_publisher(mqtt: Arc<Mqtt>, shutdown: CancellationToken) 
                     let device = status.device.as_str();
                     let mut body = status.to_json();
                     mqtt.send_json(mqtt.topics.status(device, status.service), &body, true).await;
-                    body["service"] = json!(status.service);
-                    mqtt.send_json(mqtt.topics.last_status(device), &body, true).await;
+                    // The device-wide "last action" only needs outcomes.
+                    if status.state != CallState::Executing {
+                        body["service"] = json!(status.service);
+                        mqtt.send_json(mqtt.topics.last_status(device), &body, true).await;
+                    }
                 }
                 Ok(BusEvent::State(state)) => {
-                    mqtt.send_json(mqtt.topics.state(state.device.as_str(), state.service), &state.state, true).await;
+                    let topic = mqtt.topics.state(state.device.as_str(), state.service);
+                    mqtt.send_changed(topic, state.state.to_string().into_bytes()).await;
                 }
                 Ok(BusEvent::PhoneEvent { device, kind, data }) => {
                     mqtt.send_json(mqtt.topics.device_event(device.as_str(), kind), &data, false).await;

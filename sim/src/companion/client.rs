@@ -122,6 +122,11 @@ async fn session(
     let request_topic = settings.topic("request");
     let online_topic = settings.topic("online");
     let (client, mut eventloop) = AsyncClient::new(options(app), REQUEST_CAPACITY);
+    // Small request/response messages: Nagle's algorithm would hold each
+    // one back for the peer's delayed ACK (tens of milliseconds).
+    let mut network = rumqttc::NetworkOptions::new();
+    network.set_tcp_nodelay(true);
+    eventloop.set_network_options(network);
     app.connected.send_replace(false);
     // Answers and events of this session stop with it.
     let session = shutdown.child_token();

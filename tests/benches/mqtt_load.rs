@@ -1,0 +1,202 @@
+//! Benchmark: calls per second through the daemon over MQTT, and latency
+//! from command publish to reply, with 100 companion phones; and the
+//! daemon's resident memory with those 100 phones.
+//!
+//! Everything is real: mosquitto, `droidwarden daemon`, and 100
+//! `droidwarden-sim` processes in companion mode. A load client keeps a
+//! window of calls outstanding (`battery.status`, round-robin over the
+//! phones) and times each from publish to its reply.
+//!
+//! ```sh
+//! cargo build --release --workspace --bins
+//! cargo bench -p droidwarden-e2e --bench mqtt_load
+//! ```
+//! `PHONES`, `CALLS` and `WINDOW` environment variables override the sizes.
+
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions, free_port, wait_for};
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::mqttbytes::v5::Packet;
+use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// CPU time (user + system) a process has used.
+fn cpu(pid: u32) -> Duration {
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let after = s.rsplit_once(')')?.1.split_whitespace().collect::<Vec<_>>();
+            Some(after.get(11)?.parse::<u64>().ok()? + after.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10) // USER_HZ is 100 on Linux
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let phones = env("PHONES", 100);
+    let calls = env("CALLS", 20_000);
+    let window = env("WINDOW", 256);
+
+    let broker = Mosquitto::start_with(free_port(), "max_queued_messages 100000\n");
+    let adb = AdbServer::start();
+    let started = Instant::now();
+    let sims: Vec<Sim> = (0..phones)
+        .map(|i| {
+            Sim::start(SimOptions {
+                companion: Some((broker.port, format!("phone-{i:03}"))),
+                no_adb: true,
+                ..SimOptions::default()
+            })
+        })
+        .collect();
+    println!("{phones} companion phones up in {:?}", started.elapsed());
+
+    let mut config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[companion]\nauto_register = true\n[poll]\n",
+        broker.port
+    );
+    for service in [
+        "battery",
+        "wifi_automation",
+        "bluetooth_automation",
+        "airplane_mode",
+        "audio_automation",
+        "screen_control",
+        "device_state",
+    ] {
+        config.push_str(&format!("{service} = 0\n"));
+    }
+    let daemon = Daemon::start(&adb, &config);
+    let probe = Probe::connect(broker.port);
+    wait_for("every phone to be online", Duration::from_secs(60), || {
+        let online = probe
+            .messages()
+            .iter()
+            .filter(|m| {
+                m.topic.starts_with("droidwarden/devices/") && m.topic.ends_with("/availability")
+            })
+            .map(|m| (m.topic.clone(), m.payload.clone()))
+            .collect::<HashMap<_, _>>()
+            .values()
+            .filter(|p| *p == "online")
+            .count();
+        (online >= phones).then_some(())
+    });
+    drop(probe);
+    std::thread::sleep(Duration::from_secs(2)); // let discovery traffic settle
+    let idle_rss = rss_kib(daemon.pid());
+    let broker_pid = broker.pid().expect("broker running");
+    let cpu_before = (
+        cpu(daemon.pid()),
+        cpu(broker_pid),
+        sims.iter().map(|s| cpu(s.pid())).sum::<Duration>(),
+    );
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (elapsed, mut latencies) = runtime.block_on(async {
+        let mut options = MqttOptions::new(format!("load-{}", std::process::id()), "127.0.0.1", broker.port);
+        options.set_keep_alive(Duration::from_secs(30));
+        let mut network = rumqttc::NetworkOptions::new();
+        network.set_tcp_nodelay(true);
+        options.set_network_options(network);
+        let (client, mut eventloop) = AsyncClient::new(options, 100_000);
+        client.subscribe("droidwarden/reply/#", QoS::AtLeastOnce).await.expect("subscribe");
+        // Wait for the SUBACK before sending.
+        loop {
+            if let Ok(Event::Incoming(Packet::SubAck(_))) = eventloop.poll().await {
+                break;
+            }
+        }
+        let mut sent_at: HashMap<String, Instant> = HashMap::new();
+        let mut latencies = Vec::with_capacity(calls);
+        let mut next = 0usize;
+        let start = Instant::now();
+        while latencies.len() < calls {
+            while next < calls && sent_at.len() < window {
+                let id = format!("b{next}");
+                let body = format!(
+                    r#"{{"id":"{id}","device":"phone-{:03}","service":"battery","action":"status"}}"#,
+                    next % phones
+                );
+                sent_at.insert(id, Instant::now());
+                client.publish("droidwarden/cmd/call", QoS::AtLeastOnce, false, body).await.expect("publish");
+                next += 1;
+            }
+            match tokio::time::timeout(Duration::from_secs(30), eventloop.poll()).await {
+                Ok(Ok(Event::Incoming(Packet::Publish(p)))) => {
+                    let topic = String::from_utf8_lossy(&p.topic);
+                    if let Some(id) = topic.strip_prefix("droidwarden/reply/")
+                        && let Some(at) = sent_at.remove(id)
+                    {
+                        assert!(p.payload.windows(9).any(|w| w == br#""ok":true"#), "a call failed: {}", String::from_utf8_lossy(&p.payload));
+                        latencies.push(at.elapsed());
+                    }
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => panic!("load client: {e}"),
+                Err(_) => panic!("no reply for 30 s; {} outstanding", sent_at.len()),
+            }
+        }
+        (start.elapsed(), latencies)
+    });
+    let loaded_rss = rss_kib(daemon.pid());
+    let cpu_after = (
+        cpu(daemon.pid()),
+        cpu(broker_pid),
+        sims.iter().map(|s| cpu(s.pid())).sum::<Duration>(),
+    );
+    latencies.sort();
+    let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "calls:        {calls} battery.status over {phones} companion phones, window {window}"
+    );
+    println!(
+        "throughput:   {:.0} calls/s   (target >= 5000)",
+        calls as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "latency:      p50 {:.2} ms   p99 {:.2} ms   max {:.2} ms   (target p99 < 20 ms)",
+        ms(pct(0.50)),
+        ms(pct(0.99)),
+        ms(pct(1.0))
+    );
+    println!(
+        "daemon RSS:   {:.1} MB idle with {phones} phones, {:.1} MB after the load   (target < 30 MB)",
+        idle_rss as f64 / 1024.0,
+        loaded_rss as f64 / 1024.0
+    );
+    println!(
+        "CPU used:     daemon {:?}, mosquitto {:?}, phones {:?} over {:?} of load",
+        cpu_after.0 - cpu_before.0,
+        cpu_after.1 - cpu_before.1,
+        cpu_after.2 - cpu_before.2,
+        elapsed
+    );
+    drop(sims);
+}
