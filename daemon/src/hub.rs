@@ -226,7 +226,7 @@ impl Hub {
         let duration = start.elapsed();
         match &result {
             Ok(_) => {
-                tracing::info!(device = %name, service, action, ms = duration.as_millis() as u64, "call succeeded")
+                tracing::debug!(device = %name, service, action, ms = duration.as_millis() as u64, "call succeeded")
             }
             Err(e) => {
                 tracing::warn!(device = %name, service, action, code = %e.code, error = %e.message, "call failed")
