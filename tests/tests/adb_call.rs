@@ -647,3 +647,25 @@ fn an_unreachable_adb_server_is_a_clear_error() {
             .contains("adb server")
     );
 }
+
+#[test]
+fn a_bad_configuration_exits_78_naming_the_key() {
+    let adb = AdbServer::start();
+    for (config, key) in [
+        ("[adb]\nserverr = \"127.0.0.1:5037\"\n", "serverr"),
+        ("[calls]\ntimeout_ms = -5\n", "timeout_ms"),
+        (
+            "[[devices]]\nname = \"a b\"\ntransport = \"adb\"\nserial = \"x\"\n",
+            "devices[0].name",
+        ),
+    ] {
+        let dw = Droidwarden::new(&adb, config);
+        let run = dw.run(&["devices"]);
+        assert_eq!(run.code, 78, "{config:?}: {}{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains(key), "{config:?}: {}", run.stderr);
+    }
+    let dw = Droidwarden::new(&adb, "");
+    let run = dw.run(&["config", "print-default"]);
+    assert_eq!(run.code, 0);
+    assert!(run.stdout.contains("[adb]") && run.stdout.contains("[mqtt]"));
+}
