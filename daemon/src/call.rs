@@ -2,8 +2,12 @@
 //!
 //! Parameters come as `KEY=VALUE` words and/or `--params JSON`. A value is
 //! read as JSON only where the action's schema expects a non-string, so
-//! `package=123abc` stays a string and `level=40` becomes a number.
+//! `package=123abc` stays a string and `level=40` becomes a number. They
+//! are checked here against the catalogue, then the call goes to the
+//! running daemon over D-Bus (so it is announced on MQTT and D-Bus like any
+//! other), or, with `--local`, straight to the adb server from this process.
 
+use crate::cli::Target;
 use crate::config::Config;
 use droidwarden_bridge::{BridgeError, Registry, adb::AdbTransport};
 use droidwarden_services::schema::Kind;
@@ -27,6 +31,8 @@ pub(crate) struct CallArgs {
     /// Parameters as KEY=VALUE.
     #[arg(value_name = "KEY=VALUE")]
     pairs: Vec<String>,
+    #[command(flatten)]
+    target: Target,
 }
 
 pub(crate) async fn run(args: CallArgs, config: Config) -> ExitCode {
@@ -47,6 +53,26 @@ pub(crate) async fn run(args: CallArgs, config: Config) -> ExitCode {
 
 async fn call(args: &CallArgs, config: Config) -> Result<Value, WireError> {
     let command = parse_command(args)?;
+    if args.target.local {
+        return call_local(args, &command, config).await;
+    }
+    let client = crate::cli::daemon(args.target.bus, &config, true).await?;
+    client
+        .call(
+            args.device.as_deref(),
+            command.service_id(),
+            &command.action_name(),
+            &command.params_json(),
+        )
+        .await
+}
+
+/// `--local`: the call from this process, straight to the adb server.
+async fn call_local(
+    args: &CallArgs,
+    command: &Command,
+    config: Config,
+) -> Result<Value, WireError> {
     let registry = Arc::new(Registry::new());
     let adb = AdbTransport::new(config.adb, Arc::clone(&registry));
     if let Err(e) = adb.refresh().await {
@@ -61,7 +87,7 @@ async fn call(args: &CallArgs, config: Config) -> Result<Value, WireError> {
         .select(args.device.as_deref())
         .map_err(|e| e.to_wire())?;
     device
-        .call(&command)
+        .call(command)
         .await
         .map_err(|e: BridgeError| e.to_wire())
 }

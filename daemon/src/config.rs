@@ -45,6 +45,7 @@ pub(crate) struct RawConfig {
     companion: RawCompanion,
     #[serde(default)]
     devices: Vec<RawDevice>,
+    dbus: RawDbus,
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,6 +129,11 @@ pub(crate) struct Config {
     pub(crate) mqtt: MqttSettings,
     /// Seconds between state reads, per service id (only non-zero entries).
     pub(crate) poll: BTreeMap<&'static str, Duration>,
+    /// The message bus the D-Bus API is offered on.
+    pub(crate) dbus: DbusBus,
+    /// The file given with `--config` (`None`: the system file when it
+    /// exists), so that a reload reads the same layers again.
+    pub(crate) source: Option<PathBuf>,
 }
 
 /// Where the MQTT broker is.
@@ -424,6 +430,8 @@ impl TryFrom<RawConfig> for Config {
             state_dir: state_dir(&raw.state.dir),
             mqtt: mqtt_settings(raw.mqtt, raw.broker)?,
             poll: poll_settings(raw.poll)?,
+            dbus: DbusBus::parse(&raw.dbus.bus)?,
+            source: None,
         })
     }
 }
@@ -524,9 +532,15 @@ pub(crate) fn load_with_env(
         }
         None => {}
     }
+    let mut credentials = None;
     let env: config::Map<String, String> = env
         .into_iter()
-        .filter(|(k, _)| k.starts_with("DROIDWARDEN__"))
+        .filter(|(k, v)| {
+            if k == CREDENTIALS_DIRECTORY {
+                credentials = Some(v.clone());
+            }
+            k.starts_with("DROIDWARDEN__")
+        })
         .collect();
     layers = layers.add_source(
         Environment::with_prefix("DROIDWARDEN")
@@ -537,11 +551,95 @@ pub(crate) fn load_with_env(
             .try_parsing(true)
             .source(Some(env)),
     );
-    let raw: RawConfig = layers
+    let mut raw: RawConfig = layers
         .build()
         .and_then(|c| c.try_deserialize())
         .map_err(|e| ConfigError(e.to_string()))?;
-    Config::try_from(raw)
+    let credentials = credentials.as_deref();
+    raw.mqtt.password_file =
+        expand_credentials("mqtt.password_file", &raw.mqtt.password_file, credentials)?;
+    raw.mqtt.ca_file = expand_credentials("mqtt.ca_file", &raw.mqtt.ca_file, credentials)?;
+    let mut config = Config::try_from(raw)?;
+    config.source = file.map(Path::to_path_buf);
+    Ok(config)
+}
+
+/// The variable systemd sets to the directory of a unit's credentials
+/// (`LoadCredential=`, `SetCredential=`).
+const CREDENTIALS_DIRECTORY: &str = "CREDENTIALS_DIRECTORY";
+
+/// Replace `${CREDENTIALS_DIRECTORY}` or `$CREDENTIALS_DIRECTORY` in a file
+/// key, so that a configuration can name a systemd credential
+/// (`password_file = "${CREDENTIALS_DIRECTORY}/mqtt-password"`). Only this
+/// one variable is expanded: any other `$` is part of the path.
+///
+/// # Errors
+/// Names `key` when the value uses the variable and it is not set.
+fn expand_credentials(key: &str, value: &str, dir: Option<&str>) -> Result<String, ConfigError> {
+    let braced = format!("${{{CREDENTIALS_DIRECTORY}}}");
+    let bare = format!("${CREDENTIALS_DIRECTORY}");
+    if !value.contains(&bare) && !value.contains(&braced) {
+        return Ok(value.to_owned());
+    }
+    let dir = dir.filter(|d| !d.is_empty()).ok_or_else(|| {
+        bad(
+            key,
+            format!(
+                "{value:?} uses ${CREDENTIALS_DIRECTORY}, which is not set (systemd sets it for a unit with LoadCredential=)"
+            ),
+        )
+    })?;
+    Ok(value.replace(&braced, dir).replace(&bare, dir))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDbus {
+    bus: String,
+}
+
+/// Which message bus the D-Bus API (`org.droidwarden.Daemon1`) is on:
+/// `[dbus] bus`. The CLI talks to the daemon on the same bus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DbusBus {
+    /// `"auto"`, the default: the session bus when there is one. A machine
+    /// without one (a fresh server, a container) gets a warning and no
+    /// D-Bus API rather than a daemon that will not start.
+    Auto,
+    /// `"session"`: the session bus, or the daemon does not start.
+    Session,
+    /// `"system"`: the system bus (needs the policy file in
+    /// `systemd/dbus/`), or the daemon does not start.
+    System,
+    /// `"none"`: no D-Bus API.
+    Off,
+}
+
+impl DbusBus {
+    fn parse(text: &str) -> Result<Self, ConfigError> {
+        Ok(match text {
+            "auto" => Self::Auto,
+            "session" => Self::Session,
+            "system" => Self::System,
+            "none" => Self::Off,
+            other => {
+                return Err(bad(
+                    "dbus.bus",
+                    format!("{other:?} is not a bus; valid: auto, session, system, none"),
+                ));
+            }
+        })
+    }
+
+    /// The value as written in the configuration.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Session => "session",
+            Self::System => "system",
+            Self::Off => "none",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -660,9 +758,101 @@ mod tests {
     }
 
     #[test]
+    fn the_password_file_can_be_a_systemd_credential() {
+        let creds = tempfile::tempdir().unwrap();
+        std::fs::write(creds.path().join("mqtt-password"), "from-systemd\n").unwrap();
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            f,
+            "[mqtt]\nurl = \"mqtt://broker.lan\"\nusername = \"dw\"\npassword_file = \"${{CREDENTIALS_DIRECTORY}}/mqtt-password\""
+        )
+        .unwrap();
+        let dir = creds.path().to_str().unwrap();
+        let env = |dir: &str| vec![("CREDENTIALS_DIRECTORY".to_owned(), dir.to_owned())];
+        let cfg = load_with_env(Some(f.path()), env(dir)).unwrap();
+        assert_eq!(cfg.mqtt.credentials.unwrap().password, "from-systemd");
+        // The unbraced form, from the environment layer.
+        let mut with_bare = env(dir);
+        with_bare.push((
+            "DROIDWARDEN__MQTT__PASSWORD_FILE".to_owned(),
+            "$CREDENTIALS_DIRECTORY/mqtt-password".to_owned(),
+        ));
+        let bare = load_with_env(Some(f.path()), with_bare).unwrap();
+        assert_eq!(bare.mqtt.credentials.unwrap().password, "from-systemd");
+        // Outside systemd the variable is missing: an error naming the key.
+        let err = load_with_env(Some(f.path()), Vec::new())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("mqtt.password_file") && err.contains("CREDENTIALS_DIRECTORY"),
+            "{err}"
+        );
+        // A missing credential names the key and the expanded path.
+        let err = load_with_env(Some(f.path()), env("/nonexistent"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("mqtt.password_file") && err.contains("/nonexistent/mqtt-password"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn only_the_credentials_variable_is_expanded() {
+        let check = |value: &str, expected: &str| {
+            assert_eq!(
+                expand_credentials("k", value, Some("/run/credentials/dw.service")).unwrap(),
+                expected
+            );
+        };
+        check("", "");
+        check("/etc/pw", "/etc/pw");
+        check("/etc/$HOME/pw", "/etc/$HOME/pw");
+        check(
+            "${CREDENTIALS_DIRECTORY}/pw",
+            "/run/credentials/dw.service/pw",
+        );
+        check(
+            "$CREDENTIALS_DIRECTORY/pw",
+            "/run/credentials/dw.service/pw",
+        );
+    }
+
+    #[test]
+    fn the_source_file_is_remembered_for_reloads() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, "[calls]\ntimeout_ms = 2000").unwrap();
+        let cfg = load_with_env(Some(f.path()), Vec::new()).unwrap();
+        assert_eq!(cfg.source.as_deref(), Some(f.path()));
+        assert_eq!(load_with_env(None, Vec::new()).unwrap().source, None);
+    }
+
+    #[test]
     fn a_missing_file_is_an_error() {
         let err = load_with_env(Some(Path::new("/nonexistent/droidwarden.toml")), Vec::new())
             .unwrap_err();
         assert!(err.to_string().contains("no such file"));
+    }
+
+    #[test]
+    fn the_dbus_bus_is_auto_by_default_and_checked() {
+        assert_eq!(load_with_env(None, Vec::new()).unwrap().dbus, DbusBus::Auto);
+        for (text, bus) in [
+            ("session", DbusBus::Session),
+            ("system", DbusBus::System),
+            ("none", DbusBus::Off),
+        ] {
+            let cfg = with_file(&format!("[dbus]\nbus = \"{text}\"")).unwrap();
+            assert_eq!(cfg.dbus, bus);
+            assert_eq!(bus.as_str(), text);
+        }
+        let env = vec![("DROIDWARDEN__DBUS__BUS".to_owned(), "system".to_owned())];
+        assert_eq!(load_with_env(None, env).unwrap().dbus, DbusBus::System);
+        let err = with_file("[dbus]\nbus = \"user\"").unwrap_err().to_string();
+        assert!(err.contains("dbus.bus"), "{err}");
+        let err = with_file("[dbus]\nbuss = \"session\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("buss"), "{err}");
     }
 }

@@ -9,16 +9,28 @@
 //!
 //! One [`CancellationToken`] per stage is the shutdown signal; every task is
 //! spawned through one [`TaskTracker`] so shutdown waits for all of them.
+//!
+//! Once started, the main loop ([`main_loop`]) takes one [`Event`] at a
+//! time: a signal (SIGTERM/SIGINT stop, SIGHUP reloads the configuration,
+//! see [`crate::reload`]), a watchdog tick, readiness, or a change of
+//! device availability; it keeps systemd informed ([`crate::systemd`]):
+//! `READY=1` once every part registered in [`Readiness`] is up (MQTT
+//! today), `STATUS=` with the devices online, `WATCHDOG=1`, `RELOADING=1`
+//! and `STOPPING=1`.
 
 use crate::config::{BrokerTarget, Config};
 use crate::hub::Hub;
 use crate::mqtt;
+use crate::reload;
+use crate::systemd::{self, Notifier, Readiness};
 use droidwarden_bridge::companion::CompanionHub;
 use droidwarden_bridge::{DeviceEvent, Registry, adb::AdbTransport};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -27,7 +39,21 @@ const CALL_GRACE: Duration = Duration::from_secs(20);
 /// How long shutdown waits for the remaining tasks.
 const TASK_GRACE: Duration = Duration::from_secs(5);
 
-pub(crate) async fn run(config: Config) -> ExitCode {
+pub(crate) async fn run(mut config: Config) -> ExitCode {
+    // Signals first: until SIGHUP is handled, its default action would end
+    // the process.
+    let mut signals = match Signals::new() {
+        Ok(signals) => signals,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for signals");
+            return ExitCode::FAILURE;
+        }
+    };
+    let notifier = Notifier::from_env();
+    if notifier.enabled() {
+        tracing::debug!("notifying systemd");
+    }
+    let mut readiness = Readiness::default();
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     let registry = Arc::new(Registry::new());
@@ -39,6 +65,17 @@ pub(crate) async fn run(config: Config) -> ExitCode {
     if let Err(e) = adb.refresh().await {
         tracing::warn!(error = %e, "no devices yet; will keep trying");
     }
+    // D-Bus API (daemon/src/dbus/): owns org.droidwarden.Daemon1 on [dbus] bus.
+    match crate::dbus::start(config.dbus, &hub).await {
+        Ok(dbus) => {
+            tracker.spawn(crate::dbus::run(dbus, shutdown.clone()));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the D-Bus API");
+            return ExitCode::FAILURE;
+        }
+    }
+    // End of the D-Bus API.
 
     let mut mqtt_settings = config.mqtt.clone();
     let broker_stop = CancellationToken::new();
@@ -68,7 +105,7 @@ pub(crate) async fn run(config: Config) -> ExitCode {
     let (link, eventloop) = match mqtt::connect(
         mqtt_settings,
         hub.clone(),
-        companion,
+        companion.clone(),
         config.state_dir.clone(),
     ) {
         Ok(pair) => pair,
@@ -77,6 +114,7 @@ pub(crate) async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    readiness.require_watch("MQTT", link.subscribed());
     let (incoming_tx, incoming_rx) = tokio::sync::mpsc::channel(mqtt::INCOMING_CHANNEL);
     let mqtt_stop = CancellationToken::new();
     tracker.spawn(mqtt::run_event_loop(
@@ -102,16 +140,34 @@ pub(crate) async fn run(config: Config) -> ExitCode {
         let shutdown = shutdown.clone();
         async move { adb.run(shutdown).await }
     });
+    let (poll_tx, poll_rx) = watch::channel(config.poll.clone());
     tracker.spawn(crate::poll::run(
         hub.clone(),
-        config.poll.clone(),
+        poll_rx,
         tracker.clone(),
         shutdown.clone(),
     ));
     tracker.spawn(log_availability(Arc::clone(&registry), shutdown.clone()));
 
-    wait_for_signal().await;
-    tracing::info!("shutting down: no new commands; waiting for calls in flight");
+    let live = reload::Live {
+        adb: &adb,
+        companion: &companion,
+        poll: &poll_tx,
+    };
+    let stop = main_loop(
+        &mut config,
+        &live,
+        &registry,
+        &readiness,
+        &notifier,
+        &mut signals,
+    )
+    .await;
+    notifier.stopping();
+    tracing::info!(
+        signal = stop,
+        "shutting down: no new commands; waiting for calls in flight"
+    );
     shutdown.cancel();
     link.shutdown(CALL_GRACE).await;
     // Let the event loop flush the goodbye before it stops.
@@ -146,18 +202,140 @@ async fn log_availability(registry: Arc<Registry>, shutdown: CancellationToken) 
     }
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
+/// What the main loop reacts to.
+#[derive(Debug)]
+enum Event {
+    /// SIGTERM or SIGINT: stop.
+    Stop(&'static str),
+    /// SIGHUP: reload the configuration.
+    Reload,
+    /// Time to tell systemd we are alive.
+    Watchdog,
+    /// Every part registered for readiness is up, or one gave up.
+    Ready(Result<(), &'static str>),
+    /// A device came, went, or changed availability.
+    Devices,
+}
+
+/// The signals the daemon handles, registered at start.
+#[derive(Debug)]
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    async fn next(&mut self) -> Event {
+        tokio::select! {
+            _ = self.term.recv() => Event::Stop("SIGTERM"),
+            _ = self.int.recv() => Event::Stop("SIGINT"),
+            _ = self.hup.recv() => Event::Reload,
         }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGTERM; stopping on Ctrl-C only");
-            let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Run until SIGTERM or SIGINT (returned), keeping systemd informed and
+/// reloading the configuration on SIGHUP. The watchdog is fed from here,
+/// so it fails if this loop stops turning.
+async fn main_loop(
+    config: &mut Config,
+    live: &reload::Live<'_>,
+    registry: &Registry,
+    readiness: &Readiness,
+    notifier: &Notifier,
+    signals: &mut Signals,
+) -> &'static str {
+    let mut devices = registry.subscribe();
+    let mut watchdog = systemd::watchdog_period().map(|period| {
+        tracing::info!(
+            every_ms = period.as_millis() as u64,
+            "feeding the systemd watchdog"
+        );
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick
+    });
+    let ready = readiness.wait();
+    tokio::pin!(ready);
+    // Whether READY=1 was sent; `waiting` stays true until readiness is
+    // decided either way.
+    let mut is_ready = false;
+    let mut waiting = true;
+    let status = |is_ready: bool| {
+        let devices = systemd::device_status(&registry.list());
+        let waiting_for = readiness.waiting_for();
+        if is_ready || waiting_for.is_empty() {
+            devices
+        } else {
+            format!(
+                "starting: waiting for {}; {devices}",
+                waiting_for.join(", ")
+            )
+        }
+    };
+    notifier.status(&status(false));
+    loop {
+        let event = tokio::select! {
+            event = signals.next() => event,
+            result = &mut ready, if waiting => Event::Ready(result),
+            () = async {
+                match watchdog.as_mut() {
+                    Some(tick) => { tick.tick().await; }
+                    None => std::future::pending().await,
+                }
+            } => Event::Watchdog,
+            event = devices.recv() => match event {
+                Ok(_) | Err(RecvError::Lagged(_)) => Event::Devices,
+                // The registry outlives this loop; nothing more will come.
+                Err(RecvError::Closed) => continue,
+            },
+        };
+        match event {
+            Event::Stop(signal) => return signal,
+            Event::Watchdog => notifier.watchdog(),
+            Event::Devices => notifier.status(&status(is_ready)),
+            Event::Ready(Ok(())) => {
+                waiting = false;
+                is_ready = true;
+                tracing::info!("ready");
+                notifier.ready(&status(true));
+            }
+            Event::Ready(Err(part)) => {
+                waiting = false;
+                tracing::error!(
+                    part,
+                    "stopped before it was ready; not telling systemd the daemon is ready"
+                );
+            }
+            Event::Reload => {
+                tracing::info!("SIGHUP: reloading the configuration");
+                if is_ready {
+                    notifier.reloading();
+                }
+                let loaded = crate::config::load(config.source.as_deref());
+                match reload::apply(config, loaded, live) {
+                    Ok(plan) if plan.has_live_changes() || !plan.needs_restart.is_empty() => {
+                        tracing::info!("configuration reloaded");
+                    }
+                    Ok(_) => tracing::info!("configuration reloaded: nothing changed"),
+                    Err(e) => tracing::error!(
+                        error = %e,
+                        "configuration reload failed; keeping the running configuration"
+                    ),
+                }
+                if is_ready {
+                    notifier.ready(&status(true));
+                }
+            }
         }
     }
 }

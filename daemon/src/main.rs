@@ -6,9 +6,12 @@ mod call;
 mod cli;
 mod config;
 mod daemon;
+mod dbus; // The D-Bus API (docs/dbus-api.md).
 mod hub;
 mod mqtt;
 mod poll;
+mod reload;
+mod systemd;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -50,12 +53,44 @@ fn main() -> ExitCode {
     runtime.block_on(cli::run(args.command, config))
 }
 
+/// Log to the journal, with structured fields, when standard error is the
+/// journal (a systemd service); to standard error otherwise. Without a
+/// journal socket (a container), the journal stream gets plain lines
+/// without colours or timestamps, which it adds itself.
 fn init_logging(default_level: &str) {
     use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    if !systemd::stderr_is_journal() {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+        return;
+    }
+    match tracing_journald::layer() {
+        Ok(journal) => {
+            // Our field names (device, service, action, session, error …)
+            // become DEVICE=, SERVICE= … as they are: none is a journal
+            // field, and `journalctl DEVICE=kitchen-tablet` reads well.
+            let journal = journal
+                .with_field_prefix(None)
+                .with_syslog_identifier("droidwarden".into());
+            tracing_subscriber::registry()
+                .with(filter)
+                .with(journal)
+                .init();
+        }
+        Err(e) => {
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .without_time()
+                .init();
+            tracing::warn!(error = %e, "standard error is the journal but its socket cannot be reached; logging plain lines");
+        }
+    }
 }

@@ -2,11 +2,15 @@
 //! its own interval and the result goes out on the bus as state (retained
 //! on MQTT). Polls are reads by the daemon itself, so they announce state
 //! but no `executing`/`success` status.
+//!
+//! The intervals come through a [`watch`] channel so that a configuration
+//! reload changes them in place: each tick reads the current ones.
 
 use crate::hub::Hub;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -17,29 +21,38 @@ const TICK: Duration = Duration::from_secs(1);
 /// running (so a slow phone never has two polls of one service).
 type LastPolls = HashMap<(String, &'static str), (Instant, bool)>;
 
+/// Seconds between state reads, per service id.
+pub(crate) type Intervals = BTreeMap<&'static str, Duration>;
+
 pub(crate) async fn run(
     hub: Hub,
-    intervals: BTreeMap<&'static str, Duration>,
+    mut intervals: watch::Receiver<Intervals>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
-    if intervals.is_empty() {
-        return;
-    }
     let last: Arc<Mutex<LastPolls>> = Arc::default();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
+        if intervals.borrow_and_update().is_empty() {
+            // Nothing to poll: sleep until a reload says otherwise.
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                changed = intervals.changed() => if changed.is_err() { return },
+            }
+            continue;
+        }
         tokio::select! {
             () = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
+        let current = intervals.borrow().clone();
         let now = Instant::now();
         for info in hub.registry().list().into_iter().filter(|d| d.online) {
             let Some(device) = hub.registry().get(info.name.as_str()) else {
                 continue;
             };
-            for (&service, &every) in &intervals {
+            for (&service, &every) in &current {
                 let key = (info.name.to_string(), service);
                 {
                     let mut last = last.lock().unwrap_or_else(|e| e.into_inner());

@@ -857,7 +857,14 @@ async fn the_binary_prints_its_companion_and_its_will_outlives_a_kill() {
         call(r#"{"op":"companion","online":true}"#).await,
         json!({"ok": true, "connected": true})
     );
-    assert_eq!(text(&daemon.next(&topic("online")).await), "online");
+    // Under load the clean goodbye can lose its race with the socket close,
+    // and the broker then also publishes the will: a second "offline" may
+    // arrive before the "online".
+    let mut seen = Vec::new();
+    while seen.last().map(String::as_str) != Some("online") {
+        assert!(seen.len() < 3, "no online after reconnecting: {seen:?}");
+        seen.push(text(&daemon.next(&topic("online")).await));
+    }
 
     // SIGKILL: no goodbye at all; the broker publishes the will.
     child.start_kill().expect("kill");

@@ -5,13 +5,17 @@
 //! - [`Sim`]: a `droidwarden-sim` process (an emulated phone) with its
 //!   control port, killed on drop.
 //! - [`Droidwarden`]: runs the `droidwarden` binary against them.
+//! - [`mqtt`]: mosquitto, the daemon as a process, and a probe client;
+//!   [`systemd`]: a notify socket and the daemon run as a service would be.
 //!
 //! Every wait polls for readiness with a deadline; nothing sleeps a fixed
 //! time hoping something is ready. The binaries are found next to the test
 //! executable (`target/<profile>/`); `scripts/test` builds them first.
 #![deny(missing_docs)]
 
+pub mod dbus;
 pub mod mqtt;
+pub mod systemd;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -423,12 +427,28 @@ impl Droidwarden {
         }
     }
 
-    /// Run `droidwarden args…`.
+    /// Run `droidwarden args…` without a daemon: `call` and `devices` get
+    /// `--local` (they would otherwise ask a daemon over D-Bus).
     pub fn run(&self, args: &[&str]) -> Run {
+        let mut args = args.to_vec();
+        if matches!(args.first(), Some(&"call" | &"devices")) {
+            args.insert(1, "--local");
+        }
+        self.run_with(&args, &[])
+    }
+
+    /// Run `droidwarden args…` as given, against the daemon on the session
+    /// bus at `bus_address` (a private `dbus-daemon`).
+    pub fn run_on_bus(&self, bus_address: &str, args: &[&str]) -> Run {
+        self.run_with(args, &[("DBUS_SESSION_BUS_ADDRESS", bus_address)])
+    }
+
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut cmd = Command::new(binary("droidwarden"));
         cmd.arg("--config")
             .arg(self.config.path())
             .args(args)
+            .envs(env.iter().copied())
             .env("HOME", &self.home)
             .env(
                 "DROIDWARDEN__ADB__SERVER",

@@ -135,6 +135,19 @@ impl Daemon {
         config_toml: &str,
         state_dir: tempfile::TempDir,
     ) -> Self {
+        Self::start_with_env(adb, config_toml, state_dir, &[])
+    }
+
+    /// Start the daemon with extra environment variables, e.g.
+    /// `DBUS_SESSION_BUS_ADDRESS` and `DROIDWARDEN__DBUS__BUS=session`.
+    /// Without them the daemon runs with `[dbus] bus = "none"`, so that no
+    /// test daemon ever appears on a developer's own session bus.
+    pub fn start_with_env(
+        adb: &AdbServer,
+        config_toml: &str,
+        state_dir: tempfile::TempDir,
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut config = tempfile::NamedTempFile::new().expect("config");
         write!(
             config,
@@ -154,6 +167,8 @@ impl Daemon {
                 format!("127.0.0.1:{}", adb.port),
             )
             .env("DROIDWARDEN__ADB__START_SERVER", "false")
+            .env("DROIDWARDEN__DBUS__BUS", "none")
+            .envs(env.iter().copied())
             .env(
                 "RUST_LOG",
                 std::env::var("DAEMON_LOG").unwrap_or_else(|_| "info".into()),

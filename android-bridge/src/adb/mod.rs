@@ -18,6 +18,11 @@
 //!   it is not offered; every call goes through the adb server.
 //! - No read timeouts: calls run on per-device threads and the caller's
 //!   timeout is enforced on the async side.
+//!
+//! Names, the `connect` list and the refresh interval can change while the
+//! transport runs ([`AdbTransport::reconfigure`],
+//! [`AdbTransport::set_poll_interval`]); a device whose name changes is
+//! removed from the registry and registered again under its new name.
 
 pub mod actions;
 pub mod parse;
@@ -111,29 +116,175 @@ impl Default for AdbConfig {
 /// server sees.
 #[derive(Debug)]
 pub struct AdbTransport {
+    /// The settings fixed for the transport's life. Its `names`, `connect`
+    /// and `poll_interval` are moved into [`Live`] at construction (they are
+    /// empty here) because they can change.
     config: AdbConfig,
     registry: Arc<Registry>,
-    devices: Mutex<BTreeMap<String, Arc<AdbDevice>>>,
-    /// Woken when a call notices a device dropped, to refresh at once.
+    /// Devices and the settings that name and find them, under one lock so
+    /// a device is always created under the name in force.
+    live: Mutex<Live>,
+    /// Woken when a call notices a device dropped, or the settings change,
+    /// to refresh at once.
     wake: Arc<Notify>,
     server_start_tried: AtomicBool,
+}
+
+/// What [`AdbTransport::reconfigure`] and [`AdbTransport::set_poll_interval`]
+/// change, with the devices they apply to. Only held for map operations,
+/// never across an await.
+#[derive(Debug)]
+struct Live {
+    devices: BTreeMap<String, Arc<AdbDevice>>,
+    names: BTreeMap<String, DeviceName>,
+    connect: Vec<String>,
+    poll_interval: Duration,
+}
+
+/// What a [`AdbTransport::reconfigure`] changed, by device name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reconfigured {
+    /// Devices registered under a new name: (old name, new name).
+    pub renamed: Vec<(DeviceName, DeviceName)>,
+    /// Devices that left the registry.
+    pub removed: Vec<DeviceName>,
+    /// Newly named devices, registered (offline until seen).
+    pub added: Vec<DeviceName>,
+}
+
+impl Reconfigured {
+    /// Whether nothing changed in the registry.
+    pub fn is_empty(&self) -> bool {
+        self.renamed.is_empty() && self.removed.is_empty() && self.added.is_empty()
+    }
 }
 
 impl AdbTransport {
     /// A transport that registers its devices in `registry`. Devices named in
     /// the configuration are registered at once, offline until seen.
-    pub fn new(config: AdbConfig, registry: Arc<Registry>) -> Self {
+    pub fn new(mut config: AdbConfig, registry: Arc<Registry>) -> Self {
+        let live = Live {
+            devices: BTreeMap::new(),
+            names: std::mem::take(&mut config.names),
+            connect: std::mem::take(&mut config.connect),
+            poll_interval: config.poll_interval,
+        };
         let transport = Self {
             config,
             registry,
-            devices: Mutex::new(BTreeMap::new()),
+            live: Mutex::new(live),
             wake: Arc::new(Notify::new()),
             server_start_tried: AtomicBool::new(false),
         };
-        for serial in transport.config.names.keys().cloned().collect::<Vec<_>>() {
+        let named: Vec<String> = transport.live().names.keys().cloned().collect();
+        for serial in named {
             transport.device_for(&serial);
         }
         transport
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
+        // Every critical section is a map operation that cannot leave the
+        // state half-changed; a poisoned lock still holds valid maps.
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Change the device names (serial → name) and the network devices to
+    /// keep connected, while running.
+    ///
+    /// A device whose name changes leaves the registry under its old name
+    /// (announced offline, then [`DeviceEvent::Removed`]) and is registered
+    /// under the new one with its current state (announced with a
+    /// [`DeviceEvent::Availability`]). A device no longer named keeps
+    /// serving under its serial while the adb server lists it, and leaves
+    /// the registry otherwise. A newly named serial is registered at once,
+    /// offline until the adb server lists it. Calls already running on a
+    /// renamed device finish on it. Targets dropped from `connect` are no
+    /// longer connected but are not disconnected: the adb server is shared
+    /// and something else may use them. A refresh follows at once.
+    pub fn reconfigure(
+        &self,
+        names: BTreeMap<String, DeviceName>,
+        connect: Vec<String>,
+    ) -> Reconfigured {
+        let mut outcome = Reconfigured::default();
+        let mut announce = Vec::new();
+        {
+            let mut live = self.live();
+            live.names = names;
+            live.connect = connect;
+            let mut replaced = Vec::new();
+            let serials: Vec<String> = live.devices.keys().cloned().collect();
+            for serial in serials {
+                let Some(device) = live.devices.get(&serial) else {
+                    continue;
+                };
+                let by_serial = name_from_serial(&serial);
+                let target = match live.names.get(&serial) {
+                    Some(name) => Some(name.clone()),
+                    // Never named: a reload has nothing to say about it.
+                    None if device.name == by_serial => continue,
+                    None if device.status().listed => Some(by_serial),
+                    None => None,
+                };
+                if target.as_ref() == Some(&device.name) {
+                    continue;
+                }
+                if let Some(old) = live.devices.remove(&serial) {
+                    let status = old.status().clone();
+                    replaced.push((old, target, status));
+                }
+            }
+            // Every old name goes first, so that two devices can swap names.
+            for (old, target, _) in &replaced {
+                let reason = match target {
+                    Some(name) => format!("renamed to {name}"),
+                    None => "removed from the configuration".to_owned(),
+                };
+                self.set(old, false, Some(reason), None);
+                self.registry.remove(&old.name);
+                if target.is_none() {
+                    tracing::info!(device = %old.name, serial = %old.serial, "device removed");
+                    outcome.removed.push(old.name.clone());
+                }
+            }
+            for (old, target, status) in replaced {
+                if let Some(name) = target {
+                    tracing::info!(device = %name, from = %old.name, serial = %old.serial, "device renamed");
+                    outcome.renamed.push((old.name.clone(), name.clone()));
+                    announce.push(self.insert_device(&mut live, &old.serial, name, status));
+                }
+            }
+            let unknown: Vec<(String, DeviceName)> = live
+                .names
+                .iter()
+                .filter(|(serial, _)| !live.devices.contains_key(*serial))
+                .map(|(serial, name)| (serial.clone(), name.clone()))
+                .collect();
+            for (serial, name) in unknown {
+                tracing::info!(device = %name, %serial, "device added");
+                outcome.added.push(name.clone());
+                announce.push(self.insert_device(&mut live, &serial, name, Status::unseen()));
+            }
+        }
+        // Outside the lock: subscribers learn the new names with their state.
+        for device in announce {
+            let info = device.info();
+            self.registry.publish(DeviceEvent::Availability {
+                device: info.name,
+                online: info.online,
+                detail: info.state_detail,
+            });
+        }
+        self.wake.notify_one();
+        outcome
+    }
+
+    /// Change how often the device list is refreshed; takes effect after
+    /// the refresh that follows at once.
+    pub fn set_poll_interval(&self, every: Duration) {
+        self.live().poll_interval = every;
+        self.wake.notify_one();
     }
 
     /// The registry the devices are in.
@@ -170,9 +321,10 @@ impl AdbTransport {
             if let Err(e) = self.refresh().await {
                 tracing::warn!(error = %e, "adb refresh failed");
             }
+            let every = self.live().poll_interval;
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(self.config.poll_interval) => {}
+                () = tokio::time::sleep(every) => {}
                 () = self.wake.notified() => {}
             }
         }
@@ -229,7 +381,8 @@ impl AdbTransport {
     async fn connect_missing(&self, listed: &[DeviceLong]) -> bool {
         let mut asked = false;
         let mut offline_seen = false;
-        for target in &self.config.connect {
+        let connect = self.live().connect.clone();
+        for target in &connect {
             match listed.iter().find(|d| &d.identifier == target) {
                 Some(d) if d.state == DeviceState::Device => {}
                 Some(_) => offline_seen = true,
@@ -280,35 +433,45 @@ impl AdbTransport {
     }
 
     fn device_for(&self, serial: &str) -> Arc<AdbDevice> {
-        let mut devices = self.devices.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(d) = devices.get(serial) {
+        let mut live = self.live();
+        if let Some(d) = live.devices.get(serial) {
             return Arc::clone(d);
         }
-        let name = self
-            .config
+        let name = live
             .names
             .get(serial)
             .cloned()
             .unwrap_or_else(|| name_from_serial(serial));
+        self.insert_device(&mut live, serial, name, Status::unseen())
+    }
+
+    /// Create a device and register it (replacing any of the same name).
+    fn insert_device(
+        &self,
+        live: &mut Live,
+        serial: &str,
+        name: DeviceName,
+        status: Status,
+    ) -> Arc<AdbDevice> {
         let device = Arc::new(AdbDevice {
             name: name.clone(),
             serial: serial.to_owned(),
             server: self.config.server,
-            status: Mutex::new(Status {
-                online: false,
-                model: None,
-                detail: Some("not seen by the adb server yet".into()),
-            }),
+            status: Mutex::new(status),
             pool: WorkerPool::new(name.as_str(), self.config.workers_per_device),
             wake: Arc::clone(&self.wake),
             muted_levels: Mutex::new(HashMap::new()),
         });
-        devices.insert(serial.to_owned(), Arc::clone(&device));
+        live.devices.insert(serial.to_owned(), Arc::clone(&device));
         self.registry.insert(DeviceHandle::new(
             Arc::clone(&device) as Arc<dyn Device>,
             self.config.call_timeout,
         ));
         device
+    }
+
+    fn known(&self) -> Vec<Arc<AdbDevice>> {
+        self.live().devices.values().cloned().collect()
     }
 
     fn apply(&self, listed: &[DeviceLong]) -> usize {
@@ -319,17 +482,12 @@ impl AdbTransport {
             online += usize::from(is_online);
             let detail = (!is_online).then(|| describe_state(&d.state));
             let model = (!d.model.is_empty()).then(|| d.model.replace('_', " "));
+            device.status().listed = true;
             self.set(&device, is_online, detail, model);
         }
-        let known: Vec<Arc<AdbDevice>> = self
-            .devices
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for device in known {
+        for device in self.known() {
             if !listed.iter().any(|d| d.identifier == device.serial) {
+                device.status().listed = false;
                 self.set(
                     &device,
                     false,
@@ -342,14 +500,7 @@ impl AdbTransport {
     }
 
     fn mark_all_offline(&self, reason: &str) {
-        let known: Vec<Arc<AdbDevice>> = self
-            .devices
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for device in known {
+        for device in self.known() {
             self.set(&device, false, Some(reason.to_owned()), None);
         }
     }
@@ -415,11 +566,26 @@ fn describe_state(state: &DeviceState) -> String {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Status {
     online: bool,
     model: Option<String>,
     detail: Option<String>,
+    /// Whether the adb server's last listing had the device (in any
+    /// state): such a device keeps serving under its serial when the
+    /// configuration stops naming it.
+    listed: bool,
+}
+
+impl Status {
+    fn unseen() -> Self {
+        Self {
+            online: false,
+            model: None,
+            detail: Some("not seen by the adb server yet".into()),
+            listed: false,
+        }
+    }
 }
 
 /// One phone behind the adb server.
@@ -533,5 +699,153 @@ impl actions::Shell for AdbDevice {
 
     fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>> {
         Box::pin(AdbDevice::run(self, argv))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(n: &str) -> DeviceName {
+        DeviceName::try_from(n).unwrap()
+    }
+
+    fn transport(names: &[(&str, &str)]) -> (AdbTransport, Arc<Registry>) {
+        let registry = Arc::new(Registry::new());
+        let config = AdbConfig {
+            names: names
+                .iter()
+                .map(|(s, n)| ((*s).to_owned(), name(n)))
+                .collect(),
+            ..AdbConfig::default()
+        };
+        (AdbTransport::new(config, Arc::clone(&registry)), registry)
+    }
+
+    fn listed(serials: &[&str]) -> Vec<DeviceLong> {
+        serials
+            .iter()
+            .map(|s| DeviceLong {
+                identifier: (*s).to_owned(),
+                state: DeviceState::Device,
+                usb: String::new(),
+                product: String::new(),
+                model: "Pixel_8".into(),
+                device: String::new(),
+                transport_id: 1,
+            })
+            .collect()
+    }
+
+    fn names(registry: &Registry) -> Vec<(String, bool)> {
+        registry
+            .list()
+            .into_iter()
+            .map(|d| (d.name.to_string(), d.online))
+            .collect()
+    }
+
+    fn drain(events: &mut tokio::sync::broadcast::Receiver<DeviceEvent>) -> Vec<DeviceEvent> {
+        std::iter::from_fn(|| events.try_recv().ok()).collect()
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, DeviceName> {
+        pairs
+            .iter()
+            .map(|(s, n)| ((*s).to_owned(), name(n)))
+            .collect()
+    }
+
+    #[test]
+    fn a_renamed_device_leaves_under_its_old_name_and_keeps_its_state() {
+        let (adb, registry) = transport(&[("s1", "kitchen")]);
+        adb.apply(&listed(&["s1"]));
+        let mut events = registry.subscribe();
+        let outcome = adb.reconfigure(map(&[("s1", "hall")]), Vec::new());
+        assert_eq!(outcome.renamed, vec![(name("kitchen"), name("hall"))]);
+        assert_eq!(names(&registry), vec![("hall".to_owned(), true)]);
+        let info = registry.get("hall").unwrap().info();
+        assert_eq!(info.model.as_deref(), Some("Pixel 8"));
+        assert_eq!(
+            drain(&mut events),
+            vec![
+                DeviceEvent::Availability {
+                    device: name("kitchen"),
+                    online: false,
+                    detail: Some("renamed to hall".into()),
+                },
+                DeviceEvent::Removed {
+                    device: name("kitchen")
+                },
+                DeviceEvent::Availability {
+                    device: name("hall"),
+                    online: true,
+                    detail: None,
+                },
+            ]
+        );
+        // The next listing keeps it online under the new name, quietly.
+        adb.apply(&listed(&["s1"]));
+        assert!(drain(&mut events).is_empty());
+    }
+
+    #[test]
+    fn a_device_no_longer_named_stays_by_serial_while_listed_and_leaves_otherwise() {
+        let (adb, registry) = transport(&[("s1", "kitchen"), ("s2", "hall")]);
+        adb.apply(&listed(&["s1"]));
+        let outcome = adb.reconfigure(BTreeMap::new(), Vec::new());
+        assert_eq!(outcome.renamed, vec![(name("kitchen"), name("s1"))]);
+        assert_eq!(outcome.removed, vec![name("hall")]);
+        assert_eq!(names(&registry), vec![("s1".to_owned(), true)]);
+    }
+
+    #[test]
+    fn two_devices_can_swap_names() {
+        let (adb, registry) = transport(&[("s1", "a"), ("s2", "b")]);
+        adb.apply(&listed(&["s1", "s2"]));
+        adb.reconfigure(map(&[("s1", "b"), ("s2", "a")]), Vec::new());
+        let serial_of = |n: &str| registry.get(n).unwrap().info().serial;
+        assert_eq!(serial_of("a"), "s2");
+        assert_eq!(serial_of("b"), "s1");
+        assert_eq!(registry.list().len(), 2);
+        assert!(registry.list().iter().all(|d| d.online));
+    }
+
+    #[test]
+    fn a_newly_named_serial_is_registered_offline_and_announced() {
+        let (adb, registry) = transport(&[]);
+        let mut events = registry.subscribe();
+        let outcome = adb.reconfigure(map(&[("s9", "garage")]), vec!["10.0.0.9:5555".into()]);
+        assert_eq!(outcome.added, vec![name("garage")]);
+        assert_eq!(names(&registry), vec![("garage".to_owned(), false)]);
+        assert!(matches!(
+            drain(&mut events).as_slice(),
+            [DeviceEvent::Availability { online: false, .. }]
+        ));
+        assert_eq!(adb.live().connect, vec!["10.0.0.9:5555"]);
+        adb.apply(&listed(&["s9"]));
+        assert_eq!(names(&registry), vec![("garage".to_owned(), true)]);
+    }
+
+    #[test]
+    fn devices_that_were_never_named_are_left_alone() {
+        let (adb, registry) = transport(&[("s1", "kitchen")]);
+        adb.apply(&listed(&["s1", "s2"]));
+        adb.apply(&listed(&["s1"]));
+        let mut events = registry.subscribe();
+        let outcome = adb.reconfigure(map(&[("s1", "kitchen")]), Vec::new());
+        assert!(outcome.is_empty(), "{outcome:?}");
+        assert!(drain(&mut events).is_empty());
+        assert_eq!(
+            names(&registry),
+            vec![("kitchen".to_owned(), true), ("s2".to_owned(), false)]
+        );
+    }
+
+    #[test]
+    fn the_poll_interval_can_change() {
+        let (adb, _registry) = transport(&[]);
+        adb.set_poll_interval(Duration::from_millis(250));
+        assert_eq!(adb.live().poll_interval, Duration::from_millis(250));
     }
 }

@@ -25,6 +25,9 @@
 //! A request already sent stays open when the phone drops: it may still be
 //! performed (the broker can deliver it later), so the call waits for its
 //! answer until its deadline rather than guessing.
+//!
+//! The configured names can change while running
+//! ([`CompanionHub::set_names`]); a renamed phone keeps its presence.
 
 mod pending;
 mod protocol;
@@ -161,7 +164,10 @@ struct CompanionDevice {
     companion_id: String,
     shared: Arc<Shared>,
     /// Whether the phone is online; calls waiting in the queue watch it.
-    online: watch::Sender<bool>,
+    /// Shared with the device that replaces this one when the phone is
+    /// renamed, so calls queued under the old name still go out when the
+    /// phone comes back.
+    online: Arc<watch::Sender<bool>>,
     /// Why it is offline, for [`DeviceInfo::state_detail`].
     detail: Mutex<Option<String>>,
     /// Calls waiting for the phone to come back.
@@ -432,6 +438,18 @@ impl CompanionHub {
         // one new phone cannot register it twice. The registry's lock is
         // only ever taken inside this one, never the other way round.
         let mut companions = lock(&self.inner.companions);
+        self.register_in(&mut companions, id, name, None)
+    }
+
+    /// [`register`](Self::register) with the table already locked; a
+    /// renamed phone passes its presence on.
+    fn register_in(
+        &self,
+        companions: &mut HashMap<String, Arc<CompanionDevice>>,
+        id: &str,
+        name: DeviceName,
+        presence: Option<(Arc<watch::Sender<bool>>, Option<String>)>,
+    ) -> Option<Arc<CompanionDevice>> {
         if let Some(device) = companions.get(id) {
             return Some(Arc::clone(device));
         }
@@ -448,13 +466,18 @@ impl CompanionHub {
             }
         }
         let shared = &self.inner.shared;
-        let (online, _) = watch::channel(false);
+        let (online, detail) = presence.unwrap_or_else(|| {
+            (
+                Arc::new(watch::channel(false).0),
+                Some("the companion app has not been seen yet".into()),
+            )
+        });
         let device = Arc::new(CompanionDevice {
             name,
             companion_id: id.to_owned(),
             shared: Arc::clone(shared),
             online,
-            detail: Mutex::new(Some("the companion app has not been seen yet".into())),
+            detail: Mutex::new(detail),
             queued: AtomicUsize::new(0),
         });
         let timeout = shared.config.queue_ttl + shared.config.request_timeout + HANDLE_MARGIN;
@@ -464,6 +487,90 @@ impl CompanionHub {
         companions.insert(id.to_owned(), Arc::clone(&device));
         tracing::info!(companion = id, device = %device.name, "companion registered");
         Some(device)
+    }
+
+    /// Change the configured names (companion id → device name) while
+    /// running.
+    ///
+    /// A phone whose name changes leaves the registry under its old name
+    /// (announced offline if it was online, then [`DeviceEvent::Removed`])
+    /// and is registered under the new one with its presence (announced
+    /// with a [`DeviceEvent::Availability`]); calls queued under the old
+    /// name still go out when the phone comes back. A phone no longer named
+    /// stays, named by its id, while it is online and auto-registration is
+    /// on, and leaves the registry otherwise. A newly named phone is
+    /// registered at once, offline until it announces itself. Returns the
+    /// names that changed, as (old, new): `None` for no device.
+    pub fn set_names(
+        &self,
+        names: BTreeMap<String, DeviceName>,
+    ) -> Vec<(Option<DeviceName>, Option<DeviceName>)> {
+        let auto_register = self.inner.shared.config.auto_register;
+        let mut changes = Vec::new();
+        let mut announce = Vec::new();
+        {
+            let mut companions = lock(&self.inner.companions);
+            let mut replaced = Vec::new();
+            let ids: Vec<String> = companions.keys().cloned().collect();
+            for id in ids {
+                let Some(device) = companions.get(&id) else {
+                    continue;
+                };
+                let online = *device.online.borrow();
+                let target = match names.get(&id) {
+                    Some(name) => Some(name.clone()),
+                    None if auto_register && online => DeviceName::try_from(id.as_str()).ok(),
+                    None => None,
+                };
+                if target.as_ref() == Some(&device.name) {
+                    continue;
+                }
+                if let Some(old) = companions.remove(&id) {
+                    replaced.push((old, target));
+                }
+            }
+            // Every old name goes first, so that two phones can swap names.
+            for (old, target) in &replaced {
+                if *old.online.borrow() {
+                    self.inner.registry.publish(DeviceEvent::Availability {
+                        device: old.name.clone(),
+                        online: false,
+                        detail: Some(match target {
+                            Some(name) => format!("renamed to {name}"),
+                            None => "removed from the configuration".to_owned(),
+                        }),
+                    });
+                }
+                self.inner.registry.remove(&old.name);
+                tracing::info!(companion = %old.companion_id, device = %old.name, renamed_to = target.as_ref().map(DeviceName::as_str), "companion unregistered");
+            }
+            for (old, target) in replaced {
+                let presence = (Arc::clone(&old.online), lock(&old.detail).clone());
+                let new = target.and_then(|name| {
+                    self.register_in(&mut companions, &old.companion_id, name, Some(presence))
+                });
+                changes.push((Some(old.name.clone()), new.as_ref().map(|d| d.name.clone())));
+                announce.extend(new);
+            }
+            for (id, name) in &names {
+                if companions.contains_key(id) {
+                    continue;
+                }
+                if let Some(new) = self.register_in(&mut companions, id, name.clone(), None) {
+                    changes.push((None, Some(new.name.clone())));
+                    announce.push(new);
+                }
+            }
+        }
+        for device in announce {
+            let info = device.info();
+            self.inner.registry.publish(DeviceEvent::Availability {
+                device: info.name,
+                online: info.online,
+                detail: info.state_detail,
+            });
+        }
+        changes
     }
 
     /// A companion's presence changed (its `online` topic: `online`, or

@@ -492,3 +492,94 @@ fn every_catalogue_action_is_supported() {
             .all(|c| c.supported)
     );
 }
+
+fn name(n: &str) -> DeviceName {
+    DeviceName::try_from(n).unwrap()
+}
+
+fn names(registry: &Registry) -> Vec<(String, bool)> {
+    registry
+        .list()
+        .into_iter()
+        .map(|d| (d.name.to_string(), d.online))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_renamed_phone_keeps_its_presence_under_the_new_name() {
+    let (hub, _rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let mut events = registry.subscribe();
+    let changes = hub.set_names(BTreeMap::from([("phone-a".to_owned(), name("hall"))]));
+    assert_eq!(changes, vec![(Some(name("kitchen")), Some(name("hall")))]);
+    assert_eq!(names(&registry), vec![("hall".to_owned(), true)]);
+    let seen: Vec<DeviceEvent> = std::iter::from_fn(|| events.try_recv().ok()).collect();
+    assert_eq!(
+        seen,
+        vec![
+            DeviceEvent::Availability {
+                device: name("kitchen"),
+                online: false,
+                detail: Some("renamed to hall".into()),
+            },
+            DeviceEvent::Removed {
+                device: name("kitchen")
+            },
+            DeviceEvent::Availability {
+                device: name("hall"),
+                online: true,
+                detail: None,
+            },
+        ]
+    );
+    // Presence now moves the new name.
+    hub.on_presence("phone-a", false);
+    assert_eq!(names(&registry), vec![("hall".to_owned(), false)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_queued_under_the_old_name_goes_out_when_the_renamed_phone_returns() {
+    let (hub, mut rx, registry) = hub();
+    let old = kitchen(&registry);
+    let call = tokio::spawn(async move { old.call(battery()).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    hub.set_names(BTreeMap::from([("phone-a".to_owned(), name("hall"))]));
+    hub.on_presence("phone-a", true);
+    let sent = request(&rx.recv().await.unwrap());
+    hub.on_response("phone-a", &ok(&sent["id"], battery_result(42)));
+    assert_eq!(call.await.unwrap().unwrap()["level"], 42);
+}
+
+#[tokio::test]
+async fn a_phone_no_longer_named_leaves_unless_auto_registration_keeps_it() {
+    let (hub, _rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let changes = hub.set_names(BTreeMap::new());
+    assert_eq!(changes, vec![(Some(name("kitchen")), None)]);
+    assert!(registry.list().is_empty());
+
+    let registry = Arc::new(Registry::new());
+    let (hub, _rx) = CompanionHub::new(config(true), Arc::clone(&registry));
+    hub.on_presence("phone-a", true);
+    hub.set_names(BTreeMap::new());
+    assert_eq!(names(&registry), vec![("phone-a".to_owned(), true)]);
+}
+
+#[tokio::test]
+async fn a_newly_named_phone_is_registered_offline() {
+    let (hub, _rx, registry) = hub();
+    let changes = hub.set_names(BTreeMap::from([
+        ("phone-a".to_owned(), name("kitchen")),
+        ("phone-b".to_owned(), name("garage")),
+    ]));
+    assert_eq!(changes, vec![(None, Some(name("garage")))]);
+    assert_eq!(
+        names(&registry),
+        vec![("garage".to_owned(), false), ("kitchen".to_owned(), false)]
+    );
+    hub.on_presence("phone-b", true);
+    assert_eq!(
+        names(&registry),
+        vec![("garage".to_owned(), true), ("kitchen".to_owned(), false)]
+    );
+}

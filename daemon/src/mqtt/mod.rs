@@ -28,7 +28,9 @@ use droidwarden_bridge::DeviceEvent;
 use droidwarden_bridge::companion::{CompanionHub, Outgoing, presence_from_payload};
 use droidwarden_services::{ErrorCode, WireError};
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::{Filter, LastWill, Packet, Publish, PublishProperties};
+use rumqttc::v5::mqttbytes::v5::{
+    Filter, LastWill, Packet, Publish, PublishProperties, SubscribeReasonCode,
+};
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,6 +55,13 @@ pub(crate) const INCOMING_CHANNEL: usize = 1024;
 /// Largest MQTT packet accepted or sent.
 const MAX_PACKET: u32 = 1024 * 1024;
 
+/// Most QoS 1 publishes awaiting the broker's acknowledgement (the broker's
+/// own Receive Maximum lowers it; mosquitto's default is 20). rumqttc
+/// allocates a slot per packet id up to this limit at once, and its default
+/// of 65535 costs 14 MB; a local broker acknowledges in well under a
+/// millisecond, so 256 in flight never holds anything back.
+const MAX_INFLIGHT: u16 = 256;
+
 /// The MQTT side of the daemon.
 #[derive(Debug)]
 pub(crate) struct Mqtt {
@@ -76,6 +85,10 @@ pub(crate) struct Mqtt {
     /// our SUBSCRIBE before anything else we send, and no publish races the
     /// packet ids of the subscription.
     ready: watch::Sender<bool>,
+    /// True once the broker has acknowledged a subscription: commands
+    /// reach us from then on. Never goes back to false; it tells start-up
+    /// readiness (systemd's READY=1), not the connection's health.
+    subscribed: watch::Sender<bool>,
 }
 
 /// Create the client; the returned event loop must be driven by
@@ -104,6 +117,7 @@ pub(crate) fn connect(
             network.set_tcp_nodelay(true);
             network
         })
+        .set_outgoing_inflight_upper_limit(MAX_INFLIGHT)
         .set_last_will(LastWill::new(
             topics.availability(),
             "offline",
@@ -133,6 +147,7 @@ pub(crate) fn connect(
         discovery_file: state_dir.join("ha-discovery.json"),
         resync: Notify::new(),
         ready: watch::channel(false).0,
+        subscribed: watch::channel(false).0,
     });
     Ok((mqtt, eventloop))
 }
@@ -182,6 +197,17 @@ pub(crate) async fn run_event_loop(
                 }
                 failures = 0;
                 mqtt.resync.notify_one();
+            }
+            Ok(Event::Incoming(Packet::SubAck(ack))) => {
+                let granted = ack
+                    .return_codes
+                    .iter()
+                    .any(|c| matches!(c, SubscribeReasonCode::Success(_)));
+                if granted {
+                    mqtt.subscribed.send_replace(true);
+                } else {
+                    tracing::warn!(codes = ?ack.return_codes, "the broker refused our subscriptions");
+                }
             }
             Ok(Event::Incoming(Packet::Publish(publish))) => {
                 if incoming.send(publish).await.is_err() {
@@ -266,6 +292,12 @@ pub(crate) async fn run_resync(mqtt: Arc<Mqtt>, shutdown: CancellationToken) {
 }
 
 impl Mqtt {
+    /// Becomes true when the broker first acknowledges our subscriptions
+    /// (start-up readiness: commands can reach us).
+    pub(crate) fn subscribed(&self) -> watch::Receiver<bool> {
+        self.subscribed.subscribe()
+    }
+
     fn retained(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Vec<u8>>> {
         self.retained.lock().unwrap_or_else(|e| e.into_inner())
     }

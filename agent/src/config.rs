@@ -1,0 +1,503 @@
+//! Configuration in two stages: raw serde structs that reject unknown keys
+//! and do no I/O ([`RawLlmConfig`], [`RawAgentConfig`]), turned by
+//! `TryFrom` into validated structs ([`LlmConfig`], [`AgentConfig`]) whose
+//! errors name the key. The daemon parses the file; this crate owns the
+//! shapes and the rules.
+//!
+//! ```toml
+//! [llm]
+//! provider = "openai"            # "openai" | "anthropic" | "gemini"
+//! base_url = "http://127.0.0.1:11434/v1"   # optional; default per provider
+//! model = "qwen2.5:7b"
+//! api_key_env = "OPENAI_API_KEY" # or api_key_file = "/run/credentials/…/llm"
+//! connect_timeout_s = 10
+//! read_timeout_s = 120
+//! request_timeout_s = 300
+//!
+//! [agent]
+//! tool_mode = "toolkit"          # or "direct"
+//! max_iterations = 10
+//! memory_turns = 10
+//! memory_recall = 3
+//! [agent.approval]
+//! auto_approve_up_to = "low"
+//! allow = ["audio_automation.mute"]
+//! deny = ["airplane_mode.enable"]
+//! timeout_s = 300
+//! ```
+
+use crate::error::AgentError;
+use crate::policy::ApprovalPolicy;
+use crate::secret::KeySource;
+use crate::tools::ToolMode;
+use droidwarden_services::{Catalogue, Risk};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which wire protocol the model speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// OpenAI-compatible Chat Completions (OpenAI, Ollama, llama.cpp, vLLM,
+    /// OpenRouter …).
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini `generateContent`.
+    Gemini,
+}
+
+impl ProviderKind {
+    /// The provider's name, as in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Openai => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+        }
+    }
+
+    /// The public endpoint used when `base_url` is not set.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Self::Openai => "https://api.openai.com/v1",
+            Self::Anthropic => "https://api.anthropic.com",
+            Self::Gemini => "https://generativelanguage.googleapis.com",
+        }
+    }
+}
+
+/// `[llm]` as written in the file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLlmConfig {
+    /// `openai`, `anthropic` or `gemini`.
+    pub provider: Option<ProviderKind>,
+    /// Endpoint root; see [`ProviderKind::default_base_url`].
+    pub base_url: Option<String>,
+    /// Model name.
+    pub model: Option<String>,
+    /// Environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// File holding the API key.
+    pub api_key_file: Option<PathBuf>,
+    /// TCP/TLS connect timeout, seconds (default 10).
+    pub connect_timeout_s: Option<f64>,
+    /// Longest silence between two reads, seconds (default 120).
+    pub read_timeout_s: Option<f64>,
+    /// Whole request, including a streamed body, seconds (default 300).
+    pub request_timeout_s: Option<f64>,
+    /// Retries after the first attempt on 429, 5xx and connection errors (default 4).
+    pub max_retries: Option<u32>,
+    /// Longest `Retry-After` we wait for, seconds (default 60).
+    pub max_retry_wait_s: Option<f64>,
+    /// Stream answers (text deltas as they come; default true).
+    pub stream: Option<bool>,
+    /// Maximum answer tokens (default 4096; required by Anthropic).
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Anthropic extended thinking budget in tokens (off when unset).
+    pub thinking_budget: Option<u32>,
+    /// OpenAI: send tools with `strict: true` (default true; turn off for
+    /// servers that reject the field).
+    pub strict_tools: Option<bool>,
+}
+
+/// The validated `[llm]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmConfig {
+    /// The wire protocol.
+    pub provider: ProviderKind,
+    /// Endpoint root, without a trailing slash.
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// Where the key comes from.
+    pub api_key: KeySource,
+    /// Connect timeout.
+    pub connect_timeout: Duration,
+    /// Read (idle) timeout.
+    pub read_timeout: Duration,
+    /// Whole-request timeout.
+    pub request_timeout: Duration,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// Longest `Retry-After` honoured.
+    pub max_retry_wait: Duration,
+    /// Whether to stream.
+    pub stream: bool,
+    /// Maximum answer tokens.
+    pub max_tokens: u32,
+    /// Temperature.
+    pub temperature: Option<f64>,
+    /// Anthropic thinking budget.
+    pub thinking_budget: Option<u32>,
+    /// OpenAI strict tools.
+    pub strict_tools: bool,
+}
+
+impl LlmConfig {
+    /// A configuration for `provider` at `base_url` with `model` and no key,
+    /// defaults elsewhere (tests and local endpoints).
+    pub fn new(provider: ProviderKind, base_url: &str, model: &str) -> Self {
+        let raw = RawLlmConfig {
+            provider: Some(provider),
+            base_url: Some(base_url.to_owned()),
+            model: Some(model.to_owned()),
+            ..RawLlmConfig::default()
+        };
+        Self::try_from(raw).expect("a plain provider, URL and model are valid")
+    }
+}
+
+fn secs(key: &str, v: Option<f64>, default: f64, max: f64) -> Result<Duration, AgentError> {
+    let v = v.unwrap_or(default);
+    if !(v > 0.0 && v <= max) {
+        return Err(AgentError::Config {
+            key: key.into(),
+            reason: format!("must be more than 0 and at most {max} seconds, got {v}"),
+        });
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn config_err(key: &str, reason: impl Into<String>) -> AgentError {
+    AgentError::Config {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+impl TryFrom<RawLlmConfig> for LlmConfig {
+    type Error = AgentError;
+
+    fn try_from(raw: RawLlmConfig) -> Result<Self, AgentError> {
+        let provider = raw.provider.ok_or_else(|| {
+            config_err("llm.provider", "is required: openai, anthropic or gemini")
+        })?;
+        let model = raw
+            .model
+            .filter(|m| !m.trim().is_empty())
+            .ok_or_else(|| config_err("llm.model", "is required"))?;
+        if model.len() > 200 || model.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(config_err(
+                "llm.model",
+                "must be a model name without spaces",
+            ));
+        }
+        let base_url = raw
+            .base_url
+            .unwrap_or_else(|| provider.default_base_url().to_owned());
+        let base_url = base_url.trim_end_matches('/').to_owned();
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(config_err(
+                "llm.base_url",
+                "must start with http:// or https://",
+            ));
+        }
+        let api_key = match (raw.api_key_env, raw.api_key_file) {
+            (Some(_), Some(_)) => {
+                return Err(config_err(
+                    "llm.api_key_env",
+                    "set api_key_env or api_key_file, not both",
+                ));
+            }
+            (Some(env), None) if env.is_empty() => {
+                return Err(config_err("llm.api_key_env", "must not be empty"));
+            }
+            (Some(env), None) => KeySource::Env(env),
+            (None, Some(file)) => KeySource::File(file),
+            (None, None) => KeySource::None,
+        };
+        let max_tokens = raw.max_tokens.unwrap_or(4096);
+        if max_tokens == 0 {
+            return Err(config_err("llm.max_tokens", "must be at least 1"));
+        }
+        if let Some(t) = raw.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(config_err("llm.temperature", "must be between 0 and 2"));
+        }
+        if let Some(b) = raw.thinking_budget {
+            if provider != ProviderKind::Anthropic {
+                return Err(config_err(
+                    "llm.thinking_budget",
+                    "is only used with provider = \"anthropic\"",
+                ));
+            }
+            if raw.temperature.is_some() {
+                return Err(config_err(
+                    "llm.temperature",
+                    "cannot be set together with thinking_budget (Anthropic requires the default)",
+                ));
+            }
+            if b < 1024 || b >= max_tokens {
+                return Err(config_err(
+                    "llm.thinking_budget",
+                    "must be at least 1024 and less than max_tokens",
+                ));
+            }
+        }
+        Ok(Self {
+            provider,
+            base_url,
+            model,
+            api_key,
+            connect_timeout: secs("llm.connect_timeout_s", raw.connect_timeout_s, 10.0, 300.0)?,
+            read_timeout: secs("llm.read_timeout_s", raw.read_timeout_s, 120.0, 3600.0)?,
+            request_timeout: secs(
+                "llm.request_timeout_s",
+                raw.request_timeout_s,
+                300.0,
+                7200.0,
+            )?,
+            max_retries: raw.max_retries.unwrap_or(4).min(20),
+            max_retry_wait: secs("llm.max_retry_wait_s", raw.max_retry_wait_s, 60.0, 3600.0)?,
+            stream: raw.stream.unwrap_or(true),
+            max_tokens,
+            temperature: raw.temperature,
+            thinking_budget: raw.thinking_budget,
+            strict_tools: raw.strict_tools.unwrap_or(true),
+        })
+    }
+}
+
+/// `[agent.approval]` as written.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawApprovalConfig {
+    /// `low` (default), `medium` or `high`.
+    pub auto_approve_up_to: Option<Risk>,
+    /// `service.action` or `service.*` that always run.
+    pub allow: Option<Vec<String>>,
+    /// `service.action` or `service.*` that never run.
+    pub deny: Option<Vec<String>>,
+    /// Seconds an approval request waits (default 300).
+    pub timeout_s: Option<f64>,
+}
+
+/// `[agent]` as written.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgentConfig {
+    /// `toolkit` (default) or `direct`.
+    pub tool_mode: Option<ToolMode>,
+    /// Model calls per run (default 10).
+    pub max_iterations: Option<u32>,
+    /// Hard limit on graph steps, agent and tool steps together (default 4 × max_iterations + 4).
+    pub max_steps: Option<u32>,
+    /// Replaces the built-in system prompt.
+    pub system_prompt: Option<String>,
+    /// Recent turns kept verbatim in the prompt (default 10).
+    pub memory_turns: Option<u32>,
+    /// Archived turns retrieved by full-text search per prompt (default 3; 0 turns it off).
+    pub memory_recall: Option<u32>,
+    /// Bound on one device action, seconds (default 60).
+    pub tool_timeout_s: Option<f64>,
+    /// Retries of a device action on retryable errors (default 2).
+    pub tool_retries: Option<u32>,
+    /// Longest tool result shown to the model, characters (default 16000).
+    pub max_result_chars: Option<usize>,
+    /// Offer `current_time` and `calculator` (default true).
+    pub builtin_tools: Option<bool>,
+    /// Broadcast channel capacity for events (default 1024).
+    pub event_capacity: Option<usize>,
+    /// `process` (default: survives a killed process) or `power` (also
+    /// power loss; one fsync per commit). Pass to [`crate::Store::open`].
+    pub durability: Option<crate::store::Durability>,
+    /// Approval policy.
+    pub approval: Option<RawApprovalConfig>,
+}
+
+/// The validated `[agent]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// Tool mode.
+    pub tool_mode: ToolMode,
+    /// Model calls per run.
+    pub max_iterations: u32,
+    /// Hard step limit.
+    pub max_steps: u32,
+    /// System prompt.
+    pub system_prompt: String,
+    /// Recent turns in the prompt.
+    pub memory_turns: u32,
+    /// Archived turns retrieved per prompt.
+    pub memory_recall: u32,
+    /// Bound on one device action.
+    pub tool_timeout: Duration,
+    /// Retries on retryable device errors.
+    pub tool_retries: u32,
+    /// Longest tool result.
+    pub max_result_chars: usize,
+    /// Offer the built-in tools.
+    pub builtin_tools: bool,
+    /// Event channel capacity.
+    pub event_capacity: usize,
+    /// Checkpoint after every step (always on in production; the benchmark
+    /// turns it off to measure the loop alone).
+    pub checkpoint_steps: bool,
+    /// How durable store commits are.
+    pub durability: crate::store::Durability,
+    /// Approval policy.
+    pub approval: ApprovalPolicy,
+}
+
+/// The built-in system prompt.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are droidwarden, an assistant that reads and controls the user's Android phones through tools. Use the tools to find facts instead of guessing, and base your answer on their results. If a tool returns an error, read it, fix the call and try again, or explain the problem. If an action was denied, say so and do not try to get around it. Answer briefly.";
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self::try_from(RawAgentConfig::default()).expect("the defaults are valid")
+    }
+}
+
+fn check_entries(
+    key: &str,
+    entries: Vec<String>,
+) -> Result<std::collections::BTreeSet<String>, AgentError> {
+    let catalogue = Catalogue::get();
+    let mut out = std::collections::BTreeSet::new();
+    for e in entries {
+        let Some((service, action)) = e.split_once('.') else {
+            return Err(config_err(
+                key,
+                format!("{e:?} must be service.action or service.*"),
+            ));
+        };
+        let spec = catalogue
+            .service(service)
+            .map_err(|err| config_err(key, err.to_string()))?;
+        if action != "*" {
+            catalogue
+                .action(spec.id, action)
+                .map_err(|err| config_err(key, err.to_string()))?;
+        }
+        out.insert(format!("{}.{action}", spec.id));
+    }
+    Ok(out)
+}
+
+impl TryFrom<RawAgentConfig> for AgentConfig {
+    type Error = AgentError;
+
+    fn try_from(raw: RawAgentConfig) -> Result<Self, AgentError> {
+        let max_iterations = raw.max_iterations.unwrap_or(10);
+        if !(1..=1000).contains(&max_iterations) {
+            return Err(config_err("agent.max_iterations", "must be 1 to 1000"));
+        }
+        let max_steps = raw.max_steps.unwrap_or(max_iterations * 4 + 4);
+        if max_steps < 1 {
+            return Err(config_err("agent.max_steps", "must be at least 1"));
+        }
+        let max_result_chars = raw.max_result_chars.unwrap_or(16_000);
+        if max_result_chars < 256 {
+            return Err(config_err("agent.max_result_chars", "must be at least 256"));
+        }
+        let event_capacity = raw.event_capacity.unwrap_or(1024);
+        if !(16..=1 << 20).contains(&event_capacity) {
+            return Err(config_err("agent.event_capacity", "must be 16 to 1048576"));
+        }
+        let approval = raw.approval.unwrap_or_default();
+        Ok(Self {
+            tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),
+            max_iterations,
+            max_steps,
+            system_prompt: raw
+                .system_prompt
+                .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned()),
+            memory_turns: raw.memory_turns.unwrap_or(10).min(1000),
+            memory_recall: raw.memory_recall.unwrap_or(3).min(50),
+            tool_timeout: secs("agent.tool_timeout_s", raw.tool_timeout_s, 60.0, 3600.0)?,
+            tool_retries: raw.tool_retries.unwrap_or(2).min(10),
+            max_result_chars,
+            builtin_tools: raw.builtin_tools.unwrap_or(true),
+            event_capacity,
+            checkpoint_steps: true,
+            durability: raw.durability.unwrap_or_default(),
+            approval: ApprovalPolicy {
+                auto_approve_up_to: approval.auto_approve_up_to.unwrap_or(Risk::Low),
+                allow: check_entries("agent.approval.allow", approval.allow.unwrap_or_default())?,
+                deny: check_entries("agent.approval.deny", approval.deny.unwrap_or_default())?,
+                timeout: secs(
+                    "agent.approval.timeout_s",
+                    approval.timeout_s,
+                    300.0,
+                    7.0 * 86_400.0,
+                )?,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn llm(toml_like: serde_json::Value) -> Result<LlmConfig, String> {
+        let raw: RawLlmConfig = serde_json::from_value(toml_like).map_err(|e| e.to_string())?;
+        LlmConfig::try_from(raw).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn llm_config_validation_names_the_key() {
+        let ok = llm(serde_json::json!({"provider": "openai", "model": "gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"})).unwrap();
+        assert_eq!(ok.base_url, "https://api.openai.com/v1");
+        assert_eq!(ok.api_key, KeySource::Env("OPENAI_API_KEY".into()));
+        let local = llm(serde_json::json!({"provider": "openai", "base_url": "http://127.0.0.1:11434/v1/", "model": "qwen2.5"})).unwrap();
+        assert_eq!(local.base_url, "http://127.0.0.1:11434/v1");
+        assert_eq!(local.api_key, KeySource::None);
+        for (input, key) in [
+            (serde_json::json!({"model": "m"}), "llm.provider"),
+            (serde_json::json!({"provider": "gemini"}), "llm.model"),
+            (
+                serde_json::json!({"provider": "gemini", "model": "m", "base_url": "ftp://x"}),
+                "llm.base_url",
+            ),
+            (
+                serde_json::json!({"provider": "gemini", "model": "m", "api_key_env": "A", "api_key_file": "/k"}),
+                "llm.api_key_env",
+            ),
+            (
+                serde_json::json!({"provider": "gemini", "model": "m", "read_timeout_s": 0}),
+                "llm.read_timeout_s",
+            ),
+            (
+                serde_json::json!({"provider": "openai", "model": "m", "thinking_budget": 2000}),
+                "llm.thinking_budget",
+            ),
+        ] {
+            let err = llm(input.clone()).unwrap_err();
+            assert!(err.contains(key), "{input} -> {err}");
+        }
+        let err = llm(serde_json::json!({"provider": "openai", "model": "m", "apikey": "x"}))
+            .unwrap_err();
+        assert!(err.contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn agent_config_checks_policy_entries() {
+        let raw: RawAgentConfig = serde_json::from_value(serde_json::json!({
+            "approval": {"auto_approve_up_to": "medium", "allow": ["wifiAutomation.disable"], "deny": ["airplane_mode.*"]}
+        }))
+        .unwrap();
+        let cfg = AgentConfig::try_from(raw).unwrap();
+        assert!(cfg.approval.allow.contains("wifi_automation.disable"));
+        assert_eq!(cfg.approval.auto_approve_up_to, Risk::Medium);
+        let raw: RawAgentConfig = serde_json::from_value(serde_json::json!({
+            "approval": {"deny": ["battery.explode"]}
+        }))
+        .unwrap();
+        let err = AgentConfig::try_from(raw).unwrap_err().to_string();
+        assert!(
+            err.contains("agent.approval.deny") && err.contains("explode"),
+            "{err}"
+        );
+        assert!(
+            serde_json::from_value::<RawAgentConfig>(serde_json::json!({"max_iteration": 3}))
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! The crate's one error type. Every variant keeps what a caller needs to
+//! react (status, retry hint, the id that was not found); [`AgentError::to_wire`]
+//! turns it into the stable [`WireError`] the outside world sees.
+
+use droidwarden_services::{ErrorCode, WireError};
+use std::time::Duration;
+
+/// Everything that can go wrong in the agent runtime.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// A configuration value is invalid; `key` names it (e.g. `llm.model`).
+    #[error("invalid configuration {key}: {reason}")]
+    Config {
+        /// The dotted configuration key.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An API key could not be read. Never contains the key itself.
+    #[error("API key from {source_name} {reason}")]
+    Secret {
+        /// The environment variable or file, described.
+        source_name: String,
+        /// Why it could not be used.
+        reason: String,
+    },
+    /// The provider rejected the credentials (HTTP 401 or 403, or Gemini's
+    /// 400 "API key not valid").
+    #[error("{provider} rejected the API key (HTTP {status}): {message}")]
+    Auth {
+        /// Provider name.
+        provider: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// The provider's message.
+        message: String,
+    },
+    /// The provider does not know the model (HTTP 404).
+    #[error("{provider} does not know model {model:?}: {message}")]
+    ModelNotFound {
+        /// Provider name.
+        provider: &'static str,
+        /// The configured model.
+        model: String,
+        /// The provider's message.
+        message: String,
+    },
+    /// Still rate limited (HTTP 429) after every retry, or the provider asked
+    /// for a longer wait than allowed.
+    #[error("{provider} rate limit after {attempts} attempt(s){}", retry_after.map(|d| format!("; retry after {} s", d.as_secs())).unwrap_or_default())]
+    RateLimited {
+        /// Provider name.
+        provider: &'static str,
+        /// Attempts made.
+        attempts: u32,
+        /// The provider's last `Retry-After`, if any.
+        retry_after: Option<Duration>,
+    },
+    /// Any other HTTP error status from the provider (after retries for 5xx).
+    #[error("{provider} answered HTTP {status} after {attempts} attempt(s): {message}")]
+    Http {
+        /// Provider name.
+        provider: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// Attempts made.
+        attempts: u32,
+        /// The provider's message.
+        message: String,
+    },
+    /// The provider could not be reached, or the connection failed (after retries).
+    #[error("cannot reach {provider} after {attempts} attempt(s): {message}")]
+    Connect {
+        /// Provider name.
+        provider: &'static str,
+        /// Attempts made.
+        attempts: u32,
+        /// What failed.
+        message: String,
+    },
+    /// A provider call timed out (connect, read or total).
+    #[error("{provider} timed out after {attempts} attempt(s): {message}")]
+    Timeout {
+        /// Provider name.
+        provider: &'static str,
+        /// Attempts made.
+        attempts: u32,
+        /// Which timeout.
+        message: String,
+    },
+    /// A streamed answer ended before it was complete. `partial` says whether
+    /// text had already been shown (then it is not retried: the text would
+    /// be duplicated).
+    #[error("{provider} stream ended early after {attempts} attempt(s){}: {message}", if *partial { " (partial text already streamed)" } else { "" })]
+    StreamCut {
+        /// Provider name.
+        provider: &'static str,
+        /// Attempts made.
+        attempts: u32,
+        /// Whether text deltas had been emitted.
+        partial: bool,
+        /// What happened.
+        message: String,
+    },
+    /// The provider answered something we cannot parse.
+    #[error("unexpected answer from {provider}: {message}")]
+    BadResponse {
+        /// Provider name.
+        provider: &'static str,
+        /// What was wrong.
+        message: String,
+    },
+    /// Building the HTTP client failed (TLS set-up).
+    #[error("HTTP client set-up failed: {0}")]
+    Client(String),
+    /// SQLite failed.
+    #[error("session store: {0}")]
+    Store(#[from] rusqlite::Error),
+    /// A group commit failed; the work of this call was rolled back.
+    #[error("session store commit failed: {0}")]
+    StoreCommit(String),
+    /// The store's thread is gone (the store was closed or panicked).
+    #[error("session store is closed")]
+    StoreClosed,
+    /// A file-system problem with the store directory.
+    #[error("session store directory {path}: {source}")]
+    StoreDir {
+        /// The directory.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A checkpoint could not be (de)serialized.
+    #[error("checkpoint encoding: {0}")]
+    Encoding(#[from] serde_json::Error),
+    /// No approval has that id.
+    #[error("no approval {0:?}")]
+    UnknownApproval(String),
+    /// The approval was already answered, or expired.
+    #[error("approval {id:?} is already {status}")]
+    ApprovalClosed {
+        /// The approval id.
+        id: String,
+        /// `approved`, `denied` or `expired`.
+        status: String,
+    },
+    /// No session has that id.
+    #[error("no session {0:?}")]
+    UnknownSession(String),
+    /// No run has that id, or it already finished.
+    #[error("no resumable run {0:?}")]
+    UnknownRun(String),
+    /// The run is already being driven in this process.
+    #[error("run {0:?} is already running")]
+    RunBusy(String),
+    /// The prompt is empty or too long.
+    #[error("invalid prompt: {0}")]
+    InvalidPrompt(String),
+    /// A session or run id is malformed.
+    #[error("invalid id {0:?}: use 1-64 letters, digits, '-' or '_'")]
+    InvalidId(String),
+    /// Shutdown was requested; the run is checkpointed and can be resumed.
+    #[error("run {run_id} interrupted by shutdown; resumable")]
+    Interrupted {
+        /// The run, to resume later.
+        run_id: String,
+    },
+}
+
+impl AgentError {
+    /// The stable wire form: a code from [`ErrorCode`], the message, and
+    /// whether trying again later may help.
+    pub fn to_wire(&self) -> WireError {
+        let (code, retryable) = match self {
+            Self::Config { .. } | Self::Secret { .. } | Self::Client(_) => {
+                (ErrorCode::Internal, false)
+            }
+            Self::Auth { .. } => (ErrorCode::PermissionDenied, false),
+            Self::ModelNotFound { .. } => (ErrorCode::NotFound, false),
+            Self::RateLimited { .. } | Self::Connect { .. } | Self::StreamCut { .. } => {
+                (ErrorCode::Internal, true)
+            }
+            Self::Timeout { .. } => (ErrorCode::Timeout, true),
+            Self::Http { status, .. } => (ErrorCode::Internal, *status >= 500),
+            Self::BadResponse { .. } => (ErrorCode::Internal, false),
+            Self::Store(_)
+            | Self::StoreClosed
+            | Self::StoreCommit(_)
+            | Self::StoreDir { .. }
+            | Self::Encoding(_) => (ErrorCode::Internal, false),
+            Self::UnknownApproval(_) | Self::UnknownSession(_) | Self::UnknownRun(_) => {
+                (ErrorCode::NotFound, false)
+            }
+            Self::ApprovalClosed { .. } | Self::RunBusy(_) => (ErrorCode::InvalidRequest, false),
+            Self::InvalidId(_) | Self::InvalidPrompt(_) => (ErrorCode::InvalidParams, false),
+            Self::Interrupted { .. } => (ErrorCode::Internal, true),
+        };
+        WireError {
+            code,
+            message: self.to_string(),
+            retryable,
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! What a run announces while it works. The daemon maps these to MQTT and
+//! D-Bus; the CLI prints them. Each event of a run is sent once, on the
+//! agent's broadcast channel ([`crate::Agent::subscribe`]); a run's
+//! [`crate::RunOutcome`] repeats the final answer, so a receiver that lagged
+//! loses nothing that matters.
+
+use crate::message::Usage;
+use droidwarden_services::{Risk, WireError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One event of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentEvent {
+    /// The run.
+    pub run_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Why a run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The model answered without calling tools.
+    FinalAnswer,
+    /// `max_iterations` model calls were made.
+    MaxIterations,
+    /// The hard step limit was reached.
+    StepLimit,
+    /// The model call failed (see the `error` event).
+    Error,
+}
+
+/// A device action waiting for a person's answer. Persisted; survives a
+/// restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// Id to pass to [`crate::Agent::approve`] / [`crate::Agent::deny`].
+    pub approval_id: String,
+    /// The waiting run.
+    pub run_id: String,
+    /// Its session.
+    pub session: String,
+    /// The tool call it belongs to.
+    pub call_id: String,
+    /// Target device, if named.
+    pub device: Option<String>,
+    /// Service id.
+    pub service: String,
+    /// Action.
+    pub action: String,
+    /// Validated parameters.
+    pub params: Value,
+    /// The action's risk.
+    pub risk: Risk,
+    /// When it was requested, unix milliseconds.
+    pub requested_at: u64,
+    /// When it counts as denied, unix milliseconds.
+    pub expires_at: u64,
+}
+
+/// The kinds of event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// The model asked for a tool.
+    ToolCall {
+        /// Call id.
+        call_id: String,
+        /// Tool name as written by the model.
+        tool: String,
+        /// The arguments (parsed JSON, or the raw text as a string if malformed).
+        arguments: Value,
+    },
+    /// A tool call finished (executed, refused, denied or invalid).
+    ToolResult {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        tool: String,
+        /// Whether it failed.
+        is_error: bool,
+        /// The result or wire error (as sent to the model, truncated).
+        content: Value,
+    },
+    /// A device action waits for approval.
+    ApprovalRequested {
+        /// The request.
+        approval: PendingApproval,
+    },
+    /// A piece of the answer text, as streamed.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// The run finished with an answer.
+    Final {
+        /// The answer.
+        text: String,
+        /// Why it stopped.
+        stop_reason: StopReason,
+        /// Tokens used by the run.
+        usage: Usage,
+    },
+    /// The run failed.
+    Error {
+        /// What went wrong.
+        error: WireError,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_serialize_flat_with_an_event_tag() {
+        let ev = AgentEvent {
+            run_id: "r1".into(),
+            session_id: "s1".into(),
+            kind: EventKind::TextDelta { text: "Hi".into() },
+        };
+        assert_eq!(
+            serde_json::to_value(&ev).unwrap(),
+            json!({"run_id": "r1", "session_id": "s1", "event": "text_delta", "text": "Hi"})
+        );
+        let ev = AgentEvent {
+            run_id: "r1".into(),
+            session_id: "s1".into(),
+            kind: EventKind::Final {
+                text: "done".into(),
+                stop_reason: StopReason::MaxIterations,
+                usage: Usage::default(),
+            },
+        };
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(v["event"], "final");
+        assert_eq!(v["stop_reason"], "max_iterations");
+        let back: AgentEvent = serde_json::from_value(v).unwrap();
+        assert_eq!(back, ev);
+    }
+}

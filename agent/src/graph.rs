@@ -1,0 +1,719 @@
+//! The agent graph: a small explicit state machine, agent step ↔ tool step.
+//!
+//! [`step`] takes the run's state and one [`Input`] (a model reply, a tool
+//! result, an approval answer …) and returns the [`Action`]s to perform
+//! (call the model, execute a tool, checkpoint, emit an event, finish). It
+//! does no I/O, reads no clock (times come in the inputs) and is tested
+//! without a runtime; [`crate::Run::drive`] performs the actions.
+//!
+//! ```text
+//!   Start ─► agent step ──(no tool calls)──────────────► Finish(final answer)
+//!              ▲   │ (tool calls; iteration < max_iterations, steps < max_steps)
+//!              │   ▼
+//!              │  tool step: for each call
+//!              │    validate → policy → approval? → execute → truncate → events
+//!              └── all calls done: results appended
+//! ```
+//!
+//! The state is serializable: the driver checkpoints it after every step,
+//! and [`Input::Resume`] continues a run loaded from the store. A device
+//! action that was executing when the process died is reported to the model
+//! as interrupted rather than run again (at most once); one that was waiting
+//! for approval waits again.
+
+use crate::events::{EventKind, PendingApproval, StopReason};
+use crate::message::{Message, ModelReply, TimedMessage, ToolCall, Usage};
+use crate::policy::{ApprovalPolicy, Verdict};
+use crate::tools::{Planned, Toolset};
+use droidwarden_services::{ErrorCode, WireError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Limits fixed when the run starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunLimits {
+    /// Model calls allowed.
+    pub max_iterations: u32,
+    /// Agent and tool steps allowed, together.
+    pub max_steps: u32,
+    /// Longest tool result kept, in characters.
+    pub max_result_chars: usize,
+    /// How long an approval request waits, milliseconds.
+    pub approval_timeout_ms: u64,
+    /// Whether the run has tools (without: a single model call).
+    pub tools_enabled: bool,
+}
+
+/// Where the run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Created; the model has not been called yet.
+    Ready,
+    /// Waiting for the model.
+    AwaitingModel,
+    /// Waiting for tool calls (executions and approvals).
+    RunningTools,
+    /// Done; see [`RunState::outcome`].
+    Finished,
+}
+
+/// Status of one tool call in the current tool step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum CallStatus {
+    /// Waiting for a person.
+    AwaitingApproval {
+        /// The approval id.
+        approval_id: String,
+        /// Unix ms after which it counts as denied.
+        expires_at: u64,
+    },
+    /// Handed to the executor (checkpointed before it starts).
+    Executing,
+    /// Finished; the content is what the model will see.
+    Done {
+        /// Result text (JSON), truncated.
+        content: String,
+        /// Whether it is an error.
+        is_error: bool,
+    },
+}
+
+/// One tool call of the current tool step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallSlot {
+    /// The call as the model wrote it.
+    pub call: ToolCall,
+    /// The validated call (absent when validation failed).
+    pub planned: Option<Planned>,
+    /// Where it is.
+    pub status: CallStatus,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOutcome {
+    /// The run.
+    pub run_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// The answer (empty when the run failed).
+    pub text: String,
+    /// Why it stopped.
+    pub stop_reason: StopReason,
+    /// Tokens used.
+    pub usage: Usage,
+    /// The failure, when `stop_reason` is `error`.
+    pub error: Option<WireError>,
+}
+
+/// Everything about a run; checkpointed as JSON after every step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    /// Run id.
+    pub run_id: String,
+    /// Session id.
+    pub session_id: String,
+    /// Where the run is.
+    pub phase: Phase,
+    /// Model calls made.
+    pub iteration: u32,
+    /// Steps taken (agent and tool steps).
+    pub steps: u32,
+    /// Limits.
+    pub limits: RunLimits,
+    /// Earlier turns of the session, as they go into the prompt.
+    pub history: Vec<Message>,
+    /// Archived turns retrieved for this prompt.
+    pub recalled: Vec<String>,
+    /// This run's messages, the user's prompt first.
+    pub messages: Vec<TimedMessage>,
+    /// The current tool step's calls.
+    pub calls: Vec<CallSlot>,
+    /// Tokens used so far.
+    pub usage: Usage,
+    /// Set when finished.
+    pub outcome: Option<RunOutcome>,
+    /// Approval requests issued (for ids).
+    pub approvals_issued: u32,
+}
+
+/// What happened, fed to [`step`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// Begin a new run.
+    Start {
+        /// Now, unix ms.
+        now_ms: u64,
+    },
+    /// Continue a run loaded from a checkpoint.
+    Resume {
+        /// Now, unix ms.
+        now_ms: u64,
+    },
+    /// The model answered.
+    ModelReplied {
+        /// The answer.
+        reply: ModelReply,
+        /// Now, unix ms.
+        now_ms: u64,
+    },
+    /// The model call failed for good (after the provider's retries).
+    ModelFailed {
+        /// What went wrong.
+        error: WireError,
+        /// Now, unix ms.
+        now_ms: u64,
+    },
+    /// A person answered an approval request (or it expired: `approved`
+    /// false with a reason).
+    ApprovalAnswered {
+        /// The call.
+        call_id: String,
+        /// Whether it may run.
+        approved: bool,
+        /// Why not, for the model.
+        reason: Option<String>,
+        /// Now, unix ms.
+        now_ms: u64,
+    },
+    /// A tool finished.
+    ToolFinished {
+        /// The call.
+        call_id: String,
+        /// Its result.
+        result: Result<Value, WireError>,
+        /// Now, unix ms.
+        now_ms: u64,
+    },
+}
+
+/// What the driver must do, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Call the model with the conversation in the state.
+    CallModel,
+    /// Persist the state (and these new approval requests) durably, before
+    /// the actions that follow.
+    Checkpoint {
+        /// Approval requests to persist in the same transaction.
+        approvals: Vec<PendingApproval>,
+    },
+    /// Wait for the answer to an approval request.
+    AwaitApproval {
+        /// The call.
+        call_id: String,
+        /// The approval.
+        approval_id: String,
+        /// Unix ms after which it counts as denied.
+        expires_at: u64,
+    },
+    /// Execute a validated, allowed call.
+    Execute {
+        /// The call.
+        call_id: String,
+        /// What to run.
+        planned: Planned,
+    },
+    /// Send an event.
+    Emit(EventKind),
+    /// The run is over: persist the outcome and the turn, then announce
+    /// `final` or `error`.
+    Finish(RunOutcome),
+}
+
+/// What [`step`] needs besides the state: the tools and the policy.
+#[derive(Debug, Clone, Copy)]
+pub struct StepEnv<'a> {
+    /// The run's tools.
+    pub toolset: &'a Toolset,
+    /// The approval policy.
+    pub policy: &'a ApprovalPolicy,
+}
+
+impl RunState {
+    /// A new run: `prompt` is the user's message.
+    pub fn new(
+        run_id: String,
+        session_id: String,
+        prompt: String,
+        history: Vec<Message>,
+        recalled: Vec<String>,
+        limits: RunLimits,
+        now_ms: u64,
+    ) -> Self {
+        Self {
+            run_id,
+            session_id,
+            phase: Phase::Ready,
+            iteration: 0,
+            steps: 0,
+            limits,
+            history,
+            recalled,
+            messages: vec![TimedMessage {
+                at_ms: now_ms,
+                message: Message::User { text: prompt },
+            }],
+            calls: Vec::new(),
+            usage: Usage::default(),
+            outcome: None,
+            approvals_issued: 0,
+        }
+    }
+
+    /// The conversation to send to the model: earlier turns, then this run.
+    pub fn conversation(&self) -> Vec<Message> {
+        self.history
+            .iter()
+            .cloned()
+            .chain(self.messages.iter().map(|m| m.message.clone()))
+            .collect()
+    }
+
+    /// The user's prompt of this run.
+    pub fn prompt(&self) -> &str {
+        match self.messages.first().map(|m| &m.message) {
+            Some(Message::User { text }) => text,
+            _ => "",
+        }
+    }
+}
+
+/// Advance the run by one input. See the module documentation.
+pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action> {
+    if state.phase == Phase::Finished {
+        return state
+            .outcome
+            .clone()
+            .map(Action::Finish)
+            .into_iter()
+            .collect();
+    }
+    match input {
+        Input::Start { .. } => match state.phase {
+            Phase::Ready => agent_step(state, false),
+            _ => Vec::new(),
+        },
+        Input::Resume { now_ms } => resume(state, now_ms),
+        Input::ModelReplied { reply, now_ms } if state.phase == Phase::AwaitingModel => {
+            model_replied(state, env, reply, now_ms)
+        }
+        Input::ModelFailed { error, .. } if state.phase == Phase::AwaitingModel => {
+            finish(state, StopReason::Error, String::new(), Some(error))
+        }
+        Input::ApprovalAnswered {
+            call_id,
+            approved,
+            reason,
+            now_ms,
+        } => {
+            let Some(i) = state.calls.iter().position(|s| {
+                s.call.id == call_id && matches!(s.status, CallStatus::AwaitingApproval { .. })
+            }) else {
+                return Vec::new();
+            };
+            if approved {
+                state.calls[i].status = CallStatus::Executing;
+                let planned = state.calls[i]
+                    .planned
+                    .clone()
+                    .expect("approved calls are planned");
+                vec![
+                    Action::Checkpoint {
+                        approvals: Vec::new(),
+                    },
+                    Action::Execute { call_id, planned },
+                ]
+            } else {
+                let reason = reason.unwrap_or_else(|| "denied by the user".into());
+                let mut out = vec![complete_call(
+                    state,
+                    i,
+                    Err(WireError::new(
+                        ErrorCode::Denied,
+                        format!("the user did not approve this action: {reason}"),
+                    )),
+                )];
+                out.extend(after_result(state, now_ms));
+                out
+            }
+        }
+        Input::ToolFinished {
+            call_id,
+            result,
+            now_ms,
+        } => {
+            let Some(i) = state
+                .calls
+                .iter()
+                .position(|s| s.call.id == call_id && s.status == CallStatus::Executing)
+            else {
+                return Vec::new();
+            };
+            let mut out = vec![complete_call(state, i, result)];
+            out.extend(after_result(state, now_ms));
+            out
+        }
+        // A reply or failure for a phase we have left: stale, ignore.
+        Input::ModelReplied { .. } | Input::ModelFailed { .. } => Vec::new(),
+    }
+}
+
+fn agent_step(state: &mut RunState, checkpoint: bool) -> Vec<Action> {
+    if state.steps >= state.limits.max_steps {
+        let text = last_assistant_text(state);
+        return finish(state, StopReason::StepLimit, text, None);
+    }
+    state.steps += 1;
+    state.iteration += 1;
+    state.phase = Phase::AwaitingModel;
+    let mut out = Vec::with_capacity(2);
+    if checkpoint {
+        out.push(Action::Checkpoint {
+            approvals: Vec::new(),
+        });
+    }
+    out.push(Action::CallModel);
+    out
+}
+
+fn last_assistant_text(state: &RunState) -> String {
+    state
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match &m.message {
+            Message::Assistant { text, .. } if !text.is_empty() => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+fn finish(
+    state: &mut RunState,
+    stop_reason: StopReason,
+    text: String,
+    error: Option<WireError>,
+) -> Vec<Action> {
+    state.phase = Phase::Finished;
+    let outcome = RunOutcome {
+        run_id: state.run_id.clone(),
+        session_id: state.session_id.clone(),
+        text,
+        stop_reason,
+        usage: state.usage,
+        error,
+    };
+    state.outcome = Some(outcome.clone());
+    vec![Action::Finish(outcome)]
+}
+
+fn model_replied(
+    state: &mut RunState,
+    env: &StepEnv<'_>,
+    reply: ModelReply,
+    now_ms: u64,
+) -> Vec<Action> {
+    state.usage.add(reply.usage);
+    let mut calls = if state.limits.tools_enabled {
+        reply.tool_calls
+    } else {
+        Vec::new()
+    };
+    // Call ids must be unique within the run (results and events are
+    // matched by id): providers without ids (older Gemini models) or that
+    // repeat them get fresh ones.
+    for i in 0..calls.len() {
+        let id = &calls[i].id;
+        let taken = id.is_empty()
+            || calls[..i].iter().any(|c| &c.id == id)
+            || state.messages.iter().any(|m| {
+                matches!(&m.message, Message::Assistant { tool_calls, .. }
+                    if tool_calls.iter().any(|c| &c.id == id))
+            });
+        if taken {
+            calls[i].id = format!("call_{}_{i}", state.iteration);
+        }
+    }
+    state.messages.push(TimedMessage {
+        at_ms: now_ms,
+        message: Message::Assistant {
+            text: reply.text.clone(),
+            thinking: reply.thinking,
+            tool_calls: calls.clone(),
+        },
+    });
+    if calls.is_empty() {
+        return finish(state, StopReason::FinalAnswer, reply.text, None);
+    }
+    if state.iteration >= state.limits.max_iterations {
+        return finish(state, StopReason::MaxIterations, reply.text, None);
+    }
+    if state.steps >= state.limits.max_steps {
+        return finish(state, StopReason::StepLimit, reply.text, None);
+    }
+    state.steps += 1;
+    state.phase = Phase::RunningTools;
+    state.calls.clear();
+
+    let mut events = Vec::new();
+    let mut approvals = Vec::new();
+    let mut waits = Vec::new();
+    let mut executes = Vec::new();
+    for call in calls {
+        events.push(Action::Emit(EventKind::ToolCall {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: serde_json::from_str(&call.arguments)
+                .unwrap_or_else(|_| Value::String(call.arguments.clone())),
+        }));
+        let planned = env.toolset.plan(&call);
+        let index = state.calls.len();
+        state.calls.push(CallSlot {
+            call: call.clone(),
+            planned: planned.as_ref().ok().cloned(),
+            status: CallStatus::Executing,
+        });
+        let planned = match planned {
+            Ok(p) => p,
+            Err(e) => {
+                events.push(complete_call(state, index, Err(e)));
+                continue;
+            }
+        };
+        let verdict = match &planned {
+            Planned::Device {
+                service,
+                action,
+                risk,
+                ..
+            } => env.policy.decide(service, action, *risk),
+            _ => Verdict::Allow,
+        };
+        match verdict {
+            Verdict::Allow => executes.push(Action::Execute {
+                call_id: call.id.clone(),
+                planned,
+            }),
+            Verdict::Deny(reason) => {
+                events.push(complete_call(
+                    state,
+                    index,
+                    Err(WireError::new(ErrorCode::Denied, reason)),
+                ));
+            }
+            Verdict::Ask => {
+                let Planned::Device {
+                    device,
+                    service,
+                    action,
+                    params,
+                    risk,
+                    ..
+                } = planned
+                else {
+                    unreachable!("only device calls need approval")
+                };
+                state.approvals_issued += 1;
+                let approval_id = format!("{}-a{}", state.run_id, state.approvals_issued);
+                let expires_at = now_ms + state.limits.approval_timeout_ms;
+                state.calls[index].status = CallStatus::AwaitingApproval {
+                    approval_id: approval_id.clone(),
+                    expires_at,
+                };
+                let approval = PendingApproval {
+                    approval_id: approval_id.clone(),
+                    run_id: state.run_id.clone(),
+                    session: state.session_id.clone(),
+                    call_id: call.id.clone(),
+                    device,
+                    service,
+                    action,
+                    params,
+                    risk,
+                    requested_at: now_ms,
+                    expires_at,
+                };
+                approvals.push(approval.clone());
+                waits.push(Action::Emit(EventKind::ApprovalRequested { approval }));
+                waits.push(Action::AwaitApproval {
+                    call_id: call.id.clone(),
+                    approval_id,
+                    expires_at,
+                });
+            }
+        }
+    }
+    let mut out = events;
+    if all_done(state) {
+        out.extend(complete_tools(state, now_ms));
+        return out;
+    }
+    // Persist first when it matters: actions that change a device are
+    // marked executing before they start (at most once across a crash), and
+    // approval requests exist before they are announced. Reads and local
+    // tools are simply run again after a crash, so they need no checkpoint
+    // of their own.
+    let mutating = executes.iter().any(|a| {
+        matches!(
+            a,
+            Action::Execute {
+                planned: Planned::Device { mutates: true, .. },
+                ..
+            }
+        )
+    });
+    if mutating || !approvals.is_empty() {
+        out.push(Action::Checkpoint { approvals });
+    }
+    out.extend(waits);
+    out.extend(executes);
+    out
+}
+
+fn all_done(state: &RunState) -> bool {
+    state
+        .calls
+        .iter()
+        .all(|s| matches!(s.status, CallStatus::Done { .. }))
+}
+
+/// Mark call `i` done with `result` (truncated) and return its event.
+fn complete_call(state: &mut RunState, i: usize, result: Result<Value, WireError>) -> Action {
+    let is_error = result.is_err();
+    let value = match result {
+        Ok(v) => v,
+        Err(e) => serde_json::json!({ "error": e }),
+    };
+    let content = truncate(value.to_string(), state.limits.max_result_chars);
+    let event_content = if content.len() == value.to_string().len() {
+        value
+    } else {
+        Value::String(content.clone())
+    };
+    let slot = &mut state.calls[i];
+    slot.status = CallStatus::Done { content, is_error };
+    Action::Emit(EventKind::ToolResult {
+        call_id: slot.call.id.clone(),
+        tool: slot.call.name.clone(),
+        is_error,
+        content: event_content,
+    })
+}
+
+/// Cut `text` to at most `max` characters, saying so.
+pub fn truncate(text: String, max: usize) -> String {
+    let total = text.chars().count();
+    if total <= max {
+        return text;
+    }
+    let keep = max.saturating_sub(64);
+    let mut out: String = text.chars().take(keep).collect();
+    out.push_str(&format!(
+        " … [truncated: {keep} of {total} characters shown]"
+    ));
+    out
+}
+
+fn after_result(state: &mut RunState, now_ms: u64) -> Vec<Action> {
+    if all_done(state) {
+        complete_tools(state, now_ms)
+    } else {
+        vec![Action::Checkpoint {
+            approvals: Vec::new(),
+        }]
+    }
+}
+
+/// Every call is done: append the results in call order, then the next
+/// agent step.
+fn complete_tools(state: &mut RunState, now_ms: u64) -> Vec<Action> {
+    for slot in state.calls.drain(..) {
+        let CallStatus::Done { content, is_error } = slot.status else {
+            continue;
+        };
+        state.messages.push(TimedMessage {
+            at_ms: now_ms,
+            message: Message::Tool {
+                call_id: slot.call.id,
+                name: slot.call.name,
+                content,
+                is_error,
+            },
+        });
+    }
+    state.phase = Phase::Ready;
+    agent_step(state, true)
+}
+
+fn resume(state: &mut RunState, now_ms: u64) -> Vec<Action> {
+    match state.phase {
+        Phase::Ready => agent_step(state, false),
+        Phase::AwaitingModel => vec![Action::CallModel],
+        Phase::Finished => state
+            .outcome
+            .clone()
+            .map(Action::Finish)
+            .into_iter()
+            .collect(),
+        Phase::RunningTools => {
+            let mut out = Vec::new();
+            let mut changed = false;
+            let mut again = Vec::new();
+            for i in 0..state.calls.len() {
+                match state.calls[i].status.clone() {
+                    CallStatus::AwaitingApproval {
+                        approval_id,
+                        expires_at,
+                    } => again.push(Action::AwaitApproval {
+                        call_id: state.calls[i].call.id.clone(),
+                        approval_id,
+                        expires_at,
+                    }),
+                    CallStatus::Executing => match state.calls[i].planned.clone() {
+                        // Local tools and reads have no side effects: run
+                        // them again.
+                        Some(
+                            p @ (Planned::Calculator { .. }
+                            | Planned::CurrentTime
+                            | Planned::Device { mutates: false, .. }),
+                        ) => {
+                            again.push(Action::Execute {
+                                call_id: state.calls[i].call.id.clone(),
+                                planned: p,
+                            });
+                        }
+                        _ => {
+                            changed = true;
+                            out.push(complete_call(
+                                state,
+                                i,
+                                Err(WireError::new(
+                                    ErrorCode::Internal,
+                                    "the daemon stopped while this action ran; it may or may not have taken effect. Check the state before trying again.",
+                                )),
+                            ));
+                        }
+                    },
+                    CallStatus::Done { .. } => {}
+                }
+            }
+            if all_done(state) {
+                out.extend(complete_tools(state, now_ms));
+                return out;
+            }
+            if changed {
+                out.push(Action::Checkpoint {
+                    approvals: Vec::new(),
+                });
+            }
+            out.extend(again);
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,468 @@
+//! The state machine, without a runtime: table-like scenarios that feed
+//! inputs and check the actions.
+
+use super::*;
+use crate::host::DeviceSummary;
+use crate::tools::ToolMode;
+use droidwarden_services::Risk;
+use serde_json::json;
+
+fn devices() -> Vec<DeviceSummary> {
+    let all: Vec<String> = droidwarden_services::Catalogue::get()
+        .services()
+        .iter()
+        .map(|s| s.id.to_owned())
+        .collect();
+    vec![
+        DeviceSummary {
+            name: "kitchen".into(),
+            services: all.clone(),
+            online: true,
+        },
+        DeviceSummary {
+            name: "bedroom".into(),
+            services: all,
+            online: true,
+        },
+    ]
+}
+
+struct Fixture {
+    toolset: Toolset,
+    policy: ApprovalPolicy,
+    state: RunState,
+}
+
+fn limits() -> RunLimits {
+    RunLimits {
+        max_iterations: 5,
+        max_steps: 20,
+        max_result_chars: 300,
+        approval_timeout_ms: 1000,
+        tools_enabled: true,
+    }
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self {
+            toolset: Toolset::new(ToolMode::Toolkit, &devices(), true),
+            policy: ApprovalPolicy::default(),
+            state: RunState::new(
+                "r1".into(),
+                "s1".into(),
+                "hi".into(),
+                Vec::new(),
+                Vec::new(),
+                limits(),
+                0,
+            ),
+        }
+    }
+
+    fn step(&mut self, input: Input) -> Vec<Action> {
+        let env = StepEnv {
+            toolset: &self.toolset,
+            policy: &self.policy,
+        };
+        step(&mut self.state, &env, input)
+    }
+}
+
+fn call(id: &str, args: serde_json::Value) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: "android_device".into(),
+        arguments: args.to_string(),
+        signature: None,
+    }
+}
+
+fn reply_calls(calls: Vec<ToolCall>) -> Input {
+    Input::ModelReplied {
+        reply: ModelReply {
+            tool_calls: calls,
+            ..ModelReply::default()
+        },
+        now_ms: 10,
+    }
+}
+
+fn kinds(actions: &[Action]) -> Vec<&'static str> {
+    actions
+        .iter()
+        .map(|a| match a {
+            Action::CallModel => "call_model",
+            Action::Checkpoint { .. } => "checkpoint",
+            Action::AwaitApproval { .. } => "await_approval",
+            Action::Execute { .. } => "execute",
+            Action::Emit(EventKind::ToolCall { .. }) => "tool_call",
+            Action::Emit(EventKind::ToolResult { .. }) => "tool_result",
+            Action::Emit(EventKind::ApprovalRequested { .. }) => "approval_requested",
+            Action::Emit(_) => "emit",
+            Action::Finish(_) => "finish",
+        })
+        .collect()
+}
+
+#[test]
+fn final_answer_after_one_tool_round() {
+    let mut f = Fixture::new();
+    assert_eq!(kinds(&f.step(Input::Start { now_ms: 0 })), ["call_model"]);
+    let a = f.step(reply_calls(vec![call(
+        "c1",
+        json!({"device": "kitchen", "service_id": "battery", "action": "status"}),
+    )]));
+    // A read needs no checkpoint before it runs: after a crash it is run again.
+    assert_eq!(kinds(&a), ["tool_call", "execute"]);
+    assert_eq!(f.state.phase, Phase::RunningTools);
+    let mut g = Fixture::new();
+    g.step(Input::Start { now_ms: 0 });
+    let a = g.step(reply_calls(vec![call(
+        "c1",
+        json!({"device": "kitchen", "service_id": "screen_control", "action": "wake"}),
+    )]));
+    // A change is checkpointed as executing before it starts: at most once.
+    assert_eq!(kinds(&a), ["tool_call", "checkpoint", "execute"]);
+    assert_eq!(g.state.calls[0].status, CallStatus::Executing);
+    let a = f.step(Input::ToolFinished {
+        call_id: "c1".into(),
+        result: Ok(json!({"level_percent": 80})),
+        now_ms: 20,
+    });
+    assert_eq!(kinds(&a), ["tool_result", "checkpoint", "call_model"]);
+    assert!(
+        matches!(&f.state.messages.last().unwrap().message, Message::Tool { content, .. } if content.contains("80"))
+    );
+    let a = f.step(Input::ModelReplied {
+        reply: ModelReply::text("80 %"),
+        now_ms: 30,
+    });
+    let [Action::Finish(out)] = a.as_slice() else {
+        panic!("{a:?}")
+    };
+    assert_eq!(
+        (out.text.as_str(), out.stop_reason),
+        ("80 %", StopReason::FinalAnswer)
+    );
+    assert_eq!(f.state.phase, Phase::Finished);
+    assert_eq!(f.state.iteration, 2);
+}
+
+#[test]
+fn invalid_calls_become_readable_tool_errors_and_the_run_continues() {
+    let mut f = Fixture::new();
+    f.step(Input::Start { now_ms: 0 });
+    let bad_json = ToolCall {
+        id: "c1".into(),
+        name: "android_device".into(),
+        arguments: "{\"service_id\": ".into(),
+        signature: None,
+    };
+    let unknown = ToolCall {
+        id: "c2".into(),
+        name: "rm_rf".into(),
+        arguments: "{}".into(),
+        signature: None,
+    };
+    let a = f.step(reply_calls(vec![bad_json, unknown]));
+    assert_eq!(
+        kinds(&a),
+        [
+            "tool_call",
+            "tool_result",
+            "tool_call",
+            "tool_result",
+            "checkpoint",
+            "call_model"
+        ]
+    );
+    let texts: Vec<String> = f
+        .state
+        .messages
+        .iter()
+        .filter_map(|m| match &m.message {
+            Message::Tool {
+                content,
+                is_error: true,
+                ..
+            } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        texts[0].contains("not valid JSON") && texts[0].contains("invalid_params"),
+        "{texts:?}"
+    );
+    assert!(texts[1].contains("unknown tool"), "{texts:?}");
+    assert_eq!(f.state.phase, Phase::AwaitingModel);
+}
+
+#[test]
+fn approval_flow_approve_and_deny() {
+    let mut f = Fixture::new();
+    f.step(Input::Start { now_ms: 0 });
+    // wifi disable is high risk: approval; battery is low: runs at once.
+    let a = f.step(reply_calls(vec![
+        call(
+            "c1",
+            json!({"device": "kitchen", "service_id": "wifi_automation", "action": "disable"}),
+        ),
+        call(
+            "c2",
+            json!({"device": "bedroom", "service_id": "battery", "action": "status"}),
+        ),
+        call(
+            "c3",
+            json!({"device": "bedroom", "service_id": "airplane_mode", "action": "enable"}),
+        ),
+    ]));
+    assert_eq!(
+        kinds(&a),
+        [
+            "tool_call",
+            "tool_call",
+            "tool_call",
+            "checkpoint",
+            "approval_requested",
+            "await_approval",
+            "approval_requested",
+            "await_approval",
+            "execute"
+        ]
+    );
+    let Action::Checkpoint { approvals } = &a[3] else {
+        panic!()
+    };
+    assert_eq!(approvals.len(), 2);
+    assert_eq!(approvals[0].approval_id, "r1-a1");
+    assert_eq!(approvals[0].risk, Risk::High);
+    assert_eq!(approvals[0].expires_at, 1010);
+    assert_eq!(approvals[0].device.as_deref(), Some("kitchen"));
+    let a = f.step(Input::ApprovalAnswered {
+        call_id: "c1".into(),
+        approved: true,
+        reason: None,
+        now_ms: 50,
+    });
+    assert_eq!(kinds(&a), ["checkpoint", "execute"]);
+    let a = f.step(Input::ApprovalAnswered {
+        call_id: "c3".into(),
+        approved: false,
+        reason: Some("not now".into()),
+        now_ms: 60,
+    });
+    assert_eq!(kinds(&a), ["tool_result", "checkpoint"]);
+    // A second answer for the same call is ignored.
+    assert!(
+        f.step(Input::ApprovalAnswered {
+            call_id: "c3".into(),
+            approved: true,
+            reason: None,
+            now_ms: 61
+        })
+        .is_empty()
+    );
+    f.step(Input::ToolFinished {
+        call_id: "c2".into(),
+        result: Ok(json!({})),
+        now_ms: 70,
+    });
+    let a = f.step(Input::ToolFinished {
+        call_id: "c1".into(),
+        result: Ok(json!({"enabled": false})),
+        now_ms: 80,
+    });
+    assert_eq!(kinds(&a), ["tool_result", "checkpoint", "call_model"]);
+    let denied = f.state.messages.iter().find_map(|m| match &m.message {
+        Message::Tool {
+            call_id, content, ..
+        } if call_id == "c3" => Some(content.clone()),
+        _ => None,
+    });
+    assert!(denied.unwrap().contains("\"denied\""));
+}
+
+#[test]
+fn deny_list_refuses_without_asking() {
+    let mut f = Fixture::new();
+    f.policy.deny.insert("battery.*".into());
+    f.step(Input::Start { now_ms: 0 });
+    let a = f.step(reply_calls(vec![call(
+        "c1",
+        json!({"device": "kitchen", "service_id": "battery", "action": "status"}),
+    )]));
+    assert_eq!(
+        kinds(&a),
+        ["tool_call", "tool_result", "checkpoint", "call_model"]
+    );
+}
+
+#[test]
+fn limits_stop_the_run_with_the_reason_recorded() {
+    let mut f = Fixture::new();
+    f.state.limits.max_iterations = 2;
+    f.step(Input::Start { now_ms: 0 });
+    let c = || {
+        reply_calls(vec![ToolCall {
+            id: "t".into(),
+            name: "current_time".into(),
+            arguments: "{}".into(),
+            signature: None,
+        }])
+    };
+    f.step(c());
+    f.step(Input::ToolFinished {
+        call_id: "t".into(),
+        result: Ok(json!({})),
+        now_ms: 1,
+    });
+    let a = f.step(c());
+    let [Action::Finish(out)] = a.as_slice() else {
+        panic!("{a:?}")
+    };
+    assert_eq!(out.stop_reason, StopReason::MaxIterations);
+
+    let mut f = Fixture::new();
+    f.state.limits.max_steps = 3;
+    f.step(Input::Start { now_ms: 0 });
+    f.step(c());
+    let a = f.step(Input::ToolFinished {
+        call_id: "t".into(),
+        result: Ok(json!({})),
+        now_ms: 1,
+    });
+    assert_eq!(kinds(&a), ["tool_result", "checkpoint", "call_model"]);
+    let a = f.step(c());
+    let [Action::Finish(out)] = a.as_slice() else {
+        panic!("{a:?}")
+    };
+    assert_eq!(out.stop_reason, StopReason::StepLimit);
+}
+
+#[test]
+fn without_tools_a_single_model_call() {
+    let mut f = Fixture::new();
+    f.state.limits.tools_enabled = false;
+    f.step(Input::Start { now_ms: 0 });
+    let a = f.step(reply_calls(vec![call("c1", json!({}))]));
+    let [Action::Finish(out)] = a.as_slice() else {
+        panic!("{a:?}")
+    };
+    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
+}
+
+#[test]
+fn model_failure_finishes_with_the_error() {
+    let mut f = Fixture::new();
+    f.step(Input::Start { now_ms: 0 });
+    let a = f.step(Input::ModelFailed {
+        error: WireError::new(ErrorCode::Timeout, "slow"),
+        now_ms: 5,
+    });
+    let [Action::Finish(out)] = a.as_slice() else {
+        panic!("{a:?}")
+    };
+    assert_eq!(out.stop_reason, StopReason::Error);
+    assert_eq!(out.error.as_ref().unwrap().code, ErrorCode::Timeout);
+}
+
+#[test]
+fn large_results_are_truncated() {
+    let mut f = Fixture::new();
+    f.step(Input::Start { now_ms: 0 });
+    f.step(reply_calls(vec![call(
+        "c1",
+        json!({"device": "kitchen", "service_id": "app_list", "action": "list"}),
+    )]));
+    f.step(Input::ToolFinished {
+        call_id: "c1".into(),
+        result: Ok(json!({"blob": "x".repeat(5000)})),
+        now_ms: 1,
+    });
+    let content = f
+        .state
+        .messages
+        .iter()
+        .find_map(|m| match &m.message {
+            Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(content.chars().count() <= 300, "{}", content.len());
+    assert!(
+        content.contains("[truncated: 236 of 5011 characters shown]"),
+        "{content}"
+    );
+}
+
+#[test]
+fn resume_after_a_crash() {
+    let mut f = Fixture::new();
+    f.step(Input::Start { now_ms: 0 });
+    f.step(reply_calls(vec![
+        call("c1", json!({"device": "kitchen", "service_id": "wifi_automation", "action": "disable"})),
+        call("c2", json!({"device": "bedroom", "service_id": "audio_automation", "action": "set_volume", "parameters": {"stream": "music", "level": 3}})),
+        ToolCall { id: "c3".into(), name: "calculator".into(), arguments: r#"{"expression":"2*3"}"#.into(), signature: None },
+        call("c4", json!({"device": "kitchen", "service_id": "battery", "action": "status"})),
+    ]));
+    // The checkpoint went to disk; the process died. Reload it.
+    let saved = serde_json::to_string(&f.state).unwrap();
+    f.state = serde_json::from_str(&saved).unwrap();
+    let a = f.step(Input::Resume { now_ms: 100 });
+    // The device action that was running is reported, not repeated; the
+    // local tool runs again; the approval is awaited again.
+    assert_eq!(
+        kinds(&a),
+        [
+            "tool_result",
+            "checkpoint",
+            "await_approval",
+            "execute",
+            "execute"
+        ]
+    );
+    let Action::Emit(EventKind::ToolResult {
+        call_id,
+        is_error: true,
+        ..
+    }) = &a[0]
+    else {
+        panic!("{a:?}")
+    };
+    assert_eq!(call_id, "c2");
+    let Action::Execute {
+        planned: Planned::Calculator { .. },
+        ..
+    } = &a[3]
+    else {
+        panic!("{a:?}")
+    };
+    let Action::Execute {
+        planned: Planned::Device { mutates: false, .. },
+        ..
+    } = &a[4]
+    else {
+        panic!("{a:?}")
+    };
+}
+
+#[test]
+fn stale_inputs_are_ignored() {
+    let mut f = Fixture::new();
+    f.step(Input::Start { now_ms: 0 });
+    assert!(
+        f.step(Input::ToolFinished {
+            call_id: "nope".into(),
+            result: Ok(json!({})),
+            now_ms: 1
+        })
+        .is_empty()
+    );
+    assert!(f.step(Input::Start { now_ms: 0 }).is_empty());
+}
+
+#[test]
+fn truncate_keeps_short_text() {
+    assert_eq!(truncate("abc".into(), 300), "abc");
+}

@@ -1,0 +1,46 @@
+//! What the agent needs from the daemon: the devices and a way to run one
+//! catalogue action on one of them. The daemon implements [`ToolHost`] over
+//! its call hub; tests use [`crate::testing::FakeToolHost`].
+
+use droidwarden_services::WireError;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed, sendable future: the return type of the object-safe async
+/// traits in this crate ([`ToolHost`], [`crate::Provider`]).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A device as the agent sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSummary {
+    /// The device name (a `DeviceName`: what the model writes in `device`).
+    pub name: String,
+    /// Service ids this device offers (e.g. `battery`, `audio_automation`).
+    pub services: Vec<String>,
+    /// Whether it is reachable now (offline devices stay listed: the
+    /// transport may queue the call).
+    pub online: bool,
+}
+
+/// Runs catalogue actions on devices. Implemented by the daemon.
+///
+/// `call` receives parameters already validated against the catalogue.
+/// Errors are [`WireError`]s: the agent shows them to the model as the tool's
+/// result, and retries those marked `retryable` (for actions that change
+/// the device, only `device_offline`, which guarantees nothing ran).
+pub trait ToolHost: Send + Sync + std::fmt::Debug {
+    /// The configured devices, with the services each offers.
+    fn devices(&self) -> Vec<DeviceSummary>;
+
+    /// Run `service.action` with `params` on `device` (`None`: the daemon's
+    /// default device). The agent bounds the wait with its tool timeout.
+    fn call<'a>(
+        &'a self,
+        device: Option<&'a str>,
+        service: &'a str,
+        action: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, WireError>>;
+}

@@ -1,0 +1,55 @@
+//! droidwarden's agent runtime: a language model that reads and controls
+//! Android phones through the service catalogue, safely.
+//!
+//! * [`provider`] — the [`Provider`] trait and OpenAI-compatible, Anthropic
+//!   and Gemini implementations (timeouts, retries with backoff honouring
+//!   `Retry-After`, streaming, clear errors for bad keys and unknown models).
+//! * [`tools`] — the catalogue as tools (toolkit or direct mode), schemas
+//!   rendered per provider, validation of tool calls, `current_time` and
+//!   `calculator`.
+//! * [`graph`] — the agent graph as a pure state machine
+//!   (`step(&mut RunState, Input) -> Vec<Action>`), tested without a runtime.
+//! * [`policy`] — approval policy: risk threshold, allow and deny lists.
+//! * [`Store`] — SQLite (WAL) on its own thread: checkpoints, sessions,
+//!   approvals, and FTS5 memory of archived turns.
+//! * [`Agent`] / [`Run`] — the handle the daemon uses and the thin async
+//!   driver that performs the machine's actions.
+//! * [`testing`] (feature `testing`) — a scripted LLM HTTP server, an
+//!   in-process scripted model and a fake tool host.
+//!
+//! Architecture invariant: this crate knows the catalogue and language
+//! models, not MQTT, D-Bus, transports or configuration files. It spawns no
+//! tasks (the daemon spawns [`Run::drive`]); its only thread is the SQLite
+//! store's. See `docs/agent.md`.
+#![deny(missing_docs)]
+
+mod agent;
+pub mod clock;
+pub mod config;
+mod error;
+pub mod events;
+pub mod graph;
+mod host;
+mod markdown;
+pub mod message;
+pub mod policy;
+pub mod provider;
+mod secret;
+mod store;
+pub mod tools;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use agent::{Agent, AskRequest, MAX_PROMPT_CHARS, Run, RunEvents};
+pub use config::{AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawLlmConfig};
+pub use error::AgentError;
+pub use events::{AgentEvent, EventKind, PendingApproval, StopReason};
+pub use graph::RunOutcome;
+pub use host::{BoxFuture, DeviceSummary, ToolHost};
+pub use message::{Message, ModelReply, ToolCall, Usage};
+pub use policy::ApprovalPolicy;
+pub use provider::{ChatRequest, Provider};
+pub use secret::{KeySource, Secret};
+pub use store::{Durability, RunInfo, SessionSummary, Store, check_id};
+pub use tools::ToolMode;

@@ -1,0 +1,121 @@
+//! A session rendered as readable markdown: each turn with timestamps, the
+//! user's prompt, tool calls with their arguments, results, and answers.
+//! Runs still in progress (or interrupted) come last.
+
+use crate::clock::rfc3339;
+use crate::graph::{CallStatus, RunState};
+use crate::message::{Message, TimedMessage};
+use crate::store::{SessionSummary, TurnRecord};
+use std::fmt::Write as _;
+
+fn fence(text: &str) -> String {
+    let pretty = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok());
+    match pretty {
+        Some(p) => format!("```json\n{p}\n```\n"),
+        None => format!("```\n{text}\n```\n"),
+    }
+}
+
+fn messages(out: &mut String, list: &[TimedMessage]) {
+    for m in list {
+        let at = rfc3339(m.at_ms);
+        match &m.message {
+            Message::User { text } => {
+                let _ = write!(out, "**User** · {at}\n\n{text}\n\n");
+            }
+            Message::Assistant {
+                text,
+                thinking,
+                tool_calls,
+            } => {
+                if !thinking.is_empty() {
+                    let _ = write!(
+                        out,
+                        "<details><summary>Thinking</summary>\n\n{}\n\n</details>\n\n",
+                        thinking
+                            .iter()
+                            .map(|t| t.text.as_str())
+                            .collect::<Vec<_>>()
+                            .join("\n\n")
+                    );
+                }
+                if !text.is_empty() {
+                    let _ = write!(out, "**Assistant** · {at}\n\n{text}\n\n");
+                }
+                for c in tool_calls {
+                    let _ = write!(
+                        out,
+                        "**Tool call** `{}` (`{}`) · {at}\n\n{}\n",
+                        c.name,
+                        c.id,
+                        fence(&c.arguments)
+                    );
+                }
+            }
+            Message::Tool {
+                call_id,
+                name,
+                content,
+                is_error,
+            } => {
+                let _ = write!(
+                    out,
+                    "**Tool {}** `{name}` (`{call_id}`) · {at}\n\n{}\n",
+                    if *is_error { "error" } else { "result" },
+                    fence(content)
+                );
+            }
+        }
+    }
+}
+
+/// Render a session.
+pub(crate) fn render(
+    session: &SessionSummary,
+    turns: &[TurnRecord],
+    active: &[RunState],
+) -> String {
+    let mut out = format!(
+        "# Session {}\n\n*{}* — started {}, last activity {}\n\n",
+        session.id,
+        session.title,
+        rfc3339(session.created_at),
+        rfc3339(session.updated_at)
+    );
+    for (n, t) in turns.iter().enumerate() {
+        let _ = write!(
+            out,
+            "## Turn {} — {} (run `{}`, {})\n\n",
+            n + 1,
+            rfc3339(t.started_at),
+            t.run_id,
+            crate::store::stop_reason(&t.stop_reason)
+                .map_or(t.stop_reason.clone(), |r| format!("{r:?}"))
+        );
+        messages(&mut out, &t.messages);
+    }
+    for r in active {
+        let _ = write!(out, "## In progress — run `{}`\n\n", r.run_id);
+        messages(&mut out, &r.messages);
+        for slot in &r.calls {
+            let status = match &slot.status {
+                CallStatus::AwaitingApproval {
+                    approval_id,
+                    expires_at,
+                } => format!(
+                    "waiting for approval `{approval_id}` (expires {})",
+                    rfc3339(*expires_at)
+                ),
+                CallStatus::Executing => "executing".into(),
+                CallStatus::Done { is_error, .. } => {
+                    if *is_error { "failed" } else { "done" }.into()
+                }
+            };
+            let _ = writeln!(out, "- `{}` (`{}`): {status}", slot.call.name, slot.call.id);
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,419 @@
+//! What the three providers share: the HTTP client (rustls with the `ring`
+//! provider passed explicitly, so no process-wide default is needed and
+//! aws-lc is never built), the retry loop, error classification and SSE
+//! reading.
+//!
+//! Retries: on 408, 409, 429, 5xx (and Anthropic's 529), connection errors,
+//! timeouts and streams cut before any text was shown. The wait is the
+//! provider's `Retry-After` (or `retry-after-ms`) when given — a longer one
+//! than `max_retry_wait` fails at once with the hint kept in the error —
+//! otherwise capped exponential backoff (0.5 s, 1 s, 2 s … 30 s) with
+//! jitter. A stream cut after text was streamed is not retried: the text
+//! would be shown twice.
+
+use super::sse::{SseEvent, SseParser};
+use crate::clock;
+use crate::config::LlmConfig;
+use crate::error::AgentError;
+use crate::message::ModelReply;
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Builds a reply from a stream, one SSE event at a time.
+pub(crate) trait StreamDecoder: Send {
+    /// Handle one event; `Ok(true)` when the stream is complete.
+    ///
+    /// # Errors
+    /// A message when the event is an error or cannot be parsed.
+    fn event(&mut self, event: &SseEvent, on_text: &dyn Fn(&str)) -> Result<bool, Fail>;
+
+    /// The stream ended (or completed): the reply, or why it is incomplete.
+    ///
+    /// # Errors
+    /// [`Fail::Cut`] when the stream ended before the answer was complete.
+    fn finish(&mut self, completed: bool) -> Result<ModelReply, Fail>;
+}
+
+/// Why one attempt failed.
+#[derive(Debug)]
+pub(crate) enum Fail {
+    /// An HTTP error status.
+    Status {
+        status: u16,
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// Connecting or sending failed.
+    Connect(String),
+    /// A timeout fired.
+    Timeout(String),
+    /// The stream ended early.
+    Cut(String),
+    /// The answer cannot be understood (not retried).
+    Bad(String),
+}
+
+/// One request to send.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) url: String,
+    pub(crate) headers: Vec<(&'static str, String)>,
+    pub(crate) body: Value,
+    pub(crate) stream: bool,
+}
+
+/// The shared HTTP side of a provider.
+#[derive(Debug, Clone)]
+pub(crate) struct Http {
+    client: reqwest::Client,
+    provider: &'static str,
+    model: String,
+    max_retries: u32,
+    max_retry_wait: Duration,
+}
+
+/// A reqwest client with rustls and the `ring` provider, verifying against
+/// the operating system's roots.
+///
+/// # Errors
+/// [`AgentError::Client`] when TLS cannot be set up.
+pub(crate) fn client(cfg: &LlmConfig) -> Result<reqwest::Client, AgentError> {
+    let crypto = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls_platform_verifier::Verifier::new(crypto.clone())
+        .map_err(|e| AgentError::Client(e.to_string()))?;
+    let tls = rustls::ClientConfig::builder_with_provider(crypto)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| AgentError::Client(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .connect_timeout(cfg.connect_timeout)
+        .read_timeout(cfg.read_timeout)
+        .timeout(cfg.request_timeout)
+        .build()
+        .map_err(|e| AgentError::Client(e.to_string()))
+}
+
+impl Http {
+    pub(crate) fn new(cfg: &LlmConfig, provider: &'static str) -> Result<Self, AgentError> {
+        Ok(Self {
+            client: client(cfg)?,
+            provider,
+            model: cfg.model.clone(),
+            max_retries: cfg.max_retries,
+            max_retry_wait: cfg.max_retry_wait,
+        })
+    }
+
+    /// Send `request` with retries; decode a stream with `decoder()` or a
+    /// whole body with `parse`.
+    pub(crate) async fn send<D: StreamDecoder>(
+        &self,
+        request: &Request,
+        decoder: impl Fn() -> D,
+        parse: impl Fn(Value) -> Result<ModelReply, Fail>,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<ModelReply, AgentError> {
+        let emitted = AtomicBool::new(false);
+        let body = serde_json::to_vec(&request.body)?;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let result = self
+                .attempt(request, &body, &decoder, &parse, &|t: &str| {
+                    emitted.store(true, Ordering::Relaxed);
+                    on_text(t);
+                })
+                .await;
+            let fail = match result {
+                Ok(reply) => {
+                    if !request.stream && !reply.text.is_empty() {
+                        on_text(&reply.text);
+                    }
+                    return Ok(reply);
+                }
+                Err(f) => f,
+            };
+            let partial = emitted.load(Ordering::Relaxed);
+            let wait = match &fail {
+                Fail::Status {
+                    status,
+                    retry_after,
+                    ..
+                } if retryable_status(*status) => match retry_after {
+                    Some(d) if *d > self.max_retry_wait => None,
+                    Some(d) => Some(*d),
+                    None => Some(backoff(attempt)),
+                },
+                Fail::Connect(_) | Fail::Timeout(_) => Some(backoff(attempt)),
+                Fail::Cut(_) if !partial => Some(backoff(attempt)),
+                _ => None,
+            };
+            match wait {
+                Some(d) if attempt <= self.max_retries => {
+                    tracing::warn!(
+                        provider = self.provider,
+                        attempt,
+                        wait_ms = d.as_millis() as u64,
+                        "model call failed, retrying: {fail:?}"
+                    );
+                    tokio::time::sleep(d).await;
+                }
+                _ => return Err(self.error(fail, attempt, partial)),
+            }
+        }
+    }
+
+    async fn attempt<D: StreamDecoder>(
+        &self,
+        request: &Request,
+        body: &[u8],
+        decoder: &impl Fn() -> D,
+        parse: &impl Fn(Value) -> Result<ModelReply, Fail>,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<ModelReply, Fail> {
+        let mut builder = self
+            .client
+            .post(&request.url)
+            .header("content-type", "application/json")
+            .body(body.to_vec());
+        for (name, value) in &request.headers {
+            builder = builder.header(*name, value);
+        }
+        if request.stream {
+            builder = builder.header("accept", "text/event-stream");
+        }
+        let response = builder.send().await.map_err(transport)?;
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            let retry_after = retry_after(response.headers());
+            let text = response.text().await.unwrap_or_default();
+            return Err(Fail::Status {
+                status,
+                retry_after,
+                message: error_message(&text),
+            });
+        }
+        if !request.stream {
+            let bytes = response.bytes().await.map_err(transport)?;
+            let value: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| Fail::Bad(format!("the body is not JSON: {e}")))?;
+            return parse(value);
+        }
+        let mut response = response;
+        let mut parser = SseParser::default();
+        let mut dec = decoder();
+        loop {
+            match response.chunk().await {
+                Ok(Some(bytes)) => {
+                    for ev in parser.push(&bytes) {
+                        if dec.event(&ev, on_text)? {
+                            return dec.finish(true);
+                        }
+                    }
+                }
+                Ok(None) => {
+                    if let Some(ev) = parser.finish()
+                        && dec.event(&ev, on_text)?
+                    {
+                        return dec.finish(true);
+                    }
+                    return dec.finish(false);
+                }
+                Err(e) if e.is_timeout() => {
+                    return Err(Fail::Timeout(format!("reading the stream: {e}")));
+                }
+                Err(e) => return Err(Fail::Cut(format!("reading the stream: {e}"))),
+            }
+        }
+    }
+
+    fn error(&self, fail: Fail, attempts: u32, partial: bool) -> AgentError {
+        let provider = self.provider;
+        match fail {
+            Fail::Status {
+                status: status @ (401 | 403),
+                message,
+                ..
+            } => AgentError::Auth {
+                provider,
+                status,
+                message,
+            },
+            Fail::Status {
+                status: 400,
+                message,
+                ..
+            } if message.contains("API key") || message.contains("API_KEY") => AgentError::Auth {
+                provider,
+                status: 400,
+                message,
+            },
+            Fail::Status {
+                status: 404,
+                message,
+                ..
+            } => AgentError::ModelNotFound {
+                provider,
+                model: self.model.clone(),
+                message,
+            },
+            Fail::Status {
+                status: 429,
+                retry_after,
+                ..
+            } => AgentError::RateLimited {
+                provider,
+                attempts,
+                retry_after,
+            },
+            Fail::Status {
+                status, message, ..
+            } => AgentError::Http {
+                provider,
+                status,
+                attempts,
+                message,
+            },
+            Fail::Connect(message) => AgentError::Connect {
+                provider,
+                attempts,
+                message,
+            },
+            Fail::Timeout(message) => AgentError::Timeout {
+                provider,
+                attempts,
+                message,
+            },
+            Fail::Cut(message) => AgentError::StreamCut {
+                provider,
+                attempts,
+                partial,
+                message,
+            },
+            Fail::Bad(message) => AgentError::BadResponse { provider, message },
+        }
+    }
+}
+
+fn retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 409 | 429 | 500 | 502 | 503 | 504 | 529)
+}
+
+/// Capped exponential backoff with jitter: 0.5 s × 2^(attempt-1), at most
+/// 30 s, then a random point in its upper half.
+fn backoff(attempt: u32) -> Duration {
+    let base = Duration::from_millis(500).saturating_mul(1 << attempt.saturating_sub(1).min(6));
+    let capped = base.min(Duration::from_secs(30));
+    capped / 2 + capped.mul_f64(fastrand::f64() / 2.0)
+}
+
+/// `Retry-After` (seconds or an HTTP date) or OpenAI's `retry-after-ms`.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let v = headers.get("retry-after")?.to_str().ok()?.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let at = clock::parse_http_date(v)?;
+    Some(Duration::from_millis(at.saturating_sub(clock::now_ms())))
+}
+
+/// The provider's error message: `error.message` (OpenAI, Anthropic,
+/// Gemini), `error` as a string (Ollama), or the start of the body.
+pub(crate) fn error_message(body: &str) -> String {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        if let Some(m) = v.pointer("/error/message").and_then(Value::as_str) {
+            return m.to_owned();
+        }
+        if let Some(m) = v.get("error").and_then(Value::as_str) {
+            return m.to_owned();
+        }
+        if let Some(m) = v.get("message").and_then(Value::as_str) {
+            return m.to_owned();
+        }
+    }
+    body.chars().take(300).collect()
+}
+
+fn transport(e: reqwest::Error) -> Fail {
+    if e.is_timeout() {
+        Fail::Timeout(e.to_string())
+    } else {
+        // Walk the source chain: reqwest's own Display is terse.
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
+        Fail::Connect(message)
+    }
+}
+
+/// `Fail::Bad` from a message.
+pub(crate) fn bad(message: impl Into<String>) -> Fail {
+    Fail::Bad(message.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_forms() {
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        h.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert(
+            "retry-after",
+            "Sun, 06 Nov 1994 08:49:37 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&h), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn backoff_is_capped_with_jitter() {
+        for attempt in 1..20 {
+            let d = backoff(attempt);
+            assert!(d <= Duration::from_secs(30), "{attempt}: {d:?}");
+            assert!(d >= Duration::from_millis(250), "{attempt}: {d:?}");
+        }
+    }
+
+    #[test]
+    fn error_messages_from_each_provider() {
+        assert_eq!(
+            error_message(
+                r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#
+            ),
+            "Incorrect API key provided"
+        );
+        assert_eq!(
+            error_message(
+                r#"{"type":"error","error":{"type":"not_found_error","message":"model: x"}}"#
+            ),
+            "model: x"
+        );
+        assert_eq!(
+            error_message(r#"{"error":"model 'x' not found"}"#),
+            "model 'x' not found"
+        );
+        assert_eq!(error_message("plain"), "plain");
+    }
+}

@@ -1,0 +1,88 @@
+//! Language-model providers behind one trait we own.
+//!
+//! [`Provider::complete`] sends the conversation and the tools, streams text
+//! through a callback and returns the whole [`ModelReply`]. Three wire
+//! formats: [`OpenAi`] (Chat Completions, also Ollama, llama.cpp, vLLM,
+//! OpenRouter …), [`Anthropic`] (Messages) and [`Gemini`]
+//! (`generateContent`). Each has connect, read and total timeouts and
+//! retries (see `http.rs`); bad keys and unknown models are their own
+//! [`AgentError`] variants.
+//!
+//! The request and response translations are public (`request_body`,
+//! `parse_response`) so tests can check them against documented payloads.
+
+mod anthropic;
+mod gemini;
+mod http;
+mod openai;
+pub(crate) mod sse;
+
+pub use anthropic::Anthropic;
+pub use gemini::Gemini;
+pub use openai::OpenAi;
+
+use crate::config::{LlmConfig, ProviderKind};
+use crate::error::AgentError;
+use crate::host::BoxFuture;
+use crate::message::{Message, ModelReply};
+use crate::tools::ToolSpec;
+use std::sync::Arc;
+
+/// What is sent to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// System prompt (may be empty).
+    pub system: String,
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// The tools (empty: none). Shared with the run's toolset.
+    pub tools: Arc<[ToolSpec]>,
+}
+
+/// The text callback: each piece of answer text as it streams in (the
+/// whole text at once when not streaming).
+pub type TextSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
+/// A language model.
+pub trait Provider: Send + Sync + std::fmt::Debug {
+    /// `openai`, `anthropic`, `gemini` or a test name.
+    fn name(&self) -> &'static str;
+
+    /// Send `request`; call `on_text` with answer text as it arrives.
+    ///
+    /// # Errors
+    /// [`AgentError::Auth`], [`AgentError::ModelNotFound`],
+    /// [`AgentError::RateLimited`], [`AgentError::Http`],
+    /// [`AgentError::Connect`], [`AgentError::Timeout`],
+    /// [`AgentError::StreamCut`] or [`AgentError::BadResponse`], after the
+    /// configured retries.
+    fn complete<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_text: TextSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>>;
+}
+
+/// Build the configured provider, reading its API key (environment or file).
+///
+/// # Errors
+/// [`AgentError::Secret`] when the key cannot be read; [`AgentError::Client`]
+/// when TLS cannot be set up.
+pub fn from_config(cfg: &LlmConfig) -> Result<Arc<dyn Provider>, AgentError> {
+    let key = cfg.api_key.load()?;
+    Ok(match cfg.provider {
+        ProviderKind::Openai => Arc::new(OpenAi::new(cfg, key)?),
+        ProviderKind::Anthropic => Arc::new(Anthropic::new(cfg, key)?),
+        ProviderKind::Gemini => Arc::new(Gemini::new(cfg, key)?),
+    })
+}
+
+/// Parse tool-call arguments into a JSON object for providers that want an
+/// object (Anthropic `input`, Gemini `args`): malformed text becomes `{}`
+/// (the call itself was already answered with an error).
+pub(crate) fn arguments_object(text: &str) -> serde_json::Value {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v @ serde_json::Value::Object(_)) => v,
+        _ => serde_json::json!({}),
+    }
+}

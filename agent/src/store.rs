@@ -1,0 +1,866 @@
+//! Durable state in SQLite: sessions, runs (their checkpointed state),
+//! turns (the conversation, for the prompt window and for markdown),
+//! approvals, and the FTS5 index of archived turns.
+//!
+//! SQLite is blocking, so one OS thread owns the connection (an actor) and
+//! [`Store`] is a cloneable handle that sends it closures over a bounded
+//! channel (capacity 64: enough for every run's next checkpoint to queue
+//! without blocking; beyond that callers wait, which is the backpressure we
+//! want). Waits are bounded by SQLite's `busy_timeout` (5 s); no tokio timer
+//! is involved, so tests with paused time work.
+//!
+//! The database is in WAL mode. [`Durability::Process`] (the default,
+//! `synchronous=NORMAL`) survives a killed process; [`Durability::Power`]
+//! (`synchronous=FULL`) also survives power loss, at one fsync per commit.
+
+use crate::clock;
+use crate::error::AgentError;
+use crate::events::{PendingApproval, StopReason};
+use crate::graph::{RunOutcome, RunState};
+use crate::message::{Message, TimedMessage};
+use droidwarden_services::Risk;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use tokio::sync::{mpsc, oneshot};
+
+/// A unit of work for the store's thread. It returns how to deliver its
+/// result once the enclosing transaction has committed (or failed to).
+type Job = Box<dyn FnOnce(&mut Connection) -> Reply + Send>;
+type Reply = Box<dyn FnOnce(Option<&str>) + Send>;
+
+/// Most jobs committed together (see the group commit in [`Store::open`]).
+const MAX_BATCH: usize = 64;
+
+/// How hard commits try to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// WAL with `synchronous=NORMAL`: survives a crash of the process.
+    #[default]
+    Process,
+    /// WAL with `synchronous=FULL`: survives power loss.
+    Power,
+}
+
+/// A handle to the store's thread. Cheap to clone; the thread ends when the
+/// last handle is dropped.
+#[derive(Debug, Clone)]
+pub struct Store {
+    tx: mpsc::Sender<Job>,
+    path: PathBuf,
+}
+
+/// A session, for listings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    /// Session id.
+    pub id: String,
+    /// The first prompt, shortened.
+    pub title: String,
+    /// Created, unix ms.
+    pub created_at: u64,
+    /// Last activity, unix ms.
+    pub updated_at: u64,
+    /// Finished turns.
+    pub turns: u64,
+    /// Runs not finished (running, waiting for approval, or interrupted).
+    pub active_runs: u64,
+}
+
+/// A run that is not finished, for [`crate::Agent::interrupted_runs`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// Run id.
+    pub run_id: String,
+    /// Session id.
+    pub session_id: String,
+    /// Started, unix ms.
+    pub created_at: u64,
+    /// Last checkpoint, unix ms.
+    pub updated_at: u64,
+}
+
+/// The state of an approval request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ApprovalStatus {
+    Pending,
+    Approved,
+    Denied(String),
+    Expired,
+}
+
+/// One finished turn, as stored.
+#[derive(Debug, Clone)]
+pub(crate) struct TurnRecord {
+    pub(crate) run_id: String,
+    pub(crate) started_at: u64,
+    pub(crate) stop_reason: String,
+    pub(crate) messages: Vec<TimedMessage>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    status TEXT NOT NULL,          -- active | finished
+    state TEXT NOT NULL,           -- RunState as JSON
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
+CREATE TABLE IF NOT EXISTS turns (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    run_id TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    stop_reason TEXT NOT NULL,
+    messages TEXT NOT NULL,        -- Vec<TimedMessage> as JSON
+    started_at INTEGER NOT NULL,
+    finished_at INTEGER NOT NULL,
+    archived INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS turns_by_session ON turns(session_id, archived, id);
+CREATE VIRTUAL TABLE IF NOT EXISTS memory USING fts5(
+    content, session_id UNINDEXED, turn_id UNINDEXED, at UNINDEXED
+);
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    device TEXT,
+    service TEXT NOT NULL,
+    action TEXT NOT NULL,
+    params TEXT NOT NULL,
+    risk TEXT NOT NULL,
+    requested_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    status TEXT NOT NULL,          -- pending | approved | denied | expired
+    reason TEXT,
+    decided_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS approvals_by_status ON approvals(status);
+";
+
+/// Check a caller-supplied id: 1–64 of `[A-Za-z0-9_-]`.
+///
+/// # Errors
+/// [`AgentError::InvalidId`].
+pub fn check_id(id: &str) -> Result<(), AgentError> {
+    if !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        Ok(())
+    } else {
+        Err(AgentError::InvalidId(id.chars().take(80).collect()))
+    }
+}
+
+/// A fresh id: `prefix`, the time in hex and 24 random bits.
+pub(crate) fn new_id(prefix: &str) -> String {
+    format!(
+        "{prefix}{:x}{:06x}",
+        clock::now_ms(),
+        fastrand::u32(..) & 0xff_ffff
+    )
+}
+
+fn i(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn u(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+impl Store {
+    /// Open (creating if needed) `dir/agent.sqlite3` on the store's own thread.
+    ///
+    /// # Errors
+    /// [`AgentError::StoreDir`] when the directory cannot be created,
+    /// [`AgentError::Store`] when SQLite cannot open or migrate the file.
+    pub async fn open(dir: impl AsRef<Path>, durability: Durability) -> Result<Store, AgentError> {
+        let dir = dir.as_ref().to_owned();
+        let path = dir.join("agent.sqlite3");
+        // Capacity: see the module documentation.
+        let (tx, mut rx) = mpsc::channel::<Job>(64);
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let thread_path = path.clone();
+        std::thread::Builder::new()
+            .name("dw-agent-store".into())
+            .spawn(move || {
+                let conn = match open_connection(&dir, &thread_path, durability) {
+                    Ok(c) => {
+                        let _ = ready_tx.send(Ok(()));
+                        c
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let mut conn = conn;
+                // Group commit: jobs that queued up while the previous batch
+                // ran share one transaction, and their callers hear back
+                // only after it committed. Each job works inside its own
+                // savepoint, so one job's failure does not undo another's.
+                let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
+                while let Some(job) = rx.blocking_recv() {
+                    batch.push(job);
+                    while batch.len() < MAX_BATCH {
+                        match rx.try_recv() {
+                            Ok(job) => batch.push(job),
+                            Err(_) => break,
+                        }
+                    }
+                    if batch.len() == 1 {
+                        let job = batch.pop().expect("one job");
+                        job(&mut conn)(None);
+                        continue;
+                    }
+                    let begun = conn.execute_batch("BEGIN IMMEDIATE");
+                    let replies: Vec<Reply> = batch.drain(..).map(|job| job(&mut conn)).collect();
+                    let committed = begun.and_then(|()| conn.execute_batch("COMMIT"));
+                    let failure = committed.err().map(|e| {
+                        let _ = conn.execute_batch("ROLLBACK");
+                        e.to_string()
+                    });
+                    for reply in replies {
+                        reply(failure.as_deref());
+                    }
+                }
+            })
+            .map_err(|e| AgentError::StoreDir {
+                path: path.display().to_string(),
+                source: e,
+            })?;
+        ready_rx.await.map_err(|_| AgentError::StoreClosed)??;
+        Ok(Store { tx, path })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, AgentError> + Send + 'static,
+    ) -> Result<T, AgentError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Box::new(move |conn| {
+                let result = f(conn);
+                Box::new(move |commit_failure: Option<&str>| {
+                    let result = match commit_failure {
+                        Some(e) => result.and(Err(AgentError::StoreCommit(e.to_owned()))),
+                        None => result,
+                    };
+                    let _ = tx.send(result);
+                })
+            }))
+            .await
+            .map_err(|_| AgentError::StoreClosed)?;
+        rx.await.map_err(|_| AgentError::StoreClosed)?
+    }
+
+    /// Create the session if needed and a run, built by `make` from the
+    /// session's context: its recent turns (`window` of them, as messages)
+    /// and up to `recall` archived turns matching `prompt`.
+    pub(crate) async fn start_run(
+        &self,
+        session_id: String,
+        prompt: String,
+        window: u32,
+        recall: u32,
+        make: impl FnOnce(Vec<Message>, Vec<String>) -> RunState + Send + 'static,
+    ) -> Result<RunState, AgentError> {
+        self.call(move |conn| {
+            let tx = conn.savepoint()?;
+            let now = i(clock::now_ms());
+            let title: String = prompt.chars().take(80).collect();
+            tx.execute(
+                "INSERT INTO sessions (id, title, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)
+                 ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at",
+                params![session_id, title, now],
+            )?;
+            let history = recent_history(&tx, &session_id, window)?;
+            let recalled = if recall > 0 {
+                recall_turns(&tx, &session_id, &prompt, recall)?
+            } else {
+                Vec::new()
+            };
+            let state = make(history, recalled);
+            let json = serde_json::to_string(&state)?;
+            tx.execute(
+                "INSERT INTO runs (id, session_id, status, state, created_at, updated_at)
+                 VALUES (?1, ?2, 'active', ?3, ?4, ?4)",
+                params![state.run_id, session_id, json, now],
+            )?;
+            tx.commit()?;
+            Ok(state)
+        })
+        .await
+    }
+
+    /// Persist a run's state and new approval requests in one transaction.
+    pub(crate) async fn checkpoint(
+        &self,
+        run_id: String,
+        state_json: String,
+        approvals: Vec<PendingApproval>,
+    ) -> Result<(), AgentError> {
+        self.call(move |conn| {
+            let tx = conn.savepoint()?;
+            let now = i(clock::now_ms());
+            tx.execute(
+                "UPDATE runs SET state = ?2, updated_at = ?3 WHERE id = ?1",
+                params![run_id, state_json, now],
+            )?;
+            for a in approvals {
+                tx.execute(
+                    "INSERT OR IGNORE INTO approvals (id, run_id, session_id, call_id, device, service,
+                        action, params, risk, requested_at, expires_at, status)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending')",
+                    params![
+                        a.approval_id,
+                        a.run_id,
+                        a.session,
+                        a.call_id,
+                        a.device,
+                        a.service,
+                        a.action,
+                        a.params.to_string(),
+                        a.risk.as_str(),
+                        i(a.requested_at),
+                        i(a.expires_at)
+                    ],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Mark the run finished, store its turn and archive turns that fell out
+    /// of the window into the full-text index.
+    pub(crate) async fn finish_run(
+        &self,
+        state: &RunState,
+        outcome: &RunOutcome,
+        window: u32,
+    ) -> Result<(), AgentError> {
+        let json = serde_json::to_string(state)?;
+        let messages = serde_json::to_string(&state.messages)?;
+        let run_id = state.run_id.clone();
+        let session_id = state.session_id.clone();
+        let prompt = state.prompt().to_owned();
+        let answer = outcome.text.clone();
+        let stop = serde_json::to_value(outcome.stop_reason)?
+            .as_str()
+            .unwrap_or("error")
+            .to_owned();
+        let started = state.messages.first().map_or(0, |m| m.at_ms);
+        self.call(move |conn| {
+            let tx = conn.savepoint()?;
+            let now = i(clock::now_ms());
+            let changed = tx.execute(
+                "UPDATE runs SET state = ?2, status = 'finished', updated_at = ?3
+                 WHERE id = ?1 AND status = 'active'",
+                params![run_id, json, now],
+            )?;
+            if changed == 1 {
+                tx.execute(
+                    "INSERT INTO turns (session_id, run_id, prompt, answer, stop_reason, messages,
+                        started_at, finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![
+                        session_id,
+                        run_id,
+                        prompt,
+                        answer,
+                        stop,
+                        messages,
+                        i(started),
+                        now
+                    ],
+                )?;
+                tx.execute(
+                    "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
+                    params![session_id, now],
+                )?;
+                archive_overflow(&tx, &session_id, window)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Load an unfinished run's state.
+    pub(crate) async fn load_run(&self, run_id: String) -> Result<RunState, AgentError> {
+        self.call(move |conn| {
+            let json: Option<String> = conn
+                .query_row(
+                    "SELECT state FROM runs WHERE id = ?1 AND status = 'active'",
+                    params![run_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let json = json.ok_or_else(|| AgentError::UnknownRun(run_id.clone()))?;
+            Ok(serde_json::from_str(&json)?)
+        })
+        .await
+    }
+
+    /// Runs that are not finished.
+    pub async fn active_runs(&self) -> Result<Vec<RunInfo>, AgentError> {
+        self.call(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT id, session_id, created_at, updated_at FROM runs
+                 WHERE status = 'active' ORDER BY created_at",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok(RunInfo {
+                    run_id: r.get(0)?,
+                    session_id: r.get(1)?,
+                    created_at: u(r.get(2)?),
+                    updated_at: u(r.get(3)?),
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    pub(crate) async fn approval_status(&self, id: String) -> Result<ApprovalStatus, AgentError> {
+        self.call(move |conn| read_status(conn, &id)?.ok_or(AgentError::UnknownApproval(id)))
+            .await
+    }
+
+    /// Answer a pending approval. Returns the request.
+    pub(crate) async fn decide(
+        &self,
+        id: String,
+        approved: bool,
+        reason: Option<String>,
+    ) -> Result<PendingApproval, AgentError> {
+        self.call(move |conn| {
+            let tx = conn.savepoint()?;
+            let now = clock::now_ms();
+            let approval =
+                read_approval(&tx, &id)?.ok_or_else(|| AgentError::UnknownApproval(id.clone()))?;
+            let status: String = tx.query_row(
+                "SELECT status FROM approvals WHERE id = ?1",
+                params![id],
+                |r| r.get(0),
+            )?;
+            if status != "pending" {
+                return Err(AgentError::ApprovalClosed { id, status });
+            }
+            if approval.expires_at <= now {
+                tx.execute(
+                    "UPDATE approvals SET status = 'expired', decided_at = ?2 WHERE id = ?1",
+                    params![id, i(now)],
+                )?;
+                tx.commit()?;
+                return Err(AgentError::ApprovalClosed {
+                    id,
+                    status: "expired".into(),
+                });
+            }
+            tx.execute(
+                "UPDATE approvals SET status = ?2, reason = ?3, decided_at = ?4 WHERE id = ?1",
+                params![
+                    id,
+                    if approved { "approved" } else { "denied" },
+                    reason,
+                    i(now)
+                ],
+            )?;
+            tx.commit()?;
+            Ok(approval)
+        })
+        .await
+    }
+
+    /// The waiting run's timer ran out: expire the request unless it was
+    /// answered meanwhile. Returns the final status.
+    pub(crate) async fn expire(&self, id: String) -> Result<ApprovalStatus, AgentError> {
+        self.call(move |conn| {
+            conn.execute(
+                "UPDATE approvals SET status = 'expired', decided_at = ?2
+                 WHERE id = ?1 AND status = 'pending'",
+                params![id, i(clock::now_ms())],
+            )?;
+            read_status(conn, &id)?.ok_or(AgentError::UnknownApproval(id))
+        })
+        .await
+    }
+
+    /// Approval requests still waiting for an answer.
+    pub async fn pending_approvals(&self) -> Result<Vec<PendingApproval>, AgentError> {
+        self.call(|conn| {
+            let ids: Vec<String> = {
+                let mut stmt = conn.prepare(
+                    "SELECT id FROM approvals WHERE status = 'pending' ORDER BY requested_at",
+                )?;
+                stmt.query_map([], |r| r.get(0))?
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            let mut out = Vec::new();
+            for id in ids {
+                out.extend(read_approval(conn, &id)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Every session, most recent first.
+    pub async fn sessions(&self) -> Result<Vec<SessionSummary>, AgentError> {
+        self.call(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT s.id, s.title, s.created_at, s.updated_at,
+                    (SELECT count(*) FROM turns t WHERE t.session_id = s.id),
+                    (SELECT count(*) FROM runs r WHERE r.session_id = s.id AND r.status = 'active')
+                 FROM sessions s ORDER BY s.updated_at DESC",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok(SessionSummary {
+                    id: r.get(0)?,
+                    title: r.get(1)?,
+                    created_at: u(r.get(2)?),
+                    updated_at: u(r.get(3)?),
+                    turns: u(r.get(4)?),
+                    active_runs: u(r.get(5)?),
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    /// A session's finished turns and unfinished runs.
+    pub(crate) async fn session_detail(
+        &self,
+        id: String,
+    ) -> Result<(SessionSummary, Vec<TurnRecord>, Vec<RunState>), AgentError> {
+        self.call(move |conn| {
+            let summary = conn
+                .query_row(
+                    "SELECT id, title, created_at, updated_at FROM sessions WHERE id = ?1",
+                    params![id],
+                    |r| {
+                        Ok(SessionSummary {
+                            id: r.get(0)?,
+                            title: r.get(1)?,
+                            created_at: u(r.get(2)?),
+                            updated_at: u(r.get(3)?),
+                            turns: 0,
+                            active_runs: 0,
+                        })
+                    },
+                )
+                .optional()?
+                .ok_or_else(|| AgentError::UnknownSession(id.clone()))?;
+            let mut stmt = conn.prepare(
+                "SELECT run_id, started_at, stop_reason, messages FROM turns
+                 WHERE session_id = ?1 ORDER BY id",
+            )?;
+            let turns = stmt
+                .query_map(params![id], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            let turns = turns
+                .into_iter()
+                .map(|(run_id, started, stop, messages)| {
+                    Ok(TurnRecord {
+                        run_id,
+                        started_at: u(started),
+                        stop_reason: stop,
+                        messages: serde_json::from_str(&messages)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, AgentError>>()?;
+            let mut stmt = conn.prepare(
+                "SELECT state FROM runs WHERE session_id = ?1 AND status = 'active' ORDER BY created_at",
+            )?;
+            let active = stmt
+                .query_map(params![id], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?
+                .iter()
+                .map(|s| serde_json::from_str(s))
+                .collect::<Result<Vec<RunState>, _>>()?;
+            Ok((summary, turns, active))
+        })
+        .await
+    }
+}
+
+fn open_connection(
+    dir: &Path,
+    path: &Path,
+    durability: Durability,
+) -> Result<Connection, AgentError> {
+    std::fs::create_dir_all(dir).map_err(|e| AgentError::StoreDir {
+        path: dir.display().to_string(),
+        source: e,
+    })?;
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(
+        None,
+        "synchronous",
+        match durability {
+            Durability::Process => "NORMAL",
+            Durability::Power => "FULL",
+        },
+    )?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.execute_batch(SCHEMA)?;
+    Ok(conn)
+}
+
+fn read_status(conn: &Connection, id: &str) -> Result<Option<ApprovalStatus>, AgentError> {
+    Ok(conn
+        .query_row(
+            "SELECT status, reason FROM approvals WHERE id = ?1",
+            params![id],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
+        )
+        .optional()?
+        .map(|(status, reason)| match status.as_str() {
+            "pending" => ApprovalStatus::Pending,
+            "approved" => ApprovalStatus::Approved,
+            "expired" => ApprovalStatus::Expired,
+            _ => ApprovalStatus::Denied(reason.unwrap_or_else(|| "denied".into())),
+        }))
+}
+
+fn read_approval(conn: &Connection, id: &str) -> Result<Option<PendingApproval>, AgentError> {
+    let row = conn
+        .query_row(
+            "SELECT id, run_id, session_id, call_id, device, service, action, params, risk,
+                requested_at, expires_at FROM approvals WHERE id = ?1",
+            params![id],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, String>(7)?,
+                    r.get::<_, String>(8)?,
+                    r.get::<_, i64>(9)?,
+                    r.get::<_, i64>(10)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((
+        approval_id,
+        run_id,
+        session,
+        call_id,
+        device,
+        service,
+        action,
+        params,
+        risk,
+        req,
+        exp,
+    )) = row
+    else {
+        return Ok(None);
+    };
+    Ok(Some(PendingApproval {
+        approval_id,
+        run_id,
+        session,
+        call_id,
+        device,
+        service,
+        action,
+        params: serde_json::from_str(&params)?,
+        risk: serde_json::from_value::<Risk>(serde_json::Value::String(risk))?,
+        requested_at: u(req),
+        expires_at: u(exp),
+    }))
+}
+
+/// The last `window` unarchived turns as user / assistant messages.
+fn recent_history(
+    conn: &Connection,
+    session_id: &str,
+    window: u32,
+) -> Result<Vec<Message>, AgentError> {
+    let mut stmt = conn.prepare(
+        "SELECT prompt, answer FROM (
+            SELECT id, prompt, answer FROM turns WHERE session_id = ?1 AND archived = 0
+            ORDER BY id DESC LIMIT ?2
+         ) ORDER BY id",
+    )?;
+    let rows = stmt.query_map(params![session_id, window], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (prompt, answer) = row?;
+        out.push(Message::User { text: prompt });
+        if !answer.is_empty() {
+            out.push(Message::Assistant {
+                text: answer,
+                thinking: Vec::new(),
+                tool_calls: Vec::new(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Archived turns of the session that best match `prompt` (BM25).
+fn recall_turns(
+    conn: &Connection,
+    session_id: &str,
+    prompt: &str,
+    k: u32,
+) -> Result<Vec<String>, AgentError> {
+    let Some(query) = fts_query(prompt) else {
+        return Ok(Vec::new());
+    };
+    let mut stmt = conn.prepare(
+        "SELECT content, at FROM memory WHERE memory MATCH ?1 AND session_id = ?2
+         ORDER BY bm25(memory) LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![query, session_id, k], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (content, at) = row?;
+        let mut snippet: String = content.chars().take(1200).collect();
+        if snippet.len() < content.len() {
+            snippet.push('…');
+        }
+        out.push(format!("[{}] {snippet}", clock::rfc3339(u(at))));
+    }
+    Ok(out)
+}
+
+/// An FTS5 query matching any word (3+ characters) of `text`, each quoted so
+/// no FTS syntax from the prompt is interpreted.
+fn fts_query(text: &str) -> Option<String> {
+    let mut words: Vec<String> = Vec::new();
+    for w in text.split(|c: char| !c.is_alphanumeric()) {
+        let w = w.to_lowercase();
+        if w.chars().count() >= 3 && !words.contains(&w) {
+            words.push(w);
+        }
+        if words.len() >= 32 {
+            break;
+        }
+    }
+    (!words.is_empty()).then(|| {
+        words
+            .iter()
+            .map(|w| format!("\"{w}\""))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    })
+}
+
+/// Searchable text of a turn: the prompt, answers, tool calls and results.
+pub(crate) fn searchable(messages: &[TimedMessage]) -> String {
+    let mut out = String::new();
+    for m in messages {
+        match &m.message {
+            Message::User { text } => {
+                out.push_str("user: ");
+                out.push_str(text);
+            }
+            Message::Assistant {
+                text, tool_calls, ..
+            } => {
+                if !text.is_empty() {
+                    out.push_str("assistant: ");
+                    out.push_str(text);
+                }
+                for c in tool_calls {
+                    out.push_str(&format!(" tool {} {}", c.name, c.arguments));
+                }
+            }
+            Message::Tool { name, content, .. } => {
+                out.push_str(&format!("{name} result: "));
+                out.push_str(&content.chars().take(2000).collect::<String>());
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn archive_overflow(conn: &Connection, session_id: &str, window: u32) -> Result<(), AgentError> {
+    let old: Vec<(i64, String, i64)> = {
+        let mut stmt = conn.prepare(
+            "SELECT id, messages, started_at FROM turns WHERE session_id = ?1 AND archived = 0
+             ORDER BY id DESC LIMIT -1 OFFSET ?2",
+        )?;
+        stmt.query_map(params![session_id, window], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?
+    };
+    for (id, messages, at) in old {
+        let messages: Vec<TimedMessage> = serde_json::from_str(&messages)?;
+        conn.execute(
+            "INSERT INTO memory (content, session_id, turn_id, at) VALUES (?1, ?2, ?3, ?4)",
+            params![searchable(&messages), session_id, id, at],
+        )?;
+        conn.execute("UPDATE turns SET archived = 1 WHERE id = ?1", params![id])?;
+    }
+    Ok(())
+}
+
+/// Parse a stored stop reason.
+pub(crate) fn stop_reason(s: &str) -> Option<StopReason> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fts_queries_are_quoted_words() {
+        assert_eq!(
+            fts_query("What's the garage-door code? NEAR(x)").as_deref(),
+            Some("\"what\" OR \"the\" OR \"garage\" OR \"door\" OR \"code\" OR \"near\"")
+        );
+        assert_eq!(fts_query("a b"), None);
+    }
+
+    #[test]
+    fn ids() {
+        assert!(check_id("s-1_A").is_ok());
+        assert!(check_id("").is_err());
+        assert!(check_id("a/b").is_err());
+        assert!(new_id("r-").starts_with("r-"));
+    }
+}

@@ -1,0 +1,206 @@
+//! [`FakeToolHost`]: devices and results without phones.
+
+use crate::host::{BoxFuture, DeviceSummary, ToolHost};
+use droidwarden_services::{Catalogue, WireError};
+use serde_json::{Value, json};
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// One call the fake host received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FakeCall {
+    /// Device, as passed.
+    pub device: Option<String>,
+    /// Service id.
+    pub service: String,
+    /// Action.
+    pub action: String,
+    /// Parameters.
+    pub params: Value,
+}
+
+type Handler = Box<dyn Fn(&FakeCall) -> Result<Value, WireError> + Send + Sync>;
+
+#[derive(Debug, Default)]
+struct Counters {
+    in_flight: HashMap<String, usize>,
+    max_per_device: usize,
+    total: usize,
+    max_total: usize,
+}
+
+/// A tool host with fake devices.
+pub struct FakeToolHost {
+    devices: Vec<DeviceSummary>,
+    handler: Handler,
+    delay: Duration,
+    record: bool,
+    calls: Mutex<Vec<FakeCall>>,
+    failures: Mutex<HashMap<(String, String), VecDeque<WireError>>>,
+    counters: Mutex<Counters>,
+}
+
+impl fmt::Debug for FakeToolHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FakeToolHost")
+            .field("devices", &self.devices)
+            .field("delay", &self.delay)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A device offering every catalogue service.
+pub fn full_device(name: &str) -> DeviceSummary {
+    DeviceSummary {
+        name: name.to_owned(),
+        services: Catalogue::get()
+            .services()
+            .iter()
+            .map(|s| s.id.to_owned())
+            .collect(),
+        online: true,
+    }
+}
+
+impl FakeToolHost {
+    /// A host with these devices; every call answers
+    /// `{"device", "service", "action", "params", "ok": true}`.
+    pub fn new(devices: Vec<DeviceSummary>) -> Self {
+        Self {
+            devices,
+            handler: Box::new(|c| {
+                Ok(
+                    json!({"device": c.device, "service": c.service, "action": c.action,
+                          "params": c.params, "ok": true}),
+                )
+            }),
+            delay: Duration::ZERO,
+            record: true,
+            calls: Mutex::new(Vec::new()),
+            failures: Mutex::new(HashMap::new()),
+            counters: Mutex::new(Counters::default()),
+        }
+    }
+
+    /// One device, `phone`, offering every service.
+    pub fn one_phone() -> Self {
+        Self::new(vec![full_device("phone")])
+    }
+
+    /// Two devices, `kitchen` and `bedroom`, offering every service.
+    pub fn two_phones() -> Self {
+        Self::new(vec![full_device("kitchen"), full_device("bedroom")])
+    }
+
+    /// Answer calls with `f`.
+    pub fn with_handler(
+        mut self,
+        f: impl Fn(&FakeCall) -> Result<Value, WireError> + Send + Sync + 'static,
+    ) -> Self {
+        self.handler = Box::new(f);
+        self
+    }
+
+    /// Take `delay` (tokio time) for every call.
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Do not keep a call log (for benchmarks).
+    pub fn without_log(mut self) -> Self {
+        self.record = false;
+        self
+    }
+
+    /// The next call of `service.action` fails with `error` (queued).
+    pub fn fail_next(&self, service: &str, action: &str, error: WireError) {
+        self.failures
+            .lock()
+            .expect("failures lock")
+            .entry((service.to_owned(), action.to_owned()))
+            .or_default()
+            .push_back(error);
+    }
+
+    /// Every call so far, in arrival order.
+    pub fn calls(&self) -> Vec<FakeCall> {
+        self.calls.lock().expect("calls lock").clone()
+    }
+
+    /// How many times `service.action` was called.
+    pub fn count(&self, service: &str, action: &str) -> usize {
+        self.calls
+            .lock()
+            .expect("calls lock")
+            .iter()
+            .filter(|c| c.service == service && c.action == action)
+            .count()
+    }
+
+    /// The most calls that were in flight at once on one device (tracked
+    /// when a delay is set).
+    pub fn max_in_flight_per_device(&self) -> usize {
+        self.counters.lock().expect("counters lock").max_per_device
+    }
+
+    /// The most calls that were in flight at once overall (tracked when a
+    /// delay is set).
+    pub fn max_in_flight(&self) -> usize {
+        self.counters.lock().expect("counters lock").max_total
+    }
+}
+
+impl ToolHost for FakeToolHost {
+    fn devices(&self) -> Vec<DeviceSummary> {
+        self.devices.clone()
+    }
+
+    fn call<'a>(
+        &'a self,
+        device: Option<&'a str>,
+        service: &'a str,
+        action: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, WireError>> {
+        Box::pin(async move {
+            let call = FakeCall {
+                device: device.map(str::to_owned),
+                service: service.to_owned(),
+                action: action.to_owned(),
+                params,
+            };
+            let key = device.unwrap_or_default().to_owned();
+            if !self.delay.is_zero() {
+                {
+                    let mut c = self.counters.lock().expect("counters lock");
+                    let n = c.in_flight.entry(key.clone()).or_default();
+                    *n += 1;
+                    let n = *n;
+                    c.max_per_device = c.max_per_device.max(n);
+                    c.total += 1;
+                    c.max_total = c.max_total.max(c.total);
+                }
+                tokio::time::sleep(self.delay).await;
+                let mut c = self.counters.lock().expect("counters lock");
+                *c.in_flight.entry(key).or_default() -= 1;
+                c.total -= 1;
+            }
+            if self.record {
+                self.calls.lock().expect("calls lock").push(call.clone());
+            }
+            let injected = self
+                .failures
+                .lock()
+                .expect("failures lock")
+                .get_mut(&(call.service.clone(), call.action.clone()))
+                .and_then(VecDeque::pop_front);
+            match injected {
+                Some(e) => Err(e),
+                None => (self.handler)(&call),
+            }
+        })
+    }
+}

@@ -1,0 +1,121 @@
+//! [`ScriptedModel`]: a provider without HTTP.
+
+use crate::error::AgentError;
+use crate::host::BoxFuture;
+use crate::message::ModelReply;
+use crate::provider::{ChatRequest, Provider, TextSink};
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Mutex;
+
+type ReplyFn = Box<dyn Fn(&ChatRequest) -> ModelReply + Send + Sync>;
+
+/// A model that answers from a script (or a function), in process.
+pub struct ScriptedModel {
+    script: Mutex<VecDeque<Result<ModelReply, u16>>>,
+    reply_fn: Option<ReplyFn>,
+    requests: Mutex<Vec<ChatRequest>>,
+    record: bool,
+}
+
+impl fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScriptedModel")
+            .field("remaining", &self.remaining())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScriptedModel {
+    /// Replies in order; the requests are recorded. When the script runs
+    /// out the model fails with HTTP 500.
+    pub fn new(replies: impl IntoIterator<Item = ModelReply>) -> Self {
+        Self {
+            script: Mutex::new(replies.into_iter().map(Ok).collect()),
+            reply_fn: None,
+            requests: Mutex::new(Vec::new()),
+            record: true,
+        }
+    }
+
+    /// Answer every request with `f(request)`; nothing is recorded (zero
+    /// cost, for benchmarks).
+    pub fn from_fn(f: impl Fn(&ChatRequest) -> ModelReply + Send + Sync + 'static) -> Self {
+        Self {
+            script: Mutex::new(VecDeque::new()),
+            reply_fn: Some(Box::new(f)),
+            requests: Mutex::new(Vec::new()),
+            record: false,
+        }
+    }
+
+    /// Append a reply.
+    pub fn push(&self, reply: ModelReply) {
+        self.script
+            .lock()
+            .expect("script lock")
+            .push_back(Ok(reply));
+    }
+
+    /// Append a failure: the call fails as if the provider answered `status`.
+    pub fn push_failure(&self, status: u16) {
+        self.script
+            .lock()
+            .expect("script lock")
+            .push_back(Err(status));
+    }
+
+    /// Scripted replies not used yet.
+    pub fn remaining(&self) -> usize {
+        self.script.lock().map(|s| s.len()).unwrap_or(0)
+    }
+
+    /// The requests received so far.
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().expect("requests lock").clone()
+    }
+}
+
+impl Provider for ScriptedModel {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_text: TextSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        Box::pin(async move {
+            if self.record {
+                self.requests
+                    .lock()
+                    .expect("requests lock")
+                    .push(request.clone());
+            }
+            let next = match &self.reply_fn {
+                Some(f) => Ok(f(request)),
+                None => self
+                    .script
+                    .lock()
+                    .expect("script lock")
+                    .pop_front()
+                    .unwrap_or(Err(500)),
+            };
+            match next {
+                Ok(reply) => {
+                    if !reply.text.is_empty() {
+                        on_text(&reply.text);
+                    }
+                    Ok(reply)
+                }
+                Err(status) => Err(AgentError::Http {
+                    provider: "scripted",
+                    status,
+                    attempts: 1,
+                    message: "scripted failure (or the script ran out)".into(),
+                }),
+            }
+        })
+    }
+}

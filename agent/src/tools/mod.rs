@@ -1,0 +1,544 @@
+//! The tools the model sees, built from the service catalogue and the
+//! devices, and the first stage of the tool pipeline: turning a raw tool
+//! call into a validated [`Planned`] call (or a wire error the model can
+//! read and correct).
+//!
+//! Two modes ([`ToolMode`]):
+//!
+//! * **toolkit** — one tool `android_device {device?, service_id, action,
+//!   parameters}`; `service_id` is an enum of the services the devices offer
+//!   and the description lists every service's actions and parameters.
+//! * **direct** — one tool `android_<service_id> {device?, action,
+//!   parameters}` per service, `action` an enum.
+//!
+//! In both, `parameters` is one *flattened* object: every parameter of the
+//! actions in scope, all optional, each described with the actions that use
+//! it; the catalogue validates the real requirements afterwards. We chose
+//! this over a `oneOf` per action because it is the one shape all three
+//! providers accept: OpenAI strict mode needs closed objects with every key
+//! listed, Gemini's schema subset has no `oneOf` and only recent models
+//! accept `anyOf`, and a per-action union would be large and give worse
+//! error messages than the catalogue's, which name the missing parameter.
+//!
+//! `device` exists only when more than one device is configured (an enum of
+//! their names). `current_time` and `calculator` are always present.
+
+pub mod calculator;
+pub mod schema;
+
+use crate::clock;
+use crate::host::DeviceSummary;
+use crate::message::ToolCall;
+use droidwarden_services::{Catalogue, ErrorCode, Risk, ServiceSpec, WireError};
+use schema::{Dialect, NodeKind, Prop, SchemaNode};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Name of the toolkit tool.
+pub const TOOLKIT_TOOL: &str = "android_device";
+/// Prefix of the direct tools.
+pub const DIRECT_PREFIX: &str = "android_";
+/// Name of the clock tool.
+pub const TIME_TOOL: &str = "current_time";
+/// Name of the calculator tool.
+pub const CALCULATOR_TOOL: &str = "calculator";
+
+/// How the catalogue is offered to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolMode {
+    /// One `android_device` tool.
+    Toolkit,
+    /// One `android_<service>` tool per service.
+    Direct,
+}
+
+/// A tool as offered to a provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// Tool name.
+    pub name: String,
+    /// Description for the model.
+    pub description: String,
+    /// Parameters (an object node).
+    pub parameters: SchemaNode,
+}
+
+impl ToolSpec {
+    /// The parameters rendered for `dialect` (`None`: Gemini, no parameters).
+    pub fn parameters_for(&self, dialect: Dialect) -> Option<Value> {
+        self.parameters.render(dialect)
+    }
+}
+
+/// A validated tool call, ready for policy and execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Planned {
+    /// A catalogue action on a device.
+    Device {
+        /// Target device (`None`: the host's default, single device).
+        device: Option<String>,
+        /// Service id.
+        service: String,
+        /// Action name.
+        action: String,
+        /// Parameters, validated by the catalogue.
+        params: Value,
+        /// The action's risk.
+        risk: Risk,
+        /// Whether the action changes the device.
+        mutates: bool,
+    },
+    /// `calculator {expression}`.
+    Calculator {
+        /// The expression.
+        expression: String,
+    },
+    /// `current_time {}`.
+    CurrentTime,
+}
+
+impl Planned {
+    /// Run a local tool (calculator, clock). `None` for device calls.
+    pub fn run_local(&self, now_ms: u64) -> Option<Result<Value, WireError>> {
+        match self {
+            Self::Device { .. } => None,
+            Self::Calculator { expression } => Some(
+                calculator::evaluate(expression)
+                    .map(|v| json!({ "expression": expression, "result": v }))
+                    .map_err(|m| WireError::new(ErrorCode::InvalidParams, m)),
+            ),
+            Self::CurrentTime => Some(Ok(json!({
+                "utc": clock::rfc3339(now_ms),
+                "unix_ms": now_ms,
+                "weekday_utc": clock::weekday(now_ms),
+            }))),
+        }
+    }
+}
+
+/// The tools for one run: built from the devices at the start of the run.
+#[derive(Debug, Clone)]
+pub struct Toolset {
+    mode: ToolMode,
+    devices: Vec<DeviceSummary>,
+    /// Service ids offered, in catalogue order.
+    services: Vec<&'static ServiceSpec>,
+    specs: std::sync::Arc<[ToolSpec]>,
+}
+
+impl Toolset {
+    /// Build the tools for these devices. `builtins` adds `current_time` and
+    /// `calculator`. With no devices and no builtins the set is empty and
+    /// the run is a single model call.
+    pub fn new(mode: ToolMode, devices: &[DeviceSummary], builtins: bool) -> Self {
+        let catalogue = Catalogue::get();
+        let services: Vec<&'static ServiceSpec> = catalogue
+            .services()
+            .iter()
+            .filter(|s| devices.iter().any(|d| d.services.iter().any(|x| x == s.id)))
+            .collect();
+        let mut set = Self {
+            mode,
+            devices: devices.to_vec(),
+            services,
+            specs: std::sync::Arc::from(Vec::new()),
+        };
+        let mut specs = Vec::new();
+        if !set.services.is_empty() {
+            match mode {
+                ToolMode::Toolkit => specs.push(set.toolkit_spec()),
+                ToolMode::Direct => {
+                    for s in &set.services {
+                        specs.push(set.direct_spec(s));
+                    }
+                }
+            }
+        }
+        if builtins {
+            specs.push(ToolSpec {
+                name: TIME_TOOL.into(),
+                description: "The current date and time (UTC) and the weekday.".into(),
+                parameters: SchemaNode::object("", Vec::new()),
+            });
+            specs.push(ToolSpec {
+                name: CALCULATOR_TOOL.into(),
+                description: "Evaluate an arithmetic expression: numbers, + - * / % ^, parentheses, sqrt abs ln log10 log2 exp sin cos tan floor ceil round pow min max, pi, e.".into(),
+                parameters: SchemaNode::object(
+                    "",
+                    vec![Prop::required(
+                        "expression",
+                        SchemaNode::string("e.g. (40 * 255) / 100"),
+                    )],
+                ),
+            });
+        }
+        set.specs = specs.into();
+        set
+    }
+
+    /// The tool specs, for the provider (shared, cheap to clone).
+    pub fn specs(&self) -> &std::sync::Arc<[ToolSpec]> {
+        &self.specs
+    }
+
+    /// Whether there are no tools at all.
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+
+    /// The devices this set was built for.
+    pub fn devices(&self) -> &[DeviceSummary] {
+        &self.devices
+    }
+
+    fn device_prop(&self) -> Option<Prop> {
+        (self.devices.len() > 1).then(|| {
+            Prop::optional(
+                "device",
+                SchemaNode::enumeration(
+                    "which phone; may be left out when only one phone offers the service",
+                    self.devices.iter().map(|d| d.name.clone()).collect(),
+                ),
+            )
+        })
+    }
+
+    fn toolkit_spec(&self) -> ToolSpec {
+        let mut description = String::from(
+            "Read or change the state of the user's Android phones. Choose service_id and action; put the action's parameters in `parameters` (leave out or null the ones it does not use).",
+        );
+        if self.devices.len() > 1 {
+            let _ = write!(
+                description,
+                " Phones: {}.",
+                self.devices
+                    .iter()
+                    .map(|d| format!("{} ({})", d.name, d.services.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        description.push_str("\nServices and actions:");
+        for s in &self.services {
+            let _ = write!(description, "\n- {}: {}", s.id, s.description);
+            for a in &s.actions {
+                let _ = write!(
+                    description,
+                    "\n  - {}{}: {}",
+                    a.name,
+                    param_list(a),
+                    a.description
+                );
+            }
+        }
+        let mut props = Vec::new();
+        props.extend(self.device_prop());
+        props.push(Prop::required(
+            "service_id",
+            SchemaNode::enumeration(
+                "the service",
+                self.services.iter().map(|s| s.id.to_owned()).collect(),
+            ),
+        ));
+        props.push(Prop::required(
+            "action",
+            SchemaNode::string("the action of that service, as listed in the tool description"),
+        ));
+        props.push(Prop::optional(
+            "parameters",
+            flattened_params(self.services.iter().flat_map(|s| s.actions.iter())),
+        ));
+        ToolSpec {
+            name: TOOLKIT_TOOL.into(),
+            description,
+            parameters: SchemaNode::object("", props),
+        }
+    }
+
+    fn direct_spec(&self, s: &'static ServiceSpec) -> ToolSpec {
+        let mut description = format!("{} Actions:", s.description);
+        for a in &s.actions {
+            let _ = write!(
+                description,
+                "\n- {}{}: {}",
+                a.name,
+                param_list(a),
+                a.description
+            );
+        }
+        let mut props = Vec::new();
+        props.extend(self.device_prop());
+        props.push(Prop::required(
+            "action",
+            SchemaNode::enumeration(
+                "the action",
+                s.actions.iter().map(|a| a.name.to_owned()).collect(),
+            ),
+        ));
+        props.push(Prop::optional(
+            "parameters",
+            flattened_params(s.actions.iter()),
+        ));
+        ToolSpec {
+            name: format!("{DIRECT_PREFIX}{}", s.id),
+            description,
+            parameters: SchemaNode::object("", props),
+        }
+    }
+
+    /// Stage one of the pipeline: parse and validate a raw tool call.
+    ///
+    /// # Errors
+    /// A [`WireError`] for the model: unknown tool (`invalid_request`),
+    /// arguments that are not a JSON object or fail validation
+    /// (`invalid_params`), an unknown service or action, a device that does
+    /// not exist or does not offer the service.
+    pub fn plan(&self, call: &ToolCall) -> Result<Planned, WireError> {
+        let args = parse_arguments(&call.arguments)?;
+        match call.name.as_str() {
+            TIME_TOOL if self.has(TIME_TOOL) => {
+                only_keys(&args, &[])?;
+                Ok(Planned::CurrentTime)
+            }
+            CALCULATOR_TOOL if self.has(CALCULATOR_TOOL) => {
+                only_keys(&args, &["expression"])?;
+                let expression = args
+                    .get("expression")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid("calculator requires \"expression\" (a string)"))?;
+                Ok(Planned::Calculator {
+                    expression: expression.to_owned(),
+                })
+            }
+            TOOLKIT_TOOL if self.mode == ToolMode::Toolkit && self.has(TOOLKIT_TOOL) => {
+                only_keys(&args, &["device", "service_id", "action", "parameters"])?;
+                let service = str_arg(&args, "service_id")?;
+                self.plan_device(&args, service)
+            }
+            name if self.mode == ToolMode::Direct && self.has(name) => {
+                only_keys(&args, &["device", "action", "parameters"])?;
+                let service = name.strip_prefix(DIRECT_PREFIX).unwrap_or(name);
+                self.plan_device(&args, service)
+            }
+            other => Err(WireError::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "unknown tool {:?}; available tools: {}",
+                    other.chars().take(80).collect::<String>(),
+                    self.specs
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        }
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.specs.iter().any(|s| s.name == name)
+    }
+
+    fn plan_device(&self, args: &Map<String, Value>, service: &str) -> Result<Planned, WireError> {
+        let action = str_arg(args, "action")?;
+        let (spec, action_spec) = Catalogue::get().action(service, action)?;
+        if !self.services.iter().any(|s| s.id == spec.id) {
+            return Err(WireError::new(
+                ErrorCode::UnknownService,
+                format!(
+                    "no configured phone offers {}; available services: {}",
+                    spec.id,
+                    self.services
+                        .iter()
+                        .map(|s| s.id)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        // Strict-mode models fill every key, unused ones with null: drop them.
+        let params: Map<String, Value> = match args.get("parameters") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "\"parameters\" must be an object, got {}",
+                    droidwarden_services::schema::json_type(other)
+                )));
+            }
+        };
+        let params = Value::Object(params);
+        Catalogue::get().parse(spec.id, action_spec.name, &params)?;
+        let device = self.pick_device(args, spec.id)?;
+        Ok(Planned::Device {
+            device,
+            service: spec.id.to_owned(),
+            action: action_spec.name.to_owned(),
+            params,
+            risk: action_spec.risk,
+            mutates: action_spec.mutates,
+        })
+    }
+
+    fn pick_device(
+        &self,
+        args: &Map<String, Value>,
+        service: &str,
+    ) -> Result<Option<String>, WireError> {
+        let offers = |d: &&DeviceSummary| d.services.iter().any(|s| s == service);
+        match args.get("device") {
+            Some(Value::String(name)) => {
+                let Some(d) = self.devices.iter().find(|d| &d.name == name) else {
+                    return Err(WireError::new(
+                        ErrorCode::DeviceNotFound,
+                        format!(
+                            "no phone named {:?}; phones: {}",
+                            name.chars().take(64).collect::<String>(),
+                            self.device_names()
+                        ),
+                    ));
+                };
+                if !offers(&d) {
+                    return Err(WireError::new(
+                        ErrorCode::UnsupportedAction,
+                        format!("phone {name} does not offer {service}"),
+                    ));
+                }
+                Ok(Some(d.name.clone()))
+            }
+            None | Some(Value::Null) => {
+                let candidates: Vec<&DeviceSummary> = self.devices.iter().filter(offers).collect();
+                match candidates.as_slice() {
+                    [only] => Ok(Some(only.name.clone())),
+                    _ => Err(WireError::new(
+                        ErrorCode::DeviceAmbiguous,
+                        format!(
+                            "several phones offer {service}; set \"device\" to one of: {}",
+                            candidates
+                                .iter()
+                                .map(|d| d.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )),
+                }
+            }
+            Some(other) => Err(invalid(format!(
+                "\"device\" must be a string, got {}",
+                droidwarden_services::schema::json_type(other)
+            ))),
+        }
+    }
+
+    fn device_names(&self) -> String {
+        self.devices
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn invalid(message: impl Into<String>) -> WireError {
+    WireError::new(ErrorCode::InvalidParams, message)
+}
+
+fn parse_arguments(text: &str) -> Result<Map<String, Value>, WireError> {
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(other) => Err(invalid(format!(
+            "tool arguments must be a JSON object, got {}",
+            droidwarden_services::schema::json_type(&other)
+        ))),
+        Err(e) => Err(invalid(format!("tool arguments are not valid JSON: {e}"))),
+    }
+}
+
+fn only_keys(args: &Map<String, Value>, allowed: &[&str]) -> Result<(), WireError> {
+    match args.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(invalid(format!(
+            "unknown argument {:?}; expected: {}",
+            k.chars().take(64).collect::<String>(),
+            if allowed.is_empty() {
+                "none".to_owned()
+            } else {
+                allowed.join(", ")
+            }
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, WireError> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid(format!("\"{key}\" is required (a string)")))
+}
+
+fn param_list(a: &droidwarden_services::ActionSpec) -> String {
+    if a.params.is_empty() {
+        return String::new();
+    }
+    format!(
+        " {{{}}}",
+        a.params
+            .iter()
+            .map(|p| format!("{}{}", p.name, if p.required { "*" } else { "" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The union of the parameters of `actions`, all optional, each described
+/// with the actions that take it (`*`: required there).
+fn flattened_params<'a>(
+    actions: impl Iterator<Item = &'a droidwarden_services::ActionSpec>,
+) -> SchemaNode {
+    let mut merged: BTreeMap<&str, (SchemaNode, Vec<String>)> = BTreeMap::new();
+    for a in actions {
+        for p in &a.params {
+            let node = SchemaNode::from_catalogue(&p.schema);
+            let used = format!("{}{}", a.name, if p.required { "*" } else { "" });
+            match merged.get_mut(p.name) {
+                Some((existing, users)) => {
+                    existing.merge(&node);
+                    if !users.contains(&used) {
+                        users.push(used);
+                    }
+                }
+                None => {
+                    merged.insert(p.name, (node, vec![used]));
+                }
+            }
+        }
+    }
+    let props = merged
+        .into_iter()
+        .map(|(name, (mut node, users))| {
+            node.description = if node.description.is_empty() {
+                format!("for {}", users.join(", "))
+            } else {
+                format!("{} (for {})", node.description, users.join(", "))
+            };
+            Prop::optional(name, node)
+        })
+        .collect();
+    SchemaNode::new(
+        NodeKind::Object(props),
+        "the action's parameters; * marks a parameter the action requires",
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,495 @@
+use super::*;
+use serde_json::json;
+
+fn dev(name: &str, services: &[&str]) -> DeviceSummary {
+    DeviceSummary {
+        name: name.into(),
+        services: services.iter().map(|s| (*s).to_owned()).collect(),
+        online: true,
+    }
+}
+
+fn all(name: &str) -> DeviceSummary {
+    let ids: Vec<&str> = Catalogue::get().services().iter().map(|s| s.id).collect();
+    dev(name, &ids)
+}
+
+fn sets() -> Vec<(&'static str, Toolset)> {
+    vec![
+        (
+            "toolkit/1",
+            Toolset::new(ToolMode::Toolkit, &[all("phone")], true),
+        ),
+        (
+            "toolkit/2",
+            Toolset::new(
+                ToolMode::Toolkit,
+                &[all("kitchen"), dev("bedroom", &["battery"])],
+                true,
+            ),
+        ),
+        (
+            "direct/1",
+            Toolset::new(ToolMode::Direct, &[all("phone")], true),
+        ),
+        (
+            "direct/2",
+            Toolset::new(ToolMode::Direct, &[all("kitchen"), all("bedroom")], false),
+        ),
+    ]
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    v.as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// OpenAI strict mode: closed objects, every property required, optional
+/// ones nullable, only documented keywords.
+fn check_openai_strict(v: &Value, path: &str, errors: &mut Vec<String>) {
+    const ALLOWED: &[&str] = &[
+        "type",
+        "description",
+        "enum",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "minimum",
+        "maximum",
+        "anyOf",
+    ];
+    for k in keys(v) {
+        if !ALLOWED.contains(&k.as_str()) {
+            errors.push(format!("{path}: keyword {k} not supported in strict mode"));
+        }
+    }
+    let types: Vec<&str> = match &v["type"] {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+        _ => {
+            errors.push(format!("{path}: no type"));
+            return;
+        }
+    };
+    if let Value::Array(a) = &v["type"]
+        && !(a.len() == 2 && types[1] == "null")
+    {
+        errors.push(format!("{path}: type arrays must be [T, \"null\"]"));
+    }
+    if let Some(e) = v.get("enum").and_then(Value::as_array)
+        && types.contains(&"null")
+        && !e.contains(&Value::Null)
+    {
+        errors.push(format!("{path}: nullable enum without null"));
+    }
+    if types.contains(&"object") {
+        let props = keys(&v["properties"]);
+        let mut required: Vec<String> = v["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_str().map(str::to_owned))
+            .collect();
+        let mut p = props.clone();
+        p.sort();
+        required.sort();
+        if p != required {
+            errors.push(format!(
+                "{path}: required {required:?} must list every property {p:?}"
+            ));
+        }
+        if v["additionalProperties"] != json!(false) {
+            errors.push(format!("{path}: additionalProperties must be false"));
+        }
+        for k in props {
+            check_openai_strict(&v["properties"][&k], &format!("{path}.{k}"), errors);
+        }
+    }
+    if let Some(items) = v.get("items") {
+        check_openai_strict(items, &format!("{path}[]"), errors);
+    }
+}
+
+fn check_anthropic(v: &Value, path: &str, errors: &mut Vec<String>) {
+    const ALLOWED: &[&str] = &[
+        "type",
+        "description",
+        "enum",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "minimum",
+        "maximum",
+        "pattern",
+        "maxLength",
+    ];
+    for k in keys(v) {
+        if !ALLOWED.contains(&k.as_str()) {
+            errors.push(format!("{path}: unexpected keyword {k}"));
+        }
+    }
+    if v["type"] == "object" {
+        let props = keys(&v["properties"]);
+        for r in v["required"].as_array().into_iter().flatten() {
+            if !props.iter().any(|p| Some(p.as_str()) == r.as_str()) {
+                errors.push(format!("{path}: required {r} is not a property"));
+            }
+        }
+        for k in props {
+            check_anthropic(&v["properties"][&k], &format!("{path}.{k}"), errors);
+        }
+    }
+    if let Some(items) = v.get("items") {
+        check_anthropic(items, &format!("{path}[]"), errors);
+    }
+}
+
+/// Gemini's OpenAPI subset: no additionalProperties, no type arrays, enums
+/// on strings only, objects with properties.
+fn check_gemini(v: &Value, path: &str, errors: &mut Vec<String>) {
+    const ALLOWED: &[&str] = &[
+        "type",
+        "description",
+        "nullable",
+        "enum",
+        "properties",
+        "required",
+        "items",
+        "minimum",
+        "maximum",
+        "format",
+    ];
+    for k in keys(v) {
+        if !ALLOWED.contains(&k.as_str()) {
+            errors.push(format!("{path}: keyword {k} not in Gemini's schema subset"));
+        }
+    }
+    let Some(t) = v["type"].as_str() else {
+        errors.push(format!("{path}: type must be a single string"));
+        return;
+    };
+    if !["string", "number", "integer", "boolean", "array", "object"].contains(&t) {
+        errors.push(format!("{path}: unknown type {t}"));
+    }
+    if v.get("enum").is_some() && t != "string" {
+        errors.push(format!("{path}: enum on a non-string"));
+    }
+    if t == "object" {
+        let props = keys(&v["properties"]);
+        if props.is_empty() {
+            errors.push(format!("{path}: object without properties"));
+        }
+        for r in v["required"].as_array().into_iter().flatten() {
+            if !props.iter().any(|p| Some(p.as_str()) == r.as_str()) {
+                errors.push(format!("{path}: required {r} is not a property"));
+            }
+        }
+        for k in props {
+            check_gemini(&v["properties"][&k], &format!("{path}.{k}"), errors);
+        }
+    }
+    if let Some(items) = v.get("items") {
+        check_gemini(items, &format!("{path}[]"), errors);
+    }
+}
+
+#[test]
+fn generated_schemas_follow_each_providers_rules() {
+    for (label, set) in sets() {
+        assert!(!set.is_empty());
+        for spec in set.specs().iter() {
+            let mut errors = Vec::new();
+            let openai = spec
+                .parameters_for(Dialect::OpenAiStrict)
+                .expect("always rendered");
+            assert_eq!(openai["type"], "object");
+            check_openai_strict(&openai, &spec.name, &mut errors);
+            let anthropic = spec
+                .parameters_for(Dialect::Anthropic)
+                .expect("always rendered");
+            assert_eq!(anthropic["type"], "object");
+            check_anthropic(&anthropic, &spec.name, &mut errors);
+            match spec.parameters_for(Dialect::Gemini) {
+                Some(g) => check_gemini(&g, &spec.name, &mut errors),
+                None => assert_eq!(
+                    spec.name, TIME_TOOL,
+                    "only parameterless tools omit parameters"
+                ),
+            }
+            assert!(errors.is_empty(), "{label}/{}: {errors:#?}", spec.name);
+        }
+    }
+}
+
+#[test]
+fn device_property_only_with_several_devices() {
+    let one = Toolset::new(ToolMode::Toolkit, &[all("phone")], false);
+    let p = one.specs()[0].parameters_for(Dialect::Anthropic).unwrap();
+    assert!(p["properties"].get("device").is_none());
+    let two = Toolset::new(ToolMode::Toolkit, &[all("kitchen"), all("bedroom")], false);
+    let p = two.specs()[0]
+        .parameters_for(Dialect::OpenAiStrict)
+        .unwrap();
+    assert_eq!(
+        p["properties"]["device"]["enum"],
+        json!(["kitchen", "bedroom", null])
+    );
+    let services = p["properties"]["service_id"]["enum"].as_array().unwrap();
+    assert_eq!(services.len(), Catalogue::get().services().len());
+    // The description lists each service's actions.
+    assert!(
+        two.specs()[0]
+            .description
+            .contains("set_volume {stream*, level*}")
+    );
+}
+
+#[test]
+fn direct_mode_has_one_tool_per_available_service_with_an_action_enum() {
+    let set = Toolset::new(
+        ToolMode::Direct,
+        &[dev("phone", &["battery", "audio_automation"])],
+        false,
+    );
+    let names: Vec<&str> = set.specs().iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["android_battery", "android_audio_automation"]);
+    let p = set.specs()[1].parameters_for(Dialect::Gemini).unwrap();
+    assert_eq!(
+        p["properties"]["action"]["enum"],
+        json!(["get_volume", "set_volume", "mute", "unmute", "ringer_mode"])
+    );
+    assert_eq!(
+        p["properties"]["parameters"]["properties"]["level"]["maximum"],
+        100
+    );
+    assert!(
+        p["properties"]["parameters"]["properties"]["level"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("set_volume*")
+    );
+}
+
+#[test]
+fn flattened_parameters_merge_compatible_schemas() {
+    // `level` is 0-100 for audio and 0-255 for brightness: the toolkit's
+    // union keeps the looser bounds, and the catalogue checks the real ones.
+    let set = Toolset::new(ToolMode::Toolkit, &[all("phone")], false);
+    let p = set.specs()[0].parameters_for(Dialect::Anthropic).unwrap();
+    let level = &p["properties"]["parameters"]["properties"]["level"];
+    assert_eq!(
+        (level["minimum"].clone(), level["maximum"].clone()),
+        (json!(0), json!(255))
+    );
+    // Every parameter name across the catalogue has one kind.
+    let mut seen: BTreeMap<&str, SchemaNode> = BTreeMap::new();
+    for s in Catalogue::get().services() {
+        for a in &s.actions {
+            for prm in &a.params {
+                let node = SchemaNode::from_catalogue(&prm.schema);
+                if let Some(prev) = seen.get(prm.name) {
+                    assert!(prev.same_type(&node), "{} has two kinds", prm.name);
+                }
+                seen.insert(prm.name, node);
+            }
+        }
+    }
+}
+
+fn call(name: &str, args: &str) -> ToolCall {
+    ToolCall {
+        id: "c1".into(),
+        name: name.into(),
+        arguments: args.into(),
+        signature: None,
+    }
+}
+
+fn check_err(set: &Toolset, name: &str, args: &str, code: ErrorCode, needle: &str) {
+    let err = set.plan(&call(name, args)).expect_err(args);
+    assert_eq!(err.code, code, "{args}: {err}");
+    assert!(
+        err.message.contains(needle),
+        "{args}: {:?} lacks {needle:?}",
+        err.message
+    );
+}
+
+#[test]
+fn planning_validates_and_explains() {
+    let set = Toolset::new(
+        ToolMode::Toolkit,
+        &[
+            all("kitchen"),
+            dev("bedroom", &["battery", "audio_automation"]),
+        ],
+        true,
+    );
+    let ok = set
+        .plan(&call(TOOLKIT_TOOL, r#"{"device":"bedroom","service_id":"audio_automation","action":"set_volume","parameters":{"stream":"music","level":40,"mode":null}}"#))
+        .unwrap();
+    assert_eq!(
+        ok,
+        Planned::Device {
+            device: Some("bedroom".into()),
+            service: "audio_automation".into(),
+            action: "set_volume".into(),
+            params: json!({"stream": "music", "level": 40}),
+            risk: Risk::Low,
+            mutates: true,
+        }
+    );
+    // Only the kitchen offers Wi-Fi: no device needed.
+    let wifi = set
+        .plan(&call(
+            TOOLKIT_TOOL,
+            r#"{"service_id":"wifi_automation","action":"status"}"#,
+        ))
+        .unwrap();
+    assert!(matches!(wifi, Planned::Device { device: Some(ref d), .. } if d == "kitchen"));
+    use ErrorCode::*;
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        r#"{"service_id":"battery","action":"status""#,
+        InvalidParams,
+        "not valid JSON",
+    );
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        "[1]",
+        InvalidParams,
+        "must be a JSON object",
+    );
+    check_err(
+        &set,
+        "android_launch_rockets",
+        "{}",
+        InvalidRequest,
+        "unknown tool",
+    );
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        r#"{"service_id":"battery","action":"status"}"#,
+        DeviceAmbiguous,
+        "kitchen, bedroom",
+    );
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        r#"{"device":"attic","service_id":"battery","action":"status"}"#,
+        DeviceNotFound,
+        "attic",
+    );
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        r#"{"device":"bedroom","service_id":"wifi_automation","action":"status"}"#,
+        UnsupportedAction,
+        "does not offer",
+    );
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        r#"{"device":"kitchen","service_id":"audio_automation","action":"set_volume","parameters":{"stream":"music"}}"#,
+        InvalidParams,
+        "\"level\"",
+    );
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        r#"{"device":"kitchen","service_id":"audio_automation","action":"set_volume","parameters":{"stream":"music","level":400}}"#,
+        InvalidParams,
+        "out of range",
+    );
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        r#"{"device":"kitchen","service_id":"audio_automation","action":"explode"}"#,
+        UnknownAction,
+        "valid actions",
+    );
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        r#"{"device":"kitchen","service_id":"teleport","action":"go"}"#,
+        UnknownService,
+        "teleport",
+    );
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        r#"{"service_id":"battery","action":"status","extra":1}"#,
+        InvalidParams,
+        "unknown argument",
+    );
+    check_err(&set, CALCULATOR_TOOL, r#"{}"#, InvalidParams, "expression");
+    assert_eq!(
+        set.plan(&call(CALCULATOR_TOOL, r#"{"expression":"1+1"}"#))
+            .unwrap()
+            .run_local(0)
+            .unwrap()
+            .unwrap()["result"],
+        2.0
+    );
+    assert!(set.plan(&call(TIME_TOOL, "")).is_ok());
+    // Direct tools are not offered in toolkit mode.
+    check_err(
+        &set,
+        "android_battery",
+        r#"{"action":"status"}"#,
+        InvalidRequest,
+        "available tools: android_device, current_time, calculator",
+    );
+}
+
+#[test]
+fn direct_planning() {
+    use ErrorCode::*;
+    let set = Toolset::new(
+        ToolMode::Direct,
+        &[dev("phone", &["battery", "app_launcher"])],
+        false,
+    );
+    let p = set
+        .plan(&call(
+            "android_app_launcher",
+            r#"{"action":"launch","parameters":{"package":"org.videolan.vlc","activity":null}}"#,
+        ))
+        .unwrap();
+    assert!(
+        matches!(p, Planned::Device { ref service, risk: Risk::Medium, .. } if service == "app_launcher")
+    );
+    check_err(
+        &set,
+        "android_app_launcher",
+        r#"{"action":"launch","parameters":{"package":"x; reboot"}}"#,
+        InvalidParams,
+        "package",
+    );
+    check_err(
+        &set,
+        "android_wifi_automation",
+        r#"{"action":"status"}"#,
+        InvalidRequest,
+        "unknown tool",
+    );
+    check_err(
+        &set,
+        CALCULATOR_TOOL,
+        r#"{"expression":"1"}"#,
+        InvalidRequest,
+        "unknown tool",
+    );
+}
+
+#[test]
+fn no_devices_and_no_builtins_means_no_tools() {
+    assert!(Toolset::new(ToolMode::Toolkit, &[], false).is_empty());
+    assert_eq!(Toolset::new(ToolMode::Direct, &[], true).specs().len(), 2);
+}

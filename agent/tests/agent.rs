@@ -1,0 +1,884 @@
+//! The agent end to end: scripted models (over HTTP and in process), the
+//! fake tool host, a real SQLite store in a temporary directory.
+
+use droidwarden_agent::config::{
+    AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
+};
+use droidwarden_agent::provider;
+use droidwarden_agent::testing::{FakeToolHost, ScriptStep, ScriptedLlm, ScriptedModel};
+use droidwarden_agent::{
+    Agent, AgentError, AgentEvent, AskRequest, Durability, EventKind, Message, ModelReply,
+    Provider, StopReason, Store, ToolCall, ToolMode,
+};
+use droidwarden_services::{ErrorCode, WireError};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+fn agent_config(mode: ToolMode, approval: RawApprovalConfig) -> AgentConfig {
+    AgentConfig::try_from(RawAgentConfig {
+        tool_mode: Some(mode),
+        approval: Some(approval),
+        tool_retries: Some(1),
+        ..RawAgentConfig::default()
+    })
+    .unwrap()
+}
+
+async fn agent(
+    dir: &std::path::Path,
+    cfg: AgentConfig,
+    provider: Arc<dyn Provider>,
+    host: Arc<FakeToolHost>,
+) -> Agent {
+    let store = Store::open(dir, Durability::Process).await.unwrap();
+    Agent::new(cfg, provider, host, store)
+}
+
+fn http_provider(kind: ProviderKind, server: &ScriptedLlm, stream: bool) -> Arc<dyn Provider> {
+    let cfg = LlmConfig::try_from(RawLlmConfig {
+        provider: Some(kind),
+        base_url: Some(server.base_url(kind)),
+        model: Some("scripted-model".into()),
+        stream: Some(stream),
+        max_retries: Some(1),
+        ..RawLlmConfig::default()
+    })
+    .unwrap();
+    provider::from_config(&cfg).unwrap()
+}
+
+fn tc(id: &str, name: &str, args: Value) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+        signature: None,
+    }
+}
+
+fn calls(list: Vec<ToolCall>) -> ModelReply {
+    ModelReply {
+        tool_calls: list,
+        ..ModelReply::default()
+    }
+}
+
+/// A device call in the given mode.
+fn device_call(
+    mode: ToolMode,
+    id: &str,
+    device: &str,
+    service: &str,
+    action: &str,
+    params: Value,
+) -> ToolCall {
+    match mode {
+        ToolMode::Toolkit => tc(
+            id,
+            "android_device",
+            json!({"device": device, "service_id": service, "action": action, "parameters": params}),
+        ),
+        _ => tc(
+            id,
+            &format!("android_{service}"),
+            json!({"device": device, "action": action, "parameters": params}),
+        ),
+    }
+}
+
+fn battery_host() -> Arc<FakeToolHost> {
+    Arc::new(FakeToolHost::two_phones().with_handler(|c| {
+        match (c.service.as_str(), c.device.as_deref()) {
+            ("battery", Some("kitchen")) => Ok(json!({"level_percent": 81, "charging": true})),
+            ("battery", Some("bedroom")) => Ok(json!({"level_percent": 42, "charging": false})),
+            _ => Ok(json!({"ok": true})),
+        }
+    }))
+}
+
+async fn collect(
+    mut rx: tokio::sync::broadcast::Receiver<AgentEvent>,
+    run_id: String,
+) -> Vec<EventKind> {
+    let mut out = Vec::new();
+    while let Ok(ev) = rx.recv().await {
+        if ev.run_id != run_id {
+            continue;
+        }
+        let last = matches!(ev.kind, EventKind::Final { .. } | EventKind::Error { .. });
+        out.push(ev.kind);
+        if last {
+            break;
+        }
+    }
+    out
+}
+
+fn tool_messages(messages: &[Value]) -> String {
+    messages
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn multi_step(kind: ProviderKind, mode: ToolMode, stream: bool) {
+    let server = ScriptedLlm::start([
+        ScriptStep::Reply(calls(vec![
+            device_call(mode, "c1", "kitchen", "battery", "status", json!({})),
+            device_call(mode, "c2", "bedroom", "battery", "status", json!({})),
+        ])),
+        ScriptStep::Reply(calls(vec![
+            device_call(
+                mode,
+                "c3",
+                "bedroom",
+                "audio_automation",
+                "set_volume",
+                json!({"stream": "music", "level": 20}),
+            ),
+            tc("c4", "calculator", json!({"expression": "81 - 42"})),
+        ])),
+        ScriptStep::Reply(ModelReply::text(
+            "Kitchen is at 81 %, bedroom at 42 % (39 points apart); bedroom music set to 20 %.",
+        )),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let host = battery_host();
+    let a = agent(
+        dir.path(),
+        agent_config(mode, RawApprovalConfig::default()),
+        http_provider(kind, &server, stream),
+        host.clone(),
+    )
+    .await;
+    let run = a
+        .ask(AskRequest::new(
+            "Compare the batteries, then turn the bedroom music down to 20 %.",
+        ))
+        .await
+        .unwrap();
+    let events = tokio::spawn(collect(a.subscribe(), run.run_id().to_owned()));
+    let outcome = run.drive(CancellationToken::new()).await.unwrap();
+    let label = format!("{kind:?}/{mode:?}/stream={stream}");
+    assert_eq!(outcome.stop_reason, StopReason::FinalAnswer, "{label}");
+    assert!(
+        outcome.text.contains("81 %") && outcome.text.contains("42 %"),
+        "{label}"
+    );
+    assert_eq!(host.calls().len(), 3, "{label}");
+    assert_eq!(host.count("audio_automation", "set_volume"), 1, "{label}");
+
+    // The model saw the tool results before its answer.
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3, "{label}");
+    let third = tool_messages(match kind {
+        ProviderKind::Gemini => reqs[2].body["contents"].as_array().unwrap(),
+        _ => reqs[2].body["messages"].as_array().unwrap(),
+    });
+    for needle in ["81", "42", "39.0", "set_volume"] {
+        assert!(
+            third.contains(needle),
+            "{label}: {needle} missing from {third}"
+        );
+    }
+
+    // Events: each once.
+    let events = events.await.unwrap();
+    let count = |f: &dyn Fn(&EventKind) -> bool| events.iter().filter(|e| f(e)).count();
+    assert_eq!(
+        count(&|e| matches!(e, EventKind::ToolCall { .. })),
+        4,
+        "{label}"
+    );
+    assert_eq!(
+        count(&|e| matches!(e, EventKind::ToolResult { .. })),
+        4,
+        "{label}"
+    );
+    assert_eq!(
+        count(&|e| matches!(e, EventKind::Final { .. })),
+        1,
+        "{label}"
+    );
+    let mut ids: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::ToolResult {
+                call_id, is_error, ..
+            } => {
+                assert!(!is_error, "{label}: {e:?}");
+                Some(call_id.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        4,
+        "{label}: call ids are unique in a run: {ids:?}"
+    );
+    if kind != ProviderKind::Gemini {
+        assert_eq!(ids, ["c1", "c2", "c3", "c4"], "{label}");
+    }
+    let deltas: String = events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, outcome.text, "{label}");
+}
+
+#[tokio::test]
+async fn multi_step_two_devices_toolkit_openai_streaming() {
+    multi_step(ProviderKind::Openai, ToolMode::Toolkit, true).await;
+}
+
+#[tokio::test]
+async fn multi_step_two_devices_direct_anthropic_streaming() {
+    multi_step(ProviderKind::Anthropic, ToolMode::Direct, true).await;
+}
+
+#[tokio::test]
+async fn multi_step_two_devices_gemini_both_modes() {
+    multi_step(ProviderKind::Gemini, ToolMode::Direct, false).await;
+    multi_step(ProviderKind::Gemini, ToolMode::Toolkit, true).await;
+}
+
+#[tokio::test]
+async fn malformed_calls_are_answered_with_errors_the_model_corrects() {
+    let server = ScriptedLlm::start([
+        ScriptStep::Reply(ModelReply {
+            tool_calls: vec![
+                ToolCall { id: "bad".into(), name: "android_device".into(), arguments: r#"{"service_id": "battery", "action": "#.into(), signature: None },
+                tc("ghost", "android_teleporter", json!({})),
+                tc("missing", "android_device", json!({"device": "kitchen", "service_id": "audio_automation", "action": "set_volume", "parameters": {"stream": "music"}})),
+            ],
+            ..ModelReply::default()
+        }),
+        ScriptStep::Reply(calls(vec![device_call(ToolMode::Toolkit, "good", "kitchen", "battery", "status", json!({}))])),
+        ScriptStep::Reply(ModelReply::text("Kitchen battery: 81 %.")),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let host = battery_host();
+    let a = agent(
+        dir.path(),
+        agent_config(ToolMode::Toolkit, RawApprovalConfig::default()),
+        http_provider(ProviderKind::Openai, &server, true),
+        host.clone(),
+    )
+    .await;
+    let outcome = a
+        .ask(AskRequest::new("Kitchen battery?"))
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.text, "Kitchen battery: 81 %.");
+    assert_eq!(host.calls().len(), 1, "only the corrected call ran");
+    let second = tool_messages(server.requests()[1].body["messages"].as_array().unwrap());
+    for needle in [
+        "not valid JSON",
+        "unknown tool",
+        "requires parameter",
+        "invalid_params",
+    ] {
+        assert!(second.contains(needle), "{needle} missing: {second}");
+    }
+}
+
+#[tokio::test]
+async fn retryable_device_errors_are_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = battery_host();
+    host.fail_next(
+        "battery",
+        "status",
+        WireError::new(ErrorCode::DeviceOffline, "kitchen is offline"),
+    );
+    host.fail_next(
+        "audio_automation",
+        "set_volume",
+        WireError::new(ErrorCode::Timeout, "slow"),
+    );
+    let model = Arc::new(ScriptedModel::new([
+        calls(vec![
+            device_call(
+                ToolMode::Toolkit,
+                "c1",
+                "kitchen",
+                "battery",
+                "status",
+                json!({}),
+            ),
+            device_call(
+                ToolMode::Toolkit,
+                "c2",
+                "bedroom",
+                "audio_automation",
+                "set_volume",
+                json!({"stream": "music", "level": 5}),
+            ),
+        ]),
+        ModelReply::text("done"),
+    ]));
+    let a = agent(
+        dir.path(),
+        agent_config(ToolMode::Toolkit, RawApprovalConfig::default()),
+        model.clone(),
+        host.clone(),
+    )
+    .await;
+    a.ask(AskRequest::new("go"))
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap();
+    // A read is retried; a change that timed out is not repeated (it may have run).
+    assert_eq!(host.count("battery", "status"), 2);
+    assert_eq!(host.count("audio_automation", "set_volume"), 1);
+    let msgs = &model.requests()[1].messages;
+    assert!(msgs.iter().any(|m| matches!(m, Message::Tool { call_id, is_error: true, content, .. } if call_id == "c2" && content.contains("timeout"))));
+    assert!(
+        msgs.iter().any(
+            |m| matches!(m, Message::Tool { call_id, is_error: false, .. } if call_id == "c1")
+        )
+    );
+}
+
+#[tokio::test]
+async fn calls_run_concurrently_across_devices_and_one_at_a_time_per_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Arc::new(FakeToolHost::two_phones().with_delay(Duration::from_millis(60)));
+    let model = Arc::new(ScriptedModel::new([
+        calls(vec![
+            device_call(
+                ToolMode::Toolkit,
+                "k1",
+                "kitchen",
+                "battery",
+                "status",
+                json!({}),
+            ),
+            device_call(
+                ToolMode::Toolkit,
+                "k2",
+                "kitchen",
+                "wifi_automation",
+                "status",
+                json!({}),
+            ),
+            device_call(
+                ToolMode::Toolkit,
+                "b1",
+                "bedroom",
+                "battery",
+                "status",
+                json!({}),
+            ),
+            device_call(
+                ToolMode::Toolkit,
+                "b2",
+                "bedroom",
+                "wifi_automation",
+                "status",
+                json!({}),
+            ),
+        ]),
+        ModelReply::text("done"),
+    ]));
+    let a = agent(
+        dir.path(),
+        agent_config(ToolMode::Toolkit, RawApprovalConfig::default()),
+        model,
+        host.clone(),
+    )
+    .await;
+    let start = std::time::Instant::now();
+    a.ask(AskRequest::new("status of everything"))
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(host.calls().len(), 4);
+    assert_eq!(host.max_in_flight(), 2);
+    assert_eq!(host.max_in_flight_per_device(), 1);
+    // Two calls per device, one at a time: at least two delays in a row.
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(120), "{took:?}");
+}
+
+#[tokio::test]
+async fn without_tools_a_single_model_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Arc::new(FakeToolHost::new(Vec::new()));
+    let model = Arc::new(ScriptedModel::new([ModelReply::text("Hello!")]));
+    let cfg = AgentConfig {
+        builtin_tools: false,
+        ..agent_config(ToolMode::Toolkit, RawApprovalConfig::default())
+    };
+    let a = agent(dir.path(), cfg, model.clone(), host).await;
+    let out = a
+        .ask(AskRequest::new("hi"))
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.text, "Hello!");
+    assert_eq!(model.requests().len(), 1);
+    assert!(model.requests()[0].tools.is_empty());
+}
+
+#[tokio::test]
+async fn a_failing_model_ends_the_run_with_an_error_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(ScriptedModel::new([]));
+    model.push_failure(401);
+    let a = agent(dir.path(), AgentConfig::default(), model, battery_host()).await;
+    let run = a.ask(AskRequest::new("hi")).await.unwrap();
+    let events = tokio::spawn(collect(a.subscribe(), run.run_id().to_owned()));
+    let out = run.drive(CancellationToken::new()).await.unwrap();
+    assert_eq!(out.stop_reason, StopReason::Error);
+    assert!(out.error.is_some());
+    let events = events.await.unwrap();
+    assert!(
+        matches!(events.last(), Some(EventKind::Error { .. })),
+        "{events:?}"
+    );
+    assert!(!events.iter().any(|e| matches!(e, EventKind::Final { .. })));
+}
+
+// ---------------------------------------------------------------------------
+// Approvals
+
+fn approval_cfg(timeout_s: f64) -> AgentConfig {
+    agent_config(
+        ToolMode::Toolkit,
+        RawApprovalConfig {
+            timeout_s: Some(timeout_s),
+            ..RawApprovalConfig::default()
+        },
+    )
+}
+
+fn wifi_off_model(final_text: &str) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new([
+        calls(vec![device_call(
+            ToolMode::Toolkit,
+            "w",
+            "kitchen",
+            "wifi_automation",
+            "disable",
+            json!({}),
+        )]),
+        ModelReply::text(final_text),
+    ]))
+}
+
+async fn wait_for_approval(events: &mut droidwarden_agent::RunEvents) -> String {
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("approval requested in time")
+            .expect("open");
+        if let EventKind::ApprovalRequested { approval } = ev.kind {
+            return approval.approval_id;
+        }
+    }
+}
+
+fn tool_result_of(model: &ScriptedModel, call: &str) -> (bool, String) {
+    model
+        .requests()
+        .last()
+        .unwrap()
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            Message::Tool {
+                call_id,
+                content,
+                is_error,
+                ..
+            } if call_id == call => Some((*is_error, content.clone())),
+            _ => None,
+        })
+        .expect("tool result sent to the model")
+}
+
+#[tokio::test]
+async fn approved_actions_run_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = battery_host();
+    let model = wifi_off_model("Wi-Fi is off.");
+    let a = agent(dir.path(), approval_cfg(300.0), model.clone(), host.clone()).await;
+    let run = a
+        .ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
+        .await
+        .unwrap();
+    let mut events = run.events();
+    let driving = tokio::spawn(run.drive(CancellationToken::new()));
+    let id = wait_for_approval(&mut events).await;
+    let pending = a.pending_approvals().await.unwrap();
+    assert_eq!(pending.len(), 1);
+    let p = &pending[0];
+    assert_eq!(
+        (p.service.as_str(), p.action.as_str(), p.device.as_deref()),
+        ("wifi_automation", "disable", Some("kitchen"))
+    );
+    assert_eq!(p.risk, droidwarden_services::Risk::High);
+    assert!(p.expires_at > p.requested_at);
+    assert_eq!(host.calls().len(), 0, "nothing runs before approval");
+    a.approve(&id).await.unwrap();
+    let out = driving.await.unwrap().unwrap();
+    assert_eq!(out.text, "Wi-Fi is off.");
+    assert_eq!(host.count("wifi_automation", "disable"), 1);
+    assert!(!tool_result_of(&model, "w").0);
+    assert!(matches!(
+        a.approve(&id).await,
+        Err(AgentError::ApprovalClosed { .. })
+    ));
+    assert!(a.pending_approvals().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn denied_actions_reach_the_model_as_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = battery_host();
+    let model = wifi_off_model("I did not turn it off: you declined.");
+    let a = agent(dir.path(), approval_cfg(300.0), model.clone(), host.clone()).await;
+    let run = a
+        .ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
+        .await
+        .unwrap();
+    let mut events = run.events();
+    let driving = tokio::spawn(run.drive(CancellationToken::new()));
+    let id = wait_for_approval(&mut events).await;
+    a.deny(&id, "not during the video call").await.unwrap();
+    let out = driving.await.unwrap().unwrap();
+    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
+    assert_eq!(host.calls().len(), 0);
+    let (is_error, content) = tool_result_of(&model, "w");
+    assert!(
+        is_error && content.contains("denied") && content.contains("video call"),
+        "{content}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn unanswered_approvals_expire_as_denials() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = battery_host();
+    let model = wifi_off_model("The request expired.");
+    let a = agent(dir.path(), approval_cfg(120.0), model.clone(), host.clone()).await;
+    let run = a
+        .ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
+        .await
+        .unwrap();
+    let before = tokio::time::Instant::now();
+    let out = run.drive(CancellationToken::new()).await.unwrap();
+    let waited = before.elapsed();
+    assert!(
+        waited >= Duration::from_secs(119),
+        "waited for the expiry: {waited:?}"
+    );
+    assert_eq!(out.text, "The request expired.");
+    assert_eq!(host.calls().len(), 0);
+    let (is_error, content) = tool_result_of(&model, "w");
+    assert!(is_error && content.contains("expired"), "{content}");
+    assert!(a.pending_approvals().await.unwrap().is_empty());
+}
+
+#[test]
+fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    let first_host = battery_host();
+
+    // First process: the run asks for approval, then the process dies.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (run_id, approval_id) = rt.block_on(async {
+        let a = agent(
+            &path,
+            approval_cfg(3600.0),
+            wifi_off_model("unused"),
+            first_host.clone(),
+        )
+        .await;
+        let run = a
+            .ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
+            .await
+            .unwrap();
+        let run_id = run.run_id().to_owned();
+        let mut events = run.events();
+        // Spawned and never awaited: dropped with the runtime, like a kill.
+        tokio::spawn(run.drive(CancellationToken::new()));
+        let id = wait_for_approval(&mut events).await;
+        (run_id, id)
+    });
+    drop(rt);
+    assert_eq!(first_host.calls().len(), 0);
+
+    // Second process: a fresh runtime, store, model and host.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let host = battery_host();
+        let model = Arc::new(ScriptedModel::new([ModelReply::text("Wi-Fi is off now.")]));
+        let a = agent(&path, approval_cfg(3600.0), model.clone(), host.clone()).await;
+        let interrupted = a.interrupted_runs().await.unwrap();
+        assert_eq!(interrupted.len(), 1);
+        assert_eq!(interrupted[0].run_id, run_id);
+        let pending = a.pending_approvals().await.unwrap();
+        assert_eq!(pending[0].approval_id, approval_id);
+        let md = a.session_markdown(&pending[0].session).await.unwrap();
+        assert!(md.contains("waiting for approval"), "{md}");
+
+        let run = a.resume(&run_id).await.unwrap();
+        assert!(matches!(
+            a.resume(&run_id).await,
+            Err(AgentError::RunBusy(_))
+        ));
+        let driving = tokio::spawn(run.drive(CancellationToken::new()));
+        a.approve(&approval_id).await.unwrap();
+        let out = driving.await.unwrap().unwrap();
+        assert_eq!(out.text, "Wi-Fi is off now.");
+        assert_eq!(
+            host.count("wifi_automation", "disable"),
+            1,
+            "executed exactly once"
+        );
+        assert_eq!(
+            model.requests().len(),
+            1,
+            "the first model call is not repeated"
+        );
+        assert!(!tool_result_of(&model, "w").0);
+        assert!(a.interrupted_runs().await.unwrap().is_empty());
+    });
+    drop(rt);
+
+    // Third process: nothing left to do, nothing runs again.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let host = battery_host();
+        let a = agent(
+            &path,
+            approval_cfg(3600.0),
+            Arc::new(ScriptedModel::new([])),
+            host.clone(),
+        )
+        .await;
+        assert!(a.interrupted_runs().await.unwrap().is_empty());
+        assert!(matches!(
+            a.resume(&run_id).await,
+            Err(AgentError::UnknownRun(_))
+        ));
+        assert_eq!(host.calls().len(), 0);
+    });
+}
+
+#[test]
+fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (run_id, approval_id) = rt.block_on(async {
+        let a = agent(
+            &path,
+            approval_cfg(3600.0),
+            wifi_off_model("unused"),
+            battery_host(),
+        )
+        .await;
+        let run = a
+            .ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
+            .await
+            .unwrap();
+        let run_id = run.run_id().to_owned();
+        let mut events = run.events();
+        let token = CancellationToken::new();
+        let driving = tokio::spawn(run.drive(token.clone()));
+        let id = wait_for_approval(&mut events).await;
+        // A clean shutdown this time.
+        token.cancel();
+        assert!(matches!(
+            driving.await.unwrap(),
+            Err(AgentError::Interrupted { .. })
+        ));
+        (run_id, id)
+    });
+    drop(rt);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let host = battery_host();
+        let model = Arc::new(ScriptedModel::new([ModelReply::text("Done.")]));
+        let a = agent(&path, approval_cfg(3600.0), model, host.clone()).await;
+        // The CLI answers before the run is resumed.
+        a.approve(&approval_id).await.unwrap();
+        let out = a
+            .resume(&run_id)
+            .await
+            .unwrap()
+            .drive(CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out.text, "Done.");
+        assert_eq!(host.count("wifi_automation", "disable"), 1);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Sessions and memory
+
+#[tokio::test]
+async fn memory_retrieves_an_early_fact_beyond_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(ScriptedModel::new([
+        ModelReply::text("Noted: the garage door code is 4711."),
+        ModelReply::text("Music is at 40 %."),
+        ModelReply::text("It is sunny."),
+        ModelReply::text("Bedroom battery is at 42 %."),
+        ModelReply::text("Screen brightness is 128."),
+        ModelReply::text("The garage door code is 4711."),
+    ]));
+    let cfg = AgentConfig {
+        memory_turns: 2,
+        memory_recall: 2,
+        ..AgentConfig::default()
+    };
+    let a = agent(dir.path(), cfg, model.clone(), battery_host()).await;
+    let prompts = [
+        "Please remember that the garage door code is 4711.",
+        "What volume is the music at?",
+        "How is the weather?",
+        "Bedroom battery level?",
+        "How bright is the screen?",
+        "What is the code for the garage door?",
+    ];
+    for p in prompts {
+        a.ask(AskRequest::new(p).in_session("house"))
+            .await
+            .unwrap()
+            .drive(CancellationToken::new())
+            .await
+            .unwrap();
+    }
+    let reqs = model.requests();
+    let last = reqs.last().unwrap();
+    // The window holds the last two turns only …
+    let window: Vec<&str> = last
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::User { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(window, [prompts[3], prompts[4], prompts[5]]);
+    // … and the early fact comes back through full-text search.
+    assert!(last.system.contains("4711"), "{}", last.system);
+    assert!(
+        !reqs[1].system.contains("4711"),
+        "not recalled while still in the window"
+    );
+
+    let sessions = a.sessions().await.unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!((sessions[0].id.as_str(), sessions[0].turns), ("house", 6));
+    let md = a.session_markdown("house").await.unwrap();
+    assert!(md.starts_with("# Session house"), "{md}");
+    assert_eq!(md.matches("## Turn ").count(), 6);
+    assert!(md.contains("**User** · 20") && md.contains("4711"), "{md}");
+    assert!(matches!(
+        a.session_markdown("nope").await,
+        Err(AgentError::UnknownSession(_))
+    ));
+}
+
+#[tokio::test]
+async fn markdown_shows_tool_calls_and_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(ScriptedModel::new([
+        calls(vec![device_call(
+            ToolMode::Toolkit,
+            "c1",
+            "kitchen",
+            "battery",
+            "status",
+            json!({}),
+        )]),
+        ModelReply::text("81 %"),
+    ]));
+    let a = agent(dir.path(), AgentConfig::default(), model, battery_host()).await;
+    let out = a
+        .ask(AskRequest::new("Kitchen battery?"))
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap();
+    let md = a.session_markdown(&out.session_id).await.unwrap();
+    for needle in [
+        "**Tool call** `android_device` (`c1`)",
+        "\"service_id\": \"battery\"",
+        "**Tool result** `android_device`",
+        "\"level_percent\": 81",
+        "**Assistant** ·",
+        "81 %",
+    ] {
+        assert!(md.contains(needle), "{needle} missing:\n{md}");
+    }
+}
+
+#[tokio::test]
+async fn bad_requests_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = agent(
+        dir.path(),
+        AgentConfig::default(),
+        Arc::new(ScriptedModel::new([])),
+        battery_host(),
+    )
+    .await;
+    assert!(matches!(
+        a.ask(AskRequest::new("  ")).await,
+        Err(AgentError::InvalidPrompt(_))
+    ));
+    assert!(matches!(
+        a.ask(AskRequest::new("x").in_session("a/b")).await,
+        Err(AgentError::InvalidId(_))
+    ));
+    assert!(matches!(
+        a.approve("nope").await,
+        Err(AgentError::UnknownApproval(_))
+    ));
+}

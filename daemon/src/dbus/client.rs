@@ -1,0 +1,210 @@
+//! The CLI's way to the running daemon: `droidwarden devices | call |
+//! status` call `org.droidwarden.Daemon1` on the chosen bus and turn the
+//! replies, and the bus's own errors, back into [`WireError`]s.
+//!
+//! A daemon that is not there is said so plainly, naming the bus; the CLI
+//! never falls back to working in-process on its own (`--local` does that,
+//! when asked for).
+
+use super::{Bus, INTERFACE, NAME, PATH, error};
+use droidwarden_services::{ErrorCode, WireError};
+use serde::Serialize;
+use serde_json::Value;
+use std::time::Duration;
+use zbus::zvariant::DynamicType;
+
+/// How long the bus may take to answer the daemon's own quick methods.
+const QUICK: Duration = Duration::from_secs(10);
+/// What a call may take beyond the daemon's own bound on it.
+const CALL_MARGIN: Duration = Duration::from_secs(5);
+
+/// A connection to the bus the daemon is on.
+#[derive(Debug)]
+pub(crate) struct Client {
+    conn: zbus::Connection,
+    bus: Bus,
+    call_timeout: Duration,
+    local_hint: bool,
+}
+
+impl Client {
+    /// Connect to `bus` and check that the daemon is there. `call_timeout`
+    /// is the daemon's bound on one action (`[calls] timeout_ms`);
+    /// `local_hint` says whether the command has `--local` to suggest.
+    ///
+    /// # Errors
+    /// No bus, or no daemon on it, with a message that says which.
+    pub(crate) async fn connect(
+        bus: Bus,
+        call_timeout: Duration,
+        local_hint: bool,
+    ) -> Result<Self, WireError> {
+        let conn = bus.connect(Ok).await.map_err(|e| {
+            let mut error = WireError::new(
+                ErrorCode::Internal,
+                format!(
+                    "cannot reach the droidwarden daemon: {e}; if it runs on the other bus, say so with --bus{}",
+                    if local_hint {
+                        ", or use --local to work without it"
+                    } else {
+                        ""
+                    },
+                ),
+            );
+            error.retryable = true;
+            error
+        })?;
+        let client = Self {
+            conn,
+            bus,
+            call_timeout,
+            local_hint,
+        };
+        let owned: bool = client
+            .invoke_at(
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "NameHasOwner",
+                &(NAME,),
+                QUICK,
+            )
+            .await?;
+        if owned {
+            Ok(client)
+        } else {
+            Err(client.not_running())
+        }
+    }
+
+    /// `ListDevices()`, parsed.
+    pub(crate) async fn list_devices(&self) -> Result<Value, WireError> {
+        let text: String = self.invoke("ListDevices", &(), QUICK).await?;
+        parse(&text)
+    }
+
+    /// `Status()`, parsed.
+    pub(crate) async fn status(&self) -> Result<Value, WireError> {
+        let text: String = self.invoke("Status", &(), QUICK).await?;
+        parse(&text)
+    }
+
+    /// `Call(device, service, action, params_json)`, parsed.
+    pub(crate) async fn call(
+        &self,
+        device: Option<&str>,
+        service: &str,
+        action: &str,
+        params: &Value,
+    ) -> Result<Value, WireError> {
+        let params = params.to_string();
+        let body = (device.unwrap_or(""), service, action, params.as_str());
+        let text: String = self
+            .invoke("Call", &body, self.call_timeout + CALL_MARGIN)
+            .await?;
+        parse(&text)
+    }
+
+    async fn invoke<B, R>(&self, method: &str, body: &B, limit: Duration) -> Result<R, WireError>
+    where
+        B: Serialize + DynamicType,
+        R: for<'d> serde::Deserialize<'d> + zbus::zvariant::Type,
+    {
+        self.invoke_at(NAME, PATH, INTERFACE, method, body, limit)
+            .await
+    }
+
+    async fn invoke_at<B, R>(
+        &self,
+        destination: &str,
+        path: &str,
+        interface: &str,
+        method: &str,
+        body: &B,
+        limit: Duration,
+    ) -> Result<R, WireError>
+    where
+        B: Serialize + DynamicType,
+        R: for<'d> serde::Deserialize<'d> + zbus::zvariant::Type,
+    {
+        let call = self
+            .conn
+            .call_method(Some(destination), path, Some(interface), method, body);
+        let reply = match tokio::time::timeout(limit, call).await {
+            Err(_) => {
+                return Err(WireError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the droidwarden daemon did not answer {method} within {limit:?} on the {} bus",
+                        self.bus.as_str()
+                    ),
+                ));
+            }
+            Ok(Err(e)) => return Err(self.to_wire(method, e)),
+            Ok(Ok(reply)) => reply,
+        };
+        reply.body().deserialize::<R>().map_err(|e| {
+            WireError::new(
+                ErrorCode::Internal,
+                format!("unexpected reply to {method}: {e}"),
+            )
+        })
+    }
+
+    fn not_running(&self) -> WireError {
+        let mut error = WireError::new(
+            ErrorCode::Internal,
+            format!(
+                "droidwarden daemon is not running on the {} bus ({NAME} has no owner); start it{}",
+                self.bus.as_str(),
+                if self.local_hint {
+                    ", or use --local"
+                } else {
+                    " (droidwarden daemon)"
+                }
+            ),
+        );
+        error.retryable = true;
+        error
+    }
+
+    fn to_wire(&self, method: &str, e: zbus::Error) -> WireError {
+        let zbus::Error::MethodError(name, description, reply) = &e else {
+            return WireError::new(ErrorCode::Internal, format!("D-Bus {method}: {e}"));
+        };
+        if let Some(ours) = error::from_reply(name.as_str(), reply) {
+            return ours;
+        }
+        let description = description.as_deref().unwrap_or("");
+        match name.as_str() {
+            "org.freedesktop.DBus.Error.ServiceUnknown"
+            | "org.freedesktop.DBus.Error.NameHasNoOwner" => self.not_running(),
+            "org.freedesktop.DBus.Error.AccessDenied" => WireError::new(
+                ErrorCode::Denied,
+                format!(
+                    "the {} bus refused {method}: {description} (on the system bus only root and the droidwarden group may call Call)",
+                    self.bus.as_str()
+                ),
+            ),
+            "org.freedesktop.DBus.Error.NoReply" | "org.freedesktop.DBus.Error.Timeout" => {
+                WireError::new(
+                    ErrorCode::Timeout,
+                    format!("no reply to {method}: {description}"),
+                )
+            }
+            other => WireError::new(
+                ErrorCode::Internal,
+                format!("D-Bus {method}: {other}: {description}"),
+            ),
+        }
+    }
+}
+
+fn parse(text: &str) -> Result<Value, WireError> {
+    serde_json::from_str(text).map_err(|e| {
+        WireError::new(
+            ErrorCode::Internal,
+            format!("the daemon answered with invalid JSON: {e}"),
+        )
+    })
+}

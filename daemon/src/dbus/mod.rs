@@ -1,0 +1,369 @@
+//! droidwarden's D-Bus side: the `org.droidwarden.Daemon1` service the
+//! daemon offers (this file), the client the CLI uses to reach it
+//! ([`client`]), the error names ([`error`]) and the in-memory status table
+//! behind `Status()` ([`status`]). The interface is documented in
+//! `docs/dbus-api.md`; the system-bus policy is
+//! `systemd/dbus/org.droidwarden.Daemon1.conf`.
+//!
+//! Calls go through [`Hub::call`] like every other caller's, so a call made
+//! over D-Bus announces its status on MQTT too. Signals come from two
+//! subscriptions taken before the name is requested, so nothing that happens
+//! once a client can see us is missed: the hub's bus (status transitions)
+//! and the registry's events (availability, removal).
+//!
+//! Not here yet: the LLM agent's methods and signals (`Ask`,
+//! `ListApprovals`, `Approve`, `Deny`, `ApprovalRequested`, `SessionEvent`);
+//! they come with the agent.
+
+pub(crate) mod client;
+pub(crate) mod error;
+mod status;
+
+use crate::config::DbusBus;
+use crate::hub::{BusEvent, CallRequest, Hub};
+use droidwarden_bridge::DeviceEvent;
+use droidwarden_services::{ErrorCode, WireError};
+use error::DbusError;
+use serde_json::Value;
+use status::StatusTable;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use zbus::object_server::{InterfaceRef, SignalEmitter};
+
+/// The well-known bus name.
+pub(crate) const NAME: &str = "org.droidwarden.Daemon1";
+/// The one object.
+pub(crate) const PATH: &str = "/org/droidwarden/Daemon1";
+/// The interface.
+pub(crate) const INTERFACE: &str = "org.droidwarden.Daemon1";
+
+/// How long connecting to a bus (and requesting the name) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long shutdown waits for D-Bus calls in flight (as for MQTT's).
+const CALL_GRACE: Duration = Duration::from_secs(20);
+
+/// A message bus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Bus {
+    /// The user's session bus (`DBUS_SESSION_BUS_ADDRESS`).
+    Session,
+    /// The system bus.
+    System,
+}
+
+impl Bus {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Session => "session",
+            Self::System => "system",
+        }
+    }
+
+    fn builder(self) -> zbus::Result<zbus::connection::Builder<'static>> {
+        match self {
+            Self::Session => zbus::connection::Builder::session(),
+            Self::System => zbus::connection::Builder::system(),
+        }
+    }
+
+    /// Connect, bounded by [`CONNECT_TIMEOUT`].
+    async fn connect(
+        self,
+        builder: impl FnOnce(
+            zbus::connection::Builder<'static>,
+        ) -> zbus::Result<zbus::connection::Builder<'static>>,
+    ) -> Result<zbus::Connection, String> {
+        let build = async { builder(self.builder()?)?.build().await };
+        match tokio::time::timeout(CONNECT_TIMEOUT, build).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(zbus::Error::NameTaken)) => Err(format!(
+                "{NAME} is already owned on the {} bus: is another droidwarden daemon running?",
+                self.as_str()
+            )),
+            Ok(Err(e)) => Err(format!("cannot connect to the {} bus: {e}", self.as_str())),
+            Err(_) => Err(format!(
+                "the {} bus did not answer within {CONNECT_TIMEOUT:?}",
+                self.as_str()
+            )),
+        }
+    }
+}
+
+/// The service, connected and named, ready for [`run`].
+#[derive(Debug)]
+pub(crate) struct Service {
+    conn: zbus::Connection,
+    bus: Bus,
+    hub: Hub,
+    table: Arc<Mutex<StatusTable>>,
+    device_count: Arc<AtomicU32>,
+    calls: TaskTracker,
+    bus_events: broadcast::Receiver<BusEvent>,
+    device_events: broadcast::Receiver<DeviceEvent>,
+}
+
+/// Connect to the configured bus and own [`NAME`].
+///
+/// `Ok(None)` when D-Bus is off, or when it is `auto` and there is no
+/// session bus to be on (logged as a warning).
+///
+/// # Errors
+/// A bus chosen explicitly (`session`, `system`) that cannot be reached, or
+/// whose name is taken: the daemon should not start half-configured.
+pub(crate) async fn start(setting: DbusBus, hub: &Hub) -> Result<Option<Service>, String> {
+    let bus = match setting {
+        DbusBus::Off => {
+            tracing::info!("D-Bus API off ([dbus] bus = \"none\")");
+            return Ok(None);
+        }
+        DbusBus::Auto | DbusBus::Session => Bus::Session,
+        DbusBus::System => Bus::System,
+    };
+    // Subscribe before the name is visible, so that no event a client could
+    // already care about is missed.
+    let bus_events = hub.subscribe();
+    let device_events = hub.registry().subscribe();
+    let table = Arc::new(Mutex::new(StatusTable::default()));
+    let device_count = Arc::new(AtomicU32::new(count(hub)));
+    let calls = TaskTracker::new();
+    let iface = Daemon1 {
+        hub: hub.clone(),
+        table: Arc::clone(&table),
+        device_count: Arc::clone(&device_count),
+        calls: calls.clone(),
+    };
+    // zbus asks for the name with AllowReplacement and ReplaceExisting by
+    // default: a second daemon would silently take the name from the first.
+    let connected = bus
+        .connect(|b| {
+            Ok(b.serve_at(PATH, iface)?
+                .name(NAME)?
+                .allow_name_replacements(false)
+                .replace_existing_names(false))
+        })
+        .await;
+    let conn = match (connected, setting) {
+        (Ok(conn), _) => conn,
+        (Err(e), DbusBus::Auto) => {
+            tracing::warn!(
+                error = %e,
+                "no D-Bus API: [dbus] bus = \"auto\" found no usable session bus (set it to \"session\" or \"system\" to require one, or \"none\" to silence this)"
+            );
+            return Ok(None);
+        }
+        (Err(e), _) => return Err(e),
+    };
+    tracing::info!(bus = bus.as_str(), name = NAME, "D-Bus API ready");
+    Ok(Some(Service {
+        conn,
+        bus,
+        hub: hub.clone(),
+        table,
+        device_count,
+        calls,
+        bus_events,
+        device_events,
+    }))
+}
+
+fn count(hub: &Hub) -> u32 {
+    u32::try_from(hub.registry().list().len()).unwrap_or(u32::MAX)
+}
+
+/// Turn bus and registry events into signals and keep the status table,
+/// until `shutdown`; then release the name and let calls in flight finish
+/// (bounded).
+pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
+    let Some(mut service) = service else { return };
+    let iface: InterfaceRef<Daemon1> = match service.conn.object_server().interface(PATH).await {
+        Ok(iface) => iface,
+        Err(e) => {
+            tracing::error!(error = %e, "D-Bus interface missing; no signals will be sent");
+            shutdown.cancelled().await;
+            return;
+        }
+    };
+    let emitter = iface.signal_emitter().clone();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            event = service.bus_events.recv() => match event {
+                Ok(BusEvent::Status(status)) => {
+                    lock(&service.table).record(&status);
+                    let details = status.to_json().to_string();
+                    if let Err(e) = Daemon1::service_status_changed(
+                        &emitter,
+                        status.device.as_str(),
+                        status.service,
+                        status.state.as_str(),
+                        &details,
+                    )
+                    .await
+                    {
+                        tracing::debug!(error = %e, "cannot emit ServiceStatusChanged");
+                    }
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus signals fell behind the hub"),
+                Err(RecvError::Closed) => break,
+            },
+            event = service.device_events.recv() => {
+                match event {
+                    Ok(DeviceEvent::Availability { device, online, .. }) => {
+                        if let Err(e) = Daemon1::device_availability_changed(&emitter, device.as_str(), online).await {
+                            tracing::debug!(error = %e, "cannot emit DeviceAvailabilityChanged");
+                        }
+                    }
+                    Ok(DeviceEvent::Removed { device }) => lock(&service.table).forget(&device),
+                    Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus availability signals missed"),
+                    Err(RecvError::Closed) => break,
+                }
+                update_device_count(&service, &iface, &emitter).await;
+            },
+        }
+    }
+    // Stop being found by name first, so no new call arrives, then let the
+    // calls already running finish.
+    if let Err(e) = service.conn.release_name(NAME).await {
+        tracing::debug!(error = %e, "cannot release the D-Bus name");
+    }
+    service.calls.close();
+    if tokio::time::timeout(CALL_GRACE, service.calls.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("D-Bus calls still running after {CALL_GRACE:?}; stopping anyway");
+    }
+    // Every clone of the connection must be gone for it to close.
+    drop(emitter);
+    drop(iface);
+    let Service { conn, bus, .. } = service;
+    if tokio::time::timeout(CONNECT_TIMEOUT, conn.graceful_shutdown())
+        .await
+        .is_err()
+    {
+        tracing::debug!("the D-Bus connection did not close in time");
+    }
+    tracing::debug!(bus = bus.as_str(), "D-Bus API stopped");
+}
+
+async fn update_device_count(
+    service: &Service,
+    iface: &InterfaceRef<Daemon1>,
+    emitter: &SignalEmitter<'static>,
+) {
+    let now = count(&service.hub);
+    if service.device_count.swap(now, Ordering::Relaxed) != now
+        && let Err(e) = iface.get().await.device_count_changed(emitter).await
+    {
+        tracing::debug!(error = %e, "cannot emit PropertiesChanged for DeviceCount");
+    }
+}
+
+fn lock(table: &Mutex<StatusTable>) -> std::sync::MutexGuard<'_, StatusTable> {
+    table.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The `org.droidwarden.Daemon1` interface. Its methods run concurrently
+/// (zbus gives each call its own task); nothing in here takes the
+/// interface's write lock, so a long `Call` never holds up the others.
+#[derive(Debug)]
+struct Daemon1 {
+    hub: Hub,
+    table: Arc<Mutex<StatusTable>>,
+    device_count: Arc<AtomicU32>,
+    calls: TaskTracker,
+}
+
+#[zbus::interface(name = "org.droidwarden.Daemon1")]
+impl Daemon1 {
+    /// Every device as a JSON array: name, transport, online, serial,
+    /// model, state_detail (the objects of `droidwarden devices --json`).
+    #[zbus(out_args("devices_json"))]
+    async fn list_devices(&self) -> String {
+        serde_json::to_string(&self.hub.registry().list()).unwrap_or_else(|_| "[]".into())
+    }
+
+    /// The service catalogue as JSON (the output of
+    /// `droidwarden services --json`).
+    #[zbus(out_args("services_json"))]
+    async fn list_services(&self) -> String {
+        Value::Array(crate::cli::services_json()).to_string()
+    }
+
+    /// Perform one action. `device` empty: the only online device.
+    /// `params_json`: a JSON object (empty string: no parameters). Returns
+    /// the JSON result; failures are `org.droidwarden.Error.*` errors.
+    #[zbus(out_args("result_json"))]
+    async fn call(
+        &self,
+        device: &str,
+        service: &str,
+        action: &str,
+        params_json: &str,
+    ) -> Result<String, DbusError> {
+        let params = if params_json.trim().is_empty() {
+            Value::Object(serde_json::Map::new())
+        } else {
+            serde_json::from_str(params_json).map_err(|e| {
+                WireError::new(
+                    ErrorCode::InvalidParams,
+                    format!("params_json is not valid JSON: {e}"),
+                )
+            })?
+        };
+        let request = CallRequest {
+            device: (!device.is_empty()).then(|| device.to_owned()),
+            service: service.to_owned(),
+            action: action.to_owned(),
+            params,
+        };
+        tracing::debug!(?request, "D-Bus call");
+        let result = self.calls.track_future(self.hub.call(&request)).await?;
+        Ok(result.to_string())
+    }
+
+    /// Devices, their availability, and the last status of each (device,
+    /// service) since the daemon started, as JSON.
+    #[zbus(out_args("status_json"))]
+    async fn status(&self) -> String {
+        let devices = self.hub.registry().list();
+        lock(&self.table).to_json(&devices).to_string()
+    }
+
+    /// A call on (device, service) changed state: `executing`, then
+    /// `success` or `error`. `details_json` is the status object of the
+    /// MQTT status topic (action, times, duration, error).
+    #[zbus(signal)]
+    async fn service_status_changed(
+        emitter: &SignalEmitter<'_>,
+        device: &str,
+        service: &str,
+        state: &str,
+        details_json: &str,
+    ) -> zbus::Result<()>;
+
+    /// A device came online or went offline.
+    #[zbus(signal)]
+    async fn device_availability_changed(
+        emitter: &SignalEmitter<'_>,
+        device: &str,
+        online: bool,
+    ) -> zbus::Result<()>;
+
+    /// The daemon's version.
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn version(&self) -> &str {
+        env!("CARGO_PKG_VERSION")
+    }
+
+    /// How many devices the daemon knows (online or not), as `ListDevices`.
+    #[zbus(property)]
+    async fn device_count(&self) -> u32 {
+        self.device_count.load(Ordering::Relaxed)
+    }
+}
