@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The daemon's well-known name.
 pub const NAME: &str = "org.droidwarden.Daemon1";
@@ -347,24 +347,8 @@ pub fn signal_args(line: &str) -> Vec<String> {
     args
 }
 
-fn run(mut cmd: Command) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("poll child").is_some() {
-            return child.wait_with_output().expect("collect output");
-        }
-        if start.elapsed() > TOOL_LIMIT {
-            let _ = child.kill();
-            panic!("{cmd:?} did not finish within {TOOL_LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+fn run(cmd: Command) -> Output {
+    crate::run_with_timeout(cmd, TOOL_LIMIT)
 }
 
 fn set_mode(path: &Path, mode: u32) {

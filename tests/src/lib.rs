@@ -79,7 +79,12 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
+/// Run `cmd` with no stdin, collecting its output; kill it and panic if it
+/// runs longer than `limit`.
+///
+/// # Panics
+/// When it cannot be spawned or overruns `limit`.
+pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
