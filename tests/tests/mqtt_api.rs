@@ -420,6 +420,12 @@ fn a_device_removed_from_the_configuration_leaves_home_assistant() {
     let config = config_for(&r.broker, &r.sim, "renamed", "");
     let _daemon = r.daemon.restart_with(&r.adb, &config);
     r.probe.wait_last(topic, WAIT, |m| m.payload.is_empty());
+    // Its retained state goes too, not only its discovery.
+    r.probe.wait_last(
+        &format!("{P}/devices/phone/services/battery/state"),
+        WAIT,
+        |m| m.payload.is_empty(),
+    );
     r.probe.wait("the new name's discovery", WAIT, |m| {
         m.topic == "homeassistant/switch/droidwarden_renamed/wifi/config"
     });

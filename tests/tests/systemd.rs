@@ -168,9 +168,10 @@ fn sighup_applies_a_new_device_name() {
         .wait_last(new_discovery, WAIT, |m| !m.payload.is_empty());
     r.probe
         .wait_last(old_discovery, WAIT, |m| m.payload.is_empty());
+    // The old name's retained topics are cleared, availability included.
     r.probe
         .wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-            m.payload == "offline"
+            m.payload.is_empty()
         });
     let reply = r.probe.request(
         P,

@@ -687,11 +687,7 @@ impl Mqtt {
     }
 
     async fn remove_discovery(&self, device: &str) {
-        if let Some(ha_prefix) = self.settings.discovery.clone() {
-            for topic in discovery::config_topics(&ha_prefix, &self.topics, device) {
-                self.send(topic, Vec::new(), true).await;
-            }
-        }
+        self.clear_device(device).await;
         self.discovered
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -719,13 +715,29 @@ impl Mqtt {
                 device,
                 "removing the Home Assistant entries of a device no longer configured"
             );
-            if let Some(ha_prefix) = self.settings.discovery.clone() {
-                for topic in discovery::config_topics(&ha_prefix, &self.topics, device) {
-                    self.send(topic, Vec::new(), true).await;
-                }
-            }
+            self.clear_device(device).await;
         }
         self.save_discovered().await;
+    }
+
+    /// Clear every retained topic of a device that is gone: its discovery
+    /// configs, availability, last status, and each service's status and
+    /// state, so nothing stale stays on the broker.
+    async fn clear_device(&self, device: &str) {
+        let mut topics = vec![
+            self.topics.device_availability(device),
+            self.topics.last_status(device),
+        ];
+        for service in droidwarden_services::Catalogue::get().services() {
+            topics.push(self.topics.status(device, service.id));
+            topics.push(self.topics.state(device, service.id));
+        }
+        if let Some(ha_prefix) = self.settings.discovery.clone() {
+            topics.extend(discovery::config_topics(&ha_prefix, &self.topics, device));
+        }
+        for topic in topics {
+            self.send(topic, Vec::new(), true).await;
+        }
     }
 
     async fn save_discovered(&self) {
