@@ -36,6 +36,8 @@ use tokio_util::task::TaskTracker;
 
 /// How long shutdown waits for calls in flight.
 const CALL_GRACE: Duration = Duration::from_secs(20);
+/// How long shutdown waits for the goodbye to reach the broker.
+const FLUSH_GRACE: Duration = Duration::from_secs(2);
 /// How long shutdown waits for the remaining tasks.
 const TASK_GRACE: Duration = Duration::from_secs(5);
 
@@ -117,7 +119,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     readiness.require_watch("MQTT", link.subscribed());
     let (incoming_tx, incoming_rx) = tokio::sync::mpsc::channel(mqtt::INCOMING_CHANNEL);
     let mqtt_stop = CancellationToken::new();
-    tracker.spawn(mqtt::run_event_loop(
+    let mut event_loop = tracker.spawn(mqtt::run_event_loop(
         Arc::clone(&link),
         eventloop,
         incoming_tx,
@@ -170,8 +172,14 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     );
     shutdown.cancel();
     link.shutdown(CALL_GRACE).await;
-    // Let the event loop flush the goodbye before it stops.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The event loop ends by itself once it has sent the DISCONNECT that
+    // follows the goodbye; it is only cut short if the broker is gone.
+    if tokio::time::timeout(FLUSH_GRACE, &mut event_loop)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the MQTT goodbye was not sent within {FLUSH_GRACE:?}");
+    }
     mqtt_stop.cancel();
     broker_stop.cancel();
     tracker.close();
