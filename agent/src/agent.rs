@@ -16,6 +16,7 @@ use crate::events::{AgentEvent, EventKind, PendingApproval};
 use crate::graph::{Action, Input, RunLimits, RunOutcome, RunState, StepEnv, step};
 use crate::host::{BoxFuture, ToolHost};
 use crate::markdown;
+use crate::policy::ApprovalPolicy;
 use crate::provider::{ChatRequest, Provider};
 use crate::store::{self, ApprovalStatus, RunInfo, SessionSummary, Store};
 use crate::tools::{Planned, Toolset};
@@ -24,7 +25,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -46,6 +47,9 @@ struct Inner {
     host: Arc<dyn ToolHost>,
     store: Store,
     events: broadcast::Sender<AgentEvent>,
+    /// The approval policy new runs take (replaceable on reload; a run
+    /// keeps the policy it started or resumed with).
+    policy: RwLock<Arc<ApprovalPolicy>>,
     // std Mutexes: held for a map operation only, never across an await.
     waiters: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
     running: Mutex<HashSet<String>>,
@@ -65,6 +69,10 @@ pub struct AskRequest {
     /// Continue this session (created if it does not exist); `None` starts
     /// a new one.
     pub session_id: Option<String>,
+    /// An opaque tag stored with the run and returned by
+    /// [`Agent::interrupted_runs`]: the daemon records where the answer
+    /// goes, so a run resumed after a restart can still deliver it.
+    pub origin: Option<String>,
 }
 
 impl AskRequest {
@@ -73,12 +81,19 @@ impl AskRequest {
         Self {
             prompt: prompt.into(),
             session_id: None,
+            origin: None,
         }
     }
 
     /// The same prompt in session `id`.
     pub fn in_session(mut self, id: impl Into<String>) -> Self {
         self.session_id = Some(id.into());
+        self
+    }
+
+    /// The same request tagged with `origin` (see [`AskRequest::origin`]).
+    pub fn with_origin(mut self, origin: impl Into<String>) -> Self {
+        self.origin = Some(origin.into());
         self
     }
 }
@@ -146,8 +161,10 @@ impl Agent {
         store: Store,
     ) -> Self {
         let (events, _) = broadcast::channel(config.event_capacity);
+        let policy = RwLock::new(Arc::new(config.approval.clone()));
         Self {
             inner: Arc::new(Inner {
+                policy,
                 config,
                 provider,
                 host,
@@ -173,6 +190,25 @@ impl Agent {
     /// The configuration.
     pub fn config(&self) -> &AgentConfig {
         &self.inner.config
+    }
+
+    /// The approval policy runs started or resumed from now on use.
+    pub fn approval_policy(&self) -> Arc<ApprovalPolicy> {
+        match self.inner.policy.read() {
+            Ok(p) => Arc::clone(&p),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Replace the approval policy (a configuration reload). Runs already
+    /// going keep the policy they started with.
+    pub fn set_approval_policy(&self, policy: ApprovalPolicy) {
+        let mut slot = self
+            .inner
+            .policy
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *slot = Arc::new(policy);
     }
 
     fn guard(&self, run_id: &str) -> Result<RunningGuard, AgentError> {
@@ -238,6 +274,7 @@ impl Agent {
             .start_run(
                 session_id,
                 prompt,
+                request.origin,
                 cfg.memory_turns,
                 cfg.memory_recall,
                 move |history, recalled| RunState::new(rid, sid, p, history, recalled, limits, now),
@@ -423,9 +460,10 @@ impl Run {
         } = self;
         let inner = agent.inner.clone();
         let cfg = &inner.config;
+        let policy = agent.approval_policy();
         let env = StepEnv {
             toolset: &toolset,
-            policy: &cfg.approval,
+            policy: &policy,
         };
         let system: Arc<str> = system_prompt(cfg, &state).into();
         let mut inflight: FuturesUnordered<BoxFuture<'static, Input>> = FuturesUnordered::new();

@@ -106,6 +106,57 @@ pub struct RunOutcome {
     pub usage: Usage,
     /// The failure, when `stop_reason` is `error`.
     pub error: Option<WireError>,
+    /// The tool calls the run made, in order, with their results.
+    #[serde(default)]
+    pub steps: Vec<ToolStep>,
+}
+
+/// One tool call of a finished run, for the caller's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolStep {
+    /// Call id.
+    pub call_id: String,
+    /// Tool name as the model wrote it.
+    pub tool: String,
+    /// Arguments (parsed JSON, or the raw text when malformed).
+    pub arguments: Value,
+    /// Whether it failed (then `result` is a wire error).
+    pub is_error: bool,
+    /// What the model was shown (parsed JSON, or the text).
+    pub result: Value,
+}
+
+fn tool_steps(messages: &[TimedMessage]) -> Vec<ToolStep> {
+    let parse = |text: &str| {
+        serde_json::from_str::<Value>(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+    };
+    let mut steps: Vec<ToolStep> = Vec::new();
+    for m in messages {
+        match &m.message {
+            Message::Assistant { tool_calls, .. } => {
+                steps.extend(tool_calls.iter().map(|c| ToolStep {
+                    call_id: c.id.clone(),
+                    tool: c.name.clone(),
+                    arguments: parse(&c.arguments),
+                    is_error: false,
+                    result: Value::Null,
+                }));
+            }
+            Message::Tool {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => {
+                if let Some(step) = steps.iter_mut().rev().find(|s| &s.call_id == call_id) {
+                    step.is_error = *is_error;
+                    step.result = parse(content);
+                }
+            }
+            Message::User { .. } => {}
+        }
+    }
+    steps
 }
 
 /// Everything about a run; checkpointed as JSON after every step.
@@ -405,6 +456,7 @@ fn finish(
         stop_reason,
         usage: state.usage,
         error,
+        steps: tool_steps(&state.messages),
     };
     state.outcome = Some(outcome.clone());
     vec![Action::Finish(outcome)]

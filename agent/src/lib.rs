@@ -45,7 +45,7 @@ pub use agent::{Agent, AskRequest, MAX_PROMPT_CHARS, Run, RunEvents};
 pub use config::{AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawLlmConfig};
 pub use error::AgentError;
 pub use events::{AgentEvent, EventKind, PendingApproval, StopReason};
-pub use graph::RunOutcome;
+pub use graph::{RunOutcome, ToolStep};
 pub use host::{BoxFuture, DeviceSummary, ToolHost};
 pub use message::{Message, ModelReply, ToolCall, Usage};
 pub use policy::ApprovalPolicy;

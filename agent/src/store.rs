@@ -79,6 +79,9 @@ pub struct RunInfo {
     pub created_at: u64,
     /// Last checkpoint, unix ms.
     pub updated_at: u64,
+    /// The tag the caller gave in [`crate::AskRequest::origin`] (where to
+    /// send the answer of a run resumed after a restart).
+    pub origin: Option<String>,
 }
 
 /// The state of an approval request.
@@ -112,7 +115,8 @@ CREATE TABLE IF NOT EXISTS runs (
     status TEXT NOT NULL,          -- active | finished
     state TEXT NOT NULL,           -- RunState as JSON
     created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL,
+    origin TEXT                    -- the caller's tag (AskRequest::origin)
 );
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
 CREATE TABLE IF NOT EXISTS turns (
@@ -282,6 +286,7 @@ impl Store {
         &self,
         session_id: String,
         prompt: String,
+        origin: Option<String>,
         window: u32,
         recall: u32,
         make: impl FnOnce(Vec<Message>, Vec<String>) -> RunState + Send + 'static,
@@ -304,9 +309,9 @@ impl Store {
             let state = make(history, recalled);
             let json = serde_json::to_string(&state)?;
             tx.execute(
-                "INSERT INTO runs (id, session_id, status, state, created_at, updated_at)
-                 VALUES (?1, ?2, 'active', ?3, ?4, ?4)",
-                params![state.run_id, session_id, json, now],
+                "INSERT INTO runs (id, session_id, status, state, created_at, updated_at, origin)
+                 VALUES (?1, ?2, 'active', ?3, ?4, ?4, ?5)",
+                params![state.run_id, session_id, json, now, origin],
             )?;
             tx.commit()?;
             Ok(state)
@@ -428,7 +433,7 @@ impl Store {
     pub async fn active_runs(&self) -> Result<Vec<RunInfo>, AgentError> {
         self.call(|conn| {
             let mut stmt = conn.prepare(
-                "SELECT id, session_id, created_at, updated_at FROM runs
+                "SELECT id, session_id, created_at, updated_at, origin FROM runs
                  WHERE status = 'active' ORDER BY created_at",
             )?;
             let rows = stmt.query_map([], |r| {
@@ -437,6 +442,7 @@ impl Store {
                     session_id: r.get(1)?,
                     created_at: u(r.get(2)?),
                     updated_at: u(r.get(3)?),
+                    origin: r.get(4)?,
                 })
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
@@ -632,6 +638,13 @@ fn open_connection(
     )?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.execute_batch(SCHEMA)?;
+    // Databases created before runs had an origin.
+    let has_origin: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'origin'")?
+        .exists([])?;
+    if !has_origin {
+        conn.execute_batch("ALTER TABLE runs ADD COLUMN origin TEXT")?;
+    }
     Ok(conn)
 }
 

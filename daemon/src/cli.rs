@@ -1,12 +1,15 @@
 //! The command line: argument definitions and the one-shot commands.
 //!
-//! `devices`, `call` and `status` ask the running daemon over D-Bus
+//! `devices`, `call`, `status` and the agent's commands (`ask`,
+//! `approvals`, `approve`, `deny`, `sessions`, `session show`, in
+//! `crate::agent_cli`) ask the running daemon over D-Bus
 //! (`crate::dbus::client`), on the bus from `--bus` or `[dbus] bus`; when it
 //! is not there they say so and fail. `--local` (for `devices` and `call`)
 //! does the work in this process instead, talking to the adb server
 //! directly: the way to use droidwarden without a daemon. `services` is the
 //! catalogue built into this binary and needs no daemon.
 
+use crate::agent_cli;
 use crate::call;
 use crate::config::{Config, DbusBus};
 use crate::dbus::{Bus, client::Client};
@@ -60,9 +63,78 @@ pub(crate) enum Command {
         #[arg(long, value_enum)]
         bus: Option<Bus>,
     },
+    /// Ask the agent, through the running daemon, and print its progress
+    /// (tool calls, results, approval requests) and answer.
+    Ask {
+        /// Continue this session (default: a new one).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Print every event as a JSON object, one per line.
+        #[arg(long)]
+        json: bool,
+        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        #[arg(long, value_enum)]
+        bus: Option<Bus>,
+        /// What to ask ("turn wifi off and tell me the battery level").
+        #[arg(required = true, num_args = 1.., value_name = "PROMPT")]
+        prompt: Vec<String>,
+    },
+    /// List the agent's actions waiting for approval.
+    Approvals {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        #[arg(long, value_enum)]
+        bus: Option<Bus>,
+    },
+    /// Approve a waiting action: the agent's run goes on and performs it.
+    Approve {
+        /// The approval id (from `droidwarden approvals`).
+        id: String,
+        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        #[arg(long, value_enum)]
+        bus: Option<Bus>,
+    },
+    /// Deny a waiting action: the agent is told, with the reason.
+    Deny {
+        /// The approval id (from `droidwarden approvals`).
+        id: String,
+        /// Why (the model reads it).
+        #[arg(long)]
+        reason: Option<String>,
+        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        #[arg(long, value_enum)]
+        bus: Option<Bus>,
+    },
+    /// List the agent's sessions, most recent first.
+    Sessions {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        #[arg(long, value_enum)]
+        bus: Option<Bus>,
+    },
+    /// Work with one agent session.
+    #[command(subcommand)]
+    Session(SessionCommand),
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SessionCommand {
+    /// Print the conversation as markdown: turns with timestamps, tool
+    /// calls and results, and runs still going.
+    Show {
+        /// The session id (from `droidwarden sessions`).
+        id: String,
+        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        #[arg(long, value_enum)]
+        bus: Option<Bus>,
+    },
 }
 
 /// Where a command is carried out: the daemon on a bus, or this process.
@@ -122,6 +194,21 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Devices { json, target } => devices(config, target.bus, json).await,
         Command::Call(args) => call::run(args, config).await,
         Command::Status { json, bus } => status(config, bus, json).await,
+        Command::Ask {
+            session,
+            json,
+            bus,
+            prompt,
+        } => agent_cli::ask(&config, bus, session, &prompt.join(" "), json).await,
+        Command::Approvals { json, bus } => agent_cli::approvals(&config, bus, json).await,
+        Command::Approve { id, bus } => agent_cli::answer(&config, bus, &id, None).await,
+        Command::Deny { id, reason, bus } => {
+            agent_cli::answer(&config, bus, &id, Some(reason.as_deref().unwrap_or(""))).await
+        }
+        Command::Sessions { json, bus } => agent_cli::sessions(&config, bus, json).await,
+        Command::Session(SessionCommand::Show { id, bus }) => {
+            agent_cli::show_session(&config, bus, &id).await
+        }
         Command::Config(ConfigCommand::Check) => {
             println!("configuration is valid");
             println!("adb server: {}", config.adb.server);
@@ -223,6 +310,12 @@ async fn devices(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
         Ok(list) => print_devices(&list, None, as_json),
         Err(e) => print_devices(&json!([]), Some(e), as_json),
     }
+}
+
+/// Report a failed command on standard error.
+pub(crate) fn fail(e: &WireError) -> ExitCode {
+    eprintln!("droidwarden: {}", e.message);
+    ExitCode::FAILURE
 }
 
 /// Print a device list (JSON objects as in `ListDevices`) and the error

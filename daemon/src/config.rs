@@ -2,6 +2,7 @@
 //! deserialize into (unknown keys rejected), [`Config`] is the validated
 //! result that the rest of the daemon uses. Every problem names its key.
 
+use droidwarden_agent::{AgentConfig, LlmConfig, RawAgentConfig, RawLlmConfig};
 use droidwarden_bridge::adb::AdbConfig;
 use droidwarden_bridge::companion::CompanionConfig;
 use droidwarden_services::DeviceName;
@@ -46,6 +47,10 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     devices: Vec<RawDevice>,
     dbus: RawDbus,
+    #[serde(default)]
+    llm: RawLlmConfig,
+    #[serde(default)]
+    agent: RawAgentConfig,
 }
 
 #[derive(Debug, Deserialize)]
@@ -131,6 +136,10 @@ pub(crate) struct Config {
     pub(crate) poll: BTreeMap<&'static str, Duration>,
     /// The message bus the D-Bus API is offered on.
     pub(crate) dbus: DbusBus,
+    /// The language model; `None` (no `[llm] provider`) turns the agent off.
+    pub(crate) llm: Option<LlmConfig>,
+    /// The agent: tools, limits, memory and the approval policy.
+    pub(crate) agent: AgentConfig,
     /// The file given with `--config` (`None`: the system file when it
     /// exists), so that a reload reads the same layers again.
     pub(crate) source: Option<PathBuf>,
@@ -431,8 +440,22 @@ impl TryFrom<RawConfig> for Config {
             mqtt: mqtt_settings(raw.mqtt, raw.broker)?,
             poll: poll_settings(raw.poll)?,
             dbus: DbusBus::parse(&raw.dbus.bus)?,
+            llm: if raw.llm == RawLlmConfig::default() {
+                None
+            } else {
+                Some(LlmConfig::try_from(raw.llm).map_err(agent_config_error)?)
+            },
+            agent: AgentConfig::try_from(raw.agent).map_err(agent_config_error)?,
             source: None,
         })
+    }
+}
+
+/// The agent crate's configuration errors name their key too.
+fn agent_config_error(e: droidwarden_agent::AgentError) -> ConfigError {
+    match e {
+        droidwarden_agent::AgentError::Config { key, reason } => bad(&key, reason),
+        other => ConfigError(other.to_string()),
     }
 }
 
@@ -548,6 +571,8 @@ pub(crate) fn load_with_env(
             .separator("__")
             .list_separator(",")
             .with_list_parse_key("adb.connect")
+            .with_list_parse_key("agent.approval.allow")
+            .with_list_parse_key("agent.approval.deny")
             .try_parsing(true)
             .source(Some(env)),
     );
@@ -559,6 +584,14 @@ pub(crate) fn load_with_env(
     raw.mqtt.password_file =
         expand_credentials("mqtt.password_file", &raw.mqtt.password_file, credentials)?;
     raw.mqtt.ca_file = expand_credentials("mqtt.ca_file", &raw.mqtt.ca_file, credentials)?;
+    if let Some(file) = raw.llm.api_key_file.take() {
+        let file = file.to_string_lossy();
+        raw.llm.api_key_file = Some(PathBuf::from(expand_credentials(
+            "llm.api_key_file",
+            &file,
+            credentials,
+        )?));
+    }
     let mut config = Config::try_from(raw)?;
     config.source = file.map(Path::to_path_buf);
     Ok(config)

@@ -18,6 +18,7 @@
 //! today), `STATUS=` with the devices online, `WATCHDOG=1`, `RELOADING=1`
 //! and `STOPPING=1`.
 
+use crate::assistant::{Activity, Assistant};
 use crate::config::{BrokerTarget, Config};
 use crate::hub::Hub;
 use crate::mqtt;
@@ -67,8 +68,31 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     if let Err(e) = adb.refresh().await {
         tracing::warn!(error = %e, "no devices yet; will keep trying");
     }
+    // The agent (daemon/src/assistant.rs), when a language model is set.
+    let assistant = match &config.llm {
+        None => {
+            tracing::info!("agent off: no [llm] provider configured");
+            None
+        }
+        Some(llm) => match Assistant::start(
+            llm,
+            config.agent.clone(),
+            &config.state_dir,
+            hub.clone(),
+            tracker.clone(),
+            shutdown.clone(),
+        )
+        .await
+        {
+            Ok(assistant) => Some(assistant),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the agent");
+                return ExitCode::from(crate::EXIT_CONFIG);
+            }
+        },
+    };
     // D-Bus API (daemon/src/dbus/): owns org.droidwarden.Daemon1 on [dbus] bus.
-    match crate::dbus::start(config.dbus, &hub).await {
+    match crate::dbus::start(config.dbus, &hub, assistant.clone()).await {
         Ok(dbus) => {
             tracker.spawn(crate::dbus::run(dbus, shutdown.clone()));
         }
@@ -108,6 +132,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         mqtt_settings,
         hub.clone(),
         companion.clone(),
+        assistant.clone(),
         config.state_dir.clone(),
     ) {
         Ok(pair) => pair,
@@ -150,16 +175,23 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         shutdown.clone(),
     ));
     tracker.spawn(log_availability(Arc::clone(&registry), shutdown.clone()));
+    // Every consumer of the agent's notices (MQTT, D-Bus) is subscribed by
+    // now: runs a previous process left unfinished can go on.
+    if let Some(assistant) = &assistant {
+        assistant.resume_interrupted().await;
+    }
 
     let live = reload::Live {
         adb: &adb,
         companion: &companion,
         poll: &poll_tx,
+        assistant: assistant.as_ref(),
     };
     let stop = main_loop(
         &mut config,
         &live,
         &registry,
+        assistant.as_ref().map(Assistant::activity),
         &readiness,
         &notifier,
         &mut signals,
@@ -221,7 +253,8 @@ enum Event {
     Watchdog,
     /// Every part registered for readiness is up, or one gave up.
     Ready(Result<(), &'static str>),
-    /// A device came, went, or changed availability.
+    /// A device came, went, or changed availability; or agent runs and
+    /// approvals changed.
     Devices,
 }
 
@@ -258,6 +291,7 @@ async fn main_loop(
     config: &mut Config,
     live: &reload::Live<'_>,
     registry: &Registry,
+    mut activity: Option<watch::Receiver<Activity>>,
     readiness: &Readiness,
     notifier: &Notifier,
     signals: &mut Signals,
@@ -278,8 +312,11 @@ async fn main_loop(
     // decided either way.
     let mut is_ready = false;
     let mut waiting = true;
-    let status = |is_ready: bool| {
-        let devices = systemd::device_status(&registry.list());
+    let status = |is_ready: bool, activity: Option<Activity>| {
+        let mut devices = systemd::device_status(&registry.list());
+        if let Some(a) = activity {
+            devices.push_str(&systemd::agent_status(a.runs, a.approvals));
+        }
         let waiting_for = readiness.waiting_for();
         if is_ready || waiting_for.is_empty() {
             devices
@@ -290,7 +327,8 @@ async fn main_loop(
             )
         }
     };
-    notifier.status(&status(false));
+    let now = |a: &Option<watch::Receiver<Activity>>| a.as_ref().map(|rx| *rx.borrow());
+    notifier.status(&status(false, now(&activity)));
     loop {
         let event = tokio::select! {
             event = signals.next() => event,
@@ -306,16 +344,28 @@ async fn main_loop(
                 // The registry outlives this loop; nothing more will come.
                 Err(RecvError::Closed) => continue,
             },
+            changed = async {
+                match activity.as_mut() {
+                    Some(rx) => rx.changed().await,
+                    None => std::future::pending().await,
+                }
+            } => match changed {
+                Ok(()) => Event::Devices,
+                Err(_) => {
+                    activity = None;
+                    continue;
+                }
+            },
         };
         match event {
             Event::Stop(signal) => return signal,
             Event::Watchdog => notifier.watchdog(),
-            Event::Devices => notifier.status(&status(is_ready)),
+            Event::Devices => notifier.status(&status(is_ready, now(&activity))),
             Event::Ready(Ok(())) => {
                 waiting = false;
                 is_ready = true;
                 tracing::info!("ready");
-                notifier.ready(&status(true));
+                notifier.ready(&status(true, now(&activity)));
             }
             Event::Ready(Err(part)) => {
                 waiting = false;
@@ -341,7 +391,7 @@ async fn main_loop(
                     ),
                 }
                 if is_ready {
-                    notifier.ready(&status(true));
+                    notifier.ready(&status(true, now(&activity)));
                 }
             }
         }

@@ -1,6 +1,8 @@
 //! `droidwarden`: the binary. It owns every piece of wiring — configuration,
 //! logging, the command line — and nothing else owns any.
 
+mod agent_cli;
+mod assistant; // The LLM agent in the daemon (docs/agent.md).
 mod broker;
 mod call;
 mod cli;

@@ -3,7 +3,8 @@
 //! environment) and what can change while running is applied in place.
 //!
 //! Live: the devices (ADB names and the `connect` list, companion names),
-//! the adb refresh interval and the state polling intervals. Everything
+//! the adb refresh interval, the state polling intervals and the agent's
+//! approval policy (`[agent.approval]`, for runs that start afterwards). Everything
 //! else (the broker and its credentials, topics, the state directory, the
 //! adb server, timeouts, D-Bus) is read once at start: a change to it is logged as
 //! needing a restart and the running value is kept. A configuration that
@@ -14,6 +15,7 @@
 //! announce devices that come and go on the registry as usual (so MQTT
 //! and Home Assistant follow).
 
+use crate::assistant::Assistant;
 use crate::config::{BrokerTarget, Config, ConfigError};
 use crate::poll::Intervals;
 use droidwarden_bridge::adb::AdbTransport;
@@ -31,6 +33,8 @@ pub(crate) struct Plan {
     pub(crate) companion_names: bool,
     /// `[poll]` changed.
     pub(crate) poll: bool,
+    /// `[agent.approval]` changed.
+    pub(crate) approval_policy: bool,
     /// Keys that changed but are only read at start.
     pub(crate) needs_restart: Vec<&'static str>,
 }
@@ -38,7 +42,11 @@ pub(crate) struct Plan {
 impl Plan {
     /// Whether anything can be applied live.
     pub(crate) fn has_live_changes(&self) -> bool {
-        self.adb_devices || self.adb_poll_interval || self.companion_names || self.poll
+        self.adb_devices
+            || self.adb_poll_interval
+            || self.companion_names
+            || self.poll
+            || self.approval_policy
     }
 }
 
@@ -113,11 +121,16 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     differs("mqtt.max_payload_bytes", a.max_payload != b.max_payload);
     differs("mqtt.homeassistant", a.discovery != b.discovery);
     differs("dbus.bus", running.dbus != new.dbus);
+    differs("llm", running.llm != new.llm);
+    let mut agent = new.agent.clone();
+    agent.approval = running.agent.approval.clone();
+    differs("agent", running.agent != agent);
     Plan {
         adb_devices: running.adb.names != new.adb.names || running.adb.connect != new.adb.connect,
         adb_poll_interval: running.adb.poll_interval != new.adb.poll_interval,
         companion_names: running.companion.names != new.companion.names,
         poll: running.poll != new.poll,
+        approval_policy: running.agent.approval != new.agent.approval,
         needs_restart: restart,
     }
 }
@@ -128,6 +141,7 @@ pub(crate) struct Live<'a> {
     pub(crate) adb: &'a AdbTransport,
     pub(crate) companion: &'a CompanionHub,
     pub(crate) poll: &'a watch::Sender<Intervals>,
+    pub(crate) assistant: Option<&'a Assistant>,
 }
 
 /// Apply `loaded` (the result of reading the configuration again) to the
@@ -174,6 +188,13 @@ pub(crate) fn apply(
         tracing::info!(poll = ?new.poll, "state polling intervals changed");
         live.poll.send_replace(new.poll.clone());
         running.poll = new.poll;
+    }
+    if plan.approval_policy {
+        if let Some(assistant) = live.assistant {
+            assistant.set_approval_policy(&new.agent);
+            tracing::info!(policy = ?new.agent.approval, "approval policy changed");
+        }
+        running.agent.approval = new.agent.approval;
     }
     for key in &plan.needs_restart {
         tracing::warn!(
@@ -239,6 +260,11 @@ mod tests {
         assert!(p.poll && p.has_live_changes() && p.needs_restart.is_empty());
         let adb_poll = load(&BASE.replace("[adb]\n", "[adb]\npoll_interval_ms = 500\n"));
         assert!(plan(&running, &adb_poll).adb_poll_interval);
+        let policy = load(&format!(
+            "{BASE}[agent.approval]\nauto_approve_up_to = \"medium\"\ndeny = [\"airplane_mode.*\"]\n"
+        ));
+        let p = plan(&running, &policy);
+        assert!(p.approval_policy && p.has_live_changes() && p.needs_restart.is_empty());
     }
 
     #[test]
@@ -257,6 +283,11 @@ mod tests {
             ("[calls]\ntimeout_ms = 1000\n", "calls.timeout_ms"),
             ("[companion]\nqueue_ttl_ms = 5\n", "companion.queue_ttl_ms"),
             ("[dbus]\nbus = \"none\"\n", "dbus.bus"),
+            (
+                "[llm]\nprovider = \"openai\"\nmodel = \"qwen2.5\"\n",
+                "llm",
+            ),
+            ("[agent]\ntool_mode = \"direct\"\n", "agent"),
         ];
         for (changed, key) in cases {
             let running = load(BASE);

@@ -179,6 +179,15 @@ pub(crate) fn device_status(devices: &[DeviceInfo]) -> String {
     format!("{online}/{} devices online", devices.len())
 }
 
+/// The agent's part of `STATUS=`: runs going and approvals waiting.
+pub(crate) fn agent_status(runs: usize, approvals: usize) -> String {
+    format!(
+        "; {runs} agent run{} active, {approvals} approval{} pending",
+        if runs == 1 { "" } else { "s" },
+        if approvals == 1 { "" } else { "s" }
+    )
+}
+
 /// The parts that must be up before the daemon tells systemd it is ready.
 ///
 /// Each part registers itself while the daemon starts, then reports that

@@ -22,7 +22,7 @@ mod wire;
 
 pub use host::{FakeCall, FakeToolHost, full_device};
 pub use model::ScriptedModel;
-pub use server::{RecordedRequest, ScriptStep, ScriptedLlm};
+pub use server::{RecordedRequest, Responder, ScriptStep, ScriptedLlm};
 pub use wire::{
     anthropic_events, anthropic_response, gemini_chunks, gemini_response, openai_chunks,
     openai_response,

@@ -44,6 +44,26 @@ pub enum ScriptStep {
         /// Events sent before the cut.
         events: usize,
     },
+    /// Answer with the reply this function builds from the request (a
+    /// model that reads the tool results it was sent).
+    Compute(Responder),
+}
+
+/// A function from a request to a reply, for [`ScriptStep::Compute`].
+#[derive(Clone)]
+pub struct Responder(pub Arc<dyn Fn(&RecordedRequest) -> ModelReply + Send + Sync>);
+
+impl Responder {
+    /// Wrap a function.
+    pub fn new(f: impl Fn(&RecordedRequest) -> ModelReply + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Responder(..)")
+    }
 }
 
 /// A request the server received.
@@ -202,15 +222,16 @@ async fn handle(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) -> std::io::R
         ProviderKind::Gemini => path.contains(":streamGenerateContent"),
         _ => body.get("stream").and_then(Value::as_bool) == Some(true),
     };
+    let recorded = RecordedRequest {
+        method,
+        path,
+        headers,
+        body,
+        at: Instant::now(),
+    };
     let step = {
         let mut s = shared.lock().expect("lock");
-        s.requests.push(RecordedRequest {
-            method,
-            path,
-            headers,
-            body,
-            at: Instant::now(),
-        });
+        s.requests.push(recorded.clone());
         s.script.pop_front()
     };
     let (reply, cut_after) = match step {
@@ -238,6 +259,7 @@ async fn handle(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) -> std::io::R
             return stream.flush().await;
         }
         Some(ScriptStep::Reply(r)) => (r, None),
+        Some(ScriptStep::Compute(f)) => ((f.0)(&recorded), None),
         Some(ScriptStep::Cut { reply, events }) => (reply, Some(events)),
     };
     if !streaming {

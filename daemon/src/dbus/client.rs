@@ -1,5 +1,6 @@
 //! The CLI's way to the running daemon: `droidwarden devices | call |
-//! status` call `org.droidwarden.Daemon1` on the chosen bus and turn the
+//! status | ask | approvals | approve | deny | sessions | session show`
+//! call `org.droidwarden.Daemon1` on the chosen bus and turn the
 //! replies, and the bus's own errors, back into [`WireError`]s.
 //!
 //! A daemon that is not there is said so plainly, naming the bus; the CLI
@@ -103,6 +104,76 @@ impl Client {
             .invoke("Call", &body, self.call_timeout + CALL_MARGIN)
             .await?;
         parse(&text)
+    }
+
+    /// Subscribe to `SessionEvent` signals (all sessions: a new session's
+    /// id is only known once `Ask` returns). Subscribe before calling
+    /// [`Client::ask`] so that no event is missed.
+    pub(crate) async fn session_events(&self) -> Result<zbus::MessageStream, WireError> {
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .sender(NAME)
+            .and_then(|b| b.path(PATH))
+            .and_then(|b| b.interface(INTERFACE))
+            .and_then(|b| b.member("SessionEvent"))
+            .map(|b| b.build())
+            .map_err(|e| WireError::new(ErrorCode::Internal, format!("match rule: {e}")))?;
+        let stream = zbus::MessageStream::for_match_rule(rule, &self.conn, Some(1024));
+        match tokio::time::timeout(QUICK, stream).await {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(e)) => Err(self.to_wire("AddMatch", e)),
+            Err(_) => Err(WireError::new(
+                ErrorCode::Timeout,
+                format!("the {} bus did not accept a match rule within {QUICK:?}", self.bus.as_str()),
+            )),
+        }
+    }
+
+    /// `Ask(session, prompt)`: the session id.
+    pub(crate) async fn ask(&self, session: Option<&str>, prompt: &str) -> Result<String, WireError> {
+        self.invoke("Ask", &(session.unwrap_or(""), prompt), QUICK)
+            .await
+    }
+
+    /// `ListApprovals()`, parsed.
+    pub(crate) async fn list_approvals(&self) -> Result<Value, WireError> {
+        let text: String = self.invoke("ListApprovals", &(), QUICK).await?;
+        parse(&text)
+    }
+
+    /// `Approve(id)`.
+    pub(crate) async fn approve(&self, approval_id: &str) -> Result<(), WireError> {
+        self.invoke("Approve", &(approval_id,), QUICK).await
+    }
+
+    /// `Deny(id, reason)`.
+    pub(crate) async fn deny(&self, approval_id: &str, reason: &str) -> Result<(), WireError> {
+        self.invoke("Deny", &(approval_id, reason), QUICK).await
+    }
+
+    /// `ListSessions()`, parsed.
+    pub(crate) async fn list_sessions(&self) -> Result<Value, WireError> {
+        let text: String = self.invoke("ListSessions", &(), QUICK).await?;
+        parse(&text)
+    }
+
+    /// `ShowSession(id)`: markdown.
+    pub(crate) async fn show_session(&self, session: &str) -> Result<String, WireError> {
+        self.invoke("ShowSession", &(session,), QUICK).await
+    }
+
+    /// Whether the daemon still owns its name.
+    pub(crate) async fn daemon_running(&self) -> bool {
+        self.invoke_at::<_, bool>(
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "NameHasOwner",
+            &(NAME,),
+            QUICK,
+        )
+        .await
+        .unwrap_or(false)
     }
 
     async fn invoke<B, R>(&self, method: &str, body: &B, limit: Duration) -> Result<R, WireError>

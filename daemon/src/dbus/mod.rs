@@ -6,19 +6,19 @@
 //! `systemd/dbus/org.droidwarden.Daemon1.conf`.
 //!
 //! Calls go through [`Hub::call`] like every other caller's, so a call made
-//! over D-Bus announces its status on MQTT too. Signals come from two
+//! over D-Bus announces its status on MQTT too. Signals come from
 //! subscriptions taken before the name is requested, so nothing that happens
-//! once a client can see us is missed: the hub's bus (status transitions)
-//! and the registry's events (availability, removal).
-//!
-//! Not here yet: the LLM agent's methods and signals (`Ask`,
-//! `ListApprovals`, `Approve`, `Deny`, `ApprovalRequested`, `SessionEvent`);
-//! they come with the agent.
+//! once a client can see us is missed: the hub's bus (status transitions),
+//! the registry's events (availability, removal) and the agent's notices
+//! (`ApprovalRequested`, `SessionEvent`). The agent's methods (`Ask`,
+//! `ListApprovals`, `Approve`, `Deny`, `ListSessions`, `ShowSession`) fail
+//! with `InvalidRequest` when no language model is configured.
 
 pub(crate) mod client;
 pub(crate) mod error;
 mod status;
 
+use crate::assistant::{self, Assistant, Notice};
 use crate::config::DbusBus;
 use crate::hub::{BusEvent, CallRequest, Hub};
 use droidwarden_bridge::DeviceEvent;
@@ -104,6 +104,7 @@ pub(crate) struct Service {
     calls: TaskTracker,
     bus_events: broadcast::Receiver<BusEvent>,
     device_events: broadcast::Receiver<DeviceEvent>,
+    notices: Option<broadcast::Receiver<Notice>>,
 }
 
 /// Connect to the configured bus and own [`NAME`].
@@ -114,7 +115,11 @@ pub(crate) struct Service {
 /// # Errors
 /// A bus chosen explicitly (`session`, `system`) that cannot be reached, or
 /// whose name is taken: the daemon should not start half-configured.
-pub(crate) async fn start(setting: DbusBus, hub: &Hub) -> Result<Option<Service>, String> {
+pub(crate) async fn start(
+    setting: DbusBus,
+    hub: &Hub,
+    assistant: Option<Assistant>,
+) -> Result<Option<Service>, String> {
     let bus = match setting {
         DbusBus::Off => {
             tracing::info!("D-Bus API off ([dbus] bus = \"none\")");
@@ -127,6 +132,7 @@ pub(crate) async fn start(setting: DbusBus, hub: &Hub) -> Result<Option<Service>
     // already care about is missed.
     let bus_events = hub.subscribe();
     let device_events = hub.registry().subscribe();
+    let notices = assistant.as_ref().map(Assistant::subscribe);
     let table = Arc::new(Mutex::new(StatusTable::default()));
     let device_count = Arc::new(AtomicU32::new(count(hub)));
     let calls = TaskTracker::new();
@@ -135,6 +141,7 @@ pub(crate) async fn start(setting: DbusBus, hub: &Hub) -> Result<Option<Service>
         table: Arc::clone(&table),
         device_count: Arc::clone(&device_count),
         calls: calls.clone(),
+        assistant,
     };
     // zbus asks for the name with AllowReplacement and ReplaceExisting by
     // default: a second daemon would silently take the name from the first.
@@ -167,6 +174,7 @@ pub(crate) async fn start(setting: DbusBus, hub: &Hub) -> Result<Option<Service>
         calls,
         bus_events,
         device_events,
+        notices,
     }))
 }
 
@@ -224,6 +232,16 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
                 }
                 update_device_count(&service, &iface, &emitter).await;
             },
+            notice = async {
+                match service.notices.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => match notice {
+                Ok(notice) => emit_notice(&emitter, notice).await,
+                Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus agent signals fell behind"),
+                Err(RecvError::Closed) => service.notices = None,
+            },
         }
     }
     // Stop being found by name first, so no new call arrives, then let the
@@ -249,6 +267,25 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
         tracing::debug!("the D-Bus connection did not close in time");
     }
     tracing::debug!(bus = bus.as_str(), "D-Bus API stopped");
+}
+
+/// `SessionEvent` for every agent event, and `ApprovalRequested` for a
+/// new approval request.
+async fn emit_notice(emitter: &SignalEmitter<'static>, notice: Notice) {
+    let Notice::Event(event) = notice else {
+        return;
+    };
+    if let droidwarden_agent::EventKind::ApprovalRequested { approval } = &event.kind {
+        let details = serde_json::to_string(approval).unwrap_or_default();
+        if let Err(e) = Daemon1::approval_requested(emitter, &approval.approval_id, &details).await
+        {
+            tracing::debug!(error = %e, "cannot emit ApprovalRequested");
+        }
+    }
+    let json = serde_json::to_string(&*event).unwrap_or_default();
+    if let Err(e) = Daemon1::session_event(emitter, &event.session_id, &json).await {
+        tracing::debug!(error = %e, "cannot emit SessionEvent");
+    }
 }
 
 async fn update_device_count(
@@ -277,6 +314,15 @@ struct Daemon1 {
     table: Arc<Mutex<StatusTable>>,
     device_count: Arc<AtomicU32>,
     calls: TaskTracker,
+    assistant: Option<Assistant>,
+}
+
+impl Daemon1 {
+    fn assistant(&self) -> Result<&Assistant, DbusError> {
+        self.assistant
+            .as_ref()
+            .ok_or_else(|| DbusError(assistant::disabled()))
+    }
 }
 
 #[zbus::interface(name = "org.droidwarden.Daemon1")]
@@ -334,6 +380,70 @@ impl Daemon1 {
         let devices = self.hub.registry().list();
         lock(&self.table).to_json(&devices).to_string()
     }
+
+    /// Ask the agent. `session` empty: a new session. Returns the session
+    /// id at once; the run's progress comes as `SessionEvent` signals for
+    /// that session, ending with a `final` or `error` event.
+    #[zbus(out_args("session"))]
+    async fn ask(&self, session: &str, prompt: &str) -> Result<String, DbusError> {
+        let session = (!session.is_empty()).then(|| session.to_owned());
+        let started = self.assistant()?.ask(prompt, session, None).await?;
+        tracing::debug!(session = started.session, run = started.run, "D-Bus Ask");
+        Ok(started.session)
+    }
+
+    /// Approval requests waiting for an answer, as a JSON array (the
+    /// payloads of the MQTT `approvals/<id>` topics).
+    #[zbus(out_args("approvals_json"))]
+    async fn list_approvals(&self) -> Result<String, DbusError> {
+        let pending = self.assistant()?.pending_approvals().await?;
+        Ok(serde_json::to_string(&pending).unwrap_or_else(|_| "[]".into()))
+    }
+
+    /// Approve a pending request: the waiting run goes on.
+    async fn approve(&self, approval_id: &str) -> Result<(), DbusError> {
+        self.assistant()?.approve(approval_id).await?;
+        Ok(())
+    }
+
+    /// Deny a pending request; `reason` (may be empty) reaches the model.
+    async fn deny(&self, approval_id: &str, reason: &str) -> Result<(), DbusError> {
+        self.assistant()?.deny(approval_id, reason).await?;
+        Ok(())
+    }
+
+    /// Every agent session, most recent first, as a JSON array.
+    #[zbus(out_args("sessions_json"))]
+    async fn list_sessions(&self) -> Result<String, DbusError> {
+        let sessions = self.assistant()?.sessions().await?;
+        Ok(serde_json::to_string(&sessions).unwrap_or_else(|_| "[]".into()))
+    }
+
+    /// A session as markdown: the conversation with timestamps, tool calls
+    /// and results.
+    #[zbus(out_args("markdown"))]
+    async fn show_session(&self, session: &str) -> Result<String, DbusError> {
+        Ok(self.assistant()?.session_markdown(session).await?)
+    }
+
+    /// An agent action waits for a person's answer. `details_json`:
+    /// approval_id, session, device, service, action, params, risk,
+    /// requested_at, expires_at (unix ms).
+    #[zbus(signal)]
+    async fn approval_requested(
+        emitter: &SignalEmitter<'_>,
+        approval_id: &str,
+        details_json: &str,
+    ) -> zbus::Result<()>;
+
+    /// An event of an agent run in `session`: tool_call, tool_result,
+    /// approval_requested, text_delta, final or error (docs/agent.md).
+    #[zbus(signal)]
+    async fn session_event(
+        emitter: &SignalEmitter<'_>,
+        session: &str,
+        event_json: &str,
+    ) -> zbus::Result<()>;
 
     /// A call on (device, service) changed state: `executing`, then
     /// `success` or `error`. `details_json` is the status object of the

@@ -21,12 +21,28 @@ pub(crate) enum Request {
     Devices {
         id: Option<String>,
     },
+    /// `cmd/ask`: a prompt for the agent.
+    Ask {
+        id: Option<String>,
+        prompt: String,
+        session: Option<String>,
+    },
+    /// `cmd/approve`: a person's answer to an approval request.
+    Approve {
+        id: Option<String>,
+        approval_id: String,
+        approve: bool,
+        reason: Option<String>,
+    },
 }
 
 impl Request {
     pub(crate) fn id(&self) -> Option<&str> {
         match self {
-            Self::Call { id, .. } | Self::Devices { id } => id.as_deref(),
+            Self::Call { id, .. }
+            | Self::Devices { id }
+            | Self::Ask { id, .. }
+            | Self::Approve { id, .. } => id.as_deref(),
         }
     }
 }
@@ -59,6 +75,24 @@ pub(crate) fn valid_id(id: &str) -> bool {
 pub(crate) enum Kind {
     Call,
     Devices,
+    Ask,
+    Approve,
+}
+
+impl Kind {
+    /// The kind a `cmd/<name>` topic carries.
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "call" => Self::Call,
+            "devices" => Self::Devices,
+            "ask" => Self::Ask,
+            "approve" => Self::Approve,
+            _ => return None,
+        })
+    }
+
+    /// Every command name, for error messages.
+    pub(crate) const NAMES: &'static str = "call, devices, ask, approve";
 }
 
 /// Parse a command payload. `id_optional` is true when an MQTT 5 response
@@ -91,7 +125,9 @@ pub(crate) fn parse(
                 format!("id must be a string, got {}", kind_of(&other)),
             ));
         }
-        None if id_optional => None,
+        // An approval needs no reply: its effect is seen on the
+        // approvals and session topics.
+        None if id_optional || kind == Kind::Approve => None,
         None => return Err(invalid(None, "id is required")),
     };
     if payload.len() > max {
@@ -111,21 +147,79 @@ pub(crate) fn parse(
             Ok(Request::Devices { id })
         }
         Kind::Call => parse_call(id, obj),
+        Kind::Ask => parse_ask(id, obj),
+        Kind::Approve => parse_approve(id, obj),
     }
 }
 
-fn parse_call(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
-    let text = |obj: &mut Map<String, Value>,
-                key: &str,
-                required: bool|
-     -> Result<Option<String>, String> {
-        match obj.remove(key) {
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(Value::Null) | None if !required => Ok(None),
-            None | Some(Value::Null) => Err(format!("{key} is required")),
-            Some(other) => Err(format!("{key} must be a string, got {}", kind_of(&other))),
+/// Take a string field: `Ok(None)` when absent or null and not required.
+fn text_field(
+    obj: &mut Map<String, Value>,
+    key: &str,
+    required: bool,
+) -> Result<Option<String>, String> {
+    match obj.remove(key) {
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(Value::Null) | None if !required => Ok(None),
+        None | Some(Value::Null) => Err(format!("{key} is required")),
+        Some(other) => Err(format!("{key} must be a string, got {}", kind_of(&other))),
+    }
+}
+
+fn no_more_fields(obj: &Map<String, Value>, command: &str, takes: &str) -> Result<(), String> {
+    match obj.keys().next() {
+        Some(key) => Err(format!(
+            "unknown field {key:?}; cmd/{command} takes {takes}"
+        )),
+        None => Ok(()),
+    }
+}
+
+fn parse_ask(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
+    let fields = (|| -> Result<Request, String> {
+        let prompt = text_field(&mut obj, "prompt", true)?.unwrap_or_default();
+        if prompt.trim().is_empty() {
+            return Err("prompt must not be empty".into());
         }
-    };
+        let session = text_field(&mut obj, "session", false)?;
+        no_more_fields(&obj, "ask", "id, prompt, session")?;
+        Ok(Request::Ask {
+            id: id.clone(),
+            prompt,
+            session,
+        })
+    })();
+    fields.map_err(|message| invalid(id, message))
+}
+
+fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
+    let fields = (|| -> Result<Request, String> {
+        let approval_id = text_field(&mut obj, "approval_id", true)?.unwrap_or_default();
+        let approve = match text_field(&mut obj, "decision", true)?.as_deref() {
+            Some("approve") => true,
+            Some("deny") => false,
+            Some(other) => {
+                return Err(format!(
+                    "decision {:?} must be \"approve\" or \"deny\"",
+                    other.chars().take(40).collect::<String>()
+                ));
+            }
+            None => return Err("decision is required".into()),
+        };
+        let reason = text_field(&mut obj, "reason", false)?;
+        no_more_fields(&obj, "approve", "id, approval_id, decision, reason")?;
+        Ok(Request::Approve {
+            id: id.clone(),
+            approval_id,
+            approve,
+            reason,
+        })
+    })();
+    fields.map_err(|message| invalid(id, message))
+}
+
+fn parse_call(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
+    let text = text_field;
     let fields = (|| -> Result<CallRequest, String> {
         let device = text(&mut obj, "device", false)?;
         let service = text(&mut obj, "service", true)?.unwrap_or_default();
@@ -137,11 +231,7 @@ fn parse_call(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request
                 return Err(format!("params must be an object, got {}", kind_of(&other)));
             }
         };
-        if let Some(key) = obj.keys().next() {
-            return Err(format!(
-                "unknown field {key:?}; cmd/call takes id, device, service, action, params"
-            ));
-        }
+        no_more_fields(&obj, "call", "id, device, service, action, params")?;
         Ok(CallRequest {
             device,
             service,
@@ -240,6 +330,48 @@ mod tests {
             Call,
             r#"{"id":"a1","service":"battery","action":"status","colour":1}"#,
             Err((Some("a1"), "unknown field \"colour\"")),
+        );
+        check(Ask, r#"{"id":"q1","prompt":"battery?"}"#, Ok(()));
+        check(
+            Ask,
+            r#"{"id":"q1","prompt":"battery?","session":"kitchen"}"#,
+            Ok(()),
+        );
+        check(Ask, r#"{"id":"q1"}"#, Err((Some("q1"), "prompt is required")));
+        check(
+            Ask,
+            r#"{"id":"q1","prompt":"  "}"#,
+            Err((Some("q1"), "must not be empty")),
+        );
+        check(
+            Ask,
+            r#"{"id":"q1","prompt":"x","session":3}"#,
+            Err((Some("q1"), "session must be a string")),
+        );
+        check(
+            Ask,
+            r#"{"id":"q1","prompt":"x","model":"gpt"}"#,
+            Err((Some("q1"), "unknown field \"model\"")),
+        );
+        check(
+            Approve,
+            r#"{"approval_id":"r-1-a1","decision":"approve"}"#,
+            Ok(()),
+        );
+        check(
+            Approve,
+            r#"{"approval_id":"r-1-a1","decision":"deny","reason":"not now"}"#,
+            Ok(()),
+        );
+        check(
+            Approve,
+            r#"{"id":"x","approval_id":"r-1-a1","decision":"yes"}"#,
+            Err((Some("x"), "must be \"approve\" or \"deny\"")),
+        );
+        check(
+            Approve,
+            r#"{"decision":"approve"}"#,
+            Err((None, "approval_id is required")),
         );
         check(Devices, r#"{"id":"d1"}"#, Ok(()));
         check(

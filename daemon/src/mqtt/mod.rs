@@ -19,6 +19,7 @@ mod dedupe;
 pub(crate) mod discovery;
 pub(crate) mod topics;
 
+use crate::assistant::{self, Assistant, Notice, Origin};
 use crate::config::{BrokerTarget, MqttSettings};
 use crate::hub::{BusEvent, CallRequest, CallState, Hub};
 use api::{Kind, Request};
@@ -70,6 +71,8 @@ pub(crate) struct Mqtt {
     settings: MqttSettings,
     hub: Hub,
     companion: CompanionHub,
+    /// The agent, when a language model is configured.
+    assistant: Option<Assistant>,
     dedupe: Dedupe,
     /// Topic → payload of everything published retained, republished after
     /// every reconnection.
@@ -97,6 +100,7 @@ pub(crate) fn connect(
     settings: MqttSettings,
     hub: Hub,
     companion: CompanionHub,
+    assistant: Option<Assistant>,
     state_dir: PathBuf,
 ) -> Result<(Arc<Mqtt>, EventLoop), String> {
     let topics = Topics::new(&settings.prefix);
@@ -141,6 +145,7 @@ pub(crate) fn connect(
         settings,
         hub,
         companion,
+        assistant,
         retained: Mutex::new(BTreeMap::new()),
         calls: TaskTracker::new(),
         discovered: Mutex::new(BTreeSet::new()),
@@ -432,13 +437,12 @@ fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
         })
     });
     if let Some(name) = mqtt.topics.command_name(&topic) {
-        let kind = match name {
-            "call" => Kind::Call,
-            "devices" => Kind::Devices,
-            other => {
+        let kind = match Kind::from_name(name) {
+            Some(kind) => kind,
+            None => {
                 let error = WireError::new(
                     ErrorCode::InvalidRequest,
-                    format!("unknown command topic {other:?}; valid: call, devices"),
+                    format!("unknown command topic {name:?}; valid: {}", Kind::NAMES),
                 );
                 tracing::warn!(topic, "{}", error.message);
                 let mqtt = Arc::clone(mqtt);
@@ -531,34 +535,57 @@ pub(crate) async fn run_companion_requests(
 
 async fn handle(mqtt: &Mqtt, request: Request, response: Option<ResponseTo>) {
     let id = request.id().map(str::to_owned);
+    if let Request::Approve {
+        approval_id,
+        approve,
+        reason,
+        ..
+    } = &request
+    {
+        // Answering twice is harmless (the second is refused as already
+        // answered), so approvals skip the dedupe table.
+        let reply = answer_approval(mqtt, id.as_deref(), approval_id, *approve, reason).await;
+        if id.is_some() || response.is_some() || reply["ok"] == false {
+            mqtt.reply(id.as_deref(), &response, &reply).await;
+        }
+        return;
+    }
     let admission = id.as_deref().map(|id| mqtt.dedupe.admit(id));
-    let reply: dedupe::Reply = match admission {
+    let reply: Option<dedupe::Reply> = match admission {
         Some(Admission::Repeat(first)) => {
             tracing::info!(id, "repeated command id: sending the first reply again");
-            dedupe::first_reply(first).await.unwrap_or_else(|| {
+            Some(dedupe::first_reply(first).await.unwrap_or_else(|| {
                 let error = WireError::new(
                     ErrorCode::Internal,
                     "the first request with this id did not complete",
                 );
                 api::error_reply(id.as_deref(), &error).to_string().into()
-            })
+            }))
         }
         Some(Admission::Run(tx)) => {
-            let reply: dedupe::Reply = execute(mqtt, id.as_deref(), request)
+            let reply: Option<dedupe::Reply> = execute(mqtt, id.as_deref(), request)
                 .await
-                .to_string()
-                .into();
-            let _ = tx.send(Some(reply.clone()));
+                .map(|r| r.to_string().into());
+            if let Some(reply) = &reply {
+                let _ = tx.send(Some(reply.clone()));
+            }
             reply
         }
-        None => execute(mqtt, None, request).await.to_string().into(),
+        None => execute(mqtt, None, request)
+            .await
+            .map(|r| r.to_string().into()),
     };
-    mqtt.reply_bytes(id.as_deref(), &response, reply.as_bytes().to_vec())
-        .await;
+    if let Some(reply) = reply {
+        mqtt.reply_bytes(id.as_deref(), &response, reply.as_bytes().to_vec())
+            .await;
+    }
 }
 
-async fn execute(mqtt: &Mqtt, id: Option<&str>, request: Request) -> Value {
-    match request {
+/// Run a request; `None` when there is no reply to send now (an agent run
+/// that the daemon's shutdown interrupted: it resumes at the next start and
+/// replies then).
+async fn execute(mqtt: &Mqtt, id: Option<&str>, request: Request) -> Option<Value> {
+    Some(match request {
         Request::Devices { .. } => {
             api::ok_reply(id, &json!({ "devices": mqtt.hub.registry().list() }))
         }
@@ -566,6 +593,60 @@ async fn execute(mqtt: &Mqtt, id: Option<&str>, request: Request) -> Value {
             Ok(result) => api::ok_reply(id, &result),
             Err(error) => api::error_reply(id, &error),
         },
+        Request::Ask {
+            prompt, session, ..
+        } => {
+            let Some(assistant) = &mqtt.assistant else {
+                return Some(api::error_reply(id, &assistant::disabled()));
+            };
+            let origin = id.map(|id| Origin::Mqtt(id.to_owned()));
+            match assistant.ask(&prompt, session, origin).await {
+                Err(error) => api::error_reply(id, &error),
+                Ok(started) => match started.done.await {
+                    Ok(Ok(answer)) => api::ok_reply(id, &answer.to_json()),
+                    Ok(Err(error)) => api::error_reply(id, &error),
+                    Err(_) => return None,
+                },
+            }
+        }
+        Request::Approve {
+            approval_id,
+            approve,
+            reason,
+            ..
+        } => answer_approval(mqtt, id, &approval_id, approve, &reason).await,
+    })
+}
+
+async fn answer_approval(
+    mqtt: &Mqtt,
+    id: Option<&str>,
+    approval_id: &str,
+    approve: bool,
+    reason: &Option<String>,
+) -> Value {
+    let Some(assistant) = &mqtt.assistant else {
+        return api::error_reply(id, &assistant::disabled());
+    };
+    let answered = if approve {
+        assistant.approve(approval_id).await
+    } else {
+        assistant
+            .deny(approval_id, reason.as_deref().unwrap_or_default())
+            .await
+    };
+    match answered {
+        Ok(approval) => api::ok_reply(
+            id,
+            &json!({
+                "approval_id": approval.approval_id,
+                "decision": if approve { "approve" } else { "deny" },
+            }),
+        ),
+        Err(error) => {
+            tracing::warn!(approval = approval_id, error = %error.message, "approval answer refused");
+            api::error_reply(id, &error)
+        }
     }
 }
 
@@ -603,6 +684,8 @@ async fn ha_command(mqtt: &Mqtt, device: &str, object: &str, payload: &str) {
 pub(crate) async fn run_publisher(mqtt: Arc<Mqtt>, shutdown: CancellationToken) {
     let mut bus = mqtt.hub.subscribe();
     let mut devices = mqtt.hub.registry().subscribe();
+    let mut notices = mqtt.assistant.as_ref().map(Assistant::subscribe);
+    mqtt.publish_pending_approvals().await;
     mqtt.clear_removed_devices().await;
     for info in mqtt.hub.registry().list() {
         mqtt.publish_availability(info.name.as_str(), info.online)
@@ -646,11 +729,65 @@ pub(crate) async fn run_publisher(mqtt: Arc<Mqtt>, shutdown: CancellationToken) 
                 }
                 Err(RecvError::Closed) => return,
             },
+            notice = async {
+                match notices.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => match notice {
+                Ok(notice) => mqtt.publish_notice(notice).await,
+                Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "agent event publisher fell behind"),
+                Err(RecvError::Closed) => notices = None,
+            },
         }
     }
 }
 
 impl Mqtt {
+    /// Approval requests still open from before a restart: their retained
+    /// topics (an embedded broker starts empty).
+    async fn publish_pending_approvals(&self) {
+        let Some(assistant) = &self.assistant else {
+            return;
+        };
+        match assistant.pending_approvals().await {
+            Ok(pending) => {
+                for approval in pending {
+                    let topic = self.topics.approval(&approval.approval_id);
+                    self.send_json(topic, &json!(approval), true).await;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e.message, "cannot list pending approvals"),
+        }
+    }
+
+    async fn publish_notice(&self, notice: Notice) {
+        match notice {
+            Notice::Event(event) => {
+                if let droidwarden_agent::EventKind::ApprovalRequested { approval } = &event.kind {
+                    let topic = self.topics.approval(&approval.approval_id);
+                    self.send_json(topic, &json!(approval), true).await;
+                }
+                let topic = self.topics.session_events(&event.session_id);
+                self.send_json(topic, &json!(*event), false).await;
+            }
+            Notice::ApprovalClosed { approval_id } => {
+                self.send(self.topics.approval(&approval_id), Vec::new(), true)
+                    .await;
+            }
+            Notice::ResumedRunFinished { origin, result } => match Origin::parse(&origin) {
+                Some(Origin::Mqtt(id)) => {
+                    let reply = match result {
+                        Ok(answer) => api::ok_reply(Some(&id), &answer.to_json()),
+                        Err(error) => api::error_reply(Some(&id), &error),
+                    };
+                    self.send_json(self.topics.reply(&id), &reply, false).await;
+                }
+                None => tracing::debug!(origin, "a resumed run finished; no MQTT reply owed"),
+            },
+        }
+    }
+
     async fn publish_availability(&self, device: &str, online: bool) {
         let payload = if online { "online" } else { "offline" };
         self.send(

@@ -33,6 +33,16 @@ impl Topics {
         format!("{}/reply/{id}", self.prefix)
     }
 
+    /// An agent session's progress events.
+    pub(crate) fn session_events(&self, session: &str) -> String {
+        format!("{}/sessions/{session}/events", self.prefix)
+    }
+
+    /// A pending approval request (retained until answered or expired).
+    pub(crate) fn approval(&self, approval_id: &str) -> String {
+        format!("{}/approvals/{approval_id}", self.prefix)
+    }
+
     /// Where rejected requests whose id could not be read are reported.
     pub(crate) fn errors(&self) -> String {
         format!("{}/errors", self.prefix)

@@ -1,0 +1,315 @@
+//! The agent's commands: `droidwarden ask`, `approvals`, `approve`, `deny`,
+//! `sessions` and `session show`, all through the running daemon on D-Bus
+//! (`crate::dbus::client`): the daemon owns the model, the phones and the
+//! session store.
+//!
+//! `ask` subscribes to the daemon's `SessionEvent` signals before it asks,
+//! so it sees every event of its run, prints them as they come (or one
+//! JSON object per line with `--json`), and ends with the answer. While
+//! the run waits (for the model, a phone, an approval) it checks every few
+//! seconds that the daemon is still there.
+
+use crate::cli::{daemon, fail};
+use crate::config::Config;
+use crate::dbus::Bus;
+use droidwarden_services::{ErrorCode, WireError};
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// How long `ask` waits for an event before checking the daemon is alive.
+const LIVENESS_CHECK: Duration = Duration::from_secs(5);
+
+/// `droidwarden ask`.
+pub(crate) async fn ask(
+    config: &Config,
+    bus: Option<Bus>,
+    session: Option<String>,
+    prompt: &str,
+    json: bool,
+) -> ExitCode {
+    match ask_inner(config, bus, session.as_deref(), prompt, json).await {
+        Ok(code) => code,
+        Err(e) => fail(&e),
+    }
+}
+
+async fn ask_inner(
+    config: &Config,
+    bus: Option<Bus>,
+    session: Option<&str>,
+    prompt: &str,
+    json: bool,
+) -> Result<ExitCode, WireError> {
+    let client = daemon(bus, config, false).await?;
+    let mut events = client.session_events().await?;
+    let session = client.ask(session, prompt).await?;
+    if !json {
+        println!("session {session}");
+    }
+    let mut printer = Printer::default();
+    loop {
+        let message = match tokio::time::timeout(LIVENESS_CHECK, events.next()).await {
+            Err(_) => {
+                if client.daemon_running().await {
+                    continue;
+                }
+                let mut e = WireError::new(
+                    ErrorCode::Internal,
+                    format!(
+                        "the daemon stopped before the answer; the run resumes when it starts again (droidwarden session show {session})"
+                    ),
+                );
+                e.retryable = true;
+                return Err(e);
+            }
+            Ok(None) => {
+                return Err(WireError::new(
+                    ErrorCode::Internal,
+                    "the D-Bus connection closed before the answer",
+                ));
+            }
+            Ok(Some(Err(e))) => {
+                tracing::debug!(error = %e, "unreadable D-Bus message");
+                continue;
+            }
+            Ok(Some(Ok(message))) => message,
+        };
+        let Ok((event_session, event_json)) = message.body().deserialize::<(String, String)>()
+        else {
+            continue;
+        };
+        if event_session != session {
+            continue;
+        }
+        let Ok(event) = serde_json::from_str::<Value>(&event_json) else {
+            continue;
+        };
+        if json {
+            println!("{event_json}");
+        } else {
+            printer.print(&event);
+        }
+        match event["event"].as_str() {
+            Some("final") => return Ok(ExitCode::SUCCESS),
+            Some("error") => {
+                let error: WireError = serde_json::from_value(event["error"].clone())
+                    .unwrap_or_else(|_| WireError::new(ErrorCode::Internal, "the run failed"));
+                if json {
+                    return Ok(ExitCode::FAILURE);
+                }
+                return Err(error);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Human-readable progress.
+#[derive(Debug, Default)]
+struct Printer {
+    /// Whether answer text was streamed (then `final` only ends the line).
+    streamed: bool,
+}
+
+impl Printer {
+    fn print(&mut self, event: &Value) {
+        let kind = event["event"].as_str().unwrap_or_default();
+        match kind {
+            "text_delta" => {
+                print!("{}", event["text"].as_str().unwrap_or_default());
+                let _ = std::io::stdout().flush();
+                self.streamed = true;
+            }
+            "final" => {
+                if self.streamed {
+                    println!();
+                } else {
+                    println!("{}", event["text"].as_str().unwrap_or_default());
+                }
+            }
+            "tool_call" => {
+                self.end_stream();
+                println!(
+                    "→ {} {}",
+                    event["tool"].as_str().unwrap_or_default(),
+                    short(&event["arguments"])
+                );
+            }
+            "tool_result" => {
+                let mark = if event["is_error"] == true {
+                    "✗"
+                } else {
+                    "✓"
+                };
+                println!(
+                    "{mark} {} {}",
+                    event["tool"].as_str().unwrap_or_default(),
+                    short(&event["content"])
+                );
+            }
+            "approval_requested" => {
+                self.end_stream();
+                let a = &event["approval"];
+                let id = a["approval_id"].as_str().unwrap_or_default();
+                println!(
+                    "? approval needed: {}.{} on {} (risk {}) {}\n  answer with: droidwarden approve {id}   or: droidwarden deny {id} --reason …",
+                    a["service"].as_str().unwrap_or_default(),
+                    a["action"].as_str().unwrap_or_default(),
+                    a["device"].as_str().unwrap_or("the default device"),
+                    a["risk"].as_str().unwrap_or_default(),
+                    short(&a["params"]),
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn end_stream(&mut self) {
+        if self.streamed {
+            println!();
+            self.streamed = false;
+        }
+    }
+}
+
+/// JSON on one line, cut at 200 characters.
+fn short(v: &Value) -> String {
+    let text = v.to_string();
+    if text.chars().count() <= 200 {
+        return text;
+    }
+    let cut: String = text.chars().take(200).collect();
+    format!("{cut}…")
+}
+
+/// `droidwarden approvals`.
+pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
+    let listed = async { daemon(bus, config, false).await?.list_approvals().await };
+    match listed.await {
+        Err(e) => fail(&e),
+        Ok(list) if json => {
+            println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Ok(list) => {
+            let items = list.as_array().cloned().unwrap_or_default();
+            if items.is_empty() {
+                println!("no approval requests waiting");
+            }
+            for a in items {
+                let expires_in = a["expires_at"]
+                    .as_u64()
+                    .map(|t| t.saturating_sub(now_ms()) / 1000)
+                    .unwrap_or(0);
+                println!(
+                    "{}  {}.{} on {}  risk {}  {}  (session {}, expires in {expires_in} s)",
+                    a["approval_id"].as_str().unwrap_or_default(),
+                    a["service"].as_str().unwrap_or_default(),
+                    a["action"].as_str().unwrap_or_default(),
+                    a["device"].as_str().unwrap_or("default device"),
+                    a["risk"].as_str().unwrap_or_default(),
+                    short(&a["params"]),
+                    a["session"].as_str().unwrap_or_default(),
+                );
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// `droidwarden approve ID` and `droidwarden deny ID [--reason …]`.
+pub(crate) async fn answer(
+    config: &Config,
+    bus: Option<Bus>,
+    approval_id: &str,
+    deny_reason: Option<&str>,
+) -> ExitCode {
+    let answered = async {
+        let client = daemon(bus, config, false).await?;
+        match deny_reason {
+            None => client.approve(approval_id).await,
+            Some(reason) => client.deny(approval_id, reason).await,
+        }
+    };
+    match answered.await {
+        Ok(()) => {
+            println!(
+                "{} {approval_id}",
+                if deny_reason.is_some() {
+                    "denied"
+                } else {
+                    "approved"
+                }
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `droidwarden sessions`.
+pub(crate) async fn sessions(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
+    let listed = async { daemon(bus, config, false).await?.list_sessions().await };
+    match listed.await {
+        Err(e) => fail(&e),
+        Ok(list) if json => {
+            println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Ok(list) => {
+            let items = list.as_array().cloned().unwrap_or_default();
+            if items.is_empty() {
+                println!("no sessions yet");
+            }
+            for s in items {
+                let updated = s["updated_at"]
+                    .as_u64()
+                    .map(|ms| {
+                        humantime::format_rfc3339_seconds(
+                            std::time::UNIX_EPOCH + Duration::from_millis(ms),
+                        )
+                        .to_string()
+                    })
+                    .unwrap_or_default();
+                let active = s["active_runs"].as_u64().unwrap_or(0);
+                println!(
+                    "{}  {updated}  {} turn(s){}  {}",
+                    s["id"].as_str().unwrap_or_default(),
+                    s["turns"].as_u64().unwrap_or(0),
+                    if active > 0 {
+                        format!(", {active} running")
+                    } else {
+                        String::new()
+                    },
+                    s["title"].as_str().unwrap_or_default(),
+                );
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// `droidwarden session show ID`.
+pub(crate) async fn show_session(config: &Config, bus: Option<Bus>, id: &str) -> ExitCode {
+    let shown = async { daemon(bus, config, false).await?.show_session(id).await };
+    match shown.await {
+        Ok(markdown) => {
+            print!("{markdown}");
+            if !markdown.ends_with('\n') {
+                println!();
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

@@ -1,0 +1,536 @@
+//! The LLM agent inside the daemon: the `droidwarden-agent` runtime wired
+//! to the call hub, driven on the daemon's tasks, and announced to MQTT and
+//! D-Bus.
+//!
+//! * [`HubTools`] is the agent's [`ToolHost`]: device calls go through
+//!   [`Hub::call`] like every other caller's, so the agent's actions get
+//!   the same validation, capability checks, per-phone serialization,
+//!   timeouts and `executing → success | error` status as MQTT's and the
+//!   CLI's.
+//! * [`Assistant`] starts runs ([`Assistant::ask`]), answers approvals,
+//!   lists sessions, and at start-up resumes the runs a previous process
+//!   left unfinished (waiting for the model, a phone or an approval). Every
+//!   run is driven on the daemon's [`TaskTracker`] and stops at the
+//!   daemon's shutdown token, checkpointed, to be resumed at the next start.
+//! * Its [`Notice`]s carry each agent event once to the MQTT publisher and
+//!   the D-Bus signals, plus two things the agent's events do not say
+//!   directly: that an approval request is closed (answered or expired:
+//!   its retained topic goes) and that a run resumed after a restart
+//!   finished (its MQTT requester still gets the reply).
+
+use crate::hub::{CallRequest, Hub};
+use droidwarden_agent::{
+    Agent, AgentConfig, AgentError, AgentEvent, AskRequest, BoxFuture, DeviceSummary, EventKind,
+    LlmConfig, PendingApproval, RunOutcome, SessionSummary, Store, ToolHost, ToolStep,
+};
+use droidwarden_bridge::TransportKind;
+use droidwarden_services::{ErrorCode, WireError};
+use serde_json::{Value, json};
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{broadcast, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Notices waiting for a slow consumer. A run sends a few dozen events at
+/// most (text deltas aside); 4096 absorbs many runs at once.
+const NOTICE_CAPACITY: usize = 4096;
+
+/// The agent's tools over the daemon's devices.
+#[derive(Debug)]
+pub(crate) struct HubTools {
+    hub: Hub,
+}
+
+impl HubTools {
+    pub(crate) fn new(hub: Hub) -> Self {
+        Self { hub }
+    }
+}
+
+/// The service ids a transport can do at least one action of.
+fn services_of(transport: TransportKind) -> Vec<String> {
+    let ids: BTreeSet<&'static str> = transport
+        .capabilities()
+        .into_iter()
+        .filter(|c| c.supported)
+        .map(|c| c.service)
+        .collect();
+    ids.into_iter().map(str::to_owned).collect()
+}
+
+impl ToolHost for HubTools {
+    fn devices(&self) -> Vec<DeviceSummary> {
+        self.hub
+            .registry()
+            .list()
+            .into_iter()
+            .map(|info| DeviceSummary {
+                name: info.name.to_string(),
+                services: services_of(info.transport),
+                online: info.online,
+            })
+            .collect()
+    }
+
+    fn call<'a>(
+        &'a self,
+        device: Option<&'a str>,
+        service: &'a str,
+        action: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, WireError>> {
+        Box::pin(async move {
+            let request = CallRequest {
+                device: device.map(str::to_owned),
+                service: service.to_owned(),
+                action: action.to_owned(),
+                params,
+            };
+            self.hub.call(&request).await
+        })
+    }
+}
+
+/// What the agent side announces, in order, to MQTT and D-Bus.
+#[derive(Debug, Clone)]
+pub(crate) enum Notice {
+    /// An event of a run (each once).
+    Event(Arc<AgentEvent>),
+    /// An approval request was answered or expired.
+    ApprovalClosed { approval_id: String },
+    /// A run resumed after a restart finished; `origin` is what the request
+    /// that started it recorded (see [`Origin`]).
+    ResumedRunFinished {
+        origin: String,
+        result: Result<Answer, WireError>,
+    },
+}
+
+/// A finished run's answer: what `cmd/ask` replies and `Ask` callers see.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Answer {
+    pub(crate) session: String,
+    pub(crate) run: String,
+    pub(crate) text: String,
+    pub(crate) stop_reason: String,
+    /// The tool calls made, with their results.
+    pub(crate) steps: Vec<ToolStep>,
+}
+
+impl Answer {
+    pub(crate) fn to_json(&self) -> Value {
+        json!({
+            "session": self.session,
+            "run": self.run,
+            "text": self.text,
+            "stop_reason": self.stop_reason,
+            "steps": self.steps,
+        })
+    }
+}
+
+/// Where the answer of a run goes when the run outlives its request (the
+/// daemon restarted): stored with the run as its origin tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// An MQTT `cmd/ask` with this id: the answer goes to `reply/<id>`.
+    Mqtt(String),
+}
+
+impl Origin {
+    pub(crate) fn tag(&self) -> String {
+        match self {
+            Self::Mqtt(id) => format!("mqtt:{id}"),
+        }
+    }
+
+    pub(crate) fn parse(tag: &str) -> Option<Self> {
+        tag.strip_prefix("mqtt:").map(|id| Self::Mqtt(id.to_owned()))
+    }
+}
+
+/// A started run: its ids and, when it ends, its answer. `done` is closed
+/// without a value when the daemon shuts down first (the run resumes at the
+/// next start).
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub(crate) session: String,
+    pub(crate) run: String,
+    pub(crate) done: oneshot::Receiver<Result<Answer, WireError>>,
+}
+
+/// Counts for systemd's `STATUS=`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Activity {
+    /// Runs being driven.
+    pub(crate) runs: usize,
+    /// Approval requests waiting for a person.
+    pub(crate) approvals: usize,
+}
+
+#[derive(Debug)]
+struct Inner {
+    agent: Agent,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+    notices: broadcast::Sender<Notice>,
+    /// Open approval requests: (run, call) → approval id.
+    open: Mutex<HashMap<(String, String), String>>,
+    runs: AtomicUsize,
+    activity: watch::Sender<Activity>,
+}
+
+/// The agent as the daemon uses it. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Assistant {
+    inner: Arc<Inner>,
+}
+
+/// The error every agent entry point gives when no model is configured.
+pub(crate) fn disabled() -> WireError {
+    WireError::new(
+        ErrorCode::InvalidRequest,
+        "the agent is off: no language model is configured (set [llm] provider and model; see docs/agent.md)",
+    )
+}
+
+impl Assistant {
+    /// Open the store under `state_dir/agent`, build the provider, and
+    /// start forwarding events. Call [`Assistant::resume_interrupted`] once
+    /// the consumers of [`Assistant::subscribe`] are subscribed.
+    ///
+    /// # Errors
+    /// The store cannot be opened, or the provider cannot be built (an API
+    /// key that cannot be read: the message names its source, never the key).
+    pub(crate) async fn start(
+        llm: &LlmConfig,
+        config: AgentConfig,
+        state_dir: &Path,
+        hub: Hub,
+        tracker: TaskTracker,
+        shutdown: CancellationToken,
+    ) -> Result<Self, AgentError> {
+        // Reading the key is blocking file or environment I/O, done once.
+        let provider = {
+            let llm = llm.clone();
+            tokio::task::spawn_blocking(move || droidwarden_agent::provider::from_config(&llm))
+                .await
+                .map_err(|e| AgentError::Client(format!("provider set-up panicked: {e}")))??
+        };
+        let store = Store::open(state_dir.join("agent"), config.durability).await?;
+        let agent = Agent::new(config, provider, Arc::new(HubTools::new(hub)), store);
+        let pending = agent.pending_approvals().await?;
+        let open = pending
+            .iter()
+            .map(|a| ((a.run_id.clone(), a.call_id.clone()), a.approval_id.clone()))
+            .collect::<HashMap<_, _>>();
+        let (notices, _) = broadcast::channel(NOTICE_CAPACITY);
+        let activity = watch::channel(Activity {
+            runs: 0,
+            approvals: open.len(),
+        })
+        .0;
+        let assistant = Self {
+            inner: Arc::new(Inner {
+                agent,
+                tracker,
+                shutdown,
+                notices,
+                open: Mutex::new(open),
+                runs: AtomicUsize::new(0),
+                activity,
+            }),
+        };
+        let events = assistant.inner.agent.subscribe();
+        assistant
+            .inner
+            .tracker
+            .spawn(assistant.clone().forward(events));
+        tracing::info!(
+            provider = llm.provider.as_str(),
+            model = llm.model,
+            base_url = llm.base_url,
+            tools = ?assistant.inner.agent.config().tool_mode,
+            "agent ready"
+        );
+        Ok(assistant)
+    }
+
+    /// Every notice from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Notice> {
+        self.inner.notices.subscribe()
+    }
+
+    /// Runs and approvals, as they change.
+    pub(crate) fn activity(&self) -> watch::Receiver<Activity> {
+        self.inner.activity.subscribe()
+    }
+
+    /// Apply a reloaded approval policy to runs that start from now on.
+    pub(crate) fn set_approval_policy(&self, config: &AgentConfig) {
+        self.inner
+            .agent
+            .set_approval_policy(config.approval.clone());
+    }
+
+    /// Resume every run a previous process left unfinished.
+    pub(crate) async fn resume_interrupted(&self) {
+        let runs = match self.inner.agent.interrupted_runs().await {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot list interrupted agent runs");
+                return;
+            }
+        };
+        for info in runs {
+            match self.inner.agent.resume(&info.run_id).await {
+                Ok(run) => {
+                    tracing::info!(run = info.run_id, session = info.session_id, "resuming an interrupted agent run");
+                    let origin = info.origin.clone();
+                    let notices = self.inner.notices.clone();
+                    let (tx, rx) = oneshot::channel();
+                    self.drive(run, tx);
+                    if let Some(origin) = origin {
+                        self.inner.tracker.spawn(async move {
+                            if let Ok(result) = rx.await {
+                                let _ = notices.send(Notice::ResumedRunFinished { origin, result });
+                            }
+                        });
+                    }
+                }
+                Err(e) => tracing::warn!(run = info.run_id, error = %e, "cannot resume an agent run"),
+            }
+        }
+    }
+
+    /// Start a run for `prompt` in `session` (a new session when `None`).
+    ///
+    /// # Errors
+    /// Invalid prompt or session id, shutdown under way, or a store error.
+    pub(crate) async fn ask(
+        &self,
+        prompt: &str,
+        session: Option<String>,
+        origin: Option<Origin>,
+    ) -> Result<Started, WireError> {
+        if self.inner.shutdown.is_cancelled() {
+            let mut e = WireError::new(ErrorCode::Internal, "the daemon is shutting down");
+            e.retryable = true;
+            return Err(e);
+        }
+        let mut request = AskRequest::new(prompt);
+        request.session_id = session;
+        request.origin = origin.map(|o| o.tag());
+        let run = self.inner.agent.ask(request).await.map_err(|e| e.to_wire())?;
+        let (session, run_id) = (run.session_id().to_owned(), run.run_id().to_owned());
+        tracing::info!(session, run = run_id, "agent run started");
+        let (tx, done) = oneshot::channel();
+        self.drive(run, tx);
+        Ok(Started {
+            session,
+            run: run_id,
+            done,
+        })
+    }
+
+    fn drive(&self, run: droidwarden_agent::Run, tx: oneshot::Sender<Result<Answer, WireError>>) {
+        let this = self.clone();
+        let token = self.inner.shutdown.child_token();
+        self.inner.runs.fetch_add(1, Ordering::Relaxed);
+        self.update_activity();
+        self.inner.tracker.spawn(async move {
+            let (session, run_id) = (run.session_id().to_owned(), run.run_id().to_owned());
+            let result = run.drive(token).await;
+            this.inner.runs.fetch_sub(1, Ordering::Relaxed);
+            this.update_activity();
+            let answer = match result {
+                Ok(outcome) => answer_of(outcome),
+                Err(AgentError::Interrupted { .. }) => {
+                    tracing::info!(session, run = run_id, "agent run interrupted by shutdown; it resumes at the next start");
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!(session, run = run_id, error = %e, "agent run failed");
+                    Err(e.to_wire())
+                }
+            };
+            let _ = tx.send(answer);
+        });
+    }
+
+    /// Approve a pending request.
+    ///
+    /// # Errors
+    /// `not_found` for an unknown id, `invalid_request` when it was already
+    /// answered or has expired.
+    pub(crate) async fn approve(&self, approval_id: &str) -> Result<PendingApproval, WireError> {
+        let approval = self
+            .inner
+            .agent
+            .approve(approval_id)
+            .await
+            .map_err(|e| e.to_wire())?;
+        tracing::info!(
+            approval = approval_id,
+            session = approval.session,
+            "approval granted"
+        );
+        Ok(approval)
+    }
+
+    /// Deny a pending request; `reason` reaches the model.
+    ///
+    /// # Errors
+    /// As [`Assistant::approve`].
+    pub(crate) async fn deny(
+        &self,
+        approval_id: &str,
+        reason: &str,
+    ) -> Result<PendingApproval, WireError> {
+        let approval = self
+            .inner
+            .agent
+            .deny(approval_id, reason)
+            .await
+            .map_err(|e| e.to_wire())?;
+        tracing::info!(
+            approval = approval_id,
+            session = approval.session,
+            "approval denied"
+        );
+        Ok(approval)
+    }
+
+    /// Requests waiting for an answer, oldest first.
+    ///
+    /// # Errors
+    /// A store error.
+    pub(crate) async fn pending_approvals(&self) -> Result<Vec<PendingApproval>, WireError> {
+        self.inner
+            .agent
+            .pending_approvals()
+            .await
+            .map_err(|e| e.to_wire())
+    }
+
+    /// Every session, most recent first.
+    ///
+    /// # Errors
+    /// A store error.
+    pub(crate) async fn sessions(&self) -> Result<Vec<SessionSummary>, WireError> {
+        self.inner.agent.sessions().await.map_err(|e| e.to_wire())
+    }
+
+    /// A session as markdown.
+    ///
+    /// # Errors
+    /// `not_found` for an unknown session, `invalid_params` for a bad id.
+    pub(crate) async fn session_markdown(&self, id: &str) -> Result<String, WireError> {
+        self.inner
+            .agent
+            .session_markdown(id)
+            .await
+            .map_err(|e| e.to_wire())
+    }
+
+    fn update_activity(&self) {
+        let runs = self.inner.runs.load(Ordering::Relaxed);
+        let approvals = self.open().len();
+        self.inner
+            .activity
+            .send_if_modified(|a| {
+                let new = Activity { runs, approvals };
+                let changed = *a != new;
+                *a = new;
+                changed
+            });
+    }
+
+    fn open(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), String>> {
+        self.inner.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Pass the agent's events on as notices, noting which approval
+    /// requests open and close.
+    async fn forward(self, mut events: broadcast::Receiver<AgentEvent>) {
+        loop {
+            let event = tokio::select! {
+                () = self.inner.shutdown.cancelled() => return,
+                event = events.recv() => event,
+            };
+            let event = match event {
+                Ok(event) => event,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "agent events missed by the daemon");
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            let closed = match &event.kind {
+                EventKind::ApprovalRequested { approval } => {
+                    self.open().insert(
+                        (approval.run_id.clone(), approval.call_id.clone()),
+                        approval.approval_id.clone(),
+                    );
+                    self.update_activity();
+                    None
+                }
+                EventKind::ToolResult { call_id, .. } => {
+                    let closed = self.open().remove(&(event.run_id.clone(), call_id.clone()));
+                    if closed.is_some() {
+                        self.update_activity();
+                    }
+                    closed
+                }
+                _ => None,
+            };
+            let _ = self.inner.notices.send(Notice::Event(Arc::new(event)));
+            if let Some(approval_id) = closed {
+                let _ = self
+                    .inner
+                    .notices
+                    .send(Notice::ApprovalClosed { approval_id });
+            }
+        }
+    }
+}
+
+fn answer_of(outcome: RunOutcome) -> Result<Answer, WireError> {
+    if let Some(error) = outcome.error {
+        return Err(error);
+    }
+    Ok(Answer {
+        stop_reason: serde_json::to_value(outcome.stop_reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        session: outcome.session_id,
+        run: outcome.run_id,
+        text: outcome.text,
+        steps: outcome.steps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_round_trip() {
+        let o = Origin::Mqtt("ask-1".into());
+        assert_eq!(Origin::parse(&o.tag()), Some(o));
+        assert_eq!(Origin::parse("dbus:x"), None);
+    }
+
+    #[test]
+    fn adb_devices_offer_the_services_the_adb_transport_can_do() {
+        let adb = services_of(TransportKind::Adb);
+        assert!(adb.contains(&"battery".to_owned()));
+        assert!(adb.contains(&"wifi_automation".to_owned()));
+        let companion = services_of(TransportKind::Companion);
+        assert!(companion.len() >= adb.len());
+    }
+}
