@@ -191,7 +191,10 @@ pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> 
     match listed.await {
         Err(e) => fail(&e),
         Ok(list) if json => {
-            println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&list).unwrap_or_default()
+            );
             ExitCode::SUCCESS
         }
         Ok(list) => {
@@ -256,7 +259,10 @@ pub(crate) async fn sessions(config: &Config, bus: Option<Bus>, json: bool) -> E
     match listed.await {
         Err(e) => fail(&e),
         Ok(list) if json => {
-            println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&list).unwrap_or_default()
+            );
             ExitCode::SUCCESS
         }
         Ok(list) => {

@@ -148,7 +148,8 @@ impl Origin {
     }
 
     pub(crate) fn parse(tag: &str) -> Option<Self> {
-        tag.strip_prefix("mqtt:").map(|id| Self::Mqtt(id.to_owned()))
+        tag.strip_prefix("mqtt:")
+            .map(|id| Self::Mqtt(id.to_owned()))
     }
 }
 
@@ -288,7 +289,11 @@ impl Assistant {
         for info in runs {
             match self.inner.agent.resume(&info.run_id).await {
                 Ok(run) => {
-                    tracing::info!(run = info.run_id, session = info.session_id, "resuming an interrupted agent run");
+                    tracing::info!(
+                        run = info.run_id,
+                        session = info.session_id,
+                        "resuming an interrupted agent run"
+                    );
                     let origin = info.origin.clone();
                     let notices = self.inner.notices.clone();
                     let (tx, rx) = oneshot::channel();
@@ -301,7 +306,9 @@ impl Assistant {
                         });
                     }
                 }
-                Err(e) => tracing::warn!(run = info.run_id, error = %e, "cannot resume an agent run"),
+                Err(e) => {
+                    tracing::warn!(run = info.run_id, error = %e, "cannot resume an agent run")
+                }
             }
         }
     }
@@ -324,7 +331,12 @@ impl Assistant {
         let mut request = AskRequest::new(prompt);
         request.session_id = session;
         request.origin = origin.map(|o| o.tag());
-        let run = self.inner.agent.ask(request).await.map_err(|e| e.to_wire())?;
+        let run = self
+            .inner
+            .agent
+            .ask(request)
+            .await
+            .map_err(|e| e.to_wire())?;
         let (session, run_id) = (run.session_id().to_owned(), run.run_id().to_owned());
         tracing::info!(session, run = run_id, "agent run started");
         let (tx, done) = oneshot::channel();
@@ -349,7 +361,11 @@ impl Assistant {
             let answer = match result {
                 Ok(outcome) => answer_of(outcome),
                 Err(AgentError::Interrupted { .. }) => {
-                    tracing::info!(session, run = run_id, "agent run interrupted by shutdown; it resumes at the next start");
+                    tracing::info!(
+                        session,
+                        run = run_id,
+                        "agent run interrupted by shutdown; it resumes at the next start"
+                    );
                     return;
                 }
                 Err(e) => {
@@ -439,14 +455,12 @@ impl Assistant {
     fn update_activity(&self) {
         let runs = self.inner.runs.load(Ordering::Relaxed);
         let approvals = self.open().len();
-        self.inner
-            .activity
-            .send_if_modified(|a| {
-                let new = Activity { runs, approvals };
-                let changed = *a != new;
-                *a = new;
-                changed
-            });
+        self.inner.activity.send_if_modified(|a| {
+            let new = Activity { runs, approvals };
+            let changed = *a != new;
+            *a = new;
+            changed
+        });
     }
 
     fn open(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), String>> {

@@ -283,10 +283,7 @@ mod tests {
             ("[calls]\ntimeout_ms = 1000\n", "calls.timeout_ms"),
             ("[companion]\nqueue_ttl_ms = 5\n", "companion.queue_ttl_ms"),
             ("[dbus]\nbus = \"none\"\n", "dbus.bus"),
-            (
-                "[llm]\nprovider = \"openai\"\nmodel = \"qwen2.5\"\n",
-                "llm",
-            ),
+            ("[llm]\nprovider = \"openai\"\nmodel = \"qwen2.5\"\n", "llm"),
             ("[agent]\ntool_mode = \"direct\"\n", "agent"),
         ];
         for (changed, key) in cases {

@@ -196,6 +196,15 @@ impl Daemon {
         self.child.id()
     }
 
+    /// Kill the daemon with SIGKILL (no shutdown at all: a crash or the
+    /// OOM killer) and wait for it, keeping its state directory, which is
+    /// returned for [`Daemon::start_with_state`].
+    pub fn kill(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self.state_dir, tempfile::tempdir().expect("state dir"))
+    }
+
     /// Send SIGTERM and wait (bounded) for the exit status.
     pub fn terminate(&mut self) -> Option<i32> {
         let _ = Command::new("kill")

@@ -124,13 +124,20 @@ impl Client {
             Ok(Err(e)) => Err(self.to_wire("AddMatch", e)),
             Err(_) => Err(WireError::new(
                 ErrorCode::Timeout,
-                format!("the {} bus did not accept a match rule within {QUICK:?}", self.bus.as_str()),
+                format!(
+                    "the {} bus did not accept a match rule within {QUICK:?}",
+                    self.bus.as_str()
+                ),
             )),
         }
     }
 
     /// `Ask(session, prompt)`: the session id.
-    pub(crate) async fn ask(&self, session: Option<&str>, prompt: &str) -> Result<String, WireError> {
+    pub(crate) async fn ask(
+        &self,
+        session: Option<&str>,
+        prompt: &str,
+    ) -> Result<String, WireError> {
         self.invoke("Ask", &(session.unwrap_or(""), prompt), QUICK)
             .await
     }

@@ -337,7 +337,11 @@ mod tests {
             r#"{"id":"q1","prompt":"battery?","session":"kitchen"}"#,
             Ok(()),
         );
-        check(Ask, r#"{"id":"q1"}"#, Err((Some("q1"), "prompt is required")));
+        check(
+            Ask,
+            r#"{"id":"q1"}"#,
+            Err((Some("q1"), "prompt is required")),
+        );
         check(
             Ask,
             r#"{"id":"q1","prompt":"  "}"#,

@@ -1,0 +1,748 @@
+//! The agent through the daemon, end to end: a scripted language model
+//! speaking the OpenAI wire format over real HTTP, a real mosquitto, the
+//! real adb server, two emulated phones, and `droidwarden daemon` as a
+//! process. Requests come in on MQTT `cmd/ask` (and, in the last test, the
+//! CLI over a private D-Bus); every device action goes through the daemon's
+//! call path to the sims.
+
+use droidwarden_agent::ModelReply;
+use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep, ScriptedLlm};
+use droidwarden_e2e::dbus::PrivateBus;
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions, binary, wait_for};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const P: &str = "droidwarden";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Everything one test needs. Field order is drop order: the daemon stops
+/// before the phones, the broker and the model go.
+struct Rig {
+    daemon: Option<Daemon>,
+    probe: Probe,
+    kitchen: Sim,
+    hall: Sim,
+    llm: ScriptedLlm,
+    adb: AdbServer,
+    _broker: Mosquitto,
+    // Runs the scripted model's server; dropped last.
+    _rt: tokio::runtime::Runtime,
+    config: String,
+}
+
+fn config_for(broker: &Mosquitto, llm: &ScriptedLlm, sims: &[(&str, &Sim)], agent: &str) -> String {
+    let serials: Vec<String> = sims
+        .iter()
+        .map(|(_, s)| format!("\"{}\"", s.serial()))
+        .collect();
+    let mut config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[adb]\npoll_interval_ms = 300\nconnect = [{}]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n{agent}\n",
+        broker.port,
+        serials.join(", "),
+        llm.addr(),
+    );
+    for (name, sim) in sims {
+        config.push_str(&format!(
+            "[[devices]]\nname = \"{name}\"\ntransport = \"adb\"\nserial = \"{}\"\n",
+            sim.serial()
+        ));
+    }
+    config
+}
+
+fn rig(agent: &str) -> Rig {
+    rig_with(agent, &[])
+}
+
+fn rig_with(agent: &str, env: &[(&str, &str)]) -> Rig {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let llm = rt
+        .block_on(ScriptedLlm::start(Vec::new()))
+        .expect("scripted model");
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let kitchen = Sim::start(SimOptions::default());
+    let hall = Sim::start(SimOptions::default());
+    adb.connect(&kitchen.serial());
+    adb.connect(&hall.serial());
+    let config = config_for(
+        &broker,
+        &llm,
+        &[("kitchen", &kitchen), ("hall", &hall)],
+        agent,
+    );
+    let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
+    let rig = Rig {
+        daemon: Some(daemon),
+        probe,
+        kitchen,
+        hall,
+        llm,
+        adb,
+        _broker: broker,
+        _rt: rt,
+        config,
+    };
+    rig.wait_online();
+    rig
+}
+
+impl Rig {
+    fn daemon(&self) -> &Daemon {
+        self.daemon.as_ref().expect("daemon running")
+    }
+
+    fn wait_online(&self) {
+        for device in ["kitchen", "hall"] {
+            self.probe
+                .wait_last(&format!("{P}/devices/{device}/availability"), WAIT, |m| {
+                    m.payload == "online"
+                });
+        }
+    }
+
+    /// Queue model replies.
+    fn script(&self, steps: impl IntoIterator<Item = ScriptStep>) {
+        for step in steps {
+            self.llm.push(step);
+        }
+    }
+
+    /// `cmd/ask` and its reply.
+    fn ask(&self, id: &str, prompt: &str, session: Option<&str>) -> Value {
+        let mut body = json!({"id": id, "prompt": prompt});
+        if let Some(s) = session {
+            body["session"] = json!(s);
+        }
+        self.probe.request(P, "ask", body)
+    }
+
+    /// Publish `cmd/ask` without waiting.
+    fn ask_async(&self, id: &str, prompt: &str) {
+        self.probe.publish(
+            &format!("{P}/cmd/ask"),
+            json!({"id": id, "prompt": prompt}).to_string(),
+        );
+    }
+
+    /// The events published for `session`, parsed.
+    fn events(&self, session: &str) -> Vec<Value> {
+        self.probe
+            .on(&format!("{P}/sessions/{session}/events"))
+            .iter()
+            .map(|m| m.json())
+            .collect()
+    }
+
+    /// The first approval request published (retained; a live subscriber
+    /// sees it without the retain flag).
+    fn wait_approval(&self) -> Value {
+        self.probe
+            .wait("an approval request", WAIT, |m| {
+                m.topic.starts_with(&format!("{P}/approvals/")) && !m.payload.is_empty()
+            })
+            .json()
+    }
+
+    fn answer(&self, approval_id: &str, decision: &str, reason: Option<&str>) {
+        let mut body = json!({"approval_id": approval_id, "decision": decision});
+        if let Some(r) = reason {
+            body["reason"] = json!(r);
+        }
+        self.probe
+            .publish(&format!("{P}/cmd/approve"), body.to_string());
+    }
+
+    fn wait_reply(&self, id: &str) -> Value {
+        let topic = format!("{P}/reply/{id}");
+        self.probe
+            .wait(&format!("a reply on {topic}"), WAIT, |m| m.topic == topic)
+            .json()
+    }
+}
+
+/// A tool call in the model's words.
+fn call(name: &str, arguments: Value) -> (String, String) {
+    (name.to_owned(), arguments.to_string())
+}
+
+fn tools_reply(calls: Vec<(String, String)>) -> ScriptStep {
+    ScriptStep::Reply(ModelReply::tool_calls(calls))
+}
+
+fn text_reply(text: &str) -> ScriptStep {
+    ScriptStep::Reply(ModelReply::text(text))
+}
+
+/// The tool results in a request (OpenAI `role: tool` messages), parsed.
+fn tool_results(request: &RecordedRequest) -> Vec<Value> {
+    request.body["messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .filter(|m| m["role"] == "tool")
+                .map(|m| {
+                    let text = m["content"].as_str().unwrap_or_default();
+                    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A model that answers from the tool results it was sent.
+fn answer_from_results(f: impl Fn(&[Value]) -> String + Send + Sync + 'static) -> ScriptStep {
+    ScriptStep::Compute(Responder::new(move |request| {
+        ModelReply::text(f(&tool_results(request)))
+    }))
+}
+
+fn sim_commands_with(sim: &Sim, words: &[&str]) -> usize {
+    sim.commands()
+        .iter()
+        .filter(|argv| words.iter().all(|w| argv.iter().any(|a| a == w)))
+        .count()
+}
+
+fn multi_step(mode: &str) {
+    let r = rig(&format!("[agent]\ntool_mode = \"{mode}\"\n"));
+    r.kitchen
+        .control(json!({"op": "set", "path": "battery.level", "value": 57}));
+    let volume_before = r.hall.state()["audio"]["volumes"].clone();
+    let (battery, volume) = if mode == "toolkit" {
+        (
+            call(
+                "android_device",
+                json!({"device": "kitchen", "service_id": "battery", "action": "status", "parameters": {}}),
+            ),
+            call(
+                "android_device",
+                json!({"device": "hall", "service_id": "audio_automation", "action": "set_volume", "parameters": {"stream": "music", "level": 30}}),
+            ),
+        )
+    } else {
+        (
+            call(
+                "android_battery",
+                json!({"device": "kitchen", "action": "status", "parameters": {}}),
+            ),
+            call(
+                "android_audio_automation",
+                json!({"device": "hall", "action": "set_volume", "parameters": {"stream": "music", "level": 30}}),
+            ),
+        )
+    };
+    r.script([
+        tools_reply(vec![battery, volume]),
+        answer_from_results(|results| {
+            let level = results
+                .iter()
+                .find_map(|v| v["level"].as_u64())
+                .map_or("unknown".to_owned(), |l| l.to_string());
+            format!("The kitchen tablet is at {level}% and the hall volume is set.")
+        }),
+    ]);
+    let reply = r.ask(
+        &format!("ask-{mode}"),
+        "battery of the kitchen, and hall volume to 30",
+        None,
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    let result = &reply["result"];
+    assert_eq!(
+        result["text"], "The kitchen tablet is at 57% and the hall volume is set.",
+        "{reply}"
+    );
+    assert_eq!(result["stop_reason"], "final_answer");
+    let steps = result["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 2, "{reply}");
+    assert!(steps.iter().all(|s| s["is_error"] == false), "{reply}");
+    // The phones changed (or were read) through the daemon's call path,
+    // which announced each call's status.
+    assert_ne!(r.hall.state()["audio"]["volumes"], volume_before);
+    for (device, service) in [("kitchen", "battery"), ("hall", "audio_automation")] {
+        r.probe.wait_last(
+            &format!("{P}/devices/{device}/services/{service}/status"),
+            WAIT,
+            |m| m.json()["state"] == "success",
+        );
+    }
+    // The model saw the tools of the mode, with both devices to choose from.
+    let first = &r.llm.requests()[0].body;
+    let names: Vec<&str> = first["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    if mode == "toolkit" {
+        assert!(names.contains(&"android_device"), "{names:?}");
+        let device = &first["tools"][0]["function"]["parameters"]["properties"]["device"];
+        let listed = device.to_string();
+        assert!(
+            listed.contains("kitchen") && listed.contains("hall"),
+            "{device}"
+        );
+    } else {
+        assert!(
+            names.contains(&"android_battery") && names.contains(&"android_wifi_automation"),
+            "{names:?}"
+        );
+        assert!(!names.contains(&"android_device"), "{names:?}");
+    }
+    // Progress events on the session topic, each once.
+    let session = result["session"].as_str().expect("session");
+    let events = wait_for("the final event", WAIT, || {
+        let events = r.events(session);
+        events
+            .iter()
+            .any(|e| e["event"] == "final")
+            .then_some(events)
+    });
+    let count = |kind: &str| events.iter().filter(|e| e["event"] == kind).count();
+    assert_eq!(count("tool_call"), 2, "{events:?}");
+    assert_eq!(count("tool_result"), 2, "{events:?}");
+    assert_eq!(count("final"), 1, "{events:?}");
+    let mut call_ids: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "tool_result")
+        .filter_map(|e| e["call_id"].as_str())
+        .collect();
+    call_ids.dedup();
+    assert_eq!(call_ids.len(), 2, "{events:?}");
+}
+
+#[test]
+fn a_multi_step_task_across_two_devices_in_toolkit_mode() {
+    multi_step("toolkit");
+}
+
+#[test]
+fn a_multi_step_task_across_two_devices_in_direct_mode() {
+    multi_step("direct");
+}
+
+#[test]
+fn malformed_calls_rate_limits_and_cut_streams_do_not_end_the_run() {
+    let r = rig("");
+    r.script([
+        ScriptStep::Status {
+            status: 429,
+            retry_after: Some("0".into()),
+            body: r#"{"error":{"message":"slow down"}}"#.into(),
+        },
+        tools_reply(vec![
+            ("android_device".into(), r#"{"service_id": "battery""#.into()),
+            call("android_toaster", json!({})),
+            call(
+                "android_device",
+                json!({"device": "hall", "service_id": "audio_automation", "action": "set_volume", "parameters": {"stream": "music", "level": 500}}),
+            ),
+        ]),
+        answer_from_results(|results| {
+            let codes: Vec<String> = results
+                .iter()
+                .map(|v| v["error"]["code"].as_str().unwrap_or("ok").to_owned())
+                .collect();
+            format!("errors: {}", codes.join(","))
+        }),
+    ]);
+    let reply = r.ask("bad-calls", "do something odd", None);
+    assert_eq!(reply["ok"], true, "{reply}");
+    let text = reply["result"]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("errors: "), "{text}");
+    assert!(
+        !text.contains("ok"),
+        "every malformed call is an error: {text}"
+    );
+    assert!(text.contains("invalid_params"), "{text}");
+    // The 429 was retried: three requests reached the model (429, the
+    // malformed calls, the answer).
+    assert_eq!(r.llm.requests().len(), 3);
+    // A stream cut before any text was shown is retried.
+    r.script([
+        ScriptStep::Cut {
+            reply: ModelReply::text("this never arrives whole"),
+            events: 0,
+        },
+        text_reply("fine after all"),
+    ]);
+    let reply = r.ask("after-cut", "hello", None);
+    assert_eq!(reply["result"]["text"], "fine after all", "{reply}");
+    // The daemon is still serving ordinary calls.
+    let call = r.probe.request(
+        P,
+        "call",
+        json!({"id": "still-alive", "device": "kitchen", "service": "battery", "action": "status"}),
+    );
+    assert_eq!(call["ok"], true, "{call}");
+}
+
+#[test]
+fn approvals_are_published_and_approve_deny_and_expiry_reach_the_run() {
+    let r = rig("[agent.approval]\ntimeout_s = 4\n");
+    let disable = || {
+        tools_reply(vec![call(
+            "android_device",
+            json!({"device": "kitchen", "service_id": "wifi_automation", "action": "disable", "parameters": {}}),
+        )])
+    };
+    let report = || {
+        answer_from_results(|results| {
+            let r = &results[0];
+            match r["error"]["code"].as_str() {
+                Some(code) => format!(
+                    "{code}: {}",
+                    r["error"]["message"].as_str().unwrap_or_default()
+                ),
+                None => "wifi is off".into(),
+            }
+        })
+    };
+    // Approve.
+    r.script([disable(), report()]);
+    r.ask_async("approve-me", "turn off the kitchen wifi");
+    let approval = r.wait_approval();
+    for key in [
+        "approval_id",
+        "session",
+        "device",
+        "service",
+        "action",
+        "params",
+        "risk",
+        "requested_at",
+        "expires_at",
+    ] {
+        assert!(approval.get(key).is_some(), "{key} missing: {approval}");
+    }
+    assert_eq!(approval["service"], "wifi_automation");
+    assert_eq!(approval["risk"], "high");
+    let id = approval["approval_id"].as_str().expect("id").to_owned();
+    assert_eq!(
+        r.kitchen.state()["wifi"]["enabled"],
+        true,
+        "nothing ran yet"
+    );
+    assert_eq!(sim_commands_with(&r.kitchen, &["wifi", "disable"]), 0);
+    r.answer(&id, "approve", None);
+    let reply = r.wait_reply("approve-me");
+    assert_eq!(reply["result"]["text"], "wifi is off", "{reply}");
+    assert_eq!(r.kitchen.state()["wifi"]["enabled"], false);
+    // The retained request is cleared once answered.
+    r.probe
+        .wait_last(&format!("{P}/approvals/{id}"), WAIT, |m| {
+            m.payload.is_empty()
+        });
+    let session = reply["result"]["session"].as_str().expect("session");
+    let events = r.events(session);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["event"] == "approval_requested")
+            .count(),
+        1,
+        "{events:?}"
+    );
+    // Answering again is refused with a reason.
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"id": "again", "approval_id": id, "decision": "approve"}).to_string(),
+    );
+    let again = r.wait_reply("again");
+    assert_eq!(again["ok"], false, "{again}");
+    assert_eq!(again["error"]["code"], "invalid_request", "{again}");
+
+    // Deny, with a reason the model reads.
+    r.kitchen
+        .control(json!({"op": "set", "path": "wifi.enabled", "value": true}));
+    r.script([disable(), report()]);
+    r.ask_async("deny-me", "turn off the kitchen wifi");
+    let approval = wait_for("a second approval request", WAIT, || {
+        r.probe
+            .messages()
+            .into_iter()
+            .filter(|m| m.topic.starts_with(&format!("{P}/approvals/")) && !m.payload.is_empty())
+            .map(|m| m.json())
+            .find(|a| a["approval_id"] != id.as_str())
+    });
+    let denied_id = approval["approval_id"].as_str().expect("id").to_owned();
+    r.answer(&denied_id, "deny", Some("not during dinner"));
+    let reply = r.wait_reply("deny-me");
+    let text = reply["result"]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("denied:") && text.contains("not during dinner"),
+        "{reply}"
+    );
+    assert_eq!(r.kitchen.state()["wifi"]["enabled"], true);
+
+    // No answer: expired after timeout_s, which the model sees as a denial.
+    r.script([disable(), report()]);
+    let reply = r.ask("expire-me", "turn off the kitchen wifi", None);
+    let text = reply["result"]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("denied:") && text.contains("expired"),
+        "{reply}"
+    );
+    assert_eq!(r.kitchen.state()["wifi"]["enabled"], true);
+    assert_eq!(sim_commands_with(&r.kitchen, &["wifi", "disable"]), 1);
+    // Unknown ids and bad payloads get structured errors.
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"id": "nope", "approval_id": "r-0-a9", "decision": "approve"}).to_string(),
+    );
+    assert_eq!(r.wait_reply("nope")["error"]["code"], "not_found");
+    r.probe
+        .publish(&format!("{P}/cmd/ask"), r#"{"id":"bad-ask","prompt":7}"#);
+    assert_eq!(r.wait_reply("bad-ask")["error"]["code"], "invalid_request");
+}
+
+#[test]
+fn a_run_waiting_for_approval_survives_a_killed_daemon() {
+    let mut r = rig("");
+    r.script([
+        tools_reply(vec![call(
+            "android_device",
+            json!({"device": "kitchen", "service_id": "wifi_automation", "action": "disable", "parameters": {}}),
+        )]),
+        text_reply("done: wifi is off"),
+    ]);
+    r.ask_async("survivor", "turn off the kitchen wifi");
+    let approval = r.wait_approval();
+    let id = approval["approval_id"].as_str().expect("id").to_owned();
+    // SIGKILL: no shutdown, no goodbye.
+    let state = r.daemon.take().expect("daemon").kill();
+    let daemon = Daemon::start_with_state(&r.adb, &r.config, state);
+    r.daemon = Some(daemon);
+    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    r.wait_online();
+    // The request is still pending and still published.
+    r.probe
+        .wait_last(&format!("{P}/approvals/{id}"), WAIT, |m| {
+            !m.payload.is_empty() && m.json()["approval_id"] == id.as_str()
+        });
+    assert_eq!(r.kitchen.state()["wifi"]["enabled"], true);
+    r.answer(&id, "approve", None);
+    // The resumed run completes and its requester still gets the reply.
+    let reply = r.wait_reply("survivor");
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(reply["result"]["text"], "done: wifi is off");
+    assert_eq!(r.kitchen.state()["wifi"]["enabled"], false);
+    assert_eq!(
+        sim_commands_with(&r.kitchen, &["wifi", "disable"]),
+        1,
+        "the change ran exactly once"
+    );
+    assert!(
+        r.daemon()
+            .log()
+            .contains("resuming an interrupted agent run")
+    );
+}
+
+#[test]
+fn a_long_session_still_recalls_an_early_fact() {
+    let r = rig("[agent]\nmemory_turns = 2\nmemory_recall = 3\n");
+    r.script([text_reply("Noted: bay B42.")]);
+    let first = r.ask(
+        "m1",
+        "Remember that my car is parked in bay B42",
+        Some("errands"),
+    );
+    assert_eq!(first["result"]["session"], "errands");
+    for (i, prompt) in [
+        "What is the capital of France?",
+        "Tell me a joke",
+        "How are you?",
+    ]
+    .iter()
+    .enumerate()
+    {
+        r.script([text_reply("ok")]);
+        let reply = r.ask(&format!("m{}", i + 2), prompt, Some("errands"));
+        assert_eq!(reply["ok"], true, "{reply}");
+    }
+    r.script([ScriptStep::Compute(Responder::new(|request| {
+        let system = request.body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        ModelReply::text(if system.contains("B42") {
+            "Your car is in bay B42."
+        } else {
+            "I do not remember."
+        })
+    }))]);
+    let reply = r.ask("m5", "Where is my car parked?", Some("errands"));
+    assert_eq!(
+        reply["result"]["text"], "Your car is in bay B42.",
+        "{reply}"
+    );
+    // Only the last two turns were in the conversation itself.
+    let last = r.llm.requests().pop().expect("request");
+    let messages = last.body["messages"].as_array().expect("messages");
+    let conversation = messages.iter().filter(|m| m["role"] != "system").count();
+    assert_eq!(
+        conversation, 5,
+        "2 turns × 2 messages + the prompt: {messages:?}"
+    );
+}
+
+/// `droidwarden ask` in the background, its output lines collected.
+struct Background {
+    child: std::process::Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Background {
+    fn wait_line(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        wait_for(what, WAIT, || {
+            self.lines.lock().unwrap().iter().find(|l| pred(l)).cloned()
+        })
+    }
+
+    fn wait_exit(&mut self) -> i32 {
+        wait_for("droidwarden ask to exit", WAIT, || {
+            self.child.try_wait().ok().flatten().and_then(|s| s.code())
+        })
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_cli_and_dbus_ask_approve_and_show_sessions() {
+    let bus = PrivateBus::session();
+    let r = rig_with(
+        "",
+        &[
+            ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+            ("DROIDWARDEN__DBUS__BUS", "session"),
+        ],
+    );
+    bus.wait_for_daemon(WAIT);
+    let monitor = bus.monitor();
+    let cli = Droidwarden::new(&r.adb, &r.config);
+    r.script([
+        tools_reply(vec![call(
+            "android_device",
+            json!({"device": "hall", "service_id": "wifi_automation", "action": "disable", "parameters": {}}),
+        )]),
+        text_reply("Hall wifi is off."),
+    ]);
+    let config_file = tempfile::NamedTempFile::new().expect("config");
+    std::fs::write(config_file.path(), &r.config).expect("write config");
+    let mut child = Command::new(binary("droidwarden"))
+        .arg("--config")
+        .arg(config_file.path())
+        .args([
+            "ask",
+            "--session",
+            "cli-1",
+            "turn",
+            "off",
+            "the",
+            "hall",
+            "wifi",
+        ])
+        .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+        .env("HOME", r.adb.home())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn droidwarden ask");
+    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    for stream in [
+        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().expect("stderr")),
+    ] {
+        let lines = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { return };
+                lines.lock().unwrap().push(line);
+            }
+        });
+    }
+    let mut ask = Background { child, lines };
+    ask.wait_line("the tool call", |l| l.starts_with("→ android_device"));
+    let prompt_line = ask.wait_line("the approval prompt", |l| l.contains("approval needed"));
+    assert!(
+        prompt_line.contains("wifi_automation.disable on hall"),
+        "{prompt_line}"
+    );
+    // The pending request, listed by the CLI and over D-Bus.
+    let listed = cli.run_on_bus(&bus.address, &["approvals", "--json"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let id = listed.json[0]["approval_id"]
+        .as_str()
+        .expect("an approval")
+        .to_owned();
+    let over_dbus = bus.gdbus_call("ListApprovals", &[]).expect("ListApprovals");
+    assert!(over_dbus.contains(&id), "{over_dbus}");
+    let unknown = bus
+        .gdbus_call("Deny", &["r-0-a1", "no"])
+        .expect_err("an unknown approval");
+    assert!(
+        unknown.contains("org.droidwarden.Error.NotFound"),
+        "{unknown}"
+    );
+    let approved = cli.run_on_bus(&bus.address, &["approve", &id]);
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    assert_eq!(ask.wait_exit(), 0);
+    let out = ask.lines.lock().unwrap().join("\n");
+    assert!(out.contains("session cli-1"), "{out}");
+    assert!(out.contains("✓ android_device"), "{out}");
+    assert!(out.trim_end().ends_with("Hall wifi is off."), "{out}");
+    assert_eq!(r.hall.state()["wifi"]["enabled"], false);
+    // Signals: the request and every event of the session.
+    wait_for("ApprovalRequested and SessionEvent signals", WAIT, || {
+        let requested = monitor.signals("ApprovalRequested");
+        let events = monitor.signals("SessionEvent");
+        (requested.iter().any(|l| l.contains(&id)) && events.iter().any(|l| l.contains("final")))
+            .then_some(())
+    });
+    // Sessions and the conversation.
+    let sessions = cli.run_on_bus(&bus.address, &["sessions", "--json"]);
+    assert_eq!(sessions.json[0]["id"], "cli-1", "{}", sessions.stdout);
+    let shown = cli.run_on_bus(&bus.address, &["session", "show", "cli-1"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    for needle in [
+        "turn off the hall wifi",
+        "android_device",
+        "Hall wifi is off.",
+    ] {
+        assert!(shown.stdout.contains(needle), "{needle}: {}", shown.stdout);
+    }
+    let missing = cli.run_on_bus(&bus.address, &["session", "show", "nope"]);
+    assert_ne!(missing.code, 0);
+    // D-Bus Ask returns the session at once; the answer comes as signals.
+    r.script([text_reply("pong")]);
+    let session = bus.gdbus_call("Ask", &["", "ping"]).expect("Ask");
+    assert!(session.contains("s-"), "{session}");
+    wait_for("the pong event", WAIT, || {
+        monitor
+            .signals("SessionEvent")
+            .iter()
+            .any(|l| l.contains("pong"))
+            .then_some(())
+    });
+}
