@@ -127,6 +127,14 @@ fn introspection_methods_properties_signals_and_errors() {
         (".ListDevices", "method", "-", "s"),
         (".ListServices", "method", "-", "s"),
         (".Status", "method", "-", "s"),
+        (".Ask", "method", "ss", "s"),
+        (".ListApprovals", "method", "-", "s"),
+        (".Approve", "method", "s", "-"),
+        (".Deny", "method", "ss", "-"),
+        (".ListSessions", "method", "-", "s"),
+        (".ShowSession", "method", "s", "s"),
+        (".ApprovalRequested", "signal", "ss", "-"),
+        (".SessionEvent", "signal", "ss", "-"),
         (".DeviceCount", "property", "u", "1"),
         (".Version", "property", "s", "\"0.1.0\""),
         (".ServiceStatusChanged", "signal", "ssss", "-"),
@@ -608,6 +616,34 @@ fn the_system_bus_policy_limits_owning_and_calling() {
         err.contains("org.freedesktop.DBus.Error.AccessDenied"),
         "{err}"
     );
+    // The agent's methods: anyone may list approvals (this daemon has no
+    // model, so it answers that the agent is off); acting and reading
+    // conversations is for the group.
+    let listed = outsider("org.droidwarden.Daemon1.ListApprovals", &[]).expect_err("agent off");
+    assert!(
+        listed.contains("org.droidwarden.Error.InvalidRequest"),
+        "{listed}"
+    );
+    for (method, args) in [
+        ("org.droidwarden.Daemon1.Ask", &["", "hello"][..]),
+        ("org.droidwarden.Daemon1.Approve", &["r-1-a1"][..]),
+        ("org.droidwarden.Daemon1.Deny", &["r-1-a1", "no"][..]),
+        ("org.droidwarden.Daemon1.ListSessions", &[][..]),
+        ("org.droidwarden.Daemon1.ShowSession", &["s-1"][..]),
+    ] {
+        let err = outsider(method, args).expect_err("not for everyone");
+        assert!(
+            err.contains("org.freedesktop.DBus.Error.AccessDenied"),
+            "{method}: {err}"
+        );
+        let err = bus
+            .gdbus_call_as(Some(NOBODY), method, args)
+            .expect_err("agent off");
+        assert!(
+            err.contains("org.droidwarden.Error.InvalidRequest"),
+            "{method}: {err}"
+        );
+    }
     // Root and the group get through to the daemon (which has no phone).
     for user in [None, Some(NOBODY)] {
         let err = bus
