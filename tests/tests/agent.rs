@@ -369,16 +369,29 @@ fn malformed_calls_rate_limits_and_cut_streams_do_not_end_the_run() {
     // The 429 was retried: three requests reached the model (429, the
     // malformed calls, the answer).
     assert_eq!(r.llm.requests().len(), 3);
-    // A stream cut before any text was shown is retried.
+    // A stream cut mid-way through a tool call (before any answer text was
+    // shown) is retried; the half-streamed call is not acted on.
+    let battery = || {
+        ModelReply::tool_calls([call(
+            "android_device",
+            json!({"device": "kitchen", "service_id": "battery", "action": "status", "parameters": {}}),
+        )])
+    };
     r.script([
         ScriptStep::Cut {
-            reply: ModelReply::text("this never arrives whole"),
-            events: 0,
+            reply: battery(),
+            events: 2,
         },
+        ScriptStep::Reply(battery()),
         text_reply("fine after all"),
     ]);
     let reply = r.ask("after-cut", "hello", None);
     assert_eq!(reply["result"]["text"], "fine after all", "{reply}");
+    assert_eq!(
+        reply["result"]["steps"].as_array().map(Vec::len),
+        Some(1),
+        "{reply}"
+    );
     // The daemon is still serving ordinary calls.
     let call = r.probe.request(
         P,
