@@ -185,10 +185,15 @@ fn short(v: &Value) -> String {
     format!("{cut}…")
 }
 
-/// `droidwarden approvals`.
-pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
-    let listed = async { daemon(bus, config, false).await?.list_approvals().await };
-    match listed.await {
+/// Print a JSON array the daemon returned: pretty JSON with `--json`, else
+/// one `line` per item (or `empty` when there is none).
+fn print_list(
+    listed: Result<Value, WireError>,
+    json: bool,
+    empty: &str,
+    line: impl Fn(&Value) -> String,
+) -> ExitCode {
+    match listed {
         Err(e) => fail(&e),
         Ok(list) if json => {
             println!(
@@ -200,27 +205,35 @@ pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> 
         Ok(list) => {
             let items = list.as_array().cloned().unwrap_or_default();
             if items.is_empty() {
-                println!("no approval requests waiting");
+                println!("{empty}");
             }
-            for a in items {
-                let expires_in = a["expires_at"]
-                    .as_u64()
-                    .map(|t| t.saturating_sub(now_ms()) / 1000)
-                    .unwrap_or(0);
-                println!(
-                    "{}  {}.{} on {}  risk {}  {}  (session {}, expires in {expires_in} s)",
-                    a["approval_id"].as_str().unwrap_or_default(),
-                    a["service"].as_str().unwrap_or_default(),
-                    a["action"].as_str().unwrap_or_default(),
-                    a["device"].as_str().unwrap_or("default device"),
-                    a["risk"].as_str().unwrap_or_default(),
-                    short(&a["params"]),
-                    a["session"].as_str().unwrap_or_default(),
-                );
+            for item in &items {
+                println!("{}", line(item));
             }
             ExitCode::SUCCESS
         }
     }
+}
+
+/// `droidwarden approvals`.
+pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
+    let listed = async { daemon(bus, config, false).await?.list_approvals().await };
+    print_list(listed.await, json, "no approval requests waiting", |a| {
+        let expires_in = a["expires_at"]
+            .as_u64()
+            .map(|t| t.saturating_sub(now_ms()) / 1000)
+            .unwrap_or(0);
+        format!(
+            "{}  {}.{} on {}  risk {}  {}  (session {}, expires in {expires_in} s)",
+            a["approval_id"].as_str().unwrap_or_default(),
+            a["service"].as_str().unwrap_or_default(),
+            a["action"].as_str().unwrap_or_default(),
+            a["device"].as_str().unwrap_or("default device"),
+            a["risk"].as_str().unwrap_or_default(),
+            short(&a["params"]),
+            a["session"].as_str().unwrap_or_default(),
+        )
+    })
 }
 
 /// `droidwarden approve ID` and `droidwarden deny ID [--reason …]`.
@@ -256,46 +269,27 @@ pub(crate) async fn answer(
 /// `droidwarden sessions`.
 pub(crate) async fn sessions(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
     let listed = async { daemon(bus, config, false).await?.list_sessions().await };
-    match listed.await {
-        Err(e) => fail(&e),
-        Ok(list) if json => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&list).unwrap_or_default()
-            );
-            ExitCode::SUCCESS
-        }
-        Ok(list) => {
-            let items = list.as_array().cloned().unwrap_or_default();
-            if items.is_empty() {
-                println!("no sessions yet");
-            }
-            for s in items {
-                let updated = s["updated_at"]
-                    .as_u64()
-                    .map(|ms| {
-                        humantime::format_rfc3339_seconds(
-                            std::time::UNIX_EPOCH + Duration::from_millis(ms),
-                        )
-                        .to_string()
-                    })
-                    .unwrap_or_default();
-                let active = s["active_runs"].as_u64().unwrap_or(0);
-                println!(
-                    "{}  {updated}  {} turn(s){}  {}",
-                    s["id"].as_str().unwrap_or_default(),
-                    s["turns"].as_u64().unwrap_or(0),
-                    if active > 0 {
-                        format!(", {active} running")
-                    } else {
-                        String::new()
-                    },
-                    s["title"].as_str().unwrap_or_default(),
-                );
-            }
-            ExitCode::SUCCESS
-        }
-    }
+    print_list(listed.await, json, "no sessions yet", |s| {
+        let updated = s["updated_at"]
+            .as_u64()
+            .map(|ms| {
+                humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+                    .to_string()
+            })
+            .unwrap_or_default();
+        let active = s["active_runs"].as_u64().unwrap_or(0);
+        format!(
+            "{}  {updated}  {} turn(s){}  {}",
+            s["id"].as_str().unwrap_or_default(),
+            s["turns"].as_u64().unwrap_or(0),
+            if active > 0 {
+                format!(", {active} running")
+            } else {
+                String::new()
+            },
+            s["title"].as_str().unwrap_or_default(),
+        )
+    })
 }
 
 /// `droidwarden session show ID`.

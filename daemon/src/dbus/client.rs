@@ -61,17 +61,7 @@ impl Client {
             call_timeout,
             local_hint,
         };
-        let owned: bool = client
-            .invoke_at(
-                "org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-                "org.freedesktop.DBus",
-                "NameHasOwner",
-                &(NAME,),
-                QUICK,
-            )
-            .await?;
-        if owned {
+        if client.name_has_owner().await? {
             Ok(client)
         } else {
             Err(client.not_running())
@@ -171,7 +161,11 @@ impl Client {
 
     /// Whether the daemon still owns its name.
     pub(crate) async fn daemon_running(&self) -> bool {
-        self.invoke_at::<_, bool>(
+        self.name_has_owner().await.unwrap_or(false)
+    }
+
+    async fn name_has_owner(&self) -> Result<bool, WireError> {
+        self.invoke_at(
             "org.freedesktop.DBus",
             "/org/freedesktop/DBus",
             "org.freedesktop.DBus",
@@ -180,7 +174,6 @@ impl Client {
             QUICK,
         )
         .await
-        .unwrap_or(false)
     }
 
     async fn invoke<B, R>(&self, method: &str, body: &B, limit: Duration) -> Result<R, WireError>
