@@ -533,8 +533,13 @@ fn a_run_waiting_for_approval_survives_a_killed_daemon() {
     r.ask_async("survivor", "turn off the kitchen wifi");
     let approval = r.wait_approval();
     let id = approval["approval_id"].as_str().expect("id").to_owned();
-    // SIGKILL: no shutdown, no goodbye.
+    // SIGKILL: no shutdown, no goodbye; the broker publishes the will.
+    // Waiting for it means the `online` seen next is the new daemon's,
+    // published after its subscriptions (so the answer below reaches it).
     let state = r.daemon.take().expect("daemon").kill();
+    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "offline"
+    });
     let daemon = Daemon::start_with_state(&r.adb, &r.config, state);
     r.daemon = Some(daemon);
     r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
