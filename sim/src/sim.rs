@@ -234,7 +234,7 @@ impl Sim {
         if let Some(version) = &config.android_version {
             let sdk = sdk_for_release(version).ok_or_else(|| {
                 SimError::Config(format!(
-                    "unknown Android version {version:?} (known: 8, 9, 10, 11, 12, 12L, 13, 14, 15, 16, 17)"
+                    "unknown Android version {version:?} (known: 5, 6, 7, 8, 9, 10, 11, 12, 12L, 13, 14, 15, 16, 17)"
                 ))
             })?;
             state.props.android_version.clone_from(version);

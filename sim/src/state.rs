@@ -664,6 +664,9 @@ impl PhoneState {
 pub fn sdk_for_release(release: &str) -> Option<u32> {
     let major = release.split('.').next().unwrap_or(release);
     Some(match major {
+        "5" => 21,
+        "6" => 23,
+        "7" => 24,
         "8" => 26,
         "9" => 28,
         "10" => 29,
@@ -1091,6 +1094,8 @@ mod tests {
     fn sdk_levels() {
         assert_eq!(sdk_for_release("14"), Some(34));
         assert_eq!(sdk_for_release("11.0.1"), Some(30));
+        assert_eq!(sdk_for_release("6.0.1"), Some(23));
+        assert_eq!(sdk_for_release("4.4"), None);
         assert_eq!(sdk_for_release("banana"), None);
     }
 }

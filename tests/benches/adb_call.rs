@@ -8,6 +8,10 @@
 //!    (`host:transport:SERIAL`, then `shell,v2,raw:…`), the floor any client
 //!    of the adb server pays.
 //!
+//! `adb_client`'s own `shell_command` is timed too, for reference. The
+//! in-process ways run interleaved, one of each per round, so that noise on
+//! a shared machine falls on all of them alike.
+//!
 //! Run with `cargo bench -p droidwarden-e2e --bench adb_call` (after
 //! `cargo build --release --workspace --bins`). Prints medians and p90s and
 //! the two ratios the targets are stated in.
@@ -23,35 +27,58 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WARMUP: usize = 20;
-const ITERATIONS: usize = 300;
+/// Rounds of the interleaved comparison (each runs every in-process way once).
+const ROUNDS: usize = 1000;
+/// Spawning `adb` costs milliseconds; fewer runs are enough.
+const SPAWNS: usize = 100;
 
 struct Stats {
     median: Duration,
     p90: Duration,
 }
 
-fn measure(name: &str, iterations: usize, mut f: impl FnMut()) -> Stats {
-    for _ in 0..WARMUP {
-        f();
+impl Stats {
+    fn of(name: &str, mut samples: Vec<Duration>) -> Self {
+        samples.sort();
+        let stats = Self {
+            median: samples[samples.len() / 2],
+            p90: samples[samples.len() * 9 / 10],
+        };
+        println!(
+            "{name:<44} median {:>8.3} ms   p90 {:>8.3} ms   (n={})",
+            ms(stats.median),
+            ms(stats.p90),
+            samples.len()
+        );
+        stats
     }
-    let mut samples: Vec<Duration> = (0..iterations)
-        .map(|_| {
-            let start = Instant::now();
+}
+
+fn time(f: &mut dyn FnMut()) -> Duration {
+    let start = Instant::now();
+    f();
+    start.elapsed()
+}
+
+/// Time each way once per round, the ways interleaved, so that whatever
+/// else the machine does (frequency changes, neighbours on a shared host)
+/// weighs on every way alike instead of on whichever ran in a bad second.
+fn interleaved(ways: &mut [(&str, &mut dyn FnMut())], rounds: usize) -> Vec<Stats> {
+    for (_, f) in ways.iter_mut() {
+        for _ in 0..WARMUP {
             f();
-            start.elapsed()
-        })
-        .collect();
-    samples.sort();
-    let stats = Stats {
-        median: samples[samples.len() / 2],
-        p90: samples[samples.len() * 9 / 10],
-    };
-    println!(
-        "{name:<44} median {:>8.3} ms   p90 {:>8.3} ms   (n={iterations})",
-        ms(stats.median),
-        ms(stats.p90)
-    );
-    stats
+        }
+    }
+    let mut samples = vec![Vec::with_capacity(rounds); ways.len()];
+    for _ in 0..rounds {
+        for (i, (_, f)) in ways.iter_mut().enumerate() {
+            samples[i].push(time(*f));
+        }
+    }
+    ways.iter()
+        .zip(samples)
+        .map(|((name, _), s)| Stats::of(name, s))
+        .collect()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -108,24 +135,13 @@ fn main() {
         "battery.status against droidwarden-sim via adb server on port {}\n",
         adb.port
     );
-    let ours = measure("droidwarden call, in-process, warm", ITERATIONS, || {
+    let server = SocketAddrV4::new([127, 0, 0, 1].into(), adb.port);
+    let mut ours = || {
         runtime
             .block_on(device.call(&command))
             .expect("call succeeds");
-    });
-    let spawn = measure(
-        "spawn `adb -s SERIAL shell dumpsys battery`",
-        ITERATIONS / 3,
-        || {
-            let out = adb
-                .adb(&["-s", &serial, "shell", "dumpsys", "battery"])
-                .output()
-                .expect("adb runs");
-            assert!(out.status.success());
-        },
-    );
-    let server = SocketAddrV4::new([127, 0, 0, 1].into(), adb.port);
-    let library = measure("adb_client shell_command alone", ITERATIONS, || {
+    };
+    let mut library = || {
         use adb_client::ADBDeviceExt;
         let mut device =
             adb_client::server_device::ADBServerDevice::new(serial.clone(), Some(server));
@@ -134,10 +150,35 @@ fn main() {
             .shell_command(&"dumpsys battery", Some(&mut out), None)
             .expect("shell");
         assert!(out.len() > 100);
-    });
-    let raw = measure("raw adb-server round trip", ITERATIONS, || {
+    };
+    let mut raw = || {
         assert!(raw_round_trip(adb.port, &serial, "dumpsys battery") > 100);
-    });
+    };
+    let stats = interleaved(
+        &mut [
+            ("droidwarden call, in-process, warm", &mut ours),
+            ("adb_client shell_command alone", &mut library),
+            ("raw adb-server round trip", &mut raw),
+        ],
+        ROUNDS,
+    );
+    let [ours, library, raw] =
+        <[Stats; 3]>::try_from(stats).unwrap_or_else(|_| unreachable!("three ways measured"));
+    let mut spawn_once = || {
+        let out = adb
+            .adb(&["-s", &serial, "shell", "dumpsys", "battery"])
+            .output()
+            .expect("adb runs");
+        assert!(out.status.success());
+    };
+    let spawn = interleaved(
+        &mut [(
+            "spawn `adb -s SERIAL shell dumpsys battery`",
+            &mut spawn_once,
+        )],
+        SPAWNS,
+    )
+    .remove(0);
     println!();
     println!(
         "ours / spawn-per-action: {:.3}  (target <= 0.25)",
@@ -148,7 +189,7 @@ fn main() {
         ms(ours.median) / ms(raw.median)
     );
     println!(
-        "adb_client alone / raw:  {:.3}  (the library's share: it asks the server for the device's features before every shell)",
+        "adb_client alone / raw:  {:.3}  (its shell_command asks the server for the device's features before every command)",
         ms(library.median) / ms(raw.median)
     );
     let _ = (ours.p90, spawn.p90, raw.p90);

@@ -495,7 +495,8 @@ fn android_errors_become_structured_errors() {
     );
     assert_eq!(run.json["error"]["code"], "not_found", "{}", run.stdout);
 
-    // The exit status lost by adb_client is carried by our trailer.
+    // The exit status comes from the shell v2 exit packet (adb_client's
+    // shell_command drops it; see android-bridge's `adb::exchange`).
     sim.control(json!({"op": "fault", "kind": "fail", "exit": 1, "stderr": "java.lang.SecurityException: Permission Denial: nope"}));
     let run = dw.call("phone", "wifi_automation", "disable", json!({}));
     assert_eq!(
@@ -515,6 +516,49 @@ fn android_errors_become_structured_errors() {
             .contains("radio is on fire")
     );
     assert_eq!(sim.state()["wifi"]["enabled"], true);
+}
+
+/// A phone before Android 7 has no shell protocol v2: commands go over
+/// plain `shell:` with a trailer that carries the exit status.
+#[test]
+fn a_phone_before_android_7_is_served_over_plain_shell() {
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions {
+        serial: Some("OLD0006".into()),
+        android: Some("6.0.1".into()),
+        ..SimOptions::default()
+    });
+    adb.connect(&sim.serial());
+    let dw = Droidwarden::new(&adb, "");
+    let serial = sim.serial();
+
+    let run = dw.call(&serial, "battery", "status", json!({}));
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.json["level"].is_number(), "{}", run.stdout);
+    let run = dw.call(&serial, "wifi_automation", "disable", json!({}));
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(sim.state()["wifi"]["enabled"], false);
+
+    // The trailer went to the phone with the command, and the status it
+    // printed reached the error mapping.
+    let raw = sim.control(json!({"op": "log"}));
+    assert!(
+        raw.to_string().contains("__dw_rc="),
+        "no trailer in the log: {raw}"
+    );
+    sim.control(
+        json!({"op": "fault", "kind": "fail", "exit": 3, "stderr": "Error: the radio is on fire"}),
+    );
+    let run = dw.call(&serial, "wifi_automation", "enable", json!({}));
+    assert_eq!(run.json["error"]["code"], "device_error", "{}", run.stdout);
+    assert!(
+        run.json["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("radio is on fire")),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(sim.state()["wifi"]["enabled"], false);
 }
 
 #[test]

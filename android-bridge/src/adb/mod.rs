@@ -7,17 +7,25 @@
 //! is an argv built from validated parameters ([`actions`]), quoted for the
 //! device shell ([`shell`]) and parsed from real Android output ([`parse`]).
 //!
-//! Workarounds for `adb_client` 3.2 (each covered by a test):
-//! - Exit status is lost by `shell_command`: a trailer carries it
-//!   ([`shell::split_trailer`]); its absence means the output was cut short.
+//! `adb_client` 3.2 lists devices and connects network ones; shell commands,
+//! the call path, go through [`exchange`], a small client of the adb
+//! server's protocol. Workarounds for `adb_client` 3.2 (each covered by a
+//! test):
+//! - Its `shell_command` opens a second connection before every command to
+//!   ask for the device's features, and drops the exit status it has read:
+//!   [`exchange`] asks for the features once per device and reads the exit
+//!   status from the shell v2 packet. Devices without shell v2 (before
+//!   Android 7) get a trailer that carries it ([`shell::split_trailer`]);
+//!   its absence means the output was cut short.
 //! - `ADBServer` runs `adb start-server` from `PATH` on every loopback
 //!   request, without the configured port: we hand it a no-op program and
 //!   start the server ourselves, once, with the right port
 //!   ([`AdbConfig::start_server`]).
 //! - The direct-TCP client spins forever when a device drops mid-command:
 //!   it is not offered; every call goes through the adb server.
-//! - No read timeouts: calls run on per-device threads and the caller's
-//!   timeout is enforced on the async side.
+//! - No read timeouts: server requests run on worker threads with the
+//!   caller's timeout enforced on the async side, and [`exchange`] puts a
+//!   deadline on every read and write of a shell command.
 //!
 //! Names, the `connect` list and the refresh interval can change while the
 //! transport runs ([`AdbTransport::reconfigure`],
@@ -25,6 +33,7 @@
 //! removed from the registry and registered again under its new name.
 
 pub mod actions;
+mod exchange;
 pub mod parse;
 mod pool;
 mod shell;
@@ -33,10 +42,10 @@ use crate::device::{
     BoxFuture, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind,
 };
 use crate::error::BridgeError;
+use adb_client::RustADBError;
 use adb_client::server::{ADBServer, DeviceLong, DeviceState};
-use adb_client::server_device::ADBServerDevice;
-use adb_client::{ADBDeviceExt, RustADBError};
 use droidwarden_services::{Command, DeviceName};
+use exchange::{ExchangeError, Protocol};
 use pool::WorkerPool;
 use serde_json::Value;
 pub use shell::{ShellOutput, quote};
@@ -71,6 +80,9 @@ pub(crate) const UNSUPPORTED: &[(&str, &str, &str)] = &[
 /// The program handed to `adb_client` as "adb": it runs it before every
 /// server request on loopback, and we do not want that (see module docs).
 const NO_OP_PROGRAM: &str = "true";
+
+/// How much longer than its caller a worker waits on a shell exchange.
+const WORKER_GRACE: Duration = Duration::from_secs(1);
 
 /// How long one server-level request (list, connect) may take.
 const SERVER_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -457,6 +469,7 @@ impl AdbTransport {
             name: name.clone(),
             serial: serial.to_owned(),
             server: self.config.server,
+            call_timeout: self.config.call_timeout,
             status: Mutex::new(status),
             pool: WorkerPool::new(name.as_str(), self.config.workers_per_device),
             wake: Arc::clone(&self.wake),
@@ -510,6 +523,9 @@ impl AdbTransport {
             let mut status = device.status();
             let changed = status.online != online;
             status.online = online;
+            if !online {
+                status.protocol = None;
+            }
             status.detail = detail.clone();
             if model.is_some() {
                 status.model = model;
@@ -575,6 +591,10 @@ struct Status {
     /// state): such a device keeps serving under its serial when the
     /// configuration stops naming it.
     listed: bool,
+    /// The shell protocol the device speaks, learned from its features at
+    /// the first call and forgotten when it goes offline (the address may
+    /// be another phone when it comes back).
+    protocol: Option<Protocol>,
 }
 
 impl Status {
@@ -584,6 +604,7 @@ impl Status {
             model: None,
             detail: Some("not seen by the adb server yet".into()),
             listed: false,
+            protocol: None,
         }
     }
 }
@@ -594,6 +615,7 @@ pub struct AdbDevice {
     name: DeviceName,
     serial: String,
     server: SocketAddrV4,
+    call_timeout: Duration,
     /// Written by the transport's refresh and by calls that see the device
     /// drop; only held for field updates, never across an await.
     status: Mutex<Status>,
@@ -613,47 +635,69 @@ impl AdbDevice {
         let line = shell::command_line(argv);
         let serial = self.serial.clone();
         let server = self.server;
+        // The worker's own deadline outlives the caller's, so a slow device
+        // is reported as the caller's timeout; it only frees the thread.
+        let io_timeout = self.call_timeout + WORKER_GRACE;
+        let known = self.status().protocol;
         let (tx, rx) = oneshot::channel();
         tracing::debug!(device = %self.name, command = %line, "adb shell");
         self.pool.submit(move || {
             if tx.is_closed() {
                 return; // The caller gave up while this waited in the queue.
             }
-            let mut device = ADBServerDevice::new(serial, Some(server));
-            let mut stdout = Vec::new();
-            let mut stderr = Vec::new();
-            let result = device
-                .shell_command(&line, Some(&mut stdout), Some(&mut stderr))
-                .map(|_| (stdout, stderr));
+            let result = (|| {
+                let protocol = match known {
+                    Some(p) => p,
+                    None => {
+                        exchange::protocol_for(&exchange::features(server, &serial, io_timeout)?)
+                    }
+                };
+                let line = match protocol {
+                    Protocol::V2 => line,
+                    Protocol::V1 => shell::with_trailer(line),
+                };
+                exchange::shell(server, &serial, &line, protocol, io_timeout)
+                    .map(|out| (protocol, out))
+            })();
             let _ = tx.send(result);
         });
-        let (stdout, stderr) = match rx.await {
-            Ok(Ok(out)) => out,
-            Ok(Err(e)) => return Err(self.transport_error(&e)),
+        let (protocol, out) = match rx.await {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => return Err(self.exchange_error(e)),
             Err(_) => return Err(BridgeError::Internal("adb worker vanished".into())),
         };
-        let stdout = String::from_utf8_lossy(&stdout);
-        let Some((stdout, exit)) = shell::split_trailer(&stdout) else {
-            return Err(self.dropped("the connection closed before the command finished".into()));
+        if known.is_none() {
+            tracing::debug!(device = %self.name, ?protocol, "shell protocol");
+            self.status().protocol = Some(protocol);
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let (stdout, exit) = match out.exit {
+            Some(exit) => (stdout.into_owned(), i32::from(exit)),
+            None => shell::split_trailer(&stdout).ok_or_else(|| {
+                self.dropped("the connection closed before the command finished".into())
+            })?,
         };
         Ok(ShellOutput {
             stdout,
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             exit,
         })
     }
 
-    fn transport_error(&self, e: &RustADBError) -> BridgeError {
-        let text = e.to_string();
+    fn exchange_error(&self, e: ExchangeError) -> BridgeError {
         match e {
-            RustADBError::ADBRequestFailed(msg) if msg.contains("unauthorized") => {
+            ExchangeError::Refused(msg) if msg.contains("unauthorized") => {
                 BridgeError::PermissionDenied {
                     message: format!("{}: {msg}", self.name),
                 }
             }
-            RustADBError::ADBRequestFailed(_) | RustADBError::IOError(_) => self.dropped(text),
-            _ => BridgeError::Device {
-                message: text,
+            ExchangeError::Refused(msg) => self.dropped(msg),
+            ExchangeError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                self.dropped("the connection closed before the command finished".into())
+            }
+            ExchangeError::Io(e) => self.dropped(e.to_string()),
+            e @ (ExchangeError::Protocol(_) | ExchangeError::TooLarge) => BridgeError::Device {
+                message: e.to_string(),
                 exit: None,
             },
         }

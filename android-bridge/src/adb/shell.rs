@@ -2,9 +2,10 @@
 //!
 //! Every argument is quoted for the device's POSIX shell, so a parameter is
 //! always exactly one literal argument: nothing a caller (or a language
-//! model) typed is ever interpreted by the phone's shell. The exit status is
-//! carried in a trailer because `adb_client` does not report it, and the
-//! trailer's absence also reveals output cut short by a dropped connection.
+//! model) typed is ever interpreted by the phone's shell. On devices without
+//! shell protocol v2 (before Android 7) the exit status is carried in a
+//! trailer, whose absence also reveals output cut short by a dropped
+//! connection.
 
 /// The marker of the exit-status trailer appended to every command.
 pub(crate) const RC_MARKER: &str = "__dw_rc=";
@@ -26,10 +27,14 @@ pub fn quote(arg: &str) -> String {
     }
 }
 
-/// The full command line sent to the device for `argv`: quoted words, then
-/// the exit-status trailer.
+/// The command line for `argv`: each word quoted, joined by spaces.
 pub(crate) fn command_line(argv: &[&str]) -> String {
-    let mut line = argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ");
+    argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+/// `line` followed by the exit-status trailer, for devices whose shell
+/// reports no exit status (shell protocol v1).
+pub(crate) fn with_trailer(mut line: String) -> String {
     line.push_str(" ; echo ");
     line.push_str(RC_MARKER);
     line.push_str("$?");
@@ -83,9 +88,11 @@ mod tests {
     }
 
     #[test]
-    fn the_command_line_ends_with_the_trailer() {
+    fn the_trailer_follows_the_quoted_command_line() {
+        let line = command_line(&["am", "start", "-d", "https://x/?a=1&b=2"]);
+        assert_eq!(line, "am start -d 'https://x/?a=1&b=2'");
         assert_eq!(
-            command_line(&["am", "start", "-d", "https://x/?a=1&b=2"]),
+            with_trailer(line),
             "am start -d 'https://x/?a=1&b=2' ; echo __dw_rc=$?"
         );
     }

@@ -44,13 +44,20 @@ enum Event {
 /// than the handful of streams an adb server keeps open at once.
 const EVENTS: usize = 64;
 
-/// The CNXN banner for the phone as it is now.
+/// The first SDK level whose adbd speaks shell protocol v2 (Android 7).
+const SHELL_V2_SDK: u32 = 24;
+
+/// The CNXN banner for the phone as it is now. Like a real adbd, a phone
+/// before Android 7 lists no features, so hosts fall back to `shell:`.
 pub(crate) fn banner(st: &PhoneState) -> Vec<u8> {
-    format!(
-        "device::ro.product.name={};ro.product.model={};ro.product.device={};features=shell_v2,cmd",
+    let mut banner = format!(
+        "device::ro.product.name={};ro.product.model={};ro.product.device={};",
         st.props.name, st.props.model, st.props.device
-    )
-    .into_bytes()
+    );
+    if st.props.sdk >= SHELL_V2_SDK {
+        banner.push_str("features=shell_v2,cmd");
+    }
+    banner.into_bytes()
 }
 
 /// Twenty unpredictable bytes for AUTH(TOKEN), from std's randomly keyed hasher.

@@ -37,15 +37,23 @@ pub(crate) struct ServiceRequest {
 
 /// Parses the payload of an `OPEN` (trailing NULs allowed).
 ///
-/// Returns `None` for services this device does not offer.
-pub(crate) fn parse_service(raw: &[u8]) -> Option<ServiceRequest> {
+/// Returns `None` for services this device does not offer: `shell,v2` on a
+/// device without the `shell_v2` feature (before Android 7, whose adbd only
+/// knew `shell:`) is one of them.
+pub(crate) fn parse_service(raw: &[u8], shell_v2: bool) -> Option<ServiceRequest> {
     let end = raw.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
     let text = String::from_utf8_lossy(&raw[..end]);
     let (head, command) = text.split_once(':')?;
     let mut parts = head.split(',');
     let name = parts.next().unwrap_or_default();
     let kind = match name {
-        "shell" if parts.any(|opt| opt == "v2") => ServiceKind::ShellV2,
+        "shell" if parts.any(|opt| opt == "v2") => {
+            if !shell_v2 {
+                return None;
+            }
+            ServiceKind::ShellV2
+        }
+        "shell" if !shell_v2 && head != "shell" => return None,
         "shell" => ServiceKind::ShellRaw,
         "exec" => ServiceKind::Exec,
         _ => return None,
@@ -121,7 +129,7 @@ mod tests {
     use super::*;
 
     fn check(raw: &str, expected: Option<(ServiceKind, &str)>) {
-        let got = parse_service(raw.as_bytes());
+        let got = parse_service(raw.as_bytes(), true);
         assert_eq!(
             got.map(|r| (r.kind, r.command)),
             expected.map(|(k, c)| (k, c.to_owned())),
@@ -145,6 +153,15 @@ mod tests {
         check("sync:", None);
         check("reboot:", None);
         check("shell", None);
+    }
+
+    #[test]
+    fn a_device_before_android_7_only_knows_plain_shell() {
+        let old = |raw: &str| parse_service(raw.as_bytes(), false).map(|r| (r.kind, r.command));
+        assert_eq!(old("shell:ls"), Some((ServiceKind::ShellRaw, "ls".into())));
+        assert_eq!(old("shell,v2,raw:ls"), None);
+        assert_eq!(old("shell,raw:ls"), None);
+        assert_eq!(old("exec:ls"), Some((ServiceKind::Exec, "ls".into())));
     }
 
     #[test]

@@ -50,6 +50,8 @@ struct StreamState {
 #[derive(Debug)]
 pub(crate) struct Session {
     banner: Vec<u8>,
+    /// Whether the banner offers the `shell_v2` feature.
+    shell_v2: bool,
     auth: bool,
     auth_token: Vec<u8>,
     phase: Phase,
@@ -62,8 +64,13 @@ impl Session {
     /// A fresh session. `banner` is the CNXN payload (`device::…`); with
     /// `auth` the device asks the host to sign `auth_token` first.
     pub(crate) fn new(banner: Vec<u8>, auth: bool, auth_token: Vec<u8>) -> Self {
+        let shell_v2 = String::from_utf8_lossy(&banner)
+            .split(';')
+            .filter_map(|prop| prop.strip_prefix("features="))
+            .any(|list| list.split(',').any(|f| f == "shell_v2"));
         Self {
             banner,
+            shell_v2,
             auth,
             auth_token,
             phase: Phase::AwaitConnect,
@@ -149,7 +156,7 @@ impl Session {
 
     fn on_open(&mut self, msg: Message) -> Vec<Action> {
         let remote_id = msg.arg0;
-        let Some(request) = parse_service(&msg.data) else {
+        let Some(request) = parse_service(&msg.data, self.shell_v2) else {
             return vec![Action::Send(Message::new(A_CLSE, 0, remote_id, Vec::new()))];
         };
         let local_id = self.next_id;
