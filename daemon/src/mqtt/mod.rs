@@ -310,6 +310,19 @@ impl Mqtt {
     /// Publish with QoS 1; retained topics are remembered for resync (an
     /// empty retained payload clears the topic and is forgotten).
     async fn send(&self, topic: String, payload: Vec<u8>, retain: bool) {
+        self.publish(topic, payload, retain, QoS::AtLeastOnce).await;
+    }
+
+    /// Publish a retained "latest value" topic (call status, read state)
+    /// with QoS 0. These change with every call, and a value lost with a
+    /// dropped connection is restored by the resync after the reconnect,
+    /// which republishes every retained topic; QoS 1 would only add two
+    /// acknowledgements per message at the broker.
+    async fn send_latest(&self, topic: String, payload: Vec<u8>) {
+        self.publish(topic, payload, true, QoS::AtMostOnce).await;
+    }
+
+    async fn publish(&self, topic: String, payload: Vec<u8>, retain: bool, qos: QoS) {
         // Retained topics are republished after every connection anyway,
         // so they need not wait for one; everything else does.
         if !retain {
@@ -323,22 +336,18 @@ impl Mqtt {
                 retained.insert(topic.clone(), payload.clone());
             }
         }
-        if let Err(e) = self
-            .client
-            .publish(topic, QoS::AtLeastOnce, retain, payload)
-            .await
-        {
+        if let Err(e) = self.client.publish(topic, qos, retain, payload).await {
             tracing::warn!(error = %e, "publish failed");
         }
     }
 
-    /// Publish retained, unless the topic already holds exactly this payload
-    /// (a state read that found nothing new).
+    /// Publish a read state, unless the topic already holds exactly this
+    /// payload (a read that found nothing new).
     async fn send_changed(&self, topic: String, payload: Vec<u8>) {
         if self.retained().get(&topic) == Some(&payload) {
             return;
         }
-        self.send(topic, payload, true).await;
+        self.send_latest(topic, payload).await;
     }
 
     async fn send_json(&self, topic: String, value: &Value, retain: bool) {
@@ -699,11 +708,11 @@ pub(crate) async fn run_publisher(mqtt: Arc<Mqtt>, shutdown: CancellationToken) 
                 Ok(BusEvent::Status(status)) => {
                     let device = status.device.as_str();
                     let mut body = status.to_json();
-                    mqtt.send_json(mqtt.topics.status(device, status.service), &body, true).await;
+                    mqtt.send_latest(mqtt.topics.status(device, status.service), body.to_string().into_bytes()).await;
                     // The device-wide "last action" only needs outcomes.
                     if status.state != CallState::Executing {
                         body["service"] = json!(status.service);
-                        mqtt.send_json(mqtt.topics.last_status(device), &body, true).await;
+                        mqtt.send_latest(mqtt.topics.last_status(device), body.to_string().into_bytes()).await;
                     }
                 }
                 Ok(BusEvent::State(state)) => {
