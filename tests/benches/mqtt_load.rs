@@ -108,10 +108,12 @@ fn main() {
     std::thread::sleep(Duration::from_secs(2)); // let discovery traffic settle
     let idle_rss = rss_kib(daemon.pid());
     let broker_pid = broker.pid().expect("broker running");
+    let me = std::process::id();
     let cpu_before = (
         cpu(daemon.pid()),
         cpu(broker_pid),
         sims.iter().map(|s| cpu(s.pid())).sum::<Duration>(),
+        cpu(me),
     );
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -169,6 +171,7 @@ fn main() {
         cpu(daemon.pid()),
         cpu(broker_pid),
         sims.iter().map(|s| cpu(s.pid())).sum::<Duration>(),
+        cpu(me),
     );
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
@@ -191,12 +194,21 @@ fn main() {
         idle_rss as f64 / 1024.0,
         loaded_rss as f64 / 1024.0
     );
+    let per_call =
+        |before: Duration, after: Duration| (after - before).as_secs_f64() * 1e6 / calls as f64;
+    let daemon_us = per_call(cpu_before.0, cpu_after.0);
+    let broker_us = per_call(cpu_before.1, cpu_after.1);
+    let phones_us = per_call(cpu_before.2, cpu_after.2);
+    let client_us = per_call(cpu_before.3, cpu_after.3);
     println!(
-        "CPU used:     daemon {:?}, mosquitto {:?}, phones {:?} over {:?} of load",
-        cpu_after.0 - cpu_before.0,
-        cpu_after.1 - cpu_before.1,
-        cpu_after.2 - cpu_before.2,
-        elapsed
+        "CPU per call: daemon {daemon_us:.0} µs, mosquitto {broker_us:.0} µs, phones {phones_us:.0} µs, load client {client_us:.0} µs   ({:.1} s of load)",
+        elapsed.as_secs_f64()
+    );
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    println!(
+        "ceilings:     the rig without the daemon {:.0} calls/s on {cores} cores; the daemon alone {:.0} calls/s per core",
+        cores * 1e6 / (broker_us + phones_us + client_us),
+        1e6 / daemon_us
     );
     drop(sims);
 }
