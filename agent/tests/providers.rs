@@ -204,6 +204,35 @@ fn responses_parse_from_the_documented_shapes() {
     assert_eq!(r.stop_reason.as_deref(), Some("tool_calls"));
 }
 
+#[test]
+fn an_unusable_response_names_the_provider_and_what_is_missing() {
+    let cases = [
+        (
+            OpenAi::parse_response(json!({"id": "x"})),
+            "openai",
+            "no choices in the response",
+        ),
+        (
+            Anthropic::parse_response(json!({"id": "x"})),
+            "anthropic",
+            "no content array in the response",
+        ),
+        (
+            Gemini::parse_response(json!({"candidates": []})),
+            "gemini",
+            "no candidate in the response",
+        ),
+    ];
+    for (result, name, expected) in cases {
+        match result {
+            Err(AgentError::BadResponse { provider, message }) => {
+                assert_eq!((provider, message.as_str()), (name, expected));
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+}
+
 async fn complete(
     p: &Arc<dyn Provider>,
     req: &ChatRequest,

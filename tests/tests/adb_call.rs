@@ -10,12 +10,20 @@ use std::time::{Duration, Instant};
 
 /// One adb server with one connected sim, and a runner configured for it.
 fn one_phone(extra_config: &str) -> (AdbServer, Sim, Droidwarden) {
+    one_phone_with(
+        SimOptions {
+            serial: Some("SIM0001".into()),
+            model: Some("Pixel 8".into()),
+            ..SimOptions::default()
+        },
+        extra_config,
+    )
+}
+
+/// [`one_phone`] with a sim of these options, named `phone` in the config.
+fn one_phone_with(options: SimOptions, extra_config: &str) -> (AdbServer, Sim, Droidwarden) {
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
-        serial: Some("SIM0001".into()),
-        model: Some("Pixel 8".into()),
-        ..SimOptions::default()
-    });
+    let sim = Sim::start(options);
     adb.connect(&sim.serial());
     let config = format!(
         "[adb]\nconnect = [\"{serial}\"]\n{extra_config}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
@@ -522,20 +530,20 @@ fn android_errors_become_structured_errors() {
 /// plain `shell:` with a trailer that carries the exit status.
 #[test]
 fn a_phone_before_android_7_is_served_over_plain_shell() {
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
-        serial: Some("OLD0006".into()),
-        android: Some("6.0.1".into()),
-        ..SimOptions::default()
-    });
-    adb.connect(&sim.serial());
-    let dw = Droidwarden::new(&adb, "");
-    let serial = sim.serial();
+    let (_adb, sim, dw) = one_phone_with(
+        SimOptions {
+            serial: Some("OLD0006".into()),
+            android: Some("6.0.1".into()),
+            ..SimOptions::default()
+        },
+        "",
+    );
+    let serial = "phone";
 
-    let run = dw.call(&serial, "battery", "status", json!({}));
+    let run = dw.call(serial, "battery", "status", json!({}));
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(run.json["level"].is_number(), "{}", run.stdout);
-    let run = dw.call(&serial, "wifi_automation", "disable", json!({}));
+    let run = dw.call(serial, "wifi_automation", "disable", json!({}));
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert_eq!(sim.state()["wifi"]["enabled"], false);
 
@@ -549,7 +557,7 @@ fn a_phone_before_android_7_is_served_over_plain_shell() {
     sim.control(
         json!({"op": "fault", "kind": "fail", "exit": 3, "stderr": "Error: the radio is on fire"}),
     );
-    let run = dw.call(&serial, "wifi_automation", "enable", json!({}));
+    let run = dw.call(serial, "wifi_automation", "enable", json!({}));
     assert_eq!(run.json["error"]["code"], "device_error", "{}", run.stdout);
     assert!(
         run.json["error"]["message"]

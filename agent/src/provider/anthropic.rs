@@ -5,7 +5,7 @@
 //! extended thinking are combined. Streaming uses the typed SSE events
 //! (`message_start`, `content_block_*`, `message_delta`, `message_stop`).
 
-use super::http::{Fail, Http, Request, StreamDecoder, bad};
+use super::http::{self, Fail, Http, Request, StreamDecoder, bad};
 use super::sse::SseEvent;
 use super::{ChatRequest, Provider, TextSink, arguments_object};
 use crate::config::LlmConfig;
@@ -141,10 +141,7 @@ impl Anthropic {
     /// # Errors
     /// [`AgentError::BadResponse`] when it has no `content` array.
     pub fn parse_response(body: Value) -> Result<ModelReply, AgentError> {
-        parse_full(body).map_err(|f| AgentError::BadResponse {
-            provider: "anthropic",
-            message: format!("{f:?}"),
-        })
+        http::parse_whole("anthropic", body, parse_full)
     }
 }
 

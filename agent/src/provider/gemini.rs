@@ -5,7 +5,7 @@
 //! apart; thought signatures are sent back with their calls. Gemini gives
 //! calls no id in older models: we number them.
 
-use super::http::{Fail, Http, Request, StreamDecoder, bad};
+use super::http::{self, Fail, Http, Request, StreamDecoder, bad};
 use super::sse::SseEvent;
 use super::{ChatRequest, Provider, TextSink, arguments_object};
 use crate::config::LlmConfig;
@@ -129,10 +129,7 @@ impl Gemini {
     /// [`AgentError::BadResponse`] when it has no candidate or the prompt
     /// was blocked.
     pub fn parse_response(body: Value) -> Result<ModelReply, AgentError> {
-        parse_full(body).map_err(|f| AgentError::BadResponse {
-            provider: "gemini",
-            message: format!("{f:?}"),
-        })
+        http::parse_whole("gemini", body, parse_full)
     }
 }
 

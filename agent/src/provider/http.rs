@@ -364,6 +364,22 @@ fn transport(e: reqwest::Error) -> Fail {
 }
 
 /// `Fail::Bad` from a message.
+/// Parse a whole (non-streamed) response body with `parse`; a failure is
+/// [`AgentError::BadResponse`] from `provider`.
+pub(crate) fn parse_whole(
+    provider: &'static str,
+    body: Value,
+    parse: fn(Value) -> Result<ModelReply, Fail>,
+) -> Result<ModelReply, AgentError> {
+    parse(body).map_err(|f| AgentError::BadResponse {
+        provider,
+        message: match f {
+            Fail::Bad(message) => message,
+            other => format!("{other:?}"),
+        },
+    })
+}
+
 pub(crate) fn bad(message: impl Into<String>) -> Fail {
     Fail::Bad(message.into())
 }

@@ -4,7 +4,7 @@
 //! uses SSE with `stream_options.include_usage`. `reasoning_content` (vLLM,
 //! DeepSeek, llama.cpp) is kept as thinking, apart from the answer.
 
-use super::http::{Fail, Http, Request, StreamDecoder, bad};
+use super::http::{self, Fail, Http, Request, StreamDecoder, bad};
 use super::sse::SseEvent;
 use super::{ChatRequest, Provider, TextSink};
 use crate::config::LlmConfig;
@@ -114,10 +114,7 @@ impl OpenAi {
     /// # Errors
     /// [`AgentError::BadResponse`] when it has no `choices[0].message`.
     pub fn parse_response(body: Value) -> Result<ModelReply, AgentError> {
-        parse_full(body).map_err(|f| AgentError::BadResponse {
-            provider: "openai",
-            message: format!("{f:?}"),
-        })
+        http::parse_whole("openai", body, parse_full)
     }
 }
 
