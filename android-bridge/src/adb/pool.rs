@@ -1,10 +1,11 @@
 //! A small elastic pool of OS threads per device.
 //!
-//! `adb_client` is blocking and has no read timeouts, so its calls must never
-//! run on the async runtime. Each device gets its own threads (named after
-//! it, visible in `top -H`), started on demand up to a limit and retired
-//! after a minute idle. A thread stuck on a silent connection only occupies
-//! one slot: the caller has already timed out and the others keep serving.
+//! Shell exchanges with the adb server use blocking `std::net` sockets, so
+//! they must never run on the async runtime. Each device gets its own
+//! threads (named after it, visible in `top -H`), started on demand up to a
+//! limit and retired after a minute idle. A thread waiting on a silent
+//! connection occupies one slot until its exchange's deadline, a second
+//! after the caller's timeout; the others keep serving meanwhile.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
