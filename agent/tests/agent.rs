@@ -489,6 +489,21 @@ fn wifi_off_model(final_text: &str) -> Arc<ScriptedModel> {
     ]))
 }
 
+/// Ask `a` to turn off the kitchen Wi-Fi (a high-risk action).
+async fn ask_wifi_off(a: &Agent) -> droidwarden_agent::Run {
+    a.ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
+        .await
+        .unwrap()
+}
+
+/// A fresh runtime: each stands for one daemon process.
+fn process() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 async fn wait_for_approval(events: &mut droidwarden_agent::RunEvents) -> String {
     loop {
         let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
@@ -526,10 +541,7 @@ async fn approved_actions_run_once() {
     let host = battery_host();
     let model = wifi_off_model("Wi-Fi is off.");
     let a = agent(dir.path(), approval_cfg(300.0), model.clone(), host.clone()).await;
-    let run = a
-        .ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
-        .await
-        .unwrap();
+    let run = ask_wifi_off(&a).await;
     let mut events = run.events();
     let driving = tokio::spawn(run.drive(CancellationToken::new()));
     let id = wait_for_approval(&mut events).await;
@@ -561,10 +573,7 @@ async fn denied_actions_reach_the_model_as_the_result() {
     let host = battery_host();
     let model = wifi_off_model("I did not turn it off: you declined.");
     let a = agent(dir.path(), approval_cfg(300.0), model.clone(), host.clone()).await;
-    let run = a
-        .ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
-        .await
-        .unwrap();
+    let run = ask_wifi_off(&a).await;
     let mut events = run.events();
     let driving = tokio::spawn(run.drive(CancellationToken::new()));
     let id = wait_for_approval(&mut events).await;
@@ -585,10 +594,7 @@ async fn unanswered_approvals_expire_as_denials() {
     let host = battery_host();
     let model = wifi_off_model("The request expired.");
     let a = agent(dir.path(), approval_cfg(120.0), model.clone(), host.clone()).await;
-    let run = a
-        .ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
-        .await
-        .unwrap();
+    let run = ask_wifi_off(&a).await;
     let before = tokio::time::Instant::now();
     let out = run.drive(CancellationToken::new()).await.unwrap();
     let waited = before.elapsed();
@@ -610,10 +616,7 @@ fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
     let first_host = battery_host();
 
     // First process: the run asks for approval, then the process dies.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = process();
     let (run_id, approval_id) = rt.block_on(async {
         let a = agent(
             &path,
@@ -622,10 +625,7 @@ fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
             first_host.clone(),
         )
         .await;
-        let run = a
-            .ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
-            .await
-            .unwrap();
+        let run = ask_wifi_off(&a).await;
         let run_id = run.run_id().to_owned();
         let mut events = run.events();
         // Spawned and never awaited: dropped with the runtime, like a kill.
@@ -637,10 +637,7 @@ fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
     assert_eq!(first_host.calls().len(), 0);
 
     // Second process: a fresh runtime, store, model and host.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = process();
     rt.block_on(async {
         let host = battery_host();
         let model = Arc::new(ScriptedModel::new([ModelReply::text("Wi-Fi is off now.")]));
@@ -678,10 +675,7 @@ fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
     drop(rt);
 
     // Third process: nothing left to do, nothing runs again.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = process();
     rt.block_on(async {
         let host = battery_host();
         let a = agent(
@@ -704,10 +698,7 @@ fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
 fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_owned();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = process();
     let (run_id, approval_id) = rt.block_on(async {
         let a = agent(
             &path,
@@ -716,10 +707,7 @@ fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
             battery_host(),
         )
         .await;
-        let run = a
-            .ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
-            .await
-            .unwrap();
+        let run = ask_wifi_off(&a).await;
         let run_id = run.run_id().to_owned();
         let mut events = run.events();
         let token = CancellationToken::new();
@@ -734,10 +722,7 @@ fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
         (run_id, id)
     });
     drop(rt);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = process();
     rt.block_on(async {
         let host = battery_host();
         let model = Arc::new(ScriptedModel::new([ModelReply::text("Done.")]));
