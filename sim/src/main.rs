@@ -42,7 +42,8 @@ struct Args {
     /// ro.product.model reported by getprop and the ADB banner.
     #[arg(long)]
     model: Option<String>,
-    /// Android release (e.g. 14); sets the matching SDK level too.
+    /// Android release (5 to 17, e.g. 14); sets the matching SDK level too.
+    /// Before 7 the phone offers no shell protocol v2, as real ones did not.
     #[arg(long = "android")]
     android_version: Option<String>,
     /// Answer the commands in DIR/index.json from recorded files.
