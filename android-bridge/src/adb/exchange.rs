@@ -124,6 +124,15 @@ pub(crate) fn protocol_for(features: &[String]) -> Protocol {
     }
 }
 
+/// A socket timeout reads as `WouldBlock` on Linux: call it what it is.
+fn timed_out(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::WouldBlock {
+        io::Error::new(io::ErrorKind::TimedOut, "the adb exchange ran out of time")
+    } else {
+        e
+    }
+}
+
 /// One connection to the adb server with an overall deadline.
 struct Conn {
     stream: TcpStream,
@@ -151,9 +160,25 @@ impl Conn {
         self.stream.set_write_timeout(Some(left))
     }
 
+    /// Fill `buf`, each read bounded by what is left of the deadline (so a
+    /// device that trickles bytes cannot stretch the exchange past it).
     fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
-        self.arm()?;
-        self.stream.read_exact(buf)
+        let mut filled = 0;
+        while filled < buf.len() {
+            self.arm()?;
+            match self.stream.read(&mut buf[filled..]) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the connection closed",
+                    ));
+                }
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(timed_out(e)),
+            }
+        }
+        Ok(())
     }
 
     /// Send one request and read the server's `OKAY` (or its `FAIL`).
@@ -166,7 +191,9 @@ impl Conn {
         }
         self.arm()?;
         let framed = format!("{:04x}{text}", text.len());
-        self.stream.write_all(framed.as_bytes())?;
+        self.stream
+            .write_all(framed.as_bytes())
+            .map_err(timed_out)?;
         let mut status = [0u8; 4];
         self.read_exact(&mut status)?;
         match &status {
@@ -241,7 +268,7 @@ impl Conn {
         let mut buf = [0u8; 16 * 1024];
         loop {
             self.arm()?;
-            let n = self.stream.read(&mut buf)?;
+            let n = self.stream.read(&mut buf).map_err(timed_out)?;
             if n == 0 {
                 return Ok(out);
             }
@@ -337,8 +364,53 @@ mod tests {
             Duration::from_millis(200),
         )
         .unwrap_err();
-        assert!(matches!(&err, ExchangeError::Io(_)), "{err:?}");
+        assert!(
+            matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::TimedOut),
+            "{err:?}"
+        );
         assert!(started.elapsed() < Duration::from_secs(1), "{err:?}");
+    }
+
+    #[test]
+    fn a_trickling_server_cannot_stretch_the_deadline() {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
+            unreachable!("bound to IPv4")
+        };
+        thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            // OKAY, a byte at a time, then a stdout packet that never ends.
+            for b in b"OKAY"
+                .iter()
+                .chain(b"OKAY")
+                .chain(&[V2_STDOUT, 100, 0, 0, 0])
+            {
+                if conn.write_all(&[*b]).is_err() {
+                    return;
+                }
+            }
+            for _ in 0..100 {
+                thread::sleep(Duration::from_millis(50));
+                if conn.write_all(b"x").is_err() {
+                    return;
+                }
+            }
+        });
+        let started = Instant::now();
+        let err = shell(
+            addr,
+            "emu-1",
+            "id",
+            Protocol::V2,
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        let took = started.elapsed();
+        assert!(
+            matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::TimedOut),
+            "{err:?}"
+        );
+        assert!(took < Duration::from_millis(600), "took {took:?}");
     }
 
     #[test]
