@@ -137,27 +137,48 @@ fn timed_out(e: io::Error) -> io::Error {
 struct Conn {
     stream: TcpStream,
     deadline: Instant,
+    /// When the socket's timeouts were last set to what was left then.
+    armed_at: Option<Instant>,
 }
+
+/// How far past the deadline one read may run before the socket's timeouts
+/// are set again: re-arming before every read would add two system calls to
+/// each, and most exchanges finish well within this.
+const ARM_SLACK: Duration = Duration::from_millis(20);
 
 impl Conn {
     fn open(server: SocketAddrV4, timeout: Duration) -> io::Result<Self> {
         let deadline = Instant::now() + timeout;
         let stream = TcpStream::connect_timeout(&SocketAddr::V4(server), timeout)?;
         stream.set_nodelay(true)?;
-        Ok(Self { stream, deadline })
+        Ok(Self {
+            stream,
+            deadline,
+            armed_at: None,
+        })
     }
 
-    /// Arm the socket's timeouts with what is left of the deadline.
-    fn arm(&self) -> io::Result<()> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
+    /// Bound the next read or write by what is left of the deadline (within
+    /// [`ARM_SLACK`]).
+    fn arm(&mut self) -> io::Result<()> {
+        let now = Instant::now();
+        let left = self.deadline.saturating_duration_since(now);
         if left.is_zero() {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the adb exchange ran out of time",
             ));
         }
+        if self
+            .armed_at
+            .is_some_and(|at| now.duration_since(at) < ARM_SLACK)
+        {
+            return Ok(());
+        }
         self.stream.set_read_timeout(Some(left))?;
-        self.stream.set_write_timeout(Some(left))
+        self.stream.set_write_timeout(Some(left))?;
+        self.armed_at = Some(now);
+        Ok(())
     }
 
     /// Fill `buf`, each read bounded by what is left of the deadline (so a
