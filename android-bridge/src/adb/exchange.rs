@@ -313,12 +313,7 @@ mod tests {
     /// writes `reply` and closes, or holds the connection open when
     /// `hold` is set. Returns its address.
     fn server(requests: &'static [&'static str], reply: Vec<u8>, hold: bool) -> SocketAddrV4 {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
-        thread::spawn(move || {
-            let (mut conn, _) = listener.accept().unwrap();
+        serve(move |mut conn| {
             for expected in requests {
                 let mut len = [0u8; 4];
                 conn.read_exact(&mut len).unwrap();
@@ -334,8 +329,30 @@ mod tests {
             if hold {
                 thread::sleep(Duration::from_secs(2));
             }
-        });
+        })
+    }
+
+    /// A one-connection server on loopback that hands the connection to
+    /// `answer` on its own thread. Returns its address.
+    fn serve(answer: impl FnOnce(TcpStream) + Send + 'static) -> SocketAddrV4 {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
+            unreachable!("bound to IPv4")
+        };
+        thread::spawn(move || answer(listener.accept().unwrap().0));
         addr
+    }
+
+    /// A command to `addr` with `timeout` fails as timed out, within `limit`.
+    fn times_out_within(addr: SocketAddrV4, timeout: Duration, limit: Duration) {
+        let started = Instant::now();
+        let err = shell(addr, "emu-1", "dumpsys battery", Protocol::V2, timeout).unwrap_err();
+        let took = started.elapsed();
+        assert!(
+            matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::TimedOut),
+            "{err:?}"
+        );
+        assert!(took < limit, "took {took:?}");
     }
 
     fn packet(id: u8, data: &[u8]) -> Vec<u8> {
@@ -376,30 +393,12 @@ mod tests {
     #[test]
     fn a_silent_server_times_out_at_the_deadline() {
         let addr = server(V2_REQUESTS, Vec::new(), true);
-        let started = Instant::now();
-        let err = shell(
-            addr,
-            "emu-1",
-            "dumpsys battery",
-            Protocol::V2,
-            Duration::from_millis(200),
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::TimedOut),
-            "{err:?}"
-        );
-        assert!(started.elapsed() < Duration::from_secs(1), "{err:?}");
+        times_out_within(addr, Duration::from_millis(200), Duration::from_secs(1));
     }
 
     #[test]
     fn a_trickling_server_cannot_stretch_the_deadline() {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
-        thread::spawn(move || {
-            let (mut conn, _) = listener.accept().unwrap();
+        let addr = serve(|mut conn| {
             // OKAY, a byte at a time, then a stdout packet that never ends.
             for b in b"OKAY"
                 .iter()
@@ -417,31 +416,12 @@ mod tests {
                 }
             }
         });
-        let started = Instant::now();
-        let err = shell(
-            addr,
-            "emu-1",
-            "id",
-            Protocol::V2,
-            Duration::from_millis(300),
-        )
-        .unwrap_err();
-        let took = started.elapsed();
-        assert!(
-            matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::TimedOut),
-            "{err:?}"
-        );
-        assert!(took < Duration::from_millis(600), "took {took:?}");
+        times_out_within(addr, Duration::from_millis(300), Duration::from_millis(600));
     }
 
     #[test]
     fn fail_carries_the_servers_message() {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
-        thread::spawn(move || {
-            let (mut conn, _) = listener.accept().unwrap();
+        let addr = serve(|mut conn| {
             let mut request = [0u8; 4 + 20];
             conn.read_exact(&mut request).unwrap();
             conn.write_all(b"FAIL0013device unauthorized").unwrap();
