@@ -138,20 +138,6 @@ pub struct LlmConfig {
     pub strict_tools: bool,
 }
 
-impl LlmConfig {
-    /// A configuration for `provider` at `base_url` with `model` and no key,
-    /// defaults elsewhere (tests and local endpoints).
-    pub fn new(provider: ProviderKind, base_url: &str, model: &str) -> Self {
-        let raw = RawLlmConfig {
-            provider: Some(provider),
-            base_url: Some(base_url.to_owned()),
-            model: Some(model.to_owned()),
-            ..RawLlmConfig::default()
-        };
-        Self::try_from(raw).expect("a plain provider, URL and model are valid")
-    }
-}
-
 fn secs(key: &str, v: Option<f64>, default: f64, max: f64) -> Result<Duration, AgentError> {
     let v = v.unwrap_or(default);
     if !(v > 0.0 && v <= max) {

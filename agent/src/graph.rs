@@ -365,30 +365,37 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
             }) else {
                 return Vec::new();
             };
-            if approved {
-                state.calls[i].status = CallStatus::Executing;
-                let planned = state.calls[i]
-                    .planned
-                    .clone()
-                    .expect("approved calls are planned");
-                vec![
-                    Action::Checkpoint {
-                        approvals: Vec::new(),
-                    },
-                    Action::Execute { call_id, planned },
-                ]
+            let outcome = if approved {
+                // Only validated calls ask for approval; a checkpoint that
+                // says otherwise is answered with an error, not trusted.
+                state.calls[i].planned.clone().ok_or_else(|| {
+                    WireError::new(
+                        ErrorCode::Internal,
+                        "this call has no validated form to run; ask for it again",
+                    )
+                })
             } else {
                 let reason = reason.unwrap_or_else(|| "denied by the user".into());
-                let mut out = vec![complete_call(
-                    state,
-                    i,
-                    Err(WireError::new(
-                        ErrorCode::Denied,
-                        format!("the user did not approve this action: {reason}"),
-                    )),
-                )];
-                out.extend(after_result(state, now_ms));
-                out
+                Err(WireError::new(
+                    ErrorCode::Denied,
+                    format!("the user did not approve this action: {reason}"),
+                ))
+            };
+            match outcome {
+                Ok(planned) => {
+                    state.calls[i].status = CallStatus::Executing;
+                    vec![
+                        Action::Checkpoint {
+                            approvals: Vec::new(),
+                        },
+                        Action::Execute { call_id, planned },
+                    ]
+                }
+                Err(error) => {
+                    let mut out = vec![complete_call(state, i, Err(error))];
+                    out.extend(after_result(state, now_ms));
+                    out
+                }
             }
         }
         Input::ToolFinished {

@@ -228,8 +228,9 @@ impl Store {
                             Err(_) => break,
                         }
                     }
-                    if batch.len() == 1 {
-                        let job = batch.pop().expect("one job");
+                    if batch.len() == 1
+                        && let Some(job) = batch.pop()
+                    {
                         job(&mut conn)(None);
                         continue;
                     }

@@ -284,6 +284,40 @@ fn approval_flow_approve_and_deny() {
 }
 
 #[test]
+fn an_approved_call_without_a_validated_form_is_answered_with_an_error() {
+    let mut f = Fixture::new();
+    f.step(Input::Start { now_ms: 0 });
+    f.step(reply_calls(vec![call(
+        "c1",
+        json!({"device": "kitchen", "service_id": "wifi_automation", "action": "disable"}),
+    )]));
+    // As a damaged checkpoint could have it.
+    f.state.calls[0].planned = None;
+    let a = f.step(Input::ApprovalAnswered {
+        call_id: "c1".into(),
+        approved: true,
+        reason: None,
+        now_ms: 50,
+    });
+    assert_eq!(kinds(&a), ["tool_result", "checkpoint", "call_model"]);
+    let answered = f.state.messages.iter().find_map(|m| match &m.message {
+        Message::Tool {
+            call_id,
+            content,
+            is_error,
+            ..
+        } if call_id == "c1" => Some((*is_error, content.clone())),
+        _ => None,
+    });
+    assert!(
+        answered
+            .as_ref()
+            .is_some_and(|(is_error, content)| *is_error && content.contains("no validated form")),
+        "{answered:?}"
+    );
+}
+
+#[test]
 fn deny_list_refuses_without_asking() {
     let mut f = Fixture::new();
     f.policy.deny.insert("battery.*".into());

@@ -5,7 +5,7 @@ use droidwarden_services::{Catalogue, WireError};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// One call the fake host received.
@@ -119,7 +119,7 @@ impl FakeToolHost {
     pub fn fail_next(&self, service: &str, action: &str, error: WireError) {
         self.failures
             .lock()
-            .expect("failures lock")
+            .unwrap_or_else(PoisonError::into_inner)
             .entry((service.to_owned(), action.to_owned()))
             .or_default()
             .push_back(error);
@@ -127,14 +127,17 @@ impl FakeToolHost {
 
     /// Every call so far, in arrival order.
     pub fn calls(&self) -> Vec<FakeCall> {
-        self.calls.lock().expect("calls lock").clone()
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// How many times `service.action` was called.
     pub fn count(&self, service: &str, action: &str) -> usize {
         self.calls
             .lock()
-            .expect("calls lock")
+            .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .filter(|c| c.service == service && c.action == action)
             .count()
@@ -143,13 +146,19 @@ impl FakeToolHost {
     /// The most calls that were in flight at once on one device (tracked
     /// when a delay is set).
     pub fn max_in_flight_per_device(&self) -> usize {
-        self.counters.lock().expect("counters lock").max_per_device
+        self.counters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .max_per_device
     }
 
     /// The most calls that were in flight at once overall (tracked when a
     /// delay is set).
     pub fn max_in_flight(&self) -> usize {
-        self.counters.lock().expect("counters lock").max_total
+        self.counters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .max_total
     }
 }
 
@@ -175,7 +184,7 @@ impl ToolHost for FakeToolHost {
             let key = device.unwrap_or_default().to_owned();
             if !self.delay.is_zero() {
                 {
-                    let mut c = self.counters.lock().expect("counters lock");
+                    let mut c = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
                     let n = c.in_flight.entry(key.clone()).or_default();
                     *n += 1;
                     let n = *n;
@@ -184,17 +193,20 @@ impl ToolHost for FakeToolHost {
                     c.max_total = c.max_total.max(c.total);
                 }
                 tokio::time::sleep(self.delay).await;
-                let mut c = self.counters.lock().expect("counters lock");
+                let mut c = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
                 *c.in_flight.entry(key).or_default() -= 1;
                 c.total -= 1;
             }
             if self.record {
-                self.calls.lock().expect("calls lock").push(call.clone());
+                self.calls
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(call.clone());
             }
             let injected = self
                 .failures
                 .lock()
-                .expect("failures lock")
+                .unwrap_or_else(PoisonError::into_inner)
                 .get_mut(&(call.service.clone(), call.action.clone()))
                 .and_then(VecDeque::pop_front);
             match injected {

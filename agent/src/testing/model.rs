@@ -6,7 +6,7 @@ use crate::message::ModelReply;
 use crate::provider::{ChatRequest, Provider, TextSink};
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 type ReplyFn = Box<dyn Fn(&ChatRequest) -> ModelReply + Send + Sync>;
 
@@ -53,7 +53,7 @@ impl ScriptedModel {
     pub fn push(&self, reply: ModelReply) {
         self.script
             .lock()
-            .expect("script lock")
+            .unwrap_or_else(PoisonError::into_inner)
             .push_back(Ok(reply));
     }
 
@@ -61,18 +61,24 @@ impl ScriptedModel {
     pub fn push_failure(&self, status: u16) {
         self.script
             .lock()
-            .expect("script lock")
+            .unwrap_or_else(PoisonError::into_inner)
             .push_back(Err(status));
     }
 
     /// Scripted replies not used yet.
     pub fn remaining(&self) -> usize {
-        self.script.lock().map(|s| s.len()).unwrap_or(0)
+        self.script
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// The requests received so far.
     pub fn requests(&self) -> Vec<ChatRequest> {
-        self.requests.lock().expect("requests lock").clone()
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -90,7 +96,7 @@ impl Provider for ScriptedModel {
             if self.record {
                 self.requests
                     .lock()
-                    .expect("requests lock")
+                    .unwrap_or_else(PoisonError::into_inner)
                     .push(request.clone());
             }
             let next = match &self.reply_fn {
@@ -98,7 +104,7 @@ impl Provider for ScriptedModel {
                 None => self
                     .script
                     .lock()
-                    .expect("script lock")
+                    .unwrap_or_else(PoisonError::into_inner)
                     .pop_front()
                     .unwrap_or(Err(500)),
             };

@@ -6,7 +6,7 @@ use crate::message::ModelReply;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -158,17 +158,29 @@ impl ScriptedLlm {
 
     /// Append a step.
     pub fn push(&self, step: ScriptStep) {
-        self.shared.lock().expect("lock").script.push_back(step);
+        self.shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .script
+            .push_back(step);
     }
 
     /// Steps not used yet.
     pub fn remaining(&self) -> usize {
-        self.shared.lock().expect("lock").script.len()
+        self.shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .script
+            .len()
     }
 
     /// Requests received so far.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.shared.lock().expect("lock").requests.clone()
+        self.shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .requests
+            .clone()
     }
 }
 
@@ -230,7 +242,7 @@ async fn handle(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) -> std::io::R
         at: Instant::now(),
     };
     let step = {
-        let mut s = shared.lock().expect("lock");
+        let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
         s.requests.push(recorded.clone());
         s.script.pop_front()
     };

@@ -310,8 +310,8 @@ mod tests {
     use std::thread;
 
     /// A one-connection server: reads `requests` (checking each), then
-    /// writes `reply` and closes, or holds the connection open when
-    /// `hold` is set. Returns its address.
+    /// writes `reply` and closes, or, when `hold` is set, keeps the
+    /// connection open until the client closes it. Returns its address.
     fn server(requests: &'static [&'static str], reply: Vec<u8>, hold: bool) -> SocketAddrV4 {
         serve(move |mut conn| {
             for expected in requests {
@@ -327,7 +327,8 @@ mod tests {
             }
             conn.write_all(&reply).unwrap();
             if hold {
-                thread::sleep(Duration::from_secs(2));
+                // Until the client closes its end (or sends something).
+                let _ = conn.read(&mut [0u8; 1]);
             }
         })
     }
