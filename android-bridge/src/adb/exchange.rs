@@ -98,6 +98,32 @@ pub(crate) fn shell(
     }
 }
 
+/// Run the quoted command `line` on the device, in the protocol it speaks:
+/// `known`, or else learned from its features first. One deadline covers
+/// both exchanges. Returns the protocol used with the output.
+pub(crate) fn run(
+    server: SocketAddrV4,
+    serial: &str,
+    line: String,
+    known: Option<Protocol>,
+    timeout: Duration,
+) -> Result<(Protocol, Exchange), ExchangeError> {
+    let deadline = Instant::now() + timeout;
+    let protocol = match known {
+        Some(p) => p,
+        None => protocol_for(&features(server, serial, timeout)?),
+    };
+    let line = match protocol {
+        Protocol::V2 => line,
+        Protocol::V1 => super::shell::with_trailer(line),
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(out_of_time().into());
+    }
+    shell(server, serial, &line, protocol, left).map(|out| (protocol, out))
+}
+
 /// The device's features as the adb server knows them (`shell_v2`, `cmd`, …).
 pub(crate) fn features(
     server: SocketAddrV4,
@@ -124,10 +150,14 @@ pub(crate) fn protocol_for(features: &[String]) -> Protocol {
     }
 }
 
+fn out_of_time() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "the adb exchange ran out of time")
+}
+
 /// A socket timeout reads as `WouldBlock` on Linux: call it what it is.
 fn timed_out(e: io::Error) -> io::Error {
     if e.kind() == io::ErrorKind::WouldBlock {
-        io::Error::new(io::ErrorKind::TimedOut, "the adb exchange ran out of time")
+        out_of_time()
     } else {
         e
     }
@@ -164,10 +194,7 @@ impl Conn {
         let now = Instant::now();
         let left = self.deadline.saturating_duration_since(now);
         if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the adb exchange ran out of time",
-            ));
+            return Err(out_of_time());
         }
         if self
             .armed_at

@@ -645,20 +645,7 @@ impl AdbDevice {
             if tx.is_closed() {
                 return; // The caller gave up while this waited in the queue.
             }
-            let result = (|| {
-                let protocol = match known {
-                    Some(p) => p,
-                    None => {
-                        exchange::protocol_for(&exchange::features(server, &serial, io_timeout)?)
-                    }
-                };
-                let line = match protocol {
-                    Protocol::V2 => line,
-                    Protocol::V1 => shell::with_trailer(line),
-                };
-                exchange::shell(server, &serial, &line, protocol, io_timeout)
-                    .map(|out| (protocol, out))
-            })();
+            let result = exchange::run(server, &serial, line, known, io_timeout);
             let _ = tx.send(result);
         });
         let (protocol, out) = match rx.await {

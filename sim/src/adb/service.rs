@@ -47,12 +47,8 @@ pub(crate) fn parse_service(raw: &[u8], shell_v2: bool) -> Option<ServiceRequest
     let mut parts = head.split(',');
     let name = parts.next().unwrap_or_default();
     let kind = match name {
-        "shell" if parts.any(|opt| opt == "v2") => {
-            if !shell_v2 {
-                return None;
-            }
-            ServiceKind::ShellV2
-        }
+        "shell" if shell_v2 && parts.any(|opt| opt == "v2") => ServiceKind::ShellV2,
+        // Before Android 7, adbd knew plain `shell:` only, with no options.
         "shell" if !shell_v2 && head != "shell" => return None,
         "shell" => ServiceKind::ShellRaw,
         "exec" => ServiceKind::Exec,
