@@ -133,6 +133,16 @@ pub trait Device: Send + Sync + fmt::Debug {
     fn queues_while_offline(&self) -> bool {
         false
     }
+
+    /// The error a call meets while the device is offline (and does not
+    /// queue): `device_offline` with the transport's reason, unless the
+    /// transport knows better (adb is not installed at all).
+    fn offline_error(&self, info: DeviceInfo) -> BridgeError {
+        BridgeError::DeviceOffline {
+            device: info.name.to_string(),
+            reason: info.state_detail.unwrap_or_else(|| "not connected".into()),
+        }
+    }
 }
 
 /// A cloneable handle to a device that applies the rules every transport
@@ -203,10 +213,7 @@ impl DeviceHandle {
             });
         }
         if !info.online && !self.inner.device.queues_while_offline() {
-            return Err(BridgeError::DeviceOffline {
-                device: info.name.to_string(),
-                reason: info.state_detail.unwrap_or_else(|| "not connected".into()),
-            });
+            return Err(self.inner.device.offline_error(info));
         }
         let mutates = Catalogue::get()
             .action(service, &action)

@@ -40,6 +40,15 @@ pub enum BridgeError {
         /// What the transport saw.
         reason: String,
     },
+    /// The adb program cannot be run: it is not installed (or not where
+    /// `[adb] program` says), so no ADB phone can be reached.
+    #[error(
+        "adb is not installed: {program} was not found; install it with `sudo apt-get install adb` (Debian, Ubuntu), or name the program in [adb] program"
+    )]
+    AdbMissing {
+        /// The program that was looked for.
+        program: String,
+    },
     /// The call did not finish in time.
     #[error("{device}: {what} did not finish within {} ms", after.as_millis())]
     Timeout {
@@ -130,6 +139,7 @@ impl BridgeError {
             Self::DeviceNotFound { .. } | Self::NoDeviceOnline { .. } => ErrorCode::DeviceNotFound,
             Self::DeviceAmbiguous { .. } => ErrorCode::DeviceAmbiguous,
             Self::DeviceOffline { .. } => ErrorCode::DeviceOffline,
+            Self::AdbMissing { .. } => ErrorCode::AdbMissing,
             Self::Timeout { .. } => ErrorCode::Timeout,
             Self::Unsupported { .. } | Self::MissingOnPhone { .. } => ErrorCode::UnsupportedAction,
             Self::PermissionDenied { .. } => ErrorCode::PermissionDenied,

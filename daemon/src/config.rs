@@ -193,7 +193,8 @@ pub(crate) struct MqttSettings {
     pub(crate) discovery: Option<String>,
 }
 
-fn mqtt_settings(raw: RawMqtt, broker: RawBroker) -> Result<MqttSettings, ConfigError> {
+fn mqtt_settings(mut raw: RawMqtt, broker: RawBroker) -> Result<MqttSettings, ConfigError> {
+    let mut url_credentials: Option<Credentials> = None;
     let target = if raw.url.is_empty() {
         let listen = broker.listen.parse::<std::net::SocketAddr>().map_err(|_| {
             bad(
@@ -222,6 +223,15 @@ fn mqtt_settings(raw: RawMqtt, broker: RawBroker) -> Result<MqttSettings, Config
             return Err(bad("mqtt.url", "must start with mqtt:// or mqtts://"));
         };
         let rest = rest.trim_end_matches('/');
+        // `user:password@host`: taken as the credentials, and never echoed
+        // back — every message below names only the host part.
+        let rest = match rest.rsplit_once('@') {
+            Some((userinfo, host)) => {
+                url_credentials = Some(userinfo_credentials(userinfo)?);
+                host
+            }
+            None => rest,
+        };
         let (host, port) = match rest.rsplit_once(':') {
             Some((host, port)) => (
                 host,
@@ -251,13 +261,23 @@ fn mqtt_settings(raw: RawMqtt, broker: RawBroker) -> Result<MqttSettings, Config
             tls: tls.then_some(ca),
         }
     };
-    let password = match (raw.password.is_empty(), raw.password_file.is_empty()) {
+    let mut password = match (raw.password.is_empty(), raw.password_file.is_empty()) {
         (_, false) => std::fs::read_to_string(&raw.password_file)
             .map(|p| p.trim_end_matches(['\r', '\n']).to_owned())
             .map_err(|e| bad("mqtt.password_file", format!("{}: {e}", raw.password_file)))?,
         (false, true) => raw.password,
         (true, true) => String::new(),
     };
+    if let Some(from_url) = url_credentials {
+        if !raw.username.is_empty() || !password.is_empty() {
+            return Err(bad(
+                "mqtt.url",
+                "holds a user name and password, and mqtt.username or a password is set too: give them in one place",
+            ));
+        }
+        raw.username = from_url.username;
+        password = from_url.password;
+    }
     let credentials = match (raw.username.is_empty(), password.is_empty()) {
         (true, true) => None,
         (true, false) => return Err(bad("mqtt.username", "a password is set but no username")),
@@ -468,6 +488,46 @@ fn parse_server(text: &str) -> Result<SocketAddrV4, String> {
             .map_err(|_| format!("{host:?} is not an IPv4 address or localhost"))?
     };
     Ok(SocketAddrV4::new(ip, port))
+}
+
+/// The `user[:password]` of an MQTT URL, percent-decoded. Errors say what
+/// is wrong without repeating any of it.
+fn userinfo_credentials(userinfo: &str) -> Result<Credentials, ConfigError> {
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let decode = |part: &str, what: &str| {
+        percent_decode(part).ok_or_else(|| {
+            bad(
+                "mqtt.url",
+                format!("the {what} in the url is not valid percent-encoded UTF-8 (not shown)"),
+            )
+        })
+    };
+    let username = decode(user, "user name")?;
+    if username.is_empty() {
+        return Err(bad("mqtt.url", "has an @ but no user name before it"));
+    }
+    Ok(Credentials {
+        username,
+        password: decode(password, "password")?,
+    })
+}
+
+/// `%XX` escapes to bytes; `None` for a broken escape or invalid UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 fn split_host_port(text: &str) -> Result<(&str, u16), String> {
@@ -788,6 +848,47 @@ mod tests {
         assert!(matches!(default.mqtt.broker, BrokerTarget::Embedded { .. }));
         assert_eq!(default.poll["battery"], Duration::from_secs(60));
         assert!(!default.poll.contains_key("network"));
+    }
+
+    #[test]
+    fn credentials_in_the_url_are_used_and_never_echoed() {
+        let cfg = with_file("[mqtt]\nurl = \"mqtt://dw:s%40cret@broker.lan:1884/\"").unwrap();
+        assert_eq!(
+            cfg.mqtt.broker,
+            BrokerTarget::External {
+                host: "broker.lan".into(),
+                port: 1884,
+                tls: None
+            }
+        );
+        let credentials = cfg.mqtt.credentials.as_ref().unwrap();
+        assert_eq!(
+            (credentials.username.as_str(), credentials.password.as_str()),
+            ("dw", "s@cret")
+        );
+        assert!(!format!("{cfg:?}").contains("s@cret"));
+        // Every way the url can be wrong: the message names the key and
+        // never the secret.
+        for url in [
+            "mqtt://dw:hunter2@broker.lan:0",
+            "mqtt://dw:hunter2@bro ker.lan",
+            "mqtt://dw:hunter2%zz@broker.lan",
+            "mqtt://:hunter2@broker.lan",
+            "mqtt://dw:hunter2@",
+        ] {
+            let err = with_file(&format!("[mqtt]\nurl = \"{url}\""))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("mqtt.url"), "{url}: {err}");
+            assert!(!err.contains("hunter2"), "{url} leaked: {err}");
+        }
+        let err = with_file("[mqtt]\nurl = \"mqtt://dw:hunter2@h\"\nusername = \"x\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("mqtt.url") && !err.contains("hunter2"),
+            "{err}"
+        );
     }
 
     #[test]

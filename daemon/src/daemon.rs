@@ -65,6 +65,10 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     let (companion, companion_requests) =
         CompanionHub::new(config.companion.clone(), Arc::clone(&registry));
     tracing::info!(state_dir = %config.state_dir.display(), "droidwarden starting");
+    if let Err(e) = crate::private::state_dir(&config.state_dir) {
+        tracing::error!(state_dir = %config.state_dir.display(), error = %e, "cannot use the state directory");
+        return ExitCode::from(crate::EXIT_CANTCREAT);
+    }
     if let Err(e) = adb.refresh().await {
         tracing::warn!(error = %e, "no devices yet; will keep trying");
     }

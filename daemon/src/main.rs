@@ -10,8 +10,10 @@ mod config;
 mod daemon;
 mod dbus; // The D-Bus API (docs/dbus-api.md).
 mod hub;
+mod logging;
 mod mqtt;
 mod poll;
+mod private;
 mod reload;
 mod systemd;
 
@@ -22,10 +24,17 @@ use std::process::ExitCode;
 /// systemd is told not to restart on it.
 const EXIT_CONFIG: u8 = 78;
 
+/// Exit status when the state directory cannot be created or used
+/// (`EX_CANTCREAT` from sysexits.h): unlike a configuration error, freeing
+/// the disk or fixing its owner lets the next restart succeed.
+const EXIT_CANTCREAT: u8 = 73;
+
 fn main() -> ExitCode {
+    // Before anything can create a file: whatever we write is ours alone.
+    private::restrict_umask();
     let args = cli::Args::parse();
     // The daemon reports what it does; one-shot commands stay quiet.
-    init_logging(if matches!(args.command, cli::Command::Daemon) {
+    logging::init(if matches!(args.command, cli::Command::Daemon) {
         "info"
     } else {
         "warn"
@@ -53,46 +62,4 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(cli::run(args.command, config))
-}
-
-/// Log to the journal, with structured fields, when standard error is the
-/// journal (a systemd service); to standard error otherwise. Without a
-/// journal socket (a container), the journal stream gets plain lines
-/// without colours or timestamps, which it adds itself.
-fn init_logging(default_level: &str) {
-    use tracing_subscriber::EnvFilter;
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    if !systemd::stderr_is_journal() {
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init();
-        return;
-    }
-    match tracing_journald::layer() {
-        Ok(journal) => {
-            // Our field names (device, service, action, session, error …)
-            // become DEVICE=, SERVICE= … as they are: none is a journal
-            // field, and `journalctl DEVICE=kitchen-tablet` reads well.
-            let journal = journal
-                .with_field_prefix(None)
-                .with_syslog_identifier("droidwarden".into());
-            tracing_subscriber::registry()
-                .with(filter)
-                .with(journal)
-                .init();
-        }
-        Err(e) => {
-            tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_writer(std::io::stderr)
-                .with_ansi(false)
-                .without_time()
-                .init();
-            tracing::warn!(error = %e, "standard error is the journal but its socket cannot be reached; logging plain lines");
-        }
-    }
 }

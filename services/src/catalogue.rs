@@ -17,9 +17,16 @@ pub(crate) static PACKAGE_RE: LazyLock<Regex> = LazyLock::new(|| {
 const PACKAGE_PATTERN: &str = r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+$";
 /// An activity: `.Main`, `Main` or a fully qualified class name (inner classes with `$`).
 const ACTIVITY_PATTERN: &str = r"^\.?[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)*$";
-/// http or https only; no whitespace, quotes, control characters or backslashes.
+/// http or https only, and only the printable ASCII characters RFC 3986
+/// allows in a URL (unreserved, reserved and `%` for percent-encoding),
+/// except the quote `'`. Everything else — whitespace, quotes, backslashes,
+/// C0 and C1 control characters, and every non-ASCII character, among them
+/// Unicode format characters such as U+202E (right-to-left override),
+/// U+200B (zero width space) and U+FEFF — is refused by construction: a
+/// list of characters allowed cannot forget one that is dangerous.
+/// Non-ASCII text in a URL must be percent-encoded, as RFC 3986 requires.
 const URL_PATTERN: &str =
-    r#"^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?(/[^\s"'`\\<>\x00-\x1f\x7f]*)?$"#;
+    r"^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?(/[A-Za-z0-9\-._~:/?#\[\]@!$&()*+,;=%]*)?$";
 const FILENAME_PATTERN: &str = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$";
 
 /// How much harm an action can do; approval policy is expressed in these.
@@ -706,7 +713,7 @@ fn build() -> Vec<ServiceSpec> {
                 media_key("previous", "Go back to the previous track."),
                 media_key("stop", "Stop playback."),
                 action("play_url", Risk::Medium, true, "Open an http or https URL for playback in the phone's default app.")
-                    .param("url", true, Schema::pattern("http(s) URL", URL_PATTERN, 2048))
+                    .param("url", true, Schema::pattern("http(s) URL; non-ASCII characters percent-encoded", URL_PATTERN, 2048))
                     .returns(vec![req("url", Schema::string("")), req("status", Schema::string(""))])
                     .example(json!({"url": "https://example.org/stream.mp3"})),
             ],

@@ -25,6 +25,9 @@ pub enum ErrorCode {
     DeviceNotFound,
     /// The device is known but not reachable right now.
     DeviceOffline,
+    /// The adb program is not installed on the machine the daemon runs on:
+    /// no ADB phone can be reached until it is (`apt-get install adb`).
+    AdbMissing,
     /// Several devices are online and the request did not say which one.
     DeviceAmbiguous,
     /// The call did not finish in time.
@@ -52,6 +55,7 @@ impl ErrorCode {
             Self::UnsupportedAction => "unsupported_action",
             Self::DeviceNotFound => "device_not_found",
             Self::DeviceOffline => "device_offline",
+            Self::AdbMissing => "adb_missing",
             Self::DeviceAmbiguous => "device_ambiguous",
             Self::Timeout => "timeout",
             Self::PermissionDenied => "permission_denied",

@@ -286,6 +286,51 @@ fn bad_parameters_are_rejected_naming_the_parameter() {
             json!({"url": "https://a.b/'x'"}),
             "url",
         ),
+        // C1 controls (U+009B is a one-byte CSI on many terminals), Unicode
+        // format characters (bidi overrides, zero-width, BOM) and line
+        // separators: none may hide in a URL.
+        (
+            "media_control",
+            "play_url",
+            json!({"url": "https://a.b/\u{9b}31m"}),
+            "url",
+        ),
+        (
+            "media_control",
+            "play_url",
+            json!({"url": "https://a.b/\u{85}x"}),
+            "url",
+        ),
+        (
+            "media_control",
+            "play_url",
+            json!({"url": "https://a.b/gpj.\u{202e}exe"}),
+            "url",
+        ),
+        (
+            "media_control",
+            "play_url",
+            json!({"url": "https://a.b/x\u{200b}y"}),
+            "url",
+        ),
+        (
+            "media_control",
+            "play_url",
+            json!({"url": "https://a.b/\u{feff}"}),
+            "url",
+        ),
+        (
+            "media_control",
+            "play_url",
+            json!({"url": "https://a.b/x\u{2028}y"}),
+            "url",
+        ),
+        (
+            "media_control",
+            "play_url",
+            json!({"url": "https://a.b/\u{e0041}"}),
+            "url",
+        ),
         (
             "media_control",
             "play_url",

@@ -168,11 +168,11 @@ impl Daemon {
             )
             .env("DROIDWARDEN__ADB__START_SERVER", "false")
             .env("DROIDWARDEN__DBUS__BUS", "none")
-            .envs(env.iter().copied())
             .env(
                 "RUST_LOG",
                 std::env::var("DAEMON_LOG").unwrap_or_else(|_| "info".into()),
             )
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file)

@@ -19,8 +19,9 @@
 //!   its absence means the output was cut short.
 //! - `ADBServer` runs `adb start-server` from `PATH` on every loopback
 //!   request, without the configured port: we hand it a no-op program and
-//!   start the server ourselves, once, with the right port
-//!   ([`AdbConfig::start_server`]).
+//!   start the server ourselves, with the right port, whenever it is needed
+//!   and absent (killed, or adb installed after the daemon started), with
+//!   backoff between attempts ([`AdbConfig::start_server`], [`ServerStart`]).
 //! - The direct-TCP client spins forever when a device drops mid-command:
 //!   it is not offered; every call goes through the adb server.
 //! - No read timeouts: server requests run on worker threads with the
@@ -139,7 +140,45 @@ pub struct AdbTransport {
     /// Woken when a call notices a device dropped, or the settings change,
     /// to refresh at once.
     wake: Arc<Notify>,
-    server_start_tried: AtomicBool,
+    /// When the adb server may be started next, and why it last could not.
+    server_start: Mutex<ServerStart>,
+    /// Set while the adb program cannot be found; shared with every device
+    /// so that their calls say so instead of "offline".
+    adb_missing: Arc<AtomicBool>,
+}
+
+/// Attempts to start the adb server: at once the first time it is found
+/// absent, then after 1 s, 2 s, 4 s … at most [`ServerStart::MAX_WAIT`]
+/// apart while it keeps failing; the count starts again once the server
+/// answers, so a server killed hours later is started again at once.
+#[derive(Debug, Default)]
+struct ServerStart {
+    failures: u32,
+    next: Option<std::time::Instant>,
+    /// The last failure's reason, logged as a warning when it changes and
+    /// at debug level while it repeats.
+    last_error: Option<String>,
+}
+
+impl ServerStart {
+    const MAX_WAIT: Duration = Duration::from_secs(60);
+
+    fn due(&self, now: std::time::Instant) -> bool {
+        self.next.is_none_or(|next| now >= next)
+    }
+
+    fn failed(&mut self, now: std::time::Instant, reason: &str) -> bool {
+        self.failures = self.failures.saturating_add(1);
+        let wait = Duration::from_secs(1u64 << self.failures.saturating_sub(1).min(6));
+        self.next = Some(now + wait.min(Self::MAX_WAIT));
+        let new = self.last_error.as_deref() != Some(reason);
+        self.last_error = Some(reason.to_owned());
+        new
+    }
+
+    fn answered(&mut self) {
+        *self = Self::default();
+    }
 }
 
 /// What [`AdbTransport::reconfigure`] and [`AdbTransport::set_poll_interval`]
@@ -186,7 +225,8 @@ impl AdbTransport {
             registry,
             live: Mutex::new(live),
             wake: Arc::new(Notify::new()),
-            server_start_tried: AtomicBool::new(false),
+            server_start: Mutex::new(ServerStart::default()),
+            adb_missing: Arc::new(AtomicBool::new(false)),
         };
         let named: Vec<String> = transport.live().names.keys().cloned().collect();
         for serial in named {
@@ -343,21 +383,50 @@ impl AdbTransport {
     }
 
     async fn list(&self) -> Result<Vec<DeviceLong>, BridgeError> {
-        match self.server_request(|s| s.devices_long()).await {
+        let listed = match self.server_request(|s| s.devices_long()).await {
             Err(BridgeError::DeviceOffline { reason, .. })
                 if self.may_start_server() && reason.contains("refused") =>
             {
-                self.start_server().await?;
-                self.server_request(|s| s.devices_long()).await
+                match self.start_server().await {
+                    Ok(()) => self.server_request(|s| s.devices_long()).await,
+                    Err(e) => {
+                        let now = std::time::Instant::now();
+                        let new = self.start_state().failed(now, &e.to_string());
+                        if new {
+                            tracing::warn!(error = %e, "cannot start the adb server; will try again");
+                        } else {
+                            tracing::debug!(error = %e, "cannot start the adb server");
+                        }
+                        Err(e)
+                    }
+                }
+            }
+            Err(BridgeError::DeviceOffline { reason, .. })
+                if self.adb_missing.load(Ordering::Relaxed) =>
+            {
+                // Between attempts the cause is still the missing program.
+                tracing::debug!(reason, "adb server unreachable");
+                Err(BridgeError::AdbMissing {
+                    program: self.config.adb_program.display().to_string(),
+                })
             }
             other => other,
+        };
+        if listed.is_ok() {
+            self.start_state().answered();
+            self.adb_missing.store(false, Ordering::Relaxed);
         }
+        listed
+    }
+
+    fn start_state(&self) -> std::sync::MutexGuard<'_, ServerStart> {
+        self.server_start.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn may_start_server(&self) -> bool {
         self.config.start_server
             && self.config.server.ip().is_loopback()
-            && !self.server_start_tried.swap(true, Ordering::SeqCst)
+            && self.start_state().due(std::time::Instant::now())
     }
 
     async fn start_server(&self) -> Result<(), BridgeError> {
@@ -373,7 +442,16 @@ impl AdbTransport {
             reason,
         };
         match tokio::time::timeout(Duration::from_secs(20), cmd.output()).await {
-            Ok(Ok(out)) if out.status.success() => Ok(()),
+            Ok(Ok(out)) if out.status.success() => {
+                self.adb_missing.store(false, Ordering::Relaxed);
+                Ok(())
+            }
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.adb_missing.store(true, Ordering::Relaxed);
+                Err(BridgeError::AdbMissing {
+                    program: self.config.adb_program.display().to_string(),
+                })
+            }
             Ok(Ok(out)) => Err(offline(format!(
                 "`adb start-server` failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
@@ -474,6 +552,7 @@ impl AdbTransport {
             pool: WorkerPool::new(name.as_str(), self.config.workers_per_device),
             wake: Arc::clone(&self.wake),
             muted_levels: Mutex::new(HashMap::new()),
+            adb_missing: Arc::clone(&self.adb_missing),
         });
         live.devices.insert(serial.to_owned(), Arc::clone(&device));
         self.registry.insert(DeviceHandle::new(
@@ -623,6 +702,8 @@ pub struct AdbDevice {
     wake: Arc<Notify>,
     /// Levels saved by `mute` for `unmute` (see `actions::mute_stream`).
     muted_levels: Mutex<HashMap<u8, i64>>,
+    /// The transport's "adb cannot be found" flag.
+    adb_missing: Arc<AtomicBool>,
 }
 
 impl AdbDevice {
@@ -716,6 +797,19 @@ impl Device for AdbDevice {
 
     fn execute<'a>(&'a self, command: &'a Command) -> BoxFuture<'a, Result<Value, BridgeError>> {
         Box::pin(actions::execute(self, command))
+    }
+
+    fn offline_error(&self, info: DeviceInfo) -> BridgeError {
+        if self.adb_missing.load(Ordering::Relaxed) {
+            // Not "offline, try again": nothing changes until adb is installed.
+            return BridgeError::AdbMissing {
+                program: "adb".into(),
+            };
+        }
+        BridgeError::DeviceOffline {
+            device: info.name.to_string(),
+            reason: info.state_detail.unwrap_or_else(|| "not connected".into()),
+        }
     }
 }
 

@@ -40,6 +40,7 @@ const NAMES: &[(ErrorCode, &str)] = &[
         ErrorCode::DeviceOffline,
         "org.droidwarden.Error.DeviceOffline",
     ),
+    (ErrorCode::AdbMissing, "org.droidwarden.Error.AdbMissing"),
     (
         ErrorCode::DeviceAmbiguous,
         "org.droidwarden.Error.DeviceAmbiguous",
