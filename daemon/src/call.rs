@@ -79,7 +79,8 @@ async fn call_local(
         // Every device is now marked offline with this reason; selection
         // below reports it precisely (offline, or unknown name).
         tracing::warn!(error = %e, "could not list devices");
-        if args.device.is_none() {
+        // Without adb nothing is reachable, named or not: say so.
+        if args.device.is_none() || matches!(e, BridgeError::AdbMissing { .. }) {
             return Err(e.to_wire());
         }
     }

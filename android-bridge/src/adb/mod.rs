@@ -369,9 +369,25 @@ impl AdbTransport {
 
     /// Keep availability fresh until `shutdown` is cancelled.
     pub async fn run(&self, shutdown: CancellationToken) {
+        // A failure is a warning when it is new, and debug while it repeats
+        // every poll (a missing adb must not fill the journal).
+        let mut last_error: Option<String> = None;
         loop {
-            if let Err(e) = self.refresh().await {
-                tracing::warn!(error = %e, "adb refresh failed");
+            match self.refresh().await {
+                Ok(_) => {
+                    if last_error.take().is_some() {
+                        tracing::info!("the adb server answers again");
+                    }
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    if last_error.as_deref() == Some(text.as_str()) {
+                        tracing::debug!(error = %e, "adb refresh failed");
+                    } else {
+                        tracing::warn!(error = %e, "adb refresh failed");
+                        last_error = Some(text);
+                    }
+                }
             }
             let every = self.live().poll_interval;
             tokio::select! {
@@ -553,6 +569,7 @@ impl AdbTransport {
             wake: Arc::clone(&self.wake),
             muted_levels: Mutex::new(HashMap::new()),
             adb_missing: Arc::clone(&self.adb_missing),
+            adb_program: self.config.adb_program.clone(),
         });
         live.devices.insert(serial.to_owned(), Arc::clone(&device));
         self.registry.insert(DeviceHandle::new(
@@ -702,8 +719,9 @@ pub struct AdbDevice {
     wake: Arc<Notify>,
     /// Levels saved by `mute` for `unmute` (see `actions::mute_stream`).
     muted_levels: Mutex<HashMap<u8, i64>>,
-    /// The transport's "adb cannot be found" flag.
+    /// The transport's "adb cannot be found" flag, and the program looked for.
     adb_missing: Arc<AtomicBool>,
+    adb_program: PathBuf,
 }
 
 impl AdbDevice {
@@ -803,7 +821,7 @@ impl Device for AdbDevice {
         if self.adb_missing.load(Ordering::Relaxed) {
             // Not "offline, try again": nothing changes until adb is installed.
             return BridgeError::AdbMissing {
-                program: "adb".into(),
+                program: self.adb_program.display().to_string(),
             };
         }
         BridgeError::DeviceOffline {
@@ -972,5 +990,33 @@ mod tests {
         let (adb, _registry) = transport(&[]);
         adb.set_poll_interval(Duration::from_millis(250));
         assert_eq!(adb.live().poll_interval, Duration::from_millis(250));
+    }
+}
+
+#[cfg(test)]
+mod server_start_tests {
+    use super::ServerStart;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn starts_are_retried_with_growing_gaps_and_at_once_after_the_server_answered() {
+        let t0 = Instant::now();
+        let mut s = ServerStart::default();
+        assert!(s.due(t0), "the first start is at once");
+        assert!(s.failed(t0, "adb is not installed"), "a new reason is news");
+        assert!(!s.due(t0 + Duration::from_millis(999)));
+        assert!(s.due(t0 + Duration::from_secs(1)));
+        assert!(
+            !s.failed(t0, "adb is not installed"),
+            "the same reason is not"
+        );
+        assert!(!s.due(t0 + Duration::from_millis(1999)));
+        assert!(s.due(t0 + Duration::from_secs(2)));
+        for _ in 0..20 {
+            s.failed(t0, "x");
+        }
+        assert!(s.due(t0 + ServerStart::MAX_WAIT), "the gap is capped");
+        s.answered();
+        assert!(s.due(t0), "a server killed later is started again at once");
     }
 }

@@ -1,0 +1,156 @@
+//! A new user's first hour on a fresh server: what happens when adb is not
+//! installed yet, is installed later, or its server is killed. Real daemon
+//! binary, the real adb program and server, an emulated phone, mosquitto.
+
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const P: &str = "droidwarden";
+const WAIT: Duration = Duration::from_secs(45);
+
+#[test]
+fn a_missing_adb_is_named_with_the_fix_and_is_not_retryable() {
+    let home = tempfile::tempdir().unwrap();
+    let config = tempfile::NamedTempFile::new().unwrap();
+    for args in [
+        &["call", "--local", "battery", "status"][..],
+        &[
+            "call", "--local", "--device", "kitchen", "battery", "status",
+        ][..],
+    ] {
+        let mut cmd = Command::new(binary("droidwarden"));
+        cmd.arg("--config")
+            .arg(config.path())
+            .args(args)
+            .env("HOME", home.path())
+            .env(
+                "DROIDWARDEN__ADB__SERVER",
+                format!("127.0.0.1:{}", free_port()),
+            )
+            .env("DROIDWARDEN__ADB__START_SERVER", "true")
+            .env("DROIDWARDEN__ADB__PROGRAM", home.path().join("no-such-adb"))
+            .env_remove("RUST_LOG");
+        let out = run_with_timeout(cmd, WAIT);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let reply: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stdout}");
+        let error = &reply["error"];
+        assert_eq!(error["code"], "adb_missing", "{args:?}: {stdout}");
+        assert_eq!(error["retryable"], false, "{args:?}: {stdout}");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(message.contains("apt-get install adb"), "{message}");
+    }
+}
+
+/// Kills the adb server on `port` when dropped.
+struct KillServer<'a> {
+    port: u16,
+    home: &'a Path,
+}
+
+impl KillServer<'_> {
+    fn kill(&self) {
+        let mut cmd = Command::new("adb");
+        cmd.env("HOME", self.home)
+            .args(["-P", &self.port.to_string(), "kill-server"]);
+        let _ = run_with_timeout(cmd, Duration::from_secs(20));
+    }
+}
+
+impl Drop for KillServer<'_> {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[test]
+fn the_adb_server_is_started_when_adb_appears_and_again_each_time_it_is_killed() {
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    // The harness's own server only lends its HOME (adb keys); the daemon
+    // runs another, on a port nobody serves yet.
+    let lender = AdbServer::start();
+    let port = free_port();
+    let killer = KillServer {
+        port,
+        home: lender.home(),
+    };
+    let bin = tempfile::tempdir().unwrap();
+    let program = bin.path().join("adb");
+    let sim = Sim::start(SimOptions::default());
+    let serial = sim.serial();
+    let config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[adb]\nprogram = \"{}\"\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        broker.port,
+        program.display(),
+    );
+    let server = format!("127.0.0.1:{port}");
+    let daemon = Daemon::start_with_env(
+        &lender,
+        &config,
+        tempfile::tempdir().unwrap(),
+        &[
+            ("DROIDWARDEN__ADB__SERVER", &server),
+            ("DROIDWARDEN__ADB__START_SERVER", "true"),
+        ],
+    );
+    // adb is not installed yet: said once, with the fix.
+    wait_for("the daemon to say adb is missing", WAIT, || {
+        daemon.log().contains("apt-get install adb").then_some(())
+    });
+    // Installed while the daemon runs.
+    let real = which("adb");
+    std::os::unix::fs::symlink(&real, &program).unwrap();
+    probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    // Killed, twice: started again each time (so quickly that the phone
+    // may never be seen offline), and the phone is back on it.
+    for round in 1..=2 {
+        let starts = daemon.log().matches("starting the adb server").count();
+        killer.kill();
+        wait_for(
+            &format!("round {round}: the adb server started again"),
+            WAIT,
+            || (daemon.log().matches("starting the adb server").count() > starts).then_some(()),
+        );
+        wait_for(
+            &format!("round {round}: the phone back on the new server"),
+            WAIT,
+            || {
+                let mut cmd = Command::new("adb");
+                cmd.env("HOME", lender.home())
+                    .args(["-P", &port.to_string(), "devices"]);
+                let out = run_with_timeout(cmd, Duration::from_secs(20));
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .any(|l| l.starts_with(&serial) && l.ends_with("\tdevice"))
+                    .then_some(())
+            },
+        );
+        probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
+            m.payload == "online"
+        });
+    }
+    let log = daemon.log();
+    // Said by the start-up, the server starter and the poller: once each,
+    // not once per poll.
+    assert!(
+        log.matches("apt-get install adb").count() <= 3,
+        "the missing adb is repeated:\n{log}"
+    );
+}
+
+fn which(program: &str) -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(program))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| panic!("{program} is not on PATH"))
+}
