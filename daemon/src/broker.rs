@@ -111,6 +111,16 @@ impl fmt::Display for BrokerError {
                 "the embedded broker has no authentication and listens on loopback only; \
                  {listen} is not loopback (set [broker] allow_remote = true to insist)"
             ),
+            BrokerError::Bind { listen, source } if source.kind() == io::ErrorKind::AddrInUse => {
+                write!(
+                    f,
+                    "cannot listen on {listen}: another program already uses this port \
+                     (often Mosquitto, e.g. Home Assistant's). Either use that broker: \
+                     set [mqtt] url = \"mqtt://{listen}\" (and its username and password), \
+                     or move the embedded one: set [broker] listen to a free port, \
+                     e.g. \"127.0.0.1:1884\""
+                )
+            }
             BrokerError::Bind { listen, source } => {
                 write!(f, "cannot listen on {listen}: {source}")
             }

@@ -205,6 +205,19 @@ impl Daemon {
         std::mem::replace(&mut self.state_dir, tempfile::tempdir().expect("state dir"))
     }
 
+    /// Wait (bounded) for the daemon to exit by itself; its exit status, or
+    /// `None` if it is still running at the deadline.
+    pub fn wait_exit(&mut self, deadline: Duration) -> Option<i32> {
+        let start = Instant::now();
+        while start.elapsed() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// Send SIGTERM and wait (bounded) for the exit status.
     pub fn terminate(&mut self) -> Option<i32> {
         let _ = Command::new("kill")

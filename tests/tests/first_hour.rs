@@ -154,3 +154,22 @@ fn which(program: &str) -> std::path::PathBuf {
         })
         .unwrap_or_else(|| panic!("{program} is not on PATH"))
 }
+
+#[test]
+fn a_taken_broker_port_names_both_ways_out() {
+    let adb = AdbServer::start();
+    // Someone (Home Assistant's Mosquitto, say) already has the port.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let mut daemon = Daemon::start(&adb, &format!("[broker]\nlisten = \"127.0.0.1:{port}\"\n"));
+    let code = daemon.wait_exit(WAIT);
+    assert_eq!(code, Some(1), "{}", daemon.log());
+    let log = daemon.log();
+    assert!(
+        log.contains("already uses this port")
+            && log.contains("[mqtt] url")
+            && log.contains("[broker] listen"),
+        "{log}"
+    );
+    drop(taken);
+}
