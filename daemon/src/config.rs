@@ -373,11 +373,26 @@ impl TryFrom<RawConfig> for Config {
         let mut names = BTreeMap::new();
         let mut companions = BTreeMap::new();
         let mut seen = BTreeSet::new();
+        let mut nodes: BTreeMap<String, (usize, DeviceName)> = BTreeMap::new();
         for (i, d) in raw.devices.iter().enumerate() {
             let key = |field: &str| format!("devices[{i}].{field}");
             let name = DeviceName::try_from(d.name.as_str()).map_err(|e| bad(&key("name"), e))?;
             if !seen.insert(name.clone()) {
                 return Err(bad(&key("name"), format!("{name} is configured twice")));
+            }
+            // Home Assistant's node ids keep letters, digits, `-` and `_`:
+            // two names that differ only in `.`, `_` or `:` would be one
+            // device there, and one phone would silently have no entities.
+            let node = crate::mqtt::discovery::node_id(name.as_str());
+            if raw.mqtt.homeassistant.discovery
+                && let Some((j, other)) = nodes.insert(node.clone(), (i, name.clone()))
+            {
+                return Err(bad(
+                    &key("name"),
+                    format!(
+                        "{name} and {other} (devices[{j}]) would be the same device in Home Assistant ({node}): names must differ in more than '.', '_' or ':'"
+                    ),
+                ));
             }
             match d.transport.as_str() {
                 "adb" => {
@@ -812,6 +827,10 @@ mod tests {
             ),
             (
                 "[[devices]]\nname = \"a\"\ntransport = \"adb\"\nserial = \"x\"\n[[devices]]\nname = \"a\"\ntransport = \"adb\"\nserial = \"y\"",
+                "devices[1].name",
+            ),
+            (
+                "[[devices]]\nname = \"kitchen.tablet\"\ntransport = \"adb\"\nserial = \"x\"\n[[devices]]\nname = \"kitchen_tablet\"\ntransport = \"adb\"\nserial = \"y\"",
                 "devices[1].name",
             ),
         ];

@@ -249,23 +249,54 @@ fn entities(t: &Topics, device: &str) -> Vec<Entity> {
     out
 }
 
+/// The phone's own serial number, when the transport's identifier is one:
+/// a USB serial is `ro.serialno`, while a network phone's adb serial is its
+/// address (`192.168.1.40:5555`, `adb-…._adb-tls-connect._tcp`) and a
+/// companion phone's is the app's id — neither belongs in Home Assistant's
+/// "serial number".
+fn serial_number(info: &DeviceInfo) -> Option<&str> {
+    let s = info.serial.as_str();
+    let usb_serial = info.transport == droidwarden_bridge::TransportKind::Adb
+        && !s.is_empty()
+        && !s.contains([':', '.'])
+        && !s.starts_with("emulator-");
+    usb_serial.then_some(s)
+}
+
 /// Discovery config messages for one device.
 pub(crate) fn configs(ha_prefix: &str, t: &Topics, info: &DeviceInfo) -> Vec<(String, Value)> {
     let device = info.name.as_str();
     let node = node_id(device);
-    let device_block = json!({
+    let mut device_block = json!({
         "identifiers": [node],
         "name": device,
         "model": info.model.clone().unwrap_or_else(|| "Android phone".into()),
         "manufacturer": "droidwarden",
-        "serial_number": info.serial,
     });
+    if let Some(serial) = serial_number(info) {
+        device_block["serial_number"] = json!(serial);
+    }
     entities(t, device)
         .into_iter()
         .map(|e| {
             let mut body = e.body;
             body["name"] = json!(e.name);
             body["unique_id"] = json!(format!("{node}_{}", e.object_id));
+            // Home Assistant 2025.10 deprecated `object_id` for
+            // `default_entity_id` (the whole entity id) and ignores it from
+            // 2026.4; older releases still read `object_id`.
+            // Entity ids are lowercase letters, digits and `_`.
+            let slug: String = format!("{node}_{}", e.object_id)
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_lowercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            body["default_entity_id"] = json!(format!("{}.{slug}", e.component));
             body["object_id"] = json!(format!("{node}_{}", e.object_id));
             body["device"] = device_block.clone();
             body["availability"] = json!([
@@ -328,6 +359,25 @@ mod tests {
             );
             assert_eq!(parts[4], "config");
             assert!(unique.insert(body["unique_id"].as_str().unwrap().to_owned()));
+            let entity_id = body["default_entity_id"].as_str().unwrap();
+            assert_eq!(
+                entity_id,
+                format!("{}.{}", parts[1], body["object_id"].as_str().unwrap())
+            );
+            assert!(
+                entity_id
+                    .split_once('.')
+                    .unwrap()
+                    .1
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{entity_id}"
+            );
+            assert_eq!(
+                body["device"].get("serial_number"),
+                None,
+                "an address is no serial"
+            );
             assert!(body["name"].is_string() && body["device"]["identifiers"].is_array());
             assert_eq!(body["availability"].as_array().unwrap().len(), 2);
             match parts[1] {
@@ -342,6 +392,24 @@ mod tests {
             config_topics("homeassistant", &t, "127.0.0.1:5555").len(),
             configs.len()
         );
+    }
+
+    #[test]
+    fn only_a_usb_serial_is_a_serial_number() {
+        let mut usb = info();
+        usb.serial = "R58M12ABCDE".into();
+        let t = Topics::new("droidwarden");
+        let (_, body) = &configs("homeassistant", &t, &usb)[0];
+        assert_eq!(body["device"]["serial_number"], "R58M12ABCDE");
+        for not_serial in [
+            "emulator-5554",
+            "adb-R58M-x._adb-tls-connect._tcp",
+            "10.0.0.2:5555",
+        ] {
+            usb.serial = not_serial.into();
+            let (_, body) = &configs("homeassistant", &t, &usb)[0];
+            assert_eq!(body["device"].get("serial_number"), None, "{not_serial}");
+        }
     }
 
     #[test]
