@@ -122,6 +122,35 @@ pub(crate) enum Command {
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print a shell completion script: `droidwarden completions bash >
+    /// /usr/share/bash-completion/completions/droidwarden`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `droidwarden man | man -l -`.
+    Man,
+}
+
+/// Print completions or the manual page, generated from the definitions
+/// above; neither needs a configuration.
+pub(crate) fn print_generated(command: &Command) -> Option<ExitCode> {
+    use clap::CommandFactory as _;
+    let mut cli = Args::command();
+    match command {
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut cli, "droidwarden", &mut std::io::stdout());
+        }
+        Command::Man => {
+            if let Err(e) = clap_mangen::Man::new(cli).render(&mut std::io::stdout()) {
+                eprintln!("droidwarden: cannot write the manual page: {e}");
+                return Some(ExitCode::FAILURE);
+            }
+        }
+        _ => return None,
+    }
+    Some(ExitCode::SUCCESS)
 }
 
 #[derive(Debug, Subcommand)]
@@ -210,16 +239,12 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
             agent_cli::show_session(&config, bus, &id).await
         }
         Command::Config(ConfigCommand::Check) => {
-            println!("configuration is valid");
-            println!("adb server: {}", config.adb.server);
-            println!("state dir:  {}", config.state_dir.display());
-            println!("D-Bus:      {}", config.dbus.as_str());
-            for (serial, name) in &config.adb.names {
-                println!("device {name}: adb serial {serial}");
-            }
+            print_config_summary(&config);
             ExitCode::SUCCESS
         }
-        Command::Config(ConfigCommand::PrintDefault) => ExitCode::SUCCESS,
+        Command::Config(ConfigCommand::PrintDefault)
+        | Command::Completions { .. }
+        | Command::Man => ExitCode::SUCCESS,
     }
 }
 
@@ -470,5 +495,60 @@ mod tests {
         ] {
             assert!(parse(words).is_err(), "{words:?}");
         }
+    }
+}
+
+/// `droidwarden config check`: what the daemon would run with, secrets
+/// left out (only whether a password or key is set).
+fn print_config_summary(config: &Config) {
+    use crate::config::BrokerTarget;
+    println!("configuration is valid");
+    println!("state dir:  {}", config.state_dir.display());
+    println!("adb server: {}", config.adb.server);
+    let mqtt = &config.mqtt;
+    match &mqtt.broker {
+        BrokerTarget::Embedded { listen, .. } => {
+            println!(
+                "MQTT:       embedded broker on {listen}, prefix {}",
+                mqtt.prefix
+            );
+        }
+        BrokerTarget::External { host, port, tls } => println!(
+            "MQTT:       {}://{host}:{port}{}, prefix {}",
+            if tls.is_some() { "mqtts" } else { "mqtt" },
+            match &mqtt.credentials {
+                Some(c) => format!(" as {} (password set)", c.username),
+                None => String::new(),
+            },
+            mqtt.prefix
+        ),
+    }
+    match &mqtt.discovery {
+        Some(prefix) => println!("Home Assistant discovery: on, prefix {prefix}"),
+        None => println!("Home Assistant discovery: off"),
+    }
+    println!("D-Bus:      {}", config.dbus.as_str());
+    match &config.llm {
+        Some(llm) => println!(
+            "agent:      {} model {} at {} ({} mode, approval above {})",
+            llm.provider.as_str(),
+            llm.model,
+            llm.base_url,
+            match config.agent.tool_mode {
+                droidwarden_agent::ToolMode::Toolkit => "toolkit",
+                droidwarden_agent::ToolMode::Direct => "direct",
+            },
+            config.agent.approval.auto_approve_up_to.as_str()
+        ),
+        None => println!("agent:      off (no [llm] provider)"),
+    }
+    for (serial, name) in &config.adb.names {
+        println!("device {name}: adb serial {serial}");
+    }
+    for (id, name) in &config.companion.names {
+        println!("device {name}: companion id {id}");
+    }
+    if config.companion.auto_register {
+        println!("companion phones with unknown ids: registered by their id");
     }
 }

@@ -486,6 +486,37 @@ impl TryFrom<RawConfig> for Config {
     }
 }
 
+/// The values of every enumerated setting that serde reads straight into a
+/// Rust enum, by the enum's type name. serde's own message names the Rust
+/// type ("enum ProviderKind does not have variant constructor ollama");
+/// [`explain_enum`] turns it into the key, the value and the valid values.
+const ENUM_VALUES: &[(&str, &[&str])] = &[
+    ("ProviderKind", &["openai", "anthropic", "gemini"]),
+    ("ToolMode", &["toolkit", "direct"]),
+    ("Durability", &["process", "power"]),
+    ("Risk", &["low", "medium", "high"]),
+];
+
+fn explain_enum(message: &str) -> String {
+    let Some((head, rest)) = message.split_once(" does not have variant constructor ") else {
+        return message.to_owned();
+    };
+    let Some(type_name) = head.rsplit(' ').next() else {
+        return message.to_owned();
+    };
+    let (value, key) = match rest.split_once(" for key `") {
+        Some((value, key)) => (value, key.trim_end_matches('`')),
+        None => (rest, "?"),
+    };
+    match ENUM_VALUES.iter().find(|(name, _)| *name == type_name) {
+        Some((_, valid)) => format!(
+            "{key}: {value:?} is not one of the valid values: {}",
+            valid.join(", ")
+        ),
+        None => format!("{key}: {value:?} is not a valid value"),
+    }
+}
+
 /// The agent crate's configuration errors name their key too.
 fn agent_config_error(e: droidwarden_agent::AgentError) -> ConfigError {
     match e {
@@ -654,7 +685,7 @@ pub(crate) fn load_with_env(
     let mut raw: RawConfig = layers
         .build()
         .and_then(|c| c.try_deserialize())
-        .map_err(|e| ConfigError(e.to_string()))?;
+        .map_err(|e| ConfigError(explain_enum(&e.to_string())))?;
     let credentials = credentials.as_deref();
     raw.mqtt.password_file =
         expand_credentials("mqtt.password_file", &raw.mqtt.password_file, credentials)?;
@@ -867,6 +898,45 @@ mod tests {
         assert!(matches!(default.mqtt.broker, BrokerTarget::Embedded { .. }));
         assert_eq!(default.poll["battery"], Duration::from_secs(60));
         assert!(!default.poll.contains_key("network"));
+    }
+
+    #[test]
+    fn an_unknown_enum_value_names_the_key_and_the_valid_values() {
+        for (text, key, valid) in [
+            (
+                "[llm]\nprovider = \"ollama\"\nmodel = \"m\"",
+                "llm.provider",
+                "openai, anthropic, gemini",
+            ),
+            (
+                "[agent]\ntool_mode = \"x\"",
+                "agent.tool_mode",
+                "toolkit, direct",
+            ),
+            (
+                "[agent]\ndurability = \"x\"",
+                "agent.durability",
+                "process, power",
+            ),
+            (
+                "[agent.approval]\nauto_approve_up_to = \"x\"",
+                "agent.approval.auto_approve_up_to",
+                "low, medium, high",
+            ),
+        ] {
+            let err = with_file(text).unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains(valid), "{text:?}: {err}");
+            assert!(!err.contains("variant constructor"), "{err}");
+        }
+        // The table lists exactly the values each enum accepts.
+        for (text, ok) in [
+            ("[llm]\nprovider = \"gemini\"\nmodel = \"m\"", true),
+            ("[agent]\ntool_mode = \"direct\"", true),
+            ("[agent]\ndurability = \"power\"", true),
+            ("[agent.approval]\nauto_approve_up_to = \"high\"", true),
+        ] {
+            assert_eq!(with_file(text).is_ok(), ok, "{text}");
+        }
     }
 
     #[test]

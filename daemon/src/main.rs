@@ -39,6 +39,9 @@ fn main() -> ExitCode {
     } else {
         "warn"
     });
+    if let Some(code) = cli::print_generated(&args.command) {
+        return code;
+    }
     if let cli::Command::Config(cli::ConfigCommand::PrintDefault) = args.command {
         print!("{}", config::DEFAULT_TOML);
         return ExitCode::SUCCESS;

@@ -428,6 +428,18 @@ fn the_cli_asks_the_daemon_and_says_when_it_is_not_running() {
         second.log().contains("already owned").then_some(())
     });
     assert_eq!(second.terminate(), Some(1), "{}", second.log());
+    // With `auto` too: only a missing bus is excused, never a taken name.
+    let mut auto = Daemon::start_with_env(
+        &r.adb,
+        &format!("{}\n[adb]\npoll_interval_ms = 300", embedded_broker()),
+        tempfile::tempdir().expect("state dir"),
+        &[
+            ("DBUS_SESSION_BUS_ADDRESS", &r.bus.address),
+            ("DROIDWARDEN__DBUS__BUS", "auto"),
+        ],
+    );
+    assert_eq!(auto.wait_exit(WAIT), Some(1), "{}", auto.log());
+    assert!(auto.log().contains("already owned"), "{}", auto.log());
 
     // With the daemon stopped, the CLI says so and fails; --local works.
     assert_eq!(r.daemon.terminate(), Some(0), "{}", r.daemon.log());

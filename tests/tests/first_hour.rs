@@ -173,3 +173,86 @@ fn a_taken_broker_port_names_both_ways_out() {
     );
     drop(taken);
 }
+
+fn droidwarden(args: &[&str]) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(binary("droidwarden"));
+    // Neither needs a configuration: a broken one must not stop them.
+    cmd.args(args)
+        .env("DROIDWARDEN__CALLS__TIMEOUT_MS", "nonsense")
+        .env_remove("RUST_LOG");
+    let out = run_with_timeout(cmd, WAIT);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn completions_and_the_manual_page_come_from_the_command_definitions() {
+    for (shell, marker) in [
+        ("bash", "complete -F _droidwarden"),
+        ("zsh", "#compdef droidwarden"),
+        ("fish", "complete -c droidwarden"),
+    ] {
+        let (code, out, err) = droidwarden(&["completions", shell]);
+        assert_eq!(code, Some(0), "{shell}: {err}");
+        assert!(out.contains(marker), "{shell}: {out}");
+        // Every subcommand is offered, the newest included.
+        for sub in ["daemon", "call", "approve", "completions"] {
+            assert!(out.contains(sub), "{shell} misses {sub}");
+        }
+    }
+    // bash itself accepts the script.
+    let (_, script, _) = droidwarden(&["completions", "bash"]);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), script).unwrap();
+    let mut bash = Command::new("bash");
+    bash.arg("-n").arg(file.path());
+    assert!(run_with_timeout(bash, WAIT).status.success());
+    let (code, man, err) = droidwarden(&["man"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        man.starts_with(".ie") || man.contains(".TH droidwarden"),
+        "{man}"
+    );
+    assert!(man.contains("completions"), "{man}");
+}
+
+#[test]
+fn config_check_says_what_would_run_and_lists_valid_values() {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(
+        &mut file,
+        b"[mqtt]\nurl = \"mqtt://dw:s3cret@broker.lan\"\n[llm]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"qwen2.5:7b\"\n[[devices]]\nname = \"alice-phone\"\ntransport = \"companion\"\ncompanion_id = \"alice\"\n",
+    )
+    .unwrap();
+    let path = file.path().to_str().unwrap().to_owned();
+    let mut cmd = Command::new(binary("droidwarden"));
+    cmd.args(["--config", &path, "config", "check"]);
+    let out = run_with_timeout(cmd, WAIT);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for expected in [
+        "mqtt://broker.lan:1883 as dw (password set)",
+        "device alice-phone: companion id alice",
+        "agent:      openai model qwen2.5:7b",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing from\n{text}");
+    }
+    assert!(!text.contains("s3cret"), "{text}");
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut file, b"[llm]\nprovider = \"ollama\"\nmodel = \"m\"\n").unwrap();
+    let mut cmd = Command::new(binary("droidwarden"));
+    cmd.arg("--config")
+        .arg(file.path())
+        .args(["config", "check"]);
+    let out = run_with_timeout(cmd, WAIT);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(
+        err.contains("llm.provider") && err.contains("openai, anthropic, gemini"),
+        "{err}"
+    );
+    assert!(!err.contains("ProviderKind"), "{err}");
+}

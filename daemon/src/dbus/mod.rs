@@ -76,19 +76,38 @@ impl Bus {
         builder: impl FnOnce(
             zbus::connection::Builder<'static>,
         ) -> zbus::Result<zbus::connection::Builder<'static>>,
-    ) -> Result<zbus::Connection, String> {
+    ) -> Result<zbus::Connection, ConnectError> {
         let build = async { builder(self.builder()?)?.build().await };
         match tokio::time::timeout(CONNECT_TIMEOUT, build).await {
             Ok(Ok(conn)) => Ok(conn),
-            Ok(Err(zbus::Error::NameTaken)) => Err(format!(
+            Ok(Err(zbus::Error::NameTaken)) => Err(ConnectError::NameTaken(format!(
                 "{NAME} is already owned on the {} bus: is another droidwarden daemon running?",
                 self.as_str()
-            )),
-            Ok(Err(e)) => Err(format!("cannot connect to the {} bus: {e}", self.as_str())),
-            Err(_) => Err(format!(
+            ))),
+            Ok(Err(e)) => Err(ConnectError::NoBus(format!(
+                "cannot connect to the {} bus: {e}",
+                self.as_str()
+            ))),
+            Err(_) => Err(ConnectError::NoBus(format!(
                 "the {} bus did not answer within {CONNECT_TIMEOUT:?}",
                 self.as_str()
-            )),
+            ))),
+        }
+    }
+}
+
+/// Why [`Bus::connect`] failed: no usable bus, or our name is taken (by
+/// another daemon), which no setting excuses.
+#[derive(Debug)]
+pub(crate) enum ConnectError {
+    NoBus(String),
+    NameTaken(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoBus(m) | Self::NameTaken(m) => f.write_str(m),
         }
     }
 }
@@ -155,14 +174,16 @@ pub(crate) async fn start(
         .await;
     let conn = match (connected, setting) {
         (Ok(conn), _) => conn,
-        (Err(e), DbusBus::Auto) => {
+        // A second daemon fails whatever the setting: two daemons would
+        // fight over the same phones, and the CLI would reach only one.
+        (Err(e @ ConnectError::NoBus(_)), DbusBus::Auto) => {
             tracing::warn!(
                 error = %e,
                 "no D-Bus API: [dbus] bus = \"auto\" found no usable session bus (set it to \"session\" or \"system\" to require one, or \"none\" to silence this)"
             );
             return Ok(None);
         }
-        (Err(e), _) => return Err(e),
+        (Err(e), _) => return Err(e.to_string()),
     };
     tracing::info!(bus = bus.as_str(), name = NAME, "D-Bus API ready");
     Ok(Some(Service {
