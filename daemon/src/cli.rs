@@ -453,51 +453,6 @@ async fn status(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_daemon_is_looked_for_on_the_flag_then_the_configured_bus() {
-        let check = |flag, config, expected: Option<Bus>| {
-            assert_eq!(
-                daemon_bus(flag, config).ok(),
-                expected,
-                "{flag:?} {config:?}"
-            );
-        };
-        check(None, DbusBus::Auto, Some(Bus::Session));
-        check(None, DbusBus::Session, Some(Bus::Session));
-        check(None, DbusBus::System, Some(Bus::System));
-        check(Some(Bus::System), DbusBus::Auto, Some(Bus::System));
-        check(Some(Bus::Session), DbusBus::Off, Some(Bus::Session));
-        let err = daemon_bus(None, DbusBus::Off).unwrap_err();
-        assert!(err.message.contains("--local"), "{err}");
-    }
-
-    #[test]
-    fn local_and_bus_are_for_devices_and_call_and_exclude_each_other() {
-        let parse = |words: &[&str]| Args::try_parse_from([&["droidwarden"], words].concat());
-        for words in [
-            &["call", "--local", "battery", "status"][..],
-            &["call", "--bus", "system", "battery", "status"][..],
-            &["devices", "--local", "--json"][..],
-            &["status", "--bus", "session"][..],
-        ] {
-            assert!(parse(words).is_ok(), "{words:?}");
-        }
-        for words in [
-            &["call", "--local", "--bus", "system", "battery", "status"][..],
-            &["devices", "--local", "--bus", "session"][..],
-            &["status", "--local"][..],
-            &["services", "--local"][..],
-            &["call", "--bus", "user", "battery", "status"][..],
-        ] {
-            assert!(parse(words).is_err(), "{words:?}");
-        }
-    }
-}
-
 /// `droidwarden config check`: what the daemon would run with, secrets
 /// left out (only whether a password or key is set).
 fn print_config_summary(config: &Config) {
@@ -550,5 +505,50 @@ fn print_config_summary(config: &Config) {
     }
     if config.companion.auto_register {
         println!("companion phones with unknown ids: registered by their id");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemon_is_looked_for_on_the_flag_then_the_configured_bus() {
+        let check = |flag, config, expected: Option<Bus>| {
+            assert_eq!(
+                daemon_bus(flag, config).ok(),
+                expected,
+                "{flag:?} {config:?}"
+            );
+        };
+        check(None, DbusBus::Auto, Some(Bus::Session));
+        check(None, DbusBus::Session, Some(Bus::Session));
+        check(None, DbusBus::System, Some(Bus::System));
+        check(Some(Bus::System), DbusBus::Auto, Some(Bus::System));
+        check(Some(Bus::Session), DbusBus::Off, Some(Bus::Session));
+        let err = daemon_bus(None, DbusBus::Off).unwrap_err();
+        assert!(err.message.contains("--local"), "{err}");
+    }
+
+    #[test]
+    fn local_and_bus_are_for_devices_and_call_and_exclude_each_other() {
+        let parse = |words: &[&str]| Args::try_parse_from([&["droidwarden"], words].concat());
+        for words in [
+            &["call", "--local", "battery", "status"][..],
+            &["call", "--bus", "system", "battery", "status"][..],
+            &["devices", "--local", "--json"][..],
+            &["status", "--bus", "session"][..],
+        ] {
+            assert!(parse(words).is_ok(), "{words:?}");
+        }
+        for words in [
+            &["call", "--local", "--bus", "system", "battery", "status"][..],
+            &["devices", "--local", "--bus", "session"][..],
+            &["status", "--local"][..],
+            &["services", "--local"][..],
+            &["call", "--bus", "user", "battery", "status"][..],
+        ] {
+            assert!(parse(words).is_err(), "{words:?}");
+        }
     }
 }
