@@ -122,6 +122,11 @@ pub(crate) enum Command {
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Manage the users of the embedded MQTT broker (in
+    /// <state dir>/mqtt-users.json; the running daemon picks changes up at
+    /// the next connection or SIGHUP).
+    #[command(subcommand, name = "mqtt-user")]
+    MqttUser(crate::mqtt_users::MqttUserCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -220,6 +225,23 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Config(ConfigCommand::PrintDefault) => ExitCode::SUCCESS,
+        Command::MqttUser(command) => {
+            let state_dir = config.state_dir.clone();
+            let done =
+                tokio::task::spawn_blocking(move || crate::mqtt_users::run(command, &state_dir))
+                    .await;
+            match done {
+                Ok(Ok(())) => ExitCode::SUCCESS,
+                Ok(Err(e)) => {
+                    eprintln!("droidwarden: {e:#}");
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("droidwarden: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }
 

@@ -89,6 +89,7 @@ struct RawHomeAssistant {
 struct RawBroker {
     listen: String,
     allow_remote: bool,
+    anonymous: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -160,6 +161,10 @@ pub(crate) enum BrokerTarget {
         listen: std::net::SocketAddr,
         /// Whether a non-loopback address is allowed.
         allow_remote: bool,
+        /// Let clients in without credentials, with every right
+        /// (`[broker] anonymous`); off by default: users and roles come
+        /// from `<state dir>/mqtt-users.json` (docs/mqtt-access.md).
+        anonymous: bool,
     },
 }
 
@@ -205,13 +210,14 @@ fn mqtt_settings(raw: RawMqtt, broker: RawBroker) -> Result<MqttSettings, Config
             return Err(bad(
                 "broker.listen",
                 format!(
-                    "{listen} is not a loopback address; the embedded broker has no authentication (set broker.allow_remote = true to accept that)"
+                    "{listen} is not a loopback address; the embedded broker has no TLS, so passwords and commands would cross the network in clear (set broker.allow_remote = true to accept that)"
                 ),
             ));
         }
         BrokerTarget::Embedded {
             listen,
             allow_remote: broker.allow_remote,
+            anonymous: broker.anonymous,
         }
     } else {
         let (tls, rest) = if let Some(rest) = raw.url.strip_prefix("mqtts://") {
