@@ -329,6 +329,12 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
             .open(&tmp)?;
         // The mode above is filtered by the umask; this is not.
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        // `sudo droidwarden mqtt-user add …` runs as root: the file must
+        // stay readable by the daemon's user, who owns the state directory.
+        let (owner, ours) = (std::fs::metadata(dir)?, file.metadata()?);
+        if (owner.uid(), owner.gid()) != (ours.uid(), ours.gid()) {
+            let _ = std::os::unix::fs::fchown(&file, Some(owner.uid()), Some(owner.gid()));
+        }
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)

@@ -503,3 +503,130 @@ fn a_client_flooding_before_connect_is_cut_off() {
     let reply = r.admin.request(P, "devices", json!({"id": "after-flood"}));
     assert_eq!(reply["ok"], true, "{reply}");
 }
+
+/// The mosquitto ACL file in docs/mqtt-access.md, as written there.
+fn documented_acl() -> String {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/mqtt-access.md"
+    ))
+    .expect("docs/mqtt-access.md");
+    let (_, after) = doc
+        .split_once("<!-- acl-example:")
+        .expect("the ACL example marker");
+    let (_, block) = after.split_once("```\n").expect("a code block");
+    let (acl, _) = block.split_once("```").expect("the end of the block");
+    acl.to_owned()
+}
+
+/// The roles hold on an external mosquitto configured as the documentation
+/// says.
+#[test]
+fn the_documented_mosquitto_acl_enforces_the_same_roles() {
+    use droidwarden_e2e::mqtt::Mosquitto;
+    let dir = tempfile::tempdir().unwrap();
+    // mosquitto started as root reads its files as the mosquitto user.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let passwd = dir.path().join("passwd");
+    let users = [
+        ("droidwarden", "d"),
+        ("homeassistant", "h"),
+        ("approver", "a"),
+        ("alice-pixel", "p"),
+    ];
+    for (i, (user, password)) in users.iter().enumerate() {
+        let mut cmd = Command::new("mosquitto_passwd");
+        if i == 0 {
+            cmd.arg("-c");
+        }
+        cmd.arg("-b").arg(&passwd).args([user, password]);
+        assert!(
+            run_with_timeout(cmd, WAIT).status.success(),
+            "mosquitto_passwd"
+        );
+    }
+    let acl = dir.path().join("acl");
+    std::fs::write(&acl, documented_acl()).unwrap();
+    for file in [&passwd, &acl] {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let port = free_port();
+    let _broker = Mosquitto::start_with(
+        port,
+        &format!(
+            "allow_anonymous false\nuse_username_as_clientid true\npassword_file {}\nacl_file {}\n",
+            passwd.display(),
+            acl.display()
+        ),
+    );
+    let daemon = Probe::connect_as(port, "droidwarden", "d");
+    let ha = Probe::connect_as(port, "homeassistant", "h");
+    // Home Assistant reads the daemon's topics but not the phones'.
+    daemon.publish(&format!("{P}/companion/alice-pixel/request"), "r");
+    daemon.publish(&format!("{P}/reply/m1"), "after");
+    ha.wait("the marker", WAIT, |m| m.topic == format!("{P}/reply/m1"));
+    assert!(
+        ha.on(&format!("{P}/companion/alice-pixel/request"))
+            .is_empty()
+    );
+    // It sends commands and its birth message, not approvals or a phone's words.
+    publish_as(
+        port,
+        "homeassistant",
+        "h",
+        &format!("{P}/cmd/approve"),
+        "{}",
+    );
+    publish_as(
+        port,
+        "homeassistant",
+        "h",
+        &format!("{P}/companion/alice-pixel/response"),
+        "{}",
+    );
+    publish_as(port, "homeassistant", "h", "homeassistant/status", "online");
+    publish_as(
+        port,
+        "homeassistant",
+        "h",
+        &format!("{P}/devices/kitchen/ha/wifi/set"),
+        "ON",
+    );
+    publish_as(port, "homeassistant", "h", &format!("{P}/cmd/call"), "{}");
+    daemon.wait("ha's call", WAIT, |m| m.topic == format!("{P}/cmd/call"));
+    assert_eq!(daemon.on("homeassistant/status").len(), 1);
+    assert_eq!(
+        daemon.on(&format!("{P}/devices/kitchen/ha/wifi/set")).len(),
+        1
+    );
+    assert!(daemon.on(&format!("{P}/cmd/approve")).is_empty());
+    assert!(
+        daemon
+            .on(&format!("{P}/companion/alice-pixel/response"))
+            .is_empty()
+    );
+    // The approver may approve.
+    publish_as(port, "approver", "a", &format!("{P}/cmd/approve"), "{}");
+    daemon.wait("the approval", WAIT, |m| {
+        m.topic == format!("{P}/cmd/approve")
+    });
+    // A phone speaks for itself only.
+    publish_as(
+        port,
+        "alice-pixel",
+        "p",
+        &format!("{P}/companion/bob/response"),
+        "forged",
+    );
+    publish_as(
+        port,
+        "alice-pixel",
+        "p",
+        &format!("{P}/companion/alice-pixel/response"),
+        "mine",
+    );
+    daemon.wait("alice's response", WAIT, |m| {
+        m.topic == format!("{P}/companion/alice-pixel/response")
+    });
+    assert!(daemon.on(&format!("{P}/companion/bob/response")).is_empty());
+}
