@@ -791,7 +791,25 @@ mod tests {
         assert_eq!(cfg.mqtt.credentials.as_ref().unwrap().password, "s3cret");
         assert!(!format!("{cfg:?}").contains("s3cret"));
         let default = load_with_env(None, Vec::new()).unwrap();
-        assert!(matches!(default.mqtt.broker, BrokerTarget::Embedded { .. }));
+        assert!(matches!(
+            default.mqtt.broker,
+            BrokerTarget::Embedded {
+                anonymous: false,
+                ..
+            }
+        ));
+        let open = load_with_env(
+            None,
+            vec![("DROIDWARDEN__BROKER__ANONYMOUS".into(), "true".into())],
+        )
+        .unwrap();
+        assert!(matches!(
+            open.mqtt.broker,
+            BrokerTarget::Embedded {
+                anonymous: true,
+                ..
+            }
+        ));
         assert_eq!(default.poll["battery"], Duration::from_secs(60));
         assert!(!default.poll.contains_key("network"));
     }

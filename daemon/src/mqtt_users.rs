@@ -484,37 +484,66 @@ impl Users {
         let Some(username) = username else {
             return (Login::Anonymous, Vec::new());
         };
-        let Ok(_permit) = self.checks.acquire().await else {
-            return (Login::BadCredentials, Vec::new());
-        };
+        let password = password.unwrap_or_default();
+        // First the cheap part, outside the queue: a changed file, an
+        // unknown user, a login that verified before (the daemon's own
+        // reconnections never wait behind strangers' password checks).
         let users = Arc::clone(self);
-        let checked = tokio::task::spawn_blocking(move || {
+        let (name, pw) = (username.clone(), password.clone());
+        let quick = tokio::task::spawn_blocking(move || {
             let changed = users.refresh();
-            let password = password.unwrap_or_default();
-            (users.check(&username, &password), changed)
+            (users.quick_check(&name, &pw), changed)
         })
         .await;
-        checked.unwrap_or((Login::BadCredentials, Vec::new()))
+        let Ok((quick, changed)) = quick else {
+            return (Login::BadCredentials, Vec::new());
+        };
+        if let Some(login) = quick {
+            return (login, changed);
+        }
+        let Ok(_permit) = self.checks.acquire().await else {
+            return (Login::BadCredentials, changed);
+        };
+        let users = Arc::clone(self);
+        let checked = tokio::task::spawn_blocking(move || users.check(&username, &password)).await;
+        (checked.unwrap_or(Login::BadCredentials), changed)
     }
 
-    /// Blocking: one PBKDF2 unless this pair verified before.
-    fn check(&self, username: &str, password: &[u8]) -> Login {
+    /// The cache key of a (user, password) pair.
+    fn tag(&self, username: &str, password: &[u8]) -> Vec<u8> {
         let mut tag = hmac::Context::with_key(&self.cache_key);
         tag.update(&(username.len() as u64).to_be_bytes());
         tag.update(username.as_bytes());
         tag.update(password);
-        let tag = tag.sign().as_ref().to_vec();
-        let (db, cached) = {
-            let loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(user) = loaded.db.get(username) else {
-                return Login::BadCredentials;
-            };
-            if loaded.verified.contains(&tag) {
-                return Login::User(user.principal());
-            }
-            (loaded.db.clone(), false)
+        tag.sign().as_ref().to_vec()
+    }
+
+    /// The verdict when it needs no PBKDF2: an unknown user, or a pair
+    /// that verified before.
+    fn quick_check(&self, username: &str, password: &[u8]) -> Option<Login> {
+        let tag = self.tag(username, password);
+        let loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(user) = loaded.db.get(username) else {
+            return Some(Login::BadCredentials);
         };
-        debug_assert!(!cached);
+        loaded
+            .verified
+            .contains(&tag)
+            .then(|| Login::User(user.principal()))
+    }
+
+    /// Blocking: one PBKDF2 unless this pair verified before.
+    fn check(&self, username: &str, password: &[u8]) -> Login {
+        if let Some(login) = self.quick_check(username, password) {
+            return login;
+        }
+        let tag = self.tag(username, password);
+        let db = self
+            .loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .db
+            .clone();
         match db.verify(username, password) {
             Some(principal) => {
                 let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());

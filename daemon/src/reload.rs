@@ -286,6 +286,7 @@ mod tests {
                 "mqtt.homeassistant",
             ),
             ("[broker]\nlisten = \"127.0.0.1:1884\"\n", "broker.listen"),
+            ("[broker]\nanonymous = true\n", "broker.anonymous"),
             ("[state]\ndir = \"/tmp/elsewhere\"\n", "state.dir"),
             ("[calls]\ntimeout_ms = 1000\n", "calls.timeout_ms"),
             ("[companion]\nqueue_ttl_ms = 5\n", "companion.queue_ttl_ms"),

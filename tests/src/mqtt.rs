@@ -216,6 +216,7 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = child.kill();
+        let _ = child.wait();
         panic!("droidwarden mqtt-user {args:?} did not finish within 30 s");
     }
 
