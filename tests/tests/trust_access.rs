@@ -630,3 +630,63 @@ fn the_documented_mosquitto_acl_enforces_the_same_roles() {
     });
     assert!(daemon.on(&format!("{P}/companion/bob/response")).is_empty());
 }
+
+/// Removing a user ends its live connections once the daemon looks at the
+/// file again (here on SIGHUP).
+#[test]
+fn a_removed_user_is_disconnected() {
+    use std::io::BufRead;
+    let r = rig();
+    let pw = r.daemon.add_mqtt_user(&["leaving", "--role", "automation"]);
+    let mut sub = Command::new("stdbuf")
+        .args([
+            "-oL",
+            "mosquitto_sub",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &r.port.to_string(),
+        ])
+        .args(login("leaving", &pw))
+        .args(["-V", "mqttv5", "-d", "-t", &format!("{P}/#")])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("mosquitto_sub");
+    let stdout = sub.stdout.take().expect("piped stdout");
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line.to_lowercase());
+        }
+    });
+    let mut seen = Vec::new();
+    let mut wait_line = |what: &str| {
+        let deadline = std::time::Instant::now() + WAIT;
+        while std::time::Instant::now() < deadline {
+            if let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) {
+                seen.push(line.clone());
+                if line.contains(what) {
+                    return;
+                }
+            }
+        }
+        panic!("no {what:?} from mosquitto_sub: {seen:?}");
+    };
+    wait_line("received suback");
+    let removed = r.daemon.mqtt_user(&["remove", "leaving"], "");
+    assert!(removed.status.success(), "{}", text(&removed));
+    let hup = Command::new("kill")
+        .args(["-HUP", &r.daemon.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(hup.success());
+    // MQTT 5 clients are told why: DISCONNECT with "not authorized".
+    wait_line("received disconnect (135)");
+    let _ = sub.kill();
+    let _ = sub.wait();
+}
