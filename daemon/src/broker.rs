@@ -245,21 +245,35 @@ pub(crate) struct UsersHandle {
 
 impl UsersHandle {
     /// Reads the user file again if it changed; removed or changed users
-    /// are disconnected.
+    /// are disconnected. Called from the daemon's main loop, so bounded by
+    /// [`RELOAD_TIMEOUT`]: a file system that hangs is logged and the
+    /// change waits for the next connection attempt.
     pub(crate) async fn reload(&self) {
         let users = Arc::clone(&self.users);
-        let changed = tokio::task::spawn_blocking(move || users.refresh())
-            .await
-            .unwrap_or_default();
-        revoke(&self.router, changed).await;
+        let refresh = tokio::task::spawn_blocking(move || users.refresh());
+        match tokio::time::timeout(RELOAD_TIMEOUT, refresh).await {
+            Ok(changed) => revoke(&self.router, changed.unwrap_or_default()).await,
+            Err(_) => tracing::warn!(
+                "the MQTT user file was not read within {RELOAD_TIMEOUT:?}; \
+                 changes apply at the next connection"
+            ),
+        }
     }
 }
 
-/// Tells the router to disconnect `users`, if any.
+/// How long a SIGHUP waits for the user file, and anyone for the router to
+/// take a revocation.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Tells the router to disconnect `users`, if any (bounded: the router
+/// takes one message at a time and never waits itself).
 async fn revoke(router: &mpsc::Sender<RouterMsg>, users: Vec<String>) {
     if !users.is_empty() {
         tracing::info!(?users, "MQTT users removed or changed: disconnecting them");
-        let _ = router.send(RouterMsg::Input(Input::Revoke { users })).await;
+        let revoke = router.send(RouterMsg::Input(Input::Revoke { users }));
+        if tokio::time::timeout(RELOAD_TIMEOUT, revoke).await.is_err() {
+            tracing::warn!("the embedded broker did not take the revocation in time");
+        }
     }
 }
 
