@@ -219,6 +219,27 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
             println!("adb server: {}", config.adb.server);
             println!("state dir:  {}", config.state_dir.display());
             println!("D-Bus:      {}", config.dbus.as_str());
+            match &config.mqtt.broker {
+                crate::config::BrokerTarget::Embedded {
+                    listen, anonymous, ..
+                } => println!(
+                    "MQTT:       embedded broker on {listen}, {}",
+                    if *anonymous {
+                        "anonymous access: anyone may do everything".to_owned()
+                    } else {
+                        format!(
+                            "logins required (users in {})",
+                            config
+                                .state_dir
+                                .join(crate::mqtt_users::USERS_FILE)
+                                .display()
+                        )
+                    }
+                ),
+                crate::config::BrokerTarget::External { host, port, .. } => {
+                    println!("MQTT:       broker at {host}:{port}");
+                }
+            }
             for (serial, name) in &config.adb.names {
                 println!("device {name}: adb serial {serial}");
             }
