@@ -79,6 +79,10 @@ pub mod reason {
     pub const UNSUPPORTED_PROTOCOL_VERSION: u8 = 0x84;
     /// CONNACK: client identifier not valid.
     pub const CLIENT_IDENTIFIER_NOT_VALID: u8 = 0x85;
+    /// CONNACK: bad user name or password.
+    pub const BAD_USER_NAME_OR_PASSWORD: u8 = 0x86;
+    /// CONNACK, PUBACK, PUBREC, SUBACK: not authorized.
+    pub const NOT_AUTHORIZED: u8 = 0x87;
     /// CONNACK: bad authentication method.
     pub const BAD_AUTHENTICATION_METHOD: u8 = 0x8C;
     /// DISCONNECT: keep alive timeout.
@@ -91,6 +95,9 @@ pub mod reason {
     pub const TOPIC_FILTER_INVALID: u8 = 0x8F;
     /// PUBCOMP: packet identifier not found.
     pub const PACKET_IDENTIFIER_NOT_FOUND: u8 = 0x92;
+    /// DISCONNECT: the client sent more unacknowledged QoS 2 messages than
+    /// the Receive Maximum the broker announced.
+    pub const RECEIVE_MAXIMUM_EXCEEDED: u8 = 0x93;
     /// DISCONNECT: topic alias invalid.
     pub const TOPIC_ALIAS_INVALID: u8 = 0x94;
     /// DISCONNECT: packet too large.
@@ -103,6 +110,10 @@ pub mod reason {
     pub const V3_UNACCEPTABLE_PROTOCOL_VERSION: u8 = 0x01;
     /// MQTT 3.1.1 CONNACK: identifier rejected.
     pub const V3_IDENTIFIER_REJECTED: u8 = 0x02;
+    /// MQTT 3.1.1 CONNACK: bad user name or password.
+    pub const V3_BAD_USER_NAME_OR_PASSWORD: u8 = 0x04;
+    /// MQTT 3.1.1 CONNACK: not authorized.
+    pub const V3_NOT_AUTHORIZED: u8 = 0x05;
 }
 
 /// Why bytes from a client were refused. Every variant ends the connection.
@@ -188,9 +199,9 @@ pub struct Connect {
     pub client_id: String,
     /// The Will Message, if any.
     pub will: Option<LastWill>,
-    /// User name; this broker does not authenticate.
+    /// User name.
     pub username: Option<String>,
-    /// Password; this broker does not authenticate.
+    /// Password.
     pub password: Option<Bytes>,
     /// MQTT 5 properties (defaults for older versions).
     pub properties: ConnectProperties,
@@ -207,6 +218,9 @@ pub struct ConnectProperties {
     pub maximum_packet_size: Option<u32>,
     /// Whether an authentication method was given (not supported).
     pub authentication_method: Option<String>,
+    /// Request Response Information: the client wants the CONNACK to say
+    /// where responses may be published.
+    pub request_response_information: bool,
     /// User properties.
     pub user_properties: Vec<(String, String)>,
 }
@@ -218,6 +232,7 @@ impl Default for ConnectProperties {
             receive_maximum: u16::MAX,
             maximum_packet_size: None,
             authentication_method: None,
+            request_response_information: false,
             user_properties: Vec::new(),
         }
     }
@@ -397,6 +412,11 @@ pub struct ConnAck {
     pub session_expiry_interval: Option<u32>,
     /// Tell the client that shared subscriptions are not available (MQTT 5).
     pub shared_subscription_unavailable: bool,
+    /// The most unacknowledged QoS 2 messages the client may send (MQTT 5).
+    pub receive_maximum: Option<u16>,
+    /// Response Information, for a client that asked for it (MQTT 5): the
+    /// topic prefix under which responses are honoured.
+    pub response_information: Option<String>,
 }
 
 // --- decoding -------------------------------------------------------------
@@ -684,11 +704,12 @@ fn decode_connect(r: &mut Reader) -> Result<ClientPacket, DecodeError> {
                 (0x17 | 0x19, Prop::Byte(b)) if b > 1 => {
                     return Err(DecodeError::Protocol("request flag above 1"));
                 }
+                (0x19, Prop::Byte(b)) => properties.request_response_information = b == 1,
                 (0x15, Prop::Str(s)) => properties.authentication_method = Some(s),
                 (0x26, Prop::Pair(k, v)) => properties.user_properties.push((k, v)),
-                // Topic Alias Maximum, the request flags and authentication
-                // data are valid but change nothing: this broker never sends
-                // topic aliases, response information or problem details.
+                // Topic Alias Maximum, Request Problem Information and
+                // authentication data are valid but change nothing: this
+                // broker never sends topic aliases or problem details.
                 _ => {}
             }
         }
@@ -968,6 +989,10 @@ impl dyn Sink + '_ {
         self.byte(id);
         self.byte(v);
     }
+    fn prop_u16(&mut self, id: u8, v: u16) {
+        self.byte(id);
+        self.u16(v);
+    }
     fn prop_u32(&mut self, id: u8, v: u32) {
         self.byte(id);
         self.u32(v);
@@ -1029,11 +1054,17 @@ impl ServerPacket {
                         if let Some(v) = ack.session_expiry_interval {
                             p.prop_u32(0x11, v);
                         }
+                        if let Some(v) = ack.receive_maximum {
+                            p.prop_u16(0x21, v);
+                        }
                         if let Some(id) = &ack.assigned_client_identifier {
                             p.prop_str(0x12, id);
                         }
                         if let Some(v) = ack.maximum_packet_size {
                             p.prop_u32(0x27, v);
+                        }
+                        if let Some(info) = &ack.response_information {
+                            p.prop_str(0x1A, info);
                         }
                         if ack.shared_subscription_unavailable {
                             p.prop_byte(0x2A, 0);
@@ -1280,6 +1311,35 @@ mod tests {
         buf.clear();
         connack.encode(ProtocolVersion::V5, &mut buf);
         assert_eq!(&buf[..], &[0x20, 9, 0, 0, 6, 0x12, 0, 1, b'x', 0x2A, 0]);
+
+        let connack = ServerPacket::ConnAck(ConnAck {
+            code: reason::NOT_AUTHORIZED,
+            receive_maximum: Some(64),
+            response_information: Some("d/".into()),
+            ..ConnAck::default()
+        });
+        buf.clear();
+        connack.encode(ProtocolVersion::V5, &mut buf);
+        assert_eq!(
+            &buf[..],
+            &[0x20, 11, 0, 0x87, 8, 0x21, 0, 64, 0x1A, 0, 2, b'd', b'/']
+        );
+        buf.clear();
+        connack.encode(ProtocolVersion::V3_1_1, &mut buf);
+        assert_eq!(&buf[..], &[0x20, 2, 0, 0x87]);
+    }
+
+    #[test]
+    fn decodes_request_response_information() {
+        // MQTT 5 CONNECT, properties: Request Response Information = 1.
+        let bytes = [
+            0x10, 15, 0, 4, b'M', b'Q', b'T', b'T', 5, 0x02, 0, 60, 2, 0x19, 1, 0, 0,
+        ];
+        let mut buf = BytesMut::from(&bytes[..]);
+        let Ok(Some(ClientPacket::Connect(c))) = decode(&mut buf, None, 1024) else {
+            panic!("a CONNECT");
+        };
+        assert!(c.properties.request_response_information);
     }
 
     #[test]

@@ -8,10 +8,17 @@
 //! of sockets: a connection is a [`ConnId`] the driver chose. Everything is
 //! in memory and bounded by [`Limits`]; nothing survives the process.
 //!
+//! Access control ([`crate::access`]) is applied here, so that it is tested
+//! without sockets: a CONNECT comes with the driver's verdict on its
+//! credentials ([`Login`]); a PUBLISH, a Will or a subscription the client's
+//! role does not allow is refused, and every delivery (live or retained) is
+//! checked against the subscriber's read rights.
+//!
 //! Subscriptions are matched by walking every session's filters. That is
 //! linear in the number of subscriptions, which is right for the tens of
 //! clients a home installation has, and keeps the code obviously correct.
 
+use crate::access::{Grants, Policy, Principal, Role};
 use crate::codec::{
     ClientPacket, ConnAck, Connect, DecodeError, Disconnect, LastWill, ProtocolVersion, Publish,
     PublishProperties, QoS, RetainHandling, ServerPacket, Subscribe, SubscriptionOptions,
@@ -44,6 +51,11 @@ pub struct Limits {
     /// Number of retained topics; retained messages on new topics beyond it
     /// are delivered but not retained.
     pub max_retained: usize,
+    /// Unacknowledged QoS 2 messages a client may have sent (awaiting
+    /// PUBREL); announced to MQTT 5 clients as the broker's Receive Maximum.
+    /// One more ends the connection (MQTT 5: reason 0x93). QoS 1 messages
+    /// are acknowledged as they are read, so they never accumulate.
+    pub receive_maximum: u16,
 }
 
 impl Default for Limits {
@@ -55,6 +67,7 @@ impl Default for Limits {
             max_queued: 1000,
             max_session_expiry: 24 * 60 * 60,
             max_retained: 10_000,
+            receive_maximum: 64,
         }
     }
 }
@@ -74,6 +87,51 @@ pub enum LossCause {
     /// A new connection with the same client identifier took the session
     /// over (the broker's own decision; drivers do not report it).
     TakenOver,
+    /// The client sent more unacknowledged QoS 2 messages than the Receive
+    /// Maximum (the broker's own decision).
+    ReceiveMaximumExceeded,
+    /// The client's user was removed or changed (drivers report it, see
+    /// [`Input::Revoke`]).
+    Revoked,
+}
+
+/// The driver's verdict on the credentials of a CONNECT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Login {
+    /// No user name: accepted only when the policy allows anonymous access.
+    Anonymous,
+    /// Valid credentials: this is who the client is.
+    User(Principal),
+    /// A user name with a wrong password, or an unknown user.
+    BadCredentials,
+}
+
+/// What a client was refused; for the driver to log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// CONNECT (credentials, or a client identifier held by another user).
+    Connect,
+    /// A Will Message on a topic the client may not publish to.
+    Will,
+    /// A PUBLISH.
+    Publish,
+    /// A SUBSCRIBE filter.
+    Subscribe,
+}
+
+/// A refusal, for the driver to log (the client has already been told).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied {
+    /// The connection.
+    pub conn: ConnId,
+    /// The client identifier it gave.
+    pub client_id: String,
+    /// The user it logged in as, if any.
+    pub user: Option<String>,
+    /// What was refused.
+    pub operation: Operation,
+    /// The topic or filter concerned (empty for CONNECT).
+    pub topic: String,
 }
 
 /// Something that happened, for [`Broker::step`].
@@ -93,6 +151,22 @@ pub enum Input {
         conn: ConnId,
         /// Why.
         cause: LossCause,
+    },
+    /// A CONNECT with the driver's verdict on its credentials. (A CONNECT
+    /// in [`Input::Packet`] counts as [`Login::Anonymous`].)
+    Connect {
+        /// The connection.
+        conn: ConnId,
+        /// The packet.
+        connect: Box<Connect>,
+        /// Who the client is, as far as the driver could tell.
+        login: Login,
+    },
+    /// These users were removed or changed: their connections are closed
+    /// (their Will Messages published) and their sessions forgotten.
+    Revoke {
+        /// The user names.
+        users: Vec<String>,
     },
     /// Time passed: delayed Will Messages and expired sessions are due.
     /// Drivers send one about every second.
@@ -119,6 +193,8 @@ pub enum Action {
         /// The connection.
         conn: ConnId,
     },
+    /// Something was refused for lack of rights: only to be logged.
+    Denied(Denied),
 }
 
 /// A published message as the broker holds it, shared by every delivery.
@@ -169,6 +245,10 @@ struct Subscription {
 struct Session {
     conn: Option<ConnId>,
     version: ProtocolVersion,
+    /// The user that owns the session (`None`: anonymous).
+    user: Option<String>,
+    /// What the client may publish and read.
+    grants: Arc<Grants>,
     subscriptions: BTreeMap<String, Subscription>,
     will: Option<LastWill>,
     /// Sent QoS 1 messages awaiting PUBACK, oldest first.
@@ -190,6 +270,8 @@ impl Session {
         Session {
             conn: None,
             version,
+            user: None,
+            grants: Arc::new(Grants::default()),
             subscriptions: BTreeMap::new(),
             will: None,
             inflight: VecDeque::new(),
@@ -309,6 +391,7 @@ struct DelayedWill {
 #[derive(Debug)]
 pub struct Broker {
     limits: Limits,
+    policy: Policy,
     /// Connections that completed CONNECT, with their client identifier.
     conns: HashMap<ConnId, (ProtocolVersion, String)>,
     sessions: HashMap<String, Session>,
@@ -318,11 +401,12 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// An empty broker.
+    /// An empty broker that enforces `policy`.
     #[must_use]
-    pub fn new(limits: Limits) -> Broker {
+    pub fn new(limits: Limits, policy: Policy) -> Broker {
         Broker {
             limits,
+            policy,
             conns: HashMap::new(),
             sessions: HashMap::new(),
             retained: BTreeMap::new(),
@@ -356,14 +440,13 @@ impl Broker {
             Input::Packet {
                 conn,
                 packet: ClientPacket::Connect(connect),
-            } => {
-                if self.conns.contains_key(&conn) {
-                    let error = DecodeError::Protocol("second CONNECT");
-                    self.lose(now, conn, &LossCause::Violation(error), &mut out);
-                } else {
-                    self.connect(now, conn, *connect, &mut out);
-                }
-            }
+            } => self.login(now, conn, connect, Login::Anonymous, &mut out),
+            Input::Connect {
+                conn,
+                connect,
+                login,
+            } => self.login(now, conn, connect, login, &mut out),
+            Input::Revoke { users } => self.revoke(now, &users, &mut out),
             Input::Packet { conn, packet } => {
                 if self.conns.contains_key(&conn) {
                     self.packet(now, conn, packet, &mut out);
@@ -395,7 +478,54 @@ impl Broker {
         out
     }
 
-    fn connect(&mut self, now: Instant, conn: ConnId, c: Connect, out: &mut Vec<Action>) {
+    fn login(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        connect: Box<Connect>,
+        login: Login,
+        out: &mut Vec<Action>,
+    ) {
+        if self.conns.contains_key(&conn) {
+            let error = DecodeError::Protocol("second CONNECT");
+            self.lose(now, conn, &LossCause::Violation(error), out);
+        } else {
+            self.connect(now, conn, *connect, login, out);
+        }
+    }
+
+    /// Closes the connections and forgets the sessions of `users`.
+    fn revoke(&mut self, now: Instant, users: &[String], out: &mut Vec<Action>) {
+        let owned = |s: &Session| s.user.as_ref().is_some_and(|u| users.contains(u));
+        let mut conns: Vec<ConnId> = self
+            .sessions
+            .values()
+            .filter(|s| owned(s))
+            .filter_map(|s| s.conn)
+            .collect();
+        conns.sort_unstable();
+        for conn in conns {
+            self.lose(now, conn, &LossCause::Revoked, out);
+        }
+        let ids: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| owned(s))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            self.end_session(now, &id, out);
+        }
+    }
+
+    fn connect(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        c: Connect,
+        login: Login,
+        out: &mut Vec<Action>,
+    ) {
         let v5 = c.version.is_v5();
         let refuse = |code: u8, out: &mut Vec<Action>| {
             out.push(Action::Send {
@@ -409,6 +539,43 @@ impl Broker {
         };
         if v5 && c.properties.authentication_method.is_some() {
             return refuse(reason::BAD_AUTHENTICATION_METHOD, out);
+        }
+        let (bad_credentials, not_authorized) = if v5 {
+            (reason::BAD_USER_NAME_OR_PASSWORD, reason::NOT_AUTHORIZED)
+        } else {
+            (
+                reason::V3_BAD_USER_NAME_OR_PASSWORD,
+                reason::V3_NOT_AUTHORIZED,
+            )
+        };
+        let given_id = c.client_id.clone();
+        let denied = |operation, user: &Option<String>, topic: &str| {
+            Action::Denied(Denied {
+                conn,
+                client_id: given_id.clone(),
+                user: user.clone(),
+                operation,
+                topic: topic.to_owned(),
+            })
+        };
+        let principal = match login {
+            Login::User(principal) => principal,
+            Login::Anonymous if self.policy.anonymous => Principal::anonymous(),
+            Login::Anonymous => {
+                out.push(denied(Operation::Connect, &None, ""));
+                return refuse(not_authorized, out);
+            }
+            Login::BadCredentials => {
+                out.push(denied(Operation::Connect, &c.username, ""));
+                return refuse(bad_credentials, out);
+            }
+        };
+        let grants = Arc::new(self.policy.grants(&principal));
+        if let Some(will) = &c.will
+            && !grants.may_publish(&will.topic)
+        {
+            out.push(denied(Operation::Will, &principal.user, &will.topic));
+            return refuse(not_authorized, out);
         }
         let mut client_id = c.client_id;
         let mut assigned = None;
@@ -430,13 +597,28 @@ impl Broker {
         };
         let expiry = requested_expiry.min(self.limits.max_session_expiry);
 
+        // A client identifier belongs to the user whose session holds it: a
+        // different user may not take a live connection over (except an
+        // admin, so that nobody can keep the daemon's own client identifier
+        // from it), and never inherits a session's subscriptions and queue.
+        let mut clean_start = c.clean_start;
+        if let Some(session) = self.sessions.get(&client_id)
+            && session.user != principal.user
+        {
+            if session.conn.is_some() && principal.role != Role::Admin {
+                out.push(denied(Operation::Connect, &principal.user, ""));
+                return refuse(not_authorized, out);
+            }
+            clean_start = true;
+        }
+
         // Session takeover: the older connection goes, as if it had been
         // lost (its Will Message is published, MQTT 3.1.1 §3.1.4).
         if let Some(old) = self.sessions.get(&client_id).and_then(|s| s.conn) {
             self.lose(now, old, &LossCause::TakenOver, out);
         }
 
-        let session_present = if c.clean_start || !self.sessions.contains_key(&client_id) {
+        let session_present = if clean_start || !self.sessions.contains_key(&client_id) {
             self.end_session(now, &client_id, out);
             self.sessions
                 .insert(client_id.clone(), Session::new(c.version));
@@ -451,6 +633,8 @@ impl Broker {
         };
         session.conn = Some(conn);
         session.version = c.version;
+        session.user = principal.user;
+        session.grants = grants;
         session.will = c.will;
         session.expiry = expiry;
         session.expires_at = None;
@@ -466,6 +650,9 @@ impl Broker {
                 maximum_packet_size: Some(self.limits.max_packet_size),
                 session_expiry_interval: (v5 && expiry != requested_expiry).then_some(expiry),
                 shared_subscription_unavailable: true,
+                receive_maximum: Some(self.limits.receive_maximum),
+                response_information: (v5 && c.properties.request_response_information)
+                    .then(|| self.policy.response_information()),
             }),
         });
         if session_present {
@@ -531,12 +718,33 @@ impl Broker {
     ) {
         let packet_id = p.packet_id;
         let qos = p.qos;
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        let v5 = session.version.is_v5();
+        if qos == QoS::ExactlyOnce
+            && !session.awaiting_pubrel.contains(&packet_id)
+            && session.awaiting_pubrel.len() >= usize::from(self.limits.receive_maximum)
+        {
+            return self.lose(now, conn, &LossCause::ReceiveMaximumExceeded, out);
+        }
+        let permitted = session.grants.may_publish(&p.topic);
+        // MQTT 3.1.1 has no way to refuse a PUBLISH: the flow completes as
+        // usual and the message is dropped (§3.3.5 allows it). MQTT 5 says
+        // "not authorized" in the acknowledgement, and a refused QoS 2
+        // message awaits no PUBREL.
+        let awaits_pubrel = permitted || !v5;
         let duplicate = qos == QoS::ExactlyOnce
-            && !self
-                .sessions
-                .get_mut(client_id)
-                .is_some_and(|s| s.awaiting_pubrel.insert(packet_id));
-        if !duplicate {
+            && !(awaits_pubrel && session.awaiting_pubrel.insert(packet_id));
+        if !permitted {
+            out.push(Action::Denied(Denied {
+                conn,
+                client_id: client_id.to_owned(),
+                user: session.user.clone(),
+                operation: Operation::Publish,
+                topic: p.topic.clone(),
+            }));
+        } else if !duplicate {
             let expires_at = p
                 .properties
                 .message_expiry_interval
@@ -555,7 +763,11 @@ impl Broker {
                 out,
             );
         }
-        let reason = reason::SUCCESS;
+        let reason = if permitted || !v5 {
+            reason::SUCCESS
+        } else {
+            reason::NOT_AUTHORIZED
+        };
         match qos {
             QoS::AtMostOnce => {}
             QoS::AtLeastOnce => out.push(Action::Send {
@@ -583,6 +795,9 @@ impl Broker {
             }
         }
         for (client_id, session) in &mut self.sessions {
+            if !session.grants.may_read(&message.topic) {
+                continue;
+            }
             let mut best: Option<QoS> = None;
             let mut retain_as_published = false;
             let mut subscription_ids = Vec::new();
@@ -632,6 +847,15 @@ impl Broker {
                 Some(reason::TOPIC_FILTER_INVALID)
             } else if filter.starts_with("$share/") {
                 Some(reason::SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
+            } else if !session.grants.may_subscribe(&filter) {
+                out.push(Action::Denied(Denied {
+                    conn,
+                    client_id: client_id.to_owned(),
+                    user: session.user.clone(),
+                    operation: Operation::Subscribe,
+                    topic: filter.clone(),
+                }));
+                Some(reason::NOT_AUTHORIZED)
             } else {
                 None
             };
@@ -659,7 +883,9 @@ impl Broker {
             };
             if send_retained {
                 for message in self.retained.values() {
-                    if topic::matches(&filter, &message.topic) {
+                    if topic::matches(&filter, &message.topic)
+                        && session.grants.may_read(&message.topic)
+                    {
                         retained.push(Outgoing {
                             qos: message.qos.min(options.qos),
                             retain: true,
@@ -752,6 +978,8 @@ impl Broker {
             LossCause::KeepAliveTimeout => Some(reason::KEEP_ALIVE_TIMEOUT),
             LossCause::TakenOver => Some(reason::SESSION_TAKEN_OVER),
             LossCause::Violation(e) => Some(e.reason_code()),
+            LossCause::ReceiveMaximumExceeded => Some(reason::RECEIVE_MAXIMUM_EXCEEDED),
+            LossCause::Revoked => Some(reason::NOT_AUTHORIZED),
             LossCause::PeerClosed | LossCause::SlowConsumer => None,
         };
         if let (true, Some(reason)) = (version.is_v5(), reason) {

@@ -2,9 +2,20 @@
 //! `droidwarden-broker` state machine (see docs/embedded-broker.md).
 //!
 //! With no `[mqtt] url`, `droidwarden daemon` starts this broker so that it
-//! works on a machine with nothing else installed. The broker has no
-//! authentication and keeps nothing on disk, so it listens on loopback unless
-//! the configuration explicitly allows otherwise.
+//! works on a machine with nothing else installed. Clients log in with a
+//! user from `<state dir>/mqtt-users.json` ([`crate::mqtt_users`]), whose
+//! role the state machine enforces on every publish, subscription and
+//! delivery (`droidwarden_broker::access`); `[broker] anonymous = true`
+//! turns that off. The broker has no TLS and keeps nothing on disk, so it
+//! listens on loopback unless the configuration explicitly allows
+//! otherwise.
+//!
+//! Passwords are checked here, in the connection's task, before the
+//! CONNECT reaches the state machine (with the verdict): PBKDF2 runs on the
+//! blocking pool, one at a time, successes are cached (see
+//! [`crate::mqtt_users`]). Before CONNECT, a connection may send at most
+//! [`PRE_CONNECT_MAX_PACKET`] bytes, and at most [`MAX_PENDING_CONNECTS`]
+//! connections may be waiting for their CONNECT at once.
 //!
 //! Shape: one accept task; one task per connection, which decodes packets
 //! and writes what it is sent; and one router task that owns the
@@ -13,19 +24,22 @@
 //! shutdown token: the listener closes at once, clients are disconnected
 //! (MQTT 5 clients are told "server shutting down").
 
+use crate::mqtt_users::Users;
 use droidwarden_broker::codec::{self, ClientPacket, Connect, DecodeError, ProtocolVersion};
 use droidwarden_broker::{
-    Action, Broker, BytesMut, ConnId, Input, Limits, LossCause, ServerPacket,
+    Action, Broker, BytesMut, ConnId, Denied, Input, Limits, Login, LossCause, Policy, ServerPacket,
 };
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -35,6 +49,16 @@ pub(crate) const DEFAULT_LISTEN: SocketAddr =
 
 /// How long a new TCP connection has to send CONNECT.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest first packet (CONNECT) accepted. A CONNECT holds a client
+/// id, credentials and a Will: a few hundred bytes in practice. A client
+/// announcing more is dropped from the fixed header, so an unauthenticated
+/// connection never makes the broker hold more than this.
+pub(crate) const PRE_CONNECT_MAX_PACKET: usize = 64 * 1024;
+/// Connections that have not completed CONNECT (and the password check)
+/// at one time; further ones are closed at once. With
+/// [`PRE_CONNECT_MAX_PACKET`] this bounds what strangers can make the
+/// broker hold to 4 MiB.
+pub(crate) const MAX_PENDING_CONNECTS: usize = 64;
 /// How long one write to a client may take before it counts as gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection that ended on the reading side may still flush
@@ -56,31 +80,32 @@ const OUTPUT_HEADROOM: usize = 1024;
 /// Largest batch of packets written with one `write_all`.
 const WRITE_BATCH: usize = 64 * 1024;
 
-/// Where and how the embedded broker listens.
+/// Where and how the embedded broker listens, and who may do what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BrokerConfig {
     /// Address to listen on; port 0 picks a free port.
     pub(crate) listen: SocketAddr,
-    /// Allow an address other than loopback. The broker has no
-    /// authentication, so anyone who can reach it can drive the phones.
+    /// Allow an address other than loopback. The broker has no TLS, so
+    /// passwords and commands would cross the network in clear.
     pub(crate) allow_remote: bool,
+    /// Topic prefixes and whether anonymous clients are let in.
+    pub(crate) policy: Policy,
+    /// The user file (`<state dir>/mqtt-users.json`); unused with
+    /// anonymous access.
+    pub(crate) users_file: Option<PathBuf>,
 }
 
 impl Default for BrokerConfig {
+    /// Loopback, port 1883, authentication required, no users yet.
     fn default() -> Self {
         BrokerConfig {
             listen: DEFAULT_LISTEN,
             allow_remote: false,
-        }
-    }
-}
-
-impl From<SocketAddr> for BrokerConfig {
-    /// Listen on `listen`, which must be loopback.
-    fn from(listen: SocketAddr) -> Self {
-        BrokerConfig {
-            listen,
-            allow_remote: false,
+            policy: Policy {
+                anonymous: false,
+                ..Policy::open()
+            },
+            users_file: None,
         }
     }
 }
@@ -101,6 +126,8 @@ pub(crate) enum BrokerError {
         /// What the system said.
         source: io::Error,
     },
+    /// The user file could not be read.
+    Users(anyhow::Error),
 }
 
 impl fmt::Display for BrokerError {
@@ -108,7 +135,7 @@ impl fmt::Display for BrokerError {
         match self {
             BrokerError::RemoteNotAllowed { listen } => write!(
                 f,
-                "the embedded broker has no authentication and listens on loopback only; \
+                "the embedded broker has no TLS and listens on loopback only; \
                  {listen} is not loopback (set [broker] allow_remote = true to insist)"
             ),
             BrokerError::Bind { listen, source } if source.kind() == io::ErrorKind::AddrInUse => {
@@ -124,6 +151,7 @@ impl fmt::Display for BrokerError {
             BrokerError::Bind { listen, source } => {
                 write!(f, "cannot listen on {listen}: {source}")
             }
+            BrokerError::Users(e) => write!(f, "cannot read the MQTT user file: {e:#}"),
         }
     }
 }
@@ -132,27 +160,35 @@ impl std::error::Error for BrokerError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BrokerError::Bind { source, .. } => Some(source),
-            BrokerError::RemoteNotAllowed { .. } => None,
+            BrokerError::RemoteNotAllowed { .. } | BrokerError::Users(_) => None,
         }
     }
 }
 
+/// A started broker.
+#[derive(Debug)]
+pub(crate) struct Started {
+    /// The bound address (the real port when port 0 was asked for).
+    pub(crate) addr: SocketAddr,
+    /// Reloads the user file (SIGHUP); `None` with anonymous access.
+    pub(crate) users: Option<UsersHandle>,
+}
+
 /// Binds the listener and starts the broker's tasks on `tracker`. Returns
-/// the bound address (the real port when the configuration asked for port
-/// 0) once the broker accepts connections. It runs until `shutdown` is
-/// cancelled; the listener closes at once and `tracker.wait()` returns once
-/// every broker task has stopped.
+/// the bound address once the broker accepts connections. It runs until
+/// `shutdown` is cancelled; the listener closes at once and
+/// `tracker.wait()` returns once every broker task has stopped.
 ///
 /// # Errors
 ///
 /// [`BrokerError::RemoteNotAllowed`] for a non-loopback address without
-/// `allow_remote`; [`BrokerError::Bind`] when the address cannot be bound.
+/// `allow_remote`; [`BrokerError::Bind`] when the address cannot be bound;
+/// [`BrokerError::Users`] when the user file exists but cannot be read.
 pub(crate) async fn start(
-    config: impl Into<BrokerConfig>,
+    config: BrokerConfig,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
-) -> Result<SocketAddr, BrokerError> {
-    let config = config.into();
+) -> Result<Started, BrokerError> {
     let listen = config.listen;
     if !listen.ip().to_canonical().is_loopback() {
         if !config.allow_remote {
@@ -160,10 +196,24 @@ pub(crate) async fn start(
         }
         tracing::warn!(
             %listen,
-            "the embedded MQTT broker listens beyond loopback; it has no authentication \
-             and no TLS, so anyone who can reach it can drive the phones"
+            "the embedded MQTT broker listens beyond loopback; it has no TLS, so \
+             passwords and commands cross the network in clear"
         );
     }
+    let users = if config.policy.anonymous {
+        tracing::warn!(
+            "the embedded MQTT broker lets clients in without credentials ([broker] anonymous = true): \
+             any local process can drive the phones and approve the agent's actions"
+        );
+        None
+    } else {
+        let file = config.users_file.clone().unwrap_or_default();
+        let users = tokio::task::spawn_blocking(move || Users::open(file))
+            .await
+            .map_err(|e| BrokerError::Users(e.into()))?
+            .map_err(BrokerError::Users)?;
+        Some(Arc::new(users))
+    };
     let listener = TcpListener::bind(listen)
         .await
         .map_err(|source| BrokerError::Bind { listen, source })?;
@@ -172,18 +222,80 @@ pub(crate) async fn start(
         .map_err(|source| BrokerError::Bind { listen, source })?;
     let limits = Limits::default();
     let (inputs, inputs_rx) = mpsc::channel(INPUT_CAPACITY);
-    tracker.spawn(route(inputs_rx, limits.clone(), shutdown.clone()));
-    tracker.spawn(accept(listener, inputs, limits, tracker.clone(), shutdown));
-    Ok(local_addr)
+    tracker.spawn(route(
+        inputs_rx,
+        limits.clone(),
+        config.policy,
+        shutdown.clone(),
+    ));
+    let handle = users.as_ref().map(|users| UsersHandle {
+        users: Arc::clone(users),
+        router: inputs.clone(),
+    });
+    tracker.spawn(accept(
+        listener,
+        inputs,
+        limits,
+        users,
+        tracker.clone(),
+        shutdown,
+    ));
+    Ok(Started {
+        addr: local_addr,
+        users: handle,
+    })
+}
+
+/// Reloads the embedded broker's user file on demand (SIGHUP).
+#[derive(Debug, Clone)]
+pub(crate) struct UsersHandle {
+    users: Arc<Users>,
+    router: mpsc::Sender<RouterMsg>,
+}
+
+impl UsersHandle {
+    /// Reads the user file again if it changed; removed or changed users
+    /// are disconnected. Called from the daemon's main loop, so bounded by
+    /// [`RELOAD_TIMEOUT`]: a file system that hangs is logged and the
+    /// change waits for the next connection attempt.
+    pub(crate) async fn reload(&self) {
+        let users = Arc::clone(&self.users);
+        let refresh = tokio::task::spawn_blocking(move || users.refresh());
+        match tokio::time::timeout(RELOAD_TIMEOUT, refresh).await {
+            Ok(changed) => revoke(&self.router, changed.unwrap_or_default()).await,
+            Err(_) => tracing::warn!(
+                "the MQTT user file was not read within {RELOAD_TIMEOUT:?}; \
+                 changes apply at the next connection"
+            ),
+        }
+    }
+}
+
+/// How long a SIGHUP waits for the user file, and anyone for the router to
+/// take a revocation.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Tells the router to disconnect `users`, if any (bounded: the router
+/// takes one message at a time and never waits itself).
+async fn revoke(router: &mpsc::Sender<RouterMsg>, users: Vec<String>) {
+    if !users.is_empty() {
+        tracing::info!(?users, "MQTT users removed or changed: disconnecting them");
+        let revoke = router.send(RouterMsg::Input(Input::Revoke { users }));
+        if tokio::time::timeout(RELOAD_TIMEOUT, revoke).await.is_err() {
+            tracing::warn!("the embedded broker did not take the revocation in time");
+        }
+    }
 }
 
 /// What connection tasks tell the router.
 #[derive(Debug)]
 enum RouterMsg {
-    /// A connection sent CONNECT; `out` is where its packets go.
+    /// A connection sent CONNECT; `login` is who its credentials say it
+    /// is, `out` where its packets go.
     Connect {
         conn: ConnId,
         connect: Box<Connect>,
+        login: Login,
         out: mpsc::Sender<ServerPacket>,
     },
     /// Anything else.
@@ -201,9 +313,11 @@ async fn accept(
     listener: TcpListener,
     inputs: mpsc::Sender<RouterMsg>,
     limits: Limits,
+    users: Option<Arc<Users>>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
+    let pending = Arc::new(Semaphore::new(MAX_PENDING_CONNECTS));
     let mut next_conn: ConnId = 0;
     loop {
         let accepted = tokio::select! {
@@ -212,15 +326,21 @@ async fn accept(
         };
         match accepted {
             Ok((stream, peer)) => {
+                let Ok(permit) = Arc::clone(&pending).try_acquire_owned() else {
+                    tracing::debug!(%peer, "too many connections waiting for CONNECT; closing");
+                    drop(stream);
+                    continue;
+                };
                 next_conn += 1;
-                tracker.spawn(connection(
-                    stream,
+                let conn = Conn {
+                    id: next_conn,
                     peer,
-                    next_conn,
-                    inputs.clone(),
-                    limits.clone(),
-                    shutdown.clone(),
-                ));
+                    router: inputs.clone(),
+                    limits: limits.clone(),
+                    users: users.clone(),
+                    pending: permit,
+                };
+                tracker.spawn(connection(stream, conn, shutdown.clone()));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "embedded broker: accept failed");
@@ -237,8 +357,13 @@ async fn accept(
 }
 
 /// The router: the only owner of the broker state.
-async fn route(mut inputs: mpsc::Receiver<RouterMsg>, limits: Limits, shutdown: CancellationToken) {
-    let mut broker = Broker::new(limits);
+async fn route(
+    mut inputs: mpsc::Receiver<RouterMsg>,
+    limits: Limits,
+    policy: Policy,
+    shutdown: CancellationToken,
+) {
+    let mut broker = Broker::new(limits, policy);
     let mut outputs: HashMap<ConnId, mpsc::Sender<ServerPacket>> = HashMap::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -247,10 +372,16 @@ async fn route(mut inputs: mpsc::Receiver<RouterMsg>, limits: Limits, shutdown: 
             biased;
             () = shutdown.cancelled() => break,
             msg = inputs.recv() => match msg {
-                Some(RouterMsg::Connect { conn, connect, out }) => {
-                    tracing::debug!(conn, client_id = %connect.client_id, version = ?connect.version, "MQTT client connecting");
+                Some(RouterMsg::Connect { conn, connect, login, out }) => {
+                    tracing::debug!(
+                        conn,
+                        client_id = %connect.client_id,
+                        user = connect.username.as_deref().unwrap_or(""),
+                        version = ?connect.version,
+                        "MQTT client connecting"
+                    );
                     outputs.insert(conn, out);
-                    Input::Packet { conn, packet: ClientPacket::Connect(connect) }
+                    Input::Connect { conn, connect, login }
                 }
                 Some(RouterMsg::Input(input)) => input,
                 None => break,
@@ -297,6 +428,22 @@ fn perform(
             }
             Action::Close { conn } => {
                 outputs.remove(&conn);
+            }
+            Action::Denied(Denied {
+                conn,
+                client_id,
+                user,
+                operation,
+                topic,
+            }) => {
+                tracing::debug!(
+                    conn,
+                    %client_id,
+                    user = user.as_deref().unwrap_or("(anonymous)"),
+                    ?operation,
+                    %topic,
+                    "MQTT client not authorized"
+                );
             }
         }
     }
@@ -354,23 +501,39 @@ async fn read_packet_within(
     }
 }
 
-/// One client connection, from TCP accept to close.
-async fn connection(
-    stream: TcpStream,
+/// What a connection task needs besides its socket.
+#[derive(Debug)]
+struct Conn {
+    id: ConnId,
     peer: SocketAddr,
-    conn: ConnId,
     router: mpsc::Sender<RouterMsg>,
     limits: Limits,
-    shutdown: CancellationToken,
-) {
+    /// `None`: anonymous access, credentials are not looked at.
+    users: Option<Arc<Users>>,
+    /// A place among the connections waiting for CONNECT, given back once
+    /// the CONNECT has been read and checked.
+    pending: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// One client connection, from TCP accept to close.
+async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
+    let Conn {
+        id: conn,
+        peer,
+        router,
+        limits,
+        users,
+        pending,
+    } = c;
     // MQTT packets are small and latency matters more than batching here.
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
     let max_packet_size = limits.max_packet_size as usize;
     let mut buf = BytesMut::with_capacity(4096);
+    let first_max = PRE_CONNECT_MAX_PACKET.min(max_packet_size);
     let first = tokio::select! {
         () = shutdown.cancelled() => return,
-        first = read_packet_within(&mut rd, &mut buf, None, max_packet_size, Some(CONNECT_TIMEOUT)) => first,
+        first = read_packet_within(&mut rd, &mut buf, None, first_max, Some(CONNECT_TIMEOUT)) => first,
     };
     let connect = match first {
         Ok(ClientPacket::Connect(connect)) => connect,
@@ -389,9 +552,31 @@ async fn connection(
     // MQTT 3.1.1 §3.1.2.10: one and a half keep-alive periods.
     let keep_alive = (connect.keep_alive > 0)
         .then(|| Duration::from_millis(u64::from(connect.keep_alive) * 1500));
+    let login = match &users {
+        None => Login::Anonymous,
+        Some(users) => {
+            let check = users.login(connect.username.clone(), connect.password.clone());
+            let checked = tokio::select! {
+                () = shutdown.cancelled() => return,
+                checked = tokio::time::timeout(CONNECT_TIMEOUT, check) => checked,
+            };
+            let Ok((login, changed)) = checked else {
+                tracing::debug!(conn, %peer, "password check did not finish in time; closing");
+                return;
+            };
+            revoke(&router, changed).await;
+            login
+        }
+    };
+    drop(pending);
     let (out, out_rx) = mpsc::channel(output_capacity(&limits));
     if router
-        .send(RouterMsg::Connect { conn, connect, out })
+        .send(RouterMsg::Connect {
+            conn,
+            connect,
+            login,
+            out,
+        })
         .await
         .is_err()
     {
@@ -507,16 +692,27 @@ mod tests {
         }
     }
 
+    /// A broker on a free loopback port with anonymous access.
     async fn running() -> Running {
+        running_with(config("127.0.0.1:0", false)).await
+    }
+
+    fn config(listen: &str, allow_remote: bool) -> BrokerConfig {
+        BrokerConfig {
+            listen: listen.parse().unwrap(),
+            allow_remote,
+            policy: Policy::open(),
+            users_file: None,
+        }
+    }
+
+    async fn running_with(config: BrokerConfig) -> Running {
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let config = BrokerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            allow_remote: false,
-        };
         let addr = start(config, shutdown.clone(), &tracker)
             .await
-            .expect("the broker starts");
+            .expect("the broker starts")
+            .addr;
         assert_ne!(addr.port(), 0);
         Running {
             addr,
@@ -663,6 +859,16 @@ mod tests {
 
     /// An MQTT 3.1.1 CONNECT, clean session, with an optional Will.
     fn raw_connect(client_id: &str, keep_alive: u16, will: Option<(&str, &str)>) -> Vec<u8> {
+        raw_connect_as(client_id, keep_alive, will, None)
+    }
+
+    /// [`raw_connect`] with a user name and password.
+    fn raw_connect_as(
+        client_id: &str,
+        keep_alive: u16,
+        will: Option<(&str, &str)>,
+        login: Option<(&str, &str)>,
+    ) -> Vec<u8> {
         fn string(out: &mut Vec<u8>, s: &str) {
             out.extend_from_slice(&u16::try_from(s.len()).unwrap().to_be_bytes());
             out.extend_from_slice(s.as_bytes());
@@ -670,12 +876,20 @@ mod tests {
         let mut body = Vec::new();
         string(&mut body, "MQTT");
         body.push(4);
-        body.push(if will.is_some() { 0x06 } else { 0x02 });
+        let mut flags = if will.is_some() { 0x06 } else { 0x02 };
+        if login.is_some() {
+            flags |= 0xC0;
+        }
+        body.push(flags);
         body.extend_from_slice(&keep_alive.to_be_bytes());
         string(&mut body, client_id);
         if let Some((topic, payload)) = will {
             string(&mut body, topic);
             string(&mut body, payload);
+        }
+        if let Some((user, password)) = login {
+            string(&mut body, user);
+            string(&mut body, password);
         }
         let mut packet = vec![0x10, u8::try_from(body.len()).unwrap()];
         packet.extend_from_slice(&body);
@@ -900,10 +1114,7 @@ mod tests {
         let tracker = TaskTracker::new();
         let shutdown = CancellationToken::new();
         for listen in ["0.0.0.0:0", "[::]:0", "192.0.2.1:1883"] {
-            let config = BrokerConfig {
-                listen: listen.parse().unwrap(),
-                allow_remote: false,
-            };
+            let config = config(listen, false);
             let refused = start(config, shutdown.clone(), &tracker).await;
             assert!(
                 matches!(refused, Err(BrokerError::RemoteNotAllowed { .. })),
@@ -912,10 +1123,7 @@ mod tests {
         }
         // Loopback in every spelling is fine.
         for listen in ["127.0.0.1:0", "[::ffff:127.0.0.1]:0"] {
-            let config = BrokerConfig {
-                listen: listen.parse().unwrap(),
-                allow_remote: false,
-            };
+            let config = config(listen, false);
             let (Err(BrokerError::Bind { .. }) | Ok(_)) =
                 start(config, shutdown.clone(), &tracker).await
             else {
@@ -923,14 +1131,198 @@ mod tests {
             };
         }
         // With allow_remote, the address is used (192.0.2.1 is not ours).
-        let config = BrokerConfig {
-            listen: "192.0.2.1:0".parse().unwrap(),
-            allow_remote: true,
-        };
+        let config = config("192.0.2.1:0", true);
         let not_ours = start(config, shutdown.clone(), &tracker).await;
         assert!(matches!(not_ours, Err(BrokerError::Bind { .. })));
         shutdown.cancel();
         tracker.close();
         timeout(DEADLINE, tracker.wait()).await.expect("stopped");
+    }
+
+    /// A broker that requires credentials, with users `admin` (admin),
+    /// `ha` (automation) and `alice` (phone), all with password `pw`.
+    async fn authenticated() -> (Running, tempfile::TempDir) {
+        use crate::mqtt_users::{RoleName, UserDb, UserRecord, hash_password};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mqtt-users.json");
+        let mut db = UserDb::default();
+        for (name, role) in [
+            ("admin", RoleName::Admin),
+            ("ha", RoleName::Automation),
+            ("alice", RoleName::Phone),
+        ] {
+            db.insert(UserRecord {
+                name: name.into(),
+                role,
+                companion_id: (role == RoleName::Phone).then(|| name.into()),
+                grants: Vec::new(),
+                password: hash_password(b"pw").unwrap(),
+            });
+        }
+        db.save(&file).unwrap();
+        let mut config = config("127.0.0.1:0", false);
+        config.policy.anonymous = false;
+        config.users_file = Some(file);
+        (running_with(config).await, dir)
+    }
+
+    #[tokio::test]
+    async fn connect_needs_valid_credentials() {
+        let (broker, _dir) = authenticated().await;
+        for (login, connack) in [
+            (None, [0x20, 2, 0, 5]),
+            (Some(("admin", "wrong")), [0x20, 2, 0, 4]),
+            (Some(("nobody", "pw")), [0x20, 2, 0, 4]),
+        ] {
+            let mut client = TcpStream::connect(broker.addr).await.unwrap();
+            client
+                .write_all(&raw_connect_as("x", 60, None, login))
+                .await
+                .unwrap();
+            assert_eq!(read_until_closed(&mut client).await, connack, "{login:?}");
+        }
+        // MQTT 5 clients get MQTT 5 reason codes.
+        let refused = timeout(
+            DEADLINE,
+            Command::new("mosquitto_pub")
+                .args(["-h", "127.0.0.1", "-p", &broker.addr.port().to_string()])
+                .args([
+                    "-V", "mqttv5", "-u", "ha", "-P", "wrong", "-t", "x", "-m", "y",
+                ])
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("mosquitto_pub within the deadline")
+        .expect("mosquitto_pub runs");
+        assert!(!refused.status.success());
+        let stderr = String::from_utf8_lossy(&refused.stderr).to_lowercase();
+        assert!(stderr.contains("bad user name or password"), "{stderr}");
+        // The right password gets in, also the second time (cached).
+        for _ in 0..2 {
+            let mut ok = TcpStream::connect(broker.addr).await.unwrap();
+            ok.write_all(&raw_connect_as("ok", 60, None, Some(("ha", "pw"))))
+                .await
+                .unwrap();
+            let mut connack = [0u8; 4];
+            timeout(DEADLINE, ok.read_exact(&mut connack))
+                .await
+                .expect("a CONNACK")
+                .unwrap();
+            assert_eq!(connack, [0x20, 2, 0, 0]);
+        }
+    }
+
+    #[tokio::test]
+    async fn wildcard_subscribers_only_receive_what_their_role_may_read() {
+        let (broker, _dir) = authenticated().await;
+        let login = |user: &'static str| ["-u", user, "-P", "pw"];
+        let mut ha = Sub::start(
+            broker.addr,
+            "mqttv5",
+            &[&login("ha")[..], &["-t", "#"]].concat(),
+        )
+        .await;
+        let mut phone = Sub::start(
+            broker.addr,
+            "mqttv311",
+            &[
+                &login("alice")[..],
+                &["-t", "droidwarden/companion/+/request"],
+            ]
+            .concat(),
+        )
+        .await;
+        let admin = login("admin");
+        for topic in [
+            "droidwarden/companion/bob/request",
+            "droidwarden/companion/alice/request",
+            "droidwarden/availability",
+        ] {
+            mosquitto_pub(
+                broker.addr,
+                "mqttv5",
+                &[&admin[..], &["-t", topic, "-m", topic]].concat(),
+            )
+            .await;
+        }
+        assert_eq!(
+            phone.next().await,
+            received(
+                0,
+                false,
+                "droidwarden/companion/alice/request",
+                "droidwarden/companion/alice/request"
+            )
+        );
+        assert_eq!(
+            ha.next().await,
+            received(
+                0,
+                false,
+                "droidwarden/availability",
+                "droidwarden/availability"
+            )
+        );
+    }
+
+    /// The broker closes these at once; the bound only keeps a broken
+    /// broker from passing after its 10 s CONNECT timeout.
+    const CUT_OFF: Duration = Duration::from_secs(5);
+
+    #[tokio::test]
+    async fn a_large_first_packet_is_refused_from_its_header() {
+        let broker = running().await;
+        let mut client = TcpStream::connect(broker.addr).await.unwrap();
+        // A CONNECT announcing 1 MiB: more than any CONNECT needs.
+        client.write_all(&[0x10, 0x80, 0x80, 0x40]).await.unwrap();
+        let mut sent = Vec::new();
+        timeout(CUT_OFF, client.read_to_end(&mut sent))
+            .await
+            .expect("closed at once")
+            .expect("a clean close");
+        assert!(sent.is_empty());
+        // 1 MiB of bytes streamed at it: cut off, not buffered.
+        let flood = TcpStream::connect(broker.addr).await.unwrap();
+        let (mut rd, mut wr) = flood.into_split();
+        let writer = tokio::spawn(async move {
+            let mut chunk = vec![0x55u8; 16 * 1024];
+            chunk[..4].copy_from_slice(&[0x10, 0xFF, 0xFF, 0x3F]);
+            for _ in 0..64 {
+                if wr.write_all(&chunk).await.is_err() {
+                    return;
+                }
+                chunk[..4].fill(0x55);
+            }
+        });
+        let mut rest = Vec::new();
+        let closed = timeout(CUT_OFF, rd.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "the broker closes the flooding connection");
+        assert!(rest.is_empty());
+        writer.abort();
+    }
+
+    #[tokio::test]
+    async fn connections_waiting_for_connect_are_capped() {
+        let broker = running().await;
+        let mut idle = Vec::new();
+        for _ in 0..MAX_PENDING_CONNECTS {
+            let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+            // One byte of a CONNECT: the connection is waiting for the rest.
+            stream.write_all(&[0x10]).await.unwrap();
+            idle.push(stream);
+        }
+        // Connections are accepted in order: this one finds no place left.
+        let mut extra = TcpStream::connect(broker.addr).await.unwrap();
+        let mut sent = Vec::new();
+        timeout(CUT_OFF, extra.read_to_end(&mut sent))
+            .await
+            .expect("closed at once")
+            .expect("a clean close");
+        assert!(sent.is_empty());
+        drop(idle);
+        // Places come back: a real client connects again.
+        let (_client, _events) = rumqttc_client(broker.addr, "after-the-flood", |_| {}).await;
     }
 }

@@ -131,6 +131,11 @@ pub(crate) enum Command {
     },
     /// Print the manual page (roff): `droidwarden man | man -l -`.
     Man,
+    /// Manage the users of the embedded MQTT broker (in
+    /// <state dir>/mqtt-users.json; the running daemon picks changes up at
+    /// the next connection or SIGHUP).
+    #[command(subcommand, name = "mqtt-user")]
+    MqttUser(crate::mqtt_users::MqttUserCommand),
 }
 
 /// Print completions or the manual page, generated from the definitions
@@ -245,6 +250,23 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Config(ConfigCommand::PrintDefault)
         | Command::Completions { .. }
         | Command::Man => ExitCode::SUCCESS,
+        Command::MqttUser(command) => {
+            let state_dir = config.state_dir.clone();
+            let done =
+                tokio::task::spawn_blocking(move || crate::mqtt_users::run(command, &state_dir))
+                    .await;
+            match done {
+                Ok(Ok(())) => ExitCode::SUCCESS,
+                Ok(Err(e)) => {
+                    eprintln!("droidwarden: {e:#}");
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("droidwarden: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }
 

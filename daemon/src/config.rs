@@ -89,6 +89,7 @@ struct RawHomeAssistant {
 struct RawBroker {
     listen: String,
     allow_remote: bool,
+    anonymous: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -160,6 +161,10 @@ pub(crate) enum BrokerTarget {
         listen: std::net::SocketAddr,
         /// Whether a non-loopback address is allowed.
         allow_remote: bool,
+        /// Let clients in without credentials, with every right
+        /// (`[broker] anonymous`); off by default: users and roles come
+        /// from `<state dir>/mqtt-users.json` (docs/mqtt-access.md).
+        anonymous: bool,
     },
 }
 
@@ -206,13 +211,14 @@ fn mqtt_settings(mut raw: RawMqtt, broker: RawBroker) -> Result<MqttSettings, Co
             return Err(bad(
                 "broker.listen",
                 format!(
-                    "{listen} is not a loopback address; the embedded broker has no authentication (set broker.allow_remote = true to accept that)"
+                    "{listen} is not a loopback address; the embedded broker has no TLS, so passwords and commands would cross the network in clear (set broker.allow_remote = true to accept that)"
                 ),
             ));
         }
         BrokerTarget::Embedded {
             listen,
             allow_remote: broker.allow_remote,
+            anonymous: broker.anonymous,
         }
     } else {
         let (tls, rest) = if let Some(rest) = raw.url.strip_prefix("mqtts://") {
@@ -895,7 +901,25 @@ mod tests {
         assert_eq!(cfg.mqtt.credentials.as_ref().unwrap().password, "s3cret");
         assert!(!format!("{cfg:?}").contains("s3cret"));
         let default = load_with_env(None, Vec::new()).unwrap();
-        assert!(matches!(default.mqtt.broker, BrokerTarget::Embedded { .. }));
+        assert!(matches!(
+            default.mqtt.broker,
+            BrokerTarget::Embedded {
+                anonymous: false,
+                ..
+            }
+        ));
+        let open = load_with_env(
+            None,
+            vec![("DROIDWARDEN__BROKER__ANONYMOUS".into(), "true".into())],
+        )
+        .unwrap();
+        assert!(matches!(
+            open.mqtt.broker,
+            BrokerTarget::Embedded {
+                anonymous: true,
+                ..
+            }
+        ));
         assert_eq!(default.poll["battery"], Duration::from_secs(60));
         assert!(!default.poll.contains_key("network"));
     }

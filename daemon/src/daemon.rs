@@ -109,21 +109,58 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
 
     let mut mqtt_settings = config.mqtt.clone();
     let broker_stop = CancellationToken::new();
+    let mut broker_users = None;
     if let BrokerTarget::Embedded {
         listen,
         allow_remote,
+        anonymous,
     } = mqtt_settings.broker
     {
+        if !anonymous {
+            // The daemon's own account: created at the first start, its
+            // password in <state dir>/mqtt-daemon.secret.
+            let state_dir = config.state_dir.clone();
+            let ensured = tokio::task::spawn_blocking(move || {
+                crate::mqtt_users::ensure_daemon_user(&state_dir)
+            })
+            .await;
+            match ensured {
+                Ok(Ok((username, password))) => {
+                    mqtt_settings.credentials =
+                        Some(crate::config::Credentials { username, password });
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(error = %format!("{e:#}"), "cannot set up the daemon's account on the embedded MQTT broker");
+                    return ExitCode::FAILURE;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot set up the daemon's account on the embedded MQTT broker");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
         let broker = crate::broker::BrokerConfig {
             listen,
             allow_remote,
+            policy: droidwarden_broker::Policy {
+                prefix: mqtt_settings.prefix.clone(),
+                ha_prefix: mqtt_settings
+                    .discovery
+                    .clone()
+                    .unwrap_or_else(|| "homeassistant".into()),
+                anonymous,
+            },
+            users_file: Some(config.state_dir.join(crate::mqtt_users::USERS_FILE)),
         };
         match crate::broker::start(broker, broker_stop.clone(), &tracker).await {
-            Ok(bound) => {
+            Ok(started) => {
+                let bound = started.addr;
                 tracing::info!(%bound, "embedded MQTT broker listening");
+                broker_users = started.users;
                 mqtt_settings.broker = BrokerTarget::Embedded {
                     listen: bound,
                     allow_remote,
+                    anonymous,
                 };
             }
             Err(e) => {
@@ -190,6 +227,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         companion: &companion,
         poll: &poll_tx,
         assistant: assistant.as_ref(),
+        broker_users: broker_users.as_ref(),
     };
     let stop = main_loop(
         &mut config,
@@ -382,6 +420,10 @@ async fn main_loop(
                 tracing::info!("SIGHUP: reloading the configuration");
                 if is_ready {
                     notifier.reloading();
+                }
+                // The embedded broker's users (removed ones are disconnected).
+                if let Some(users) = live.broker_users {
+                    users.reload().await;
                 }
                 let loaded = crate::config::load(config.source.as_deref());
                 match reload::apply(config, loaded, live) {

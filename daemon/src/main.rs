@@ -12,6 +12,7 @@ mod dbus; // The D-Bus API (docs/dbus-api.md).
 mod hub;
 mod logging;
 mod mqtt;
+mod mqtt_users; // The embedded broker's users (docs/mqtt-access.md).
 mod poll;
 mod private;
 mod reload;

@@ -84,14 +84,17 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
             BrokerTarget::Embedded {
                 listen: la,
                 allow_remote: ra,
+                anonymous: aa,
             },
             BrokerTarget::Embedded {
                 listen: lb,
                 allow_remote: rb,
+                anonymous: ab,
             },
         ) => {
             differs("broker.listen", la != lb);
             differs("broker.allow_remote", ra != rb);
+            differs("broker.anonymous", aa != ab);
         }
         (
             BrokerTarget::External {
@@ -142,6 +145,10 @@ pub(crate) struct Live<'a> {
     pub(crate) companion: &'a CompanionHub,
     pub(crate) poll: &'a watch::Sender<Intervals>,
     pub(crate) assistant: Option<&'a Assistant>,
+    /// The embedded broker's users, read again on SIGHUP (by the main loop,
+    /// before the configuration); `None` without the embedded broker or
+    /// with anonymous access.
+    pub(crate) broker_users: Option<&'a crate::broker::UsersHandle>,
 }
 
 /// Apply `loaded` (the result of reading the configuration again) to the
@@ -279,6 +286,7 @@ mod tests {
                 "mqtt.homeassistant",
             ),
             ("[broker]\nlisten = \"127.0.0.1:1884\"\n", "broker.listen"),
+            ("[broker]\nanonymous = true\n", "broker.anonymous"),
             ("[state]\ndir = \"/tmp/elsewhere\"\n", "state.dir"),
             ("[calls]\ntimeout_ms = 1000\n", "calls.timeout_ms"),
             ("[companion]\nqueue_ttl_ms = 5\n", "companion.queue_ttl_ms"),

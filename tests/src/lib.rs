@@ -229,6 +229,8 @@ pub struct SimOptions {
     pub adb_port: Option<u16>,
     /// Companion mode: the MQTT broker's port on 127.0.0.1 and the id.
     pub companion: Option<(u16, String)>,
+    /// Companion mode: the user name and password to log in with.
+    pub mqtt_login: Option<(String, String)>,
     /// Serve no ADB (a companion-only phone).
     pub no_adb: bool,
 }
@@ -262,9 +264,14 @@ impl Sim {
             cmd.args(["--adb-port", &options.adb_port.unwrap_or(0).to_string()]);
         }
         if let Some((port, id)) = &options.companion {
+            let login = options
+                .mqtt_login
+                .as_ref()
+                .map(|(user, password)| format!("{user}:{password}@"))
+                .unwrap_or_default();
             cmd.args([
                 "--mqtt",
-                &format!("mqtt://127.0.0.1:{port}"),
+                &format!("mqtt://{login}127.0.0.1:{port}"),
                 "--companion-id",
                 id,
             ]);

@@ -186,6 +186,64 @@ impl Daemon {
         }
     }
 
+    /// The configuration file the daemon runs with.
+    pub fn config_path(&self) -> &std::path::Path {
+        self._config.path()
+    }
+
+    /// Run `droidwarden mqtt-user ARGS` on this daemon's configuration
+    /// (and so its state directory), with `stdin` as standard input.
+    pub fn mqtt_user(&self, args: &[&str], stdin: &str) -> std::process::Output {
+        let mut child = Command::new(binary("droidwarden"))
+            .arg("--config")
+            .arg(self.config_path())
+            .arg("mqtt-user")
+            .args(args)
+            .env("DROIDWARDEN__DBUS__BUS", "none")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn droidwarden mqtt-user");
+        if let Some(mut input) = child.stdin.take() {
+            let _ = input.write_all(stdin.as_bytes());
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(_)) = child.try_wait() {
+                return child.wait_with_output().expect("mqtt-user output");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("droidwarden mqtt-user {args:?} did not finish within 30 s");
+    }
+
+    /// Add a user of the embedded broker and return its (generated)
+    /// password.
+    pub fn add_mqtt_user(&self, args: &[&str]) -> String {
+        let out = self.mqtt_user(&[&["add"], args].concat(), "");
+        assert!(
+            out.status.success(),
+            "mqtt-user add {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// The daemon's own password on its embedded broker
+    /// (`<state dir>/mqtt-daemon.secret`), once the daemon has written it.
+    pub fn mqtt_secret(&self) -> String {
+        let path = self.state_dir.path().join("mqtt-daemon.secret");
+        wait_for("the daemon's MQTT secret", Duration::from_secs(30), || {
+            std::fs::read_to_string(&path)
+                .ok()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+        })
+    }
+
     /// The daemon's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -268,6 +326,7 @@ impl Message {
 pub struct Probe {
     client: Client,
     seen: Arc<Mutex<Vec<Message>>>,
+    subscribed: Arc<Mutex<bool>>,
 }
 
 impl std::fmt::Debug for Probe {
@@ -281,16 +340,47 @@ impl std::fmt::Debug for Probe {
 impl Probe {
     /// Connect to the broker on `port` and subscribe to `#`.
     pub fn connect(port: u16) -> Self {
+        let probe = Self::start(port, None);
+        // The subscription is acknowledged asynchronously; a retained
+        // message proves it is active.
+        let marker = format!("probe/ready/{}", free_port());
+        probe.publish_retained(&marker, "1");
+        probe.wait(
+            &format!("the probe's subscription ({marker})"),
+            Duration::from_secs(10),
+            |m| m.topic == marker,
+        );
+        probe.publish_retained(&marker, "");
+        probe
+    }
+
+    /// Connect as `user` (the embedded broker, which checks passwords and
+    /// roles) and subscribe to `#`; returns once the broker acknowledged
+    /// the subscription.
+    pub fn connect_as(port: u16, user: &str, password: &str) -> Self {
+        let probe = Self::start(port, Some((user, password)));
+        wait_for("the probe's SUBACK", Duration::from_secs(10), || {
+            (*probe.subscribed.lock().unwrap()).then_some(())
+        });
+        probe
+    }
+
+    fn start(port: u16, login: Option<(&str, &str)>) -> Self {
         let id = format!("probe-{}-{}", std::process::id(), free_port());
         let mut options = MqttOptions::new(id, "127.0.0.1", port);
         options.set_keep_alive(Duration::from_secs(5));
         options.set_max_packet_size(2 * 1024 * 1024, 2 * 1024 * 1024);
+        if let Some((user, password)) = login {
+            options.set_credentials(user, password);
+        }
         let (client, mut connection) = Client::new(options, 10_000);
         let seen: Arc<Mutex<Vec<Message>>> = Arc::default();
         let connected = Arc::new(Mutex::new(false));
+        let subscribed = Arc::new(Mutex::new(false));
         {
             let seen = Arc::clone(&seen);
             let connected = Arc::clone(&connected);
+            let subscribed = Arc::clone(&subscribed);
             let client = client.clone();
             std::thread::spawn(move || {
                 for event in connection.iter() {
@@ -299,7 +389,9 @@ impl Probe {
                             let _ = client.try_subscribe("#", QoS::AtLeastOnce);
                             *connected.lock().unwrap() = true;
                         }
-                        Ok(Event::Incoming(Packet::SubAck(_))) => {}
+                        Ok(Event::Incoming(Packet::SubAck(_))) => {
+                            *subscribed.lock().unwrap() = true;
+                        }
                         Ok(Event::Incoming(Packet::Publish(p))) => {
                             seen.lock().unwrap().push(Message {
                                 topic: p.topic.clone(),
@@ -316,18 +408,11 @@ impl Probe {
         wait_for("the probe to connect", Duration::from_secs(10), || {
             (*connected.lock().unwrap()).then_some(())
         });
-        // The subscription is acknowledged asynchronously; a retained
-        // message proves it is active.
-        let probe = Self { client, seen };
-        let marker = format!("probe/ready/{}", free_port());
-        probe.publish_retained(&marker, "1");
-        probe.wait(
-            &format!("the probe's subscription ({marker})"),
-            Duration::from_secs(10),
-            |m| m.topic == marker,
-        );
-        probe.publish_retained(&marker, "");
-        probe
+        Self {
+            client,
+            seen,
+            subscribed,
+        }
     }
 
     /// Publish (QoS 1, not retained).

@@ -500,7 +500,8 @@ fn the_embedded_broker_serves_when_no_broker_is_configured() {
     wait_for("the embedded broker", WAIT, || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
     });
-    let probe = Probe::connect(port);
+    // It requires a login: the daemon's own account (admin) will do.
+    let probe = Probe::connect_as(port, "droidwarden", &daemon.mqtt_secret());
     probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
         m.payload == "online"
     });

@@ -18,9 +18,48 @@ impl Harness {
 
     fn with_limits(limits: Limits) -> Harness {
         Harness {
-            broker: Broker::new(limits),
+            broker: Broker::new(limits, Policy::open()),
             now: Instant::now(),
         }
+    }
+
+    /// A broker that requires credentials, prefix `dw`.
+    fn authenticated() -> Harness {
+        let policy = Policy {
+            prefix: "dw".into(),
+            ha_prefix: "homeassistant".into(),
+            anonymous: false,
+        };
+        Harness {
+            broker: Broker::new(Limits::default(), policy),
+            now: Instant::now(),
+        }
+    }
+
+    /// Connects as `user` with `role`, after `edit`.
+    fn login(
+        &mut self,
+        conn: ConnId,
+        version: ProtocolVersion,
+        login: Login,
+        edit: impl FnOnce(&mut Connect),
+    ) -> Vec<Action> {
+        let mut c = Connect {
+            version,
+            clean_start: true,
+            keep_alive: 60,
+            client_id: format!("client-{conn}"),
+            will: None,
+            username: Some("someone".into()),
+            password: Some(Bytes::from_static(b"secret")),
+            properties: ConnectProperties::default(),
+        };
+        edit(&mut c);
+        self.step(Input::Connect {
+            conn,
+            connect: Box::new(c),
+            login,
+        })
     }
 
     fn step(&mut self, input: Input) -> Vec<Action> {
@@ -647,4 +686,363 @@ fn queue_is_bounded_for_absent_clients() {
     let actions = h.connect_with(3, persistent);
     let payloads: Vec<_> = published(&actions, 3).into_iter().map(|p| p.1).collect();
     assert_eq!(payloads, vec!["7", "8", "9"]);
+}
+
+fn user(name: &str, role: Role) -> Login {
+    Login::User(Principal {
+        user: Some(name.into()),
+        role,
+    })
+}
+
+fn automation() -> Login {
+    user("ha", Role::Automation { approve: false })
+}
+
+fn phone(id: &str) -> Login {
+    user(
+        id,
+        Role::Phone {
+            companion_id: id.into(),
+        },
+    )
+}
+
+fn pub_ack(actions: &[Action], conn: ConnId) -> Option<u8> {
+    actions.iter().find_map(|a| match a {
+        Action::Send {
+            conn: c,
+            packet: ServerPacket::PubAck { reason, .. },
+        } if *c == conn => Some(*reason),
+        _ => None,
+    })
+}
+
+fn sub_ack(actions: &[Action]) -> Vec<u8> {
+    actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Send {
+                packet: ServerPacket::SubAck { codes, .. },
+                ..
+            } => Some(codes.clone()),
+            _ => None,
+        })
+        .expect("a SUBACK")
+}
+
+#[test]
+fn connect_without_valid_credentials_is_refused_with_the_versions_code() {
+    let mut h = Harness::authenticated();
+    for (version, login, code) in [
+        (V3, Login::Anonymous, reason::V3_NOT_AUTHORIZED),
+        (
+            V3,
+            Login::BadCredentials,
+            reason::V3_BAD_USER_NAME_OR_PASSWORD,
+        ),
+        (V5, Login::Anonymous, reason::NOT_AUTHORIZED),
+        (V5, Login::BadCredentials, reason::BAD_USER_NAME_OR_PASSWORD),
+    ] {
+        let actions = h.login(1, version, login.clone(), |_| {});
+        assert_eq!(connack(&actions).code, code, "{version:?} {login:?}");
+        assert!(closes(&actions, 1));
+        assert!(actions.iter().any(|a| matches!(
+            a,
+            Action::Denied(Denied {
+                operation: Operation::Connect,
+                ..
+            })
+        )));
+    }
+    // A CONNECT that did not go through the driver's check is anonymous.
+    let actions = h.connect(1, V5);
+    assert_eq!(connack(&actions).code, reason::NOT_AUTHORIZED);
+    assert_eq!(h.broker.connection_count(), 0);
+    let actions = h.login(1, V5, automation(), |_| {});
+    assert_eq!(connack(&actions).code, reason::SUCCESS);
+}
+
+#[test]
+fn anonymous_access_when_the_policy_allows_it() {
+    let mut h = Harness::new();
+    let actions = h.step(Input::Connect {
+        conn: 1,
+        connect: Box::new(Connect {
+            version: V5,
+            clean_start: true,
+            keep_alive: 0,
+            client_id: "x".into(),
+            will: Some(will("dw/companion/a/online", "offline")),
+            username: None,
+            password: None,
+            properties: ConnectProperties::default(),
+        }),
+        login: Login::Anonymous,
+    });
+    assert_eq!(connack(&actions).code, reason::SUCCESS);
+}
+
+#[test]
+fn a_will_on_a_forbidden_topic_is_refused_at_connect() {
+    let mut h = Harness::authenticated();
+    let actions = h.login(1, V5, phone("alice"), |c| {
+        c.will = Some(will("dw/companion/bob/online", "offline"));
+    });
+    assert_eq!(connack(&actions).code, reason::NOT_AUTHORIZED);
+    let actions = h.login(1, V3, phone("alice"), |c| {
+        c.will = Some(will("dw/companion/alice/online", "offline"));
+    });
+    assert_eq!(connack(&actions).code, reason::SUCCESS);
+}
+
+#[test]
+fn forbidden_publishes_are_dropped_and_v5_is_told() {
+    let mut h = Harness::authenticated();
+    h.login(1, V5, user("admin", Role::Admin), |_| {});
+    h.subscribe(1, "#", QoS::AtLeastOnce);
+    h.login(2, V5, automation(), |_| {});
+    h.login(3, V3, automation(), |_| {});
+    // Automation may not approve, nor forge a phone's response.
+    for topic in [
+        "dw/cmd/approve",
+        "dw/companion/a/response",
+        "dw/availability",
+    ] {
+        let actions = h.publish(2, topic, "x", QoS::AtLeastOnce, false);
+        assert_eq!(
+            pub_ack(&actions, 2),
+            Some(reason::NOT_AUTHORIZED),
+            "{topic}"
+        );
+        assert!(published(&actions, 1).is_empty(), "{topic}");
+        assert!(actions.iter().any(|a| matches!(
+            a,
+            Action::Denied(Denied {
+                operation: Operation::Publish,
+                ..
+            })
+        )));
+        // MQTT 3.1.1: acknowledged, dropped.
+        let actions = h.publish(3, topic, "x", QoS::AtLeastOnce, false);
+        assert_eq!(pub_ack(&actions, 3), Some(reason::SUCCESS), "{topic}");
+        assert!(published(&actions, 1).is_empty(), "{topic}");
+        // QoS 0: nothing at all.
+        let actions = h.publish(2, topic, "x", QoS::AtMostOnce, false);
+        assert!(published(&actions, 1).is_empty(), "{topic}");
+    }
+    // A forbidden retained message is not retained either.
+    h.publish(2, "dw/availability", "fake", QoS::AtLeastOnce, true);
+    let actions = h.subscribe(1, "dw/availability", QoS::AtLeastOnce);
+    assert!(published(&actions, 1).is_empty());
+    let actions = h.publish(2, "dw/cmd/call", "{}", QoS::AtLeastOnce, false);
+    assert_eq!(pub_ack(&actions, 2), Some(reason::SUCCESS));
+    assert_eq!(published(&actions, 1).len(), 1);
+    // With the grant, approvals go through.
+    h.login(
+        4,
+        V5,
+        user("ha2", Role::Automation { approve: true }),
+        |_| {},
+    );
+    let actions = h.publish(4, "dw/cmd/approve", "{}", QoS::AtLeastOnce, false);
+    assert_eq!(published(&actions, 1).len(), 1);
+    // A refused QoS 2 message awaits no PUBREL in MQTT 5.
+    let actions = h.publish(2, "dw/cmd/approve", "x", QoS::ExactlyOnce, false);
+    assert!(actions.contains(&Action::Send {
+        conn: 2,
+        packet: ServerPacket::PubRec {
+            packet_id: 7,
+            reason: reason::NOT_AUTHORIZED
+        }
+    }));
+}
+
+#[test]
+fn a_phone_cannot_speak_or_listen_for_another() {
+    let mut h = Harness::authenticated();
+    h.login(1, V5, user("daemon", Role::Admin), |_| {});
+    h.subscribe(1, "dw/companion/#", QoS::AtLeastOnce);
+    h.login(2, V5, phone("alice"), |_| {});
+    h.login(3, V3, phone("bob"), |_| {});
+    let actions = h.publish(
+        2,
+        "dw/companion/bob/response",
+        "forged",
+        QoS::AtLeastOnce,
+        false,
+    );
+    assert_eq!(pub_ack(&actions, 2), Some(reason::NOT_AUTHORIZED));
+    assert!(published(&actions, 1).is_empty());
+    let actions = h.publish(
+        2,
+        "dw/companion/alice/response",
+        "mine",
+        QoS::AtLeastOnce,
+        false,
+    );
+    assert_eq!(published(&actions, 1).len(), 1);
+    // Subscribing to another phone's requests is refused (v5 0x87, v3 0x80).
+    let actions = h.subscribe(2, "dw/companion/bob/request", QoS::AtLeastOnce);
+    assert_eq!(sub_ack(&actions), vec![reason::NOT_AUTHORIZED]);
+    let actions = h.subscribe(3, "dw/companion/alice/request", QoS::AtLeastOnce);
+    assert_eq!(sub_ack(&actions), vec![reason::UNSPECIFIED_ERROR]);
+    // A wildcard is granted, but only the phone's own requests arrive.
+    let actions = h.subscribe(2, "dw/companion/+/request", QoS::AtLeastOnce);
+    assert_eq!(sub_ack(&actions), vec![1]);
+    let actions = h.publish(
+        1,
+        "dw/companion/bob/request",
+        "for bob",
+        QoS::AtLeastOnce,
+        false,
+    );
+    assert!(published(&actions, 2).is_empty());
+    let actions = h.publish(
+        1,
+        "dw/companion/alice/request",
+        "for alice",
+        QoS::AtLeastOnce,
+        false,
+    );
+    assert_eq!(published(&actions, 2).len(), 1);
+}
+
+#[test]
+fn wildcard_subscribers_get_only_what_they_may_read() {
+    let mut h = Harness::authenticated();
+    h.login(1, V5, user("daemon", Role::Admin), |_| {});
+    h.login(2, V3, automation(), |_| {});
+    // Retained, then live: neither reaches automation on a companion topic.
+    h.publish(
+        1,
+        "dw/companion/alice/online",
+        "online",
+        QoS::AtLeastOnce,
+        true,
+    );
+    h.publish(1, "dw/availability", "online", QoS::AtLeastOnce, true);
+    let actions = h.subscribe(2, "#", QoS::AtLeastOnce);
+    assert_eq!(sub_ack(&actions), vec![1]);
+    assert_eq!(
+        published(&actions, 2),
+        vec![(
+            "dw/availability".into(),
+            "online".into(),
+            QoS::AtLeastOnce,
+            true
+        )]
+    );
+    let actions = h.publish(
+        1,
+        "dw/companion/alice/request",
+        "r",
+        QoS::AtLeastOnce,
+        false,
+    );
+    assert!(published(&actions, 2).is_empty());
+    let actions = h.publish(1, "dw/reply/1", "r", QoS::AtLeastOnce, false);
+    assert_eq!(published(&actions, 2).len(), 1);
+    let actions = h.subscribe(2, "dw/companion/#", QoS::AtLeastOnce);
+    assert_eq!(sub_ack(&actions), vec![reason::UNSPECIFIED_ERROR]);
+}
+
+#[test]
+fn another_user_cannot_take_a_client_identifier_over() {
+    let mut h = Harness::authenticated();
+    h.login(1, V5, phone("alice"), |c| c.client_id = "alice".into());
+    let actions = h.login(2, V5, phone("bob"), |c| c.client_id = "alice".into());
+    assert_eq!(connack(&actions).code, reason::NOT_AUTHORIZED);
+    assert!(!closes(&actions, 1));
+    // An admin may (the daemon's own client identifier stays its own).
+    let actions = h.login(5, V5, user("daemon", Role::Admin), |c| {
+        c.client_id = "alice".into()
+    });
+    assert_eq!(connack(&actions).code, reason::SUCCESS);
+    assert!(!connack(&actions).session_present);
+    assert!(closes(&actions, 1));
+    // A parked session is not inherited by another user.
+    h.login(3, V3, automation(), |c| {
+        c.client_id = "script".into();
+        c.clean_start = false;
+    });
+    h.subscribe(3, "dw/#", QoS::AtLeastOnce);
+    h.step(Input::Lost {
+        conn: 3,
+        cause: LossCause::PeerClosed,
+    });
+    let actions = h.login(4, V3, user("other", Role::Admin), |c| {
+        c.client_id = "script".into();
+        c.clean_start = false;
+    });
+    assert!(!connack(&actions).session_present);
+}
+
+#[test]
+fn revoked_users_are_disconnected() {
+    let mut h = Harness::authenticated();
+    h.login(1, V5, phone("alice"), |_| {});
+    h.login(2, V5, phone("bob"), |_| {});
+    let actions = h.step(Input::Revoke {
+        users: vec!["alice".into()],
+    });
+    assert!(actions.contains(&Action::Send {
+        conn: 1,
+        packet: ServerPacket::Disconnect {
+            reason: reason::NOT_AUTHORIZED
+        }
+    }));
+    assert!(closes(&actions, 1));
+    assert!(!closes(&actions, 2));
+    assert_eq!(h.broker.connection_count(), 1);
+}
+
+#[test]
+fn connack_announces_receive_maximum_and_response_information() {
+    let mut h = Harness::authenticated();
+    let actions = h.login(1, V5, automation(), |c| {
+        c.properties.request_response_information = true;
+    });
+    let ack = connack(&actions);
+    assert_eq!(ack.receive_maximum, Some(64));
+    assert_eq!(ack.response_information.as_deref(), Some("dw/responses/"));
+    let actions = h.login(2, V5, automation(), |_| {});
+    assert_eq!(connack(&actions).response_information, None);
+}
+
+#[test]
+fn exceeding_the_receive_maximum_with_qos2_disconnects() {
+    let mut h = Harness::with_limits(Limits {
+        receive_maximum: 3,
+        ..Limits::default()
+    });
+    h.connect(1, V5);
+    for id in 1..=3 {
+        let mut p = publish("t", "x", QoS::ExactlyOnce, false);
+        p.packet_id = id;
+        let actions = h.packet(1, ClientPacket::Publish(p));
+        assert!(!closes(&actions, 1));
+    }
+    // A retransmission of one already held is fine.
+    let mut p = publish("t", "x", QoS::ExactlyOnce, false);
+    p.packet_id = 2;
+    assert!(!closes(&h.packet(1, ClientPacket::Publish(p)), 1));
+    let mut p = publish("t", "x", QoS::ExactlyOnce, false);
+    p.packet_id = 4;
+    let actions = h.packet(1, ClientPacket::Publish(p));
+    assert!(actions.contains(&Action::Send {
+        conn: 1,
+        packet: ServerPacket::Disconnect {
+            reason: reason::RECEIVE_MAXIMUM_EXCEEDED
+        }
+    }));
+    assert!(closes(&actions, 1));
+    // Released ones make room again.
+    h.connect(2, V5);
+    for id in 1..=10u16 {
+        let mut p = publish("t", "x", QoS::ExactlyOnce, false);
+        p.packet_id = id;
+        assert!(!closes(&h.packet(2, ClientPacket::Publish(p)), 2));
+        h.packet(2, ClientPacket::PubRel { packet_id: id });
+    }
 }

@@ -1,0 +1,825 @@
+//! The embedded broker's users: the password file, password hashing, the
+//! daemon's own account, and `droidwarden mqtt-user add|remove|list`.
+//!
+//! The file is `<state dir>/mqtt-users.json`, mode 0600 (the directory
+//! 0700), written whole to a temporary file and renamed into place:
+//!
+//! ```json
+//! {"users": [
+//!   {"name": "droidwarden", "role": "admin", "password": "pbkdf2-sha256$100000$<salt hex>$<hash hex>"},
+//!   {"name": "ha", "role": "automation", "grants": ["approve"], "password": "pbkdf2-sha256$…"},
+//!   {"name": "alice", "role": "phone", "companion_id": "alice-pixel", "password": "pbkdf2-sha256$…"}
+//! ]}
+//! ```
+//!
+//! Passwords are kept only as salted PBKDF2-HMAC-SHA256 hashes (`ring`,
+//! already in the build through rustls), 100 000 iterations, compared in
+//! constant time by `ring::pbkdf2::verify`. The daemon's account
+//! (`droidwarden`, admin) is created at the first start with a random
+//! password (32 bytes from the system's generator, hex), which is written to
+//! `<state dir>/mqtt-daemon.secret` (0600) for the daemon's own client; it
+//! is never logged.
+//!
+//! Who a connecting client is gets decided by [`Users::login`]: PBKDF2 costs
+//! tens of milliseconds, so it runs on the blocking pool, one check at a
+//! time, and successful checks are remembered (keyed by an HMAC of the user
+//! name and password under a key drawn at start, so the cache holds no
+//! password) until the file changes: a flood of bad CONNECTs then only
+//! queues behind itself and never stalls the runtime or a known client's
+//! reconnection.
+
+use anyhow::{Context, anyhow, bail};
+use droidwarden_broker::{Bytes, Login, Principal, Role};
+use ring::rand::{SecureRandom, SystemRandom};
+use ring::{hmac, pbkdf2};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::num::NonZeroU32;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The user file, in the state directory.
+pub(crate) const USERS_FILE: &str = "mqtt-users.json";
+/// The daemon's own password, in the state directory.
+pub(crate) const DAEMON_SECRET_FILE: &str = "mqtt-daemon.secret";
+/// The daemon's own user name.
+pub(crate) const DAEMON_USER: &str = "droidwarden";
+
+/// PBKDF2 iterations: about 30 ms per check here (OWASP suggests 600 000
+/// for SHA-256 against offline cracking of weak passwords; generated
+/// passwords are 256 bits, and a broker that checks every CONNECT cannot
+/// afford seconds).
+const ITERATIONS: u32 = 100_000;
+const SCHEME: &str = "pbkdf2-sha256";
+const SALT_LEN: usize = 16;
+const HASH_LEN: usize = 32;
+
+/// The roles, as spelled on the command line and in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RoleName {
+    /// Everything, including approvals.
+    Admin,
+    /// Home automation: commands (approvals only with `--grant approve`)
+    /// and everything the daemon publishes except the phones' topics.
+    Automation,
+    /// One companion phone: its own topics only.
+    Phone,
+}
+
+/// Extra rights beyond a role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Grant {
+    /// Answer the agent's approval requests (`cmd/approve`) as automation.
+    Approve,
+}
+
+/// One user as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UserRecord {
+    pub(crate) name: String,
+    pub(crate) role: RoleName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) companion_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) grants: Vec<Grant>,
+    /// `pbkdf2-sha256$<iterations>$<salt hex>$<hash hex>`.
+    pub(crate) password: String,
+}
+
+impl UserRecord {
+    /// Who a client logged in as this user is.
+    pub(crate) fn principal(&self) -> Principal {
+        let role = match self.role {
+            RoleName::Admin => Role::Admin,
+            RoleName::Automation => Role::Automation {
+                approve: self.grants.contains(&Grant::Approve),
+            },
+            RoleName::Phone => Role::Phone {
+                companion_id: self
+                    .companion_id
+                    .clone()
+                    .unwrap_or_else(|| self.name.clone()),
+            },
+        };
+        Principal {
+            user: Some(self.name.clone()),
+            role,
+        }
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileFormat {
+    users: Vec<UserRecord>,
+}
+
+/// Every user, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct UserDb {
+    users: BTreeMap<String, UserRecord>,
+}
+
+impl UserDb {
+    /// Parses the file's contents.
+    pub(crate) fn parse(text: &str) -> anyhow::Result<UserDb> {
+        let file: FileFormat = serde_json::from_str(text)?;
+        let mut users = BTreeMap::new();
+        for user in file.users {
+            check_name("user name", &user.name)?;
+            if let Some(id) = &user.companion_id {
+                check_name("companion id", id)?;
+            }
+            if let Some(old) = users.insert(user.name.clone(), user) {
+                bail!("user {:?} appears twice", old.name);
+            }
+        }
+        Ok(UserDb { users })
+    }
+
+    /// Reads `path`; a missing file is an empty database.
+    pub(crate) fn load(path: &Path) -> anyhow::Result<UserDb> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => UserDb::parse(&text).with_context(|| path.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(UserDb::default()),
+            Err(e) => Err(e).with_context(|| path.display().to_string()),
+        }
+    }
+
+    /// Writes the database to `path` (0600, its directory 0700), atomically.
+    pub(crate) fn save(&self, path: &Path) -> anyhow::Result<()> {
+        let file = FileFormat {
+            users: self.users.values().cloned().collect(),
+        };
+        let mut text = serde_json::to_string_pretty(&file)?;
+        text.push('\n');
+        write_private(path, text.as_bytes())
+    }
+
+    /// The user called `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&UserRecord> {
+        self.users.get(name)
+    }
+
+    /// Every user, by name.
+    pub(crate) fn users(&self) -> impl Iterator<Item = &UserRecord> {
+        self.users.values()
+    }
+
+    /// Adds or replaces a user.
+    pub(crate) fn insert(&mut self, user: UserRecord) {
+        self.users.insert(user.name.clone(), user);
+    }
+
+    /// Removes a user; whether it was there.
+    pub(crate) fn remove(&mut self, name: &str) -> bool {
+        self.users.remove(name).is_some()
+    }
+
+    /// Who `name` with `password` is, if the password is right. Costs one
+    /// PBKDF2 computation: call it off the async runtime.
+    pub(crate) fn verify(&self, name: &str, password: &[u8]) -> Option<Principal> {
+        let user = self.users.get(name)?;
+        verify_password(&user.password, password).then(|| user.principal())
+    }
+
+    /// Users that `newer` removed or changed (role, companion id, grants or
+    /// password): their connections must end.
+    pub(crate) fn changed_in(&self, newer: &UserDb) -> Vec<String> {
+        self.users
+            .iter()
+            .filter(|(name, user)| newer.users.get(*name) != Some(user))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+}
+
+/// User names and companion ids: 1–64 letters, digits, `.`, `_`, `-`, `:`,
+/// starting with a letter or digit (the companion id rules, since a phone's
+/// user name is its companion id by default).
+pub(crate) fn check_name(what: &str, name: &str) -> anyhow::Result<()> {
+    let ok = (1..=64).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
+    if ok {
+        Ok(())
+    } else {
+        bail!(
+            "{what} {name:?}: 1 to 64 letters, digits, '.', '_', '-' or ':', starting with a letter or digit"
+        )
+    }
+}
+
+/// Hashes `password` with a fresh salt.
+pub(crate) fn hash_password(password: &[u8]) -> anyhow::Result<String> {
+    let mut salt = [0u8; SALT_LEN];
+    SystemRandom::new()
+        .fill(&mut salt)
+        .map_err(|_| anyhow!("the system's random generator failed"))?;
+    let mut hash = [0u8; HASH_LEN];
+    pbkdf2::derive(
+        pbkdf2::PBKDF2_HMAC_SHA256,
+        iterations(ITERATIONS),
+        &salt,
+        password,
+        &mut hash,
+    );
+    Ok(format!(
+        "{SCHEME}${ITERATIONS}${}${}",
+        hex(&salt),
+        hex(&hash)
+    ))
+}
+
+fn iterations(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN)
+}
+
+/// Checks `password` against a stored hash, in constant time.
+fn verify_password(stored: &str, password: &[u8]) -> bool {
+    let mut parts = stored.split('$');
+    let (Some(SCHEME), Some(n), Some(salt), Some(hash), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return false;
+    };
+    let (Some(n), Some(salt), Some(hash)) = (
+        n.parse::<u32>()
+            .ok()
+            .filter(|n| (1..=10_000_000).contains(n)),
+        unhex(salt),
+        unhex(hash),
+    ) else {
+        return false;
+    };
+    pbkdf2::verify(
+        pbkdf2::PBKDF2_HMAC_SHA256,
+        iterations(n),
+        &salt,
+        password,
+        &hash,
+    )
+    .is_ok()
+}
+
+/// A new random password: 32 bytes from the system's generator, as hex.
+pub(crate) fn generate_password() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 32];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| anyhow!("the system's random generator failed"))?;
+    Ok(hex(&bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
+}
+
+/// Creates `dir` (and its parents) with mode 0700 when missing.
+fn private_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))
+}
+
+/// Writes `bytes` to `path` with mode 0600 whatever the umask, through a
+/// temporary file renamed into place.
+fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    private_dir(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.unwrap_or_default(),
+        std::process::id()
+    ));
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        // The mode above is filtered by the umask; this is not.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        // `sudo droidwarden mqtt-user add …` runs as root: the file must
+        // stay readable by the daemon's user, who owns the state directory.
+        let (owner, ours) = (std::fs::metadata(dir)?, file.metadata()?);
+        if (owner.uid(), owner.gid()) != (ours.uid(), ours.gid()) {
+            let _ = std::os::unix::fs::fchown(&file, Some(owner.uid()), Some(owner.gid()));
+        }
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow!("cannot write {}: {e}", path.display())
+    })
+}
+
+/// The daemon's credentials for its embedded broker: the password in
+/// `mqtt-daemon.secret` when it still matches the daemon's user, else a new
+/// random one, stored hashed in the user file and in plain in the secret
+/// file. Blocking (file I/O and one PBKDF2): run it on the blocking pool.
+pub(crate) fn ensure_daemon_user(state_dir: &Path) -> anyhow::Result<(String, String)> {
+    let users_path = state_dir.join(USERS_FILE);
+    let secret_path = state_dir.join(DAEMON_SECRET_FILE);
+    let mut db = UserDb::load(&users_path)?;
+    let secret = std::fs::read_to_string(&secret_path)
+        .ok()
+        .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
+        .filter(|s| !s.is_empty());
+    if let (Some(secret), Some(user)) = (&secret, db.get(DAEMON_USER))
+        && user.role == RoleName::Admin
+        && verify_password(&user.password, secret.as_bytes())
+    {
+        return Ok((DAEMON_USER.to_owned(), secret.clone()));
+    }
+    let password = generate_password()?;
+    db.insert(UserRecord {
+        name: DAEMON_USER.to_owned(),
+        role: RoleName::Admin,
+        companion_id: None,
+        grants: Vec::new(),
+        password: hash_password(password.as_bytes())?,
+    });
+    // The secret first: a crash in between leaves a user file that does
+    // not match, which the next start repairs.
+    write_private(&secret_path, format!("{password}\n").as_bytes())?;
+    db.save(&users_path)?;
+    tracing::info!(
+        user = DAEMON_USER,
+        file = %secret_path.display(),
+        "created the daemon's account on the embedded MQTT broker"
+    );
+    Ok((DAEMON_USER.to_owned(), password))
+}
+
+/// What identifies a version of the user file: a rewrite (rename) changes
+/// the inode, an edit in place the modification time or size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    ino: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+    len: u64,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    std::fs::metadata(path).ok().map(|m| Stamp {
+        ino: m.ino(),
+        mtime: m.mtime(),
+        mtime_nsec: m.mtime_nsec(),
+        len: m.len(),
+    })
+}
+
+#[derive(Debug)]
+struct Loaded {
+    stamp: Option<Stamp>,
+    db: UserDb,
+    /// HMACs of (user, password) pairs that verified against `db`.
+    verified: HashSet<Vec<u8>>,
+}
+
+/// The broker's view of the user file, reloaded when it changes (checked
+/// at every login, and on [`Users::reload`] for SIGHUP).
+#[derive(Debug)]
+pub(crate) struct Users {
+    path: PathBuf,
+    loaded: Mutex<Loaded>,
+    cache_key: hmac::Key,
+    /// One password check at a time: PBKDF2 is CPU-bound, and the machine
+    /// has other work to do.
+    checks: tokio::sync::Semaphore,
+}
+
+impl Users {
+    /// Reads the user file at `path` (which may not exist yet).
+    pub(crate) fn open(path: PathBuf) -> anyhow::Result<Users> {
+        let stamp = stamp(&path);
+        let db = UserDb::load(&path)?;
+        let cache_key = hmac::Key::generate(hmac::HMAC_SHA256, &SystemRandom::new())
+            .map_err(|_| anyhow!("the system's random generator failed"))?;
+        Ok(Users {
+            path,
+            loaded: Mutex::new(Loaded {
+                stamp,
+                db,
+                verified: HashSet::new(),
+            }),
+            cache_key,
+            checks: tokio::sync::Semaphore::new(1),
+        })
+    }
+
+    /// Reloads the file if it changed; returns the users removed or
+    /// changed. A file that does not parse is logged and the users known
+    /// so far are kept. Blocking (a `stat`, maybe a read).
+    pub(crate) fn refresh(&self) -> Vec<String> {
+        let now = stamp(&self.path);
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        if now == loaded.stamp {
+            return Vec::new();
+        }
+        match UserDb::load(&self.path) {
+            Ok(db) => {
+                let changed = loaded.db.changed_in(&db);
+                tracing::info!(
+                    users = db.users.len(),
+                    changed = changed.len(),
+                    "embedded MQTT broker: user file reloaded"
+                );
+                *loaded = Loaded {
+                    stamp: now,
+                    db,
+                    verified: HashSet::new(),
+                };
+                changed
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "embedded MQTT broker: user file unreadable; keeping the users loaded before");
+                loaded.stamp = now;
+                Vec::new()
+            }
+        }
+    }
+
+    /// Decides who a CONNECT's credentials belong to; also returns the
+    /// users whose connections must end because the file changed under
+    /// them. Runs the check on the blocking pool.
+    pub(crate) async fn login(
+        self: &Arc<Self>,
+        username: Option<String>,
+        password: Option<Bytes>,
+    ) -> (Login, Vec<String>) {
+        let Some(username) = username else {
+            return (Login::Anonymous, Vec::new());
+        };
+        let password = password.unwrap_or_default();
+        // First the cheap part, outside the queue: a changed file, an
+        // unknown user, a login that verified before (the daemon's own
+        // reconnections never wait behind strangers' password checks).
+        let users = Arc::clone(self);
+        let (name, pw) = (username.clone(), password.clone());
+        let quick = tokio::task::spawn_blocking(move || {
+            let changed = users.refresh();
+            (users.quick_check(&name, &pw), changed)
+        })
+        .await;
+        let Ok((quick, changed)) = quick else {
+            return (Login::BadCredentials, Vec::new());
+        };
+        if let Some(login) = quick {
+            return (login, changed);
+        }
+        let Ok(_permit) = self.checks.acquire().await else {
+            return (Login::BadCredentials, changed);
+        };
+        let users = Arc::clone(self);
+        let checked = tokio::task::spawn_blocking(move || users.check(&username, &password)).await;
+        (checked.unwrap_or(Login::BadCredentials), changed)
+    }
+
+    /// The cache key of a (user, password) pair.
+    fn tag(&self, username: &str, password: &[u8]) -> Vec<u8> {
+        let mut tag = hmac::Context::with_key(&self.cache_key);
+        tag.update(&(username.len() as u64).to_be_bytes());
+        tag.update(username.as_bytes());
+        tag.update(password);
+        tag.sign().as_ref().to_vec()
+    }
+
+    /// The verdict when it needs no PBKDF2: an unknown user, or a pair
+    /// that verified before.
+    fn quick_check(&self, username: &str, password: &[u8]) -> Option<Login> {
+        let tag = self.tag(username, password);
+        let loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(user) = loaded.db.get(username) else {
+            return Some(Login::BadCredentials);
+        };
+        loaded
+            .verified
+            .contains(&tag)
+            .then(|| Login::User(user.principal()))
+    }
+
+    /// Blocking: one PBKDF2 unless this pair verified before.
+    fn check(&self, username: &str, password: &[u8]) -> Login {
+        if let Some(login) = self.quick_check(username, password) {
+            return login;
+        }
+        let tag = self.tag(username, password);
+        let db = self
+            .loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .db
+            .clone();
+        match db.verify(username, password) {
+            Some(principal) => {
+                let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+                // Only if the file did not change during the check.
+                if loaded.db == db {
+                    loaded.verified.insert(tag);
+                }
+                Login::User(principal)
+            }
+            None => Login::BadCredentials,
+        }
+    }
+}
+
+/// `droidwarden mqtt-user …`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum MqttUserCommand {
+    /// Add a user of the embedded broker. Without a password option, one is
+    /// generated and printed once.
+    Add {
+        /// The user name (for a phone, by default also its companion id).
+        name: String,
+        /// What the user may do.
+        #[arg(long, value_enum)]
+        role: RoleName,
+        /// The phone's companion id (role phone; default: the user name).
+        #[arg(long, value_name = "ID")]
+        companion_id: Option<String>,
+        /// Extra rights: `approve` lets an automation user answer approvals.
+        #[arg(long, value_enum)]
+        grant: Vec<Grant>,
+        /// Read the password from this file (its first line).
+        #[arg(long, value_name = "FILE", conflicts_with = "password_stdin")]
+        password_file: Option<PathBuf>,
+        /// Read the password from standard input (its first line).
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Remove a user; its connections end at the broker's next check.
+    Remove {
+        /// The user name.
+        name: String,
+    },
+    /// List the users: names, roles, companion ids and grants (never
+    /// passwords).
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs an `mqtt-user` command on `<state dir>/mqtt-users.json`. The
+/// running daemon notices the change at the next CONNECT or SIGHUP.
+pub(crate) fn run(command: MqttUserCommand, state_dir: &Path) -> anyhow::Result<()> {
+    let path = state_dir.join(USERS_FILE);
+    match command {
+        MqttUserCommand::Add {
+            name,
+            role,
+            companion_id,
+            grant,
+            password_file,
+            password_stdin,
+        } => {
+            check_name("user name", &name)?;
+            if name == DAEMON_USER {
+                bail!("{DAEMON_USER:?} is the daemon's own account; pick another name");
+            }
+            if let Some(id) = &companion_id {
+                if role != RoleName::Phone {
+                    bail!("--companion-id is for --role phone");
+                }
+                check_name("companion id", id)?;
+            }
+            if !grant.is_empty() && role != RoleName::Automation {
+                bail!("--grant is for --role automation (admin may do everything already)");
+            }
+            let mut db = UserDb::load(&path)?;
+            if db.get(&name).is_some() {
+                bail!("user {name:?} exists; remove it first");
+            }
+            let (password, generated) = match (password_file, password_stdin) {
+                (Some(file), _) => (
+                    first_line(
+                        &std::fs::read_to_string(&file)
+                            .with_context(|| file.display().to_string())?,
+                    ),
+                    false,
+                ),
+                (None, true) => {
+                    let mut line = String::new();
+                    std::io::stdin().read_line(&mut line)?;
+                    (first_line(&line), false)
+                }
+                (None, false) => (generate_password()?, true),
+            };
+            if password.is_empty() {
+                bail!("the password is empty");
+            }
+            let mut grants = grant;
+            grants.dedup();
+            db.insert(UserRecord {
+                name: name.clone(),
+                role,
+                companion_id: (role == RoleName::Phone).then(|| companion_id.unwrap_or(name)),
+                grants,
+                password: hash_password(password.as_bytes())?,
+            });
+            db.save(&path)?;
+            if generated {
+                println!("{password}");
+            }
+            Ok(())
+        }
+        MqttUserCommand::Remove { name } => {
+            if name == DAEMON_USER {
+                bail!("{DAEMON_USER:?} is the daemon's own account; it cannot be removed");
+            }
+            let mut db = UserDb::load(&path)?;
+            if !db.remove(&name) {
+                bail!("no user {name:?}");
+            }
+            db.save(&path)
+        }
+        MqttUserCommand::List { json } => {
+            let db = UserDb::load(&path)?;
+            let rows: Vec<serde_json::Value> = db
+                .users()
+                .map(|u| {
+                    serde_json::json!({
+                        "name": u.name,
+                        "role": u.role,
+                        "companion_id": u.companion_id,
+                        "grants": u.grants,
+                    })
+                })
+                .collect();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                for u in db.users() {
+                    let mut line = format!("{:<24} {:<10}", u.name, role_str(u.role));
+                    if let Some(id) = &u.companion_id {
+                        line.push_str(&format!(" companion_id={id}"));
+                    }
+                    if u.grants.contains(&Grant::Approve) {
+                        line.push_str(" grants=approve");
+                    }
+                    println!("{}", line.trim_end());
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn role_str(role: RoleName) -> &'static str {
+    match role {
+        RoleName::Admin => "admin",
+        RoleName::Automation => "automation",
+        RoleName::Phone => "phone",
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_verify_only_against_their_hash() {
+        let stored = hash_password(b"right").unwrap();
+        assert!(stored.starts_with("pbkdf2-sha256$100000$"));
+        assert!(verify_password(&stored, b"right"));
+        assert!(!verify_password(&stored, b"wrong"));
+        assert!(!verify_password("pbkdf2-sha256$0$00$00", b"right"));
+        assert!(!verify_password("plain", b"plain"));
+        // Two hashes of one password differ by their salt.
+        assert_ne!(stored, hash_password(b"right").unwrap());
+    }
+
+    #[test]
+    fn the_file_round_trips_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let path = state.join(USERS_FILE);
+        let mut db = UserDb::default();
+        db.insert(UserRecord {
+            name: "alice".into(),
+            role: RoleName::Phone,
+            companion_id: Some("alice-pixel".into()),
+            grants: Vec::new(),
+            password: hash_password(b"pw").unwrap(),
+        });
+        db.save(&path).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&state), 0o700);
+        let back = UserDb::load(&path).unwrap();
+        assert_eq!(back, db);
+        let who = back.verify("alice", b"pw").unwrap();
+        assert_eq!(
+            who.role,
+            Role::Phone {
+                companion_id: "alice-pixel".into()
+            }
+        );
+        assert!(back.verify("alice", b"nope").is_none());
+        assert!(back.verify("bob", b"pw").is_none());
+        assert!(
+            UserDb::parse(r#"{"users":[{"name":"a/b","role":"admin","password":"x"}]}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn the_daemon_account_is_created_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (user, password) = ensure_daemon_user(dir.path()).unwrap();
+        assert_eq!(user, DAEMON_USER);
+        assert_eq!(password.len(), 64);
+        let secret = dir.path().join(DAEMON_SECRET_FILE);
+        assert_eq!(
+            std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let (_, again) = ensure_daemon_user(dir.path()).unwrap();
+        assert_eq!(again, password);
+        let db = UserDb::load(&dir.path().join(USERS_FILE)).unwrap();
+        assert_eq!(
+            db.verify(DAEMON_USER, password.as_bytes()).unwrap().role,
+            Role::Admin
+        );
+        // A lost secret is replaced, with a new password.
+        std::fs::remove_file(&secret).unwrap();
+        let (_, replaced) = ensure_daemon_user(dir.path()).unwrap();
+        assert_ne!(replaced, password);
+    }
+
+    #[tokio::test]
+    async fn logins_follow_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(USERS_FILE);
+        let users = Arc::new(Users::open(path.clone()).unwrap());
+        let login = |name: &str, pw: &'static [u8]| {
+            let users = Arc::clone(&users);
+            let name = name.to_owned();
+            async move { users.login(Some(name), Some(Bytes::from_static(pw))).await }
+        };
+        assert_eq!(login("ha", b"pw").await.0, Login::BadCredentials);
+        assert_eq!(users.login(None, None).await.0, Login::Anonymous);
+        let mut db = UserDb::default();
+        db.insert(UserRecord {
+            name: "ha".into(),
+            role: RoleName::Automation,
+            companion_id: None,
+            grants: vec![Grant::Approve],
+            password: hash_password(b"pw").unwrap(),
+        });
+        db.save(&path).unwrap();
+        let (who, changed) = login("ha", b"pw").await;
+        assert!(changed.is_empty());
+        let Login::User(who) = who else {
+            panic!("{who:?}")
+        };
+        assert_eq!(who.role, Role::Automation { approve: true });
+        // Cached now, and still refused with a wrong password.
+        assert!(matches!(login("ha", b"pw").await.0, Login::User(_)));
+        assert_eq!(login("ha", b"bad").await.0, Login::BadCredentials);
+        db.remove("ha");
+        db.save(&path).unwrap();
+        let (who, changed) = login("ha", b"pw").await;
+        assert_eq!(who, Login::BadCredentials);
+        assert_eq!(changed, vec!["ha".to_owned()]);
+    }
+}
