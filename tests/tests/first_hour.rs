@@ -256,3 +256,28 @@ fn config_check_says_what_would_run_and_lists_valid_values() {
     );
     assert!(!err.contains("ProviderKind"), "{err}");
 }
+
+#[test]
+fn subscribers_of_the_embedded_broker_see_the_daemon_go_offline() {
+    let adb = AdbServer::start();
+    let port = free_port();
+    let mut daemon = Daemon::start(&adb, &format!("[broker]\nlisten = \"127.0.0.1:{port}\"\n"));
+    wait_for("the embedded broker", WAIT, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    let user = daemon.add_mqtt_user(&["watcher", "--role", "automation"]);
+    let password = user
+        .lines()
+        .find_map(|l| l.split_whitespace().last())
+        .unwrap_or_default()
+        .to_owned();
+    let probe = Probe::connect_as(port, "watcher", &password);
+    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    assert_eq!(daemon.terminate(), Some(0), "{}", daemon.log());
+    // The goodbye reaches a subscriber before the broker itself stops.
+    probe.wait(&format!("{P}/availability offline"), WAIT, |m| {
+        m.topic == format!("{P}/availability") && m.payload == "offline"
+    });
+}
