@@ -172,6 +172,8 @@ pub(crate) struct Started {
     pub(crate) addr: SocketAddr,
     /// Reloads the user file (SIGHUP); `None` with anonymous access.
     pub(crate) users: Option<UsersHandle>,
+    /// Connected clients, for metrics.
+    pub(crate) clients: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Binds the listener and starts the broker's tasks on `tracker`. Returns
@@ -222,10 +224,12 @@ pub(crate) async fn start(
         .map_err(|source| BrokerError::Bind { listen, source })?;
     let limits = Limits::default();
     let (inputs, inputs_rx) = mpsc::channel(INPUT_CAPACITY);
+    let clients = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     tracker.spawn(route(
         inputs_rx,
         limits.clone(),
         config.policy,
+        Arc::clone(&clients),
         shutdown.clone(),
     ));
     let handle = users.as_ref().map(|users| UsersHandle {
@@ -243,6 +247,7 @@ pub(crate) async fn start(
     Ok(Started {
         addr: local_addr,
         users: handle,
+        clients,
     })
 }
 
@@ -361,6 +366,7 @@ async fn route(
     mut inputs: mpsc::Receiver<RouterMsg>,
     limits: Limits,
     policy: Policy,
+    clients: Arc<std::sync::atomic::AtomicUsize>,
     shutdown: CancellationToken,
 ) {
     let mut broker = Broker::new(limits, policy);
@@ -390,6 +396,10 @@ async fn route(
         };
         let actions = broker.step(Instant::now(), input);
         perform(&mut broker, &mut outputs, actions);
+        clients.store(
+            broker.connection_count(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
     let actions = broker.shutdown();
     perform(&mut broker, &mut outputs, actions);

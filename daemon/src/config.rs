@@ -47,6 +47,7 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     devices: Vec<RawDevice>,
     dbus: RawDbus,
+    metrics: RawMetrics,
     #[serde(default)]
     llm: RawLlmConfig,
     #[serde(default)]
@@ -94,6 +95,20 @@ struct RawBroker {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawMetrics {
+    listen: String,
+    allow_remote: bool,
+}
+
+/// Where Prometheus metrics are served (`[metrics]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MetricsSettings {
+    pub(crate) listen: std::net::SocketAddr,
+    pub(crate) allow_remote: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawAdb {
     server: String,
     connect: Vec<String>,
@@ -137,6 +152,8 @@ pub(crate) struct Config {
     pub(crate) poll: BTreeMap<&'static str, Duration>,
     /// The message bus the D-Bus API is offered on.
     pub(crate) dbus: DbusBus,
+    /// Prometheus metrics; `None` when `[metrics] listen` is empty (off).
+    pub(crate) metrics: Option<MetricsSettings>,
     /// The language model; `None` (no `[llm] provider`) turns the agent off.
     pub(crate) llm: Option<LlmConfig>,
     /// The agent: tools, limits, memory and the approval policy.
@@ -481,6 +498,7 @@ impl TryFrom<RawConfig> for Config {
             mqtt: mqtt_settings(raw.mqtt, raw.broker)?,
             poll: poll_settings(raw.poll)?,
             dbus: DbusBus::parse(&raw.dbus.bus)?,
+            metrics: metrics_settings(&raw.metrics)?,
             llm: if raw.llm == RawLlmConfig::default() {
                 None
             } else {
@@ -521,6 +539,28 @@ fn explain_enum(message: &str) -> String {
         ),
         None => format!("{key}: {value:?} is not a valid value"),
     }
+}
+
+fn metrics_settings(raw: &RawMetrics) -> Result<Option<MetricsSettings>, ConfigError> {
+    if raw.listen.is_empty() {
+        return Ok(None);
+    }
+    let listen = raw
+        .listen
+        .parse::<std::net::SocketAddr>()
+        .map_err(|_| bad("metrics.listen", format!("{:?} is not ip:port", raw.listen)))?;
+    if !raw.allow_remote && !listen.ip().is_loopback() {
+        return Err(bad(
+            "metrics.listen",
+            format!(
+                "{listen} is not a loopback address (set metrics.allow_remote = true to serve metrics beyond this machine)"
+            ),
+        ));
+    }
+    Ok(Some(MetricsSettings {
+        listen,
+        allow_remote: raw.allow_remote,
+    }))
 }
 
 /// The agent crate's configuration errors name their key too.

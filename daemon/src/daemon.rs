@@ -110,6 +110,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     let mut mqtt_settings = config.mqtt.clone();
     let broker_stop = CancellationToken::new();
     let mut broker_users = None;
+    let mut broker_clients = None;
     if let BrokerTarget::Embedded {
         listen,
         allow_remote,
@@ -157,6 +158,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
                 let bound = started.addr;
                 tracing::info!(%bound, "embedded MQTT broker listening");
                 broker_users = started.users;
+                broker_clients = Some(started.clients);
                 mqtt_settings.broker = BrokerTarget::Embedded {
                     listen: bound,
                     allow_remote,
@@ -216,6 +218,35 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         shutdown.clone(),
     ));
     tracker.spawn(log_availability(Arc::clone(&registry), shutdown.clone()));
+    // Prometheus metrics (daemon/src/metrics.rs), when [metrics] listen is set.
+    if let Some(settings) = config.metrics {
+        match crate::metrics::bind(settings.listen, settings.allow_remote).await {
+            Ok(listener) => {
+                let metrics = Arc::new(crate::metrics::Metrics::new());
+                tracing::info!(
+                    listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+                    "metrics on /metrics"
+                );
+                tracker.spawn(crate::metrics::collect(
+                    Arc::clone(&metrics),
+                    hub.clone(),
+                    assistant.clone(),
+                    broker_clients.clone(),
+                    shutdown.clone(),
+                ));
+                tracker.spawn(crate::metrics::serve(
+                    listener,
+                    metrics,
+                    tracker.clone(),
+                    shutdown.clone(),
+                ));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot serve metrics");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     // Every consumer of the agent's notices (MQTT, D-Bus) is subscribed by
     // now: runs a previous process left unfinished can go on.
     if let Some(assistant) = &assistant {

@@ -11,6 +11,7 @@ mod daemon;
 mod dbus; // The D-Bus API (docs/dbus-api.md).
 mod hub;
 mod logging;
+mod metrics;
 mod mqtt;
 mod mqtt_users; // The embedded broker's users (docs/mqtt-access.md).
 mod poll;

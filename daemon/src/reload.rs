@@ -68,6 +68,7 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     );
     differs("calls.timeout_ms", a.call_timeout != b.call_timeout);
     differs("state.dir", running.state_dir != new.state_dir);
+    differs("metrics", running.metrics != new.metrics);
     let (a, b) = (&running.companion, &new.companion);
     differs(
         "companion.request_timeout_ms",

@@ -1,0 +1,565 @@
+//! Prometheus metrics on `[metrics] listen` (off by default, loopback
+//! unless `allow_remote`): `GET /metrics` answers the OpenMetrics text
+//! format, which Prometheus, VictoriaMetrics, Grafana Agent and Home
+//! Assistant's Prometheus integration read.
+//!
+//! Everything is counted from streams the daemon already has — the hub's
+//! bus (every call's `executing` → `success | error`), the registry's
+//! availability events, the agent's notices and activity, the embedded
+//! broker's client count — so no call path knows metrics exist. The
+//! encoding is the `prometheus-client` crate's; the HTTP side is a few
+//! lines on a `TcpListener`: one request per connection, its head bounded
+//! in size and time.
+
+use crate::assistant::{Activity, Notice};
+use crate::hub::{BusEvent, CallState, Hub};
+use droidwarden_agent::EventKind;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{broadcast::error::RecvError, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The largest request head read; a scraper sends a few hundred bytes.
+const MAX_REQUEST: usize = 8 * 1024;
+/// How long a client has to send its request and read the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Scrapes served at once; more wait in the listen backlog.
+const MAX_CLIENTS: usize = 16;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    device: String,
+    service: String,
+    action: String,
+    /// `success`, or the error's wire code.
+    outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServiceLabels {
+    device: String,
+    service: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeviceLabels {
+    device: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    kind: String,
+}
+
+fn seconds_buckets() -> Histogram {
+    // 1 ms … ~33 s: a local adb call is a few ms, a companion phone waking
+    // from doze or a model's answer tens of seconds.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// Every metric, and the registry that encodes them.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    call_seconds: Family<ServiceLabels, Histogram, fn() -> Histogram>,
+    in_flight: Family<DeviceLabels, Gauge>,
+    devices_known: Gauge,
+    devices_online: Gauge,
+    agent_runs: Family<OutcomeLabels, Counter>,
+    agent_run_seconds: Histogram,
+    model_seconds: Histogram,
+    agent_tokens: Family<TokenLabels, Counter>,
+    agent_active_runs: Gauge,
+    agent_pending_approvals: Gauge,
+    broker_clients: Gauge,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Self {
+        let mut registry = Registry::with_prefix("droidwarden");
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "calls",
+            "Calls on a phone, by device, service, action and outcome (success or the error code)",
+            calls.clone(),
+        );
+        let call_seconds =
+            Family::<ServiceLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                seconds_buckets,
+            );
+        registry.register(
+            "call_duration_seconds",
+            "How long calls took, from executing to success or error (a queued call's wait included)",
+            call_seconds.clone(),
+        );
+        let in_flight = Family::<DeviceLabels, Gauge>::default();
+        registry.register(
+            "calls_in_flight",
+            "Calls started and not finished, per device (waiting in a queue or running)",
+            in_flight.clone(),
+        );
+        let devices_known = Gauge::default();
+        registry.register(
+            "devices_known",
+            "Devices the daemon knows",
+            devices_known.clone(),
+        );
+        let devices_online = Gauge::default();
+        registry.register(
+            "devices_online",
+            "Devices online now",
+            devices_online.clone(),
+        );
+        let agent_runs = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "agent_runs",
+            "Agent runs finished, by outcome (final or error)",
+            agent_runs.clone(),
+        );
+        let agent_run_seconds = seconds_buckets();
+        registry.register(
+            "agent_run_duration_seconds",
+            "Agent runs, from their first event to their answer or error",
+            agent_run_seconds.clone(),
+        );
+        let model_seconds = seconds_buckets();
+        registry.register(
+            "llm_response_seconds",
+            "The language model's latency within a run: from a tool result to the model's next step",
+            model_seconds.clone(),
+        );
+        let agent_tokens = Family::<TokenLabels, Counter>::default();
+        registry.register(
+            "llm_tokens",
+            "Tokens the language model reported, by kind (input or output)",
+            agent_tokens.clone(),
+        );
+        let agent_active_runs = Gauge::default();
+        registry.register(
+            "agent_active_runs",
+            "Agent runs being driven now",
+            agent_active_runs.clone(),
+        );
+        let agent_pending_approvals = Gauge::default();
+        registry.register(
+            "agent_pending_approvals",
+            "Agent actions waiting for a person's approval",
+            agent_pending_approvals.clone(),
+        );
+        let broker_clients = Gauge::default();
+        registry.register(
+            "broker_clients",
+            "Clients connected to the embedded MQTT broker",
+            broker_clients.clone(),
+        );
+        Self {
+            registry,
+            calls,
+            call_seconds,
+            in_flight,
+            devices_known,
+            devices_online,
+            agent_runs,
+            agent_run_seconds,
+            model_seconds,
+            agent_tokens,
+            agent_active_runs,
+            agent_pending_approvals,
+            broker_clients,
+        }
+    }
+
+    /// The OpenMetrics text.
+    pub(crate) fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    fn on_bus(&self, event: &BusEvent) {
+        let BusEvent::Status(status) = event else {
+            return;
+        };
+        let device = DeviceLabels {
+            device: status.device.to_string(),
+        };
+        match status.state {
+            CallState::Executing => {
+                self.in_flight.get_or_create(&device).inc();
+            }
+            CallState::Success | CallState::Error => {
+                self.in_flight.get_or_create(&device).dec();
+                let outcome = match &status.error {
+                    Some(e) => e.code.as_str().to_owned(),
+                    None => "success".to_owned(),
+                };
+                self.calls
+                    .get_or_create(&CallLabels {
+                        device: device.device.clone(),
+                        service: status.service.to_owned(),
+                        action: status.action.clone(),
+                        outcome,
+                    })
+                    .inc();
+                if let Some(duration) = status.duration {
+                    self.call_seconds
+                        .get_or_create(&ServiceLabels {
+                            device: device.device,
+                            service: status.service.to_owned(),
+                        })
+                        .observe(duration.as_secs_f64());
+                }
+            }
+        }
+    }
+
+    fn on_devices(&self, hub: &Hub) {
+        let list = hub.registry().list();
+        let online = list.iter().filter(|d| d.online).count();
+        self.devices_known
+            .set(i64::try_from(list.len()).unwrap_or(i64::MAX));
+        self.devices_online
+            .set(i64::try_from(online).unwrap_or(i64::MAX));
+    }
+
+    fn on_activity(&self, activity: &Activity) {
+        self.agent_active_runs
+            .set(i64::try_from(activity.runs).unwrap_or(i64::MAX));
+        self.agent_pending_approvals
+            .set(i64::try_from(activity.approvals).unwrap_or(i64::MAX));
+    }
+}
+
+/// When each run was first seen and when it last waited on the model.
+#[derive(Debug, Default)]
+struct Runs {
+    by_id: HashMap<String, (Instant, Option<Instant>)>,
+}
+
+impl Runs {
+    /// At most this many runs are tracked (a flood cannot grow the map).
+    const MAX: usize = 4096;
+
+    fn on_notice(&mut self, metrics: &Metrics, notice: &Notice) {
+        let Notice::Event(event) = notice else {
+            return;
+        };
+        let now = Instant::now();
+        if self.by_id.len() >= Self::MAX && !self.by_id.contains_key(&event.run_id) {
+            return;
+        }
+        let (started, model_since) = self
+            .by_id
+            .entry(event.run_id.clone())
+            .or_insert((now, None));
+        let model_answered = |since: &mut Option<Instant>| {
+            if let Some(since) = since.take() {
+                metrics
+                    .model_seconds
+                    .observe(now.duration_since(since).as_secs_f64());
+            }
+        };
+        match &event.kind {
+            EventKind::ToolResult { .. } => *model_since = Some(now),
+            EventKind::ToolCall { .. } | EventKind::TextDelta { .. } => model_answered(model_since),
+            EventKind::Final { usage, .. } => {
+                model_answered(model_since);
+                let started = *started;
+                self.finish(metrics, &event.run_id, "final", started, now);
+                metrics
+                    .agent_tokens
+                    .get_or_create(&TokenLabels {
+                        kind: "input".into(),
+                    })
+                    .inc_by(usage.input_tokens);
+                metrics
+                    .agent_tokens
+                    .get_or_create(&TokenLabels {
+                        kind: "output".into(),
+                    })
+                    .inc_by(usage.output_tokens);
+            }
+            EventKind::Error { .. } => {
+                let started = *started;
+                self.finish(metrics, &event.run_id, "error", started, now);
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(
+        &mut self,
+        metrics: &Metrics,
+        run: &str,
+        outcome: &str,
+        started: Instant,
+        now: Instant,
+    ) {
+        self.by_id.remove(run);
+        metrics
+            .agent_runs
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            })
+            .inc();
+        metrics
+            .agent_run_seconds
+            .observe(now.duration_since(started).as_secs_f64());
+    }
+}
+
+/// Keep the metrics current until `shutdown`.
+pub(crate) async fn collect(
+    metrics: Arc<Metrics>,
+    hub: Hub,
+    assistant: Option<crate::assistant::Assistant>,
+    broker_clients: Option<Arc<AtomicUsize>>,
+    shutdown: CancellationToken,
+) {
+    let mut bus = hub.subscribe();
+    let mut devices = hub.registry().subscribe();
+    let mut notices = assistant
+        .as_ref()
+        .map(crate::assistant::Assistant::subscribe);
+    let mut activity: Option<watch::Receiver<Activity>> = assistant
+        .as_ref()
+        .map(crate::assistant::Assistant::activity);
+    let runs = Mutex::new(Runs::default());
+    metrics.on_devices(&hub);
+    // The broker's count is read, not pushed: a slow tick is plenty.
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            event = bus.recv() => match event {
+                Ok(event) => metrics.on_bus(&event),
+                Err(RecvError::Lagged(n)) => tracing::debug!(missed = n, "metrics missed bus events"),
+                Err(RecvError::Closed) => return,
+            },
+            event = devices.recv() => match event {
+                Ok(_) | Err(RecvError::Lagged(_)) => metrics.on_devices(&hub),
+                Err(RecvError::Closed) => return,
+            },
+            notice = async {
+                match notices.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => match notice {
+                Ok(notice) => runs.lock().unwrap_or_else(|e| e.into_inner()).on_notice(&metrics, &notice),
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => notices = None,
+            },
+            changed = async {
+                match activity.as_mut() {
+                    Some(rx) => rx.changed().await,
+                    None => std::future::pending().await,
+                }
+            } => match changed {
+                Ok(()) => {
+                    if let Some(rx) = activity.as_mut() {
+                        let now = *rx.borrow_and_update();
+                        metrics.on_activity(&now);
+                    }
+                }
+                Err(_) => activity = None,
+            },
+            _ = tick.tick() => {
+                if let Some(clients) = &broker_clients {
+                    metrics
+                        .broker_clients
+                        .set(i64::try_from(clients.load(Ordering::Relaxed)).unwrap_or(i64::MAX));
+                }
+            }
+        }
+    }
+}
+
+/// Bind `listen`, refusing addresses beyond loopback unless `allow_remote`.
+///
+/// # Errors
+/// The address is refused or cannot be bound.
+pub(crate) async fn bind(listen: SocketAddr, allow_remote: bool) -> Result<TcpListener, String> {
+    if !listen.ip().to_canonical().is_loopback() && !allow_remote {
+        return Err(format!(
+            "{listen} is not a loopback address; metrics tell who drives which phone (set [metrics] allow_remote = true to serve them anyway)"
+        ));
+    }
+    TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))
+}
+
+/// Answer scrapes until `shutdown`.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    let clients = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
+    loop {
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => return,
+            permit = Arc::clone(&clients).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+        };
+        let (stream, _) = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::debug!(error = %e, "metrics accept failed");
+                    continue;
+                }
+            },
+        };
+        let metrics = Arc::clone(&metrics);
+        tracker.spawn(async move {
+            let _permit = permit;
+            if tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &metrics))
+                .await
+                .is_err()
+            {
+                tracing::debug!("a metrics client was too slow");
+            }
+        });
+    }
+}
+
+/// One HTTP/1.1 request, one answer, then close.
+async fn answer(mut stream: TcpStream, metrics: &Metrics) {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() > MAX_REQUEST {
+            let _ = respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                "",
+            )
+            .await;
+            return;
+        }
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split(' ');
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let _ = match (method, path) {
+        ("GET" | "HEAD", "/metrics") => {
+            let body = if method == "HEAD" {
+                String::new()
+            } else {
+                metrics.encode()
+            };
+            respond(
+                &mut stream,
+                "200 OK",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                &body,
+            )
+            .await
+        }
+        ("GET" | "HEAD", _) => {
+            respond(&mut stream, "404 Not Found", "text/plain", "see /metrics\n").await
+        }
+        _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", "").await,
+    };
+}
+
+async fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    content_type: &str,
+    body: &str,
+) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::StatusEvent;
+    use droidwarden_services::{DeviceName, ErrorCode, WireError};
+    use std::time::SystemTime;
+
+    fn status(state: CallState, error: Option<WireError>) -> BusEvent {
+        BusEvent::Status(StatusEvent {
+            device: DeviceName::try_from("kitchen").unwrap(),
+            service: "battery",
+            action: "status".into(),
+            state,
+            started_at: SystemTime::now(),
+            finished_at: None,
+            duration: (state != CallState::Executing).then(|| Duration::from_millis(12)),
+            error,
+        })
+    }
+
+    #[test]
+    fn calls_are_counted_by_outcome_timed_and_tracked_in_flight() {
+        let m = Metrics::new();
+        m.on_bus(&status(CallState::Executing, None));
+        m.on_bus(&status(CallState::Executing, None));
+        assert!(
+            m.encode()
+                .contains("droidwarden_calls_in_flight{device=\"kitchen\"} 2")
+        );
+        m.on_bus(&status(CallState::Success, None));
+        m.on_bus(&status(
+            CallState::Error,
+            Some(WireError::new(ErrorCode::Timeout, "slow")),
+        ));
+        let text = m.encode();
+        assert!(
+            text.contains("droidwarden_calls_in_flight{device=\"kitchen\"} 0"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "droidwarden_calls_total{device=\"kitchen\",service=\"battery\",action=\"status\",outcome=\"success\"} 1"
+        ), "{text}");
+        assert!(text.contains("outcome=\"timeout\"} 1"), "{text}");
+        assert!(
+            text.contains(
+                "droidwarden_call_duration_seconds_count{device=\"kitchen\",service=\"battery\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}
