@@ -21,7 +21,10 @@ pub enum BridgeError {
         known: Vec<String>,
     },
     /// No device was named and several are online.
-    #[error("several devices are online ({}); say which one", online.join(", "))]
+    #[error(
+        "several devices are online ({}); say which one (--device NAME on the command line, \"device\" in MQTT and tool calls)",
+        online.join(", ")
+    )]
     DeviceAmbiguous {
         /// The online devices.
         online: Vec<String>,

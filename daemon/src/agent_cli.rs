@@ -9,7 +9,7 @@
 //! the run waits (for the model, a phone, an approval) it checks every few
 //! seconds that the daemon is still there.
 
-use crate::cli::{daemon, fail};
+use crate::cli::{daemon, fail, fail_as, print_json};
 use crate::config::Config;
 use crate::dbus::Bus;
 use droidwarden_services::{ErrorCode, WireError};
@@ -32,7 +32,7 @@ pub(crate) async fn ask(
 ) -> ExitCode {
     match ask_inner(config, bus, session.as_deref(), prompt, json).await {
         Ok(code) => code,
-        Err(e) => fail(&e),
+        Err(e) => fail_as(&e, json),
     }
 }
 
@@ -88,7 +88,10 @@ async fn ask_inner(
             continue;
         };
         if json {
-            println!("{event_json}");
+            // JSON lines, one event each, times as RFC 3339 like every --json.
+            let mut line = event.clone();
+            crate::cli::rfc3339_times(&mut line);
+            println!("{line}");
         } else {
             printer.print(&event);
         }
@@ -185,27 +188,27 @@ fn short(v: &Value) -> String {
     format!("{cut}…")
 }
 
-/// Print a JSON array the daemon returned: pretty JSON with `--json`, else
-/// one `line` per item (or `empty` when there is none).
+/// Print a JSON array the daemon returned: with `--json` as `{key: [...]}`
+/// (the CLI's one convention), else a `header` row and one `line` per item
+/// (or `empty` when there is none).
 fn print_list(
     listed: Result<Value, WireError>,
     json: bool,
-    empty: &str,
+    (key, header, empty): (&str, &str, &str),
     line: impl Fn(&Value) -> String,
 ) -> ExitCode {
     match listed {
-        Err(e) => fail(&e),
+        Err(e) => fail_as(&e, json),
         Ok(list) if json => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&list).unwrap_or_default()
-            );
+            print_json(&serde_json::json!({ key: list }));
             ExitCode::SUCCESS
         }
         Ok(list) => {
             let items = list.as_array().cloned().unwrap_or_default();
             if items.is_empty() {
                 println!("{empty}");
+            } else {
+                println!("{header}");
             }
             for item in &items {
                 println!("{}", line(item));
@@ -218,22 +221,28 @@ fn print_list(
 /// `droidwarden approvals`.
 pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
     let listed = async { daemon(bus, config, false).await?.list_approvals().await };
-    print_list(listed.await, json, "no approval requests waiting", |a| {
-        let expires_in = a["expires_at"]
-            .as_u64()
-            .map(|t| t.saturating_sub(now_ms()) / 1000)
-            .unwrap_or(0);
-        format!(
-            "{}  {}.{} on {}  risk {}  {}  (session {}, expires in {expires_in} s)",
-            a["approval_id"].as_str().unwrap_or_default(),
-            a["service"].as_str().unwrap_or_default(),
-            a["action"].as_str().unwrap_or_default(),
-            a["device"].as_str().unwrap_or("default device"),
-            a["risk"].as_str().unwrap_or_default(),
-            short(&a["params"]),
-            a["session"].as_str().unwrap_or_default(),
-        )
-    })
+    let header = "ID  ACTION ON DEVICE  RISK  PARAMETERS  (SESSION, EXPIRY)";
+    print_list(
+        listed.await,
+        json,
+        ("approvals", header, "no approval requests waiting"),
+        |a| {
+            let expires_in = a["expires_at"]
+                .as_u64()
+                .map(|t| t.saturating_sub(now_ms()) / 1000)
+                .unwrap_or(0);
+            format!(
+                "{}  {}.{} on {}  risk {}  {}  (session {}, expires in {expires_in} s)",
+                a["approval_id"].as_str().unwrap_or_default(),
+                a["service"].as_str().unwrap_or_default(),
+                a["action"].as_str().unwrap_or_default(),
+                a["device"].as_str().unwrap_or("default device"),
+                a["risk"].as_str().unwrap_or_default(),
+                short(&a["params"]),
+                a["session"].as_str().unwrap_or_default(),
+            )
+        },
+    )
 }
 
 /// `droidwarden approve ID` and `droidwarden deny ID [--reason …]`.
@@ -269,27 +278,35 @@ pub(crate) async fn answer(
 /// `droidwarden sessions`.
 pub(crate) async fn sessions(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
     let listed = async { daemon(bus, config, false).await?.list_sessions().await };
-    print_list(listed.await, json, "no sessions yet", |s| {
-        let updated = s["updated_at"]
-            .as_u64()
-            .map(|ms| {
-                humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+    let header = "ID  UPDATED  TURNS  TITLE";
+    print_list(
+        listed.await,
+        json,
+        ("sessions", header, "no sessions yet"),
+        |s| {
+            let updated = s["updated_at"]
+                .as_u64()
+                .map(|ms| {
+                    humantime::format_rfc3339_seconds(
+                        std::time::UNIX_EPOCH + Duration::from_millis(ms),
+                    )
                     .to_string()
-            })
-            .unwrap_or_default();
-        let active = s["active_runs"].as_u64().unwrap_or(0);
-        format!(
-            "{}  {updated}  {} turn(s){}  {}",
-            s["id"].as_str().unwrap_or_default(),
-            s["turns"].as_u64().unwrap_or(0),
-            if active > 0 {
-                format!(", {active} running")
-            } else {
-                String::new()
-            },
-            s["title"].as_str().unwrap_or_default(),
-        )
-    })
+                })
+                .unwrap_or_default();
+            let active = s["active_runs"].as_u64().unwrap_or(0);
+            format!(
+                "{}  {updated}  {} turn(s){}  {}",
+                s["id"].as_str().unwrap_or_default(),
+                s["turns"].as_u64().unwrap_or(0),
+                if active > 0 {
+                    format!(", {active} running")
+                } else {
+                    String::new()
+                },
+                s["title"].as_str().unwrap_or_default(),
+            )
+        },
+    )
 }
 
 /// `droidwarden session show ID`.

@@ -297,11 +297,7 @@ pub(crate) fn services_json() -> Vec<Value> {
 fn print_services(as_json: bool) {
     let catalogue = Catalogue::get();
     if as_json {
-        let services = services_json();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&services).unwrap_or_default()
-        );
+        print_json(&json!({ "services": services_json() }));
         return;
     }
     for s in catalogue.services() {
@@ -365,6 +361,49 @@ pub(crate) fn fail(e: &WireError) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Report a failed command: with `--json`, as `{"error": {code, message,
+/// retryable}}` on standard output (what a script parses), else as text on
+/// standard error.
+pub(crate) fn fail_as(e: &WireError, as_json: bool) -> ExitCode {
+    if as_json {
+        print_json(&json!({ "error": e }));
+        ExitCode::FAILURE
+    } else {
+        fail(e)
+    }
+}
+
+/// One `--json` convention for every command: a pretty-printed object,
+/// every timestamp an RFC 3339 string (the daemon's unix-millisecond
+/// `*_at` fields are converted here).
+pub(crate) fn print_json(value: &Value) {
+    let mut value = value.clone();
+    rfc3339_times(&mut value);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&value).unwrap_or_default()
+    );
+}
+
+pub(crate) fn rfc3339_times(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                match v.as_u64() {
+                    Some(ms) if key.ends_with("_at") => {
+                        *v = json!(crate::hub::rfc3339(
+                            std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)
+                        ));
+                    }
+                    _ => rfc3339_times(v),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(rfc3339_times),
+        _ => {}
+    }
+}
+
 /// Print a device list (JSON objects as in `ListDevices`) and the error
 /// that came with it, if any; failure when there was one.
 fn print_devices(list: &Value, error: Option<WireError>, as_json: bool) -> ExitCode {
@@ -375,13 +414,15 @@ fn print_devices(list: &Value, error: Option<WireError>, as_json: bool) -> ExitC
         if let Some(e) = &error {
             out["error"] = json!(e);
         }
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        print_json(&out);
     } else {
         if let Some(e) = &error {
             eprintln!("droidwarden: {}", e.message);
         }
         if devices.is_empty() && error.is_none() {
             println!("no devices");
+        } else if !devices.is_empty() {
+            println!("{}", device_header());
         }
         for d in devices {
             println!("{}", device_line(d));
@@ -392,6 +433,13 @@ fn print_devices(list: &Value, error: Option<WireError>, as_json: bool) -> ExitC
     } else {
         ExitCode::FAILURE
     }
+}
+
+fn device_header() -> String {
+    format!(
+        "{:<24} {:<10} {:<8} {:<24} DETAIL",
+        "NAME", "TRANSPORT", "STATE", "MODEL"
+    )
 }
 
 fn device_line(d: &Value) -> String {
@@ -420,26 +468,22 @@ async fn status(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
     };
     let status = match status {
         Ok(status) => status,
-        Err(e) => {
-            if as_json {
-                println!("{}", json!({ "error": e }));
-            } else {
-                eprintln!("droidwarden: {}", e.message);
-            }
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return fail_as(&e, as_json),
     };
     if as_json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&status).unwrap_or_default()
-        );
+        print_json(&status);
         return ExitCode::SUCCESS;
     }
     let empty = Vec::new();
     let devices = status["devices"].as_array().unwrap_or(&empty);
     if devices.is_empty() {
         println!("no devices");
+    } else {
+        println!("{}", device_header());
+        println!(
+            "  {:<22} {:<10} {:<16} {:<26} OUTCOME",
+            "SERVICE", "STATE", "ACTION", "WHEN"
+        );
     }
     for d in devices {
         println!("{}", device_line(d));

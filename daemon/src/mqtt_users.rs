@@ -683,16 +683,27 @@ pub(crate) fn run(command: MqttUserCommand, state_dir: &Path) -> anyhow::Result<
                 })
                 .collect();
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({ "users": rows }))?
+                );
             } else {
+                println!(
+                    "{:<24} {:<10} {:<16} GRANTS",
+                    "NAME", "ROLE", "COMPANION ID"
+                );
                 for u in db.users() {
-                    let mut line = format!("{:<24} {:<10}", u.name, role_str(u.role));
-                    if let Some(id) = &u.companion_id {
-                        line.push_str(&format!(" companion_id={id}"));
-                    }
-                    if u.grants.contains(&Grant::Approve) {
-                        line.push_str(" grants=approve");
-                    }
+                    let line = format!(
+                        "{:<24} {:<10} {:<16} {}",
+                        u.name,
+                        role_str(u.role),
+                        u.companion_id.as_deref().unwrap_or("-"),
+                        if u.grants.contains(&Grant::Approve) {
+                            "approve"
+                        } else {
+                            "-"
+                        }
+                    );
                     println!("{}", line.trim_end());
                 }
             }

@@ -379,6 +379,12 @@ fn hostile_parameters_are_rejected_or_arrive_as_one_literal_argument() {
         "https://example.org/a\u{0}b".into(),
         "https://example.org/a b".into(),
         "https://example.org/ünïcødé/日本".into(),
+        // Legal in a URL and special to a shell: accepted, and quoted.
+        "https://example.org/*".into(),
+        "https://example.org/a?x=$HOME&y=!1".into(),
+        "https://example.org/a#$(id)".into(),
+        "https://example.org/~user/(x);y".into(),
+        "https://example.org/a%0Areboot".into(),
         "javascript:alert(1)".into(),
         "file:///data/local/tmp/x".into(),
         long,

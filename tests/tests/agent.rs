@@ -710,7 +710,7 @@ fn the_cli_and_dbus_ask_approve_and_show_sessions() {
     // The pending request, listed by the CLI and over D-Bus.
     let listed = cli.run_on_bus(&bus.address, &["approvals", "--json"]);
     assert_eq!(listed.code, 0, "{}", listed.stderr);
-    let id = listed.json[0]["approval_id"]
+    let id = listed.json["approvals"][0]["approval_id"]
         .as_str()
         .expect("an approval")
         .to_owned();
@@ -740,7 +740,20 @@ fn the_cli_and_dbus_ask_approve_and_show_sessions() {
     });
     // Sessions and the conversation.
     let sessions = cli.run_on_bus(&bus.address, &["sessions", "--json"]);
-    assert_eq!(sessions.json[0]["id"], "cli-1", "{}", sessions.stdout);
+    assert_eq!(
+        sessions.json["sessions"][0]["id"], "cli-1",
+        "{}",
+        sessions.stdout
+    );
+    // One convention for every --json: an object, times in RFC 3339.
+    let updated = sessions.json["sessions"][0]["updated_at"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        updated.ends_with('Z') && updated.contains('T'),
+        "{}",
+        sessions.stdout
+    );
     let shown = cli.run_on_bus(&bus.address, &["session", "show", "cli-1"]);
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     for needle in [

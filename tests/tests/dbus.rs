@@ -187,7 +187,7 @@ fn introspection_methods_properties_signals_and_errors() {
     assert_eq!(run.json["devices"], devices, "{}{}", run.stdout, run.stderr);
     let reply = bus.gdbus_call("ListServices", &[]).expect("ListServices");
     let services: Value = serde_json::from_str(&gdbus_string(&reply)).unwrap();
-    assert_eq!(services, r.dw.run(&["services", "--json"]).json);
+    assert_eq!(services, r.dw.run(&["services", "--json"]).json["services"]);
 
     // A call through busctl: executing then success on D-Bus, and on MQTT.
     let monitor = bus.monitor();

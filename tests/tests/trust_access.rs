@@ -408,7 +408,7 @@ fn mqtt_user_add_list_remove_round_trip() {
     assert!(list.status.success());
     let listed: Value = serde_json::from_slice(&list.stdout).expect("JSON");
     let by_name = |name: &str| {
-        listed
+        listed["users"]
             .as_array()
             .unwrap()
             .iter()
@@ -460,7 +460,7 @@ fn mqtt_user_add_list_remove_round_trip() {
     let after: Value =
         serde_json::from_slice(&r.daemon.mqtt_user(&["list", "--json"], "").stdout).unwrap();
     assert!(
-        after
+        after["users"]
             .as_array()
             .unwrap()
             .iter()
