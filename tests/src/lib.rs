@@ -18,10 +18,11 @@ pub mod mqtt;
 pub mod systemd;
 
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read as _, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A port that was free a moment ago on 127.0.0.1.
@@ -91,20 +92,55 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    // Drain both pipes while waiting: a child with more to say than a pipe
+    // holds (64 KiB) would otherwise block on its write and never exit.
+    // What was read is shared, so that a grandchild that keeps the pipe
+    // open (a daemon the command started) cannot hold the result back.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let (done_tx, done) = std::sync::mpsc::channel::<()>();
+        let sink = Arc::clone(&bytes);
+        std::thread::spawn(move || {
+            if let Some(mut pipe) = pipe {
+                let mut chunk = [0u8; 8192];
+                while let Ok(n) = pipe.read(&mut chunk) {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend_from_slice(&chunk[..n]);
+                }
+            }
+            let _ = done_tx.send(());
+        });
+        move || {
+            let _ = done.recv_timeout(Duration::from_secs(2));
+            std::mem::take(&mut *bytes.lock().unwrap_or_else(|e| e.into_inner()))
+        }
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
     let start = Instant::now();
-    loop {
-        if child.try_wait().expect("poll child").is_some() {
-            return child.wait_with_output().expect("collect output");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("poll child") {
+            break status;
         }
         if start.elapsed() > limit {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("collect output");
+            let _ = child.wait();
+            let stderr = stderr();
             panic!(
                 "{cmd:?} did not finish within {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
+                String::from_utf8_lossy(&stderr)
             );
         }
         std::thread::sleep(Duration::from_millis(5));
+    };
+    Output {
+        status,
+        stdout: stdout(),
+        stderr: stderr(),
     }
 }
 

@@ -396,7 +396,13 @@ fn the_cli_asks_the_daemon_and_says_when_it_is_not_running() {
     let run = r.dw.run_on_bus(&addr, &["devices"]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(
-        run.stdout.starts_with("phone") && run.stdout.contains("online"),
+        run.stdout.starts_with("NAME")
+            && run
+                .stdout
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("phone"))
+            && run.stdout.contains("online"),
         "{}",
         run.stdout
     );
