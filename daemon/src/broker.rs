@@ -67,6 +67,11 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often the state machine is told that time passed (delayed wills,
 /// session expiry): their unit is the second.
 const TICK: Duration = Duration::from_secs(1);
+/// At shutdown, how long the router keeps routing what clients sent just
+/// before, at most, and how long the connections may stay quiet before it
+/// stops early.
+const SHUTDOWN_DRAIN: Duration = Duration::from_millis(500);
+const SHUTDOWN_QUIET: Duration = Duration::from_millis(50);
 /// Pause after a failed `accept` (such as running out of file descriptors),
 /// so that the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -373,38 +378,75 @@ async fn route(
     let mut outputs: HashMap<ConnId, mpsc::Sender<ServerPacket>> = HashMap::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let step = |broker: &mut Broker, outputs: &mut HashMap<ConnId, _>, input| {
+        let actions = broker.step(Instant::now(), input);
+        perform(broker, outputs, actions);
+        clients.store(
+            broker.connection_count(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    };
     loop {
         let input = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
             msg = inputs.recv() => match msg {
-                Some(RouterMsg::Connect { conn, connect, login, out }) => {
-                    tracing::debug!(
-                        conn,
-                        client_id = %connect.client_id,
-                        user = connect.username.as_deref().unwrap_or(""),
-                        version = ?connect.version,
-                        "MQTT client connecting"
-                    );
-                    outputs.insert(conn, out);
-                    Input::Connect { conn, connect, login }
-                }
-                Some(RouterMsg::Input(input)) => input,
+                Some(msg) => router_input(msg, &mut outputs),
                 None => break,
             },
             _ = tick.tick() => Input::Tick,
         };
-        let actions = broker.step(Instant::now(), input);
-        perform(&mut broker, &mut outputs, actions);
-        clients.store(
-            broker.connection_count(),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        step(&mut broker, &mut outputs, input);
+    }
+    // What clients sent just before the stop still counts: the daemon's own
+    // goodbye (`offline`, then DISCONNECT) is sent right before the broker
+    // is told to stop, and subscribers must see it. Route what arrives until
+    // the connections fall quiet, briefly.
+    let drain_end = tokio::time::Instant::now() + SHUTDOWN_DRAIN;
+    while let Ok(Ok(Some(msg))) = tokio::time::timeout_at(
+        drain_end,
+        tokio::time::timeout(SHUTDOWN_QUIET, inputs.recv()),
+    )
+    .await
+    {
+        let input = router_input(msg, &mut outputs);
+        step(&mut broker, &mut outputs, input);
     }
     let actions = broker.shutdown();
     perform(&mut broker, &mut outputs, actions);
     // Dropping the senders lets every writer flush and close its socket.
     outputs.clear();
+}
+
+/// The machine's input for a router message; a connecting client's output
+/// queue is registered first.
+fn router_input(
+    msg: RouterMsg,
+    outputs: &mut HashMap<ConnId, mpsc::Sender<ServerPacket>>,
+) -> Input {
+    match msg {
+        RouterMsg::Connect {
+            conn,
+            connect,
+            login,
+            out,
+        } => {
+            tracing::debug!(
+                conn,
+                client_id = %connect.client_id,
+                user = connect.username.as_deref().unwrap_or(""),
+                version = ?connect.version,
+                "MQTT client connecting"
+            );
+            outputs.insert(conn, out);
+            Input::Connect {
+                conn,
+                connect,
+                login,
+            }
+        }
+        RouterMsg::Input(input) => input,
+    }
 }
 
 /// Performs the state machine's actions. Sending never waits: a client
