@@ -3,8 +3,10 @@
 //! `devices`, `call`, `status` and the agent's commands (`ask`,
 //! `approvals`, `approve`, `deny`, `sessions`, `session show`, in
 //! `crate::agent_cli`) ask the running daemon over D-Bus
-//! (`crate::dbus::client`), on the bus from `--bus` or `[dbus] bus`; when it
-//! is not there they say so and fail. `--local` (for `devices` and `call`)
+//! (`crate::dbus::client`), on the bus from `--bus` or `[dbus] bus`; with
+//! `auto` and no daemon on a bus, over the daemon's private socket
+//! (`crate::dbus::p2p`). When it is not there they say so, naming where
+//! they looked, and fail. `--local` (for `devices` and `call`)
 //! does the work in this process instead, talking to the adb server
 //! directly: the way to use droidwarden without a daemon. `services` is the
 //! catalogue built into this binary and needs no daemon.
@@ -199,14 +201,44 @@ pub(crate) fn daemon_bus(flag: Option<Bus>, config: DbusBus) -> Result<Bus, Wire
     }
 }
 
-/// Connect to the daemon for a command.
+/// Connect to the daemon for a command: on the bus that `--bus` or
+/// `[dbus] bus` names; with `auto` (and no `--bus`), on the session bus
+/// when the daemon is there, else over its private socket.
 pub(crate) async fn daemon(
     flag: Option<Bus>,
     config: &Config,
     local_hint: bool,
 ) -> Result<Client, WireError> {
     let bus = daemon_bus(flag, config.dbus)?;
-    Client::connect(bus, config.adb.call_timeout, local_hint).await
+    if flag.is_some() || config.dbus != DbusBus::Auto {
+        return Client::connect(bus, config.adb.call_timeout, local_hint).await;
+    }
+    let on_bus = match Client::probe(bus, config.adb.call_timeout, local_hint).await {
+        Ok(client) => return Ok(client),
+        Err(why) => why,
+    };
+    let mut looked = vec![format!("the {} bus ({on_bus})", bus.as_str())];
+    for path in crate::dbus::p2p::candidates(&config.state_dir) {
+        // A path that is not there is not worth a connection attempt.
+        if tokio::fs::symlink_metadata(&path).await.is_err() {
+            looked.push(format!("{} (no such socket)", path.display()));
+            continue;
+        }
+        match Client::over_socket(&path, config.adb.call_timeout, local_hint).await {
+            Ok(client) => return Ok(client),
+            Err(why) => looked.push(why),
+        }
+    }
+    let mut error = WireError::new(
+        ErrorCode::Internal,
+        format!(
+            "droidwarden daemon is not running: looked on {}; start it (droidwarden daemon){}",
+            looked.join(", at "),
+            if local_hint { ", or use --local" } else { "" }
+        ),
+    );
+    error.retryable = true;
+    Err(error)
 }
 
 #[derive(Debug, Subcommand)]

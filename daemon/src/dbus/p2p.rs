@@ -1,0 +1,354 @@
+//! The D-Bus API without a bus: `org.droidwarden.Daemon1` served
+//! peer-to-peer on a Unix socket, `api.sock`, in the daemon's runtime
+//! directory (`$RUNTIME_DIRECTORY` under systemd) or else its state
+//! directory. A fresh server has no session bus, and the system bus needs
+//! a policy file; the socket is what lets the CLI reach the daemon there.
+//!
+//! This module owns the socket file (a stale one is replaced, a live one
+//! is never taken: that is a second daemon), the accepted connections (at
+//! most [`MAX_PEERS`], each with a bounded handshake) and the set of live
+//! connections that [`super::run`] sends every signal to. Access is the
+//! file system's: the socket is 0600 (0660 in the systemd runtime
+//! directory, whose own mode, 0750, admits the droidwarden group), in a
+//! directory others cannot enter; the handshake only checks that a client
+//! is who the kernel says it is. What a call does is left to
+//! [`super::Daemon1`], the same object the bus serves.
+//!
+//! The CLI's side, finding the socket, is [`candidates`] and
+//! [`super::client::Client::over_socket`].
+
+use super::{CALL_GRACE, Daemon1, PATH};
+use futures_util::StreamExt as _;
+use std::collections::HashMap;
+use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use zbus::object_server::SignalEmitter;
+
+/// The socket's file name, in the runtime or the state directory.
+pub(crate) const SOCKET_NAME: &str = "api.sock";
+/// Where the system unit's runtime directory puts the socket; the CLI, not
+/// being in the unit, has no `$RUNTIME_DIRECTORY` to find it by.
+const SYSTEM_SOCKET: &str = "/run/droidwarden/api.sock";
+/// At most this many clients at once: each costs a task and a few
+/// buffers, and the CLI needs one per command.
+const MAX_PEERS: usize = 64;
+/// How long a client may take for the authentication handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the check for a live daemon on an existing socket may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a connection may take to close at shutdown.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The pause after a failed `accept` (out of file descriptors), so that
+/// the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
+
+/// Where the daemon puts its socket: `$RUNTIME_DIRECTORY/api.sock` under
+/// systemd, else `<state dir>/api.sock`.
+pub(crate) fn daemon_path(state_dir: &Path) -> PathBuf {
+    runtime_directory().map_or_else(|| state_dir.join(SOCKET_NAME), |d| d.join(SOCKET_NAME))
+}
+
+/// Where the CLI looks for the socket, in order: the daemon's own rule
+/// ([`daemon_path`]: the state directory, or `$RUNTIME_DIRECTORY` inside a
+/// unit), the system unit's `/run/droidwarden/api.sock` and the user
+/// unit's `$XDG_RUNTIME_DIR/droidwarden/api.sock`. Duplicates removed.
+pub(crate) fn candidates(state_dir: &Path) -> Vec<PathBuf> {
+    let mut paths = vec![daemon_path(state_dir), PathBuf::from(SYSTEM_SOCKET)];
+    if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        paths.push(Path::new(&xdg).join("droidwarden").join(SOCKET_NAME));
+    }
+    let mut seen = Vec::new();
+    for path in paths {
+        if !seen.contains(&path) {
+            seen.push(path);
+        }
+    }
+    seen
+}
+
+fn runtime_directory() -> Option<PathBuf> {
+    let dirs = std::env::var_os("RUNTIME_DIRECTORY")?;
+    // systemd may pass several, colon-separated; the first is ours.
+    let first = dirs.to_string_lossy().split(':').next()?.to_owned();
+    (!first.is_empty()).then(|| PathBuf::from(first))
+}
+
+/// The socket, bound and not yet accepting, and what each connection
+/// needs. Dropping it removes the socket file.
+#[derive(Debug)]
+pub(super) struct Server {
+    listener: UnixListener,
+    path: PathBuf,
+    iface: Daemon1,
+    peers: Peers,
+    slots: Arc<Semaphore>,
+    tasks: TaskTracker,
+}
+
+/// The live peer-to-peer connections, for signals.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Peers {
+    inner: Arc<Mutex<PeerSet>>,
+}
+
+#[derive(Debug, Default)]
+struct PeerSet {
+    next: u64,
+    conns: HashMap<u64, zbus::Connection>,
+}
+
+impl Peers {
+    fn insert(&self, conn: zbus::Connection) -> u64 {
+        let mut set = self.lock();
+        set.next += 1;
+        let id = set.next;
+        set.conns.insert(id, conn);
+        id
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().conns.remove(&id);
+    }
+
+    /// An emitter for the object on every live connection. The lock is
+    /// held only to clone the handles (a std mutex: never across an await).
+    pub(super) fn emitters(&self) -> Vec<SignalEmitter<'static>> {
+        self.lock()
+            .conns
+            .values()
+            .filter_map(|conn| SignalEmitter::new(conn, PATH).ok())
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PeerSet> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Bind the socket at `path` for `iface`.
+///
+/// An existing socket file is removed first when nothing answers on it
+/// (left by a daemon that crashed); when something does, another daemon
+/// runs and this one must not start.
+///
+/// # Errors
+/// Another daemon answers on `path`, `path` is something other than a
+/// socket, or the socket cannot be bound or given its mode.
+pub(super) async fn bind(path: PathBuf, iface: Daemon1) -> Result<Server, String> {
+    if let Ok(meta) = tokio::fs::symlink_metadata(&path).await {
+        if !meta.file_type().is_socket() {
+            return Err(format!(
+                "{} exists and is not a socket; remove it or free the path",
+                path.display()
+            ));
+        }
+        match tokio::time::timeout(PROBE_TIMEOUT, UnixStream::connect(&path)).await {
+            Ok(Err(_)) => {
+                tracing::info!(socket = %path.display(), "removing a stale API socket");
+                tokio::fs::remove_file(&path)
+                    .await
+                    .map_err(|e| format!("cannot remove the stale {}: {e}", path.display()))?;
+            }
+            // Something accepted (or is too busy to): a daemon is there.
+            Ok(Ok(_)) | Err(_) => {
+                return Err(format!(
+                    "another droidwarden daemon answers on {}: is one already running?",
+                    path.display()
+                ));
+            }
+        }
+    }
+    if let Some(dir) = path.parent()
+        && let Ok(meta) = tokio::fs::metadata(dir).await
+        && meta.permissions().mode() & 0o007 != 0
+    {
+        tracing::warn!(dir = %dir.display(), "the API socket's directory is open to every user; only the socket's own mode protects it");
+    }
+    let listener = UnixListener::bind(&path)
+        .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
+    // The runtime directory systemd made (mode 0750, group droidwarden)
+    // decides who reaches a group-writable socket; anywhere else it is the
+    // owner's (and root's) alone.
+    let mode = if runtime_directory().is_some_and(|d| path.starts_with(d)) {
+        0o660
+    } else {
+        0o600
+    };
+    if let Err(e) =
+        tokio::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).await
+    {
+        let _ = std::fs::remove_file(&path);
+        return Err(format!("cannot set the mode of {}: {e}", path.display()));
+    }
+    Ok(Server {
+        listener,
+        path,
+        iface,
+        peers: Peers::default(),
+        slots: Arc::new(Semaphore::new(MAX_PEERS)),
+        tasks: TaskTracker::new(),
+    })
+}
+
+impl Server {
+    /// The socket's path.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The connections signals go to.
+    pub(super) fn peers(&self) -> Peers {
+        self.peers.clone()
+    }
+
+    /// Accept clients until `shutdown`; then stop listening, remove the
+    /// socket and close the connections once their calls are done
+    /// (bounded by the daemon's grace for calls).
+    pub(super) async fn serve(self, shutdown: CancellationToken) {
+        // A server names itself with a GUID in the handshake; one per
+        // start is what a bus does too.
+        let guid = zbus::Guid::generate();
+        loop {
+            let accepted = tokio::select! {
+                () = shutdown.cancelled() => break,
+                accepted = self.listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot accept on the API socket");
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(ACCEPT_BACKOFF) => continue,
+                    }
+                }
+            };
+            let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
+                tracing::warn!(
+                    max = MAX_PEERS,
+                    "too many API socket clients; refusing one"
+                );
+                continue;
+            };
+            self.tasks.spawn(peer(
+                stream,
+                slot,
+                guid.clone(),
+                self.iface.clone(),
+                self.peers.clone(),
+                shutdown.clone(),
+            ));
+        }
+        self.tasks.close();
+        // Each connection waits for the calls in flight, then closes.
+        if tokio::time::timeout(CALL_GRACE + CLOSE_TIMEOUT, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::debug!("API socket connections still open at shutdown");
+        }
+        tracing::debug!(socket = %self.path.display(), "API socket closed");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Ours: bound by this process (a live socket of another daemon is
+        // never bound over, see `bind`).
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            tracing::debug!(socket = %self.path.display(), error = %e, "cannot remove the API socket");
+        }
+    }
+}
+
+/// One client: the handshake, then serve the object until the client goes
+/// or the daemon stops.
+async fn peer(
+    stream: UnixStream,
+    _slot: OwnedSemaphorePermit,
+    guid: zbus::Guid<'static>,
+    iface: Daemon1,
+    peers: Peers,
+    shutdown: CancellationToken,
+) {
+    let calls = iface.calls.clone();
+    let build = async {
+        zbus::connection::Builder::unix_stream(stream)
+            .server(guid)?
+            .p2p()
+            .serve_at(PATH, iface)?
+            .build()
+            .await
+    };
+    let conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, build).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "API socket handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("API socket client did not finish the handshake in {HANDSHAKE_TIMEOUT:?}");
+            return;
+        }
+    };
+    // Clients send no signals; this stream only tells when the connection
+    // ends (the reader fails, then the stream closes). It needs no bus
+    // (no AddMatch on a peer-to-peer connection), so it is there at once.
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .build();
+    let closed = match tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        zbus::MessageStream::for_match_rule(rule, &conn, Some(1)),
+    )
+    .await
+    {
+        Ok(Ok(stream)) => stream,
+        _ => {
+            tracing::debug!("cannot watch an API socket connection; closing it");
+            return;
+        }
+    };
+    let id = peers.insert(conn.clone());
+    tracing::debug!(peer = id, "API socket client connected");
+    let mut closed = closed;
+    let stopping = loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break true,
+            message = closed.next() => match message {
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => break false,
+            },
+        }
+    };
+    peers.remove(id);
+    tracing::debug!(peer = id, "API socket client gone");
+    if stopping {
+        // A call in flight still has to send its reply on this connection.
+        let _ = tokio::time::timeout(CALL_GRACE, calls.wait()).await;
+    }
+    drop(closed);
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, conn.graceful_shutdown()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cli_looks_where_the_daemon_puts_it_first() {
+        let state = Path::new("/tmp/state");
+        let paths = candidates(state);
+        assert_eq!(paths[0], daemon_path(state));
+        assert!(paths.contains(&PathBuf::from(SYSTEM_SOCKET)));
+        let mut unique = paths.clone();
+        unique.dedup();
+        assert_eq!(unique.len(), paths.len());
+    }
+}
