@@ -239,14 +239,7 @@ impl Client {
     pub(crate) async fn daemon_running(&self) -> bool {
         if self.socket.is_some() {
             return self
-                .invoke_at::<_, ()>(
-                    None,
-                    PATH,
-                    "org.freedesktop.DBus.Peer",
-                    "Ping",
-                    &(),
-                    QUICK,
-                )
+                .invoke_at::<_, ()>(None, PATH, "org.freedesktop.DBus.Peer", "Ping", &(), QUICK)
                 .await
                 .is_ok();
         }

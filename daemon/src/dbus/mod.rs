@@ -243,9 +243,7 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
         mut notices,
     } = service;
     let peers = socket.peers();
-    let bus_emitter = conn
-        .as_ref()
-        .and_then(|c| SignalEmitter::new(c, PATH).ok());
+    let bus_emitter = conn.as_ref().and_then(|c| SignalEmitter::new(c, PATH).ok());
     // Every connection a signal goes to, for this one signal.
     let targets = || {
         let mut all = peers.emitters();
@@ -324,7 +322,10 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
             tracing::debug!(error = %e, "cannot release the D-Bus name");
         }
         calls.close();
-        if tokio::time::timeout(CALL_GRACE, calls.wait()).await.is_err() {
+        if tokio::time::timeout(CALL_GRACE, calls.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("D-Bus calls still running after {CALL_GRACE:?}; stopping anyway");
         }
     };

@@ -180,9 +180,7 @@ pub(super) async fn bind(path: PathBuf, iface: Daemon1) -> Result<Server, String
     } else {
         0o600
     };
-    if let Err(e) =
-        tokio::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).await
-    {
+    if let Err(e) = tokio::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).await {
         let _ = std::fs::remove_file(&path);
         return Err(format!("cannot set the mode of {}: {e}", path.display()));
     }
@@ -230,10 +228,7 @@ impl Server {
                 }
             };
             let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
-                tracing::warn!(
-                    max = MAX_PEERS,
-                    "too many API socket clients; refusing one"
-                );
+                tracing::warn!(max = MAX_PEERS, "too many API socket clients; refusing one");
                 continue;
             };
             self.tasks.spawn(peer(
@@ -293,10 +288,15 @@ async fn peer(
             return;
         }
         Err(_) => {
-            tracing::debug!("API socket client did not finish the handshake in {HANDSHAKE_TIMEOUT:?}");
+            tracing::debug!(
+                "API socket client did not finish the handshake in {HANDSHAKE_TIMEOUT:?}"
+            );
             return;
         }
     };
+    // In the set at once, so that the signals of a call it makes next
+    // (`Ask`'s events) reach it.
+    let id = peers.insert(conn.clone());
     // Clients send no signals; this stream only tells when the connection
     // ends (the reader fails, then the stream closes). It needs no bus
     // (no AddMatch on a peer-to-peer connection), so it is there at once.
@@ -310,12 +310,14 @@ async fn peer(
     .await
     {
         Ok(Ok(stream)) => stream,
+        // The client has gone already (a quick command), or the
+        // connection failed.
         _ => {
-            tracing::debug!("cannot watch an API socket connection; closing it");
+            peers.remove(id);
+            let _ = tokio::time::timeout(CLOSE_TIMEOUT, conn.graceful_shutdown()).await;
             return;
         }
     };
-    let id = peers.insert(conn.clone());
     tracing::debug!(peer = id, "API socket client connected");
     let mut closed = closed;
     let stopping = loop {
