@@ -217,7 +217,7 @@ pub(crate) async fn daemon(
         Ok(client) => return Ok(client),
         Err(why) => why,
     };
-    let mut looked = vec![format!("the {} bus ({on_bus})", bus.as_str())];
+    let mut looked = Vec::new();
     for path in crate::dbus::p2p::candidates(&config.state_dir) {
         // A path that is not there is not worth a connection attempt.
         if tokio::fs::symlink_metadata(&path).await.is_err() {
@@ -226,14 +226,15 @@ pub(crate) async fn daemon(
         }
         match Client::over_socket(&path, config.adb.call_timeout, local_hint).await {
             Ok(client) => return Ok(client),
-            Err(why) => looked.push(why),
+            Err(why) => looked.push(format!("{} ({why})", path.display())),
         }
     }
     let mut error = WireError::new(
         ErrorCode::Internal,
         format!(
-            "droidwarden daemon is not running: looked on {}; start it (droidwarden daemon){}",
-            looked.join(", at "),
+            "droidwarden daemon is not running on the {} bus ({on_bus}) nor at {}; start it (droidwarden daemon){}",
+            bus.as_str(),
+            looked.join(", "),
             if local_hint { ", or use --local" } else { "" }
         ),
     );

@@ -97,7 +97,7 @@ impl Client {
         };
         match client.name_has_owner().await {
             Ok(true) => Ok(client),
-            Ok(false) => Err(format!("{NAME} has no owner on the {} bus", bus.as_str())),
+            Ok(false) => Err(format!("{NAME} has no owner")),
             Err(e) => Err(e.message),
         }
     }
@@ -123,8 +123,8 @@ impl Client {
         };
         let conn = match tokio::time::timeout(QUICK, connect).await {
             Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(format!("{}: {e}", path.display())),
-            Err(_) => return Err(format!("{}: no answer within {QUICK:?}", path.display())),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(format!("no answer within {QUICK:?}")),
         };
         Ok(Self {
             conn,
