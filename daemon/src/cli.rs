@@ -30,6 +30,11 @@ pub(crate) struct Args {
     /// Configuration file (default: /etc/droidwarden/config.toml when present).
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
+    /// The daemon's private API socket: where `daemon` listens, and where
+    /// the other commands ask it instead of on a bus (default:
+    /// $RUNTIME_DIRECTORY/api.sock under systemd, else <state dir>/api.sock).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -201,14 +206,31 @@ pub(crate) fn daemon_bus(flag: Option<Bus>, config: DbusBus) -> Result<Bus, Wire
     }
 }
 
-/// Connect to the daemon for a command: on the bus that `--bus` or
-/// `[dbus] bus` names; with `auto` (and no `--bus`), on the session bus
-/// when the daemon is there, else over its private socket.
+/// Connect to the daemon for a command: at `--socket` when given; else on
+/// the bus that `--bus` or `[dbus] bus` names; with `auto` (and no
+/// `--bus`), on the session bus when the daemon is there, else over its
+/// private socket.
 pub(crate) async fn daemon(
     flag: Option<Bus>,
     config: &Config,
     local_hint: bool,
 ) -> Result<Client, WireError> {
+    let hint = if local_hint { ", or use --local" } else { "" };
+    if let Some(path) = &config.api_socket {
+        return Client::over_socket(path, config.adb.call_timeout, local_hint)
+            .await
+            .map_err(|why| {
+                let mut error = WireError::new(
+                    ErrorCode::Internal,
+                    format!(
+                        "droidwarden daemon is not running at {} ({why}); start it (droidwarden daemon){hint}",
+                        path.display()
+                    ),
+                );
+                error.retryable = true;
+                error
+            });
+    }
     let bus = daemon_bus(flag, config.dbus)?;
     if flag.is_some() || config.dbus != DbusBus::Auto {
         return Client::connect(bus, config.adb.call_timeout, local_hint).await;
@@ -232,10 +254,9 @@ pub(crate) async fn daemon(
     let mut error = WireError::new(
         ErrorCode::Internal,
         format!(
-            "droidwarden daemon is not running on the {} bus ({on_bus}) nor at {}; start it (droidwarden daemon){}",
+            "droidwarden daemon is not running on the {} bus ({on_bus}) nor at {}; start it (droidwarden daemon){hint}",
             bus.as_str(),
             looked.join(", "),
-            if local_hint { ", or use --local" } else { "" }
         ),
     );
     error.retryable = true;

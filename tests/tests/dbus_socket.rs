@@ -165,6 +165,19 @@ fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
         "{status}"
     );
 
+    // `--socket` names the socket explicitly, and only that one is tried.
+    let socket = r.socket();
+    let explicit = r.json(&["--socket", socket.to_str().unwrap(), "devices", "--json"]);
+    assert_eq!(explicit["devices"][0]["name"], "phone", "{explicit}");
+    let elsewhere = r.runtime.path().join("other.sock");
+    let out = r.cli(&["--socket", elsewhere.to_str().unwrap(), "status"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("not running") && out.stderr.contains("other.sock"),
+        "{}",
+        out.stderr
+    );
+
     // (2) The socket is the owner's alone, in a directory others cannot
     // enter, and a second daemon does not take it over.
     let mode = std::fs::metadata(r.socket()).unwrap().permissions().mode() & 0o777;
