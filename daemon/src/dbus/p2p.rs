@@ -8,11 +8,13 @@
 //! is never taken: that is a second daemon), the accepted connections (at
 //! most [`MAX_PEERS`], each with a bounded handshake) and the set of live
 //! connections that [`super::run`] sends every signal to. Access is the
-//! file system's: the socket is 0600 (0660 in the systemd runtime
-//! directory, whose own mode, 0750, admits the droidwarden group), in a
-//! directory others cannot enter; the handshake only checks that a client
-//! is who the kernel says it is. What a call does is left to
-//! [`super::Daemon1`], the same object the bus serves.
+//! file system's: the socket is 0600, so the daemon's user and root, in a
+//! directory others cannot enter; the `EXTERNAL` handshake only checks
+//! that a client is who the kernel says it is. (Not 0660 for the
+//! droidwarden group: the system unit's `PrivateUsers=yes` maps every
+//! other user to `nobody`, so a group member's handshake would fail
+//! anyway; such users have the system bus and its policy.) What a call
+//! does is left to [`super::Daemon1`], the same object the bus serves.
 //!
 //! The CLI's side, finding the socket, is [`candidates`] and
 //! [`super::client::Client::over_socket`].
@@ -172,15 +174,9 @@ pub(super) async fn bind(path: PathBuf, iface: Daemon1) -> Result<Server, String
     }
     let listener = UnixListener::bind(&path)
         .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
-    // The runtime directory systemd made (mode 0750, group droidwarden)
-    // decides who reaches a group-writable socket; anywhere else it is the
-    // owner's (and root's) alone.
-    let mode = if runtime_directory().is_some_and(|d| path.starts_with(d)) {
-        0o660
-    } else {
-        0o600
-    };
-    if let Err(e) = tokio::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).await {
+    // The owner's (and root's) alone, whatever the umask.
+    if let Err(e) = tokio::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).await
+    {
         let _ = std::fs::remove_file(&path);
         return Err(format!("cannot set the mode of {}: {e}", path.display()));
     }
@@ -278,6 +274,7 @@ async fn peer(
             .server(guid)?
             .p2p()
             .serve_at(PATH, iface)?
+            .serve_at(BUS_PATH, Hello)?
             .build()
             .await
     };
@@ -337,6 +334,31 @@ async fn peer(
     }
     drop(closed);
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, conn.graceful_shutdown()).await;
+}
+
+/// Where tools that take any address for a bus's call `Hello`.
+const BUS_PATH: &str = "/org/freedesktop/DBus";
+
+/// Just enough of `org.freedesktop.DBus` for the standard tools, which
+/// take an `--address` for a bus (`gdbus call --address`, `busctl
+/// --address`): they say `Hello` first and may add match rules. There is
+/// no bus: the one peer is the daemon, and every signal reaches every
+/// connection, so the rules change nothing.
+#[derive(Debug)]
+struct Hello;
+
+#[zbus::interface(name = "org.freedesktop.DBus")]
+impl Hello {
+    /// A unique name for the client, as a bus would give it.
+    fn hello(&self) -> &str {
+        ":1.1"
+    }
+
+    /// Accepted and ignored: every signal is sent anyway.
+    fn add_match(&self, _rule: &str) {}
+
+    /// Accepted and ignored.
+    fn remove_match(&self, _rule: &str) {}
 }
 
 #[cfg(test)]
