@@ -45,6 +45,9 @@ pub(crate) const INTERFACE: &str = "org.droidwarden.Daemon1";
 
 /// How long connecting to a bus (and requesting the name) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one signal may take to be sent on one connection: a client
+/// that reads nothing must not hold up the others.
+const EMIT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long shutdown waits for D-Bus calls in flight (as for MQTT's).
 const CALL_GRACE: Duration = Duration::from_secs(20);
 
@@ -246,8 +249,11 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
     let bus_emitter = conn.as_ref().and_then(|c| SignalEmitter::new(c, PATH).ok());
     // Every connection a signal goes to, for this one signal.
     let targets = || {
-        let mut all = peers.emitters();
-        all.extend(bus_emitter.clone());
+        let mut all = peers.targets();
+        all.extend(bus_emitter.clone().map(|emitter| p2p::Target {
+            emitter,
+            peer: None,
+        }));
         all
     };
     let signals = async {
@@ -258,19 +264,16 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
                     Ok(BusEvent::Status(status)) => {
                         lock(&table).record(&status);
                         let details = status.to_json().to_string();
-                        for emitter in targets() {
-                            if let Err(e) = Daemon1::service_status_changed(
-                                &emitter,
-                                status.device.as_str(),
-                                status.service,
-                                status.state.as_str(),
-                                &details,
-                            )
-                            .await
-                            {
-                                tracing::debug!(error = %e, "cannot emit ServiceStatusChanged");
-                            }
-                        }
+                        let (device, service, state, details) = (
+                            status.device.as_str(),
+                            status.service,
+                            status.state.as_str(),
+                            details.as_str(),
+                        );
+                        emit_all(targets(), &peers, "ServiceStatusChanged", move |e| async move {
+                            Daemon1::service_status_changed(&e, device, service, state, details).await
+                        })
+                        .await;
                     }
                     Ok(_) => {}
                     Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus signals fell behind the hub"),
@@ -279,11 +282,11 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
                 event = device_events.recv() => {
                     match event {
                         Ok(DeviceEvent::Availability { device, online, .. }) => {
-                            for emitter in targets() {
-                                if let Err(e) = Daemon1::device_availability_changed(&emitter, device.as_str(), online).await {
-                                    tracing::debug!(error = %e, "cannot emit DeviceAvailabilityChanged");
-                                }
-                            }
+                            let device = device.as_str();
+                            emit_all(targets(), &peers, "DeviceAvailabilityChanged", move |e| async move {
+                                Daemon1::device_availability_changed(&e, device, online).await
+                            })
+                            .await;
                         }
                         Ok(DeviceEvent::Removed { device }) => lock(&table).forget(&device),
                         Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus availability signals missed"),
@@ -291,11 +294,11 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
                     }
                     let now = count(&hub);
                     if device_count.swap(now, Ordering::Relaxed) != now {
-                        for emitter in targets() {
-                            if let Err(e) = iface.device_count_changed(&emitter).await {
-                                tracing::debug!(error = %e, "cannot emit PropertiesChanged for DeviceCount");
-                            }
-                        }
+                        let iface = &iface;
+                        emit_all(targets(), &peers, "PropertiesChanged", move |e| async move {
+                            iface.device_count_changed(&e).await
+                        })
+                        .await;
                     }
                 },
                 notice = async {
@@ -305,9 +308,11 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
                     }
                 } => match notice {
                     Ok(notice) => {
-                        for emitter in targets() {
-                            emit_notice(&emitter, &notice).await;
-                        }
+                        let notice = &notice;
+                        emit_all(targets(), &peers, "an agent signal", move |e| async move {
+                            emit_notice(&e, notice).await
+                        })
+                        .await;
                     }
                     Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus agent signals fell behind"),
                     Err(RecvError::Closed) => notices = None,
@@ -345,23 +350,37 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
     tracing::debug!(bus = bus.as_str(), "D-Bus API stopped");
 }
 
+/// Send one signal on every target, each bounded by [`EMIT_TIMEOUT`]; a
+/// socket client that does not take it in time is disconnected.
+async fn emit_all<F, Fut>(targets: Vec<p2p::Target>, peers: &p2p::Peers, what: &str, emit: F)
+where
+    F: Fn(SignalEmitter<'static>) -> Fut,
+    Fut: std::future::Future<Output = zbus::Result<()>>,
+{
+    for target in targets {
+        match tokio::time::timeout(EMIT_TIMEOUT, emit(target.emitter)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "cannot emit {what}"),
+            Err(_) => match target.peer {
+                Some(id) => peers.evict(id),
+                None => tracing::warn!("the bus did not take {what} within {EMIT_TIMEOUT:?}"),
+            },
+        }
+    }
+}
+
 /// `SessionEvent` for every agent event, and `ApprovalRequested` for a
 /// new approval request.
-async fn emit_notice(emitter: &SignalEmitter<'static>, notice: &Notice) {
+async fn emit_notice(emitter: &SignalEmitter<'static>, notice: &Notice) -> zbus::Result<()> {
     let Notice::Event(event) = notice else {
-        return;
+        return Ok(());
     };
     if let droidwarden_agent::EventKind::ApprovalRequested { approval } = &event.kind {
         let details = serde_json::to_string(approval).unwrap_or_default();
-        if let Err(e) = Daemon1::approval_requested(emitter, &approval.approval_id, &details).await
-        {
-            tracing::debug!(error = %e, "cannot emit ApprovalRequested");
-        }
+        Daemon1::approval_requested(emitter, &approval.approval_id, &details).await?;
     }
     let json = serde_json::to_string(&**event).unwrap_or_default();
-    if let Err(e) = Daemon1::session_event(emitter, &event.session_id, &json).await {
-        tracing::debug!(error = %e, "cannot emit SessionEvent");
-    }
+    Daemon1::session_event(emitter, &event.session_id, &json).await
 }
 
 fn lock(table: &Mutex<StatusTable>) -> std::sync::MutexGuard<'_, StatusTable> {

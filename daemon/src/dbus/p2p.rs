@@ -102,15 +102,22 @@ pub(super) struct Peers {
 #[derive(Debug, Default)]
 struct PeerSet {
     next: u64,
-    conns: HashMap<u64, zbus::Connection>,
+    conns: HashMap<u64, (zbus::Connection, CancellationToken)>,
+}
+
+/// Where one signal goes: the bus (`peer: None`) or one socket client.
+#[derive(Debug)]
+pub(super) struct Target {
+    pub(super) emitter: SignalEmitter<'static>,
+    pub(super) peer: Option<u64>,
 }
 
 impl Peers {
-    fn insert(&self, conn: zbus::Connection) -> u64 {
+    fn insert(&self, conn: zbus::Connection, stop: CancellationToken) -> u64 {
         let mut set = self.lock();
         set.next += 1;
         let id = set.next;
-        set.conns.insert(id, conn);
+        set.conns.insert(id, (conn, stop));
         id
     }
 
@@ -118,13 +125,30 @@ impl Peers {
         self.lock().conns.remove(&id);
     }
 
-    /// An emitter for the object on every live connection. The lock is
-    /// held only to clone the handles (a std mutex: never across an await).
-    pub(super) fn emitters(&self) -> Vec<SignalEmitter<'static>> {
+    /// Disconnect a client that does not take its signals in: one stuck
+    /// reader must not hold up every other client's signals.
+    pub(super) fn evict(&self, id: u64) {
+        if let Some((_, stop)) = self.lock().conns.remove(&id) {
+            tracing::warn!(
+                peer = id,
+                "an API socket client does not read its signals; disconnecting it"
+            );
+            stop.cancel();
+        }
+    }
+
+    /// A target for the object on every live connection. The lock is held
+    /// only to clone the handles (a std mutex: never across an await).
+    pub(super) fn targets(&self) -> Vec<Target> {
         self.lock()
             .conns
-            .values()
-            .filter_map(|conn| SignalEmitter::new(conn, PATH).ok())
+            .iter()
+            .filter_map(|(id, (conn, _))| {
+                SignalEmitter::new(conn, PATH).ok().map(|emitter| Target {
+                    emitter,
+                    peer: Some(*id),
+                })
+            })
             .collect()
     }
 
@@ -293,7 +317,8 @@ async fn peer(
     };
     // In the set at once, so that the signals of a call it makes next
     // (`Ask`'s events) reach it.
-    let id = peers.insert(conn.clone());
+    let stop = shutdown.child_token();
+    let id = peers.insert(conn.clone(), stop.clone());
     // Clients send no signals; this stream only tells when the connection
     // ends (the reader fails, then the stream closes). It needs no bus
     // (no AddMatch on a peer-to-peer connection), so it is there at once.
@@ -319,7 +344,7 @@ async fn peer(
     let mut closed = closed;
     let stopping = loop {
         tokio::select! {
-            () = shutdown.cancelled() => break true,
+            () = stop.cancelled() => break shutdown.is_cancelled(),
             message = closed.next() => match message {
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => break false,
