@@ -559,6 +559,13 @@ fn print_config_summary(config: &Config) {
         None => println!("Home Assistant discovery: off"),
     }
     println!("D-Bus:      {}", config.dbus.as_str());
+    if config.dbus != DbusBus::Off {
+        let socket = config
+            .api_socket
+            .clone()
+            .unwrap_or_else(|| crate::dbus::p2p::daemon_path(&config.state_dir));
+        println!("API socket: {}", socket.display());
+    }
     match &config.llm {
         Some(llm) => println!(
             "agent:      {} model {} at {} ({} mode, approval above {})",
