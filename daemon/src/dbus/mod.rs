@@ -3,7 +3,10 @@
 //! ([`client`]), the error names ([`error`]) and the in-memory status table
 //! behind `Status()` ([`status`]). The interface is documented in
 //! `docs/dbus-api.md`; the system-bus policy is
-//! `systemd/dbus/org.droidwarden.Daemon1.conf`.
+//! `systemd/dbus/org.droidwarden.Daemon1.conf`. The same object is also
+//! served peer-to-peer on a private Unix socket ([`p2p`]), with or without
+//! a bus, so the CLI reaches the daemon on a machine that has none; every
+//! signal goes to the bus and to each socket connection.
 //!
 //! Calls go through [`Hub::call`] like every other caller's, so a call made
 //! over D-Bus announces its status on MQTT too. Signals come from
