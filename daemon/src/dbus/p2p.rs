@@ -389,6 +389,110 @@ impl Hello {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dbus::status::StatusTable;
+    use crate::hub::Hub;
+    use droidwarden_bridge::Registry;
+    use std::sync::atomic::AtomicU32;
+
+    fn iface() -> Daemon1 {
+        Daemon1 {
+            hub: Hub::new(Arc::new(Registry::new())),
+            table: Arc::new(Mutex::new(StatusTable::default())),
+            device_count: Arc::new(AtomicU32::new(0)),
+            calls: TaskTracker::new(),
+            assistant: None,
+        }
+    }
+
+    async fn client(path: &Path) -> zbus::Connection {
+        let stream = UnixStream::connect(path).await.expect("connect");
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            zbus::connection::Builder::unix_stream(stream).p2p().build(),
+        )
+        .await
+        .expect("handshake in time")
+        .expect("handshake")
+    }
+
+    #[tokio::test]
+    async fn a_live_socket_is_never_taken_and_a_stale_one_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SOCKET_NAME);
+        let first = bind(path.clone(), iface()).await.expect("bind");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let err = bind(path.clone(), iface()).await.unwrap_err();
+        assert!(err.contains("another droidwarden daemon answers"), "{err}");
+        drop(first);
+        assert!(!path.exists(), "removed when the server goes");
+        // What a killed daemon leaves: a socket file nobody listens on.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        let again = bind(path.clone(), iface()).await.expect("stale replaced");
+        drop(again);
+        std::fs::write(&path, "not a socket").unwrap();
+        let err = bind(path.clone(), iface()).await.unwrap_err();
+        assert!(err.contains("is not a socket"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_client_calls_and_receives_signals_then_leaves_the_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SOCKET_NAME);
+        let server = bind(path.clone(), iface()).await.expect("bind");
+        let peers = server.peers();
+        let shutdown = CancellationToken::new();
+        let serving = tokio::spawn(server.serve(shutdown.clone()));
+        let conn = client(&path).await;
+        let reply = conn
+            .call_method(
+                None::<&str>,
+                PATH,
+                Some(super::super::INTERFACE),
+                "ListDevices",
+                &(),
+            )
+            .await
+            .expect("ListDevices");
+        assert_eq!(reply.body().deserialize::<String>().unwrap(), "[]");
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .member("DeviceAvailabilityChanged")
+            .unwrap()
+            .build();
+        let mut signals = zbus::MessageStream::for_match_rule(rule, &conn, Some(8))
+            .await
+            .unwrap();
+        let targets = peers.targets();
+        assert_eq!(targets.len(), 1);
+        for target in targets {
+            Daemon1::device_availability_changed(&target.emitter, "phone", true)
+                .await
+                .unwrap();
+        }
+        let signal = tokio::time::timeout(Duration::from_secs(5), signals.next())
+            .await
+            .expect("a signal in time")
+            .expect("a signal")
+            .unwrap();
+        let (device, online): (String, bool) = signal.body().deserialize().unwrap();
+        assert_eq!((device.as_str(), online), ("phone", true));
+        drop(signals);
+        drop(conn);
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !peers.targets().is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the closed connection leaves the set");
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), serving)
+            .await
+            .expect("serve stops")
+            .unwrap();
+        assert!(!path.exists(), "the socket is removed at shutdown");
+    }
 
     #[test]
     fn the_cli_looks_where_the_daemon_puts_it_first() {
