@@ -30,9 +30,10 @@ pub(crate) struct Args {
     /// Configuration file (default: /etc/droidwarden/config.toml when present).
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
-    /// The daemon's private API socket: where `daemon` listens, and where
-    /// the other commands ask it instead of on a bus (default:
-    /// $RUNTIME_DIRECTORY/api.sock under systemd, else <state dir>/api.sock).
+    /// The daemon's private API socket: where `daemon` listens (unless the
+    /// D-Bus API is off, bus = "none"), and where the other commands ask it
+    /// instead of on a bus (default: $RUNTIME_DIRECTORY/api.sock under
+    /// systemd, else <state dir>/api.sock).
     #[arg(long, global = true, value_name = "PATH")]
     pub(crate) socket: Option<PathBuf>,
     #[command(subcommand)]

@@ -196,8 +196,19 @@ pub(super) async fn bind(path: PathBuf, iface: Daemon1) -> Result<Server, String
     {
         tracing::warn!(dir = %dir.display(), "the API socket's directory is open to every user; only the socket's own mode protects it");
     }
-    let listener = UnixListener::bind(&path)
-        .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
+    let listener = UnixListener::bind(&path).map_err(|e| {
+        // sockaddr_un holds 108 bytes, the terminating NUL included.
+        let long = path.as_os_str().len() > 107;
+        format!(
+            "cannot listen on {}: {e}{}",
+            path.display(),
+            if long {
+                " (a socket path is limited to 107 bytes: choose a shorter one with --socket)"
+            } else {
+                ""
+            }
+        )
+    })?;
     // The owner's (and root's) alone, whatever the umask.
     if let Err(e) = tokio::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).await
     {
@@ -433,6 +444,9 @@ mod tests {
         std::fs::write(&path, "not a socket").unwrap();
         let err = bind(path.clone(), iface()).await.unwrap_err();
         assert!(err.contains("is not a socket"), "{err}");
+        let long = dir.path().join("x".repeat(120));
+        let err = bind(long, iface()).await.unwrap_err();
+        assert!(err.contains("--socket"), "{err}");
     }
 
     #[tokio::test]
