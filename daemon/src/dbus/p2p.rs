@@ -313,7 +313,12 @@ async fn peer(
             .build()
             .await
     };
-    let conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, build).await {
+    // A client still in its handshake at shutdown is simply dropped.
+    let handshake = tokio::select! {
+        () = shutdown.cancelled() => return,
+        handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, build) => handshake,
+    };
+    let conn = match handshake {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "API socket handshake failed");
@@ -447,6 +452,44 @@ mod tests {
         let long = dir.path().join("x".repeat(120));
         let err = bind(long, iface()).await.unwrap_err();
         assert!(err.contains("--socket"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn at_most_max_peers_clients_at_once() {
+        use tokio::io::AsyncReadExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SOCKET_NAME);
+        let server = bind(path.clone(), iface()).await.expect("bind");
+        let slots = Arc::clone(&server.slots);
+        let shutdown = CancellationToken::new();
+        let serving = tokio::spawn(server.serve(shutdown.clone()));
+        // Clients that connect and say nothing hold a slot each (until
+        // their handshake times out).
+        let mut idle = Vec::new();
+        for _ in 0..MAX_PEERS {
+            idle.push(UnixStream::connect(&path).await.unwrap());
+        }
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while slots.available_permits() > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("every slot taken");
+        // One more is accepted and closed at once.
+        let mut extra = UnixStream::connect(&path).await.unwrap();
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(2), extra.read(&mut buf))
+            .await
+            .expect("closed in time");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        // Shutdown does not wait for handshakes.
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(2), serving)
+            .await
+            .expect("serve stops without waiting for handshakes")
+            .unwrap();
+        drop(idle);
     }
 
     #[tokio::test]
