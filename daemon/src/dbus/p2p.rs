@@ -85,8 +85,12 @@ fn runtime_directory() -> Option<PathBuf> {
 /// needs. Dropping it removes the socket file.
 #[derive(Debug)]
 pub(super) struct Server {
-    listener: UnixListener,
+    /// `None` once [`Server::serve`] has stopped listening.
+    listener: Option<UnixListener>,
     path: PathBuf,
+    /// Whether the socket file is still ours to remove (once removed, the
+    /// path may already be a new daemon's).
+    owned: bool,
     iface: Daemon1,
     peers: Peers,
     slots: Arc<Semaphore>,
@@ -216,8 +220,9 @@ pub(super) async fn bind(path: PathBuf, iface: Daemon1) -> Result<Server, String
         return Err(format!("cannot set the mode of {}: {e}", path.display()));
     }
     Ok(Server {
-        listener,
+        listener: Some(listener),
         path,
+        owned: true,
         iface,
         peers: Peers::default(),
         slots: Arc::new(Semaphore::new(MAX_PEERS)),
@@ -239,14 +244,17 @@ impl Server {
     /// Accept clients until `shutdown`; then stop listening, remove the
     /// socket and close the connections once their calls are done
     /// (bounded by the daemon's grace for calls).
-    pub(super) async fn serve(self, shutdown: CancellationToken) {
+    pub(super) async fn serve(mut self, shutdown: CancellationToken) {
+        let Some(listener) = self.listener.take() else {
+            return;
+        };
         // A server names itself with a GUID in the handshake; one per
         // start is what a bus does too.
         let guid = zbus::Guid::generate();
         loop {
             let accepted = tokio::select! {
                 () = shutdown.cancelled() => break,
-                accepted = self.listener.accept() => accepted,
+                accepted = listener.accept() => accepted,
             };
             let stream = match accepted {
                 Ok((stream, _)) => stream,
@@ -271,6 +279,10 @@ impl Server {
                 shutdown.clone(),
             ));
         }
+        // No new client from here on: stop listening and remove the file
+        // now, not after the calls in flight.
+        drop(listener);
+        self.remove_socket();
         self.tasks.close();
         // Each connection waits for the calls in flight, then closes.
         if tokio::time::timeout(CALL_GRACE + CLOSE_TIMEOUT, self.tasks.wait())
@@ -283,13 +295,23 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        // Ours: bound by this process (a live socket of another daemon is
-        // never bound over, see `bind`).
+impl Server {
+    /// Remove the socket file, once. It is ours: bound by this process (a
+    /// live socket of another daemon is never bound over, see [`bind`]).
+    /// A blocking call, but a single unlink in a directory of our own.
+    fn remove_socket(&mut self) {
+        if !std::mem::take(&mut self.owned) {
+            return;
+        }
         if let Err(e) = std::fs::remove_file(&self.path) {
             tracing::debug!(socket = %self.path.display(), error = %e, "cannot remove the API socket");
         }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.remove_socket();
     }
 }
 
