@@ -3,8 +3,10 @@
 //! `devices`, `call`, `status` and the agent's commands (`ask`,
 //! `approvals`, `approve`, `deny`, `sessions`, `session show`, in
 //! `crate::agent_cli`) ask the running daemon over D-Bus
-//! (`crate::dbus::client`), on the bus from `--bus` or `[dbus] bus`; when it
-//! is not there they say so and fail. `--local` (for `devices` and `call`)
+//! (`crate::dbus::client`), on the bus from `--bus` or `[dbus] bus`; with
+//! `auto` and no daemon on a bus, over the daemon's private socket
+//! (`crate::dbus::p2p`). When it is not there they say so, naming where
+//! they looked, and fail. `--local` (for `devices` and `call`)
 //! does the work in this process instead, talking to the adb server
 //! directly: the way to use droidwarden without a daemon. `services` is the
 //! catalogue built into this binary and needs no daemon.
@@ -28,6 +30,12 @@ pub(crate) struct Args {
     /// Configuration file (default: /etc/droidwarden/config.toml when present).
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
+    /// The daemon's private API socket: where `daemon` listens (unless the
+    /// D-Bus API is off, bus = "none"), and where the other commands ask it
+    /// instead of on a bus (default: $RUNTIME_DIRECTORY/api.sock under
+    /// systemd, else <state dir>/api.sock).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -199,14 +207,61 @@ pub(crate) fn daemon_bus(flag: Option<Bus>, config: DbusBus) -> Result<Bus, Wire
     }
 }
 
-/// Connect to the daemon for a command.
+/// Connect to the daemon for a command: at `--socket` when given; else on
+/// the bus that `--bus` or `[dbus] bus` names; with `auto` (and no
+/// `--bus`), on the session bus when the daemon is there, else over its
+/// private socket.
 pub(crate) async fn daemon(
     flag: Option<Bus>,
     config: &Config,
     local_hint: bool,
 ) -> Result<Client, WireError> {
+    let hint = if local_hint { ", or use --local" } else { "" };
+    if let Some(path) = &config.api_socket {
+        return Client::over_socket(path, config.adb.call_timeout, local_hint)
+            .await
+            .map_err(|why| {
+                let mut error = WireError::new(
+                    ErrorCode::Internal,
+                    format!(
+                        "droidwarden daemon is not running at {} ({why}); start it (droidwarden daemon){hint}",
+                        path.display()
+                    ),
+                );
+                error.retryable = true;
+                error
+            });
+    }
     let bus = daemon_bus(flag, config.dbus)?;
-    Client::connect(bus, config.adb.call_timeout, local_hint).await
+    if flag.is_some() || config.dbus != DbusBus::Auto {
+        return Client::connect(bus, config.adb.call_timeout, local_hint).await;
+    }
+    let on_bus = match Client::probe(bus, config.adb.call_timeout, local_hint).await {
+        Ok(client) => return Ok(client),
+        Err(why) => why,
+    };
+    let mut looked = Vec::new();
+    for path in crate::dbus::p2p::candidates(&config.state_dir) {
+        // A path that is not there is not worth a connection attempt.
+        if tokio::fs::symlink_metadata(&path).await.is_err() {
+            looked.push(format!("{} (no such socket)", path.display()));
+            continue;
+        }
+        match Client::over_socket(&path, config.adb.call_timeout, local_hint).await {
+            Ok(client) => return Ok(client),
+            Err(why) => looked.push(format!("{} ({why})", path.display())),
+        }
+    }
+    let mut error = WireError::new(
+        ErrorCode::Internal,
+        format!(
+            "droidwarden daemon is not running on the {} bus ({on_bus}) nor at {}; start it (droidwarden daemon){hint}",
+            bus.as_str(),
+            looked.join(", "),
+        ),
+    );
+    error.retryable = true;
+    Err(error)
 }
 
 #[derive(Debug, Subcommand)]
@@ -549,6 +604,13 @@ fn print_config_summary(config: &Config) {
         None => println!("Home Assistant discovery: off"),
     }
     println!("D-Bus:      {}", config.dbus.as_str());
+    if config.dbus != DbusBus::Off {
+        let socket = config
+            .api_socket
+            .clone()
+            .unwrap_or_else(|| crate::dbus::p2p::daemon_path(&config.state_dir));
+        println!("API socket: {}", socket.display());
+    }
     match &config.llm {
         Some(llm) => println!(
             "agent:      {} model {} at {} ({} mode, approval above {})",

@@ -161,6 +161,9 @@ pub(crate) struct Config {
     /// The file given with `--config` (`None`: the system file when it
     /// exists), so that a reload reads the same layers again.
     pub(crate) source: Option<PathBuf>,
+    /// `--socket`: the private API socket's path, from the command line
+    /// only (`None`: `$RUNTIME_DIRECTORY/api.sock` or `<state dir>/api.sock`).
+    pub(crate) api_socket: Option<PathBuf>,
 }
 
 /// Where the MQTT broker is.
@@ -506,6 +509,7 @@ impl TryFrom<RawConfig> for Config {
             },
             agent: AgentConfig::try_from(raw.agent).map_err(agent_config_error)?,
             source: None,
+            api_socket: None,
         })
     }
 }

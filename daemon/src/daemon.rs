@@ -95,8 +95,13 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             }
         },
     };
-    // D-Bus API (daemon/src/dbus/): owns org.droidwarden.Daemon1 on [dbus] bus.
-    match crate::dbus::start(config.dbus, &hub, assistant.clone()).await {
+    // D-Bus API (daemon/src/dbus/): owns org.droidwarden.Daemon1 on [dbus] bus,
+    // and serves it on the private socket (dbus/p2p.rs) with or without a bus.
+    let socket = config
+        .api_socket
+        .clone()
+        .unwrap_or_else(|| crate::dbus::p2p::daemon_path(&config.state_dir));
+    match crate::dbus::start(config.dbus, &hub, assistant.clone(), socket).await {
         Ok(dbus) => {
             tracker.spawn(crate::dbus::run(dbus, shutdown.clone()));
         }

@@ -49,7 +49,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let config = match config::load(args.config.as_deref()) {
-        Ok(config) => config,
+        Ok(config) => config::Config {
+            api_socket: args.socket.clone(),
+            ..config
+        },
         Err(e) => {
             eprintln!("droidwarden: {e}");
             return ExitCode::from(EXIT_CONFIG);

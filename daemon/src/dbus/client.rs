@@ -3,14 +3,19 @@
 //! call `org.droidwarden.Daemon1` on the chosen bus and turn the
 //! replies, and the bus's own errors, back into [`WireError`]s.
 //!
-//! A daemon that is not there is said so plainly, naming the bus; the CLI
-//! never falls back to working in-process on its own (`--local` does that,
-//! when asked for).
+//! The same calls go over the daemon's private socket ([`super::p2p`])
+//! when there is no bus to find it on: a peer-to-peer connection, so no
+//! destination name and no `NameHasOwner`.
+//!
+//! A daemon that is not there is said so plainly, naming the bus (and the
+//! socket); the CLI never falls back to working in-process on its own
+//! (`--local` does that, when asked for).
 
 use super::{Bus, INTERFACE, NAME, PATH, error};
 use droidwarden_services::{ErrorCode, WireError};
 use serde::Serialize;
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use zbus::zvariant::DynamicType;
 
@@ -24,6 +29,8 @@ const CALL_MARGIN: Duration = Duration::from_secs(5);
 pub(crate) struct Client {
     conn: zbus::Connection,
     bus: Bus,
+    /// `Some`: a peer-to-peer connection to the daemon's private socket.
+    socket: Option<PathBuf>,
     call_timeout: Duration,
     local_hint: bool,
 }
@@ -58,6 +65,7 @@ impl Client {
         let client = Self {
             conn,
             bus,
+            socket: None,
             call_timeout,
             local_hint,
         };
@@ -65,6 +73,73 @@ impl Client {
             Ok(client)
         } else {
             Err(client.not_running())
+        }
+    }
+
+    /// Connect to `bus` and check that the daemon is there, as
+    /// [`Client::connect`], but say only what was found when it is not
+    /// (for a message that names every place looked at).
+    ///
+    /// # Errors
+    /// No bus, or no daemon on it: why, in a few words.
+    pub(crate) async fn probe(
+        bus: Bus,
+        call_timeout: Duration,
+        local_hint: bool,
+    ) -> Result<Self, String> {
+        let conn = bus.connect(Ok).await.map_err(|e| e.to_string())?;
+        let client = Self {
+            conn,
+            bus,
+            socket: None,
+            call_timeout,
+            local_hint,
+        };
+        match client.name_has_owner().await {
+            Ok(true) => Ok(client),
+            Ok(false) => Err(format!("{NAME} has no owner")),
+            Err(e) => Err(e.message),
+        }
+    }
+
+    /// Connect to the daemon's private socket at `path` (peer to peer).
+    ///
+    /// # Errors
+    /// Nothing listens there, or the handshake fails: why, in a few words.
+    pub(crate) async fn over_socket(
+        path: &Path,
+        call_timeout: Duration,
+        local_hint: bool,
+    ) -> Result<Self, String> {
+        let connect = async {
+            let stream = tokio::net::UnixStream::connect(path)
+                .await
+                .map_err(|e| e.to_string())?;
+            zbus::connection::Builder::unix_stream(stream)
+                .p2p()
+                .build()
+                .await
+                .map_err(|e| e.to_string())
+        };
+        let conn = match tokio::time::timeout(QUICK, connect).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(format!("no answer within {QUICK:?}")),
+        };
+        Ok(Self {
+            conn,
+            bus: Bus::Session,
+            socket: Some(path.to_owned()),
+            call_timeout,
+            local_hint,
+        })
+    }
+
+    /// Where the daemon was reached: "the session bus", "the socket PATH".
+    fn place(&self) -> String {
+        match &self.socket {
+            Some(path) => format!("the socket {}", path.display()),
+            None => format!("the {} bus", self.bus.as_str()),
         }
     }
 
@@ -115,8 +190,8 @@ impl Client {
             Err(_) => Err(WireError::new(
                 ErrorCode::Timeout,
                 format!(
-                    "the {} bus did not accept a match rule within {QUICK:?}",
-                    self.bus.as_str()
+                    "{} did not accept a match rule within {QUICK:?}",
+                    self.place()
                 ),
             )),
         }
@@ -159,14 +234,21 @@ impl Client {
         self.invoke("ShowSession", &(session,), QUICK).await
     }
 
-    /// Whether the daemon still owns its name.
+    /// Whether the daemon still owns its name (over the socket: still
+    /// answers a `Ping`).
     pub(crate) async fn daemon_running(&self) -> bool {
+        if self.socket.is_some() {
+            return self
+                .invoke_at::<_, ()>(None, PATH, "org.freedesktop.DBus.Peer", "Ping", &(), QUICK)
+                .await
+                .is_ok();
+        }
         self.name_has_owner().await.unwrap_or(false)
     }
 
     async fn name_has_owner(&self) -> Result<bool, WireError> {
         self.invoke_at(
-            "org.freedesktop.DBus",
+            Some("org.freedesktop.DBus"),
             "/org/freedesktop/DBus",
             "org.freedesktop.DBus",
             "NameHasOwner",
@@ -181,13 +263,15 @@ impl Client {
         B: Serialize + DynamicType,
         R: for<'d> serde::Deserialize<'d> + zbus::zvariant::Type,
     {
-        self.invoke_at(NAME, PATH, INTERFACE, method, body, limit)
+        // A peer-to-peer connection has no names: the peer is the daemon.
+        let destination = self.socket.is_none().then_some(NAME);
+        self.invoke_at(destination, PATH, INTERFACE, method, body, limit)
             .await
     }
 
     async fn invoke_at<B, R>(
         &self,
-        destination: &str,
+        destination: Option<&str>,
         path: &str,
         interface: &str,
         method: &str,
@@ -200,14 +284,14 @@ impl Client {
     {
         let call = self
             .conn
-            .call_method(Some(destination), path, Some(interface), method, body);
+            .call_method(destination, path, Some(interface), method, body);
         let reply = match tokio::time::timeout(limit, call).await {
             Err(_) => {
                 return Err(WireError::new(
                     ErrorCode::Timeout,
                     format!(
-                        "the droidwarden daemon did not answer {method} within {limit:?} on the {} bus",
-                        self.bus.as_str()
+                        "the droidwarden daemon did not answer {method} within {limit:?} on {}",
+                        self.place()
                     ),
                 ));
             }
@@ -253,8 +337,8 @@ impl Client {
             "org.freedesktop.DBus.Error.AccessDenied" => WireError::new(
                 ErrorCode::Denied,
                 format!(
-                    "the {} bus refused {method}: {description} (on the system bus only root and the droidwarden group may call Call)",
-                    self.bus.as_str()
+                    "{} refused {method}: {description} (on the system bus only root and the droidwarden group may call Call)",
+                    self.place()
                 ),
             ),
             "org.freedesktop.DBus.Error.NoReply" | "org.freedesktop.DBus.Error.Timeout" => {

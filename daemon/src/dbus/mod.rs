@@ -3,7 +3,10 @@
 //! ([`client`]), the error names ([`error`]) and the in-memory status table
 //! behind `Status()` ([`status`]). The interface is documented in
 //! `docs/dbus-api.md`; the system-bus policy is
-//! `systemd/dbus/org.droidwarden.Daemon1.conf`.
+//! `systemd/dbus/org.droidwarden.Daemon1.conf`. The same object is also
+//! served peer-to-peer on a private Unix socket ([`p2p`]), with or without
+//! a bus, so the CLI reaches the daemon on a machine that has none; every
+//! signal goes to the bus and to each socket connection.
 //!
 //! Calls go through [`Hub::call`] like every other caller's, so a call made
 //! over D-Bus announces its status on MQTT too. Signals come from
@@ -16,6 +19,7 @@
 
 pub(crate) mod client;
 pub(crate) mod error;
+pub(crate) mod p2p;
 mod status;
 
 use crate::assistant::{self, Assistant, Notice};
@@ -26,13 +30,14 @@ use droidwarden_services::{ErrorCode, WireError};
 use error::DbusError;
 use serde_json::Value;
 use status::StatusTable;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use zbus::object_server::{InterfaceRef, SignalEmitter};
+use zbus::object_server::SignalEmitter;
 
 /// The well-known bus name.
 pub(crate) const NAME: &str = "org.droidwarden.Daemon1";
@@ -43,6 +48,9 @@ pub(crate) const INTERFACE: &str = "org.droidwarden.Daemon1";
 
 /// How long connecting to a bus (and requesting the name) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one signal may take to be sent on one connection: a client
+/// that reads nothing must not hold up the others.
+const EMIT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long shutdown waits for D-Bus calls in flight (as for MQTT's).
 const CALL_GRACE: Duration = Duration::from_secs(20);
 
@@ -112,11 +120,16 @@ impl std::fmt::Display for ConnectError {
     }
 }
 
-/// The service, connected and named, ready for [`run`].
+/// The service, on its socket and (when there is one) named on the bus,
+/// ready for [`run`].
 #[derive(Debug)]
 pub(crate) struct Service {
-    conn: zbus::Connection,
+    /// `None`: `auto` found no bus; the socket alone serves.
+    conn: Option<zbus::Connection>,
     bus: Bus,
+    socket: p2p::Server,
+    /// For `PropertiesChanged` on the socket's connections.
+    iface: Daemon1,
     hub: Hub,
     table: Arc<Mutex<StatusTable>>,
     device_count: Arc<AtomicU32>,
@@ -126,18 +139,21 @@ pub(crate) struct Service {
     notices: Option<broadcast::Receiver<Notice>>,
 }
 
-/// Connect to the configured bus and own [`NAME`].
+/// Listen on the private socket at `socket` ([`p2p`]), connect to the
+/// configured bus and own [`NAME`].
 ///
-/// `Ok(None)` when D-Bus is off, or when it is `auto` and there is no
-/// session bus to be on (logged as a warning).
+/// `Ok(None)` when D-Bus is off (`none`: no socket either). With `auto`
+/// and no session bus to be on, the socket alone serves (logged).
 ///
 /// # Errors
-/// A bus chosen explicitly (`session`, `system`) that cannot be reached, or
-/// whose name is taken: the daemon should not start half-configured.
+/// Another daemon answers on the socket; a bus chosen explicitly
+/// (`session`, `system`) that cannot be reached, or whose name is taken:
+/// the daemon should not start half-configured.
 pub(crate) async fn start(
     setting: DbusBus,
     hub: &Hub,
     assistant: Option<Assistant>,
+    socket: PathBuf,
 ) -> Result<Option<Service>, String> {
     let bus = match setting {
         DbusBus::Off => {
@@ -162,33 +178,43 @@ pub(crate) async fn start(
         calls: calls.clone(),
         assistant,
     };
+    // The socket first: a second daemon finds the first one there even
+    // without a bus.
+    let socket = p2p::bind(socket, iface.clone()).await?;
     // zbus asks for the name with AllowReplacement and ReplaceExisting by
     // default: a second daemon would silently take the name from the first.
     let connected = bus
         .connect(|b| {
-            Ok(b.serve_at(PATH, iface)?
+            Ok(b.serve_at(PATH, iface.clone())?
                 .name(NAME)?
                 .allow_name_replacements(false)
                 .replace_existing_names(false))
         })
         .await;
     let conn = match (connected, setting) {
-        (Ok(conn), _) => conn,
+        (Ok(conn), _) => Some(conn),
         // A second daemon fails whatever the setting: two daemons would
         // fight over the same phones, and the CLI would reach only one.
         (Err(e @ ConnectError::NoBus(_)), DbusBus::Auto) => {
-            tracing::warn!(
+            tracing::info!(
                 error = %e,
-                "no D-Bus API: [dbus] bus = \"auto\" found no usable session bus (set it to \"session\" or \"system\" to require one, or \"none\" to silence this)"
+                socket = %socket.path().display(),
+                "D-Bus API on the private socket only: [dbus] bus = \"auto\" found no usable session bus (set it to \"session\" or \"system\" to require one)"
             );
-            return Ok(None);
+            None
         }
         (Err(e), _) => return Err(e.to_string()),
     };
-    tracing::info!(bus = bus.as_str(), name = NAME, "D-Bus API ready");
+    if conn.is_some() {
+        tracing::info!(bus = bus.as_str(), name = NAME, socket = %socket.path().display(), "D-Bus API ready");
+    } else {
+        tracing::info!(socket = %socket.path().display(), "D-Bus API ready (socket only)");
+    }
     Ok(Some(Service {
         conn,
         bus,
+        socket,
+        iface,
         hub: hub.clone(),
         table,
         device_count,
@@ -203,123 +229,161 @@ fn count(hub: &Hub) -> u32 {
     u32::try_from(hub.registry().list().len()).unwrap_or(u32::MAX)
 }
 
-/// Turn bus and registry events into signals and keep the status table,
-/// until `shutdown`; then release the name and let calls in flight finish
-/// (bounded).
+/// Serve the socket, turn bus and registry events into signals (on the
+/// bus and on every socket connection) and keep the status table, until
+/// `shutdown`; then release the name, close the socket and let calls in
+/// flight finish (bounded).
 pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
-    let Some(mut service) = service else { return };
-    let iface: InterfaceRef<Daemon1> = match service.conn.object_server().interface(PATH).await {
-        Ok(iface) => iface,
-        Err(e) => {
-            tracing::error!(error = %e, "D-Bus interface missing; no signals will be sent");
-            shutdown.cancelled().await;
-            return;
+    let Some(service) = service else { return };
+    let Service {
+        conn,
+        bus,
+        socket,
+        iface,
+        hub,
+        table,
+        device_count,
+        calls,
+        mut bus_events,
+        mut device_events,
+        mut notices,
+    } = service;
+    let peers = socket.peers();
+    let bus_emitter = conn.as_ref().and_then(|c| SignalEmitter::new(c, PATH).ok());
+    // Every connection a signal goes to, for this one signal.
+    let targets = || {
+        let mut all = peers.targets();
+        all.extend(bus_emitter.clone().map(|emitter| p2p::Target {
+            emitter,
+            peer: None,
+        }));
+        all
+    };
+    let signals = async {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                event = bus_events.recv() => match event {
+                    Ok(BusEvent::Status(status)) => {
+                        lock(&table).record(&status);
+                        let details = status.to_json().to_string();
+                        let (device, service, state, details) = (
+                            status.device.as_str(),
+                            status.service,
+                            status.state.as_str(),
+                            details.as_str(),
+                        );
+                        emit_all(targets(), &peers, "ServiceStatusChanged", move |e| async move {
+                            Daemon1::service_status_changed(&e, device, service, state, details).await
+                        })
+                        .await;
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus signals fell behind the hub"),
+                    Err(RecvError::Closed) => break,
+                },
+                event = device_events.recv() => {
+                    match event {
+                        Ok(DeviceEvent::Availability { device, online, .. }) => {
+                            let device = device.as_str();
+                            emit_all(targets(), &peers, "DeviceAvailabilityChanged", move |e| async move {
+                                Daemon1::device_availability_changed(&e, device, online).await
+                            })
+                            .await;
+                        }
+                        Ok(DeviceEvent::Removed { device }) => lock(&table).forget(&device),
+                        Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus availability signals missed"),
+                        Err(RecvError::Closed) => break,
+                    }
+                    let now = count(&hub);
+                    if device_count.swap(now, Ordering::Relaxed) != now {
+                        let iface = &iface;
+                        emit_all(targets(), &peers, "PropertiesChanged", move |e| async move {
+                            iface.device_count_changed(&e).await
+                        })
+                        .await;
+                    }
+                },
+                notice = async {
+                    match notices.as_mut() {
+                        Some(rx) => rx.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => match notice {
+                    Ok(notice) => {
+                        let notice = &notice;
+                        emit_all(targets(), &peers, "an agent signal", move |e| async move {
+                            emit_notice(&e, notice).await
+                        })
+                        .await;
+                    }
+                    Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus agent signals fell behind"),
+                    Err(RecvError::Closed) => notices = None,
+                },
+            }
+        }
+        // Stop being found by name first, so no new call arrives, then let
+        // the calls already running finish.
+        if let Some(conn) = &conn
+            && let Err(e) = conn.release_name(NAME).await
+        {
+            tracing::debug!(error = %e, "cannot release the D-Bus name");
+        }
+        calls.close();
+        if tokio::time::timeout(CALL_GRACE, calls.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("D-Bus calls still running after {CALL_GRACE:?}; stopping anyway");
         }
     };
-    let emitter = iface.signal_emitter().clone();
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => break,
-            event = service.bus_events.recv() => match event {
-                Ok(BusEvent::Status(status)) => {
-                    lock(&service.table).record(&status);
-                    let details = status.to_json().to_string();
-                    if let Err(e) = Daemon1::service_status_changed(
-                        &emitter,
-                        status.device.as_str(),
-                        status.service,
-                        status.state.as_str(),
-                        &details,
-                    )
-                    .await
-                    {
-                        tracing::debug!(error = %e, "cannot emit ServiceStatusChanged");
-                    }
-                }
-                Ok(_) => {}
-                Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus signals fell behind the hub"),
-                Err(RecvError::Closed) => break,
-            },
-            event = service.device_events.recv() => {
-                match event {
-                    Ok(DeviceEvent::Availability { device, online, .. }) => {
-                        if let Err(e) = Daemon1::device_availability_changed(&emitter, device.as_str(), online).await {
-                            tracing::debug!(error = %e, "cannot emit DeviceAvailabilityChanged");
-                        }
-                    }
-                    Ok(DeviceEvent::Removed { device }) => lock(&service.table).forget(&device),
-                    Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus availability signals missed"),
-                    Err(RecvError::Closed) => break,
-                }
-                update_device_count(&service, &iface, &emitter).await;
-            },
-            notice = async {
-                match service.notices.as_mut() {
-                    Some(rx) => rx.recv().await,
-                    None => std::future::pending().await,
-                }
-            } => match notice {
-                Ok(notice) => emit_notice(&emitter, notice).await,
-                Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus agent signals fell behind"),
-                Err(RecvError::Closed) => service.notices = None,
-            },
-        }
-    }
-    // Stop being found by name first, so no new call arrives, then let the
-    // calls already running finish.
-    if let Err(e) = service.conn.release_name(NAME).await {
-        tracing::debug!(error = %e, "cannot release the D-Bus name");
-    }
-    service.calls.close();
-    if tokio::time::timeout(CALL_GRACE, service.calls.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("D-Bus calls still running after {CALL_GRACE:?}; stopping anyway");
-    }
+    // The socket stops accepting at `shutdown` too, and closes each
+    // connection once the calls are done.
+    tokio::join!(signals, socket.serve(shutdown.clone()));
     // Every clone of the connection must be gone for it to close.
-    drop(emitter);
+    drop(bus_emitter);
     drop(iface);
-    let Service { conn, bus, .. } = service;
-    if tokio::time::timeout(CONNECT_TIMEOUT, conn.graceful_shutdown())
-        .await
-        .is_err()
+    if let Some(conn) = conn
+        && tokio::time::timeout(CONNECT_TIMEOUT, conn.graceful_shutdown())
+            .await
+            .is_err()
     {
         tracing::debug!("the D-Bus connection did not close in time");
     }
     tracing::debug!(bus = bus.as_str(), "D-Bus API stopped");
 }
 
-/// `SessionEvent` for every agent event, and `ApprovalRequested` for a
-/// new approval request.
-async fn emit_notice(emitter: &SignalEmitter<'static>, notice: Notice) {
-    let Notice::Event(event) = notice else {
-        return;
-    };
-    if let droidwarden_agent::EventKind::ApprovalRequested { approval } = &event.kind {
-        let details = serde_json::to_string(approval).unwrap_or_default();
-        if let Err(e) = Daemon1::approval_requested(emitter, &approval.approval_id, &details).await
-        {
-            tracing::debug!(error = %e, "cannot emit ApprovalRequested");
+/// Send one signal on every target, each bounded by [`EMIT_TIMEOUT`]; a
+/// socket client that does not take it in time is disconnected.
+async fn emit_all<F, Fut>(targets: Vec<p2p::Target>, peers: &p2p::Peers, what: &str, emit: F)
+where
+    F: Fn(SignalEmitter<'static>) -> Fut,
+    Fut: std::future::Future<Output = zbus::Result<()>>,
+{
+    for target in targets {
+        match tokio::time::timeout(EMIT_TIMEOUT, emit(target.emitter)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "cannot emit {what}"),
+            Err(_) => match target.peer {
+                Some(id) => peers.evict(id),
+                None => tracing::warn!("the bus did not take {what} within {EMIT_TIMEOUT:?}"),
+            },
         }
-    }
-    let json = serde_json::to_string(&*event).unwrap_or_default();
-    if let Err(e) = Daemon1::session_event(emitter, &event.session_id, &json).await {
-        tracing::debug!(error = %e, "cannot emit SessionEvent");
     }
 }
 
-async fn update_device_count(
-    service: &Service,
-    iface: &InterfaceRef<Daemon1>,
-    emitter: &SignalEmitter<'static>,
-) {
-    let now = count(&service.hub);
-    if service.device_count.swap(now, Ordering::Relaxed) != now
-        && let Err(e) = iface.get().await.device_count_changed(emitter).await
-    {
-        tracing::debug!(error = %e, "cannot emit PropertiesChanged for DeviceCount");
+/// `SessionEvent` for every agent event, and `ApprovalRequested` for a
+/// new approval request.
+async fn emit_notice(emitter: &SignalEmitter<'static>, notice: &Notice) -> zbus::Result<()> {
+    let Notice::Event(event) = notice else {
+        return Ok(());
+    };
+    if let droidwarden_agent::EventKind::ApprovalRequested { approval } = &event.kind {
+        let details = serde_json::to_string(approval).unwrap_or_default();
+        Daemon1::approval_requested(emitter, &approval.approval_id, &details).await?;
     }
+    let json = serde_json::to_string(&**event).unwrap_or_default();
+    Daemon1::session_event(emitter, &event.session_id, &json).await
 }
 
 fn lock(table: &Mutex<StatusTable>) -> std::sync::MutexGuard<'_, StatusTable> {
@@ -329,7 +393,9 @@ fn lock(table: &Mutex<StatusTable>) -> std::sync::MutexGuard<'_, StatusTable> {
 /// The `org.droidwarden.Daemon1` interface. Its methods run concurrently
 /// (zbus gives each call its own task); nothing in here takes the
 /// interface's write lock, so a long `Call` never holds up the others.
-#[derive(Debug)]
+/// Cloned for each socket connection: the clones share the status table,
+/// the count and the calls.
+#[derive(Debug, Clone)]
 struct Daemon1 {
     hub: Hub,
     table: Arc<Mutex<StatusTable>>,

@@ -1,0 +1,309 @@
+//! The D-Bus API without any bus (issue #11): a fresh server, as root in a
+//! plain shell, has no session bus and no policy for the system bus. With
+//! the default `[dbus] bus = "auto"` the daemon serves
+//! `org.droidwarden.Daemon1` peer-to-peer on `<state dir>/api.sock`, and
+//! the CLI (`devices`, `call`, `status`, `ask`) reaches it there. The real
+//! daemon binary, the real adb server, an emulated phone and a scripted
+//! language model; no bus is reachable at all.
+
+use droidwarden_agent::ModelReply;
+use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use droidwarden_e2e::mqtt::Daemon;
+use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+/// Neither bus can be reached: a path where no socket is.
+const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
+
+/// The daemon with the default `[dbus] bus = "auto"` and no bus anywhere.
+struct Rig {
+    daemon: Daemon,
+    sim: Sim,
+    adb: AdbServer,
+    /// An empty `XDG_RUNTIME_DIR`, so that no socket of a real user's
+    /// daemon is found.
+    runtime: tempfile::TempDir,
+    _rt: tokio::runtime::Runtime,
+    llm: ScriptedLlm,
+}
+
+/// What one CLI run returned.
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn rig() -> Rig {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let llm = rt
+        .block_on(ScriptedLlm::start(Vec::new()))
+        .expect("scripted model");
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions {
+        model: Some("Pixel 8".into()),
+        ..SimOptions::default()
+    });
+    adb.connect(&sim.serial());
+    let config = config(&sim, &llm);
+    let runtime = tempfile::tempdir().expect("runtime dir");
+    let daemon = start(
+        &adb,
+        &config,
+        tempfile::tempdir().expect("state"),
+        runtime.path(),
+    );
+    let rig = Rig {
+        daemon,
+        sim,
+        adb,
+        runtime,
+        _rt: rt,
+        llm,
+    };
+    wait_for("the socket", WAIT, || rig.socket().exists().then_some(()));
+    rig
+}
+
+fn config(sim: &Sim, llm: &ScriptedLlm) -> String {
+    format!(
+        "[broker]\nlisten = \"127.0.0.1:{port}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{llm}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n",
+        port = free_port(),
+        serial = sim.serial(),
+        llm = llm.addr(),
+    )
+}
+
+/// The environment of a root shell on a fresh server: no session bus, an
+/// unusable system bus, no systemd runtime directory.
+fn no_bus(cmd: &mut Command, runtime: &Path) {
+    cmd.env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env_remove("RUNTIME_DIRECTORY")
+        .env_remove("DROIDWARDEN__DBUS__BUS")
+        .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
+        .env("XDG_RUNTIME_DIR", runtime);
+}
+
+fn start(adb: &AdbServer, config: &str, state: tempfile::TempDir, runtime: &Path) -> Daemon {
+    let runtime = runtime.to_str().expect("utf-8 path");
+    // The harness cannot remove variables; an address where no bus is
+    // does the same for the daemon (zbus cannot connect: no bus).
+    Daemon::start_with_env(
+        adb,
+        config,
+        state,
+        &[
+            ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
+            ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
+            ("DROIDWARDEN__DBUS__BUS", "auto"),
+            ("XDG_RUNTIME_DIR", runtime),
+        ],
+    )
+}
+
+impl Rig {
+    fn socket(&self) -> PathBuf {
+        self.daemon.state_dir.path().join("api.sock")
+    }
+
+    /// `droidwarden ARGS` with the daemon's configuration, no bus.
+    fn cli(&self, args: &[&str]) -> Out {
+        let mut cmd = Command::new(binary("droidwarden"));
+        cmd.arg("--config")
+            .arg(self.daemon.config_path())
+            .args(args)
+            .env("HOME", self.adb.home());
+        no_bus(&mut cmd, self.runtime.path());
+        let out = run_with_timeout(cmd, Duration::from_secs(60));
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.cli(args);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", out.stdout))
+    }
+}
+
+#[test]
+fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
+    let r = rig();
+    // (1) devices and call through the socket, and the call on the status.
+    wait_for("the phone online via the socket", WAIT, || {
+        let out = r.cli(&["devices", "--json"]);
+        (out.code == 0
+            && serde_json::from_str::<Value>(&out.stdout)
+                .is_ok_and(|d| d["devices"][0]["online"] == true))
+        .then_some(())
+    });
+    let devices = r.json(&["devices", "--json"]);
+    assert_eq!(devices["devices"][0]["name"], "phone", "{devices}");
+    assert_eq!(devices["devices"][0]["model"], "Pixel 8", "{devices}");
+    let result = r.json(&["call", "battery", "status"]);
+    assert_eq!(
+        result["level_percent"],
+        r.sim.state()["battery"]["level"],
+        "{result}"
+    );
+    let status = r.json(&["status", "--json"]);
+    assert_eq!(
+        status["devices"][0]["services"]["battery"]["state"], "success",
+        "{status}"
+    );
+
+    // The standard tools, which take any --address for a bus's, work too.
+    let out = run_with_timeout(
+        {
+            let mut cmd = Command::new("gdbus");
+            cmd.args(["call", "--address"])
+                .arg(format!("unix:path={}", r.socket().display()))
+                .args([
+                    "--dest",
+                    "org.droidwarden.Daemon1",
+                    "--object-path",
+                    "/org/droidwarden/Daemon1",
+                    "--method",
+                    "org.droidwarden.Daemon1.ListDevices",
+                ]);
+            cmd
+        },
+        Duration::from_secs(30),
+    );
+    let reply = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(reply.contains("Pixel 8"), "{reply}");
+
+    // `--socket` names the socket explicitly, and only that one is tried.
+    let socket = r.socket();
+    let explicit = r.json(&["--socket", socket.to_str().unwrap(), "devices", "--json"]);
+    assert_eq!(explicit["devices"][0]["name"], "phone", "{explicit}");
+    let elsewhere = r.runtime.path().join("other.sock");
+    let out = r.cli(&["--socket", elsewhere.to_str().unwrap(), "status"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("not running") && out.stderr.contains("other.sock"),
+        "{}",
+        out.stderr
+    );
+
+    // (2) The socket is the owner's alone, in a directory others cannot
+    // enter, and a second daemon does not take it over.
+    let mode = std::fs::metadata(r.socket()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "socket mode {mode:o}");
+    let dir_mode = std::fs::metadata(r.daemon.state_dir.path())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o007;
+    assert_eq!(dir_mode, 0, "the state directory is not open to others");
+    let config = config(&r.sim, &r.llm);
+    let second_state = tempfile::tempdir().expect("state");
+    let mut second = {
+        // The same state directory, so the same socket path.
+        let toml = format!(
+            "{config}\n[state]\ndir = \"{}\"\n",
+            r.daemon.state_dir.path().display()
+        );
+        let mut cmd = Command::new(binary("droidwarden"));
+        let file = second_state.path().join("config.toml");
+        std::fs::write(&file, toml).unwrap();
+        cmd.arg("--config")
+            .arg(&file)
+            .arg("daemon")
+            .env("HOME", r.adb.home())
+            .env("DROIDWARDEN__ADB__START_SERVER", "false")
+            .env(
+                "DROIDWARDEN__ADB__SERVER",
+                format!("127.0.0.1:{}", r.adb.port),
+            );
+        no_bus(&mut cmd, r.runtime.path());
+        run_with_timeout(cmd, Duration::from_secs(30))
+    };
+    assert!(!second.status.success(), "a second daemon must not start");
+    let log = String::from_utf8_lossy(&std::mem::take(&mut second.stderr)).into_owned();
+    assert!(
+        log.contains("another droidwarden daemon answers on") && log.contains("api.sock"),
+        "{log}"
+    );
+    // The first one still serves.
+    assert_eq!(
+        r.json(&["devices", "--json"])["devices"][0]["name"],
+        "phone"
+    );
+
+    // (3) ask over the socket: the SessionEvent signals reach the CLI.
+    r.llm
+        .push(ScriptStep::Reply(ModelReply::text("The phone is fine.")));
+    let out = r.cli(&["ask", "how", "is", "the", "phone"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("The phone is fine."), "{}", out.stdout);
+
+    // (4) Stopped: the socket is gone and the CLI says where it looked.
+    let mut daemon = r.daemon;
+    let socket = daemon.state_dir.path().join("api.sock");
+    assert_eq!(daemon.terminate(), Some(0), "{}", daemon.log());
+    assert!(!socket.exists(), "the socket is removed at shutdown");
+    let mut cmd = Command::new(binary("droidwarden"));
+    cmd.arg("--config")
+        .arg(daemon.config_path())
+        .args(["devices"])
+        .env("HOME", r.adb.home());
+    no_bus(&mut cmd, r.runtime.path());
+    let out = run_with_timeout(cmd, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("not running"), "{stderr}");
+    assert!(stderr.contains("session bus"), "{stderr}");
+    assert!(stderr.contains(&socket.display().to_string()), "{stderr}");
+    assert!(stderr.contains("--local"), "{stderr}");
+}
+
+#[test]
+fn a_stale_socket_file_is_replaced() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let llm = rt
+        .block_on(ScriptedLlm::start(Vec::new()))
+        .expect("scripted model");
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let state = tempfile::tempdir().expect("state");
+    // A socket nobody listens on: what a killed daemon leaves.
+    let stale = state.path().join("api.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).expect("bind"));
+    assert!(stale.exists());
+    let runtime = tempfile::tempdir().expect("runtime");
+    let daemon = start(&adb, &config(&sim, &llm), state, runtime.path());
+    wait_for("the daemon on its socket", WAIT, || {
+        daemon
+            .log()
+            .contains("D-Bus API ready (socket only)")
+            .then_some(())
+    });
+    assert!(
+        daemon.log().contains("removing a stale API socket"),
+        "{}",
+        daemon.log()
+    );
+}
