@@ -154,6 +154,20 @@ pub enum AgentError {
     /// The run is already being driven in this process.
     #[error("run {0:?} is already running")]
     RunBusy(String),
+    /// Too many runs are going and waiting already
+    /// (`[agent] max_concurrent_runs` + `max_queued`); nothing was stored
+    /// or sent to the model. Retryable.
+    #[error("the agent is busy: {running} run(s) going and {queued} waiting (limits: max_concurrent_runs = {max_running}, max_queued = {max_queued}); nothing was started, try again later")]
+    Busy {
+        /// Runs holding a slot.
+        running: usize,
+        /// Runs waiting for one.
+        queued: usize,
+        /// `max_concurrent_runs`.
+        max_running: usize,
+        /// `max_queued`.
+        max_queued: usize,
+    },
     /// The prompt is empty or too long.
     #[error("invalid prompt: {0}")]
     InvalidPrompt(String),
@@ -195,6 +209,7 @@ impl AgentError {
             Self::ApprovalClosed { .. } | Self::RunBusy(_) => (ErrorCode::InvalidRequest, false),
             Self::InvalidId(_) | Self::InvalidPrompt(_) => (ErrorCode::InvalidParams, false),
             Self::Interrupted { .. } => (ErrorCode::Internal, true),
+            Self::Busy { .. } => (ErrorCode::Busy, true),
         };
         WireError {
             code,

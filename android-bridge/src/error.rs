@@ -40,6 +40,16 @@ pub enum BridgeError {
         /// What the transport saw.
         reason: String,
     },
+    /// Too many calls already wait for this phone; this one was refused, or
+    /// waited its whole time behind earlier changes, and was never sent: it
+    /// did not run.
+    #[error("device {device} is busy: {reason}")]
+    Busy {
+        /// The device.
+        device: String,
+        /// What the call waited behind.
+        reason: String,
+    },
     /// The call did not finish in time.
     #[error("{device}: {what} did not finish within {} ms", after.as_millis())]
     Timeout {
@@ -131,6 +141,7 @@ impl BridgeError {
             Self::DeviceAmbiguous { .. } => ErrorCode::DeviceAmbiguous,
             Self::DeviceOffline { .. } => ErrorCode::DeviceOffline,
             Self::Timeout { .. } => ErrorCode::Timeout,
+            Self::Busy { .. } => ErrorCode::Busy,
             Self::Unsupported { .. } | Self::MissingOnPhone { .. } => ErrorCode::UnsupportedAction,
             Self::PermissionDenied { .. } => ErrorCode::PermissionDenied,
             Self::NotFound { .. } => ErrorCode::NotFound,

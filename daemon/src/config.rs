@@ -59,6 +59,7 @@ struct RawCompanion {
     request_timeout_ms: u64,
     queue_ttl_ms: u64,
     auto_register: bool,
+    max_auto_devices: usize,
 }
 
 #[derive(Debug, Deserialize)]
@@ -413,6 +414,9 @@ impl TryFrom<RawConfig> for Config {
                 "must be between 100 and 600000",
             ));
         }
+        if companion.max_auto_devices > 4096 {
+            return Err(bad("companion.max_auto_devices", "must be at most 4096"));
+        }
         if companion.queue_ttl_ms > 86_400_000 {
             return Err(bad(
                 "companion.queue_ttl_ms",
@@ -424,6 +428,7 @@ impl TryFrom<RawConfig> for Config {
                 request_timeout: Duration::from_millis(companion.request_timeout_ms),
                 queue_ttl: Duration::from_millis(companion.queue_ttl_ms),
                 auto_register: companion.auto_register,
+                max_auto_devices: companion.max_auto_devices,
                 names: companions,
             },
             adb: AdbConfig {

@@ -14,7 +14,8 @@ fn config(auto_register: bool) -> CompanionConfig {
         request_timeout: TIMEOUT,
         queue_ttl: TTL,
         auto_register,
-        names: BTreeMap::from([(
+        max_auto_devices: 16,
+        names: BTreeMap::from([
             "phone-a".to_owned(),
             DeviceName::try_from("kitchen").unwrap(),
         )]),
