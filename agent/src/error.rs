@@ -183,6 +183,36 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// Whether the session store's directory or file could not be created
+    /// or opened for writing (read-only or full file system, a file in the
+    /// way, permissions): the daemon's start-up reports it as such.
+    pub fn store_cannot_create(&self) -> bool {
+        match self {
+            Self::StoreDir { .. } => true,
+            Self::Store(rusqlite::Error::SqliteFailure(f, _)) => matches!(
+                f.code,
+                rusqlite::ErrorCode::CannotOpen
+                    | rusqlite::ErrorCode::ReadOnly
+                    | rusqlite::ErrorCode::PermissionDenied
+                    | rusqlite::ErrorCode::DiskFull
+            ),
+            _ => false,
+        }
+    }
+
+    /// Whether this is a failure of the session store (I/O, SQLite, a
+    /// checkpoint that cannot be read back).
+    pub fn is_store_failure(&self) -> bool {
+        matches!(
+            self,
+            Self::Store(_)
+                | Self::StoreDir { .. }
+                | Self::StoreClosed
+                | Self::StoreCommit(_)
+                | Self::Encoding(_)
+        )
+    }
+
     /// The stable wire form: a code from [`ErrorCode`], the message, and
     /// whether trying again later may help.
     pub fn to_wire(&self) -> WireError {

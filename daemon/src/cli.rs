@@ -172,7 +172,14 @@ pub(crate) async fn daemon(
     local_hint: bool,
 ) -> Result<Client, WireError> {
     let bus = daemon_bus(flag, config.dbus)?;
-    Client::connect(bus, config.adb.call_timeout, local_hint).await
+    // The longest a call can take by this configuration: an ADB action, or
+    // a companion phone's queue and answer deadline. The daemon's own
+    // figure (`CallTimeout`) wins when it gives one.
+    let bound = config
+        .adb
+        .call_timeout
+        .max(droidwarden_bridge::companion::handle_timeout(&config.companion));
+    Client::connect(bus, bound, local_hint).await
 }
 
 #[derive(Debug, Subcommand)]
