@@ -521,7 +521,8 @@ impl Run {
                 match action {
                     Action::CallModel => {
                         if slot.is_none() {
-                            slot = Some(take_slot(&inner, &mut admission, &shutdown, &state).await?);
+                            slot =
+                                Some(take_slot(&inner, &mut admission, &shutdown, &state).await?);
                         }
                         working += 1;
                         inflight.push(model_call(&inner, &state, &toolset, system.clone()));
@@ -543,7 +544,8 @@ impl Run {
                     } => inflight.push(await_approval(&inner, call_id, approval_id, expires_at)),
                     Action::Execute { call_id, planned } => {
                         if slot.is_none() {
-                            slot = Some(take_slot(&inner, &mut admission, &shutdown, &state).await?);
+                            slot =
+                                Some(take_slot(&inner, &mut admission, &shutdown, &state).await?);
                         }
                         working += 1;
                         inflight.push(execute(&inner, &mut device_locks, call_id, planned));
@@ -607,9 +609,7 @@ async fn take_slot(
     shutdown: &CancellationToken,
     state: &RunState,
 ) -> Result<Slot, AgentError> {
-    let admission = admission
-        .take()
-        .unwrap_or_else(|| inner.limiter.admit());
+    let admission = admission.take().unwrap_or_else(|| inner.limiter.admit());
     tokio::select! {
         biased;
         () = shutdown.cancelled() => Err(AgentError::Interrupted { run_id: state.run_id.clone() }),

@@ -503,8 +503,14 @@ mod tests {
         let defaults = AgentConfig::default();
         assert_eq!((defaults.max_concurrent_runs, defaults.max_queued), (4, 32));
         for (input, key) in [
-            (serde_json::json!({"max_concurrent_runs": 0}), "agent.max_concurrent_runs"),
-            (serde_json::json!({"max_queued": 1_000_000}), "agent.max_queued"),
+            (
+                serde_json::json!({"max_concurrent_runs": 0}),
+                "agent.max_concurrent_runs",
+            ),
+            (
+                serde_json::json!({"max_queued": 1_000_000}),
+                "agent.max_queued",
+            ),
         ] {
             let raw: RawAgentConfig = serde_json::from_value(input).unwrap();
             let err = AgentConfig::try_from(raw).unwrap_err().to_string();

@@ -157,7 +157,9 @@ pub enum AgentError {
     /// Too many runs are going and waiting already
     /// (`[agent] max_concurrent_runs` + `max_queued`); nothing was stored
     /// or sent to the model. Retryable.
-    #[error("the agent is busy: {running} run(s) going and {queued} waiting (limits: max_concurrent_runs = {max_running}, max_queued = {max_queued}); nothing was started, try again later")]
+    #[error(
+        "the agent is busy: {running} run(s) going and {queued} waiting (limits: max_concurrent_runs = {max_running}, max_queued = {max_queued}); nothing was started, try again later"
+    )]
     Busy {
         /// Runs holding a slot.
         running: usize,

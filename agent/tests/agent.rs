@@ -973,7 +973,11 @@ async fn asks_beyond_running_and_queued_are_busy_and_queued_runs_start_in_order(
     assert_eq!(wire.code, ErrorCode::Busy, "{wire:?}");
     assert!(wire.retryable);
     assert!(wire.message.contains("max_concurrent_runs = 2"), "{wire:?}");
-    assert_eq!(a.sessions().await.unwrap().len(), 4, "nothing stored for it");
+    assert_eq!(
+        a.sessions().await.unwrap().len(),
+        4,
+        "nothing stored for it"
+    );
     let drives: Vec<_> = runs
         .into_iter()
         .map(|run| tokio::spawn(run.drive(CancellationToken::new())))
@@ -989,7 +993,10 @@ async fn asks_beyond_running_and_queued_are_busy_and_queued_runs_start_in_order(
         .await;
     }
     for drive in drives {
-        assert_eq!(drive.await.unwrap().unwrap().stop_reason, StopReason::FinalAnswer);
+        assert_eq!(
+            drive.await.unwrap().unwrap().stop_reason,
+            StopReason::FinalAnswer
+        );
     }
     assert_eq!(model.max_in_flight(), 2);
     assert_eq!(model.prompts(), ["ask 0", "ask 1", "ask 2", "ask 3"]);

@@ -178,7 +178,9 @@ pub(crate) async fn daemon(
     let bound = config
         .adb
         .call_timeout
-        .max(droidwarden_bridge::companion::handle_timeout(&config.companion));
+        .max(droidwarden_bridge::companion::handle_timeout(
+            &config.companion,
+        ));
     Client::connect(bus, bound, local_hint).await
 }
 

@@ -347,7 +347,8 @@ impl CompanionDevice {
         let Ok(_turn) = tokio::time::timeout_at(turn_deadline, turn.take()).await else {
             return Err(self.not_sent(started.elapsed(), exclusive));
         };
-        self.wait_online(started + config.queue_ttl, started).await?;
+        self.wait_online(started + config.queue_ttl, started)
+            .await?;
         drop(queue);
 
         let timeout = self.shared.config.request_timeout;

@@ -611,7 +611,11 @@ async fn queued_changes_that_were_never_sent_are_device_offline_not_timeout() {
         assert!(err.to_string().contains("not sent"), "{err}");
     }
     // Each waited at most its own queue time; none was ever sent.
-    assert!(started.elapsed() <= TTL.max(TIMEOUT), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() <= TTL.max(TIMEOUT),
+        "{:?}",
+        started.elapsed()
+    );
     hub.on_presence("phone-a", true);
     assert!(rx.try_recv().is_err());
     assert_eq!(lock(&hub.inner.shared.pending).open_count(), 0);
