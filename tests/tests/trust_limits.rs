@@ -4,8 +4,9 @@
 //! start-up on a broken state directory.
 //!
 //! * A flood of `cmd/ask` gets `busy` beyond `[agent] max_concurrent_runs`
-//!   + `max_queued`; the model never sees more than `max_concurrent_runs`
-//!   requests at once; the daemon's memory stays bounded.
+//!   plus `max_queued`; the model never sees more than
+//!   `max_concurrent_runs` requests at once; the daemon's memory stays
+//!   bounded.
 //! * Changes queued for an offline companion phone come back
 //!   `device_offline` (never sent, did not run), never `timeout`; the
 //!   phone's queue limit counts them.
