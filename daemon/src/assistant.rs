@@ -314,9 +314,13 @@ impl Assistant {
     }
 
     /// Start a run for `prompt` in `session` (a new session when `None`).
+    /// The run waits, in order, for one of `[agent] max_concurrent_runs`
+    /// slots; `done` answers when it has run.
     ///
     /// # Errors
-    /// Invalid prompt or session id, shutdown under way, or a store error.
+    /// `busy` (retryable) at once when `max_concurrent_runs` runs are going
+    /// and `max_queued` more wait; invalid prompt or session id, shutdown
+    /// under way, or a store error.
     pub(crate) async fn ask(
         &self,
         prompt: &str,

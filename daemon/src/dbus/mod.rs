@@ -13,6 +13,8 @@
 //! (`ApprovalRequested`, `SessionEvent`). The agent's methods (`Ask`,
 //! `ListApprovals`, `Approve`, `Deny`, `ListSessions`, `ShowSession`) fail
 //! with `InvalidRequest` when no language model is configured.
+//! `CallTimeout` tells a client how long a `Call` on a device may take (the
+//! device's own bound), so the CLI waits for the daemon's answer.
 
 pub(crate) mod client;
 pub(crate) mod error;
