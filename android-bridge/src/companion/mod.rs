@@ -367,7 +367,13 @@ impl CompanionDevice {
         match tokio::time::timeout_at(deadline, self.shared.outgoing.send(outgoing)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(self.offline("the companion transport stopped")),
-            Err(_) => return Err(timed_out()),
+            // The daemon's MQTT side never took it: not sent, did not run.
+            Err(_) => {
+                return Err(self.busy(format!(
+                    "the daemon's MQTT side did not take the request within {} ms; it was not sent (it did not run)",
+                    timeout.as_millis()
+                )));
+            }
         }
         tracing::debug!(device = %self.name, %id, %what, "companion request handed over");
 

@@ -757,3 +757,30 @@ async fn the_ignored_presence_warning_is_rate_limited() {
     assert_eq!(warn.due(start + WARN_EVERY), Some(100));
     assert_eq!(warn.due(start + WARN_EVERY), None);
 }
+
+/// A request the daemon's MQTT side never took (its channel stayed full)
+/// was not sent: `busy`, not `timeout`.
+#[tokio::test(start_paused = true)]
+async fn a_request_the_mqtt_side_never_took_is_busy_not_timeout() {
+    let (hub, _rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let handle = kitchen(&registry);
+    // Fill the channel: nobody reads it.
+    let fillers: Vec<_> = (0..OUTGOING_CAPACITY)
+        .map(|_| {
+            let handle = handle.clone();
+            tokio::spawn(async move { handle.call(battery()).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let err = handle.call(battery()).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Busy, "{err}");
+    assert!(err.to_string().contains("not sent"), "{err}");
+    for filler in fillers {
+        // Handed over, never answered: they may have run.
+        assert_eq!(
+            filler.await.unwrap().unwrap_err().code(),
+            ErrorCode::Timeout
+        );
+    }
+}
