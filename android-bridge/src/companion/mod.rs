@@ -85,7 +85,7 @@ const HANDLE_MARGIN: Duration = Duration::from_secs(1);
 
 /// The device handle's overall bound on one call: the longest a call can
 /// wait unsent (`max(queue_ttl, request_timeout)`), then the answer
-/// deadline, plus [`HANDLE_MARGIN`]. The companion's own errors always
+/// deadline, plus one second. The companion's own errors always
 /// come first; this only catches a bug.
 pub fn handle_timeout(config: &CompanionConfig) -> Duration {
     config.queue_ttl.max(config.request_timeout) + config.request_timeout + HANDLE_MARGIN
