@@ -1043,3 +1043,33 @@ async fn a_run_waiting_for_approval_holds_no_slot() {
     assert_eq!(out.text, "Wi-Fi is off.");
     assert_eq!(host.count("wifi_automation", "disable"), 1);
 }
+
+#[tokio::test]
+async fn resumed_runs_are_never_refused_but_count_against_the_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(ScriptedModel::new([
+        ModelReply::text("resumed answer"),
+        ModelReply::text("fresh answer"),
+    ]));
+    let cfg = AgentConfig {
+        max_concurrent_runs: 1,
+        max_queued: 0,
+        ..AgentConfig::default()
+    };
+    let a = agent(dir.path(), cfg, model, battery_host()).await;
+    // A run stored but never driven: what a killed daemon leaves behind.
+    let stored = a.ask(AskRequest::new("left unfinished")).await.unwrap();
+    let run_id = stored.run_id().to_owned();
+    drop(stored);
+    assert_eq!(a.interrupted_runs().await.unwrap().len(), 1);
+    // Resumed beyond nothing: admitted although the bound is 1 + 0 ...
+    let resumed = a.resume(&run_id).await.unwrap();
+    // ... and it holds the only place, so a fresh ask is busy meanwhile.
+    let busy = a.ask(AskRequest::new("now")).await.unwrap_err();
+    assert_eq!(busy.to_wire().code, ErrorCode::Busy);
+    let out = resumed.drive(CancellationToken::new()).await.unwrap();
+    assert_eq!(out.text, "resumed answer");
+    let fresh = a.ask(AskRequest::new("now")).await.unwrap();
+    let out = fresh.drive(CancellationToken::new()).await.unwrap();
+    assert_eq!(out.text, "fresh answer");
+}
