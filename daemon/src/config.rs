@@ -741,6 +741,15 @@ mod tests {
             ("[poll]\nbattery = 1", "poll.battery"),
             ("[poll]\napp_list = 60", "poll.app_list"),
             ("[broker]\nlisten = \"nowhere\"", "broker.listen"),
+            (
+                "[companion]\nmax_auto_devices = 5000",
+                "companion.max_auto_devices",
+            ),
+            (
+                "[agent]\nmax_concurrent_runs = 0",
+                "agent.max_concurrent_runs",
+            ),
+            ("[agent]\nmax_queued = -1", "max_queued"),
             ("[broker]\nlisten = \"0.0.0.0:1883\"", "broker.listen"),
             ("[calls]\ntimeout_ms = \"soon\"", "timeout_ms"),
             (
