@@ -776,9 +776,10 @@ fn execute(
     })
 }
 
-/// One device call with the tool timeout, retried on retryable errors. An
-/// action that changes the device is retried only on `device_offline`
-/// (nothing ran); a timeout may mean it did run, so it is not repeated.
+/// One device call with the tool timeout (at least the device's own bound),
+/// retried on retryable errors. An action that changes the device is
+/// retried only on `device_offline` and `busy` (nothing ran); a timeout may
+/// mean it did run, so it is not repeated.
 async fn call_device(
     inner: &Inner,
     device: Option<&str>,
@@ -788,11 +789,16 @@ async fn call_device(
     mutates: bool,
 ) -> Result<Value, WireError> {
     let cfg = &inner.config;
+    // Never give up before the device itself answers: its error says
+    // whether a change was sent; ours could not.
+    let limit = inner.host.call_limit(device).map_or(cfg.tool_timeout, |l| {
+        cfg.tool_timeout.max(l + Duration::from_secs(1))
+    });
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         let result = match tokio::time::timeout(
-            cfg.tool_timeout,
+            limit,
             inner.host.call(device, service, action, params.clone()),
         )
         .await
@@ -802,7 +808,7 @@ async fn call_device(
                 ErrorCode::Timeout,
                 format!(
                     "{service}.{action} did not finish within {} s",
-                    cfg.tool_timeout.as_secs_f64()
+                    limit.as_secs_f64()
                 ),
             )),
         };
@@ -810,7 +816,9 @@ async fn call_device(
             Err(e)
                 if e.retryable
                     && attempt <= cfg.tool_retries
-                    && (!mutates || e.code == ErrorCode::DeviceOffline) =>
+                    && (!mutates
+                        || e.code == ErrorCode::DeviceOffline
+                        || e.code == ErrorCode::Busy) =>
             {
                 tracing::debug!(service, action, attempt, "retrying device call: {e}");
                 tokio::time::sleep(Duration::from_millis(200 << attempt.min(5))).await;

@@ -1073,3 +1073,51 @@ async fn resumed_runs_are_never_refused_but_count_against_the_limits() {
     let out = fresh.drive(CancellationToken::new()).await.unwrap();
     assert_eq!(out.text, "fresh answer");
 }
+
+/// A phone that queues calls answers by itself within its own bound, which
+/// may exceed the agent's tool timeout: the agent waits for that answer, so
+/// the model hears `device_offline` (the change was never sent) instead of
+/// the agent's own `timeout` (which would mean "may have run").
+#[tokio::test]
+async fn the_agent_waits_for_the_phones_own_answer_within_its_call_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Arc::new(
+        FakeToolHost::two_phones()
+            .with_delay(Duration::from_millis(600))
+            .with_call_limit(Duration::from_secs(1))
+            .with_handler(|_| {
+                Err(WireError::new(
+                    ErrorCode::DeviceOffline,
+                    "the companion app stayed offline; the request was not sent (it did not run)",
+                ))
+            }),
+    );
+    let model = Arc::new(ScriptedModel::new([
+        calls(vec![device_call(
+            ToolMode::Toolkit,
+            "b",
+            "kitchen",
+            "screen_control",
+            "set_brightness",
+            json!({"level": 10}),
+        )]),
+        ModelReply::text("The kitchen phone is offline."),
+    ]));
+    let cfg = AgentConfig::try_from(RawAgentConfig {
+        tool_timeout_s: Some(0.2),
+        tool_retries: Some(0),
+        ..RawAgentConfig::default()
+    })
+    .unwrap();
+    let a = agent(dir.path(), cfg, model.clone(), host).await;
+    a.ask(AskRequest::new("Dim the kitchen phone"))
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap();
+    let (is_error, content) = tool_result_of(&model, "b");
+    assert!(is_error);
+    assert!(content.contains("device_offline"), "{content}");
+    assert!(!content.contains("timeout"), "{content}");
+}

@@ -75,6 +75,14 @@ impl ToolHost for HubTools {
             .collect()
     }
 
+    fn call_limit(&self, device: Option<&str>) -> Option<std::time::Duration> {
+        self.hub
+            .registry()
+            .select(device)
+            .ok()
+            .map(|handle| handle.timeout())
+    }
+
     fn call<'a>(
         &'a self,
         device: Option<&'a str>,
