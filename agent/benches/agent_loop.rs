@@ -60,6 +60,9 @@ async fn agent(
         max_iterations: 1000,
         max_steps: 10_000,
         checkpoint_steps: checkpoint,
+        // The throughput case drives 100 sessions at once: the daemon's
+        // default bound (4 running, 32 waiting) would refuse most of them.
+        max_concurrent_runs: 128,
         ..AgentConfig::default()
     };
     let host = Arc::new(FakeToolHost::one_phone().without_log());

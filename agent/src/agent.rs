@@ -15,6 +15,7 @@ use crate::error::AgentError;
 use crate::events::{AgentEvent, EventKind, PendingApproval};
 use crate::graph::{Action, Input, RunLimits, RunOutcome, RunState, StepEnv, step};
 use crate::host::{BoxFuture, ToolHost};
+use crate::limit::{Admission, RunLimiter, Slot};
 use crate::markdown;
 use crate::policy::ApprovalPolicy;
 use crate::provider::{ChatRequest, Provider};
@@ -53,6 +54,8 @@ struct Inner {
     // std Mutexes: held for a map operation only, never across an await.
     waiters: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
     running: Mutex<HashSet<String>>,
+    /// `max_concurrent_runs` and `max_queued` (see `limit.rs`).
+    limiter: Arc<RunLimiter>,
 }
 
 /// The agent runtime. Cheap to clone.
@@ -121,6 +124,9 @@ pub struct Run {
     state: RunState,
     toolset: Toolset,
     resumed: bool,
+    /// Its place in the bound on agent work; exchanged for a slot when the
+    /// run first needs the model or a phone.
+    admission: Admission,
     _guard: RunningGuard,
 }
 
@@ -162,6 +168,7 @@ impl Agent {
     ) -> Self {
         let (events, _) = broadcast::channel(config.event_capacity);
         let policy = RwLock::new(Arc::new(config.approval.clone()));
+        let limiter = RunLimiter::new(config.max_concurrent_runs, config.max_queued);
         Self {
             inner: Arc::new(Inner {
                 policy,
@@ -172,6 +179,7 @@ impl Agent {
                 events,
                 waiters: Mutex::new(HashMap::new()),
                 running: Mutex::new(HashSet::new()),
+                limiter,
             }),
         }
     }
@@ -231,11 +239,20 @@ impl Agent {
         Toolset::new(cfg.tool_mode, &self.inner.host.devices(), cfg.builtin_tools)
     }
 
+    /// Runs driven now and runs waiting for a slot.
+    pub fn load(&self) -> (usize, usize) {
+        let load = self.inner.limiter.load();
+        (load.running, load.queued)
+    }
+
     /// Prepare a run: create the session if needed, load its memory (the
     /// recent turns and the archived turns that match the prompt) and
-    /// persist the run. Drive it with [`Run::drive`].
+    /// persist the run. Drive it with [`Run::drive`], which waits, in
+    /// order, for one of the `max_concurrent_runs` slots.
     ///
     /// # Errors
+    /// [`AgentError::Busy`] at once, before anything is stored, when
+    /// `max_concurrent_runs` runs are going and `max_queued` more wait;
     /// [`AgentError::InvalidPrompt`], [`AgentError::InvalidId`], or a store error.
     pub async fn ask(&self, request: AskRequest) -> Result<Run, AgentError> {
         let prompt = request.prompt.trim().to_owned();
@@ -254,10 +271,20 @@ impl Agent {
             }
             None => store::new_id("s-"),
         };
+        let cfg = &self.inner.config;
+        let admission = self
+            .inner
+            .limiter
+            .try_admit()
+            .map_err(|load| AgentError::Busy {
+                running: load.running,
+                queued: load.queued,
+                max_running: cfg.max_concurrent_runs,
+                max_queued: cfg.max_queued,
+            })?;
         let run_id = store::new_id("r-");
         let guard = self.guard(&run_id)?;
         let toolset = self.toolset();
-        let cfg = &self.inner.config;
         let limits = RunLimits {
             max_iterations: cfg.max_iterations,
             max_steps: cfg.max_steps,
@@ -285,12 +312,15 @@ impl Agent {
             state,
             toolset,
             resumed: false,
+            admission,
             _guard: guard,
         })
     }
 
     /// Continue a run that did not finish (the process stopped while it was
-    /// waiting for the model, a tool or an approval).
+    /// waiting for the model, a tool or an approval). It is work already
+    /// accepted, so it is never refused as busy, but it waits for a slot
+    /// like every run and counts against `max_queued` meanwhile.
     ///
     /// # Errors
     /// [`AgentError::UnknownRun`] when no unfinished run has that id,
@@ -304,6 +334,7 @@ impl Agent {
             state,
             toolset: self.toolset(),
             resumed: true,
+            admission: self.inner.limiter.admit(),
             _guard: guard,
         })
     }
@@ -445,6 +476,11 @@ impl Run {
     /// Drive the run to its end. A model failure is an outcome
     /// (`stop_reason: error`), not an `Err`.
     ///
+    /// Before its first model call or device action the run waits, first
+    /// come first served, for one of `max_concurrent_runs` slots. While it
+    /// waits only for a person (approvals) it gives the slot back, and
+    /// queues for one again when the answer comes.
+    ///
     /// # Errors
     /// [`AgentError::Interrupted`] when `shutdown` fires (the run is
     /// checkpointed and can be resumed; device actions in flight are
@@ -456,8 +492,14 @@ impl Run {
             mut state,
             toolset,
             resumed,
+            admission,
             _guard,
         } = self;
+        let mut admission = Some(admission);
+        let mut slot: Option<Slot> = None;
+        // Model calls and executions in flight; when none is, the run waits
+        // only for approvals and gives its slot back.
+        let mut working = 0usize;
         let inner = agent.inner.clone();
         let cfg = &inner.config;
         let policy = agent.approval_policy();
@@ -478,6 +520,11 @@ impl Run {
             while let Some(action) = actions.pop_front() {
                 match action {
                     Action::CallModel => {
+                        if slot.is_none() {
+                            slot =
+                                Some(take_slot(&inner, &mut admission, &shutdown, &state).await?);
+                        }
+                        working += 1;
                         inflight.push(model_call(&inner, &state, &toolset, system.clone()));
                     }
                     Action::Checkpoint { approvals } => {
@@ -496,6 +543,11 @@ impl Run {
                         expires_at,
                     } => inflight.push(await_approval(&inner, call_id, approval_id, expires_at)),
                     Action::Execute { call_id, planned } => {
+                        if slot.is_none() {
+                            slot =
+                                Some(take_slot(&inner, &mut admission, &shutdown, &state).await?);
+                        }
+                        working += 1;
                         inflight.push(execute(&inner, &mut device_locks, call_id, planned));
                     }
                     Action::Finish(outcome) => {
@@ -525,6 +577,11 @@ impl Run {
                     run_id: state.run_id.clone(),
                 });
             }
+            if working == 0 {
+                // Only approvals are awaited: a person may take minutes.
+                slot = None;
+                admission = None;
+            }
             let input = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => {
@@ -532,8 +589,31 @@ impl Run {
                 }
                 Some(input) = inflight.next() => input,
             };
+            if matches!(
+                input,
+                Input::ModelReplied { .. } | Input::ModelFailed { .. } | Input::ToolFinished { .. }
+            ) {
+                working = working.saturating_sub(1);
+            }
             actions.extend(step(&mut state, &env, input));
         }
+    }
+}
+
+/// Wait, in order, for a run slot: with the run's first admission, or a
+/// new one (always granted) after the run gave its slot back while it
+/// waited for a person.
+async fn take_slot(
+    inner: &Arc<Inner>,
+    admission: &mut Option<Admission>,
+    shutdown: &CancellationToken,
+    state: &RunState,
+) -> Result<Slot, AgentError> {
+    let admission = admission.take().unwrap_or_else(|| inner.limiter.admit());
+    tokio::select! {
+        biased;
+        () = shutdown.cancelled() => Err(AgentError::Interrupted { run_id: state.run_id.clone() }),
+        slot = inner.limiter.slot(admission) => Ok(slot),
     }
 }
 
@@ -696,9 +776,10 @@ fn execute(
     })
 }
 
-/// One device call with the tool timeout, retried on retryable errors. An
-/// action that changes the device is retried only on `device_offline`
-/// (nothing ran); a timeout may mean it did run, so it is not repeated.
+/// One device call with the tool timeout (at least the device's own bound),
+/// retried on retryable errors. An action that changes the device is
+/// retried only on `device_offline` and `busy` (nothing ran); a timeout may
+/// mean it did run, so it is not repeated.
 async fn call_device(
     inner: &Inner,
     device: Option<&str>,
@@ -708,11 +789,16 @@ async fn call_device(
     mutates: bool,
 ) -> Result<Value, WireError> {
     let cfg = &inner.config;
+    // Never give up before the device itself answers: its error says
+    // whether a change was sent; ours could not.
+    let limit = inner.host.call_limit(device).map_or(cfg.tool_timeout, |l| {
+        cfg.tool_timeout.max(l + Duration::from_secs(1))
+    });
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         let result = match tokio::time::timeout(
-            cfg.tool_timeout,
+            limit,
             inner.host.call(device, service, action, params.clone()),
         )
         .await
@@ -722,7 +808,7 @@ async fn call_device(
                 ErrorCode::Timeout,
                 format!(
                     "{service}.{action} did not finish within {} s",
-                    cfg.tool_timeout.as_secs_f64()
+                    limit.as_secs_f64()
                 ),
             )),
         };
@@ -730,7 +816,9 @@ async fn call_device(
             Err(e)
                 if e.retryable
                     && attempt <= cfg.tool_retries
-                    && (!mutates || e.code == ErrorCode::DeviceOffline) =>
+                    && (!mutates
+                        || e.code == ErrorCode::DeviceOffline
+                        || e.code == ErrorCode::Busy) =>
             {
                 tracing::debug!(service, action, attempt, "retrying device call: {e}");
                 tokio::time::sleep(Duration::from_millis(200 << attempt.min(5))).await;

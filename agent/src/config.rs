@@ -293,6 +293,11 @@ pub struct RawAgentConfig {
     /// `process` (default: survives a killed process) or `power` (also
     /// power loss; one fsync per commit). Pass to [`crate::Store::open`].
     pub durability: Option<crate::store::Durability>,
+    /// Runs talking to the model and the phones at once (default 4).
+    pub max_concurrent_runs: Option<usize>,
+    /// Further runs waiting for one of those slots (default 32); an ask
+    /// beyond both is refused with `busy`.
+    pub max_queued: Option<usize>,
     /// Approval policy.
     pub approval: Option<RawApprovalConfig>,
 }
@@ -327,6 +332,10 @@ pub struct AgentConfig {
     pub checkpoint_steps: bool,
     /// How durable store commits are.
     pub durability: crate::store::Durability,
+    /// Runs driven at once (model calls and device work); see `limit.rs`.
+    pub max_concurrent_runs: usize,
+    /// Runs admitted beyond those, waiting in order for a slot.
+    pub max_queued: usize,
     /// Approval policy.
     pub approval: ApprovalPolicy,
 }
@@ -386,8 +395,18 @@ impl TryFrom<RawAgentConfig> for AgentConfig {
         if !(16..=1 << 20).contains(&event_capacity) {
             return Err(config_err("agent.event_capacity", "must be 16 to 1048576"));
         }
+        let max_concurrent_runs = raw.max_concurrent_runs.unwrap_or(4);
+        if !(1..=1024).contains(&max_concurrent_runs) {
+            return Err(config_err("agent.max_concurrent_runs", "must be 1 to 1024"));
+        }
+        let max_queued = raw.max_queued.unwrap_or(32);
+        if max_queued > 100_000 {
+            return Err(config_err("agent.max_queued", "must be 0 to 100000"));
+        }
         let approval = raw.approval.unwrap_or_default();
         Ok(Self {
+            max_concurrent_runs,
+            max_queued,
             tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),
             max_iterations,
             max_steps,
@@ -481,6 +500,22 @@ mod tests {
             err.contains("agent.approval.deny") && err.contains("explode"),
             "{err}"
         );
+        let defaults = AgentConfig::default();
+        assert_eq!((defaults.max_concurrent_runs, defaults.max_queued), (4, 32));
+        for (input, key) in [
+            (
+                serde_json::json!({"max_concurrent_runs": 0}),
+                "agent.max_concurrent_runs",
+            ),
+            (
+                serde_json::json!({"max_queued": 1_000_000}),
+                "agent.max_queued",
+            ),
+        ] {
+            let raw: RawAgentConfig = serde_json::from_value(input).unwrap();
+            let err = AgentConfig::try_from(raw).unwrap_err().to_string();
+            assert!(err.contains(key), "{err}");
+        }
         assert!(
             serde_json::from_value::<RawAgentConfig>(serde_json::json!({"max_iteration": 3}))
                 .is_err()

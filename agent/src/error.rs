@@ -154,6 +154,22 @@ pub enum AgentError {
     /// The run is already being driven in this process.
     #[error("run {0:?} is already running")]
     RunBusy(String),
+    /// Too many runs are going and waiting already
+    /// (`[agent] max_concurrent_runs` + `max_queued`); nothing was stored
+    /// or sent to the model. Retryable.
+    #[error(
+        "the agent is busy: {running} run(s) going and {queued} waiting (limits: max_concurrent_runs = {max_running}, max_queued = {max_queued}); nothing was started, try again later"
+    )]
+    Busy {
+        /// Runs holding a slot.
+        running: usize,
+        /// Runs waiting for one.
+        queued: usize,
+        /// `max_concurrent_runs`.
+        max_running: usize,
+        /// `max_queued`.
+        max_queued: usize,
+    },
     /// The prompt is empty or too long.
     #[error("invalid prompt: {0}")]
     InvalidPrompt(String),
@@ -169,6 +185,36 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// Whether the session store's directory or file could not be created
+    /// or opened for writing (read-only or full file system, a file in the
+    /// way, permissions): the daemon's start-up reports it as such.
+    pub fn store_cannot_create(&self) -> bool {
+        match self {
+            Self::StoreDir { .. } => true,
+            Self::Store(rusqlite::Error::SqliteFailure(f, _)) => matches!(
+                f.code,
+                rusqlite::ErrorCode::CannotOpen
+                    | rusqlite::ErrorCode::ReadOnly
+                    | rusqlite::ErrorCode::PermissionDenied
+                    | rusqlite::ErrorCode::DiskFull
+            ),
+            _ => false,
+        }
+    }
+
+    /// Whether this is a failure of the session store (I/O, SQLite, a
+    /// checkpoint that cannot be read back).
+    pub fn is_store_failure(&self) -> bool {
+        matches!(
+            self,
+            Self::Store(_)
+                | Self::StoreDir { .. }
+                | Self::StoreClosed
+                | Self::StoreCommit(_)
+                | Self::Encoding(_)
+        )
+    }
+
     /// The stable wire form: a code from [`ErrorCode`], the message, and
     /// whether trying again later may help.
     pub fn to_wire(&self) -> WireError {
@@ -195,6 +241,7 @@ impl AgentError {
             Self::ApprovalClosed { .. } | Self::RunBusy(_) => (ErrorCode::InvalidRequest, false),
             Self::InvalidId(_) | Self::InvalidPrompt(_) => (ErrorCode::InvalidParams, false),
             Self::Interrupted { .. } => (ErrorCode::Internal, true),
+            Self::Busy { .. } => (ErrorCode::Busy, true),
         };
         WireError {
             code,

@@ -29,13 +29,26 @@ pub struct DeviceSummary {
 /// `call` receives parameters already validated against the catalogue.
 /// Errors are [`WireError`]s: the agent shows them to the model as the tool's
 /// result, and retries those marked `retryable` (for actions that change
-/// the device, only `device_offline`, which guarantees nothing ran).
+/// the device, only `device_offline` and `busy`, which guarantee nothing
+/// ran).
 pub trait ToolHost: Send + Sync + std::fmt::Debug {
     /// The configured devices, with the services each offers.
     fn devices(&self) -> Vec<DeviceSummary>;
 
+    /// The longest a call on `device` can take before the host answers it
+    /// by itself (the device's own bound: for a phone that queues calls
+    /// while offline, its queue time and answer deadline), when known. The
+    /// agent waits at least that long, so that the host's precise answer —
+    /// `device_offline` for a change that was never sent, `timeout` for one
+    /// that may have run — reaches the model rather than the agent's own
+    /// timeout, which cannot tell the two apart.
+    fn call_limit(&self, _device: Option<&str>) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Run `service.action` with `params` on `device` (`None`: the daemon's
-    /// default device). The agent bounds the wait with its tool timeout.
+    /// default device). The agent bounds the wait with its tool timeout
+    /// (at least [`ToolHost::call_limit`] plus a second).
     fn call<'a>(
         &'a self,
         device: Option<&'a str>,

@@ -9,6 +9,7 @@
 //!   `calculator`.
 //! * [`graph`] — the agent graph as a pure state machine
 //!   (`step(&mut RunState, Input) -> Vec<Action>`), tested without a runtime.
+//! * `limit` — the bound on runs at once and runs waiting (`busy` beyond it).
 //! * [`policy`] — approval policy: risk threshold, allow and deny lists.
 //! * [`Store`] — SQLite (WAL) on its own thread: checkpoints, sessions,
 //!   approvals, and FTS5 memory of archived turns.
@@ -30,6 +31,7 @@ mod error;
 pub mod events;
 pub mod graph;
 mod host;
+mod limit;
 mod markdown;
 pub mod message;
 pub mod policy;

@@ -867,3 +867,257 @@ async fn bad_requests_are_rejected() {
         Err(AgentError::UnknownApproval(_))
     ));
 }
+
+// Limits (issue #10): `max_concurrent_runs` and `max_queued`.
+
+/// A model that holds every request until the test lets one through, and
+/// counts how many wait at once.
+#[derive(Debug)]
+struct GatedModel {
+    gate: tokio::sync::Semaphore,
+    in_flight: std::sync::atomic::AtomicUsize,
+    max_in_flight: std::sync::atomic::AtomicUsize,
+    /// The last user message of each request, in arrival order.
+    prompts: std::sync::Mutex<Vec<String>>,
+}
+
+impl Default for GatedModel {
+    fn default() -> Self {
+        Self {
+            gate: tokio::sync::Semaphore::new(0),
+            in_flight: Default::default(),
+            max_in_flight: Default::default(),
+            prompts: Default::default(),
+        }
+    }
+}
+
+impl GatedModel {
+    fn in_flight(&self) -> usize {
+        self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn max_in_flight(&self) -> usize {
+        self.max_in_flight.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn prompts(&self) -> Vec<String> {
+        self.prompts.lock().unwrap().clone()
+    }
+}
+
+impl Provider for GatedModel {
+    fn name(&self) -> &'static str {
+        "gated"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a droidwarden_agent::ChatRequest,
+        _on_text: &'a (dyn Fn(&str) + Send + Sync),
+    ) -> droidwarden_agent::BoxFuture<'a, Result<ModelReply, AgentError>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        Box::pin(async move {
+            let prompt = request
+                .messages
+                .iter()
+                .rev()
+                .find_map(|m| match m {
+                    Message::User { text } => Some(text.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            self.prompts.lock().unwrap().push(prompt.clone());
+            let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, SeqCst);
+            let permit = self.gate.acquire().await;
+            permit.expect("gate open").forget();
+            self.in_flight.fetch_sub(1, SeqCst);
+            Ok(ModelReply::text(format!("done: {prompt}")))
+        })
+    }
+}
+
+async fn until(what: &str, mut check: impl FnMut() -> bool) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !check() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+}
+
+#[tokio::test]
+async fn asks_beyond_running_and_queued_are_busy_and_queued_runs_start_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(GatedModel::default());
+    let cfg = AgentConfig {
+        max_concurrent_runs: 2,
+        max_queued: 2,
+        ..AgentConfig::default()
+    };
+    let a = agent(
+        dir.path(),
+        cfg,
+        model.clone(),
+        Arc::new(FakeToolHost::one_phone()),
+    )
+    .await;
+    let mut runs = Vec::new();
+    for i in 0..4 {
+        runs.push(a.ask(AskRequest::new(format!("ask {i}"))).await.unwrap());
+    }
+    let busy = a.ask(AskRequest::new("one too many")).await.unwrap_err();
+    let wire = busy.to_wire();
+    assert_eq!(wire.code, ErrorCode::Busy, "{wire:?}");
+    assert!(wire.retryable);
+    assert!(wire.message.contains("max_concurrent_runs = 2"), "{wire:?}");
+    assert_eq!(
+        a.sessions().await.unwrap().len(),
+        4,
+        "nothing stored for it"
+    );
+    let drives: Vec<_> = runs
+        .into_iter()
+        .map(|run| tokio::spawn(run.drive(CancellationToken::new())))
+        .collect();
+    until("two model calls", || model.in_flight() == 2).await;
+    assert_eq!(a.load(), (2, 2));
+    // Let them through one at a time: the waiting ones start in order.
+    for done in 1..=4 {
+        model.gate.add_permits(1);
+        until("the next run", || {
+            model.prompts().len() == (done + 2).min(4) && model.in_flight() == 2.min(4 - done)
+        })
+        .await;
+    }
+    for drive in drives {
+        assert_eq!(
+            drive.await.unwrap().unwrap().stop_reason,
+            StopReason::FinalAnswer
+        );
+    }
+    assert_eq!(model.max_in_flight(), 2);
+    assert_eq!(model.prompts(), ["ask 0", "ask 1", "ask 2", "ask 3"]);
+    assert_eq!(a.load(), (0, 0));
+    // Room again.
+    let run = a.ask(AskRequest::new("later")).await.unwrap();
+    model.gate.add_permits(1);
+    run.drive(CancellationToken::new()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_run_waiting_for_approval_holds_no_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(ScriptedModel::new([
+        calls(vec![device_call(
+            ToolMode::Toolkit,
+            "w",
+            "kitchen",
+            "wifi_automation",
+            "disable",
+            json!({}),
+        )]),
+        ModelReply::text("Meanwhile: hello."),
+        ModelReply::text("Wi-Fi is off."),
+    ]));
+    let cfg = AgentConfig {
+        max_concurrent_runs: 1,
+        max_queued: 0,
+        ..approval_cfg(60.0)
+    };
+    let host = battery_host();
+    let a = agent(dir.path(), cfg, model.clone(), host.clone()).await;
+    let wifi = ask_wifi_off(&a).await;
+    let mut events = wifi.events();
+    let wifi = tokio::spawn(wifi.drive(CancellationToken::new()));
+    let approval = wait_for_approval(&mut events).await;
+    until("the slot to be given back", || a.load() == (0, 0)).await;
+    // The one slot is free: another ask runs to its end meanwhile.
+    let other = a.ask(AskRequest::new("say hello")).await.unwrap();
+    let out = other.drive(CancellationToken::new()).await.unwrap();
+    assert_eq!(out.text, "Meanwhile: hello.");
+    a.approve(&approval).await.unwrap();
+    let out = wifi.await.unwrap().unwrap();
+    assert_eq!(out.text, "Wi-Fi is off.");
+    assert_eq!(host.count("wifi_automation", "disable"), 1);
+}
+
+#[tokio::test]
+async fn resumed_runs_are_never_refused_but_count_against_the_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(ScriptedModel::new([
+        ModelReply::text("resumed answer"),
+        ModelReply::text("fresh answer"),
+    ]));
+    let cfg = AgentConfig {
+        max_concurrent_runs: 1,
+        max_queued: 0,
+        ..AgentConfig::default()
+    };
+    let a = agent(dir.path(), cfg, model, battery_host()).await;
+    // A run stored but never driven: what a killed daemon leaves behind.
+    let stored = a.ask(AskRequest::new("left unfinished")).await.unwrap();
+    let run_id = stored.run_id().to_owned();
+    drop(stored);
+    assert_eq!(a.interrupted_runs().await.unwrap().len(), 1);
+    // Resumed beyond nothing: admitted although the bound is 1 + 0 ...
+    let resumed = a.resume(&run_id).await.unwrap();
+    // ... and it holds the only place, so a fresh ask is busy meanwhile.
+    let busy = a.ask(AskRequest::new("now")).await.unwrap_err();
+    assert_eq!(busy.to_wire().code, ErrorCode::Busy);
+    let out = resumed.drive(CancellationToken::new()).await.unwrap();
+    assert_eq!(out.text, "resumed answer");
+    let fresh = a.ask(AskRequest::new("now")).await.unwrap();
+    let out = fresh.drive(CancellationToken::new()).await.unwrap();
+    assert_eq!(out.text, "fresh answer");
+}
+
+/// A phone that queues calls answers by itself within its own bound, which
+/// may exceed the agent's tool timeout: the agent waits for that answer, so
+/// the model hears `device_offline` (the change was never sent) instead of
+/// the agent's own `timeout` (which would mean "may have run").
+#[tokio::test]
+async fn the_agent_waits_for_the_phones_own_answer_within_its_call_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Arc::new(
+        FakeToolHost::two_phones()
+            .with_delay(Duration::from_millis(600))
+            .with_call_limit(Duration::from_secs(1))
+            .with_handler(|_| {
+                Err(WireError::new(
+                    ErrorCode::DeviceOffline,
+                    "the companion app stayed offline; the request was not sent (it did not run)",
+                ))
+            }),
+    );
+    let model = Arc::new(ScriptedModel::new([
+        calls(vec![device_call(
+            ToolMode::Toolkit,
+            "b",
+            "kitchen",
+            "screen_control",
+            "set_brightness",
+            json!({"level": 10}),
+        )]),
+        ModelReply::text("The kitchen phone is offline."),
+    ]));
+    let cfg = AgentConfig::try_from(RawAgentConfig {
+        tool_timeout_s: Some(0.2),
+        tool_retries: Some(0),
+        ..RawAgentConfig::default()
+    })
+    .unwrap();
+    let a = agent(dir.path(), cfg, model.clone(), host).await;
+    a.ask(AskRequest::new("Dim the kitchen phone"))
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap();
+    let (is_error, content) = tool_result_of(&model, "b");
+    assert!(is_error);
+    assert!(content.contains("device_offline"), "{content}");
+    assert!(!content.contains("timeout"), "{content}");
+}

@@ -555,3 +555,34 @@ async fn unreachable_endpoint_is_a_connect_error_after_retries() {
     );
     assert!(err.to_wire().retryable);
 }
+
+/// The scripted server as a slow model with a standing answer: every
+/// request is held back, answered with the fallback once the script is
+/// used up, and counted while in flight.
+#[tokio::test]
+async fn the_scripted_server_can_be_slow_and_counts_requests_in_flight() {
+    let server = ScriptedLlm::start([ScriptStep::Reply(ModelReply::text("first"))])
+        .await
+        .unwrap();
+    server.set_fallback(ScriptStep::Reply(ModelReply::text("again")));
+    server.set_delay(Duration::from_millis(300));
+    let p = provider(
+        ProviderKind::Openai,
+        &server.base_url(ProviderKind::Openai),
+        false,
+    );
+    let started = Instant::now();
+    let request = simple_request();
+    let sink = |_: &str| {};
+    let (a, b, c) = tokio::join!(
+        p.complete(&request, &sink),
+        p.complete(&request, &sink),
+        p.complete(&request, &sink)
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let mut texts = [a.unwrap().text, b.unwrap().text, c.unwrap().text];
+    texts.sort();
+    assert_eq!(texts, ["again", "again", "first"]);
+    assert_eq!(server.max_in_flight(), 3);
+    assert_eq!(server.in_flight(), 0);
+}

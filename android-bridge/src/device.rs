@@ -143,6 +143,60 @@ pub trait Device: Send + Sync + fmt::Debug {
             reason: info.state_detail.unwrap_or_else(|| "not connected".into()),
         }
     }
+
+    /// Perform one command once it has its [`Turn`] (for a state-changing
+    /// command, the phone's one-change-at-a-time lock). The default takes
+    /// the turn first, then calls [`Device::execute`]. A transport that
+    /// queues calls overrides it to count and bound the wait for the turn
+    /// as part of its queue, so that a call which never got its turn is
+    /// reported as never sent rather than as a timeout.
+    fn execute_in_turn<'a>(
+        &'a self,
+        command: &'a Command,
+        turn: Turn<'a>,
+    ) -> BoxFuture<'a, Result<Value, BridgeError>> {
+        Box::pin(async move {
+            let _turn = turn.take().await;
+            self.execute(command).await
+        })
+    }
+}
+
+/// A call's right to go to the phone: for a state-changing action, the
+/// device's mutation lock (one change at a time); for a read, nothing to
+/// wait for.
+#[derive(Debug)]
+pub struct Turn<'a> {
+    lock: Option<&'a tokio::sync::Mutex<()>>,
+}
+
+/// A taken [`Turn`]; the next change may go when it is dropped.
+#[derive(Debug)]
+pub struct TurnGuard<'a> {
+    _guard: Option<tokio::sync::MutexGuard<'a, ()>>,
+}
+
+impl<'a> Turn<'a> {
+    /// A turn that waits for nothing (a read).
+    pub fn free() -> Self {
+        Self { lock: None }
+    }
+
+    /// Whether taking this turn may wait (a state-changing action).
+    pub fn is_exclusive(&self) -> bool {
+        self.lock.is_some()
+    }
+
+    /// Wait for the turn, in arrival order. Not bounded here: callers
+    /// bound it with their own deadline.
+    pub async fn take(self) -> TurnGuard<'a> {
+        TurnGuard {
+            _guard: match self.lock {
+                Some(lock) => Some(lock.lock().await),
+                None => None,
+            },
+        }
+    }
 }
 
 /// A cloneable handle to a device that applies the rules every transport
@@ -219,14 +273,10 @@ impl DeviceHandle {
             .action(service, &action)
             .map(|(_, a)| a.mutates)
             .unwrap_or(true);
-        let work = async {
-            let _guard = if mutates {
-                Some(self.inner.mutation.lock().await)
-            } else {
-                None
-            };
-            self.inner.device.execute(command).await
+        let turn = Turn {
+            lock: mutates.then_some(&self.inner.mutation),
         };
+        let work = self.inner.device.execute_in_turn(command, turn);
         match tokio::time::timeout(self.inner.timeout, work).await {
             Ok(result) => result,
             Err(_) => Err(BridgeError::Timeout {

@@ -52,6 +52,16 @@ pub enum BridgeError {
         /// The program that was looked for.
         program: String,
     },
+    /// Too many calls already wait for this phone; this one was refused, or
+    /// waited its whole time behind earlier changes, and was never sent: it
+    /// did not run.
+    #[error("device {device} is busy: {reason}")]
+    Busy {
+        /// The device.
+        device: String,
+        /// What the call waited behind.
+        reason: String,
+    },
     /// The call did not finish in time.
     #[error("{device}: {what} did not finish within {} ms", after.as_millis())]
     Timeout {
@@ -144,6 +154,7 @@ impl BridgeError {
             Self::DeviceOffline { .. } => ErrorCode::DeviceOffline,
             Self::AdbMissing { .. } => ErrorCode::AdbMissing,
             Self::Timeout { .. } => ErrorCode::Timeout,
+            Self::Busy { .. } => ErrorCode::Busy,
             Self::Unsupported { .. } | Self::MissingOnPhone { .. } => ErrorCode::UnsupportedAction,
             Self::PermissionDenied { .. } => ErrorCode::PermissionDenied,
             Self::NotFound { .. } => ErrorCode::NotFound,

@@ -20,6 +20,7 @@ pub mod device;
 mod error;
 
 pub use device::{
-    Capability, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind,
+    Capability, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind, Turn,
+    TurnGuard,
 };
 pub use error::BridgeError;

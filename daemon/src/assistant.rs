@@ -75,6 +75,14 @@ impl ToolHost for HubTools {
             .collect()
     }
 
+    fn call_limit(&self, device: Option<&str>) -> Option<std::time::Duration> {
+        self.hub
+            .registry()
+            .select(device)
+            .ok()
+            .map(|handle| handle.timeout())
+    }
+
     fn call<'a>(
         &'a self,
         device: Option<&'a str>,
@@ -314,9 +322,13 @@ impl Assistant {
     }
 
     /// Start a run for `prompt` in `session` (a new session when `None`).
+    /// The run waits, in order, for one of `[agent] max_concurrent_runs`
+    /// slots; `done` answers when it has run.
     ///
     /// # Errors
-    /// Invalid prompt or session id, shutdown under way, or a store error.
+    /// `busy` (retryable) at once when `max_concurrent_runs` runs are going
+    /// and `max_queued` more wait; invalid prompt or session id, shutdown
+    /// under way, or a store error.
     pub(crate) async fn ask(
         &self,
         prompt: &str,

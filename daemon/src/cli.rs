@@ -233,10 +233,19 @@ pub(crate) async fn daemon(
             });
     }
     let bus = daemon_bus(flag, config.dbus)?;
+    // The longest a call can take by this configuration: an ADB action, or
+    // a companion phone's queue and answer deadline. The daemon's own
+    // figure (`CallTimeout`) wins when it gives one.
+    let bound = config
+        .adb
+        .call_timeout
+        .max(droidwarden_bridge::companion::handle_timeout(
+            &config.companion,
+        ));
     if flag.is_some() || config.dbus != DbusBus::Auto {
-        return Client::connect(bus, config.adb.call_timeout, local_hint).await;
+        return Client::connect(bus, bound, local_hint).await;
     }
-    let on_bus = match Client::probe(bus, config.adb.call_timeout, local_hint).await {
+    let on_bus = match Client::probe(bus, bound, local_hint).await {
         Ok(client) => return Ok(client),
         Err(why) => why,
     };
@@ -247,7 +256,7 @@ pub(crate) async fn daemon(
             looked.push(format!("{} (no such socket)", path.display()));
             continue;
         }
-        match Client::over_socket(&path, config.adb.call_timeout, local_hint).await {
+        match Client::over_socket(&path, bound, local_hint).await {
             Ok(client) => return Ok(client),
             Err(why) => looked.push(format!("{} ({why})", path.display())),
         }

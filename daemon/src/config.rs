@@ -60,6 +60,7 @@ struct RawCompanion {
     request_timeout_ms: u64,
     queue_ttl_ms: u64,
     auto_register: bool,
+    max_auto_devices: usize,
 }
 
 #[derive(Debug, Deserialize)]
@@ -474,6 +475,9 @@ impl TryFrom<RawConfig> for Config {
                 "must be between 100 and 600000",
             ));
         }
+        if companion.max_auto_devices > 4096 {
+            return Err(bad("companion.max_auto_devices", "must be at most 4096"));
+        }
         if companion.queue_ttl_ms > 86_400_000 {
             return Err(bad(
                 "companion.queue_ttl_ms",
@@ -485,6 +489,7 @@ impl TryFrom<RawConfig> for Config {
                 request_timeout: Duration::from_millis(companion.request_timeout_ms),
                 queue_ttl: Duration::from_millis(companion.queue_ttl_ms),
                 auto_register: companion.auto_register,
+                max_auto_devices: companion.max_auto_devices,
                 names: companions,
             },
             adb: AdbConfig {
@@ -892,6 +897,15 @@ mod tests {
             ("[poll]\nbattery = 1", "poll.battery"),
             ("[poll]\napp_list = 60", "poll.app_list"),
             ("[broker]\nlisten = \"nowhere\"", "broker.listen"),
+            (
+                "[companion]\nmax_auto_devices = 5000",
+                "companion.max_auto_devices",
+            ),
+            (
+                "[agent]\nmax_concurrent_runs = 0",
+                "agent.max_concurrent_runs",
+            ),
+            ("[agent]\nmax_queued = -1", "max_queued"),
             ("[broker]\nlisten = \"0.0.0.0:1883\"", "broker.listen"),
             ("[calls]\ntimeout_ms = \"soon\"", "timeout_ms"),
             (

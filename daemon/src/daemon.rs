@@ -42,6 +42,42 @@ const FLUSH_GRACE: Duration = Duration::from_secs(2);
 /// How long shutdown waits for the remaining tasks.
 const TASK_GRACE: Duration = Duration::from_secs(5);
 
+/// Create the state directory if needed and prove it writable, so that a
+/// read-only or full disk stops the daemon at once with a status that says
+/// so (see [`crate::EXIT_CANTCREAT`]) instead of failing later.
+///
+/// # Errors
+/// The exit status and the I/O error.
+async fn check_state_dir(dir: &std::path::Path) -> Result<(), (u8, std::io::Error)> {
+    // Created 0700, or narrowed to it (private.rs).
+    let owned = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || crate::private::state_dir(&owned))
+        .await
+        .map_err(|e| (crate::EXIT_CANTCREAT, std::io::Error::other(e)))?
+        .map_err(|e| (crate::EXIT_CANTCREAT, e))?;
+    let probe = dir.join(".droidwarden-write-check");
+    tokio::fs::write(&probe, b"")
+        .await
+        .map_err(|e| (crate::EXIT_CANTCREAT, e))?;
+    tokio::fs::remove_file(&probe)
+        .await
+        .map_err(|e| (crate::EXIT_IOERR, e))
+}
+
+/// The exit status for an agent that cannot start: a bad key or setting is
+/// a configuration error (78, not restarted); a store directory or file
+/// that cannot be created is 73 and any other store failure an I/O error
+/// (74), both restarted by systemd once the disk is fixed.
+fn agent_exit_status(e: &droidwarden_agent::AgentError) -> u8 {
+    use droidwarden_agent::AgentError;
+    match e {
+        AgentError::Config { .. } | AgentError::Secret { .. } => crate::EXIT_CONFIG,
+        _ if e.store_cannot_create() => crate::EXIT_CANTCREAT,
+        _ if e.is_store_failure() => crate::EXIT_IOERR,
+        _ => 1,
+    }
+}
+
 pub(crate) async fn run(mut config: Config) -> ExitCode {
     // Signals first: until SIGHUP is handled, its default action would end
     // the process.
@@ -65,9 +101,9 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     let (companion, companion_requests) =
         CompanionHub::new(config.companion.clone(), Arc::clone(&registry));
     tracing::info!(state_dir = %config.state_dir.display(), "droidwarden starting");
-    if let Err(e) = crate::private::state_dir(&config.state_dir) {
-        tracing::error!(state_dir = %config.state_dir.display(), error = %e, "cannot use the state directory");
-        return ExitCode::from(crate::EXIT_CANTCREAT);
+    if let Err((status, e)) = check_state_dir(&config.state_dir).await {
+        tracing::error!(state_dir = %config.state_dir.display(), error = %e, status, "the state directory is not usable");
+        return ExitCode::from(status);
     }
     if let Err(e) = adb.refresh().await {
         tracing::warn!(error = %e, "no devices yet; will keep trying");
@@ -90,8 +126,9 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         {
             Ok(assistant) => Some(assistant),
             Err(e) => {
-                tracing::error!(error = %e, "cannot start the agent");
-                return ExitCode::from(crate::EXIT_CONFIG);
+                let status = agent_exit_status(&e);
+                tracing::error!(error = %e, status, "cannot start the agent");
+                return ExitCode::from(status);
             }
         },
     };

@@ -23,13 +23,19 @@ use clap::Parser;
 use std::process::ExitCode;
 
 /// Exit status for a configuration error (`EX_CONFIG` from sysexits.h);
-/// systemd is told not to restart on it.
+/// systemd is told not to restart on it (`RestartPreventExitStatus=78`):
+/// only an edited file helps.
 const EXIT_CONFIG: u8 = 78;
 
-/// Exit status when the state directory cannot be created or used
-/// (`EX_CANTCREAT` from sysexits.h): unlike a configuration error, freeing
-/// the disk or fixing its owner lets the next restart succeed.
+/// Exit status when the state directory or a file in it cannot be created
+/// (`EX_CANTCREAT`): read-only or full file system, a file where the
+/// directory should be, missing permissions. Not a configuration error:
+/// freeing the disk or fixing the mount is enough, so systemd restarts.
 const EXIT_CANTCREAT: u8 = 73;
+
+/// Exit status for an I/O error on the state (`EX_IOERR`): the session
+/// store cannot be read or written. systemd restarts.
+const EXIT_IOERR: u8 = 74;
 
 fn main() -> ExitCode {
     // Before anything can create a file: whatever we write is ours alone.

@@ -79,6 +79,10 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
         "companion.auto_register",
         a.auto_register != b.auto_register,
     );
+    differs(
+        "companion.max_auto_devices",
+        a.max_auto_devices != b.max_auto_devices,
+    );
     let (a, b) = (&running.mqtt, &new.mqtt);
     match (&a.broker, &b.broker) {
         (

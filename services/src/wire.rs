@@ -42,6 +42,9 @@ pub enum ErrorCode {
     Denied,
     /// A bug or an unexpected condition inside the daemon.
     Internal,
+    /// Too much work is already waiting (agent runs, queued calls for one
+    /// phone); the request was refused at once and nothing ran. Retry later.
+    Busy,
 }
 
 impl ErrorCode {
@@ -63,12 +66,13 @@ impl ErrorCode {
             Self::DeviceError => "device_error",
             Self::Denied => "denied",
             Self::Internal => "internal",
+            Self::Busy => "busy",
         }
     }
 
     /// Whether the same call may succeed if simply tried again later.
     pub fn default_retryable(self) -> bool {
-        matches!(self, Self::DeviceOffline | Self::Timeout)
+        matches!(self, Self::DeviceOffline | Self::Timeout | Self::Busy)
     }
 }
 

@@ -593,6 +593,7 @@ async fn the_bridge_hub_drives_the_companion_app_end_to_end() {
         request_timeout: Duration::from_secs(10),
         queue_ttl: Duration::from_secs(30),
         auto_register: true,
+        max_auto_devices: 16,
         names: Default::default(),
     };
     let (hub, registry, mut dispositions, tasks) = hub_over_mqtt(broker.port, config).await;

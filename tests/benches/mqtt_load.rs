@@ -74,7 +74,7 @@ fn main() {
     println!("{phones} companion phones up in {:?}", started.elapsed());
 
     let mut config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[companion]\nauto_register = true\n[poll]\n",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[companion]\nauto_register = true\nmax_auto_devices = {phones}\n[poll]\n",
         broker.port
     );
     for service in [

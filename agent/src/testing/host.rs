@@ -36,6 +36,7 @@ pub struct FakeToolHost {
     devices: Vec<DeviceSummary>,
     handler: Handler,
     delay: Duration,
+    call_limit: Option<Duration>,
     record: bool,
     calls: Mutex<Vec<FakeCall>>,
     failures: Mutex<HashMap<(String, String), VecDeque<WireError>>>,
@@ -77,6 +78,7 @@ impl FakeToolHost {
                 )
             }),
             delay: Duration::ZERO,
+            call_limit: None,
             record: true,
             calls: Mutex::new(Vec::new()),
             failures: Mutex::new(HashMap::new()),
@@ -106,6 +108,13 @@ impl FakeToolHost {
     /// Take `delay` (tokio time) for every call.
     pub fn with_delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
+        self
+    }
+
+    /// Report `limit` as every device's own bound on a call
+    /// ([`ToolHost::call_limit`]), like a phone that queues calls.
+    pub fn with_call_limit(mut self, limit: Duration) -> Self {
+        self.call_limit = Some(limit);
         self
     }
 
@@ -165,6 +174,10 @@ impl FakeToolHost {
 impl ToolHost for FakeToolHost {
     fn devices(&self) -> Vec<DeviceSummary> {
         self.devices.clone()
+    }
+
+    fn call_limit(&self, _device: Option<&str>) -> Option<Duration> {
+        self.call_limit
     }
 
     fn call<'a>(

@@ -95,6 +95,13 @@ impl RecordedRequest {
 struct Shared {
     script: VecDeque<ScriptStep>,
     requests: Vec<RecordedRequest>,
+    /// Used when the script is empty (else: HTTP 500 "the script ran out").
+    fallback: Option<ScriptStep>,
+    /// How long each answer is held back (a slow model).
+    delay: std::time::Duration,
+    /// Requests being answered now, and the most at once.
+    in_flight: usize,
+    max_in_flight: usize,
 }
 
 /// The server. Dropping it stops it.
@@ -121,7 +128,7 @@ impl ScriptedLlm {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Mutex::new(Shared {
             script: script.into_iter().collect(),
-            requests: Vec::new(),
+            ..Shared::default()
         }));
         let stop = CancellationToken::new();
         let (s, st) = (shared.clone(), stop.clone());
@@ -165,6 +172,32 @@ impl ScriptedLlm {
             .push_back(step);
     }
 
+    /// Answer with `step` whenever the script is empty (a model that
+    /// always says the same), instead of HTTP 500.
+    pub fn set_fallback(&self, step: ScriptStep) {
+        self.lock().fallback = Some(step);
+    }
+
+    /// Hold every answer back for `delay` after the request arrived (a
+    /// slow or busy model).
+    pub fn set_delay(&self, delay: std::time::Duration) {
+        self.lock().delay = delay;
+    }
+
+    /// Requests being answered right now.
+    pub fn in_flight(&self) -> usize {
+        self.lock().in_flight
+    }
+
+    /// The most requests answered at once so far.
+    pub fn max_in_flight(&self) -> usize {
+        self.lock().max_in_flight
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Steps not used yet.
     pub fn remaining(&self) -> usize {
         self.shared
@@ -181,6 +214,16 @@ impl ScriptedLlm {
             .unwrap_or_else(PoisonError::into_inner)
             .requests
             .clone()
+    }
+}
+
+/// Counts a request as in flight from its arrival to its answer.
+struct InFlight(Arc<Mutex<Shared>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut s = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        s.in_flight = s.in_flight.saturating_sub(1);
     }
 }
 
@@ -241,11 +284,18 @@ async fn handle(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) -> std::io::R
         body,
         at: Instant::now(),
     };
-    let step = {
+    let (step, delay) = {
         let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
         s.requests.push(recorded.clone());
-        s.script.pop_front()
+        s.in_flight += 1;
+        s.max_in_flight = s.max_in_flight.max(s.in_flight);
+        let step = s.script.pop_front().or_else(|| s.fallback.clone());
+        (step, s.delay)
     };
+    let _in_flight = InFlight(Arc::clone(&shared));
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let (reply, cut_after) = match step {
         None => {
             return respond(

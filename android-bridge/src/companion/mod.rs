@@ -38,7 +38,7 @@ pub use pending::ResponseDisposition;
 pub use protocol::{EventKind, MAX_PAYLOAD, PROTOCOL_VERSION, presence_from_payload};
 
 use crate::device::{
-    BoxFuture, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind,
+    BoxFuture, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind, Turn,
 };
 use crate::error::BridgeError;
 use droidwarden_services::{Catalogue, Command, DeviceName};
@@ -59,9 +59,11 @@ use tokio::time::Instant;
 /// see as `unsupported_action`).
 pub(crate) const UNSUPPORTED: &[(&str, &str, &str)] = &[];
 
-/// How many requests one offline phone may have waiting; further calls fail
-/// at once with `device_offline` instead of piling up behind a phone that
-/// may not come back.
+/// How many calls one phone may have waiting unsent — for the phone to come
+/// back online, or behind earlier changes to it (one change at a time);
+/// further calls fail at once (`device_offline` when the phone is offline,
+/// `busy` when it is online) instead of piling up behind a phone that may
+/// not come back.
 const QUEUE_LIMIT: usize = 64;
 
 /// The request channel's capacity. A request is small (under 1 KiB) and the
@@ -81,13 +83,46 @@ const EVENT_CAPACITY: usize = 1024;
 /// the queue, `timeout` after the answer deadline) fire first.
 const HANDLE_MARGIN: Duration = Duration::from_secs(1);
 
+/// The device handle's overall bound on one call: the longest a call can
+/// wait unsent (`max(queue_ttl, request_timeout)`), then the answer
+/// deadline, plus one second. The companion's own errors always
+/// come first; this only catches a bug.
+pub fn handle_timeout(config: &CompanionConfig) -> Duration {
+    config.queue_ttl.max(config.request_timeout) + config.request_timeout + HANDLE_MARGIN
+}
+
+/// The shortest time between two warnings about ignored presences; the
+/// ones in between are counted and reported with the next.
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// A warning that is logged at most once per [`WARN_EVERY`], with the number
+/// of occurrences it stood for. Costs the same whatever the flood.
+#[derive(Debug, Default)]
+struct RateLimited {
+    last: Mutex<Option<Instant>>,
+    suppressed: AtomicU64,
+}
+
+impl RateLimited {
+    /// `Some(n)` when a warning is due now, `n` being the occurrences since
+    /// the last one (this one included); `None` when it is suppressed.
+    fn due(&self, now: Instant) -> Option<u64> {
+        let mut last = lock(&self.last);
+        if last.is_some_and(|at| now.saturating_duration_since(at) < WARN_EVERY) {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        *last = Some(now);
+        Some(self.suppressed.swap(0, Ordering::Relaxed) + 1)
+    }
+}
+
 /// Settings of the companion transport.
 ///
-/// A call waits at most `queue_ttl` for an offline phone, then at most
-/// `request_timeout` for the answer once the request is handed over, so the
-/// device handle's overall timeout is `queue_ttl + request_timeout` plus one
-/// second. Waiting behind another state-changing call on the same phone
-/// counts against that overall timeout too.
+/// A call waits at most `queue_ttl` for an offline phone (and at most
+/// `max(queue_ttl, request_timeout)` for its turn behind earlier changes),
+/// then at most `request_timeout` for the answer once the request is handed
+/// over; see [`handle_timeout`].
 #[derive(Debug, Clone)]
 pub struct CompanionConfig {
     /// How long the phone has to answer a request once it is sent.
@@ -97,6 +132,11 @@ pub struct CompanionConfig {
     /// Whether an unknown companion id that announces itself becomes a
     /// device named by its id; when false such phones are ignored.
     pub auto_register: bool,
+    /// With `auto_register`, the most devices registered that way; further
+    /// unknown ids are ignored (with a warning at most every
+    /// [`WARN_EVERY`]), so a flood of made-up presences cannot grow the
+    /// registry, the Home Assistant entities or memory.
+    pub max_auto_devices: usize,
     /// Device names for companion ids. These are registered (offline) at
     /// once, so calls queue for them before the phone is first seen.
     pub names: BTreeMap<String, DeviceName>,
@@ -170,8 +210,11 @@ struct CompanionDevice {
     online: Arc<watch::Sender<bool>>,
     /// Why it is offline, for [`DeviceInfo::state_detail`].
     detail: Mutex<Option<String>>,
-    /// Calls waiting for the phone to come back.
+    /// Calls not sent yet: waiting for the phone to come back or for their
+    /// turn behind earlier changes.
     queued: AtomicUsize,
+    /// Registered by `auto_register` (counts against `max_auto_devices`).
+    auto: bool,
 }
 
 impl fmt::Debug for CompanionDevice {
@@ -214,31 +257,79 @@ impl CompanionDevice {
         }
     }
 
-    /// Wait until the phone is online, at most `queue_ttl`.
-    async fn wait_online(&self) -> Result<(), BridgeError> {
+    fn busy(&self, reason: impl Into<String>) -> BridgeError {
+        BridgeError::Busy {
+            device: self.name.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    fn is_online(&self) -> bool {
+        *self.online.borrow()
+    }
+
+    /// Count a call in this phone's queue of unsent calls, or refuse it
+    /// when [`QUEUE_LIMIT`] are already waiting (changes behind the phone's
+    /// one-change-at-a-time turn included).
+    fn enter_queue(&self) -> Result<QueueSlot<'_>, BridgeError> {
+        let waiting = self.queued.fetch_add(1, Ordering::SeqCst);
+        let slot = QueueSlot(&self.queued);
+        if waiting >= QUEUE_LIMIT {
+            let why = format!(
+                "{QUEUE_LIMIT} requests are already queued for it; this one was refused and not sent"
+            );
+            return Err(if self.is_online() {
+                self.busy(why)
+            } else {
+                self.offline(format!("the companion app is offline and {why}"))
+            });
+        }
+        Ok(slot)
+    }
+
+    /// The error of a call that was still unsent at its queue deadline: it
+    /// never reached the phone, so it did not run.
+    fn not_sent(&self, waited: Duration, behind_changes: bool) -> BridgeError {
+        let ms = waited.as_millis();
+        if !self.is_online() {
+            self.offline(format!(
+                "the companion app stayed offline; the request waited {ms} ms in the queue and was not sent (it did not run)"
+            ))
+        } else if behind_changes {
+            self.busy(format!(
+                "the request waited {ms} ms behind earlier changes to this phone and was not sent (it did not run)"
+            ))
+        } else {
+            self.offline(format!(
+                "the request waited {ms} ms in the queue and was not sent (it did not run)"
+            ))
+        }
+    }
+
+    /// Wait until the phone is online, at most until `deadline`.
+    async fn wait_online(&self, deadline: Instant, started: Instant) -> Result<(), BridgeError> {
         let mut online = self.online.subscribe();
         if *online.borrow_and_update() {
             return Ok(());
         }
-        let waiting = self.queued.fetch_add(1, Ordering::SeqCst);
-        let _slot = QueueSlot(&self.queued);
-        if waiting >= QUEUE_LIMIT {
-            return Err(self.offline(format!(
-                "the companion app is offline and {QUEUE_LIMIT} requests are already queued"
-            )));
-        }
-        let ttl = self.shared.config.queue_ttl;
-        match tokio::time::timeout(ttl, online.wait_for(|on| *on)).await {
+        match tokio::time::timeout_at(deadline, online.wait_for(|on| *on)).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(_)) => Err(self.offline("the companion transport stopped")),
-            Err(_) => Err(self.offline(format!(
-                "the companion app stayed offline; the request waited {} ms in the queue and was not delivered",
-                ttl.as_millis()
-            ))),
+            Err(_) => Err(self.not_sent(started.elapsed(), false)),
         }
     }
 
-    async fn run(&self, command: &Command) -> Result<Value, BridgeError> {
+    /// One call, from the queue to the answer. Until it is handed over for
+    /// publishing, the call is *queued*: it counts against [`QUEUE_LIMIT`],
+    /// waits for its turn (changes go one at a time) at most until
+    /// `max(queue_ttl, request_timeout)` after it started and for the phone
+    /// at most until `queue_ttl` after it started, and fails as never sent
+    /// (`device_offline`, or `busy` when the phone is online and earlier
+    /// changes held it up). Once handed over it may reach the phone, so
+    /// only then can it end in `timeout`. The whole call therefore lasts at
+    /// most `max(queue_ttl, request_timeout) + request_timeout`, which the
+    /// device handle's own timeout exceeds.
+    async fn run(&self, command: &Command, turn: Turn<'_>) -> Result<Value, BridgeError> {
         let service = command.service_id();
         let action = command.action_name();
         let what = format!("{service}.{action}");
@@ -248,7 +339,17 @@ impl CompanionDevice {
             shared: &self.shared,
             id: &id,
         };
-        self.wait_online().await?;
+        let started = Instant::now();
+        let config = &self.shared.config;
+        let queue = self.enter_queue()?;
+        let exclusive = turn.is_exclusive();
+        let turn_deadline = started + config.queue_ttl.max(config.request_timeout);
+        let Ok(_turn) = tokio::time::timeout_at(turn_deadline, turn.take()).await else {
+            return Err(self.not_sent(started.elapsed(), exclusive));
+        };
+        self.wait_online(started + config.queue_ttl, started)
+            .await?;
+        drop(queue);
 
         let timeout = self.shared.config.request_timeout;
         let deadline = Instant::now() + timeout;
@@ -266,7 +367,13 @@ impl CompanionDevice {
         match tokio::time::timeout_at(deadline, self.shared.outgoing.send(outgoing)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(self.offline("the companion transport stopped")),
-            Err(_) => return Err(timed_out()),
+            // The daemon's MQTT side never took it: not sent, did not run.
+            Err(_) => {
+                return Err(self.busy(format!(
+                    "the daemon's MQTT side did not take the request within {} ms; it was not sent (it did not run)",
+                    timeout.as_millis()
+                )));
+            }
         }
         tracing::debug!(device = %self.name, %id, %what, "companion request handed over");
 
@@ -329,7 +436,15 @@ impl Device for CompanionDevice {
     }
 
     fn execute<'a>(&'a self, command: &'a Command) -> BoxFuture<'a, Result<Value, BridgeError>> {
-        Box::pin(self.run(command))
+        Box::pin(self.run(command, Turn::free()))
+    }
+
+    fn execute_in_turn<'a>(
+        &'a self,
+        command: &'a Command,
+        turn: Turn<'a>,
+    ) -> BoxFuture<'a, Result<Value, BridgeError>> {
+        Box::pin(self.run(command, turn))
     }
 
     fn queues_while_offline(&self) -> bool {
@@ -350,6 +465,7 @@ impl Device for CompanionDevice {
 ///     request_timeout: Duration::from_secs(10),
 ///     queue_ttl: Duration::from_secs(60),
 ///     auto_register: true,
+///     max_auto_devices: 16,
 ///     names: Default::default(),
 /// };
 /// let (hub, mut requests) = CompanionHub::new(config, registry.clone());
@@ -371,6 +487,8 @@ struct HubInner {
     registry: Arc<Registry>,
     companions: Mutex<HashMap<String, Arc<CompanionDevice>>>,
     events: broadcast::Sender<CompanionEvent>,
+    /// Presences of unknown ids that were ignored.
+    ignored: RateLimited,
 }
 
 impl fmt::Debug for CompanionHub {
@@ -409,6 +527,7 @@ impl CompanionHub {
                 registry,
                 companions: Mutex::new(HashMap::new()),
                 events,
+                ignored: RateLimited::default(),
             }),
         };
         for (id, name) in names {
@@ -438,7 +557,7 @@ impl CompanionHub {
         // one new phone cannot register it twice. The registry's lock is
         // only ever taken inside this one, never the other way round.
         let mut companions = lock(&self.inner.companions);
-        self.register_in(&mut companions, id, name, None)
+        self.register_in(&mut companions, id, name, None, false)
     }
 
     /// [`register`](Self::register) with the table already locked; a
@@ -449,6 +568,7 @@ impl CompanionHub {
         id: &str,
         name: DeviceName,
         presence: Option<(Arc<watch::Sender<bool>>, Option<String>)>,
+        auto: bool,
     ) -> Option<Arc<CompanionDevice>> {
         if let Some(device) = companions.get(id) {
             return Some(Arc::clone(device));
@@ -479,8 +599,9 @@ impl CompanionHub {
             online,
             detail: Mutex::new(detail),
             queued: AtomicUsize::new(0),
+            auto,
         });
-        let timeout = shared.config.queue_ttl + shared.config.request_timeout + HANDLE_MARGIN;
+        let timeout = handle_timeout(&shared.config);
         self.inner
             .registry
             .insert(DeviceHandle::new(device.clone(), timeout));
@@ -546,8 +667,15 @@ impl CompanionHub {
             }
             for (old, target) in replaced {
                 let presence = (Arc::clone(&old.online), lock(&old.detail).clone());
+                let auto = !names.contains_key(&old.companion_id);
                 let new = target.and_then(|name| {
-                    self.register_in(&mut companions, &old.companion_id, name, Some(presence))
+                    self.register_in(
+                        &mut companions,
+                        &old.companion_id,
+                        name,
+                        Some(presence),
+                        auto,
+                    )
                 });
                 changes.push((Some(old.name.clone()), new.as_ref().map(|d| d.name.clone())));
                 announce.extend(new);
@@ -556,7 +684,8 @@ impl CompanionHub {
                 if companions.contains_key(id) {
                     continue;
                 }
-                if let Some(new) = self.register_in(&mut companions, id, name.clone(), None) {
+                if let Some(new) = self.register_in(&mut companions, id, name.clone(), None, false)
+                {
                     changes.push((None, Some(new.name.clone())));
                     announce.push(new);
                 }
@@ -575,27 +704,29 @@ impl CompanionHub {
 
     /// A companion's presence changed (its `online` topic: `online`, or
     /// `offline` from itself or its last will). An unknown id registers a
-    /// device when `auto_register` is on and is ignored otherwise.
+    /// device when `auto_register` is on and fewer than `max_auto_devices`
+    /// were registered that way; otherwise it is ignored, keeping nothing
+    /// (the warning is rate-limited).
     pub fn on_presence(&self, companion_id: &str, online: bool) {
         let device = match self.companion(companion_id) {
             Some(device) => device,
             None if !online => return,
             None if !self.inner.shared.config.auto_register => {
-                tracing::warn!(
-                    companion = %clip(companion_id),
-                    "unknown companion announced itself; ignored (auto-registration is off)"
+                self.ignored(
+                    companion_id,
+                    "unknown companion announced itself; ignored (auto-registration is off)",
                 );
                 return;
             }
             None => {
                 let Ok(name) = DeviceName::try_from(companion_id) else {
-                    tracing::warn!(
-                        companion = %clip(companion_id),
-                        "companion id is not a valid device name; ignored"
+                    self.ignored(
+                        companion_id,
+                        "companion id is not a valid device name; ignored",
                     );
                     return;
                 };
-                match self.register(companion_id, name) {
+                match self.auto_register(companion_id, name) {
                     Some(device) => device,
                     None => return,
                 }
@@ -610,6 +741,49 @@ impl CompanionHub {
                 detail,
             });
         }
+    }
+
+    /// Register an unknown phone by its id, unless `max_auto_devices` are
+    /// registered that way already.
+    fn auto_register(&self, id: &str, name: DeviceName) -> Option<Arc<CompanionDevice>> {
+        let max = self.inner.shared.config.max_auto_devices;
+        let mut companions = lock(&self.inner.companions);
+        if let Some(device) = companions.get(id) {
+            return Some(Arc::clone(device));
+        }
+        let auto = companions.values().filter(|d| d.auto).count();
+        if auto >= max {
+            drop(companions);
+            self.ignored(
+                id,
+                &format!(
+                    "unknown companion announced itself; ignored: {max} companions are auto-registered already (companion.max_auto_devices)"
+                ),
+            );
+            return None;
+        }
+        self.register_in(&mut companions, id, name, None, true)
+    }
+
+    /// Log an ignored presence, at most once per [`WARN_EVERY`].
+    fn ignored(&self, companion_id: &str, why: &str) {
+        if let Some(count) = self.inner.ignored.due(Instant::now()) {
+            tracing::warn!(
+                companion = %clip(companion_id),
+                ignored_since_last_warning = count,
+                "{why}"
+            );
+        }
+    }
+
+    /// How many companions are registered (configured and auto-registered).
+    pub fn len(&self) -> usize {
+        lock(&self.inner.companions).len()
+    }
+
+    /// Whether no companion is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// A payload arrived on a companion's `response` topic. Never fails:

@@ -14,6 +14,7 @@ fn config(auto_register: bool) -> CompanionConfig {
         request_timeout: TIMEOUT,
         queue_ttl: TTL,
         auto_register,
+        max_auto_devices: 16,
         names: BTreeMap::from([(
             "phone-a".to_owned(),
             DeviceName::try_from("kitchen").unwrap(),
@@ -582,4 +583,204 @@ async fn a_newly_named_phone_is_registered_offline() {
         names(&registry),
         vec![("garage".to_owned(), true), ("kitchen".to_owned(), false)]
     );
+}
+
+fn brightness(level: i64) -> Command {
+    cmd("screen_control", "set_brightness", json!({"level": level}))
+}
+
+/// Regression (issue #10): changes queued behind another change for an
+/// offline phone were reported as `timeout` ("may have run") when the
+/// device handle's overall timeout fired before their own queue time was
+/// up. A change that was never sent did not run: `device_offline`.
+#[tokio::test(start_paused = true)]
+async fn queued_changes_that_were_never_sent_are_device_offline_not_timeout() {
+    let (hub, mut rx, registry) = hub();
+    let handle = kitchen(&registry);
+    let started = Instant::now();
+    let calls: Vec<_> = (0..3)
+        .map(|level| {
+            let handle = handle.clone();
+            tokio::spawn(async move { handle.call(&brightness(level)).await })
+        })
+        .collect();
+    for call in calls {
+        let err = call.await.unwrap().unwrap_err();
+        assert_eq!(err.code(), ErrorCode::DeviceOffline, "{err}");
+        assert!(err.retryable());
+        assert!(err.to_string().contains("not sent"), "{err}");
+    }
+    // Each waited at most its own queue time; none was ever sent.
+    assert!(
+        started.elapsed() <= TTL.max(TIMEOUT),
+        "{:?}",
+        started.elapsed()
+    );
+    hub.on_presence("phone-a", true);
+    assert!(rx.try_recv().is_err());
+    assert_eq!(lock(&hub.inner.shared.pending).open_count(), 0);
+}
+
+/// Changes queued for an offline phone go out one at a time, in order,
+/// when it comes back; and one that was sent and not answered is `timeout`.
+#[tokio::test(start_paused = true)]
+async fn queued_changes_go_out_in_order_and_only_a_sent_one_can_time_out() {
+    let (hub, mut rx, registry) = hub();
+    let handle = kitchen(&registry);
+    let calls: Vec<_> = (1..=2)
+        .map(|level| {
+            let handle = handle.clone();
+            tokio::spawn(async move { handle.call(&brightness(level)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    hub.on_presence("phone-a", true);
+    let first = request(&rx.recv().await.unwrap());
+    assert_eq!(first["params"], json!({"level": 1}));
+    // The second waits for the first's answer, which never comes.
+    let second = request(&rx.recv().await.unwrap());
+    assert_eq!(second["params"], json!({"level": 2}));
+    hub.on_response("phone-a", &ok(&second["id"], json!({"brightness": 2})));
+    let mut calls = calls.into_iter();
+    let err = calls.next().unwrap().await.unwrap().unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Timeout, "{err}");
+    assert_eq!(
+        calls.next().unwrap().await.unwrap().unwrap(),
+        json!({"brightness": 2})
+    );
+}
+
+/// Regression (issue #10): the queue limit did not apply to changes (70 of
+/// 70 queued), because they waited for the phone's one-change-at-a-time
+/// turn before reaching the queue's counter.
+#[tokio::test(start_paused = true)]
+async fn the_queue_limit_counts_changes_waiting_for_their_turn() {
+    let (hub, mut rx, registry) = hub();
+    let handle = kitchen(&registry);
+    let waiting: Vec<_> = (0..QUEUE_LIMIT)
+        .map(|i| {
+            let handle = handle.clone();
+            let level = i64::try_from(i).unwrap();
+            tokio::spawn(async move { handle.call(&brightness(level)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for extra in [brightness(99), battery().clone()] {
+        let err = handle.call(&extra).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::DeviceOffline, "{err}");
+        assert!(err.to_string().contains("already queued"), "{err}");
+    }
+    // Online, the queue is full of changes waiting for their turn: busy.
+    hub.on_presence("phone-a", true);
+    let _first = rx.recv().await.unwrap();
+    let err = handle.call(&brightness(100)).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Busy, "{err}");
+    assert!(err.retryable());
+    drop(hub);
+    for call in waiting {
+        let _ = call.await.unwrap();
+    }
+}
+
+/// A change held up behind earlier changes to an online phone until its
+/// queue time is up was never sent: `busy`, not `timeout`.
+#[tokio::test(start_paused = true)]
+async fn a_change_stuck_behind_others_on_an_online_phone_is_busy() {
+    let registry = Arc::new(Registry::new());
+    let mut cfg = config(false);
+    cfg.queue_ttl = Duration::from_secs(8);
+    let (hub, mut rx) = CompanionHub::new(cfg, registry.clone());
+    hub.on_presence("phone-a", true);
+    let handle = kitchen(&registry);
+    let (one, two, three) = (brightness(1), brightness(2), brightness(3));
+    let (a, b, c, _) = tokio::join!(
+        handle.call(&one),
+        handle.call(&two),
+        handle.call(&three),
+        async {
+            // Nothing answers; the first two go out and time out.
+            let _ = rx.recv().await;
+            let _ = rx.recv().await;
+        }
+    );
+    assert_eq!(a.unwrap_err().code(), ErrorCode::Timeout);
+    // The second got its turn after 5 s (the first's answer deadline),
+    // within its 8 s of queue time: sent, then timed out at 10 s. The
+    // third was still waiting for its turn at 8 s: never sent.
+    assert_eq!(b.unwrap_err().code(), ErrorCode::Timeout);
+    let c = c.unwrap_err();
+    assert_eq!(c.code(), ErrorCode::Busy, "{c}");
+    assert!(c.to_string().contains("behind earlier changes"), "{c}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_registration_stops_at_max_auto_devices() {
+    let registry = Arc::new(Registry::new());
+    let mut cfg = config(true);
+    cfg.max_auto_devices = 3;
+    let (hub, _rx) = CompanionHub::new(cfg, registry.clone());
+    // A flood of made-up ids.
+    for i in 0..3000 {
+        hub.on_presence(&format!("fake-{i}"), true);
+    }
+    // The configured phone, plus three.
+    assert_eq!(hub.len(), 4);
+    assert_eq!(registry.list().len(), 4);
+    // The configured phone is not counted and still comes online.
+    hub.on_presence("phone-a", true);
+    assert!(kitchen(&registry).info().online);
+    // Known auto-registered ids keep working.
+    hub.on_presence("fake-1", false);
+    hub.on_presence("fake-1", true);
+    assert!(registry.get("fake-1").unwrap().info().online);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_presences_with_auto_registration_off_keep_nothing() {
+    let (hub, _rx, registry) = hub();
+    for i in 0..3000 {
+        hub.on_presence(&format!("fake-{i}"), true);
+    }
+    assert_eq!(hub.len(), 1);
+    assert_eq!(registry.list().len(), 1);
+    assert_eq!(lock(&hub.inner.shared.pending).open_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_ignored_presence_warning_is_rate_limited() {
+    let warn = RateLimited::default();
+    let start = Instant::now();
+    assert_eq!(warn.due(start), Some(1));
+    for _ in 0..99 {
+        assert_eq!(warn.due(start + Duration::from_secs(1)), None);
+    }
+    assert_eq!(warn.due(start + WARN_EVERY), Some(100));
+    assert_eq!(warn.due(start + WARN_EVERY), None);
+}
+
+/// A request the daemon's MQTT side never took (its channel stayed full)
+/// was not sent: `busy`, not `timeout`.
+#[tokio::test(start_paused = true)]
+async fn a_request_the_mqtt_side_never_took_is_busy_not_timeout() {
+    let (hub, _rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let handle = kitchen(&registry);
+    // Fill the channel: nobody reads it.
+    let fillers: Vec<_> = (0..OUTGOING_CAPACITY)
+        .map(|_| {
+            let handle = handle.clone();
+            tokio::spawn(async move { handle.call(battery()).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let err = handle.call(battery()).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Busy, "{err}");
+    assert!(err.to_string().contains("not sent"), "{err}");
+    for filler in fillers {
+        // Handed over, never answered: they may have run.
+        assert_eq!(
+            filler.await.unwrap().unwrap_err().code(),
+            ErrorCode::Timeout
+        );
+    }
 }

@@ -37,7 +37,8 @@ pub(crate) struct Client {
 
 impl Client {
     /// Connect to `bus` and check that the daemon is there. `call_timeout`
-    /// is the daemon's bound on one action (`[calls] timeout_ms`);
+    /// is the bound on one action this process's configuration gives, used
+    /// when the daemon cannot say its own (`CallTimeout`);
     /// `local_hint` says whether the command has `--local` to suggest.
     ///
     /// # Errors
@@ -155,7 +156,30 @@ impl Client {
         parse(&text)
     }
 
-    /// `Call(device, service, action, params_json)`, parsed.
+    /// The daemon's own bound on a call on `device` (`CallTimeout`), or,
+    /// from a daemon without that method or for an unknown device, the
+    /// bound this process's configuration gives.
+    async fn call_bound(&self, device: Option<&str>) -> Duration {
+        match self
+            .invoke::<_, u64>("CallTimeout", &(device.unwrap_or(""),), QUICK)
+            .await
+        {
+            Ok(ms) if ms > 0 => Duration::from_millis(ms),
+            Ok(_) => self.call_timeout,
+            Err(e) => {
+                tracing::debug!(error = %e, "no CallTimeout from the daemon; using the local bound");
+                self.call_timeout
+            }
+        }
+    }
+
+    /// `Call(device, service, action, params_json)`, parsed. Waits as long
+    /// as the daemon may take to answer — its own bound on this call
+    /// (`CallTimeout`; for a companion phone that includes the offline
+    /// queue) plus a margin — so the daemon's answer (`device_offline`
+    /// for a change that was never sent, `timeout` for one that may have
+    /// run) is what the user sees. Should even that pass, the error says
+    /// that the call may still run.
     pub(crate) async fn call(
         &self,
         device: Option<&str>,
@@ -163,11 +187,26 @@ impl Client {
         action: &str,
         params: &Value,
     ) -> Result<Value, WireError> {
+        let bound = self.call_bound(device).await;
+        let limit = bound + CALL_MARGIN;
         let params = params.to_string();
         let body = (device.unwrap_or(""), service, action, params.as_str());
-        let text: String = self
-            .invoke("Call", &body, self.call_timeout + CALL_MARGIN)
-            .await?;
+        // The bus's own reply timeout is set beyond ours, so that ours,
+        // with its precise message, fires first.
+        let reply = self.invoke::<_, String>("Call", &body, limit + CALL_MARGIN);
+        let text = match tokio::time::timeout(limit, reply).await {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(WireError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the droidwarden daemon did not answer Call within {:.1} s, longer than its own bound on this call ({:.1} s); the CLI gave up waiting but the call was not cancelled: it may still run in the daemon, and a change may still take effect (check `droidwarden status`)",
+                        limit.as_secs_f64(),
+                        bound.as_secs_f64()
+                    ),
+                ));
+            }
+        };
         parse(&text)
     }
 

@@ -3,7 +3,7 @@
 //!
 //! The reply body is the usual `(s message)`: gdbus shows the message only
 //! when the body is exactly that. The retryable flag is therefore the
-//! code's default on D-Bus (`timeout` and `device_offline` are retryable);
+//! code's default on D-Bus (`timeout`, `device_offline` and `busy` are retryable);
 //! a companion phone's own flag on another code does not cross D-Bus.
 
 use droidwarden_services::{ErrorCode, WireError};
@@ -54,6 +54,7 @@ const NAMES: &[(ErrorCode, &str)] = &[
     (ErrorCode::DeviceError, "org.droidwarden.Error.DeviceError"),
     (ErrorCode::Denied, "org.droidwarden.Error.Denied"),
     (ErrorCode::Internal, "org.droidwarden.Error.Internal"),
+    (ErrorCode::Busy, "org.droidwarden.Error.Busy"),
 ];
 
 /// The D-Bus error name of a code. A code added to the catalogue but not
@@ -125,9 +126,9 @@ mod tests {
 
     #[test]
     fn every_code_has_a_valid_name_spelled_after_its_wire_code() {
-        // The 15 codes of droidwarden_services::ErrorCode today; a new code
+        // The 16 codes of droidwarden_services::ErrorCode today; a new code
         // must be added to NAMES (and to docs/dbus-api.md).
-        assert_eq!(NAMES.len(), 15);
+        assert_eq!(NAMES.len(), 16);
         for (code, name) in NAMES {
             assert_eq!(*name, format!("{PREFIX}.{}", camel(code.as_str())));
             assert!(ErrorName::try_from(*name).is_ok(), "{name}");

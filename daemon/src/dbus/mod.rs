@@ -16,6 +16,8 @@
 //! (`ApprovalRequested`, `SessionEvent`). The agent's methods (`Ask`,
 //! `ListApprovals`, `Approve`, `Deny`, `ListSessions`, `ShowSession`) fail
 //! with `InvalidRequest` when no language model is configured.
+//! `CallTimeout` tells a client how long a `Call` on a device may take (the
+//! device's own bound), so the CLI waits for the daemon's answer.
 
 pub(crate) mod client;
 pub(crate) mod error;
@@ -458,6 +460,28 @@ impl Daemon1 {
         tracing::debug!(?request, "D-Bus call");
         let result = self.calls.track_future(self.hub.call(&request)).await?;
         Ok(result.to_string())
+    }
+
+    /// The longest a `Call` on `device` can take before the daemon answers
+    /// it, in milliseconds: the device's own bound (`[calls] timeout_ms`
+    /// for an ADB phone; for a companion phone its queue time, its turn
+    /// behind earlier changes and the answer deadline). `device` empty: the
+    /// longest over every device. 0 when there is no such device. Clients
+    /// wait that long, plus a margin, for `Call`'s reply.
+    #[zbus(out_args("timeout_ms"))]
+    async fn call_timeout(&self, device: &str) -> u64 {
+        let registry = self.hub.registry();
+        let bound = if device.is_empty() {
+            registry
+                .list()
+                .iter()
+                .filter_map(|info| registry.get(info.name.as_str()))
+                .map(|handle| handle.timeout())
+                .max()
+        } else {
+            registry.get(device).map(|handle| handle.timeout())
+        };
+        bound.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
 
     /// Devices, their availability, and the last status of each (device,
