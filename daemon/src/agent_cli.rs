@@ -15,6 +15,7 @@ use crate::dbus::Bus;
 use droidwarden_services::{ErrorCode, WireError};
 use futures_util::StreamExt;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -50,8 +51,19 @@ async fn ask_inner(
         println!("session {session}");
     }
     let mut printer = Printer::default();
+    // Approvals this run waits for (call id → approval id), for Ctrl-C.
+    let mut pending: BTreeMap<String, String> = BTreeMap::new();
+    let interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(interrupt);
     loop {
-        let message = match tokio::time::timeout(LIVENESS_CHECK, events.next()).await {
+        let next = tokio::select! {
+            _ = &mut interrupt => {
+                eprintln!("{}", interrupted(&session, &pending));
+                return Ok(ExitCode::from(130));
+            }
+            next = tokio::time::timeout(LIVENESS_CHECK, events.next()) => next,
+        };
+        let message = match next {
             Err(_) => {
                 if client.daemon_running().await {
                     continue;
@@ -87,6 +99,23 @@ async fn ask_inner(
         let Ok(event) = serde_json::from_str::<Value>(&event_json) else {
             continue;
         };
+        match event["event"].as_str() {
+            Some("approval_requested") => {
+                let approval = &event["approval"];
+                if let (Some(call), Some(id)) = (
+                    approval["call_id"].as_str(),
+                    approval["approval_id"].as_str(),
+                ) {
+                    pending.insert(call.to_owned(), id.to_owned());
+                }
+            }
+            Some("tool_result") => {
+                if let Some(call) = event["call_id"].as_str() {
+                    pending.remove(call);
+                }
+            }
+            _ => {}
+        }
         if json {
             // JSON lines, one event each, times as RFC 3339 like every --json.
             let mut line = event.clone();
@@ -108,6 +137,20 @@ async fn ask_inner(
             _ => {}
         }
     }
+}
+
+/// What Ctrl-C on `ask` leaves behind: the run is the daemon's, not this
+/// process's, so it goes on; an approval it waits for stays open.
+fn interrupted(session: &str, pending: &BTreeMap<String, String>) -> String {
+    let mut text = format!(
+        "stopped following session {session}; the run goes on in the daemon (droidwarden session show {session})"
+    );
+    for id in pending.values() {
+        text.push_str(&format!(
+            "\napproval {id} still waits: droidwarden approve {id}, or droidwarden deny {id}; unanswered, it is denied when it expires"
+        ));
+    }
+    text
 }
 
 /// Human-readable progress.

@@ -622,6 +622,44 @@ fn a_long_session_still_recalls_an_early_fact() {
 struct Background {
     child: std::process::Child,
     lines: Arc<Mutex<Vec<String>>>,
+    /// Kept until the process ends.
+    _config: tempfile::NamedTempFile,
+}
+
+/// `droidwarden ask ARGS…` against the daemon on the bus at `bus_address`.
+fn spawn_ask(config: &str, bus_address: &str, home: &std::path::Path, args: &[&str]) -> Background {
+    let config_file = tempfile::NamedTempFile::new().expect("config");
+    std::fs::write(config_file.path(), config).expect("write config");
+    let mut child = Command::new(binary("droidwarden"))
+        .arg("--config")
+        .arg(config_file.path())
+        .arg("ask")
+        .args(args)
+        .env("DBUS_SESSION_BUS_ADDRESS", bus_address)
+        .env("HOME", home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn droidwarden ask");
+    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    for stream in [
+        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().expect("stderr")),
+    ] {
+        let lines = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { return };
+                lines.lock().unwrap().push(line);
+            }
+        });
+    }
+    Background {
+        child,
+        lines,
+        _config: config_file,
+    }
 }
 
 impl Background {
@@ -665,42 +703,12 @@ fn the_cli_and_dbus_ask_approve_and_show_sessions() {
         )]),
         text_reply("Hall wifi is off."),
     ]);
-    let config_file = tempfile::NamedTempFile::new().expect("config");
-    std::fs::write(config_file.path(), &r.config).expect("write config");
-    let mut child = Command::new(binary("droidwarden"))
-        .arg("--config")
-        .arg(config_file.path())
-        .args([
-            "ask",
-            "--session",
-            "cli-1",
-            "turn",
-            "off",
-            "the",
-            "hall",
-            "wifi",
-        ])
-        .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
-        .env("HOME", r.adb.home())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn droidwarden ask");
-    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
-    for stream in [
-        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().expect("stderr")),
-    ] {
-        let lines = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines() {
-                let Ok(line) = line else { return };
-                lines.lock().unwrap().push(line);
-            }
-        });
-    }
-    let mut ask = Background { child, lines };
+    let mut ask = spawn_ask(
+        &r.config,
+        &bus.address,
+        r.adb.home(),
+        &["--session", "cli-1", "turn", "off", "the", "hall", "wifi"],
+    );
     ask.wait_line("the tool call", |l| l.starts_with("→ android_device"));
     let prompt_line = ask.wait_line("the approval prompt", |l| l.contains("approval needed"));
     assert!(
@@ -776,4 +784,48 @@ fn the_cli_and_dbus_ask_approve_and_show_sessions() {
             .any(|l| l.contains("pong"))
             .then_some(())
     });
+    // Ctrl-C while the run waits for a person: the CLI says the run goes
+    // on and the approval stays open, and it does.
+    r.script([tools_reply(vec![call(
+        "android_device",
+        json!({"device": "hall", "service_id": "wifi_automation", "action": "enable", "parameters": {}}),
+    )])]);
+    let mut ask = spawn_ask(
+        &r.config,
+        &bus.address,
+        r.adb.home(),
+        &[
+            "--session",
+            "cli-2",
+            "turn",
+            "the",
+            "hall",
+            "wifi",
+            "back",
+            "on",
+        ],
+    );
+    ask.wait_line("the second approval prompt", |l| {
+        l.contains("approval needed")
+    });
+    let listed = cli.run_on_bus(&bus.address, &["approvals", "--json"]);
+    let id = listed.json["approvals"][0]["approval_id"]
+        .as_str()
+        .expect("an approval")
+        .to_owned();
+    let _ = Command::new("kill")
+        .args(["-INT", &ask.child.id().to_string()])
+        .status();
+    assert_eq!(ask.wait_exit(), 130);
+    let said = ask.wait_line("what Ctrl-C leaves behind", |l| l.contains("still waits"));
+    assert!(said.contains(&id), "{said}");
+    let listed = cli.run_on_bus(&bus.address, &["approvals", "--json"]);
+    assert_eq!(
+        listed.json["approvals"][0]["approval_id"],
+        id.as_str(),
+        "{}",
+        listed.stdout
+    );
+    let denied = cli.run_on_bus(&bus.address, &["deny", &id]);
+    assert_eq!(denied.code, 0, "{}", denied.stderr);
 }
