@@ -127,7 +127,18 @@ struct Entity {
     body: Value,
 }
 
-fn entities(t: &Topics, device: &str) -> Vec<Entity> {
+/// The media volume slider's step in percent: one of the phone's volume
+/// steps (`max` of its music stream, e.g. 15 → 6.6667 %), so that every
+/// position Home Assistant offers is a level the phone has; 1 until the
+/// phone's range is known.
+pub(crate) fn volume_step(max_index: Option<u64>) -> f64 {
+    match max_index {
+        Some(max) if (1..=100).contains(&max) => (10_000.0 / max as f64).round() / 100.0,
+        _ => 1.0,
+    }
+}
+
+fn entities(t: &Topics, device: &str, volume_max: Option<u64>) -> Vec<Entity> {
     let state = |service: &str| t.state(device, service);
     let on_off = |field: &str| format!("{{{{ 'ON' if value_json.{field} else 'OFF' }}}}");
     let mut out = vec![
@@ -225,7 +236,7 @@ fn entities(t: &Topics, device: &str) -> Vec<Entity> {
                 "Media volume",
                 json!({
                 "state_topic": state("audio_automation"), "value_template": "{{ value_json.level }}",
-                "command_topic": command_topic, "min": 0, "max": 100, "step": 1,
+                "command_topic": command_topic, "min": 0, "max": 100, "step": volume_step(volume_max),
                 "unit_of_measurement": "%", "mode": "slider" }),
             ),
             Control::Play => (
@@ -263,8 +274,14 @@ fn serial_number(info: &DeviceInfo) -> Option<&str> {
     usb_serial.then_some(s)
 }
 
-/// Discovery config messages for one device.
-pub(crate) fn configs(ha_prefix: &str, t: &Topics, info: &DeviceInfo) -> Vec<(String, Value)> {
+/// Discovery config messages for one device; `volume_max` is the phone's
+/// number of music volume steps, once a read has told it.
+pub(crate) fn configs(
+    ha_prefix: &str,
+    t: &Topics,
+    info: &DeviceInfo,
+    volume_max: Option<u64>,
+) -> Vec<(String, Value)> {
     let device = info.name.as_str();
     let node = node_id(device);
     let mut device_block = json!({
@@ -276,7 +293,7 @@ pub(crate) fn configs(ha_prefix: &str, t: &Topics, info: &DeviceInfo) -> Vec<(St
     if let Some(serial) = serial_number(info) {
         device_block["serial_number"] = json!(serial);
     }
-    entities(t, device)
+    entities(t, device, volume_max)
         .into_iter()
         .map(|e| {
             let mut body = e.body;
@@ -317,7 +334,7 @@ pub(crate) fn configs(ha_prefix: &str, t: &Topics, info: &DeviceInfo) -> Vec<(St
 /// the device is removed.
 pub(crate) fn config_topics(ha_prefix: &str, t: &Topics, device: &str) -> Vec<String> {
     let node = node_id(device);
-    entities(t, device)
+    entities(t, device, None)
         .into_iter()
         .map(|e| format!("{ha_prefix}/{}/{node}/{}/config", e.component, e.object_id))
         .collect()
@@ -343,7 +360,7 @@ mod tests {
     #[test]
     fn every_config_has_the_keys_home_assistant_requires() {
         let t = Topics::new("droidwarden");
-        let configs = configs("homeassistant", &t, &info());
+        let configs = configs("homeassistant", &t, &info(), None);
         assert_eq!(configs.len(), 15);
         let mut unique = std::collections::HashSet::new();
         for (topic, body) in &configs {
@@ -399,7 +416,7 @@ mod tests {
         let mut usb = info();
         usb.serial = "R58M12ABCDE".into();
         let t = Topics::new("droidwarden");
-        let (_, body) = &configs("homeassistant", &t, &usb)[0];
+        let (_, body) = &configs("homeassistant", &t, &usb, None)[0];
         assert_eq!(body["device"]["serial_number"], "R58M12ABCDE");
         for not_serial in [
             "emulator-5554",
@@ -407,9 +424,30 @@ mod tests {
             "10.0.0.2:5555",
         ] {
             usb.serial = not_serial.into();
-            let (_, body) = &configs("homeassistant", &t, &usb)[0];
+            let (_, body) = &configs("homeassistant", &t, &usb, None)[0];
             assert_eq!(body["device"].get("serial_number"), None, "{not_serial}");
         }
+    }
+
+    #[test]
+    fn the_volume_slider_moves_in_the_phones_own_steps() {
+        assert_eq!(volume_step(None), 1.0);
+        assert_eq!(volume_step(Some(15)), 6.67);
+        assert_eq!(volume_step(Some(25)), 4.0);
+        assert_eq!(volume_step(Some(0)), 1.0);
+        let t = Topics::new("droidwarden");
+        let volume = configs("homeassistant", &t, &info(), Some(15))
+            .into_iter()
+            .find(|(topic, _)| topic.contains("/media_volume/"))
+            .unwrap()
+            .1;
+        assert_eq!(volume["step"], 6.67);
+        // A slider position maps to the phone's nearest step: 46.67 % is
+        // step 7 of 15, which reads back as 47 %.
+        assert_eq!(
+            Control::Volume.call_for("46.67").unwrap().2,
+            json!({"stream": "music", "level": 47})
+        );
     }
 
     #[test]

@@ -824,7 +824,7 @@ impl Mqtt {
         if !newly && info.model.is_none() {
             return;
         }
-        for (topic, body) in discovery::configs(&ha_prefix, &self.topics, &info) {
+        for (topic, body) in discovery::configs(&ha_prefix, &self.topics, &info, None) {
             self.send_json(topic, &body, true).await;
         }
         if newly {
