@@ -18,7 +18,7 @@
 //! `QUEUED` (32) override the sizes.
 
 use droidwarden_agent::ModelReply;
-use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use droidwarden_agent::testing::ScriptStep;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::{AdbServer, free_port};
 use std::sync::Arc;
@@ -55,14 +55,7 @@ fn main() {
     let running = env("RUNNING", 4);
     let queued = env("QUEUED", 32);
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let llm = rt
-        .block_on(ScriptedLlm::start(Vec::new()))
-        .expect("scripted model");
+    let (_rt, llm) = droidwarden_e2e::scripted_model();
     llm.set_fallback(ScriptStep::Reply(ModelReply::text("All quiet.")));
     llm.set_delay(delay);
     let broker = Mosquitto::start_with(free_port(), "max_queued_messages 100000\n");

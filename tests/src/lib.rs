@@ -522,3 +522,24 @@ impl Droidwarden {
         ])
     }
 }
+
+/// The scripted model server (`droidwarden_agent::testing::ScriptedLlm`) on
+/// a runtime of its own, for the synchronous tests: keep the runtime as
+/// long as the server is needed.
+///
+/// # Panics
+/// When the server cannot start.
+pub fn scripted_model() -> (
+    tokio::runtime::Runtime,
+    droidwarden_agent::testing::ScriptedLlm,
+) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let llm = rt
+        .block_on(droidwarden_agent::testing::ScriptedLlm::start(Vec::new()))
+        .expect("scripted model");
+    (rt, llm)
+}

@@ -59,14 +59,7 @@ fn rig(agent: &str) -> Rig {
 }
 
 fn rig_with(agent: &str, env: &[(&str, &str)]) -> Rig {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let llm = rt
-        .block_on(ScriptedLlm::start(Vec::new()))
-        .expect("scripted model");
+    let (rt, llm) = droidwarden_e2e::scripted_model();
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();

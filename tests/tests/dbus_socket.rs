@@ -40,14 +40,7 @@ struct Out {
 }
 
 fn rig() -> Rig {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let llm = rt
-        .block_on(ScriptedLlm::start(Vec::new()))
-        .expect("scripted model");
+    let (rt, llm) = droidwarden_e2e::scripted_model();
     let adb = AdbServer::start();
     let sim = Sim::start(SimOptions {
         model: Some("Pixel 8".into()),

@@ -107,25 +107,34 @@ fn state_files_are_private_whatever_the_umask() {
     let mut file = tempfile::NamedTempFile::new().unwrap();
     std::io::Write::write_all(&mut file, config.as_bytes()).unwrap();
     let log = base.path().join("daemon.log");
-    // A permissive umask, as a root shell or a careless service manager
-    // may hand it down.
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("umask 000; exec \"$0\" \"$@\"")
-        .arg(binary("droidwarden"))
-        .arg("--config")
-        .arg(file.path())
-        .arg("daemon")
-        .env("HOME", adb.home())
-        .env(
-            "DROIDWARDEN__ADB__SERVER",
-            format!("127.0.0.1:{}", adb.port),
-        )
-        .env("DROIDWARDEN__ADB__START_SERVER", "false")
-        .env("DROIDWARDEN__DBUS__BUS", "none")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    // The daemon under `sh -c "umask 000; exec …"`: a permissive umask, as
+    // a root shell or a careless service manager may hand it down.
+    let daemon = |umask: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+            .arg(binary("droidwarden"))
+            .arg("--config")
+            .arg(file.path())
+            .arg("daemon")
+            .env("HOME", adb.home())
+            .env(
+                "DROIDWARDEN__ADB__SERVER",
+                format!("127.0.0.1:{}", adb.port),
+            )
+            .env("DROIDWARDEN__ADB__START_SERVER", "false")
+            .env("DROIDWARDEN__DBUS__BUS", "none")
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let stop = |mut child: std::process::Child| {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let _ = child.wait();
+    };
+    let child = daemon("000");
     probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
         m.payload == "online"
     });
@@ -135,34 +144,15 @@ fn state_files_are_private_whatever_the_umask() {
             .and_then(|mut d| d.next())
             .map(|_| ())
     });
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+    stop(child);
     assert_private(&state);
     // An existing state directory that others can enter is narrowed.
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut child = Command::new(binary("droidwarden"))
-        .arg("--config")
-        .arg(file.path())
-        .arg("daemon")
-        .env("HOME", adb.home())
-        .env(
-            "DROIDWARDEN__ADB__SERVER",
-            format!("127.0.0.1:{}", adb.port),
-        )
-        .env("DROIDWARDEN__ADB__START_SERVER", "false")
-        .env("DROIDWARDEN__DBUS__BUS", "none")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let child = daemon("022");
     wait_for("the state directory narrowed to 0700", WAIT, || {
         (std::fs::metadata(&state).unwrap().permissions().mode() & 0o777 == 0o700).then_some(())
     });
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+    stop(child);
 }
 
 #[test]

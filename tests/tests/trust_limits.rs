@@ -14,7 +14,7 @@
 //! * An unusable state directory exits 73, a configuration error 78.
 
 use droidwarden_agent::ModelReply;
-use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use droidwarden_agent::testing::ScriptStep;
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::{AdbServer, Droidwarden, binary, free_port, run_with_timeout, wait_for};
@@ -70,14 +70,7 @@ fn a_flood_of_asks_is_bounded_busy_beyond_the_limits() {
     const FLOOD: usize = 200;
     const RUNNING: usize = 4;
     const QUEUED: usize = 8;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let llm = rt
-        .block_on(ScriptedLlm::start(Vec::new()))
-        .expect("scripted model");
+    let (_rt, llm) = droidwarden_e2e::scripted_model();
     llm.set_fallback(ScriptStep::Reply(ModelReply::text("All quiet.")));
     // A slow model: the flood arrives while the first runs still wait.
     llm.set_delay(Duration::from_millis(1500));
