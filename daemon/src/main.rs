@@ -9,10 +9,12 @@ mod cli;
 mod config;
 mod daemon;
 mod dbus; // The D-Bus API (docs/dbus-api.md).
+mod delivery; // Durable command ids and calls in flight (docs/mqtt-api.md).
 mod hub;
 mod mqtt;
 mod poll;
 mod reload;
+mod sequencer; // Arrival order per device.
 mod systemd;
 
 use clap::Parser;

@@ -39,6 +39,9 @@ pub enum ErrorCode {
     Denied,
     /// A bug or an unexpected condition inside the daemon.
     Internal,
+    /// The daemon is taking more work than it accepts right now (a cap on
+    /// new requests per time was reached); try again later.
+    Busy,
 }
 
 impl ErrorCode {
@@ -59,12 +62,13 @@ impl ErrorCode {
             Self::DeviceError => "device_error",
             Self::Denied => "denied",
             Self::Internal => "internal",
+            Self::Busy => "busy",
         }
     }
 
     /// Whether the same call may succeed if simply tried again later.
     pub fn default_retryable(self) -> bool {
-        matches!(self, Self::DeviceOffline | Self::Timeout)
+        matches!(self, Self::DeviceOffline | Self::Timeout | Self::Busy)
     }
 }
 
