@@ -247,6 +247,10 @@ fn commands_sent_while_the_daemon_is_down_run_once_after_it_returns() {
     let mut r = rig();
     r.sim.clear_log();
     let state = r.kill();
+    // The broker has noticed: it published the daemon's will.
+    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "offline"
+    });
     let levels: Vec<u64> = (1..=20).map(|i| i + 10).collect();
     for level in &levels {
         r.probe.publish(
