@@ -173,6 +173,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         Arc::clone(&link),
         incoming_rx,
         shutdown.clone(),
+        mqtt_stop.clone(),
     ));
     tracker.spawn(mqtt::run_publisher(Arc::clone(&link), mqtt_stop.clone()));
     tracker.spawn(mqtt::run_companion_requests(

@@ -274,6 +274,30 @@ fn commands_sent_while_the_daemon_is_down_run_once_after_it_returns() {
         "each change once, in order"
     );
     assert_eq!(log[levels.len()..], [200]);
+
+    // The same across a clean stop (SIGTERM): the session and its
+    // subscriptions outlive the process.
+    r.sim.clear_log();
+    let state = r.stop();
+    let levels: Vec<u64> = (1..=10).map(|i| i + 50).collect();
+    for level in &levels {
+        r.probe.publish(
+            &format!("{P}/cmd/call"),
+            set_brightness(&format!("stopped-{level}"), *level),
+        );
+    }
+    r.start(state);
+    for level in &levels {
+        let reply = r.wait_reply(&format!("stopped-{level}"));
+        assert_eq!(reply["ok"], true, "{reply}");
+    }
+    barrier(&r, "stopped-barrier");
+    let log = r.brightness_log();
+    assert_eq!(
+        log,
+        [&levels[..], &[200]].concat(),
+        "each change once, in order"
+    );
 }
 
 #[test]

@@ -20,7 +20,11 @@
 //! Handling 2 and retained command publishes ignored, so a retained command
 //! never runs at a (re)start; command ids recorded durably before they run
 //! ([`dedupe`]); MQTT 5 response topics honoured only under
-//! `<prefix>/responses/`.
+//! `<prefix>/responses/`. Acknowledgements are manual: a command with an id
+//! is acknowledged once its id is recorded, so a command the daemon did
+//! not record (killed first, or arriving during shutdown) stays with the
+//! broker and is delivered again to the next process; everything else is
+//! acknowledged when dispatched.
 //! - [`run_publisher`] turns bus events and availability changes into
 //!   retained topics and discovery configs.
 
@@ -135,6 +139,7 @@ pub(crate) fn connect(
         .set_keep_alive(settings.keep_alive)
         .set_clean_start(expiry == 0)
         .set_session_expiry_interval((expiry > 0).then_some(expiry))
+        .set_manual_acks(true)
         .set_max_packet_size(Some(MAX_PACKET))
         .set_request_channel_capacity(REQUEST_CHANNEL)
         .set_network_options({
@@ -281,9 +286,10 @@ pub(crate) async fn run_event_loop(
                 }
             }
             Ok(Event::Incoming(Packet::Publish(publish))) => {
-                if incoming.send(publish).await.is_err() {
-                    return;
-                }
+                // A dispatcher that has stopped (shutdown) leaves the
+                // message unacknowledged: the broker keeps it for the next
+                // process. Polling goes on, so the goodbye still goes out.
+                let _ = incoming.send(publish).await;
             }
             Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) => {
                 // The broker closes the socket next; polling on would only
@@ -468,13 +474,12 @@ impl Mqtt {
     /// Stop taking commands, let calls in flight finish (bounded by
     /// `grace`), then say goodbye: `offline` on the availability topic and a
     /// clean disconnect (which suppresses the will).
+    ///
+    /// The command subscriptions are kept: with a persistent session the
+    /// broker queues the commands published while the daemon is stopped,
+    /// and the dispatcher leaves those arriving during the shutdown
+    /// unacknowledged, for the next process.
     pub(crate) async fn shutdown(&self, grace: Duration) {
-        for filter in [
-            self.topics.commands_filter(),
-            self.topics.ha_commands_filter(),
-        ] {
-            let _ = self.client.unsubscribe(filter).await;
-        }
         self.calls.close();
         if tokio::time::timeout(grace, self.calls.wait())
             .await
@@ -495,18 +500,51 @@ struct ResponseTo {
     correlation: Option<Bytes>,
 }
 
-/// Parse and run commands until `shutdown`.
+/// Parse and run commands until `shutdown`; after it, until `stop`, keep
+/// taking what phones send (responses to calls still draining) but leave
+/// commands unacknowledged and unrun, for the next process.
 pub(crate) async fn run_dispatch(
     mqtt: Arc<Mqtt>,
     mut incoming: mpsc::Receiver<Publish>,
     shutdown: CancellationToken,
+    stop: CancellationToken,
 ) {
     loop {
         let publish = tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = stop.cancelled() => return,
             p = incoming.recv() => match p { Some(p) => p, None => return },
         };
+        if shutdown.is_cancelled() && is_command(&mqtt, &publish) {
+            tracing::debug!("shutting down: a command is left to the next process");
+            continue;
+        }
         dispatch(&mqtt, publish);
+    }
+}
+
+fn is_command(mqtt: &Mqtt, publish: &Publish) -> bool {
+    let topic = String::from_utf8_lossy(&publish.topic);
+    mqtt.topics.command_name(&topic).is_some() || mqtt.topics.parse_ha_command(&topic).is_some()
+}
+
+impl Mqtt {
+    /// Acknowledge a QoS 1 delivery (acknowledgements are manual).
+    async fn ack(&self, publish: &Publish) {
+        if let Err(e) = self.client.ack(publish).await {
+            tracing::warn!(error = %e, "acknowledgement failed");
+        }
+    }
+}
+
+/// Acknowledge from the dispatcher, which never waits: at once when
+/// rumqttc's request channel has room, else from a task.
+fn ack_now(mqtt: &Arc<Mqtt>, publish: &Publish) {
+    if mqtt.client.try_ack(publish).is_err() {
+        let mqtt = Arc::clone(mqtt);
+        let publish = publish.clone();
+        mqtt.calls
+            .clone()
+            .spawn(async move { mqtt.ack(&publish).await });
     }
 }
 
@@ -519,6 +557,7 @@ fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
         // this catches the others. A retained command would run again at
         // every start.
         tracing::info!(topic, "ignoring a retained command");
+        ack_now(mqtt, &publish);
         let error = WireError::new(
             ErrorCode::InvalidRequest,
             format!(
@@ -537,6 +576,7 @@ fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
                     format!("unknown command topic {name:?}; valid: {}", Kind::NAMES),
                 );
                 tracing::warn!(topic, "{}", error.message);
+                ack_now(mqtt, &publish);
                 let response = response_to(mqtt, &publish).ok().flatten();
                 spawn_reply(mqtt, None, response, error);
                 return;
@@ -553,6 +593,7 @@ fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
                     Err(rejected) => rejected.id,
                 };
                 tracing::warn!(topic, id, "{}", error.message);
+                ack_now(mqtt, &publish);
                 spawn_reply(mqtt, id, None, error);
                 return;
             }
@@ -566,6 +607,7 @@ fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
             Ok(request) => request,
             Err(rejected) => {
                 tracing::warn!(topic, id = rejected.id.as_deref(), error = %rejected.error.message, "rejected a command");
+                ack_now(mqtt, &publish);
                 spawn_reply(mqtt, rejected.id, response, rejected.error);
                 return;
             }
@@ -578,18 +620,29 @@ fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
                 Ok(admitted) => Some(admitted),
                 Err(error) => {
                     tracing::debug!(topic, id, error = %error, "call refused");
+                    ack_now(mqtt, &publish);
                     spawn_reply(mqtt, id.clone(), response, error);
                     return;
                 }
             },
             _ => None,
         };
+        // A command with an id is acknowledged once the id is recorded
+        // (in `handle`); one without has nothing to record.
+        let delivery = if request.id().is_some() {
+            Some(publish)
+        } else {
+            ack_now(mqtt, &publish);
+            None
+        };
         let mqtt = Arc::clone(mqtt);
         let tracker = mqtt.calls.clone();
-        tracker.spawn(async move { handle(&mqtt, request, admitted, response).await });
+        tracker.spawn(async move { handle(&mqtt, request, admitted, response, delivery).await });
     } else if let Some((id, rest)) = mqtt.topics.parse_companion(&topic) {
+        ack_now(mqtt, &publish);
         companion_message(mqtt, id, rest, &publish.payload);
     } else if let Some((device, object)) = ha {
+        ack_now(mqtt, &publish);
         let payload = String::from_utf8_lossy(&publish.payload);
         match ha_admit(mqtt, device, object, &payload) {
             Ok(admitted) => {
@@ -606,6 +659,7 @@ fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
             }
         }
     } else {
+        ack_now(mqtt, &publish);
         tracing::debug!(topic, "ignoring a message on an unexpected topic");
     }
 }
@@ -705,13 +759,21 @@ pub(crate) async fn run_companion_requests(
     }
 }
 
+/// Run a command and reply. `delivery`, when given, is acknowledged once
+/// the command's id is recorded (or known).
 async fn handle(
     mqtt: &Mqtt,
     request: Request,
     admitted: Option<Admitted>,
     response: Option<ResponseTo>,
+    delivery: Option<Publish>,
 ) {
     let id = request.id().map(str::to_owned);
+    let acknowledge = async |delivery: Option<Publish>| {
+        if let Some(publish) = &delivery {
+            mqtt.ack(publish).await;
+        }
+    };
     if let Request::Approve {
         approval_id,
         approve,
@@ -721,6 +783,7 @@ async fn handle(
     {
         // Answering twice is harmless (the second is refused as already
         // answered), so approvals skip the dedupe table.
+        acknowledge(delivery).await;
         let reply = answer_approval(mqtt, id.as_deref(), approval_id, *approve, reason).await;
         if id.is_some() || response.is_some() || reply["ok"] == false {
             mqtt.reply(id.as_deref(), &response, &reply).await;
@@ -728,6 +791,7 @@ async fn handle(
         return;
     }
     let Some(key) = id.as_deref() else {
+        acknowledge(delivery).await;
         if let Some(reply) = execute(mqtt, None, request, admitted).await {
             mqtt.reply(None, &response, &reply).await;
         }
@@ -737,6 +801,7 @@ async fn handle(
         Admission::Repeat(first) => {
             // Not run: its place in the device's order is given up at once.
             drop(admitted);
+            acknowledge(delivery).await;
             tracing::info!(id, "repeated command id: sending the first reply again");
             Some(dedupe::first_reply(first).await.unwrap_or_else(|| {
                 let error = WireError::new(
@@ -747,10 +812,12 @@ async fn handle(
             }))
         }
         Admission::Owner(owner) => {
-            match owner
+            let decision = owner
                 .check(|error| api::error_reply(Some(key), error).to_string())
-                .await
-            {
+                .await;
+            // Recorded (or known): a redelivery is answered from the store.
+            acknowledge(delivery).await;
+            match decision {
                 Decision::Answer(reply) => {
                     drop(admitted);
                     owner.finish(&reply, false).await;
