@@ -38,6 +38,10 @@ const CHANNEL: usize = 4096;
 /// Most requests in one transaction.
 const MAX_BATCH: usize = 2048;
 
+/// Longest wait for the store: SQLite's own busy timeout (5 s) plus a
+/// full batch ahead, with room to spare.
+const ASK_LIMIT: Duration = Duration::from_secs(10);
+
 /// Prune expired ids at most this often.
 const PRUNE_EVERY: Duration = Duration::from_secs(1);
 
@@ -176,14 +180,21 @@ impl DeliveryStore {
         &self.path
     }
 
+    /// Send a request and wait for its commit, at most [`ASK_LIMIT`]
+    /// (queueing included).
     async fn ask<T>(&self, make: impl FnOnce(Done<T>) -> Request) -> Result<T, String> {
         let (done, rx) = oneshot::channel();
-        self.tx
-            .send(make(done))
+        let asked = async {
+            self.tx
+                .send(make(done))
+                .await
+                .map_err(|_| "the delivery store is closed".to_owned())?;
+            rx.await
+                .map_err(|_| "the delivery store stopped".to_owned())?
+        };
+        tokio::time::timeout(ASK_LIMIT, asked)
             .await
-            .map_err(|_| "the delivery store is closed".to_owned())?;
-        rx.await
-            .map_err(|_| "the delivery store stopped".to_owned())?
+            .map_err(|_| format!("the delivery store did not answer within {ASK_LIMIT:?}"))?
     }
 
     /// Record `id` as accepted (committed before this returns), or say what
