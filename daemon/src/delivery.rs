@@ -88,26 +88,11 @@ impl From<rusqlite::Error> for StoreError {
 type Done<T> = oneshot::Sender<Result<T, String>>;
 
 enum Request {
-    Admit {
-        id: String,
-        done: Done<Admit>,
-    },
-    Reply {
-        id: String,
-        reply: String,
-    },
-    Begin {
-        key: u64,
-        call: Interrupted,
-        done: Done<()>,
-    },
-    End {
-        key: u64,
-        done: Done<()>,
-    },
-    Flush {
-        done: Done<()>,
-    },
+    Admit { id: String, done: Done<Admit> },
+    Reply { id: String, reply: String },
+    Begin { key: u64, call: Interrupted },
+    End { key: u64 },
+    Flush { done: Done<()> },
 }
 
 /// A cloneable handle to the store's thread.
@@ -220,20 +205,29 @@ impl DeliveryStore {
         }
     }
 
-    /// Record a call in flight (committed before this returns).
+    /// Record a call in flight, in the next batch (queued, not awaited:
+    /// the calls' hot path pays no commit; the store commits within a
+    /// batch's time, well under a millisecond).
     ///
     /// # Errors
-    /// When the store cannot be written.
+    /// When the store is closed.
     pub(crate) async fn begin(&self, key: u64, call: Interrupted) -> Result<(), String> {
-        self.ask(|done| Request::Begin { key, call, done }).await
+        self.tx
+            .send(Request::Begin { key, call })
+            .await
+            .map_err(|_| "the delivery store is closed".to_owned())
     }
 
-    /// The call recorded with `key` finished (committed before this returns).
+    /// The call recorded with `key` finished (queued like [`Self::begin`],
+    /// and committed in order after it).
     ///
     /// # Errors
-    /// When the store cannot be written.
+    /// When the store is closed.
     pub(crate) async fn end(&self, key: u64) -> Result<(), String> {
-        self.ask(|done| Request::End { key, done }).await
+        self.tx
+            .send(Request::End { key })
+            .await
+            .map_err(|_| "the delivery store is closed".to_owned())
     }
 
     /// Wait until everything sent before has been committed.
@@ -396,7 +390,7 @@ impl Worker {
                         tracing::warn!(id, error = %e, "cannot record a reply");
                     }
                 }
-                Request::Begin { key, call, done } => {
+                Request::Begin { key, call } => {
                     let result = self
                         .conn
                         .execute(
@@ -409,20 +403,18 @@ impl Worker {
                                 call.started_ms
                             ],
                         )
-                        .map(drop)
-                        .map_err(|e| e.to_string());
-                    pending.push(Pending::Unit(done, result));
+                        .map(drop);
+                    if let Err(e) = result {
+                        tracing::warn!(error = %e, "cannot record a call in flight");
+                    }
                 }
-                Request::End { key, done } => {
-                    let result = self
-                        .conn
-                        .execute(
-                            "DELETE FROM calls WHERE key = ?1",
-                            params![i64::try_from(key).unwrap_or(i64::MAX)],
-                        )
-                        .map(drop)
-                        .map_err(|e| e.to_string());
-                    pending.push(Pending::Unit(done, result));
+                Request::End { key } => {
+                    if let Err(e) = self.conn.execute(
+                        "DELETE FROM calls WHERE key = ?1",
+                        params![i64::try_from(key).unwrap_or(i64::MAX)],
+                    ) {
+                        tracing::warn!(error = %e, "cannot record the end of a call");
+                    }
                 }
                 Request::Flush { done } => pending.push(Pending::Unit(done, Ok(()))),
             }

@@ -345,10 +345,11 @@ impl Hub {
         result
     }
 
-    /// Record a call as in flight, committed before its `executing` goes
-    /// out: a process killed from here on leaves a row the next start turns
-    /// into an `error` status. A store that cannot be written costs only
-    /// that correction, so the call goes on (with a warning).
+    /// Record a call as in flight (queued for the store's next batch, which
+    /// commits within a fraction of a millisecond, in order with the
+    /// call's end): a process killed during the call leaves a row the next
+    /// start turns into an `error` status. A store that cannot be written
+    /// costs only that correction, so the call goes on (with a warning).
     async fn begin_in_flight(
         &self,
         device: &DeviceName,
@@ -376,8 +377,8 @@ impl Hub {
         }
     }
 
-    /// The call recorded with `key` is over; committed before its outcome
-    /// is announced, so a finished call is never reported as interrupted.
+    /// The call recorded with `key` is over (queued before its outcome is
+    /// announced).
     async fn end_in_flight(&self, key: u64) {
         if let Some(store) = &self.delivery
             && let Err(e) = store.end(key).await
