@@ -275,6 +275,12 @@ fn open_connection(dir: &Path, path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// Run one statement through the connection's statement cache: the hot
+/// statements are compiled once, not once per call.
+fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
 /// The store's thread: the connection and the id count.
 struct Worker {
     conn: Connection,
@@ -383,7 +389,8 @@ impl Worker {
                     pending.push(Pending::Admit(done, result));
                 }
                 Request::Reply { id, reply } => {
-                    if let Err(e) = self.conn.execute(
+                    if let Err(e) = exec(
+                        &self.conn,
                         "UPDATE ids SET reply = ?2 WHERE id = ?1",
                         params![id, reply],
                     ) {
@@ -391,9 +398,8 @@ impl Worker {
                     }
                 }
                 Request::Begin { key, call } => {
-                    let result = self
-                        .conn
-                        .execute(
+                    let result = exec(
+                            &self.conn,
                             "INSERT OR REPLACE INTO calls (key, device, service, action, started_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
                             params![
                                 i64::try_from(key).unwrap_or(i64::MAX),
@@ -409,7 +415,8 @@ impl Worker {
                     }
                 }
                 Request::End { key } => {
-                    if let Err(e) = self.conn.execute(
+                    if let Err(e) = exec(
+                        &self.conn,
                         "DELETE FROM calls WHERE key = ?1",
                         params![i64::try_from(key).unwrap_or(i64::MAX)],
                     ) {
@@ -439,11 +446,8 @@ impl Worker {
         let cutoff = now.saturating_sub(self.window_ms());
         let known: Option<(i64, Option<String>)> = self
             .conn
-            .query_row(
-                "SELECT at_ms, reply FROM ids WHERE id = ?1",
-                params![id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            .prepare_cached("SELECT at_ms, reply FROM ids WHERE id = ?1")?
+            .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
         match known {
             Some((at, reply)) if at >= cutoff => {
@@ -454,7 +458,8 @@ impl Worker {
             }
             Some(_) => {
                 // Expired, not yet pruned: a new request with an old id.
-                self.conn.execute(
+                exec(
+                    &self.conn,
                     "UPDATE ids SET at_ms = ?2, reply = NULL WHERE id = ?1",
                     params![id, now],
                 )?;
@@ -469,7 +474,8 @@ impl Worker {
                 return Ok(Admit::Busy);
             }
         }
-        self.conn.execute(
+        exec(
+            &self.conn,
             "INSERT INTO ids (id, at_ms, reply) VALUES (?1, ?2, NULL)",
             params![id, now],
         )?;
