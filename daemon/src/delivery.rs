@@ -44,7 +44,7 @@ const ASK_LIMIT: Duration = Duration::from_secs(10);
 
 /// How long the store's thread waits for more requests before it commits
 /// a batch (see `Worker::run`).
-const LINGER: Duration = Duration::from_micros(500);
+const LINGER: Duration = Duration::from_millis(1);
 
 /// Prune expired ids at most this often.
 const PRUNE_EVERY: Duration = Duration::from_secs(1);
@@ -391,8 +391,22 @@ impl Worker {
         {
             tracing::warn!(error = %e, "cannot prune expired command ids");
         }
+        // A call that began and ended within this batch leaves nothing to
+        // record: neither row is written.
+        let ended: std::collections::HashSet<u64> = batch
+            .iter()
+            .filter_map(|r| match r {
+                Request::End { key } => Some(*key),
+                _ => None,
+            })
+            .collect();
+        let mut skip: std::collections::HashSet<u64> = std::collections::HashSet::new();
         for request in batch.drain(..) {
             match request {
+                Request::Begin { key, .. } if ended.contains(&key) => {
+                    skip.insert(key);
+                }
+                Request::End { key } if skip.contains(&key) => {}
                 Request::Admit { id, done } => {
                     let result = self.admit(&id, now).map_err(|e| e.to_string());
                     pending.push(Pending::Admit(done, result));
