@@ -12,9 +12,12 @@
 //!   `executing` forever.
 //!
 //! SQLite is blocking, so the connection lives on its own thread. Requests
-//! reach it over a bounded channel; the thread takes everything pending at
-//! once and runs it in one transaction (group commit), and each caller hears
-//! back only after that transaction committed. WAL with
+//! reach it over a bounded channel; the thread lingers a millisecond after
+//! the first, takes everything pending and runs it in one transaction
+//! (group commit). Admissions and flushes hear back only after that
+//! transaction committed; replies and the calls-in-flight rows are queued
+//! without waiting (in order, so a call's end never precedes its begin,
+//! and a call that begins and ends within one batch writes nothing). WAL with
 //! `synchronous=NORMAL`: a commit survives the process being killed (not a
 //! power cut), and costs no fsync, so a batch is tens of microseconds.
 //!
