@@ -75,6 +75,8 @@ struct RawMqtt {
     keep_alive_s: u64,
     topic_prefix: String,
     dedupe_window_s: u64,
+    max_ids_per_window: u64,
+    session_expiry_s: u64,
     max_payload_bytes: usize,
     homeassistant: RawHomeAssistant,
 }
@@ -214,6 +216,12 @@ pub(crate) struct MqttSettings {
     pub(crate) keep_alive: Duration,
     pub(crate) prefix: String,
     pub(crate) dedupe_window: Duration,
+    /// Most new command ids accepted within one dedupe window; beyond it new
+    /// commands are refused with `busy` (remembered ids are never evicted).
+    pub(crate) max_ids_per_window: u64,
+    /// How long the broker keeps our session (subscriptions and queued
+    /// QoS 1 commands) while we are away; zero: a clean session.
+    pub(crate) session_expiry: Duration,
     pub(crate) max_payload: usize,
     /// The Home Assistant discovery prefix, when discovery is on.
     pub(crate) discovery: Option<String>,
@@ -336,6 +344,18 @@ fn mqtt_settings(mut raw: RawMqtt, broker: RawBroker) -> Result<MqttSettings, Co
             "must be between 1024 and 16777216",
         ));
     }
+    if !(1..=100_000_000).contains(&raw.max_ids_per_window) {
+        return Err(bad(
+            "mqtt.max_ids_per_window",
+            "must be between 1 and 100000000",
+        ));
+    }
+    if raw.session_expiry_s > u64::from(u32::MAX) {
+        return Err(bad(
+            "mqtt.session_expiry_s",
+            format!("must be at most {} (MQTT's limit)", u32::MAX),
+        ));
+    }
     let ha = raw.homeassistant;
     if ha.discovery && (ha.prefix.is_empty() || ha.prefix.contains(['+', '#'])) {
         return Err(bad(
@@ -350,6 +370,8 @@ fn mqtt_settings(mut raw: RawMqtt, broker: RawBroker) -> Result<MqttSettings, Co
         keep_alive: Duration::from_secs(raw.keep_alive_s),
         prefix,
         dedupe_window: Duration::from_secs(raw.dedupe_window_s),
+        max_ids_per_window: raw.max_ids_per_window,
+        session_expiry: Duration::from_secs(raw.session_expiry_s),
         max_payload: raw.max_payload_bytes,
         discovery: ha.discovery.then_some(ha.prefix),
     })

@@ -96,7 +96,23 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     let registry = Arc::new(Registry::new());
-    let hub = Hub::new(Arc::clone(&registry));
+    // The delivery store (daemon/src/delivery.rs): command ids and calls in
+    // flight, kept across restarts. Without it "once" cannot be promised,
+    // so a store that cannot be opened stops the start.
+    let limits = crate::delivery::Limits {
+        window: config.mqtt.dedupe_window,
+        max_ids: config.mqtt.max_ids_per_window,
+    };
+    let (delivery, interrupted) =
+        match crate::delivery::DeliveryStore::open(&config.state_dir, limits).await {
+            Ok(opened) => opened,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot open the delivery store");
+                return ExitCode::FAILURE;
+            }
+        };
+    tracing::debug!(file = %delivery.path().display(), interrupted = interrupted.len(), "delivery store open");
+    let hub = Hub::new(Arc::clone(&registry), Some(delivery.clone()));
     let adb = Arc::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
     let (companion, companion_requests) =
         CompanionHub::new(config.companion.clone(), Arc::clone(&registry));
@@ -219,6 +235,8 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         companion.clone(),
         assistant.clone(),
         config.state_dir.clone(),
+        delivery.clone(),
+        &interrupted,
     ) {
         Ok(pair) => pair,
         Err(e) => {
@@ -240,6 +258,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         Arc::clone(&link),
         incoming_rx,
         shutdown.clone(),
+        mqtt_stop.clone(),
     ));
     tracker.spawn(mqtt::run_publisher(Arc::clone(&link), mqtt_stop.clone()));
     tracker.spawn(mqtt::run_companion_requests(
@@ -329,6 +348,12 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     }
     mqtt_stop.cancel();
     broker_stop.cancel();
+    // Everything the calls recorded is committed before the process ends.
+    match tokio::time::timeout(FLUSH_GRACE, delivery.flush()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "the delivery store could not be flushed"),
+        Err(_) => tracing::warn!("the delivery store was not flushed within {FLUSH_GRACE:?}"),
+    }
     tracker.close();
     if tokio::time::timeout(TASK_GRACE, tracker.wait())
         .await

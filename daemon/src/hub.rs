@@ -2,17 +2,28 @@
 //! the CLI through the daemon, the agent), and the in-process bus its
 //! transitions go out on.
 //!
-//! A call is parsed against the catalogue, its device selected, and then
+//! A call is admitted ([`Hub::admit`], synchronous): parsed against the
+//! catalogue, its device selected, and a place taken in that device's
+//! arrival order ([`crate::sequencer`]). Then ([`Admitted::run`]) it waits
+//! for its turn (a change waits for everything before it, a read for the
+//! changes before it), is recorded as in flight in the delivery store,
 //! `executing` is announced, the call made, and `success` or `error`
 //! announced. A successful read of a service's state, or a successful change
 //! to a service that has state, also announces the new state. Consumers (the
-//! MQTT publisher today, D-Bus and metrics later) subscribe to [`Bus`].
+//! MQTT publisher, D-Bus) subscribe to [`Bus`].
+//!
+//! Callers that know their arrival order (the MQTT dispatcher) admit in
+//! that order and run later; the others call [`Hub::call`], which does both.
 
+use crate::delivery::{self, DeliveryStore};
+use crate::sequencer::{Sequencer, Ticket};
 use droidwarden_bridge::{DeviceHandle, Registry};
-use droidwarden_services::{Catalogue, Command, DeviceName, WireError};
+use droidwarden_services::{Catalogue, Command, DeviceName, ErrorCode, WireError};
 use serde_json::{Value, json};
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
 
 /// Where a call is in its life.
@@ -107,6 +118,12 @@ pub(crate) fn state_action(service: &str) -> Option<(&'static str, Value)> {
     })
 }
 
+/// The parsed state read of a service, for services that have one.
+fn state_command(service: &str) -> Option<Command> {
+    let (action, params) = state_action(service)?;
+    Catalogue::get().parse(service, action, &params).ok()
+}
+
 /// A request to perform one action, as every caller expresses it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CallRequest {
@@ -121,15 +138,41 @@ pub(crate) struct CallRequest {
 pub(crate) struct Hub {
     registry: Arc<Registry>,
     bus: Bus,
+    /// Each device's arrival order, created on its first call. Devices are
+    /// few (the configured ones), so entries are never removed.
+    sequencers: Arc<Mutex<HashMap<DeviceName, Arc<Sequencer>>>>,
+    /// Where calls in flight are recorded, so that a killed process's
+    /// `executing` can be corrected at the next start.
+    delivery: Option<DeliveryStore>,
+    /// Keys of the calls recorded in flight.
+    next_key: Arc<AtomicU64>,
+}
+
+/// A call admitted in arrival order, waiting to [`run`](Admitted::run).
+/// Dropping it gives its place up.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    hub: Hub,
+    device: DeviceHandle,
+    command: Command,
+    ticket: Ticket,
 }
 
 impl Hub {
-    pub(crate) fn new(registry: Arc<Registry>) -> Self {
+    /// The hub; `delivery` records calls in flight (the daemon has one; unit
+    /// tests may go without).
+    pub(crate) fn new(registry: Arc<Registry>, delivery: Option<DeliveryStore>) -> Self {
         // Every call produces two or three events; 4096 absorbs bursts of
         // a thousand calls while a slow subscriber catches up. A subscriber
         // that lags is told how many it missed.
         let (bus, _) = broadcast::channel(4096);
-        Self { registry, bus }
+        Self {
+            registry,
+            bus,
+            sequencers: Arc::default(),
+            delivery,
+            next_key: Arc::new(AtomicU64::new(1)),
+        }
     }
 
     pub(crate) fn registry(&self) -> &Arc<Registry> {
@@ -159,11 +202,22 @@ impl Hub {
         let _ = self.bus.send(event);
     }
 
-    /// Perform a call, announcing its transitions.
+    /// Perform a call, announcing its transitions: [`Hub::admit`] then
+    /// [`Admitted::run`].
     ///
     /// # Errors
     /// The call's error, in wire form.
     pub(crate) async fn call(&self, request: &CallRequest) -> Result<Value, WireError> {
+        self.admit(request)?.run().await
+    }
+
+    /// Parse a call, select its device and take its place in the device's
+    /// arrival order. Synchronous, so that the order of calls to this is
+    /// the order calls start in. A request that fails here takes no place.
+    ///
+    /// # Errors
+    /// An unknown service, action or device, or invalid parameters.
+    pub(crate) fn admit(&self, request: &CallRequest) -> Result<Admitted, WireError> {
         let command = Catalogue::get()
             .parse(&request.service, &request.action, &request.params)
             .map_err(WireError::from)?;
@@ -171,23 +225,54 @@ impl Hub {
             .registry
             .select(request.device.as_deref())
             .map_err(|e| e.to_wire())?;
-        let result = self.run(&device, &command, true).await;
-        if result.is_ok() {
-            self.after_success(&device, &command, result.as_ref().ok())
-                .await;
-        }
-        result
+        let ticket = self.ticket(&device, &command);
+        Ok(Admitted {
+            hub: self.clone(),
+            device,
+            command,
+            ticket,
+        })
     }
 
-    /// Read a service's state without status announcements (polling).
+    fn ticket(&self, device: &DeviceHandle, command: &Command) -> Ticket {
+        // Unknown to the catalogue's table counts as a change: the safe side.
+        let write = Catalogue::get()
+            .action(command.service_id(), &command.action_name())
+            .map(|(_, a)| a.mutates)
+            .unwrap_or(true);
+        let sequencer = {
+            let mut map = self.sequencers.lock().unwrap_or_else(|e| e.into_inner());
+            Arc::clone(map.entry(device.info().name).or_default())
+        };
+        sequencer.ticket(write)
+    }
+
+    /// Read a service's state without status announcements (polling). It
+    /// takes a place in the device's order like any read.
     pub(crate) async fn poll_state(&self, device: &DeviceHandle, service: &'static str) {
-        let Some((action, params)) = state_action(service) else {
+        let Some(command) = state_command(service) else {
             return;
         };
-        let Ok(command) = Catalogue::get().parse(service, action, &params) else {
+        let ticket = self.ticket(device, &command);
+        if let Err(e) = wait_turn(device, &ticket).await {
+            tracing::debug!(device = %device.info().name, service, error = %e, "state poll gave up waiting");
             return;
-        };
-        match self.run(device, &command, false).await {
+        }
+        self.read_state(device, service, &command).await;
+    }
+
+    /// Read a service's state and announce it, outside the device's order:
+    /// the refresh that follows a change is part of that change (waiting
+    /// for a place would hold the change's reply behind every call queued
+    /// meanwhile).
+    async fn refresh_state(&self, device: &DeviceHandle, service: &'static str) {
+        if let Some(command) = state_command(service) {
+            self.read_state(device, service, &command).await;
+        }
+    }
+
+    async fn read_state(&self, device: &DeviceHandle, service: &'static str, command: &Command) {
+        match self.run(device, command, false).await {
             Ok(state) => self.announce(BusEvent::State(StateEvent {
                 device: device.info().name,
                 service,
@@ -210,6 +295,12 @@ impl Hub {
         let action = command.action_name();
         let started_at = SystemTime::now();
         let start = Instant::now();
+        let key = if announce {
+            self.begin_in_flight(&name, service, &action, started_at)
+                .await
+        } else {
+            None
+        };
         if announce {
             self.announce(BusEvent::Status(StatusEvent {
                 device: name.clone(),
@@ -232,6 +323,9 @@ impl Hub {
                 tracing::warn!(device = %name, service, action, code = %e.code, error = %e.message, "call failed")
             }
         }
+        if let Some(key) = key {
+            self.end_in_flight(key).await;
+        }
         if announce {
             self.announce(BusEvent::Status(StatusEvent {
                 device: name,
@@ -249,6 +343,48 @@ impl Hub {
             }));
         }
         result
+    }
+
+    /// Record a call as in flight (queued for the store's next batch, which
+    /// commits within a fraction of a millisecond, in order with the
+    /// call's end): a process killed during the call leaves a row the next
+    /// start turns into an `error` status. A store that cannot be written
+    /// costs only that correction, so the call goes on (with a warning).
+    async fn begin_in_flight(
+        &self,
+        device: &DeviceName,
+        service: &'static str,
+        action: &str,
+        started_at: SystemTime,
+    ) -> Option<u64> {
+        let store = self.delivery.as_ref()?;
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+        let call = delivery::Interrupted {
+            device: device.to_string(),
+            service: service.to_owned(),
+            action: action.to_owned(),
+            started_ms: started_at
+                .duration_since(UNIX_EPOCH)
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                .unwrap_or(0),
+        };
+        match store.begin(key, call).await {
+            Ok(()) => Some(key),
+            Err(e) => {
+                tracing::warn!(%device, service, error = %e, "cannot record a call in flight");
+                None
+            }
+        }
+    }
+
+    /// The call recorded with `key` is over (queued before its outcome is
+    /// announced).
+    async fn end_in_flight(&self, key: u64) {
+        if let Some(store) = &self.delivery
+            && let Err(e) = store.end(key).await
+        {
+            tracing::warn!(error = %e, "cannot record the end of a call");
+        }
     }
 
     /// Keep the state topic true after a call: a state read is the state; a
@@ -280,7 +416,50 @@ impl Hub {
             .map(|(_, a)| a.mutates)
             .unwrap_or(false);
         if mutates {
-            self.poll_state(device, service).await;
+            self.refresh_state(device, service).await;
         }
     }
+}
+
+impl Admitted {
+    /// Wait for this call's turn on its device (bounded by the device's
+    /// call timeout), then perform it, announcing its transitions.
+    ///
+    /// # Errors
+    /// `timeout` when earlier calls on the device kept it waiting too long;
+    /// otherwise the call's error, in wire form.
+    pub(crate) async fn run(self) -> Result<Value, WireError> {
+        let Self {
+            hub,
+            device,
+            command,
+            ticket,
+        } = self;
+        wait_turn(&device, &ticket).await?;
+        let result = hub.run(&device, &command, true).await;
+        // The next call may start: the state refresh below is a read of its
+        // own, ordered after whatever was admitted meanwhile.
+        drop(ticket);
+        if result.is_ok() {
+            hub.after_success(&device, &command, result.as_ref().ok())
+                .await;
+        }
+        result
+    }
+}
+
+/// Wait for `ticket`'s turn, at most the device's call timeout.
+async fn wait_turn(device: &DeviceHandle, ticket: &Ticket) -> Result<(), WireError> {
+    let limit = device.timeout();
+    tokio::time::timeout(limit, ticket.turn())
+        .await
+        .map_err(|_| {
+            WireError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "device {} was busy with earlier calls for more than {limit:?}; this call did not start",
+                    device.info().name
+                ),
+            )
+        })
 }

@@ -9,6 +9,7 @@ mod cli;
 mod config;
 mod daemon;
 mod dbus; // The D-Bus API (docs/dbus-api.md).
+mod delivery; // Durable command ids and calls in flight (docs/mqtt-api.md).
 mod hub;
 mod logging;
 mod metrics;
@@ -17,6 +18,7 @@ mod mqtt_users; // The embedded broker's users (docs/mqtt-access.md).
 mod poll;
 mod private;
 mod reload;
+mod sequencer; // Arrival order per device.
 mod systemd;
 
 use clap::Parser;

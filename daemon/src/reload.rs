@@ -126,6 +126,14 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     differs("mqtt.keep_alive_s", a.keep_alive != b.keep_alive);
     differs("mqtt.topic_prefix", a.prefix != b.prefix);
     differs("mqtt.dedupe_window_s", a.dedupe_window != b.dedupe_window);
+    differs(
+        "mqtt.max_ids_per_window",
+        a.max_ids_per_window != b.max_ids_per_window,
+    );
+    differs(
+        "mqtt.session_expiry_s",
+        a.session_expiry != b.session_expiry,
+    );
     differs("mqtt.max_payload_bytes", a.max_payload != b.max_payload);
     differs("mqtt.homeassistant", a.discovery != b.discovery);
     differs("dbus.bus", running.dbus != new.dbus);

@@ -42,8 +42,9 @@ pub enum ErrorCode {
     Denied,
     /// A bug or an unexpected condition inside the daemon.
     Internal,
-    /// Too much work is already waiting (agent runs, queued calls for one
-    /// phone); the request was refused at once and nothing ran. Retry later.
+    /// The daemon is at a limit on new work (agent runs, calls queued for
+    /// one phone, new command ids per window); the request was refused at
+    /// once and nothing ran. Retry later.
     Busy,
 }
 

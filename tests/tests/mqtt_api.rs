@@ -212,7 +212,7 @@ fn an_mqtt5_response_topic_is_honoured() {
             "-D",
             "publish",
             "response-topic",
-            "my/answers",
+            "droidwarden/responses/answers",
             "-D",
             "publish",
             "correlation-data",
@@ -226,7 +226,7 @@ fn an_mqtt5_response_topic_is_honoured() {
         .expect("mosquitto_pub");
     assert!(status.success());
     let reply = r.probe.wait("a reply on the response topic", WAIT, |m| {
-        m.topic == "my/answers"
+        m.topic == "droidwarden/responses/answers"
     });
     assert_eq!(reply.json()["ok"], true, "{}", reply.payload);
 }

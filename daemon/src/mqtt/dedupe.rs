@@ -1,19 +1,23 @@
-//! Repeated command ids: home automation retries, and QoS 1 redelivers, but
-//! a phone must not toggle twice. The first request with an id runs; a
-//! repeat within the window waits for (or reuses) the first reply.
+//! Repeated command ids: home automation retries, QoS 1 redelivers (also
+//! after a restart, from a persistent session), but a phone must not toggle
+//! twice. The first request with an id runs; a repeat within the window
+//! gets the first reply, waiting for it if the first is still running.
 //!
-//! Memory is bounded: at most [`MAX_ENTRIES`] ids are remembered, oldest
-//! forgotten first, and a finished reply is kept as its serialized bytes.
-//! Under a sustained flood the effective window is therefore the last
-//! [`MAX_ENTRIES`] commands, which still covers any retry a client makes.
+//! Two layers:
+//! - in memory, only the ids *in flight* in this process: a repeat of one
+//!   waits on its first request's reply. An entry is removed once the reply
+//!   is recorded, so memory holds no more than the calls running.
+//! - the delivery store ([`crate::delivery`]): every id accepted within the
+//!   window, recorded (committed) before its command runs, with its reply
+//!   once known. It answers repeats after the first finished, across
+//!   restarts, and enforces the per-window cap (`busy`) that keeps a junk
+//!   flood from evicting real ids.
 
-use std::collections::{HashMap, VecDeque};
+use crate::delivery::{Admit, DeliveryStore};
+use droidwarden_services::{ErrorCode, WireError};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 use tokio::sync::watch;
-
-/// How many ids are remembered at most.
-pub(crate) const MAX_ENTRIES: usize = 10_000;
 
 /// A reply as sent (serialized JSON), shared between the first request and
 /// its repeats; a few hundred bytes where the parsed tree would be kilobytes.
@@ -21,58 +25,135 @@ pub(crate) type Reply = Arc<str>;
 
 #[derive(Debug)]
 pub(crate) struct Dedupe {
-    window: Duration,
-    inner: Mutex<Inner>,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    by_id: HashMap<Arc<str>, watch::Receiver<Option<Reply>>>,
-    /// Ids in the order they were first seen, for expiry and the cap.
-    order: VecDeque<(Instant, Arc<str>)>,
+    store: DeliveryStore,
+    in_flight: Mutex<HashMap<Arc<str>, watch::Receiver<Option<Reply>>>>,
 }
 
 /// What to do with a request.
 #[derive(Debug)]
-pub(crate) enum Admission {
-    /// The first time: run it and send the reply through this sender.
-    Run(watch::Sender<Option<Reply>>),
-    /// A repeat: wait on this for the first request's reply.
+pub(crate) enum Admission<'a> {
+    /// This process has not seen the id running: ask the store
+    /// ([`Owner::check`]), then run or answer, and [`Owner::finish`].
+    Owner(Owner<'a>),
+    /// The id is in flight here: wait on this for its first reply.
     Repeat(watch::Receiver<Option<Reply>>),
 }
 
+/// The request that owns an id in this process. Dropping it (finished or
+/// abandoned) forgets the id in memory; repeats waiting on an abandoned one
+/// are told it did not complete.
+#[derive(Debug)]
+pub(crate) struct Owner<'a> {
+    dedupe: &'a Dedupe,
+    id: Arc<str>,
+    tx: watch::Sender<Option<Reply>>,
+}
+
+/// What the store decided for an owner.
+#[derive(Debug)]
+pub(crate) enum Decision {
+    /// New: run the command.
+    Run,
+    /// Not to be run; send this reply.
+    Answer(Reply),
+}
+
 impl Dedupe {
-    pub(crate) fn new(window: Duration) -> Self {
+    pub(crate) fn new(store: DeliveryStore) -> Self {
         Self {
-            window,
-            inner: Mutex::new(Inner::default()),
+            store,
+            in_flight: Mutex::default(),
         }
     }
 
-    pub(crate) fn admit(&self, id: &str) -> Admission {
-        let now = Instant::now();
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some((at, _)) = inner.order.front() {
-            if now.duration_since(*at) < self.window && inner.order.len() < MAX_ENTRIES {
-                break;
-            }
-            if let Some((_, old)) = inner.order.pop_front() {
-                inner.by_id.remove(&old);
-            }
-        }
-        if let Some(rx) = inner.by_id.get(id) {
+    fn in_flight(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, watch::Receiver<Option<Reply>>>> {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Synchronous first step: a repeat of an id running here, or the owner.
+    pub(crate) fn admit(&self, id: &str) -> Admission<'_> {
+        let mut in_flight = self.in_flight();
+        if let Some(rx) = in_flight.get(id) {
             return Admission::Repeat(rx.clone());
         }
         let (tx, rx) = watch::channel(None);
         let id: Arc<str> = Arc::from(id);
-        inner.by_id.insert(Arc::clone(&id), rx);
-        inner.order.push_back((now, id));
-        Admission::Run(tx)
+        in_flight.insert(Arc::clone(&id), rx);
+        Admission::Owner(Owner {
+            dedupe: self,
+            id,
+            tx,
+        })
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.inner.lock().unwrap().by_id.len()
+        self.in_flight().len()
+    }
+}
+
+impl Owner<'_> {
+    /// Ask the store: a new id is recorded (committed) and must be run;
+    /// a known one is answered with its recorded reply, or with an error
+    /// when its first run was interrupted, or when the window is full.
+    pub(crate) async fn check(&self, error_reply: impl Fn(&WireError) -> String) -> Decision {
+        let answer = |error: WireError| Decision::Answer(Reply::from(error_reply(&error)));
+        match self.dedupe.store.admit(&self.id).await {
+            Ok(Admit::New) => Decision::Run,
+            Ok(Admit::Done(reply)) => {
+                tracing::info!(
+                    id = &*self.id,
+                    "repeated command id: sending the recorded reply again"
+                );
+                Decision::Answer(Reply::from(reply))
+            }
+            Ok(Admit::Interrupted) => {
+                tracing::warn!(
+                    id = &*self.id,
+                    "repeated command id whose first run was interrupted: not run again"
+                );
+                answer(WireError::new(
+                    ErrorCode::Internal,
+                    "the first request with this id was interrupted (the daemon stopped while it was being handled) and may have run; it is not run again: check the device's state, then send a new id",
+                ))
+            }
+            Ok(Admit::Busy) => {
+                tracing::warn!(
+                    id = &*self.id,
+                    "too many new command ids within the dedupe window: refused"
+                );
+                answer(WireError::new(
+                    ErrorCode::Busy,
+                    "too many new command ids within the dedupe window ([mqtt] max_ids_per_window); not run: try again later",
+                ))
+            }
+            Err(e) => {
+                tracing::error!(id = &*self.id, error = %e, "cannot record a command id: not run");
+                let mut error = WireError::new(
+                    ErrorCode::Internal,
+                    format!("the command id could not be recorded ({e}); not run"),
+                );
+                error.retryable = true;
+                answer(error)
+            }
+        }
+    }
+
+    /// Hand the reply to repeats waiting here; when the command ran
+    /// (`ran`), record the reply in the store so later repeats get it too.
+    pub(crate) async fn finish(self, reply: &Reply, ran: bool) {
+        self.tx.send_replace(Some(reply.clone()));
+        if ran {
+            self.dedupe.store.record_reply(&self.id, reply).await;
+        }
+    }
+}
+
+impl Drop for Owner<'_> {
+    fn drop(&mut self) {
+        self.dedupe.in_flight().remove(&self.id);
     }
 }
 
@@ -85,43 +166,62 @@ pub(crate) async fn first_reply(mut rx: watch::Receiver<Option<Reply>>) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::delivery::Limits;
+    use std::time::Duration;
+
+    async fn dedupe(dir: &std::path::Path) -> Dedupe {
+        let limits = Limits {
+            window: Duration::from_secs(600),
+            max_ids: 1000,
+        };
+        let (store, _) = DeliveryStore::open(dir, limits).await.unwrap();
+        Dedupe::new(store)
+    }
+
+    fn error_reply(e: &WireError) -> String {
+        serde_json::json!({"ok": false, "error": e}).to_string()
+    }
 
     #[tokio::test]
     async fn a_repeat_gets_the_first_reply_and_does_not_run() {
-        let d = Dedupe::new(Duration::from_secs(60));
-        let Admission::Run(tx) = d.admit("a") else {
-            panic!("first must run")
+        let dir = tempfile::tempdir().unwrap();
+        let d = dedupe(dir.path()).await;
+        let Admission::Owner(owner) = d.admit("a") else {
+            panic!("first must own")
         };
+        assert!(matches!(owner.check(error_reply).await, Decision::Run));
         let Admission::Repeat(rx) = d.admit("a") else {
             panic!("repeat must not run")
         };
         let waiter = tokio::spawn(first_reply(rx));
-        tx.send(Some(Arc::from(json!({"ok": true}).to_string())))
-            .unwrap();
+        owner.finish(&Reply::from(r#"{"ok":true}"#), true).await;
         assert_eq!(&*waiter.await.unwrap().unwrap(), r#"{"ok":true}"#);
-        assert!(matches!(d.admit("b"), Admission::Run(_)));
-    }
-
-    #[test]
-    fn after_the_window_an_id_runs_again() {
-        let d = Dedupe::new(Duration::ZERO);
-        assert!(matches!(d.admit("a"), Admission::Run(_)));
-        assert!(matches!(d.admit("a"), Admission::Run(_)));
-    }
-
-    #[test]
-    fn memory_is_bounded_under_a_flood() {
-        let d = Dedupe::new(Duration::from_secs(3600));
-        for i in 0..(MAX_ENTRIES + 500) {
-            let _ = d.admit(&format!("id-{i}"));
+        // Memory holds only what is in flight; the store answers now.
+        assert_eq!(d.len(), 0);
+        let Admission::Owner(again) = d.admit("a") else {
+            panic!("nothing in flight")
+        };
+        match again.check(error_reply).await {
+            Decision::Answer(reply) => assert_eq!(&*reply, r#"{"ok":true}"#),
+            Decision::Run => panic!("a repeat must not run"),
         }
-        assert_eq!(d.len(), MAX_ENTRIES);
-        // The newest are still remembered; the oldest were forgotten.
-        assert!(matches!(
-            d.admit(&format!("id-{}", MAX_ENTRIES + 499)),
-            Admission::Repeat(_)
-        ));
-        assert!(matches!(d.admit("id-0"), Admission::Run(_)));
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_first_request_is_not_run_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dedupe(dir.path()).await;
+        let Admission::Owner(owner) = d.admit("a") else {
+            panic!()
+        };
+        assert!(matches!(owner.check(error_reply).await, Decision::Run));
+        drop(owner);
+        let Admission::Owner(again) = d.admit("a") else {
+            panic!()
+        };
+        match again.check(error_reply).await {
+            Decision::Answer(reply) => assert!(reply.contains("interrupted"), "{reply}"),
+            Decision::Run => panic!("an interrupted id must not run again"),
+        }
     }
 }

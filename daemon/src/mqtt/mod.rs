@@ -9,8 +9,22 @@
 //!   channel from the polling task can deadlock. A (re)connection only
 //!   wakes [`run_resync`], which resubscribes and republishes every retained
 //!   topic (an embedded broker keeps nothing across restarts).
-//! - the dispatcher ([`run_dispatch`]) parses commands and runs each on the
+//! - the dispatcher ([`run_dispatch`]) parses commands, admits each call to
+//!   the hub in arrival order (its place in the device's queue is taken
+//!   there, synchronously, before anything is spawned), and runs it on the
 //!   call tracker, so shutdown can wait for calls in flight.
+//!
+//! Delivery (docs/mqtt-api.md, "Delivery"): a persistent session (fixed
+//! client id, no clean start, a session expiry) so the broker queues
+//! commands while we are away; command filters subscribed with Retain
+//! Handling 2 and retained command publishes ignored, so a retained command
+//! never runs at a (re)start; command ids recorded durably before they run
+//! ([`dedupe`]); MQTT 5 response topics honoured only under
+//! `<prefix>/responses/`. Acknowledgements are manual: a command with an id
+//! is acknowledged once its id is recorded, so a command the daemon did
+//! not record (killed first, or arriving during shutdown) stays with the
+//! broker and is delivered again to the next process; everything else is
+//! acknowledged when dispatched.
 //! - [`run_publisher`] turns bus events and availability changes into
 //!   retained topics and discovery configs.
 
@@ -21,16 +35,17 @@ pub(crate) mod topics;
 
 use crate::assistant::{self, Assistant, Notice, Origin};
 use crate::config::{BrokerTarget, MqttSettings};
-use crate::hub::{BusEvent, CallRequest, CallState, Hub};
+use crate::delivery::{DeliveryStore, Interrupted};
+use crate::hub::{Admitted, BusEvent, CallRequest, CallState, Hub};
 use api::{Kind, Request};
 use bytes::Bytes;
-use dedupe::{Admission, Dedupe};
+use dedupe::{Admission, Decision, Dedupe};
 use droidwarden_bridge::DeviceEvent;
 use droidwarden_bridge::companion::{CompanionHub, Outgoing, presence_from_payload};
 use droidwarden_services::{ErrorCode, WireError};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{
-    Filter, LastWill, Packet, Publish, PublishProperties, SubscribeReasonCode,
+    Filter, LastWill, Packet, Publish, PublishProperties, RetainForwardRule, SubscribeReasonCode,
 };
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use serde_json::{Value, json};
@@ -96,12 +111,18 @@ pub(crate) struct Mqtt {
 
 /// Create the client; the returned event loop must be driven by
 /// [`run_event_loop`].
+///
+/// `interrupted` are the calls a previous process left in flight: their
+/// `error` status is published with the first retained topics, before any
+/// command is served.
 pub(crate) fn connect(
     settings: MqttSettings,
     hub: Hub,
     companion: CompanionHub,
     assistant: Option<Assistant>,
     state_dir: PathBuf,
+    delivery: DeliveryStore,
+    interrupted: &[Interrupted],
 ) -> Result<(Arc<Mqtt>, EventLoop), String> {
     let topics = Topics::new(&settings.prefix);
     let (host, port) = match &settings.broker {
@@ -109,9 +130,16 @@ pub(crate) fn connect(
         BrokerTarget::Embedded { listen, .. } => (listen.ip().to_string(), listen.port()),
     };
     let mut options = MqttOptions::new(settings.client_id.clone(), host, port);
+    // A persistent session: the broker keeps our subscriptions and queues
+    // QoS 1 commands while we are away (a restart, a crash, a network cut),
+    // up to the session expiry. Redelivered commands are not run twice:
+    // their ids are in the delivery store.
+    let expiry = u32::try_from(settings.session_expiry.as_secs()).unwrap_or(u32::MAX);
     options
         .set_keep_alive(settings.keep_alive)
-        .set_clean_start(true)
+        .set_clean_start(expiry == 0)
+        .set_session_expiry_interval((expiry > 0).then_some(expiry))
+        .set_manual_acks(true)
         .set_max_packet_size(Some(MAX_PACKET))
         .set_request_channel_capacity(REQUEST_CHANNEL)
         .set_network_options({
@@ -140,21 +168,64 @@ pub(crate) fn connect(
     let (client, eventloop) = AsyncClient::new(options, REQUEST_CHANNEL);
     let mqtt = Arc::new(Mqtt {
         client,
-        topics,
-        dedupe: Dedupe::new(settings.dedupe_window),
+        dedupe: Dedupe::new(delivery),
+        retained: Mutex::new(stale_statuses(&topics, interrupted)),
         settings,
         hub,
         companion,
         assistant,
-        retained: Mutex::new(BTreeMap::new()),
         calls: TaskTracker::new(),
         discovered: Mutex::new(BTreeSet::new()),
         discovery_file: state_dir.join("ha-discovery.json"),
         resync: Notify::new(),
         ready: watch::channel(false).0,
         subscribed: watch::channel(false).0,
+        topics,
     });
     Ok((mqtt, eventloop))
+}
+
+/// The retained `error` statuses that replace the `executing` a killed
+/// process left behind: for each (device, service) call it had in flight,
+/// on the service's status topic and the device's last status.
+fn stale_statuses(topics: &Topics, interrupted: &[Interrupted]) -> BTreeMap<String, Vec<u8>> {
+    let now = crate::hub::rfc3339(std::time::SystemTime::now());
+    let mut retained = BTreeMap::new();
+    for call in interrupted {
+        tracing::warn!(
+            device = call.device,
+            service = call.service,
+            action = call.action,
+            "a call was in flight when the daemon stopped; its outcome is unknown"
+        );
+        let started = std::time::UNIX_EPOCH
+            + Duration::from_millis(u64::try_from(call.started_ms).unwrap_or(0));
+        let error = WireError::new(
+            ErrorCode::Internal,
+            format!(
+                "the daemon stopped during this call ({}.{}); its outcome is unknown: check the device's state",
+                call.service, call.action
+            ),
+        );
+        let mut body = json!({
+            "state": CallState::Error.as_str(),
+            "action": call.action,
+            "started_at": crate::hub::rfc3339(started),
+            "finished_at": now,
+            "duration_ms": null,
+            "error": error,
+        });
+        retained.insert(
+            topics.status(&call.device, &call.service),
+            body.to_string().into_bytes(),
+        );
+        body["service"] = json!(call.service);
+        retained.insert(
+            topics.last_status(&call.device),
+            body.to_string().into_bytes(),
+        );
+    }
+    retained
 }
 
 fn tls_config(ca: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
@@ -215,9 +286,10 @@ pub(crate) async fn run_event_loop(
                 }
             }
             Ok(Event::Incoming(Packet::Publish(publish))) => {
-                if incoming.send(publish).await.is_err() {
-                    return;
-                }
+                // A dispatcher that has stopped (shutdown) leaves the
+                // message unacknowledged: the broker keeps it for the next
+                // process. Polling goes on, so the goodbye still goes out.
+                let _ = incoming.send(publish).await;
             }
             Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) => {
                 // The broker closes the socket next; polling on would only
@@ -263,14 +335,21 @@ pub(crate) async fn run_resync(mqtt: Arc<Mqtt>, shutdown: CancellationToken) {
             () = mqtt.resync.notified() => {}
         }
         // No-local: our own requests to phones need not come back to us.
+        // Retain Handling 2 on command filters: a retained command is never
+        // sent to us (it would run again at every start). Companion topics
+        // keep retained delivery: a phone's presence is retained.
         let filters = [
-            mqtt.topics.commands_filter(),
-            mqtt.topics.ha_commands_filter(),
-            mqtt.topics.companion_filter(),
+            (mqtt.topics.commands_filter(), RetainForwardRule::Never),
+            (mqtt.topics.ha_commands_filter(), RetainForwardRule::Never),
+            (
+                mqtt.topics.companion_filter(),
+                RetainForwardRule::OnEverySubscribe,
+            ),
         ]
-        .map(|path| {
+        .map(|(path, retained)| {
             let mut filter = Filter::new(path, QoS::AtLeastOnce);
             filter.nolocal = true;
+            filter.retain_forward_rule = retained;
             filter
         });
         if let Err(e) = mqtt.client.subscribe_many(filters).await {
@@ -395,13 +474,12 @@ impl Mqtt {
     /// Stop taking commands, let calls in flight finish (bounded by
     /// `grace`), then say goodbye: `offline` on the availability topic and a
     /// clean disconnect (which suppresses the will).
+    ///
+    /// The command subscriptions are kept: with a persistent session the
+    /// broker queues the commands published while the daemon is stopped,
+    /// and the dispatcher leaves those arriving during the shutdown
+    /// unacknowledged, for the next process.
     pub(crate) async fn shutdown(&self, grace: Duration) {
-        for filter in [
-            self.topics.commands_filter(),
-            self.topics.ha_commands_filter(),
-        ] {
-            let _ = self.client.unsubscribe(filter).await;
-        }
         self.calls.close();
         if tokio::time::timeout(grace, self.calls.wait())
             .await
@@ -422,30 +500,74 @@ struct ResponseTo {
     correlation: Option<Bytes>,
 }
 
-/// Parse and run commands until `shutdown`.
+/// Parse and run commands until `shutdown`; after it, until `stop`, keep
+/// taking what phones send (responses to calls still draining) but leave
+/// commands unacknowledged and unrun, for the next process.
 pub(crate) async fn run_dispatch(
     mqtt: Arc<Mqtt>,
     mut incoming: mpsc::Receiver<Publish>,
     shutdown: CancellationToken,
+    stop: CancellationToken,
 ) {
     loop {
         let publish = tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = stop.cancelled() => return,
             p = incoming.recv() => match p { Some(p) => p, None => return },
         };
+        if shutdown.is_cancelled() && is_command(&mqtt, &publish) {
+            tracing::debug!("shutting down: a command is left to the next process");
+            continue;
+        }
         dispatch(&mqtt, publish);
+    }
+}
+
+fn is_command(mqtt: &Mqtt, publish: &Publish) -> bool {
+    let topic = String::from_utf8_lossy(&publish.topic);
+    mqtt.topics.command_name(&topic).is_some() || mqtt.topics.parse_ha_command(&topic).is_some()
+}
+
+impl Mqtt {
+    /// Acknowledge a QoS 1 delivery (acknowledgements are manual).
+    async fn ack(&self, publish: &Publish) {
+        if let Err(e) = self.client.ack(publish).await {
+            tracing::warn!(error = %e, "acknowledgement failed");
+        }
+    }
+}
+
+/// Acknowledge from the dispatcher, which never waits: at once when
+/// rumqttc's request channel has room, else from a task.
+fn ack_now(mqtt: &Arc<Mqtt>, publish: &Publish) {
+    if mqtt.client.try_ack(publish).is_err() {
+        let mqtt = Arc::clone(mqtt);
+        let publish = publish.clone();
+        mqtt.calls
+            .clone()
+            .spawn(async move { mqtt.ack(&publish).await });
     }
 }
 
 fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
     let topic = String::from_utf8_lossy(&publish.topic).into_owned();
-    let response = publish.properties.as_ref().and_then(|p| {
-        p.response_topic.as_ref().map(|t| ResponseTo {
-            topic: t.clone(),
-            correlation: p.correlation_data.clone(),
-        })
-    });
-    if let Some(name) = mqtt.topics.command_name(&topic) {
+    let command = mqtt.topics.command_name(&topic);
+    let ha = mqtt.topics.parse_ha_command(&topic);
+    if publish.retain && (command.is_some() || ha.is_some()) {
+        // Retain Handling 2 keeps brokers that honour it from sending these;
+        // this catches the others. A retained command would run again at
+        // every start.
+        tracing::info!(topic, "ignoring a retained command");
+        ack_now(mqtt, &publish);
+        let error = WireError::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "{topic}: retained commands are ignored (one would run again at every start); publish without the retain flag, and clear this one with an empty retained message"
+            ),
+        );
+        spawn_reply(mqtt, None, None, error);
+        return;
+    }
+    if let Some(name) = command {
         let kind = match Kind::from_name(name) {
             Some(kind) => kind,
             None => {
@@ -454,43 +576,138 @@ fn dispatch(mqtt: &Arc<Mqtt>, publish: Publish) {
                     format!("unknown command topic {name:?}; valid: {}", Kind::NAMES),
                 );
                 tracing::warn!(topic, "{}", error.message);
-                let mqtt = Arc::clone(mqtt);
-                mqtt.calls.clone().spawn(async move {
-                    mqtt.reply(None, &response, &api::error_reply(None, &error))
-                        .await;
-                });
+                ack_now(mqtt, &publish);
+                let response = response_to(mqtt, &publish).ok().flatten();
+                spawn_reply(mqtt, None, response, error);
                 return;
             }
         };
-        let parsed = api::parse(
+        let response = match response_to(mqtt, &publish) {
+            Ok(response) => response,
+            Err(error) => {
+                // Not run, and not answered on the topic it named: only the
+                // id (when it can be read) tells the caller where to look.
+                let id = match api::parse(kind, &publish.payload, mqtt.settings.max_payload, false)
+                {
+                    Ok(request) => request.id().map(str::to_owned),
+                    Err(rejected) => rejected.id,
+                };
+                tracing::warn!(topic, id, "{}", error.message);
+                ack_now(mqtt, &publish);
+                spawn_reply(mqtt, id, None, error);
+                return;
+            }
+        };
+        let request = match api::parse(
             kind,
             &publish.payload,
             mqtt.settings.max_payload,
             response.is_some(),
-        );
-        let mqtt = Arc::clone(mqtt);
-        let tracker = mqtt.calls.clone();
-        tracker.spawn(async move {
-            match parsed {
-                Err(rejected) => {
-                    tracing::warn!(topic, id = rejected.id.as_deref(), error = %rejected.error.message, "rejected a command");
-                    let reply = api::error_reply(rejected.id.as_deref(), &rejected.error);
-                    mqtt.reply(rejected.id.as_deref(), &response, &reply).await;
-                }
-                Ok(request) => handle(&mqtt, request, response).await,
+        ) {
+            Ok(request) => request,
+            Err(rejected) => {
+                tracing::warn!(topic, id = rejected.id.as_deref(), error = %rejected.error.message, "rejected a command");
+                ack_now(mqtt, &publish);
+                spawn_reply(mqtt, rejected.id, response, rejected.error);
+                return;
             }
-        });
-    } else if let Some((id, rest)) = mqtt.topics.parse_companion(&topic) {
-        companion_message(mqtt, id, rest, &publish.payload);
-    } else if let Some((device, object)) = mqtt.topics.parse_ha_command(&topic) {
-        let (device, object) = (device.to_owned(), object.to_owned());
-        let payload = String::from_utf8_lossy(&publish.payload).into_owned();
+        };
+        // The call's place in its device's order is taken here, in the
+        // order the broker delivered the commands, before anything is
+        // spawned. A call that fails validation takes none.
+        let admitted = match &request {
+            Request::Call { id, call } => match mqtt.hub.admit(call) {
+                Ok(admitted) => Some(admitted),
+                Err(error) => {
+                    tracing::debug!(topic, id, error = %error, "call refused");
+                    ack_now(mqtt, &publish);
+                    spawn_reply(mqtt, id.clone(), response, error);
+                    return;
+                }
+            },
+            _ => None,
+        };
+        // A command with an id is acknowledged once the id is recorded
+        // (in `handle`); one without has nothing to record.
+        let delivery = if request.id().is_some() {
+            Some(publish)
+        } else {
+            ack_now(mqtt, &publish);
+            None
+        };
         let mqtt = Arc::clone(mqtt);
         let tracker = mqtt.calls.clone();
-        tracker.spawn(async move { ha_command(&mqtt, &device, &object, &payload).await });
+        tracker.spawn(async move { handle(&mqtt, request, admitted, response, delivery).await });
+    } else if let Some((id, rest)) = mqtt.topics.parse_companion(&topic) {
+        ack_now(mqtt, &publish);
+        companion_message(mqtt, id, rest, &publish.payload);
+    } else if let Some((device, object)) = ha {
+        ack_now(mqtt, &publish);
+        let payload = String::from_utf8_lossy(&publish.payload);
+        match ha_admit(mqtt, device, object, &payload) {
+            Ok(admitted) => {
+                let (device, object) = (device.to_owned(), object.to_owned());
+                mqtt.calls.spawn(async move {
+                    if let Err(e) = admitted.run().await {
+                        tracing::warn!(device, object, error = %e, "Home Assistant command failed");
+                    }
+                });
+            }
+            Err(error) => {
+                tracing::warn!(device, object, message = %error.message, "rejected a Home Assistant command");
+                spawn_reply(mqtt, None, None, error);
+            }
+        }
     } else {
+        ack_now(mqtt, &publish);
         tracing::debug!(topic, "ignoring a message on an unexpected topic");
     }
+}
+
+/// Send an error reply from a task on the call tracker (the dispatcher
+/// never waits on a publish).
+fn spawn_reply(
+    mqtt: &Arc<Mqtt>,
+    id: Option<String>,
+    response: Option<ResponseTo>,
+    error: WireError,
+) {
+    let mqtt = Arc::clone(mqtt);
+    let tracker = mqtt.calls.clone();
+    tracker.spawn(async move {
+        let reply = api::error_reply(id.as_deref(), &error);
+        mqtt.reply(id.as_deref(), &response, &reply).await;
+    });
+}
+
+/// The request's MQTT 5 response topic, when it has one. Only topics under
+/// `<prefix>/responses/` are honoured: anywhere else a client could make
+/// the daemon publish on a topic it does not own (a phone's request topic,
+/// a command topic).
+///
+/// # Errors
+/// `invalid_request` for a response topic outside that prefix.
+fn response_to(mqtt: &Mqtt, publish: &Publish) -> Result<Option<ResponseTo>, WireError> {
+    let Some(properties) = publish.properties.as_ref() else {
+        return Ok(None);
+    };
+    let Some(topic) = properties.response_topic.as_ref() else {
+        return Ok(None);
+    };
+    let allowed = mqtt.topics.responses_prefix();
+    if !topic.starts_with(&allowed) || topic.len() == allowed.len() {
+        return Err(WireError::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "response topic {:?} is refused: replies go only to topics under {allowed}; the request was not run",
+                topic.chars().take(200).collect::<String>()
+            ),
+        ));
+    }
+    Ok(Some(ResponseTo {
+        topic: topic.clone(),
+        correlation: properties.correlation_data.clone(),
+    }))
 }
 
 /// A message from a companion phone: presence, a response, or an event.
@@ -542,8 +759,21 @@ pub(crate) async fn run_companion_requests(
     }
 }
 
-async fn handle(mqtt: &Mqtt, request: Request, response: Option<ResponseTo>) {
+/// Run a command and reply. `delivery`, when given, is acknowledged once
+/// the command's id is recorded (or known).
+async fn handle(
+    mqtt: &Mqtt,
+    request: Request,
+    admitted: Option<Admitted>,
+    response: Option<ResponseTo>,
+    delivery: Option<Publish>,
+) {
     let id = request.id().map(str::to_owned);
+    let acknowledge = async |delivery: Option<Publish>| {
+        if let Some(publish) = &delivery {
+            mqtt.ack(publish).await;
+        }
+    };
     if let Request::Approve {
         approval_id,
         approve,
@@ -553,55 +783,88 @@ async fn handle(mqtt: &Mqtt, request: Request, response: Option<ResponseTo>) {
     {
         // Answering twice is harmless (the second is refused as already
         // answered), so approvals skip the dedupe table.
+        acknowledge(delivery).await;
         let reply = answer_approval(mqtt, id.as_deref(), approval_id, *approve, reason).await;
         if id.is_some() || response.is_some() || reply["ok"] == false {
             mqtt.reply(id.as_deref(), &response, &reply).await;
         }
         return;
     }
-    let admission = id.as_deref().map(|id| mqtt.dedupe.admit(id));
-    let reply: Option<dedupe::Reply> = match admission {
-        Some(Admission::Repeat(first)) => {
+    let Some(key) = id.as_deref() else {
+        acknowledge(delivery).await;
+        if let Some(reply) = execute(mqtt, None, request, admitted).await {
+            mqtt.reply(None, &response, &reply).await;
+        }
+        return;
+    };
+    let reply: Option<dedupe::Reply> = match mqtt.dedupe.admit(key) {
+        Admission::Repeat(first) => {
+            // Not run: its place in the device's order is given up at once.
+            drop(admitted);
+            acknowledge(delivery).await;
             tracing::info!(id, "repeated command id: sending the first reply again");
             Some(dedupe::first_reply(first).await.unwrap_or_else(|| {
                 let error = WireError::new(
                     ErrorCode::Internal,
                     "the first request with this id did not complete",
                 );
-                api::error_reply(id.as_deref(), &error).to_string().into()
+                api::error_reply(Some(key), &error).to_string().into()
             }))
         }
-        Some(Admission::Run(tx)) => {
-            let reply: Option<dedupe::Reply> = execute(mqtt, id.as_deref(), request)
-                .await
-                .map(|r| r.to_string().into());
-            if let Some(reply) = &reply {
-                let _ = tx.send(Some(reply.clone()));
+        Admission::Owner(owner) => {
+            let decision = owner
+                .check(|error| api::error_reply(Some(key), error).to_string())
+                .await;
+            // Recorded (or known): a redelivery is answered from the store.
+            acknowledge(delivery).await;
+            match decision {
+                Decision::Answer(reply) => {
+                    drop(admitted);
+                    owner.finish(&reply, false).await;
+                    Some(reply)
+                }
+                Decision::Run => {
+                    let reply: Option<dedupe::Reply> = execute(mqtt, Some(key), request, admitted)
+                        .await
+                        .map(|r| r.to_string().into());
+                    if let Some(reply) = &reply {
+                        owner.finish(reply, true).await;
+                    }
+                    reply
+                }
             }
-            reply
         }
-        None => execute(mqtt, None, request)
-            .await
-            .map(|r| r.to_string().into()),
     };
     if let Some(reply) = reply {
-        mqtt.reply_bytes(id.as_deref(), &response, reply.as_bytes().to_vec())
+        mqtt.reply_bytes(Some(key), &response, reply.as_bytes().to_vec())
             .await;
     }
 }
 
 /// Run a request; `None` when there is no reply to send now (an agent run
 /// that the daemon's shutdown interrupted: it resumes at the next start and
-/// replies then).
-async fn execute(mqtt: &Mqtt, id: Option<&str>, request: Request) -> Option<Value> {
+/// replies then). A call comes admitted (its place in the device's order
+/// taken by the dispatcher).
+async fn execute(
+    mqtt: &Mqtt,
+    id: Option<&str>,
+    request: Request,
+    admitted: Option<Admitted>,
+) -> Option<Value> {
     Some(match request {
         Request::Devices { .. } => {
             api::ok_reply(id, &json!({ "devices": mqtt.hub.registry().list() }))
         }
-        Request::Call { call, .. } => match mqtt.hub.call(&call).await {
-            Ok(result) => api::ok_reply(id, &result),
-            Err(error) => api::error_reply(id, &error),
-        },
+        Request::Call { call, .. } => {
+            let result = match admitted {
+                Some(admitted) => admitted.run().await,
+                None => mqtt.hub.call(&call).await,
+            };
+            match result {
+                Ok(result) => api::ok_reply(id, &result),
+                Err(error) => api::error_reply(id, &error),
+            }
+        }
         Request::Ask {
             prompt, session, ..
         } => {
@@ -659,33 +922,30 @@ async fn answer_approval(
     }
 }
 
-async fn ha_command(mqtt: &Mqtt, device: &str, object: &str, payload: &str) {
+/// Parse a Home Assistant control's command and admit its call to the hub
+/// (synchronously, in arrival order).
+///
+/// # Errors
+/// An unknown control or a payload it does not take (`invalid_request`),
+/// or the hub's refusal.
+fn ha_admit(mqtt: &Mqtt, device: &str, object: &str, payload: &str) -> Result<Admitted, WireError> {
     let outcome = match discovery::Control::from_object_id(object) {
         None => Err(format!("unknown control {object:?}")),
         Some(control) => control.call_for(payload),
     };
-    let (service, action, params) = match outcome {
-        Ok(call) => call,
-        Err(message) => {
-            tracing::warn!(device, object, message, "rejected a Home Assistant command");
-            let error = WireError::new(
-                ErrorCode::InvalidRequest,
-                format!("{device}/{object}: {message}"),
-            );
-            mqtt.send_json(mqtt.topics.errors(), &api::error_reply(None, &error), false)
-                .await;
-            return;
-        }
-    };
+    let (service, action, params) = outcome.map_err(|message| {
+        WireError::new(
+            ErrorCode::InvalidRequest,
+            format!("{device}/{object}: {message}"),
+        )
+    })?;
     let call = CallRequest {
         device: Some(device.to_owned()),
         service: service.to_owned(),
         action: action.to_owned(),
         params,
     };
-    if let Err(e) = mqtt.hub.call(&call).await {
-        tracing::warn!(device, object, error = %e, "Home Assistant command failed");
-    }
+    mqtt.hub.admit(&call)
 }
 
 /// Publish bus events and availability as retained topics, and discovery

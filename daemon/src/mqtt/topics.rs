@@ -43,6 +43,13 @@ impl Topics {
         format!("{}/approvals/{approval_id}", self.prefix)
     }
 
+    /// The only place MQTT 5 response topics may point to:
+    /// `<prefix>/responses/` (the embedded broker announces it as the
+    /// Response Information).
+    pub(crate) fn responses_prefix(&self) -> String {
+        format!("{}/responses/", self.prefix)
+    }
+
     /// Where rejected requests whose id could not be read are reported.
     pub(crate) fn errors(&self) -> String {
         format!("{}/errors", self.prefix)

@@ -1,0 +1,380 @@
+//! "Every command run once, in order, nothing silently lost" (issue #10),
+//! end to end: a real mosquitto, the real adb server, an emulated phone,
+//! and `droidwarden daemon` as a process, killed and restarted.
+//!
+//! What a phone really ran is read from the sim's command log, never from
+//! the daemon's own word.
+
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const P: &str = "droidwarden";
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Rig {
+    broker: Mosquitto,
+    probe: Probe,
+    sim: Sim,
+    daemon: Option<Daemon>,
+    adb: AdbServer,
+    config: String,
+}
+
+fn rig() -> Rig {
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    // No polling: the command log holds only what the tests ask for.
+    let config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        broker.port,
+        serial = sim.serial()
+    );
+    let mut rig = Rig {
+        broker,
+        probe,
+        sim,
+        daemon: None,
+        adb,
+        config,
+    };
+    rig.start(tempfile::tempdir().expect("state dir"));
+    rig
+}
+
+impl Rig {
+    /// Start the daemon on `state` and wait until it serves the phone.
+    fn start(&mut self, state: tempfile::TempDir) {
+        let before = self.probe.on(&format!("{P}/availability")).len();
+        self.daemon = Some(Daemon::start_with_state(&self.adb, &self.config, state));
+        wait_for("the daemon to come online", WAIT, || {
+            self.probe.on(&format!("{P}/availability"))[before..]
+                .iter()
+                .any(|m| m.payload == "online")
+                .then_some(())
+        });
+        self.probe
+            .wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
+                m.payload == "online"
+            });
+        // The commands subscription is acknowledged: a request is answered.
+        let marker = format!("ready-{}", droidwarden_e2e::free_port());
+        let reply = self.probe.request(P, "devices", json!({"id": marker}));
+        assert_eq!(reply["ok"], true, "{reply}");
+    }
+
+    /// SIGKILL the daemon (no shutdown at all) and keep its state.
+    fn kill(&mut self) -> tempfile::TempDir {
+        self.daemon.take().expect("a daemon").kill()
+    }
+
+    /// SIGTERM the daemon, wait for it, and keep its state.
+    fn stop(&mut self) -> tempfile::TempDir {
+        let mut daemon = self.daemon.take().expect("a daemon");
+        assert_eq!(daemon.terminate(), Some(0));
+        daemon.kill()
+    }
+
+    /// The brightness levels the phone was told to set, in order.
+    fn brightness_log(&self) -> Vec<u64> {
+        self.sim
+            .commands()
+            .iter()
+            .filter(|argv| {
+                argv.len() == 5 && argv[..4] == ["settings", "put", "system", "screen_brightness"]
+            })
+            .filter_map(|argv| argv[4].parse().ok())
+            .collect()
+    }
+
+    fn replies(&self, id: &str) -> Vec<Value> {
+        self.probe
+            .on(&format!("{P}/reply/{id}"))
+            .iter()
+            .map(|m| m.json())
+            .collect()
+    }
+
+    fn wait_reply(&self, id: &str) -> Value {
+        wait_for(&format!("a reply to {id}"), WAIT, || {
+            self.replies(id).first().cloned()
+        })
+    }
+}
+
+fn set_brightness(id: &str, level: u64) -> String {
+    json!({"id": id, "device": "phone", "service": "screen_control",
+           "action": "set_brightness", "params": {"level": level}})
+    .to_string()
+}
+
+/// A write on the phone after everything before it: once it is answered,
+/// every earlier command on the phone has started (the order guarantee).
+fn barrier(r: &Rig, id: &str) {
+    let reply = r.probe.request(
+        P,
+        "call",
+        json!({"id": id, "device": "phone", "service": "screen_control",
+               "action": "set_brightness", "params": {"level": 200}}),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+}
+
+#[test]
+fn fifty_changes_over_mqtt_run_in_the_order_they_were_sent() {
+    let r = rig();
+    r.sim.clear_log();
+    let levels: Vec<u64> = (1..=50).collect();
+    for level in &levels {
+        r.probe.publish(
+            &format!("{P}/cmd/call"),
+            set_brightness(&format!("order-{level}"), *level),
+        );
+    }
+    for level in &levels {
+        let reply = r.wait_reply(&format!("order-{level}"));
+        assert_eq!(reply["ok"], true, "{reply}");
+    }
+    assert_eq!(
+        r.brightness_log(),
+        levels,
+        "the phone ran them out of order"
+    );
+    let status = r.probe.request(
+        P,
+        "call",
+        json!({"id": "order-read", "device": "phone", "service": "screen_control", "action": "status"}),
+    );
+    assert_eq!(status["result"]["brightness"], 50, "{status}");
+    assert_eq!(r.sim.state()["display"]["brightness"], 50);
+}
+
+#[test]
+fn fifty_home_assistant_brightness_commands_run_in_order() {
+    let r = rig();
+    r.sim.clear_log();
+    let topic = format!("{P}/devices/phone/ha/brightness/set");
+    let levels: Vec<u64> = (101..=150).collect();
+    for level in &levels {
+        r.probe.publish(&topic, level.to_string());
+    }
+    wait_for("the phone to run 50 brightness changes", WAIT, || {
+        (r.brightness_log().len() >= levels.len()).then_some(())
+    });
+    assert_eq!(
+        r.brightness_log(),
+        levels,
+        "the phone ran them out of order"
+    );
+    assert_eq!(r.sim.state()["display"]["brightness"], 150);
+}
+
+#[test]
+fn a_retained_command_never_runs_at_start_or_restart() {
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    // Published (retained) before any daemon exists.
+    probe.publish_retained(&format!("{P}/cmd/call"), set_brightness("retained-1", 33));
+    probe.publish_retained(&format!("{P}/devices/phone/ha/brightness/set"), "34");
+    drop(probe);
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let mut r = Rig {
+        probe: Probe::connect(broker.port),
+        config: String::new(),
+        broker,
+        sim,
+        daemon: None,
+        adb,
+    };
+    r.config = rig_config(&r);
+    r.start(tempfile::tempdir().expect("state dir"));
+    barrier(&r, "retained-barrier-1");
+    let state = r.stop();
+    r.start(state);
+    barrier(&r, "retained-barrier-2");
+    let log = r.brightness_log();
+    assert!(
+        !log.contains(&33) && !log.contains(&34),
+        "a retained command ran: {log:?}"
+    );
+    assert!(r.replies("retained-1").is_empty());
+}
+
+fn rig_config(r: &Rig) -> String {
+    format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        r.broker.port,
+        serial = r.sim.serial()
+    )
+}
+
+#[test]
+fn a_repeated_id_is_not_run_again_after_a_kill_and_restart() {
+    let mut r = rig();
+    r.sim.clear_log();
+    let body = set_brightness("once-1", 77);
+    r.probe.publish(&format!("{P}/cmd/call"), body.clone());
+    let first = r.wait_reply("once-1");
+    assert_eq!(first["ok"], true, "{first}");
+    let state = r.kill();
+    r.start(state);
+    r.probe.publish(&format!("{P}/cmd/call"), body);
+    wait_for("the repeat's reply", WAIT, || {
+        (r.replies("once-1").len() >= 2).then_some(())
+    });
+    assert_eq!(
+        r.replies("once-1")[1],
+        first,
+        "the repeat gets the first reply"
+    );
+    barrier(&r, "once-barrier");
+    assert_eq!(
+        r.brightness_log().iter().filter(|l| **l == 77).count(),
+        1,
+        "{:?}",
+        r.brightness_log()
+    );
+}
+
+#[test]
+fn commands_sent_while_the_daemon_is_down_run_once_after_it_returns() {
+    let mut r = rig();
+    r.sim.clear_log();
+    let state = r.kill();
+    // The broker has noticed: it published the daemon's will.
+    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "offline"
+    });
+    let levels: Vec<u64> = (1..=20).map(|i| i + 10).collect();
+    for level in &levels {
+        r.probe.publish(
+            &format!("{P}/cmd/call"),
+            set_brightness(&format!("away-{level}"), *level),
+        );
+    }
+    r.start(state);
+    for level in &levels {
+        let reply = r.wait_reply(&format!("away-{level}"));
+        assert_eq!(reply["ok"], true, "{reply}");
+    }
+    barrier(&r, "away-barrier");
+    for level in &levels {
+        assert_eq!(r.replies(&format!("away-{level}")).len(), 1, "away-{level}");
+    }
+    let log = r.brightness_log();
+    assert_eq!(
+        &log[..levels.len()],
+        &levels[..],
+        "each change once, in order"
+    );
+    assert_eq!(log[levels.len()..], [200]);
+
+    // The same across a clean stop (SIGTERM): the session and its
+    // subscriptions outlive the process.
+    r.sim.clear_log();
+    let state = r.stop();
+    let levels: Vec<u64> = (1..=10).map(|i| i + 50).collect();
+    for level in &levels {
+        r.probe.publish(
+            &format!("{P}/cmd/call"),
+            set_brightness(&format!("stopped-{level}"), *level),
+        );
+    }
+    r.start(state);
+    for level in &levels {
+        let reply = r.wait_reply(&format!("stopped-{level}"));
+        assert_eq!(reply["ok"], true, "{reply}");
+    }
+    barrier(&r, "stopped-barrier");
+    let log = r.brightness_log();
+    assert_eq!(
+        log,
+        [&levels[..], &[200]].concat(),
+        "each change once, in order"
+    );
+}
+
+#[test]
+fn a_response_topic_outside_the_responses_prefix_is_refused() {
+    let r = rig();
+    r.sim.clear_log();
+    let publish = |response_topic: &str, id: &str, level: u64| {
+        let status = std::process::Command::new("mosquitto_pub")
+            .args(["-h", "127.0.0.1", "-p", &r.broker.port.to_string()])
+            .args(["-V", "mqttv5", "-q", "1", "-t", &format!("{P}/cmd/call")])
+            .args(["-D", "publish", "response-topic", response_topic])
+            .args(["-m", &set_brightness(id, level)])
+            .status()
+            .expect("mosquitto_pub");
+        assert!(status.success());
+    };
+    let hijack = format!("{P}/companion/x/request");
+    publish(&hijack, "rt-1", 44);
+    let reply = r.wait_reply("rt-1");
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert_eq!(reply["error"]["code"], "invalid_request", "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("{P}/responses/")),
+        "{reply}"
+    );
+    // Allowed: under <prefix>/responses/.
+    let allowed = format!("{P}/responses/me");
+    publish(&allowed, "rt-2", 45);
+    let answer = r.probe.wait("a reply on the response topic", WAIT, |m| {
+        m.topic == allowed
+    });
+    assert_eq!(answer.json()["ok"], true, "{}", answer.payload);
+    assert!(r.probe.on(&hijack).is_empty(), "published on {hijack}");
+    assert_eq!(r.brightness_log(), [45], "the refused request ran");
+}
+
+#[test]
+fn a_call_cut_short_by_a_kill_is_reported_as_error_after_restart() {
+    let mut r = rig();
+    let status_topic = format!("{P}/devices/phone/services/screen_control/status");
+    r.sim
+        .control(json!({"op": "fault", "kind": "delay", "ms": 10000}));
+    r.probe
+        .publish(&format!("{P}/cmd/call"), set_brightness("slow-1", 99));
+    r.probe
+        .wait_last(&status_topic, WAIT, |m| m.json()["state"] == "executing");
+    let state = r.kill();
+    r.sim.control(json!({"op": "fault", "kind": "clear"}));
+    // The broker still holds the retained `executing`.
+    r.probe
+        .wait_last(&status_topic, WAIT, |m| m.json()["state"] == "executing");
+    r.start(state);
+    let last = r
+        .probe
+        .wait_last(&status_topic, WAIT, |m| m.json()["state"] == "error");
+    let body = last.json();
+    assert_eq!(body["action"], "set_brightness", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("stopped during this call"),
+        "{body}"
+    );
+    // Its id is not run again either: its first run may have taken effect.
+    r.probe
+        .publish(&format!("{P}/cmd/call"), set_brightness("slow-1", 99));
+    let reply = r.wait_reply("slow-1");
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("interrupted"),
+        "{reply}"
+    );
+}
