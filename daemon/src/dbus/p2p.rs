@@ -434,7 +434,7 @@ mod tests {
 
     fn iface() -> Daemon1 {
         Daemon1 {
-            hub: Hub::new(Arc::new(Registry::new())),
+            hub: Hub::new(Arc::new(Registry::new()), None),
             table: Arc::new(Mutex::new(StatusTable::default())),
             device_count: Arc::new(AtomicU32::new(0)),
             calls: TaskTracker::new(),
