@@ -96,6 +96,11 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     let registry = Arc::new(Registry::new());
+    tracing::info!(state_dir = %config.state_dir.display(), "droidwarden starting");
+    if let Err((status, e)) = check_state_dir(&config.state_dir).await {
+        tracing::error!(state_dir = %config.state_dir.display(), error = %e, status, "the state directory is not usable");
+        return ExitCode::from(status);
+    }
     // The delivery store (daemon/src/delivery.rs): command ids and calls in
     // flight, kept across restarts. Without it "once" cannot be promised,
     // so a store that cannot be opened stops the start.
@@ -108,7 +113,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             Ok(opened) => opened,
             Err(e) => {
                 tracing::error!(error = %e, "cannot open the delivery store");
-                return ExitCode::FAILURE;
+                return ExitCode::from(crate::EXIT_IOERR);
             }
         };
     tracing::debug!(file = %delivery.path().display(), interrupted = interrupted.len(), "delivery store open");
@@ -116,11 +121,6 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     let adb = Arc::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
     let (companion, companion_requests) =
         CompanionHub::new(config.companion.clone(), Arc::clone(&registry));
-    tracing::info!(state_dir = %config.state_dir.display(), "droidwarden starting");
-    if let Err((status, e)) = check_state_dir(&config.state_dir).await {
-        tracing::error!(state_dir = %config.state_dir.display(), error = %e, status, "the state directory is not usable");
-        return ExitCode::from(status);
-    }
     if let Err(e) = adb.refresh().await {
         tracing::warn!(error = %e, "no devices yet; will keep trying");
     }

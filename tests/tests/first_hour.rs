@@ -281,3 +281,42 @@ fn subscribers_of_the_embedded_broker_see_the_daemon_go_offline() {
         m.topic == format!("{P}/availability") && m.payload == "offline"
     });
 }
+
+#[test]
+fn home_assistant_sees_the_phones_volume_steps_and_errors_for_unknown_devices() {
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        broker.port,
+        serial = sim.serial()
+    );
+    let _daemon = Daemon::start(&adb, &config);
+    let volume_config = "homeassistant/number/droidwarden_phone/media_volume/config";
+    probe.wait_last(volume_config, WAIT, |m| !m.payload.is_empty());
+    // A music volume read tells the phone's steps (the sim has 15): the
+    // slider is announced again with them.
+    let reply = probe.request(
+        P,
+        "call",
+        serde_json::json!({"id": "v1", "device": "phone", "service": "audio_automation", "action": "get_volume", "params": {"stream": "music"}}),
+    );
+    let max = reply["result"]["max"].as_u64().expect("max");
+    let step = (10_000.0 / max as f64).round() / 100.0;
+    probe.wait_last(volume_config, WAIT, |m| m.json()["step"] == step);
+    // A Home Assistant command for a device nobody knows is an error where
+    // every bad command goes.
+    probe.publish(&format!("{P}/devices/ghost/ha/wifi/set"), "OFF");
+    let error = probe.wait(&format!("{P}/errors"), WAIT, |m| {
+        m.topic == format!("{P}/errors") && m.payload.contains("ghost")
+    });
+    assert_eq!(
+        error.json()["error"]["code"],
+        "device_not_found",
+        "{}",
+        error.payload
+    );
+}

@@ -96,6 +96,9 @@ pub(crate) struct Mqtt {
     calls: TaskTracker,
     /// Devices whose discovery configs were published.
     discovered: Mutex<BTreeSet<String>>,
+    /// Each device's number of music volume steps, once a read told it:
+    /// Home Assistant's volume slider moves in those steps.
+    volume_steps: Mutex<BTreeMap<String, u64>>,
     discovery_file: PathBuf,
     resync: Notify,
     /// True once the subscriptions of the current connection are requested;
@@ -176,6 +179,7 @@ pub(crate) fn connect(
         assistant,
         calls: TaskTracker::new(),
         discovered: Mutex::new(BTreeSet::new()),
+        volume_steps: Mutex::new(BTreeMap::new()),
         discovery_file: state_dir.join("ha-discovery.json"),
         resync: Notify::new(),
         ready: watch::channel(false).0,
@@ -978,6 +982,7 @@ pub(crate) async fn run_publisher(mqtt: Arc<Mqtt>, shutdown: CancellationToken) 
                 Ok(BusEvent::State(state)) => {
                     let topic = mqtt.topics.state(state.device.as_str(), state.service);
                     mqtt.send_changed(topic, state.state.to_string().into_bytes()).await;
+                    mqtt.learn_volume_steps(state.device.as_str(), state.service, &state.state).await;
                 }
                 Ok(BusEvent::PhoneEvent { device, kind, data }) => {
                     mqtt.send_json(mqtt.topics.device_event(device.as_str(), kind), &data, false).await;
@@ -1084,11 +1089,65 @@ impl Mqtt {
         if !newly && info.model.is_none() {
             return;
         }
-        for (topic, body) in discovery::configs(&ha_prefix, &self.topics, &info, None) {
+        let volume_max = self.volume_max(device);
+        for (topic, body) in discovery::configs(&ha_prefix, &self.topics, &info, volume_max) {
             self.send_json(topic, &body, true).await;
         }
         if newly {
             self.save_discovered().await;
+        }
+    }
+
+    fn volume_max(&self, device: &str) -> Option<u64> {
+        self.volume_steps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(device)
+            .copied()
+    }
+
+    /// A music volume read tells the phone's number of steps; when it is
+    /// new, announce the device again so the slider uses them.
+    async fn learn_volume_steps(&self, device: &str, service: &str, state: &Value) {
+        if service != "audio_automation" || state["stream"] != "music" {
+            return;
+        }
+        let Some(max) = state["max"].as_u64().filter(|m| (1..=100).contains(m)) else {
+            return;
+        };
+        let changed = self
+            .volume_steps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(device.to_owned(), max)
+            != Some(max);
+        if changed {
+            self.publish_discovery_again(device).await;
+        }
+    }
+
+    /// Publish a known device's discovery configs again (something they
+    /// show changed).
+    async fn publish_discovery_again(&self, device: &str) {
+        let Some(ha_prefix) = self.settings.discovery.clone() else {
+            return;
+        };
+        let Some(handle) = self.hub.registry().get(device) else {
+            return;
+        };
+        let known = self
+            .discovered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(device);
+        if !known {
+            return;
+        }
+        let volume_max = self.volume_max(device);
+        for (topic, body) in
+            discovery::configs(&ha_prefix, &self.topics, &handle.info(), volume_max)
+        {
+            self.send_json(topic, &body, true).await;
         }
     }
 
