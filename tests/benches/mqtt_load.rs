@@ -12,6 +12,9 @@
 //! cargo bench -p droidwarden-e2e --bench mqtt_load
 //! ```
 //! `PHONES`, `CALLS` and `WINDOW` environment variables override the sizes.
+//! To compare with an older build, point `DROIDWARDEN_BIN_DIR` at its
+//! binaries; `LEGACY_CONFIG=1` leaves out settings builds before
+//! `[companion] max_auto_devices` would refuse.
 
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, free_port, wait_for};
@@ -73,8 +76,13 @@ fn main() {
         .collect();
     println!("{phones} companion phones up in {:?}", started.elapsed());
 
+    let cap = if std::env::var_os("LEGACY_CONFIG").is_some() {
+        String::new()
+    } else {
+        format!("max_auto_devices = {phones}\n")
+    };
     let mut config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[companion]\nauto_register = true\nmax_auto_devices = {phones}\n[poll]\n",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[companion]\nauto_register = true\n{cap}[poll]\n",
         broker.port
     );
     for service in [
