@@ -225,7 +225,7 @@ impl Hub {
             .registry
             .select(request.device.as_deref())
             .map_err(|e| e.to_wire())?;
-        let ticket = self.ticket(&device, &command);
+        let ticket = self.ticket(&device, &command)?;
         Ok(Admitted {
             hub: self.clone(),
             device,
@@ -234,7 +234,10 @@ impl Hub {
         })
     }
 
-    fn ticket(&self, device: &DeviceHandle, command: &Command) -> Ticket {
+    /// A place in the device's order, unless [`MAX_WAITING`] calls already
+    /// wait for it: then the call is refused at once and nothing is sent
+    /// (`device_offline` for a phone that is away, else `busy`).
+    fn ticket(&self, device: &DeviceHandle, command: &Command) -> Result<Ticket, WireError> {
         // Unknown to the catalogue's table counts as a change: the safe side.
         let write = Catalogue::get()
             .action(command.service_id(), &command.action_name())
@@ -244,7 +247,15 @@ impl Hub {
             let mut map = self.sequencers.lock().unwrap_or_else(|e| e.into_inner());
             Arc::clone(map.entry(device.info().name).or_default())
         };
-        sequencer.ticket(write)
+        if sequencer.open() >= MAX_WAITING {
+            return Err(not_sent(
+                device,
+                format!(
+                    "{MAX_WAITING} calls are already queued for it; this one was refused and not sent"
+                ),
+            ));
+        }
+        Ok(sequencer.ticket(write))
     }
 
     /// Read a service's state without status announcements (polling). It
@@ -253,7 +264,9 @@ impl Hub {
         let Some(command) = state_command(service) else {
             return;
         };
-        let ticket = self.ticket(device, &command);
+        let Ok(ticket) = self.ticket(device, &command) else {
+            return;
+        };
         if let Err(e) = wait_turn(device, &ticket).await {
             tracing::debug!(device = %device.info().name, service, error = %e, "state poll gave up waiting");
             return;
@@ -426,8 +439,9 @@ impl Admitted {
     /// call timeout), then perform it, announcing its transitions.
     ///
     /// # Errors
-    /// `timeout` when earlier calls on the device kept it waiting too long;
-    /// otherwise the call's error, in wire form.
+    /// `device_offline` or `busy` (not sent) when earlier calls on the
+    /// device kept it waiting too long; otherwise the call's error, in wire
+    /// form.
     pub(crate) async fn run(self) -> Result<Value, WireError> {
         let Self {
             hub,
@@ -448,18 +462,42 @@ impl Admitted {
     }
 }
 
-/// Wait for `ticket`'s turn, at most the device's call timeout.
+/// Most calls that may wait in one device's order; beyond, new ones are
+/// refused at once (the companion transport's own queue has the same size).
+const MAX_WAITING: usize = 64;
+
+/// Wait for `ticket`'s turn, at most the device's call timeout. A call that
+/// never got its turn was never sent, so it is not a `timeout` ("may have
+/// run") but `device_offline` or `busy` ("did not run").
 async fn wait_turn(device: &DeviceHandle, ticket: &Ticket) -> Result<(), WireError> {
     let limit = device.timeout();
     tokio::time::timeout(limit, ticket.turn())
         .await
         .map_err(|_| {
-            WireError::new(
-                ErrorCode::Timeout,
+            not_sent(
+                device,
                 format!(
-                    "device {} was busy with earlier calls for more than {limit:?}; this call did not start",
-                    device.info().name
+                    "it waited {} ms behind earlier calls; this one was not sent",
+                    limit.as_millis()
                 ),
             )
         })
+}
+
+/// A call refused or given up before it was sent: the phone is away
+/// (`device_offline`) or taken by earlier calls (`busy`); both retryable,
+/// and neither ran.
+fn not_sent(device: &DeviceHandle, why: String) -> WireError {
+    let info = device.info();
+    if info.online {
+        WireError::new(
+            ErrorCode::Busy,
+            format!("device {} is busy: {why}", info.name),
+        )
+    } else {
+        WireError::new(
+            ErrorCode::DeviceOffline,
+            format!("device {} is offline and {why}", info.name),
+        )
+    }
 }

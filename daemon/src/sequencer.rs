@@ -82,8 +82,7 @@ impl Sequencer {
     }
 
     /// How many tickets are open (waiting or running).
-    #[cfg(test)]
-    fn open(&self) -> usize {
+    pub(crate) fn open(&self) -> usize {
         self.state().open.len()
     }
 }
