@@ -605,10 +605,20 @@ mod tests {
         };
         let (store, _) = DeliveryStore::open(dir.path(), limits).await.unwrap();
         assert_eq!(store.admit("a").await.unwrap(), Admit::New);
-        // The window is zero: "a" has expired by the next millisecond.
-        std::thread::sleep(Duration::from_millis(3));
+        // The window is zero: "a" has expired once the store's clock (unix
+        // milliseconds) has moved on.
+        next_millisecond().await;
         assert_eq!(store.admit("a").await.unwrap(), Admit::New);
-        std::thread::sleep(Duration::from_millis(3));
+        next_millisecond().await;
         assert_eq!(store.admit("b").await.unwrap(), Admit::New);
+    }
+
+    /// Wait until `now_ms` has moved past its value now (at most a
+    /// millisecond), without blocking the runtime.
+    async fn next_millisecond() {
+        let start = now_ms();
+        while now_ms() <= start {
+            tokio::task::yield_now().await;
+        }
     }
 }

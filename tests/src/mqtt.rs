@@ -476,3 +476,15 @@ impl Probe {
         )
     }
 }
+
+/// No state polls: a sim's command log holds only what a test asks for,
+/// and a one-shot fault meets the test's call, not a poll.
+pub const NO_POLLS: &str = "[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n";
+
+/// A daemon configuration for mosquitto on `broker_port` and one ADB phone
+/// named `phone` at `serial`, with `extra` sections added.
+pub fn one_phone_config(broker_port: u16, serial: &str, extra: &str) -> String {
+    format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{broker_port}\"\n{extra}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n"
+    )
+}

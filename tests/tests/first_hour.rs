@@ -289,11 +289,7 @@ fn home_assistant_sees_the_phones_volume_steps_and_errors_for_unknown_devices() 
     let adb = AdbServer::start();
     let sim = Sim::start(SimOptions::default());
     adb.connect(&sim.serial());
-    let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
-        broker.port,
-        serial = sim.serial()
-    );
+    let config = droidwarden_e2e::mqtt::one_phone_config(broker.port, &sim.serial(), "");
     let _daemon = Daemon::start(&adb, &config);
     let volume_config = "homeassistant/number/droidwarden_phone/media_volume/config";
     probe.wait_last(volume_config, WAIT, |m| !m.payload.is_empty());

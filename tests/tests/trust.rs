@@ -13,8 +13,6 @@ use std::time::Duration;
 
 const P: &str = "droidwarden";
 const WAIT: Duration = Duration::from_secs(30);
-/// No state polls: the sim's one-shot fault must meet our call, not a poll.
-const NO_POLLS: &str = "[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n";
 
 #[test]
 fn credentials_in_the_mqtt_url_never_reach_the_logs_or_errors() {
@@ -162,10 +160,11 @@ fn text_from_a_phone_reaches_the_log_escaped() {
     let adb = AdbServer::start();
     let sim = Sim::start(SimOptions::default());
     adb.connect(&sim.serial());
-    let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{NO_POLLS}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+    // No state polls: the sim's one-shot fault must meet our call.
+    let config = droidwarden_e2e::mqtt::one_phone_config(
         broker.port,
-        serial = sim.serial()
+        &sim.serial(),
+        droidwarden_e2e::mqtt::NO_POLLS,
     );
     let daemon = Daemon::start(&adb, &config);
     probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {

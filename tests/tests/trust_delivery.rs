@@ -29,10 +29,10 @@ fn rig() -> Rig {
     let sim = Sim::start(SimOptions::default());
     adb.connect(&sim.serial());
     // No polling: the command log holds only what the tests ask for.
-    let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+    let config = droidwarden_e2e::mqtt::one_phone_config(
         broker.port,
-        serial = sim.serial()
+        &sim.serial(),
+        droidwarden_e2e::mqtt::NO_POLLS,
     );
     let mut rig = Rig {
         broker,
