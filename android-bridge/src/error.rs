@@ -80,7 +80,7 @@ pub enum BridgeError {
         /// The service id.
         service: String,
         /// The action name.
-        action: String,
+        action: &'static str,
         /// The transport.
         transport: &'static str,
         /// Why not.

@@ -388,7 +388,7 @@ fn poll_settings(
             .iter()
             .find(|s| s.id == service)
             .ok_or_else(|| bad(&key, "not a service id"))?;
-        if crate::hub::state_action(spec.id).is_none() {
+        if spec.state.is_none() {
             return Err(bad(&key, "this service has no state to poll"));
         }
         match seconds {

@@ -216,7 +216,7 @@ impl Metrics {
                     .get_or_create(&CallLabels {
                         device: device.device.clone(),
                         service: status.service.to_owned(),
-                        action: status.action.clone(),
+                        action: status.action.to_owned(),
                         outcome,
                     })
                     .inc();

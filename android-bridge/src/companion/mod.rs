@@ -162,7 +162,7 @@ pub struct CompanionEvent {
     /// What happened.
     pub kind: EventKind,
     /// The body: for state events, the shape of the matching action's result
-    /// (see [`EventKind::state_of`]).
+    /// (see [`EventKind::service`]).
     pub data: Value,
 }
 

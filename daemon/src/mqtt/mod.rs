@@ -36,7 +36,7 @@ pub(crate) mod topics;
 use crate::assistant::{self, Assistant, Notice, Origin};
 use crate::config::{BrokerTarget, MqttSettings};
 use crate::delivery::{DeliveryStore, Interrupted};
-use crate::hub::{Admitted, BusEvent, CallRequest, CallState, Hub};
+use crate::hub::{Admitted, BusEvent, Call, CallState, Hub};
 use api::{Kind, Request};
 use bytes::Bytes;
 use dedupe::{Admission, Decision, Dedupe};
@@ -734,7 +734,7 @@ fn companion_message(mqtt: &Mqtt, id: &str, rest: &str, payload: &[u8]) {
             Some(kind) if !kind.contains('/') => {
                 if let Some(event) = mqtt.companion.on_event(id, kind, payload) {
                     let kind = event.kind;
-                    if let Some((service, _)) = kind.state_of() {
+                    if let Some(service) = kind.service() {
                         mqtt.hub
                             .announce_state(event.device.clone(), service, event.data.clone());
                     }
@@ -862,7 +862,10 @@ async fn execute(
         Request::Call { call, .. } => {
             let result = match admitted {
                 Some(admitted) => admitted.run().await,
-                None => mqtt.hub.call(&call).await,
+                None => match mqtt.hub.admit(&call) {
+                    Ok(admitted) => admitted.run().await,
+                    Err(e) => Err(e),
+                },
             };
             match result {
                 Ok(result) => api::ok_reply(id, &result),
@@ -933,23 +936,16 @@ async fn answer_approval(
 /// An unknown control or a payload it does not take (`invalid_request`),
 /// or the hub's refusal.
 fn ha_admit(mqtt: &Mqtt, device: &str, object: &str, payload: &str) -> Result<Admitted, WireError> {
-    let outcome = match discovery::Control::from_object_id(object) {
-        None => Err(format!("unknown control {object:?}")),
-        Some(control) => control.call_for(payload),
-    };
-    let (service, action, params) = outcome.map_err(|message| {
+    let command = discovery::ha_command(object, payload).map_err(|message| {
         WireError::new(
             ErrorCode::InvalidRequest,
             format!("{device}/{object}: {message}"),
         )
     })?;
-    let call = CallRequest {
+    mqtt.hub.admit_call(Call {
         device: Some(device.to_owned()),
-        service: service.to_owned(),
-        action: action.to_owned(),
-        params,
-    };
-    mqtt.hub.admit(&call)
+        command,
+    })
 }
 
 /// Publish bus events and availability as retained topics, and discovery
