@@ -522,7 +522,7 @@ mod tests {
         BusEvent::Status(StatusEvent {
             device: DeviceName::try_from("kitchen").unwrap(),
             service: "battery",
-            action: "status".into(),
+            action: "status",
             state,
             started_at: SystemTime::now(),
             finished_at: None,

@@ -39,12 +39,11 @@ struct RequestBody<'a> {
 /// The JSON of a request for `command`, correlated by `id`, that the phone
 /// should not perform after `deadline_ms` (Unix epoch milliseconds).
 pub(crate) fn encode_request(id: &str, command: &Command, deadline_ms: u64) -> Vec<u8> {
-    let action = command.action_name();
     let body = RequestBody {
         v: PROTOCOL_VERSION,
         id,
         service: command.service_id(),
-        action: &action,
+        action: command.action_name(),
         params: command.params_json(),
         deadline_ms,
     };

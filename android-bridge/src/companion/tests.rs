@@ -29,7 +29,9 @@ fn hub() -> (CompanionHub, mpsc::Receiver<Outgoing>, Arc<Registry>) {
 }
 
 fn cmd(service: &str, action: &str, params: Value) -> Command {
-    Catalogue::get().parse(service, action, &params).unwrap()
+    droidwarden_services::Catalogue::get()
+        .parse(service, action, &params)
+        .unwrap()
 }
 
 fn battery() -> &'static Command {
