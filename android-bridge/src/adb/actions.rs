@@ -500,6 +500,11 @@ async fn device_state(sh: &dyn Shell, action: &DeviceStateAction) -> Result<Valu
             .await?;
             Ok(json!({ "power_save": enabled }))
         }
+        DeviceStateAction::Storage => {
+            let all = read(sh, &["df"], parse::df).await?;
+            let (data, external) = parse::storage_volumes(&all);
+            Ok(json!({ "data": data, "external": external }))
+        }
     }
 }
 

@@ -16,6 +16,8 @@ actions!(
             /// Whether battery saver should be on.
             enabled: bool,
         },
+        /// Size, used and free space of app data and shared storage.
+        Storage = "storage",
     }
 );
 
@@ -58,9 +60,33 @@ pub(super) fn spec() -> ServiceSpec {
             )
             .returns(vec![req("power_save", Schema::boolean(""))])
             .example(json!({"enabled": true})),
+            action(
+                "storage",
+                Risk::Low,
+                false,
+                "Read storage: size, used and available bytes and percent used of app data (/data) and of shared storage (/storage/emulated, the \"SD card\"); null when the phone has none.",
+            )
+            .returns(vec![
+                req("data", storage_volume("app data, /data").or_null()),
+                req("external", storage_volume("shared storage").or_null()),
+            ]),
         ],
         state: Some(|| Command::DeviceState(DeviceStateAction::Status)),
         home_assistant: Vec::new(),
         companion_event: None,
     }
+}
+
+fn storage_volume(description: &'static str) -> Schema {
+    Schema::object(
+        description,
+        vec![
+            req("mount", Schema::string("mount point")),
+            req("filesystem", Schema::string("device or filesystem")),
+            req("size_bytes", Schema::integer("", Some(0), None)),
+            req("used_bytes", Schema::integer("", Some(0), None)),
+            req("available_bytes", Schema::integer("", Some(0), None)),
+            req("use_percent", Schema::integer("", Some(0), Some(100))),
+        ],
+    )
 }
