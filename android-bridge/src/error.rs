@@ -7,7 +7,6 @@ use std::time::Duration;
 
 /// Why a call on a device failed.
 #[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
 pub enum BridgeError {
     /// The request did not pass the catalogue (unknown service, action or bad parameters).
     #[error(transparent)]

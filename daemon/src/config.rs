@@ -3,6 +3,7 @@
 //! result that the rest of the daemon uses. Every problem names its key.
 
 use droidwarden_agent::{AgentConfig, LlmConfig, RawAgentConfig, RawLlmConfig};
+use droidwarden_bridge::TransportKind;
 use droidwarden_bridge::adb::AdbConfig;
 use droidwarden_bridge::companion::CompanionConfig;
 use droidwarden_services::DeviceName;
@@ -137,7 +138,9 @@ struct RawState {
 #[serde(deny_unknown_fields)]
 struct RawDevice {
     name: String,
-    transport: String,
+    /// Matched exhaustively below: a new transport does not compile until
+    /// its devices' settings are checked.
+    transport: TransportKind,
     #[serde(default)]
     serial: Option<String>,
     #[serde(default)]
@@ -443,8 +446,8 @@ impl TryFrom<RawConfig> for Config {
                     ),
                 ));
             }
-            match d.transport.as_str() {
-                "adb" => {
+            match d.transport {
+                TransportKind::Adb => {
                     if d.companion_id.is_some() {
                         return Err(bad(
                             &key("companion_id"),
@@ -459,7 +462,7 @@ impl TryFrom<RawConfig> for Config {
                         return Err(bad(&key("serial"), format!("{serial} is named twice")));
                     }
                 }
-                "companion" => {
+                TransportKind::Companion => {
                     if d.serial.is_some() {
                         return Err(bad(
                             &key("serial"),
@@ -481,12 +484,6 @@ impl TryFrom<RawConfig> for Config {
                     if companions.insert(id.to_owned(), name).is_some() {
                         return Err(bad(&key("companion_id"), format!("{id} is named twice")));
                     }
-                }
-                other => {
-                    return Err(bad(
-                        &key("transport"),
-                        format!("unknown transport {other:?}; valid: adb, companion"),
-                    ));
                 }
             }
         }
@@ -550,6 +547,7 @@ const ENUM_VALUES: &[(&str, &[&str])] = &[
     ("ToolMode", &["toolkit", "direct"]),
     ("Durability", &["process", "power"]),
     ("Risk", &["low", "medium", "high"]),
+    ("TransportKind", &["adb", "companion"]),
 ];
 
 fn explain_enum(message: &str) -> String {
@@ -563,6 +561,12 @@ fn explain_enum(message: &str) -> String {
         Some((value, key)) => (value, key.trim_end_matches('`')),
         None => (rest, "?"),
     };
+    // The config crate writes an array element's field as `devices[0]transport`.
+    let key = key
+        .replace("]", "].")
+        .replace("]..", "].")
+        .replace("].[", "][");
+    let key = key.trim_end_matches('.');
     match ENUM_VALUES.iter().find(|(name, _)| *name == type_name) {
         Some((_, valid)) => format!(
             "{key}: {value:?} is not one of the valid values: {}",
