@@ -470,16 +470,8 @@ impl TryFrom<RawConfig> for Config {
                         ));
                     }
                     let id = d.companion_id.as_deref().unwrap_or_default();
-                    let valid = !id.is_empty()
-                        && id.len() <= 64
-                        && id
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-                    if !valid {
-                        return Err(bad(
-                            &key("companion_id"),
-                            "1 to 64 letters, digits, '-', '_' or '.'",
-                        ));
+                    if let Err(e) = droidwarden_services::CompanionId::try_from(id) {
+                        return Err(bad(&key("companion_id"), e.reason));
                     }
                     if companions.insert(id.to_owned(), name).is_some() {
                         return Err(bad(&key("companion_id"), format!("{id} is named twice")));

@@ -33,6 +33,6 @@ mod wire;
 pub use catalogue::{ActionSpec, Catalogue, ParamSpec, Risk, ServiceSpec};
 pub use command::{RingerMode, Stream};
 pub use error::CatalogueError;
-pub use names::{DeviceName, NameError, PackageName};
+pub use names::{CompanionId, DeviceName, NameError, PackageName};
 pub use service::*;
 pub use wire::{ErrorCode, WireError};

@@ -76,6 +76,23 @@ macro_rules! name_type {
     };
 }
 
+/// Names that are MQTT topic levels (device names, companion ids, MQTT
+/// user names): 1 to 64 letters, digits, `.`, `_`, `-` and `:`, starting
+/// with a letter or digit.
+fn check_topic_level(v: &str) -> Result<(), &'static str> {
+    check_len(v, 64)?;
+    if !v.chars().next().is_some_and(|c| c.is_ascii_alphanumeric()) {
+        return Err("must start with a letter or digit");
+    }
+    if !v
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
+    {
+        return Err("only letters, digits, '.', '_', '-' and ':' are allowed");
+    }
+    Ok(())
+}
+
 fn check_len(value: &str, max: usize) -> Result<(), &'static str> {
     if value.is_empty() {
         Err("must not be empty")
@@ -99,19 +116,22 @@ name_type!(
     /// ```
     DeviceName,
     "device name",
-    |v| {
-        check_len(v, 64)?;
-        if !v.chars().next().is_some_and(|c| c.is_ascii_alphanumeric()) {
-            return Err("must start with a letter or digit");
-        }
-        if !v
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
-        {
-            return Err("only letters, digits, '.', '_', '-' and ':' are allowed");
-        }
-        Ok(())
-    }
+    check_topic_level
+);
+
+name_type!(
+    /// A companion app's id: the `companion/<id>/…` topic level, and a
+    /// phone's MQTT user name. The same rules as a [`DeviceName`], since an
+    /// announced companion id becomes one.
+    ///
+    /// ```
+    /// use droidwarden_services::CompanionId;
+    /// assert!(CompanionId::try_from("pixel-8").is_ok());
+    /// assert!(CompanionId::try_from("+").is_err());
+    /// ```
+    CompanionId,
+    "companion id",
+    check_topic_level
 );
 
 name_type!(
