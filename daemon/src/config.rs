@@ -865,6 +865,18 @@ mod tests {
         load_with_env(Some(f.path()), Vec::new())
     }
 
+    /// Every service that declares a state read can be polled, location
+    /// too (the companion app pushes it, and a poll refreshes its topic).
+    #[test]
+    fn every_service_with_a_state_can_be_polled() {
+        for spec in droidwarden_services::Catalogue::get().services() {
+            let result = with_file(&format!("[poll]\n{} = 60", spec.id));
+            assert_eq!(result.is_ok(), spec.state.is_some(), "{}", spec.id);
+        }
+        let cfg = with_file("[poll]\nlocation = 60").unwrap();
+        assert_eq!(cfg.poll.get("location"), Some(&Duration::from_secs(60)));
+    }
+
     #[test]
     fn the_embedded_defaults_are_valid() {
         let cfg = load_with_env(None, Vec::new()).unwrap();

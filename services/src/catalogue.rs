@@ -151,13 +151,24 @@ impl ServiceSpec {
             .unwrap_or(Risk::Low)
     }
 
-    /// A JSON description of the service and all its actions.
+    /// A JSON description of the service, all its actions, its state read,
+    /// Home Assistant entities and companion event.
     pub fn to_json(&self) -> Value {
         json!({
             "service_id": self.id,
             "node_type": self.node_type,
             "description": self.description,
             "actions": self.actions.iter().map(ActionSpec::to_json).collect::<Vec<_>>(),
+            "state": self.state.map(|read| {
+                let read = read();
+                json!({ "action": read.action_name(), "params": read.params_json() })
+            }),
+            "home_assistant": self.home_assistant.iter().map(|e| json!({
+                "object_id": e.object_id,
+                "component": e.kind.component(),
+                "name": e.name,
+            })).collect::<Vec<_>>(),
+            "companion_event": self.companion_event,
         })
     }
 }
