@@ -196,7 +196,12 @@ fn cases() -> Vec<Case> {
         case(
             "CONNECT: binary (non-UTF-8) password",
             None,
-            connect(b"MQTT", 4, 0xC2, &cat(&[&s(b"c"), &s(b"u"), &s(&[0xFF, 0x00])])),
+            connect(
+                b"MQTT",
+                4,
+                0xC2,
+                &cat(&[&s(b"c"), &s(b"u"), &s(&[0xFF, 0x00])]),
+            ),
             O::Accepted,
             R::Refused,
         ),
@@ -277,12 +282,7 @@ fn cases() -> Vec<Case> {
             "MQTT 5 CONNECT: a property running past the property length",
             None,
             // Property length 1, but Session Expiry Interval takes 5 bytes.
-            connect(
-                b"MQTT",
-                5,
-                0x02,
-                &cat(&[&[1, 0x11, 0, 0, 0, 9], &s(b"c")]),
-            ),
+            connect(b"MQTT", 5, 0x02, &cat(&[&[1, 0x11, 0, 0, 0, 9], &s(b"c")])),
             O::Refused,
             R::Accepted,
         ),
