@@ -469,6 +469,20 @@ fn cases() -> Vec<Case> {
             R::Swallowed,
         ),
         case(
+            "MQTT 5 UNSUBSCRIBE ending after its packet identifier",
+            v5,
+            packet(0xA2, &[0, 1]),
+            O::Refused,
+            R::Swallowed,
+        ),
+        case(
+            "MQTT 5 PUBLISH ending after its topic",
+            v5,
+            packet(0x30, &s(b"a")),
+            O::Refused,
+            R::Swallowed,
+        ),
+        case(
             "MQTT 5 SUBSCRIBE: reserved option bits 6-7 set",
             v5,
             packet(0x82, &cat(&[&[0, 1], no_props, &s(b"a"), &[0xC1]])),
