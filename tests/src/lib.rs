@@ -51,6 +51,19 @@ pub fn wait_for<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Op
     }
 }
 
+/// Whether the tests run as root (some checks need another user, or only
+/// make sense without root's rights). Read from `/proc/self/status`.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
 /// The directory holding the workspace's binaries (`target/debug`).
 pub fn bin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("DROIDWARDEN_BIN_DIR") {

@@ -523,7 +523,7 @@ fn a_missing_bus_stops_the_daemon_only_when_chosen_explicitly() {
 /// system bus (deny by default), checked as root and as two other users.
 #[test]
 fn the_system_bus_policy_limits_owning_and_calling() {
-    if !is_root() {
+    if !droidwarden_e2e::is_root() {
         eprintln!("skipped: switching users needs root");
         return;
     }
@@ -677,15 +677,4 @@ fn the_system_bus_policy_limits_owning_and_calling() {
             "{user:?}: {err}"
         );
     }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
 }

@@ -407,22 +407,11 @@ fn the_unit_files_verify() {
     assert!(ok && out.trim().is_empty(), "user unit: {out}");
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
-}
-
 /// The sysusers and tmpfiles snippets, applied to a scratch root: the user
 /// is created, then the directories and the root-only secret files.
 #[test]
 fn the_sysusers_and_tmpfiles_snippets_apply() {
-    if !is_root() {
+    if !droidwarden_e2e::is_root() {
         eprintln!("not root: tmpfiles cannot set owners; skipped");
         return;
     }
