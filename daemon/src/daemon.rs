@@ -10,10 +10,15 @@
 //! One [`CancellationToken`] per stage is the shutdown signal; every task is
 //! spawned through one [`TaskTracker`] so shutdown waits for all of them.
 //!
+//! The event centre ([`crate::events`]) is made once here; the MQTT
+//! publisher, the D-Bus signals, the metrics and the main loop each
+//! subscribe to it before anything can happen that they must see.
+//!
 //! Once started, the main loop ([`main_loop`]) takes one [`Event`] at a
 //! time: a signal (SIGTERM/SIGINT stop, SIGHUP reloads the configuration,
-//! see [`crate::reload`]), a watchdog tick, readiness, or a change of
-//! device availability; it keeps systemd informed ([`crate::systemd`]):
+//! see [`crate::reload`]), a watchdog tick, readiness, or an event of the
+//! centre (a change of device availability, which it logs, or of the
+//! agent's activity); it keeps systemd informed ([`crate::systemd`]):
 //! `READY=1` once every part registered in [`Readiness`] is up (MQTT
 //! today), `STATUS=` with the devices online, `WATCHDOG=1`, `RELOADING=1`
 //! and `STOPPING=1`.

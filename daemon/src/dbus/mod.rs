@@ -9,11 +9,12 @@
 //! signal goes to the bus and to each socket connection.
 //!
 //! Calls go through [`Hub::call`] like every other caller's, so a call made
-//! over D-Bus announces its status on MQTT too. Signals come from
-//! subscriptions taken before the name is requested, so nothing that happens
-//! once a client can see us is missed: the hub's bus (status transitions),
-//! the registry's events (availability, removal) and the agent's notices
-//! (`ApprovalRequested`, `SessionEvent`). The agent's methods (`Ask`,
+//! over D-Bus announces its status on MQTT too. Signals come from the
+//! event centre ([`crate::events`]), subscribed before the name is
+//! requested, so nothing that happens once a client can see us is missed:
+//! the hub's bus (status transitions), the registry's events
+//! (availability, removal) and the agent's notices (`ApprovalRequested`,
+//! `SessionEvent`). The agent's methods (`Ask`,
 //! `ListApprovals`, `Approve`, `Deny`, `ListSessions`, `ShowSession`) fail
 //! with `InvalidRequest` when no language model is configured.
 //! `CallTimeout` tells a client how long a `Call` on a device may take (the

@@ -729,7 +729,6 @@ impl Router {
             Event::Device(DeviceEvent::Removed { device }) => {
                 self.clear_device(device.as_str(), out);
                 self.discovered.remove(device.as_str());
-                self.volume_steps.remove(device.as_str());
                 out.push(self.save_discovered());
             }
             Event::Notice(notice) => self.notice(notice, out),
@@ -1515,7 +1514,7 @@ mod tests {
     }
 
     #[test]
-    fn the_goodbye_stays_offline_across_a_resync() {
+    fn the_goodbye_is_a_retained_offline() {
         let mut r = router(false);
         let bye = published(&r.step(Input::Goodbye));
         assert_eq!(bye, [("dw/availability".into(), "offline".into(), true)]);
