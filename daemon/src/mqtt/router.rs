@@ -242,7 +242,8 @@ pub(crate) enum Input<'a> {
         previous: Vec<String>,
         devices: &'a [DeviceInfo],
     },
-    /// A job or a Home Assistant call the driver could not admit.
+    /// A job or a Home Assistant call the driver could not admit;
+    /// `owned_id` is the job's id when it owned it ([`Job::owns_id`]).
     Refused {
         to: ReplyTo,
         owned_id: Option<String>,
@@ -338,10 +339,12 @@ impl Router {
                 owned_id,
                 error,
             } => {
-                out.push(Action::Ack);
                 if let Some(id) = owned_id {
-                    // Registered by `inbound` just before: nobody waits yet.
+                    // Registered by `inbound` just before: nobody waits
+                    // yet. Its delivery was kept for the job: acknowledged
+                    // now (the others were acknowledged when routed).
                     self.in_flight.remove(&id);
+                    out.push(Action::Ack);
                 }
                 let reply = api::error_reply(to.id.as_deref(), &error);
                 out.push(self.reply(&to, reply.to_string().into_bytes()));
@@ -1286,6 +1289,20 @@ mod tests {
         assert_eq!(refused[0], Action::Ack);
         assert_eq!(published(&refused)[0].0, "dw/reply/a");
         assert!(!r.running("a"));
+        // A delivery acknowledged when routed is not acknowledged twice.
+        let mut m = msg("dw/cmd/call", r#"{"service":"nope","action":"x"}"#);
+        m.response_topic = Some("dw/responses/me".into());
+        let actions = r.step(Input::Inbound(&m));
+        let [Action::Ack, Action::Run(job)] = actions.as_slice() else {
+            panic!("{actions:?}")
+        };
+        let refused = r.step(Input::Refused {
+            to: job.to.clone(),
+            owned_id: None,
+            error: WireError::new(ErrorCode::InvalidRequest, "unknown service"),
+        });
+        assert!(!refused.contains(&Action::Ack), "{refused:?}");
+        assert_eq!(published(&refused)[0].0, "dw/responses/me");
     }
 
     #[test]
