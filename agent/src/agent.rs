@@ -21,7 +21,7 @@ use crate::policy::ApprovalPolicy;
 use crate::provider::{ChatRequest, Provider};
 use crate::store::{self, ApprovalStatus, RunInfo, SessionSummary, Store};
 use crate::tools::{Planned, Toolset};
-use droidwarden_services::{ErrorCode, WireError};
+use droidwarden_services::{Command, ErrorCode, WireError};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
@@ -741,9 +741,7 @@ fn execute(
     }
     let Planned::Device {
         device,
-        service,
-        action,
-        params,
+        call,
         mutates,
         ..
     } = planned
@@ -759,15 +757,7 @@ fn execute(
     let inner = inner.clone();
     Box::pin(async move {
         let _turn = lock.lock_owned().await;
-        let result = call_device(
-            &inner,
-            device.as_deref(),
-            &service,
-            &action,
-            params,
-            mutates,
-        )
-        .await;
+        let result = call_device(&inner, device.as_deref(), &call.0, mutates).await;
         Input::ToolFinished {
             call_id,
             result,
@@ -783,12 +773,11 @@ fn execute(
 async fn call_device(
     inner: &Inner,
     device: Option<&str>,
-    service: &str,
-    action: &str,
-    params: Value,
+    command: &Command,
     mutates: bool,
 ) -> Result<Value, WireError> {
     let cfg = &inner.config;
+    let (service, action) = (command.service_id(), command.action_name());
     // Never give up before the device itself answers: its error says
     // whether a change was sent; ours could not.
     let limit = inner.host.call_limit(device).map_or(cfg.tool_timeout, |l| {
@@ -797,21 +786,17 @@ async fn call_device(
     let mut attempt = 0u32;
     loop {
         attempt += 1;
-        let result = match tokio::time::timeout(
-            limit,
-            inner.host.call(device, service, action, params.clone()),
-        )
-        .await
-        {
-            Ok(r) => r,
-            Err(_) => Err(WireError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "{service}.{action} did not finish within {} s",
-                    limit.as_secs_f64()
-                ),
-            )),
-        };
+        let result =
+            match tokio::time::timeout(limit, inner.host.call(device, command.clone())).await {
+                Ok(r) => r,
+                Err(_) => Err(WireError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "{service}.{action} did not finish within {} s",
+                        limit.as_secs_f64()
+                    ),
+                )),
+            };
         match result {
             Err(e)
                 if e.retryable

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 /// Everything that can go wrong in the agent runtime.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum AgentError {
     /// A configuration value is invalid; `key` names it (e.g. `llm.model`).
     #[error("invalid configuration {key}: {reason}")]

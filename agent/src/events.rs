@@ -24,7 +24,6 @@ pub struct AgentEvent {
 /// Why a run stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum StopReason {
     /// The model answered without calling tools.
     FinalAnswer,
@@ -67,7 +66,6 @@ pub struct PendingApproval {
 /// The kinds of event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum EventKind {
     /// The model asked for a tool.
     ToolCall {

@@ -543,12 +543,10 @@ fn model_replied(
             }
         };
         let verdict = match &planned {
-            Planned::Device {
-                service,
-                action,
-                risk,
-                ..
-            } => env.policy.decide(service, action, *risk),
+            Planned::Device { call, risk, .. } => {
+                env.policy
+                    .decide(call.0.service_id(), call.0.action_name(), *risk)
+            }
             _ => Verdict::Allow,
         };
         match verdict {
@@ -566,9 +564,7 @@ fn model_replied(
             Verdict::Ask => {
                 let Planned::Device {
                     device,
-                    service,
-                    action,
-                    params,
+                    call: command,
                     risk,
                     ..
                 } = planned
@@ -588,9 +584,9 @@ fn model_replied(
                     session: state.session_id.clone(),
                     call_id: call.id.clone(),
                     device,
-                    service,
-                    action,
-                    params,
+                    service: command.0.service_id().to_owned(),
+                    action: command.0.action_name().to_owned(),
+                    params: command.0.params_json(),
                     risk,
                     requested_at: now_ms,
                     expires_at,

@@ -2,7 +2,7 @@
 //! catalogue action on one of them. The daemon implements [`ToolHost`] over
 //! its call hub; tests use [`crate::testing::FakeToolHost`].
 
-use droidwarden_services::WireError;
+use droidwarden_services::{Command, WireError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::future::Future;
@@ -26,7 +26,8 @@ pub struct DeviceSummary {
 
 /// Runs catalogue actions on devices. Implemented by the daemon.
 ///
-/// `call` receives parameters already validated against the catalogue.
+/// `call` receives a typed command, checked against the catalogue when the
+/// model's call was planned.
 /// Errors are [`WireError`]s: the agent shows them to the model as the tool's
 /// result, and retries those marked `retryable` (for actions that change
 /// the device, only `device_offline` and `busy`, which guarantee nothing
@@ -46,14 +47,12 @@ pub trait ToolHost: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// Run `service.action` with `params` on `device` (`None`: the daemon's
-    /// default device). The agent bounds the wait with its tool timeout
-    /// (at least [`ToolHost::call_limit`] plus a second).
+    /// Run `command` on `device` (`None`: the daemon's default device).
+    /// The agent bounds the wait with its tool timeout (at least
+    /// [`ToolHost::call_limit`] plus a second).
     fn call<'a>(
         &'a self,
         device: Option<&'a str>,
-        service: &'a str,
-        action: &'a str,
-        params: Value,
+        command: Command,
     ) -> BoxFuture<'a, Result<Value, WireError>>;
 }

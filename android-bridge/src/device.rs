@@ -24,9 +24,8 @@ use tokio::sync::broadcast;
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// How a device is reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum TransportKind {
     /// Through the adb server.
     Adb,
@@ -257,7 +256,7 @@ impl DeviceHandle {
         let info = self.info();
         let service = command.service_id();
         let action = command.action_name();
-        if let Some(reason) = info.transport.unsupported_reason(service, &action) {
+        if let Some(reason) = info.transport.unsupported_reason(service, action) {
             return Err(BridgeError::Unsupported {
                 device: info.name.to_string(),
                 service: service.to_owned(),
@@ -269,12 +268,8 @@ impl DeviceHandle {
         if !info.online && !self.inner.device.queues_while_offline() {
             return Err(self.inner.device.offline_error(info));
         }
-        let mutates = Catalogue::get()
-            .action(service, &action)
-            .map(|(_, a)| a.mutates)
-            .unwrap_or(true);
         let turn = Turn {
-            lock: mutates.then_some(&self.inner.mutation),
+            lock: command.mutates().then_some(&self.inner.mutation),
         };
         let work = self.inner.device.execute_in_turn(command, turn);
         match tokio::time::timeout(self.inner.timeout, work).await {
@@ -465,7 +460,10 @@ mod tests {
                 self.max_running.fetch_max(now, Ordering::SeqCst);
                 tokio::time::sleep(self.delay).await;
                 self.running.fetch_sub(1, Ordering::SeqCst);
-                self.log.lock().unwrap().push(command.action_name());
+                self.log
+                    .lock()
+                    .unwrap()
+                    .push(command.action_name().to_owned());
                 Ok(json!({"ok": true}))
             })
         }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 /// Why a call on a device failed.
 #[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
 pub enum BridgeError {
     /// The request did not pass the catalogue (unknown service, action or bad parameters).
     #[error(transparent)]
@@ -80,7 +79,7 @@ pub enum BridgeError {
         /// The service id.
         service: String,
         /// The action name.
-        action: String,
+        action: &'static str,
         /// The transport.
         transport: &'static str,
         /// Why not.

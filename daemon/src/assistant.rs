@@ -18,13 +18,13 @@
 //!   its retained topic goes) and that a run resumed after a restart
 //!   finished (its MQTT requester still gets the reply).
 
-use crate::hub::{CallRequest, Hub};
+use crate::hub::{Call, Hub};
 use droidwarden_agent::{
     Agent, AgentConfig, AgentError, AgentEvent, AskRequest, BoxFuture, DeviceSummary, EventKind,
     LlmConfig, PendingApproval, RunOutcome, SessionSummary, Store, ToolHost, ToolStep,
 };
 use droidwarden_bridge::TransportKind;
-use droidwarden_services::{ErrorCode, WireError};
+use droidwarden_services::{Command, ErrorCode, WireError};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -86,18 +86,14 @@ impl ToolHost for HubTools {
     fn call<'a>(
         &'a self,
         device: Option<&'a str>,
-        service: &'a str,
-        action: &'a str,
-        params: Value,
+        command: Command,
     ) -> BoxFuture<'a, Result<Value, WireError>> {
         Box::pin(async move {
-            let request = CallRequest {
+            let call = Call {
                 device: device.map(str::to_owned),
-                service: service.to_owned(),
-                action: action.to_owned(),
-                params,
+                command,
             };
-            self.hub.call(&request).await
+            self.hub.call(call).await
         })
     }
 }

@@ -61,7 +61,7 @@ async fn call(args: &CallArgs, config: Config) -> Result<Value, WireError> {
         .call(
             args.device.as_deref(),
             command.service_id(),
-            &command.action_name(),
+            command.action_name(),
             &command.params_json(),
         )
         .await

@@ -3,6 +3,7 @@
 //! result that the rest of the daemon uses. Every problem names its key.
 
 use droidwarden_agent::{AgentConfig, LlmConfig, RawAgentConfig, RawLlmConfig};
+use droidwarden_bridge::TransportKind;
 use droidwarden_bridge::adb::AdbConfig;
 use droidwarden_bridge::companion::CompanionConfig;
 use droidwarden_services::DeviceName;
@@ -137,7 +138,9 @@ struct RawState {
 #[serde(deny_unknown_fields)]
 struct RawDevice {
     name: String,
-    transport: String,
+    /// Matched exhaustively below: a new transport does not compile until
+    /// its devices' settings are checked.
+    transport: TransportKind,
     #[serde(default)]
     serial: Option<String>,
     #[serde(default)]
@@ -388,7 +391,7 @@ fn poll_settings(
             .iter()
             .find(|s| s.id == service)
             .ok_or_else(|| bad(&key, "not a service id"))?;
-        if crate::hub::state_action(spec.id).is_none() {
+        if spec.state.is_none() {
             return Err(bad(&key, "this service has no state to poll"));
         }
         match seconds {
@@ -443,8 +446,8 @@ impl TryFrom<RawConfig> for Config {
                     ),
                 ));
             }
-            match d.transport.as_str() {
-                "adb" => {
+            match d.transport {
+                TransportKind::Adb => {
                     if d.companion_id.is_some() {
                         return Err(bad(
                             &key("companion_id"),
@@ -459,7 +462,7 @@ impl TryFrom<RawConfig> for Config {
                         return Err(bad(&key("serial"), format!("{serial} is named twice")));
                     }
                 }
-                "companion" => {
+                TransportKind::Companion => {
                     if d.serial.is_some() {
                         return Err(bad(
                             &key("serial"),
@@ -467,26 +470,12 @@ impl TryFrom<RawConfig> for Config {
                         ));
                     }
                     let id = d.companion_id.as_deref().unwrap_or_default();
-                    let valid = !id.is_empty()
-                        && id.len() <= 64
-                        && id
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-                    if !valid {
-                        return Err(bad(
-                            &key("companion_id"),
-                            "1 to 64 letters, digits, '-', '_' or '.'",
-                        ));
+                    if let Err(e) = droidwarden_services::CompanionId::try_from(id) {
+                        return Err(bad(&key("companion_id"), e.reason));
                     }
                     if companions.insert(id.to_owned(), name).is_some() {
                         return Err(bad(&key("companion_id"), format!("{id} is named twice")));
                     }
-                }
-                other => {
-                    return Err(bad(
-                        &key("transport"),
-                        format!("unknown transport {other:?}; valid: adb, companion"),
-                    ));
                 }
             }
         }
@@ -550,6 +539,7 @@ const ENUM_VALUES: &[(&str, &[&str])] = &[
     ("ToolMode", &["toolkit", "direct"]),
     ("Durability", &["process", "power"]),
     ("Risk", &["low", "medium", "high"]),
+    ("TransportKind", &["adb", "companion"]),
 ];
 
 fn explain_enum(message: &str) -> String {
@@ -563,6 +553,12 @@ fn explain_enum(message: &str) -> String {
         Some((value, key)) => (value, key.trim_end_matches('`')),
         None => (rest, "?"),
     };
+    // The config crate writes an array element's field as `devices[0]transport`.
+    let key = key
+        .replace("]", "].")
+        .replace("]..", "].")
+        .replace("].[", "][");
+    let key = key.trim_end_matches('.');
     match ENUM_VALUES.iter().find(|(name, _)| *name == type_name) {
         Some((_, valid)) => format!(
             "{key}: {value:?} is not one of the valid values: {}",
@@ -867,6 +863,18 @@ mod tests {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         f.write_all(text.as_bytes()).unwrap();
         load_with_env(Some(f.path()), Vec::new())
+    }
+
+    /// Every service that declares a state read can be polled, location
+    /// too (the companion app pushes it, and a poll refreshes its topic).
+    #[test]
+    fn every_service_with_a_state_can_be_polled() {
+        for spec in droidwarden_services::Catalogue::get().services() {
+            let result = with_file(&format!("[poll]\n{} = 60", spec.id));
+            assert_eq!(result.is_ok(), spec.state.is_some(), "{}", spec.id);
+        }
+        let cfg = with_file("[poll]\nlocation = 60").unwrap();
+        assert_eq!(cfg.poll.get("location"), Some(&Duration::from_secs(60)));
     }
 
     #[test]

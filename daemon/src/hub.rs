@@ -8,12 +8,17 @@
 //! for its turn (a change waits for everything before it, a read for the
 //! changes before it), is recorded as in flight in the delivery store,
 //! `executing` is announced, the call made, and `success` or `error`
-//! announced. A successful read of a service's state, or a successful change
-//! to a service that has state, also announces the new state. Consumers (the
-//! MQTT publisher, D-Bus) subscribe to [`Bus`].
+//! announced. The caller has its answer then. A successful read of a
+//! service's state announces the new state; a successful change to a
+//! service that has state is followed by a fresh read of it, in the
+//! background, whose result is announced. Consumers (the MQTT publisher,
+//! D-Bus) subscribe to [`Bus`].
 //!
-//! Callers that know their arrival order (the MQTT dispatcher) admit in
-//! that order and run later; the others call [`Hub::call`], which does both.
+//! A call is parsed once, at the edge, into a typed [`Call`]
+//! ([`CallRequest::parse`] for names and JSON from MQTT or D-Bus); nothing
+//! after that handles strings. Callers that know their arrival order (the
+//! MQTT dispatcher) admit in that order and run later; the others call
+//! [`Hub::call`], which does both.
 
 use crate::delivery::{self, DeliveryStore};
 use crate::sequencer::{Sequencer, Ticket};
@@ -49,7 +54,7 @@ impl CallState {
 pub(crate) struct StatusEvent {
     pub(crate) device: DeviceName,
     pub(crate) service: &'static str,
-    pub(crate) action: String,
+    pub(crate) action: &'static str,
     pub(crate) state: CallState,
     pub(crate) started_at: SystemTime,
     pub(crate) finished_at: Option<SystemTime>,
@@ -102,35 +107,46 @@ pub(crate) fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
-/// The read that gives a service's state, for services that have one.
-pub(crate) fn state_action(service: &str) -> Option<(&'static str, Value)> {
-    Some(match service {
-        "battery" => ("status", json!({})),
-        "network" => ("status", json!({})),
-        "wifi_automation" => ("status", json!({})),
-        "bluetooth_automation" => ("status", json!({})),
-        "airplane_mode" => ("status", json!({})),
-        "audio_automation" => ("get_volume", json!({"stream": "music"})),
-        "screen_control" => ("status", json!({})),
-        "device_state" => ("status", json!({})),
-        "media_control" => ("status", json!({})),
-        _ => return None,
-    })
+/// The read that gives a service's state, for services that have one
+/// (declared by the service: [`droidwarden_services::ServiceSpec::state`]).
+pub(crate) fn state_read(service: &str) -> Option<Command> {
+    let read = Catalogue::get().service(service).ok()?.state?;
+    Some(read())
 }
 
-/// The parsed state read of a service, for services that have one.
-fn state_command(service: &str) -> Option<Command> {
-    let (action, params) = state_action(service)?;
-    Catalogue::get().parse(service, action, &params).ok()
-}
-
-/// A request to perform one action, as every caller expresses it.
+/// A request to perform one action as the edges receive it (MQTT payloads,
+/// D-Bus arguments): names and JSON parameters, not yet checked.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CallRequest {
     pub(crate) device: Option<String>,
     pub(crate) service: String,
     pub(crate) action: String,
     pub(crate) params: Value,
+}
+
+impl CallRequest {
+    /// Check the request against the catalogue, once: the typed call every
+    /// layer after the edge works with.
+    ///
+    /// # Errors
+    /// An unknown service or action, or invalid parameters.
+    pub(crate) fn parse(&self) -> Result<Call, WireError> {
+        let command = Catalogue::get()
+            .parse(&self.service, &self.action, &self.params)
+            .map_err(WireError::from)?;
+        Ok(Call {
+            device: self.device.clone(),
+            command,
+        })
+    }
+}
+
+/// A checked call: a typed command and the device it is for (`None`: the
+/// only device, or the default one).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Call {
+    pub(crate) device: Option<String>,
+    pub(crate) command: Command,
 }
 
 /// The call path and the bus.
@@ -202,34 +218,39 @@ impl Hub {
         let _ = self.bus.send(event);
     }
 
-    /// Perform a call, announcing its transitions: [`Hub::admit`] then
+    /// Perform a call, announcing its transitions: [`Hub::admit_call`] then
     /// [`Admitted::run`].
     ///
     /// # Errors
     /// The call's error, in wire form.
-    pub(crate) async fn call(&self, request: &CallRequest) -> Result<Value, WireError> {
-        self.admit(request)?.run().await
+    pub(crate) async fn call(&self, call: Call) -> Result<Value, WireError> {
+        self.admit_call(call)?.run().await
     }
 
-    /// Parse a call, select its device and take its place in the device's
-    /// arrival order. Synchronous, so that the order of calls to this is
-    /// the order calls start in. A request that fails here takes no place.
+    /// [`CallRequest::parse`] then [`Hub::admit_call`].
     ///
     /// # Errors
     /// An unknown service, action or device, or invalid parameters.
     pub(crate) fn admit(&self, request: &CallRequest) -> Result<Admitted, WireError> {
-        let command = Catalogue::get()
-            .parse(&request.service, &request.action, &request.params)
-            .map_err(WireError::from)?;
+        self.admit_call(request.parse()?)
+    }
+
+    /// Select a call's device and take its place in the device's arrival
+    /// order. Synchronous, so that the order of calls to this is the order
+    /// calls start in. A call that fails here takes no place.
+    ///
+    /// # Errors
+    /// An unknown device, or a device with too many calls waiting.
+    pub(crate) fn admit_call(&self, call: Call) -> Result<Admitted, WireError> {
         let device = self
             .registry
-            .select(request.device.as_deref())
+            .select(call.device.as_deref())
             .map_err(|e| e.to_wire())?;
-        let ticket = self.ticket(&device, &command)?;
+        let ticket = self.ticket(&device, &call.command)?;
         Ok(Admitted {
             hub: self.clone(),
             device,
-            command,
+            command: call.command,
             ticket,
         })
     }
@@ -238,11 +259,7 @@ impl Hub {
     /// wait for it: then the call is refused at once and nothing is sent
     /// (`device_offline` for a phone that is away, else `busy`).
     fn ticket(&self, device: &DeviceHandle, command: &Command) -> Result<Ticket, WireError> {
-        // Unknown to the catalogue's table counts as a change: the safe side.
-        let write = Catalogue::get()
-            .action(command.service_id(), &command.action_name())
-            .map(|(_, a)| a.mutates)
-            .unwrap_or(true);
+        let write = command.mutates();
         let sequencer = {
             let mut map = self.sequencers.lock().unwrap_or_else(|e| e.into_inner());
             Arc::clone(map.entry(device.info().name).or_default())
@@ -258,10 +275,11 @@ impl Hub {
         Ok(sequencer.ticket(write))
     }
 
-    /// Read a service's state without status announcements (polling). It
-    /// takes a place in the device's order like any read.
+    /// Read a service's state without status announcements (polling, and
+    /// the refresh after a change). It takes a place in the device's order
+    /// like any read.
     pub(crate) async fn poll_state(&self, device: &DeviceHandle, service: &'static str) {
-        let Some(command) = state_command(service) else {
+        let Some(command) = state_read(service) else {
             return;
         };
         let Ok(ticket) = self.ticket(device, &command) else {
@@ -271,61 +289,35 @@ impl Hub {
             tracing::debug!(device = %device.info().name, service, error = %e, "state poll gave up waiting");
             return;
         }
-        self.read_state(device, service, &command).await;
-    }
-
-    /// Read a service's state and announce it, outside the device's order:
-    /// the refresh that follows a change is part of that change (waiting
-    /// for a place would hold the change's reply behind every call queued
-    /// meanwhile).
-    async fn refresh_state(&self, device: &DeviceHandle, service: &'static str) {
-        if let Some(command) = state_command(service) {
-            self.read_state(device, service, &command).await;
-        }
-    }
-
-    async fn read_state(&self, device: &DeviceHandle, service: &'static str, command: &Command) {
-        match self.run(device, command, false).await {
-            Ok(state) => self.announce(BusEvent::State(StateEvent {
-                device: device.info().name,
-                service,
-                state,
-            })),
+        match device.call(&command).await {
+            Ok(state) => self.announce_state(device.info().name, service, state),
             Err(e) => {
                 tracing::debug!(device = %device.info().name, service, error = %e, "state poll failed")
             }
         }
     }
 
-    async fn run(
-        &self,
-        device: &DeviceHandle,
-        command: &Command,
-        announce: bool,
-    ) -> Result<Value, WireError> {
+    /// Perform a call on its turn, announcing `executing` and then `success`
+    /// or `error`, and recording it in flight meanwhile.
+    async fn execute(&self, device: &DeviceHandle, command: &Command) -> Result<Value, WireError> {
         let name = device.info().name;
         let service = command.service_id();
         let action = command.action_name();
         let started_at = SystemTime::now();
         let start = Instant::now();
-        let key = if announce {
-            self.begin_in_flight(&name, service, &action, started_at)
-                .await
-        } else {
-            None
-        };
-        if announce {
-            self.announce(BusEvent::Status(StatusEvent {
-                device: name.clone(),
-                service,
-                action: action.clone(),
-                state: CallState::Executing,
-                started_at,
-                finished_at: None,
-                duration: None,
-                error: None,
-            }));
-        }
+        let key = self
+            .begin_in_flight(&name, service, action, started_at)
+            .await;
+        self.announce(BusEvent::Status(StatusEvent {
+            device: name.clone(),
+            service,
+            action,
+            state: CallState::Executing,
+            started_at,
+            finished_at: None,
+            duration: None,
+            error: None,
+        }));
         let result = device.call(command).await.map_err(|e| e.to_wire());
         let duration = start.elapsed();
         match &result {
@@ -339,22 +331,20 @@ impl Hub {
         if let Some(key) = key {
             self.end_in_flight(key).await;
         }
-        if announce {
-            self.announce(BusEvent::Status(StatusEvent {
-                device: name,
-                service,
-                action,
-                state: if result.is_ok() {
-                    CallState::Success
-                } else {
-                    CallState::Error
-                },
-                started_at,
-                finished_at: Some(SystemTime::now()),
-                duration: Some(duration),
-                error: result.as_ref().err().cloned(),
-            }));
-        }
+        self.announce(BusEvent::Status(StatusEvent {
+            device: name,
+            service,
+            action,
+            state: if result.is_ok() {
+                CallState::Success
+            } else {
+                CallState::Error
+            },
+            started_at,
+            finished_at: Some(SystemTime::now()),
+            duration: Some(duration),
+            error: result.as_ref().err().cloned(),
+        }));
         result
     }
 
@@ -400,36 +390,19 @@ impl Hub {
         }
     }
 
-    /// Keep the state topic true after a call: a state read is the state; a
-    /// change is followed by a fresh read.
-    async fn after_success(
-        &self,
-        device: &DeviceHandle,
-        command: &Command,
-        result: Option<&Value>,
-    ) {
+    /// Keep the state topic true after a call: a state read is the state;
+    /// a change to a service with a state is followed by a fresh read, in
+    /// the background (the caller has its answer already) and in the
+    /// device's order after whatever was admitted meanwhile.
+    fn after_success(&self, device: &DeviceHandle, command: &Command, result: &Value) {
         let service = command.service_id();
-        let Some((state_action, state_params)) = state_action(service) else {
-            return;
-        };
-        let is_state_read =
-            command.action_name() == state_action && command.params_json() == state_params;
-        if is_state_read {
-            if let Some(state) = result {
-                self.announce(BusEvent::State(StateEvent {
-                    device: device.info().name,
-                    service,
-                    state: state.clone(),
-                }));
-            }
-            return;
-        }
-        let mutates = Catalogue::get()
-            .action(service, &command.action_name())
-            .map(|(_, a)| a.mutates)
-            .unwrap_or(false);
-        if mutates {
-            self.refresh_state(device, service).await;
+        if command.is_state_read() {
+            self.announce_state(device.info().name, service, result.clone());
+        } else if command.mutates() && command.service().state.is_some() {
+            let (hub, device) = (self.clone(), device.clone());
+            // Bounded: the wait for its turn and the read each by the
+            // device's call timeout.
+            tokio::spawn(async move { hub.poll_state(&device, service).await });
         }
     }
 }
@@ -450,13 +423,11 @@ impl Admitted {
             ticket,
         } = self;
         wait_turn(&device, &ticket).await?;
-        let result = hub.run(&device, &command, true).await;
-        // The next call may start: the state refresh below is a read of its
-        // own, ordered after whatever was admitted meanwhile.
+        let result = hub.execute(&device, &command).await;
+        // The next call may start; the state refresh is a read of its own.
         drop(ticket);
-        if result.is_ok() {
-            hub.after_success(&device, &command, result.as_ref().ok())
-                .await;
+        if let Ok(value) = &result {
+            hub.after_success(&device, &command, value);
         }
         result
     }

@@ -216,7 +216,7 @@ impl Metrics {
                     .get_or_create(&CallLabels {
                         device: device.device.clone(),
                         service: status.service.to_owned(),
-                        action: status.action.clone(),
+                        action: status.action.to_owned(),
                         outcome,
                     })
                     .inc();
@@ -492,7 +492,7 @@ mod tests {
         BusEvent::Status(StatusEvent {
             device: DeviceName::try_from("kitchen").unwrap(),
             service: "battery",
-            action: "status".into(),
+            action: "status",
             state,
             started_at: SystemTime::now(),
             finished_at: None,

@@ -203,12 +203,7 @@ impl UserDb {
 /// starting with a letter or digit (the companion id rules, since a phone's
 /// user name is its companion id by default).
 pub(crate) fn check_name(what: &str, name: &str) -> anyhow::Result<()> {
-    let ok = (1..=64).contains(&name.len())
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
-    if ok {
+    if droidwarden_services::CompanionId::try_from(name).is_ok() {
         Ok(())
     } else {
         bail!(

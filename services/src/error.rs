@@ -6,7 +6,6 @@ use crate::wire::{ErrorCode, WireError};
 /// A request that the catalogue rejects. Every variant names what was wrong
 /// and, where it helps the caller correct itself, what would have been valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum CatalogueError {
     /// No service has that node type or service id.
     #[error("unknown service {given:?}; valid services: {}", valid.join(", "))]

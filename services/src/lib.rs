@@ -2,10 +2,15 @@
 //! phone can be asked to do.
 //!
 //! A *service* is one Android capability (`battery`, `wifi_automation`, …),
-//! known by a snake_case [`ServiceId`] and a camelCase [`NodeType`]. Each
+//! known by a snake_case service id and a camelCase node type. Each
 //! service has *actions*; each action has typed parameters described by a
 //! JSON Schema, a documented result shape, a [`Risk`] level and whether it
 //! changes the device.
+//!
+//! Each service is one module of `service/`, holding every fact about it
+//! (see [`ServiceSpec`]); the catalogue, the typed [`Command`] and what
+//! other crates derive (state reads, Home Assistant entities, companion
+//! events) all come from those modules.
 //!
 //! Callers turn untrusted input — an MQTT payload, CLI arguments, a language
 //! model's tool call — into a typed [`Command`] with [`Catalogue::parse`].
@@ -19,17 +24,15 @@
 mod catalogue;
 mod command;
 mod error;
+pub mod home_assistant;
 mod names;
 pub mod schema;
+mod service;
 mod wire;
 
 pub use catalogue::{ActionSpec, Catalogue, ParamSpec, Risk, ServiceSpec};
-pub use command::{
-    AirplaneModeAction, AppLauncherAction, AppListAction, AudioAction, BatteryAction,
-    BluetoothAction, CameraAction, Command, DeviceStateAction, EnvironmentAction, LocationAction,
-    MediaAction, MotionAction, NetworkAction, RingerMode, ScreenAction, Stream, SystemInfoAction,
-    WifiAction,
-};
+pub use command::{RingerMode, Stream};
 pub use error::CatalogueError;
-pub use names::{ActionName, DeviceName, NameError, NodeType, PackageName, ServiceId};
+pub use names::{CompanionId, DeviceName, NameError, PackageName};
+pub use service::*;
 pub use wire::{ErrorCode, WireError};

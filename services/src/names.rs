@@ -76,6 +76,23 @@ macro_rules! name_type {
     };
 }
 
+/// Names that are MQTT topic levels (device names, companion ids, MQTT
+/// user names): 1 to 64 letters, digits, `.`, `_`, `-` and `:`, starting
+/// with a letter or digit.
+fn check_topic_level(v: &str) -> Result<(), &'static str> {
+    check_len(v, 64)?;
+    if !v.chars().next().is_some_and(|c| c.is_ascii_alphanumeric()) {
+        return Err("must start with a letter or digit");
+    }
+    if !v
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
+    {
+        return Err("only letters, digits, '.', '_', '-' and ':' are allowed");
+    }
+    Ok(())
+}
+
 fn check_len(value: &str, max: usize) -> Result<(), &'static str> {
     if value.is_empty() {
         Err("must not be empty")
@@ -85,73 +102,6 @@ fn check_len(value: &str, max: usize) -> Result<(), &'static str> {
         Ok(())
     }
 }
-
-name_type!(
-    /// A snake_case service id, e.g. `wifi_automation`.
-    ///
-    /// ```
-    /// use droidwarden_services::ServiceId;
-    /// assert!(ServiceId::try_from("wifi_automation").is_ok());
-    /// assert!(ServiceId::try_from("wifiAutomation").is_err());
-    /// ```
-    ServiceId,
-    "service id",
-    |v| {
-        check_len(v, 64)?;
-        let mut chars = v.chars();
-        if !chars.next().is_some_and(|c| c.is_ascii_lowercase()) {
-            return Err("must start with a lowercase letter");
-        }
-        if !v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
-            return Err("only lowercase letters, digits and '_' are allowed");
-        }
-        Ok(())
-    }
-);
-
-name_type!(
-    /// A camelCase node type, e.g. `wifiAutomation`.
-    ///
-    /// ```
-    /// use droidwarden_services::NodeType;
-    /// assert!(NodeType::try_from("batteryMonitor").is_ok());
-    /// assert!(NodeType::try_from("battery_monitor").is_err());
-    /// ```
-    NodeType,
-    "node type",
-    |v| {
-        check_len(v, 64)?;
-        if !v.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
-            return Err("must start with a lowercase letter");
-        }
-        if !v.chars().all(|c| c.is_ascii_alphanumeric()) {
-            return Err("only letters and digits are allowed");
-        }
-        Ok(())
-    }
-);
-
-name_type!(
-    /// An action name, e.g. `set_volume`.
-    ///
-    /// ```
-    /// use droidwarden_services::ActionName;
-    /// assert!(ActionName::try_from("set_volume").is_ok());
-    /// assert!(ActionName::try_from("set volume").is_err());
-    /// ```
-    ActionName,
-    "action name",
-    |v| {
-        check_len(v, 64)?;
-        if !v.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
-            return Err("must start with a lowercase letter");
-        }
-        if !v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
-            return Err("only lowercase letters, digits and '_' are allowed");
-        }
-        Ok(())
-    }
-);
 
 name_type!(
     /// A device name: a configured name or an ADB serial such as
@@ -166,19 +116,22 @@ name_type!(
     /// ```
     DeviceName,
     "device name",
-    |v| {
-        check_len(v, 64)?;
-        if !v.chars().next().is_some_and(|c| c.is_ascii_alphanumeric()) {
-            return Err("must start with a letter or digit");
-        }
-        if !v
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
-        {
-            return Err("only letters, digits, '.', '_', '-' and ':' are allowed");
-        }
-        Ok(())
-    }
+    check_topic_level
+);
+
+name_type!(
+    /// A companion app's id: the `companion/<id>/…` topic level, and a
+    /// phone's MQTT user name. The same rules as a [`DeviceName`], since an
+    /// announced companion id becomes one.
+    ///
+    /// ```
+    /// use droidwarden_services::CompanionId;
+    /// assert!(CompanionId::try_from("pixel-8").is_ok());
+    /// assert!(CompanionId::try_from("+").is_err());
+    /// ```
+    CompanionId,
+    "companion id",
+    check_topic_level
 );
 
 name_type!(
@@ -208,9 +161,8 @@ mod tests {
 
     #[test]
     fn names_round_trip_through_serde() {
-        let id: ServiceId = serde_json::from_str("\"battery\"").unwrap();
-        assert_eq!(id.as_str(), "battery");
-        assert!(serde_json::from_str::<ServiceId>("\"Battery\"").is_err());
+        let name: DeviceName = serde_json::from_str("\"kitchen\"").unwrap();
+        assert_eq!(name.as_str(), "kitchen");
         assert!(serde_json::from_str::<DeviceName>("\"a b\"").is_err());
     }
 

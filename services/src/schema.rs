@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 /// The shape of one JSON value.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub enum Kind {
     /// A string, optionally restricted.
     String {

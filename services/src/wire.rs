@@ -9,7 +9,6 @@ use std::fmt;
 /// released: automations match on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum ErrorCode {
     /// Parameters are missing, unknown, of the wrong type or out of bounds.
     InvalidParams,

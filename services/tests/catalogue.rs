@@ -425,3 +425,63 @@ fn risk_levels_gate_the_dangerous_actions() {
         }
     }
 }
+
+/// Every fact other crates derive from a service is declared with it, and
+/// consistent: its state read is one of its own reads, its Home Assistant
+/// controls send its own actions, entity ids and companion event names are
+/// unique.
+#[test]
+fn each_service_declares_its_state_entities_and_companion_event_consistently() {
+    use droidwarden_services::home_assistant::HaKind;
+    let mut object_ids = std::collections::HashSet::new();
+    let mut events = std::collections::HashSet::new();
+    for spec in Catalogue::get().services() {
+        if let Some(state) = spec.state {
+            let read = state();
+            assert_eq!(read.service_id(), spec.id);
+            assert!(
+                !read.mutates(),
+                "{}: the state read must not change the phone",
+                spec.id
+            );
+            assert!(read.is_state_read());
+        }
+        for entity in &spec.home_assistant {
+            assert!(
+                object_ids.insert(entity.object_id),
+                "{} twice",
+                entity.object_id
+            );
+            let commands: Vec<Command> = match &entity.kind {
+                HaKind::Switch { on, off, .. } => vec![on(), off()],
+                HaKind::Number { set, max, .. } => vec![set(0), set(*max)],
+                HaKind::Button { press } => vec![press()],
+                HaKind::Sensor { .. } | HaKind::BinarySensor { .. } => Vec::new(),
+            };
+            for command in commands {
+                assert_eq!(command.service_id(), spec.id, "{}", entity.object_id);
+                // A control's command passes the catalogue's own validation.
+                Catalogue::get()
+                    .parse(spec.id, command.action_name(), &command.params_json())
+                    .unwrap();
+            }
+            if !matches!(entity.kind, HaKind::Button { .. }) {
+                assert!(
+                    spec.state.is_some(),
+                    "{} shows a state it never reads",
+                    entity.object_id
+                );
+            }
+        }
+        if let Some(event) = spec.companion_event {
+            assert!(events.insert(event), "{event} twice");
+            assert!(
+                spec.state.is_some(),
+                "{event} reports a state the service never reads"
+            );
+        }
+    }
+    // Location is pushed by the companion app, so it must have a state read.
+    let location = Catalogue::get().service("location").unwrap();
+    assert!(location.state.is_some() && location.companion_event == Some("location"));
+}

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong starting or steering the emulated phone.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum SimError {
     /// A listening socket could not be opened.
     #[error("cannot listen on {addr}: {source}")]

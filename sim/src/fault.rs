@@ -12,7 +12,6 @@ use std::time::Duration;
 
 /// A fault to inject.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Fault {
     /// Delay every shell reply by this long, until cleared.
     Delay(Duration),

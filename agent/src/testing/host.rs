@@ -1,7 +1,7 @@
 //! [`FakeToolHost`]: devices and results without phones.
 
 use crate::host::{BoxFuture, DeviceSummary, ToolHost};
-use droidwarden_services::{Catalogue, WireError};
+use droidwarden_services::{Catalogue, Command, WireError};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -183,16 +183,15 @@ impl ToolHost for FakeToolHost {
     fn call<'a>(
         &'a self,
         device: Option<&'a str>,
-        service: &'a str,
-        action: &'a str,
-        params: Value,
+        command: Command,
     ) -> BoxFuture<'a, Result<Value, WireError>> {
         Box::pin(async move {
+            let (service, action) = (command.service_id(), command.action_name());
             let call = FakeCall {
                 device: device.map(str::to_owned),
                 service: service.to_owned(),
                 action: action.to_owned(),
-                params,
+                params: command.params_json(),
             };
             let key = device.unwrap_or_default().to_owned();
             if !self.delay.is_zero() {

@@ -29,7 +29,7 @@ pub mod schema;
 use crate::clock;
 use crate::host::DeviceSummary;
 use crate::message::ToolCall;
-use droidwarden_services::{Catalogue, ErrorCode, Risk, ServiceSpec, WireError};
+use droidwarden_services::{Catalogue, Command, ErrorCode, Risk, ServiceSpec, WireError};
 use schema::{Dialect, NodeKind, Prop, SchemaNode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -73,6 +73,40 @@ impl ToolSpec {
     }
 }
 
+/// A catalogue command as a plan stores it: `service`, `action` and
+/// `params` fields (the shape checkpoints have always had), checked by the
+/// catalogue again when a checkpoint is read back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceCall(pub Command);
+
+#[derive(Serialize, Deserialize)]
+struct StoredCall {
+    service: String,
+    action: String,
+    params: Value,
+}
+
+impl Serialize for DeviceCall {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        StoredCall {
+            service: self.0.service_id().to_owned(),
+            action: self.0.action_name().to_owned(),
+            params: self.0.params_json(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceCall {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let stored = StoredCall::deserialize(deserializer)?;
+        Catalogue::get()
+            .parse(&stored.service, &stored.action, &stored.params)
+            .map(DeviceCall)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// A validated tool call, ready for policy and execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -81,12 +115,9 @@ pub enum Planned {
     Device {
         /// Target device (`None`: the host's default, single device).
         device: Option<String>,
-        /// Service id.
-        service: String,
-        /// Action name.
-        action: String,
-        /// Parameters, validated by the catalogue.
-        params: Value,
+        /// The typed command (stored as `service`, `action`, `params`).
+        #[serde(flatten)]
+        call: DeviceCall,
         /// The action's risk.
         risk: Risk,
         /// Whether the action changes the device.
@@ -375,14 +406,11 @@ impl Toolset {
                 )));
             }
         };
-        let params = Value::Object(params);
-        Catalogue::get().parse(spec.id, action_spec.name, &params)?;
+        let command = Catalogue::get().parse(spec.id, action_spec.name, &Value::Object(params))?;
         let device = self.pick_device(args, spec.id)?;
         Ok(Planned::Device {
             device,
-            service: spec.id.to_owned(),
-            action: action_spec.name.to_owned(),
-            params,
+            call: DeviceCall(command),
             risk: action_spec.risk,
             mutates: action_spec.mutates,
         })

@@ -149,13 +149,6 @@ impl SchemaNode {
                     .collect(),
             ),
             Kind::Array(items) => NodeKind::Array(Box::new(Self::from_catalogue(items))),
-            // `Kind` is non-exhaustive: anything new is described as a string
-            // and validated by the catalogue anyway.
-            _ => NodeKind::String {
-                values: None,
-                pattern: None,
-                max_len: None,
-            },
         };
         Self::new(kind, schema.description)
     }

@@ -335,9 +335,15 @@ fn planning_validates_and_explains() {
         ok,
         Planned::Device {
             device: Some("bedroom".into()),
-            service: "audio_automation".into(),
-            action: "set_volume".into(),
-            params: json!({"stream": "music", "level": 40}),
+            call: DeviceCall(
+                Catalogue::get()
+                    .parse(
+                        "audio_automation",
+                        "set_volume",
+                        &json!({"stream": "music", "level": 40})
+                    )
+                    .unwrap()
+            ),
             risk: Risk::Low,
             mutates: true,
         }
@@ -463,7 +469,7 @@ fn direct_planning() {
         ))
         .unwrap();
     assert!(
-        matches!(p, Planned::Device { ref service, risk: Risk::Medium, .. } if service == "app_launcher")
+        matches!(p, Planned::Device { ref call, risk: Risk::Medium, .. } if call.0.service_id() == "app_launcher")
     );
     check_err(
         &set,

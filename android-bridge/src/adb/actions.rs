@@ -208,7 +208,7 @@ pub async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeE
 fn unsupported(sh: &dyn Shell, command: &Command) -> BridgeError {
     let action = command.action_name();
     let reason = crate::TransportKind::Adb
-        .unsupported_reason(command.service_id(), &action)
+        .unsupported_reason(command.service_id(), action)
         .unwrap_or("not available over adb");
     BridgeError::Unsupported {
         device: sh.device_name().to_owned(),
@@ -499,6 +499,11 @@ async fn device_state(sh: &dyn Shell, action: &DeviceStateAction) -> Result<Valu
             )
             .await?;
             Ok(json!({ "power_save": enabled }))
+        }
+        DeviceStateAction::Storage => {
+            let all = read(sh, &["df"], parse::df).await?;
+            let (data, external) = parse::storage_volumes(&all);
+            Ok(json!({ "data": data, "external": external }))
         }
     }
 }

@@ -41,7 +41,7 @@ use crate::device::{
     BoxFuture, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind, Turn,
 };
 use crate::error::BridgeError;
-use droidwarden_services::{Catalogue, Command, DeviceName};
+use droidwarden_services::{Command, DeviceName};
 use pending::Pending;
 use protocol::{Reply, clip};
 use serde::Serialize;
@@ -162,7 +162,7 @@ pub struct CompanionEvent {
     /// What happened.
     pub kind: EventKind,
     /// The body: for state events, the shape of the matching action's result
-    /// (see [`EventKind::state_of`]).
+    /// (see [`EventKind::service`]).
     pub data: Value,
 }
 
@@ -384,16 +384,15 @@ impl CompanionDevice {
         };
         match reply {
             Reply::Ok(result) => {
-                let (_, spec) = Catalogue::get().action(service, &action)?;
-                spec.result
-                    .validate(&result)
-                    .map_err(|v| BridgeError::UnexpectedOutput {
+                command.spec().result.validate(&result).map_err(|v| {
+                    BridgeError::UnexpectedOutput {
                         command: format!("companion {what}"),
                         detail: format!(
                             "the result does not match the catalogue at {:?}: {}",
                             v.path, v.reason
                         ),
-                    })?;
+                    }
+                })?;
                 Ok(result)
             }
             Reply::Err(error) => Err(BridgeError::Companion {

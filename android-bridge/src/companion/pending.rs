@@ -24,7 +24,6 @@ const REMEMBERED: usize = 1024;
 
 /// What became of a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum ResponseDisposition {
     /// It answered a waiting call.
     Delivered,

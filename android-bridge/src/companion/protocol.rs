@@ -39,12 +39,11 @@ struct RequestBody<'a> {
 /// The JSON of a request for `command`, correlated by `id`, that the phone
 /// should not perform after `deadline_ms` (Unix epoch milliseconds).
 pub(crate) fn encode_request(id: &str, command: &Command, deadline_ms: u64) -> Vec<u8> {
-    let action = command.action_name();
     let body = RequestBody {
         v: PROTOCOL_VERSION,
         id,
         service: command.service_id(),
-        action: &action,
+        action: command.action_name(),
         params: command.params_json(),
         deadline_ms,
     };
@@ -203,74 +202,77 @@ pub fn presence_from_payload(payload: &[u8]) -> Option<bool> {
 }
 
 /// The kinds of event a phone pushes, each with a JSON body of a fixed shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
+///
+/// State events come from the catalogue: a service that declares a
+/// `companion_event` gets one, whose body is that service's state (the
+/// result of its state read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventKind {
-    /// The battery changed: the body is a `battery.status` result.
-    Battery,
-    /// Wi-Fi changed: the body is a `wifi_automation.status` result.
-    Wifi,
-    /// Bluetooth changed: the body is a `bluetooth_automation.status` result.
-    Bluetooth,
-    /// A position update while tracking: the body is a `location.current` result.
-    Location,
-    /// Playback changed: the body is a `media_control.status` result.
-    Media,
+    /// A service's state changed.
+    State {
+        /// The event's name, the last topic level (`event/<name>`).
+        event: &'static str,
+        /// The service whose state the body is.
+        service: &'static str,
+    },
     /// A notification was posted: `{key, package, title, text, posted_ms}`.
     NotificationPosted,
 }
 
 impl EventKind {
-    /// Every kind.
-    pub const ALL: [EventKind; 6] = [
-        EventKind::Battery,
-        EventKind::Wifi,
-        EventKind::Bluetooth,
-        EventKind::Location,
-        EventKind::Media,
-        EventKind::NotificationPosted,
-    ];
+    /// Every kind: the catalogue's state events, then the others.
+    pub fn all() -> Vec<EventKind> {
+        Catalogue::get()
+            .services()
+            .iter()
+            .filter_map(|s| {
+                s.companion_event.map(|event| Self::State {
+                    event,
+                    service: s.id,
+                })
+            })
+            .chain([Self::NotificationPosted])
+            .collect()
+    }
 
     /// The kind's name, the last topic level (`event/<kind>`).
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Battery => "battery",
-            Self::Wifi => "wifi",
-            Self::Bluetooth => "bluetooth",
-            Self::Location => "location",
-            Self::Media => "media",
+            Self::State { event, .. } => event,
             Self::NotificationPosted => "notification_posted",
         }
     }
 
     /// The kind called `name`, if there is one.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == name)
+        Self::all().into_iter().find(|k| k.as_str() == name)
     }
 
-    /// The catalogue action whose result has the event body's shape, i.e.
-    /// the service state the event reports; `None` for events that are not
-    /// service state (notifications).
-    pub fn state_of(self) -> Option<(&'static str, &'static str)> {
+    /// The service whose state the event reports; `None` for events that
+    /// are not service state (notifications).
+    pub fn service(self) -> Option<&'static str> {
         match self {
-            Self::Battery => Some(("battery", "status")),
-            Self::Wifi => Some(("wifi_automation", "status")),
-            Self::Bluetooth => Some(("bluetooth_automation", "status")),
-            Self::Location => Some(("location", "current")),
-            Self::Media => Some(("media_control", "status")),
+            Self::State { service, .. } => Some(service),
             Self::NotificationPosted => None,
         }
     }
 
     /// The schema an event body must match.
     pub fn schema(self) -> Schema {
-        if let Some((service, action)) = self.state_of()
-            && let Ok((_, spec)) = Catalogue::get().action(service, action)
-        {
-            return spec.result.clone();
+        let state = self
+            .service()
+            .and_then(|id| Catalogue::get().service(id).ok())
+            .and_then(|spec| spec.state);
+        match state {
+            Some(read) => read().spec().result.clone(),
+            None => notification_schema(),
         }
-        notification_schema()
+    }
+}
+
+impl Serialize for EventKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -468,10 +470,10 @@ mod tests {
 
     #[test]
     fn every_event_kind_has_a_schema_and_a_name_that_round_trips() {
-        for kind in EventKind::ALL {
+        for kind in EventKind::all() {
             assert_eq!(EventKind::from_name(kind.as_str()), Some(kind));
-            if let Some((service, action)) = kind.state_of() {
-                assert!(Catalogue::get().action(service, action).is_ok(), "{kind}");
+            if let Some(service) = kind.service() {
+                assert!(Catalogue::get().service(service).is_ok(), "{kind}");
             }
             assert!(kind.schema().to_json().is_object());
         }
@@ -488,7 +490,7 @@ mod tests {
         );
         let err = decode_event(EventKind::NotificationPosted, br#"{"key":"k"}"#).unwrap_err();
         assert!(err.0.contains("does not match"), "{err}");
-        let err = decode_event(EventKind::Battery, b"not json").unwrap_err();
+        let err = decode_event(EventKind::from_name("battery").unwrap(), b"not json").unwrap_err();
         assert!(err.0.contains("not JSON"), "{err}");
     }
 }

@@ -29,7 +29,9 @@ fn hub() -> (CompanionHub, mpsc::Receiver<Outgoing>, Arc<Registry>) {
 }
 
 fn cmd(service: &str, action: &str, params: Value) -> Command {
-    Catalogue::get().parse(service, action, &params).unwrap()
+    droidwarden_services::Catalogue::get()
+        .parse(service, action, &params)
+        .unwrap()
 }
 
 fn battery() -> &'static Command {
@@ -451,7 +453,7 @@ async fn events_are_checked_and_broadcast() {
     let event = hub
         .on_event("phone-a", "battery", body.to_string().as_bytes())
         .expect("a valid battery event");
-    assert_eq!(event.kind, EventKind::Battery);
+    assert_eq!(event.kind, EventKind::from_name("battery").unwrap());
     assert_eq!(event.device.as_str(), "kitchen");
     assert_eq!(event.companion_id, "phone-a");
     assert_eq!(event.data, body);

@@ -475,7 +475,8 @@ impl Daemon1 {
             params,
         };
         tracing::debug!(?request, "D-Bus call");
-        let result = self.calls.track_future(self.hub.call(&request)).await?;
+        let call = request.parse()?;
+        let result = self.calls.track_future(self.hub.call(call)).await?;
         Ok(result.to_string())
     }
 

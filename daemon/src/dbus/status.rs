@@ -74,7 +74,7 @@ mod tests {
         StatusEvent {
             device: name(device),
             service,
-            action: "status".into(),
+            action: "status",
             state,
             started_at: SystemTime::UNIX_EPOCH,
             finished_at: (state != CallState::Executing).then_some(SystemTime::UNIX_EPOCH),

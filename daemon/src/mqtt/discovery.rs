@@ -9,100 +9,47 @@
 
 use super::topics::Topics;
 use droidwarden_bridge::DeviceInfo;
+use droidwarden_services::home_assistant::{HaKind, HaStep};
+use droidwarden_services::{Catalogue, Command};
 use serde_json::{Value, json};
 
-/// A control that Home Assistant can send to, and what droidwarden does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Control {
-    Wifi,
-    Bluetooth,
-    AirplaneMode,
-    Brightness,
-    Volume,
-    Play,
-    Pause,
+/// The command a Home Assistant control's payload asks for: `ON`/`OFF` for
+/// a switch, a number within the slider's range, `PRESS` for a button. The
+/// controls and their commands are declared by the services
+/// ([`droidwarden_services::ServiceSpec::home_assistant`]).
+///
+/// # Errors
+/// A message naming the unknown control or what the payload should have been.
+pub(crate) fn ha_command(object_id: &str, payload: &str) -> Result<Command, String> {
+    let entity = Catalogue::get()
+        .services()
+        .iter()
+        .flat_map(|s| &s.home_assistant)
+        .find(|e| e.object_id == object_id)
+        .ok_or_else(|| format!("unknown control {:?}", clip(object_id)))?;
+    let payload = payload.trim();
+    match &entity.kind {
+        HaKind::Switch { on, off, .. } => match payload {
+            "ON" => Ok(on()),
+            "OFF" => Ok(off()),
+            other => Err(format!("expected ON or OFF, got {:?}", clip(other))),
+        },
+        HaKind::Number { max, set, .. } => payload
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0 && *n <= f64::from(*max))
+            .map(|n| set(n.round() as u32))
+            .ok_or_else(|| format!("expected a number from 0 to {max}, got {:?}", clip(payload))),
+        HaKind::Button { press } if payload == "PRESS" => Ok(press()),
+        HaKind::Button { .. } => Err(format!("expected PRESS, got {:?}", clip(payload))),
+        HaKind::Sensor { .. } | HaKind::BinarySensor { .. } => {
+            Err(format!("{object_id} is a sensor, not a control"))
+        }
+    }
 }
 
-impl Control {
-    pub(crate) const ALL: [Control; 7] = [
-        Control::Wifi,
-        Control::Bluetooth,
-        Control::AirplaneMode,
-        Control::Brightness,
-        Control::Volume,
-        Control::Play,
-        Control::Pause,
-    ];
-
-    /// The object id, also the level in the command topic.
-    pub(crate) fn object_id(self) -> &'static str {
-        match self {
-            Self::Wifi => "wifi",
-            Self::Bluetooth => "bluetooth",
-            Self::AirplaneMode => "airplane_mode",
-            Self::Brightness => "brightness",
-            Self::Volume => "media_volume",
-            Self::Play => "media_play",
-            Self::Pause => "media_pause",
-        }
-    }
-
-    pub(crate) fn from_object_id(id: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.object_id() == id)
-    }
-
-    /// The call a command payload asks for: `(service, action, params)`.
-    ///
-    /// # Errors
-    /// A message naming what the payload should have been.
-    pub(crate) fn call_for(
-        self,
-        payload: &str,
-    ) -> Result<(&'static str, &'static str, Value), String> {
-        let payload = payload.trim();
-        let switch = |service: &'static str| match payload {
-            "ON" => Ok((service, "enable", json!({}))),
-            "OFF" => Ok((service, "disable", json!({}))),
-            other => Err(format!(
-                "expected ON or OFF, got {:?}",
-                other.chars().take(40).collect::<String>()
-            )),
-        };
-        let number = |max: i64| {
-            payload
-                .parse::<f64>()
-                .ok()
-                .filter(|n| n.is_finite() && *n >= 0.0 && *n <= max as f64)
-                .map(|n| n.round() as i64)
-                .ok_or_else(|| {
-                    format!(
-                        "expected a number from 0 to {max}, got {:?}",
-                        payload.chars().take(40).collect::<String>()
-                    )
-                })
-        };
-        match self {
-            Self::Wifi => switch("wifi_automation"),
-            Self::Bluetooth => switch("bluetooth_automation"),
-            Self::AirplaneMode => switch("airplane_mode"),
-            Self::Brightness => Ok((
-                "screen_control",
-                "set_brightness",
-                json!({ "level": number(255)? }),
-            )),
-            Self::Volume => Ok((
-                "audio_automation",
-                "set_volume",
-                json!({ "stream": "music", "level": number(100)? }),
-            )),
-            Self::Play | Self::Pause if payload != "PRESS" => Err(format!(
-                "expected PRESS, got {:?}",
-                payload.chars().take(40).collect::<String>()
-            )),
-            Self::Play => Ok(("media_control", "play", json!({}))),
-            Self::Pause => Ok(("media_control", "pause", json!({}))),
-        }
-    }
+fn clip(text: &str) -> String {
+    text.chars().take(40).collect()
 }
 
 /// Home Assistant's node id for a device: letters, digits, `_` and `-` only.
@@ -138,125 +85,74 @@ pub(crate) fn volume_step(max_index: Option<u64>) -> f64 {
     }
 }
 
+/// Every entity of a device: each service's declared entities, then the
+/// last action's status.
 fn entities(t: &Topics, device: &str, volume_max: Option<u64>) -> Vec<Entity> {
-    let state = |service: &str| t.state(device, service);
     let on_off = |field: &str| format!("{{{{ 'ON' if value_json.{field} else 'OFF' }}}}");
-    let mut out = vec![
-        Entity {
-            component: "sensor",
-            object_id: "battery",
-            name: "Battery",
-            body: json!({
-            "state_topic": state("battery"), "value_template": "{{ value_json.level_percent }}",
-            "device_class": "battery", "unit_of_measurement": "%", "state_class": "measurement" }),
-        },
-        Entity {
-            component: "binary_sensor",
-            object_id: "charging",
-            name: "Charging",
-            body: json!({
-            "state_topic": state("battery"), "value_template": on_off("charging"),
-            "device_class": "battery_charging" }),
-        },
-        Entity {
-            component: "binary_sensor",
-            object_id: "wifi_connected",
-            name: "Wi-Fi connected",
-            body: json!({
-            "state_topic": state("wifi_automation"), "value_template": on_off("connected"),
-            "device_class": "connectivity" }),
-        },
-        Entity {
-            component: "binary_sensor",
-            object_id: "bluetooth_on",
-            name: "Bluetooth on",
-            body: json!({
-            "state_topic": state("bluetooth_automation"), "value_template": on_off("enabled") }),
-        },
-        Entity {
-            component: "binary_sensor",
-            object_id: "airplane_mode_on",
-            name: "Airplane mode on",
-            body: json!({
-            "state_topic": state("airplane_mode"), "value_template": on_off("enabled") }),
-        },
-        Entity {
-            component: "sensor",
-            object_id: "media_volume_level",
-            name: "Media volume level",
-            body: json!({
-            "state_topic": state("audio_automation"), "value_template": "{{ value_json.level }}",
-            "unit_of_measurement": "%", "state_class": "measurement" }),
-        },
-        Entity {
-            component: "sensor",
-            object_id: "brightness_level",
-            name: "Brightness level",
-            body: json!({
-            "state_topic": state("screen_control"), "value_template": "{{ value_json.brightness }}",
-            "state_class": "measurement" }),
-        },
-        Entity {
-            component: "sensor",
-            object_id: "last_action",
-            name: "Last action",
-            body: json!({
+    let value = |field: &str| format!("{{{{ value_json.{field} }}}}");
+    let mut out = Vec::new();
+    for service in Catalogue::get().services() {
+        let state = t.state(device, service.id);
+        for entity in &service.home_assistant {
+            let command_topic = t.ha_command(device, entity.object_id);
+            let mut body = match &entity.kind {
+                HaKind::Sensor {
+                    field,
+                    device_class,
+                    unit,
+                } => json!({
+                    "state_topic": state, "value_template": value(field),
+                    "device_class": device_class, "unit_of_measurement": unit,
+                    "state_class": "measurement" }),
+                HaKind::BinarySensor {
+                    field,
+                    device_class,
+                } => json!({
+                    "state_topic": state, "value_template": on_off(field),
+                    "device_class": device_class }),
+                HaKind::Switch { field, .. } => json!({
+                    "state_topic": state, "value_template": on_off(field),
+                    "command_topic": command_topic, "payload_on": "ON", "payload_off": "OFF",
+                    "state_on": "ON", "state_off": "OFF" }),
+                HaKind::Number {
+                    field,
+                    max,
+                    step,
+                    unit,
+                    ..
+                } => json!({
+                    "state_topic": state, "value_template": value(field),
+                    "command_topic": command_topic, "min": 0, "max": max,
+                    "step": match step {
+                        HaStep::One => 1.0,
+                        HaStep::PhoneSteps => volume_step(volume_max),
+                    },
+                    "unit_of_measurement": unit, "mode": "slider" }),
+                HaKind::Button { .. } => {
+                    json!({ "command_topic": command_topic, "payload_press": "PRESS" })
+                }
+            };
+            // Home Assistant reads an absent key and a null one differently.
+            if let Some(obj) = body.as_object_mut() {
+                obj.retain(|_, v| !v.is_null());
+            }
+            out.push(Entity {
+                component: entity.kind.component(),
+                object_id: entity.object_id,
+                name: entity.name,
+                body,
+            });
+        }
+    }
+    out.push(Entity {
+        component: "sensor",
+        object_id: "last_action",
+        name: "Last action",
+        body: json!({
             "state_topic": t.last_status(device),
             "value_template": "{{ value_json.state }}",
             "json_attributes_topic": t.last_status(device) }),
-        },
-    ];
-    for control in Control::ALL {
-        let command_topic = t.ha_command(device, control.object_id());
-        let (component, name, body) = match control {
-            Control::Wifi | Control::Bluetooth | Control::AirplaneMode => {
-                let (service, name) = match control {
-                    Control::Wifi => ("wifi_automation", "Wi-Fi"),
-                    Control::Bluetooth => ("bluetooth_automation", "Bluetooth"),
-                    _ => ("airplane_mode", "Airplane mode"),
-                };
-                (
-                    "switch",
-                    name,
-                    json!({
-                    "state_topic": state(service), "value_template": on_off("enabled"),
-                    "command_topic": command_topic, "payload_on": "ON", "payload_off": "OFF",
-                    "state_on": "ON", "state_off": "OFF" }),
-                )
-            }
-            Control::Brightness => (
-                "number",
-                "Brightness",
-                json!({
-                "state_topic": state("screen_control"), "value_template": "{{ value_json.brightness }}",
-                "command_topic": command_topic, "min": 0, "max": 255, "step": 1, "mode": "slider" }),
-            ),
-            Control::Volume => (
-                "number",
-                "Media volume",
-                json!({
-                "state_topic": state("audio_automation"), "value_template": "{{ value_json.level }}",
-                "command_topic": command_topic, "min": 0, "max": 100, "step": volume_step(volume_max),
-                "unit_of_measurement": "%", "mode": "slider" }),
-            ),
-            Control::Play => (
-                "button",
-                "Play",
-                json!({ "command_topic": command_topic, "payload_press": "PRESS" }),
-            ),
-            Control::Pause => (
-                "button",
-                "Pause",
-                json!({ "command_topic": command_topic, "payload_press": "PRESS" }),
-            ),
-        };
-        out.push(Entity {
-            component,
-            object_id: control.object_id(),
-            name,
-            body,
-        });
-    }
+    });
     out
 }
 
@@ -445,35 +341,66 @@ mod tests {
         // A slider position maps to the phone's nearest step: 46.67 % is
         // step 7 of 15, which reads back as 47 %.
         assert_eq!(
-            Control::Volume.call_for("46.67").unwrap().2,
+            ha_command("media_volume", "46.67").unwrap().params_json(),
             json!({"stream": "music", "level": 47})
         );
     }
 
     #[test]
     fn controls_map_payloads_to_calls() {
-        assert_eq!(Control::Wifi.call_for("OFF").unwrap().1, "disable");
+        assert_eq!(ha_command("wifi", "OFF").unwrap().action_name(), "disable");
         assert_eq!(
-            Control::Brightness.call_for("127.6").unwrap().2,
+            ha_command("brightness", "127.6").unwrap().params_json(),
             json!({"level": 128})
         );
         assert_eq!(
-            Control::Volume.call_for("40").unwrap().2,
+            ha_command("media_volume", "40").unwrap().params_json(),
             json!({"stream": "music", "level": 40})
         );
-        assert_eq!(Control::Play.call_for("PRESS").unwrap().1, "play");
-        for (control, bad) in [
-            (Control::Wifi, "on"),
-            (Control::Brightness, "300"),
-            (Control::Volume, "-1"),
-            (Control::Volume, "NaN"),
-            (Control::Pause, "ON"),
-        ] {
-            assert!(control.call_for(bad).is_err(), "{control:?} {bad}");
-        }
         assert_eq!(
-            Control::from_object_id("media_volume"),
-            Some(Control::Volume)
+            ha_command("media_play", "PRESS").unwrap().action_name(),
+            "play"
         );
+        for (control, bad) in [
+            ("wifi", "on"),
+            ("brightness", "300"),
+            ("media_volume", "-1"),
+            ("media_volume", "NaN"),
+            ("media_pause", "ON"),
+            ("battery", "ON"),
+            ("nope", "ON"),
+        ] {
+            assert!(ha_command(control, bad).is_err(), "{control} {bad}");
+        }
+    }
+
+    /// The entities users' Home Assistant set-ups know (their unique ids
+    /// and topics) are still announced.
+    #[test]
+    fn the_released_entities_are_all_still_there() {
+        let t = Topics::new("droidwarden");
+        let ids: std::collections::BTreeSet<String> = configs("homeassistant", &t, &info(), None)
+            .into_iter()
+            .map(|(topic, _)| topic.split('/').nth(3).unwrap().to_owned())
+            .collect();
+        for id in [
+            "battery",
+            "charging",
+            "wifi_connected",
+            "bluetooth_on",
+            "airplane_mode_on",
+            "media_volume_level",
+            "brightness_level",
+            "last_action",
+            "wifi",
+            "bluetooth",
+            "airplane_mode",
+            "brightness",
+            "media_volume",
+            "media_play",
+            "media_pause",
+        ] {
+            assert!(ids.contains(id), "{id}");
+        }
     }
 }

@@ -56,7 +56,7 @@ use crate::assistant::{self, Assistant, Origin};
 use crate::config::{BrokerTarget, MqttSettings};
 use crate::delivery::{DeliveryStore, Interrupted};
 use crate::events::{Event, Events, Stream};
-use crate::hub::{Admitted, CallRequest, Hub};
+use crate::hub::{Admitted, Call, CallRequest, Hub};
 use api::Request;
 use dedupe::{Decision, Dedupe};
 use droidwarden_bridge::companion::{CompanionHub, Outgoing};
@@ -428,8 +428,14 @@ impl Mqtt {
 
     /// The one place the MQTT side hands a call to the hub: admitted now,
     /// in arrival order, run later.
-    fn admit(&self, call: &CallRequest) -> Result<Admitted, WireError> {
-        self.hub.admit(call)
+    fn admit(&self, call: Call) -> Result<Admitted, WireError> {
+        self.hub.admit_call(call)
+    }
+
+    /// The same for a `cmd/call` request, checked against the catalogue
+    /// first.
+    fn admit_request(&self, request: &CallRequest) -> Result<Admitted, WireError> {
+        self.hub.admit(request)
     }
 
     /// Perform actions that need no incoming message, in order, waiting on
@@ -476,7 +482,7 @@ impl Mqtt {
                     device,
                     object,
                     call,
-                } => match self.admit(&call) {
+                } => match self.admit(call) {
                     Ok(admitted) => {
                         self.calls.spawn(async move {
                             if let Err(e) = admitted.run().await {
@@ -506,7 +512,7 @@ impl Mqtt {
     /// call that fails validation takes no place) and spawn its handler.
     fn run_job(self: &Arc<Self>, job: Job, publish: &Publish) {
         let admitted = match &job.request {
-            Request::Call { call, .. } => match self.admit(call) {
+            Request::Call { call, .. } => match self.admit_request(call) {
                 Ok(admitted) => Some(admitted),
                 Err(error) => {
                     tracing::debug!(id = job.to.id, error = %error, "call refused");
@@ -600,7 +606,7 @@ impl Mqtt {
             CompanionMessage::Event { id, kind, payload } => {
                 if let Some(event) = self.companion.on_event(&id, &kind, &payload) {
                     let kind = event.kind;
-                    if let Some((service, _)) = kind.state_of() {
+                    if let Some(service) = kind.service() {
                         self.hub
                             .announce_state(event.device.clone(), service, event.data.clone());
                     }
@@ -713,7 +719,7 @@ impl Mqtt {
             Request::Call { call, .. } => {
                 let result = match admitted {
                     Some(admitted) => admitted.run().await,
-                    None => match self.admit(&call) {
+                    None => match self.admit_request(&call) {
                         Ok(admitted) => admitted.run().await,
                         Err(error) => Err(error),
                     },

@@ -33,7 +33,7 @@ use super::topics::Topics;
 use crate::assistant::{Notice, Origin};
 use crate::delivery::Interrupted;
 use crate::events::Event;
-use crate::hub::{BusEvent, CallRequest, CallState};
+use crate::hub::{BusEvent, Call, CallRequest, CallState};
 use bytes::Bytes;
 use droidwarden_bridge::companion::presence_from_payload;
 use droidwarden_bridge::{DeviceEvent, DeviceInfo};
@@ -211,7 +211,7 @@ pub(crate) enum Action {
     HaCall {
         device: String,
         object: String,
-        call: CallRequest,
+        call: Call,
     },
     /// Hand a companion phone's message to the companion transport.
     Companion(CompanionMessage),
@@ -850,8 +850,9 @@ impl Router {
 /// The service whose music volume reads tell a phone's volume steps.
 const VOLUME_SERVICE: &str = "audio_automation";
 
-/// The one place a call is built from a caller's words (MQTT `cmd/call` and
-/// Home Assistant controls): the hub parses it ([`crate::hub::Hub::admit`]).
+/// The one place a call is built from `cmd/call`'s words: the driver
+/// checks it against the catalogue ([`CallRequest::parse`]) when it admits
+/// it.
 pub(crate) fn call_request(
     device: Option<String>,
     service: String,
@@ -870,23 +871,17 @@ pub(crate) fn call_request(
 ///
 /// # Errors
 /// An unknown control or a payload it does not take (`invalid_request`).
-fn ha_call(device: &str, object: &str, payload: &str) -> Result<CallRequest, WireError> {
-    let outcome = match discovery::Control::from_object_id(object) {
-        None => Err(format!("unknown control {object:?}")),
-        Some(control) => control.call_for(payload),
-    };
-    let (service, action, params) = outcome.map_err(|message| {
+fn ha_call(device: &str, object: &str, payload: &str) -> Result<Call, WireError> {
+    let command = discovery::ha_command(object, payload).map_err(|message| {
         WireError::new(
             ErrorCode::InvalidRequest,
             format!("{device}/{object}: {message}"),
         )
     })?;
-    Ok(call_request(
-        Some(device.to_owned()),
-        service.to_owned(),
-        action.to_owned(),
-        params,
-    ))
+    Ok(Call {
+        device: Some(device.to_owned()),
+        command,
+    })
 }
 
 /// A message from a companion phone: presence, a response, or an event.
@@ -1124,7 +1119,7 @@ mod tests {
             Event::Bus(BusEvent::Status(StatusEvent {
                 device: DeviceName::try_from("kitchen").unwrap(),
                 service: "battery",
-                action: "status".into(),
+                action: "status",
                 state,
                 started_at: SystemTime::UNIX_EPOCH,
                 finished_at: None,
@@ -1385,7 +1380,9 @@ mod tests {
                         "audio_automation".into(),
                         "set_volume".into(),
                         json!({"stream": "music", "level": 40}),
-                    ),
+                    )
+                    .parse()
+                    .unwrap(),
                 }
             ]
         );

@@ -202,6 +202,7 @@ pub(crate) fn dispatch(st: &mut PhoneState, argv: &[String], stdin: &[u8]) -> Co
         "sleep" => tools::sleep(args),
         "id" => tools::id(),
         "uptime" => tools::uptime(st),
+        "df" => tools::df(st),
         "wm" => tools::wm(st, args),
         "grep" => tools::grep(st, args, stdin),
         "head" | "tail" => tools::head_tail(st, base, args, stdin),

@@ -482,6 +482,27 @@ pub(crate) fn uptime(st: &PhoneState) -> CommandResult {
 }
 
 /// `wm size` / `wm density`.
+/// `df`: toybox's `1K-blocks` table on Android 6 and later, the old
+/// toolbox table (mount point first, human sizes) before.
+pub(crate) fn df(st: &PhoneState) -> CommandResult {
+    if st.props.sdk < 23 {
+        return ok_text(
+            "Filesystem             Size   Used   Free   Blksize\n\
+             /dev                   362M    76K   362M   4096\n\
+             /system                568M   312M   256M   4096\n\
+             /data                   27G    19G     8G   4096\n\
+             /mnt/sdcard             27G    19G     8G   4096\n",
+        );
+    }
+    ok_text(
+        "Filesystem                1K-blocks     Used Available Use% Mounted on\n\
+         /dev/block/dm-0             5358244  5342116         0 100% /\n\
+         tmpfs                       3842164     1308   3840856   1% /dev\n\
+         /dev/block/dm-5           116050044 41837360  74081612  37% /data\n\
+         /dev/fuse                 116050044 41837360  74081612  37% /storage/emulated\n",
+    )
+}
+
 pub(crate) fn wm(st: &PhoneState, args: &[String]) -> CommandResult {
     match args.first().map(String::as_str) {
         Some("size") => ok_text(format!(

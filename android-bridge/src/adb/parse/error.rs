@@ -11,7 +11,6 @@ use super::device_error::DeviceFailure;
 
 /// Why a device command's output could not be turned into a typed result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum ParseError {
     /// A value that every device prints for this command was not in the output.
     #[error("`{command}` output has no `{field}`")]

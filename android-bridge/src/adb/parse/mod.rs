@@ -52,7 +52,7 @@ pub use sensors::{
     Ambient, Motion, Proximity, SensorDump, SensorInfo, Vec3, ambient, motion, proximity, sensors,
 };
 pub use settings::{getprop_value, setting_value};
-pub use system::{DeviceProps, MemInfo, device_props, getprop, meminfo, uptime_seconds};
+pub use system::*;
 pub use wifi::{ScanResult, WifiStatus, wifi, wifi_scan};
 pub use window::{Orientation, focused_app, rotation};
 

@@ -1,0 +1,39 @@
+//! The `battery` service.
+
+use super::*;
+
+actions!(
+    /// `battery` actions.
+    BatteryAction {
+        /// Level, charging state, health, temperature, voltage.
+        Status = "status",
+    }
+);
+
+pub(super) fn spec() -> ServiceSpec {
+    ServiceSpec {
+        node_type: "batteryMonitor",
+        id: "battery",
+        description: "Battery level, charging state and health.",
+        actions: vec![action("status", Risk::Low, false, "Read the battery: level in percent, charging status, plug type, health, temperature and voltage.")
+            .returns(vec![
+                req("level_percent", Schema::integer("charge in percent", Some(0), Some(100))),
+                req("level", Schema::integer("raw level", None, None)),
+                req("scale", Schema::integer("raw scale", None, None)),
+                req("status", Schema::enumeration("charging status", &["charging", "discharging", "not_charging", "full", "unknown"])),
+                req("health", Schema::enumeration("battery health", &["good", "overheat", "dead", "over_voltage", "failure", "cold", "unknown"])),
+                opt("plugged", Schema::enumeration("power source", &["ac", "usb", "wireless", "dock"])),
+                req("charging", Schema::boolean("whether it is charging")),
+                req("present", Schema::boolean("whether a battery is present")),
+                opt("temperature_c", Schema::number("temperature in °C")),
+                opt("voltage_mv", Schema::integer("voltage in mV", None, None)),
+                opt("technology", Schema::string("battery chemistry")),
+            ])],
+        state: Some(|| Command::Battery(BatteryAction::Status)),
+        home_assistant: vec![
+            HaEntity { object_id: "battery", name: "Battery", kind: HaKind::Sensor { field: "level_percent", device_class: Some("battery"), unit: Some("%") } },
+            HaEntity { object_id: "charging", name: "Charging", kind: HaKind::BinarySensor { field: "charging", device_class: Some("battery_charging") } },
+        ],
+        companion_event: Some("battery"),
+    }
+}

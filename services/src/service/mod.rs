@@ -1,0 +1,325 @@
+//! The services, one module each. A module holds every fact about its
+//! service: node type, id, description, the action enum and each action's
+//! parameter and result schemas, risk and description, the read that gives
+//! its state, its Home Assistant entities and the companion event that
+//! reports its state. [`ServiceSpec`]'s fields have no defaults, so a new
+//! service that forgets one of them does not compile.
+//!
+//! Everything else derives from here: the [`Catalogue`](crate::Catalogue)
+//! (`all`), the typed [`Command`] (the `services!` list below), the hub's
+//! state reads and polls, Home Assistant discovery and the companion
+//! protocol's state events.
+//!
+//! Adding a service: a new module here and one line in `services!`.
+//! Adding an action: a variant in the module's action enum and its
+//! [`ActionSpec`] in the module's `spec()`, in the same order.
+
+// Every module builds its spec from the same vocabulary.
+use crate::catalogue::{
+    ACTIVITY_PATTERN, ActionSpec, FILENAME_PATTERN, PACKAGE_PATTERN, ParamSpec, Risk, ServiceSpec,
+    URL_PATTERN,
+};
+use crate::command::{RingerMode, Stream};
+use crate::home_assistant::{HaEntity, HaKind, HaStep};
+use crate::names::PackageName;
+use crate::schema::{Property, Schema};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// One action enum per service: `Variant = "wire_name"`, with named
+/// parameter fields. Generates the serde shape `{"action", "params"}`,
+/// [`name`](BatteryAction::name) and `NAMES` (declaration order, which is
+/// also the order of the service's [`ActionSpec`]s; a test checks it).
+macro_rules! actions {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $wire:literal $({ $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? })?),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(tag = "action", content = "params", deny_unknown_fields)]
+        pub enum $name {
+            $($(#[$vdoc])* #[serde(rename = $wire)] $variant $({ $($(#[$fdoc])* $field: $ty),* })?),*
+        }
+
+        impl $name {
+            /// Every action's wire name, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($wire),*];
+
+            /// The action's wire name, e.g. `set_volume`.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Self::$variant { .. } => $wire),*
+                }
+            }
+        }
+    };
+}
+
+mod airplane_mode;
+mod app_launcher;
+mod app_list;
+mod audio_automation;
+mod battery;
+mod bluetooth_automation;
+mod camera_control;
+mod device_state;
+mod environmental_sensors;
+mod location;
+mod media_control;
+mod motion_detection;
+mod network;
+mod screen_control;
+mod system_info;
+mod wifi_automation;
+
+/// The list of services: `Variant(module::ActionEnum)`, in catalogue order.
+/// Generates [`Command`], its lookups, and the catalogue's service list.
+macro_rules! services {
+    ($($variant:ident($module:ident::$action:ident)),* $(,)?) => {
+        $(pub use $module::$action;)*
+
+        /// A validated, typed request for one service action.
+        ///
+        /// Build it with [`crate::Catalogue::parse`] (untrusted input) or
+        /// directly from the action enums (code that knows what it wants).
+        /// The variant names the service, the inner enum the action and its
+        /// parameters; [`Command::spec`] gives the action's catalogue entry.
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        #[allow(missing_docs)] // reason: each variant is documented by its inner enum.
+        pub enum Command {
+            $($variant($action)),*
+        }
+
+        /// The services' positions in the catalogue.
+        #[derive(Clone, Copy)]
+        enum Position {
+            $($variant),*
+        }
+
+        impl Command {
+            /// This command's service's position in the catalogue.
+            fn position(&self) -> usize {
+                match self {
+                    $(Self::$variant(_) => Position::$variant as usize),*
+                }
+            }
+
+            /// The action's wire name, e.g. `set_volume`.
+            pub fn action_name(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(a) => a.name()),*
+                }
+            }
+
+            fn inner_json(&self) -> serde_json::Result<Value> {
+                match self {
+                    $(Self::$variant(a) => serde_json::to_value(a)),*
+                }
+            }
+
+            /// The typed command of the service at `position` from
+            /// `{"action", "params"}` JSON already validated against its schema.
+            pub(crate) fn from_validated(position: usize, tagged: Value) -> serde_json::Result<Self> {
+                $(
+                    if position == Position::$variant as usize {
+                        return serde_json::from_value(tagged).map(Self::$variant);
+                    }
+                )*
+                Err(serde::de::Error::custom(format!("no service at position {position}")))
+            }
+        }
+
+        /// Every service's spec, in catalogue order.
+        pub(crate) fn all() -> Vec<ServiceSpec> {
+            vec![$($module::spec()),*]
+        }
+
+        /// Every service's action names, in catalogue order, as its enum
+        /// declares them.
+        #[cfg(test)]
+        pub(crate) fn action_names() -> Vec<&'static [&'static str]> {
+            vec![$($action::NAMES),*]
+        }
+    };
+}
+
+services! {
+    Battery(battery::BatteryAction),
+    Network(network::NetworkAction),
+    SystemInfo(system_info::SystemInfoAction),
+    Location(location::LocationAction),
+    AppLauncher(app_launcher::AppLauncherAction),
+    AppList(app_list::AppListAction),
+    Wifi(wifi_automation::WifiAction),
+    Bluetooth(bluetooth_automation::BluetoothAction),
+    Audio(audio_automation::AudioAction),
+    DeviceState(device_state::DeviceStateAction),
+    Screen(screen_control::ScreenAction),
+    AirplaneMode(airplane_mode::AirplaneModeAction),
+    Motion(motion_detection::MotionAction),
+    Environment(environmental_sensors::EnvironmentAction),
+    Camera(camera_control::CameraAction),
+    Media(media_control::MediaAction),
+}
+
+impl Command {
+    /// The service this command belongs to.
+    pub fn service(&self) -> &'static ServiceSpec {
+        &crate::Catalogue::get().services()[self.position()]
+    }
+
+    /// The service id, e.g. `wifi_automation`.
+    pub fn service_id(&self) -> &'static str {
+        self.service().id
+    }
+
+    /// The action's catalogue entry: risk, whether it changes the device,
+    /// schemas.
+    pub fn spec(&self) -> &'static ActionSpec {
+        let name = self.action_name();
+        self.service()
+            .actions
+            .iter()
+            .find(|a| a.name == name)
+            // A test checks that every enum's NAMES are its spec's actions.
+            .expect("every action of an enum has a spec")
+    }
+
+    /// Whether the command changes the device's state.
+    pub fn mutates(&self) -> bool {
+        self.spec().mutates
+    }
+
+    /// The parameters as a JSON object, with absent optional parameters left out.
+    pub fn params_json(&self) -> Value {
+        // Serializing enums of strings, integers and booleans cannot fail.
+        let mut inner = self.inner_json().unwrap_or(Value::Null);
+        let mut params = match inner.get_mut("params") {
+            Some(p) => p.take(),
+            None => Value::Object(Default::default()),
+        };
+        if let Some(obj) = params.as_object_mut() {
+            obj.retain(|_, v| !v.is_null());
+        }
+        params
+    }
+
+    /// Whether this is its service's state read (see [`ServiceSpec::state`]).
+    pub fn is_state_read(&self) -> bool {
+        self.service().state.is_some_and(|state| state() == *self)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Helpers that keep each action to a few lines.
+
+fn action(name: &'static str, risk: Risk, mutates: bool, description: &'static str) -> ActionSpec {
+    ActionSpec {
+        name,
+        description,
+        risk,
+        mutates,
+        params: Vec::new(),
+        result: Schema::object("", Vec::new()),
+        example: json!({}),
+    }
+}
+
+impl ActionSpec {
+    fn param(mut self, name: &'static str, required: bool, schema: Schema) -> Self {
+        self.params.push(ParamSpec {
+            name,
+            required,
+            schema,
+        });
+        self
+    }
+
+    fn returns(mut self, properties: Vec<Property>) -> Self {
+        self.result = Schema::object("", properties);
+        self
+    }
+
+    fn example(mut self, example: Value) -> Self {
+        self.example = example;
+        self
+    }
+}
+
+fn req(name: &'static str, schema: Schema) -> Property {
+    Property::required(name, schema)
+}
+
+/// A result field a device may leave out: present, possibly `null`.
+fn opt(name: &'static str, schema: Schema) -> Property {
+    Property::required(name, schema.or_null())
+}
+
+fn stream_schema(description: &'static str) -> Schema {
+    Schema::enumeration(description, &Stream::ALL.map(Stream::as_str))
+}
+
+fn toggle_result(what: &'static str) -> Vec<Property> {
+    vec![req("enabled", Schema::boolean(what))]
+}
+
+fn vec3() -> Schema {
+    Schema::object(
+        "x, y, z",
+        vec![
+            req("x", Schema::number("")),
+            req("y", Schema::number("")),
+            req("z", Schema::number("")),
+        ],
+    )
+}
+
+fn package_param() -> Schema {
+    Schema::pattern(
+        "Android package name, e.g. org.videolan.vlc",
+        PACKAGE_PATTERN,
+        255,
+    )
+}
+
+fn media_key(name: &'static str, description: &'static str) -> ActionSpec {
+    action(name, Risk::Low, true, description).returns(vec![req(
+        "dispatched",
+        Schema::string("the media key sent"),
+    )])
+}
+
+/// A Home Assistant switch over a service's `enabled` state, turned on and
+/// off by the service's `enable` and `disable` actions.
+fn ha_switch(
+    object_id: &'static str,
+    name: &'static str,
+    on: fn() -> Command,
+    off: fn() -> Command,
+) -> HaEntity {
+    HaEntity {
+        object_id,
+        name,
+        kind: HaKind::Switch {
+            field: "enabled",
+            on,
+            off,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Catalogue;
+
+    #[test]
+    fn every_action_enum_lists_its_services_actions_in_order() {
+        let services = Catalogue::get().services();
+        let names = action_names();
+        assert_eq!(services.len(), names.len());
+        for (spec, names) in services.iter().zip(names) {
+            let spec_names: Vec<&str> = spec.actions.iter().map(|a| a.name).collect();
+            assert_eq!(spec_names, names, "{}", spec.id);
+        }
+    }
+}
