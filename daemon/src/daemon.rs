@@ -10,16 +10,22 @@
 //! One [`CancellationToken`] per stage is the shutdown signal; every task is
 //! spawned through one [`TaskTracker`] so shutdown waits for all of them.
 //!
+//! The event centre ([`crate::events`]) is made once here; the MQTT
+//! publisher, the D-Bus signals, the metrics and the main loop each
+//! subscribe to it before anything can happen that they must see.
+//!
 //! Once started, the main loop ([`main_loop`]) takes one [`Event`] at a
 //! time: a signal (SIGTERM/SIGINT stop, SIGHUP reloads the configuration,
-//! see [`crate::reload`]), a watchdog tick, readiness, or a change of
-//! device availability; it keeps systemd informed ([`crate::systemd`]):
+//! see [`crate::reload`]), a watchdog tick, readiness, or an event of the
+//! centre (a change of device availability, which it logs, or of the
+//! agent's activity); it keeps systemd informed ([`crate::systemd`]):
 //! `READY=1` once every part registered in [`Readiness`] is up (MQTT
 //! today), `STATUS=` with the devices online, `WATCHDOG=1`, `RELOADING=1`
 //! and `STOPPING=1`.
 
 use crate::assistant::{Activity, Assistant};
 use crate::config::{BrokerTarget, Config};
+use crate::events::{self, Centre, Events, Streams};
 use crate::hub::Hub;
 use crate::mqtt;
 use crate::reload;
@@ -30,7 +36,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -154,7 +159,10 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         .api_socket
         .clone()
         .unwrap_or_else(|| crate::dbus::p2p::daemon_path(&config.state_dir));
-    match crate::dbus::start(config.dbus, &hub, assistant.clone(), socket).await {
+    // The event centre (daemon/src/events.rs): every consumer below reads
+    // the bus, the devices and the agent's notices through it.
+    let centre = Centre::new(hub.clone(), assistant.clone());
+    match crate::dbus::start(config.dbus, &hub, assistant.clone(), &centre, socket).await {
         Ok(dbus) => {
             tracker.spawn(crate::dbus::run(dbus, shutdown.clone()));
         }
@@ -260,7 +268,17 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         shutdown.clone(),
         mqtt_stop.clone(),
     ));
-    tracker.spawn(mqtt::run_publisher(Arc::clone(&link), mqtt_stop.clone()));
+    tracker.spawn(mqtt::run_publisher(
+        Arc::clone(&link),
+        centre.subscribe(
+            "MQTT",
+            Streams {
+                activity: false,
+                ..Streams::ALL
+            },
+        ),
+        mqtt_stop.clone(),
+    ));
     tracker.spawn(mqtt::run_companion_requests(
         Arc::clone(&link),
         companion_requests,
@@ -278,7 +296,6 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         tracker.clone(),
         shutdown.clone(),
     ));
-    tracker.spawn(log_availability(Arc::clone(&registry), shutdown.clone()));
     // Prometheus metrics (daemon/src/metrics.rs), when [metrics] listen is set.
     if let Some(settings) = config.metrics {
         match crate::metrics::bind(settings.listen, settings.allow_remote).await {
@@ -291,7 +308,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
                 tracker.spawn(crate::metrics::collect(
                     Arc::clone(&metrics),
                     hub.clone(),
-                    assistant.clone(),
+                    centre.subscribe("metrics", Streams::ALL),
                     broker_clients.clone(),
                     shutdown.clone(),
                 ));
@@ -308,8 +325,8 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             }
         }
     }
-    // Every consumer of the agent's notices (MQTT, D-Bus) is subscribed by
-    // now: runs a previous process left unfinished can go on.
+    // Every consumer of the agent's notices (MQTT, D-Bus, metrics) is
+    // subscribed by now: runs a previous process left unfinished can go on.
     if let Some(assistant) = &assistant {
         assistant.resume_interrupted().await;
     }
@@ -321,11 +338,21 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         assistant: assistant.as_ref(),
         broker_users: broker_users.as_ref(),
     };
+    // The main loop reads device events and the agent's activity (not
+    // every call's status).
+    let events = centre.subscribe(
+        "main loop",
+        Streams {
+            bus: false,
+            notices: false,
+            ..Streams::ALL
+        },
+    );
     let stop = main_loop(
         &mut config,
         &live,
         &registry,
-        assistant.as_ref().map(Assistant::activity),
+        events,
         &readiness,
         &notifier,
         &mut signals,
@@ -365,23 +392,6 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn log_availability(registry: Arc<Registry>, shutdown: CancellationToken) {
-    let mut events = registry.subscribe();
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            event = events.recv() => match event {
-                Ok(DeviceEvent::Availability { device, online, detail }) => {
-                    tracing::info!(%device, online, detail, "device availability");
-                }
-                Ok(DeviceEvent::Removed { device }) => tracing::info!(%device, "device removed"),
-                Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "availability events missed"),
-                Err(RecvError::Closed) => return,
-            },
-        }
-    }
-}
-
 /// What the main loop reacts to.
 #[derive(Debug)]
 enum Event {
@@ -393,9 +403,9 @@ enum Event {
     Watchdog,
     /// Every part registered for readiness is up, or one gave up.
     Ready(Result<(), &'static str>),
-    /// A device came, went, or changed availability; or agent runs and
-    /// approvals changed.
-    Devices,
+    /// Something in the event centre: a device came, went or changed
+    /// availability, or agent runs and approvals changed.
+    Changed(events::Event),
 }
 
 /// The signals the daemon handles, registered at start.
@@ -431,12 +441,11 @@ async fn main_loop(
     config: &mut Config,
     live: &reload::Live<'_>,
     registry: &Registry,
-    mut activity: Option<watch::Receiver<Activity>>,
+    mut events: Events,
     readiness: &Readiness,
     notifier: &Notifier,
     signals: &mut Signals,
 ) -> &'static str {
-    let mut devices = registry.subscribe();
     let mut watchdog = systemd::watchdog_period().map(|period| {
         tracing::info!(
             every_ms = period.as_millis() as u64,
@@ -452,6 +461,8 @@ async fn main_loop(
     // decided either way.
     let mut is_ready = false;
     let mut waiting = true;
+    let mut centre_open = true;
+    let mut activity = events.activity();
     let status = |is_ready: bool, activity: Option<Activity>| {
         let mut devices = systemd::device_status(&registry.list());
         if let Some(a) = activity {
@@ -467,8 +478,7 @@ async fn main_loop(
             )
         }
     };
-    let now = |a: &Option<watch::Receiver<Activity>>| a.as_ref().map(|rx| *rx.borrow());
-    notifier.status(&status(false, now(&activity)));
+    notifier.status(&status(false, activity));
     loop {
         let event = tokio::select! {
             event = signals.next() => event,
@@ -479,20 +489,11 @@ async fn main_loop(
                     None => std::future::pending().await,
                 }
             } => Event::Watchdog,
-            event = devices.recv() => match event {
-                Ok(_) | Err(RecvError::Lagged(_)) => Event::Devices,
+            event = events.next(), if centre_open => match event {
+                Some(event) => Event::Changed(event),
                 // The registry outlives this loop; nothing more will come.
-                Err(RecvError::Closed) => continue,
-            },
-            changed = async {
-                match activity.as_mut() {
-                    Some(rx) => rx.changed().await,
-                    None => std::future::pending().await,
-                }
-            } => match changed {
-                Ok(()) => Event::Devices,
-                Err(_) => {
-                    activity = None;
+                None => {
+                    centre_open = false;
                     continue;
                 }
             },
@@ -500,12 +501,26 @@ async fn main_loop(
         match event {
             Event::Stop(signal) => return signal,
             Event::Watchdog => notifier.watchdog(),
-            Event::Devices => notifier.status(&status(is_ready, now(&activity))),
+            Event::Changed(event) => {
+                match event {
+                    events::Event::Device(DeviceEvent::Availability {
+                        device,
+                        online,
+                        detail,
+                    }) => tracing::info!(%device, online, detail, "device availability"),
+                    events::Event::Device(DeviceEvent::Removed { device }) => {
+                        tracing::info!(%device, "device removed");
+                    }
+                    events::Event::Activity(now) => activity = Some(now),
+                    _ => {}
+                }
+                notifier.status(&status(is_ready, activity));
+            }
             Event::Ready(Ok(())) => {
                 waiting = false;
                 is_ready = true;
                 tracing::info!("ready");
-                notifier.ready(&status(true, now(&activity)));
+                notifier.ready(&status(true, activity));
             }
             Event::Ready(Err(part)) => {
                 waiting = false;
@@ -535,7 +550,7 @@ async fn main_loop(
                     ),
                 }
                 if is_ready {
-                    notifier.ready(&status(true, now(&activity)));
+                    notifier.ready(&status(true, activity));
                 }
             }
         }

@@ -10,6 +10,7 @@ mod config;
 mod daemon;
 mod dbus; // The D-Bus API (docs/dbus-api.md).
 mod delivery; // Durable command ids and calls in flight (docs/mqtt-api.md).
+mod events; // The event centre: one Event enum over the bus, devices and agent.
 mod hub;
 mod logging;
 mod metrics;

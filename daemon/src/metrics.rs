@@ -12,6 +12,7 @@
 //! in size and time.
 
 use crate::assistant::{Activity, Notice};
+use crate::events::{Event, Events, Stream};
 use crate::hub::{BusEvent, CallState, Hub};
 use droidwarden_agent::EventKind;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -27,7 +28,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{broadcast::error::RecvError, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -327,22 +327,15 @@ impl Runs {
     }
 }
 
-/// Keep the metrics current until `shutdown`.
+/// Keep the metrics current until `shutdown`, from the event centre's
+/// events.
 pub(crate) async fn collect(
     metrics: Arc<Metrics>,
     hub: Hub,
-    assistant: Option<crate::assistant::Assistant>,
+    mut events: Events,
     broker_clients: Option<Arc<AtomicUsize>>,
     shutdown: CancellationToken,
 ) {
-    let mut bus = hub.subscribe();
-    let mut devices = hub.registry().subscribe();
-    let mut notices = assistant
-        .as_ref()
-        .map(crate::assistant::Assistant::subscribe);
-    let mut activity: Option<watch::Receiver<Activity>> = assistant
-        .as_ref()
-        .map(crate::assistant::Assistant::activity);
     let runs = Mutex::new(Runs::default());
     metrics.on_devices(&hub);
     // The broker's count is read, not pushed: a slow tick is plenty.
@@ -351,38 +344,15 @@ pub(crate) async fn collect(
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
-            event = bus.recv() => match event {
-                Ok(event) => metrics.on_bus(&event),
-                Err(RecvError::Lagged(n)) => tracing::debug!(missed = n, "metrics missed bus events"),
-                Err(RecvError::Closed) => return,
-            },
-            event = devices.recv() => match event {
-                Ok(_) | Err(RecvError::Lagged(_)) => metrics.on_devices(&hub),
-                Err(RecvError::Closed) => return,
-            },
-            notice = async {
-                match notices.as_mut() {
-                    Some(rx) => rx.recv().await,
-                    None => std::future::pending().await,
+            event = events.next() => match event {
+                Some(Event::Bus(event)) => metrics.on_bus(&event),
+                Some(Event::Device(_) | Event::Lagged { stream: Stream::Devices, .. }) => {
+                    metrics.on_devices(&hub);
                 }
-            } => match notice {
-                Ok(notice) => runs.lock().unwrap_or_else(|e| e.into_inner()).on_notice(&metrics, &notice),
-                Err(RecvError::Lagged(_)) => {}
-                Err(RecvError::Closed) => notices = None,
-            },
-            changed = async {
-                match activity.as_mut() {
-                    Some(rx) => rx.changed().await,
-                    None => std::future::pending().await,
-                }
-            } => match changed {
-                Ok(()) => {
-                    if let Some(rx) = activity.as_mut() {
-                        let now = *rx.borrow_and_update();
-                        metrics.on_activity(&now);
-                    }
-                }
-                Err(_) => activity = None,
+                Some(Event::Notice(notice)) => runs.lock().unwrap_or_else(|e| e.into_inner()).on_notice(&metrics, &notice),
+                Some(Event::Activity(now)) => metrics.on_activity(&now),
+                Some(Event::Lagged { .. }) => {}
+                None => return,
             },
             _ = tick.tick() => {
                 if let Some(clients) = &broker_clients {

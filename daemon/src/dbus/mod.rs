@@ -9,11 +9,12 @@
 //! signal goes to the bus and to each socket connection.
 //!
 //! Calls go through [`Hub::call`] like every other caller's, so a call made
-//! over D-Bus announces its status on MQTT too. Signals come from
-//! subscriptions taken before the name is requested, so nothing that happens
-//! once a client can see us is missed: the hub's bus (status transitions),
-//! the registry's events (availability, removal) and the agent's notices
-//! (`ApprovalRequested`, `SessionEvent`). The agent's methods (`Ask`,
+//! over D-Bus announces its status on MQTT too. Signals come from the
+//! event centre ([`crate::events`]), subscribed before the name is
+//! requested, so nothing that happens once a client can see us is missed:
+//! the hub's bus (status transitions), the registry's events
+//! (availability, removal) and the agent's notices (`ApprovalRequested`,
+//! `SessionEvent`). The agent's methods (`Ask`,
 //! `ListApprovals`, `Approve`, `Deny`, `ListSessions`, `ShowSession`) fail
 //! with `InvalidRequest` when no language model is configured.
 //! `CallTimeout` tells a client how long a `Call` on a device may take (the
@@ -26,6 +27,7 @@ mod status;
 
 use crate::assistant::{self, Assistant, Notice};
 use crate::config::DbusBus;
+use crate::events::{Centre, Event, Events, Stream, Streams};
 use crate::hub::{BusEvent, CallRequest, Hub};
 use droidwarden_bridge::DeviceEvent;
 use droidwarden_services::{ErrorCode, WireError};
@@ -36,7 +38,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use zbus::object_server::SignalEmitter;
@@ -136,9 +137,8 @@ pub(crate) struct Service {
     table: Arc<Mutex<StatusTable>>,
     device_count: Arc<AtomicU32>,
     calls: TaskTracker,
-    bus_events: broadcast::Receiver<BusEvent>,
-    device_events: broadcast::Receiver<DeviceEvent>,
-    notices: Option<broadcast::Receiver<Notice>>,
+    /// The event centre's statuses, devices and agent notices.
+    events: Events,
 }
 
 /// Listen on the private socket at `socket` ([`p2p`]), connect to the
@@ -155,6 +155,7 @@ pub(crate) async fn start(
     setting: DbusBus,
     hub: &Hub,
     assistant: Option<Assistant>,
+    centre: &Centre,
     socket: PathBuf,
 ) -> Result<Option<Service>, String> {
     let bus = match setting {
@@ -167,9 +168,13 @@ pub(crate) async fn start(
     };
     // Subscribe before the name is visible, so that no event a client could
     // already care about is missed.
-    let bus_events = hub.subscribe();
-    let device_events = hub.registry().subscribe();
-    let notices = assistant.as_ref().map(Assistant::subscribe);
+    let events = centre.subscribe(
+        "D-Bus",
+        Streams {
+            activity: false,
+            ..Streams::ALL
+        },
+    );
     let table = Arc::new(Mutex::new(StatusTable::default()));
     let device_count = Arc::new(AtomicU32::new(count(hub)));
     let calls = TaskTracker::new();
@@ -221,9 +226,7 @@ pub(crate) async fn start(
         table,
         device_count,
         calls,
-        bus_events,
-        device_events,
-        notices,
+        events,
     }))
 }
 
@@ -246,9 +249,7 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
         table,
         device_count,
         calls,
-        mut bus_events,
-        mut device_events,
-        mut notices,
+        mut events,
     } = service;
     let peers = socket.peers();
     let bus_emitter = conn.as_ref().and_then(|c| SignalEmitter::new(c, PATH).ok());
@@ -263,65 +264,64 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
     };
     let signals = async {
         loop {
-            tokio::select! {
+            let event = tokio::select! {
                 () = shutdown.cancelled() => break,
-                event = bus_events.recv() => match event {
-                    Ok(BusEvent::Status(status)) => {
-                        lock(&table).record(&status);
-                        let details = status.to_json().to_string();
-                        let (device, service, state, details) = (
-                            status.device.as_str(),
-                            status.service,
-                            status.state.as_str(),
-                            details.as_str(),
-                        );
-                        emit_all(targets(), &peers, "ServiceStatusChanged", move |e| async move {
-                            Daemon1::service_status_changed(&e, device, service, state, details).await
-                        })
-                        .await;
-                    }
-                    Ok(_) => {}
-                    Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus signals fell behind the hub"),
-                    Err(RecvError::Closed) => break,
+                event = events.next() => match event {
+                    Some(event) => event,
+                    None => break,
                 },
-                event = device_events.recv() => {
-                    match event {
-                        Ok(DeviceEvent::Availability { device, online, .. }) => {
+            };
+            match event {
+                Event::Bus(BusEvent::Status(status)) => {
+                    lock(&table).record(&status);
+                    let details = status.to_json().to_string();
+                    let (device, service, state, details) = (
+                        status.device.as_str(),
+                        status.service,
+                        status.state.as_str(),
+                        details.as_str(),
+                    );
+                    emit_all(
+                        targets(),
+                        &peers,
+                        "ServiceStatusChanged",
+                        move |e| async move {
+                            Daemon1::service_status_changed(&e, device, service, state, details)
+                                .await
+                        },
+                    )
+                    .await;
+                }
+                Event::Device(device_event) => {
+                    match device_event {
+                        DeviceEvent::Availability { device, online, .. } => {
                             let device = device.as_str();
-                            emit_all(targets(), &peers, "DeviceAvailabilityChanged", move |e| async move {
-                                Daemon1::device_availability_changed(&e, device, online).await
-                            })
+                            emit_all(
+                                targets(),
+                                &peers,
+                                "DeviceAvailabilityChanged",
+                                move |e| async move {
+                                    Daemon1::device_availability_changed(&e, device, online).await
+                                },
+                            )
                             .await;
                         }
-                        Ok(DeviceEvent::Removed { device }) => lock(&table).forget(&device),
-                        Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus availability signals missed"),
-                        Err(RecvError::Closed) => break,
+                        DeviceEvent::Removed { device } => lock(&table).forget(&device),
                     }
-                    let now = count(&hub);
-                    if device_count.swap(now, Ordering::Relaxed) != now {
-                        let iface = &iface;
-                        emit_all(targets(), &peers, "PropertiesChanged", move |e| async move {
-                            iface.device_count_changed(&e).await
-                        })
-                        .await;
-                    }
-                },
-                notice = async {
-                    match notices.as_mut() {
-                        Some(rx) => rx.recv().await,
-                        None => std::future::pending().await,
-                    }
-                } => match notice {
-                    Ok(notice) => {
-                        let notice = &notice;
-                        emit_all(targets(), &peers, "an agent signal", move |e| async move {
-                            emit_notice(&e, notice).await
-                        })
-                        .await;
-                    }
-                    Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "D-Bus agent signals fell behind"),
-                    Err(RecvError::Closed) => notices = None,
-                },
+                    device_count_changed(&hub, &device_count, &iface, &targets, &peers).await;
+                }
+                Event::Lagged {
+                    stream: Stream::Devices,
+                    ..
+                } => device_count_changed(&hub, &device_count, &iface, &targets, &peers).await,
+                Event::Notice(notice) => {
+                    let notice = &notice;
+                    emit_all(targets(), &peers, "an agent signal", move |e| async move {
+                        emit_notice(&e, notice).await
+                    })
+                    .await;
+                }
+                Event::Bus(_) | Event::Activity(_) | Event::Lagged { .. } => {}
             }
         }
         // Stop being found by name first, so no new call arrives, then let
@@ -353,6 +353,23 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
         tracing::debug!("the D-Bus connection did not close in time");
     }
     tracing::debug!(bus = bus.as_str(), "D-Bus API stopped");
+}
+
+/// `PropertiesChanged` for `DeviceCount` when the number of devices changed.
+async fn device_count_changed(
+    hub: &Hub,
+    device_count: &AtomicU32,
+    iface: &Daemon1,
+    targets: &impl Fn() -> Vec<p2p::Target>,
+    peers: &p2p::Peers,
+) {
+    let now = count(hub);
+    if device_count.swap(now, Ordering::Relaxed) != now {
+        emit_all(targets(), peers, "PropertiesChanged", move |e| async move {
+            iface.device_count_changed(&e).await
+        })
+        .await;
+    }
 }
 
 /// Send one signal on every target, each bounded by [`EMIT_TIMEOUT`]; a

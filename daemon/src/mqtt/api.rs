@@ -232,12 +232,7 @@ fn parse_call(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request
             }
         };
         no_more_fields(&obj, "call", "id, device, service, action, params")?;
-        Ok(CallRequest {
-            device,
-            service,
-            action,
-            params,
-        })
+        Ok(super::router::call_request(device, service, action, params))
     })();
     match fields {
         Ok(call) => Ok(Request::Call { id, call }),

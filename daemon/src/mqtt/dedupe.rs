@@ -4,49 +4,24 @@
 //! gets the first reply, waiting for it if the first is still running.
 //!
 //! Two layers:
-//! - in memory, only the ids *in flight* in this process: a repeat of one
-//!   waits on its first request's reply. An entry is removed once the reply
-//!   is recorded, so memory holds no more than the calls running.
-//! - the delivery store ([`crate::delivery`]): every id accepted within the
-//!   window, recorded (committed) before its command runs, with its reply
-//!   once known. It answers repeats after the first finished, across
-//!   restarts, and enforces the per-window cap (`busy`) that keeps a junk
-//!   flood from evicting real ids.
+//! - in memory, only the ids *in flight* in this process: the router
+//!   ([`super::router`]) keeps them, with the repeats waiting for each
+//!   one's reply, and forgets an id once its reply is recorded, so memory
+//!   holds no more than the calls running.
+//! - the delivery store ([`crate::delivery`]), asked from here: every id
+//!   accepted within the window, recorded (committed) before its command
+//!   runs, with its reply once known. It answers repeats after the first
+//!   finished, across restarts, and enforces the per-window cap (`busy`)
+//!   that keeps a junk flood from evicting real ids.
 
+use super::router::Reply;
 use crate::delivery::{Admit, DeliveryStore};
 use droidwarden_services::{ErrorCode, WireError};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use tokio::sync::watch;
 
-/// A reply as sent (serialized JSON), shared between the first request and
-/// its repeats; a few hundred bytes where the parsed tree would be kilobytes.
-pub(crate) type Reply = Arc<str>;
-
-#[derive(Debug)]
+/// The durable half of dedupe: the delivery store's answers.
+#[derive(Debug, Clone)]
 pub(crate) struct Dedupe {
     store: DeliveryStore,
-    in_flight: Mutex<HashMap<Arc<str>, watch::Receiver<Option<Reply>>>>,
-}
-
-/// What to do with a request.
-#[derive(Debug)]
-pub(crate) enum Admission<'a> {
-    /// This process has not seen the id running: ask the store
-    /// ([`Owner::check`]), then run or answer, and [`Owner::finish`].
-    Owner(Owner<'a>),
-    /// The id is in flight here: wait on this for its first reply.
-    Repeat(watch::Receiver<Option<Reply>>),
-}
-
-/// The request that owns an id in this process. Dropping it (finished or
-/// abandoned) forgets the id in memory; repeats waiting on an abandoned one
-/// are told it did not complete.
-#[derive(Debug)]
-pub(crate) struct Owner<'a> {
-    dedupe: &'a Dedupe,
-    id: Arc<str>,
-    tx: watch::Sender<Option<Reply>>,
 }
 
 /// What the store decided for an owner.
@@ -60,58 +35,29 @@ pub(crate) enum Decision {
 
 impl Dedupe {
     pub(crate) fn new(store: DeliveryStore) -> Self {
-        Self {
-            store,
-            in_flight: Mutex::default(),
-        }
-    }
-
-    fn in_flight(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, watch::Receiver<Option<Reply>>>> {
-        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Synchronous first step: a repeat of an id running here, or the owner.
-    pub(crate) fn admit(&self, id: &str) -> Admission<'_> {
-        let mut in_flight = self.in_flight();
-        if let Some(rx) = in_flight.get(id) {
-            return Admission::Repeat(rx.clone());
-        }
-        let (tx, rx) = watch::channel(None);
-        let id: Arc<str> = Arc::from(id);
-        in_flight.insert(Arc::clone(&id), rx);
-        Admission::Owner(Owner {
-            dedupe: self,
-            id,
-            tx,
-        })
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.in_flight().len()
+        Self { store }
     }
 }
 
-impl Owner<'_> {
+impl Dedupe {
     /// Ask the store: a new id is recorded (committed) and must be run;
     /// a known one is answered with its recorded reply, or with an error
     /// when its first run was interrupted, or when the window is full.
-    pub(crate) async fn check(&self, error_reply: impl Fn(&WireError) -> String) -> Decision {
+    pub(crate) async fn check(
+        &self,
+        id: &str,
+        error_reply: impl Fn(&WireError) -> String,
+    ) -> Decision {
         let answer = |error: WireError| Decision::Answer(Reply::from(error_reply(&error)));
-        match self.dedupe.store.admit(&self.id).await {
+        match self.store.admit(id).await {
             Ok(Admit::New) => Decision::Run,
             Ok(Admit::Done(reply)) => {
-                tracing::info!(
-                    id = &*self.id,
-                    "repeated command id: sending the recorded reply again"
-                );
+                tracing::info!(id, "repeated command id: sending the recorded reply again");
                 Decision::Answer(Reply::from(reply))
             }
             Ok(Admit::Interrupted) => {
                 tracing::warn!(
-                    id = &*self.id,
+                    id,
                     "repeated command id whose first run was interrupted: not run again"
                 );
                 answer(WireError::new(
@@ -121,7 +67,7 @@ impl Owner<'_> {
             }
             Ok(Admit::Busy) => {
                 tracing::warn!(
-                    id = &*self.id,
+                    id,
                     "too many new command ids within the dedupe window: refused"
                 );
                 answer(WireError::new(
@@ -130,7 +76,7 @@ impl Owner<'_> {
                 ))
             }
             Err(e) => {
-                tracing::error!(id = &*self.id, error = %e, "cannot record a command id: not run");
+                tracing::error!(id, error = %e, "cannot record a command id: not run");
                 let mut error = WireError::new(
                     ErrorCode::Internal,
                     format!("the command id could not be recorded ({e}); not run"),
@@ -141,26 +87,11 @@ impl Owner<'_> {
         }
     }
 
-    /// Hand the reply to repeats waiting here; when the command ran
-    /// (`ran`), record the reply in the store so later repeats get it too.
-    pub(crate) async fn finish(self, reply: &Reply, ran: bool) {
-        self.tx.send_replace(Some(reply.clone()));
-        if ran {
-            self.dedupe.store.record_reply(&self.id, reply).await;
-        }
+    /// Record the reply of a command that ran, so later repeats get it
+    /// (queued in order before any later [`Self::check`] of the id).
+    pub(crate) async fn record(&self, id: &str, reply: &Reply) {
+        self.store.record_reply(id, reply).await;
     }
-}
-
-impl Drop for Owner<'_> {
-    fn drop(&mut self) {
-        self.dedupe.in_flight().remove(&self.id);
-    }
-}
-
-/// Wait for the first request's reply.
-pub(crate) async fn first_reply(mut rx: watch::Receiver<Option<Reply>>) -> Option<Reply> {
-    let value = rx.wait_for(Option::is_some).await.ok()?;
-    value.clone()
 }
 
 #[cfg(test)]
@@ -183,43 +114,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_repeat_gets_the_first_reply_and_does_not_run() {
+    async fn a_recorded_id_is_answered_with_its_reply_and_not_run() {
         let dir = tempfile::tempdir().unwrap();
         let d = dedupe(dir.path()).await;
-        let Admission::Owner(owner) = d.admit("a") else {
-            panic!("first must own")
-        };
-        assert!(matches!(owner.check(error_reply).await, Decision::Run));
-        let Admission::Repeat(rx) = d.admit("a") else {
-            panic!("repeat must not run")
-        };
-        let waiter = tokio::spawn(first_reply(rx));
-        owner.finish(&Reply::from(r#"{"ok":true}"#), true).await;
-        assert_eq!(&*waiter.await.unwrap().unwrap(), r#"{"ok":true}"#);
-        // Memory holds only what is in flight; the store answers now.
-        assert_eq!(d.len(), 0);
-        let Admission::Owner(again) = d.admit("a") else {
-            panic!("nothing in flight")
-        };
-        match again.check(error_reply).await {
+        assert!(matches!(d.check("a", error_reply).await, Decision::Run));
+        d.record("a", &Reply::from(r#"{"ok":true}"#)).await;
+        match d.check("a", error_reply).await {
             Decision::Answer(reply) => assert_eq!(&*reply, r#"{"ok":true}"#),
             Decision::Run => panic!("a repeat must not run"),
         }
     }
 
     #[tokio::test]
-    async fn an_abandoned_first_request_is_not_run_again() {
+    async fn an_id_whose_first_run_left_no_reply_is_not_run_again() {
         let dir = tempfile::tempdir().unwrap();
         let d = dedupe(dir.path()).await;
-        let Admission::Owner(owner) = d.admit("a") else {
-            panic!()
-        };
-        assert!(matches!(owner.check(error_reply).await, Decision::Run));
-        drop(owner);
-        let Admission::Owner(again) = d.admit("a") else {
-            panic!()
-        };
-        match again.check(error_reply).await {
+        assert!(matches!(d.check("a", error_reply).await, Decision::Run));
+        match d.check("a", error_reply).await {
             Decision::Answer(reply) => assert!(reply.contains("interrupted"), "{reply}"),
             Decision::Run => panic!("an interrupted id must not run again"),
         }
