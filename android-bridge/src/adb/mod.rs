@@ -57,7 +57,7 @@ pub use shell::{ShellOutput, quote};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
@@ -94,6 +94,15 @@ const EXCHANGE_GRACE: Duration = Duration::from_secs(1);
 
 /// How long one server-level request (list, connect) may take.
 const SERVER_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most `adb_client` requests whose blocking thread has not returned. The
+/// client has no read timeouts: against a server that accepted the
+/// connection and then hangs, its thread waits until the server closes the
+/// connection, long after [`SERVER_REQUEST_TIMEOUT`] gave up on it. Past
+/// this many such threads, requests are refused at once rather than adding
+/// a thread every refresh. Refreshes are sequential, so in normal use one
+/// request at a time is in flight.
+const MAX_HOST_REQUESTS: usize = 4;
 
 /// Settings of the ADB transport.
 #[derive(Debug, Clone)]
@@ -154,6 +163,9 @@ pub struct AdbTransport {
     /// Set while the adb program cannot be found; shared with every device
     /// so that their calls say so instead of "offline".
     adb_missing: Arc<AtomicBool>,
+    /// `adb_client` requests whose blocking thread has not returned yet
+    /// (see [`MAX_HOST_REQUESTS`]).
+    host_requests: Arc<AtomicUsize>,
 }
 
 /// Attempts to start the adb server: at once the first time it is found
@@ -236,6 +248,7 @@ impl AdbTransport {
             wake: Arc::new(Notify::new()),
             server_start: Mutex::new(ServerStart::default()),
             adb_missing: Arc::new(AtomicBool::new(false)),
+            host_requests: Arc::new(AtomicUsize::new(0)),
         };
         let named: Vec<String> = transport.live().names.keys().cloned().collect();
         for serial in named {
@@ -529,14 +542,20 @@ impl AdbTransport {
         f: impl FnOnce(&mut ADBServer) -> Result<T, RustADBError> + Send + 'static,
     ) -> Result<T, BridgeError> {
         let addr = self.config.server;
-        let task = tokio::task::spawn_blocking(move || {
-            let mut server = ADBServer::new_from_path(addr, Some(NO_OP_PROGRAM.into()));
-            f(&mut server)
-        });
         let offline = |reason: String| BridgeError::DeviceOffline {
             device: "adb server".into(),
             reason,
         };
+        let Some(slot) = HostRequest::take(&self.host_requests) else {
+            return Err(offline(format!(
+                "adb server at {addr}: {MAX_HOST_REQUESTS} earlier requests are still waiting for its answer"
+            )));
+        };
+        let task = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            let mut server = ADBServer::new_from_path(addr, Some(NO_OP_PROGRAM.into()));
+            f(&mut server)
+        });
         match tokio::time::timeout(SERVER_REQUEST_TIMEOUT, task).await {
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(e))) => Err(offline(format!("adb server at {addr}: {e}"))),
@@ -645,6 +664,28 @@ impl AdbTransport {
                 detail,
             });
         }
+    }
+}
+
+/// One of the [`MAX_HOST_REQUESTS`] slots, given back when the blocking
+/// request (or the closure that would have run it) is dropped.
+#[derive(Debug)]
+struct HostRequest(Arc<AtomicUsize>);
+
+impl HostRequest {
+    fn take(count: &Arc<AtomicUsize>) -> Option<Self> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_HOST_REQUESTS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self(Arc::clone(count)))
+    }
+}
+
+impl Drop for HostRequest {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -1054,6 +1095,41 @@ mod tests {
             assert_eq!(out.unwrap().stdout, "ok");
         }
         assert_eq!(most.load(Ordering::SeqCst), 2);
+    }
+
+    /// A hung adb server must not cost a thread per refresh: `adb_client`
+    /// cannot be interrupted, so past [`MAX_HOST_REQUESTS`] threads still
+    /// waiting on it, requests are refused without a new thread; a slot
+    /// comes back when its request returns.
+    #[tokio::test]
+    async fn threads_stuck_on_a_hung_adb_server_are_bounded() {
+        let (adb, _registry) = transport(&[]);
+        let held: Vec<HostRequest> = (0..MAX_HOST_REQUESTS)
+            .map(|_| HostRequest::take(&adb.host_requests).expect("a free slot"))
+            .collect();
+        let err = adb.list().await.unwrap_err();
+        assert!(
+            err.to_string().contains("still waiting for its answer"),
+            "{err}"
+        );
+        drop(held);
+        assert_eq!(adb.host_requests.load(Ordering::SeqCst), 0);
+        // A request that runs gives its slot back, whatever its outcome.
+        let closed = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let std::net::SocketAddr::V4(addr) = closed.local_addr().unwrap() else {
+            unreachable!("bound to IPv4")
+        };
+        drop(closed);
+        let adb = AdbTransport::new(
+            AdbConfig {
+                server: addr,
+                start_server: false,
+                ..AdbConfig::default()
+            },
+            Arc::new(Registry::new()),
+        );
+        assert!(adb.list().await.is_err(), "nothing listens there");
+        assert_eq!(adb.host_requests.load(Ordering::SeqCst), 0);
     }
 
     #[test]
