@@ -7,8 +7,8 @@
 //! then `shell,v2,raw:COMMAND` (shell protocol v2: framed stdout, stderr
 //! and the exit status) or, for devices older than Android 7, `shell:COMMAND`
 //! (raw bytes, stderr merged, no exit status: the caller adds a trailer).
-//! The two requests cannot be sent in one write: the server drops whatever
-//! follows `host:transport:` in its buffer, so each waits for its `OKAY`.
+//! Each request waits for its `OKAY` before the next is sent, as adb's own
+//! client does.
 //!
 //! `adb_client` 3.2 still does discovery and connection management; this
 //! exchange replaces its `shell_command` on the call path because that one
