@@ -4,11 +4,11 @@
 //! network devices (`host:port`), asks the server to reconnect offline ones,
 //! and keeps each device's availability in the [`Registry`]. Each device is
 //! an [`AdbDevice`]; every action is an argv built from validated parameters
-//! ([`actions`]), quoted for the device shell ([`shell`]), sent through the
-//! adb server ([`exchange`]) and parsed from real Android output ([`parse`]).
+//! ([`actions`]), quoted for the device shell (`shell`), sent through the
+//! adb server (`exchange`) and parsed from real Android output ([`parse`]).
 //!
 //! `adb_client` 3.2 lists devices and connects network ones; shell commands,
-//! the call path, go through [`exchange`], our own async client of the adb
+//! the call path, go through `exchange`, our own async client of the adb
 //! server's protocol on tokio sockets: a call waiting on a phone is a
 //! future, not a thread, and a caller that gives up closes its connection
 //! at once. At most [`AdbConfig::workers_per_device`] commands per device
@@ -16,22 +16,22 @@
 //! 3.2 (each covered by a test):
 //! - Its `shell_command` blocks a thread, opens a second connection before
 //!   every command to ask for the device's features, and drops the exit
-//!   status it has read: [`exchange`] is async, asks for the features once
+//!   status it has read: `exchange` is async, asks for the features once
 //!   per device and reads the exit status from the shell v2 packet.
 //!   Devices without shell v2 (before Android 7) get a trailer that carries
-//!   it ([`shell::split_trailer`]); its absence means the output was cut
+//!   it (`shell::split_trailer`); its absence means the output was cut
 //!   short.
 //! - `ADBServer` runs `adb start-server` from `PATH` on every loopback
 //!   request, without the configured port: we hand it a no-op program and
 //!   start the server ourselves, with the right port, whenever it is needed
 //!   and absent (killed, or adb installed after the daemon started), with
-//!   backoff between attempts ([`AdbConfig::start_server`], [`ServerStart`]).
+//!   backoff between attempts ([`AdbConfig::start_server`], `ServerStart`).
 //! - The direct-TCP client spins forever when a device drops mid-command:
 //!   it is not offered; every call goes through the adb server.
 //! - It blocks and has no read timeouts: its few host requests (list,
 //!   connect, reconnect offline: one every refresh, never one per call) run
 //!   on tokio's blocking threads (`spawn_blocking`) with a timeout on the
-//!   async side, and [`exchange`] puts a deadline on the whole of every
+//!   async side, and `exchange` puts a deadline on the whole of every
 //!   shell command.
 //!
 //! Names, the `connect` list and the refresh interval can change while the
