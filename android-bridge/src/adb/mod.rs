@@ -31,8 +31,9 @@
 //! - It blocks and has no read timeouts: its few host requests (list,
 //!   connect, reconnect offline: one every refresh, never one per call) run
 //!   on tokio's blocking threads (`spawn_blocking`) with a timeout on the
-//!   async side, and `exchange` puts a deadline on the whole of every
-//!   shell command.
+//!   async side, and at most `MAX_HOST_REQUESTS` (4) of those threads may
+//!   still be waiting on a hung server; `exchange` puts a deadline on the
+//!   whole of every shell command.
 //!
 //! Names, the `connect` list and the refresh interval can change while the
 //! transport runs ([`AdbTransport::reconfigure`],
