@@ -4,10 +4,11 @@
 //! - [`device`] defines the transport-neutral [`Device`] trait, the
 //!   [`DeviceHandle`] that applies timeouts, capability checks and
 //!   one-mutation-at-a-time per device, and the [`Registry`] of known devices.
-//! - [`adb`] implements devices reached through the adb server with the
-//!   `adb_client` crate: discovery, connection of network devices, a worker
-//!   pool per device (the client blocks), shell quoting, and parsers of real
-//!   Android output.
+//! - [`adb`] implements devices reached through the adb server:
+//!   discovery and connection of network devices with the `adb_client`
+//!   crate, shell commands through our own async client of the server's
+//!   protocol (a call is a future on the caller's task, not a thread), shell
+//!   quoting, and parsers of real Android output.
 //!
 //! Architecture invariant: this crate knows phones and transports, not MQTT
 //! topics, D-Bus paths or configuration files. It exposes futures and

@@ -7,21 +7,30 @@
 //! then `shell,v2,raw:COMMAND` (shell protocol v2: framed stdout, stderr
 //! and the exit status) or, for devices older than Android 7, `shell:COMMAND`
 //! (raw bytes, stderr merged, no exit status: the caller adds a trailer).
+//! Each request waits for its `OKAY` before the next is sent, as adb's own
+//! client does.
 //!
 //! `adb_client` 3.2 still does discovery and connection management; this
 //! exchange replaces its `shell_command` on the call path because that one
-//! opens a second connection before every command (to ask the server for
-//! the device's features), drops the exit status it has just read, and has
-//! no read timeouts. Here the features are asked once per device
-//! ([`features`]), the exit status comes from the v2 packet, and every read
-//! and write has a deadline, so a worker thread on a silent connection is
-//! freed soon after its caller has given up.
+//! blocks a thread, opens a second connection before every command (to ask
+//! the server for the device's features), drops the exit status it has just
+//! read, and has no read timeouts. Here the features are asked once per
+//! device ([`features`]), the exit status comes from the v2 packet, and the
+//! I/O is tokio's: a command waiting on the phone is a future, not a thread,
+//! so any number of calls share the runtime's threads.
 //!
-//! Blocking `std::net` I/O: run only on the device's worker threads.
+//! Every exchange runs under one deadline ([`tokio::time::timeout_at`]
+//! around the whole of it: connect, every write, every read), so a server
+//! or device that is silent, or trickles bytes, cannot stretch it. A caller
+//! that gives up earlier drops the future, and with it the connection, at
+//! once: nothing keeps running on its behalf.
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, SocketAddrV4, TcpStream};
-use std::time::{Duration, Instant};
+use std::future::Future;
+use std::io;
+use std::net::SocketAddrV4;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 /// Shell protocol v2 packet id: standard output.
 const V2_STDOUT: u8 = 1;
@@ -34,6 +43,12 @@ const V2_EXIT: u8 = 3;
 /// kilobytes (a package list of a few hundred apps is ~30 KB); anything near
 /// this is a runaway command, not an answer.
 pub(crate) const MAX_OUTPUT: usize = 16 * 1024 * 1024;
+
+/// The read buffer of one connection. The server's replies come in pieces
+/// of at most a few KiB (adbd's packets); one buffered read usually takes
+/// a v2 header, its payload and the next header together, where unbuffered
+/// reads would cost a system call for each.
+const READ_BUFFER: usize = 16 * 1024;
 
 /// How a device frames shell output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +75,8 @@ pub(crate) enum ExchangeError {
     /// `device 'x' not found`, …).
     #[error("adb server: {0}")]
     Refused(String),
-    /// The connection failed, timed out, or closed before the command
-    /// finished.
+    /// The connection failed, timed out ([`io::ErrorKind::TimedOut`]), or
+    /// closed before the command finished ([`io::ErrorKind::UnexpectedEof`]).
     #[error("{0}")]
     Io(#[from] io::Error),
     /// The reply did not follow the protocol.
@@ -72,67 +87,71 @@ pub(crate) enum ExchangeError {
     TooLarge,
 }
 
-/// Run `command` on the device with `serial`, finishing within `timeout`.
-pub(crate) fn shell(
+/// Run `command` on the device with `serial`, finishing by `deadline`.
+pub(crate) async fn shell(
     server: SocketAddrV4,
     serial: &str,
     command: &str,
     protocol: Protocol,
-    timeout: Duration,
+    deadline: Instant,
 ) -> Result<Exchange, ExchangeError> {
-    let mut conn = Conn::open(server, timeout)?;
-    conn.request(&format!("host:transport:{serial}"))?;
-    match protocol {
-        Protocol::V2 => {
-            conn.request(&format!("shell,v2,raw:{command}"))?;
-            conn.read_v2()
+    bounded(deadline, async {
+        let mut conn = Conn::open(server).await?;
+        conn.request(&format!("host:transport:{serial}")).await?;
+        match protocol {
+            Protocol::V2 => {
+                conn.request(&format!("shell,v2,raw:{command}")).await?;
+                conn.read_v2().await
+            }
+            Protocol::V1 => {
+                conn.request(&format!("shell:{command}")).await?;
+                let stdout = conn.read_to_end().await?;
+                Ok(Exchange {
+                    stdout,
+                    ..Exchange::default()
+                })
+            }
         }
-        Protocol::V1 => {
-            conn.request(&format!("shell:{command}"))?;
-            let stdout = conn.read_to_end()?;
-            Ok(Exchange {
-                stdout,
-                ..Exchange::default()
-            })
-        }
-    }
+    })
+    .await
 }
 
 /// Run the quoted command `line` on the device, in the protocol it speaks:
 /// `known`, or else learned from its features first. One deadline covers
 /// both exchanges. Returns the protocol used with the output.
-pub(crate) fn run(
+pub(crate) async fn run(
     server: SocketAddrV4,
     serial: &str,
     line: String,
     known: Option<Protocol>,
-    timeout: Duration,
+    deadline: Instant,
 ) -> Result<(Protocol, Exchange), ExchangeError> {
-    let deadline = Instant::now() + timeout;
     let protocol = match known {
         Some(p) => p,
-        None => protocol_for(&features(server, serial, timeout)?),
+        None => protocol_for(&features(server, serial, deadline).await?),
     };
     let line = match protocol {
         Protocol::V2 => line,
         Protocol::V1 => super::shell::with_trailer(line),
     };
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(out_of_time().into());
-    }
-    shell(server, serial, &line, protocol, left).map(|out| (protocol, out))
+    shell(server, serial, &line, protocol, deadline)
+        .await
+        .map(|out| (protocol, out))
 }
 
 /// The device's features as the adb server knows them (`shell_v2`, `cmd`, …).
-pub(crate) fn features(
+pub(crate) async fn features(
     server: SocketAddrV4,
     serial: &str,
-    timeout: Duration,
+    deadline: Instant,
 ) -> Result<Vec<String>, ExchangeError> {
-    let mut conn = Conn::open(server, timeout)?;
-    conn.request(&format!("host-serial:{serial}:features"))?;
-    let body = conn.read_hex_body()?;
+    let body = bounded(deadline, async {
+        let mut conn = Conn::open(server).await?;
+        conn.request(&format!("host-serial:{serial}:features"))
+            .await?;
+        conn.read_hex_body().await
+    })
+    .await?;
     Ok(String::from_utf8_lossy(&body)
         .split(',')
         .map(str::trim)
@@ -154,100 +173,53 @@ fn out_of_time() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "the adb exchange ran out of time")
 }
 
-/// A socket timeout reads as `WouldBlock` on Linux: call it what it is.
-fn timed_out(e: io::Error) -> io::Error {
-    if e.kind() == io::ErrorKind::WouldBlock {
-        out_of_time()
-    } else {
-        e
-    }
-}
-
-/// One connection to the adb server with an overall deadline.
-struct Conn {
-    stream: TcpStream,
+/// `work` if it finishes by `deadline`, else [`io::ErrorKind::TimedOut`].
+/// A deadline already past starts nothing (tokio's timeout would still poll
+/// `work` once, and a connect on loopback can finish in that one poll).
+async fn bounded<T>(
     deadline: Instant,
-    /// When the socket's timeouts were last set to what was left then.
-    armed_at: Option<Instant>,
+    work: impl Future<Output = Result<T, ExchangeError>>,
+) -> Result<T, ExchangeError> {
+    if Instant::now() >= deadline {
+        return Err(out_of_time().into());
+    }
+    tokio::time::timeout_at(deadline, work)
+        .await
+        .unwrap_or_else(|_| Err(out_of_time().into()))
 }
 
-/// How far past the deadline one read may run before the socket's timeouts
-/// are set again: re-arming before every read would add two system calls to
-/// each, and most exchanges finish well within this.
-const ARM_SLACK: Duration = Duration::from_millis(20);
+/// One connection to the adb server. Its deadline is the caller's
+/// ([`bounded`]), so none of its reads or writes is bounded on its own.
+struct Conn {
+    /// Writes pass straight through tokio's `BufReader`.
+    stream: BufReader<TcpStream>,
+}
 
 impl Conn {
-    fn open(server: SocketAddrV4, timeout: Duration) -> io::Result<Self> {
-        let deadline = Instant::now() + timeout;
-        let stream = TcpStream::connect_timeout(&SocketAddr::V4(server), timeout)?;
+    async fn open(server: SocketAddrV4) -> io::Result<Self> {
+        let stream = TcpStream::connect(server).await?;
         stream.set_nodelay(true)?;
         Ok(Self {
-            stream,
-            deadline,
-            armed_at: None,
+            stream: BufReader::with_capacity(READ_BUFFER, stream),
         })
     }
 
-    /// Bound the next read or write by what is left of the deadline (within
-    /// [`ARM_SLACK`]).
-    fn arm(&mut self) -> io::Result<()> {
-        let now = Instant::now();
-        let left = self.deadline.saturating_duration_since(now);
-        if left.is_zero() {
-            return Err(out_of_time());
-        }
-        if self
-            .armed_at
-            .is_some_and(|at| now.duration_since(at) < ARM_SLACK)
-        {
-            return Ok(());
-        }
-        self.stream.set_read_timeout(Some(left))?;
-        self.stream.set_write_timeout(Some(left))?;
-        self.armed_at = Some(now);
-        Ok(())
-    }
-
-    /// Fill `buf`, each read bounded by what is left of the deadline (so a
-    /// device that trickles bytes cannot stretch the exchange past it).
-    fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
-        let mut filled = 0;
-        while filled < buf.len() {
-            self.arm()?;
-            match self.stream.read(&mut buf[filled..]) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the connection closed",
-                    ));
-                }
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(timed_out(e)),
-            }
-        }
-        Ok(())
-    }
-
     /// Send one request and read the server's `OKAY` (or its `FAIL`).
-    fn request(&mut self, text: &str) -> Result<(), ExchangeError> {
+    async fn request(&mut self, text: &str) -> Result<(), ExchangeError> {
         if text.len() > 0xffff {
             return Err(ExchangeError::Protocol(format!(
                 "a request of {} bytes exceeds the protocol's 64 KiB",
                 text.len()
             )));
         }
-        self.arm()?;
         let framed = format!("{:04x}{text}", text.len());
-        self.stream
-            .write_all(framed.as_bytes())
-            .map_err(timed_out)?;
+        self.stream.write_all(framed.as_bytes()).await?;
         let mut status = [0u8; 4];
-        self.read_exact(&mut status)?;
+        self.stream.read_exact(&mut status).await?;
         match &status {
             b"OKAY" => Ok(()),
             b"FAIL" => {
-                let message = self.read_hex_body()?;
+                let message = self.read_hex_body().await?;
                 Err(ExchangeError::Refused(
                     String::from_utf8_lossy(&message).into_owned(),
                 ))
@@ -260,121 +232,144 @@ impl Conn {
     }
 
     /// A body prefixed with four hex digits of length.
-    fn read_hex_body(&mut self) -> Result<Vec<u8>, ExchangeError> {
+    async fn read_hex_body(&mut self) -> Result<Vec<u8>, ExchangeError> {
         let mut len = [0u8; 4];
-        self.read_exact(&mut len)?;
+        self.stream.read_exact(&mut len).await?;
         let len = std::str::from_utf8(&len)
             .ok()
             .and_then(|s| usize::from_str_radix(s, 16).ok())
             .ok_or_else(|| ExchangeError::Protocol(format!("bad length {len:?}")))?;
         let mut body = vec![0u8; len];
-        self.read_exact(&mut body)?;
+        self.stream.read_exact(&mut body).await?;
         Ok(body)
     }
 
     /// Shell v2 packets up to the exit status. The connection closing first
     /// means the command was cut short.
-    fn read_v2(&mut self) -> Result<Exchange, ExchangeError> {
+    async fn read_v2(&mut self) -> Result<Exchange, ExchangeError> {
         let mut out = Exchange::default();
         loop {
             let mut header = [0u8; 5];
-            self.read_exact(&mut header)?;
+            self.stream.read_exact(&mut header).await?;
             let len = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
             if out.stdout.len() + out.stderr.len() + len > MAX_OUTPUT {
                 return Err(ExchangeError::TooLarge);
             }
             match header[0] {
-                V2_STDOUT => self.append(&mut out.stdout, len)?,
-                V2_STDERR => self.append(&mut out.stderr, len)?,
+                V2_STDOUT => self.append(&mut out.stdout, len).await?,
+                V2_STDERR => self.append(&mut out.stderr, len).await?,
                 V2_EXIT => {
                     if len != 1 {
                         return Err(ExchangeError::Protocol(format!(
                             "exit status packet of {len} bytes"
                         )));
                     }
-                    let mut status = [0u8; 1];
-                    self.read_exact(&mut status)?;
-                    out.exit = Some(status[0]);
+                    out.exit = Some(self.stream.read_u8().await?);
                     return Ok(out);
                 }
                 // Other ids (stdin, close-stdin, window size) only flow to
                 // the device; skip their payload if a device sends one.
-                _ => self.append(&mut Vec::new(), len)?,
+                _ => self.append(&mut Vec::new(), len).await?,
             }
         }
     }
 
-    fn append(&mut self, into: &mut Vec<u8>, len: usize) -> io::Result<()> {
+    async fn append(&mut self, into: &mut Vec<u8>, len: usize) -> io::Result<()> {
         let start = into.len();
         into.resize(start + len, 0);
-        self.read_exact(&mut into[start..])
+        self.stream.read_exact(&mut into[start..]).await?;
+        Ok(())
     }
 
     /// Everything until the device closes the stream (shell v1).
-    fn read_to_end(&mut self) -> Result<Vec<u8>, ExchangeError> {
+    async fn read_to_end(&mut self) -> Result<Vec<u8>, ExchangeError> {
         let mut out = Vec::new();
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            self.arm()?;
-            let n = self.stream.read(&mut buf).map_err(timed_out)?;
-            if n == 0 {
-                return Ok(out);
-            }
-            if out.len() + n > MAX_OUTPUT {
-                return Err(ExchangeError::TooLarge);
-            }
-            out.extend_from_slice(&buf[..n]);
+        // One byte past the limit tells a runaway command from one that
+        // printed exactly MAX_OUTPUT.
+        let limit = u64::try_from(MAX_OUTPUT)
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        (&mut self.stream).take(limit).read_to_end(&mut out).await?;
+        if out.len() > MAX_OUTPUT {
+            return Err(ExchangeError::TooLarge);
         }
+        Ok(out)
     }
 }
 
 #[cfg(test)]
 mod tests {
     //! The exchange against a scripted adb server on loopback: each test
-    //! checks the requests it receives and answers with fixed bytes.
+    //! checks the requests it receives and answers with fixed bytes. The
+    //! scripted server is a task on the test's own runtime, so every test
+    //! here also shows that an exchange needs no thread of its own.
     use super::*;
-    use std::net::{Ipv4Addr, TcpListener};
-    use std::thread;
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::time::Duration;
+    use tokio::net::TcpListener;
 
     /// A one-connection server: reads `requests` (checking each), then
     /// writes `reply` and closes, or, when `hold` is set, keeps the
     /// connection open until the client closes it. Returns its address.
-    fn server(requests: &'static [&'static str], reply: Vec<u8>, hold: bool) -> SocketAddrV4 {
-        serve(move |mut conn| {
+    async fn server(requests: &'static [&'static str], reply: Vec<u8>, hold: bool) -> SocketAddrV4 {
+        serve(move |mut conn| async move {
             for expected in requests {
-                let mut len = [0u8; 4];
-                conn.read_exact(&mut len).unwrap();
-                let len = usize::from_str_radix(std::str::from_utf8(&len).unwrap(), 16).unwrap();
-                let mut body = vec![0u8; len];
-                conn.read_exact(&mut body).unwrap();
-                assert_eq!(std::str::from_utf8(&body).unwrap(), *expected);
+                let body = read_request(&mut conn).await;
+                assert_eq!(body, *expected);
                 if !expected.starts_with("host-serial:") {
-                    conn.write_all(b"OKAY").unwrap();
+                    conn.write_all(b"OKAY").await.unwrap();
                 }
             }
-            conn.write_all(&reply).unwrap();
+            conn.write_all(&reply).await.unwrap();
             if hold {
                 // Until the client closes its end (or sends something).
-                let _ = conn.read(&mut [0u8; 1]);
+                let _ = conn.read(&mut [0u8; 1]).await;
             }
         })
+        .await
+    }
+
+    /// One request's text, as the server reads it.
+    async fn read_request(conn: &mut TcpStream) -> String {
+        let mut len = [0u8; 4];
+        conn.read_exact(&mut len).await.unwrap();
+        let len = usize::from_str_radix(std::str::from_utf8(&len).unwrap(), 16).unwrap();
+        let mut body = vec![0u8; len];
+        conn.read_exact(&mut body).await.unwrap();
+        String::from_utf8(body).unwrap()
     }
 
     /// A one-connection server on loopback that hands the connection to
-    /// `answer` on its own thread. Returns its address.
-    fn serve(answer: impl FnOnce(TcpStream) + Send + 'static) -> SocketAddrV4 {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    /// `answer` in a task of its own. Returns its address.
+    async fn serve<F, Fut>(answer: F) -> SocketAddrV4
+    where
+        F: FnOnce(TcpStream) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
         let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
             unreachable!("bound to IPv4")
         };
-        thread::spawn(move || answer(listener.accept().unwrap().0));
+        tokio::spawn(async move { answer(listener.accept().await.unwrap().0).await });
         addr
     }
 
+    fn within(timeout: Duration) -> Instant {
+        Instant::now() + timeout
+    }
+
     /// A command to `addr` with `timeout` fails as timed out, within `limit`.
-    fn times_out_within(addr: SocketAddrV4, timeout: Duration, limit: Duration) {
+    async fn times_out_within(addr: SocketAddrV4, timeout: Duration, limit: Duration) {
         let started = Instant::now();
-        let err = shell(addr, "emu-1", "dumpsys battery", Protocol::V2, timeout).unwrap_err();
+        let err = shell(
+            addr,
+            "emu-1",
+            "dumpsys battery",
+            Protocol::V2,
+            within(timeout),
+        )
+        .await
+        .unwrap_err();
         let took = started.elapsed();
         assert!(
             matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::TimedOut),
@@ -393,105 +388,276 @@ mod tests {
     const V2_REQUESTS: &[&str] = &["host:transport:emu-1", "shell,v2,raw:dumpsys battery"];
     const SECOND: Duration = Duration::from_secs(1);
 
-    #[test]
-    fn v2_separates_the_streams_and_carries_the_exit_status() {
+    #[tokio::test]
+    async fn v2_separates_the_streams_and_carries_the_exit_status() {
         let mut reply = packet(V2_STDOUT, b"level: 5");
         reply.extend(packet(V2_STDERR, b"warn"));
         reply.extend(packet(V2_STDOUT, b"0\n"));
         reply.extend(packet(V2_EXIT, &[3]));
-        let addr = server(V2_REQUESTS, reply, true);
+        let addr = server(V2_REQUESTS, reply, true).await;
         // The server holds the connection open: the exchange ends at the
         // exit packet, not at the close.
-        let out = shell(addr, "emu-1", "dumpsys battery", Protocol::V2, SECOND).unwrap();
+        let out = shell(
+            addr,
+            "emu-1",
+            "dumpsys battery",
+            Protocol::V2,
+            within(SECOND),
+        )
+        .await
+        .unwrap();
         assert_eq!(out.stdout, b"level: 50\n");
         assert_eq!(out.stderr, b"warn");
         assert_eq!(out.exit, Some(3));
     }
 
-    #[test]
-    fn a_close_before_the_exit_status_is_a_cut_short_command() {
-        let addr = server(V2_REQUESTS, packet(V2_STDOUT, b"level"), false);
-        let err = shell(addr, "emu-1", "dumpsys battery", Protocol::V2, SECOND).unwrap_err();
+    #[tokio::test]
+    async fn a_close_before_the_exit_status_is_a_cut_short_command() {
+        let addr = server(V2_REQUESTS, packet(V2_STDOUT, b"level"), false).await;
+        let err = shell(
+            addr,
+            "emu-1",
+            "dumpsys battery",
+            Protocol::V2,
+            within(SECOND),
+        )
+        .await
+        .unwrap_err();
         assert!(
             matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof),
             "{err:?}"
         );
     }
 
-    #[test]
-    fn a_silent_server_times_out_at_the_deadline() {
-        let addr = server(V2_REQUESTS, Vec::new(), true);
-        times_out_within(addr, Duration::from_millis(200), Duration::from_secs(1));
+    #[tokio::test]
+    async fn a_silent_server_times_out_at_the_deadline() {
+        let addr = server(V2_REQUESTS, Vec::new(), true).await;
+        times_out_within(addr, Duration::from_millis(200), SECOND).await;
     }
 
-    #[test]
-    fn a_trickling_server_cannot_stretch_the_deadline() {
-        let addr = serve(|mut conn| {
+    #[tokio::test]
+    async fn a_trickling_server_cannot_stretch_the_deadline() {
+        let addr = serve(|mut conn| async move {
             // OKAY, a byte at a time, then a stdout packet that never ends.
             for b in b"OKAY"
                 .iter()
                 .chain(b"OKAY")
                 .chain(&[V2_STDOUT, 100, 0, 0, 0])
             {
-                if conn.write_all(&[*b]).is_err() {
+                if conn.write_all(&[*b]).await.is_err() {
                     return;
                 }
             }
             for _ in 0..100 {
-                thread::sleep(Duration::from_millis(50));
-                if conn.write_all(b"x").is_err() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if conn.write_all(b"x").await.is_err() {
                     return;
                 }
             }
-        });
-        times_out_within(addr, Duration::from_millis(300), Duration::from_millis(600));
+        })
+        .await;
+        times_out_within(addr, Duration::from_millis(300), Duration::from_millis(600)).await;
     }
 
-    #[test]
-    fn fail_carries_the_servers_message() {
-        let addr = serve(|mut conn| {
-            let mut request = [0u8; 4 + 20];
-            conn.read_exact(&mut request).unwrap();
-            conn.write_all(b"FAIL0013device unauthorized").unwrap();
+    #[tokio::test]
+    async fn a_deadline_already_past_starts_nothing() {
+        let addr = server(V2_REQUESTS, packet(V2_EXIT, &[0]), true).await;
+        times_out_within(addr, Duration::ZERO, Duration::from_millis(100)).await;
+    }
+
+    /// The regression the async exchange guards: a caller that gives up
+    /// (the device handle's timeout drops the call) closes the connection
+    /// then, not at the exchange's own, later deadline.
+    #[tokio::test]
+    async fn a_caller_that_gives_up_closes_the_connection_at_once() {
+        let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+        let addr = serve(|mut conn| async move {
+            let _ = read_request(&mut conn).await;
+            conn.write_all(b"OKAY").await.unwrap();
+            let _ = read_request(&mut conn).await;
+            conn.write_all(b"OKAY").await.unwrap();
+            // No output: read until the client closes its end.
+            let closed = conn.read(&mut [0u8; 1]).await.map(|n| n == 0);
+            let _ = closed_tx.send((closed, Instant::now()));
+        })
+        .await;
+        let call = shell(
+            addr,
+            "emu-1",
+            "dumpsys battery",
+            Protocol::V2,
+            within(Duration::from_secs(30)),
+        );
+        let gave_up = tokio::time::timeout(Duration::from_millis(100), call).await;
+        assert!(gave_up.is_err(), "the server never answers");
+        let dropped_at = Instant::now();
+        let (closed, at) = tokio::time::timeout(SECOND, closed_rx)
+            .await
+            .expect("the server saw the close within a second")
+            .unwrap();
+        assert!(closed.unwrap(), "an orderly close, not an error");
+        assert!(at.duration_since(dropped_at) < SECOND);
+    }
+
+    /// Many commands in flight at once on a single-threaded runtime: the
+    /// scripted server answers none of them until every one has connected,
+    /// so this finishes only if no exchange holds the thread while it waits.
+    #[tokio::test(flavor = "current_thread")]
+    async fn many_exchanges_wait_at_once_on_one_thread() {
+        const CALLS: usize = 50;
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
+            unreachable!("bound to IPv4")
+        };
+        tokio::spawn(async move {
+            let mut conns = Vec::new();
+            for _ in 0..CALLS {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                for _ in 0..2 {
+                    let _ = read_request(&mut conn).await;
+                    conn.write_all(b"OKAY").await.unwrap();
+                }
+                conns.push(conn);
+            }
+            for (i, conn) in conns.iter_mut().enumerate() {
+                let mut reply = packet(V2_STDOUT, i.to_string().as_bytes());
+                reply.extend(packet(V2_EXIT, &[0]));
+                conn.write_all(&reply).await.unwrap();
+            }
+            // Keep the connections until the test is over.
+            std::future::pending::<()>().await;
         });
-        let err = shell(addr, "emu-1", "id", Protocol::V2, SECOND).unwrap_err();
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..CALLS {
+            calls.spawn(shell(addr, "emu-1", "id", Protocol::V2, within(SECOND * 5)));
+        }
+        let mut got: Vec<usize> = calls
+            .join_all()
+            .await
+            .into_iter()
+            .map(|out| {
+                let out = out.unwrap();
+                assert_eq!(out.exit, Some(0));
+                String::from_utf8(out.stdout).unwrap().parse().unwrap()
+            })
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..CALLS).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn fail_carries_the_servers_message() {
+        let addr = serve(|mut conn| async move {
+            let _ = read_request(&mut conn).await;
+            conn.write_all(b"FAIL0013device unauthorized")
+                .await
+                .unwrap();
+        })
+        .await;
+        let err = shell(addr, "emu-1", "id", Protocol::V2, within(SECOND))
+            .await
+            .unwrap_err();
         assert!(
             matches!(&err, ExchangeError::Refused(m) if m == "device unauthorized"),
             "{err:?}"
         );
     }
 
-    #[test]
-    fn v1_reads_until_the_device_closes() {
+    #[tokio::test]
+    async fn v1_reads_until_the_device_closes() {
         let addr = server(
             &["host:transport:emu-1", "shell:id ; echo __dw_rc=$?"],
             b"uid=2000(shell)\n__dw_rc=0\n".to_vec(),
             false,
-        );
-        let out = shell(addr, "emu-1", "id ; echo __dw_rc=$?", Protocol::V1, SECOND).unwrap();
+        )
+        .await;
+        let out = shell(
+            addr,
+            "emu-1",
+            "id ; echo __dw_rc=$?",
+            Protocol::V1,
+            within(SECOND),
+        )
+        .await
+        .unwrap();
         assert_eq!(out.stdout, b"uid=2000(shell)\n__dw_rc=0\n");
         assert_eq!(out.exit, None);
     }
 
-    #[test]
-    fn output_beyond_the_limit_is_refused_before_it_is_read() {
+    #[tokio::test]
+    async fn output_beyond_the_limit_is_refused_before_it_is_read() {
         let mut header = vec![V2_STDOUT];
         header.extend_from_slice(&u32::try_from(MAX_OUTPUT + 1).unwrap().to_le_bytes());
-        let addr = server(V2_REQUESTS, header, true);
-        let err = shell(addr, "emu-1", "dumpsys battery", Protocol::V2, SECOND).unwrap_err();
+        let addr = server(V2_REQUESTS, header, true).await;
+        let err = shell(
+            addr,
+            "emu-1",
+            "dumpsys battery",
+            Protocol::V2,
+            within(SECOND),
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(err, ExchangeError::TooLarge), "{err:?}");
     }
 
-    #[test]
-    fn features_pick_the_protocol() {
+    #[tokio::test]
+    async fn v1_output_beyond_the_limit_is_refused() {
+        let addr = serve(|mut conn| async move {
+            for _ in 0..2 {
+                let _ = read_request(&mut conn).await;
+                conn.write_all(b"OKAY").await.unwrap();
+            }
+            let chunk = vec![b'x'; 1024 * 1024];
+            for _ in 0..=MAX_OUTPUT / chunk.len() {
+                if conn.write_all(&chunk).await.is_err() {
+                    return; // The client stopped reading: as it should.
+                }
+            }
+        })
+        .await;
+        let err = shell(addr, "emu-1", "yes", Protocol::V1, within(SECOND * 10))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ExchangeError::TooLarge), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn features_pick_the_protocol() {
         let addr = server(
             &["host-serial:emu-1:features"],
             b"OKAY0014cmd,shell_v2,stat_v2".to_vec(),
             false,
-        );
-        let features = features(addr, "emu-1", SECOND).unwrap();
+        )
+        .await;
+        let features = features(addr, "emu-1", within(SECOND)).await.unwrap();
         assert_eq!(features, ["cmd", "shell_v2", "stat_v2"]);
         assert_eq!(protocol_for(&features), Protocol::V2);
         assert_eq!(protocol_for(&[]), Protocol::V1);
+    }
+
+    #[tokio::test]
+    async fn run_asks_for_the_features_once_then_adds_the_trailer_for_v1() {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
+            unreachable!("bound to IPv4")
+        };
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            assert_eq!(read_request(&mut conn).await, "host-serial:emu-1:features");
+            conn.write_all(b"OKAY0003cmd").await.unwrap();
+            drop(conn);
+            let (mut conn, _) = listener.accept().await.unwrap();
+            assert_eq!(read_request(&mut conn).await, "host:transport:emu-1");
+            conn.write_all(b"OKAY").await.unwrap();
+            assert_eq!(read_request(&mut conn).await, "shell:id ; echo __dw_rc=$?");
+            conn.write_all(b"OKAYx\n__dw_rc=0\n").await.unwrap();
+        });
+        let (protocol, out) = run(addr, "emu-1", "id".into(), None, within(SECOND))
+            .await
+            .unwrap();
+        assert_eq!(protocol, Protocol::V1);
+        assert_eq!(out.stdout, b"x\n__dw_rc=0\n");
+        assert_eq!(out.exit, None);
     }
 }

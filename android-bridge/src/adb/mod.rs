@@ -3,30 +3,37 @@
 //! [`AdbTransport`] lists what the adb server sees, connects configured
 //! network devices (`host:port`), asks the server to reconnect offline ones,
 //! and keeps each device's availability in the [`Registry`]. Each device is
-//! an [`AdbDevice`] with its own worker threads (see [`pool`]); every action
-//! is an argv built from validated parameters ([`actions`]), quoted for the
-//! device shell ([`shell`]) and parsed from real Android output ([`parse`]).
+//! an [`AdbDevice`]; every action is an argv built from validated parameters
+//! ([`actions`]), quoted for the device shell (`shell`), sent through the
+//! adb server (`exchange`) and parsed from real Android output ([`parse`]).
 //!
 //! `adb_client` 3.2 lists devices and connects network ones; shell commands,
-//! the call path, go through [`exchange`], a small client of the adb
-//! server's protocol. Workarounds for `adb_client` 3.2 (each covered by a
-//! test):
-//! - Its `shell_command` opens a second connection before every command to
-//!   ask for the device's features, and drops the exit status it has read:
-//!   [`exchange`] asks for the features once per device and reads the exit
-//!   status from the shell v2 packet. Devices without shell v2 (before
-//!   Android 7) get a trailer that carries it ([`shell::split_trailer`]);
-//!   its absence means the output was cut short.
+//! the call path, go through `exchange`, our own async client of the adb
+//! server's protocol on tokio sockets: a call waiting on a phone is a
+//! future, not a thread, and a caller that gives up closes its connection
+//! at once. At most [`AdbConfig::workers_per_device`] commands per device
+//! are in flight (a semaphore, not threads). Workarounds for `adb_client`
+//! 3.2 (each covered by a test):
+//! - Its `shell_command` blocks a thread, opens a second connection before
+//!   every command to ask for the device's features, and drops the exit
+//!   status it has read: `exchange` is async, asks for the features once
+//!   per device and reads the exit status from the shell v2 packet.
+//!   Devices without shell v2 (before Android 7) get a trailer that carries
+//!   it (`shell::split_trailer`); its absence means the output was cut
+//!   short.
 //! - `ADBServer` runs `adb start-server` from `PATH` on every loopback
 //!   request, without the configured port: we hand it a no-op program and
 //!   start the server ourselves, with the right port, whenever it is needed
 //!   and absent (killed, or adb installed after the daemon started), with
-//!   backoff between attempts ([`AdbConfig::start_server`], [`ServerStart`]).
+//!   backoff between attempts ([`AdbConfig::start_server`], `ServerStart`).
 //! - The direct-TCP client spins forever when a device drops mid-command:
 //!   it is not offered; every call goes through the adb server.
-//! - No read timeouts: server requests run on worker threads with the
-//!   caller's timeout enforced on the async side, and [`exchange`] puts a
-//!   deadline on every read and write of a shell command.
+//! - It blocks and has no read timeouts: its few host requests (list,
+//!   connect, reconnect offline: one every refresh, never one per call) run
+//!   on tokio's blocking threads (`spawn_blocking`) with a timeout on the
+//!   async side, and at most `MAX_HOST_REQUESTS` (4) of those threads may
+//!   still be waiting on a hung server; `exchange` puts a deadline on the
+//!   whole of every shell command.
 //!
 //! Names, the `connect` list and the refresh interval can change while the
 //! transport runs ([`AdbTransport::reconfigure`],
@@ -36,7 +43,6 @@
 pub mod actions;
 mod exchange;
 pub mod parse;
-mod pool;
 mod shell;
 
 use crate::device::{
@@ -47,16 +53,15 @@ use adb_client::RustADBError;
 use adb_client::server::{ADBServer, DeviceLong, DeviceState};
 use droidwarden_services::{Command, DeviceName};
 use exchange::{ExchangeError, Protocol};
-use pool::WorkerPool;
 use serde_json::Value;
 pub use shell::{ShellOutput, quote};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// Actions the ADB transport cannot perform, with the reason.
@@ -82,11 +87,23 @@ pub(crate) const UNSUPPORTED: &[(&str, &str, &str)] = &[
 /// server request on loopback, and we do not want that (see module docs).
 const NO_OP_PROGRAM: &str = "true";
 
-/// How much longer than its caller a worker waits on a shell exchange.
-const WORKER_GRACE: Duration = Duration::from_secs(1);
+/// How much longer than its caller's timeout a shell exchange may run. The
+/// device handle drops a call at its timeout, closing the connection, and
+/// reports `timeout`; the exchange's own deadline, a little later, only
+/// bounds callers without a timeout of their own.
+const EXCHANGE_GRACE: Duration = Duration::from_secs(1);
 
 /// How long one server-level request (list, connect) may take.
 const SERVER_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most `adb_client` requests whose blocking thread has not returned. The
+/// client has no read timeouts: against a server that accepted the
+/// connection and then hangs, its thread waits until the server closes the
+/// connection, long after [`SERVER_REQUEST_TIMEOUT`] gave up on it. Past
+/// this many such threads, requests are refused at once rather than adding
+/// a thread every refresh. Refreshes are sequential, so in normal use one
+/// request at a time is in flight.
+const MAX_HOST_REQUESTS: usize = 4;
 
 /// Settings of the ADB transport.
 #[derive(Debug, Clone)]
@@ -101,7 +118,9 @@ pub struct AdbConfig {
     pub call_timeout: Duration,
     /// How often the device list is refreshed.
     pub poll_interval: Duration,
-    /// Most adb requests in flight per device.
+    /// Most shell commands in flight per device, each one connection to the
+    /// adb server (a semaphore: a command waiting for its turn or for the
+    /// phone holds no thread). At least 1.
     pub workers_per_device: usize,
     /// Start the adb server (with the configured port) when it is not
     /// running and the address is on this machine.
@@ -145,6 +164,9 @@ pub struct AdbTransport {
     /// Set while the adb program cannot be found; shared with every device
     /// so that their calls say so instead of "offline".
     adb_missing: Arc<AtomicBool>,
+    /// `adb_client` requests whose blocking thread has not returned yet
+    /// (see [`MAX_HOST_REQUESTS`]).
+    host_requests: Arc<AtomicUsize>,
 }
 
 /// Attempts to start the adb server: at once the first time it is found
@@ -227,6 +249,7 @@ impl AdbTransport {
             wake: Arc::new(Notify::new()),
             server_start: Mutex::new(ServerStart::default()),
             adb_missing: Arc::new(AtomicBool::new(false)),
+            host_requests: Arc::new(AtomicUsize::new(0)),
         };
         let named: Vec<String> = transport.live().names.keys().cloned().collect();
         for serial in named {
@@ -520,14 +543,20 @@ impl AdbTransport {
         f: impl FnOnce(&mut ADBServer) -> Result<T, RustADBError> + Send + 'static,
     ) -> Result<T, BridgeError> {
         let addr = self.config.server;
-        let task = tokio::task::spawn_blocking(move || {
-            let mut server = ADBServer::new_from_path(addr, Some(NO_OP_PROGRAM.into()));
-            f(&mut server)
-        });
         let offline = |reason: String| BridgeError::DeviceOffline {
             device: "adb server".into(),
             reason,
         };
+        let Some(slot) = HostRequest::take(&self.host_requests) else {
+            return Err(offline(format!(
+                "adb server at {addr}: {MAX_HOST_REQUESTS} earlier requests are still waiting for its answer"
+            )));
+        };
+        let task = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            let mut server = ADBServer::new_from_path(addr, Some(NO_OP_PROGRAM.into()));
+            f(&mut server)
+        });
         match tokio::time::timeout(SERVER_REQUEST_TIMEOUT, task).await {
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(e))) => Err(offline(format!("adb server at {addr}: {e}"))),
@@ -565,7 +594,7 @@ impl AdbTransport {
             server: self.config.server,
             call_timeout: self.config.call_timeout,
             status: Mutex::new(status),
-            pool: WorkerPool::new(name.as_str(), self.config.workers_per_device),
+            slots: Semaphore::new(self.config.workers_per_device.max(1)),
             wake: Arc::clone(&self.wake),
             muted_levels: Mutex::new(HashMap::new()),
             adb_missing: Arc::clone(&self.adb_missing),
@@ -636,6 +665,28 @@ impl AdbTransport {
                 detail,
             });
         }
+    }
+}
+
+/// One of the [`MAX_HOST_REQUESTS`] slots, given back when the blocking
+/// request (or the closure that would have run it) is dropped.
+#[derive(Debug)]
+struct HostRequest(Arc<AtomicUsize>);
+
+impl HostRequest {
+    fn take(count: &Arc<AtomicUsize>) -> Option<Self> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_HOST_REQUESTS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self(Arc::clone(count)))
+    }
+}
+
+impl Drop for HostRequest {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -715,7 +766,8 @@ pub struct AdbDevice {
     /// Written by the transport's refresh and by calls that see the device
     /// drop; only held for field updates, never across an await.
     status: Mutex<Status>,
-    pool: WorkerPool,
+    /// One permit per shell command in flight ([`AdbConfig::workers_per_device`]).
+    slots: Semaphore,
     wake: Arc<Notify>,
     /// Levels saved by `mute` for `unmute` (see `actions::mute_stream`).
     muted_levels: Mutex<HashMap<u8, i64>>,
@@ -729,29 +781,27 @@ impl AdbDevice {
         self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Run one device command on this device's workers.
+    /// Run one device command, on the caller's task.
     async fn run(&self, argv: &[&str]) -> Result<ShellOutput, BridgeError> {
         let line = shell::command_line(argv);
-        let serial = self.serial.clone();
-        let server = self.server;
-        // The worker's own deadline outlives the caller's, so a slow device
-        // is reported as the caller's timeout; it only frees the thread.
-        let io_timeout = self.call_timeout + WORKER_GRACE;
+        let deadline = tokio::time::Instant::now() + self.call_timeout + EXCHANGE_GRACE;
         let known = self.status().protocol;
-        let (tx, rx) = oneshot::channel();
         tracing::debug!(device = %self.name, command = %line, "adb shell");
-        self.pool.submit(move || {
-            if tx.is_closed() {
-                return; // The caller gave up while this waited in the queue.
+        let slot = tokio::time::timeout_at(deadline, self.slots.acquire()).await;
+        let _slot = match slot {
+            Ok(Ok(permit)) => permit,
+            // The semaphore is never closed.
+            Ok(Err(closed)) => return Err(BridgeError::Internal(closed.to_string())),
+            Err(_) => {
+                return Err(BridgeError::Busy {
+                    device: self.name.to_string(),
+                    reason: "every adb slot of the device stayed taken".into(),
+                });
             }
-            let result = exchange::run(server, &serial, line, known, io_timeout);
-            let _ = tx.send(result);
-        });
-        let (protocol, out) = match rx.await {
-            Ok(Ok(done)) => done,
-            Ok(Err(e)) => return Err(self.exchange_error(e)),
-            Err(_) => return Err(BridgeError::Internal("adb worker vanished".into())),
         };
+        let (protocol, out) = exchange::run(self.server, &self.serial, line, known, deadline)
+            .await
+            .map_err(|e| self.exchange_error(e))?;
         if known.is_none() {
             tracing::debug!(device = %self.name, ?protocol, "shell protocol");
             self.status().protocol = Some(protocol);
@@ -983,6 +1033,104 @@ mod tests {
             names(&registry),
             vec![("kitchen".to_owned(), true), ("s2".to_owned(), false)]
         );
+    }
+
+    /// `workers_per_device` caps the commands in flight on one phone; the
+    /// others wait for a slot (on no thread) and then run.
+    #[tokio::test]
+    async fn commands_beyond_the_devices_slots_wait_for_one() {
+        use std::sync::atomic::AtomicUsize;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+            .await
+            .unwrap();
+        let std::net::SocketAddr::V4(server) = listener.local_addr().unwrap() else {
+            unreachable!("bound to IPv4")
+        };
+        let active = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let (count, peak) = (Arc::clone(&active), Arc::clone(&most));
+        tokio::spawn(async move {
+            loop {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let now = count.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                let count = Arc::clone(&count);
+                tokio::spawn(async move {
+                    for _ in 0..2 {
+                        let mut len = [0u8; 4];
+                        conn.read_exact(&mut len).await.unwrap();
+                        let len =
+                            usize::from_str_radix(std::str::from_utf8(&len).unwrap(), 16).unwrap();
+                        conn.read_exact(&mut vec![0u8; len]).await.unwrap();
+                        conn.write_all(b"OKAY").await.unwrap();
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    count.fetch_sub(1, Ordering::SeqCst);
+                    // stdout "ok", then exit status 0.
+                    conn.write_all(b"\x01\x02\0\0\0ok\x03\x01\0\0\0\0")
+                        .await
+                        .unwrap();
+                });
+            }
+        });
+        let registry = Arc::new(Registry::new());
+        let adb = AdbTransport::new(
+            AdbConfig {
+                server,
+                workers_per_device: 2,
+                names: map(&[("emu-1", "kitchen")]),
+                ..AdbConfig::default()
+            },
+            registry,
+        );
+        let device = adb.device_for("emu-1");
+        device.status().protocol = Some(Protocol::V2);
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..5 {
+            let device = Arc::clone(&device);
+            calls.spawn(async move { device.run(&["echo", "ok"]).await });
+        }
+        for out in calls.join_all().await {
+            assert_eq!(out.unwrap().stdout, "ok");
+        }
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+    }
+
+    /// A hung adb server must not cost a thread per refresh: `adb_client`
+    /// cannot be interrupted, so past [`MAX_HOST_REQUESTS`] threads still
+    /// waiting on it, requests are refused without a new thread; a slot
+    /// comes back when its request returns.
+    #[tokio::test]
+    async fn threads_stuck_on_a_hung_adb_server_are_bounded() {
+        let (adb, _registry) = transport(&[]);
+        let held: Vec<HostRequest> = (0..MAX_HOST_REQUESTS)
+            .map(|_| HostRequest::take(&adb.host_requests).expect("a free slot"))
+            .collect();
+        let err = adb.list().await.unwrap_err();
+        assert!(
+            err.to_string().contains("still waiting for its answer"),
+            "{err}"
+        );
+        drop(held);
+        assert_eq!(adb.host_requests.load(Ordering::SeqCst), 0);
+        // A request that runs gives its slot back, whatever its outcome.
+        let closed = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let std::net::SocketAddr::V4(addr) = closed.local_addr().unwrap() else {
+            unreachable!("bound to IPv4")
+        };
+        drop(closed);
+        let adb = AdbTransport::new(
+            AdbConfig {
+                server: addr,
+                start_server: false,
+                ..AdbConfig::default()
+            },
+            Arc::new(Registry::new()),
+        );
+        assert!(adb.list().await.is_err(), "nothing listens there");
+        assert_eq!(adb.host_requests.load(Ordering::SeqCst), 0);
     }
 
     #[test]
