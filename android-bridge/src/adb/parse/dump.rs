@@ -45,8 +45,12 @@ const DUMP_ERRORS: &[&str] = &[
 /// output that stops in the middle of a line. [`ParseError::Device`] (kind
 /// [`FailureKind::Other`]) when the dump is empty.
 pub fn dump_complete(command: &str, stdout: &str, stderr: &str) -> Result<(), ParseError> {
-    let lines = || stdout.lines().chain(stderr.lines()).map(str::trim);
-    if let Some(marker) = lines().find(|l| is_timeout_marker(l)) {
+    let marker = stdout
+        .lines()
+        .chain(stderr.lines())
+        .map(str::trim)
+        .find(|l| is_timeout_marker(l));
+    if let Some(marker) = marker {
         return Err(ParseError::Incomplete {
             detail: format!(
                 "the phone's dump timed out part-way (`{}`)",
@@ -54,7 +58,15 @@ pub fn dump_complete(command: &str, stdout: &str, stderr: &str) -> Result<(), Pa
             ),
         });
     }
-    if let Some(error) = lines().find(|l| DUMP_ERRORS.iter().any(|e| l.starts_with(e))) {
+    // On stdout (phones before Android 7 merge stderr into it) only at the
+    // start of a line: a dump's own indented text may quote anything.
+    let dump_error = |l: &&str| DUMP_ERRORS.iter().any(|e| l.starts_with(e));
+    let error = stderr
+        .lines()
+        .map(str::trim)
+        .find(dump_error)
+        .or_else(|| stdout.lines().find(dump_error));
+    if let Some(error) = error {
         return Err(ParseError::Incomplete {
             detail: format!("the phone lost the service mid-dump (`{}`)", shorten(error)),
         });
@@ -154,7 +166,21 @@ mod tests {
                 incomplete("- STREAM_MUSIC:\n   Min: 0\n", stderr),
                 "{stderr}"
             );
+            // Merged into stdout (before Android 7).
+            assert!(
+                incomplete(&format!("- STREAM_MUSIC:\n{stderr}"), ""),
+                "{stderr}"
+            );
         }
+        // A dump quoting such words in its own indented text did not fail.
+        assert_eq!(
+            dump_complete(
+                "dumpsys x",
+                "Recent events:\n  Error with service 'foo' while dumping: DEAD_OBJECT\n",
+                ""
+            ),
+            Ok(())
+        );
     }
 
     #[test]
