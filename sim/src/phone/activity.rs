@@ -1,5 +1,6 @@
 //! `am` (activity manager): `start` and `force-stop`, and the intent model
-//! that `am start` and `cmd package resolve-activity` share.
+//! that `am start` and `cmd package resolve-activity` / `query-activities`
+//! share.
 //!
 //! Output follows `ActivityManagerShellCommand`: `Starting: Intent { … }`
 //! first, errors on stdout with `-W` and on stderr without, and, as on real
