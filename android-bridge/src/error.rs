@@ -121,6 +121,17 @@ pub enum BridgeError {
         /// What the parser expected.
         detail: String,
     },
+    /// The phone's answer was cut short although the command reported
+    /// success: a `dumpsys` that hit its own timeout, lost its service
+    /// mid-dump, or stopped mid-line. Nothing was read from it; the same
+    /// call may succeed when tried again, so it is retryable.
+    #[error("incomplete output from `{command}`: {detail}")]
+    IncompleteOutput {
+        /// The device command.
+        command: String,
+        /// What showed the output was cut short.
+        detail: String,
+    },
     /// The companion app on the phone reported an error. `error` keeps its
     /// code (mapped onto the daemon's codes), message and retryable flag.
     #[error("{device}: the companion app reported {}: {}", error.code, error.message)]
@@ -157,7 +168,9 @@ impl BridgeError {
             Self::Unsupported { .. } | Self::MissingOnPhone { .. } => ErrorCode::UnsupportedAction,
             Self::PermissionDenied { .. } => ErrorCode::PermissionDenied,
             Self::NotFound { .. } => ErrorCode::NotFound,
-            Self::Device { .. } | Self::UnexpectedOutput { .. } => ErrorCode::DeviceError,
+            Self::Device { .. } | Self::UnexpectedOutput { .. } | Self::IncompleteOutput { .. } => {
+                ErrorCode::DeviceError
+            }
             Self::Companion { error, .. } => error.code,
             Self::Internal(_) => ErrorCode::Internal,
         }
@@ -166,7 +179,7 @@ impl BridgeError {
     /// Whether the same call may succeed later without changes.
     pub fn retryable(&self) -> bool {
         match self {
-            Self::NoDeviceOnline { .. } => true,
+            Self::NoDeviceOnline { .. } | Self::IncompleteOutput { .. } => true,
             Self::Companion { error, .. } => error.retryable,
             other => other.code().default_retryable(),
         }

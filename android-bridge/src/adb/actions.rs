@@ -32,12 +32,22 @@ pub trait Shell: Send + Sync {
 }
 
 /// Run `argv`; a failure the phone reports becomes a structured error.
+///
+/// This is the one place every device command's output passes through, so
+/// it is also where a `dumpsys` run that exited 0 with a dump that cannot be
+/// trusted (timed out, service lost, stopped mid-line: retryable; empty: a
+/// device error) is stopped before any parser reads values out of it.
 async fn ok(sh: &dyn Shell, argv: &[&str]) -> Result<String, BridgeError> {
     let out = sh.run(argv).await?;
-    match parse::classify_device_error(&out.stdout, &out.stderr, out.exit) {
-        None => Ok(out.stdout),
-        Some(failure) => Err(from_failure(sh.device_name(), failure, Some(out.exit))),
+    if let Some(failure) = parse::classify_device_error(&out.stdout, &out.stderr, out.exit) {
+        return Err(from_failure(sh.device_name(), failure, Some(out.exit)));
     }
+    if argv.first() == Some(&"dumpsys") {
+        let command = argv.join(" ");
+        let verdict = parse::dump_complete(&command, &out.stdout, &out.stderr);
+        parsed(sh.device_name(), argv, verdict)?;
+    }
+    Ok(out.stdout)
 }
 
 fn from_failure(device: &str, failure: DeviceFailure, exit: Option<i32>) -> BridgeError {
@@ -66,6 +76,10 @@ fn parsed<T>(device: &str, argv: &[&str], result: Result<T, ParseError>) -> Resu
     result.map_err(|e| match e {
         ParseError::NotFound { what } => BridgeError::NotFound { message: what },
         ParseError::Device(failure) => from_failure(device, failure, None),
+        ParseError::Incomplete { detail } => BridgeError::IncompleteOutput {
+            command: argv.join(" "),
+            detail,
+        },
         other => BridgeError::UnexpectedOutput {
             command: argv.join(" "),
             detail: other.to_string(),
@@ -219,20 +233,57 @@ fn unsupported(sh: &dyn Shell, command: &Command) -> BridgeError {
     }
 }
 
+/// An address no route is asked *for*: `ip route get` only looks the route
+/// up, nothing is sent. Any public IPv4 address gives the default route.
+const ROUTE_PROBE: &str = "8.8.8.8";
+
+/// The link that carries the phone's traffic (named by the default route,
+/// not assumed to be `wlan0`), the main routing table, the default gateway
+/// and airplane mode.
 async fn network_status(sh: &dyn Shell) -> Result<Value, BridgeError> {
-    let link = read(sh, &["ip", "addr", "show", "wlan0"], parse::ip_addr).await?;
     let routes = read(sh, &["ip", "route"], parse::ip_route).await?;
+    let default = match routes.iter().find(|r| r.destination == "default") {
+        Some(route) => Some(route.clone()),
+        // Android 5+ keeps default routes in per-network tables.
+        None => default_route(sh).await?,
+    };
+    let links = read(sh, &["ip", "addr", "show"], parse::ip_addrs).await?;
+    let interface = default.as_ref().and_then(|r| r.interface.as_deref());
+    let link = parse::uplink(&links, interface).ok_or_else(|| BridgeError::UnexpectedOutput {
+        command: "ip addr show".into(),
+        detail: "no network interface other than loopback".into(),
+    })?;
     let airplane = setting(sh, "global", "airplane_mode_on").await?;
-    let gateway = routes
-        .iter()
-        .find(|r| r.destination == "default")
-        .and_then(|r| r.gateway.clone());
     Ok(json!({
         "wifi": to_json(link)?,
         "routes": to_json(routes)?,
-        "default_gateway": gateway,
+        "default_gateway": default.and_then(|r| r.gateway),
         "airplane_mode": airplane.as_deref() == Some("1"),
     }))
+}
+
+/// The route the phone would use to reach the internet, from `ip route get`
+/// (policy rules included); `None` when there is none (offline: `Network is
+/// unreachable`, a non-zero exit) or the phone will not say.
+async fn default_route(sh: &dyn Shell) -> Result<Option<parse::Route>, BridgeError> {
+    match read(
+        sh,
+        &["ip", "route", "get", ROUTE_PROBE],
+        parse::ip_route_get,
+    )
+    .await
+    {
+        Ok(route) => Ok(Some(route)),
+        // No route, an `unreachable` one, or an answer we cannot read: the
+        // status is still worth reporting, without a default interface.
+        Err(
+            BridgeError::Device { .. }
+            | BridgeError::NotFound { .. }
+            | BridgeError::PermissionDenied { .. }
+            | BridgeError::UnexpectedOutput { .. },
+        ) => Ok(None),
+        Err(other) => Err(other),
+    }
 }
 
 async fn system_info(sh: &dyn Shell) -> Result<Value, BridgeError> {
@@ -261,6 +312,14 @@ fn component(package: &str, activity: &str) -> String {
     }
 }
 
+/// Launch `package`: its `activity` when given, else its launcher activity.
+///
+/// The launcher activity is the first `MAIN`/`LAUNCHER` activity of the
+/// package in the phone's own order, as `PackageManager.
+/// getLaunchIntentForPackage` picks it. `resolve-activity` is not used: when
+/// an app has several launcher activities it names the system chooser, and
+/// starting that would show a dialog and report success. Whatever `am start`
+/// then reports on top must belong to the package, or the launch failed.
 async fn launch(
     sh: &dyn Shell,
     package: &str,
@@ -268,27 +327,7 @@ async fn launch(
 ) -> Result<Value, BridgeError> {
     let component = match activity {
         Some(activity) => component(package, activity),
-        None => {
-            let argv = [
-                "cmd",
-                "package",
-                "resolve-activity",
-                "--brief",
-                "-c",
-                "android.intent.category.LAUNCHER",
-                package,
-            ];
-            read(sh, &argv, parse::resolve_activity_brief)
-                .await
-                .map_err(|e| match e {
-                    BridgeError::NotFound { .. } => BridgeError::NotFound {
-                        message: format!(
-                            "package {package} is not installed or has no launcher activity"
-                        ),
-                    },
-                    other => other,
-                })?
-        }
+        None => launcher_activity(sh, package).await?,
     };
     let started = read(
         sh,
@@ -296,6 +335,17 @@ async fn launch(
         parse::am_start,
     )
     .await?;
+    if let Some(top) = started.activity.as_deref()
+        && parse::component_package(top) != Some(package)
+    {
+        return Err(BridgeError::Device {
+            message: format!(
+                "`am start -n {component}` left {top} on top, not an activity of {package} \
+                 (the app closed at once, or handed over to another app or to the system chooser)"
+            ),
+            exit: None,
+        });
+    }
     Ok(json!({
         "package": package,
         "component": component,
@@ -303,6 +353,37 @@ async fn launch(
         "launch_state": started.launch_state,
         "total_time_ms": started.total_time_ms,
     }))
+}
+
+/// The first launcher activity of `package`, from `cmd package
+/// query-activities --brief -a MAIN -c LAUNCHER PACKAGE`.
+async fn launcher_activity(sh: &dyn Shell, package: &str) -> Result<String, BridgeError> {
+    let not_found = || BridgeError::NotFound {
+        message: format!("package {package} is not installed or has no launcher activity"),
+    };
+    let argv = [
+        "cmd",
+        "package",
+        "query-activities",
+        "--brief",
+        "-a",
+        "android.intent.action.MAIN",
+        "-c",
+        "android.intent.category.LAUNCHER",
+        package,
+    ];
+    let found = read(sh, &argv, parse::launcher_activities)
+        .await
+        .map_err(|e| match e {
+            BridgeError::NotFound { .. } => not_found(),
+            other => other,
+        })?;
+    // The package argument already restricts the query; an activity of
+    // another package is never launched in this one's name.
+    found
+        .into_iter()
+        .find(|c| parse::component_package(c) == Some(package))
+        .ok_or_else(not_found)
 }
 
 async fn wifi(sh: &dyn Shell, action: &WifiAction) -> Result<Value, BridgeError> {

@@ -1,5 +1,6 @@
 //! `am` (activity manager): `start` and `force-stop`, and the intent model
-//! that `am start` and `cmd package resolve-activity` share.
+//! that `am start` and `cmd package resolve-activity` / `query-activities`
+//! share.
 //!
 //! Output follows `ActivityManagerShellCommand`: `Starting: Intent { … }`
 //! first, errors on stdout with `-W` and on stderr without, and, as on real
@@ -11,9 +12,9 @@ use crate::state::{MediaSession, PhoneState, PlaybackState};
 
 use super::{arg_expected, done, fail, java_exception, ok_text, parse_component, short_component};
 
-const ACTION_MAIN: &str = "android.intent.action.MAIN";
+pub(crate) const ACTION_MAIN: &str = "android.intent.action.MAIN";
 const ACTION_VIEW: &str = "android.intent.action.VIEW";
-const CATEGORY_LAUNCHER: &str = "android.intent.category.LAUNCHER";
+pub(crate) const CATEGORY_LAUNCHER: &str = "android.intent.category.LAUNCHER";
 const FLAG_ACTIVITY_NEW_TASK: u32 = 0x1000_0000;
 
 /// An intent as built from command-line options.

@@ -1,5 +1,5 @@
 //! `pm` / `cmd package`: `list packages`, `path`, `resolve-activity`,
-//! `enable` and `disable-user`, in `PackageManagerShellCommand`'s formats.
+//! `query-activities`, `enable` and `disable-user`, in `PackageManagerShellCommand`'s formats.
 
 use crate::shell::CommandResult;
 use crate::state::PhoneState;
@@ -131,6 +131,72 @@ fn resolve_activity(st: &PhoneState, args: &[String]) -> CommandResult {
     ok_text(s)
 }
 
+/// `cmd package query-activities [--brief|--components] INTENT`, in
+/// `PackageManagerShellCommand.runQueryIntentActivities`'s format: `N
+/// activities found:` then `  Activity #i:` and, with `--brief`, the
+/// `priority=…` line and the component; `--components` prints only the
+/// components. A launcher intent (`MAIN`/`LAUNCHER`, optionally `-p` or a
+/// bare package) lists every enabled package's launcher activity.
+fn query_activities(st: &PhoneState, args: &[String]) -> CommandResult {
+    let (intent, opts) = match Intent::parse(args) {
+        Ok(v) => v,
+        Err(e) => return java_exception("query-activities", &e),
+    };
+    let launcherish = intent.component.is_none()
+        && intent.data.is_none()
+        && matches!(
+            intent.action.as_deref(),
+            None | Some(super::activity::ACTION_MAIN)
+        )
+        && !intent.categories.is_empty()
+        && intent.categories.iter().all(|c| {
+            c == super::activity::CATEGORY_LAUNCHER || c == "android.intent.category.DEFAULT"
+        });
+    let found: Vec<(String, String)> = if launcherish {
+        st.packages
+            .iter()
+            .filter(|p| p.enabled)
+            .filter(|p| {
+                intent
+                    .package
+                    .as_deref()
+                    .is_none_or(|want| want == p.package)
+            })
+            .filter_map(|p| Some((p.package.clone(), p.launcher_activity.clone()?)))
+            .collect()
+    } else {
+        match resolve(st, &intent) {
+            Resolved::Activity(pkg, class) => vec![(pkg, class)],
+            Resolved::Unresolved | Resolved::ClassNotFound => Vec::new(),
+        }
+    };
+    if found.is_empty() {
+        return ok_text("No activities found\n");
+    }
+    let mut s = String::new();
+    if opts.components {
+        for (pkg, class) in &found {
+            wl!(s, "{}", short_component(pkg, class));
+        }
+        return ok_text(s);
+    }
+    wl!(s, "{} activities found:", found.len());
+    for (i, (pkg, class)) in found.iter().enumerate() {
+        wl!(s, "  Activity #{i}:");
+        if opts.brief {
+            wl!(s, "    {RESOLVE_HEADER}");
+            wl!(s, "    {}", short_component(pkg, class));
+        } else {
+            wl!(s, "    {RESOLVE_HEADER}");
+            wl!(s, "    ActivityInfo:");
+            wl!(s, "      name={class}");
+            wl!(s, "      packageName={pkg}");
+            wl!(s, "      enabled=true exported=true directBootAware=false");
+        }
+    }
+    ok_text(s)
+}
+
 fn set_enabled(st: &mut PhoneState, sub: &str, args: &[String]) -> CommandResult {
     let pkg = args.iter().rfind(|a| !a.starts_with('-')).cloned();
     let Some(pkg) = pkg else {
@@ -153,7 +219,7 @@ fn set_enabled(st: &mut PhoneState, sub: &str, args: &[String]) -> CommandResult
     ))
 }
 
-const HELP: &str = "Package manager (package) commands:\n  help\n    Print this help text.\n  path [--user USER_ID] PACKAGE\n    Print the path to the .apk of the given PACKAGE.\n  list packages [-f] [-d] [-e] [-s] [-3] [-i] [-l] [-u] [-U] [--user USER_ID] [FILTER]\n    Prints all packages; optionally only those whose name contains\n    the text in FILTER.\n  resolve-activity [--brief] [--components] [--user USER_ID] INTENT\n    Prints the activity that resolves to the given INTENT.\n";
+const HELP: &str = "Package manager (package) commands:\n  help\n    Print this help text.\n  path [--user USER_ID] PACKAGE\n    Print the path to the .apk of the given PACKAGE.\n  list packages [-f] [-d] [-e] [-s] [-3] [-i] [-l] [-u] [-U] [--user USER_ID] [FILTER]\n    Prints all packages; optionally only those whose name contains\n    the text in FILTER.\n  resolve-activity [--brief] [--components] [--user USER_ID] INTENT\n    Prints the activity that resolves to the given INTENT.\n  query-activities [--brief] [--components] [--user USER_ID] INTENT\n    Prints all activities that can handle the given INTENT.\n";
 
 /// `pm …` (also `cmd package …`).
 pub(crate) fn pm(st: &mut PhoneState, args: &[String]) -> CommandResult {
@@ -178,6 +244,7 @@ pub(crate) fn pm(st: &mut PhoneState, args: &[String]) -> CommandResult {
             }
         }
         "resolve-activity" => resolve_activity(st, rest),
+        "query-activities" => query_activities(st, rest),
         "enable" | "disable-user" | "disable" => set_enabled(st, sub, rest),
         "help" | "-h" => ok_text(HELP),
         other => fail(&format!("Unknown command: {other}\n"), "", 255),
@@ -266,6 +333,28 @@ mod tests {
                 .0
                 .contains("  name=com.example.notes.MainActivity\n")
         );
+    }
+
+    #[test]
+    fn query_activities_lists_launcher_activities() {
+        let p = phone();
+        assert_eq!(
+            run(&p, "cmd package query-activities --brief -a android.intent.action.MAIN -c android.intent.category.LAUNCHER com.spotify.music").0,
+            "1 activities found:\n  Activity #0:\n    priority=0 preferredOrder=0 match=0x108000 specificIndex=-1 isDefault=false\n    com.spotify.music/.MainActivity\n"
+        );
+        assert_eq!(
+            run(&p, "cmd package query-activities --brief -a android.intent.action.MAIN -c android.intent.category.LAUNCHER com.nope").0,
+            "No activities found\n"
+        );
+        // Without a package: every enabled app's launcher activity.
+        let all = run(
+            &p,
+            "cmd package query-activities --components -a android.intent.action.MAIN -c android.intent.category.LAUNCHER",
+        )
+        .0;
+        assert!(all.contains("com.spotify.music/.MainActivity\n"), "{all}");
+        assert!(!all.contains("com.example.legacy"), "{all}");
+        assert!(!all.contains("activities found"), "{all}");
     }
 
     #[test]

@@ -353,6 +353,9 @@ pub(crate) fn ip(st: &PhoneState, args: &[String]) -> CommandResult {
             Some(other) => fail("", &format!("Device \"{other}\" does not exist.\n"), 1),
         };
     }
+    if is(object, "route") && sub.first().is_some_and(|s| s == "get") {
+        return route_get(st, family, &sub[1..]);
+    }
     if is(object, "route") {
         let w = &st.wifi;
         if family == Family::V6 || !(w.enabled && w.connected) {
@@ -372,6 +375,48 @@ pub(crate) fn ip(st: &PhoneState, args: &[String]) -> CommandResult {
         &format!("Object \"{object}\" is unknown, try \"ip help\".\n"),
         255,
     )
+}
+
+/// Android's routing table for the Wi-Fi network (netd names it by the
+/// network id, 1000 + netId, on Android 11 and later).
+const WLAN_TABLE: u32 = 1021;
+
+/// `ip route get ADDRESS`: what the kernel answers for the shell user (uid
+/// 2000). Android keeps the default route in the network's own table, which
+/// the policy rules pick; the main table `ip route` prints has none.
+fn route_get(st: &PhoneState, family: Family, args: &[String]) -> CommandResult {
+    let Some(target) = args.first() else {
+        return fail(
+            "",
+            "Command line is not complete. Try option \"help\"\n",
+            255,
+        );
+    };
+    let Some(addr) = parse_ipv4(target) else {
+        if family == Family::V6 || target.contains(':') {
+            return fail("", "RTNETLINK answers: Network is unreachable\n", 2);
+        }
+        return fail(
+            "",
+            &format!("Error: any valid prefix is expected rather than \"{target}\".\n"),
+            1,
+        );
+    };
+    let w = &st.wifi;
+    let ip = parse_ipv4(&w.ip).filter(|_| w.enabled && w.connected);
+    let Some(ip) = ip else {
+        return fail("", "RTNETLINK answers: Network is unreachable\n", 2);
+    };
+    let mask = prefix_mask(w.prefix_len);
+    let via = if addr & mask == ip & mask {
+        String::new()
+    } else {
+        format!("via {} ", w.gateway)
+    };
+    ok_text(format!(
+        "{target} {via}dev wlan0 table {WLAN_TABLE} src {} uid 2000 \n    cache \n",
+        w.ip
+    ))
 }
 
 /// `echo [-n] [-e] ARGS…`.
@@ -826,6 +871,24 @@ mod tests {
         assert!(!down.contains("inet "));
         assert_eq!(text(&ip(&st, &s(&["route"]))), "");
         assert_eq!(ip(&st, &s(&["addr", "show", "eth0"])).status, 1);
+    }
+
+    #[test]
+    fn ip_route_get_names_the_default_route() {
+        let mut st = PhoneState::default();
+        assert_eq!(
+            text(&ip(&st, &s(&["route", "get", "8.8.8.8"]))),
+            "8.8.8.8 via 192.168.1.1 dev wlan0 table 1021 src 192.168.1.23 uid 2000 \n    cache \n"
+        );
+        // On the link itself: no gateway.
+        assert_eq!(
+            text(&ip(&st, &s(&["route", "get", "192.168.1.40"]))),
+            "192.168.1.40 dev wlan0 table 1021 src 192.168.1.23 uid 2000 \n    cache \n"
+        );
+        st.wifi.connected = false;
+        let offline = ip(&st, &s(&["route", "get", "8.8.8.8"]));
+        assert_eq!(offline.status, 2);
+        assert_eq!(ip(&st, &s(&["route", "get"])).status, 255);
     }
 
     #[test]

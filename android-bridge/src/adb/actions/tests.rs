@@ -117,8 +117,8 @@ async fn battery_status_reads_dumpsys_battery() {
 async fn launch_resolves_the_launcher_activity_first() {
     let sh = ScriptedShell::default()
         .answer(
-            "cmd package resolve-activity --brief -c android.intent.category.LAUNCHER org.videolan.vlc",
-            "priority=0 preferredOrder=0 match=0x108000 specificIndex=-1 isDefault=false\norg.videolan.vlc/.StartActivity\n",
+            "cmd package query-activities --brief -a android.intent.action.MAIN -c android.intent.category.LAUNCHER org.videolan.vlc",
+            "1 activities found:\n  Activity #0:\n    priority=0 preferredOrder=0 match=0x108000 specificIndex=-1 isDefault=false\n    org.videolan.vlc/.StartActivity\n",
         )
         .answer(
             "am start -W -n org.videolan.vlc/.StartActivity",
@@ -164,8 +164,8 @@ async fn launch_with_an_activity_goes_straight_to_am_start() {
 #[tokio::test]
 async fn an_unresolvable_launch_is_not_found() {
     let sh = ScriptedShell::default().answer(
-        "cmd package resolve-activity --brief -c android.intent.category.LAUNCHER com.not.there",
-        "No activity found\n",
+        "cmd package query-activities --brief -a android.intent.action.MAIN -c android.intent.category.LAUNCHER com.not.there",
+        "No activities found\n",
     );
     let err = run(
         &sh,
@@ -361,4 +361,328 @@ fn percent_and_index_round_trip() {
         }
     }
     assert_eq!(percent(5, 5, 5), 0);
+}
+
+/// Every action that reads a `dumpsys`, with the dump it reads.
+const DUMPSYS_READS: &[(&str, &str, &str)] = &[
+    ("batteryMonitor", "status", "dumpsys battery"),
+    ("location", "current", "dumpsys location"),
+    ("wifi_automation", "status", "dumpsys wifi"),
+    (
+        "bluetooth_automation",
+        "status",
+        "dumpsys bluetooth_manager",
+    ),
+    (
+        "bluetooth_automation",
+        "paired_devices",
+        "dumpsys bluetooth_manager",
+    ),
+    ("audio_automation", "get_volume", "dumpsys audio"),
+    ("audio_automation", "mute", "dumpsys audio"),
+    ("device_state", "status", "dumpsys power"),
+    ("screen_control", "status", "dumpsys power"),
+    (
+        "motion_detection",
+        "current_motion",
+        "dumpsys sensorservice",
+    ),
+    ("motion_detection", "orientation", "dumpsys window displays"),
+    (
+        "environmental_sensors",
+        "ambient_conditions",
+        "dumpsys sensorservice",
+    ),
+    (
+        "environmental_sensors",
+        "proximity",
+        "dumpsys sensorservice",
+    ),
+    ("camera_control", "camera_info", "dumpsys media.camera"),
+    ("media_control", "status", "dumpsys media_session"),
+];
+
+/// A shell that answers `dump` with `stdout` and every setting with `0`.
+fn with_dump(dump: &str, stdout: &str) -> ScriptedShell {
+    let mut sh = ScriptedShell::default().answer(dump, stdout);
+    for (namespace, key) in [
+        ("global", "low_power"),
+        ("system", "screen_brightness"),
+        ("system", "screen_brightness_mode"),
+        ("system", "screen_off_timeout"),
+    ] {
+        sh = sh.answer(&format!("settings get {namespace} {key}"), "0\n");
+    }
+    sh
+}
+
+fn example(service: &str, action: &str) -> Value {
+    let (_, spec) = Catalogue::get().action(service, action).unwrap();
+    spec.example.clone()
+}
+
+#[tokio::test]
+async fn a_dump_cut_short_by_its_timeout_is_a_retryable_error_not_a_value() {
+    // The real value is 5000 mV; the dump stops at "voltage: 50".
+    let cut = include_str!(
+        "../../../fixtures/android/dumpsys-battery/droidwarden-timeout-10000ms-mid-line.txt"
+    );
+    let sh = ScriptedShell::default().answer("dumpsys battery", cut);
+    let err = run(&sh, "batteryMonitor", "status", json!({}))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BridgeError::IncompleteOutput { .. }), "{err}");
+    let wire = err.to_wire();
+    assert_eq!(wire.code, ErrorCode::DeviceError);
+    assert!(wire.retryable, "{wire:?}");
+    assert!(
+        wire.message
+            .contains("*** SERVICE 'battery' DUMP TIMEOUT (10000ms) EXPIRED ***"),
+        "{}",
+        wire.message
+    );
+
+    // Every action that reads a dump, with every form of the marker.
+    for marker in [
+        "*** SERVICE DUMP TIMEOUT EXPIRED ***",
+        "*** SERVICE 'x' DUMP TIMEOUT (10s) EXPIRED ***",
+        "*** SERVICE 'x' DUMP TIMEOUT (10000ms) EXPIRED ***",
+    ] {
+        for (service, action, dump) in DUMPSYS_READS {
+            let sh = with_dump(
+                dump,
+                &format!("Header:\n  value: 1\n  cut her\n{marker}\n\n"),
+            );
+            let err = run(&sh, service, action, example(service, action))
+                .await
+                .unwrap_err();
+            assert!(
+                err.retryable() && err.code() == ErrorCode::DeviceError,
+                "{service}.{action}: {err}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_dump_that_stops_mid_line_or_loses_its_service_is_retryable() {
+    // The real level is 100; the dump stops at "mBatteryLevel=1".
+    let cut = include_str!("../../../fixtures/android/dumpsys-power/droidwarden-cut-mid-line.txt");
+    let sh = with_dump("dumpsys power", cut);
+    let err = run(&sh, "device_state", "status", json!({}))
+        .await
+        .unwrap_err();
+    assert!(err.retryable(), "{err}");
+    assert!(err.to_string().contains("mBatteryLevel=1"), "{err}");
+
+    let sh = ScriptedShell::default().fail(
+        "dumpsys audio",
+        "- STREAM_MUSIC:\n   Muted: false\n",
+        "Error with service 'audio' while dumping: DEAD_OBJECT\n",
+        0,
+    );
+    let err = run(
+        &sh,
+        "audio_automation",
+        "get_volume",
+        json!({"stream": "music"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.retryable(), "{err}");
+}
+
+#[tokio::test]
+async fn an_empty_dump_is_a_device_error_not_not_found() {
+    let empty = include_str!("../../../fixtures/android/dumpsys-audio/droidwarden-empty.txt");
+    let sh = ScriptedShell::default().answer("dumpsys audio", empty);
+    let err = run(
+        &sh,
+        "audio_automation",
+        "get_volume",
+        json!({"stream": "music"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::DeviceError, "{err}");
+    assert!(
+        err.to_string().contains("`dumpsys audio` printed nothing"),
+        "{err}"
+    );
+
+    for (service, action, dump) in DUMPSYS_READS {
+        for stdout in ["", "\n"] {
+            let sh = with_dump(dump, stdout);
+            let err = run(&sh, service, action, example(service, action))
+                .await
+                .unwrap_err();
+            assert_eq!(
+                err.code(),
+                ErrorCode::DeviceError,
+                "{service}.{action}: {err}"
+            );
+            assert!(!err.retryable(), "{service}.{action}: {err}");
+        }
+    }
+}
+
+const TWO_LAUNCHERS: &str = include_str!(
+    "../../../fixtures/android/cmd-package-query-activities-brief/droidwarden-two-launcher-activities.txt"
+);
+const QUERY_TWO_ICONS: &str = "cmd package query-activities --brief -a android.intent.action.MAIN -c android.intent.category.LAUNCHER com.example.twoicons";
+
+#[tokio::test]
+async fn launching_an_app_with_several_launcher_activities_never_starts_the_chooser() {
+    let chooser = include_str!(
+        "../../../fixtures/android/cmd-package-resolve-activity-brief/droidwarden-resolver-chooser.txt"
+    );
+    let chooser_started = "Starting: Intent { cmp=android/com.android.internal.app.ResolverActivity }\nStatus: ok\nLaunchState: COLD\nActivity: android/com.android.internal.app.ResolverActivity\nTotalTime: 230\nWaitTime: 233\nComplete\n";
+    let sh = ScriptedShell::default()
+        // What the phone says when asked the way the bridge used to ask.
+        .answer(
+            "cmd package resolve-activity --brief -c android.intent.category.LAUNCHER com.example.twoicons",
+            chooser,
+        )
+        .answer(
+            "am start -W -n android/com.android.internal.app.ResolverActivity",
+            chooser_started,
+        )
+        .answer(QUERY_TWO_ICONS, TWO_LAUNCHERS)
+        .answer(
+            "am start -W -n com.example.twoicons/.MainActivity",
+            "Starting: Intent { cmp=com.example.twoicons/.MainActivity }\nStatus: ok\nLaunchState: COLD\nActivity: com.example.twoicons/.MainActivity\nTotalTime: 300\nWaitTime: 302\nComplete\n",
+        );
+    let v = run(
+        &sh,
+        "app_launcher",
+        "launch",
+        json!({"package": "com.example.twoicons"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(v["component"], "com.example.twoicons/.MainActivity");
+    assert!(
+        sh.asked().iter().all(|c| !c.contains("ResolverActivity")),
+        "{:?}",
+        sh.asked()
+    );
+}
+
+#[tokio::test]
+async fn a_launch_that_leaves_another_packages_activity_on_top_is_not_success() {
+    // Real output: `Activity:` names the Portal's launcher, not encapp.
+    let sh = ScriptedShell::default().answer(
+        "am start -W -n com.facebook.encapp/.MainActivity",
+        include_str!(
+            "../../../fixtures/android/am-start/am-start-W-ok-encapp-readme-portal-unknown.txt"
+        ),
+    );
+    let err = run(
+        &sh,
+        "app_launcher",
+        "launch",
+        json!({"package": "com.facebook.encapp", "activity": ".MainActivity"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::DeviceError, "{err}");
+    assert!(
+        err.to_string().contains(
+            "com.facebook.alohaapps.launcher/com.facebook.aloha.app.home.touch.HomeActivity"
+        ),
+        "{err}"
+    );
+
+    // A query answered with another package's activity is never launched.
+    let sh = ScriptedShell::default().answer(
+        QUERY_TWO_ICONS,
+        "1 activities found:\n  Activity #0:\n    com.other.app/.Main\n",
+    );
+    let err = run(
+        &sh,
+        "app_launcher",
+        "launch",
+        json!({"package": "com.example.twoicons"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NotFound, "{err}");
+    assert!(sh.asked().iter().all(|c| !c.starts_with("am start")));
+}
+
+const ETH_ROUTE: &str =
+    include_str!("../../../fixtures/android/ip-route/gateway-pr17-eth0-android-unknown.txt");
+const ETH_ROUTE_GET: &str =
+    include_str!("../../../fixtures/android/ip-route-get/gateway-pr17-eth0-android-unknown.txt");
+const ETH_ADDRS: &str =
+    include_str!("../../../fixtures/android/ip-addr-show/droidwarden-tvbox-eth0-no-wlan.txt");
+
+#[tokio::test]
+async fn network_status_reports_the_default_routes_interface_on_ethernet() {
+    let sh = ScriptedShell::default()
+        .answer("ip route", ETH_ROUTE)
+        .answer("ip route get 8.8.8.8", ETH_ROUTE_GET)
+        .answer("ip addr show", ETH_ADDRS)
+        .answer("settings get global airplane_mode_on", "0\n");
+    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+    assert_eq!(v["wifi"]["interface"], "eth0");
+    assert_eq!(v["wifi"]["ipv4"], "10.0.1.36");
+    assert_eq!(v["wifi"]["carrier"], true);
+    assert_eq!(v["default_gateway"], "10.0.1.1");
+    assert_eq!(v["routes"][0]["interface"], "eth0");
+    assert!(
+        sh.asked().iter().all(|c| !c.contains("wlan0")),
+        "{:?}",
+        sh.asked()
+    );
+}
+
+#[tokio::test]
+async fn network_status_on_mobile_data_and_offline() {
+    let addrs = include_str!(
+        "../../../fixtures/android/ip-addr-show/droidwarden-phone-mobile-data-wlan0-off.txt"
+    );
+    let sh = ScriptedShell::default()
+        .answer("ip route", "")
+        .answer(
+            "ip route get 8.8.8.8",
+            include_str!(
+                "../../../fixtures/android/ip-route-get/evidence-dw20260905-huawei-rmnet0-cellular-unknown.txt"
+            ),
+        )
+        .answer("ip addr show", addrs)
+        .answer("settings get global airplane_mode_on", "0\n");
+    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+    assert_eq!(v["wifi"]["interface"], "rmnet0");
+    assert_eq!(v["default_gateway"], "10.121.106.242");
+
+    // Offline: no route at all; the Wi-Fi link is shown, down.
+    let sh = ScriptedShell::default()
+        .answer("ip route", "")
+        .fail(
+            "ip route get 8.8.8.8",
+            "",
+            include_str!("../../../fixtures/android/ip-route-get/droidwarden-unreachable.txt"),
+            2,
+        )
+        .answer("ip addr show", addrs)
+        .answer("settings get global airplane_mode_on", "1\n");
+    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+    assert_eq!(v["wifi"]["interface"], "wlan0");
+    assert_eq!(v["wifi"]["up"], false);
+    assert_eq!(v["default_gateway"], Value::Null);
+    assert_eq!(v["airplane_mode"], true);
+
+    // A main table with a default route (Android 4, TV boxes): no lookup.
+    let sh = ScriptedShell::default()
+        .answer(
+            "ip route",
+            "default via 10.0.1.1 dev eth0  metric 204\n10.0.1.0/24 dev eth0  proto kernel  scope link  src 10.0.1.36\n",
+        )
+        .answer("ip addr show", ETH_ADDRS)
+        .answer("settings get global airplane_mode_on", "0\n");
+    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+    assert_eq!(v["wifi"]["interface"], "eth0");
+    assert_eq!(v["default_gateway"], "10.0.1.1");
+    assert!(!sh.asked().iter().any(|c| c.starts_with("ip route get")));
 }

@@ -1,5 +1,12 @@
-//! Apps: `cmd package resolve-activity`, `am start -W`, `pm list packages`
-//! and `pm path`.
+//! Apps: `cmd package query-activities` and `resolve-activity`, `am start
+//! -W`, `pm list packages` and `pm path`.
+//!
+//! When several activities match an intent, `resolve-activity` does not pick
+//! one: it names the system chooser, `android/com.android.internal.app.
+//! ResolverActivity` (a vendor may ship its own chooser class). That is never
+//! an app's launcher activity, so [`resolve_activity_brief`] refuses it, and
+//! launching reads the whole list from `query-activities` instead
+//! ([`launcher_activities`]).
 
 use serde::Serialize;
 
@@ -41,6 +48,8 @@ pub struct PackageEntry {
 ///
 /// # Errors
 /// [`ParseError::NotFound`] for `No activity found`,
+/// [`ParseError::Malformed`] when the answer is the system chooser (several
+/// activities match and none was chosen),
 /// [`ParseError::MissingField`] when no component is printed,
 /// [`ParseError::Device`] for a device error message.
 pub fn resolve_activity_brief(output: &str) -> Result<String, ParseError> {
@@ -50,12 +59,79 @@ pub fn resolve_activity_brief(output: &str) -> Result<String, ParseError> {
             what: "activity".into(),
         });
     }
-    brief_component(output)
+    let component = brief_component(output)
         .or_else(|| full_component(output))
         .ok_or(ParseError::MissingField {
             command: "cmd package resolve-activity",
             field: "component",
-        })
+        })?;
+    if is_chooser(&component) {
+        return Err(ParseError::malformed(
+            "cmd package resolve-activity",
+            "several activities match; the phone named its chooser",
+            &component,
+        ));
+    }
+    Ok(component)
+}
+
+/// Parses `cmd package query-activities [--brief|--components] …`: every
+/// matching activity's component, in the phone's order (best match first,
+/// the order `PackageManager.getLaunchIntentForPackage` takes the first of).
+///
+/// Reads the brief form (`N activities found:`, then per activity `Activity
+/// #i:`, a `priority=…` line and the component), the `--components` form
+/// (one component a line) and the full form (`packageName=` and `name=` of
+/// each `ActivityInfo:`). The system chooser is never listed by a query,
+/// but would be dropped if it were.
+///
+/// # Errors
+/// [`ParseError::NotFound`] for `No activities found`,
+/// [`ParseError::Malformed`] when the output has text but no component,
+/// [`ParseError::Device`] for a device error message.
+pub fn launcher_activities(output: &str) -> Result<Vec<String>, ParseError> {
+    reject_device_error(output)?;
+    if output.lines().any(|l| l.trim() == "No activities found") {
+        return Err(ParseError::NotFound {
+            what: "activity".into(),
+        });
+    }
+    let mut components: Vec<String> = output
+        .lines()
+        .map(str::trim)
+        .filter(|l| is_component(l))
+        .map(str::to_owned)
+        .collect();
+    if components.is_empty() {
+        components = full_components(output);
+    }
+    components.retain(|c| !is_chooser(c));
+    if components.is_empty() {
+        return Err(ParseError::malformed(
+            "cmd package query-activities",
+            "no activity component",
+            output,
+        ));
+    }
+    Ok(components)
+}
+
+/// The package of `pkg/cls` (also of `pkg/.Short`).
+pub fn component_package(component: &str) -> Option<&str> {
+    component
+        .split_once('/')
+        .map(|(pkg, _)| pkg.trim())
+        .filter(|p| !p.is_empty())
+}
+
+/// The system's "open with" chooser: AOSP's
+/// `android/com.android.internal.app.ResolverActivity` or a vendor's own
+/// `…ResolverActivity` / `…ChooserActivity`.
+fn is_chooser(component: &str) -> bool {
+    let class = component.rsplit('/').next().unwrap_or(component);
+    component_package(component) == Some("android")
+        || class.ends_with("ResolverActivity")
+        || class.ends_with("ChooserActivity")
 }
 
 fn brief_component(output: &str) -> Option<String> {
@@ -81,6 +157,22 @@ fn is_component(s: &str) -> bool {
 /// The first `name=` and `packageName=` of the `ActivityInfo:` block.
 fn full_component(output: &str) -> Option<String> {
     let block = &output[output.find("ActivityInfo:")?..];
+    block_component(block)
+}
+
+/// The component of each `ActivityInfo:` block, in order.
+fn full_components(output: &str) -> Vec<String> {
+    output
+        .split("ActivityInfo:")
+        .skip(1)
+        .filter_map(block_component)
+        .collect()
+}
+
+/// `packageName=`/`name=` of the `ActivityInfo:` block `block` starts with
+/// (its `ApplicationInfo:` sub-block repeats `packageName=` but has no
+/// `name=`, so the first of each is the activity's).
+fn block_component(block: &str) -> Option<String> {
     let field = |key: &str| {
         block
             .lines()
@@ -257,6 +349,74 @@ mod tests {
             resolve_activity_brief("cmd: Can't find service: package\n"),
             Err(ParseError::Device(_))
         ));
+    }
+
+    #[test]
+    fn resolve_activity_never_returns_the_chooser() {
+        let chooser = include_str!(
+            "../../../fixtures/android/cmd-package-resolve-activity-brief/droidwarden-resolver-chooser.txt"
+        );
+        assert!(matches!(
+            resolve_activity_brief(chooser),
+            Err(ParseError::Malformed { .. })
+        ));
+        for vendor in [
+            "priority=0\ncom.huawei.android.internal.app/.HwResolverActivity\n",
+            "priority=0\nandroid/com.android.internal.app.ChooserActivity\n",
+        ] {
+            assert!(resolve_activity_brief(vendor).is_err(), "{vendor}");
+        }
+    }
+
+    #[test]
+    fn query_activities_fixtures_and_forms() {
+        let two = include_str!(
+            "../../../fixtures/android/cmd-package-query-activities-brief/droidwarden-two-launcher-activities.txt"
+        );
+        assert_eq!(
+            launcher_activities(two),
+            Ok(vec![
+                "com.example.twoicons/.MainActivity".to_owned(),
+                "com.example.twoicons/com.example.twoicons.widgets.ConfigureActivity".to_owned(),
+            ])
+        );
+        let none = include_str!(
+            "../../../fixtures/android/cmd-package-query-activities-brief/droidwarden-none.txt"
+        );
+        assert_eq!(
+            launcher_activities(none),
+            Err(ParseError::NotFound {
+                what: "activity".into()
+            })
+        );
+        // `--components`.
+        assert_eq!(
+            launcher_activities("com.a/.Main\ncom.b/com.b.Home\n"),
+            Ok(vec![
+                "com.a/.Main".to_owned(),
+                "com.b/com.b.Home".to_owned()
+            ])
+        );
+        // The full form: each ActivityInfo's packageName and name.
+        let full = "2 activities found:\n  Activity #0:\n    priority=0 preferredOrder=0 match=0x108000 specificIndex=-1 isDefault=false\n    ActivityInfo:\n      name=com.a.Main\n      packageName=com.a\n      ApplicationInfo:\n        packageName=com.a\n  Activity #1:\n    ActivityInfo:\n      name=com.a.Second\n      packageName=com.a\n";
+        assert_eq!(
+            launcher_activities(full),
+            Ok(vec![
+                "com.a/com.a.Main".to_owned(),
+                "com.a/com.a.Second".to_owned()
+            ])
+        );
+        assert!(matches!(
+            launcher_activities("1 activities found:\n  Activity #0:\n"),
+            Err(ParseError::Malformed { .. })
+        ));
+        assert!(matches!(
+            launcher_activities("cmd: Can't find service: package\n"),
+            Err(ParseError::Device(_))
+        ));
+        assert_eq!(component_package("com.a/.Main"), Some("com.a"));
+        assert_eq!(component_package("/.Main"), None);
+        assert_eq!(component_package("com.a"), None);
     }
 
     #[test]

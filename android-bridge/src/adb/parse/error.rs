@@ -2,8 +2,10 @@
 //!
 //! A parser fails in one of a few ways: a value every device prints is absent
 //! (usually a fragment, or the wrong command's output), a value is there but
-//! unreadable, the device says the thing asked for does not exist, or the
-//! output is a device error message rather than the command's normal answer.
+//! unreadable, the device says the thing asked for does not exist, the
+//! output is a device error message rather than the command's normal answer,
+//! or the output was cut short (a `dumpsys` that timed out) so nothing in it
+//! can be trusted.
 //! The data a caller needs to map the failure to a wire code is kept in the
 //! variant; `Display` text is for logs.
 
@@ -38,6 +40,15 @@ pub enum ParseError {
     /// command) instead of the command's normal answer.
     #[error("device error: {}", .0.message)]
     Device(DeviceFailure),
+    /// The output was cut short on the phone (a `dumpsys` timeout marker, a
+    /// service lost mid-dump, a last line without its end), although the
+    /// command reported success. Nothing may be read from it; the same
+    /// command may well succeed when run again.
+    #[error("output cut short: {detail}")]
+    Incomplete {
+        /// What showed the output was cut short, quoting it (shortened).
+        detail: String,
+    },
 }
 
 impl ParseError {

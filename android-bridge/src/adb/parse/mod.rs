@@ -12,6 +12,11 @@
 //! read from it where the result type allows `None`. The tests read the real
 //! outputs stored under `fixtures/android/` (see `SOURCES.md` there).
 //!
+//! [`dump_complete`] recognises a `dumpsys` run that exited 0 with a dump
+//! that cannot be trusted (cut short by its own timeout, the service lost
+//! mid-dump, or nothing printed at all); it is meant to be applied to every
+//! `dumpsys` run before its parser.
+//!
 //! [`classify_device_error`] recognises the error messages all commands share
 //! (permission denials, missing services or commands, missing activities) and
 //! is meant to be applied to every command's stdout, stderr and exit status
@@ -24,6 +29,7 @@ mod bluetooth;
 mod camera;
 mod cmd;
 mod device_error;
+mod dump;
 mod error;
 mod location;
 mod media;
@@ -36,17 +42,23 @@ mod text;
 mod wifi;
 mod window;
 
-pub use apps::{AmStart, PackageEntry, am_start, package_list, pm_path, resolve_activity_brief};
+pub use apps::{
+    AmStart, PackageEntry, am_start, component_package, launcher_activities, package_list, pm_path,
+    resolve_activity_brief,
+};
 pub use audio::{StreamVolume, audio_stream};
 pub use battery::{BatteryStatus, battery};
 pub use bluetooth::{BluetoothStatus, BondedDevice, bluetooth};
 pub use camera::{CameraInfo, cameras};
 pub use cmd::cmd_success;
 pub use device_error::{DeviceFailure, FailureKind, classify_device_error};
+pub use dump::dump_complete;
 pub use error::ParseError;
 pub use location::{Fix, location};
 pub use media::{MediaSession, media_sessions};
-pub use network::{LinkInfo, Route, airplane_mode, ip_addr, ip_route};
+pub use network::{
+    LinkInfo, Route, airplane_mode, ip_addr, ip_addrs, ip_route, ip_route_get, uplink,
+};
 pub use power::{PowerState, power};
 pub use sensors::{
     Ambient, Motion, Proximity, SensorDump, SensorInfo, Vec3, ambient, motion, proximity, sensors,

@@ -1,8 +1,18 @@
-//! Network state: `ip addr show IFACE`, `ip route` and airplane mode.
+//! Network state: `ip addr show`, `ip route`, `ip route get` and airplane
+//! mode.
 //!
 //! Android ships iproute2's `ip`, whose output has been stable for a decade:
 //! a link line `N: IFACE: <FLAGS> mtu … state STATE …`, then indented
 //! `link/ether`, `inet` and `inet6` lines.
+//!
+//! Which interface carries the phone's traffic is not fixed: `wlan0` on most
+//! phones, but `eth0` on a TV box on a cable, `rmnet0`/`rmnet_data0` on
+//! mobile data, and other Wi-Fi names on some vendors. The interface of the
+//! default route says. Android 5 and later keep default routes in one table
+//! per network (chosen by policy rules), so the main table `ip route` prints
+//! usually has none; `ip route get ADDRESS` asks the kernel which route a
+//! packet would take, rules included ([`ip_route_get`]). [`uplink`] then
+//! picks that interface's link from `ip addr show`.
 
 use serde::Serialize;
 
@@ -48,28 +58,70 @@ pub struct Route {
 /// [`ParseError::MissingField`] when there is no link line, and
 /// [`ParseError::Device`] for a device error message.
 pub fn ip_addr(output: &str) -> Result<LinkInfo, ParseError> {
+    ip_addrs(output)?
+        .into_iter()
+        .next()
+        .ok_or(ParseError::MissingField {
+            command: "ip addr",
+            field: "link",
+        })
+}
+
+/// Parses `ip addr show` (every interface), in the order listed.
+///
+/// # Errors
+/// [`ParseError::NotFound`] for `Device "X" does not exist.`,
+/// [`ParseError::MissingField`] when there is no link line, and
+/// [`ParseError::Device`] for a device error message.
+pub fn ip_addrs(output: &str) -> Result<Vec<LinkInfo>, ParseError> {
     reject_device_error(output)?;
     if let Some(line) = output.lines().find(|l| l.contains("does not exist")) {
         return Err(ParseError::NotFound {
             what: line.trim().trim_end_matches('.').to_owned(),
         });
     }
-    let (header_at, header) = output
-        .lines()
-        .enumerate()
-        .find_map(|(i, l)| link_header(l).map(|h| (i, h)))
-        .ok_or(ParseError::MissingField {
+    let mut links: Vec<LinkInfo> = Vec::new();
+    for line in output.lines() {
+        if let Some(header) = link_header(line) {
+            links.push(header);
+        } else if let Some(link) = links.last_mut() {
+            address_line(link, line);
+        }
+    }
+    if links.is_empty() {
+        return Err(ParseError::MissingField {
             command: "ip addr",
             field: "link",
-        })?;
-    let mut info = header;
-    for line in output.lines().skip(header_at + 1) {
-        if link_header(line).is_some() {
-            break;
-        }
-        address_line(&mut info, line);
+        });
     }
-    Ok(info)
+    Ok(links)
+}
+
+/// The link that carries the phone's traffic, from `ip addr show`'s links
+/// and the default route's interface (`None` when there is no default
+/// route, e.g. offline).
+///
+/// Without a default route the answer is still a link worth showing:
+/// `wlan0` when the phone has one (Wi-Fi off or not connected, as before),
+/// else the first connected link with an IPv4 address, else the first
+/// Wi-Fi or Ethernet link, else the first link that is not loopback. `None`
+/// only when there is no such link at all.
+pub fn uplink<'a>(links: &'a [LinkInfo], default_interface: Option<&str>) -> Option<&'a LinkInfo> {
+    let named = |name: &str| links.iter().find(|l| l.interface == name);
+    let real = || links.iter().filter(|l| l.interface != "lo");
+    default_interface
+        .filter(|name| *name != "lo")
+        .and_then(named)
+        .or_else(|| named("wlan0"))
+        .or_else(|| real().find(|l| l.up && l.carrier && l.ipv4.is_some()))
+        .or_else(|| {
+            real().find(|l| {
+                ["wlan", "eth", "en", "wl"]
+                    .iter()
+                    .any(|p| l.interface.starts_with(p))
+            })
+        })
+        .or_else(|| real().next())
 }
 
 /// `3: wlan0: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 … state DOWN …`
@@ -147,6 +199,39 @@ pub fn ip_route(output: &str) -> Result<Vec<Route>, ParseError> {
         return Err(ParseError::malformed("ip route", "no route line", output));
     }
     Ok(routes)
+}
+
+/// Parses `ip route get ADDRESS`: the route the kernel would use, e.g.
+/// `8.8.8.8 via 10.0.1.1 dev eth0  src 10.0.1.36  uid 2000` (Android 5+
+/// adds `table N`; a `cache` line follows). Its `destination` is the
+/// address asked about.
+///
+/// # Errors
+/// [`ParseError::NotFound`] for an `unreachable` (or `prohibit`, `blackhole`,
+/// `throw`) route, [`ParseError::MissingField`] when no line names an
+/// interface (`dev`), and [`ParseError::Device`] for a device error
+/// message. (No route at all is
+/// `RTNETLINK answers: Network is unreachable` with a non-zero exit status,
+/// which the caller sees before this parser.)
+pub fn ip_route_get(output: &str) -> Result<Route, ParseError> {
+    reject_device_error(output)?;
+    let first = output.split_whitespace().next().unwrap_or_default();
+    if ["unreachable", "prohibit", "blackhole", "throw"].contains(&first) {
+        return Err(ParseError::NotFound {
+            what: format!(
+                "route ({})",
+                output.lines().next().unwrap_or_default().trim()
+            ),
+        });
+    }
+    output
+        .lines()
+        .filter_map(route_line)
+        .find(|r| r.interface.is_some())
+        .ok_or(ParseError::MissingField {
+            command: "ip route get",
+            field: "dev",
+        })
 }
 
 /// `default via 10.0.2.2 dev wlan0 …` or `10.0.2.0/24 dev wlan0 … src 10.0.2.16`.
@@ -277,6 +362,123 @@ mod tests {
         assert_eq!(routes[1].destination, "10.0.2.255");
         assert_eq!(ip_route(""), Ok(vec![]));
         assert!(ip_route("garbage here\n").is_err());
+    }
+
+    const ETH_ROUTE: &str =
+        include_str!("../../../fixtures/android/ip-route/gateway-pr17-eth0-android-unknown.txt");
+    const ETH_ROUTE_GET: &str = include_str!(
+        "../../../fixtures/android/ip-route-get/gateway-pr17-eth0-android-unknown.txt"
+    );
+    const ETH_ADDRS: &str =
+        include_str!("../../../fixtures/android/ip-addr-show/droidwarden-tvbox-eth0-no-wlan.txt");
+    const MOBILE_ADDRS: &str = include_str!(
+        "../../../fixtures/android/ip-addr-show/droidwarden-phone-mobile-data-wlan0-off.txt"
+    );
+
+    #[test]
+    fn ip_route_get_fixtures() {
+        let cases = [
+            (
+                ETH_ROUTE_GET,
+                "8.8.8.8",
+                Some("10.0.1.1"),
+                "eth0",
+                "10.0.1.36",
+            ),
+            (
+                include_str!(
+                    "../../../fixtures/android/ip-route-get/evidence-dw20260905-huawei-rmnet0-cellular-unknown.txt"
+                ),
+                "1.1.1.1",
+                Some("10.121.106.242"),
+                "rmnet0",
+                "10.121.106.242",
+            ),
+            (
+                include_str!(
+                    "../../../fixtures/android/ip-route-get/evidence-dw20260905-huawei-wlan0-wifi-unknown.txt"
+                ),
+                "1.1.1.1",
+                Some("10.10.0.1"),
+                "wlan0",
+                "10.10.7.37",
+            ),
+            // On the local link there is no gateway.
+            (
+                "192.168.1.40 dev wlan0 table 1021 src 192.168.1.23 uid 2000 \n    cache \n",
+                "192.168.1.40",
+                None,
+                "wlan0",
+                "192.168.1.23",
+            ),
+        ];
+        for (text, destination, gateway, interface, source) in cases {
+            assert_eq!(
+                ip_route_get(text),
+                Ok(Route {
+                    destination: destination.into(),
+                    gateway: gateway.map(str::to_owned),
+                    interface: Some(interface.into()),
+                    source: Some(source.into()),
+                }),
+                "{text}"
+            );
+        }
+        assert!(matches!(
+            ip_route_get("unreachable 8.8.8.8 table 1021 uid 2000\n"),
+            Err(ParseError::NotFound { .. })
+        ));
+        assert!(matches!(
+            ip_route_get(""),
+            Err(ParseError::MissingField { .. })
+        ));
+    }
+
+    #[test]
+    fn the_uplink_is_the_default_routes_interface() {
+        // A TV box on a cable: no wlan0 at all.
+        let routes = ip_route(ETH_ROUTE).expect("parses");
+        assert_eq!(routes[0].interface.as_deref(), Some("eth0"));
+        assert!(routes.iter().all(|r| r.destination != "default"));
+        let default = ip_route_get(ETH_ROUTE_GET).expect("parses");
+        let links = ip_addrs(ETH_ADDRS).expect("parses");
+        let names: Vec<&str> = links.iter().map(|l| l.interface.as_str()).collect();
+        assert_eq!(names, ["lo", "dummy0", "sit0", "eth0"]);
+        let link = uplink(&links, default.interface.as_deref()).expect("a link");
+        assert_eq!(
+            (link.interface.as_str(), link.ipv4.as_deref(), link.carrier),
+            ("eth0", Some("10.0.1.36"), true)
+        );
+        // Offline, the connected Ethernet link is still the one to show.
+        assert_eq!(
+            uplink(&links, None).map(|l| l.interface.as_str()),
+            Some("eth0")
+        );
+
+        // Mobile data with Wi-Fi off: the default route says rmnet0.
+        let links = ip_addrs(MOBILE_ADDRS).expect("parses");
+        let link = uplink(&links, Some("rmnet0")).expect("a link");
+        assert_eq!(
+            (
+                link.interface.as_str(),
+                link.ipv4.as_deref(),
+                link.prefix_len
+            ),
+            ("rmnet0", Some("10.121.106.242"), Some(30))
+        );
+        // Without a default route, wlan0 (down) as before.
+        let link = uplink(&links, None).expect("a link");
+        assert_eq!((link.interface.as_str(), link.up), ("wlan0", false));
+        // A default route on loopback or on an unlisted interface is ignored.
+        assert_eq!(
+            uplink(&links, Some("lo")).map(|l| l.interface.as_str()),
+            Some("wlan0")
+        );
+        assert_eq!(
+            uplink(&links, Some("tun9")).map(|l| l.interface.as_str()),
+            Some("wlan0")
+        );
+        assert_eq!(uplink(&[], Some("wlan0")), None);
     }
 
     #[test]

@@ -39,7 +39,16 @@ fn run_all(text: &str) {
     let _ = meminfo(text);
     let _ = uptime_seconds(text);
     let _ = location(text);
+    let _ = dump_complete("dumpsys x", text, text);
+    let _ = dump_complete("dumpsys x", text, "");
+    let _ = ip_addrs(text);
+    let _ = ip_route_get(text);
+    if let Ok(links) = ip_addrs(text) {
+        let _ = uplink(&links, text.lines().next());
+    }
     let _ = resolve_activity_brief(text);
+    let _ = launcher_activities(text);
+    let _ = component_package(text);
     let _ = am_start(text);
     let _ = package_list(text);
     let _ = pm_path(text);
@@ -100,6 +109,9 @@ fn no_parser_panics_on_garbage() {
         "é日本語\u{1F600}: [é]\n\u{1F600}mRotation=1".to_owned(),
         "Starting:\nStatus:\nTotalTime: -1\nError".to_owned(),
         "sh: : not found\n/system/bin/sh: 1: : not found".to_owned(),
+        "*** DUMP TIMEOUT\n***EXPIRED DUMP TIMEOUT\n*** é DUMP TIMEOUT é EXPIRED".to_owned(),
+        "2 activities found:\n  Activity #0:\n    /\n    a/\n  ActivityInfo:\n name=\npackageName=".to_owned(),
+        "8.8.8.8 via\nunreachable\n dev\n1: lo: <>\n2: : <UP>\n".to_owned(),
         "    BSSID\n  aa:bb:cc:dd:ee:ff x y z\n  aa:bb:cc:dd:ee:ff 1 -2(0:-3 >1000.0 [\n".to_owned(),
     ];
     for sample in &samples {
