@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod adb;
+pub mod backoff;
 pub mod companion;
 pub mod device;
 mod error;

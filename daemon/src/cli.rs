@@ -33,7 +33,7 @@ pub(crate) struct Args {
     /// The daemon's private API socket: where `daemon` listens (unless the
     /// D-Bus API is off, bus = "none"), and where the other commands ask it
     /// instead of on a bus (default: $RUNTIME_DIRECTORY/api.sock under
-    /// systemd, else <state dir>/api.sock).
+    /// systemd, else api.sock in the state directory).
     #[arg(long, global = true, value_name = "PATH")]
     pub(crate) socket: Option<PathBuf>,
     #[command(subcommand)]
@@ -67,7 +67,7 @@ pub(crate) enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
     },
@@ -80,7 +80,7 @@ pub(crate) enum Command {
         /// Print every event as a JSON object, one per line.
         #[arg(long)]
         json: bool,
-        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
         /// What to ask ("turn wifi off and tell me the battery level").
@@ -92,7 +92,7 @@ pub(crate) enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
     },
@@ -100,7 +100,7 @@ pub(crate) enum Command {
     Approve {
         /// The approval id (from `droidwarden approvals`).
         id: String,
-        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
     },
@@ -111,7 +111,7 @@ pub(crate) enum Command {
         /// Why (the model reads it).
         #[arg(long)]
         reason: Option<String>,
-        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
     },
@@ -120,7 +120,7 @@ pub(crate) enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
     },
@@ -140,7 +140,7 @@ pub(crate) enum Command {
     /// Print the manual page (roff): `droidwarden man | man -l -`.
     Man,
     /// Manage the users of the embedded MQTT broker (in
-    /// <state dir>/mqtt-users.json; the running daemon picks changes up at
+    /// mqtt-users.json in the state directory; the running daemon picks changes up at
     /// the next connection or SIGHUP).
     #[command(subcommand, name = "mqtt-user")]
     MqttUser(crate::mqtt_users::MqttUserCommand),
@@ -173,7 +173,7 @@ pub(crate) enum SessionCommand {
     Show {
         /// The session id (from `droidwarden sessions`).
         id: String,
-        /// The bus the daemon is on (default: [dbus] bus in the configuration).
+        /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
     },
@@ -182,7 +182,7 @@ pub(crate) enum SessionCommand {
 /// Where a command is carried out: the daemon on a bus, or this process.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct Target {
-    /// The bus the daemon is on (default: [dbus] bus in the configuration).
+    /// The bus the daemon is on (default: the configuration's dbus.bus).
     #[arg(long, value_enum, conflicts_with = "local")]
     pub(crate) bus: Option<Bus>,
     /// Work in this process, without the daemon: talk to the adb server

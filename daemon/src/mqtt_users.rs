@@ -406,7 +406,7 @@ struct Loaded {
 }
 
 /// The broker's view of the user file, reloaded when it changes (checked
-/// at every login, and on [`Users::reload`] for SIGHUP).
+/// at every login, and on `Users::reload` for SIGHUP).
 #[derive(Debug)]
 pub(crate) struct Users {
     path: PathBuf,

@@ -191,8 +191,12 @@ impl ServerStart {
 
     fn failed(&mut self, now: std::time::Instant, reason: &str) -> bool {
         self.failures = self.failures.saturating_add(1);
-        let wait = Duration::from_secs(1u64 << self.failures.saturating_sub(1).min(6));
-        self.next = Some(now + wait.min(Self::MAX_WAIT));
+        let wait = crate::backoff::Backoff {
+            first: Duration::from_secs(1),
+            max: Self::MAX_WAIT,
+        }
+        .delay(self.failures - 1);
+        self.next = Some(now + wait);
         let new = self.last_error.as_deref() != Some(reason);
         self.last_error = Some(reason.to_owned());
         new

@@ -59,6 +59,7 @@ use crate::events::{Event, Events, Stream};
 use crate::hub::{Admitted, Call, CallRequest, Hub};
 use api::Request;
 use dedupe::{Decision, Dedupe};
+use droidwarden_bridge::backoff::Backoff;
 use droidwarden_bridge::companion::{CompanionHub, Outgoing};
 use droidwarden_services::WireError;
 use router::{Action, CompanionMessage, Inbound, Input, Job, Outbound, Reply, ReplyTo, Router};
@@ -295,12 +296,15 @@ pub(crate) async fn run_event_loop(
 /// 100 ms doubling to 10 s, with up to 25 % jitter so that many daemons do
 /// not reconnect in lockstep.
 fn backoff(attempt: u32) -> Duration {
-    let base = 100u64.saturating_mul(1 << attempt.min(7)).min(10_000);
+    const RECONNECT: Backoff = Backoff {
+        first: Duration::from_millis(100),
+        max: Duration::from_secs(10),
+    };
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    Duration::from_millis(base + base * u64::from(nanos % 250) / 1000)
+    RECONNECT.delay_with_jitter(attempt, nanos)
 }
 
 /// After every (re)connection: subscribe, then republish retained topics.

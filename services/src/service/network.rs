@@ -17,7 +17,7 @@ pub(super) fn spec() -> ServiceSpec {
         description: "Network interfaces, addresses and routes.",
         actions: vec![action("status", Risk::Low, false, "Read the network: Wi-Fi link state and address, routes and the default gateway, airplane mode.")
             .returns(vec![
-                req("wifi", Schema::object("the wlan0 link", vec![
+                req("wifi", Schema::object("the link of the default route's interface (Wi-Fi, Ethernet or mobile data; wlan0 when there is no default route)", vec![
                     req("interface", Schema::string("")),
                     req("up", Schema::boolean("link administratively up")),
                     req("carrier", Schema::boolean("connected to a network")),
