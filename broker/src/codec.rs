@@ -118,7 +118,6 @@ pub mod reason {
 
 /// Why bytes from a client were refused. Every variant ends the connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum DecodeError {
     /// The bytes do not form a valid packet.
     #[error("malformed packet: {0}")]

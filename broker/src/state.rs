@@ -74,7 +74,6 @@ impl Default for Limits {
 
 /// Why a connection ended without a normal DISCONNECT.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum LossCause {
     /// The client closed the connection, or it failed.
     PeerClosed,

@@ -3,7 +3,6 @@
 
 /// Why a topic name or filter was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum TopicError {
     /// Empty names and filters are not allowed.
     #[error("empty topic")]

@@ -117,7 +117,6 @@ impl Default for BrokerConfig {
 
 /// Why the broker did not start.
 #[derive(Debug)]
-#[non_exhaustive]
 pub(crate) enum BrokerError {
     /// The address is not loopback and `allow_remote` is not set.
     RemoteNotAllowed {
