@@ -405,7 +405,7 @@ impl Probe {
                 }
             });
         }
-        wait_for("the probe to connect", Duration::from_secs(10), || {
+        wait_for("the probe to connect", Duration::from_secs(30), || {
             (*connected.lock().unwrap()).then_some(())
         });
         Self {
