@@ -308,6 +308,13 @@ impl Hub {
         let key = self
             .begin_in_flight(&name, service, action, started_at)
             .await;
+        if key.is_some() && command.mutates() {
+            // A change is on disk before it is announced: whoever saw its
+            // `executing` will see it corrected if the process is killed.
+            // Reads skip the wait (their rows are best effort: a read that
+            // begins and ends within one batch writes nothing).
+            self.commit_in_flight().await;
+        }
         self.announce(BusEvent::Status(StatusEvent {
             device: name.clone(),
             service,
@@ -377,6 +384,15 @@ impl Hub {
                 tracing::warn!(%device, service, error = %e, "cannot record a call in flight");
                 None
             }
+        }
+    }
+
+    /// Wait until the calls recorded in flight so far are committed.
+    async fn commit_in_flight(&self) {
+        if let Some(store) = &self.delivery
+            && let Err(e) = store.flush().await
+        {
+            tracing::warn!(error = %e, "cannot commit a call in flight");
         }
     }
 
