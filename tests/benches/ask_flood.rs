@@ -27,33 +27,15 @@ use std::time::{Duration, Instant};
 
 const P: &str = "droidwarden";
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let flood = env("FLOOD", 500);
-    let rounds = env("ROUNDS", 3);
-    let delay = Duration::from_millis(env("DELAY_MS", 200) as u64);
-    let running = env("RUNNING", 4);
-    let queued = env("QUEUED", 32);
+    let flood = droidwarden_e2e::env_size("FLOOD", 500);
+    let rounds = droidwarden_e2e::env_size("ROUNDS", 3);
+    let delay = Duration::from_millis(droidwarden_e2e::env_size("DELAY_MS", 200) as u64);
+    let running = droidwarden_e2e::env_size("RUNNING", 4);
+    let queued = droidwarden_e2e::env_size("QUEUED", 32);
 
     let (_rt, llm) = droidwarden_e2e::scripted_model();
     llm.set_fallback(ScriptStep::Reply(ModelReply::text("All quiet.")));
@@ -73,17 +55,17 @@ fn main() {
     let pid = daemon.pid();
     println!(
         "ask flood: {flood} asks per round, model delay {delay:?}, max_concurrent_runs = {running}, max_queued = {queued}; RSS at rest {} KiB",
-        rss_kib(pid)
+        droidwarden_e2e::rss_kib(pid)
     );
 
     for round in 0..rounds {
-        let peak = Arc::new(AtomicU64::new(rss_kib(pid)));
+        let peak = Arc::new(AtomicU64::new(droidwarden_e2e::rss_kib(pid)));
         let stop = Arc::new(AtomicBool::new(false));
         let sampler = {
             let (peak, stop) = (Arc::clone(&peak), Arc::clone(&stop));
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    peak.fetch_max(rss_kib(pid), Ordering::Relaxed);
+                    peak.fetch_max(droidwarden_e2e::rss_kib(pid), Ordering::Relaxed);
                     std::thread::sleep(Duration::from_millis(5));
                 }
             })

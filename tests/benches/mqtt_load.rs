@@ -24,24 +24,6 @@ use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
-
 /// CPU time (user + system) a process has used.
 fn cpu(pid: u32) -> Duration {
     let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -58,9 +40,9 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let phones = env("PHONES", 100);
-    let calls = env("CALLS", 20_000);
-    let window = env("WINDOW", 256);
+    let phones = droidwarden_e2e::env_size("PHONES", 100);
+    let calls = droidwarden_e2e::env_size("CALLS", 20_000);
+    let window = droidwarden_e2e::env_size("WINDOW", 256);
 
     let broker = Mosquitto::start_with(free_port(), "max_queued_messages 100000\n");
     let adb = AdbServer::start();
@@ -114,7 +96,7 @@ fn main() {
     });
     drop(probe);
     std::thread::sleep(Duration::from_secs(2)); // let discovery traffic settle
-    let idle_rss = rss_kib(daemon.pid());
+    let idle_rss = droidwarden_e2e::rss_kib(daemon.pid());
     let broker_pid = broker.pid().expect("broker running");
     let me = std::process::id();
     let cpu_before = (
@@ -174,7 +156,7 @@ fn main() {
         }
         (start.elapsed(), latencies)
     });
-    let loaded_rss = rss_kib(daemon.pid());
+    let loaded_rss = droidwarden_e2e::rss_kib(daemon.pid());
     let cpu_after = (
         cpu(daemon.pid()),
         cpu(broker_pid),

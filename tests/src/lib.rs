@@ -51,6 +51,27 @@ pub fn wait_for<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Op
     }
 }
 
+/// A benchmark size from the environment variable `name`, else `default`.
+pub fn env_size(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A process's resident memory in KiB (`VmRSS` of `/proc/<pid>/status`),
+/// 0 when it cannot be read.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
 /// Whether the tests run as root (some checks need another user, or only
 /// make sense without root's rights). Read from `/proc/self/status`.
 pub fn is_root() -> bool {

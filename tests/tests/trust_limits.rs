@@ -29,16 +29,6 @@ const WAIT: Duration = Duration::from_secs(30);
 /// Polling and discovery off: only what a test does reaches the broker.
 const QUIET: &str = "[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n";
 
-/// A process's resident memory, in KiB (`VmRSS` in `/proc/<pid>/status`).
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 /// Wait for the daemon's own `online` (published after it subscribed).
 fn wait_daemon_online(probe: &Probe) {
     probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
@@ -84,7 +74,7 @@ fn a_flood_of_asks_is_bounded_busy_beyond_the_limits() {
     );
     let daemon = Daemon::start(&adb, &config);
     wait_daemon_online(&probe);
-    let before = rss_kib(daemon.pid());
+    let before = droidwarden_e2e::rss_kib(daemon.pid());
 
     let started = Instant::now();
     for i in 0..FLOOD {
@@ -96,7 +86,7 @@ fn a_flood_of_asks_is_bounded_busy_beyond_the_limits() {
     }
     let replies = wait_replies(&probe, "flood-", FLOOD, Duration::from_secs(60));
     let elapsed = started.elapsed();
-    let after = rss_kib(daemon.pid());
+    let after = droidwarden_e2e::rss_kib(daemon.pid());
 
     let (ok, busy): (Vec<&Value>, Vec<&Value>) = replies.values().partition(|r| r["ok"] == true);
     for reply in &busy {
