@@ -245,7 +245,15 @@ impl EventKind {
 
     /// The kind called `name`, if there is one.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::all().into_iter().find(|k| k.as_str() == name)
+        if name == Self::NotificationPosted.as_str() {
+            return Some(Self::NotificationPosted);
+        }
+        Catalogue::get().services().iter().find_map(|s| {
+            (s.companion_event == Some(name)).then_some(Self::State {
+                event: s.companion_event?,
+                service: s.id,
+            })
+        })
     }
 
     /// The service whose state the event reports; `None` for events that
