@@ -40,7 +40,7 @@ pub(super) fn spec() -> ServiceSpec {
                 req("apk_path", Schema::string("")),
                 req("installed", Schema::boolean("")),
             ])
-            .example(json!({"apk_path": "/data/local/tmp/app.apk"})),
+            .example(json!({"apk_path": "/data/local/tmp/game.apk"})),
             action(
                 "uninstall",
                 Risk::High,
@@ -64,7 +64,7 @@ pub(super) fn spec() -> ServiceSpec {
                 req("package", Schema::string("")),
                 req("cleared", Schema::boolean("")),
             ])
-            .example(json!({"package": "com.example.game"})),
+            .example(json!({"package": "com.example.notes"})),
         ],
         state: None,
         home_assistant: Vec::new(),

@@ -35,7 +35,7 @@ pub(super) fn spec() -> ServiceSpec {
                 req("size_bytes", Schema::integer("", Some(0), None)),
                 req("content_base64", Schema::string("the file's bytes, standard base64")),
             ])
-            .example(json!({"path": "/sdcard/Download/list.txt"})),
+            .example(json!({"path": "/sdcard/Download/shopping.txt"})),
         ],
         state: None,
         home_assistant: Vec::new(),

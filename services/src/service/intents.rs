@@ -207,9 +207,11 @@ pub(super) fn spec() -> ServiceSpec {
                 opt("activity", Schema::string("the activity on top afterwards")),
             ])
             .example(json!({
-                "action": "android.intent.action.VIEW",
-                "data": "geo:0,0?q=cafe",
-                "extras": [{"key": "zoom", "type": "int", "value": "15"}],
+                "component": "com.example.notes/.MainActivity",
+                "extras": [
+                    {"key": "note_id", "type": "int", "value": "42"},
+                    {"key": "title", "type": "string", "value": "Shopping"},
+                ],
             })),
         ],
         state: None,
