@@ -2,7 +2,8 @@
 //! and which wait for a person.
 //!
 //! Order of the rules: the deny list wins, then the allow list, then the
-//! risk threshold (`auto_approve_up_to`, default `low`). Entries are
+//! risk threshold (`auto_approve_up_to`, default `low`); a `critical`
+//! action is always asked about, even when allowed. Entries are
 //! `service.action` or `service.*`. Local tools (calculator, clock) never
 //! need approval.
 
@@ -55,6 +56,10 @@ impl ApprovalPolicy {
             Verdict::Deny(format!(
                 "{service}.{action} is on the deny list of this daemon"
             ))
+        } else if risk == Risk::Critical {
+            // Critical actions (the phone's shell) always wait for a
+            // person: no threshold or allow entry waives that.
+            Verdict::Ask
         } else if listed(&self.allow) || risk <= self.auto_approve_up_to {
             Verdict::Allow
         } else {
@@ -87,5 +92,10 @@ mod tests {
         check("airplane_mode", "status", Risk::Low, "deny");
         check("app_launcher", "launch", Risk::Medium, "deny");
         check("wifi_automation", "disable", Risk::High, "allow");
+        p.allow.insert("shell.*".into());
+        p.auto_approve_up_to = Risk::Critical;
+        check("shell", "run", Risk::Critical, "ask");
+        p.deny.insert("shell.run".into());
+        check("shell", "run", Risk::Critical, "deny");
     }
 }

@@ -141,6 +141,11 @@ pub enum BridgeError {
         /// What the phone said.
         error: WireError,
     },
+    /// The bridge refused the call before anything ran on the phone (a
+    /// link scheme never opened, a path with `..`, a file over the size
+    /// limit); the error carries its code and message.
+    #[error("{}", .0.message)]
+    Refused(WireError),
     /// A bug or unexpected condition inside the bridge.
     #[error("internal error: {0}")]
     Internal(String),
@@ -171,7 +176,7 @@ impl BridgeError {
             Self::Device { .. } | Self::UnexpectedOutput { .. } | Self::IncompleteOutput { .. } => {
                 ErrorCode::DeviceError
             }
-            Self::Companion { error, .. } => error.code,
+            Self::Companion { error, .. } | Self::Refused(error) => error.code,
             Self::Internal(_) => ErrorCode::Internal,
         }
     }

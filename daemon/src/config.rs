@@ -53,6 +53,8 @@ pub(crate) struct RawConfig {
     llm: RawLlmConfig,
     #[serde(default)]
     agent: RawAgentConfig,
+    #[serde(default)]
+    phone_services: droidwarden_services::RawPhoneServices,
 }
 
 #[derive(Debug, Deserialize)]
@@ -164,6 +166,9 @@ pub(crate) struct Config {
     pub(crate) llm: Option<LlmConfig>,
     /// The agent: tools, limits, memory and the approval policy.
     pub(crate) agent: AgentConfig,
+    /// What the phone services may do (`[phone_services]`,
+    /// docs/phone-services.md), enforced by the hub.
+    pub(crate) phone_services: droidwarden_services::PhonePolicy,
     /// The file given with `--config` (`None`: the system file when it
     /// exists), so that a reload reads the same layers again.
     pub(crate) source: Option<PathBuf>,
@@ -524,6 +529,8 @@ impl TryFrom<RawConfig> for Config {
                 Some(LlmConfig::try_from(raw.llm).map_err(agent_config_error)?)
             },
             agent: AgentConfig::try_from(raw.agent).map_err(agent_config_error)?,
+            phone_services: droidwarden_services::PhonePolicy::try_from(raw.phone_services)
+                .map_err(|e| bad(&e.key, e.reason))?,
             source: None,
             api_socket: None,
         })
@@ -538,7 +545,7 @@ const ENUM_VALUES: &[(&str, &[&str])] = &[
     ("ProviderKind", &["openai", "anthropic", "gemini"]),
     ("ToolMode", &["toolkit", "direct"]),
     ("Durability", &["process", "power"]),
-    ("Risk", &["low", "medium", "high"]),
+    ("Risk", &["low", "medium", "high", "critical"]),
     ("TransportKind", &["adb", "companion"]),
 ];
 

@@ -122,7 +122,8 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             }
         };
     tracing::debug!(file = %delivery.path().display(), interrupted = interrupted.len(), "delivery store open");
-    let hub = Hub::new(Arc::clone(&registry), Some(delivery.clone()));
+    let hub = Hub::new(Arc::clone(&registry), Some(delivery.clone()))
+        .with_phone_policy(config.phone_services.clone());
     let adb = Arc::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
     let (companion, companion_requests) =
         CompanionHub::new(config.companion.clone(), Arc::clone(&registry));

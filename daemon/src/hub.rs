@@ -162,6 +162,9 @@ pub(crate) struct Hub {
     delivery: Option<DeliveryStore>,
     /// Keys of the calls recorded in flight.
     next_key: Arc<AtomicU64>,
+    /// What the phone services may do (`[phone_services]`), checked before
+    /// a call takes its place.
+    phone_policy: Arc<droidwarden_services::PhonePolicy>,
 }
 
 /// A call admitted in arrival order, waiting to [`run`](Admitted::run).
@@ -188,7 +191,15 @@ impl Hub {
             sequencers: Arc::default(),
             delivery,
             next_key: Arc::new(AtomicU64::new(1)),
+            phone_policy: Arc::default(),
         }
+    }
+
+    /// The hub with `policy` for the phone services (the default policy
+    /// until this is called: telephony and shell off).
+    pub(crate) fn with_phone_policy(mut self, policy: droidwarden_services::PhonePolicy) -> Self {
+        self.phone_policy = Arc::new(policy);
+        self
     }
 
     pub(crate) fn registry(&self) -> &Arc<Registry> {
@@ -240,8 +251,10 @@ impl Hub {
     /// calls start in. A call that fails here takes no place.
     ///
     /// # Errors
-    /// An unknown device, or a device with too many calls waiting.
+    /// A call the phone-services policy refuses (`disabled`, `denied`), an
+    /// unknown device, or a device with too many calls waiting.
     pub(crate) fn admit_call(&self, call: Call) -> Result<Admitted, WireError> {
+        self.phone_policy.check(&call.command)?;
         let device = self
             .registry
             .select(call.device.as_deref())

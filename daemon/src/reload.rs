@@ -138,6 +138,10 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     differs("mqtt.homeassistant", a.discovery != b.discovery);
     differs("dbus.bus", running.dbus != new.dbus);
     differs("llm", running.llm != new.llm);
+    differs(
+        "phone_services",
+        running.phone_services != new.phone_services,
+    );
     let mut agent = new.agent.clone();
     agent.approval = running.agent.approval.clone();
     differs("agent", running.agent != agent);

@@ -40,6 +40,10 @@ pub enum Risk {
     Medium,
     /// Can cut the phone off or capture private data (Wi-Fi off, airplane mode, camera).
     High,
+    /// Can do anything the phone's shell user can (`shell.run`): always
+    /// waits for a person's approval, whatever the agent's threshold or
+    /// allow list says.
+    Critical,
 }
 
 impl Risk {
@@ -49,6 +53,7 @@ impl Risk {
             Self::Low => "low",
             Self::Medium => "medium",
             Self::High => "high",
+            Self::Critical => "critical",
         }
     }
 }

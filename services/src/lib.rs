@@ -26,6 +26,7 @@ mod command;
 mod error;
 pub mod home_assistant;
 mod names;
+mod policy;
 pub mod schema;
 mod service;
 mod wire;
@@ -34,5 +35,9 @@ pub use catalogue::{ActionSpec, Catalogue, ParamSpec, Risk, ServiceSpec};
 pub use command::{RingerMode, Stream};
 pub use error::CatalogueError;
 pub use names::{CompanionId, DeviceName, NameError, PackageName};
+pub use policy::{
+    PhonePolicy, PolicyConfigError, REFUSED_SCHEMES, RawPhoneServices, normalize_number,
+    plain_absolute_path, refuse_dangerous_scheme, url_scheme,
+};
 pub use service::*;
 pub use wire::{ErrorCode, WireError};

@@ -45,6 +45,9 @@ pub enum ErrorCode {
     /// one phone, new command ids per window); the request was refused at
     /// once and nothing ran. Retry later.
     Busy,
+    /// The service is turned off in the daemon's configuration (telephony,
+    /// shell); the message names the key that turns it on.
+    Disabled,
 }
 
 impl ErrorCode {
@@ -67,6 +70,7 @@ impl ErrorCode {
             Self::Denied => "denied",
             Self::Internal => "internal",
             Self::Busy => "busy",
+            Self::Disabled => "disabled",
         }
     }
 

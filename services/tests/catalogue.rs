@@ -73,6 +73,20 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
             "status", "play", "pause", "next", "previous", "stop", "play_url",
         ],
     ),
+    ("notificationReader", "notifications", &["list"]),
+    (
+        "intentLauncher",
+        "intents",
+        &["open_url", "share_text", "start_activity"],
+    ),
+    ("fileTransfer", "files", &["pull"]),
+    (
+        "appManager",
+        "app_manager",
+        &["install", "uninstall", "clear_data"],
+    ),
+    ("telephony", "telephony", &["sms_send", "dial"]),
+    ("shellRunner", "shell", &["run"]),
 ];
 
 #[test]
@@ -127,6 +141,7 @@ fn every_action_is_reachable_by_node_type_and_by_service_id() {
                 action.mutates
                     || action.params.iter().all(|p| !p.required)
                     || action.name == "get_volume"
+                    || (spec.id, action.name) == ("files", "pull")
             );
         }
     }

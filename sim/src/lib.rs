@@ -44,6 +44,7 @@
 mod adb;
 mod clock;
 mod companion;
+pub mod content;
 mod control;
 mod error;
 mod fault;

@@ -53,6 +53,9 @@ pub struct PhoneState {
     pub boot_epoch_ms: u64,
     /// Settings that are not mapped onto a typed field, per namespace.
     pub settings: Settings,
+    /// Notifications, files and started intents (issue #13's services).
+    #[serde(default)]
+    pub content: crate::content::PhoneContent,
 }
 
 /// Identity and build properties.
@@ -695,7 +698,7 @@ fn system_pkg(package: &str, apk: &str, launcher: Option<&str>, uid: u32) -> Pac
     }
 }
 
-fn user_pkg(package: &str, dir: &str, launcher: Option<&str>, uid: u32) -> Package {
+pub(crate) fn user_pkg(package: &str, dir: &str, launcher: Option<&str>, uid: u32) -> Package {
     Package {
         package: package.to_owned(),
         apk_path: format!("/data/app/{dir}/{package}-{}/base.apk", apk_suffix(package)),
@@ -798,6 +801,24 @@ fn default_packages() -> Vec<Package> {
     launcher3.activities = vec!["com.android.launcher3.uioverrides.QuickstepLauncher".to_owned()];
     launcher3.running = true;
     packages.push(launcher3);
+    // Where SENDTO sms: and CALL tel: go (issue #13's telephony).
+    let mut messaging = system_pkg(
+        "com.google.android.apps.messaging",
+        "/product/app/PrebuiltBugle/PrebuiltBugle.apk",
+        Some("com.google.android.apps.messaging.ui.ConversationListActivity"),
+        10_154,
+    );
+    messaging.activities = vec![
+        "com.google.android.apps.messaging.ui.conversation.LaunchConversationActivity".to_owned(),
+    ];
+    let mut telecom = system_pkg(
+        "com.android.server.telecom",
+        "/system/priv-app/Telecom/Telecom.apk",
+        None,
+        1000,
+    );
+    telecom.activities = vec!["com.android.server.telecom.components.UserCallActivity".to_owned()];
+    packages.extend([messaging, telecom]);
     for p in &mut packages {
         if p.package == "com.android.systemui" || p.package == "com.android.phone" {
             p.running = true;
@@ -1067,6 +1088,7 @@ impl Default for PhoneState {
             },
             boot_epoch_ms: boot,
             settings: default_settings(),
+            content: crate::content::PhoneContent::sample(boot),
         }
     }
 }

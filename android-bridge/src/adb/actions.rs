@@ -216,6 +216,12 @@ pub async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeE
             Ok(json!({ "count": cameras.len(), "cameras": to_json(cameras)? }))
         }
         Command::Media(action) => media(sh, action).await,
+        Command::Notifications(action) => phone::notifications(sh, action).await,
+        Command::Intents(action) => phone::intents(sh, action).await,
+        Command::Files(action) => phone::files(sh, action).await,
+        Command::AppManager(action) => phone::app_manager(sh, action).await,
+        Command::Telephony(action) => phone::telephony(sh, action).await,
+        Command::Shell(action) => phone::shell(sh, action).await,
     }
 }
 
@@ -657,6 +663,9 @@ async fn media(sh: &dyn Shell, action: &MediaAction) -> Result<Value, BridgeErro
     ok(sh, &["cmd", "media_session", "dispatch", key]).await?;
     Ok(json!({ "dispatched": key }))
 }
+
+mod phone;
+pub use phone::{MAX_PULL_BYTES, MAX_SHELL_OUTPUT};
 
 #[cfg(test)]
 mod tests;

@@ -217,6 +217,9 @@ pub enum EventKind {
     },
     /// A notification was posted: `{key, package, title, text, posted_ms}`.
     NotificationPosted,
+    /// A notification was removed (dismissed, cancelled by its app, or its
+    /// app uninstalled): `{key, package, removed_ms}`.
+    NotificationRemoved,
 }
 
 impl EventKind {
@@ -231,7 +234,7 @@ impl EventKind {
                     service: s.id,
                 })
             })
-            .chain([Self::NotificationPosted])
+            .chain([Self::NotificationPosted, Self::NotificationRemoved])
             .collect()
     }
 
@@ -240,13 +243,16 @@ impl EventKind {
         match self {
             Self::State { event, .. } => event,
             Self::NotificationPosted => "notification_posted",
+            Self::NotificationRemoved => "notification_removed",
         }
     }
 
     /// The kind called `name`, if there is one.
     pub fn from_name(name: &str) -> Option<Self> {
-        if name == Self::NotificationPosted.as_str() {
-            return Some(Self::NotificationPosted);
+        for kind in [Self::NotificationPosted, Self::NotificationRemoved] {
+            if name == kind.as_str() {
+                return Some(kind);
+            }
         }
         Catalogue::get().services().iter().find_map(|s| {
             (s.companion_event == Some(name)).then_some(Self::State {
@@ -261,7 +267,7 @@ impl EventKind {
     pub fn service(self) -> Option<&'static str> {
         match self {
             Self::State { service, .. } => Some(service),
-            Self::NotificationPosted => None,
+            Self::NotificationPosted | Self::NotificationRemoved => None,
         }
     }
 
@@ -271,9 +277,10 @@ impl EventKind {
             .service()
             .and_then(|id| Catalogue::get().service(id).ok())
             .and_then(|spec| spec.state);
-        match state {
-            Some(read) => read().spec().result.clone(),
-            None => notification_schema(),
+        match (state, self) {
+            (Some(read), _) => read().spec().result.clone(),
+            (None, Self::NotificationRemoved) => removed_schema(),
+            (None, _) => notification_schema(),
         }
     }
 }
@@ -301,6 +308,20 @@ fn notification_schema() -> Schema {
             Property::required(
                 "posted_ms",
                 Schema::integer("when it was posted, Unix epoch ms", Some(0), None),
+            ),
+        ],
+    )
+}
+
+fn removed_schema() -> Schema {
+    Schema::object(
+        "a removed notification",
+        vec![
+            Property::required("key", Schema::string("the notification's key")),
+            Property::required("package", Schema::string("the posting app")),
+            Property::required(
+                "removed_ms",
+                Schema::integer("when it was removed, Unix epoch ms", Some(0), None),
             ),
         ],
     )
@@ -497,6 +518,18 @@ mod tests {
             ok
         );
         let err = decode_event(EventKind::NotificationPosted, br#"{"key":"k"}"#).unwrap_err();
+        assert!(err.0.contains("does not match"), "{err}");
+        let removed = json!({"key": "k", "package": "com.a", "removed_ms": 7});
+        assert_eq!(
+            decode_event(
+                EventKind::NotificationRemoved,
+                removed.to_string().as_bytes()
+            )
+            .unwrap(),
+            removed
+        );
+        let err =
+            decode_event(EventKind::NotificationRemoved, ok.to_string().as_bytes()).unwrap_err();
         assert!(err.0.contains("does not match"), "{err}");
         let err = decode_event(EventKind::from_name("battery").unwrap(), b"not json").unwrap_err();
         assert!(err.0.contains("not JSON"), "{err}");

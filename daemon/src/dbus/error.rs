@@ -55,6 +55,7 @@ const NAMES: &[(ErrorCode, &str)] = &[
     (ErrorCode::Denied, "org.droidwarden.Error.Denied"),
     (ErrorCode::Internal, "org.droidwarden.Error.Internal"),
     (ErrorCode::Busy, "org.droidwarden.Error.Busy"),
+    (ErrorCode::Disabled, "org.droidwarden.Error.Disabled"),
 ];
 
 /// The D-Bus error name of a code. A code added to the catalogue but not

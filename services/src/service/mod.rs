@@ -56,18 +56,25 @@ macro_rules! actions {
 mod airplane_mode;
 mod app_launcher;
 mod app_list;
+mod app_manager;
 mod audio_automation;
 mod battery;
 mod bluetooth_automation;
 mod camera_control;
 mod device_state;
 mod environmental_sensors;
+mod files;
+mod intents;
 mod location;
 mod media_control;
 mod motion_detection;
 mod network;
+mod notifications;
+mod phone_params;
 mod screen_control;
+mod shell;
 mod system_info;
+mod telephony;
 mod wifi_automation;
 
 /// The list of services: `Variant(module::ActionEnum)`, in catalogue order.
@@ -159,7 +166,17 @@ services! {
     Environment(environmental_sensors::EnvironmentAction),
     Camera(camera_control::CameraAction),
     Media(media_control::MediaAction),
+    Notifications(notifications::NotificationsAction),
+    Intents(intents::IntentsAction),
+    Files(files::FilesAction),
+    AppManager(app_manager::AppManagerAction),
+    Telephony(telephony::TelephonyAction),
+    Shell(shell::ShellAction),
 }
+
+pub use intents::{Extra, ExtraType};
+use phone_params::*;
+pub use shell::Argv;
 
 impl Command {
     /// The service this command belongs to.

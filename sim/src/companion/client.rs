@@ -299,7 +299,9 @@ async fn publish_event(client: &AsyncClient, app: &Companion, kind: &str, body: 
 
 /// Pushes events while the session is connected: `battery` on connect and
 /// whenever the battery changes; `location` at once and then every interval
-/// while tracking.
+/// while tracking; `notification_posted` and `notification_removed` when the
+/// notifications change (those present at a connection are its baseline).
+/// A real app's NotificationListenerService does the same.
 async fn events(
     sim: SimHandle,
     app: Arc<Companion>,
@@ -311,6 +313,7 @@ async fn events(
     let mut connected = app.connected.subscribe();
     let mut up = *connected.borrow_and_update();
     let mut last_battery: Option<Value> = None;
+    let mut shown = notifications_now(&sim);
     let mut next_fix: Option<Instant> = None;
     let battery = async |last: &mut Option<Value>| {
         let Ok(now) = actions::battery_snapshot(&sim) else {
@@ -343,6 +346,7 @@ async fn events(
                     // A snapshot on every (re)connect, then changes only.
                     last_battery = None;
                     battery(&mut last_battery).await;
+                    shown = notifications_now(&sim);
                     if let Some(interval) = interval {
                         if let Some(body) = fix(&sim) {
                             publish_event(&client, &app, "location", &body).await;
@@ -358,6 +362,11 @@ async fn events(
                 changes.borrow_and_update();
                 if up {
                     battery(&mut last_battery).await;
+                    let now = notifications_now(&sim);
+                    for (kind, body) in notification_changes(&shown, &now, crate::clock::now_ms()) {
+                        publish_event(&client, &app, kind, &body).await;
+                    }
+                    shown = now;
                 }
             }
             changed = tracking.changed() => {
@@ -380,5 +389,90 @@ async fn events(
                 next_fix = interval.map(|i| Instant::now() + i);
             }
         }
+    }
+}
+
+/// The posted notifications by key.
+fn notifications_now(
+    sim: &SimHandle,
+) -> std::collections::BTreeMap<String, crate::content::PostedNotification> {
+    sim.state()
+        .content
+        .notifications
+        .into_iter()
+        .map(|n| (n.key(), n))
+        .collect()
+}
+
+/// The events that take `before` to `after`: removals, then postings (a
+/// changed notification is posted again under its key).
+fn notification_changes(
+    before: &std::collections::BTreeMap<String, crate::content::PostedNotification>,
+    after: &std::collections::BTreeMap<String, crate::content::PostedNotification>,
+    now_ms: u64,
+) -> Vec<(&'static str, Value)> {
+    let mut events = Vec::new();
+    for (key, n) in before {
+        if !after.contains_key(key) {
+            events.push((
+                "notification_removed",
+                serde_json::json!({"key": key, "package": n.package, "removed_ms": now_ms}),
+            ));
+        }
+    }
+    for (key, n) in after {
+        if before.get(key) != Some(n) {
+            events.push((
+                "notification_posted",
+                serde_json::json!({
+                    "key": key,
+                    "package": n.package,
+                    "title": n.title,
+                    "text": n.text,
+                    "posted_ms": n.posted_ms,
+                }),
+            ));
+        }
+    }
+    events
+}
+
+#[cfg(test)]
+mod notification_tests {
+    use super::*;
+    use crate::content::PostedNotification;
+
+    fn note(id: u32, text: &str) -> (String, PostedNotification) {
+        let n = PostedNotification {
+            package: "com.a.b".into(),
+            id,
+            title: Some("t".into()),
+            text: Some(text.into()),
+            posted_ms: 5,
+            ongoing: false,
+            uid: 10_001,
+        };
+        (n.key(), n)
+    }
+
+    #[test]
+    fn removals_then_postings_and_updates() {
+        let before = [note(1, "x"), note(2, "y")].into_iter().collect();
+        let after = [note(2, "changed"), note(3, "new")].into_iter().collect();
+        let events = notification_changes(&before, &after, 99);
+        let kinds: Vec<(&str, &str)> = events
+            .iter()
+            .map(|(k, b)| (*k, b["key"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("notification_removed", "0|com.a.b|1|null|10001"),
+                ("notification_posted", "0|com.a.b|2|null|10001"),
+                ("notification_posted", "0|com.a.b|3|null|10001"),
+            ]
+        );
+        assert_eq!(events[0].1["removed_ms"], 99);
+        assert!(notification_changes(&after, &after, 1).is_empty());
     }
 }

@@ -28,6 +28,8 @@ pub(crate) struct Intent {
     pub(crate) component: Option<(String, String)>,
     pub(crate) flags: u32,
     pub(crate) has_extras: bool,
+    /// Extras as given: option, key, value (`--esn`: no value).
+    pub(crate) extras: Vec<(String, String, String)>,
 }
 
 /// Options that are not part of the intent.
@@ -144,12 +146,15 @@ impl Intent {
                 }
                 "-e" | "--es" | "--ei" | "--ez" | "--el" | "--ef" | "--ed" | "--eu" | "--ecn"
                 | "--eia" | "--ela" | "--efa" | "--esa" => {
-                    next(&mut i, &a)?;
-                    next(&mut i, &a)?;
+                    let key = next(&mut i, &a)?;
+                    let value = next(&mut i, &a)?;
+                    extra_value(&a, &value)?;
+                    intent.extras.push((a.clone(), key, value));
                     intent.has_extras = true;
                 }
                 "--esn" => {
-                    next(&mut i, &a)?;
+                    let key = next(&mut i, &a)?;
+                    intent.extras.push((a.clone(), key, String::new()));
                     intent.has_extras = true;
                 }
                 "--user"
@@ -262,8 +267,36 @@ fn is_media(intent: &Intent) -> bool {
         .is_some_and(|(_, ext)| MEDIA_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()))
 }
 
+/// What `am` says of a typed extra's value it cannot read, as a real
+/// phone does (`Integer.valueOf`, `Long.valueOf`, `Float.valueOf`; `--ez`
+/// takes `true`/`false`, `t`/`f` and numbers).
+fn extra_value(option: &str, value: &str) -> Result<(), String> {
+    let ok = match option {
+        "--ei" => value.parse::<i32>().is_ok(),
+        "--el" => value.parse::<i64>().is_ok(),
+        "--ef" | "--ed" => value.parse::<f64>().is_ok(),
+        "--ez" => {
+            matches!(
+                value.to_ascii_lowercase().as_str(),
+                "true" | "t" | "false" | "f"
+            ) || value.parse::<i64>().is_ok()
+        }
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "java.lang.NumberFormatException: For input string: \"{value}\""
+        ))
+    }
+}
+
 /// Resolves an intent against the installed packages.
 pub(crate) fn resolve(st: &PhoneState, intent: &Intent) -> Resolved {
+    if let Some(resolved) = super::content::resolve(intent) {
+        return resolved;
+    }
     let usable = |pkg: &str| st.package(pkg).filter(|p| p.enabled);
     if let Some((pkg, class)) = &intent.component {
         return match usable(pkg) {
@@ -378,6 +411,7 @@ fn start(st: &mut PhoneState, args: &[String]) -> CommandResult {
         Resolved::Activity(p, c) => (p, c),
     };
     let component = short_component(&pkg, &class);
+    super::content::record(st, &intent, &format!("{pkg}/{class}"));
     if opts.stop_first {
         force_stop(st, &pkg);
     }

@@ -100,6 +100,7 @@ fn dump(st: &PhoneState, service: &str, args: &[String]) -> Option<String> {
         "media.camera" => cameras(st),
         "window" => window(st, args),
         "activity" => activities(st),
+        "notification" => super::content::dumpsys_notification(st, args),
         _ => return None,
     })
 }

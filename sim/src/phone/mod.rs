@@ -25,6 +25,7 @@ macro_rules! wl {
 }
 
 mod activity;
+mod content;
 mod dumpsys;
 mod package;
 mod services;
@@ -207,6 +208,8 @@ pub(crate) fn dispatch(st: &mut PhoneState, argv: &[String], stdin: &[u8]) -> Co
         "grep" => tools::grep(st, args, stdin),
         "head" | "tail" => tools::head_tail(st, base, args, stdin),
         "wc" => tools::wc(st, args, stdin),
+        "stat" => content::stat(st, args),
+        "base64" => content::base64(st, args),
         _ => not_found(st, name),
     }
 }

@@ -246,6 +246,9 @@ pub(crate) fn pm(st: &mut PhoneState, args: &[String]) -> CommandResult {
         "resolve-activity" => resolve_activity(st, rest),
         "query-activities" => query_activities(st, rest),
         "enable" | "disable-user" | "disable" => set_enabled(st, sub, rest),
+        "install" => super::content::pm_install(st, rest),
+        "uninstall" => super::content::pm_uninstall(st, rest),
+        "clear" => super::content::pm_clear(st, rest),
         "help" | "-h" => ok_text(HELP),
         other => fail(&format!("Unknown command: {other}\n"), "", 255),
     }

@@ -34,6 +34,8 @@ mod error;
 mod location;
 mod media;
 mod network;
+mod notifications;
+mod pm;
 mod power;
 mod sensors;
 mod settings;
@@ -59,6 +61,8 @@ pub use media::{MediaSession, media_sessions};
 pub use network::{
     LinkInfo, Route, airplane_mode, ip_addr, ip_addrs, ip_route, ip_route_get, uplink,
 };
+pub use notifications::{Notification, NotificationList, notifications};
+pub use pm::pm_outcome;
 pub use power::{PowerState, power};
 pub use sensors::{
     Ambient, Motion, Proximity, SensorDump, SensorInfo, Vec3, ambient, motion, proximity, sensors,

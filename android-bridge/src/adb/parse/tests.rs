@@ -53,6 +53,7 @@ fn run_all(text: &str) {
     let _ = package_list(text);
     let _ = pm_path(text);
     let _ = wifi(text);
+    let _ = notifications(text);
     let _ = wifi_scan(text);
     let _ = bluetooth(text);
     let _ = cmd_success(text);

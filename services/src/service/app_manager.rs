@@ -1,0 +1,73 @@
+//! The `app_manager` service: install, uninstall and reset apps.
+
+use super::*;
+
+actions!(
+    /// `app_manager` actions.
+    AppManagerAction {
+        /// Install (or update) an APK that is already on the phone.
+        Install = "install" {
+            /// The APK's absolute path on the phone.
+            apk_path: String,
+        },
+        /// Remove an app.
+        Uninstall = "uninstall" {
+            /// The package to remove.
+            package: PackageName,
+        },
+        /// Erase an app's data.
+        ClearData = "clear_data" {
+            /// The package whose data is erased.
+            package: PackageName,
+        },
+    }
+);
+
+pub(super) fn spec() -> ServiceSpec {
+    ServiceSpec {
+        node_type: "appManager",
+        id: "app_manager",
+        description: "Install, uninstall and reset apps.",
+        actions: vec![
+            action(
+                "install",
+                Risk::High,
+                true,
+                "Install or update an app from an APK file already on the phone, in a directory the daemon allows (by default /data/local/tmp).",
+            )
+            .param("apk_path", true, phone_path_param("absolute path of the .apk on the phone"))
+            .returns(vec![
+                req("apk_path", Schema::string("")),
+                req("installed", Schema::boolean("")),
+            ])
+            .example(json!({"apk_path": "/data/local/tmp/game.apk"})),
+            action(
+                "uninstall",
+                Risk::High,
+                true,
+                "Uninstall an app and delete its data.",
+            )
+            .param("package", true, package_param())
+            .returns(vec![
+                req("package", Schema::string("")),
+                req("uninstalled", Schema::boolean("")),
+            ])
+            .example(json!({"package": "com.example.game"})),
+            action(
+                "clear_data",
+                Risk::High,
+                true,
+                "Erase all of an app's data (accounts, settings, caches), as a fresh install.",
+            )
+            .param("package", true, package_param())
+            .returns(vec![
+                req("package", Schema::string("")),
+                req("cleared", Schema::boolean("")),
+            ])
+            .example(json!({"package": "com.example.notes"})),
+        ],
+        state: None,
+        home_assistant: Vec::new(),
+        companion_event: None,
+    }
+}

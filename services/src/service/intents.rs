@@ -1,0 +1,221 @@
+//! The `intents` service: open links, share text and start activities.
+
+use super::*;
+
+actions!(
+    /// `intents` actions.
+    IntentsAction {
+        /// Open a link in the app that handles it.
+        OpenUrl = "open_url" {
+            /// The link; its scheme must be on the daemon's allowlist.
+            url: String,
+        },
+        /// Offer text to the apps that accept shared text.
+        ShareText = "share_text" {
+            /// The text to share.
+            text: String,
+        },
+        /// Start an activity with an explicit intent.
+        StartActivity = "start_activity" {
+            /// `package/.Activity` or `package/full.Class`.
+            component: Option<String>,
+            /// The intent action, e.g. `android.intent.action.VIEW`.
+            action: Option<String>,
+            /// The intent's data URI.
+            data: Option<String>,
+            /// Typed extras.
+            extras: Option<Vec<Extra>>,
+        },
+    }
+);
+
+/// The type of an intent extra, as `am start` spells its options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtraType {
+    /// `--es`: a string.
+    String,
+    /// `--ei`: a 32-bit integer.
+    Int,
+    /// `--el`: a 64-bit integer.
+    Long,
+    /// `--ef`: a float.
+    Float,
+    /// `--ez`: a boolean (`true` or `false`).
+    Bool,
+}
+
+impl ExtraType {
+    /// Every type's wire name.
+    pub const NAMES: [&'static str; 5] = ["string", "int", "long", "float", "bool"];
+
+    /// The `am start` option that carries an extra of this type.
+    pub fn am_option(self) -> &'static str {
+        match self {
+            Self::String => "--es",
+            Self::Int => "--ei",
+            Self::Long => "--el",
+            Self::Float => "--ef",
+            Self::Bool => "--ez",
+        }
+    }
+}
+
+/// One intent extra: a key, a type and a value written as a string that
+/// must read as that type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RawExtra", into = "RawExtra")]
+pub struct Extra {
+    key: String,
+    kind: ExtraType,
+    value: String,
+}
+
+impl Extra {
+    /// The extra's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+    /// The extra's type.
+    pub fn kind(&self) -> ExtraType {
+        self.kind
+    }
+    /// The value, checked to read as [`Extra::kind`].
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct RawExtra {
+    key: String,
+    #[serde(rename = "type")]
+    kind: ExtraType,
+    value: String,
+}
+
+impl TryFrom<RawExtra> for Extra {
+    type Error = String;
+    fn try_from(raw: RawExtra) -> Result<Self, String> {
+        let fits = match raw.kind {
+            ExtraType::String => true,
+            ExtraType::Int => raw.value.parse::<i32>().is_ok(),
+            ExtraType::Long => raw.value.parse::<i64>().is_ok(),
+            ExtraType::Float => raw.value.parse::<f32>().is_ok_and(f32::is_finite),
+            ExtraType::Bool => matches!(raw.value.as_str(), "true" | "false"),
+        };
+        if !fits {
+            return Err(format!(
+                "extra {:?}: {:?} is not a valid {} value",
+                raw.key,
+                raw.value.chars().take(40).collect::<String>(),
+                ExtraType::NAMES[raw.kind as usize]
+            ));
+        }
+        Ok(Self {
+            key: raw.key,
+            kind: raw.kind,
+            value: raw.value,
+        })
+    }
+}
+
+impl From<Extra> for RawExtra {
+    fn from(e: Extra) -> Self {
+        Self {
+            key: e.key,
+            kind: e.kind,
+            value: e.value,
+        }
+    }
+}
+
+pub(super) fn spec() -> ServiceSpec {
+    ServiceSpec {
+        node_type: "intentLauncher",
+        id: "intents",
+        description: "Open links, share text and start activities with intents.",
+        actions: vec![
+            action(
+                "open_url",
+                Risk::Medium,
+                true,
+                "Open a link in the app that handles it (browser, maps, store). Only the schemes the daemon allows (http and https by default) are accepted; javascript:, file:, content: and intent: links are always refused.",
+            )
+            .param(
+                "url",
+                true,
+                Schema::pattern("the link, e.g. https://example.org/page", ANY_URL_PATTERN, 2048),
+            )
+            .returns(vec![
+                req("url", Schema::string("")),
+                req("status", Schema::string("ok or timeout")),
+                opt("activity", Schema::string("the activity that opened it")),
+            ])
+            .example(json!({"url": "https://example.org/"})),
+            action(
+                "share_text",
+                Risk::Medium,
+                true,
+                "Share text: shows Android's share sheet with the text, for the person to pick an app.",
+            )
+            .param("text", true, text_param("the text to share", 4000))
+            .returns(vec![
+                req("shared", Schema::boolean("the share sheet was shown")),
+                req("length", Schema::integer("characters shared", Some(0), None)),
+            ])
+            .example(json!({"text": "Meet at 7, usual place"})),
+            action(
+                "start_activity",
+                Risk::High,
+                true,
+                "Start an activity with an explicit intent: a component and/or an action, an optional data URI and typed extras. Needs at least a component or an action.",
+            )
+            .param(
+                "component",
+                false,
+                Schema::pattern("package/.Activity or package/full.ClassName", COMPONENT_PATTERN, 511),
+            )
+            .param(
+                "action",
+                false,
+                Schema::pattern("intent action, e.g. android.intent.action.VIEW", INTENT_ACTION_PATTERN, 255),
+            )
+            .param(
+                "data",
+                false,
+                Schema::pattern("data URI, e.g. geo:0,0?q=cafe", ANY_URL_PATTERN, 2048),
+            )
+            .param(
+                "extras",
+                false,
+                Schema::array(
+                    "extras, each {key, type, value}",
+                    Schema::object(
+                        "one extra",
+                        vec![
+                            req("key", Schema::pattern("the extra's key", EXTRA_KEY_PATTERN, 255)),
+                            req("type", Schema::enumeration("the value's type", &ExtraType::NAMES)),
+                            req("value", text_param("the value, written as a string: \"42\", \"true\", \"1.5\"", 4000)),
+                        ],
+                    ),
+                ),
+            )
+            .returns(vec![
+                req("component", Schema::string("what was asked for")),
+                req("status", Schema::string("ok or timeout")),
+                opt("activity", Schema::string("the activity on top afterwards")),
+            ])
+            .example(json!({
+                "component": "com.example.notes/.MainActivity",
+                "extras": [
+                    {"key": "note_id", "type": "int", "value": "42"},
+                    {"key": "title", "type": "string", "value": "Shopping"},
+                ],
+            })),
+        ],
+        state: None,
+        home_assistant: Vec::new(),
+        companion_event: None,
+    }
+}

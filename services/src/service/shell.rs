@@ -1,0 +1,86 @@
+//! The `shell` service: run one program on the phone.
+
+use super::*;
+
+actions!(
+    /// `shell` actions.
+    ShellAction {
+        /// Run a program with arguments.
+        Run = "run" {
+            /// The program and its arguments, one element each.
+            argv: Argv,
+        },
+    }
+);
+
+/// A program and its arguments: 1 to [`Argv::MAX_ARGS`] elements, never
+/// one string for a shell to split.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Vec<String>", into = "Vec<String>")]
+pub struct Argv(Vec<String>);
+
+impl Argv {
+    /// The most elements an argv may have.
+    pub const MAX_ARGS: usize = 64;
+
+    /// The elements, program first.
+    pub fn as_slice(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl TryFrom<Vec<String>> for Argv {
+    type Error = String;
+    fn try_from(argv: Vec<String>) -> Result<Self, String> {
+        if argv.is_empty() {
+            return Err("argv must name a program".into());
+        }
+        if argv.len() > Self::MAX_ARGS {
+            return Err(format!("argv has more than {} elements", Self::MAX_ARGS));
+        }
+        if argv[0].is_empty() {
+            return Err("argv[0] (the program) must not be empty".into());
+        }
+        Ok(Self(argv))
+    }
+}
+
+impl From<Argv> for Vec<String> {
+    fn from(argv: Argv) -> Self {
+        argv.0
+    }
+}
+
+pub(super) fn spec() -> ServiceSpec {
+    ServiceSpec {
+        node_type: "shellRunner",
+        id: "shell",
+        description: "Run one program on the phone, as the adb shell user. Off unless enabled in the daemon's configuration; every run needs a person's approval.",
+        actions: vec![
+            action(
+                "run",
+                Risk::Critical,
+                true,
+                "Run a program with arguments on the phone (argv: program first, one element per argument; no shell syntax: pipes, redirections and variables are passed literally). Returns the exit status and output.",
+            )
+            .param(
+                "argv",
+                true,
+                Schema::array(
+                    "program and arguments, at most 64 elements",
+                    text_param("one argument", 1024),
+                ),
+            )
+            .returns(vec![
+                req("exit", Schema::integer("exit status", None, None)),
+                req("stdout", Schema::string("standard output, at most 64 KiB")),
+                req("stderr", Schema::string("standard error, at most 64 KiB")),
+                req("truncated", Schema::boolean("output was cut at 64 KiB")),
+            ])
+            .example(json!({"argv": ["getprop", "ro.build.version.release"]})),
+        ],
+        state: None,
+        home_assistant: Vec::new(),
+        companion_event: None,
+    }
+}
