@@ -73,6 +73,24 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
             "status", "play", "pause", "next", "previous", "stop", "play_url",
         ],
     ),
+    (
+        "screenReader",
+        "screen",
+        &["screenshot", "ui_tree", "foreground_app"],
+    ),
+    (
+        "uiControl",
+        "ui_control",
+        &[
+            "tap",
+            "long_press",
+            "swipe",
+            "scroll",
+            "key",
+            "power",
+            "type_text",
+        ],
+    ),
 ];
 
 #[test]

@@ -66,9 +66,14 @@ mod location;
 mod media_control;
 mod motion_detection;
 mod network;
+mod screen;
 mod screen_control;
 mod system_info;
+mod ui_control;
 mod wifi_automation;
+
+pub use screen::{ImageFormat, SCREENSHOT_MAX_SIDE, SCREENSHOT_QUALITY, UI_TREE_MAX_NODES};
+pub use ui_control::{Key, Point, ScrollDirection, TYPE_TEXT_MAX};
 
 /// The list of services: `Variant(module::ActionEnum)`, in catalogue order.
 /// Generates [`Command`], its lookups, and the catalogue's service list.
@@ -159,6 +164,8 @@ services! {
     Environment(environmental_sensors::EnvironmentAction),
     Camera(camera_control::CameraAction),
     Media(media_control::MediaAction),
+    ScreenReader(screen::ScreenReaderAction),
+    UiControl(ui_control::UiControlAction),
 }
 
 impl Command {
