@@ -304,7 +304,7 @@ pub(super) fn spec() -> ServiceSpec {
                 "Tap the screen at (x, y) in screen pixels, or the centre of an element by its index in the latest screen.ui_tree (call ui_tree again after the screen changes; an index from an older tree is refused).",
             ))
             .returns(touched())
-            .example(json!({"element": 3})),
+            .example(json!({"x": 540, "y": 1200})),
             target(action(
                 "long_press",
                 Risk::Medium,

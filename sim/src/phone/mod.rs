@@ -27,6 +27,7 @@ macro_rules! wl {
 mod activity;
 mod dumpsys;
 mod package;
+mod screen;
 mod services;
 mod settings;
 mod tools;
@@ -207,6 +208,9 @@ pub(crate) fn dispatch(st: &mut PhoneState, argv: &[String], stdin: &[u8]) -> Co
         "grep" => tools::grep(st, args, stdin),
         "head" | "tail" => tools::head_tail(st, base, args, stdin),
         "wc" => tools::wc(st, args, stdin),
+        "screencap" => screen::screencap(st, args),
+        "uiautomator" => screen::uiautomator(st, args),
+        "ime" => screen::ime(st, args),
         _ => not_found(st, name),
     }
 }
