@@ -757,7 +757,15 @@ fn execute(
     let inner = inner.clone();
     Box::pin(async move {
         let _turn = lock.lock_owned().await;
-        let result = call_device(&inner, device.as_deref(), &call.0, mutates).await;
+        let result = match crate::images::without_vision(&call.0, inner.provider.vision()) {
+            // A model without vision reads the screen's UI tree instead.
+            Some(tree) => call_device(&inner, device.as_deref(), &tree, false)
+                .await
+                .map(crate::images::noted_tree),
+            None => call_device(&inner, device.as_deref(), &call.0, mutates).await,
+        };
+        // A screenshot's image goes to the model, not into the conversation.
+        let result = result.map(crate::images::detach);
         Input::ToolFinished {
             call_id,
             result,

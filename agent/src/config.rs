@@ -103,6 +103,12 @@ pub struct RawLlmConfig {
     /// OpenAI: send tools with `strict: true` (default true; turn off for
     /// servers that reject the field).
     pub strict_tools: Option<bool>,
+    /// Whether the model takes images (default true); without, a screenshot
+    /// call gives the screen's UI tree instead.
+    pub vision: Option<bool>,
+    /// The most image bytes (base64) sent with one model request (default
+    /// 4 MiB); older screenshots beyond it are left out.
+    pub max_image_bytes: Option<u64>,
 }
 
 /// The validated `[llm]` section.
@@ -136,6 +142,10 @@ pub struct LlmConfig {
     pub thinking_budget: Option<u32>,
     /// OpenAI strict tools.
     pub strict_tools: bool,
+    /// Whether the model takes images (`[llm] vision`).
+    pub vision: bool,
+    /// The most image bytes (base64) sent with one request.
+    pub max_image_bytes: usize,
 }
 
 fn secs(key: &str, v: Option<f64>, default: f64, max: f64) -> Result<Duration, AgentError> {
@@ -246,6 +256,11 @@ impl TryFrom<RawLlmConfig> for LlmConfig {
             temperature: raw.temperature,
             thinking_budget: raw.thinking_budget,
             strict_tools: raw.strict_tools.unwrap_or(true),
+            vision: raw.vision.unwrap_or(true),
+            max_image_bytes: raw
+                .max_image_bytes
+                .unwrap_or(4 * 1024 * 1024)
+                .min(64 * 1024 * 1024) as usize,
         })
     }
 }

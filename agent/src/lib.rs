@@ -31,6 +31,7 @@ mod error;
 pub mod events;
 pub mod graph;
 mod host;
+pub mod images;
 mod limit;
 mod markdown;
 pub mod message;

@@ -87,6 +87,24 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
     ),
     ("telephony", "telephony", &["sms_send", "dial"]),
     ("shellRunner", "shell", &["run"]),
+    (
+        "screenReader",
+        "screen",
+        &["screenshot", "ui_tree", "foreground_app"],
+    ),
+    (
+        "uiControl",
+        "ui_control",
+        &[
+            "tap",
+            "long_press",
+            "swipe",
+            "scroll",
+            "key",
+            "power",
+            "type_text",
+        ],
+    ),
 ];
 
 #[test]

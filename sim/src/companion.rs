@@ -137,6 +137,8 @@ pub(crate) struct Companion {
     photos: Mutex<Vec<String>>,
     /// Volume indexes saved by `mute`, per Android stream number.
     pub(crate) muted: Mutex<HashMap<u8, i64>>,
+    /// The latest `screen.ui_tree`, for `ui_control.tap {element}`.
+    pub(crate) ui_tree: Mutex<Option<droidwarden_bridge::adb::actions::UiSnapshot>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -154,6 +156,7 @@ impl Companion {
             tracking: watch::Sender::new(None),
             photos: Mutex::new(Vec::new()),
             muted: Mutex::new(HashMap::new()),
+            ui_tree: Mutex::new(None),
         }
     }
 

@@ -56,6 +56,45 @@ pub struct PhoneState {
     /// Notifications, files and started intents (issue #13's services).
     #[serde(default)]
     pub content: crate::content::PhoneContent,
+    /// What the screen shows beyond the foreground app (see `phone::screen`).
+    #[serde(default)]
+    pub ui: UiState,
+}
+
+/// The screen's own state: the launcher's text field, the notification
+/// shade, the keyboards, the last UI dump.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UiState {
+    /// The text in the home screen's search field.
+    pub text: String,
+    /// Whether that field has the input focus.
+    pub text_focused: bool,
+    /// Whether the notification shade is pulled down.
+    pub shade_open: bool,
+    /// The notifications the shade lists: `(app, title, text)`.
+    pub notifications: Vec<(String, String, String)>,
+    /// Whether the ADB keyboard IME (`com.android.adbkeyboard/.AdbIME`) is
+    /// installed (it takes text as a broadcast).
+    pub adb_ime_installed: bool,
+    /// Files written by `uiautomator dump`, by path.
+    pub files: BTreeMap<String, String>,
+    /// Fail this many `uiautomator dump` runs with "could not get idle state".
+    pub dump_not_idle: u32,
+}
+
+impl Default for UiState {
+    fn default() -> Self {
+        Self {
+            text: String::new(),
+            text_focused: false,
+            shade_open: false,
+            notifications: vec![("Clock".into(), "Alarm".into(), "Tomorrow 07:00".into())],
+            adb_ime_installed: true,
+            files: BTreeMap::new(),
+            dump_not_idle: 0,
+        }
+    }
 }
 
 /// Identity and build properties.
@@ -1089,6 +1128,7 @@ impl Default for PhoneState {
             boot_epoch_ms: boot,
             settings: default_settings(),
             content: crate::content::PhoneContent::sample(boot),
+            ui: UiState::default(),
         }
     }
 }

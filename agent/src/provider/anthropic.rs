@@ -30,6 +30,8 @@ pub struct Anthropic {
     max_tokens: u32,
     temperature: Option<f64>,
     thinking_budget: Option<u32>,
+    vision: bool,
+    max_image_bytes: usize,
 }
 
 impl Anthropic {
@@ -47,12 +49,19 @@ impl Anthropic {
             max_tokens: cfg.max_tokens,
             temperature: cfg.temperature,
             thinking_budget: cfg.thinking_budget,
+            vision: cfg.vision,
+            max_image_bytes: cfg.max_image_bytes,
         })
     }
 
     /// The JSON body sent for `request`.
     pub fn request_body(&self, request: &ChatRequest) -> Value {
         let mut messages: Vec<Value> = Vec::new();
+        let images = if self.vision {
+            crate::images::attached(&request.messages, self.max_image_bytes)
+        } else {
+            Default::default()
+        };
         for m in &request.messages {
             let (role, blocks): (&str, Vec<Value>) = match m {
                 Message::User { text } => ("user", vec![json!({"type": "text", "text": text})]),
@@ -83,11 +92,22 @@ impl Anthropic {
                     content,
                     is_error,
                     ..
-                } => (
-                    "user",
-                    vec![json!({"type": "tool_result", "tool_use_id": call_id,
-                                "content": content, "is_error": is_error})],
-                ),
+                } => {
+                    // An image goes inside its tool result, after the text.
+                    let content = match images.get(call_id) {
+                        Some(image) => json!([
+                            {"type": "text", "text": content},
+                            {"type": "image", "source": {"type": "base64",
+                                "media_type": image.mime_type, "data": &*image.data_base64}},
+                        ]),
+                        None => json!(content),
+                    };
+                    (
+                        "user",
+                        vec![json!({"type": "tool_result", "tool_use_id": call_id,
+                                    "content": content, "is_error": is_error})],
+                    )
+                }
             };
             if blocks.is_empty() {
                 continue;
@@ -328,6 +348,10 @@ impl StreamDecoder for Decoder {
 impl Provider for Anthropic {
     fn name(&self) -> &'static str {
         "anthropic"
+    }
+
+    fn vision(&self) -> bool {
+        self.vision
     }
 
     fn complete<'a>(

@@ -26,6 +26,8 @@ pub struct Gemini {
     stream: bool,
     max_tokens: u32,
     temperature: Option<f64>,
+    vision: bool,
+    max_image_bytes: usize,
 }
 
 impl Gemini {
@@ -42,12 +44,19 @@ impl Gemini {
             stream: cfg.stream,
             max_tokens: cfg.max_tokens,
             temperature: cfg.temperature,
+            vision: cfg.vision,
+            max_image_bytes: cfg.max_image_bytes,
         })
     }
 
     /// The JSON body sent for `request`.
     pub fn request_body(&self, request: &ChatRequest) -> Value {
         let mut contents: Vec<Value> = Vec::new();
+        let images = if self.vision {
+            crate::images::attached(&request.messages, self.max_image_bytes)
+        } else {
+            Default::default()
+        };
         for m in &request.messages {
             let (role, parts): (&str, Vec<Value>) = match m {
                 Message::User { text } => ("user", vec![json!({"text": text})]),
@@ -68,10 +77,10 @@ impl Gemini {
                     ("model", parts)
                 }
                 Message::Tool {
+                    call_id,
                     name,
                     content,
                     is_error,
-                    ..
                 } => {
                     let value = serde_json::from_str::<Value>(content)
                         .unwrap_or_else(|_| Value::String(content.clone()));
@@ -80,10 +89,14 @@ impl Gemini {
                     } else {
                         json!({"output": value})
                     };
-                    (
-                        "user",
-                        vec![json!({"functionResponse": {"name": name, "response": response}})],
-                    )
+                    let mut parts =
+                        vec![json!({"functionResponse": {"name": name, "response": response}})];
+                    // The image follows its function response in the same turn.
+                    if let Some(image) = images.get(call_id) {
+                        parts.push(json!({"inline_data": {
+                            "mime_type": image.mime_type, "data": &*image.data_base64}}));
+                    }
+                    ("user", parts)
                 }
             };
             if parts.is_empty() {
@@ -242,6 +255,10 @@ impl StreamDecoder for Decoder {
 impl Provider for Gemini {
     fn name(&self) -> &'static str {
         "gemini"
+    }
+
+    fn vision(&self) -> bool {
+        self.vision
     }
 
     fn complete<'a>(

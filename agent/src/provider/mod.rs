@@ -61,6 +61,12 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
         request: &'a ChatRequest,
         on_text: TextSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>>;
+
+    /// Whether the model takes images (`[llm] vision`); without, the agent
+    /// answers a screenshot call with the screen's UI tree.
+    fn vision(&self) -> bool {
+        true
+    }
 }
 
 /// Build the configured provider, reading its API key (environment or file).

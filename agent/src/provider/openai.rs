@@ -25,6 +25,8 @@ pub struct OpenAi {
     stream: bool,
     strict: bool,
     temperature: Option<f64>,
+    vision: bool,
+    max_image_bytes: usize,
 }
 
 impl OpenAi {
@@ -41,6 +43,8 @@ impl OpenAi {
             stream: cfg.stream,
             strict: cfg.strict_tools,
             temperature: cfg.temperature,
+            vision: cfg.vision,
+            max_image_bytes: cfg.max_image_bytes,
         })
     }
 
@@ -50,7 +54,27 @@ impl OpenAi {
         if !request.system.is_empty() {
             messages.push(json!({"role": "system", "content": request.system}));
         }
+        let images = if self.vision {
+            crate::images::attached(&request.messages, self.max_image_bytes)
+        } else {
+            Default::default()
+        };
+        // Tool messages cannot carry images: each step's images follow its
+        // tool messages as one user message of `image_url` data URLs.
+        let mut pending: Vec<Value> = Vec::new();
         for m in &request.messages {
+            if !matches!(m, Message::Tool { .. }) && !pending.is_empty() {
+                messages.push(json!({"role": "user", "content": std::mem::take(&mut pending)}));
+            }
+            if let Message::Tool { call_id, .. } = m
+                && let Some(image) = images.get(call_id)
+            {
+                pending.push(
+                    json!({"type": "text", "text": format!("The image from tool call {call_id}:")}),
+                );
+                pending.push(json!({"type": "image_url", "image_url": {
+                    "url": format!("data:{};base64,{}", image.mime_type, image.data_base64)}}));
+            }
             messages.push(match m {
                 Message::User { text } => json!({"role": "user", "content": text}),
                 Message::Assistant {
@@ -75,6 +99,9 @@ impl OpenAi {
                     call_id, content, ..
                 } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
             });
+        }
+        if !pending.is_empty() {
+            messages.push(json!({"role": "user", "content": pending}));
         }
         let mut body = json!({"model": self.model, "messages": messages});
         if !request.tools.is_empty() {
@@ -283,6 +310,10 @@ impl StreamDecoder for Decoder {
 impl Provider for OpenAi {
     fn name(&self) -> &'static str {
         "openai"
+    }
+
+    fn vision(&self) -> bool {
+        self.vision
     }
 
     fn complete<'a>(

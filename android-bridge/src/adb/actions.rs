@@ -21,6 +21,11 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+mod screen;
+pub use screen::{
+    ADB_IME, ADB_IME_B64_ACTION, DUMP_PATH, SNAPSHOT_TTL, Screenshot, UiSnapshot, render_screenshot,
+};
+
 /// Runs one device command (an argv; quoting is the implementation's job).
 pub trait Shell: Send + Sync {
     /// The device's name, for error messages.
@@ -29,6 +34,33 @@ pub trait Shell: Send + Sync {
     fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>>;
     /// Volume indexes saved by `mute`, per Android stream number, for `unmute`.
     fn muted_levels(&self) -> &Mutex<HashMap<u8, i64>>;
+    /// Run `argv` with its standard output kept as bytes (`adb exec-out`:
+    /// no terminal, nothing converted), for images.
+    fn run_binary<'a>(
+        &'a self,
+        argv: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<BinaryOutput, BridgeError>>;
+    /// The latest `screen.ui_tree` of this phone, for `ui_control.tap {element}`.
+    fn ui_snapshot(&self) -> &Mutex<Option<UiSnapshot>>;
+    /// Run CPU-heavy work (decoding and scaling a screenshot) where it
+    /// blocks no async task. The default runs it in place.
+    fn offload<'a>(
+        &'a self,
+        work: Box<dyn FnOnce() -> Result<Value, BridgeError> + Send + 'static>,
+    ) -> BoxFuture<'a, Result<Value, BridgeError>> {
+        Box::pin(std::future::ready(work()))
+    }
+}
+
+/// The result of a device command whose output is binary.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BinaryOutput {
+    /// Standard output, as the command wrote it.
+    pub stdout: Vec<u8>,
+    /// Standard error.
+    pub stderr: String,
+    /// The exit status (0 when the device cannot report one).
+    pub exit: i32,
 }
 
 /// Run `argv`; a failure the phone reports becomes a structured error.
@@ -132,6 +164,7 @@ async fn keyevent(sh: &dyn Shell, key: &str) -> Result<(), BridgeError> {
 /// found, other failures), unexpected output, and `unsupported_action` for
 /// actions that need the companion app.
 pub async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeError> {
+    screen::forget_tree(sh, command);
     match command {
         Command::Battery(BatteryAction::Status) => {
             to_json(read(sh, &["dumpsys", "battery"], parse::battery).await?)
@@ -181,6 +214,8 @@ pub async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeE
         Command::Audio(action) => audio(sh, action).await,
         Command::DeviceState(action) => device_state(sh, action).await,
         Command::Screen(action) => screen(sh, action).await,
+        Command::ScreenReader(action) => screen::screen_reader(sh, action).await,
+        Command::UiControl(action) => screen::ui_control(sh, action).await,
         Command::AirplaneMode(action) => {
             let argv: &[&str] = match action {
                 AirplaneModeAction::Status => &["cmd", "connectivity", "airplane-mode"],

@@ -116,6 +116,29 @@ pub(crate) async fn shell(
     .await
 }
 
+/// Run `command` through the `exec:` service (`adb exec-out`): no terminal,
+/// so binary output arrives unchanged, but no exit status and stderr merged.
+/// For devices without shell protocol v2, whose `shell:` goes through a
+/// terminal that turns every `\n` into `\r\n`.
+pub(crate) async fn exec(
+    server: SocketAddrV4,
+    serial: &str,
+    command: &str,
+    deadline: Instant,
+) -> Result<Exchange, ExchangeError> {
+    bounded(deadline, async {
+        let mut conn = Conn::open(server).await?;
+        conn.request(&format!("host:transport:{serial}")).await?;
+        conn.request(&format!("exec:{command}")).await?;
+        let stdout = conn.read_to_end().await?;
+        Ok(Exchange {
+            stdout,
+            ..Exchange::default()
+        })
+    })
+    .await
+}
+
 /// Run the quoted command `line` on the device, in the protocol it speaks:
 /// `known`, or else learned from its features first. One deadline covers
 /// both exchanges. Returns the protocol used with the output.

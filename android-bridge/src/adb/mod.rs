@@ -601,6 +601,7 @@ impl AdbTransport {
             slots: Semaphore::new(self.config.workers_per_device.max(1)),
             wake: Arc::clone(&self.wake),
             muted_levels: Mutex::new(HashMap::new()),
+            ui_snapshot: Mutex::new(None),
             adb_missing: Arc::clone(&self.adb_missing),
             adb_program: self.config.adb_program.clone(),
         });
@@ -775,6 +776,8 @@ pub struct AdbDevice {
     wake: Arc<Notify>,
     /// Levels saved by `mute` for `unmute` (see `actions::mute_stream`).
     muted_levels: Mutex<HashMap<u8, i64>>,
+    /// The latest `screen.ui_tree`, for `ui_control.tap {element}`.
+    ui_snapshot: Mutex<Option<actions::UiSnapshot>>,
     /// The transport's "adb cannot be found" flag, and the program looked for.
     adb_missing: Arc<AtomicBool>,
     adb_program: PathBuf,
@@ -785,24 +788,67 @@ impl AdbDevice {
         self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Run one device command with binary output, on the caller's task:
+    /// shell protocol v2 (raw, no terminal) where the device has it, else
+    /// the `exec:` service.
+    async fn run_binary(&self, argv: &[&str]) -> Result<actions::BinaryOutput, BridgeError> {
+        let known = self.status().protocol;
+        if known != Some(Protocol::V1) {
+            // The first call learns the protocol; a v1 device answers
+            // through a terminal, which `parse::screencap_png` repairs.
+            let (stdout, stderr, exit) = self.exchange(argv).await?;
+            return Ok(actions::BinaryOutput {
+                stdout,
+                stderr,
+                exit,
+            });
+        }
+        let line = shell::command_line(argv);
+        let deadline = tokio::time::Instant::now() + self.call_timeout + EXCHANGE_GRACE;
+        tracing::debug!(device = %self.name, command = %line, "adb exec-out");
+        let _slot = self.slot(deadline).await?;
+        let out = exchange::exec(self.server, &self.serial, &line, deadline)
+            .await
+            .map_err(|e| self.exchange_error(e))?;
+        Ok(actions::BinaryOutput {
+            stdout: out.stdout,
+            stderr: String::new(),
+            exit: 0,
+        })
+    }
+
+    async fn slot(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<tokio::sync::SemaphorePermit<'_>, BridgeError> {
+        match tokio::time::timeout_at(deadline, self.slots.acquire()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            // The semaphore is never closed.
+            Ok(Err(closed)) => Err(BridgeError::Internal(closed.to_string())),
+            Err(_) => Err(BridgeError::Busy {
+                device: self.name.to_string(),
+                reason: "every adb slot of the device stayed taken".into(),
+            }),
+        }
+    }
+
     /// Run one device command, on the caller's task.
     async fn run(&self, argv: &[&str]) -> Result<ShellOutput, BridgeError> {
+        let (stdout, stderr, exit) = self.exchange(argv).await?;
+        Ok(ShellOutput {
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr,
+            exit,
+        })
+    }
+
+    /// One shell exchange: stdout bytes (without the trailer), stderr, exit.
+    async fn exchange(&self, argv: &[&str]) -> Result<(Vec<u8>, String, i32), BridgeError> {
         let line = shell::command_line(argv);
         let deadline = tokio::time::Instant::now() + self.call_timeout + EXCHANGE_GRACE;
         let known = self.status().protocol;
         tracing::debug!(device = %self.name, command = %line, "adb shell");
-        let slot = tokio::time::timeout_at(deadline, self.slots.acquire()).await;
-        let _slot = match slot {
-            Ok(Ok(permit)) => permit,
-            // The semaphore is never closed.
-            Ok(Err(closed)) => return Err(BridgeError::Internal(closed.to_string())),
-            Err(_) => {
-                return Err(BridgeError::Busy {
-                    device: self.name.to_string(),
-                    reason: "every adb slot of the device stayed taken".into(),
-                });
-            }
-        };
+        let _slot = self.slot(deadline).await?;
         let (protocol, out) = exchange::run(self.server, &self.serial, line, known, deadline)
             .await
             .map_err(|e| self.exchange_error(e))?;
@@ -810,18 +856,17 @@ impl AdbDevice {
             tracing::debug!(device = %self.name, ?protocol, "shell protocol");
             self.status().protocol = Some(protocol);
         }
-        let stdout = String::from_utf8_lossy(&out.stdout);
         let (stdout, exit) = match out.exit {
-            Some(exit) => (stdout.into_owned(), i32::from(exit)),
-            None => shell::split_trailer(&stdout).ok_or_else(|| {
+            Some(exit) => (out.stdout, i32::from(exit)),
+            None => shell::split_trailer_bytes(out.stdout).ok_or_else(|| {
                 self.dropped("the connection closed before the command finished".into())
             })?,
         };
-        Ok(ShellOutput {
+        Ok((
             stdout,
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
             exit,
-        })
+        ))
     }
 
     fn exchange_error(&self, e: ExchangeError) -> BridgeError {
@@ -896,6 +941,28 @@ impl actions::Shell for AdbDevice {
 
     fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>> {
         Box::pin(AdbDevice::run(self, argv))
+    }
+
+    fn run_binary<'a>(
+        &'a self,
+        argv: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<actions::BinaryOutput, BridgeError>> {
+        Box::pin(AdbDevice::run_binary(self, argv))
+    }
+
+    fn ui_snapshot(&self) -> &Mutex<Option<actions::UiSnapshot>> {
+        &self.ui_snapshot
+    }
+
+    fn offload<'a>(
+        &'a self,
+        work: Box<dyn FnOnce() -> Result<Value, BridgeError> + Send + 'static>,
+    ) -> BoxFuture<'a, Result<Value, BridgeError>> {
+        Box::pin(async move {
+            tokio::task::spawn_blocking(work)
+                .await
+                .map_err(|e| BridgeError::Internal(format!("image work failed: {e}")))?
+        })
     }
 }
 

@@ -52,13 +52,16 @@ pub struct ShellOutput {
     pub exit: i32,
 }
 
-/// Split the trailer off raw stdout. `None` when the trailer is missing or
-/// malformed: the output was cut short.
-pub(crate) fn split_trailer(stdout: &str) -> Option<(String, i32)> {
-    let at = stdout.rfind(RC_MARKER)?;
-    let status = stdout[at + RC_MARKER.len()..].trim();
-    let exit = status.parse::<i32>().ok()?;
-    Some((stdout[..at].to_owned(), exit))
+/// Split the trailer off raw stdout (bytes: the output may be an image).
+/// The trailer is the last `__dw_rc=` and what follows it. `None` when the
+/// trailer is missing or malformed: the output was cut short.
+pub(crate) fn split_trailer_bytes(mut stdout: Vec<u8>) -> Option<(Vec<u8>, i32)> {
+    let marker = RC_MARKER.as_bytes();
+    let at = stdout.windows(marker.len()).rposition(|w| w == marker)?;
+    let status = std::str::from_utf8(&stdout[at + marker.len()..]).ok()?;
+    let exit = status.trim().parse::<i32>().ok()?;
+    stdout.truncate(at);
+    Some((stdout, exit))
 }
 
 #[cfg(test)]
@@ -100,18 +103,23 @@ mod tests {
     #[test]
     fn the_trailer_carries_the_exit_status() {
         assert_eq!(
-            split_trailer("hello\n__dw_rc=0\n"),
-            Some(("hello\n".into(), 0))
+            split_trailer_bytes(b"hello\n__dw_rc=0\n".to_vec()),
+            Some((b"hello\n".to_vec(), 0))
         );
         assert_eq!(
-            split_trailer("no newline__dw_rc=127\n"),
-            Some(("no newline".into(), 127))
+            split_trailer_bytes(b"no newline__dw_rc=127\n".to_vec()),
+            Some((b"no newline".to_vec(), 127))
         );
         assert_eq!(
-            split_trailer("__dw_rc=1\n__dw_rc=3\n"),
-            Some(("__dw_rc=1\n".into(), 3))
+            split_trailer_bytes(b"__dw_rc=1\n__dw_rc=3\n".to_vec()),
+            Some((b"__dw_rc=1\n".to_vec(), 3))
         );
-        assert_eq!(split_trailer("cut short"), None);
-        assert_eq!(split_trailer("__dw_rc="), None);
+        assert_eq!(split_trailer_bytes(b"cut short".to_vec()), None);
+        assert_eq!(
+            split_trailer_bytes(b"\x89PNG\xff\n__dw_rc=0\n".to_vec()),
+            Some((b"\x89PNG\xff\n".to_vec(), 0))
+        );
+        assert_eq!(split_trailer_bytes(b"cut".to_vec()), None);
+        assert_eq!(split_trailer_bytes(b"__dw_rc=".to_vec()), None);
     }
 }

@@ -71,11 +71,16 @@ mod motion_detection;
 mod network;
 mod notifications;
 mod phone_params;
+mod screen;
 mod screen_control;
 mod shell;
 mod system_info;
 mod telephony;
+mod ui_control;
 mod wifi_automation;
+
+pub use screen::{ImageFormat, SCREENSHOT_MAX_SIDE, SCREENSHOT_QUALITY, UI_TREE_MAX_NODES};
+pub use ui_control::{Key, Point, ScrollDirection, TYPE_TEXT_MAX};
 
 /// The list of services: `Variant(module::ActionEnum)`, in catalogue order.
 /// Generates [`Command`], its lookups, and the catalogue's service list.
@@ -172,6 +177,8 @@ services! {
     AppManager(app_manager::AppManagerAction),
     Telephony(telephony::TelephonyAction),
     Shell(shell::ShellAction),
+    ScreenReader(screen::ScreenReaderAction),
+    UiControl(ui_control::UiControlAction),
 }
 
 pub use intents::{Extra, ExtraType};

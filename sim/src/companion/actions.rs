@@ -55,6 +55,24 @@ impl Shell for AppShell<'_> {
     fn muted_levels(&self) -> &Mutex<HashMap<u8, i64>> {
         &self.app.muted
     }
+
+    fn run_binary<'b>(
+        &'b self,
+        argv: &'b [&'b str],
+    ) -> BoxFuture<'b, Result<adb_actions::BinaryOutput, BridgeError>> {
+        let line: Vec<String> = argv.iter().map(|a| quote(a)).collect();
+        let out = self.sim.execute(&line.join(" "));
+        let stderr = out.stderr_text().into_owned();
+        Box::pin(std::future::ready(Ok(adb_actions::BinaryOutput {
+            stdout: out.stdout,
+            stderr,
+            exit: i32::from(out.exit),
+        })))
+    }
+
+    fn ui_snapshot(&self) -> &Mutex<Option<adb_actions::UiSnapshot>> {
+        &self.app.ui_tree
+    }
 }
 
 /// Runs a future that cannot wait: every await in the bridge's actions is on

@@ -486,6 +486,7 @@ pub(crate) fn am(st: &mut PhoneState, args: &[String]) -> CommandResult {
     let rest = &args[1..];
     match sub.as_str() {
         "start" | "start-activity" => start(st, rest),
+        "broadcast" => super::screen::broadcast(st, rest),
         "force-stop" | "kill" => {
             let mut it = rest.iter();
             let mut pkg = None;

@@ -28,6 +28,7 @@ mod activity;
 mod content;
 mod dumpsys;
 mod package;
+mod screen;
 mod services;
 mod settings;
 mod tools;
@@ -210,6 +211,9 @@ pub(crate) fn dispatch(st: &mut PhoneState, argv: &[String], stdin: &[u8]) -> Co
         "wc" => tools::wc(st, args, stdin),
         "stat" => content::stat(st, args),
         "base64" => content::base64(st, args),
+        "screencap" => screen::screencap(st, args),
+        "uiautomator" => screen::uiautomator(st, args),
+        "ime" => screen::ime(st, args),
         _ => not_found(st, name),
     }
 }

@@ -583,10 +583,17 @@ fn keycode(arg: &str) -> Option<u32> {
         return Some(n);
     }
     let name = arg.strip_prefix("KEYCODE_").unwrap_or(arg);
-    KEYCODES.iter().find(|(n, _)| *n == name).map(|(_, c)| *c)
+    KEYCODES
+        .iter()
+        .chain(super::screen::MORE_KEYCODES.iter())
+        .find(|(n, _)| *n == name)
+        .map(|(_, c)| *c)
 }
 
 fn press(st: &mut PhoneState, code: u32) {
+    if super::screen::key(st, code) {
+        return;
+    }
     let playing = st
         .media
         .as_ref()
@@ -673,8 +680,33 @@ pub(crate) fn input(st: &mut PhoneState, args: &[String]) -> CommandResult {
             }
             ok_text("")
         }
-        "tap" | "swipe" | "draganddrop" | "roll" | "motionevent" | "press" => ok_text(""),
-        "text" if !params.is_empty() => ok_text(""),
+        "tap" | "swipe" => {
+            let nums: Option<Vec<i32>> = params
+                .iter()
+                .map(|p| p.parse::<f32>().ok().map(|f| f as i32))
+                .collect();
+            match (command.as_str(), nums.as_deref()) {
+                ("tap", Some([x, y])) => super::screen::tap(st, *x, *y),
+                ("swipe", Some([x1, y1, x2, y2] | [x1, y1, x2, y2, _])) => {
+                    super::screen::swipe(st, (*x1, *y1), (*x2, *y2));
+                }
+                _ => {
+                    return super::java_exception(
+                        command,
+                        &format!(
+                            "java.lang.NumberFormatException: For input string: \"{}\"",
+                            params.join(" ")
+                        ),
+                    );
+                }
+            }
+            ok_text("")
+        }
+        "draganddrop" | "roll" | "motionevent" | "press" => ok_text(""),
+        "text" if !params.is_empty() => {
+            super::screen::text(st, &params.join(" "));
+            ok_text("")
+        }
         _ => fail(INPUT_USAGE, "", 1),
     }
 }

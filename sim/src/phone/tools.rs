@@ -133,7 +133,7 @@ pub(crate) fn read_file(st: &PhoneState, path: &str) -> Option<Vec<u8>> {
             };
             format!("{s}\n")
         }
-        _ => return None,
+        _ => return super::screen::read_file(st, path),
     };
     Some(text.into_bytes())
 }

@@ -11,6 +11,8 @@ struct ScriptedShell {
     answers: HashMap<String, ShellOutput>,
     asked: Mutex<Vec<Vec<String>>>,
     muted: Mutex<HashMap<u8, i64>>,
+    binary: HashMap<String, Vec<u8>>,
+    snapshot: Mutex<Option<UiSnapshot>>,
 }
 
 impl ScriptedShell {
@@ -54,6 +56,28 @@ impl Shell for ScriptedShell {
 
     fn muted_levels(&self) -> &Mutex<HashMap<u8, i64>> {
         &self.muted
+    }
+
+    fn run_binary<'a>(
+        &'a self,
+        argv: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<BinaryOutput, BridgeError>> {
+        Box::pin(async move {
+            let line = argv.join(" ");
+            self.asked
+                .lock()
+                .unwrap()
+                .push(argv.iter().map(|a| (*a).to_owned()).collect());
+            let stdout = self.binary.get(&line).cloned().unwrap_or_default();
+            Ok(BinaryOutput {
+                stdout,
+                ..BinaryOutput::default()
+            })
+        })
+    }
+
+    fn ui_snapshot(&self) -> &Mutex<Option<UiSnapshot>> {
+        &self.snapshot
     }
 
     fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>> {

@@ -41,6 +41,7 @@ mod sensors;
 mod settings;
 mod system;
 mod text;
+mod ui;
 mod wifi;
 mod window;
 
@@ -69,8 +70,12 @@ pub use sensors::{
 };
 pub use settings::{getprop_value, setting_value};
 pub use system::*;
+pub use ui::{
+    DumpOutcome, PNG_SIGNATURE, UiElement, UiTree, dump_outcome, screencap_png, ui_elements,
+    wm_size, xml_slice,
+};
 pub use wifi::{ScanResult, WifiStatus, wifi, wifi_scan};
-pub use window::{Orientation, focused_app, rotation};
+pub use window::{Orientation, focused_app, focused_component, rotation};
 
 #[cfg(test)]
 mod tests;

@@ -133,16 +133,56 @@ pub fn focused_app(output: &str) -> Result<Option<String>, ParseError> {
         .next_back())
 }
 
+/// Parses the focused app's package and activity class from the same
+/// lines as [`focused_app`]: `(package, full activity class)`, with a
+/// `.Short` class expanded within its package. The activity records
+/// (`mFocusedApp=`, resumed activities) win over the focused window, which
+/// may be a dialog or a system window of another package.
+///
+/// # Errors
+/// [`ParseError::Device`] for a device error message.
+pub fn focused_component(output: &str) -> Result<Option<(String, String)>, ParseError> {
+    reject_device_error(output)?;
+    let found = |window: bool| {
+        output
+            .lines()
+            .filter_map(|l| {
+                let line = l.trim_start();
+                let key = FOCUS_KEYS.iter().find(|k| line.starts_with(**k))?;
+                if (*key == "mCurrentFocus=") != window {
+                    return None;
+                }
+                record_component(&line[key.len()..])
+            })
+            .next_back()
+    };
+    Ok(found(false).or_else(|| found(true)))
+}
+
 /// `Window{4879fe9 u0 pkg/cls}` or `ActivityRecord{… u0 pkg/.Act t2}` → `pkg`.
 fn record_package(record: &str) -> Option<String> {
+    record_component(record).map(|(pkg, _)| pkg)
+}
+
+/// `… u0 pkg/.Act …` → `(pkg, pkg.Act)`.
+fn record_component(record: &str) -> Option<(String, String)> {
     let tokens: Vec<&str> = record.split_whitespace().collect();
     tokens.windows(2).find_map(|w| {
         let user = w[0].strip_prefix('u')?;
         if user.is_empty() || !user.chars().all(|c| c.is_ascii_digit()) {
             return None;
         }
-        let (pkg, _) = w[1].split_once('/')?;
-        (!pkg.is_empty()).then(|| pkg.to_owned())
+        let (pkg, class) = w[1].split_once('/')?;
+        let class = class.trim_end_matches('}');
+        if pkg.is_empty() {
+            return None;
+        }
+        let class = if class.starts_with('.') {
+            format!("{pkg}{class}")
+        } else {
+            class.to_owned()
+        };
+        Some((pkg.to_owned(), class))
     })
 }
 
@@ -250,5 +290,24 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(focused_app(text), Ok(expected.map(str::to_owned)));
         }
+    }
+
+    #[test]
+    fn focused_component_prefers_the_activity_record() {
+        let text = "  mCurrentFocus=Window{5e9b13b u0 jp.naver.line.android/jp.naver.line.android.activity.main.MainActivity}\n  mFocusedApp=ActivityRecord{a646676 u0 jp.naver.line.android/.activity.main.MainActivity t285}\n";
+        assert_eq!(
+            focused_component(text),
+            Ok(Some((
+                "jp.naver.line.android".into(),
+                "jp.naver.line.android.activity.main.MainActivity".into()
+            )))
+        );
+        let window_only =
+            "  mCurrentFocus=Window{4879fe9 u0 com.a/com.a.Main}\n  mFocusedApp=null\n";
+        assert_eq!(
+            focused_component(window_only),
+            Ok(Some(("com.a".into(), "com.a.Main".into())))
+        );
+        assert_eq!(focused_component("  mCurrentFocus=null\n"), Ok(None));
     }
 }

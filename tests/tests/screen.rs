@@ -1,0 +1,345 @@
+//! Seeing and touching the screen, end to end: the real adb server, an
+//! emulated phone that draws its screen, mosquitto, and `droidwarden daemon`
+//! as a process (the UI tree `tap {element}` resolves against lives in the
+//! daemon, so these calls go through its MQTT `cmd/call`).
+
+use base64::Engine as _;
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe, one_phone_config};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const P: &str = "droidwarden";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The text the issue asks for: quotes, a percent, a shell variable, a
+/// semicolon, CJK and an emoji.
+const HOSTILE_TEXT: &str = "Grüße, \"quoted\" 100% $HOME; 你好 👋";
+
+/// Field order is drop order.
+struct Rig {
+    probe: Probe,
+    _daemon: Daemon,
+    sim: Sim,
+    _adb: AdbServer,
+    _broker: Mosquitto,
+    next: std::cell::Cell<u32>,
+}
+
+fn rig() -> Rig {
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let config = one_phone_config(broker.port, &sim.serial(), NO_POLLS);
+    let daemon = Daemon::start(&adb, &config);
+    probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    Rig {
+        probe,
+        _daemon: daemon,
+        sim,
+        _adb: adb,
+        _broker: broker,
+        next: std::cell::Cell::new(0),
+    }
+}
+
+impl Rig {
+    /// `cmd/call` on the phone; the whole reply.
+    fn call(&self, service: &str, action: &str, params: Value) -> Value {
+        let n = self.next.get() + 1;
+        self.next.set(n);
+        self.probe.request(
+            P,
+            "call",
+            json!({"id": format!("c{n}"), "device": "phone", "service": service, "action": action, "params": params}),
+        )
+    }
+
+    /// A call that must succeed; its result.
+    fn ok(&self, service: &str, action: &str, params: Value) -> Value {
+        let reply = self.call(service, action, params);
+        assert_eq!(reply["ok"], true, "{service}.{action}: {reply}");
+        reply["result"].clone()
+    }
+
+    /// The index of the first element of a fresh `ui_tree` matching `pred`.
+    fn element(&self, pred: impl Fn(&Value) -> bool) -> u64 {
+        let tree = self.ok("screen", "ui_tree", json!({}));
+        tree["elements"]
+            .as_array()
+            .expect("elements")
+            .iter()
+            .find(|e| pred(e))
+            .unwrap_or_else(|| panic!("no such element in {}", tree["text"]))["index"]
+            .as_u64()
+            .expect("index")
+    }
+}
+
+fn decode(result: &Value) -> image::DynamicImage {
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(result["data_base64"].as_str().expect("data_base64"))
+        .expect("base64");
+    assert_eq!(data.len() as u64, result["bytes"].as_u64().unwrap());
+    image::load_from_memory(&data).expect("a decodable image")
+}
+
+#[test]
+fn a_screenshot_is_a_scaled_image_with_its_original_size_and_factor() {
+    let r = rig();
+    let shot = r.ok("screen", "screenshot", json!({}));
+    assert_eq!(shot["format"], "jpeg");
+    assert_eq!(shot["mime_type"], "image/jpeg");
+    assert_eq!(
+        (
+            shot["original_width"].as_u64(),
+            shot["original_height"].as_u64()
+        ),
+        (Some(1080), Some(2400))
+    );
+    let img = decode(&shot);
+    assert_eq!(
+        (u64::from(img.width()), u64::from(img.height())),
+        (
+            shot["width"].as_u64().unwrap(),
+            shot["height"].as_u64().unwrap()
+        )
+    );
+    assert_eq!(img.height(), 1024, "the longest side is the default 1024");
+    let scale = shot["scale"].as_f64().unwrap();
+    assert!(
+        (scale - f64::from(img.width()) / 1080.0).abs() < 1e-9,
+        "{scale}"
+    );
+    assert!((1080.0 * scale).round() as u32 == img.width());
+
+    let png = r.ok(
+        "screen",
+        "screenshot",
+        json!({"format": "png", "max_side": 300}),
+    );
+    let img = decode(&png);
+    assert_eq!(png["mime_type"], "image/png");
+    assert_eq!((img.width(), img.height()), (135, 300));
+    // What the phone ran: one screencap, read as raw bytes.
+    assert!(r.sim.commands().iter().any(|c| c == &["screencap", "-p"]));
+
+    let bad = r.call("screen", "screenshot", json!({"format": "gif"}));
+    assert_eq!(bad["error"]["code"], "invalid_params", "{bad}");
+}
+
+#[test]
+fn tap_by_ui_tree_index_turns_wifi_off_and_the_wifi_service_agrees() {
+    let r = rig();
+    assert_eq!(
+        r.ok("wifi_automation", "status", json!({}))["enabled"],
+        true
+    );
+    let front = r.ok("screen", "foreground_app", json!({}));
+    assert_eq!(front["package"], "com.android.launcher3", "{front}");
+
+    let settings = r.element(|e| e["text"] == "Settings" && e["clickable"] == true);
+    let tapped = r.ok("ui_control", "tap", json!({"element": settings}));
+    assert_eq!(tapped["element"], settings);
+    assert_eq!(
+        r.ok("screen", "foreground_app", json!({}))["package"],
+        "com.android.settings"
+    );
+
+    // The index of the last tree is gone with the tap: the screen changed.
+    let stale = r.call("ui_control", "tap", json!({"element": settings}));
+    assert_eq!(stale["error"]["code"], "invalid_params", "{stale}");
+    assert!(
+        stale["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ui_tree"),
+        "{stale}"
+    );
+
+    let tree = r.ok("screen", "ui_tree", json!({}));
+    let switch = tree["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["class"] == "Switch")
+        .expect("the Wi-Fi switch");
+    assert_eq!(switch["checked"], true, "{}", tree["text"]);
+    let wifi = tree["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["text"] == "Wi-Fi")
+        .expect("the Wi-Fi row")["index"]
+        .clone();
+    let unknown = r.call("ui_control", "tap", json!({"element": 999}));
+    assert_eq!(unknown["error"]["code"], "invalid_params", "{unknown}");
+    r.ok("ui_control", "tap", json!({"element": wifi}));
+
+    assert_eq!(r.sim.state()["wifi"]["enabled"], false);
+    assert_eq!(
+        r.ok("wifi_automation", "status", json!({}))["enabled"],
+        false
+    );
+    let after = r.element(|e| e["class"] == "Switch");
+    let tree = r.ok("screen", "ui_tree", json!({}));
+    assert_eq!(
+        tree["elements"][after as usize]["checked"], false,
+        "{}",
+        tree["text"]
+    );
+
+    // Both at once, or neither, is a clear error before anything runs.
+    r.sim.clear_log();
+    for params in [
+        json!({"x": 1, "y": 2, "element": 0}),
+        json!({"x": 5}),
+        json!({}),
+    ] {
+        let bad = r.call("ui_control", "tap", params.clone());
+        assert_eq!(bad["error"]["code"], "invalid_params", "{params}: {bad}");
+    }
+    assert!(
+        r.sim.commands().iter().all(|c| c[0] != "input"),
+        "{:?}",
+        r.sim.commands()
+    );
+
+    // Back goes home; the key enum has no power, which is its own action.
+    r.ok("ui_control", "key", json!({"key": "back"}));
+    assert_eq!(
+        r.ok("screen", "foreground_app", json!({}))["package"],
+        "com.android.launcher3"
+    );
+    let power = r.call("ui_control", "key", json!({"key": "power"}));
+    assert_eq!(power["error"]["code"], "invalid_params", "{power}");
+}
+
+/// The command log's argvs, each as the phone's shell parsed it.
+fn logged(sim: &Sim) -> Vec<Vec<String>> {
+    sim.commands()
+}
+
+#[test]
+fn type_text_of_any_unicode_arrives_intact_and_never_unquoted() {
+    let r = rig();
+    let field = r.element(|e| e["class"] == "EditText");
+    r.ok("ui_control", "tap", json!({"element": field}));
+    assert_eq!(r.sim.state()["ui"]["text_focused"], true);
+
+    r.sim.clear_log();
+    let typed = r.ok("ui_control", "type_text", json!({"text": HOSTILE_TEXT}));
+    assert_eq!(typed["method"], "ime_broadcast", "{typed}");
+    assert_eq!(typed["typed"], HOSTILE_TEXT.chars().count());
+    assert_eq!(r.sim.state()["ui"]["text"], HOSTILE_TEXT);
+    // The user's keyboard is back.
+    assert_eq!(
+        r.sim.state()["settings"]["secure"]["default_input_method"],
+        "com.google.android.inputmethod.latin/com.android.inputmethod.latin.LatinIME"
+    );
+    // The UI tree shows it exactly.
+    let tree = r.ok("screen", "ui_tree", json!({}));
+    assert!(
+        tree["elements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["text"] == HOSTILE_TEXT),
+        "{}",
+        tree["text"]
+    );
+    let log = logged(&r.sim);
+    let programs: Vec<&str> = log.iter().map(|c| c[0].as_str()).collect();
+    assert!(
+        programs
+            .iter()
+            .all(|p| ["ime", "settings", "am", "uiautomator", "cat"].contains(p)),
+        "{log:?}"
+    );
+    let broadcast = log.iter().find(|c| c[0] == "am").expect("the broadcast");
+    let msg = broadcast.last().unwrap();
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(msg)
+        .unwrap();
+    assert_eq!(String::from_utf8(decoded).unwrap(), HOSTILE_TEXT);
+
+    // ASCII goes through `input text`, each chunk one literal argument.
+    let ascii = " and 100% sure: %s 'it''s' `id` $(reboot); \"x\"";
+    r.sim.clear_log();
+    let typed = r.ok("ui_control", "type_text", json!({"text": ascii}));
+    assert_eq!(typed["method"], "input_text");
+    assert_eq!(
+        r.sim.state()["ui"]["text"],
+        format!("{HOSTILE_TEXT}{ascii}")
+    );
+    let log = logged(&r.sim);
+    assert!(
+        log.iter()
+            .all(|c| c.len() == 3 && c[0] == "input" && c[1] == "text"),
+        "{log:?}"
+    );
+    let sent: String = log.iter().map(|c| c[2].as_str()).collect();
+    assert_eq!(sent, ascii);
+
+    // Without the IME, text `input text` cannot type is refused whole.
+    r.sim
+        .control(json!({"op": "set", "path": "ui.adb_ime_installed", "value": false}));
+    r.sim.clear_log();
+    let refused = r.call("ui_control", "type_text", json!({"text": "ünïcödé"}));
+    assert_eq!(refused["error"]["code"], "unsupported_action", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was typed")
+    );
+    assert_eq!(
+        r.sim.state()["ui"]["text"],
+        format!("{HOSTILE_TEXT}{ascii}")
+    );
+    assert!(
+        logged(&r.sim)
+            .iter()
+            .all(|c| c[0] != "input" && c[0] != "am")
+    );
+
+    // Control characters are refused by the schema.
+    let nul = r.call("ui_control", "type_text", json!({"text": "a\u{0}b"}));
+    assert_eq!(nul["error"]["code"], "invalid_params", "{nul}");
+}
+
+#[test]
+fn a_screen_that_will_not_settle_is_tried_again_then_a_retryable_error() {
+    let r = rig();
+    r.sim
+        .control(json!({"op": "set", "path": "ui.dump_not_idle", "value": 2}));
+    let tree = r.ok("screen", "ui_tree", json!({}));
+    assert!(tree["count"].as_u64().unwrap() > 3);
+    r.sim
+        .control(json!({"op": "set", "path": "ui.dump_not_idle", "value": 10}));
+    let busy = r.call("screen", "ui_tree", json!({}));
+    assert_eq!(busy["error"]["code"], "device_error", "{busy}");
+    assert_eq!(busy["error"]["retryable"], true, "{busy}");
+
+    // Swipes, scrolls and the shade.
+    r.sim
+        .control(json!({"op": "set", "path": "ui.dump_not_idle", "value": 0}));
+    r.ok(
+        "ui_control",
+        "swipe",
+        json!({"from": {"x": 540, "y": 20}, "to": {"x": 540, "y": 1400}}),
+    );
+    assert_eq!(r.sim.state()["ui"]["shade_open"], true);
+    let tile = r.element(|e| e["description"] == "Wi-Fi");
+    r.ok("ui_control", "tap", json!({"element": tile}));
+    assert_eq!(r.sim.state()["wifi"]["enabled"], false);
+    r.ok("ui_control", "key", json!({"key": "back"}));
+    assert_eq!(r.sim.state()["ui"]["shade_open"], false);
+    r.ok("ui_control", "scroll", json!({"direction": "down"}));
+    r.ok("ui_control", "long_press", json!({"x": 540, "y": 230}));
+    assert_eq!(r.sim.state()["ui"]["text_focused"], true);
+}
