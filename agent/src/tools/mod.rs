@@ -333,6 +333,9 @@ impl Toolset {
                 ),
             });
         }
+        // A user's run with no device and no built-in tool stays a single
+        // model call: skills act through tools, and there are none.
+        let has_skills = has_skills && (set.scope.is_some() || !specs.is_empty());
         if has_skills && read_skills {
             specs.push(ToolSpec {
                 name: LIST_SKILLS_TOOL.into(),
@@ -439,7 +442,15 @@ impl Toolset {
                 " Phones: {}.",
                 self.devices
                     .iter()
-                    .map(|d| format!("{} ({})", d.name, d.services.join(", ")))
+                    .map(|d| {
+                        let offered: Vec<&str> = d
+                            .services
+                            .iter()
+                            .map(String::as_str)
+                            .filter(|s| self.services.iter().any(|x| x.id == *s))
+                            .collect();
+                        format!("{} ({})", d.name, offered.join(", "))
+                    })
                     .collect::<Vec<_>>()
                     .join("; ")
             );
