@@ -521,9 +521,9 @@ impl Daemon1 {
         Ok(started.session)
     }
 
-    /// The skills as a JSON array: name, description, allowed_tools, risk,
-    /// enabled, builtin, source (the objects of `droidwarden skills
-    /// --json`), then the files that failed to load under `problems`.
+    /// The skills as JSON (`droidwarden skills --json`): `skills`, each
+    /// with name, description, allowed_tools, risk, enabled, builtin and
+    /// source, and `problems`, the files that failed to load and why.
     #[zbus(out_args("skills_json"))]
     async fn list_skills(&self) -> Result<String, DbusError> {
         Ok(crate::skills_cli::skills_json(&self.assistant()?.skills()).to_string())
