@@ -17,11 +17,13 @@ use crate::graph::{Action, Input, RunLimits, RunOutcome, RunState, StepEnv, step
 use crate::host::{BoxFuture, ToolHost};
 use crate::limit::{Admission, RunLimiter, Slot};
 use crate::markdown;
+use crate::message::ToolCall;
 use crate::policy::ApprovalPolicy;
 use crate::provider::{ChatRequest, Provider};
+use crate::skills::{INVOKE_SKILL_TOOL, SkillSet};
 use crate::store::{self, ApprovalStatus, RunInfo, SessionSummary, Store};
 use crate::tools::{Planned, Toolset};
-use droidwarden_services::{Command, ErrorCode, WireError};
+use droidwarden_services::{Command, ErrorCode, Risk, WireError};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
@@ -56,6 +58,9 @@ struct Inner {
     running: Mutex<HashSet<String>>,
     /// `max_concurrent_runs` and `max_queued` (see `limit.rs`).
     limiter: Arc<RunLimiter>,
+    /// The skills new runs see (replaceable on reload; a run keeps the set
+    /// it started or resumed with).
+    skills: RwLock<Arc<SkillSet>>,
 }
 
 /// The agent runtime. Cheap to clone.
@@ -180,6 +185,7 @@ impl Agent {
                 waiters: Mutex::new(HashMap::new()),
                 running: Mutex::new(HashSet::new()),
                 limiter,
+                skills: RwLock::new(Arc::new(SkillSet::builtin())),
             }),
         }
     }
@@ -219,6 +225,27 @@ impl Agent {
         *slot = Arc::new(policy);
     }
 
+    /// The skills runs started or resumed from now on see (the built-in
+    /// skills until [`Agent::set_skills`] is called).
+    pub fn skills(&self) -> Arc<SkillSet> {
+        match self.inner.skills.read() {
+            Ok(s) => Arc::clone(&s),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Replace the skills (loaded by the daemon with
+    /// [`SkillSet::load`], at start-up and on reload). Runs already going
+    /// keep the set they started with.
+    pub fn set_skills(&self, skills: SkillSet) {
+        let mut slot = self
+            .inner
+            .skills
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *slot = Arc::new(skills);
+    }
+
     fn guard(&self, run_id: &str) -> Result<RunningGuard, AgentError> {
         let mut set = self
             .inner
@@ -236,7 +263,13 @@ impl Agent {
 
     fn toolset(&self) -> Toolset {
         let cfg = &self.inner.config;
-        Toolset::new(cfg.tool_mode, &self.inner.host.devices(), cfg.builtin_tools)
+        Toolset::with_skills(
+            cfg.tool_mode,
+            &self.inner.host.devices(),
+            cfg.builtin_tools,
+            self.skills(),
+            cfg.skills.max_depth,
+        )
     }
 
     /// Runs driven now and runs waiting for a slot.
@@ -255,6 +288,49 @@ impl Agent {
     /// `max_concurrent_runs` runs are going and `max_queued` more wait;
     /// [`AgentError::InvalidPrompt`], [`AgentError::InvalidId`], or a store error.
     pub async fn ask(&self, request: AskRequest) -> Result<Run, AgentError> {
+        self.start(request, None).await
+    }
+
+    /// Run skill `skill` with `input` directly (no model call decides to):
+    /// a run whose first step is `invoke_skill {skill, input}`, so it gets
+    /// the skill's approval (once, before it starts, when the skill's risk
+    /// is above the threshold), is durable like every run, and answers with
+    /// the skill's result. `session_id` and `origin` as in [`AskRequest`].
+    ///
+    /// # Errors
+    /// [`AgentError::Skill`] at once for an unknown or disabled skill,
+    /// input that does not match its `parameters`, or `allowed-tools` that
+    /// name tools that do not exist; otherwise as [`Agent::ask`].
+    pub async fn run_skill(
+        &self,
+        skill: &str,
+        input: Value,
+        session_id: Option<String>,
+        origin: Option<String>,
+    ) -> Result<Run, AgentError> {
+        let arguments = serde_json::json!({ "skill": skill, "input": input }).to_string();
+        let call = ToolCall {
+            id: "skill".into(),
+            name: INVOKE_SKILL_TOOL.into(),
+            arguments,
+            signature: None,
+        };
+        // Check now, so a bad request is refused before anything is stored.
+        self.toolset().plan(&call).map_err(AgentError::Skill)?;
+        let mut request = AskRequest::new(format!(
+            "Run the skill {skill} with input {}",
+            serde_json::to_string(&input).unwrap_or_default()
+        ));
+        request.session_id = session_id;
+        request.origin = origin;
+        self.start(request, Some(call)).await
+    }
+
+    async fn start(
+        &self,
+        request: AskRequest,
+        skill_call: Option<ToolCall>,
+    ) -> Result<Run, AgentError> {
         let prompt = request.prompt.trim().to_owned();
         if prompt.is_empty() {
             return Err(AgentError::InvalidPrompt("it is empty".into()));
@@ -304,7 +380,11 @@ impl Agent {
                 request.origin,
                 cfg.memory_turns,
                 cfg.memory_recall,
-                move |history, recalled| RunState::new(rid, sid, p, history, recalled, limits, now),
+                move |history, recalled| {
+                    let mut state = RunState::new(rid, sid, p, history, recalled, limits, now);
+                    state.skill_call = skill_call;
+                    state
+                },
             )
             .await?;
         Ok(Run {
@@ -443,11 +523,13 @@ impl Agent {
         Ok(markdown::render(&summary, &turns, &active))
     }
 
-    fn emit(&self, state: &RunState, kind: EventKind) {
+    fn emit(&self, state: &RunState, tag: &Tag, kind: EventKind) {
         // No receiver is not an error: nobody is listening.
         let _ = self.inner.events.send(AgentEvent {
             run_id: state.run_id.clone(),
             session_id: state.session_id.clone(),
+            skill: tag.skill.clone(),
+            parent_run: tag.parent_run.clone(),
             kind,
         });
     }
@@ -489,115 +571,407 @@ impl Run {
     pub async fn drive(self, shutdown: CancellationToken) -> Result<RunOutcome, AgentError> {
         let Run {
             agent,
-            mut state,
+            state,
             toolset,
             resumed,
             admission,
             _guard,
         } = self;
-        let mut admission = Some(admission);
-        let mut slot: Option<Slot> = None;
-        // Model calls and executions in flight; when none is, the run waits
-        // only for approvals and gives its slot back.
-        let mut working = 0usize;
-        let inner = agent.inner.clone();
-        let cfg = &inner.config;
         let policy = agent.approval_policy();
-        let env = StepEnv {
-            toolset: &toolset,
-            policy: &policy,
-        };
-        let system: Arc<str> = system_prompt(cfg, &state).into();
-        let mut inflight: FuturesUnordered<BoxFuture<'static, Input>> = FuturesUnordered::new();
-        let mut device_locks: HashMap<String, Arc<tokio::sync::Mutex<()>>> = HashMap::new();
+        let system: Arc<str> = system_prompt(&agent.inner.config, &state, &toolset).into();
         let first = if resumed {
             Input::Resume { now_ms: now_ms() }
         } else {
             Input::Start { now_ms: now_ms() }
         };
-        let mut actions: VecDeque<Action> = step(&mut state, &env, first).into();
-        loop {
-            while let Some(action) = actions.pop_front() {
-                match action {
-                    Action::CallModel => {
-                        if slot.is_none() {
-                            slot =
-                                Some(take_slot(&inner, &mut admission, &shutdown, &state).await?);
-                        }
-                        working += 1;
-                        inflight.push(model_call(&inner, &state, &toolset, system.clone()));
-                    }
-                    Action::Checkpoint { approvals } => {
-                        if cfg.checkpoint_steps || !approvals.is_empty() {
-                            let json = serde_json::to_string(&state)?;
-                            inner
-                                .store
-                                .checkpoint(state.run_id.clone(), json, approvals)
-                                .await?;
-                        }
-                    }
-                    Action::Emit(kind) => agent.emit(&state, kind),
-                    Action::AwaitApproval {
-                        call_id,
-                        approval_id,
-                        expires_at,
-                    } => inflight.push(await_approval(&inner, call_id, approval_id, expires_at)),
-                    Action::Execute { call_id, planned } => {
-                        if slot.is_none() {
-                            slot =
-                                Some(take_slot(&inner, &mut admission, &shutdown, &state).await?);
-                        }
-                        working += 1;
-                        inflight.push(execute(&inner, &mut device_locks, call_id, planned));
-                    }
-                    Action::Finish(outcome) => {
+        drive_loop(Loop {
+            agent,
+            state,
+            toolset,
+            policy,
+            system,
+            first,
+            slots: Slots::Top {
+                admission: Some(admission),
+                slot: None,
+            },
+            tag: Tag::default(),
+            shutdown,
+        })
+        .await
+    }
+}
+
+/// What a run's events are tagged with: nothing for a user's run, the
+/// skill and the parent run for a skill's run.
+#[derive(Debug, Clone, Default)]
+struct Tag {
+    skill: Option<String>,
+    parent_run: Option<String>,
+}
+
+/// How a run holds its place in the bound on agent work.
+enum Slots {
+    /// A user's run: it takes a slot before its first model call or device
+    /// action, and gives it back while it waits only for a person.
+    Top {
+        admission: Option<Admission>,
+        slot: Option<Slot>,
+    },
+    /// A skill's run works inside its parent's slot (taking a second one
+    /// could deadlock when every slot's run waits for a skill). It is not
+    /// persisted as a run of its own: if the process stops, the parent
+    /// reports the skill as interrupted (at most once, like a device
+    /// change).
+    Child,
+}
+
+/// Everything one drive of the graph needs.
+struct Loop {
+    agent: Agent,
+    state: RunState,
+    toolset: Toolset,
+    policy: Arc<ApprovalPolicy>,
+    system: Arc<str>,
+    first: Input,
+    slots: Slots,
+    tag: Tag,
+    shutdown: CancellationToken,
+}
+
+/// Feed the state machine and perform its actions until the run finishes.
+async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
+    let Loop {
+        agent,
+        mut state,
+        toolset,
+        policy,
+        system,
+        first,
+        mut slots,
+        tag,
+        shutdown,
+    } = l;
+    let persisted = matches!(slots, Slots::Top { .. });
+    // Model calls and executions in flight; when none is, the run waits
+    // only for approvals and gives its slot back.
+    let mut working = 0usize;
+    let inner = agent.inner.clone();
+    let cfg = &inner.config;
+    let env = StepEnv {
+        toolset: &toolset,
+        policy: &policy,
+    };
+    let mut inflight: FuturesUnordered<BoxFuture<'static, Input>> = FuturesUnordered::new();
+    let mut device_locks: HashMap<String, Arc<tokio::sync::Mutex<()>>> = HashMap::new();
+    let mut actions: VecDeque<Action> = step(&mut state, &env, first).into();
+    loop {
+        while let Some(action) = actions.pop_front() {
+            match action {
+                Action::CallModel => {
+                    slots.ensure(&inner, &shutdown, &state).await?;
+                    working += 1;
+                    inflight.push(model_call(&inner, &state, &toolset, system.clone(), &tag));
+                }
+                Action::Checkpoint { approvals } => {
+                    // A skill's run has no row of its own; its approval
+                    // requests are stored all the same, so a person can
+                    // answer them through every channel.
+                    if (persisted && cfg.checkpoint_steps) || !approvals.is_empty() {
+                        let json = serde_json::to_string(&state)?;
                         inner
                             .store
-                            .finish_run(&state, &outcome, cfg.memory_turns)
+                            .checkpoint(state.run_id.clone(), json, approvals)
                             .await?;
-                        let kind = match &outcome.error {
-                            Some(error) => EventKind::Error {
-                                error: error.clone(),
-                            },
-                            None => EventKind::Final {
-                                text: outcome.text.clone(),
-                                stop_reason: outcome.stop_reason,
-                                usage: outcome.usage,
-                            },
-                        };
-                        agent.emit(&state, kind);
-                        return Ok(outcome);
                     }
                 }
-            }
-            if inflight.is_empty() {
-                // The machine always leaves work in flight or finishes; an
-                // empty queue would be a bug, and waiting would hang.
-                return Err(AgentError::Interrupted {
-                    run_id: state.run_id.clone(),
-                });
-            }
-            if working == 0 {
-                // Only approvals are awaited: a person may take minutes.
-                slot = None;
-                admission = None;
-            }
-            let input = tokio::select! {
-                biased;
-                () = shutdown.cancelled() => {
-                    return Err(AgentError::Interrupted { run_id: state.run_id.clone() });
+                Action::Emit(kind) => agent.emit(&state, &tag, kind),
+                Action::AwaitApproval {
+                    call_id,
+                    approval_id,
+                    expires_at,
+                } => inflight.push(await_approval(&inner, call_id, approval_id, expires_at)),
+                Action::Execute { call_id, planned } => {
+                    slots.ensure(&inner, &shutdown, &state).await?;
+                    working += 1;
+                    let fut = match planned {
+                        Planned::InvokeSkill {
+                            skill,
+                            input,
+                            risk,
+                            depth,
+                        } => invoke_skill(
+                            &agent,
+                            &state,
+                            &toolset,
+                            &policy,
+                            call_id,
+                            SkillCall {
+                                skill,
+                                input,
+                                risk,
+                                depth,
+                            },
+                            &shutdown,
+                        ),
+                        planned => execute(&inner, &toolset, &mut device_locks, call_id, planned),
+                    };
+                    inflight.push(fut);
                 }
-                Some(input) = inflight.next() => input,
-            };
-            if matches!(
-                input,
-                Input::ModelReplied { .. } | Input::ModelFailed { .. } | Input::ToolFinished { .. }
-            ) {
-                working = working.saturating_sub(1);
+                Action::Finish(outcome) => {
+                    if !persisted {
+                        return Ok(outcome);
+                    }
+                    inner
+                        .store
+                        .finish_run(&state, &outcome, cfg.memory_turns)
+                        .await?;
+                    let kind = match &outcome.error {
+                        Some(error) => EventKind::Error {
+                            error: error.clone(),
+                        },
+                        None => EventKind::Final {
+                            text: outcome.text.clone(),
+                            stop_reason: outcome.stop_reason,
+                            usage: outcome.usage,
+                        },
+                    };
+                    agent.emit(&state, &tag, kind);
+                    return Ok(outcome);
+                }
             }
-            actions.extend(step(&mut state, &env, input));
+        }
+        if inflight.is_empty() {
+            // The machine always leaves work in flight or finishes; an
+            // empty queue would be a bug, and waiting would hang.
+            return Err(AgentError::Interrupted {
+                run_id: state.run_id.clone(),
+            });
+        }
+        if working == 0 {
+            // Only approvals are awaited: a person may take minutes.
+            slots.release();
+        }
+        let input = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => {
+                return Err(AgentError::Interrupted { run_id: state.run_id.clone() });
+            }
+            Some(input) = inflight.next() => input,
+        };
+        if matches!(
+            input,
+            Input::ModelReplied { .. } | Input::ModelFailed { .. } | Input::ToolFinished { .. }
+        ) {
+            working = working.saturating_sub(1);
+        }
+        actions.extend(step(&mut state, &env, input));
+    }
+}
+
+impl Slots {
+    async fn ensure(
+        &mut self,
+        inner: &Arc<Inner>,
+        shutdown: &CancellationToken,
+        state: &RunState,
+    ) -> Result<(), AgentError> {
+        if let Self::Top { admission, slot } = self
+            && slot.is_none()
+        {
+            *slot = Some(take_slot(inner, admission, shutdown, state).await?);
+        }
+        Ok(())
+    }
+
+    fn release(&mut self) {
+        if let Self::Top { admission, slot } = self {
+            *slot = None;
+            *admission = None;
         }
     }
+}
+
+/// An `invoke_skill` call, validated.
+struct SkillCall {
+    skill: String,
+    input: Value,
+    risk: Risk,
+    depth: u32,
+}
+
+/// Run a skill as a child run of the same graph: the skill's instructions
+/// as the system prompt, only its `allowed-tools`, its own iteration and
+/// time limits, in the parent's session (events tagged with the skill). A
+/// skill that was approved (or allowed by the policy) at risk `r` runs its
+/// tools under that grant: actions up to `r` need no further approval;
+/// riskier ones, and the deny list, still apply. Its answer, or its
+/// failure, is the parent's tool result.
+fn invoke_skill(
+    agent: &Agent,
+    parent: &RunState,
+    parent_tools: &Toolset,
+    policy: &ApprovalPolicy,
+    call_id: String,
+    call: SkillCall,
+    shutdown: &CancellationToken,
+) -> BoxFuture<'static, Input> {
+    let agent = agent.clone();
+    let cfg = &agent.inner.config;
+    let skills = parent_tools
+        .skills()
+        .cloned()
+        .unwrap_or_else(|| agent.skills());
+    let prepared = (|| {
+        let skill = skills
+            .enabled_skill(&call.skill)
+            .map_err(|m| WireError::new(ErrorCode::NotFound, m))?
+            .clone();
+        let allowed = skill.resolve_tools().map_err(|unknown| {
+            WireError::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "skill {} cannot run: its allowed-tools name tools that do not exist: {}",
+                    skill.name,
+                    unknown.join(", ")
+                ),
+            )
+        })?;
+        Ok::<_, WireError>((skill, allowed))
+    })();
+    let parent_run = parent.run_id.clone();
+    let session_id = parent.session_id.clone();
+    let (skill, allowed) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            return Box::pin(async move {
+                Input::ToolFinished {
+                    call_id,
+                    result: Err(e),
+                    now_ms: now_ms(),
+                }
+            });
+        }
+    };
+    let toolset = Toolset::for_skill(
+        cfg.tool_mode,
+        parent_tools.devices(),
+        skills.clone(),
+        &skill.name,
+        allowed,
+        call.depth,
+        parent_tools.max_depth(),
+    );
+    let mut child_policy = policy.clone();
+    child_policy.auto_approve_up_to = child_policy.auto_approve_up_to.max(call.risk);
+    let max_iterations = skill.max_iterations.unwrap_or(cfg.max_iterations);
+    let limits = RunLimits {
+        max_iterations,
+        max_steps: max_iterations * 4 + 4,
+        max_result_chars: cfg.max_result_chars,
+        approval_timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
+        tools_enabled: !toolset.is_empty(),
+    };
+    let input_text = serde_json::to_string_pretty(&call.input).unwrap_or_default();
+    let state = RunState::new(
+        store::new_id("k-"),
+        session_id,
+        format!(
+            "Carry out the skill {} with this input:\n{input_text}",
+            skill.name
+        ),
+        Vec::new(),
+        Vec::new(),
+        limits,
+        now_ms(),
+    );
+    let mut system = format!(
+        "You are carrying out the skill \"{}\" for droidwarden, an assistant that controls the user's Android phones. Follow the skill's instructions below using only the tools you are given; a tool you are not given is not allowed for this skill. If a tool returns an error, read it and fix the call or report the problem. Finish with a short summary of what you did and found.\n\n# Skill instructions\n\n{}",
+        skill.name, skill.body
+    );
+    if toolset.has_invoke() {
+        system.push_str("\n\n");
+        system.push_str(&skills.registry_prompt());
+    }
+    let timeout = skill.timeout.unwrap_or(cfg.skills.timeout);
+    let tag = Tag {
+        skill: Some(skill.name.clone()),
+        parent_run: Some(parent_run),
+    };
+    let shutdown = shutdown.child_token();
+    Box::pin(async move {
+        let child_id = state.run_id.clone();
+        let started = EventKind::SkillStarted {
+            call_id: call_id.clone(),
+            depth: call.depth,
+            input: call.input.clone(),
+        };
+        agent.emit(&state, &tag, started);
+        let ids = (state.run_id.clone(), state.session_id.clone());
+        let looped = drive_loop(Loop {
+            agent: agent.clone(),
+            state,
+            toolset,
+            policy: Arc::new(child_policy),
+            system: system.into(),
+            first: Input::Start { now_ms: now_ms() },
+            slots: Slots::Child,
+            tag: tag.clone(),
+            shutdown: shutdown.clone(),
+        });
+        let result = match tokio::time::timeout(timeout, looped).await {
+            Ok(Ok(outcome)) => match outcome.error {
+                Some(e) => Err(WireError::new(
+                    e.code,
+                    format!("skill {} failed: {}", skill.name, e.message),
+                )),
+                None => Ok(serde_json::json!({
+                    "skill": skill.name,
+                    "text": outcome.text,
+                    "stop_reason": outcome.stop_reason,
+                    "tool_calls": outcome.steps.len(),
+                })),
+            },
+            Ok(Err(e)) => Err(WireError::new(
+                ErrorCode::Internal,
+                format!("skill {} stopped: {e}", skill.name),
+            )),
+            Err(_) => {
+                // Stop the child's work still in flight (its futures are
+                // dropped with the loop; the token ends its waits).
+                shutdown.cancel();
+                Err(WireError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "skill {} did not finish within {} s",
+                        skill.name,
+                        timeout.as_secs_f64()
+                    ),
+                ))
+            }
+        };
+        let finished = EventKind::SkillFinished {
+            call_id: call_id.clone(),
+            stop_reason: match &result {
+                Ok(v) => serde_json::from_value(v["stop_reason"].clone())
+                    .unwrap_or(crate::events::StopReason::FinalAnswer),
+                Err(_) => crate::events::StopReason::Error,
+            },
+            is_error: result.is_err(),
+        };
+        let _ = agent.inner.events.send(AgentEvent {
+            run_id: child_id,
+            session_id: ids.1,
+            skill: tag.skill.clone(),
+            parent_run: tag.parent_run.clone(),
+            kind: finished,
+        });
+        Input::ToolFinished {
+            call_id,
+            result,
+            now_ms: now_ms(),
+        }
+    })
 }
 
 /// Wait, in order, for a run slot: with the run's first admission, or a
@@ -617,8 +991,16 @@ async fn take_slot(
     }
 }
 
-fn system_prompt(cfg: &AgentConfig, state: &RunState) -> String {
+fn system_prompt(cfg: &AgentConfig, state: &RunState, toolset: &Toolset) -> String {
     let mut s = cfg.system_prompt.clone();
+    // Progressive disclosure: names and descriptions only; a body is
+    // loaded when the model reads or invokes the skill.
+    if toolset.has_invoke()
+        && let Some(skills) = toolset.skills()
+    {
+        s.push_str("\n\n");
+        s.push_str(&skills.registry_prompt());
+    }
     if !state.recalled.is_empty() {
         s.push_str(
             "\n\nEarlier parts of this conversation that may be relevant (retrieved from the session archive):",
@@ -636,6 +1018,7 @@ fn model_call(
     state: &RunState,
     toolset: &Toolset,
     system: Arc<str>,
+    tag: &Tag,
 ) -> BoxFuture<'static, Input> {
     let request = ChatRequest {
         system: system.to_string(),
@@ -648,12 +1031,15 @@ fn model_call(
     };
     let inner = inner.clone();
     let (run_id, session_id) = (state.run_id.clone(), state.session_id.clone());
+    let tag = tag.clone();
     Box::pin(async move {
         let events = inner.events.clone();
         let sink = move |t: &str| {
             let _ = events.send(AgentEvent {
                 run_id: run_id.clone(),
                 session_id: session_id.clone(),
+                skill: tag.skill.clone(),
+                parent_run: tag.parent_run.clone(),
                 kind: EventKind::TextDelta { text: t.to_owned() },
             });
         };
@@ -726,10 +1112,51 @@ fn await_approval(
 
 fn execute(
     inner: &Arc<Inner>,
+    toolset: &Toolset,
     locks: &mut HashMap<String, Arc<tokio::sync::Mutex<()>>>,
     call_id: String,
     planned: Planned,
 ) -> BoxFuture<'static, Input> {
+    let skills = toolset.skills().cloned();
+    let skill_tool =
+        |result: Result<Value, String>| result.map_err(|m| WireError::new(ErrorCode::NotFound, m));
+    match &planned {
+        Planned::ListSkills => {
+            let list: Vec<Value> = skills
+                .iter()
+                .flat_map(|s| s.enabled().map(|k| k.summary_json()).collect::<Vec<_>>())
+                .collect();
+            let result = Ok(serde_json::json!({ "skills": list }));
+            return Box::pin(async move {
+                Input::ToolFinished {
+                    call_id,
+                    result,
+                    now_ms: now_ms(),
+                }
+            });
+        }
+        Planned::ReadSkill { skill, file } => {
+            let (skill, file) = (skill.clone(), file.clone());
+            return Box::pin(async move {
+                let result = match &skills {
+                    None => Err(WireError::new(
+                        ErrorCode::NotFound,
+                        "no skills are available",
+                    )),
+                    Some(set) => match file {
+                        None => skill_tool(set.read(&skill)),
+                        Some(file) => skill_tool(read_reference(set, &skill, &file).await),
+                    },
+                };
+                Input::ToolFinished {
+                    call_id,
+                    result,
+                    now_ms: now_ms(),
+                }
+            });
+        }
+        _ => {}
+    }
     if let Some(result) = planned.run_local(now_ms()) {
         return Box::pin(async move {
             Input::ToolFinished {
@@ -746,7 +1173,17 @@ fn execute(
         ..
     } = planned
     else {
-        unreachable!("run_local handles every other kind")
+        // Skills are run by `invoke_skill`, never here.
+        return Box::pin(async move {
+            Input::ToolFinished {
+                call_id,
+                result: Err(WireError::new(
+                    ErrorCode::Internal,
+                    "this call cannot be executed here",
+                )),
+                now_ms: now_ms(),
+            }
+        });
     };
     // One action at a time per device within a run (FIFO: tokio's Mutex is
     // fair); different devices run concurrently.
@@ -772,6 +1209,25 @@ fn execute(
             now_ms: now_ms(),
         }
     })
+}
+
+/// A skill's reference file, read without blocking the runtime.
+async fn read_reference(set: &SkillSet, skill: &str, file: &str) -> Result<Value, String> {
+    let path = set.reference_path(skill, file)?;
+    let meta = tokio::fs::metadata(&path)
+        .await
+        .map_err(|e| format!("cannot read {file}: {e}"))?;
+    if meta.len() > crate::skills::MAX_REFERENCE_BYTES {
+        return Err(format!(
+            "{file} is {} bytes; the limit is {}",
+            meta.len(),
+            crate::skills::MAX_REFERENCE_BYTES
+        ));
+    }
+    let text = tokio::fs::read_to_string(&path)
+        .await
+        .map_err(|e| format!("cannot read {file} as UTF-8 text: {e}"))?;
+    Ok(serde_json::json!({ "name": skill, "file": file, "text": text }))
 }
 
 /// One device call with the tool timeout (at least the device's own bound),

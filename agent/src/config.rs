@@ -315,6 +315,70 @@ pub struct RawAgentConfig {
     pub max_queued: Option<usize>,
     /// Approval policy.
     pub approval: Option<RawApprovalConfig>,
+    /// Skills.
+    pub skills: Option<RawSkillsConfig>,
+}
+
+/// `[agent.skills]` as written.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSkillsConfig {
+    /// Directories of skills (default: `/etc/droidwarden/skills` and
+    /// `$STATE/skills`, filled in by the daemon, which knows the state
+    /// directory).
+    pub dirs: Option<Vec<PathBuf>>,
+    /// Skills the agent may use: names, or `"*"` (default) for all.
+    pub enabled: Option<Vec<String>>,
+    /// Deepest chain of skills invoking skills (default 3).
+    pub max_depth: Option<u32>,
+    /// A skill run's time limit when its `SKILL.md` gives none, seconds
+    /// (default 300).
+    pub timeout_s: Option<f64>,
+}
+
+/// The validated `[agent.skills]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillsConfig {
+    /// Directories to load, in order (later ones override earlier ones and
+    /// the built-in skills); `None`: the daemon's defaults.
+    pub dirs: Option<Vec<PathBuf>>,
+    /// Enabled skill names, or `"*"`.
+    pub enabled: Vec<String>,
+    /// Deepest chain of skills invoking skills.
+    pub max_depth: u32,
+    /// Default time limit of a skill run.
+    pub timeout: Duration,
+}
+
+impl TryFrom<RawSkillsConfig> for SkillsConfig {
+    type Error = AgentError;
+
+    fn try_from(raw: RawSkillsConfig) -> Result<Self, AgentError> {
+        let enabled = raw.enabled.unwrap_or_else(|| vec!["*".to_owned()]);
+        if let Some(bad) = enabled
+            .iter()
+            .find(|e| *e != "*" && !crate::skills::valid_name(e))
+        {
+            return Err(config_err(
+                "agent.skills.enabled",
+                format!(
+                    "{bad:?} is not a skill name (lowercase letters, digits, hyphens) or \"*\""
+                ),
+            ));
+        }
+        let max_depth = raw
+            .max_depth
+            .unwrap_or(crate::tools::DEFAULT_MAX_SKILL_DEPTH);
+        if !(1..=10).contains(&max_depth) {
+            return Err(config_err("agent.skills.max_depth", "must be 1 to 10"));
+        }
+        Ok(Self {
+            dirs: raw.dirs,
+            enabled,
+            max_depth,
+            timeout: secs("agent.skills.timeout_s", raw.timeout_s, 300.0, 3600.0)?,
+        })
+    }
 }
 
 /// The validated `[agent]` section.
@@ -353,6 +417,8 @@ pub struct AgentConfig {
     pub max_queued: usize,
     /// Approval policy.
     pub approval: ApprovalPolicy,
+    /// Skills.
+    pub skills: SkillsConfig,
 }
 
 /// The built-in system prompt.
@@ -377,6 +443,18 @@ fn check_entries(
                 format!("{e:?} must be service.action or service.*"),
             ));
         };
+        if service == crate::graph::SKILL_SERVICE {
+            // `skill.<name>` or `skill.*`: skills load later and may be
+            // added on reload, so only the name's form is checked here.
+            if action != "*" && !crate::skills::valid_name(action) {
+                return Err(config_err(
+                    key,
+                    format!("{e:?}: {action:?} is not a valid skill name"),
+                ));
+            }
+            out.insert(e);
+            continue;
+        }
         let spec = catalogue
             .service(service)
             .map_err(|err| config_err(key, err.to_string()))?;
@@ -419,7 +497,9 @@ impl TryFrom<RawAgentConfig> for AgentConfig {
             return Err(config_err("agent.max_queued", "must be 0 to 100000"));
         }
         let approval = raw.approval.unwrap_or_default();
+        let skills = SkillsConfig::try_from(raw.skills.unwrap_or_default())?;
         Ok(Self {
+            skills,
             max_concurrent_runs,
             max_queued,
             tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),

@@ -153,6 +153,10 @@ pub enum AgentError {
     /// The run is already being driven in this process.
     #[error("run {0:?} is already running")]
     RunBusy(String),
+    /// A skill cannot be run: unknown, disabled, bad input, or tools that
+    /// do not exist. The wire error is what the caller sees.
+    #[error("{}", .0.message)]
+    Skill(WireError),
     /// Too many runs are going and waiting already
     /// (`[agent] max_concurrent_runs` + `max_queued`); nothing was stored
     /// or sent to the model. Retryable.
@@ -241,6 +245,7 @@ impl AgentError {
             Self::InvalidId(_) | Self::InvalidPrompt(_) => (ErrorCode::InvalidParams, false),
             Self::Interrupted { .. } => (ErrorCode::Internal, true),
             Self::Busy { .. } => (ErrorCode::Busy, true),
+            Self::Skill(e) => return e.clone(),
         };
         WireError {
             code,

@@ -16,6 +16,13 @@ pub struct AgentEvent {
     pub run_id: String,
     /// Its session.
     pub session_id: String,
+    /// For an event of a skill's run: the skill (the run is then a child
+    /// of [`AgentEvent::parent_run`], in the same session).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
+    /// For an event of a skill's run: the run that invoked the skill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run: Option<String>,
     /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
@@ -111,6 +118,25 @@ pub enum EventKind {
         /// What went wrong.
         error: WireError,
     },
+    /// A skill's run started (sent with the child run's id, tagged with
+    /// the skill and the parent run).
+    SkillStarted {
+        /// The parent's `invoke_skill` call.
+        call_id: String,
+        /// How deep in skills (1: invoked by the user's run).
+        depth: u32,
+        /// The input.
+        input: Value,
+    },
+    /// A skill's run ended; its result is the parent's tool result.
+    SkillFinished {
+        /// The parent's `invoke_skill` call.
+        call_id: String,
+        /// Why it stopped (`error` for a failure or a time-out).
+        stop_reason: StopReason,
+        /// Whether it failed.
+        is_error: bool,
+    },
 }
 
 #[cfg(test)]
@@ -123,6 +149,8 @@ mod tests {
         let ev = AgentEvent {
             run_id: "r1".into(),
             session_id: "s1".into(),
+            skill: None,
+            parent_run: None,
             kind: EventKind::TextDelta { text: "Hi".into() },
         };
         assert_eq!(
@@ -132,6 +160,8 @@ mod tests {
         let ev = AgentEvent {
             run_id: "r1".into(),
             session_id: "s1".into(),
+            skill: None,
+            parent_run: None,
             kind: EventKind::Final {
                 text: "done".into(),
                 stop_reason: StopReason::MaxIterations,

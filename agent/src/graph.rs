@@ -29,6 +29,11 @@ use droidwarden_services::{ErrorCode, WireError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The pseudo-service under which skills appear to the approval policy
+/// (`allow = ["skill.bedtime"]`, `deny = ["skill.*"]`) and in approval
+/// requests (`service: "skill"`, `action: <skill name>`).
+pub const SKILL_SERVICE: &str = "skill";
+
 /// Limits fixed when the run starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunLimits {
@@ -188,6 +193,11 @@ pub struct RunState {
     pub outcome: Option<RunOutcome>,
     /// Approval requests issued (for ids).
     pub approvals_issued: u32,
+    /// Set for a run that runs one skill directly (`droidwarden skill
+    /// run`, `cmd/skill`): its first step is this `invoke_skill` call
+    /// instead of a model call, and its answer is the skill's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill_call: Option<ToolCall>,
 }
 
 /// What happened, fed to [`step`].
@@ -311,6 +321,7 @@ impl RunState {
             usage: Usage::default(),
             outcome: None,
             approvals_issued: 0,
+            skill_call: None,
         }
     }
 
@@ -343,8 +354,18 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
             .collect();
     }
     match input {
-        Input::Start { .. } => match state.phase {
-            Phase::Ready => agent_step(state, false),
+        Input::Start { now_ms } => match (state.phase, state.skill_call.clone()) {
+            (Phase::Ready, Some(call)) if state.steps == 0 => {
+                // A direct skill run: the skill call stands in for the
+                // first model reply; no model call is made or counted.
+                state.phase = Phase::AwaitingModel;
+                let reply = ModelReply {
+                    tool_calls: vec![call],
+                    ..ModelReply::default()
+                };
+                model_replied(state, env, reply, now_ms)
+            }
+            (Phase::Ready, _) => agent_step(state, false),
             _ => Vec::new(),
         },
         Input::Resume { now_ms } => resume(state, now_ms),
@@ -547,6 +568,10 @@ fn model_replied(
                 env.policy
                     .decide(call.0.service_id(), call.0.action_name(), *risk)
             }
+            // A skill is approved once, as `skill.<name>` at its risk.
+            Planned::InvokeSkill { skill, risk, .. } => {
+                env.policy.decide(SKILL_SERVICE, skill, *risk)
+            }
             _ => Verdict::Allow,
         };
         match verdict {
@@ -562,14 +587,23 @@ fn model_replied(
                 ));
             }
             Verdict::Ask => {
-                let Planned::Device {
-                    device,
-                    call: command,
-                    risk,
-                    ..
-                } = planned
-                else {
-                    unreachable!("only device calls need approval")
+                let (device, service, action, params, risk) = match planned {
+                    Planned::Device {
+                        device,
+                        call: command,
+                        risk,
+                        ..
+                    } => (
+                        device,
+                        command.0.service_id().to_owned(),
+                        command.0.action_name().to_owned(),
+                        command.0.params_json(),
+                        risk,
+                    ),
+                    Planned::InvokeSkill {
+                        skill, input, risk, ..
+                    } => (None, SKILL_SERVICE.to_owned(), skill, input, risk),
+                    _ => unreachable!("only device calls and skills need approval"),
                 };
                 state.approvals_issued += 1;
                 let approval_id = format!("{}-a{}", state.run_id, state.approvals_issued);
@@ -584,9 +618,9 @@ fn model_replied(
                     session: state.session_id.clone(),
                     call_id: call.id.clone(),
                     device,
-                    service: command.0.service_id().to_owned(),
-                    action: command.0.action_name().to_owned(),
-                    params: command.0.params_json(),
+                    service,
+                    action,
+                    params,
                     risk,
                     requested_at: now_ms,
                     expires_at,
@@ -615,7 +649,7 @@ fn model_replied(
         matches!(
             a,
             Action::Execute {
-                planned: Planned::Device { mutates: true, .. },
+                planned: Planned::Device { mutates: true, .. } | Planned::InvokeSkill { .. },
                 ..
             }
         )
@@ -683,8 +717,47 @@ fn after_result(state: &mut RunState, now_ms: u64) -> Vec<Action> {
 }
 
 /// Every call is done: append the results in call order, then the next
-/// agent step.
+/// agent step (a direct skill run ends with its skill's answer instead).
 fn complete_tools(state: &mut RunState, now_ms: u64) -> Vec<Action> {
+    if state.skill_call.is_some() {
+        let result = state.calls.first().and_then(|slot| match &slot.status {
+            CallStatus::Done { content, is_error } => Some((content.clone(), *is_error)),
+            _ => None,
+        });
+        complete_tools_messages(state, now_ms);
+        return match result {
+            Some((content, false)) => {
+                let text = serde_json::from_str::<Value>(&content)
+                    .ok()
+                    .and_then(|v| v.get("text").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or(content);
+                finish(state, StopReason::FinalAnswer, text, None)
+            }
+            Some((content, true)) => {
+                let error = serde_json::from_str::<Value>(&content)
+                    .ok()
+                    .and_then(|v| serde_json::from_value::<WireError>(v["error"].clone()).ok())
+                    .unwrap_or_else(|| WireError::new(ErrorCode::Internal, content));
+                finish(state, StopReason::Error, String::new(), Some(error))
+            }
+            None => finish(
+                state,
+                StopReason::Error,
+                String::new(),
+                Some(WireError::new(
+                    ErrorCode::Internal,
+                    "the skill gave no result",
+                )),
+            ),
+        };
+    }
+    complete_tools_messages(state, now_ms);
+    state.phase = Phase::Ready;
+    agent_step(state, true)
+}
+
+/// Append the finished calls' results to the messages, in call order.
+fn complete_tools_messages(state: &mut RunState, now_ms: u64) {
     for slot in state.calls.drain(..) {
         let CallStatus::Done { content, is_error } = slot.status else {
             continue;
@@ -699,8 +772,6 @@ fn complete_tools(state: &mut RunState, now_ms: u64) -> Vec<Action> {
             },
         });
     }
-    state.phase = Phase::Ready;
-    agent_step(state, true)
 }
 
 fn resume(state: &mut RunState, now_ms: u64) -> Vec<Action> {
@@ -733,6 +804,8 @@ fn resume(state: &mut RunState, now_ms: u64) -> Vec<Action> {
                         Some(
                             p @ (Planned::Calculator { .. }
                             | Planned::CurrentTime
+                            | Planned::ListSkills
+                            | Planned::ReadSkill { .. }
                             | Planned::Device { mutates: false, .. }),
                         ) => {
                             again.push(Action::Execute {

@@ -10,6 +10,8 @@
 //! * [`graph`] — the agent graph as a pure state machine
 //!   (`step(&mut RunState, Input) -> Vec<Action>`), tested without a runtime.
 //! * `limit` — the bound on runs at once and runs waiting (`busy` beyond it).
+//! * [`skills`] — Agent Skills (`SKILL.md`): the loader, the built-in
+//!   skills and the `allowed-tools` rules a skill's run is held to.
 //! * [`policy`] — approval policy: risk threshold, allow and deny lists.
 //! * [`Store`] — SQLite (WAL) on its own thread: checkpoints, sessions,
 //!   approvals, and FTS5 memory of archived turns.
@@ -38,6 +40,7 @@ pub mod message;
 pub mod policy;
 pub mod provider;
 mod secret;
+pub mod skills;
 mod store;
 pub mod tools;
 

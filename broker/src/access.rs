@@ -279,6 +279,7 @@ mod tests {
         let table = [
             ("dw/cmd/call", true, true),
             ("dw/cmd/ask", true, true),
+            ("dw/cmd/skill", true, true),
             ("dw/cmd/approve", false, true),
             ("dw/devices/kitchen/ha/wifi/set", true, true),
             ("dw/devices/kitchen/ha/wifi/state", false, true),

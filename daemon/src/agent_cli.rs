@@ -31,22 +31,34 @@ pub(crate) async fn ask(
     prompt: &str,
     json: bool,
 ) -> ExitCode {
-    match ask_inner(config, bus, session.as_deref(), prompt, json).await {
+    match ask_inner(config, bus, session.as_deref(), Start::Ask(prompt), json).await {
         Ok(code) => code,
         Err(e) => fail_as(&e, json),
     }
 }
 
-async fn ask_inner(
+/// What starts the run `ask_inner` follows.
+pub(crate) enum Start<'a> {
+    /// `Ask(prompt)`.
+    Ask(&'a str),
+    /// `RunSkill(skill, input_json)`.
+    Skill(&'a str, &'a str),
+}
+
+/// Start a run through the daemon and print its events until its answer.
+pub(crate) async fn ask_inner(
     config: &Config,
     bus: Option<Bus>,
     session: Option<&str>,
-    prompt: &str,
+    start: Start<'_>,
     json: bool,
 ) -> Result<ExitCode, WireError> {
     let client = daemon(bus, config, false).await?;
     let mut events = client.session_events().await?;
-    let session = client.ask(session, prompt).await?;
+    let session = match start {
+        Start::Ask(prompt) => client.ask(session, prompt).await?,
+        Start::Skill(skill, input) => client.run_skill(session, skill, input).await?,
+    };
     if !json {
         println!("session {session}");
     }
@@ -163,7 +175,27 @@ struct Printer {
 impl Printer {
     fn print(&mut self, event: &Value) {
         let kind = event["event"].as_str().unwrap_or_default();
+        // A skill's own events are tagged with the skill.
+        let skill = event["skill"].as_str().unwrap_or_default();
+        let tag = if skill.is_empty() {
+            String::new()
+        } else {
+            format!("[{skill}] ")
+        };
         match kind {
+            "skill_started" => {
+                self.end_stream();
+                println!("▶ skill {skill} {}", short(&event["input"]));
+            }
+            "skill_finished" => {
+                self.end_stream();
+                let how = if event["is_error"] == true {
+                    "failed"
+                } else {
+                    "done"
+                };
+                println!("■ skill {skill} {how}");
+            }
             "text_delta" => {
                 print!("{}", event["text"].as_str().unwrap_or_default());
                 let _ = std::io::stdout().flush();
@@ -179,7 +211,7 @@ impl Printer {
             "tool_call" => {
                 self.end_stream();
                 println!(
-                    "→ {} {}",
+                    "{tag}→ {} {}",
                     event["tool"].as_str().unwrap_or_default(),
                     short(&event["arguments"])
                 );
@@ -191,7 +223,7 @@ impl Printer {
                     "✓"
                 };
                 println!(
-                    "{mark} {} {}",
+                    "{tag}{mark} {} {}",
                     event["tool"].as_str().unwrap_or_default(),
                     short(&event["content"])
                 );
@@ -201,7 +233,7 @@ impl Printer {
                 let a = &event["approval"];
                 let id = a["approval_id"].as_str().unwrap_or_default();
                 println!(
-                    "? approval needed: {}.{} on {} (risk {}) {}\n  answer with: droidwarden approve {id}   or: droidwarden deny {id} --reason …",
+                    "{tag}? approval needed: {}.{} on {} (risk {}) {}\n  answer with: droidwarden approve {id}   or: droidwarden deny {id} --reason …",
                     a["service"].as_str().unwrap_or_default(),
                     a["action"].as_str().unwrap_or_default(),
                     a["device"].as_str().unwrap_or("the default device"),

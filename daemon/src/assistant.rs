@@ -19,6 +19,8 @@
 //!   finished (its MQTT requester still gets the reply).
 
 use crate::hub::{Call, Hub};
+use droidwarden_agent::config::SkillsConfig;
+use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::{
     Agent, AgentConfig, AgentError, AgentEvent, AskRequest, BoxFuture, DeviceSummary, EventKind,
     LlmConfig, PendingApproval, RunOutcome, SessionSummary, Store, ToolHost, ToolStep,
@@ -27,7 +29,7 @@ use droidwarden_bridge::TransportKind;
 use droidwarden_services::{Command, ErrorCode, WireError};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, oneshot, watch};
@@ -226,7 +228,9 @@ impl Assistant {
                 .map_err(|e| AgentError::Client(format!("provider set-up panicked: {e}")))??
         };
         let store = Store::open(state_dir.join("agent"), config.durability).await?;
+        let skills = load_skills(&config.skills, state_dir).await;
         let agent = Agent::new(config, provider, Arc::new(HubTools::new(hub)), store);
+        agent.set_skills(skills);
         let pending = agent.pending_approvals().await?;
         let open = pending
             .iter()
@@ -279,6 +283,64 @@ impl Assistant {
         self.inner
             .agent
             .set_approval_policy(config.approval.clone());
+    }
+
+    /// Load the skills again (SIGHUP): files added, changed or removed
+    /// take effect for runs that start afterwards.
+    pub(crate) async fn reload_skills(&self, config: &SkillsConfig, state_dir: &Path) {
+        let skills = load_skills(config, state_dir).await;
+        tracing::info!(
+            skills = skills.enabled().count(),
+            problems = skills.problems().len(),
+            "skills reloaded"
+        );
+        self.inner.agent.set_skills(skills);
+    }
+
+    /// The skills runs see now.
+    pub(crate) fn skills(&self) -> Arc<SkillSet> {
+        self.inner.agent.skills()
+    }
+
+    /// Run skill `skill` with `input` in `session` (a new session when
+    /// `None`): the entry point for `droidwarden skill run`, MQTT
+    /// `cmd/skill`, D-Bus `RunSkill` — and for anything in the daemon
+    /// that wants a skill run (an automation, say). The run asks for
+    /// approval first when the skill's risk is above the threshold, is
+    /// durable like an ask, and its events go to the session's stream;
+    /// `done` answers with the skill's result.
+    ///
+    /// # Errors
+    /// `not_found` (unknown skill), `invalid_params` (input that does not
+    /// match the skill's parameters), `invalid_request` (disabled skill,
+    /// tools that do not exist), and the errors of [`Assistant::ask`].
+    pub(crate) async fn run_skill(
+        &self,
+        skill: &str,
+        input: Value,
+        session: Option<String>,
+        origin: Option<Origin>,
+    ) -> Result<Started, WireError> {
+        if self.inner.shutdown.is_cancelled() {
+            let mut e = WireError::new(ErrorCode::Internal, "the daemon is shutting down");
+            e.retryable = true;
+            return Err(e);
+        }
+        let run = self
+            .inner
+            .agent
+            .run_skill(skill, input, session, origin.map(|o| o.tag()))
+            .await
+            .map_err(|e| e.to_wire())?;
+        let (session, run_id) = (run.session_id().to_owned(), run.run_id().to_owned());
+        tracing::info!(session, run = run_id, skill, "skill run started");
+        let (tx, done) = oneshot::channel();
+        self.drive(run, tx);
+        Ok(Started {
+            session,
+            run: run_id,
+            done,
+        })
     }
 
     /// Resume every run a previous process left unfinished.
@@ -516,6 +578,38 @@ impl Assistant {
                     .notices
                     .send(Notice::ApprovalClosed { approval_id });
             }
+        }
+    }
+}
+
+/// The skill directories: `[agent.skills] dirs`, or by default
+/// `/etc/droidwarden/skills` then `$STATE/skills` (a later one overrides an
+/// earlier one of the same name; both override the built-in skills).
+pub(crate) fn skill_dirs(config: &SkillsConfig, state_dir: &Path) -> Vec<PathBuf> {
+    config.dirs.clone().unwrap_or_else(|| {
+        vec![
+            PathBuf::from("/etc/droidwarden/skills"),
+            state_dir.join("skills"),
+        ]
+    })
+}
+
+/// Load the skills off the async runtime (file I/O), logging every file
+/// that was skipped and why.
+pub(crate) async fn load_skills(config: &SkillsConfig, state_dir: &Path) -> SkillSet {
+    let dirs = skill_dirs(config, state_dir);
+    let enabled = config.enabled.clone();
+    let loaded = tokio::task::spawn_blocking(move || SkillSet::load(&dirs, &enabled)).await;
+    match loaded {
+        Ok(set) => {
+            for p in set.problems() {
+                tracing::warn!(file = %p.path.display(), reason = p.reason, "skill skipped");
+            }
+            set
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "loading the skills failed; only the built-in ones are available");
+            SkillSet::builtin()
         }
     }
 }

@@ -127,6 +127,12 @@ pub(crate) enum Command {
     /// Work with one agent session.
     #[command(subcommand)]
     Session(SessionCommand),
+    /// List the agent's skills (built-in and from the skill directories),
+    /// or show one: `droidwarden skills show NAME`.
+    Skills(crate::skills_cli::SkillsArgs),
+    /// Run a skill through the running daemon.
+    #[command(subcommand)]
+    Skill(crate::skills_cli::SkillCommand),
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -304,6 +310,8 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
             agent_cli::answer(&config, bus, &id, Some(reason.as_deref().unwrap_or(""))).await
         }
         Command::Sessions { json, bus } => agent_cli::sessions(&config, bus, json).await,
+        Command::Skills(args) => crate::skills_cli::skills(args, config).await,
+        Command::Skill(command) => crate::skills_cli::skill(command, config).await,
         Command::Session(SessionCommand::Show { id, bus }) => {
             agent_cli::show_session(&config, bus, &id).await
         }

@@ -540,7 +540,13 @@ async fn main_loop(
                     users.reload().await;
                 }
                 let loaded = crate::config::load(config.source.as_deref());
-                match reload::apply(config, loaded, live) {
+                let applied = reload::apply(config, loaded, live);
+                if let Some(assistant) = live.assistant {
+                    assistant
+                        .reload_skills(&config.agent.skills, &config.state_dir)
+                        .await;
+                }
+                match applied {
                     Ok(plan) if plan.has_live_changes() || !plan.needs_restart.is_empty() => {
                         tracing::info!("configuration reloaded");
                     }

@@ -20,6 +20,7 @@ mod poll;
 mod private;
 mod reload;
 mod sequencer; // Arrival order per device.
+mod skills_cli; // `droidwarden skills`, `skill run` (docs/skills.md).
 mod systemd;
 
 use clap::Parser;

@@ -3,8 +3,10 @@
 //! environment) and what can change while running is applied in place.
 //!
 //! Live: the devices (ADB names and the `connect` list, companion names),
-//! the adb refresh interval, the state polling intervals and the agent's
-//! approval policy (`[agent.approval]`, for runs that start afterwards). Everything
+//! the adb refresh interval, the state polling intervals, the agent's
+//! approval policy (`[agent.approval]`, for runs that start afterwards) and
+//! the skills (`[agent.skills]` and the SKILL.md files, read again on every
+//! reload). Everything
 //! else (the broker and its credentials, topics, the state directory, the
 //! adb server, timeouts, D-Bus) is read once at start: a change to it is logged as
 //! needing a restart and the running value is kept. A configuration that
@@ -144,6 +146,8 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     );
     let mut agent = new.agent.clone();
     agent.approval = running.agent.approval.clone();
+    // `[agent.skills]` is applied on every reload (see `daemon.rs`).
+    agent.skills = running.agent.skills.clone();
     differs("agent", running.agent != agent);
     Plan {
         adb_devices: running.adb.names != new.adb.names || running.adb.connect != new.adb.connect,
@@ -220,6 +224,9 @@ pub(crate) fn apply(
         }
         running.agent.approval = new.agent.approval;
     }
+    // Skills are read again on every reload, changed configuration or not
+    // (their files may have changed); the main loop does the loading.
+    running.agent.skills = new.agent.skills;
     for key in &plan.needs_restart {
         tracing::warn!(
             key,

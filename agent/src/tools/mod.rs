@@ -29,6 +29,7 @@ pub mod schema;
 use crate::clock;
 use crate::host::DeviceSummary;
 use crate::message::ToolCall;
+use crate::skills::{AllowedTools, INVOKE_SKILL_TOOL, LIST_SKILLS_TOOL, READ_SKILL_TOOL, SkillSet};
 use droidwarden_services::{Catalogue, Command, ErrorCode, Risk, ServiceSpec, WireError};
 use schema::{Dialect, NodeKind, Prop, SchemaNode};
 use serde::{Deserialize, Serialize};
@@ -130,13 +131,37 @@ pub enum Planned {
     },
     /// `current_time {}`.
     CurrentTime,
+    /// `list_skills {}`.
+    ListSkills,
+    /// `read_skill {skill, file?}`.
+    ReadSkill {
+        /// The skill.
+        skill: String,
+        /// A file under its `references/`, or `None` for its instructions.
+        file: Option<String>,
+    },
+    /// `invoke_skill {skill, input}`: run the skill as a child run.
+    InvokeSkill {
+        /// The skill (known and enabled when planned).
+        skill: String,
+        /// Its input, checked against its `parameters`.
+        input: Value,
+        /// Its risk: declared, or the highest of its tools.
+        risk: Risk,
+        /// Depth of the child run (1 for a skill the user's run invokes).
+        depth: u32,
+    },
 }
 
 impl Planned {
-    /// Run a local tool (calculator, clock). `None` for device calls.
+    /// Run a local tool (calculator, clock). `None` for device calls and
+    /// skills (the driver runs those).
     pub fn run_local(&self, now_ms: u64) -> Option<Result<Value, WireError>> {
         match self {
-            Self::Device { .. } => None,
+            Self::Device { .. }
+            | Self::ListSkills
+            | Self::ReadSkill { .. }
+            | Self::InvokeSkill { .. } => None,
             Self::Calculator { expression } => Some(
                 calculator::evaluate(expression)
                     .map(|v| json!({ "expression": expression, "result": v }))
@@ -151,6 +176,15 @@ impl Planned {
     }
 }
 
+/// What a skill's run is limited to.
+#[derive(Debug, Clone, PartialEq)]
+struct SkillScope {
+    /// The skill.
+    name: String,
+    /// Its resolved `allowed-tools`.
+    allowed: AllowedTools,
+}
+
 /// The tools for one run: built from the devices at the start of the run.
 #[derive(Debug, Clone)]
 pub struct Toolset {
@@ -159,24 +193,114 @@ pub struct Toolset {
     /// Service ids offered, in catalogue order.
     services: Vec<&'static ServiceSpec>,
     specs: std::sync::Arc<[ToolSpec]>,
+    /// The skills the run may list, read and invoke.
+    skills: Option<std::sync::Arc<SkillSet>>,
+    /// Set for a skill's run: only its `allowed-tools`.
+    scope: Option<std::sync::Arc<SkillScope>>,
+    /// 0 for a user's run, n for a skill run n levels down.
+    depth: u32,
+    /// Deepest skill run allowed.
+    max_depth: u32,
 }
+
+/// Default limit on skills invoking skills.
+pub const DEFAULT_MAX_SKILL_DEPTH: u32 = 3;
 
 impl Toolset {
     /// Build the tools for these devices. `builtins` adds `current_time` and
     /// `calculator`. With no devices and no builtins the set is empty and
     /// the run is a single model call.
     pub fn new(mode: ToolMode, devices: &[DeviceSummary], builtins: bool) -> Self {
+        Self::build(
+            mode,
+            devices,
+            builtins,
+            None,
+            None,
+            0,
+            DEFAULT_MAX_SKILL_DEPTH,
+        )
+    }
+
+    /// The tools of a user's run with skills: as [`Toolset::new`], plus
+    /// `list_skills`, `read_skill` and `invoke_skill` when any skill is
+    /// enabled. `max_depth` bounds skills invoking skills.
+    pub fn with_skills(
+        mode: ToolMode,
+        devices: &[DeviceSummary],
+        builtins: bool,
+        skills: std::sync::Arc<SkillSet>,
+        max_depth: u32,
+    ) -> Self {
+        Self::build(mode, devices, builtins, Some(skills), None, 0, max_depth)
+    }
+
+    /// The tools of skill `name`'s run at `depth`: **only** its
+    /// `allowed-tools` (services and actions outside them are refused when
+    /// planned, before anything reaches a phone).
+    pub fn for_skill(
+        mode: ToolMode,
+        devices: &[DeviceSummary],
+        skills: std::sync::Arc<SkillSet>,
+        name: &str,
+        allowed: AllowedTools,
+        depth: u32,
+        max_depth: u32,
+    ) -> Self {
+        let scope = SkillScope {
+            name: name.to_owned(),
+            allowed,
+        };
+        Self::build(
+            mode,
+            devices,
+            false,
+            Some(skills),
+            Some(std::sync::Arc::new(scope)),
+            depth,
+            max_depth,
+        )
+    }
+
+    fn build(
+        mode: ToolMode,
+        devices: &[DeviceSummary],
+        builtins: bool,
+        skills: Option<std::sync::Arc<SkillSet>>,
+        scope: Option<std::sync::Arc<SkillScope>>,
+        depth: u32,
+        max_depth: u32,
+    ) -> Self {
         let catalogue = Catalogue::get();
         let services: Vec<&'static ServiceSpec> = catalogue
             .services()
             .iter()
             .filter(|s| devices.iter().any(|d| d.services.iter().any(|x| x == s.id)))
+            .filter(|s| {
+                scope
+                    .as_ref()
+                    .is_none_or(|sc| sc.allowed.allows_service(s.id))
+            })
             .collect();
+        let (time, calculator, read_skills, invoke) = match &scope {
+            None => (builtins, builtins, true, true),
+            Some(sc) => (
+                sc.allowed.current_time,
+                sc.allowed.calculator,
+                sc.allowed.read_skills,
+                sc.allowed.invoke_skill,
+            ),
+        };
+        let has_skills = skills.as_ref().is_some_and(|s| !s.is_empty());
         let mut set = Self {
             mode,
             devices: devices.to_vec(),
             services,
             specs: std::sync::Arc::from(Vec::new()),
+            skills,
+            scope,
+            depth,
+            max_depth,
         };
         let mut specs = Vec::new();
         if !set.services.is_empty() {
@@ -189,12 +313,14 @@ impl Toolset {
                 }
             }
         }
-        if builtins {
+        if time {
             specs.push(ToolSpec {
                 name: TIME_TOOL.into(),
                 description: "The current date and time (UTC) and the weekday.".into(),
                 parameters: SchemaNode::object("", Vec::new()),
             });
+        }
+        if calculator {
             specs.push(ToolSpec {
                 name: CALCULATOR_TOOL.into(),
                 description: "Evaluate an arithmetic expression: numbers, + - * / % ^, parentheses, sqrt abs ln log10 log2 exp sin cos tan floor ceil round pow min max, pi, e.".into(),
@@ -207,8 +333,76 @@ impl Toolset {
                 ),
             });
         }
+        // A user's run with no device and no built-in tool stays a single
+        // model call: skills act through tools, and there are none.
+        let has_skills = has_skills && (set.scope.is_some() || !specs.is_empty());
+        if has_skills && read_skills {
+            specs.push(ToolSpec {
+                name: LIST_SKILLS_TOOL.into(),
+                description: "List the skills (packaged procedures) you can run: name, description, tools and risk.".into(),
+                parameters: SchemaNode::object("", Vec::new()),
+            });
+            specs.push(ToolSpec {
+                name: READ_SKILL_TOOL.into(),
+                description: "Read a skill's full instructions, or one of its reference files.".into(),
+                parameters: SchemaNode::object(
+                    "",
+                    vec![
+                        Prop::required("skill", SchemaNode::string("the skill's name")),
+                        Prop::optional(
+                            "file",
+                            SchemaNode::string("a file listed in the skill's references; leave out for its instructions"),
+                        ),
+                    ],
+                ),
+            });
+        }
+        if has_skills && invoke {
+            specs.push(ToolSpec {
+                name: INVOKE_SKILL_TOOL.into(),
+                description: "Run a skill: it works on its own, with only the tools it declares, and returns its result. input is an object of the skill's parameters, e.g. {\"device\": \"kitchen\"}.".into(),
+                parameters: SchemaNode::object(
+                    "",
+                    vec![
+                        Prop::required("skill", SchemaNode::string("the skill's name")),
+                        Prop::optional(
+                            "input",
+                            SchemaNode::new(
+                                NodeKind::Object(Vec::new()),
+                                "the skill's input (its parameters)",
+                            ),
+                        ),
+                    ],
+                ),
+            });
+        }
         set.specs = specs.into();
         set
+    }
+
+    /// Whether `invoke_skill` is offered.
+    pub fn has_invoke(&self) -> bool {
+        self.has(INVOKE_SKILL_TOOL)
+    }
+
+    /// The skill this set is limited to, for a skill's run.
+    pub fn skill(&self) -> Option<&str> {
+        self.scope.as_ref().map(|s| s.name.as_str())
+    }
+
+    /// The skills this run may use.
+    pub fn skills(&self) -> Option<&std::sync::Arc<SkillSet>> {
+        self.skills.as_ref()
+    }
+
+    /// How deep in skills this run is (0: a user's run).
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// The deepest skill run allowed.
+    pub fn max_depth(&self) -> u32 {
+        self.max_depth
     }
 
     /// The tool specs, for the provider (shared, cheap to clone).
@@ -248,7 +442,15 @@ impl Toolset {
                 " Phones: {}.",
                 self.devices
                     .iter()
-                    .map(|d| format!("{} ({})", d.name, d.services.join(", ")))
+                    .map(|d| {
+                        let offered: Vec<&str> = d
+                            .services
+                            .iter()
+                            .map(String::as_str)
+                            .filter(|s| self.services.iter().any(|x| x.id == *s))
+                            .collect();
+                        format!("{} ({})", d.name, offered.join(", "))
+                    })
                     .collect::<Vec<_>>()
                     .join("; ")
             );
@@ -345,6 +547,24 @@ impl Toolset {
                     expression: expression.to_owned(),
                 })
             }
+            LIST_SKILLS_TOOL if self.has(LIST_SKILLS_TOOL) => {
+                only_keys(&args, &[])?;
+                Ok(Planned::ListSkills)
+            }
+            READ_SKILL_TOOL if self.has(READ_SKILL_TOOL) => {
+                only_keys(&args, &["skill", "file"])?;
+                let skill = str_arg(&args, "skill")?.to_owned();
+                let file = match args.get("file") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(f)) => Some(f.clone()),
+                    Some(_) => return Err(invalid("\"file\" must be a string")),
+                };
+                Ok(Planned::ReadSkill { skill, file })
+            }
+            INVOKE_SKILL_TOOL if self.has(INVOKE_SKILL_TOOL) => {
+                only_keys(&args, &["skill", "input"])?;
+                self.plan_invoke(&args)
+            }
             TOOLKIT_TOOL if self.mode == ToolMode::Toolkit && self.has(TOOLKIT_TOOL) => {
                 only_keys(&args, &["device", "service_id", "action", "parameters"])?;
                 let service = str_arg(&args, "service_id")?;
@@ -356,10 +576,18 @@ impl Toolset {
                 self.plan_device(&args, service)
             }
             other => Err(WireError::new(
-                ErrorCode::InvalidRequest,
+                if self.scope.is_some() {
+                    ErrorCode::PermissionDenied
+                } else {
+                    ErrorCode::InvalidRequest
+                },
                 format!(
-                    "unknown tool {:?}; available tools: {}",
+                    "unknown tool {:?}{}; available tools: {}",
                     other.chars().take(80).collect::<String>(),
+                    self.scope
+                        .as_ref()
+                        .map(|s| format!(" (not in the allowed-tools of skill {})", s.name))
+                        .unwrap_or_default(),
                     self.specs
                         .iter()
                         .map(|s| s.name.as_str())
@@ -370,6 +598,49 @@ impl Toolset {
         }
     }
 
+    fn plan_invoke(&self, args: &Map<String, Value>) -> Result<Planned, WireError> {
+        let name = str_arg(args, "skill")?;
+        let Some(skills) = &self.skills else {
+            return Err(WireError::new(
+                ErrorCode::NotFound,
+                "no skills are available",
+            ));
+        };
+        let skill = skills
+            .enabled_skill(name)
+            .map_err(|m| WireError::new(ErrorCode::NotFound, m))?;
+        let depth = self.depth + 1;
+        if depth > self.max_depth {
+            return Err(WireError::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "skill depth limit reached: {} skills deep already (limit {}); finish this skill without invoking {name}",
+                    self.depth, self.max_depth
+                ),
+            ));
+        }
+        let input = match args.get("input") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(v) => v.clone(),
+        };
+        skill.check_input(&input).map_err(invalid)?;
+        let allowed = skill.resolve_tools().map_err(|unknown| {
+            WireError::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "skill {name} cannot run: its allowed-tools name tools that do not exist: {}",
+                    unknown.join(", ")
+                ),
+            )
+        })?;
+        Ok(Planned::InvokeSkill {
+            skill: skill.name.clone(),
+            input,
+            risk: skill.risk(&allowed),
+            depth,
+        })
+    }
+
     fn has(&self, name: &str) -> bool {
         self.specs.iter().any(|s| s.name == name)
     }
@@ -377,6 +648,20 @@ impl Toolset {
     fn plan_device(&self, args: &Map<String, Value>, service: &str) -> Result<Planned, WireError> {
         let action = str_arg(args, "action")?;
         let (spec, action_spec) = Catalogue::get().action(service, action)?;
+        if let Some(scope) = &self.scope
+            && !scope.allowed.allows(spec.id, action_spec.name)
+        {
+            return Err(WireError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "{}.{} is not in the allowed-tools of skill {}; it may use: {}",
+                    spec.id,
+                    action_spec.name,
+                    scope.name,
+                    scope.allowed.describe()
+                ),
+            ));
+        }
         if !self.services.iter().any(|s| s.id == spec.id) {
             return Err(WireError::new(
                 ErrorCode::UnknownService,

@@ -246,6 +246,21 @@ impl Client {
             .await
     }
 
+    /// `RunSkill(session, skill, input_json)`: the session id.
+    pub(crate) async fn run_skill(
+        &self,
+        session: Option<&str>,
+        skill: &str,
+        input_json: &str,
+    ) -> Result<String, WireError> {
+        self.invoke(
+            "RunSkill",
+            &(session.unwrap_or(""), skill, input_json),
+            QUICK,
+        )
+        .await
+    }
+
     /// `ListApprovals()`, parsed.
     pub(crate) async fn list_approvals(&self) -> Result<Value, WireError> {
         let text: String = self.invoke("ListApprovals", &(), QUICK).await?;

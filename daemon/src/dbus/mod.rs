@@ -521,6 +521,50 @@ impl Daemon1 {
         Ok(started.session)
     }
 
+    /// The skills as JSON (`droidwarden skills --json`): `skills`, each
+    /// with name, description, allowed_tools, risk, enabled, builtin and
+    /// source, and `problems`, the files that failed to load and why.
+    #[zbus(out_args("skills_json"))]
+    async fn list_skills(&self) -> Result<String, DbusError> {
+        Ok(crate::skills_cli::skills_json(&self.assistant()?.skills()).to_string())
+    }
+
+    /// Run a skill through the agent. `session` empty: a new session;
+    /// `input_json`: a JSON object (empty string: `{}`). Returns the
+    /// session id at once; progress comes as `SessionEvent` signals (the
+    /// skill's own events tagged with `skill`), ending with `final` or
+    /// `error`.
+    #[zbus(out_args("session"))]
+    async fn run_skill(
+        &self,
+        session: &str,
+        skill: &str,
+        input_json: &str,
+    ) -> Result<String, DbusError> {
+        let input = if input_json.trim().is_empty() {
+            Value::Object(serde_json::Map::new())
+        } else {
+            serde_json::from_str(input_json).map_err(|e| {
+                WireError::new(
+                    ErrorCode::InvalidParams,
+                    format!("input_json is not valid JSON: {e}"),
+                )
+            })?
+        };
+        let session = (!session.is_empty()).then(|| session.to_owned());
+        let started = self
+            .assistant()?
+            .run_skill(skill, input, session, None)
+            .await?;
+        tracing::debug!(
+            session = started.session,
+            run = started.run,
+            skill,
+            "D-Bus RunSkill"
+        );
+        Ok(started.session)
+    }
+
     /// Approval requests waiting for an answer, as a JSON array (the
     /// payloads of the MQTT `approvals/<id>` topics).
     #[zbus(out_args("approvals_json"))]

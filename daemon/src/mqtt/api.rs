@@ -27,6 +27,13 @@ pub(crate) enum Request {
         prompt: String,
         session: Option<String>,
     },
+    /// `cmd/skill`: run one skill through the agent.
+    Skill {
+        id: Option<String>,
+        skill: String,
+        input: Value,
+        session: Option<String>,
+    },
     /// `cmd/approve`: a person's answer to an approval request.
     Approve {
         id: Option<String>,
@@ -42,6 +49,7 @@ impl Request {
             Self::Call { id, .. }
             | Self::Devices { id }
             | Self::Ask { id, .. }
+            | Self::Skill { id, .. }
             | Self::Approve { id, .. } => id.as_deref(),
         }
     }
@@ -76,6 +84,7 @@ pub(crate) enum Kind {
     Call,
     Devices,
     Ask,
+    Skill,
     Approve,
 }
 
@@ -86,13 +95,14 @@ impl Kind {
             "call" => Self::Call,
             "devices" => Self::Devices,
             "ask" => Self::Ask,
+            "skill" => Self::Skill,
             "approve" => Self::Approve,
             _ => return None,
         })
     }
 
     /// Every command name, for error messages.
-    pub(crate) const NAMES: &'static str = "call, devices, ask, approve";
+    pub(crate) const NAMES: &'static str = "call, devices, ask, skill, approve";
 }
 
 /// Parse a command payload. `id_optional` is true when an MQTT 5 response
@@ -148,6 +158,7 @@ pub(crate) fn parse(
         }
         Kind::Call => parse_call(id, obj),
         Kind::Ask => parse_ask(id, obj),
+        Kind::Skill => parse_skill(id, obj),
         Kind::Approve => parse_approve(id, obj),
     }
 }
@@ -186,6 +197,31 @@ fn parse_ask(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request,
         Ok(Request::Ask {
             id: id.clone(),
             prompt,
+            session,
+        })
+    })();
+    fields.map_err(|message| invalid(id, message))
+}
+
+fn parse_skill(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
+    let fields = (|| -> Result<Request, String> {
+        let skill = text_field(&mut obj, "skill", true)?.unwrap_or_default();
+        if skill.trim().is_empty() {
+            return Err("skill must not be empty".into());
+        }
+        let input = match obj.remove("input") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(i @ Value::Object(_)) => i,
+            Some(other) => {
+                return Err(format!("input must be an object, got {}", kind_of(&other)));
+            }
+        };
+        let session = text_field(&mut obj, "session", false)?;
+        no_more_fields(&obj, "skill", "id, skill, input, session")?;
+        Ok(Request::Skill {
+            id: id.clone(),
+            skill,
+            input,
             session,
         })
     })();
@@ -273,6 +309,47 @@ mod tests {
             }
             (got, expected) => panic!("{payload}: got {got:?}, expected {expected:?}"),
         }
+    }
+
+    #[test]
+    fn skill_requests_are_checked() {
+        use Kind::Skill;
+        check(Skill, r#"{"id":"k1","skill":"bedtime"}"#, Ok(()));
+        check(
+            Skill,
+            r#"{"id":"k1","skill":"bedtime","input":{"device":"kitchen"},"session":"s-1"}"#,
+            Ok(()),
+        );
+        check(
+            Skill,
+            r#"{"id":"k1"}"#,
+            Err((Some("k1"), "skill is required")),
+        );
+        check(
+            Skill,
+            r#"{"id":"k1","skill":" "}"#,
+            Err((Some("k1"), "must not be empty")),
+        );
+        check(
+            Skill,
+            r#"{"id":"k1","skill":"x","input":[1]}"#,
+            Err((Some("k1"), "input must be an object")),
+        );
+        check(
+            Skill,
+            r#"{"id":"k1","skill":"x","prompt":"y"}"#,
+            Err((Some("k1"), "cmd/skill takes id, skill, input, session")),
+        );
+        check(Skill, r#"{"skill":"x"}"#, Err((None, "id is required")));
+        let Ok(Request::Skill { input, .. }) = parse(
+            Skill,
+            br#"{"id":"k","skill":"x","input":null}"#,
+            1024,
+            false,
+        ) else {
+            panic!("parsed")
+        };
+        assert_eq!(input, json!({}));
     }
 
     #[test]

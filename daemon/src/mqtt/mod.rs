@@ -749,6 +749,25 @@ impl Mqtt {
                     },
                 }
             }
+            Request::Skill {
+                skill,
+                input,
+                session,
+                ..
+            } => {
+                let Some(assistant) = &self.assistant else {
+                    return Some(api::error_reply(id, &assistant::disabled()));
+                };
+                let origin = id.map(|id| Origin::Mqtt(id.to_owned()));
+                match assistant.run_skill(&skill, input, session, origin).await {
+                    Err(error) => api::error_reply(id, &error),
+                    Ok(started) => match started.done.await {
+                        Ok(Ok(answer)) => api::ok_reply(id, &answer.to_json()),
+                        Ok(Err(error)) => api::error_reply(id, &error),
+                        Err(_) => return None,
+                    },
+                }
+            }
             Request::Approve {
                 approval_id,
                 approve,

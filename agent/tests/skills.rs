@@ -1,0 +1,453 @@
+//! Skills end to end in the agent crate: skills from a temporary
+//! directory, a scripted model over real HTTP (OpenAI wire format), the
+//! fake tool host's call log as the "phone", and a real SQLite store.
+
+use droidwarden_agent::config::{
+    AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
+};
+use droidwarden_agent::skills::SkillSet;
+use droidwarden_agent::testing::{
+    FakeToolHost, RecordedRequest, Responder, ScriptStep, ScriptedLlm,
+};
+use droidwarden_agent::{
+    Agent, AgentError, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider,
+    StopReason, Store, ToolCall, provider,
+};
+use droidwarden_services::ErrorCode;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+fn config(auto_approve_up_to: &str) -> AgentConfig {
+    AgentConfig::try_from(RawAgentConfig {
+        tool_retries: Some(0),
+        approval: Some(RawApprovalConfig {
+            auto_approve_up_to: Some(serde_json::from_value(json!(auto_approve_up_to)).unwrap()),
+            timeout_s: Some(3600.0),
+            ..RawApprovalConfig::default()
+        }),
+        ..RawAgentConfig::default()
+    })
+    .unwrap()
+}
+
+fn http(server: &ScriptedLlm) -> Arc<dyn Provider> {
+    let cfg = LlmConfig::try_from(RawLlmConfig {
+        provider: Some(ProviderKind::Openai),
+        base_url: Some(server.base_url(ProviderKind::Openai)),
+        model: Some("scripted".into()),
+        stream: Some(true),
+        max_retries: Some(0),
+        ..RawLlmConfig::default()
+    })
+    .unwrap();
+    provider::from_config(&cfg).unwrap()
+}
+
+fn host() -> Arc<FakeToolHost> {
+    Arc::new(
+        FakeToolHost::two_phones().with_handler(|c| match c.service.as_str() {
+            "battery" => Ok(json!({"level_percent": 77, "charging": false})),
+            _ => Ok(json!({"ok": true})),
+        }),
+    )
+}
+
+async fn agent(dir: &Path, cfg: AgentConfig, p: Arc<dyn Provider>, h: Arc<FakeToolHost>) -> Agent {
+    let store = Store::open(dir.join("store"), Durability::Process)
+        .await
+        .unwrap();
+    let a = Agent::new(cfg, p, h, store);
+    a.set_skills(SkillSet::load(&[dir.join("skills")], &["*".into()]));
+    a
+}
+
+fn write_skill(dir: &Path, name: &str, front: &str, body: &str) {
+    let d = dir.join("skills").join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("SKILL.md"),
+        format!("---\nname: {name}\n{front}\n---\n{body}\n"),
+    )
+    .unwrap();
+}
+
+fn tc(id: &str, name: &str, args: Value) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+        signature: None,
+    }
+}
+
+fn calls(list: Vec<ToolCall>) -> ModelReply {
+    ModelReply {
+        tool_calls: list,
+        ..ModelReply::default()
+    }
+}
+
+fn dev(id: &str, device: &str, service: &str, action: &str) -> ToolCall {
+    tc(
+        id,
+        "android_device",
+        json!({"device": device, "service_id": service, "action": action, "parameters": {}}),
+    )
+}
+
+/// The system prompt of a recorded OpenAI request.
+fn system_of(r: &RecordedRequest) -> String {
+    r.body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Tool names offered in a recorded OpenAI request.
+fn tools_of(r: &RecordedRequest) -> Vec<String> {
+    r.body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|x| x["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The last message of a recorded request, as text.
+fn last_message(r: &RecordedRequest) -> String {
+    r.body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(Value::to_string)
+        .unwrap_or_default()
+}
+
+fn all_events(a: &Agent) -> tokio::sync::mpsc::UnboundedReceiver<AgentEvent> {
+    let mut rx = a.subscribe();
+    let (tx, out) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(ev) = rx.recv().await {
+            if tx.send(ev).is_err() {
+                return;
+            }
+        }
+    });
+    out
+}
+
+/// Every event up to and including the first `final` or `error` of a run
+/// that is not a skill's.
+async fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<AgentEvent>) -> Vec<AgentEvent> {
+    let mut out = Vec::new();
+    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+        let last = ev.skill.is_none()
+            && matches!(ev.kind, EventKind::Final { .. } | EventKind::Error { .. });
+        out.push(ev);
+        if last {
+            break;
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_user_skill_is_listed_read_and_run_with_only_its_allowed_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    write_skill(
+        dir.path(),
+        "battery-check",
+        "description: Read the kitchen phone's battery.\nallowed-tools: battery.status\nmax_iterations: 4",
+        "SECRET-BODY-MARKER: read battery.status on the kitchen phone and report the level.",
+    );
+    let server = ScriptedLlm::start([
+        // The user's run: list, read, then invoke.
+        ScriptStep::Reply(calls(vec![tc("l", "list_skills", json!({}))])),
+        ScriptStep::Reply(calls(vec![tc(
+            "r",
+            "read_skill",
+            json!({"skill": "battery-check"}),
+        )])),
+        ScriptStep::Reply(calls(vec![tc(
+            "i",
+            "invoke_skill",
+            json!({"skill": "battery-check", "input": {"device": "kitchen"}}),
+        )])),
+        // The skill's run: an allowed read, then a change it may not make.
+        ScriptStep::Reply(calls(vec![dev("c1", "kitchen", "battery", "status")])),
+        ScriptStep::Reply(calls(vec![dev(
+            "c2",
+            "kitchen",
+            "wifi_automation",
+            "disable",
+        )])),
+        ScriptStep::Reply(ModelReply::text(
+            "Kitchen battery at 77 %; Wi-Fi was not mine to touch.",
+        )),
+        // The user's run again.
+        ScriptStep::Reply(ModelReply::text("The kitchen phone is at 77 %.")),
+    ])
+    .await
+    .unwrap();
+    let h = host();
+    let a = agent(dir.path(), config("low"), http(&server), h.clone()).await;
+    let mut events = all_events(&a);
+    let run = a
+        .ask(AskRequest::new("How is the kitchen phone's battery?"))
+        .await
+        .unwrap();
+    let parent = run.run_id().to_owned();
+    let out = run.drive(CancellationToken::new()).await.unwrap();
+    assert_eq!(out.text, "The kitchen phone is at 77 %.");
+    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
+
+    // Nothing outside allowed-tools reached the phone.
+    assert_eq!(h.count("battery", "status"), 1);
+    assert_eq!(h.count("wifi_automation", "disable"), 0);
+    assert_eq!(h.calls().len(), 1);
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 7);
+    // Progressive disclosure: the registry, not the body, in the user's run.
+    let sys = system_of(&reqs[0]);
+    assert!(sys.contains("## Available skills"), "{sys}");
+    assert!(sys.contains("- battery-check: Read the kitchen phone's battery."));
+    assert!(sys.contains("- bedtime: "), "built-ins are listed too");
+    assert!(!sys.contains("SECRET-BODY-MARKER"));
+    assert!(tools_of(&reqs[0]).contains(&"invoke_skill".to_owned()));
+    // list_skills and read_skill answered.
+    assert!(last_message(&reqs[1]).contains("battery-check"));
+    assert!(last_message(&reqs[2]).contains("SECRET-BODY-MARKER"));
+    // The skill's run: its body as the system prompt, only its tools.
+    let child_sys = system_of(&reqs[3]);
+    assert!(child_sys.contains("SECRET-BODY-MARKER"), "{child_sys}");
+    assert_eq!(tools_of(&reqs[3]), vec!["android_device".to_owned()]);
+    let desc = reqs[3].body["tools"][0]["function"]["description"].to_string();
+    assert!(
+        desc.contains("battery") && !desc.contains("wifi_automation"),
+        "{desc}"
+    );
+    assert!(reqs[3].body["messages"].to_string().contains("kitchen"));
+    // The refusal is what the skill's model read.
+    let refusal = last_message(&reqs[5]);
+    assert!(
+        refusal.contains("permission_denied")
+            && refusal.contains("allowed-tools of skill battery-check"),
+        "{refusal}"
+    );
+    // The skill's answer is the user's run's tool result.
+    assert!(last_message(&reqs[6]).contains("Kitchen battery at 77"));
+
+    // Events: the skill's are tagged and in the same session.
+    let evs = drain(&mut events).await;
+    let tagged: Vec<&AgentEvent> = evs.iter().filter(|e| e.skill.is_some()).collect();
+    assert!(
+        tagged
+            .iter()
+            .all(|e| e.skill.as_deref() == Some("battery-check")
+                && e.parent_run.as_deref() == Some(parent.as_str())
+                && e.session_id == out.session_id)
+    );
+    assert!(matches!(
+        tagged.first().map(|e| &e.kind),
+        Some(EventKind::SkillStarted { depth: 1, .. })
+    ));
+    assert!(matches!(
+        tagged.last().map(|e| &e.kind),
+        Some(EventKind::SkillFinished {
+            is_error: false,
+            stop_reason: StopReason::FinalAnswer,
+            ..
+        })
+    ));
+    assert!(
+        tagged
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::ToolResult { is_error: true, .. }))
+    );
+    // One final event: the user's run's.
+    assert_eq!(
+        evs.iter()
+            .filter(|e| matches!(e.kind, EventKind::Final { .. }))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn skills_invoking_skills_stop_at_the_depth_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    write_skill(
+        dir.path(),
+        "recurse",
+        "description: Calls itself.\nallowed-tools: invoke_skill",
+        "Invoke the skill recurse again.",
+    );
+    let server = ScriptedLlm::start([]).await.unwrap();
+    // A model that always invokes the skill again, until the tool result it
+    // reads says why it cannot; then it answers.
+    server.set_fallback(ScriptStep::Compute(Responder::new(|r| {
+        let last = last_message(r);
+        if last.contains("depth limit") {
+            ModelReply::text("depth limit reached")
+        } else if last.contains("\"role\":\"tool\"") {
+            ModelReply::text("inner skill done")
+        } else {
+            calls(vec![tc(
+                "again",
+                "invoke_skill",
+                json!({"skill": "recurse"}),
+            )])
+        }
+    })));
+    let a = agent(dir.path(), config("low"), http(&server), host()).await;
+    let mut events = all_events(&a);
+    let run = a.ask(AskRequest::new("go")).await.unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), run.drive(CancellationToken::new()))
+        .await
+        .expect("finishes")
+        .unwrap();
+    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
+    let evs = drain(&mut events).await;
+    let depths: Vec<u32> = evs
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::SkillStarted { depth, .. } => Some(depth),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(depths, vec![1, 2, 3], "three levels, no fourth");
+    let refused = evs.iter().any(|e| {
+        matches!(&e.kind, EventKind::ToolResult { is_error: true, content, .. }
+            if content.to_string().contains("skill depth limit reached"))
+    });
+    assert!(refused);
+}
+
+#[tokio::test]
+async fn a_skill_naming_unknown_tools_fails_at_invocation_with_the_names() {
+    let dir = tempfile::tempdir().unwrap();
+    write_skill(
+        dir.path(),
+        "typo",
+        "description: Broken tools.\nallowed-tools: battery.status teleport.now",
+        "Do it.",
+    );
+    let server = ScriptedLlm::start([]).await.unwrap();
+    let a = agent(dir.path(), config("low"), http(&server), host()).await;
+    // Listed (the skill file itself is valid) …
+    assert!(a.skills().get("typo").is_some());
+    // … but refused when run, naming the missing tool.
+    let err = a
+        .run_skill("typo", json!({}), None, None)
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    let wire = err.to_wire();
+    assert_eq!(wire.code, ErrorCode::InvalidRequest);
+    assert!(wire.message.contains("teleport.now"), "{}", wire.message);
+    assert!(matches!(
+        a.run_skill("nope", json!({}), None, None).await.map(|_| ()),
+        Err(AgentError::Skill(e)) if e.code == ErrorCode::NotFound
+    ));
+    assert!(matches!(
+        a.run_skill("typo", json!([1]), None, None).await.map(|_| ()),
+        Err(AgentError::Skill(e)) if e.code == ErrorCode::InvalidParams
+    ));
+    assert!(server.requests().is_empty());
+}
+
+fn process() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A high-risk skill asks once before it starts; the request survives the
+/// process dying; once approved, its high-risk tool runs under the grant.
+#[test]
+fn a_high_risk_skill_waits_for_approval_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    write_skill(
+        &path,
+        "radio-silence",
+        "description: Turn the kitchen Wi-Fi off.\nallowed-tools: wifi_automation.disable\nrisk: high",
+        "Turn Wi-Fi off on the kitchen phone.",
+    );
+    let first_host = host();
+    let rt = process();
+    let (run_id, approval_id) = rt.block_on(async {
+        let server = ScriptedLlm::start([]).await.unwrap();
+        let a = agent(&path, config("low"), http(&server), first_host.clone()).await;
+        let run = a
+            .run_skill("radio-silence", json!({"device": "kitchen"}), None, None)
+            .await
+            .unwrap();
+        let run_id = run.run_id().to_owned();
+        let mut events = run.events();
+        tokio::spawn(run.drive(CancellationToken::new()));
+        let approval = loop {
+            let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            if let EventKind::ApprovalRequested { approval } = ev.kind {
+                break approval;
+            }
+        };
+        assert_eq!(approval.service, "skill");
+        assert_eq!(approval.action, "radio-silence");
+        assert_eq!(approval.params, json!({"device": "kitchen"}));
+        assert!(
+            server.requests().is_empty(),
+            "nothing runs before the approval"
+        );
+        (run_id, approval.approval_id)
+    });
+    drop(rt); // the process dies
+    assert!(first_host.calls().is_empty());
+
+    let rt = process();
+    rt.block_on(async {
+        let server = ScriptedLlm::start([
+            ScriptStep::Reply(calls(vec![dev(
+                "w",
+                "kitchen",
+                "wifi_automation",
+                "disable",
+            )])),
+            ScriptStep::Reply(ModelReply::text("Kitchen Wi-Fi is off.")),
+        ])
+        .await
+        .unwrap();
+        let h = host();
+        let a = agent(&path, config("low"), http(&server), h.clone()).await;
+        let pending = a.pending_approvals().await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].approval_id, approval_id);
+        a.approve(&approval_id).await.unwrap();
+        let run = a.resume(&run_id).await.unwrap();
+        let mut events = all_events(&a);
+        let out = run.drive(CancellationToken::new()).await.unwrap();
+        assert_eq!(out.text, "Kitchen Wi-Fi is off.");
+        assert_eq!(h.count("wifi_automation", "disable"), 1);
+        // No second approval for the skill's own high-risk action.
+        let evs = drain(&mut events).await;
+        assert!(
+            evs.iter()
+                .any(|e| matches!(e.kind, EventKind::SkillFinished { .. }))
+        );
+        assert!(
+            !evs.iter()
+                .any(|e| matches!(e.kind, EventKind::ApprovalRequested { .. }))
+        );
+        assert!(a.pending_approvals().await.unwrap().is_empty());
+        assert_eq!(server.requests().len(), 2);
+    });
+}

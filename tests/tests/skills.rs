@@ -1,0 +1,308 @@
+//! Skills through the daemon, end to end: skills from a temporary
+//! directory named in `[agent.skills] dirs`, a scripted language model
+//! over real HTTP, a real mosquitto, the real adb server, two emulated
+//! phones and `droidwarden daemon` as a process. Skills are run with MQTT
+//! `cmd/skill`; what reached a phone is read from the sim's command log.
+
+use droidwarden_agent::ModelReply;
+use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const P: &str = "droidwarden";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Field order is drop order: the daemon stops before the phones, the
+/// broker and the model go.
+struct Rig {
+    daemon: Option<Daemon>,
+    probe: Probe,
+    kitchen: Sim,
+    _hall: Sim,
+    llm: ScriptedLlm,
+    adb: AdbServer,
+    _broker: Mosquitto,
+    _rt: tokio::runtime::Runtime,
+    config: String,
+    skills: tempfile::TempDir,
+}
+
+fn write_skill(dir: &Path, name: &str, text: &str) {
+    let d = dir.join(name);
+    std::fs::create_dir_all(&d).expect("skill dir");
+    std::fs::write(d.join("SKILL.md"), text).expect("SKILL.md");
+}
+
+fn rig(skills: tempfile::TempDir) -> Rig {
+    let (rt, llm) = droidwarden_e2e::scripted_model();
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let kitchen = Sim::start(SimOptions::default());
+    let hall = Sim::start(SimOptions::default());
+    adb.connect(&kitchen.serial());
+    adb.connect(&hall.serial());
+    let config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{}[adb]\npoll_interval_ms = 300\nconnect = [\"{}\", \"{}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n[agent.skills]\ndirs = [\"{}\"]\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"hall\"\ntransport = \"adb\"\nserial = \"{}\"\n",
+        broker.port,
+        droidwarden_e2e::mqtt::NO_POLLS,
+        kitchen.serial(),
+        hall.serial(),
+        llm.addr(),
+        skills.path().display(),
+        kitchen.serial(),
+        hall.serial(),
+    );
+    let daemon = Daemon::start(&adb, &config);
+    let rig = Rig {
+        daemon: Some(daemon),
+        probe,
+        kitchen,
+        _hall: hall,
+        llm,
+        adb,
+        _broker: broker,
+        _rt: rt,
+        config,
+        skills,
+    };
+    rig.wait_online();
+    rig
+}
+
+impl Rig {
+    fn daemon(&self) -> &Daemon {
+        self.daemon.as_ref().expect("daemon running")
+    }
+
+    fn wait_online(&self) {
+        for device in ["kitchen", "hall"] {
+            self.probe
+                .wait_last(&format!("{P}/devices/{device}/availability"), WAIT, |m| {
+                    m.payload == "online"
+                });
+        }
+    }
+
+    fn script(&self, steps: impl IntoIterator<Item = ScriptStep>) {
+        for step in steps {
+            self.llm.push(step);
+        }
+    }
+
+    fn skill(&self, id: &str, skill: &str, input: Value) -> Value {
+        self.probe.request(
+            P,
+            "skill",
+            json!({"id": id, "skill": skill, "input": input}),
+        )
+    }
+
+    fn events(&self, session: &str) -> Vec<Value> {
+        self.probe
+            .on(&format!("{P}/sessions/{session}/events"))
+            .iter()
+            .map(|m| m.json())
+            .collect()
+    }
+
+    fn wait_reply(&self, id: &str) -> Value {
+        let topic = format!("{P}/reply/{id}");
+        self.probe
+            .wait(&format!("a reply on {topic}"), WAIT, |m| m.topic == topic)
+            .json()
+    }
+}
+
+fn dev(device: &str, service: &str, action: &str) -> ScriptStep {
+    ScriptStep::Reply(ModelReply::tool_calls(vec![(
+        "android_device".to_owned(),
+        json!({"device": device, "service_id": service, "action": action, "parameters": {}})
+            .to_string(),
+    )]))
+}
+
+fn text(t: &str) -> ScriptStep {
+    ScriptStep::Reply(ModelReply::text(t))
+}
+
+fn sim_commands_with(sim: &Sim, words: &[&str]) -> usize {
+    sim.commands()
+        .iter()
+        .filter(|argv| words.iter().all(|w| argv.iter().any(|a| a == w)))
+        .count()
+}
+
+#[test]
+fn a_user_skill_runs_with_only_its_tools_and_a_malformed_one_is_skipped() {
+    let dir = tempfile::tempdir().expect("skills");
+    write_skill(
+        dir.path(),
+        "kitchen-battery",
+        "---\nname: kitchen-battery\ndescription: Report the kitchen phone's battery.\nallowed-tools: battery.status\n---\nRead battery.status on the kitchen phone and report the level.\n",
+    );
+    write_skill(
+        dir.path(),
+        "broken",
+        "---\nname: broken\ndescription: [never closed\n---\nx\n",
+    );
+    write_skill(
+        dir.path(),
+        "sneaky",
+        "---\nname: sneaky\ndescription: x\nallowed-tools: battery\nrun-as: root\n---\nx\n",
+    );
+    let r = rig(dir);
+    // Malformed files are reported with the file and the reason, and the
+    // daemon serves on.
+    let log = r.daemon().log();
+    assert!(
+        log.contains("broken/SKILL.md") && log.contains("skill skipped"),
+        "{log}"
+    );
+    assert!(
+        log.contains("sneaky/SKILL.md") && log.contains("run-as"),
+        "{log}"
+    );
+
+    r.script([
+        dev("kitchen", "battery", "status"),
+        dev("kitchen", "wifi_automation", "disable"),
+        text("Kitchen battery read; turning Wi-Fi off is not allowed for this skill."),
+    ]);
+    let before = sim_commands_with(&r.kitchen, &["dumpsys", "battery"]);
+    let reply = r.skill("k1", "kitchen-battery", json!({}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(
+        reply["result"]["text"],
+        "Kitchen battery read; turning Wi-Fi off is not allowed for this skill."
+    );
+    // The allowed read reached the phone; the refused change did not.
+    assert_eq!(
+        sim_commands_with(&r.kitchen, &["dumpsys", "battery"]),
+        before + 1
+    );
+    assert_eq!(sim_commands_with(&r.kitchen, &["wifi", "disable"]), 0);
+    assert_eq!(r.kitchen.state()["wifi"]["enabled"], true);
+    // The skill's model read the refusal.
+    let requests = r.llm.requests();
+    let last = requests.last().expect("requests").body["messages"].to_string();
+    assert!(
+        last.contains("permission_denied")
+            && last.contains("allowed-tools of skill kitchen-battery"),
+        "{last}"
+    );
+    assert!(
+        requests[0].body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Read battery.status on the kitchen phone")
+    );
+    // Events on the session topic, the skill's tagged with it.
+    let session = reply["result"]["session"].as_str().expect("session");
+    droidwarden_e2e::wait_for("the final event", WAIT, || {
+        r.events(session)
+            .iter()
+            .any(|e| e["event"] == "final")
+            .then_some(())
+    });
+    let events = r.events(session);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "skill_started" && e["skill"] == "kitchen-battery")
+    );
+    assert!(events.iter().any(|e| e["event"] == "tool_result"
+        && e["skill"] == "kitchen-battery"
+        && e["is_error"] == true));
+
+    // Bad requests get clear errors.
+    let unknown = r.skill("k2", "no-such-skill", json!({}));
+    assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
+    let broken = r.skill("k3", "broken", json!({}));
+    assert_eq!(broken["error"]["code"], "not_found", "{broken}");
+    let hostile = r.skill("k4", "../etc", json!({}));
+    assert_eq!(hostile["error"]["code"], "not_found", "{hostile}");
+}
+
+#[test]
+fn a_high_risk_skill_waits_for_approval_across_sigkill_and_skills_reload_on_sighup() {
+    let dir = tempfile::tempdir().expect("skills");
+    write_skill(
+        dir.path(),
+        "radio-silence",
+        "---\nname: radio-silence\ndescription: Turn the kitchen Wi-Fi off.\nallowed-tools: wifi_automation.disable\nrisk: high\n---\nTurn Wi-Fi off on the kitchen phone.\n",
+    );
+    let mut r = rig(dir);
+    r.script([
+        dev("kitchen", "wifi_automation", "disable"),
+        text("Kitchen Wi-Fi is off."),
+    ]);
+    r.probe.publish(
+        &format!("{P}/cmd/skill"),
+        json!({"id": "quiet", "skill": "radio-silence", "input": {"device": "kitchen"}})
+            .to_string(),
+    );
+    let approval = r
+        .probe
+        .wait("an approval request", WAIT, |m| {
+            m.topic.starts_with(&format!("{P}/approvals/")) && !m.payload.is_empty()
+        })
+        .json();
+    assert_eq!(approval["service"], "skill");
+    assert_eq!(approval["action"], "radio-silence");
+    assert_eq!(approval["risk"], "high");
+    let id = approval["approval_id"].as_str().expect("id").to_owned();
+    assert!(
+        r.llm.requests().is_empty(),
+        "nothing ran before the approval"
+    );
+
+    let state = r.daemon.take().expect("daemon").kill();
+    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "offline"
+    });
+    r.daemon = Some(Daemon::start_with_state(&r.adb, &r.config, state));
+    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    r.wait_online();
+    r.probe
+        .wait_last(&format!("{P}/approvals/{id}"), WAIT, |m| {
+            !m.payload.is_empty() && m.json()["approval_id"] == id.as_str()
+        });
+    assert_eq!(r.kitchen.state()["wifi"]["enabled"], true);
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"approval_id": id, "decision": "approve"}).to_string(),
+    );
+    let reply = r.wait_reply("quiet");
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(reply["result"]["text"], "Kitchen Wi-Fi is off.");
+    assert_eq!(r.kitchen.state()["wifi"]["enabled"], false);
+    assert_eq!(sim_commands_with(&r.kitchen, &["wifi", "disable"]), 1);
+
+    // A skill added while running is found after SIGHUP.
+    let missing = r.skill("before", "health", json!({}));
+    assert_eq!(missing["error"]["code"], "not_found", "{missing}");
+    write_skill(
+        r.skills.path(),
+        "health",
+        "---\nname: health\ndescription: Battery only.\nallowed-tools: battery.status\n---\nSay hello.\n",
+    );
+    let hup = Command::new("kill")
+        .args(["-HUP", &r.daemon().pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(hup.success());
+    droidwarden_e2e::wait_for("skills reloaded", WAIT, || {
+        r.daemon().log().contains("skills reloaded").then_some(())
+    });
+    r.script([text("hello")]);
+    let found = r.skill("after", "health", json!({}));
+    assert_eq!(found["ok"], true, "{found}");
+    assert_eq!(found["result"]["text"], "hello");
+}
