@@ -53,6 +53,8 @@ pub(crate) struct RawConfig {
     llm: RawLlmConfig,
     #[serde(default)]
     agent: RawAgentConfig,
+    #[serde(default)]
+    mcp: crate::mcp::RawMcpConfig,
 }
 
 #[derive(Debug, Deserialize)]
@@ -164,6 +166,8 @@ pub(crate) struct Config {
     pub(crate) llm: Option<LlmConfig>,
     /// The agent: tools, limits, memory and the approval policy.
     pub(crate) agent: AgentConfig,
+    /// MCP, both ways (`[mcp]`, docs/mcp.md).
+    pub(crate) mcp: crate::mcp::McpConfig,
     /// The file given with `--config` (`None`: the system file when it
     /// exists), so that a reload reads the same layers again.
     pub(crate) source: Option<PathBuf>,
@@ -524,6 +528,7 @@ impl TryFrom<RawConfig> for Config {
                 Some(LlmConfig::try_from(raw.llm).map_err(agent_config_error)?)
             },
             agent: AgentConfig::try_from(raw.agent).map_err(agent_config_error)?,
+            mcp: crate::mcp::McpConfig::from(raw.mcp),
             source: None,
             api_socket: None,
         })
