@@ -90,9 +90,7 @@ impl Agent {
         )
         .await;
         let answer = match answer {
-            Input::ApprovalAnswered {
-                approved: true, ..
-            } => ExternalAnswer::Approved,
+            Input::ApprovalAnswered { approved: true, .. } => ExternalAnswer::Approved,
             Input::ApprovalAnswered { reason, .. } => {
                 ExternalAnswer::Denied(reason.unwrap_or_else(|| "denied by the user".into()))
             }

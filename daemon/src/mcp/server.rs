@@ -19,15 +19,15 @@ use droidwarden_agent::tools::{Planned, ToolMode};
 use droidwarden_agent::{ApprovalPolicy, DeviceSummary};
 use droidwarden_bridge::{BridgeError, Registry, TransportKind, adb::AdbTransport};
 use droidwarden_services::{Command, ErrorCode, WireError};
+use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, Resource, ReadResourceResponse, ReadResourceResult,
-    ResourceContents, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::ErrorData as McpError;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,7 +53,7 @@ pub(crate) enum Backend {
         /// The devices found.
         registry: Arc<Registry>,
         /// The adb transport.
-        adb: AdbTransport,
+        adb: Box<AdbTransport>,
         /// `[agent.approval]`: what may run without a person.
         policy: ApprovalPolicy,
     },
@@ -63,7 +63,7 @@ impl Backend {
     /// The backend `--local` asks for.
     pub(crate) fn local(config: &Config) -> Self {
         let registry = Arc::new(Registry::new());
-        let adb = AdbTransport::new(config.adb.clone(), Arc::clone(&registry));
+        let adb = Box::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
         Self::Local {
             registry,
             adb,
@@ -333,7 +333,10 @@ impl ServerHandler for PhoneServer {
     ) -> Result<ReadResourceResponse, McpError> {
         let not_found = || {
             McpError::resource_not_found(
-                format!("no such resource: {}", request.uri.chars().take(200).collect::<String>()),
+                format!(
+                    "no such resource: {}",
+                    request.uri.chars().take(200).collect::<String>()
+                ),
                 None,
             )
         };
@@ -348,12 +351,14 @@ impl ServerHandler for PhoneServer {
             .await
             .map_err(|e| McpError::internal_error(e.message.clone(), None))?
             .ok_or_else(not_found)?;
-        Ok(ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
-            uri: request.uri.clone(),
-            mime_type: Some("application/json".into()),
-            text: state.to_string(),
-            meta: None,
-        }])
-        .into())
+        Ok(
+            ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
+                uri: request.uri.clone(),
+                mime_type: Some("application/json".into()),
+                text: state.to_string(),
+                meta: None,
+            }])
+            .into(),
+        )
     }
 }

@@ -122,8 +122,7 @@ impl McpTools {
 
 /// The services a tool covers (the toolkit: every service a device offers).
 fn covered(tool: &str, devices: &[DeviceSummary]) -> Vec<&'static ServiceSpec> {
-    let offered =
-        |s: &&ServiceSpec| devices.iter().any(|d| d.services.iter().any(|x| x == s.id));
+    let offered = |s: &&ServiceSpec| devices.iter().any(|d| d.services.iter().any(|x| x == s.id));
     let all = Catalogue::get().services().iter().filter(offered);
     if tool == TOOLKIT_TOOL {
         all.collect()
@@ -139,10 +138,7 @@ fn add_device(input: &mut Value, devices: &[DeviceSummary]) {
     if devices.is_empty() {
         return;
     }
-    let Some(props) = input
-        .get_mut("properties")
-        .and_then(Value::as_object_mut)
-    else {
+    let Some(props) = input.get_mut("properties").and_then(Value::as_object_mut) else {
         return;
     };
     props.entry("device").or_insert_with(|| {
@@ -213,12 +209,18 @@ mod tests {
         let annotations = battery.annotations.as_ref().unwrap();
         assert_eq!(annotations.read_only_hint, Some(true));
         assert_eq!(annotations.destructive_hint, Some(false));
-        assert_eq!(battery.input_schema["properties"]["device"]["enum"], json!(["pixel"]));
+        assert_eq!(
+            battery.input_schema["properties"]["device"]["enum"],
+            json!(["pixel"])
+        );
         let out = battery.output_schema.as_ref().unwrap();
         assert_eq!(out["type"], "object");
         assert!(out["properties"]["result"].is_object());
         let wifi = &tools.tools()[1];
-        assert_eq!(wifi.annotations.as_ref().unwrap().read_only_hint, Some(false));
+        assert_eq!(
+            wifi.annotations.as_ref().unwrap().read_only_hint,
+            Some(false)
+        );
     }
 
     #[test]
