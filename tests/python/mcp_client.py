@@ -9,7 +9,8 @@ PLAN: {"stdio": [argv...]} and "steps": a list of
                                           -> the result; structuredContent
                                              validated against outputSchema
   {"op": "resources"}                     -> the resources and the first read
-One JSON object per line on stdout, flushed, in step order.
+One JSON object per line on stdout, flushed, in step order; progress
+notifications are also passed on as they come ({"op": "progress"}).
 """
 
 import asyncio
@@ -47,6 +48,7 @@ async def run(session, steps):
 
             async def on_progress(p, total, message):
                 progress.append(message)
+                emit({"op": "progress", "message": message})
 
             result = await session.call_tool(
                 step["name"],

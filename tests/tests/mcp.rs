@@ -75,14 +75,20 @@ impl PyClient {
         }
     }
 
-    /// The `n`-th line (0-based), waiting for it; a failure line fails the test.
+    /// The `n`-th step's line (0-based; progress lines not counted),
+    /// waiting for it; a failure line fails the test.
     fn line(&self, n: usize) -> Value {
         let got = wait_for(&format!("line {n} from the MCP client"), WAIT, || {
             let lines = self.lines.lock().unwrap();
             if let Some(failed) = lines.iter().find(|l| l["op"] == "failed") {
                 return Some(Err(failed.clone()));
             }
-            lines.get(n).cloned().map(Ok)
+            lines
+                .iter()
+                .filter(|l| l["op"] != "progress")
+                .nth(n)
+                .cloned()
+                .map(Ok)
         });
         match got {
             Ok(v) => v,
@@ -91,6 +97,17 @@ impl PyClient {
                 self.stderr.lock().unwrap()
             ),
         }
+    }
+
+    /// The first progress notification's message.
+    fn wait_progress(&self) -> String {
+        wait_for("a progress notification", WAIT, || {
+            let lines = self.lines.lock().unwrap();
+            lines
+                .iter()
+                .find(|l| l["op"] == "progress")
+                .map(|l| l["message"].as_str().unwrap_or_default().to_owned())
+        })
     }
 
     fn wait_exit(&mut self) -> i32 {
@@ -256,12 +273,16 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
         !sim_ran(&kitchen, "svc wifi disable"),
         "nothing runs before the approval"
     );
+    // The client hears that the call is still waiting.
+    let progress = client.wait_progress();
+    assert!(progress.contains("approval"), "{progress}");
     let id = listed["approval_id"].as_str().expect("id");
     let approved = cli.run_on_bus(&bus.address, &["approve", id]);
     assert_eq!(approved.code, 0, "{}", approved.stderr);
     let done = client.line(6);
     assert_eq!(done["result"]["isError"], false, "{done}");
     assert_eq!(done["validated"], true);
+    assert!(!done["progress"].as_array().expect("progress").is_empty());
     assert!(
         sim_ran(&kitchen, "svc wifi disable"),
         "the approved call ran"
