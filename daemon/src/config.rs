@@ -528,7 +528,7 @@ impl TryFrom<RawConfig> for Config {
                 Some(LlmConfig::try_from(raw.llm).map_err(agent_config_error)?)
             },
             agent: AgentConfig::try_from(raw.agent).map_err(agent_config_error)?,
-            mcp: crate::mcp::McpConfig::from(raw.mcp),
+            mcp: crate::mcp::McpConfig::try_from(raw.mcp).map_err(ConfigError)?,
             source: None,
             api_socket: None,
         })

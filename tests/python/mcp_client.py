@@ -3,7 +3,7 @@ MCP SDK (PyPI `mcp`) drives `droidwarden mcp` over stdio, or the daemon over
 Streamable HTTP, and checks every schema with `jsonschema`.
 
 Usage: mcp_client.py PLAN_JSON
-PLAN: {"stdio": [argv...]} and "steps": a list of
+PLAN: {"stdio": [argv...]} or {"http": URL, "token": T}, and "steps", a list of
   {"op": "list"}                          -> the tools, each schema checked
   {"op": "call", "name": N, "arguments": A}
                                           -> the result; structuredContent
@@ -21,6 +21,7 @@ import sys
 import jsonschema
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 
 def emit(obj):
@@ -77,6 +78,15 @@ async def run(session, steps):
 
 async def main():
     plan = json.loads(sys.argv[1])
+    if "http" in plan:
+        headers = {}
+        if plan.get("token"):
+            headers["Authorization"] = "Bearer " + plan["token"]
+        async with create_mcp_http_client(headers=headers) as http:
+            async with streamable_http_client(plan["http"], http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await run(session, plan["steps"])
+        return
     argv = plan["stdio"]
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
     async with stdio_client(params) as (read, write):

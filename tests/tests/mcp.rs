@@ -31,7 +31,10 @@ struct PyClient {
 
 impl PyClient {
     fn start(server: &[String], steps: Value, env: &[(&str, &str)]) -> Self {
-        let plan = json!({ "stdio": server, "steps": steps });
+        Self::start_plan(json!({ "stdio": server, "steps": steps }), env)
+    }
+
+    fn start_plan(plan: Value, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new("python3")
             .arg(client_script())
             .arg(plan.to_string())
@@ -150,31 +153,60 @@ fn sim_ran(sim: &Sim, word: &str) -> bool {
         .any(|argv| argv.join(" ").contains(word))
 }
 
-#[test]
-fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
-    let bus = PrivateBus::session();
-    let (_rt, llm) = droidwarden_e2e::scripted_model();
+/// The daemon with one emulated phone, the agent on (approvals need it),
+/// mosquitto and a probe. Field order is drop order.
+struct Rig {
+    daemon: Daemon,
+    probe: Probe,
+    kitchen: Sim,
+    adb: AdbServer,
+    config: String,
+    _broker: Mosquitto,
+    _llm: droidwarden_agent::testing::ScriptedLlm,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn rig(extra: &str, env: &[(&str, &str)]) -> Rig {
+    let (rt, llm) = droidwarden_e2e::scripted_model();
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
     let kitchen = Sim::start(SimOptions::default());
     adb.connect(&kitchen.serial());
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{extra}\n",
         broker.port,
         llm.addr(),
         serial = kitchen.serial(),
     );
+    let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
+    probe.wait_last(&format!("{P}/devices/kitchen/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    Rig {
+        daemon,
+        probe,
+        kitchen,
+        adb,
+        config,
+        _broker: broker,
+        _llm: llm,
+        _rt: rt,
+    }
+}
+
+#[test]
+fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
+    let bus = PrivateBus::session();
     let env = [
         ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
         ("DROIDWARDEN__DBUS__BUS", "session"),
     ];
-    let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), &env);
+    let r = rig("", &env);
     bus.wait_for_daemon(WAIT);
-    probe.wait_last(&format!("{P}/devices/kitchen/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    let cli = Droidwarden::new(&adb, &config);
+    let (probe, kitchen, adb, config, daemon) =
+        (&r.probe, &r.kitchen, &r.adb, &r.config, &r.daemon);
+    let cli = Droidwarden::new(adb, config);
     let client_env = [
         ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
         ("DROIDWARDEN__DBUS__BUS", "session"),
@@ -219,7 +251,7 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
     let structured = &battery["result"]["structuredContent"];
     assert_eq!(structured["device"], "kitchen");
     assert!(structured["result"]["level"].is_number(), "{structured}");
-    assert!(sim_ran(&kitchen, "battery"), "the sim read its battery");
+    assert!(sim_ran(kitchen, "battery"), "the sim read its battery");
     // The call shows in the status topics like any other.
     probe.wait("battery status on the status topic", WAIT, |m| {
         m.topic == format!("{P}/devices/kitchen/services/battery/status")
@@ -270,7 +302,7 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
         m.topic.starts_with(&format!("{P}/approvals/")) && m.payload.contains("wifi_automation")
     });
     assert!(
-        !sim_ran(&kitchen, "svc wifi disable"),
+        !sim_ran(kitchen, "svc wifi disable"),
         "nothing runs before the approval"
     );
     // The client hears that the call is still waiting.
@@ -284,11 +316,125 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
     assert_eq!(done["validated"], true);
     assert!(!done["progress"].as_array().expect("progress").is_empty());
     assert!(
-        sim_ran(&kitchen, "svc wifi disable"),
+        sim_ran(kitchen, "svc wifi disable"),
         "the approved call ran"
     );
     assert_eq!(client.wait_exit(), 0);
-    drop(daemon);
+    let _ = daemon;
+}
+/// A raw HTTP/1.1 POST to the daemon's endpoint: the status line.
+fn post_status(port: u16, path: &str, headers: &[&str]) -> String {
+    use std::io::Read as _;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}})
+    .to_string();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn the_python_sdk_over_streamable_http_with_a_token_and_approvals() {
+    let port = droidwarden_e2e::free_port();
+    let token_dir = tempfile::tempdir().expect("token dir");
+    let token_file = token_dir.path().join("mcp.token");
+    std::fs::write(&token_file, "s3cret-token\n").expect("token");
+    let r = rig(
+        &format!(
+            "[mcp]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n",
+            token_file.display()
+        ),
+        &[],
+    );
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    wait_for("the MCP endpoint", WAIT, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    // The guards: the token, the path, the Origin header.
+    assert!(post_status(port, "/mcp", &[]).contains(" 401 "));
+    assert!(post_status(port, "/mcp", &["Authorization: Bearer wrong"]).contains(" 401 "));
+    assert!(post_status(port, "/other", &["Authorization: Bearer s3cret-token"]).contains(" 404 "));
+    let foreign = post_status(
+        port,
+        "/mcp",
+        &[
+            "Authorization: Bearer s3cret-token",
+            "Origin: https://evil.example",
+        ],
+    );
+    assert!(foreign.contains(" 403 "), "{foreign}");
+    let local = post_status(
+        port,
+        "/mcp",
+        &[
+            "Authorization: Bearer s3cret-token",
+            "Origin: http://localhost:3000",
+        ],
+    );
+    assert!(local.contains(" 200 "), "{local}");
+
+    let plan = json!({
+        "http": url,
+        "token": "s3cret-token",
+        "steps": [
+            {"op": "list"},
+            {"op": "call", "name": "android_device",
+             "arguments": {"service_id": "battery", "action": "status"}},
+            {"op": "call", "name": "android_device",
+             "arguments": {"service_id": "wifi_automation", "action": "disable"}},
+        ]
+    });
+    let mut client = PyClient::start_plan(plan, &[]);
+    let list = client.line(0);
+    assert!(tool(&list, "android_device")["outputSchema"].is_object());
+    let battery = client.line(1);
+    assert_eq!(battery["validated"], true, "{battery}");
+    assert!(battery["result"]["structuredContent"]["result"]["level"].is_number());
+    // The risky call waits; the request is announced and answered on MQTT.
+    let approval = r
+        .probe
+        .wait("an approval request", WAIT, |m| {
+            m.topic.starts_with(&format!("{P}/approvals/")) && m.payload.contains("wifi_automation")
+        })
+        .json();
+    assert!(!sim_ran(&r.kitchen, "svc wifi disable"));
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"approval_id": approval["approval_id"], "decision": "deny", "reason": "not now"})
+            .to_string(),
+    );
+    let denied = client.line(2);
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    let error = &denied["result"]["structuredContent"]["error"];
+    assert_eq!(error["code"], "denied");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not now"),
+        "{error}"
+    );
+    assert!(
+        !sim_ran(&r.kitchen, "svc wifi disable"),
+        "a denied call never runs"
+    );
+    assert_eq!(client.wait_exit(), 0);
 }
 
 #[test]

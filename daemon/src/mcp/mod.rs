@@ -11,6 +11,7 @@
 //! See docs/mcp.md.
 
 pub(crate) mod gate;
+mod http;
 mod server;
 mod tools;
 
@@ -27,6 +28,12 @@ use std::process::ExitCode;
 pub(crate) struct RawMcpConfig {
     /// `toolkit` (default) or `direct`.
     tool_mode: Option<ToolMode>,
+    /// `host:port` for Streamable HTTP; empty or absent: off.
+    listen: Option<String>,
+    /// Allow a non-loopback `listen`.
+    allow_remote: Option<bool>,
+    /// A file holding the bearer token (required beyond loopback).
+    token_file: Option<String>,
 }
 
 /// `[mcp]`, checked.
@@ -34,14 +41,77 @@ pub(crate) struct RawMcpConfig {
 pub(crate) struct McpConfig {
     /// How the phones are offered as tools.
     pub(crate) tool_mode: ToolMode,
+    /// Streamable HTTP in the daemon; `None`: off.
+    pub(crate) http: Option<http::HttpSettings>,
 }
 
-impl From<RawMcpConfig> for McpConfig {
-    fn from(raw: RawMcpConfig) -> Self {
-        Self {
+impl TryFrom<RawMcpConfig> for McpConfig {
+    type Error = String;
+
+    fn try_from(raw: RawMcpConfig) -> Result<Self, String> {
+        let token_file = raw
+            .token_file
+            .filter(|f| !f.trim().is_empty())
+            .map(std::path::PathBuf::from);
+        let allow_remote = raw.allow_remote.unwrap_or(false);
+        let http = match raw.listen.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => {
+                let listen: std::net::SocketAddr = text.parse().map_err(|e| {
+                    format!("mcp.listen: {text:?} is not an address such as 127.0.0.1:8765 ({e})")
+                })?;
+                if !listen.ip().to_canonical().is_loopback() {
+                    if !allow_remote {
+                        return Err(format!(
+                            "mcp.listen: {listen} is not a loopback address; whoever reaches it drives the phones (set [mcp] allow_remote = true, and token_file, to serve it anyway)"
+                        ));
+                    }
+                    if token_file.is_none() {
+                        return Err(format!(
+                            "mcp.token_file: required when mcp.listen ({listen}) is beyond loopback"
+                        ));
+                    }
+                }
+                Some(http::HttpSettings {
+                    listen,
+                    allow_remote,
+                    token_file,
+                })
+            }
+        };
+        Ok(Self {
             tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),
-        }
+            http,
+        })
     }
+}
+
+/// Start the Streamable HTTP endpoint when `[mcp] listen` is set.
+///
+/// # Errors
+/// The address cannot be bound or the token file cannot be read.
+pub(crate) async fn start_http(
+    config: &McpConfig,
+    hub: &crate::hub::Hub,
+    assistant: Option<&crate::assistant::Assistant>,
+    tracker: &tokio_util::task::TaskTracker,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Result<(), String> {
+    let Some(settings) = config.http.clone() else {
+        return Ok(());
+    };
+    let (listener, token) = http::bind(&settings).await?;
+    tracker.spawn(http::serve(
+        listener,
+        settings,
+        token,
+        hub.clone(),
+        assistant.cloned(),
+        config.tool_mode,
+        tracker.clone(),
+        shutdown.clone(),
+    ));
+    Ok(())
 }
 
 /// `droidwarden mcp`.
@@ -92,5 +162,40 @@ pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
             eprintln!("droidwarden mcp: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<McpConfig, String> {
+        let raw: RawMcpConfig = toml_like(text);
+        McpConfig::try_from(raw)
+    }
+
+    /// `[mcp]` keys as the configuration loader gives them.
+    fn toml_like(text: &str) -> RawMcpConfig {
+        serde_json::from_str(text).expect("raw [mcp]")
+    }
+
+    #[test]
+    fn http_is_off_by_default_and_loopback_unless_allowed() {
+        let off = parse("{}").unwrap();
+        assert_eq!(off.http, None);
+        assert_eq!(off.tool_mode, ToolMode::Toolkit);
+        assert_eq!(parse(r#"{"listen": ""}"#).unwrap().http, None);
+        let local = parse(r#"{"listen": "127.0.0.1:8765"}"#).unwrap();
+        assert_eq!(local.http.unwrap().listen.port(), 8765);
+        let remote = parse(r#"{"listen": "0.0.0.0:8765"}"#).unwrap_err();
+        assert!(remote.contains("allow_remote"), "{remote}");
+        let no_token = parse(r#"{"listen": "0.0.0.0:8765", "allow_remote": true}"#).unwrap_err();
+        assert!(no_token.contains("token_file"), "{no_token}");
+        let ok =
+            parse(r#"{"listen": "0.0.0.0:8765", "allow_remote": true, "token_file": "/etc/t"}"#)
+                .unwrap();
+        assert!(ok.http.unwrap().allow_remote);
+        assert!(parse(r#"{"listen": "kitchen"}"#).is_err());
+        assert!(serde_json::from_str::<RawMcpConfig>(r#"{"nope": 1}"#).is_err());
     }
 }

@@ -12,8 +12,11 @@
 //! errors, which the SDK answers with the spec's codes.
 
 use super::tools::{LIST_DEVICES, McpTools};
+use crate::assistant::{Assistant, HubTools};
 use crate::config::Config;
 use crate::dbus::client::Client;
+use crate::hub::{Call, Hub};
+use droidwarden_agent::ToolHost as _;
 use droidwarden_agent::policy::Verdict;
 use droidwarden_agent::tools::{Planned, ToolMode};
 use droidwarden_agent::{ApprovalPolicy, DeviceSummary};
@@ -48,6 +51,14 @@ pub(crate) enum Backend {
         /// How long an approval may take (`[agent.approval] timeout`).
         approval_wait: Duration,
     },
+    /// Inside the daemon (the Streamable HTTP endpoint): the hub, and the
+    /// agent for approvals.
+    Hub {
+        /// The call path.
+        hub: Hub,
+        /// The agent, when on.
+        assistant: Option<Assistant>,
+    },
     /// This process, straight to the adb server.
     Local {
         /// The devices found.
@@ -78,6 +89,12 @@ impl Backend {
                 Value::Array(list) => Ok(list),
                 _ => Ok(Vec::new()),
             },
+            Self::Hub { hub, .. } => Ok(hub
+                .registry()
+                .list()
+                .iter()
+                .filter_map(|d| serde_json::to_value(d).ok())
+                .collect()),
             Self::Local { registry, adb, .. } => {
                 if let Err(e) = adb.refresh().await {
                     tracing::warn!(error = %e, "could not list devices");
@@ -96,6 +113,9 @@ impl Backend {
 
     /// The devices as the tools see them.
     async fn devices(&self) -> Result<Vec<DeviceSummary>, WireError> {
+        if let Self::Hub { hub, .. } = self {
+            return Ok(HubTools::new(hub.clone()).devices());
+        }
         Ok(self
             .device_list()
             .await?
@@ -119,6 +139,13 @@ impl Backend {
                 client,
                 approval_wait,
             } => client.call_checked(device, &command, *approval_wait).await,
+            Self::Hub { hub, assistant } => {
+                let call = Call {
+                    device: device.map(str::to_owned),
+                    command,
+                };
+                super::gate::call_checked(hub, assistant.as_ref(), call).await
+            }
             Self::Local {
                 registry, policy, ..
             } => {
@@ -154,7 +181,7 @@ impl Backend {
                 let status = client.status().await?;
                 status["devices"].as_array().cloned().unwrap_or_default()
             }
-            Self::Local { .. } => self.device_list().await?,
+            Self::Hub { .. } | Self::Local { .. } => self.device_list().await?,
         };
         Ok(list
             .into_iter()
