@@ -9,6 +9,8 @@
 //! request's expiry), checkpoints and events. Nothing here spawns a task:
 //! in-flight work is polled side by side in one `FuturesUnordered`.
 
+pub(crate) mod external; // Approvals for calls from outside a run (MCP).
+
 use crate::clock::now_ms;
 use crate::config::AgentConfig;
 use crate::error::AgentError;

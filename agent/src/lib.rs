@@ -47,6 +47,7 @@ pub mod tools;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use agent::external::{ExternalAnswer, ExternalRequest};
 pub use agent::{Agent, AskRequest, MAX_PROMPT_CHARS, Run, RunEvents};
 pub use config::{AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawLlmConfig};
 pub use error::AgentError;

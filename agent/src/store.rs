@@ -360,6 +360,33 @@ impl Store {
         .await
     }
 
+    /// Store a new approval request that belongs to no run (see
+    /// `agent/external.rs`).
+    pub(crate) async fn insert_approval(&self, a: PendingApproval) -> Result<(), AgentError> {
+        self.call(move |conn| {
+            conn.execute(
+                "INSERT INTO approvals (id, run_id, session_id, call_id, device, service,
+                    action, params, risk, requested_at, expires_at, status)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending')",
+                params![
+                    a.approval_id,
+                    a.run_id,
+                    a.session,
+                    a.call_id,
+                    a.device,
+                    a.service,
+                    a.action,
+                    a.params.to_string(),
+                    a.risk.as_str(),
+                    i(a.requested_at),
+                    i(a.expires_at)
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Mark the run finished, store its turn and archive turns that fell out
     /// of the window into the full-text index.
     pub(crate) async fn finish_run(

@@ -53,7 +53,7 @@ impl HubTools {
 }
 
 /// The service ids a transport can do at least one action of.
-fn services_of(transport: TransportKind) -> Vec<String> {
+pub(crate) fn services_of(transport: TransportKind) -> Vec<String> {
     let ids: BTreeSet<&'static str> = transport
         .capabilities()
         .into_iter()
@@ -266,6 +266,12 @@ impl Assistant {
             "agent ready"
         );
         Ok(assistant)
+    }
+
+    /// The agent runtime itself (its approval policy and approvals, for
+    /// calls from other clients: `mcp/gate.rs`).
+    pub(crate) fn agent(&self) -> &droidwarden_agent::Agent {
+        &self.inner.agent
     }
 
     /// Every notice from now on.

@@ -61,6 +61,10 @@ pub(crate) enum Command {
     /// Perform one action on a phone through the running daemon and print
     /// its JSON result.
     Call(call::CallArgs),
+    /// Serve the phones to an MCP client (Claude Desktop, Claude Code, VS
+    /// Code, …) over stdio, through the running daemon or, with --local,
+    /// straight to the adb server (docs/mcp.md).
+    Mcp(crate::mcp::McpArgs),
     /// Show the running daemon's devices, their availability and the last
     /// status of each service.
     Status {
@@ -297,6 +301,7 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Devices { json, target } if target.local => devices_local(config, json).await,
         Command::Devices { json, target } => devices(config, target.bus, json).await,
         Command::Call(args) => call::run(args, config).await,
+        Command::Mcp(args) => crate::mcp::run(args, config).await,
         Command::Status { json, bus } => status(config, bus, json).await,
         Command::Ask {
             session,

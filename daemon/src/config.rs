@@ -55,6 +55,7 @@ pub(crate) struct RawConfig {
     agent: RawAgentConfig,
     #[serde(default)]
     phone_services: droidwarden_services::RawPhoneServices,
+    mcp: crate::mcp::RawMcpConfig,
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,6 +170,8 @@ pub(crate) struct Config {
     /// What the phone services may do (`[phone_services]`,
     /// docs/phone-services.md), enforced by the hub.
     pub(crate) phone_services: droidwarden_services::PhonePolicy,
+    /// MCP, both ways (`[mcp]`, docs/mcp.md).
+    pub(crate) mcp: crate::mcp::McpConfig,
     /// The file given with `--config` (`None`: the system file when it
     /// exists), so that a reload reads the same layers again.
     pub(crate) source: Option<PathBuf>,
@@ -531,6 +534,7 @@ impl TryFrom<RawConfig> for Config {
             agent: AgentConfig::try_from(raw.agent).map_err(agent_config_error)?,
             phone_services: droidwarden_services::PhonePolicy::try_from(raw.phone_services)
                 .map_err(|e| bad(&e.key, e.reason))?,
+            mcp: crate::mcp::McpConfig::try_from(raw.mcp).map_err(ConfigError)?,
             source: None,
             api_socket: None,
         })

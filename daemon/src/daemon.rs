@@ -326,6 +326,13 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             }
         }
     }
+    // MCP over Streamable HTTP (daemon/src/mcp/http.rs), when [mcp] listen is set.
+    if let Err(e) =
+        crate::mcp::start_http(&config.mcp, &hub, assistant.as_ref(), &tracker, &shutdown).await
+    {
+        tracing::error!(error = %e, "cannot serve MCP");
+        return ExitCode::FAILURE;
+    }
     // Every consumer of the agent's notices (MQTT, D-Bus, metrics) is
     // subscribed by now: runs a previous process left unfinished can go on.
     if let Some(assistant) = &assistant {

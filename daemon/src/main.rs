@@ -13,6 +13,7 @@ mod delivery; // Durable command ids and calls in flight (docs/mqtt-api.md).
 mod events; // The event centre: one Event enum over the bus, devices and agent.
 mod hub;
 mod logging;
+mod mcp; // MCP, both ways (docs/mcp.md).
 mod metrics;
 mod mqtt;
 mod mqtt_users; // The embedded broker's users (docs/mqtt-access.md).
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
     private::restrict_umask();
     let args = cli::Args::parse();
     // The daemon reports what it does; one-shot commands stay quiet.
+    // `mcp` speaks JSON-RPC on stdout; logs go to stderr as always.
     logging::init(if matches!(args.command, cli::Command::Daemon) {
         "info"
     } else {

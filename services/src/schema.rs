@@ -175,7 +175,15 @@ impl Schema {
                 max_len,
             } => {
                 if let Some(values) = values {
-                    out.insert("enum".into(), json!(values));
+                    // `enum` restricts whatever `type` says: a nullable
+                    // enumeration lists `null` too, or `null` fails it.
+                    let mut listed = json!(values);
+                    if self.nullable
+                        && let Some(list) = listed.as_array_mut()
+                    {
+                        list.push(Value::Null);
+                    }
+                    out.insert("enum".into(), listed);
                 }
                 if let Some((pattern, _)) = pattern {
                     out.insert("pattern".into(), json!(pattern));
@@ -452,5 +460,8 @@ mod tests {
         assert_eq!(s["properties"]["stream"]["enum"], json!(["music", "ring"]));
         let nullable = Schema::integer("", None, None).or_null().to_json();
         assert_eq!(nullable["type"], json!(["integer", "null"]));
+        // A nullable enumeration accepts null under any JSON Schema validator.
+        let plugged = Schema::enumeration("", &["ac", "usb"]).or_null().to_json();
+        assert_eq!(plugged["enum"], json!(["ac", "usb", null]));
     }
 }

@@ -210,6 +210,37 @@ impl Client {
         parse(&text)
     }
 
+    /// `CallChecked(device, service, action, params_json)`, parsed: a call
+    /// under the approval policy, which may wait up to `approval_wait` for
+    /// a person before it runs.
+    pub(crate) async fn call_checked(
+        &self,
+        device: Option<&str>,
+        command: &droidwarden_services::Command,
+        approval_wait: Duration,
+    ) -> Result<Value, WireError> {
+        let bound = self.call_bound(device).await;
+        let limit = approval_wait + bound + CALL_MARGIN;
+        let params = command.params_json().to_string();
+        let body = (
+            device.unwrap_or(""),
+            command.service_id(),
+            command.action_name(),
+            params.as_str(),
+        );
+        let reply = self.invoke::<_, String>("CallChecked", &body, limit + CALL_MARGIN);
+        match tokio::time::timeout(limit, reply).await {
+            Ok(result) => parse(&result?),
+            Err(_) => Err(WireError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the droidwarden daemon did not answer CallChecked within {:.1} s; the call was not cancelled and may still run (check `droidwarden status`)",
+                    limit.as_secs_f64()
+                ),
+            )),
+        }
+    }
+
     /// Subscribe to `SessionEvent` signals (all sessions: a new session's
     /// id is only known once `Ask` returns). Subscribe before calling
     /// [`Client::ask`] so that no event is missed.

@@ -405,6 +405,33 @@ async fn emit_notice(emitter: &SignalEmitter<'static>, notice: &Notice) -> zbus:
     Daemon1::session_event(emitter, &event.session_id, &json).await
 }
 
+/// A `Call`'s arguments as a typed call.
+fn parse_call(
+    device: &str,
+    service: &str,
+    action: &str,
+    params_json: &str,
+) -> Result<crate::hub::Call, WireError> {
+    let params = if params_json.trim().is_empty() {
+        Value::Object(serde_json::Map::new())
+    } else {
+        serde_json::from_str(params_json).map_err(|e| {
+            WireError::new(
+                ErrorCode::InvalidParams,
+                format!("params_json is not valid JSON: {e}"),
+            )
+        })?
+    };
+    let request = CallRequest {
+        device: (!device.is_empty()).then(|| device.to_owned()),
+        service: service.to_owned(),
+        action: action.to_owned(),
+        params,
+    };
+    tracing::debug!(?request, "D-Bus call");
+    request.parse()
+}
+
 fn lock(table: &Mutex<StatusTable>) -> std::sync::MutexGuard<'_, StatusTable> {
     table.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -458,25 +485,33 @@ impl Daemon1 {
         action: &str,
         params_json: &str,
     ) -> Result<String, DbusError> {
-        let params = if params_json.trim().is_empty() {
-            Value::Object(serde_json::Map::new())
-        } else {
-            serde_json::from_str(params_json).map_err(|e| {
-                WireError::new(
-                    ErrorCode::InvalidParams,
-                    format!("params_json is not valid JSON: {e}"),
-                )
-            })?
-        };
-        let request = CallRequest {
-            device: (!device.is_empty()).then(|| device.to_owned()),
-            service: service.to_owned(),
-            action: action.to_owned(),
-            params,
-        };
-        tracing::debug!(?request, "D-Bus call");
-        let call = request.parse()?;
+        let call = parse_call(device, service, action, params_json)?;
         let result = self.calls.track_future(self.hub.call(call)).await?;
+        Ok(result.to_string())
+    }
+
+    /// Perform one action as `Call` does, under the agent's approval policy
+    /// (`[agent.approval]`): an action above the threshold waits for a
+    /// person (an approval request, as the agent's, answered by `Approve`
+    /// or `Deny`; expiry denies), a listed one is refused. For clients that
+    /// act for a model, such as `droidwarden mcp` (docs/mcp.md).
+    #[zbus(out_args("result_json"))]
+    async fn call_checked(
+        &self,
+        device: &str,
+        service: &str,
+        action: &str,
+        params_json: &str,
+    ) -> Result<String, DbusError> {
+        let call = parse_call(device, service, action, params_json)?;
+        let result = self
+            .calls
+            .track_future(crate::mcp::gate::call_checked(
+                &self.hub,
+                self.assistant.as_ref(),
+                call,
+            ))
+            .await?;
         Ok(result.to_string())
     }
 

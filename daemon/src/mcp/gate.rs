@@ -1,0 +1,74 @@
+//! The approval gate for calls from MCP clients, inside the daemon: the
+//! same policy as the agent's (`[agent.approval]`), and the same requests,
+//! announced on MQTT and D-Bus, listed by `droidwarden approvals`, answered
+//! by `droidwarden approve | deny`, denied when they expire.
+//!
+//! A model behind an MCP client is as untrusted as the daemon's own, so an
+//! action above the threshold waits for a person; without the agent
+//! (no `[llm]`) there is no one to ask and such an action is refused with
+//! a message that says so.
+
+use crate::assistant::Assistant;
+use crate::hub::{Call, Hub};
+use droidwarden_agent::policy::Verdict;
+use droidwarden_agent::{ApprovalPolicy, ExternalAnswer, ExternalRequest};
+use droidwarden_services::{ErrorCode, WireError};
+use serde_json::Value;
+
+/// Who MCP approvals are listed as (their `session`).
+pub(crate) const CALLER: &str = "mcp";
+
+/// Run `call` under the approval policy: at once, refused, or after a
+/// person's approval.
+///
+/// # Errors
+/// `denied` when the policy refuses it, a person denies it or the request
+/// expires; otherwise the call's own errors.
+pub(crate) async fn call_checked(
+    hub: &Hub,
+    assistant: Option<&Assistant>,
+    call: Call,
+) -> Result<Value, WireError> {
+    let spec = call.command.spec();
+    let service = call.command.service_id();
+    let action = call.command.action_name();
+    let policy = assistant.map_or_else(ApprovalPolicy::default, |a| {
+        (*a.agent().approval_policy()).clone()
+    });
+    match policy.decide(service, action, spec.risk) {
+        Verdict::Allow => hub.call(call).await,
+        Verdict::Deny(reason) => Err(WireError::new(ErrorCode::Denied, reason)),
+        Verdict::Ask => {
+            let Some(assistant) = assistant else {
+                return Err(WireError::new(
+                    ErrorCode::Denied,
+                    format!(
+                        "{service}.{action} ({} risk) needs a person's approval, and approvals need the agent, which is off (no [llm] configured); allow it in [agent.approval] allow to run it without asking",
+                        spec.risk.as_str()
+                    ),
+                ));
+            };
+            let request = ExternalRequest {
+                caller: CALLER.to_owned(),
+                device: call.device.clone(),
+                command: call.command.clone(),
+                risk: spec.risk,
+            };
+            let answer = assistant
+                .agent()
+                .request_external_approval(request, |a| {
+                    tracing::info!(
+                        approval = a.approval_id,
+                        service = a.service,
+                        action = a.action,
+                        "an MCP call waits for approval"
+                    );
+                })
+                .await?;
+            match answer {
+                ExternalAnswer::Approved => hub.call(call).await,
+                ExternalAnswer::Denied(reason) => Err(WireError::new(ErrorCode::Denied, reason)),
+            }
+        }
+    }
+}

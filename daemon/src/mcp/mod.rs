@@ -1,0 +1,201 @@
+//! MCP (the Model Context Protocol), through the official Rust SDK
+//! (`rmcp`), which no other module uses.
+//!
+//! * `server.rs` — `droidwarden mcp`: the phones as an MCP server over
+//!   stdio, through the daemon (D-Bus) or `--local`.
+//! * `tools.rs` — the agent's catalogue tools as MCP tools (input and
+//!   output schemas, annotations, `device`, `list_devices`).
+//! * `gate.rs` — inside the daemon: the approval policy for calls from
+//!   MCP clients (`CallChecked` on D-Bus).
+//!
+//! See docs/mcp.md.
+
+pub(crate) mod gate;
+mod http;
+mod server;
+mod tools;
+
+use crate::cli::Target;
+use crate::config::Config;
+use droidwarden_agent::tools::ToolMode;
+use rmcp::ServiceExt;
+use serde::Deserialize;
+use std::process::ExitCode;
+
+/// `[mcp]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcpConfig {
+    /// `toolkit` (default) or `direct`.
+    tool_mode: Option<ToolMode>,
+    /// `host:port` for Streamable HTTP; empty or absent: off.
+    listen: Option<String>,
+    /// Allow a non-loopback `listen`.
+    allow_remote: Option<bool>,
+    /// A file holding the bearer token (required beyond loopback).
+    token_file: Option<String>,
+}
+
+/// `[mcp]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct McpConfig {
+    /// How the phones are offered as tools.
+    pub(crate) tool_mode: ToolMode,
+    /// Streamable HTTP in the daemon; `None`: off.
+    pub(crate) http: Option<http::HttpSettings>,
+}
+
+impl TryFrom<RawMcpConfig> for McpConfig {
+    type Error = String;
+
+    fn try_from(raw: RawMcpConfig) -> Result<Self, String> {
+        let token_file = raw
+            .token_file
+            .filter(|f| !f.trim().is_empty())
+            .map(std::path::PathBuf::from);
+        let allow_remote = raw.allow_remote.unwrap_or(false);
+        let http = match raw.listen.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => {
+                let listen: std::net::SocketAddr = text.parse().map_err(|e| {
+                    format!("mcp.listen: {text:?} is not an address such as 127.0.0.1:8765 ({e})")
+                })?;
+                if !listen.ip().to_canonical().is_loopback() {
+                    if !allow_remote {
+                        return Err(format!(
+                            "mcp.listen: {listen} is not a loopback address; whoever reaches it drives the phones (set [mcp] allow_remote = true, and token_file, to serve it anyway)"
+                        ));
+                    }
+                    if token_file.is_none() {
+                        return Err(format!(
+                            "mcp.token_file: required when mcp.listen ({listen}) is beyond loopback"
+                        ));
+                    }
+                }
+                Some(http::HttpSettings {
+                    listen,
+                    allow_remote,
+                    token_file,
+                })
+            }
+        };
+        Ok(Self {
+            tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),
+            http,
+        })
+    }
+}
+
+/// Start the Streamable HTTP endpoint when `[mcp] listen` is set.
+///
+/// # Errors
+/// The address cannot be bound or the token file cannot be read.
+pub(crate) async fn start_http(
+    config: &McpConfig,
+    hub: &crate::hub::Hub,
+    assistant: Option<&crate::assistant::Assistant>,
+    tracker: &tokio_util::task::TaskTracker,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Result<(), String> {
+    let Some(settings) = config.http.clone() else {
+        return Ok(());
+    };
+    let (listener, token) = http::bind(&settings).await?;
+    tracker.spawn(http::serve(
+        listener,
+        settings,
+        token,
+        hub.clone(),
+        assistant.cloned(),
+        config.tool_mode,
+        tracker.clone(),
+        shutdown.clone(),
+    ));
+    Ok(())
+}
+
+/// `droidwarden mcp`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct McpArgs {
+    /// Offer the phones as one `android_device` tool (toolkit) or one
+    /// `android_<service>` tool per service (direct); default `[mcp] tool_mode`.
+    #[arg(long, value_parser = ["toolkit", "direct"])]
+    tool_mode: Option<String>,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// Serve MCP on stdio until the client closes it.
+pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
+    let mode = match args.tool_mode.as_deref() {
+        Some("direct") => ToolMode::Direct,
+        Some(_) => ToolMode::Toolkit,
+        None => config.mcp.tool_mode,
+    };
+    let backend = if args.target.local {
+        server::Backend::local(&config)
+    } else {
+        match crate::cli::daemon(args.target.bus, &config, true).await {
+            Ok(client) => server::Backend::Daemon {
+                client,
+                approval_wait: config.agent.approval.timeout,
+            },
+            Err(e) => {
+                eprintln!("droidwarden mcp: {}", e.message);
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    let service = match server::PhoneServer::new(backend, mode)
+        .serve(rmcp::transport::stdio())
+        .await
+    {
+        Ok(service) => service,
+        Err(e) => {
+            eprintln!("droidwarden mcp: the client did not initialise: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match service.waiting().await {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("droidwarden mcp: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<McpConfig, String> {
+        let raw: RawMcpConfig = toml_like(text);
+        McpConfig::try_from(raw)
+    }
+
+    /// `[mcp]` keys as the configuration loader gives them.
+    fn toml_like(text: &str) -> RawMcpConfig {
+        serde_json::from_str(text).expect("raw [mcp]")
+    }
+
+    #[test]
+    fn http_is_off_by_default_and_loopback_unless_allowed() {
+        let off = parse("{}").unwrap();
+        assert_eq!(off.http, None);
+        assert_eq!(off.tool_mode, ToolMode::Toolkit);
+        assert_eq!(parse(r#"{"listen": ""}"#).unwrap().http, None);
+        let local = parse(r#"{"listen": "127.0.0.1:8765"}"#).unwrap();
+        assert_eq!(local.http.unwrap().listen.port(), 8765);
+        let remote = parse(r#"{"listen": "0.0.0.0:8765"}"#).unwrap_err();
+        assert!(remote.contains("allow_remote"), "{remote}");
+        let no_token = parse(r#"{"listen": "0.0.0.0:8765", "allow_remote": true}"#).unwrap_err();
+        assert!(no_token.contains("token_file"), "{no_token}");
+        let ok =
+            parse(r#"{"listen": "0.0.0.0:8765", "allow_remote": true, "token_file": "/etc/t"}"#)
+                .unwrap();
+        assert!(ok.http.unwrap().allow_remote);
+        assert!(parse(r#"{"listen": "kitchen"}"#).is_err());
+        assert!(serde_json::from_str::<RawMcpConfig>(r#"{"nope": 1}"#).is_err());
+    }
+}

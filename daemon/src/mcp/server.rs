@@ -1,0 +1,391 @@
+//! `droidwarden mcp`: the phones as an MCP server over stdio.
+//!
+//! Two backends: the running daemon over D-Bus (every call goes through
+//! the hub, shows in the status topics and passes the approval gate,
+//! `CallChecked`), or, with `--local`, the adb server straight from this
+//! process as `droidwarden call --local` does (no approvals there: an
+//! action above the threshold is refused with a message that says why).
+//!
+//! Catalogue and validation errors come back as tool results with
+//! `isError: true` and the structured error (`{"error": {code, message,
+//! retryable}}`); only requests that cannot be routed at all are JSON-RPC
+//! errors, which the SDK answers with the spec's codes.
+
+use super::tools::{LIST_DEVICES, McpTools};
+use crate::assistant::{Assistant, HubTools};
+use crate::config::Config;
+use crate::dbus::client::Client;
+use crate::hub::{Call, Hub};
+use droidwarden_agent::ToolHost as _;
+use droidwarden_agent::policy::Verdict;
+use droidwarden_agent::tools::{Planned, ToolMode};
+use droidwarden_agent::{ApprovalPolicy, DeviceSummary};
+use droidwarden_bridge::{BridgeError, Registry, TransportKind, adb::AdbTransport};
+use droidwarden_services::{Command, ErrorCode, WireError};
+use rmcp::ErrorData as McpError;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a waiting call reports progress (when the client asked).
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+/// Resource URIs: `droidwarden://devices/<name>/state`.
+const RESOURCE_PREFIX: &str = "droidwarden://devices/";
+const RESOURCE_SUFFIX: &str = "/state";
+
+/// Where the phones are.
+#[derive(Debug)]
+pub(crate) enum Backend {
+    /// The running daemon, over D-Bus or its socket.
+    Daemon {
+        /// The connection.
+        client: Client,
+        /// How long an approval may take (`[agent.approval] timeout`).
+        approval_wait: Duration,
+    },
+    /// Inside the daemon (the Streamable HTTP endpoint): the hub, and the
+    /// agent for approvals.
+    Hub {
+        /// The call path.
+        hub: Hub,
+        /// The agent, when on.
+        assistant: Option<Assistant>,
+    },
+    /// This process, straight to the adb server.
+    Local {
+        /// The devices found.
+        registry: Arc<Registry>,
+        /// The adb transport.
+        adb: Box<AdbTransport>,
+        /// `[agent.approval]`: what may run without a person.
+        policy: ApprovalPolicy,
+    },
+}
+
+impl Backend {
+    /// The backend `--local` asks for.
+    pub(crate) fn local(config: &Config) -> Self {
+        let registry = Arc::new(Registry::new());
+        let adb = Box::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
+        Self::Local {
+            registry,
+            adb,
+            policy: config.agent.approval.clone(),
+        }
+    }
+
+    /// Every device, as JSON objects (`name`, `transport`, `online`, …).
+    async fn device_list(&self) -> Result<Vec<Value>, WireError> {
+        match self {
+            Self::Daemon { client, .. } => match client.list_devices().await? {
+                Value::Array(list) => Ok(list),
+                _ => Ok(Vec::new()),
+            },
+            Self::Hub { hub, .. } => Ok(hub
+                .registry()
+                .list()
+                .iter()
+                .filter_map(|d| serde_json::to_value(d).ok())
+                .collect()),
+            Self::Local { registry, adb, .. } => {
+                if let Err(e) = adb.refresh().await {
+                    tracing::warn!(error = %e, "could not list devices");
+                    if matches!(e, BridgeError::AdbMissing { .. }) {
+                        return Err(e.to_wire());
+                    }
+                }
+                Ok(registry
+                    .list()
+                    .iter()
+                    .filter_map(|d| serde_json::to_value(d).ok())
+                    .collect())
+            }
+        }
+    }
+
+    /// The devices as the tools see them.
+    async fn devices(&self) -> Result<Vec<DeviceSummary>, WireError> {
+        if let Self::Hub { hub, .. } = self {
+            return Ok(HubTools::new(hub.clone()).devices());
+        }
+        Ok(self
+            .device_list()
+            .await?
+            .iter()
+            .filter_map(|d| {
+                let transport: TransportKind =
+                    serde_json::from_value(d.get("transport")?.clone()).ok()?;
+                Some(DeviceSummary {
+                    name: d.get("name")?.as_str()?.to_owned(),
+                    services: crate::assistant::services_of(transport),
+                    online: d.get("online").and_then(Value::as_bool).unwrap_or(false),
+                })
+            })
+            .collect())
+    }
+
+    /// Run `command` on `device` under the approval policy.
+    async fn call(&self, device: Option<&str>, command: Command) -> Result<Value, WireError> {
+        match self {
+            Self::Daemon {
+                client,
+                approval_wait,
+            } => client.call_checked(device, &command, *approval_wait).await,
+            Self::Hub { hub, assistant } => {
+                let call = Call {
+                    device: device.map(str::to_owned),
+                    command,
+                };
+                super::gate::call_checked(hub, assistant.as_ref(), call).await
+            }
+            Self::Local {
+                registry, policy, ..
+            } => {
+                let spec = command.spec();
+                match policy.decide(command.service_id(), command.action_name(), spec.risk) {
+                    Verdict::Allow => {}
+                    Verdict::Deny(reason) => {
+                        return Err(WireError::new(ErrorCode::Denied, reason));
+                    }
+                    Verdict::Ask => {
+                        return Err(WireError::new(
+                            ErrorCode::Denied,
+                            format!(
+                                "{}.{} ({} risk) needs a person's approval, and `droidwarden mcp --local` has no one to ask: run `droidwarden mcp` against the daemon, or allow it in [agent.approval] allow",
+                                command.service_id(),
+                                command.action_name(),
+                                spec.risk.as_str()
+                            ),
+                        ));
+                    }
+                }
+                let handle = registry.select(device).map_err(|e| e.to_wire())?;
+                handle.call(&command).await.map_err(|e| e.to_wire())
+            }
+        }
+    }
+
+    /// The state of `device`: its entry in the daemon's status table (the
+    /// last status of each service), or, locally, its device record.
+    async fn state(&self, device: &str) -> Result<Option<Value>, WireError> {
+        let list = match self {
+            Self::Daemon { client, .. } => {
+                let status = client.status().await?;
+                status["devices"].as_array().cloned().unwrap_or_default()
+            }
+            Self::Hub { .. } | Self::Local { .. } => self.device_list().await?,
+        };
+        Ok(list
+            .into_iter()
+            .find(|d| d.get("name").and_then(Value::as_str) == Some(device)))
+    }
+}
+
+/// The MCP server: the handler the SDK drives.
+#[derive(Debug, Clone)]
+pub(crate) struct PhoneServer {
+    backend: Arc<Backend>,
+    mode: ToolMode,
+}
+
+impl PhoneServer {
+    /// A server over `backend`, offering tools in `mode`.
+    pub(crate) fn new(backend: Backend, mode: ToolMode) -> Self {
+        Self {
+            backend: Arc::new(backend),
+            mode,
+        }
+    }
+
+    async fn tools(&self) -> Result<McpTools, WireError> {
+        Ok(McpTools::new(self.mode, &self.backend.devices().await?))
+    }
+
+    async fn run_tool(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, WireError> {
+        let tools = self.tools().await?;
+        let name = request.name.as_ref();
+        let arguments = request.arguments.clone().unwrap_or_default();
+        if name == LIST_DEVICES {
+            if !arguments.is_empty() {
+                return Err(WireError::new(
+                    ErrorCode::InvalidParams,
+                    "list_devices takes no arguments",
+                ));
+            }
+            let devices = self.backend.devices().await?;
+            return Ok(json!({ "devices": devices }));
+        }
+        let Planned::Device { device, call, .. } = tools.plan(name, &arguments)? else {
+            return Err(WireError::new(
+                ErrorCode::InvalidRequest,
+                format!("{name} is not a device tool"),
+            ));
+        };
+        let command = call.0;
+        let service = command.service_id();
+        let action = command.action_name();
+        let run = self.backend.call(device.as_deref(), command.clone());
+        let result = with_progress(run, context).await?;
+        Ok(json!({
+            "device": device,
+            "service": service,
+            "action": action,
+            "result": result,
+        }))
+    }
+}
+
+/// Run `call`, sending `notifications/progress` every [`PROGRESS_EVERY`]
+/// while it waits, when the client gave a progress token.
+async fn with_progress<F>(call: F, context: &RequestContext<RoleServer>) -> Result<Value, WireError>
+where
+    F: std::future::Future<Output = Result<Value, WireError>>,
+{
+    let Some(token) = context.meta.get_progress_token() else {
+        return call.await;
+    };
+    tokio::pin!(call);
+    let mut tick = tokio::time::interval(PROGRESS_EVERY);
+    tick.tick().await;
+    let mut waited = 0u32;
+    loop {
+        tokio::select! {
+            result = &mut call => return result,
+            _ = tick.tick() => {
+                waited += 1;
+                let mut param = ProgressNotificationParam::new(token.clone(), f64::from(waited));
+                param.message = Some(format!(
+                    "still waiting after {} s (a risky action waits for approval: droidwarden approvals)",
+                    u64::from(waited) * PROGRESS_EVERY.as_secs()
+                ));
+                if let Err(e) = context.peer.notify_progress(param).await {
+                    tracing::debug!(error = %e, "progress notification not sent");
+                }
+            }
+        }
+    }
+}
+
+fn tool_error(error: &WireError) -> CallToolResult {
+    CallToolResult::structured_error(json!({ "error": error }))
+}
+
+impl ServerHandler for PhoneServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("droidwarden", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Read and control the user's Android phones. Call list_devices to see the phones; risky actions wait for the user's approval.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        match self.tools().await {
+            Ok(tools) => Ok(ListToolsResult::with_all_items(tools.tools().to_vec())),
+            Err(e) => Err(McpError::internal_error(
+                e.message.clone(),
+                Some(json!({ "error": e })),
+            )),
+        }
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let result = match self.run_tool(&request, &context).await {
+            Ok(value) => CallToolResult::structured(value),
+            Err(e) => {
+                tracing::debug!(tool = %request.name, error = %e, "MCP tool call failed");
+                tool_error(&e)
+            }
+        };
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let devices = self
+            .backend
+            .devices()
+            .await
+            .map_err(|e| McpError::internal_error(e.message.clone(), None))?;
+        Ok(ListResourcesResult::with_all_items(
+            devices
+                .iter()
+                .map(|d| {
+                    Resource::new(
+                        format!("{RESOURCE_PREFIX}{}{RESOURCE_SUFFIX}", d.name),
+                        format!("{} state", d.name),
+                    )
+                    .with_mime_type("application/json")
+                    .with_description(format!(
+                        "The current state of phone {}: availability and the last status of each service",
+                        d.name
+                    ))
+                })
+                .collect(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let not_found = || {
+            McpError::resource_not_found(
+                format!(
+                    "no such resource: {}",
+                    request.uri.chars().take(200).collect::<String>()
+                ),
+                None,
+            )
+        };
+        let name = request
+            .uri
+            .strip_prefix(RESOURCE_PREFIX)
+            .and_then(|rest| rest.strip_suffix(RESOURCE_SUFFIX))
+            .ok_or_else(not_found)?;
+        let state = self
+            .backend
+            .state(name)
+            .await
+            .map_err(|e| McpError::internal_error(e.message.clone(), None))?
+            .ok_or_else(not_found)?;
+        Ok(
+            ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
+                uri: request.uri.clone(),
+                mime_type: Some("application/json".into()),
+                text: state.to_string(),
+                meta: None,
+            }])
+            .into(),
+        )
+    }
+}

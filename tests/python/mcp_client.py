@@ -1,0 +1,102 @@
+"""An independent MCP client for the end-to-end tests: the official Python
+MCP SDK (PyPI `mcp`) drives `droidwarden mcp` over stdio, or the daemon over
+Streamable HTTP, and checks every schema with `jsonschema`.
+
+Usage: mcp_client.py PLAN_JSON
+PLAN: {"stdio": [argv...]} or {"http": URL, "token": T}, and "steps", a list of
+  {"op": "list"}                          -> the tools, each schema checked
+  {"op": "call", "name": N, "arguments": A}
+                                          -> the result; structuredContent
+                                             validated against outputSchema
+  {"op": "resources"}                     -> the resources and the first read
+One JSON object per line on stdout, flushed, in step order; progress
+notifications are also passed on as they come ({"op": "progress"}).
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+import jsonschema
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+
+def emit(obj):
+    print(json.dumps(obj), flush=True)
+
+
+async def run(session, steps):
+    await session.initialize()
+    tools = {}
+    for step in steps:
+        op = step["op"]
+        if op == "list":
+            listed = await session.list_tools()
+            out = []
+            for tool in listed.tools:
+                d = tool.model_dump(by_alias=True, exclude_none=True)
+                jsonschema.Draft202012Validator.check_schema(d["inputSchema"])
+                if "outputSchema" in d:
+                    jsonschema.Draft202012Validator.check_schema(d["outputSchema"])
+                tools[tool.name] = d
+                out.append(d)
+            emit({"op": "list", "tools": out})
+        elif op == "call":
+            progress = []
+
+            async def on_progress(p, total, message):
+                progress.append(message)
+                emit({"op": "progress", "message": message})
+
+            result = await session.call_tool(
+                step["name"],
+                step.get("arguments", {}),
+                progress_callback=on_progress,
+            )
+            d = result.model_dump(by_alias=True, exclude_none=True)
+            valid = None
+            schema = tools.get(step["name"], {}).get("outputSchema")
+            if schema is not None and not d.get("isError"):
+                jsonschema.validate(d.get("structuredContent"), schema)
+                valid = True
+            emit({"op": "call", "name": step["name"], "result": d,
+                  "validated": valid, "progress": progress})
+        elif op == "resources":
+            listed = await session.list_resources()
+            res = [r.model_dump(by_alias=True, exclude_none=True) for r in listed.resources]
+            read = None
+            if res:
+                got = await session.read_resource(res[0]["uri"])
+                read = got.model_dump(by_alias=True, exclude_none=True)
+            emit({"op": "resources", "resources": res, "read": read})
+        else:
+            raise ValueError(f"unknown op {op}")
+
+
+async def main():
+    plan = json.loads(sys.argv[1])
+    if "http" in plan:
+        headers = {}
+        if plan.get("token"):
+            headers["Authorization"] = "Bearer " + plan["token"]
+        async with create_mcp_http_client(headers=headers) as http:
+            async with streamable_http_client(plan["http"], http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await run(session, plan["steps"])
+        return
+    argv = plan["stdio"]
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await run(session, plan["steps"])
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except Exception as e:  # the test reads the reason
+        emit({"op": "failed", "error": repr(e)})
+        sys.exit(1)

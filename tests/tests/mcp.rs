@@ -1,0 +1,622 @@
+//! `droidwarden mcp` with a client nobody here wrote: the official Python
+//! MCP SDK (PyPI `mcp`, driven by `tests/python/mcp_client.py`) launches it
+//! over stdio, lists the tools, checks every input and output schema with
+//! `jsonschema`, calls `battery status` on an emulated phone through the
+//! real adb server, and sees a high-risk call wait for `droidwarden approve`.
+//! The hostile-input test writes raw JSON-RPC lines to the server itself.
+
+use droidwarden_e2e::dbus::PrivateBus;
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions, binary, wait_for};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const P: &str = "droidwarden";
+const WAIT: Duration = Duration::from_secs(60);
+
+fn client_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python/mcp_client.py")
+}
+
+/// The Python client, running a plan; its JSON lines are collected.
+struct PyClient {
+    child: Child,
+    lines: Arc<Mutex<Vec<Value>>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl PyClient {
+    fn start(server: &[String], steps: Value, env: &[(&str, &str)]) -> Self {
+        Self::start_plan(json!({ "stdio": server, "steps": steps }), env)
+    }
+
+    fn start_plan(plan: Value, env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new("python3")
+            .arg(client_script())
+            .arg(plan.to_string())
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect(
+                "python3 (with the `mcp` and `jsonschema` packages: scripts/test installs them)",
+            );
+        let lines: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let stderr: Arc<Mutex<String>> = Arc::default();
+        let out = child.stdout.take().expect("stdout");
+        let err = child.stderr.take().expect("stderr");
+        {
+            let lines = Arc::clone(&lines);
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines() {
+                    let Ok(line) = line else { return };
+                    let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
+                    lines.lock().unwrap().push(value);
+                }
+            });
+        }
+        {
+            let stderr = Arc::clone(&stderr);
+            std::thread::spawn(move || {
+                for line in BufReader::new(err).lines() {
+                    let Ok(line) = line else { return };
+                    let mut s = stderr.lock().unwrap();
+                    s.push_str(&line);
+                    s.push('\n');
+                }
+            });
+        }
+        Self {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    /// The `n`-th step's line (0-based; progress lines not counted),
+    /// waiting for it; a failure line fails the test.
+    fn line(&self, n: usize) -> Value {
+        let got = wait_for(&format!("line {n} from the MCP client"), WAIT, || {
+            let lines = self.lines.lock().unwrap();
+            if let Some(failed) = lines.iter().find(|l| l["op"] == "failed") {
+                return Some(Err(failed.clone()));
+            }
+            lines
+                .iter()
+                .filter(|l| l["op"] != "progress")
+                .nth(n)
+                .cloned()
+                .map(Ok)
+        });
+        match got {
+            Ok(v) => v,
+            Err(failed) => panic!(
+                "the MCP client failed: {failed}\nstderr:\n{}",
+                self.stderr.lock().unwrap()
+            ),
+        }
+    }
+
+    /// The first progress notification's message.
+    fn wait_progress(&self) -> String {
+        wait_for("a progress notification", WAIT, || {
+            let lines = self.lines.lock().unwrap();
+            lines
+                .iter()
+                .find(|l| l["op"] == "progress")
+                .map(|l| l["message"].as_str().unwrap_or_default().to_owned())
+        })
+    }
+
+    fn wait_exit(&mut self) -> i32 {
+        wait_for("the MCP client to exit", WAIT, || {
+            self.child.try_wait().ok().flatten().and_then(|s| s.code())
+        })
+    }
+}
+
+impl Drop for PyClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn droidwarden_mcp(config: &Path, args: &[&str]) -> Vec<String> {
+    let mut argv = vec![
+        binary("droidwarden").display().to_string(),
+        "--config".into(),
+        config.display().to_string(),
+        "mcp".into(),
+    ];
+    argv.extend(args.iter().map(|s| (*s).to_owned()));
+    argv
+}
+
+fn tool<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no tool {name} in {list}"))
+}
+
+fn sim_ran(sim: &Sim, word: &str) -> bool {
+    sim.commands()
+        .iter()
+        .any(|argv| argv.join(" ").contains(word))
+}
+
+/// The daemon with one emulated phone, the agent on (approvals need it),
+/// mosquitto and a probe. Field order is drop order.
+struct Rig {
+    daemon: Daemon,
+    probe: Probe,
+    kitchen: Sim,
+    adb: AdbServer,
+    config: String,
+    _broker: Mosquitto,
+    _llm: droidwarden_agent::testing::ScriptedLlm,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn rig(extra: &str, env: &[(&str, &str)]) -> Rig {
+    let (rt, llm) = droidwarden_e2e::scripted_model();
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let kitchen = Sim::start(SimOptions::default());
+    adb.connect(&kitchen.serial());
+    let config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{extra}\n",
+        broker.port,
+        llm.addr(),
+        serial = kitchen.serial(),
+    );
+    let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
+    probe.wait_last(&format!("{P}/devices/kitchen/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    Rig {
+        daemon,
+        probe,
+        kitchen,
+        adb,
+        config,
+        _broker: broker,
+        _llm: llm,
+        _rt: rt,
+    }
+}
+
+#[test]
+fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
+    let bus = PrivateBus::session();
+    let env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+    ];
+    let r = rig("", &env);
+    bus.wait_for_daemon(WAIT);
+    let (probe, kitchen, adb, config, daemon) =
+        (&r.probe, &r.kitchen, &r.adb, &r.config, &r.daemon);
+    let cli = Droidwarden::new(adb, config);
+    let client_env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+        ("HOME", adb.home().to_str().expect("home")),
+    ];
+    let mut client = PyClient::start(
+        &droidwarden_mcp(daemon.config_path(), &[]),
+        json!([
+            {"op": "list"},
+            {"op": "call", "name": "android_device",
+             "arguments": {"device": "kitchen", "service_id": "battery", "action": "status"}},
+            {"op": "call", "name": "android_device",
+             "arguments": {"service_id": "battery", "action": "status", "parameters": {"x": 1}}},
+            {"op": "call", "name": "android_device",
+             "arguments": {"service_id": "audio_automation", "action": "set_volume",
+                           "parameters": {"stream": "music", "level": "loud"}}},
+            {"op": "call", "name": "list_devices", "arguments": {}},
+            {"op": "resources"},
+            {"op": "call", "name": "android_device",
+             "arguments": {"service_id": "wifi_automation", "action": "disable"}},
+        ]),
+        &client_env,
+    );
+
+    // Tools: the toolkit and list_devices, with schemas and annotations.
+    let list = client.line(0);
+    let toolkit = tool(&list, "android_device");
+    assert_eq!(toolkit["inputSchema"]["type"], "object");
+    assert_eq!(
+        toolkit["inputSchema"]["properties"]["device"]["enum"],
+        json!(["kitchen"])
+    );
+    assert_eq!(toolkit["outputSchema"]["type"], "object");
+    assert_eq!(toolkit["annotations"]["destructiveHint"], true);
+    assert_eq!(toolkit["annotations"]["readOnlyHint"], false);
+    let listing = tool(&list, "list_devices");
+    assert_eq!(listing["annotations"]["readOnlyHint"], true);
+
+    // battery status, through the daemon's hub to the sim, validated.
+    let battery = client.line(1);
+    assert_eq!(battery["validated"], true, "{battery}");
+    let structured = &battery["result"]["structuredContent"];
+    assert_eq!(structured["device"], "kitchen");
+    assert!(structured["result"]["level"].is_number(), "{structured}");
+    assert!(sim_ran(kitchen, "battery"), "the sim read its battery");
+    // The call shows in the status topics like any other.
+    probe.wait("battery status on the status topic", WAIT, |m| {
+        m.topic == format!("{P}/devices/kitchen/services/battery/status")
+            && m.payload.contains("success")
+    });
+
+    // Catalogue errors are tool results with the structured error.
+    for (n, code) in [(2, "invalid_params"), (3, "invalid_params")] {
+        let bad = client.line(n);
+        assert_eq!(bad["result"]["isError"], true, "{bad}");
+        let error = &bad["result"]["structuredContent"]["error"];
+        assert_eq!(error["code"], code, "{bad}");
+        assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()));
+        assert_eq!(error["retryable"], false);
+    }
+
+    let devices = client.line(4);
+    assert_eq!(devices["validated"], true, "{devices}");
+    assert_eq!(
+        devices["result"]["structuredContent"]["devices"][0]["name"],
+        "kitchen"
+    );
+
+    let resources = client.line(5);
+    assert_eq!(
+        resources["resources"][0]["uri"],
+        "droidwarden://devices/kitchen/state"
+    );
+    let text = resources["read"]["contents"][0]["text"]
+        .as_str()
+        .expect("state text");
+    let state: Value = serde_json::from_str(text).expect("state JSON");
+    assert_eq!(state["name"], "kitchen");
+    assert_eq!(state["services"]["battery"]["state"], "success", "{state}");
+
+    // A high-risk action waits for a person: listed by the CLI, announced
+    // on MQTT, not run until approved.
+    let listed = wait_for("the MCP approval request", WAIT, || {
+        let run = cli.run_on_bus(&bus.address, &["approvals", "--json"]);
+        run.json["approvals"]
+            .as_array()
+            .and_then(|a| a.first().cloned())
+    });
+    assert_eq!(listed["service"], "wifi_automation");
+    assert_eq!(listed["action"], "disable");
+    assert_eq!(listed["session"], "mcp");
+    probe.wait("the approval on MQTT", WAIT, |m| {
+        m.topic.starts_with(&format!("{P}/approvals/")) && m.payload.contains("wifi_automation")
+    });
+    assert!(
+        !sim_ran(kitchen, "svc wifi disable"),
+        "nothing runs before the approval"
+    );
+    // The client hears that the call is still waiting.
+    let progress = client.wait_progress();
+    assert!(progress.contains("approval"), "{progress}");
+    let id = listed["approval_id"].as_str().expect("id");
+    let approved = cli.run_on_bus(&bus.address, &["approve", id]);
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    let done = client.line(6);
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(done["validated"], true);
+    assert!(!done["progress"].as_array().expect("progress").is_empty());
+    assert!(
+        sim_ran(kitchen, "svc wifi disable"),
+        "the approved call ran"
+    );
+    assert_eq!(client.wait_exit(), 0);
+    let _ = daemon;
+}
+/// A raw HTTP/1.1 POST to the daemon's endpoint: the status line.
+fn post_status(port: u16, path: &str, headers: &[&str]) -> String {
+    use std::io::Read as _;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}})
+    .to_string();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn the_python_sdk_over_streamable_http_with_a_token_and_approvals() {
+    let port = droidwarden_e2e::free_port();
+    let token_dir = tempfile::tempdir().expect("token dir");
+    let token_file = token_dir.path().join("mcp.token");
+    std::fs::write(&token_file, "s3cret-token\n").expect("token");
+    let r = rig(
+        &format!(
+            "[mcp]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n",
+            token_file.display()
+        ),
+        &[],
+    );
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    wait_for("the MCP endpoint", WAIT, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    // The guards: the token, the path, the Origin header.
+    assert!(post_status(port, "/mcp", &[]).contains(" 401 "));
+    assert!(post_status(port, "/mcp", &["Authorization: Bearer wrong"]).contains(" 401 "));
+    assert!(post_status(port, "/other", &["Authorization: Bearer s3cret-token"]).contains(" 404 "));
+    let foreign = post_status(
+        port,
+        "/mcp",
+        &[
+            "Authorization: Bearer s3cret-token",
+            "Origin: https://evil.example",
+        ],
+    );
+    assert!(foreign.contains(" 403 "), "{foreign}");
+    let local = post_status(
+        port,
+        "/mcp",
+        &[
+            "Authorization: Bearer s3cret-token",
+            "Origin: http://localhost:3000",
+        ],
+    );
+    assert!(local.contains(" 200 "), "{local}");
+
+    let plan = json!({
+        "http": url,
+        "token": "s3cret-token",
+        "steps": [
+            {"op": "list"},
+            {"op": "call", "name": "android_device",
+             "arguments": {"service_id": "battery", "action": "status"}},
+            {"op": "call", "name": "android_device",
+             "arguments": {"service_id": "wifi_automation", "action": "disable"}},
+        ]
+    });
+    let mut client = PyClient::start_plan(plan, &[]);
+    let list = client.line(0);
+    assert!(tool(&list, "android_device")["outputSchema"].is_object());
+    let battery = client.line(1);
+    assert_eq!(battery["validated"], true, "{battery}");
+    assert!(battery["result"]["structuredContent"]["result"]["level"].is_number());
+    // The risky call waits; the request is announced and answered on MQTT.
+    let approval = r
+        .probe
+        .wait("an approval request", WAIT, |m| {
+            m.topic.starts_with(&format!("{P}/approvals/")) && m.payload.contains("wifi_automation")
+        })
+        .json();
+    assert!(!sim_ran(&r.kitchen, "svc wifi disable"));
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"approval_id": approval["approval_id"], "decision": "deny", "reason": "not now"})
+            .to_string(),
+    );
+    let denied = client.line(2);
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    let error = &denied["result"]["structuredContent"]["error"];
+    assert_eq!(error["code"], "denied");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not now"),
+        "{error}"
+    );
+    assert!(
+        !sim_ran(&r.kitchen, "svc wifi disable"),
+        "a denied call never runs"
+    );
+    assert_eq!(client.wait_exit(), 0);
+}
+
+#[test]
+fn local_mode_refuses_what_needs_approval_and_serves_direct_tools() {
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let config = format!(
+        "[adb]\nconnect = [\"{s}\"]\n[mcp]\ntool_mode = \"direct\"\n[[devices]]\nname = \"pixel\"\ntransport = \"adb\"\nserial = \"{s}\"\n",
+        s = sim.serial()
+    );
+    let config_file = tempfile::NamedTempFile::new().expect("config");
+    std::fs::write(config_file.path(), &config).expect("write config");
+    let port = adb.port.to_string();
+    let server_addr = format!("127.0.0.1:{port}");
+    let env = [
+        ("HOME", adb.home().to_str().expect("home")),
+        ("DROIDWARDEN__ADB__SERVER", server_addr.as_str()),
+        ("DROIDWARDEN__ADB__START_SERVER", "false"),
+    ];
+    let mut client = PyClient::start(
+        &droidwarden_mcp(config_file.path(), &["--local"]),
+        json!([
+            {"op": "list"},
+            {"op": "call", "name": "android_battery", "arguments": {"action": "status"}},
+            {"op": "call", "name": "android_wifi_automation", "arguments": {"action": "disable"}},
+            {"op": "call", "name": "android_nope", "arguments": {}},
+        ]),
+        &env,
+    );
+    let list = client.line(0);
+    let battery_tool = tool(&list, "android_battery");
+    assert_eq!(battery_tool["annotations"]["readOnlyHint"], true);
+    assert_eq!(battery_tool["annotations"]["idempotentHint"], true);
+    assert_eq!(
+        tool(&list, "android_wifi_automation")["annotations"]["destructiveHint"],
+        true
+    );
+    let battery = client.line(1);
+    assert_eq!(battery["validated"], true, "{battery}");
+    assert_eq!(battery["result"]["structuredContent"]["device"], "pixel");
+    let refused = client.line(2);
+    assert_eq!(refused["result"]["isError"], true);
+    assert_eq!(
+        refused["result"]["structuredContent"]["error"]["code"], "denied",
+        "{refused}"
+    );
+    assert!(
+        !sim_ran(&sim, "svc wifi"),
+        "a refused call never reaches the phone"
+    );
+    let unknown = client.line(3);
+    assert_eq!(unknown["result"]["isError"], true);
+    assert_eq!(
+        unknown["result"]["structuredContent"]["error"]["code"],
+        "invalid_request"
+    );
+    assert_eq!(client.wait_exit(), 0);
+}
+
+/// Raw JSON-RPC lines to `droidwarden mcp --local`, one reply line read
+/// back for each request.
+struct RawServer {
+    child: Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl RawServer {
+    fn send(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().expect("stdin");
+        stdin.write_all(line.as_bytes()).expect("write");
+        stdin.write_all(b"\n").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    fn reply(&mut self) -> Value {
+        let mut line = String::new();
+        self.out.read_line(&mut line).expect("read a reply");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn hostile_json_rpc_gets_errors_and_the_server_keeps_serving() {
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let config_file = tempfile::NamedTempFile::new().expect("config");
+    std::fs::write(
+        config_file.path(),
+        format!("[adb]\nconnect = [\"{}\"]\n", sim.serial()),
+    )
+    .expect("write config");
+    let mut child = Command::new(binary("droidwarden"))
+        .arg("--config")
+        .arg(config_file.path())
+        .args(["mcp", "--local"])
+        .env("HOME", adb.home())
+        .env(
+            "DROIDWARDEN__ADB__SERVER",
+            format!("127.0.0.1:{}", adb.port),
+        )
+        .env("DROIDWARDEN__ADB__START_SERVER", "false")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("droidwarden mcp");
+    let out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut s = RawServer { child, out };
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+        .to_string(),
+    );
+    let init = s.reply();
+    assert_eq!(init["id"], 1);
+    assert!(
+        init["result"]["capabilities"]["tools"].is_object(),
+        "{init}"
+    );
+    s.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    // Not JSON at all: a parse error (-32700), or silence, but no crash.
+    s.send("{this is not json");
+    // An unknown method: -32601.
+    s.send(r#"{"jsonrpc":"2.0","id":2,"method":"phones/explode","params":{}}"#);
+    let mut reply = s.reply();
+    if reply["id"].is_null() {
+        assert_eq!(reply["error"]["code"], -32700, "{reply}");
+        reply = s.reply();
+    }
+    assert_eq!(reply["id"], 2, "{reply}");
+    assert_eq!(reply["error"]["code"], -32601, "{reply}");
+
+    // Wrong argument types: a tool result with the structured error.
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "android_device",
+            "arguments": {"service_id": 7, "action": ["status"]}}})
+        .to_string(),
+    );
+    let reply = s.reply();
+    assert_eq!(reply["id"], 3, "{reply}");
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert_eq!(
+        reply["result"]["structuredContent"]["error"]["code"],
+        "invalid_params"
+    );
+
+    // 10 MB of arguments: refused (an error, or the line dropped), and the
+    // phone sees nothing.
+    let huge = "a".repeat(10 * 1024 * 1024);
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "android_device",
+            "arguments": {"service_id": "app_launcher", "action": "launch",
+                          "parameters": {"package": huge}}}})
+        .to_string(),
+    );
+    s.send(r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#);
+    let mut reply = s.reply();
+    if reply["id"] == 4 {
+        assert!(
+            reply["result"]["isError"] == true || reply["error"].is_object(),
+            "{}",
+            reply.to_string().chars().take(300).collect::<String>()
+        );
+        reply = s.reply();
+    }
+    assert_eq!(reply["id"], 5, "the server still answers: {reply}");
+    assert!(!sim_ran(&sim, "monkey"), "nothing was launched");
+    assert!(
+        !sim_ran(&sim, "aaaaaaaa"),
+        "the huge value never reached the phone"
+    );
+}
