@@ -417,11 +417,6 @@ impl Engine {
             .collect()
     }
 
-    /// The MQTT topics automations are triggered by.
-    pub(crate) fn topics(&self) -> Vec<String> {
-        self.by_topic.keys().cloned().collect()
-    }
-
     /// When the engine next has something to do by itself: the earliest
     /// due time or debounce release. `None`: only events wake it.
     pub(crate) fn next_wake(&self) -> Option<Timestamp> {

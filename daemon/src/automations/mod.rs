@@ -31,6 +31,7 @@
 //! applies too. Such a wait is kept in memory only: a restart records the
 //! run as interrupted, and does not run it.
 
+pub(crate) mod cli;
 pub(crate) mod engine;
 pub(crate) mod model;
 pub(crate) mod store;
@@ -46,8 +47,9 @@ use engine::{Engine, Input, Outcome, Output, Status};
 use jiff::Timestamp;
 use model::{Action, Automation, Context};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -114,6 +116,8 @@ pub(crate) enum Op {
     Deny(String),
     Add(Value),
     Remove(String),
+    /// A message on an MQTT trigger topic (from the MQTT side only).
+    Mqtt(String),
 }
 
 impl Op {
@@ -162,6 +166,8 @@ type Reply = oneshot::Sender<Result<Value, WireError>>;
 pub(crate) struct Automations {
     requests: mpsc::Sender<(Op, Reply)>,
     events: broadcast::Sender<RunEvent>,
+    /// The configured MQTT trigger topics (subscribed by the MQTT side).
+    topics: Arc<BTreeSet<String>>,
 }
 
 /// What [`Automations::new`] keeps for [`Automations::start`].
@@ -171,11 +177,34 @@ pub(crate) struct Pending {
 }
 
 impl Automations {
-    /// The handle, before the driver runs (requests wait for it).
-    pub(crate) fn new() -> (Self, Pending) {
+    /// The handle, before the driver runs (requests wait for it), with
+    /// the configured automations' MQTT trigger topics.
+    pub(crate) fn new(topics: BTreeSet<String>) -> (Self, Pending) {
         let (requests, rx) = mpsc::channel(REQUESTS);
         let (events, _) = broadcast::channel(EVENTS);
-        (Self { requests, events }, Pending { requests: rx })
+        let topics = Arc::new(topics);
+        (
+            Self {
+                requests,
+                events,
+                topics,
+            },
+            Pending { requests: rx },
+        )
+    }
+
+    /// The topics MQTT triggers listen on.
+    pub(crate) fn mqtt_topics(&self) -> &BTreeSet<String> {
+        &self.topics
+    }
+
+    /// A message arrived on an automation's trigger topic. Never waits: a
+    /// trigger storm beyond the request queue is dropped (and logged).
+    pub(crate) fn mqtt_trigger(&self, topic: String) {
+        let (tx, _) = oneshot::channel();
+        if self.requests.try_send((Op::Mqtt(topic), tx)).is_err() {
+            tracing::warn!("automations are busy: an MQTT trigger was dropped");
+        }
     }
 
     /// Outcome events from now on.
@@ -453,7 +482,8 @@ impl Driver {
                     Verdict::Ask => {
                         let automation_name = automation.name.clone();
                         let detail = json!({
-                            "approval": format!("{service}.{action} is {} risk, above this automation's auto_approve_up_to ({}): approve with `droidwarden automations approve {automation_name}` or deny it", spec.risk.as_str(), automation.auto_approve_up_to.as_str()),
+                            "approval_id": format!("automation:{automation_name}"),
+                            "approval": format!("{service}.{action} is {} risk, above this automation's auto_approve_up_to ({}): approve with `droidwarden automations approve {automation_name}` (or MQTT cmd/approve with approval_id \"automation:{automation_name}\") or deny it", spec.risk.as_str(), automation.auto_approve_up_to.as_str()),
                             "service": service,
                             "action": action,
                             "risk": spec.risk,
@@ -661,6 +691,12 @@ impl Driver {
                 let automation = model::parse("definition", &definition, &self.context)
                     .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
                 let name = automation.name.clone();
+                if matches!(automation.trigger, model::Trigger::Mqtt { .. }) {
+                    return Err(WireError::new(
+                        ErrorCode::InvalidParams,
+                        "definition.trigger: an MQTT trigger is subscribed at start: put it in the configuration's [[automations]]",
+                    ));
+                }
                 if self.engine.get(&name).is_some() {
                     return Err(WireError::new(
                         ErrorCode::InvalidRequest,
@@ -672,6 +708,10 @@ impl Driver {
                 self.perform(out, true).await;
                 let (a, r, enabled) = self.engine.get(&name).ok_or_else(|| not_found(&name))?;
                 Ok(summary(a, r, enabled, true))
+            }
+            Op::Mqtt(topic) => {
+                self.step(Input::Mqtt { topic: &topic }).await;
+                Ok(Value::Null)
             }
             Op::Remove(name) => {
                 self.engine.get(&name).ok_or_else(|| not_found(&name))?;
@@ -700,6 +740,7 @@ fn summary(a: &Automation, r: &engine::Record, enabled: bool, added: bool) -> Va
         "description": a.description,
         "enabled": enabled,
         "trigger": a.trigger.describe(),
+        "time_zone": a.time_zone_name.as_deref().unwrap_or("system"),
         "action": a.action.kind(),
         "source": if added { "added" } else { "config" },
         "runs": r.runs,

@@ -412,6 +412,35 @@ pub(crate) fn parse(key: &str, value: &Value, cx: &Context) -> Result<Automation
     })
 }
 
+/// Every `[[automations]]` table; names must differ.
+///
+/// # Errors
+/// The first problem, naming `automations[i].<key>`.
+pub(crate) fn parse_all(values: &[Value], cx: &Context) -> Result<Vec<Automation>, String> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(values.len());
+    for (i, v) in values.iter().enumerate() {
+        let key = format!("automations[{i}]");
+        let a = parse(&key, v, cx)?;
+        if !seen.insert(a.name.clone()) {
+            return Err(format!("{key}.name: {} is defined twice", a.name));
+        }
+        out.push(a);
+    }
+    Ok(out)
+}
+
+/// The topics of the MQTT triggers among `automations`.
+pub(crate) fn mqtt_topics(automations: &[Automation]) -> BTreeSet<String> {
+    automations
+        .iter()
+        .filter_map(|a| match &a.trigger {
+            Trigger::Mqtt { topic } => Some(topic.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// An MQTT topic name we may publish on or match exactly: no wildcards.
 fn check_topic(topic: &str) -> Result<(), String> {
     if topic.is_empty() || topic.len() > 512 {
@@ -743,9 +772,11 @@ mod tests {
         ));
     }
 
+    type Change = Box<dyn FnOnce(&mut Value)>;
+
     #[test]
     fn problems_name_their_key() {
-        let cases: Vec<(Box<dyn FnOnce(&mut Value)>, &str)> = vec![
+        let cases: Vec<(Change, &str)> = vec![
             (
                 Box::new(|v| v["trigger"] = json!({"kind": "cron", "cron": "61 * * * *"})),
                 "automations[0].trigger.cron:",

@@ -27,6 +27,11 @@ pub(crate) enum Request {
         prompt: String,
         session: Option<String>,
     },
+    /// `cmd/automation`: manage automations (docs/automations.md).
+    Automation {
+        id: Option<String>,
+        op: crate::automations::Op,
+    },
     /// `cmd/approve`: a person's answer to an approval request.
     Approve {
         id: Option<String>,
@@ -42,6 +47,7 @@ impl Request {
             Self::Call { id, .. }
             | Self::Devices { id }
             | Self::Ask { id, .. }
+            | Self::Automation { id, .. }
             | Self::Approve { id, .. } => id.as_deref(),
         }
     }
@@ -77,6 +83,7 @@ pub(crate) enum Kind {
     Devices,
     Ask,
     Approve,
+    Automation,
 }
 
 impl Kind {
@@ -87,12 +94,13 @@ impl Kind {
             "devices" => Self::Devices,
             "ask" => Self::Ask,
             "approve" => Self::Approve,
+            "automation" => Self::Automation,
             _ => return None,
         })
     }
 
     /// Every command name, for error messages.
-    pub(crate) const NAMES: &'static str = "call, devices, ask, approve";
+    pub(crate) const NAMES: &'static str = "call, devices, ask, approve, automation";
 }
 
 /// Parse a command payload. `id_optional` is true when an MQTT 5 response
@@ -149,6 +157,7 @@ pub(crate) fn parse(
         Kind::Call => parse_call(id, obj),
         Kind::Ask => parse_ask(id, obj),
         Kind::Approve => parse_approve(id, obj),
+        Kind::Automation => parse_automation(id, obj),
     }
 }
 
@@ -190,6 +199,35 @@ fn parse_ask(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request,
         })
     })();
     fields.map_err(|message| invalid(id, message))
+}
+
+/// `cmd/automation`: `op`, `name`, `definition`. Approving an automation's
+/// call is not an op here: it goes through `cmd/approve` (with the
+/// approval id `automation:<name>`), whose access rules decide who may.
+fn parse_automation(id: Option<String>, obj: Map<String, Value>) -> Result<Request, Rejected> {
+    if let Some(key) = obj
+        .keys()
+        .find(|k| !["op", "name", "definition"].contains(&k.as_str()))
+    {
+        return Err(invalid(
+            id,
+            format!("unknown field {key:?}; cmd/automation takes id, op, name, definition"),
+        ));
+    }
+    let op = crate::automations::Op::parse(&Value::Object(obj)).map_err(|error| Rejected {
+        id: id.clone(),
+        error,
+    })?;
+    if matches!(
+        op,
+        crate::automations::Op::Approve(_) | crate::automations::Op::Deny(_)
+    ) {
+        return Err(invalid(
+            id,
+            "approve and deny go to cmd/approve, with approval_id \"automation:<name>\"",
+        ));
+    }
+    Ok(Request::Automation { id, op })
 }
 
 fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
