@@ -137,6 +137,10 @@ pub(crate) enum Command {
     /// Run a skill through the running daemon.
     #[command(subcommand)]
     Skill(crate::skills_cli::SkillCommand),
+    /// Automations: schedules and triggers that run calls or the agent
+    /// (docs/automations.md).
+    #[command(subcommand)]
+    Automations(crate::automations::cli::AutomationsCommand),
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -320,6 +324,7 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Session(SessionCommand::Show { id, bus }) => {
             agent_cli::show_session(&config, bus, &id).await
         }
+        Command::Automations(command) => crate::automations::cli::run(&config, command).await,
         Command::Config(ConfigCommand::Check) => {
             print_config_summary(&config);
             ExitCode::SUCCESS

@@ -55,7 +55,11 @@ pub(crate) struct RawConfig {
     agent: RawAgentConfig,
     #[serde(default)]
     phone_services: droidwarden_services::RawPhoneServices,
+    #[serde(default)]
     mcp: crate::mcp::RawMcpConfig,
+    /// Checked by `automations::model::parse` (docs/automations.md).
+    #[serde(default)]
+    automations: Vec<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -172,6 +176,10 @@ pub(crate) struct Config {
     pub(crate) phone_services: droidwarden_services::PhonePolicy,
     /// MCP, both ways (`[mcp]`, docs/mcp.md).
     pub(crate) mcp: crate::mcp::McpConfig,
+    /// `[[automations]]`, checked, and what run-time additions are checked
+    /// against.
+    pub(crate) automations: Vec<crate::automations::model::Automation>,
+    pub(crate) automation_context: crate::automations::model::Context,
     /// The file given with `--config` (`None`: the system file when it
     /// exists), so that a reload reads the same layers again.
     pub(crate) source: Option<PathBuf>,
@@ -503,7 +511,21 @@ impl TryFrom<RawConfig> for Config {
                 "must be at most 86400000 (a day)",
             ));
         }
+        let agent = AgentConfig::try_from(raw.agent).map_err(agent_config_error)?;
+        let automation_context = crate::automations::model::Context {
+            devices: names
+                .values()
+                .chain(companions.values())
+                .map(|n: &DeviceName| n.to_string())
+                .collect(),
+            agent_up_to: agent.approval.auto_approve_up_to,
+        };
+        let automations =
+            crate::automations::model::parse_all(&raw.automations, &automation_context)
+                .map_err(ConfigError)?;
         Ok(Config {
+            automations,
+            automation_context,
             companion: CompanionConfig {
                 request_timeout: Duration::from_millis(companion.request_timeout_ms),
                 queue_ttl: Duration::from_millis(companion.queue_ttl_ms),
@@ -531,7 +553,7 @@ impl TryFrom<RawConfig> for Config {
             } else {
                 Some(LlmConfig::try_from(raw.llm).map_err(agent_config_error)?)
             },
-            agent: AgentConfig::try_from(raw.agent).map_err(agent_config_error)?,
+            agent,
             phone_services: droidwarden_services::PhonePolicy::try_from(raw.phone_services)
                 .map_err(|e| bad(&e.key, e.reason))?,
             mcp: crate::mcp::McpConfig::try_from(raw.mcp).map_err(ConfigError)?,

@@ -162,8 +162,33 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         .unwrap_or_else(|| crate::dbus::p2p::daemon_path(&config.state_dir));
     // The event centre (daemon/src/events.rs): every consumer below reads
     // the bus, the devices and the agent's notices through it.
-    let centre = Centre::new(hub.clone(), assistant.clone());
-    match crate::dbus::start(config.dbus, &hub, assistant.clone(), &centre, socket).await {
+    // Automations (daemon/src/automations/): the handle now, so D-Bus, MQTT
+    // and the centre have it; the driver starts once everything it runs
+    // through is up. Its events are taken now, so no state is missed.
+    let (automations, automations_pending) = crate::automations::Automations::new(
+        crate::automations::model::mqtt_topics(&config.automations),
+    );
+    let centre = Centre::new(hub.clone(), assistant.clone()).with_automations(automations.clone());
+    let automation_events = centre.subscribe(
+        "automations",
+        Streams {
+            bus: true,
+            devices: true,
+            notices: false,
+            activity: false,
+            automations: false,
+        },
+    );
+    match crate::dbus::start(
+        config.dbus,
+        &hub,
+        assistant.clone(),
+        automations.clone(),
+        &centre,
+        socket,
+    )
+    .await
+    {
         Ok(dbus) => {
             tracker.spawn(crate::dbus::run(dbus, shutdown.clone()));
         }
@@ -243,6 +268,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         hub.clone(),
         companion.clone(),
         assistant.clone(),
+        automations.clone(),
         config.state_dir.clone(),
         delivery.clone(),
         &interrupted,
@@ -337,6 +363,28 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     // subscribed by now: runs a previous process left unfinished can go on.
     if let Some(assistant) = &assistant {
         assistant.resume_interrupted().await;
+    }
+    // Automations run from here on: every path they act through is up.
+    let deps = crate::automations::Deps {
+        automations: config.automations.clone(),
+        context: config.automation_context.clone(),
+        hub: hub.clone(),
+        assistant: assistant.clone(),
+        approval: config.agent.approval.clone(),
+        events: automation_events,
+    };
+    if let Err(e) = crate::automations::start(
+        &automations,
+        automations_pending,
+        deps,
+        &config.state_dir,
+        &tracker,
+        shutdown.clone(),
+    )
+    .await
+    {
+        tracing::error!(error = %e, "cannot read the automations' records");
+        return ExitCode::from(crate::EXIT_IOERR);
     }
 
     let live = reload::Live {

@@ -21,6 +21,7 @@
 //! the receivers and does no I/O.
 
 use crate::assistant::{Activity, Assistant, Notice};
+use crate::automations::{Automations, RunEvent};
 use crate::hub::{BusEvent, Hub};
 use droidwarden_bridge::DeviceEvent;
 use tokio::sync::broadcast::{Receiver, error::RecvError};
@@ -37,6 +38,8 @@ pub(crate) enum Event {
     Notice(Notice),
     /// The agent's runs and open approvals changed.
     Activity(Activity),
+    /// An automation's run started, waits, ended or was skipped or missed.
+    Automation(RunEvent),
     /// This consumer fell behind `stream` and missed events (already
     /// logged, with how many): what it keeps about that stream should be
     /// read afresh.
@@ -55,6 +58,8 @@ pub(crate) enum Stream {
     Devices,
     /// The agent's notices: [`Event::Notice`].
     Notices,
+    /// The automations' runs: [`Event::Automation`].
+    Automations,
 }
 
 impl Stream {
@@ -63,6 +68,7 @@ impl Stream {
             Self::Bus => "bus",
             Self::Devices => "devices",
             Self::Notices => "notices",
+            Self::Automations => "automations",
         }
     }
 }
@@ -78,6 +84,8 @@ pub(crate) struct Streams {
     pub(crate) notices: bool,
     /// [`Event::Activity`].
     pub(crate) activity: bool,
+    /// [`Event::Automation`].
+    pub(crate) automations: bool,
 }
 
 impl Streams {
@@ -87,6 +95,7 @@ impl Streams {
         devices: true,
         notices: true,
         activity: true,
+        automations: true,
     };
 }
 
@@ -95,13 +104,24 @@ impl Streams {
 pub(crate) struct Centre {
     hub: Hub,
     assistant: Option<Assistant>,
+    automations: Option<Automations>,
 }
 
 impl Centre {
     /// The centre over the hub (bus and registry) and the agent, when there
     /// is one.
     pub(crate) fn new(hub: Hub, assistant: Option<Assistant>) -> Self {
-        Self { hub, assistant }
+        Self {
+            hub,
+            assistant,
+            automations: None,
+        }
+    }
+
+    /// The centre with the automations' runs as a stream too.
+    pub(crate) fn with_automations(mut self, automations: Automations) -> Self {
+        self.automations = Some(automations);
+        self
     }
 
     /// A new consumer named `name` (in its log lines) reading `streams`,
@@ -115,6 +135,11 @@ impl Centre {
             devices: streams.devices.then(|| self.hub.registry().subscribe()),
             notices: notices.map(Assistant::subscribe),
             activity: activity.map(Assistant::activity),
+            automations: self
+                .automations
+                .as_ref()
+                .filter(|_| streams.automations)
+                .map(Automations::subscribe),
         }
     }
 }
@@ -127,6 +152,7 @@ pub(crate) struct Events {
     devices: Option<Receiver<DeviceEvent>>,
     notices: Option<Receiver<Notice>>,
     activity: Option<watch::Receiver<Activity>>,
+    automations: Option<Receiver<RunEvent>>,
 }
 
 /// The next item of an optional receiver; never ready without one.
@@ -167,6 +193,14 @@ impl Events {
                         continue;
                     }
                     Err(RecvError::Lagged(n)) => (Stream::Notices, n),
+                },
+                run = next_of(&mut self.automations) => match run {
+                    Ok(run) => return Some(Event::Automation(run)),
+                    Err(RecvError::Closed) => {
+                        self.automations = None;
+                        continue;
+                    }
+                    Err(RecvError::Lagged(n)) => (Stream::Automations, n),
                 },
                 changed = async {
                     match self.activity.as_mut() {

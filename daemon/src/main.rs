@@ -3,6 +3,7 @@
 
 mod agent_cli;
 mod assistant; // The LLM agent in the daemon (docs/agent.md).
+mod automations; // Schedules and triggers that run calls or the agent (docs/automations.md).
 mod broker;
 mod call;
 mod cli;

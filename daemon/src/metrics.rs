@@ -351,7 +351,7 @@ pub(crate) async fn collect(
                 }
                 Some(Event::Notice(notice)) => runs.lock().unwrap_or_else(|e| e.into_inner()).on_notice(&metrics, &notice),
                 Some(Event::Activity(now)) => metrics.on_activity(&now),
-                Some(Event::Lagged { .. }) => {}
+                Some(Event::Lagged { .. } | Event::Automation(_)) => {}
                 None => return,
             },
             _ = tick.tick() => {

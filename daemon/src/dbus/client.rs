@@ -314,6 +314,12 @@ impl Client {
         parse(&text)
     }
 
+    /// `Automation(request)`, parsed (docs/automations.md).
+    pub(crate) async fn automation(&self, request_json: &str) -> Result<Value, WireError> {
+        let text: String = self.invoke("Automation", &(request_json,), QUICK).await?;
+        parse(&text)
+    }
+
     /// `ShowSession(id)`: markdown.
     pub(crate) async fn show_session(&self, session: &str) -> Result<String, WireError> {
         self.invoke("ShowSession", &(session,), QUICK).await

@@ -26,6 +26,7 @@ pub(crate) mod p2p;
 mod status;
 
 use crate::assistant::{self, Assistant, Notice};
+use crate::automations::{self, Automations};
 use crate::config::DbusBus;
 use crate::events::{Centre, Event, Events, Stream, Streams};
 use crate::hub::{BusEvent, CallRequest, Hub};
@@ -155,6 +156,7 @@ pub(crate) async fn start(
     setting: DbusBus,
     hub: &Hub,
     assistant: Option<Assistant>,
+    automations: Automations,
     centre: &Centre,
     socket: PathBuf,
 ) -> Result<Option<Service>, String> {
@@ -184,6 +186,7 @@ pub(crate) async fn start(
         device_count: Arc::clone(&device_count),
         calls: calls.clone(),
         assistant,
+        automations,
     };
     // The socket first: a second daemon finds the first one there even
     // without a bus.
@@ -321,6 +324,14 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
                     })
                     .await;
                 }
+                Event::Automation(run) => {
+                    let (name, outcome) = (run.name.as_str(), run.to_json().to_string());
+                    let outcome = outcome.as_str();
+                    emit_all(targets(), &peers, "AutomationRun", move |e| async move {
+                        Daemon1::automation_run(&e, name, outcome).await
+                    })
+                    .await;
+                }
                 Event::Bus(_) | Event::Activity(_) | Event::Lagged { .. } => {}
             }
         }
@@ -448,6 +459,8 @@ struct Daemon1 {
     device_count: Arc<AtomicU32>,
     calls: TaskTracker,
     assistant: Option<Assistant>,
+    /// Automations' management (`Automation`).
+    automations: Automations,
 }
 
 impl Daemon1 {
@@ -626,6 +639,32 @@ impl Daemon1 {
         let sessions = self.assistant()?.sessions().await?;
         Ok(serde_json::to_string(&sessions).unwrap_or_else(|_| "[]".into()))
     }
+
+    /// Manage automations: `request_json` is `{"op": "list" | "show" |
+    /// "run" | "enable" | "disable" | "approve" | "deny" | "add" |
+    /// "remove", "name": …, "definition": {…}}` (docs/automations.md); the
+    /// answer is JSON.
+    #[zbus(out_args("answer_json"))]
+    async fn automation(&self, request_json: &str) -> Result<String, DbusError> {
+        let body: Value = serde_json::from_str(request_json).map_err(|e| {
+            DbusError(WireError::new(
+                ErrorCode::InvalidRequest,
+                format!("the request is not JSON: {e}"),
+            ))
+        })?;
+        let op = automations::Op::parse(&body)?;
+        Ok(self.automations.request(op).await?.to_string())
+    }
+
+    /// An automation's run started, waits, ended, or was skipped or
+    /// missed: its name and the outcome (as on MQTT
+    /// `automations/<name>/runs`).
+    #[zbus(signal)]
+    async fn automation_run(
+        emitter: &SignalEmitter<'_>,
+        name: &str,
+        outcome_json: &str,
+    ) -> zbus::Result<()>;
 
     /// A session as markdown: the conversation with timestamps, tool calls
     /// and results.

@@ -439,6 +439,7 @@ mod tests {
             device_count: Arc::new(AtomicU32::new(0)),
             calls: TaskTracker::new(),
             assistant: None,
+            automations: crate::automations::Automations::new(Default::default()).0,
         }
     }
 

@@ -34,6 +34,12 @@ pub(crate) enum Request {
         input: Value,
         session: Option<String>,
     },
+    /// `cmd/automation`: manage automations (docs/automations.md).
+    Automation {
+        id: Option<String>,
+        op: crate::automations::Op,
+>>>>>>> w3-auto
+    },
     /// `cmd/approve`: a person's answer to an approval request.
     Approve {
         id: Option<String>,
@@ -50,6 +56,7 @@ impl Request {
             | Self::Devices { id }
             | Self::Ask { id, .. }
             | Self::Skill { id, .. }
+            | Self::Automation { id, .. }
             | Self::Approve { id, .. } => id.as_deref(),
         }
     }
@@ -86,6 +93,7 @@ pub(crate) enum Kind {
     Ask,
     Skill,
     Approve,
+    Automation,
 }
 
 impl Kind {
@@ -97,12 +105,14 @@ impl Kind {
             "ask" => Self::Ask,
             "skill" => Self::Skill,
             "approve" => Self::Approve,
+            "automation" => Self::Automation,
             _ => return None,
         })
     }
 
     /// Every command name, for error messages.
-    pub(crate) const NAMES: &'static str = "call, devices, ask, skill, approve";
+    pub(crate) const NAMES: &'static str = "call, devices, ask, skill, approve, automation";
+>>>>>>> w3-auto
 }
 
 /// Parse a command payload. `id_optional` is true when an MQTT 5 response
@@ -160,6 +170,7 @@ pub(crate) fn parse(
         Kind::Ask => parse_ask(id, obj),
         Kind::Skill => parse_skill(id, obj),
         Kind::Approve => parse_approve(id, obj),
+        Kind::Automation => parse_automation(id, obj),
     }
 }
 
@@ -226,6 +237,36 @@ fn parse_skill(id: Option<String>, mut obj: Map<String, Value>) -> Result<Reques
         })
     })();
     fields.map_err(|message| invalid(id, message))
+}
+
+/// `cmd/automation`: `op`, `name`, `definition`. Approving an automation's
+/// call is not an op here: it goes through `cmd/approve` (with the
+/// approval id `automation:<name>`), whose access rules decide who may.
+fn parse_automation(id: Option<String>, obj: Map<String, Value>) -> Result<Request, Rejected> {
+    if let Some(key) = obj
+        .keys()
+        .find(|k| !["op", "name", "definition"].contains(&k.as_str()))
+    {
+        return Err(invalid(
+            id,
+            format!("unknown field {key:?}; cmd/automation takes id, op, name, definition"),
+        ));
+    }
+    let op = crate::automations::Op::parse(&Value::Object(obj)).map_err(|error| Rejected {
+        id: id.clone(),
+        error,
+    })?;
+    if matches!(
+        op,
+        crate::automations::Op::Approve(_) | crate::automations::Op::Deny(_)
+    ) {
+        return Err(invalid(
+            id,
+            "approve and deny go to cmd/approve, with approval_id \"automation:<name>\"",
+        ));
+    }
+    Ok(Request::Automation { id, op })
+>>>>>>> w3-auto
 }
 
 fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {

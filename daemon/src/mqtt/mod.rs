@@ -53,6 +53,7 @@ mod router;
 pub(crate) mod topics;
 
 use crate::assistant::{self, Assistant, Origin};
+use crate::automations::Automations;
 use crate::config::{BrokerTarget, MqttSettings};
 use crate::delivery::{DeliveryStore, Interrupted};
 use crate::events::{Event, Events, Stream};
@@ -107,6 +108,8 @@ pub(crate) struct Mqtt {
     companion: CompanionHub,
     /// The agent, when a language model is configured.
     assistant: Option<Assistant>,
+    /// Automations: `cmd/automation`, their approvals and MQTT triggers.
+    automations: Automations,
     dedupe: Dedupe,
     /// Command handlers in flight.
     calls: TaskTracker,
@@ -129,11 +132,16 @@ pub(crate) struct Mqtt {
 /// `interrupted` are the calls a previous process left in flight: their
 /// `error` status is published with the first retained topics, before any
 /// command is served.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "each is a handle the MQTT side keeps; a struct of them would be unpacked again at once"
+)]
 pub(crate) fn connect(
     settings: MqttSettings,
     hub: Hub,
     companion: CompanionHub,
     assistant: Option<Assistant>,
+    automations: Automations,
     state_dir: PathBuf,
     delivery: DeliveryStore,
     interrupted: &[Interrupted],
@@ -185,6 +193,7 @@ pub(crate) fn connect(
             prefix: settings.prefix.clone(),
             discovery: settings.discovery.clone(),
             max_payload: settings.max_payload,
+            automation_topics: automations.mqtt_topics().clone(),
         },
         interrupted,
         std::time::SystemTime::now(),
@@ -196,6 +205,7 @@ pub(crate) fn connect(
         hub,
         companion,
         assistant,
+        automations,
         calls: TaskTracker::new(),
         discovery_file: state_dir.join("ha-discovery.json"),
         resync: Notify::new(),
@@ -463,7 +473,11 @@ impl Mqtt {
                 }
                 Action::Publish(outbound) => self.publish(outbound).await,
                 Action::SaveDiscovered(names) => self.save_discovered(names).await,
-                Action::Ack | Action::Run(_) | Action::HaCall { .. } | Action::Companion(_) => {
+                Action::Ack
+                | Action::Run(_)
+                | Action::HaCall { .. }
+                | Action::Companion(_)
+                | Action::AutomationTrigger { .. } => {
                     tracing::error!(?action, "an action for an incoming message without one");
                 }
             }
@@ -505,6 +519,7 @@ impl Mqtt {
                     }
                 },
                 Action::Companion(message) => self.companion_message(message),
+                Action::AutomationTrigger { topic } => self.automations.mqtt_trigger(topic),
                 Action::Subscribe(_) | Action::Ready | Action::SaveDiscovered(_) => {
                     tracing::error!(?action, "an action out of place for an incoming message");
                 }
@@ -774,6 +789,10 @@ impl Mqtt {
                 reason,
                 ..
             } => answer_approval(self, id, &approval_id, approve, &reason).await,
+            Request::Automation { op, .. } => match self.automations.request(op).await {
+                Ok(answer) => api::ok_reply(id, &answer),
+                Err(error) => api::error_reply(id, &error),
+            },
         })
     }
 
@@ -879,6 +898,21 @@ async fn answer_approval(
     approve: bool,
     reason: &Option<String>,
 ) -> Value {
+    // An automation's call waiting for approval (docs/automations.md).
+    if let Some(name) = approval_id.strip_prefix("automation:") {
+        let op = if approve {
+            crate::automations::Op::Approve(name.to_owned())
+        } else {
+            crate::automations::Op::Deny(name.to_owned())
+        };
+        return match mqtt.automations.request(op).await {
+            Ok(_) => api::ok_reply(
+                id,
+                &json!({"approval_id": approval_id, "decision": if approve { "approve" } else { "deny" }}),
+            ),
+            Err(error) => api::error_reply(id, &error),
+        };
+    }
     let Some(assistant) = &mqtt.assistant else {
         return api::error_reply(id, &assistant::disabled());
     };

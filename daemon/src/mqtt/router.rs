@@ -57,6 +57,9 @@ pub(crate) struct Settings {
     pub(crate) discovery: Option<String>,
     /// Largest command payload accepted.
     pub(crate) max_payload: usize,
+    /// The topics automations are triggered by (`kind = "mqtt"`):
+    /// subscribed after every connection, without retained messages.
+    pub(crate) automation_topics: BTreeSet<String>,
 }
 
 /// A topic, parsed by the rule that matched it.
@@ -217,6 +220,8 @@ pub(crate) enum Action {
     Companion(CompanionMessage),
     /// Record the devices whose discovery configs are published.
     SaveDiscovered(Vec<String>),
+    /// A message on an automation's trigger topic.
+    AutomationTrigger { topic: String },
 }
 
 /// What happened, for the router to decide on.
@@ -381,6 +386,16 @@ impl Router {
                     filter: (rule.filter)(&self.topics),
                     retained: rule.retained.clone(),
                 })
+                // A retained trigger would fire at every start.
+                .chain(
+                    self.settings
+                        .automation_topics
+                        .iter()
+                        .map(|t| Subscription {
+                            filter: t.clone(),
+                            retained: RetainForwardRule::Never,
+                        }),
+                )
                 .collect(),
         ));
         out.push(Action::Ready);
@@ -408,7 +423,13 @@ impl Router {
             .find_map(|rule| (rule.route)(&self.topics, topic).map(|route| (rule, route)))
         else {
             out.push(Action::Ack);
-            tracing::debug!(topic, "ignoring a message on an unexpected topic");
+            if self.settings.automation_topics.contains(topic) && !m.retain {
+                out.push(Action::AutomationTrigger {
+                    topic: topic.to_owned(),
+                });
+            } else {
+                tracing::debug!(topic, "ignoring a message on an unexpected topic");
+            }
             return;
         };
         if rule.command && !self.taking_commands {
@@ -735,6 +756,13 @@ impl Router {
                 out.push(self.save_discovered());
             }
             Event::Notice(notice) => self.notice(notice, out),
+            Event::Automation(run) => {
+                let body = run.to_json();
+                self.send_json(self.topics.automation_runs(&run.name), &body, true, out);
+                if let Some(topic) = run.notify.clone().filter(|_| run.is_final()) {
+                    self.send_json(topic, &body, false, out);
+                }
+            }
             // Lagging devices are answered with `Input::Devices`; the other
             // streams leave nothing stale here (the next status or state
             // replaces the topic).
@@ -976,6 +1004,7 @@ mod tests {
                 prefix: "dw".into(),
                 discovery: discovery.then(|| "homeassistant".into()),
                 max_payload: 1024,
+                automation_topics: BTreeSet::new(),
             },
             &[],
             SystemTime::UNIX_EPOCH,
@@ -1509,6 +1538,7 @@ mod tests {
                 prefix: "dw".into(),
                 discovery: None,
                 max_payload: 1024,
+                automation_topics: BTreeSet::new(),
             },
             &interrupted,
             SystemTime::UNIX_EPOCH,

@@ -55,6 +55,11 @@ impl Topics {
         format!("{}/errors", self.prefix)
     }
 
+    /// An automation's runs: each run's outcome (retained: the last one).
+    pub(crate) fn automation_runs(&self, name: &str) -> String {
+        format!("{}/automations/{name}/runs", self.prefix)
+    }
+
     pub(crate) fn device_availability(&self, device: &str) -> String {
         format!("{}/devices/{device}/availability", self.prefix)
     }

@@ -1,0 +1,756 @@
+//! Automations: the daemon acting on its own, on a schedule or when
+//! something happens (docs/automations.md).
+//!
+//! * [`model`] — what an automation is, and how a definition (the
+//!   configuration's `[[automations]]`, `automations add`) is checked into
+//!   one, with errors that name the key.
+//! * [`engine`] — the pure state machine: triggers, debounce, conditions,
+//!   the rate limit, misfires after downtime, the records; driven with an
+//!   injected time and unit-tested without I/O.
+//! * [`store`] — the records (and the definitions added at run time) in
+//!   `<state dir>/automations.json`.
+//! * This file — the thin driver: one task owns the engine, reads the
+//!   event centre (states, availability, phone events), wakes at the
+//!   engine's next due time, saves the records before it performs a run,
+//!   and performs runs on the daemon's tasks: a catalogue call through
+//!   [`Hub::call`] (validation, order, status events like any caller's)
+//!   under the automation's approval policy, an agent prompt in the
+//!   session `automation-<name>`, or a notification. Each outcome goes out
+//!   as an [`RunEvent`] on the centre: MQTT publishes it on
+//!   `<prefix>/automations/<name>/runs` (retained) and on the automation's
+//!   `notify` topic.
+//!
+//! [`Automations`] is the handle the management paths share (D-Bus
+//! `Automation`, MQTT `cmd/automation`, and so the CLI): one JSON request,
+//! one JSON answer ([`Automations::request`]).
+//!
+//! A risky call (above the automation's `auto_approve_up_to`, which is
+//! never above the agent's) waits, as the run's `waiting_approval`
+//! outcome, for `droidwarden automations approve NAME` (or `deny`), at
+//! most the agent's approval timeout; the deny list of `[agent.approval]`
+//! applies too. Such a wait is kept in memory only: a restart records the
+//! run as interrupted, and does not run it.
+
+pub(crate) mod cli;
+pub(crate) mod engine;
+pub(crate) mod model;
+pub(crate) mod store;
+
+use crate::assistant::Assistant;
+use crate::events::{Event, Events};
+use crate::hub::{BusEvent, Call, Hub};
+use droidwarden_agent::ApprovalPolicy;
+use droidwarden_agent::policy::Verdict;
+use droidwarden_bridge::DeviceEvent;
+use droidwarden_services::{ErrorCode, WireError};
+use engine::{Engine, Input, Outcome, Output, Status};
+use jiff::Timestamp;
+use model::{Action, Automation, Context};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Requests waiting for the driver. Management is occasional (people and
+/// Home Assistant); 64 absorbs a burst, beyond it a request waits.
+const REQUESTS: usize = 64;
+/// How long a management request waits for the driver.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Outcome events waiting for a slow consumer.
+const EVENTS: usize = 1024;
+/// The longest sleep between looks at the clock, so that a wall-clock
+/// jump (suspend, NTP) is noticed within it.
+const MAX_SLEEP: Duration = Duration::from_secs(30);
+/// The longest an agent prompt's run is waited for.
+const PROMPT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// A run's outcome, for MQTT and D-Bus.
+#[derive(Debug, Clone)]
+pub(crate) struct RunEvent {
+    pub(crate) name: String,
+    pub(crate) outcome: Outcome,
+    /// The automation's `notify` topic.
+    pub(crate) notify: Option<String>,
+}
+
+impl RunEvent {
+    /// The payload of `automations/<name>/runs` and of the notify topic.
+    pub(crate) fn to_json(&self) -> Value {
+        let mut v = json!(self.outcome);
+        v["automation"] = json!(self.name);
+        v["at"] = json!(rfc3339(self.outcome.at_ms));
+        if let Some(done) = self.outcome.finished_ms {
+            v["finished_at"] = json!(rfc3339(done));
+        }
+        v
+    }
+
+    /// Whether the run is over (a notification is sent then).
+    pub(crate) fn is_final(&self) -> bool {
+        !matches!(
+            self.outcome.status,
+            Status::Running | Status::WaitingApproval
+        )
+    }
+}
+
+fn rfc3339(ms: i64) -> String {
+    Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// A management request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Op {
+    List,
+    Show(String),
+    Run(String),
+    Enable(String),
+    Disable(String),
+    Approve(String),
+    Deny(String),
+    Add(Value),
+    Remove(String),
+    /// A message on an MQTT trigger topic (from the MQTT side only).
+    Mqtt(String),
+}
+
+impl Op {
+    /// Parse `{"op": "...", "name": "...", "definition": {...}}`.
+    ///
+    /// # Errors
+    /// `invalid_request` naming what is wrong.
+    pub(crate) fn parse(body: &Value) -> Result<Self, WireError> {
+        let bad = |m: String| WireError::new(ErrorCode::InvalidRequest, m);
+        let op = body.get("op").and_then(Value::as_str).ok_or_else(|| {
+            bad("op: missing (list, show, run, enable, disable, approve, deny, add, remove)".into())
+        })?;
+        let name = || {
+            body.get("name")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| bad(format!("name: missing (op {op} needs it)")))
+        };
+        Ok(match op {
+            "list" => Self::List,
+            "show" => Self::Show(name()?),
+            "run" => Self::Run(name()?),
+            "enable" => Self::Enable(name()?),
+            "disable" => Self::Disable(name()?),
+            "approve" => Self::Approve(name()?),
+            "deny" => Self::Deny(name()?),
+            "remove" => Self::Remove(name()?),
+            "add" => Self::Add(
+                body.get("definition")
+                    .cloned()
+                    .ok_or_else(|| bad("definition: missing (op add needs it)".into()))?,
+            ),
+            other => {
+                return Err(bad(format!(
+                    "op: {other:?} is not one of list, show, run, enable, disable, approve, deny, add, remove"
+                )));
+            }
+        })
+    }
+}
+
+type Reply = oneshot::Sender<Result<Value, WireError>>;
+
+/// The handle: management requests and the outcome events. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Automations {
+    requests: mpsc::Sender<(Op, Reply)>,
+    events: broadcast::Sender<RunEvent>,
+    /// The configured MQTT trigger topics (subscribed by the MQTT side).
+    topics: Arc<BTreeSet<String>>,
+}
+
+/// What [`Automations::new`] keeps for [`Automations::start`].
+#[derive(Debug)]
+pub(crate) struct Pending {
+    requests: mpsc::Receiver<(Op, Reply)>,
+}
+
+impl Automations {
+    /// The handle, before the driver runs (requests wait for it), with
+    /// the configured automations' MQTT trigger topics.
+    pub(crate) fn new(topics: BTreeSet<String>) -> (Self, Pending) {
+        let (requests, rx) = mpsc::channel(REQUESTS);
+        let (events, _) = broadcast::channel(EVENTS);
+        let topics = Arc::new(topics);
+        (
+            Self {
+                requests,
+                events,
+                topics,
+            },
+            Pending { requests: rx },
+        )
+    }
+
+    /// The topics MQTT triggers listen on.
+    pub(crate) fn mqtt_topics(&self) -> &BTreeSet<String> {
+        &self.topics
+    }
+
+    /// A message arrived on an automation's trigger topic. Never waits: a
+    /// trigger storm beyond the request queue is dropped (and logged).
+    pub(crate) fn mqtt_trigger(&self, topic: String) {
+        let (tx, _) = oneshot::channel();
+        if self.requests.try_send((Op::Mqtt(topic), tx)).is_err() {
+            tracing::warn!("automations are busy: an MQTT trigger was dropped");
+        }
+    }
+
+    /// Outcome events from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<RunEvent> {
+        self.events.subscribe()
+    }
+
+    /// Perform a management request.
+    ///
+    /// # Errors
+    /// The request's error (`not_found`, `invalid_request` …), or
+    /// `internal` when the driver is gone or does not answer in time.
+    pub(crate) async fn request(&self, op: Op) -> Result<Value, WireError> {
+        let gone = || {
+            let mut e = WireError::new(ErrorCode::Internal, "automations are not running");
+            e.retryable = true;
+            e
+        };
+        let (tx, rx) = oneshot::channel();
+        tokio::time::timeout(REQUEST_TIMEOUT, async {
+            self.requests.send((op, tx)).await.map_err(|_| gone())?;
+            rx.await.map_err(|_| gone())?
+        })
+        .await
+        .map_err(|_| gone())?
+    }
+}
+
+/// What the driver needs.
+#[derive(Debug)]
+pub(crate) struct Deps {
+    pub(crate) automations: Vec<Automation>,
+    pub(crate) context: Context,
+    pub(crate) hub: Hub,
+    pub(crate) assistant: Option<Assistant>,
+    /// `[agent.approval]`: its deny list and timeout apply.
+    pub(crate) approval: ApprovalPolicy,
+    pub(crate) events: Events,
+}
+
+/// Load the records and start the driver.
+///
+/// # Errors
+/// The store cannot be read.
+pub(crate) async fn start(
+    handle: &Automations,
+    pending: Pending,
+    deps: Deps,
+    state_dir: &Path,
+    tracker: &TaskTracker,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let store = store::Store::new(state_dir);
+    let document = store.load().await?;
+    let mut automations = deps.automations;
+    let mut added = BTreeMap::new();
+    for (name, definition) in document.added {
+        if automations.iter().any(|a| a.name == name) {
+            tracing::warn!(
+                automation = name,
+                "an automation added at run time is now in the configuration; the configuration's is used"
+            );
+            continue;
+        }
+        match model::parse(
+            &format!("added automation {name}"),
+            &definition,
+            &deps.context,
+        ) {
+            Ok(a) => {
+                automations.push(a);
+                added.insert(name, definition);
+            }
+            Err(e) => {
+                tracing::error!(automation = name, error = %e, "an automation added at run time is no longer valid; it is not loaded")
+            }
+        }
+    }
+    let count = automations.len();
+    let (mut engine, first) = Engine::new(automations, document.records, Timestamp::now());
+    for info in deps.hub.registry().list() {
+        engine.seed_online(info.name.as_str(), info.online);
+    }
+    let (done_tx, done_rx) = mpsc::channel(REQUESTS);
+    let mut driver = Driver {
+        engine,
+        added,
+        store,
+        context: deps.context,
+        hub: deps.hub,
+        assistant: deps.assistant,
+        approval: deps.approval,
+        announce: handle.events.clone(),
+        waiting: HashMap::new(),
+        done: done_tx,
+        tracker: tracker.clone(),
+        shutdown: shutdown.clone(),
+    };
+    tracing::info!(automations = count, file = %driver.store.path().display(), "automations ready");
+    driver.perform(first, true).await;
+    tracker.spawn(driver.run(deps.events, pending.requests, done_rx, shutdown));
+    Ok(())
+}
+
+/// A run's end, from its task.
+#[derive(Debug)]
+enum Done {
+    Finished {
+        name: String,
+        run: u64,
+        status: Status,
+        detail: Value,
+    },
+    /// An approval's time ran out.
+    Expired { name: String, run: u64 },
+}
+
+/// A call waiting for a person.
+#[derive(Debug)]
+struct Waiting {
+    run: u64,
+    call: Call,
+}
+
+#[derive(Debug)]
+struct Driver {
+    engine: Engine,
+    added: BTreeMap<String, Value>,
+    store: store::Store,
+    context: Context,
+    hub: Hub,
+    assistant: Option<Assistant>,
+    approval: ApprovalPolicy,
+    announce: broadcast::Sender<RunEvent>,
+    /// Calls waiting for approval, by automation.
+    waiting: HashMap<String, Waiting>,
+    done: mpsc::Sender<Done>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl Driver {
+    async fn run(
+        mut self,
+        mut events: Events,
+        mut requests: mpsc::Receiver<(Op, Reply)>,
+        mut done: mpsc::Receiver<Done>,
+        shutdown: CancellationToken,
+    ) {
+        let mut events_open = true;
+        loop {
+            let sleep = match self.engine.next_wake() {
+                Some(t) => {
+                    let ms = t.as_millisecond() - Timestamp::now().as_millisecond();
+                    Duration::from_millis(ms.max(0) as u64).min(MAX_SLEEP)
+                }
+                None => MAX_SLEEP,
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(sleep) => self.step(Input::Tick).await,
+                event = events.next(), if events_open => match event {
+                    Some(event) => self.on_event(&event).await,
+                    None => events_open = false,
+                },
+                Some((op, reply)) = requests.recv() => {
+                    let answer = self.manage(op).await;
+                    let _ = reply.send(answer);
+                }
+                Some(d) = done.recv() => self.on_done(d).await,
+            }
+        }
+        if let Err(e) = self.save().await {
+            tracing::warn!(error = %e, "cannot save the automations' records at shutdown");
+        }
+    }
+
+    async fn on_event(&mut self, event: &Event) {
+        let input = match event {
+            Event::Device(DeviceEvent::Availability { device, online, .. }) => {
+                Input::Availability {
+                    device: device.as_str(),
+                    online: *online,
+                }
+            }
+            Event::Bus(BusEvent::State(s)) => Input::State {
+                device: s.device.as_str(),
+                service: s.service,
+                state: &s.state,
+            },
+            Event::Bus(BusEvent::PhoneEvent { device, kind, .. }) => Input::PhoneEvent {
+                device: device.as_str(),
+                kind,
+            },
+            _ => return,
+        };
+        self.step(input).await;
+    }
+
+    /// A step whose input names no automation (cannot fail).
+    async fn step(&mut self, input: Input<'_>) {
+        match self.engine.step(Timestamp::now(), input) {
+            Ok(out) => self.perform(out, false).await,
+            Err(e) => tracing::warn!(error = %e, "automation step"),
+        }
+    }
+
+    async fn save(&mut self) -> std::io::Result<()> {
+        let document = store::Document {
+            records: self.engine.records(),
+            added: self.added.clone(),
+        };
+        self.store.save(&document).await
+    }
+
+    /// Save (when anything changed), then announce and run.
+    async fn perform(&mut self, out: Vec<Output>, force_save: bool) {
+        if (self.engine.take_dirty() || force_save || !out.is_empty())
+            && let Err(e) = self.save().await
+        {
+            // Running without a record risks a repeat after a restart;
+            // not running risks a lost run. A full disk is loud either way.
+            tracing::error!(error = %e, file = %self.store.path().display(), "cannot save the automations' records");
+        }
+        for o in out {
+            match o {
+                Output::Announce { name, outcome } => self.announce(name, outcome),
+                Output::Run { name, run, trigger } => self.start_run(name, run, trigger),
+            }
+        }
+    }
+
+    fn announce(&self, name: String, outcome: Outcome) {
+        let notify = self
+            .engine
+            .get(&name)
+            .and_then(|(a, _, _)| a.notify.clone());
+        match outcome.status {
+            Status::Error | Status::Denied | Status::Interrupted => {
+                tracing::warn!(automation = name, run = outcome.run, status = ?outcome.status, detail = %outcome.detail, "automation run")
+            }
+            _ => {
+                tracing::info!(automation = name, run = outcome.run, status = ?outcome.status, trigger = outcome.trigger, "automation run")
+            }
+        }
+        let _ = self.announce.send(RunEvent {
+            name,
+            outcome,
+            notify,
+        });
+    }
+
+    fn start_run(&mut self, name: String, run: u64, trigger: String) {
+        let Some((automation, _, _)) = self.engine.get(&name) else {
+            return;
+        };
+        let done = self.done.clone();
+        let finish = move |status, detail| Done::Finished {
+            name: name.clone(),
+            run,
+            status,
+            detail,
+        };
+        match automation.action.clone() {
+            Action::Call(call) => {
+                let mut policy = self.approval.clone();
+                policy.auto_approve_up_to = automation.auto_approve_up_to;
+                let spec = call.command.spec();
+                let (service, action) = (call.command.service_id(), spec.name);
+                match policy.decide(service, action, spec.risk) {
+                    Verdict::Allow => self.call(finish, call),
+                    Verdict::Deny(why) => {
+                        let _ = done.try_send(finish(Status::Denied, json!({"denied": why})));
+                    }
+                    Verdict::Ask => {
+                        let automation_name = automation.name.clone();
+                        let detail = json!({
+                            "approval_id": format!("automation:{automation_name}"),
+                            "approval": format!("{service}.{action} is {} risk, above this automation's auto_approve_up_to ({}): approve with `droidwarden automations approve {automation_name}` (or MQTT cmd/approve with approval_id \"automation:{automation_name}\") or deny it", spec.risk.as_str(), automation.auto_approve_up_to.as_str()),
+                            "service": service,
+                            "action": action,
+                            "risk": spec.risk,
+                            "params": call.command.params_json(),
+                            "expires_in_s": policy.timeout.as_secs(),
+                        });
+                        self.waiting
+                            .insert(automation_name.clone(), Waiting { run, call });
+                        let _ = done.try_send(finish(Status::WaitingApproval, detail));
+                        let (timeout, shutdown, done) =
+                            (policy.timeout, self.shutdown.clone(), self.done.clone());
+                        self.tracker.spawn(async move {
+                            tokio::select! {
+                                () = shutdown.cancelled() => {}
+                                () = tokio::time::sleep(timeout) => {
+                                    let _ = done.send(Done::Expired { name: automation_name, run }).await;
+                                }
+                            }
+                        });
+                    }
+                }
+            }
+            Action::Prompt { prompt } => {
+                let session = format!("automation-{}", automation.name);
+                let assistant = self.assistant.clone();
+                let shutdown = self.shutdown.clone();
+                self.tracker.spawn(async move {
+                    let Some(assistant) = assistant else {
+                        let _ = done
+                            .send(finish(Status::Error, json!({"error": crate::assistant::disabled()})))
+                            .await;
+                        return;
+                    };
+                    let prompt = format!("{prompt}\n\n(Automation run {run}, triggered by: {trigger}.)");
+                    let result = match assistant.ask(&prompt, Some(session), None).await {
+                        Err(e) => finish(Status::Error, json!({"error": e})),
+                        Ok(started) => {
+                            tokio::select! {
+                                // The agent resumes its run at the next
+                                // start; this run is recorded as
+                                // interrupted then.
+                                () = shutdown.cancelled() => return,
+                                answer = tokio::time::timeout(PROMPT_TIMEOUT, started.done) => match answer {
+                                    Ok(Ok(Ok(answer))) => finish(Status::Success, answer.to_json()),
+                                    Ok(Ok(Err(e))) => finish(Status::Error, json!({"error": e, "session": started.session, "run": started.run})),
+                                    Ok(Err(_)) => return,
+                                    Err(_) => finish(Status::Error, json!({"error": "the agent's run did not finish within an hour", "session": started.session, "run": started.run})),
+                                },
+                            }
+                        }
+                    };
+                    let _ = done.send(result).await;
+                });
+            }
+            Action::Notify { message } => {
+                let _ = done.try_send(finish(Status::Success, json!({"message": message})));
+            }
+        }
+    }
+
+    /// Perform a call through the hub and report its end.
+    fn call(&self, finish: impl FnOnce(Status, Value) -> Done + Send + 'static, call: Call) {
+        let (hub, done) = (self.hub.clone(), self.done.clone());
+        self.tracker.spawn(async move {
+            let d = match hub.call(call).await {
+                Ok(result) => finish(Status::Success, json!({"result": result})),
+                Err(e) => finish(Status::Error, json!({"error": e})),
+            };
+            let _ = done.send(d).await;
+        });
+    }
+
+    async fn on_done(&mut self, done: Done) {
+        let (name, run, status, detail) = match done {
+            Done::Finished {
+                name,
+                run,
+                status,
+                detail,
+            } => (name, run, status, detail),
+            Done::Expired { name, run } => {
+                if self.waiting.get(&name).is_none_or(|w| w.run != run) {
+                    return;
+                }
+                self.waiting.remove(&name);
+                (
+                    name,
+                    run,
+                    Status::Denied,
+                    json!({"denied": "nobody approved it in time"}),
+                )
+            }
+        };
+        let input = Input::Finished {
+            name: &name,
+            run,
+            status,
+            detail,
+        };
+        match self.engine.step(Timestamp::now(), input) {
+            Ok(out) => self.perform(out, false).await,
+            Err(e) => tracing::debug!(error = %e, "a run ended for an automation that is gone"),
+        }
+    }
+
+    async fn manage(&mut self, op: Op) -> Result<Value, WireError> {
+        let not_found = |name: &str| {
+            WireError::new(
+                ErrorCode::NotFound,
+                format!("no automation is named {name:?} (see `droidwarden automations list`)"),
+            )
+        };
+        let now = Timestamp::now();
+        match op {
+            Op::List => Ok(Value::Array(
+                self.engine
+                    .automations()
+                    .map(|(a, r, enabled)| summary(a, r, enabled, self.added.contains_key(&a.name)))
+                    .collect(),
+            )),
+            Op::Show(name) => {
+                let (a, r, enabled) = self.engine.get(&name).ok_or_else(|| not_found(&name))?;
+                let mut v = summary(a, r, enabled, self.added.contains_key(&name));
+                v["definition"] = a.source.clone();
+                v["record"] = json!(r);
+                v["waiting_approval"] = json!(self.waiting.contains_key(&name));
+                Ok(v)
+            }
+            Op::Run(name) => {
+                let out = self
+                    .engine
+                    .step(now, Input::RunNow { name: &name })
+                    .map_err(|_| not_found(&name))?;
+                let outcome = out.iter().find_map(|o| match o {
+                    Output::Announce { outcome, .. } => Some(json!(outcome)),
+                    _ => None,
+                });
+                self.perform(out, false).await;
+                Ok(outcome.unwrap_or(Value::Null))
+            }
+            op @ (Op::Enable(_) | Op::Disable(_)) => {
+                let (Op::Enable(name) | Op::Disable(name)) = &op else {
+                    return Ok(Value::Null);
+                };
+                let (name, enabled) = (name.clone(), matches!(op, Op::Enable(_)));
+                let out = self
+                    .engine
+                    .step(
+                        now,
+                        Input::SetEnabled {
+                            name: &name,
+                            enabled,
+                        },
+                    )
+                    .map_err(|_| not_found(&name))?;
+                self.perform(out, true).await;
+                let (a, r, enabled) = self.engine.get(&name).ok_or_else(|| not_found(&name))?;
+                Ok(summary(a, r, enabled, self.added.contains_key(&name)))
+            }
+            op @ (Op::Approve(_) | Op::Deny(_)) => {
+                let (Op::Approve(name) | Op::Deny(name)) = &op else {
+                    return Ok(Value::Null);
+                };
+                let (name, approve) = (name.clone(), matches!(op, Op::Approve(_)));
+                self.engine.get(&name).ok_or_else(|| not_found(&name))?;
+                let Some(waiting) = self.waiting.remove(&name) else {
+                    return Err(WireError::new(
+                        ErrorCode::InvalidRequest,
+                        format!(
+                            "nothing of {name} waits for approval (it was answered, expired, or the daemon restarted)"
+                        ),
+                    ));
+                };
+                let run = waiting.run;
+                let (status, detail) = if approve {
+                    (Status::Running, json!({"approved": true}))
+                } else {
+                    (Status::Denied, json!({"denied": "denied by a person"}))
+                };
+                let out = self
+                    .engine
+                    .step(
+                        now,
+                        Input::Finished {
+                            name: &name,
+                            run,
+                            status,
+                            detail,
+                        },
+                    )
+                    .map_err(|_| not_found(&name))?;
+                self.perform(out, false).await;
+                if approve {
+                    let finish = move |status, detail| Done::Finished {
+                        name: name.clone(),
+                        run,
+                        status,
+                        detail,
+                    };
+                    self.call(finish, waiting.call);
+                }
+                Ok(json!({"run": run, "approved": approve}))
+            }
+            Op::Add(definition) => {
+                let automation = model::parse("definition", &definition, &self.context)
+                    .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
+                let name = automation.name.clone();
+                if matches!(automation.trigger, model::Trigger::Mqtt { .. }) {
+                    return Err(WireError::new(
+                        ErrorCode::InvalidParams,
+                        "definition.trigger: an MQTT trigger is subscribed at start: put it in the configuration's [[automations]]",
+                    ));
+                }
+                if self.engine.get(&name).is_some() {
+                    return Err(WireError::new(
+                        ErrorCode::InvalidRequest,
+                        format!("an automation named {name:?} exists already"),
+                    ));
+                }
+                let out = self.engine.add(automation, now);
+                self.added.insert(name.clone(), definition);
+                self.perform(out, true).await;
+                let (a, r, enabled) = self.engine.get(&name).ok_or_else(|| not_found(&name))?;
+                Ok(summary(a, r, enabled, true))
+            }
+            Op::Mqtt(topic) => {
+                self.step(Input::Mqtt { topic: &topic }).await;
+                Ok(Value::Null)
+            }
+            Op::Remove(name) => {
+                self.engine.get(&name).ok_or_else(|| not_found(&name))?;
+                if !self.added.contains_key(&name) {
+                    return Err(WireError::new(
+                        ErrorCode::InvalidRequest,
+                        format!(
+                            "{name} is defined in the configuration: remove it there (or disable it)"
+                        ),
+                    ));
+                }
+                self.engine.remove(&name);
+                self.added.remove(&name);
+                self.waiting.remove(&name);
+                self.perform(Vec::new(), true).await;
+                Ok(json!({"removed": name}))
+            }
+        }
+    }
+}
+
+/// One line of `automations list`.
+fn summary(a: &Automation, r: &engine::Record, enabled: bool, added: bool) -> Value {
+    json!({
+        "name": a.name,
+        "description": a.description,
+        "enabled": enabled,
+        "trigger": a.trigger.describe(),
+        "time_zone": a.time_zone_name.as_deref().unwrap_or("system"),
+        "action": a.action.kind(),
+        "source": if added { "added" } else { "config" },
+        "runs": r.runs,
+        "missed": r.missed,
+        "skipped": r.skipped,
+        "next_due": r.next_due_ms.filter(|_| enabled).map(rfc3339),
+        "last": r.last.as_ref().map(|o| {
+            let mut v = json!(o);
+            v["at"] = json!(rfc3339(o.at_ms));
+            v
+        }),
+    })
+}

@@ -1,0 +1,503 @@
+//! Automations end to end: a real mosquitto, the real adb server, an
+//! emulated phone, the scripted model server over HTTP, and
+//! `droidwarden daemon` as a process. Automations are defined in the
+//! configuration and driven over MQTT (`cmd/automation`, `cmd/approve`,
+//! a trigger topic); their runs are read on
+//! `droidwarden/automations/<name>/runs`. The time-based logic (cron across
+//! DST, intervals, misfires) is unit-tested with an injected clock in
+//! `daemon/src/automations/engine.rs`; here, a misfire is made by editing
+//! the store between two runs of the daemon.
+
+use droidwarden_agent::ModelReply;
+use droidwarden_agent::testing::ScriptStep;
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, run_with_timeout, wait_for};
+use serde_json::{Value, json};
+use std::process::Command;
+use std::time::Duration;
+
+const P: &str = "droidwarden";
+const WAIT: Duration = Duration::from_secs(30);
+const NO_POLLS: &str = droidwarden_e2e::mqtt::NO_POLLS;
+
+/// Everything one test needs; field order is drop order.
+struct Rig {
+    daemon: Option<Daemon>,
+    probe: Probe,
+    sim: Sim,
+    adb: AdbServer,
+    broker: Mosquitto,
+}
+
+fn config(broker: &Mosquitto, sim: &Sim, extra: &str) -> String {
+    droidwarden_e2e::mqtt::one_phone_config(
+        broker.port,
+        &sim.serial(),
+        &format!("[mqtt.homeassistant]\ndiscovery = false\n{NO_POLLS}{extra}\n"),
+    )
+}
+
+fn rig(extra: &str) -> Rig {
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let daemon = Daemon::start(&adb, &config(&broker, &sim, extra));
+    let rig = Rig {
+        daemon: Some(daemon),
+        probe,
+        sim,
+        adb,
+        broker,
+    };
+    rig.wait_online();
+    rig
+}
+
+impl Rig {
+    fn daemon(&self) -> &Daemon {
+        self.daemon.as_ref().expect("daemon running")
+    }
+
+    fn wait_online(&self) {
+        self.probe
+            .wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
+                m.payload == "online"
+            });
+    }
+
+    /// The run outcomes published for `name`, parsed, in order.
+    fn runs(&self, name: &str) -> Vec<Value> {
+        self.probe
+            .on(&format!("{P}/automations/{name}/runs"))
+            .iter()
+            .map(|m| m.json())
+            .collect()
+    }
+
+    /// Outcomes of `name` with this status.
+    fn with_status(&self, name: &str, status: &str) -> Vec<Value> {
+        self.runs(name)
+            .into_iter()
+            .filter(|r| r["status"] == status)
+            .collect()
+    }
+
+    /// Wait until `name` has `n` outcomes of `status`.
+    fn wait_status(&self, name: &str, status: &str, n: usize) -> Vec<Value> {
+        wait_for(&format!("{n} {status} run(s) of {name}"), WAIT, || {
+            let found = self.with_status(name, status);
+            (found.len() >= n).then_some(found)
+        })
+    }
+
+    /// `cmd/automation`, answered.
+    fn manage(&self, id: &str, body: Value) -> Value {
+        let mut body = body;
+        body["id"] = json!(id);
+        self.probe.request(P, "automation", body)
+    }
+
+    /// Read the battery through the daemon (a state read: the automations
+    /// see the state as they see a poll's).
+    fn read_battery(&self, id: &str) -> Value {
+        let reply = self.probe.request(
+            P,
+            "call",
+            json!({"id": id, "device": "phone", "service": "battery", "action": "status"}),
+        );
+        assert_eq!(reply["ok"], true, "{reply}");
+        reply["result"].clone()
+    }
+
+    fn set_battery(&self, level: u64) {
+        self.sim
+            .control(json!({"op": "set", "path": "battery.level", "value": level}));
+    }
+
+    /// Commands the phone ran whose words contain `word`.
+    fn ran(&self, word: &str) -> usize {
+        self.sim
+            .commands()
+            .iter()
+            .filter(|argv| argv.iter().any(|a| a.contains(word)))
+            .count()
+    }
+}
+
+const SAVER: &str = r#"
+[agent.approval]
+auto_approve_up_to = "medium"
+
+[[automations]]
+name = "kitchen_saver"
+description = "battery saver below 15 %, and tell me"
+notify = "home/alerts"
+trigger = { kind = "below", device = "phone", state = "battery.level_percent", value = 15 }
+action = { kind = "call", device = "phone", service = "device_state", action = "power_save", params = { enabled = true } }
+"#;
+
+#[test]
+fn a_threshold_fires_once_per_crossing() {
+    let r = rig(SAVER);
+    r.set_battery(50);
+    assert_eq!(r.read_battery("b1")["level_percent"], 50);
+    r.set_battery(10);
+    r.read_battery("b2");
+    let first = r.wait_status("kitchen_saver", "success", 1);
+    assert_eq!(first[0]["run"], 1);
+    assert!(
+        first[0]["trigger"]
+            .as_str()
+            .unwrap()
+            .contains("battery.level_percent below 15"),
+        "{}",
+        first[0]
+    );
+    // The call went through the hub to the phone: battery saver is on.
+    let state = r.sim.state();
+    assert_eq!(state["power_save"], true, "{state}");
+    // The notification went to the configured topic.
+    let alert = r
+        .probe
+        .wait("the notification", WAIT, |m| m.topic == "home/alerts");
+    assert_eq!(alert.json()["automation"], "kitchen_saver");
+    assert_eq!(alert.json()["status"], "success");
+    // More reads below the threshold (polls) do not run it again.
+    for i in 0..5 {
+        r.read_battery(&format!("low{i}"));
+    }
+    // Back above, then below again: a second crossing, a second run.
+    r.set_battery(60);
+    r.read_battery("b3");
+    r.set_battery(9);
+    r.read_battery("b4");
+    r.wait_status("kitchen_saver", "success", 2);
+    for i in 0..3 {
+        r.read_battery(&format!("again{i}"));
+    }
+    // Wait for the management answer (it comes after every event before
+    // it), then count.
+    let shown = r.manage("show", json!({"op": "show", "name": "kitchen_saver"}));
+    assert_eq!(shown["result"]["runs"], 2, "{shown}");
+    assert_eq!(r.with_status("kitchen_saver", "running").len(), 2);
+    // The last outcome is retained.
+    let retained = r.probe.on(&format!("{P}/automations/kitchen_saver/runs"));
+    assert!(!retained.is_empty());
+}
+
+#[test]
+fn a_flapping_device_is_debounced() {
+    let r = rig(r#"
+[[automations]]
+name = "welcome_back"
+debounce_s = 4
+trigger = { kind = "online", device = "phone" }
+action = { kind = "notify", message = "the phone is back" }
+"#);
+    let availability = format!("{P}/devices/phone/availability");
+    let count = |payload: &str| {
+        r.probe
+            .on(&availability)
+            .iter()
+            .filter(|m| m.payload == payload)
+            .count()
+    };
+    // The phone goes away and comes back three times, each time online
+    // for less than the debounce.
+    for k in 0..3 {
+        let (offline, online) = (count("offline"), count("online"));
+        r.sim.control(json!({"op": "listen", "enabled": false}));
+        wait_for(&format!("flap {k} offline"), WAIT, || {
+            (count("offline") > offline).then_some(())
+        });
+        r.sim.control(json!({"op": "listen", "enabled": true}));
+        wait_for(&format!("flap {k} online"), WAIT, || {
+            (count("online") > online).then_some(())
+        });
+    }
+    // One run, after four quiet seconds.
+    let done = r.wait_status("welcome_back", "success", 1);
+    assert!(done[0]["trigger"].as_str().unwrap().contains("debounced"));
+    // Nothing more comes: the answer to a later request follows every run.
+    let shown = r.manage("show", json!({"op": "show", "name": "welcome_back"}));
+    assert_eq!(shown["result"]["runs"], 1, "{shown}");
+}
+
+#[test]
+fn a_risky_call_waits_for_approval() {
+    let r = rig(r#"
+[[automations]]
+name = "wifi_off"
+trigger = { kind = "mqtt", topic = "home/bedtime" }
+action = { kind = "call", device = "phone", service = "wifi_automation", action = "disable" }
+"#);
+    let before = r.ran("wifi");
+    // Home automation fires it on its topic.
+    r.probe.publish("home/bedtime", "now");
+    let waiting = r.wait_status("wifi_off", "waiting_approval", 1);
+    assert_eq!(waiting[0]["detail"]["approval_id"], "automation:wifi_off");
+    assert_eq!(waiting[0]["detail"]["risk"], "high");
+    // Nothing reached the phone.
+    let shown = r.manage("s1", json!({"op": "show", "name": "wifi_off"}));
+    assert_eq!(shown["result"]["waiting_approval"], true, "{shown}");
+    assert_eq!(r.ran("wifi"), before, "the phone was not touched");
+    // cmd/automation cannot approve (cmd/approve's access rules decide).
+    let refused = r.manage("a0", json!({"op": "approve", "name": "wifi_off"}));
+    assert_eq!(refused["ok"], false, "{refused}");
+    // Approved: it runs.
+    let approved = r.probe.request(
+        P,
+        "approve",
+        json!({"id": "a1", "approval_id": "automation:wifi_off", "decision": "approve"}),
+    );
+    assert_eq!(approved["ok"], true, "{approved}");
+    r.wait_status("wifi_off", "success", 1);
+    assert!(r.ran("wifi") > before, "the phone ran the Wi-Fi change");
+    assert_eq!(r.sim.state()["wifi"]["enabled"], false, "{}", r.sim.state());
+    // A second run, denied: nothing runs.
+    let ran = r.ran("wifi");
+    let run = r.manage("r2", json!({"op": "run", "name": "wifi_off"}));
+    assert_eq!(run["ok"], true, "{run}");
+    r.wait_status("wifi_off", "waiting_approval", 2);
+    let denied = r.probe.request(
+        P,
+        "approve",
+        json!({"id": "a2", "approval_id": "automation:wifi_off", "decision": "deny"}),
+    );
+    assert_eq!(denied["ok"], true, "{denied}");
+    r.wait_status("wifi_off", "denied", 1);
+    assert_eq!(r.ran("wifi"), ran);
+}
+
+#[test]
+fn an_agent_prompt_runs_in_its_own_session() {
+    let (_rt, llm) = droidwarden_e2e::scripted_model();
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let extra = format!(
+        "[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n\n[[automations]]\nname = \"health_report\"\ntrigger = {{ kind = \"cron\", cron = \"0 9 * * 1\" }}\naction = {{ kind = \"prompt\", prompt = \"Write the weekly phone health report.\" }}\n",
+        llm.addr()
+    );
+    let daemon = Daemon::start(&adb, &config(&broker, &sim, &extra));
+    let r = Rig {
+        daemon: Some(daemon),
+        probe,
+        sim,
+        adb,
+        broker,
+    };
+    r.wait_online();
+    llm.push(ScriptStep::Reply(ModelReply::text(
+        "All phones are healthy.",
+    )));
+    llm.push(ScriptStep::Reply(ModelReply::text("Still healthy.")));
+    let run = r.manage("r1", json!({"op": "run", "name": "health_report"}));
+    assert_eq!(run["ok"], true, "{run}");
+    let done = r.wait_status("health_report", "success", 1);
+    assert_eq!(done[0]["detail"]["text"], "All phones are healthy.");
+    assert_eq!(done[0]["detail"]["session"], "automation-health_report");
+    r.manage("r2", json!({"op": "run", "name": "health_report"}));
+    let done = r.wait_status("health_report", "success", 2);
+    assert_eq!(done[1]["detail"]["text"], "Still healthy.");
+    // The second run remembers the first: the model saw its answer.
+    let requests = llm.requests();
+    let second = requests.last().expect("two model requests");
+    assert!(
+        second.body.to_string().contains("All phones are healthy."),
+        "the session's history reaches the model: {}",
+        second.body
+    );
+    // The cron automation waits for its Monday.
+    let listed = r.manage("l", json!({"op": "list"}));
+    let next = listed["result"][0]["next_due"].as_str().unwrap().to_owned();
+    assert!(!next.is_empty(), "{listed}");
+}
+
+/// The store's file in the daemon's state directory.
+fn store(daemon: &Daemon) -> std::path::PathBuf {
+    daemon.state_dir.path().join("automations.json")
+}
+
+#[test]
+fn a_restart_neither_loses_nor_repeats_a_due_run() {
+    let every_minute = r#"
+[[automations]]
+name = "tick"
+trigger = { kind = "cron", cron = "* * * * *" }
+action = { kind = "notify", message = "tick" }
+"#;
+    let mut r = rig(every_minute);
+    let file = store(r.daemon());
+    wait_for("the store", WAIT, || file.exists().then_some(()));
+    // Down over a due time: the daemon is killed, and the store says the
+    // run was due five minutes ago (as if it had been down since).
+    let state_dir = r.daemon.take().unwrap().kill();
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    doc["records"]["tick"]["next_due_ms"] = json!(now_ms - 5 * 60_000);
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let config = config(&r.broker, &r.sim, every_minute);
+    r.daemon = Some(Daemon::start_with_state(&r.adb, &config, state_dir));
+    // Not lost: run once at start (misfire = run_once), the rest recorded
+    // as missed.
+    let ran = r.wait_status("tick", "success", 1);
+    assert!(
+        ran[0]["trigger"].as_str().unwrap().contains("missed"),
+        "{}",
+        ran[0]
+    );
+    let missed = r.wait_status("tick", "missed", 1);
+    assert!(
+        missed[0]["detail"]["missed"].as_u64().unwrap() >= 4,
+        "{}",
+        missed[0]
+    );
+    let shown = r.manage("s1", json!({"op": "show", "name": "tick"}));
+    let runs = shown["result"]["runs"].as_u64().unwrap();
+    // Not repeated: a restart right away runs nothing that already ran
+    // (unless a new minute began meanwhile).
+    let daemon = r.daemon.take().unwrap().restart_with(&r.adb, &config);
+    r.daemon = Some(daemon);
+    r.wait_online();
+    let shown = r.manage("s2", json!({"op": "show", "name": "tick"}));
+    let after = shown["result"]["runs"].as_u64().unwrap();
+    let minute_turned = shown["result"]["last"]["trigger"] == "cron * * * * *";
+    assert!(
+        after == runs || (minute_turned && after == runs + 1),
+        "{runs} run(s) before the restart, {after} after: {shown}"
+    );
+    assert_eq!(shown["result"]["missed"], missed[0]["detail"]["missed"]);
+}
+
+#[test]
+fn run_time_management_is_kept_across_restarts() {
+    let mut r = rig(r#"
+[[automations]]
+name = "manual_one"
+trigger = { kind = "manual" }
+action = { kind = "notify", message = "hi" }
+"#);
+    let disabled = r.manage("d", json!({"op": "disable", "name": "manual_one"}));
+    assert_eq!(disabled["result"]["enabled"], false, "{disabled}");
+    let added = r.manage(
+        "a",
+        json!({"op": "add", "definition": {
+            "name": "added_one",
+            "trigger": {"kind": "interval", "every_s": 3600},
+            "action": {"kind": "call", "device": "phone", "service": "battery", "action": "status"},
+        }}),
+    );
+    assert_eq!(added["ok"], true, "{added}");
+    let bad = r.manage(
+        "b",
+        json!({"op": "add", "definition": {
+            "name": "bad",
+            "trigger": {"kind": "cron", "cron": "every day"},
+            "action": {"kind": "notify", "message": "x"},
+        }}),
+    );
+    assert_eq!(bad["ok"], false);
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("definition.trigger.cron:"),
+        "{bad}"
+    );
+    let run = r.manage("r", json!({"op": "run", "name": "added_one"}));
+    assert_eq!(run["ok"], true, "{run}");
+    r.wait_status("added_one", "success", 1);
+    let config = config(
+        &r.broker,
+        &r.sim,
+        r#"
+[[automations]]
+name = "manual_one"
+trigger = { kind = "manual" }
+action = { kind = "notify", message = "hi" }
+"#,
+    );
+    let daemon = r.daemon.take().unwrap().restart_with(&r.adb, &config);
+    r.daemon = Some(daemon);
+    r.wait_online();
+    let listed = r.manage("l", json!({"op": "list"}));
+    let list = listed["result"].as_array().unwrap().clone();
+    assert_eq!(list.len(), 2, "{listed}");
+    assert_eq!(list[0]["name"], "manual_one");
+    assert_eq!(list[0]["enabled"], false);
+    assert_eq!(list[1]["name"], "added_one");
+    assert_eq!(list[1]["runs"], 1);
+    assert_eq!(list[1]["source"], "added");
+    let removed = r.manage("x", json!({"op": "remove", "name": "added_one"}));
+    assert_eq!(removed["ok"], true, "{removed}");
+    let refused = r.manage("y", json!({"op": "remove", "name": "manual_one"}));
+    assert_eq!(refused["ok"], false, "{refused}");
+    let unknown = r.manage("z", json!({"op": "run", "name": "nope"}));
+    assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
+}
+
+/// `droidwarden config check` on a configuration: status and standard error.
+fn check(config: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"127.0.0.1:5555\"\n{config}"
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(binary("droidwarden"));
+    cmd.arg("--config")
+        .arg(&path)
+        .args(["config", "check"])
+        .env_remove("RUST_LOG");
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn configuration_errors_name_the_key() {
+    let cases = [
+        (
+            "[[automations]]\nname = \"a\"\ntrigger = { kind = \"cron\", cron = \"0 25 * * *\" }\naction = { kind = \"notify\", message = \"x\" }\n",
+            "automations[0].trigger.cron",
+        ),
+        (
+            "[[automations]]\nname = \"a\"\ntrigger = { kind = \"online\", device = \"garage\" }\naction = { kind = \"notify\", message = \"x\" }\n",
+            "automations[0].trigger.device: \"garage\" is not a configured device",
+        ),
+        (
+            "[[automations]]\nname = \"a\"\ntrigger = { kind = \"manual\" }\naction = { kind = \"notify\", message = \"x\" }\n[[automations]]\nname = \"b\"\ntrigger = { kind = \"manual\" }\naction = { kind = \"call\", device = \"attic\", service = \"battery\", action = \"status\" }\n",
+            "automations[1].action.device",
+        ),
+        (
+            "[[automations]]\nname = \"a\"\ntrigger = { kind = \"manual\" }\naction = { kind = \"skill\", name = \"leave_home\" }\n",
+            "automations[0].action.kind: skills are not available",
+        ),
+        (
+            "[[automations]]\nname = \"a\"\nauto_approve_up_to = \"high\"\ntrigger = { kind = \"manual\" }\naction = { kind = \"notify\", message = \"x\" }\n",
+            "automations[0].auto_approve_up_to",
+        ),
+    ];
+    for (config, want) in cases {
+        let (code, stderr) = check(config);
+        assert_eq!(code, 78, "{stderr}");
+        assert!(stderr.contains(want), "{want:?} not in {stderr:?}");
+    }
+    let (code, stderr) = check(
+        "[[automations]]\nname = \"ok\"\ntime_zone = \"Europe/Berlin\"\ntrigger = { kind = \"cron\", cron = \"0 23 * * *\" }\naction = { kind = \"call\", device = \"kitchen\", service = \"screen_control\", action = \"wake\" }\n",
+    );
+    assert_eq!(code, 0, "{stderr}");
+}
