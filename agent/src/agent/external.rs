@@ -78,6 +78,8 @@ impl Agent {
         let _ = self.inner.events.send(AgentEvent {
             run_id: approval.run_id.clone(),
             session_id: approval.session.clone(),
+            skill: None,
+            parent_run: None,
             kind: EventKind::ApprovalRequested {
                 approval: approval.clone(),
             },
@@ -101,6 +103,8 @@ impl Agent {
         let _ = self.inner.events.send(AgentEvent {
             run_id: approval.run_id.clone(),
             session_id: approval.session.clone(),
+            skill: None,
+            parent_run: None,
             kind: EventKind::ToolResult {
                 call_id: approval.call_id.clone(),
                 tool: format!("{}.{}", approval.service, approval.action),

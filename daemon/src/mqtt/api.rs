@@ -38,7 +38,6 @@ pub(crate) enum Request {
     Automation {
         id: Option<String>,
         op: crate::automations::Op,
->>>>>>> w3-auto
     },
     /// `cmd/approve`: a person's answer to an approval request.
     Approve {
@@ -112,7 +111,6 @@ impl Kind {
 
     /// Every command name, for error messages.
     pub(crate) const NAMES: &'static str = "call, devices, ask, skill, approve, automation";
->>>>>>> w3-auto
 }
 
 /// Parse a command payload. `id_optional` is true when an MQTT 5 response
@@ -266,7 +264,6 @@ fn parse_automation(id: Option<String>, obj: Map<String, Value>) -> Result<Reque
         ));
     }
     Ok(Request::Automation { id, op })
->>>>>>> w3-auto
 }
 
 fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
