@@ -92,10 +92,21 @@ mod tests {
         check("airplane_mode", "status", Risk::Low, "deny");
         check("app_launcher", "launch", Risk::Medium, "deny");
         check("wifi_automation", "disable", Risk::High, "allow");
+    }
+
+    #[test]
+    fn critical_always_asks_unless_denied() {
+        let mut p = ApprovalPolicy {
+            auto_approve_up_to: Risk::Critical,
+            ..ApprovalPolicy::default()
+        };
         p.allow.insert("shell.*".into());
-        p.auto_approve_up_to = Risk::Critical;
-        check("shell", "run", Risk::Critical, "ask");
+        assert_eq!(p.decide("shell", "run", Risk::Critical), Verdict::Ask);
+        assert_eq!(p.decide("battery", "status", Risk::High), Verdict::Allow);
         p.deny.insert("shell.run".into());
-        check("shell", "run", Risk::Critical, "deny");
+        assert!(matches!(
+            p.decide("shell", "run", Risk::Critical),
+            Verdict::Deny(_)
+        ));
     }
 }

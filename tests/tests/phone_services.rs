@@ -608,7 +608,7 @@ fn hostile_strings_in_every_new_parameter_are_refused_or_one_literal_argument() 
             reached += 1;
             let want = literal(value);
             assert!(
-                log.iter().any(|argv| argv.iter().any(|a| *a == want)),
+                log.iter().any(|argv| argv.contains(&want)),
                 "{label} did not arrive as one literal argument: {log:?}"
             );
             // Nothing the value holds ever ran as a command of its own.
