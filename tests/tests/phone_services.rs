@@ -625,3 +625,160 @@ fn hostile_strings_in_every_new_parameter_are_refused_or_one_literal_argument() 
         "the quoting path must be exercised: {reached}"
     );
 }
+
+/// Through the daemon and its agent: a scripted model asks for `shell.run`
+/// and `app_manager.install`. The shell is critical: even on the allow
+/// list (`shell.*`), a person must approve it (the threshold case is the
+/// agent's unit test `critical_always_asks_unless_denied`); install is high
+/// risk and waits above `auto_approve_up_to = "medium"`; a denied install
+/// never runs. Nothing reaches the phone before the answer.
+#[test]
+fn the_agent_needs_approval_for_the_shell_and_for_installs() {
+    use droidwarden_agent::ModelReply;
+    use droidwarden_agent::testing::ScriptStep;
+    use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+    use std::time::Duration;
+    const P: &str = "droidwarden";
+    const WAIT: Duration = Duration::from_secs(30);
+
+    let (_rt, llm) = droidwarden_e2e::scripted_model();
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\n[agent.approval]\nauto_approve_up_to = \"medium\"\nallow = [\"shell.*\"]\ndeny = [\"app_manager.uninstall\"]\n[phone_services.shell]\nenabled = true\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        broker.port,
+        llm.addr(),
+        serial = sim.serial(),
+    );
+    let _daemon = Daemon::start(&adb, &config);
+    probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    let tool = |service: &str, action: &str, parameters: Value| {
+        ScriptStep::Reply(ModelReply::tool_calls(vec![(
+            "android_device".to_owned(),
+            json!({"device": "phone", "service_id": service, "action": action, "parameters": parameters})
+                .to_string(),
+        )]))
+    };
+    let done = || ScriptStep::Reply(ModelReply::text("done"));
+    let approval_for = |action: &str| {
+        probe
+            .wait(&format!("an approval request for {action}"), WAIT, |m| {
+                m.topic.starts_with(&format!("{P}/approvals/"))
+                    && !m.payload.is_empty()
+                    && m.json()["action"] == action
+            })
+            .json()
+    };
+    let answer = |id: &str, decision: &str| {
+        probe.publish(
+            &format!("{P}/cmd/approve"),
+            json!({"approval_id": id, "decision": decision}).to_string(),
+        );
+    };
+    let reply = |id: &str| {
+        let topic = format!("{P}/reply/{id}");
+        probe
+            .wait(&format!("a reply on {topic}"), WAIT, |m| m.topic == topic)
+            .json()
+    };
+
+    // The shell: asked about although allowed and under the threshold.
+    sim.clear_log();
+    llm.push(tool(
+        "shell",
+        "run",
+        json!({"argv": ["echo", "hi; reboot"]}),
+    ));
+    llm.push(done());
+    probe.publish(
+        &format!("{P}/cmd/ask"),
+        json!({"id": "sh", "prompt": "say hi"}).to_string(),
+    );
+    let approval = approval_for("run");
+    assert_eq!(approval["risk"], "critical", "{approval}");
+    assert!(
+        sim.commands().iter().all(|argv| argv[0] != "echo"),
+        "nothing runs before the answer"
+    );
+    answer(approval["approval_id"].as_str().unwrap(), "approve");
+    assert_eq!(reply("sh")["ok"], true);
+    let ran: Vec<Vec<String>> = sim
+        .commands()
+        .into_iter()
+        .filter(|a| a[0] == "echo")
+        .collect();
+    assert_eq!(ran, vec![vec!["echo".to_owned(), "hi; reboot".to_owned()]]);
+
+    // Install: high risk, above the threshold: it waits, and a denial
+    // leaves the phone as it was. Uninstall is on the deny list: refused
+    // at once, without asking.
+    let installed = |sim: &Sim| {
+        sim.state()["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["package"] == "com.example.game")
+    };
+    llm.push(tool(
+        "app_manager",
+        "install",
+        json!({"apk_path": "/data/local/tmp/game.apk"}),
+    ));
+    llm.push(tool(
+        "app_manager",
+        "uninstall",
+        json!({"package": "com.example.notes"}),
+    ));
+    llm.push(done());
+    probe.publish(
+        &format!("{P}/cmd/ask"),
+        json!({"id": "apps", "prompt": "install the game, remove notes"}).to_string(),
+    );
+    let approval = approval_for("install");
+    assert_eq!(approval["risk"], "high", "{approval}");
+    assert!(!installed(&sim), "nothing installed before the answer");
+    answer(approval["approval_id"].as_str().unwrap(), "deny");
+    assert_eq!(reply("apps")["ok"], true);
+    assert!(!installed(&sim), "a denied install never ran");
+    assert!(
+        !sim.commands()
+            .iter()
+            .any(|a| a.first().is_some_and(|w| w == "pm")
+                && a.get(1).is_some_and(|w| w == "install" || w == "uninstall"))
+    );
+
+    // Approved, it installs.
+    llm.push(tool(
+        "app_manager",
+        "install",
+        json!({"apk_path": "/data/local/tmp/game.apk"}),
+    ));
+    llm.push(done());
+    probe.publish(
+        &format!("{P}/cmd/ask"),
+        json!({"id": "apps2", "prompt": "install the game"}).to_string(),
+    );
+    let approval = probe
+        .wait("a second install approval", WAIT, |m| {
+            m.topic.starts_with(&format!("{P}/approvals/"))
+                && !m.payload.is_empty()
+                && m.json()["action"] == "install"
+                && m.json()["session"] != approval["session"]
+        })
+        .json();
+    answer(approval["approval_id"].as_str().unwrap(), "approve");
+    assert_eq!(reply("apps2")["ok"], true);
+    assert!(installed(&sim));
+    assert!(
+        sim.state()["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["package"] == "com.example.notes")
+    );
+}
