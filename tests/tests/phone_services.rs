@@ -782,3 +782,90 @@ fn the_agent_needs_approval_for_the_shell_and_for_installs() {
             .any(|p| p["package"] == "com.example.notes")
     );
 }
+
+/// The companion transport: the same actions through the protocol, the same
+/// policy at the daemon's hub, and notification events pushed by the app
+/// (`notification_posted`, `notification_removed`) on the daemon's MQTT.
+#[test]
+fn companion_phones_list_notifications_and_push_their_changes() {
+    use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+    use std::time::Duration;
+    const P: &str = "droidwarden";
+    const WAIT: Duration = Duration::from_secs(30);
+
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let alice = Sim::start(SimOptions {
+        companion: Some((broker.port, "alice-pixel".into())),
+        no_adb: true,
+        ..Default::default()
+    });
+    probe.wait_last(&format!("{P}/companion/alice-pixel/online"), WAIT, |m| {
+        m.payload == "online"
+    });
+    let config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
+        broker.port
+    );
+    let _daemon = Daemon::start(&adb, &config);
+    probe.wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    let call = |id: &str, service: &str, action: &str, params: Value| {
+        probe.request(
+            P,
+            "call",
+            json!({"id": id, "device": "alice", "service": service, "action": action, "params": params}),
+        )
+    };
+    let listed = call("n1", "notifications", "list", json!({}));
+    assert_eq!(listed["ok"], true, "{listed}");
+    assert_eq!(listed["result"]["count"], 2, "{listed}");
+    // The policy holds for companion phones too: nothing is sent.
+    let refused = call(
+        "n2",
+        "intents",
+        "open_url",
+        json!({"url": "javascript:alert(1)"}),
+    );
+    assert_eq!(refused["error"]["code"], "denied", "{refused}");
+    let refused = call("n3", "shell", "run", json!({"argv": ["id"]}));
+    assert_eq!(refused["error"]["code"], "disabled", "{refused}");
+    assert!(
+        alice.state()["content"]["intents"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "a refused call reached the phone"
+    );
+
+    // A new notification, and the reminder dismissed.
+    let mut notes = alice.state()["content"]["notifications"].clone();
+    let list = notes.as_array_mut().unwrap();
+    list.retain(|n| n["package"] != "com.example.notes");
+    list.push(json!({
+        "package": "com.example.bank", "id": 9, "title": "Payment", "text": "€5 (coffee)",
+        "posted_ms": 1_716_200_000_000u64, "ongoing": false, "uid": 10_400,
+    }));
+    let answer =
+        alice.control(json!({"op": "set", "path": "content.notifications", "value": notes}));
+    assert_eq!(answer["ok"], true, "{answer}");
+    let posted = probe
+        .wait("a posted notification", WAIT, |m| {
+            m.topic == format!("{P}/devices/alice/events/notification_posted")
+        })
+        .json();
+    assert_eq!(posted["key"], "0|com.example.bank|9|null|10400", "{posted}");
+    assert_eq!(posted["text"], "€5 (coffee)");
+    let removed = probe
+        .wait("a removed notification", WAIT, |m| {
+            m.topic == format!("{P}/devices/alice/events/notification_removed")
+        })
+        .json();
+    assert_eq!(
+        removed["key"], "0|com.example.notes|7|null|10203",
+        "{removed}"
+    );
+    assert_eq!(removed["package"], "com.example.notes");
+}
