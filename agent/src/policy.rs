@@ -33,6 +33,11 @@ pub struct ApprovalPolicy {
     pub deny: BTreeSet<String>,
     /// How long a request waits for an answer before it counts as denied.
     pub timeout: Duration,
+    /// The daemon's phone-services policy (`[phone_services]`): a call it
+    /// refuses (a service that is off, a value outside an allowlist) is
+    /// refused before anyone is asked to approve it. The daemon's hub checks
+    /// it again for every caller.
+    pub phone: droidwarden_services::PhonePolicy,
 }
 
 impl Default for ApprovalPolicy {
@@ -42,6 +47,7 @@ impl Default for ApprovalPolicy {
             allow: BTreeSet::new(),
             deny: BTreeSet::new(),
             timeout: Duration::from_secs(300),
+            phone: droidwarden_services::PhonePolicy::default(),
         }
     }
 }

@@ -500,6 +500,8 @@ impl TryFrom<RawConfig> for Config {
                 "must be at most 86400000 (a day)",
             ));
         }
+        let phone_services = droidwarden_services::PhonePolicy::try_from(raw.phone_services)
+            .map_err(|e| bad(&e.key, e.reason))?;
         Ok(Config {
             companion: CompanionConfig {
                 request_timeout: Duration::from_millis(companion.request_timeout_ms),
@@ -528,9 +530,13 @@ impl TryFrom<RawConfig> for Config {
             } else {
                 Some(LlmConfig::try_from(raw.llm).map_err(agent_config_error)?)
             },
-            agent: AgentConfig::try_from(raw.agent).map_err(agent_config_error)?,
-            phone_services: droidwarden_services::PhonePolicy::try_from(raw.phone_services)
-                .map_err(|e| bad(&e.key, e.reason))?,
+            agent: {
+                let mut agent = AgentConfig::try_from(raw.agent).map_err(agent_config_error)?;
+                // The agent refuses what the hub would, before asking anyone.
+                agent.approval.phone = phone_services.clone();
+                agent
+            },
+            phone_services,
             source: None,
             api_socket: None,
         })

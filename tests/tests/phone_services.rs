@@ -781,6 +781,35 @@ fn the_agent_needs_approval_for_the_shell_and_for_installs() {
             .iter()
             .any(|p| p["package"] == "com.example.notes")
     );
+
+    // Telephony is off here: the model learns `disabled` at once, and
+    // nobody is asked to approve a call that could not run.
+    llm.push(tool(
+        "telephony",
+        "dial",
+        json!({"number": "+4915112345678"}),
+    ));
+    llm.push(ScriptStep::Compute(
+        droidwarden_agent::testing::Responder::new(|request| {
+            let body = request.body.to_string();
+            ModelReply::text(if body.contains("disabled") {
+                "telephony is off"
+            } else {
+                "?"
+            })
+        }),
+    ));
+    let r = probe.request(P, "ask", json!({"id": "tel", "prompt": "call mum"}));
+    assert_eq!(r["result"]["text"], "telephony is off", "{r}");
+    assert!(
+        !probe
+            .messages()
+            .iter()
+            .any(|m| m.topic.starts_with(&format!("{P}/approvals/"))
+                && !m.payload.is_empty()
+                && m.json()["action"] == "dial"),
+        "an approval was asked for a disabled service"
+    );
 }
 
 /// The companion transport: the same actions through the protocol, the same
