@@ -898,3 +898,34 @@ fn companion_phones_list_notifications_and_push_their_changes() {
     );
     assert_eq!(removed["package"], "com.example.notes");
 }
+
+/// A phone before Android 7 (no shell protocol v2): `shell.run` still
+/// reports the program's exit status (from the trailer) and its own output
+/// only, and a hostile argument is still one literal argument.
+#[test]
+fn shell_run_on_android_6_reports_the_exit_status_through_the_trailer() {
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions {
+        android: Some("6".into()),
+        ..SimOptions::default()
+    });
+    adb.connect(&sim.serial());
+    let config = format!(
+        "[adb]\nconnect = [\"{serial}\"]\n{ENABLED}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        serial = sim.serial()
+    );
+    let dw = Droidwarden::new(&adb, &config);
+    let run = dw.call(
+        "phone",
+        "shell",
+        "run",
+        json!({"argv": ["echo", "x; echo __dw_rc=0"]}),
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.json["exit"], 0);
+    assert_eq!(run.json["stdout"], "x; echo __dw_rc=0\n");
+    let run = dw.call("phone", "shell", "run", json!({"argv": ["false"]}));
+    assert_eq!(run.json["exit"], 1, "{}", run.stdout);
+    let run = dw.call("phone", "notifications", "list", json!({}));
+    assert_eq!(run.json["count"], 2, "{}{}", run.stdout, run.stderr);
+}
