@@ -527,6 +527,7 @@ impl TryFrom<RawAgentConfig> for AgentConfig {
                     300.0,
                     7.0 * 86_400.0,
                 )?,
+                phone: droidwarden_services::PhonePolicy::default(),
             },
         })
     }

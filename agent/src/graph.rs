@@ -564,10 +564,16 @@ fn model_replied(
             }
         };
         let verdict = match &planned {
-            Planned::Device { call, risk, .. } => {
-                env.policy
-                    .decide(call.0.service_id(), call.0.action_name(), *risk)
-            }
+            Planned::Device { call, risk, .. } => match env.policy.phone.check(&call.0) {
+                // Refused whatever a person would say: nobody is asked.
+                Err(refusal) => {
+                    events.push(complete_call(state, index, Err(refusal)));
+                    continue;
+                }
+                Ok(()) => env
+                    .policy
+                    .decide(call.0.service_id(), call.0.action_name(), *risk),
+            },
             // A skill is approved once, as `skill.<name>` at its risk.
             Planned::InvokeSkill { skill, risk, .. } => {
                 env.policy.decide(SKILL_SERVICE, skill, *risk)

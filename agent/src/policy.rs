@@ -33,6 +33,11 @@ pub struct ApprovalPolicy {
     pub deny: BTreeSet<String>,
     /// How long a request waits for an answer before it counts as denied.
     pub timeout: Duration,
+    /// The daemon's phone-services policy (`[phone_services]`): a call it
+    /// refuses (a service that is off, a value outside an allowlist) is
+    /// refused before anyone is asked to approve it. The daemon's hub checks
+    /// it again for every caller.
+    pub phone: droidwarden_services::PhonePolicy,
 }
 
 impl Default for ApprovalPolicy {
@@ -42,6 +47,7 @@ impl Default for ApprovalPolicy {
             allow: BTreeSet::new(),
             deny: BTreeSet::new(),
             timeout: Duration::from_secs(300),
+            phone: droidwarden_services::PhonePolicy::default(),
         }
     }
 }
@@ -92,10 +98,21 @@ mod tests {
         check("airplane_mode", "status", Risk::Low, "deny");
         check("app_launcher", "launch", Risk::Medium, "deny");
         check("wifi_automation", "disable", Risk::High, "allow");
+    }
+
+    #[test]
+    fn critical_always_asks_unless_denied() {
+        let mut p = ApprovalPolicy {
+            auto_approve_up_to: Risk::Critical,
+            ..ApprovalPolicy::default()
+        };
         p.allow.insert("shell.*".into());
-        p.auto_approve_up_to = Risk::Critical;
-        check("shell", "run", Risk::Critical, "ask");
+        assert_eq!(p.decide("shell", "run", Risk::Critical), Verdict::Ask);
+        assert_eq!(p.decide("battery", "status", Risk::High), Verdict::Allow);
         p.deny.insert("shell.run".into());
-        check("shell", "run", Risk::Critical, "deny");
+        assert!(matches!(
+            p.decide("shell", "run", Risk::Critical),
+            Verdict::Deny(_)
+        ));
     }
 }

@@ -73,6 +73,8 @@ async fn call_local(
     command: &Command,
     config: Config,
 ) -> Result<Value, WireError> {
+    // The daemon's hub checks this for every other caller.
+    config.phone_services.check(command)?;
     let registry = Arc::new(Registry::new());
     let adb = AdbTransport::new(config.adb, Arc::clone(&registry));
     if let Err(e) = adb.refresh().await {

@@ -511,7 +511,11 @@ impl TryFrom<RawConfig> for Config {
                 "must be at most 86400000 (a day)",
             ));
         }
-        let agent = AgentConfig::try_from(raw.agent).map_err(agent_config_error)?;
+        let phone_services = droidwarden_services::PhonePolicy::try_from(raw.phone_services)
+            .map_err(|e| bad(&e.key, e.reason))?;
+        let mut agent = AgentConfig::try_from(raw.agent).map_err(agent_config_error)?;
+        // The agent refuses what the hub would, before asking anyone.
+        agent.approval.phone = phone_services.clone();
         let automation_context = crate::automations::model::Context {
             devices: names
                 .values()
@@ -554,8 +558,7 @@ impl TryFrom<RawConfig> for Config {
                 Some(LlmConfig::try_from(raw.llm).map_err(agent_config_error)?)
             },
             agent,
-            phone_services: droidwarden_services::PhonePolicy::try_from(raw.phone_services)
-                .map_err(|e| bad(&e.key, e.reason))?,
+            phone_services,
             mcp: crate::mcp::McpConfig::try_from(raw.mcp).map_err(ConfigError)?,
             source: None,
             api_socket: None,

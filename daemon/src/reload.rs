@@ -52,6 +52,14 @@ impl Plan {
     }
 }
 
+/// The new approval policy with the running phone-services part: the hub
+/// keeps its `[phone_services]` until a restart, so the agent does too.
+fn approval_keeping_phone(running: &Config, new: &Config) -> droidwarden_agent::ApprovalPolicy {
+    let mut approval = new.agent.approval.clone();
+    approval.phone = running.agent.approval.phone.clone();
+    approval
+}
+
 /// Compare the running configuration with a newly loaded one.
 pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     let mut restart = Vec::new();
@@ -154,7 +162,8 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
         adb_poll_interval: running.adb.poll_interval != new.adb.poll_interval,
         companion_names: running.companion.names != new.companion.names,
         poll: running.poll != new.poll,
-        approval_policy: running.agent.approval != new.agent.approval,
+        // `[phone_services]` inside it needs a restart (above), like the hub's.
+        approval_policy: running.agent.approval != approval_keeping_phone(running, new),
         needs_restart: restart,
     }
 }
@@ -218,11 +227,13 @@ pub(crate) fn apply(
         running.poll = new.poll;
     }
     if plan.approval_policy {
+        let mut agent = new.agent.clone();
+        agent.approval.phone = running.agent.approval.phone.clone();
         if let Some(assistant) = live.assistant {
-            assistant.set_approval_policy(&new.agent);
-            tracing::info!(policy = ?new.agent.approval, "approval policy changed");
+            assistant.set_approval_policy(&agent);
+            tracing::info!(policy = ?agent.approval, "approval policy changed");
         }
-        running.agent.approval = new.agent.approval;
+        running.agent.approval = agent.approval;
     }
     // Skills are read again on every reload, changed configuration or not
     // (their files may have changed); the main loop does the loading.

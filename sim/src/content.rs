@@ -15,6 +15,9 @@ pub struct PhoneContent {
     /// Files by absolute path (`stat`, `base64`, `pm install`). An APK here
     /// is a text file holding the package name it installs.
     pub files: BTreeMap<String, Vec<u8>>,
+    /// Files of that many zero bytes by absolute path, as `truncate -s`
+    /// makes them: large files without their bytes in the state.
+    pub sparse_files: BTreeMap<String, u64>,
     /// Every intent `am start` delivered, oldest first.
     pub intents: Vec<StartedIntent>,
     /// Packages whose data `pm clear` erased, in order.
@@ -68,6 +71,35 @@ pub struct StartedIntent {
 }
 
 impl PhoneContent {
+    /// A file's bytes (a sparse file's zeros made on demand).
+    pub fn file(&self, path: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
+        if let Some(bytes) = self.files.get(path) {
+            return Some(std::borrow::Cow::Borrowed(bytes));
+        }
+        let size = *self.sparse_files.get(path)?;
+        Some(std::borrow::Cow::Owned(vec![
+            0;
+            usize::try_from(size).ok()?
+        ]))
+    }
+
+    /// A file's size, without making its bytes.
+    pub fn file_size(&self, path: &str) -> Option<u64> {
+        self.files
+            .get(path)
+            .map(|b| b.len() as u64)
+            .or_else(|| self.sparse_files.get(path).copied())
+    }
+
+    /// Whether `path` is a directory holding a file.
+    pub fn is_dir(&self, path: &str) -> bool {
+        let prefix = format!("{}/", path.trim_end_matches('/'));
+        self.files
+            .keys()
+            .chain(self.sparse_files.keys())
+            .any(|f| f.starts_with(&prefix))
+    }
+
     /// A plausible phone's content: a playing-music and a reminder
     /// notification, a text file in Downloads, a photo in DCIM and an APK
     /// waiting in `/data/local/tmp`.
@@ -105,6 +137,7 @@ impl PhoneContent {
                 },
             ],
             files: files.into_iter().map(|(p, b)| (p.to_owned(), b)).collect(),
+            sparse_files: BTreeMap::new(),
             intents: Vec::new(),
             cleared: Vec::new(),
         }

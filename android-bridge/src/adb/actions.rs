@@ -703,4 +703,6 @@ mod phone;
 pub use phone::{MAX_PULL_BYTES, MAX_SHELL_OUTPUT};
 
 #[cfg(test)]
+mod phone_tests;
+#[cfg(test)]
 mod tests;

@@ -98,8 +98,7 @@ fn record_dump(out: &mut String, n: &PostedNotification, noredact: bool) {
 }
 
 fn is_dir(st: &PhoneState, path: &str) -> bool {
-    let prefix = format!("{}/", path.trim_end_matches('/'));
-    st.content.files.keys().any(|f| f.starts_with(&prefix))
+    st.content.is_dir(path)
 }
 
 /// toybox `stat [-L] -c FORMAT FILE…` (`%s`, `%F`, `%n`, `%%`).
@@ -121,8 +120,8 @@ pub(crate) fn stat(st: &PhoneState, args: &[String]) -> CommandResult {
     let mut out = Output::default();
     let mut status = 0;
     for f in files {
-        let (size, kind) = match st.content.files.get(&f) {
-            Some(bytes) => (bytes.len(), "regular file"),
+        let (size, kind) = match st.content.file_size(&f) {
+            Some(size) => (size, "regular file"),
             None if is_dir(st, &f) => (4096, "directory"),
             None => {
                 out.errln(format!("stat: '{f}': No such file or directory"));
@@ -183,7 +182,7 @@ pub(crate) fn base64(st: &PhoneState, args: &[String]) -> CommandResult {
     let Some(file) = file else {
         return fail("", "base64: needs a file\n", 1);
     };
-    let Some(bytes) = st.content.files.get(&file) else {
+    let Some(bytes) = st.content.file(&file) else {
         let why = if is_dir(st, &file) {
             "Is a directory"
         } else {
@@ -191,7 +190,7 @@ pub(crate) fn base64(st: &PhoneState, args: &[String]) -> CommandResult {
         };
         return fail("", &format!("base64: {file}: {why}\n"), 1);
     };
-    let encoded = encode(bytes);
+    let encoded = encode(&bytes);
     let mut text = String::new();
     if wrap == 0 {
         text.push_str(&encoded);

@@ -205,7 +205,7 @@ pub(super) async fn files(sh: &dyn Shell, action: &FilesAction) -> Result<Value,
 
 /// The number of bytes a standard base64 text encodes.
 fn base64_len(text: &str) -> Result<usize, parse::ParseError> {
-    let valid = text.len() % 4 == 0
+    let valid = text.len().is_multiple_of(4)
         && text
             .trim_end_matches('=')
             .bytes()

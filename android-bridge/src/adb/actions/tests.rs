@@ -7,16 +7,16 @@ use droidwarden_services::{Catalogue, ErrorCode};
 /// Answers each command line (argv joined by spaces) from a script and
 /// records what it was asked, in order.
 #[derive(Default)]
-struct ScriptedShell {
+pub(super) struct ScriptedShell {
     answers: HashMap<String, ShellOutput>,
-    asked: Mutex<Vec<Vec<String>>>,
+    pub(super) asked: Mutex<Vec<Vec<String>>>,
     muted: Mutex<HashMap<u8, i64>>,
     binary: HashMap<String, Vec<u8>>,
     snapshot: Mutex<Option<UiSnapshot>>,
 }
 
 impl ScriptedShell {
-    fn answer(mut self, command: &str, stdout: &str) -> Self {
+    pub(super) fn answer(mut self, command: &str, stdout: &str) -> Self {
         self.answers.insert(
             command.to_owned(),
             ShellOutput {
@@ -27,7 +27,7 @@ impl ScriptedShell {
         self
     }
 
-    fn fail(mut self, command: &str, stdout: &str, stderr: &str, exit: i32) -> Self {
+    pub(super) fn fail(mut self, command: &str, stdout: &str, stderr: &str, exit: i32) -> Self {
         self.answers.insert(
             command.to_owned(),
             ShellOutput {
@@ -39,7 +39,7 @@ impl ScriptedShell {
         self
     }
 
-    fn asked(&self) -> Vec<String> {
+    pub(super) fn asked(&self) -> Vec<String> {
         self.asked
             .lock()
             .unwrap()
@@ -101,7 +101,7 @@ fn cmd(service: &str, action: &str, params: Value) -> Command {
     Catalogue::get().parse(service, action, &params).unwrap()
 }
 
-async fn run(
+pub(super) async fn run(
     sh: &ScriptedShell,
     service: &str,
     action: &str,

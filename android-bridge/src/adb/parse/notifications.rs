@@ -220,7 +220,7 @@ fn parse_records(lines: &[&str], from: usize) -> Result<NotificationList, ParseE
         })
         .collect();
     // Newest first; the dump's own order (ranking) breaks ties.
-    notifications.sort_by(|a, b| b.posted_ms.cmp(&a.posted_ms));
+    notifications.sort_by_key(|n| std::cmp::Reverse(n.posted_ms));
     Ok(NotificationList {
         notifications,
         redacted,
