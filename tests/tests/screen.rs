@@ -343,3 +343,316 @@ fn a_screen_that_will_not_settle_is_tried_again_then_a_retryable_error() {
     r.ok("ui_control", "long_press", json!({"x": 540, "y": 230}));
     assert_eq!(r.sim.state()["ui"]["text_focused"], true);
 }
+
+// ---------------------------------------------------------------------------
+// The agent sees the screen: a scripted model over real HTTP, in each
+// provider's wire format.
+
+use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep};
+use droidwarden_agent::{ModelReply, ProviderKind};
+
+/// Every JSON object inside `value`, strings holding JSON included (tool
+/// results travel as JSON text in OpenAI and Anthropic requests).
+fn objects(value: &Value, out: &mut Vec<Value>) {
+    match value {
+        Value::Object(map) => {
+            out.push(value.clone());
+            map.values().for_each(|v| objects(v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| objects(v, out)),
+        Value::String(s) if s.starts_with('{') => {
+            if let Ok(inner) = serde_json::from_str::<Value>(s) {
+                objects(&inner, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The newest UI tree among the tool results of a request.
+fn tree_in(request: &RecordedRequest) -> Option<Value> {
+    let mut all = Vec::new();
+    objects(&request.body, &mut all);
+    all.into_iter().rev().find(|o| o["elements"].is_array())
+}
+
+/// The images a request carries, in the provider's own format: (mime, base64).
+fn images_in(kind: ProviderKind, request: &RecordedRequest) -> Vec<(String, String)> {
+    let mut all = Vec::new();
+    objects(&request.body, &mut all);
+    all.iter()
+        .filter_map(|o| match kind {
+            ProviderKind::Openai if o["type"] == "image_url" => {
+                let url = o["image_url"]["url"].as_str()?;
+                let (head, data) = url.strip_prefix("data:")?.split_once(";base64,")?;
+                Some((head.to_owned(), data.to_owned()))
+            }
+            ProviderKind::Anthropic if o["type"] == "image" => Some((
+                o["source"]["media_type"].as_str()?.to_owned(),
+                o["source"]["data"].as_str()?.to_owned(),
+            )),
+            ProviderKind::Gemini => {
+                let d = o.get("inline_data")?;
+                Some((
+                    d["mime_type"].as_str()?.to_owned(),
+                    d["data"].as_str()?.to_owned(),
+                ))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+struct AgentRig {
+    probe: Probe,
+    _daemon: Daemon,
+    sim: Sim,
+    llm: droidwarden_agent::testing::ScriptedLlm,
+    _adb: AdbServer,
+    _broker: Mosquitto,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn agent_rig(kind: ProviderKind, mode: &str, llm_extra: &str) -> AgentRig {
+    let (rt, llm) = droidwarden_e2e::scripted_model();
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let extra = format!(
+        "{NO_POLLS}[llm]\nprovider = \"{}\"\nbase_url = \"{}\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n{llm_extra}\n[agent]\ntool_mode = \"{mode}\"\n[agent.approval]\nallow = [\"screen.*\", \"ui_control.tap\"]\n",
+        kind.as_str(),
+        llm.base_url(kind),
+    );
+    let config = one_phone_config(broker.port, &sim.serial(), &extra);
+    let daemon = Daemon::start(&adb, &config);
+    probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    AgentRig {
+        probe,
+        _daemon: daemon,
+        sim,
+        llm,
+        _adb: adb,
+        _broker: broker,
+        _rt: rt,
+    }
+}
+
+/// A tool call in the mode's shape.
+fn tool(mode: &str, service: &str, action: &str, params: Value) -> (String, String) {
+    if mode == "toolkit" {
+        (
+            "android_device".into(),
+            json!({"device": "phone", "service_id": service, "action": action, "parameters": params})
+                .to_string(),
+        )
+    } else {
+        (
+            format!("android_{service}"),
+            json!({"device": "phone", "action": action, "parameters": params}).to_string(),
+        )
+    }
+}
+
+/// screenshot → ui_tree → tap the Settings icon by its index → verify with
+/// foreground_app → answer.
+fn screen_task(kind: ProviderKind, mode: &str) {
+    let r = agent_rig(kind, mode, "");
+    let step = |call: (String, String)| ScriptStep::Reply(ModelReply::tool_calls(vec![call]));
+    let m = mode.to_owned();
+    r.llm
+        .push(step(tool(mode, "screen", "screenshot", json!({}))));
+    r.llm.push(step(tool(mode, "screen", "ui_tree", json!({}))));
+    r.llm
+        .push(ScriptStep::Compute(Responder::new(move |request| {
+            // A failure here answers in words, which the test then reports.
+            let Some(tree) = tree_in(request) else {
+                return ModelReply::text(format!("no UI tree in {}", request.body));
+            };
+            let Some(settings) = tree["elements"]
+                .as_array()
+                .and_then(|all| all.iter().find(|e| e["text"] == "Settings"))
+            else {
+                return ModelReply::text(format!("no Settings icon in {tree}"));
+            };
+            let settings = settings["index"].clone();
+            ModelReply::tool_calls(vec![tool(
+                &m,
+                "ui_control",
+                "tap",
+                json!({"element": settings}),
+            )])
+        })));
+    r.llm
+        .push(step(tool(mode, "screen", "foreground_app", json!({}))));
+    r.llm.push(ScriptStep::Compute(Responder::new(|request| {
+        let mut all = Vec::new();
+        objects(&request.body, &mut all);
+        let package = all
+            .iter()
+            .rev()
+            .find_map(|o| {
+                o["package"]
+                    .as_str()
+                    .filter(|_| o.get("activity").is_some())
+            })
+            .unwrap_or("nothing")
+            .to_owned();
+        ModelReply::text(format!("In front: {package}"))
+    })));
+
+    let reply = r.probe.request(
+        P,
+        "ask",
+        json!({"id": format!("ask-{}-{mode}", kind.as_str()), "prompt": "open the settings"}),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(
+        reply["result"]["text"], "In front: com.android.settings",
+        "{reply}"
+    );
+    assert_eq!(
+        r.sim.state()["foreground"]
+            .as_str()
+            .unwrap()
+            .split('/')
+            .next(),
+        Some("com.android.settings")
+    );
+
+    let requests = r.llm.requests();
+    assert_eq!(requests.len(), 5, "one request per step");
+    // The screenshot reached the model as an image in the provider's
+    // format, from the request after the screenshot on.
+    assert!(images_in(kind, &requests[0]).is_empty());
+    let images = images_in(kind, &requests[1]);
+    assert_eq!(images.len(), 1, "{}", requests[1].body);
+    let (mime, data) = &images[0];
+    assert_eq!(mime, "image/jpeg");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .expect("base64");
+    let img = image::load_from_memory(&bytes).expect("a JPEG");
+    assert_eq!(img.height(), 1024);
+    // Never as base64 text in a tool result: only the reference and size.
+    for request in &requests {
+        let text = request.body.to_string();
+        assert!(!text.contains("data_base64"), "base64 text in a request");
+    }
+    let session = reply["result"]["session"].as_str().expect("session");
+    let events = droidwarden_e2e::wait_for("the final event", WAIT, || {
+        let events: Vec<Value> = r
+            .probe
+            .on(&format!("{P}/sessions/{session}/events"))
+            .iter()
+            .map(|m| m.json())
+            .collect();
+        events
+            .iter()
+            .any(|e| e["event"] == "final")
+            .then_some(events)
+    });
+    let shot = events
+        .iter()
+        .find(|e| e["event"] == "tool_result" && e.to_string().contains("img-"))
+        .expect("the screenshot's result event");
+    assert!(
+        !shot.to_string().contains(&data[..64]),
+        "the image left the daemon in an event"
+    );
+}
+
+#[test]
+fn an_agent_task_sees_and_taps_the_screen_openai_toolkit_mode() {
+    screen_task(ProviderKind::Openai, "toolkit");
+}
+
+#[test]
+fn an_agent_task_sees_and_taps_the_screen_anthropic_direct_mode() {
+    screen_task(ProviderKind::Anthropic, "direct");
+}
+
+#[test]
+fn an_agent_task_sees_and_taps_the_screen_gemini_direct_mode() {
+    screen_task(ProviderKind::Gemini, "direct");
+}
+
+#[test]
+fn a_model_without_vision_gets_the_ui_tree_for_a_screenshot() {
+    let r = agent_rig(ProviderKind::Openai, "toolkit", "vision = false");
+    r.llm
+        .push(ScriptStep::Reply(ModelReply::tool_calls(vec![tool(
+            "toolkit",
+            "screen",
+            "screenshot",
+            json!({}),
+        )])));
+    r.llm.push(ScriptStep::Reply(ModelReply::text("seen")));
+    let reply = r.probe.request(
+        P,
+        "ask",
+        json!({"id": "ask-novision", "prompt": "what is on screen?"}),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    let requests = r.llm.requests();
+    assert!(images_in(ProviderKind::Openai, &requests[1]).is_empty());
+    let tree = tree_in(&requests[1]).expect("the UI tree instead");
+    assert!(tree["note"].as_str().unwrap().contains("vision"));
+    assert!(r.sim.commands().iter().all(|c| c[0] != "screencap"));
+}
+
+#[test]
+fn a_companion_phone_offers_the_same_screen_actions_through_the_protocol() {
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let alice = Sim::start(SimOptions {
+        companion: Some((broker.port, "alice-pixel".into())),
+        no_adb: true,
+        ..Default::default()
+    });
+    probe.wait_last(&format!("{P}/companion/alice-pixel/online"), WAIT, |m| {
+        m.payload == "online"
+    });
+    let config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
+        broker.port
+    );
+    let _daemon = Daemon::start(&adb, &config);
+    probe.wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
+        m.payload == "online"
+    });
+    let call = |id: &str, service: &str, action: &str, params: Value| {
+        let reply = probe.request(
+            P,
+            "call",
+            json!({"id": id, "device": "alice", "service": service, "action": action, "params": params}),
+        );
+        assert_eq!(reply["ok"], true, "{service}.{action}: {reply}");
+        reply["result"].clone()
+    };
+    let shot = call("s1", "screen", "screenshot", json!({"max_side": 512}));
+    let img = decode(&shot);
+    assert_eq!((img.width(), img.height()), (230, 512));
+    let tree = call("s2", "screen", "ui_tree", json!({}));
+    let settings = tree["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["text"] == "Settings")
+        .expect("Settings")["index"]
+        .clone();
+    call("s3", "ui_control", "tap", json!({"element": settings}));
+    assert_eq!(
+        call("s4", "screen", "foreground_app", json!({}))["package"],
+        "com.android.settings"
+    );
+    let field_text = "Grüße 👋";
+    call("s5", "ui_control", "key", json!({"key": "home"}));
+    call("s6", "ui_control", "tap", json!({"x": 540, "y": 230}));
+    call("s7", "ui_control", "type_text", json!({"text": field_text}));
+    assert_eq!(alice.state()["ui"]["text"], field_text);
+}

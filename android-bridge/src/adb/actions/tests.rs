@@ -710,3 +710,95 @@ async fn network_status_on_mobile_data_and_offline() {
     assert_eq!(v["default_gateway"], "10.0.1.1");
     assert!(!sh.asked().iter().any(|c| c.starts_with("ip route get")));
 }
+
+// ---------------------------------------------------------------------------
+// The screen, over real uiautomator output.
+
+const DIALOG_DUMP: &str =
+    include_str!("../../../fixtures/android/uiautomator-dump/autotickexitbox-dialog-unknown.xml");
+const FOCUS: &str = include_str!(
+    "../../../fixtures/android/dumpsys-window-grep-focus/appium-adb-issue797-galaxy-flip4-mFocusedApp-12.txt"
+);
+const LATIN: &str = "com.google.android.inputmethod.latin/com.android.inputmethod.latin.LatinIME";
+
+#[tokio::test]
+async fn ui_tree_follows_the_path_the_tool_printed_and_retries_while_not_idle() {
+    let legacy = "/storage/emulated/legacy/window_dump.xml";
+    let sh = ScriptedShell::default()
+        .answer(
+            &format!("uiautomator dump {DUMP_PATH}"),
+            &format!("UI hierchary dumped to: {legacy}\n"),
+        )
+        .answer(&format!("cat {legacy}"), DIALOG_DUMP);
+    let tree = run(&sh, "screen", "ui_tree", json!({})).await.unwrap();
+    assert!(tree["count"].as_u64().unwrap() > 0);
+    assert_eq!(
+        sh.asked(),
+        [
+            format!("uiautomator dump {DUMP_PATH}"),
+            format!("cat {legacy}")
+        ]
+    );
+    // The tree is what tap {element} resolves against: its centre.
+    let first = &tree["elements"][0];
+    let tapped = run(&sh, "ui_control", "tap", json!({"element": 0})).await;
+    // `input tap` is not scripted: the phone says the command is missing,
+    // after the element was resolved to its centre.
+    assert!(tapped.is_err());
+    assert_eq!(
+        sh.asked().last().unwrap(),
+        &format!("input tap {} {}", first["center"][0], first["center"][1])
+    );
+
+    let busy = ScriptedShell::default().fail(
+        &format!("uiautomator dump {DUMP_PATH}"),
+        "",
+        "ERROR: could not get idle state.\n",
+        1,
+    );
+    let err = run(&busy, "screen", "ui_tree", json!({}))
+        .await
+        .unwrap_err();
+    assert!(err.retryable(), "{err}");
+    assert_eq!(busy.asked().len(), 3, "three dumps, then the error");
+}
+
+#[tokio::test]
+async fn foreground_app_reads_the_focused_activity() {
+    let sh = ScriptedShell::default().answer("dumpsys window displays", FOCUS);
+    let v = run(&sh, "screen", "foreground_app", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(v["package"], "jp.naver.line.android");
+    assert_eq!(
+        v["activity"],
+        "jp.naver.line.android.activity.main.MainActivity"
+    );
+}
+
+#[tokio::test]
+async fn type_text_selects_the_broadcast_ime_for_unicode_and_restores_the_keyboard() {
+    let text = "Grüße 👋";
+    let b64 = "R3LDvMOfZSDwn5GL";
+    let sh = ScriptedShell::default()
+        .answer("ime list -s", &format!("{LATIN}\n{ADB_IME}\n"))
+        .answer("settings get secure default_input_method", &format!("{LATIN}\n"))
+        .answer(&format!("ime set {ADB_IME}"), "")
+        .answer(
+            &format!("am broadcast -a {ADB_IME_B64_ACTION} --es msg {b64}"),
+            "Broadcasting: Intent { act=ADB_INPUT_B64 flg=0x400000 (has extras) }\nBroadcast completed: result=0\n",
+        )
+        .answer(&format!("ime set {LATIN}"), "");
+    let v = run(&sh, "ui_control", "type_text", json!({"text": text}))
+        .await
+        .unwrap();
+    assert_eq!(v, json!({"typed": 7, "method": "ime_broadcast"}));
+    assert_eq!(sh.asked().last().unwrap(), &format!("ime set {LATIN}"));
+
+    let without = ScriptedShell::default().answer("ime list -s", &format!("{LATIN}\n"));
+    let err = run(&without, "ui_control", "type_text", json!({"text": text}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::UnsupportedAction);
+    assert_eq!(without.asked(), ["ime list -s"]);
+}

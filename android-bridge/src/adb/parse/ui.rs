@@ -268,7 +268,7 @@ fn line(e: &UiElement) -> String {
 /// `[l,t][r,b]` → `[l, t, r, b]`.
 fn bounds(text: &str) -> Option<[i32; 4]> {
     let nums: Vec<i32> = text
-        .split(|c: char| c == '[' || c == ']' || c == ',')
+        .split(['[', ']', ','])
         .filter(|s| !s.is_empty())
         .map(|s| s.trim().parse().ok())
         .collect::<Option<_>>()?;
