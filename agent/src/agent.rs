@@ -18,6 +18,7 @@ use crate::host::{BoxFuture, ToolHost};
 use crate::limit::{Admission, RunLimiter, Slot};
 use crate::markdown;
 use crate::message::ToolCall;
+use crate::plan::{PlanState, RunMode};
 use crate::policy::ApprovalPolicy;
 use crate::provider::{ChatRequest, Provider};
 use crate::skills::{INVOKE_SKILL_TOOL, SkillSet};
@@ -81,6 +82,8 @@ pub struct AskRequest {
     /// [`Agent::interrupted_runs`]: the daemon records where the answer
     /// goes, so a run resumed after a restart can still deliver it.
     pub origin: Option<String>,
+    /// ReAct or plan-and-execute; `None`: `[agent] mode`.
+    pub mode: Option<RunMode>,
 }
 
 impl AskRequest {
@@ -90,7 +93,14 @@ impl AskRequest {
             prompt: prompt.into(),
             session_id: None,
             origin: None,
+            mode: None,
         }
+    }
+
+    /// The same request in `mode`.
+    pub fn with_mode(mut self, mode: RunMode) -> Self {
+        self.mode = Some(mode);
+        self
     }
 
     /// The same prompt in session `id`.
@@ -370,6 +380,9 @@ impl Agent {
             tools_enabled: !toolset.is_empty(),
         };
         let now = now_ms();
+        // A direct skill run is a single tool call: never planned.
+        let plan = (request.mode.unwrap_or(cfg.mode) == RunMode::Plan && skill_call.is_none())
+            .then_some(cfg.plan);
         let (rid, sid, p) = (run_id.clone(), session_id.clone(), prompt.clone());
         let state = self
             .inner
@@ -382,6 +395,7 @@ impl Agent {
                 cfg.memory_recall,
                 move |history, recalled| {
                     let mut state = RunState::new(rid, sid, p, history, recalled, limits, now);
+                    state.plan = plan.map(PlanState::new);
                     state.skill_call = skill_call;
                     state
                 },
@@ -1020,10 +1034,15 @@ fn model_call(
     system: Arc<str>,
     tag: &Tag,
 ) -> BoxFuture<'static, Input> {
+    let view = state.model_view();
     let request = ChatRequest {
-        system: system.to_string(),
-        messages: state.conversation(),
-        tools: if state.limits.tools_enabled {
+        system: if view.system.is_empty() {
+            system.to_string()
+        } else {
+            format!("{system}{}", view.system)
+        },
+        messages: view.messages,
+        tools: if view.tools {
             toolset.specs().clone()
         } else {
             Arc::from(Vec::new())
