@@ -80,6 +80,10 @@ pub(crate) enum Command {
         /// Print every event as a JSON object, one per line.
         #[arg(long)]
         json: bool,
+        /// Plan first, then carry out the plan step by step
+        /// (plan-and-execute; default: `[agent] mode`).
+        #[arg(long)]
+        plan: bool,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
@@ -301,9 +305,10 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Ask {
             session,
             json,
+            plan,
             bus,
             prompt,
-        } => agent_cli::ask(&config, bus, session, &prompt.join(" "), json).await,
+        } => agent_cli::ask(&config, bus, session, &prompt.join(" "), json, plan).await,
         Command::Approvals { json, bus } => agent_cli::approvals(&config, bus, json).await,
         Command::Approve { id, bus } => agent_cli::answer(&config, bus, &id, None).await,
         Command::Deny { id, reason, bus } => {

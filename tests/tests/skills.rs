@@ -1,4 +1,4 @@
-//! Skills through the daemon, end to end: skills from a temporary
+//! Skills and plan mode through the daemon, end to end: skills from a temporary
 //! directory named in `[agent.skills] dirs`, a scripted language model
 //! over real HTTP, a real mosquitto, the real adb server, two emulated
 //! phones and `droidwarden daemon` as a process. Skills are run with MQTT
@@ -22,7 +22,7 @@ struct Rig {
     daemon: Option<Daemon>,
     probe: Probe,
     kitchen: Sim,
-    _hall: Sim,
+    hall: Sim,
     llm: ScriptedLlm,
     adb: AdbServer,
     _broker: Mosquitto,
@@ -62,7 +62,7 @@ fn rig(skills: tempfile::TempDir) -> Rig {
         daemon: Some(daemon),
         probe,
         kitchen,
-        _hall: hall,
+        hall,
         llm,
         adb,
         _broker: broker,
@@ -305,4 +305,85 @@ fn a_high_risk_skill_waits_for_approval_across_sigkill_and_skills_reload_on_sigh
     let found = r.skill("after", "health", json!({}));
     assert_eq!(found["ok"], true, "{found}");
     assert_eq!(found["result"]["text"], "hello");
+}
+
+fn json_text(v: Value) -> ScriptStep {
+    text(&v.to_string())
+}
+
+#[test]
+fn a_plan_mode_ask_runs_three_steps_across_two_phones_with_one_replan() {
+    let r = rig(tempfile::tempdir().expect("skills"));
+    r.kitchen
+        .control(json!({"op": "set", "path": "battery.level", "value": 81}));
+    r.hall
+        .control(json!({"op": "set", "path": "battery.level", "value": 23}));
+    r.script([
+        json_text(json!({"steps": ["read the kitchen battery", "read the hall battery"]})),
+        dev("kitchen", "battery", "status"),
+        text("kitchen at 81 %"),
+        json_text(json!({"decision": "replan", "steps": ["read the hall battery", "read the hall Wi-Fi"]})),
+        dev("hall", "battery", "status"),
+        text("hall at 23 %"),
+        json_text(json!({"decision": "continue"})),
+        dev("hall", "wifi_automation", "status"),
+        text("hall Wi-Fi on"),
+        json_text(json!({"decision": "continue"})),
+        text("Kitchen 81 %, hall 23 % with Wi-Fi on."),
+    ]);
+    let kitchen_before = sim_commands_with(&r.kitchen, &["dumpsys", "battery"]);
+    let hall_before = sim_commands_with(&r.hall, &["dumpsys", "battery"]);
+    let reply = r.probe.request(
+        P,
+        "ask",
+        json!({"id": "p1", "prompt": "how are the batteries?", "mode": "plan"}),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(
+        reply["result"]["text"],
+        "Kitchen 81 %, hall 23 % with Wi-Fi on."
+    );
+    assert_eq!(
+        sim_commands_with(&r.kitchen, &["dumpsys", "battery"]),
+        kitchen_before + 1
+    );
+    assert_eq!(
+        sim_commands_with(&r.hall, &["dumpsys", "battery"]),
+        hall_before + 1
+    );
+    // The phones' real answers reached the executors.
+    let requests = r.llm.requests();
+    assert_eq!(requests.len(), 11);
+    assert!(requests[2].body["messages"].to_string().contains("81"));
+    assert!(requests[5].body["messages"].to_string().contains("23"));
+    let session = reply["result"]["session"].as_str().expect("session");
+    droidwarden_e2e::wait_for("the final event", WAIT, || {
+        r.events(session)
+            .iter()
+            .any(|e| e["event"] == "final")
+            .then_some(())
+    });
+    let events = r.events(session);
+    let kinds: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["event"].as_str())
+        .filter(|k| k.starts_with("plan") || k.starts_with("step_"))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "plan",
+            "step_started",
+            "step_finished",
+            "plan",
+            "step_started",
+            "step_finished",
+            "step_started",
+            "step_finished"
+        ]
+    );
+    let bad = r
+        .probe
+        .request(P, "ask", json!({"id": "p2", "prompt": "x", "mode": "yolo"}));
+    assert_eq!(bad["error"]["code"], "invalid_request", "{bad}");
 }
