@@ -433,6 +433,16 @@ impl Agent {
         })
     }
 
+    /// At start-up, before any run is driven: expire the approval requests
+    /// of skill runs a stopped process left behind (their skill was
+    /// reported to its parent as interrupted; nothing waits for them).
+    ///
+    /// # Errors
+    /// A store error.
+    pub async fn expire_orphan_approvals(&self) -> Result<usize, AgentError> {
+        self.inner.store.expire_orphans().await
+    }
+
     /// Unfinished runs that no [`Run`] of this process is driving: call
     /// [`Agent::resume`] for each at start-up.
     ///

@@ -231,6 +231,13 @@ impl Assistant {
         let skills = load_skills(&config.skills, state_dir).await;
         let agent = Agent::new(config, provider, Arc::new(HubTools::new(hub)), store);
         agent.set_skills(skills);
+        let orphans = agent.expire_orphan_approvals().await?;
+        if orphans > 0 {
+            tracing::info!(
+                orphans,
+                "approval requests of skills interrupted by the last stop expired"
+            );
+        }
         let pending = agent.pending_approvals().await?;
         let open = pending
             .iter()
