@@ -65,7 +65,11 @@ fn plan_model(steps: usize) -> Arc<ScriptedModel> {
         } else if req.system.contains("reviewing a plan") {
             ModelReply::text(r#"{"decision": "continue"}"#)
         } else if req.system.contains("executing one step") {
-            if req.messages.iter().any(|m| matches!(m, Message::Tool { .. })) {
+            if req
+                .messages
+                .iter()
+                .any(|m| matches!(m, Message::Tool { .. }))
+            {
                 ModelReply::text("found")
             } else {
                 ModelReply {

@@ -474,7 +474,12 @@ fn an_action_riskier_than_its_skill_asks_and_a_restart_interrupts_the_skill() {
                 "invoke_skill",
                 json!({"skill": "understated"}),
             )])),
-            ScriptStep::Reply(calls(vec![dev("w", "kitchen", "wifi_automation", "disable")])),
+            ScriptStep::Reply(calls(vec![dev(
+                "w",
+                "kitchen",
+                "wifi_automation",
+                "disable",
+            )])),
         ])
         .await
         .unwrap();
