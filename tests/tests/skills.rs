@@ -6,8 +6,9 @@
 
 use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions};
+use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
@@ -38,6 +39,10 @@ fn write_skill(dir: &Path, name: &str, text: &str) {
 }
 
 fn rig(skills: tempfile::TempDir) -> Rig {
+    rig_with(skills, &[])
+}
+
+fn rig_with(skills: tempfile::TempDir, env: &[(&str, &str)]) -> Rig {
     let (rt, llm) = droidwarden_e2e::scripted_model();
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
@@ -57,7 +62,7 @@ fn rig(skills: tempfile::TempDir) -> Rig {
         kitchen.serial(),
         hall.serial(),
     );
-    let daemon = Daemon::start(&adb, &config);
+    let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
     let rig = Rig {
         daemon: Some(daemon),
         probe,
@@ -386,4 +391,98 @@ fn a_plan_mode_ask_runs_three_steps_across_two_phones_with_one_replan() {
         .probe
         .request(P, "ask", json!({"id": "p2", "prompt": "x", "mode": "yolo"}));
     assert_eq!(bad["error"]["code"], "invalid_request", "{bad}");
+}
+
+#[test]
+fn the_cli_lists_shows_and_runs_skills() {
+    let dir = tempfile::tempdir().expect("skills");
+    write_skill(
+        dir.path(),
+        "kitchen-battery",
+        "---\nname: kitchen-battery\ndescription: Report a phone's battery.\nallowed-tools: battery.status\n---\nRead battery.status on the input's device.\n",
+    );
+    write_skill(dir.path(), "broken", "no front matter\n");
+    let bus = PrivateBus::session();
+    let r = rig_with(
+        dir,
+        &[
+            ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+            ("DROIDWARDEN__DBUS__BUS", "session"),
+        ],
+    );
+    bus.wait_for_daemon(WAIT);
+    let cli = Droidwarden::new(&r.adb, &r.config);
+
+    // Listed locally, built-in and user skills, with the skipped file.
+    let listed = cli.run(&["skills", "--json"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let names: Vec<&str> = listed.json["skills"]
+        .as_array()
+        .expect("skills")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    for want in ["kitchen-battery", "bedtime", "phone-health-report"] {
+        assert!(names.contains(&want), "{names:?}");
+    }
+    let problems = listed.json["problems"].to_string();
+    assert!(problems.contains("broken/SKILL.md"), "{problems}");
+    let shown = cli.run(&["skills", "show", "kitchen-battery"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("Read battery.status"),
+        "{}",
+        shown.stdout
+    );
+    let missing = cli.run(&["skills", "show", "nope"]);
+    assert_ne!(missing.code, 0);
+    // Over D-Bus.
+    let over_dbus = bus.gdbus_call("ListSkills", &[]).expect("ListSkills");
+    assert!(over_dbus.contains("kitchen-battery"), "{over_dbus}");
+
+    // Run through the daemon.
+    r.script([
+        dev("hall", "battery", "status"),
+        text("The hall phone's battery is fine."),
+    ]);
+    let run = cli.run_on_bus(
+        &bus.address,
+        &[
+            "skill",
+            "run",
+            "kitchen-battery",
+            "--device",
+            "hall",
+            "note=quick",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("▶ skill kitchen-battery"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("[kitchen-battery] → android_device"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .trim_end()
+            .ends_with("The hall phone's battery is fine."),
+        "{}",
+        run.stdout
+    );
+    // The input reached the skill's model.
+    let requests = r.llm.requests();
+    let first = requests[0].body["messages"].to_string();
+    assert!(first.contains("hall") && first.contains("quick"), "{first}");
+    let unknown = cli.run_on_bus(&bus.address, &["skill", "run", "nope"]);
+    assert_ne!(unknown.code, 0);
+    assert!(
+        unknown.stderr.contains("unknown skill"),
+        "{}",
+        unknown.stderr
+    );
 }
