@@ -14,6 +14,8 @@
 //!   skills and the `allowed-tools` rules a skill's run is held to.
 //! * [`plan`] — plan-and-execute mode: planner, executors, refinery,
 //!   synthesizer, as more states of the same graph.
+//! * [`topology`] — the graph's nodes and edges, checked against the
+//!   machine, rendered as Mermaid or DOT.
 //! * [`policy`] — approval policy: risk threshold, allow and deny lists.
 //! * [`Store`] — SQLite (WAL) on its own thread: checkpoints, sessions,
 //!   approvals, and FTS5 memory of archived turns.
@@ -45,6 +47,7 @@ mod secret;
 pub mod skills;
 mod store;
 pub mod tools;
+pub mod topology;
 
 #[cfg(feature = "testing")]
 pub mod testing;

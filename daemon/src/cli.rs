@@ -137,6 +137,9 @@ pub(crate) enum Command {
     /// Run a skill through the running daemon.
     #[command(subcommand)]
     Skill(crate::skills_cli::SkillCommand),
+    /// The agent itself: `droidwarden agent graph`.
+    #[command(subcommand)]
+    Agent(crate::skills_cli::AgentCommand),
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -317,6 +320,7 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Sessions { json, bus } => agent_cli::sessions(&config, bus, json).await,
         Command::Skills(args) => crate::skills_cli::skills(args, config).await,
         Command::Skill(command) => crate::skills_cli::skill(command, config).await,
+        Command::Agent(command) => crate::skills_cli::agent(command, config).await,
         Command::Session(SessionCommand::Show { id, bus }) => {
             agent_cli::show_session(&config, bus, &id).await
         }
