@@ -10,10 +10,17 @@
 //!   checkpoint per step.
 //! * Throughput: 100 sessions at once, 3 tool rounds each, on a 2-worker
 //!   runtime; runs per second, with and without checkpoints.
+//! * Plan mode, per step: the time of a plan run of 10 steps minus one of
+//!   1 step, divided by 9. A step is an executor's tool round (two model
+//!   calls) and a refinery decision (one model call), all zero-cost.
+//!
+//! Arguments after `--` that do not start with `-` select the cases whose
+//! label contains one of them (`-- "read, no" plan`).
 
 use droidwarden_agent::testing::{FakeToolHost, ScriptedModel};
 use droidwarden_agent::{
-    Agent, AgentConfig, AskRequest, ChatRequest, Durability, Message, ModelReply, Store, ToolCall,
+    Agent, AgentConfig, AskRequest, ChatRequest, Durability, Message, ModelReply, RunMode, Store,
+    ToolCall,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,6 +53,93 @@ fn model(rounds: usize, call: &'static str) -> Arc<ScriptedModel> {
             ModelReply::text("done")
         }
     }))
+}
+
+/// A plan-mode model: a plan of `steps` steps, one read per step, always
+/// "continue", then the answer.
+fn plan_model(steps: usize) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_fn(move |req: &ChatRequest| {
+        if req.system.contains("You are the planner") {
+            let list: Vec<String> = (0..steps).map(|i| format!("step {i}")).collect();
+            ModelReply::text(serde_json::json!({ "steps": list }).to_string())
+        } else if req.system.contains("reviewing a plan") {
+            ModelReply::text(r#"{"decision": "continue"}"#)
+        } else if req.system.contains("executing one step") {
+            if req
+                .messages
+                .iter()
+                .any(|m| matches!(m, Message::Tool { .. }))
+            {
+                ModelReply::text("found")
+            } else {
+                ModelReply {
+                    tool_calls: vec![ToolCall {
+                        id: "c".into(),
+                        name: "android_device".into(),
+                        arguments: READ.into(),
+                        signature: None,
+                    }],
+                    ..ModelReply::default()
+                }
+            }
+        } else {
+            ModelReply::text("done")
+        }
+    }))
+}
+
+/// Plan mode: the cost of one more plan step.
+fn per_plan_step(checkpoint: bool) -> (Duration, Duration, Duration) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        const STEPS: usize = 10;
+        let make = |dir: std::path::PathBuf, steps: usize| async move {
+            let store = Store::open(dir, Durability::Process).await.expect("store");
+            let config = AgentConfig {
+                max_iterations: 1000,
+                max_steps: 10_000,
+                checkpoint_steps: checkpoint,
+                plan: droidwarden_agent::plan::PlanLimits {
+                    max_plan_steps: 50,
+                    max_model_calls: 10_000,
+                    ..AgentConfig::default().plan
+                },
+                ..AgentConfig::default()
+            };
+            let host = Arc::new(FakeToolHost::one_phone().without_log());
+            Agent::new(config, plan_model(steps), host, store)
+        };
+        let d0 = tempfile::tempdir().expect("tempdir");
+        let d1 = tempfile::tempdir().expect("tempdir");
+        let one = make(d0.path().to_owned(), 1).await;
+        let many = make(d1.path().to_owned(), STEPS).await;
+        let time = |a: Agent| async move {
+            let run = || async {
+                let out = a
+                    .ask(AskRequest::new("plan it").with_mode(RunMode::Plan))
+                    .await
+                    .expect("ask")
+                    .drive(CancellationToken::new())
+                    .await
+                    .expect("drive");
+                assert_eq!(out.text, "done");
+            };
+            for _ in 0..10 {
+                run().await;
+            }
+            let start = Instant::now();
+            for _ in 0..100 {
+                run().await;
+            }
+            start.elapsed() / 100
+        };
+        let t0 = time(one).await;
+        let t1 = time(many).await;
+        (t1.saturating_sub(t0) / (STEPS as u32 - 1), t0, t1)
+    })
 }
 
 async fn agent(
@@ -155,6 +249,11 @@ fn main() {
         println!("agent_loop: skipped in test mode");
         return;
     }
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |label: &str| filters.is_empty() || filters.iter().any(|f| label.contains(f));
     println!("agent_loop: zero-cost in-process model, no-op device, toolkit mode, 1 phone");
     let cases: [(&str, &'static str, bool, Durability); 5] = [
         ("read, no checkpoint", READ, false, Durability::Process),
@@ -179,6 +278,9 @@ fn main() {
         ),
     ];
     for (label, call, checkpoint, durability) in cases {
+        if !wanted(label) {
+            continue;
+        }
         // The median of five measurements: the machine is shared.
         let mut samples: Vec<_> = (0..5)
             .map(|_| per_round(call, checkpoint, durability))
@@ -197,11 +299,31 @@ fn main() {
         ("reads, checkpointed", READ, true),
         ("changes, checkpointed", WRITE, true),
     ] {
+        if !wanted(label) {
+            continue;
+        }
         let mut samples: Vec<f64> = (0..3).map(|_| throughput(call, checkpoint)).collect();
         samples.sort_by(f64::total_cmp);
         println!(
             "  100 concurrent sessions x 3 rounds, {label:<24} {:>8.0} runs/s (median of 3)",
             samples[1]
+        );
+    }
+    for (label, checkpoint) in [
+        ("plan, no checkpoint", false),
+        ("plan, SQLite checkpoints (WAL, NORMAL)", true),
+    ] {
+        if !wanted(label) {
+            continue;
+        }
+        let mut samples: Vec<_> = (0..5).map(|_| per_plan_step(checkpoint)).collect();
+        samples.sort();
+        let (r, t0, t1) = samples[2];
+        println!(
+            "  per plan step, {label:<43} {:>8.1} µs   (plan of 1 step {:.1} µs, 10 steps {:.1} µs)",
+            r.as_secs_f64() * 1e6,
+            t0.as_secs_f64() * 1e6,
+            t1.as_secs_f64() * 1e6
         );
     }
 }

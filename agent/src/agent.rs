@@ -20,6 +20,7 @@ use crate::host::{BoxFuture, ToolHost};
 use crate::limit::{Admission, RunLimiter, Slot};
 use crate::markdown;
 use crate::message::ToolCall;
+use crate::plan::{PlanState, RunMode};
 use crate::policy::ApprovalPolicy;
 use crate::provider::{ChatRequest, Provider};
 use crate::skills::{INVOKE_SKILL_TOOL, SkillSet};
@@ -83,6 +84,8 @@ pub struct AskRequest {
     /// [`Agent::interrupted_runs`]: the daemon records where the answer
     /// goes, so a run resumed after a restart can still deliver it.
     pub origin: Option<String>,
+    /// ReAct or plan-and-execute; `None`: `[agent] mode`.
+    pub mode: Option<RunMode>,
 }
 
 impl AskRequest {
@@ -92,7 +95,14 @@ impl AskRequest {
             prompt: prompt.into(),
             session_id: None,
             origin: None,
+            mode: None,
         }
+    }
+
+    /// The same request in `mode`.
+    pub fn with_mode(mut self, mode: RunMode) -> Self {
+        self.mode = Some(mode);
+        self
     }
 
     /// The same prompt in session `id`.
@@ -372,6 +382,9 @@ impl Agent {
             tools_enabled: !toolset.is_empty(),
         };
         let now = now_ms();
+        // A direct skill run is a single tool call: never planned.
+        let plan = (request.mode.unwrap_or(cfg.mode) == RunMode::Plan && skill_call.is_none())
+            .then_some(cfg.plan);
         let (rid, sid, p) = (run_id.clone(), session_id.clone(), prompt.clone());
         let state = self
             .inner
@@ -384,6 +397,7 @@ impl Agent {
                 cfg.memory_recall,
                 move |history, recalled| {
                     let mut state = RunState::new(rid, sid, p, history, recalled, limits, now);
+                    state.plan = plan.map(PlanState::new);
                     state.skill_call = skill_call;
                     state
                 },
@@ -419,6 +433,16 @@ impl Agent {
             admission: self.inner.limiter.admit(),
             _guard: guard,
         })
+    }
+
+    /// At start-up, before any run is driven: expire the approval requests
+    /// of skill runs a stopped process left behind (their skill was
+    /// reported to its parent as interrupted; nothing waits for them).
+    ///
+    /// # Errors
+    /// A store error.
+    pub async fn expire_orphan_approvals(&self) -> Result<usize, AgentError> {
+        self.inner.store.expire_orphans().await
     }
 
     /// Unfinished runs that no [`Run`] of this process is driving: call
@@ -1022,10 +1046,15 @@ fn model_call(
     system: Arc<str>,
     tag: &Tag,
 ) -> BoxFuture<'static, Input> {
+    let view = state.model_view();
     let request = ChatRequest {
-        system: system.to_string(),
-        messages: state.conversation(),
-        tools: if state.limits.tools_enabled {
+        system: if view.system.is_empty() {
+            system.to_string()
+        } else {
+            format!("{system}{}", view.system)
+        },
+        messages: view.messages,
+        tools: if view.tools {
             toolset.specs().clone()
         } else {
             Arc::from(Vec::new())

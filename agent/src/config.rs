@@ -317,6 +317,15 @@ pub struct RawAgentConfig {
     pub approval: Option<RawApprovalConfig>,
     /// Skills.
     pub skills: Option<RawSkillsConfig>,
+    /// `react` (default) or `plan` (plan-and-execute; per request too).
+    pub mode: Option<crate::plan::RunMode>,
+    /// Plan mode: model calls per executed step (default 5).
+    pub max_executor_steps: Option<u32>,
+    /// Plan mode: most steps in a plan (default 8).
+    pub max_plan_steps: Option<u32>,
+    /// Plan mode: model calls in a whole run, every stage counted
+    /// (default 4 × max_iterations + 10).
+    pub max_model_calls: Option<u32>,
 }
 
 /// `[agent.skills]` as written.
@@ -419,6 +428,10 @@ pub struct AgentConfig {
     pub approval: ApprovalPolicy,
     /// Skills.
     pub skills: SkillsConfig,
+    /// The default run mode.
+    pub mode: crate::plan::RunMode,
+    /// Plan mode's bounds (`max_executed` is `max_iterations`).
+    pub plan: crate::plan::PlanLimits,
 }
 
 /// The built-in system prompt.
@@ -498,8 +511,30 @@ impl TryFrom<RawAgentConfig> for AgentConfig {
         }
         let approval = raw.approval.unwrap_or_default();
         let skills = SkillsConfig::try_from(raw.skills.unwrap_or_default())?;
+        let max_executor_steps = raw.max_executor_steps.unwrap_or(5);
+        if !(1..=100).contains(&max_executor_steps) {
+            return Err(config_err("agent.max_executor_steps", "must be 1 to 100"));
+        }
+        let max_plan_steps = raw.max_plan_steps.unwrap_or(8);
+        if !(1..=50).contains(&max_plan_steps) {
+            return Err(config_err("agent.max_plan_steps", "must be 1 to 50"));
+        }
+        let max_model_calls = raw
+            .max_model_calls
+            .unwrap_or(max_iterations.saturating_mul(4).saturating_add(10));
+        if !(3..=10_000).contains(&max_model_calls) {
+            return Err(config_err("agent.max_model_calls", "must be 3 to 10000"));
+        }
         Ok(Self {
             skills,
+            mode: raw.mode.unwrap_or_default(),
+            plan: crate::plan::PlanLimits {
+                max_plan_steps,
+                max_executor_steps,
+                max_model_calls,
+                max_replans: 2,
+                max_executed: max_iterations,
+            },
             max_concurrent_runs,
             max_queued,
             tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),

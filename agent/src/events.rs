@@ -118,6 +118,32 @@ pub enum EventKind {
         /// What went wrong.
         error: WireError,
     },
+    /// A plan run's plan (again with `replan: true` after a replan: the
+    /// steps still in the plan, done ones included).
+    Plan {
+        /// The steps, in order.
+        steps: Vec<String>,
+        /// Whether this replaces an earlier plan.
+        replan: bool,
+    },
+    /// A plan step started.
+    StepStarted {
+        /// Its index in the run's list of steps.
+        index: u32,
+        /// What it does.
+        task: String,
+    },
+    /// A plan step ended.
+    StepFinished {
+        /// Its index.
+        index: u32,
+        /// What it did.
+        task: String,
+        /// What it found (its executor's answer).
+        finding: String,
+        /// False when it stopped at `max_executor_steps`.
+        complete: bool,
+    },
     /// A skill's run started (sent with the child run's id, tagged with
     /// the skill and the parent run).
     SkillStarted {

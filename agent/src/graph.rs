@@ -23,6 +23,7 @@
 
 use crate::events::{EventKind, PendingApproval, StopReason};
 use crate::message::{Message, ModelReply, TimedMessage, ToolCall, Usage};
+use crate::plan::{self, Decision, PlanState, Stage, StepStatus};
 use crate::policy::{ApprovalPolicy, Verdict};
 use crate::tools::{Planned, Toolset};
 use droidwarden_services::{ErrorCode, WireError};
@@ -198,6 +199,9 @@ pub struct RunState {
     /// instead of a model call, and its answer is the skill's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skill_call: Option<ToolCall>,
+    /// Set for a plan-and-execute run (see [`crate::plan`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanState>,
 }
 
 /// What happened, fed to [`step`].
@@ -322,6 +326,31 @@ impl RunState {
             outcome: None,
             approvals_issued: 0,
             skill_call: None,
+            plan: None,
+        }
+    }
+
+    /// What the next model call sends: the system prompt's addition, the
+    /// messages and whether tools are offered. A ReAct run sends its whole
+    /// conversation; a plan run what its stage needs ([`plan::view`]).
+    pub fn model_view(&self) -> plan::View {
+        match &self.plan {
+            None => plan::View {
+                system: String::new(),
+                messages: self.conversation(),
+                tools: self.limits.tools_enabled,
+            },
+            Some(p) => {
+                let step: Vec<Message> = self
+                    .messages
+                    .iter()
+                    .skip(p.step_start)
+                    .map(|m| m.message.clone())
+                    .collect();
+                let mut v = plan::view(p, &self.history, self.prompt(), &step);
+                v.tools &= self.limits.tools_enabled;
+                v
+            }
         }
     }
 
@@ -441,7 +470,32 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
 }
 
 fn agent_step(state: &mut RunState, checkpoint: bool) -> Vec<Action> {
-    if state.steps >= state.limits.max_steps {
+    let last_text = if state.plan.is_some() {
+        last_assistant_text(state)
+    } else {
+        String::new()
+    };
+    if let Some(p) = &mut state.plan {
+        if state.iteration >= p.limits.max_model_calls {
+            // The hard cap on model calls: answer from what was found.
+            let text = format!(
+                "Stopped after {} model calls (the limit). Findings so far:{}",
+                state.iteration,
+                p.findings()
+            );
+            return finish(state, StopReason::MaxIterations, text, None);
+        }
+        if p.stage == Stage::Executing {
+            if p.step_calls >= p.limits.max_executor_steps {
+                let text = format!(
+                    "(stopped after {} model calls, this step's limit) {}",
+                    p.step_calls, last_text
+                );
+                return step_done(state, text, false, checkpoint);
+            }
+            p.step_calls += 1;
+        }
+    } else if state.steps >= state.limits.max_steps {
         let text = last_assistant_text(state);
         return finish(state, StopReason::StepLimit, text, None);
     }
@@ -517,6 +571,15 @@ fn model_replied(
             calls[i].id = format!("call_{}_{i}", state.iteration);
         }
     }
+    let stage = state.plan.as_ref().map(|p| p.stage);
+    if matches!(
+        stage,
+        Some(Stage::Planning | Stage::Refining | Stage::Synthesizing)
+    ) {
+        // Planner, refinery and synthesizer get no tools: their text is
+        // what counts (kept in the transcript for `session show`).
+        calls.clear();
+    }
     state.messages.push(TimedMessage {
         at_ms: now_ms,
         message: Message::Assistant {
@@ -525,14 +588,27 @@ fn model_replied(
             tool_calls: calls.clone(),
         },
     });
-    if calls.is_empty() {
-        return finish(state, StopReason::FinalAnswer, reply.text, None);
-    }
-    if state.iteration >= state.limits.max_iterations {
-        return finish(state, StopReason::MaxIterations, reply.text, None);
-    }
-    if state.steps >= state.limits.max_steps {
-        return finish(state, StopReason::StepLimit, reply.text, None);
+    match stage {
+        Some(Stage::Planning) => return planned(state, &reply.text),
+        Some(Stage::Refining) => return refined(state, &reply.text),
+        Some(Stage::Synthesizing) => {
+            return finish(state, StopReason::FinalAnswer, reply.text, None);
+        }
+        Some(Stage::Executing) if calls.is_empty() => {
+            return step_done(state, reply.text, true, true);
+        }
+        Some(Stage::Executing) => {}
+        None => {
+            if calls.is_empty() {
+                return finish(state, StopReason::FinalAnswer, reply.text, None);
+            }
+            if state.iteration >= state.limits.max_iterations {
+                return finish(state, StopReason::MaxIterations, reply.text, None);
+            }
+            if state.steps >= state.limits.max_steps {
+                return finish(state, StopReason::StepLimit, reply.text, None);
+            }
+        }
     }
     state.steps += 1;
     state.phase = Phase::RunningTools;
@@ -666,6 +742,158 @@ fn model_replied(
     out.extend(waits);
     out.extend(executes);
     out
+}
+
+/// The planner answered: a valid plan starts its first step; an invalid
+/// one is re-asked once, then the run fails cleanly.
+fn planned(state: &mut RunState, text: &str) -> Vec<Action> {
+    let Some(p) = &mut state.plan else {
+        return Vec::new();
+    };
+    match plan::parse_plan(text, p.limits.max_plan_steps) {
+        Ok(steps) => {
+            p.rejected = None;
+            p.steps = steps
+                .iter()
+                .map(|task| plan::PlanStep {
+                    task: task.clone(),
+                    status: StepStatus::Pending,
+                    finding: None,
+                })
+                .collect();
+            let mut out = vec![Action::Emit(EventKind::Plan {
+                steps,
+                replan: false,
+            })];
+            out.extend(next_step(state));
+            out
+        }
+        Err(why) if p.rejected.is_none() => {
+            p.rejected = Some(why);
+            agent_step(state, true)
+        }
+        Err(why) => finish(
+            state,
+            StopReason::Error,
+            String::new(),
+            Some(WireError::new(
+                ErrorCode::InvalidRequest,
+                format!("the model did not produce a valid plan (asked twice): {why}"),
+            )),
+        ),
+    }
+}
+
+/// The current step ended with `finding` (`complete`: the executor
+/// answered; else it hit its limit). Next: the refinery.
+fn step_done(
+    state: &mut RunState,
+    finding: String,
+    complete: bool,
+    checkpoint: bool,
+) -> Vec<Action> {
+    let Some(p) = &mut state.plan else {
+        return Vec::new();
+    };
+    let finding = truncate(finding, plan::MAX_FINDING_CHARS);
+    let index = p.current;
+    let Some(step) = p.steps.get_mut(index) else {
+        return Vec::new();
+    };
+    step.status = if complete {
+        StepStatus::Done
+    } else {
+        StepStatus::Incomplete
+    };
+    step.finding = Some(finding.clone());
+    let task = step.task.clone();
+    p.executed += 1;
+    p.stage = Stage::Refining;
+    let mut out = vec![Action::Emit(EventKind::StepFinished {
+        index: index as u32,
+        task,
+        finding,
+        complete,
+    })];
+    out.extend(agent_step(state, checkpoint));
+    out
+}
+
+/// The refinery answered: continue, replan or finish.
+fn refined(state: &mut RunState, text: &str) -> Vec<Action> {
+    let Some(p) = &mut state.plan else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    match plan::parse_decision(text, p.limits.max_plan_steps) {
+        Decision::Finish => {
+            p.stage = Stage::Synthesizing;
+            return agent_step(state, true);
+        }
+        Decision::Replan(steps) if p.replans < p.limits.max_replans => {
+            p.replans += 1;
+            for s in p
+                .steps
+                .iter_mut()
+                .filter(|s| s.status == StepStatus::Pending)
+            {
+                s.status = StepStatus::Dropped;
+            }
+            let room = (p.limits.max_plan_steps as usize).saturating_sub(
+                p.steps
+                    .iter()
+                    .filter(|s| s.status != StepStatus::Dropped)
+                    .count(),
+            );
+            p.steps
+                .extend(steps.iter().take(room.max(1)).map(|task| plan::PlanStep {
+                    task: task.clone(),
+                    status: StepStatus::Pending,
+                    finding: None,
+                }));
+            out.push(Action::Emit(EventKind::Plan {
+                steps: p
+                    .steps
+                    .iter()
+                    .filter(|s| s.status != StepStatus::Dropped)
+                    .map(|s| s.task.clone())
+                    .collect(),
+                replan: true,
+            }));
+        }
+        Decision::Replan(_) | Decision::Continue => {}
+    }
+    out.extend(next_step(state));
+    out
+}
+
+/// Start the next pending step, or the synthesizer when none is left or
+/// `max_iterations` steps have run.
+fn next_step(state: &mut RunState) -> Vec<Action> {
+    let messages = state.messages.len();
+    let Some(p) = &mut state.plan else {
+        return Vec::new();
+    };
+    match p.next_pending() {
+        Some(i) if p.executed < p.limits.max_executed => {
+            p.current = i;
+            p.stage = Stage::Executing;
+            p.step_start = messages;
+            p.step_calls = 0;
+            p.steps[i].status = StepStatus::Running;
+            let task = p.steps[i].task.clone();
+            let mut out = vec![Action::Emit(EventKind::StepStarted {
+                index: i as u32,
+                task,
+            })];
+            out.extend(agent_step(state, true));
+            out
+        }
+        _ => {
+            p.stage = Stage::Synthesizing;
+            agent_step(state, true)
+        }
+    }
 }
 
 fn all_done(state: &RunState) -> bool {

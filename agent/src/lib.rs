@@ -12,6 +12,10 @@
 //! * `limit` — the bound on runs at once and runs waiting (`busy` beyond it).
 //! * [`skills`] — Agent Skills (`SKILL.md`): the loader, the built-in
 //!   skills and the `allowed-tools` rules a skill's run is held to.
+//! * [`plan`] — plan-and-execute mode: planner, executors, refinery,
+//!   synthesizer, as more states of the same graph.
+//! * [`topology`] — the graph's nodes and edges, checked against the
+//!   machine, rendered as Mermaid or DOT.
 //! * [`policy`] — approval policy: risk threshold, allow and deny lists.
 //! * [`Store`] — SQLite (WAL) on its own thread: checkpoints, sessions,
 //!   approvals, and FTS5 memory of archived turns.
@@ -37,12 +41,14 @@ pub mod images;
 mod limit;
 mod markdown;
 pub mod message;
+pub mod plan;
 pub mod policy;
 pub mod provider;
 mod secret;
 pub mod skills;
 mod store;
 pub mod tools;
+pub mod topology;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -55,6 +61,7 @@ pub use events::{AgentEvent, EventKind, PendingApproval, StopReason};
 pub use graph::{RunOutcome, ToolStep};
 pub use host::{BoxFuture, DeviceSummary, ToolHost};
 pub use message::{Message, ModelReply, ToolCall, Usage};
+pub use plan::RunMode;
 pub use policy::ApprovalPolicy;
 pub use provider::{ChatRequest, Provider};
 pub use secret::{KeySource, Secret};

@@ -543,6 +543,23 @@ impl Store {
         .await
     }
 
+    /// Expire the pending approval requests no active run can still read:
+    /// those of a skill's run (not persisted on its own) that a stopped
+    /// process left behind. Call once at start-up, before any run is
+    /// driven; returns how many were expired.
+    pub(crate) async fn expire_orphans(&self) -> Result<usize, AgentError> {
+        self.call(|conn| {
+            Ok(conn.execute(
+                "UPDATE approvals SET status = 'expired', decided_at = ?1,
+                    reason = 'the skill that asked was interrupted by a restart'
+                 WHERE status = 'pending'
+                   AND run_id NOT IN (SELECT id FROM runs WHERE status = 'active')",
+                params![i(clock::now_ms())],
+            )?)
+        })
+        .await
+    }
+
     /// Approval requests still waiting for an answer.
     pub async fn pending_approvals(&self) -> Result<Vec<PendingApproval>, AgentError> {
         self.call(|conn| {

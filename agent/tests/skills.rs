@@ -451,3 +451,80 @@ fn a_high_risk_skill_waits_for_approval_across_a_restart() {
         assert_eq!(server.requests().len(), 2);
     });
 }
+
+/// A skill's action riskier than the skill declared asks on its own; if the
+/// process dies while it waits, the skill is reported to its parent as
+/// interrupted (never run twice) and its orphaned request expires.
+#[test]
+fn an_action_riskier_than_its_skill_asks_and_a_restart_interrupts_the_skill() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    write_skill(
+        &path,
+        "understated",
+        "description: Claims to be harmless.\nallowed-tools: wifi_automation.disable\nrisk: low",
+        "Turn Wi-Fi off on the kitchen phone.",
+    );
+    let first_host = host();
+    let rt = process();
+    let run_id = rt.block_on(async {
+        let server = ScriptedLlm::start([
+            ScriptStep::Reply(calls(vec![tc(
+                "i",
+                "invoke_skill",
+                json!({"skill": "understated"}),
+            )])),
+            ScriptStep::Reply(calls(vec![dev(
+                "w",
+                "kitchen",
+                "wifi_automation",
+                "disable",
+            )])),
+        ])
+        .await
+        .unwrap();
+        let a = agent(&path, config("low"), http(&server), first_host.clone()).await;
+        let mut events = all_events(&a);
+        let run = a.ask(AskRequest::new("go quiet")).await.unwrap();
+        let id = run.run_id().to_owned();
+        tokio::spawn(run.drive(CancellationToken::new()));
+        loop {
+            let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            if let EventKind::ApprovalRequested { approval } = &ev.kind {
+                // The skill's own action, tagged with the skill.
+                assert_eq!(approval.service, "wifi_automation");
+                assert_eq!(ev.skill.as_deref(), Some("understated"));
+                break;
+            }
+        }
+        id
+    });
+    drop(rt);
+
+    let rt = process();
+    rt.block_on(async {
+        let server = ScriptedLlm::start([ScriptStep::Reply(ModelReply::text(
+            "The skill was interrupted.",
+        ))])
+        .await
+        .unwrap();
+        let h = host();
+        let a = agent(&path, config("low"), http(&server), h.clone()).await;
+        assert_eq!(a.expire_orphan_approvals().await.unwrap(), 1);
+        assert!(a.pending_approvals().await.unwrap().is_empty());
+        let out = a
+            .resume(&run_id)
+            .await
+            .unwrap()
+            .drive(CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out.text, "The skill was interrupted.");
+        assert!(last_message(&server.requests()[0]).contains("daemon stopped"));
+        assert!(h.calls().is_empty());
+    });
+    assert!(first_host.calls().is_empty());
+}

@@ -30,8 +30,14 @@ pub(crate) async fn ask(
     session: Option<String>,
     prompt: &str,
     json: bool,
+    plan: bool,
 ) -> ExitCode {
-    match ask_inner(config, bus, session.as_deref(), Start::Ask(prompt), json).await {
+    let start = if plan {
+        Start::Plan(prompt)
+    } else {
+        Start::Ask(prompt)
+    };
+    match ask_inner(config, bus, session.as_deref(), start, json).await {
         Ok(code) => code,
         Err(e) => fail_as(&e, json),
     }
@@ -41,6 +47,8 @@ pub(crate) async fn ask(
 pub(crate) enum Start<'a> {
     /// `Ask(prompt)`.
     Ask(&'a str),
+    /// `AskWith(prompt, {"mode": "plan"})`.
+    Plan(&'a str),
     /// `RunSkill(skill, input_json)`.
     Skill(&'a str, &'a str),
 }
@@ -57,6 +65,11 @@ pub(crate) async fn ask_inner(
     let mut events = client.session_events().await?;
     let session = match start {
         Start::Ask(prompt) => client.ask(session, prompt).await?,
+        Start::Plan(prompt) => {
+            client
+                .ask_with(session, prompt, r#"{"mode":"plan"}"#)
+                .await?
+        }
         Start::Skill(skill, input) => client.run_skill(session, skill, input).await?,
     };
     if !json {
@@ -183,6 +196,34 @@ impl Printer {
             format!("[{skill}] ")
         };
         match kind {
+            "plan" => {
+                self.end_stream();
+                let title = if event["replan"] == true {
+                    "new plan"
+                } else {
+                    "plan"
+                };
+                println!("☰ {title}:");
+                for (i, step) in event["steps"].as_array().into_iter().flatten().enumerate() {
+                    println!("  {}. {}", i + 1, step.as_str().unwrap_or_default());
+                }
+            }
+            "step_started" => {
+                self.end_stream();
+                println!("▷ step: {}", event["task"].as_str().unwrap_or_default());
+            }
+            "step_finished" => {
+                self.end_stream();
+                println!(
+                    "{} {}",
+                    if event["complete"] == true {
+                        "✔"
+                    } else {
+                        "…"
+                    },
+                    event["finding"].as_str().unwrap_or_default()
+                );
+            }
             "skill_started" => {
                 self.end_stream();
                 println!("▶ skill {skill} {}", short(&event["input"]));

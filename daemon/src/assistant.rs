@@ -23,7 +23,7 @@ use droidwarden_agent::config::SkillsConfig;
 use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::{
     Agent, AgentConfig, AgentError, AgentEvent, AskRequest, BoxFuture, DeviceSummary, EventKind,
-    LlmConfig, PendingApproval, RunOutcome, SessionSummary, Store, ToolHost, ToolStep,
+    LlmConfig, PendingApproval, RunMode, RunOutcome, SessionSummary, Store, ToolHost, ToolStep,
 };
 use droidwarden_bridge::TransportKind;
 use droidwarden_services::{Command, ErrorCode, WireError};
@@ -231,6 +231,13 @@ impl Assistant {
         let skills = load_skills(&config.skills, state_dir).await;
         let agent = Agent::new(config, provider, Arc::new(HubTools::new(hub)), store);
         agent.set_skills(skills);
+        let orphans = agent.expire_orphan_approvals().await?;
+        if orphans > 0 {
+            tracing::info!(
+                orphans,
+                "approval requests of skills interrupted by the last stop expired"
+            );
+        }
         let pending = agent.pending_approvals().await?;
         let open = pending
             .iter()
@@ -398,6 +405,7 @@ impl Assistant {
         prompt: &str,
         session: Option<String>,
         origin: Option<Origin>,
+        mode: Option<RunMode>,
     ) -> Result<Started, WireError> {
         if self.inner.shutdown.is_cancelled() {
             let mut e = WireError::new(ErrorCode::Internal, "the daemon is shutting down");
@@ -407,6 +415,7 @@ impl Assistant {
         let mut request = AskRequest::new(prompt);
         request.session_id = session;
         request.origin = origin.map(|o| o.tag());
+        request.mode = mode;
         let run = self
             .inner
             .agent

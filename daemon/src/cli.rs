@@ -84,6 +84,10 @@ pub(crate) enum Command {
         /// Print every event as a JSON object, one per line.
         #[arg(long)]
         json: bool,
+        /// Plan first, then carry out the plan step by step
+        /// (plan-and-execute; default: `[agent] mode`).
+        #[arg(long)]
+        plan: bool,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
@@ -141,6 +145,9 @@ pub(crate) enum Command {
     /// (docs/automations.md).
     #[command(subcommand)]
     Automations(crate::automations::cli::AutomationsCommand),
+    /// The agent itself: `droidwarden agent graph`.
+    #[command(subcommand)]
+    Agent(crate::skills_cli::AgentCommand),
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -310,9 +317,10 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Ask {
             session,
             json,
+            plan,
             bus,
             prompt,
-        } => agent_cli::ask(&config, bus, session, &prompt.join(" "), json).await,
+        } => agent_cli::ask(&config, bus, session, &prompt.join(" "), json, plan).await,
         Command::Approvals { json, bus } => agent_cli::approvals(&config, bus, json).await,
         Command::Approve { id, bus } => agent_cli::answer(&config, bus, &id, None).await,
         Command::Deny { id, reason, bus } => {
@@ -321,6 +329,7 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Sessions { json, bus } => agent_cli::sessions(&config, bus, json).await,
         Command::Skills(args) => crate::skills_cli::skills(args, config).await,
         Command::Skill(command) => crate::skills_cli::skill(command, config).await,
+        Command::Agent(command) => crate::skills_cli::agent(command, config).await,
         Command::Session(SessionCommand::Show { id, bus }) => {
             agent_cli::show_session(&config, bus, &id).await
         }

@@ -302,6 +302,11 @@ impl Runs {
                 let started = *started;
                 self.finish(metrics, &event.run_id, "error", started, now);
             }
+            // A skill's run ends without `final` or `error` (its result is
+            // its parent's tool result): forget it, count nothing.
+            EventKind::SkillFinished { .. } => {
+                self.by_id.remove(&event.run_id);
+            }
             _ => {}
         }
     }

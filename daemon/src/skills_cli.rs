@@ -3,13 +3,16 @@
 //! built-in skills: no daemon needed, and the files that fail to load are
 //! shown with the reason) and `skill run NAME [--device D] [k=v …]`
 //! (through the running daemon's D-Bus `RunSkill`, printing the run's
-//! events like `droidwarden ask`). See `docs/skills.md`.
+//! events like `droidwarden ask`). See `docs/skills.md`. Also `droidwarden
+//! agent graph`, the agent's graph as Mermaid or DOT (`docs/agent.md`).
 
 use crate::agent_cli::{Start, ask_inner};
 use crate::cli::{fail, fail_as, print_json};
 use crate::config::Config;
 use crate::dbus::Bus;
+use droidwarden_agent::RunMode;
 use droidwarden_agent::skills::{SkillSet, SkillSource};
+use droidwarden_agent::topology;
 use droidwarden_services::{ErrorCode, WireError};
 use serde_json::{Map, Value, json};
 use std::process::ExitCode;
@@ -63,6 +66,56 @@ pub(crate) enum SkillCommand {
         #[arg(value_name = "KEY=VALUE")]
         input: Vec<String>,
     },
+}
+
+/// `droidwarden agent …`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum AgentCommand {
+    /// Print the agent's graph (nodes and edges checked against the state
+    /// machine by its tests), with a node per enabled skill.
+    Graph {
+        /// Which graph: the ReAct loop or plan-and-execute (default:
+        /// `[agent] mode`).
+        #[arg(long, value_enum)]
+        mode: Option<GraphMode>,
+        /// Mermaid (default) or Graphviz DOT.
+        #[arg(long, value_enum, default_value = "mermaid")]
+        format: GraphFormat,
+    },
+}
+
+/// `--mode` of `agent graph`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum GraphMode {
+    React,
+    Plan,
+}
+
+/// `--format` of `agent graph`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum GraphFormat {
+    Mermaid,
+    Dot,
+}
+
+/// `droidwarden agent graph`.
+pub(crate) async fn agent(command: AgentCommand, config: Config) -> ExitCode {
+    let AgentCommand::Graph { mode, format } = command;
+    let mode = match mode {
+        Some(GraphMode::React) => RunMode::React,
+        Some(GraphMode::Plan) => RunMode::Plan,
+        None => config.agent.mode,
+    };
+    let set = load(&config).await;
+    let skills: Vec<String> = set.enabled().map(|s| s.name.clone()).collect();
+    print!(
+        "{}",
+        match format {
+            GraphFormat::Mermaid => topology::mermaid(mode, &skills),
+            GraphFormat::Dot => topology::dot(mode, &skills),
+        }
+    );
+    ExitCode::SUCCESS
 }
 
 /// The skills as JSON: every skill's summary and the load problems.

@@ -1,4 +1,4 @@
-//! Skills through the daemon, end to end: skills from a temporary
+//! Skills and plan mode through the daemon, end to end: skills from a temporary
 //! directory named in `[agent.skills] dirs`, a scripted language model
 //! over real HTTP, a real mosquitto, the real adb server, two emulated
 //! phones and `droidwarden daemon` as a process. Skills are run with MQTT
@@ -6,8 +6,9 @@
 
 use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions};
+use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
@@ -22,7 +23,7 @@ struct Rig {
     daemon: Option<Daemon>,
     probe: Probe,
     kitchen: Sim,
-    _hall: Sim,
+    hall: Sim,
     llm: ScriptedLlm,
     adb: AdbServer,
     _broker: Mosquitto,
@@ -38,6 +39,10 @@ fn write_skill(dir: &Path, name: &str, text: &str) {
 }
 
 fn rig(skills: tempfile::TempDir) -> Rig {
+    rig_with(skills, &[])
+}
+
+fn rig_with(skills: tempfile::TempDir, env: &[(&str, &str)]) -> Rig {
     let (rt, llm) = droidwarden_e2e::scripted_model();
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
@@ -57,12 +62,12 @@ fn rig(skills: tempfile::TempDir) -> Rig {
         kitchen.serial(),
         hall.serial(),
     );
-    let daemon = Daemon::start(&adb, &config);
+    let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
     let rig = Rig {
         daemon: Some(daemon),
         probe,
         kitchen,
-        _hall: hall,
+        hall,
         llm,
         adb,
         _broker: broker,
@@ -305,4 +310,179 @@ fn a_high_risk_skill_waits_for_approval_across_sigkill_and_skills_reload_on_sigh
     let found = r.skill("after", "health", json!({}));
     assert_eq!(found["ok"], true, "{found}");
     assert_eq!(found["result"]["text"], "hello");
+}
+
+fn json_text(v: Value) -> ScriptStep {
+    text(&v.to_string())
+}
+
+#[test]
+fn a_plan_mode_ask_runs_three_steps_across_two_phones_with_one_replan() {
+    let r = rig(tempfile::tempdir().expect("skills"));
+    r.kitchen
+        .control(json!({"op": "set", "path": "battery.level", "value": 81}));
+    r.hall
+        .control(json!({"op": "set", "path": "battery.level", "value": 23}));
+    r.script([
+        json_text(json!({"steps": ["read the kitchen battery", "read the hall battery"]})),
+        dev("kitchen", "battery", "status"),
+        text("kitchen at 81 %"),
+        json_text(json!({"decision": "replan", "steps": ["read the hall battery", "read the hall Wi-Fi"]})),
+        dev("hall", "battery", "status"),
+        text("hall at 23 %"),
+        json_text(json!({"decision": "continue"})),
+        dev("hall", "wifi_automation", "status"),
+        text("hall Wi-Fi on"),
+        json_text(json!({"decision": "continue"})),
+        text("Kitchen 81 %, hall 23 % with Wi-Fi on."),
+    ]);
+    let kitchen_before = sim_commands_with(&r.kitchen, &["dumpsys", "battery"]);
+    let hall_before = sim_commands_with(&r.hall, &["dumpsys", "battery"]);
+    let reply = r.probe.request(
+        P,
+        "ask",
+        json!({"id": "p1", "prompt": "how are the batteries?", "mode": "plan"}),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(
+        reply["result"]["text"],
+        "Kitchen 81 %, hall 23 % with Wi-Fi on."
+    );
+    assert_eq!(
+        sim_commands_with(&r.kitchen, &["dumpsys", "battery"]),
+        kitchen_before + 1
+    );
+    assert_eq!(
+        sim_commands_with(&r.hall, &["dumpsys", "battery"]),
+        hall_before + 1
+    );
+    // The phones' real answers reached the executors.
+    let requests = r.llm.requests();
+    assert_eq!(requests.len(), 11);
+    assert!(requests[2].body["messages"].to_string().contains("81"));
+    assert!(requests[5].body["messages"].to_string().contains("23"));
+    let session = reply["result"]["session"].as_str().expect("session");
+    droidwarden_e2e::wait_for("the final event", WAIT, || {
+        r.events(session)
+            .iter()
+            .any(|e| e["event"] == "final")
+            .then_some(())
+    });
+    let events = r.events(session);
+    let kinds: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["event"].as_str())
+        .filter(|k| k.starts_with("plan") || k.starts_with("step_"))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "plan",
+            "step_started",
+            "step_finished",
+            "plan",
+            "step_started",
+            "step_finished",
+            "step_started",
+            "step_finished"
+        ]
+    );
+    let bad = r
+        .probe
+        .request(P, "ask", json!({"id": "p2", "prompt": "x", "mode": "yolo"}));
+    assert_eq!(bad["error"]["code"], "invalid_request", "{bad}");
+}
+
+#[test]
+fn the_cli_lists_shows_and_runs_skills() {
+    let dir = tempfile::tempdir().expect("skills");
+    write_skill(
+        dir.path(),
+        "kitchen-battery",
+        "---\nname: kitchen-battery\ndescription: Report a phone's battery.\nallowed-tools: battery.status\n---\nRead battery.status on the input's device.\n",
+    );
+    write_skill(dir.path(), "broken", "no front matter\n");
+    let bus = PrivateBus::session();
+    let r = rig_with(
+        dir,
+        &[
+            ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+            ("DROIDWARDEN__DBUS__BUS", "session"),
+        ],
+    );
+    bus.wait_for_daemon(WAIT);
+    let cli = Droidwarden::new(&r.adb, &r.config);
+
+    // Listed locally, built-in and user skills, with the skipped file.
+    let listed = cli.run(&["skills", "--json"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let names: Vec<&str> = listed.json["skills"]
+        .as_array()
+        .expect("skills")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    for want in ["kitchen-battery", "bedtime", "phone-health-report"] {
+        assert!(names.contains(&want), "{names:?}");
+    }
+    let problems = listed.json["problems"].to_string();
+    assert!(problems.contains("broken/SKILL.md"), "{problems}");
+    let shown = cli.run(&["skills", "show", "kitchen-battery"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("Read battery.status"),
+        "{}",
+        shown.stdout
+    );
+    let missing = cli.run(&["skills", "show", "nope"]);
+    assert_ne!(missing.code, 0);
+    // Over D-Bus.
+    let over_dbus = bus.gdbus_call("ListSkills", &[]).expect("ListSkills");
+    assert!(over_dbus.contains("kitchen-battery"), "{over_dbus}");
+
+    // Run through the daemon.
+    r.script([
+        dev("hall", "battery", "status"),
+        text("The hall phone's battery is fine."),
+    ]);
+    let run = cli.run_on_bus(
+        &bus.address,
+        &[
+            "skill",
+            "run",
+            "kitchen-battery",
+            "--device",
+            "hall",
+            "note=quick",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("▶ skill kitchen-battery"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("[kitchen-battery] → android_device"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .trim_end()
+            .ends_with("The hall phone's battery is fine."),
+        "{}",
+        run.stdout
+    );
+    // The input reached the skill's model.
+    let requests = r.llm.requests();
+    let first = requests[0].body["messages"].to_string();
+    assert!(first.contains("hall") && first.contains("quick"), "{first}");
+    let unknown = cli.run_on_bus(&bus.address, &["skill", "run", "nope"]);
+    assert_ne!(unknown.code, 0);
+    assert!(
+        unknown.stderr.contains("unknown skill"),
+        "{}",
+        unknown.stderr
+    );
 }

@@ -277,6 +277,21 @@ impl Client {
             .await
     }
 
+    /// `AskWith(session, prompt, options_json)`: the session id.
+    pub(crate) async fn ask_with(
+        &self,
+        session: Option<&str>,
+        prompt: &str,
+        options_json: &str,
+    ) -> Result<String, WireError> {
+        self.invoke(
+            "AskWith",
+            &(session.unwrap_or(""), prompt, options_json),
+            QUICK,
+        )
+        .await
+    }
+
     /// `RunSkill(session, skill, input_json)`: the session id.
     pub(crate) async fn run_skill(
         &self,

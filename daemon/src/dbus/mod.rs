@@ -564,8 +564,46 @@ impl Daemon1 {
     #[zbus(out_args("session"))]
     async fn ask(&self, session: &str, prompt: &str) -> Result<String, DbusError> {
         let session = (!session.is_empty()).then(|| session.to_owned());
-        let started = self.assistant()?.ask(prompt, session, None).await?;
+        let started = self.assistant()?.ask(prompt, session, None, None).await?;
         tracing::debug!(session = started.session, run = started.run, "D-Bus Ask");
+        Ok(started.session)
+    }
+
+    /// `Ask` with options: `options_json` is a JSON object (empty string:
+    /// none) with `"mode": "react" | "plan"` (plan-and-execute; default
+    /// `[agent] mode`).
+    #[zbus(out_args("session"))]
+    async fn ask_with(
+        &self,
+        session: &str,
+        prompt: &str,
+        options_json: &str,
+    ) -> Result<String, DbusError> {
+        let bad = |m: String| WireError::new(ErrorCode::InvalidParams, m);
+        let options: Value = if options_json.trim().is_empty() {
+            Value::Object(serde_json::Map::new())
+        } else {
+            serde_json::from_str(options_json)
+                .map_err(|e| bad(format!("options_json is not valid JSON: {e}")))?
+        };
+        let Value::Object(mut options) = options else {
+            return Err(bad("options_json must be a JSON object".into()).into());
+        };
+        let mode = match options.remove("mode") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(m)) => crate::mqtt::api::run_mode(Some(&m)).map_err(bad)?,
+            Some(_) => return Err(bad("mode must be a string".into()).into()),
+        };
+        if let Some(key) = options.keys().next() {
+            return Err(bad(format!("unknown option {key:?}; options: mode")).into());
+        }
+        let session = (!session.is_empty()).then(|| session.to_owned());
+        let started = self.assistant()?.ask(prompt, session, None, mode).await?;
+        tracing::debug!(
+            session = started.session,
+            run = started.run,
+            "D-Bus AskWith"
+        );
         Ok(started.session)
     }
 

@@ -26,6 +26,8 @@ pub(crate) enum Request {
         id: Option<String>,
         prompt: String,
         session: Option<String>,
+        /// `"react"` or `"plan"`; `None`: `[agent] mode`.
+        mode: Option<droidwarden_agent::RunMode>,
     },
     /// `cmd/skill`: run one skill through the agent.
     Skill {
@@ -202,14 +204,29 @@ fn parse_ask(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request,
             return Err("prompt must not be empty".into());
         }
         let session = text_field(&mut obj, "session", false)?;
-        no_more_fields(&obj, "ask", "id, prompt, session")?;
+        let mode = run_mode(text_field(&mut obj, "mode", false)?.as_deref())?;
+        no_more_fields(&obj, "ask", "id, prompt, session, mode")?;
         Ok(Request::Ask {
             id: id.clone(),
             prompt,
             session,
+            mode,
         })
     })();
     fields.map_err(|message| invalid(id, message))
+}
+
+/// `"react"` or `"plan"`.
+pub(crate) fn run_mode(mode: Option<&str>) -> Result<Option<droidwarden_agent::RunMode>, String> {
+    match mode {
+        None => Ok(None),
+        Some("react") => Ok(Some(droidwarden_agent::RunMode::React)),
+        Some("plan") => Ok(Some(droidwarden_agent::RunMode::Plan)),
+        Some(other) => Err(format!(
+            "mode {:?} must be \"react\" or \"plan\"",
+            other.chars().take(40).collect::<String>()
+        )),
+    }
 }
 
 fn parse_skill(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
@@ -351,7 +368,7 @@ mod tests {
 
     #[test]
     fn skill_requests_are_checked() {
-        use Kind::Skill;
+        use Kind::{Ask, Skill};
         check(Skill, r#"{"id":"k1","skill":"bedtime"}"#, Ok(()));
         check(
             Skill,
@@ -379,6 +396,12 @@ mod tests {
             Err((Some("k1"), "cmd/skill takes id, skill, input, session")),
         );
         check(Skill, r#"{"skill":"x"}"#, Err((None, "id is required")));
+        check(Ask, r#"{"id":"q","prompt":"p","mode":"plan"}"#, Ok(()));
+        check(
+            Ask,
+            r#"{"id":"q","prompt":"p","mode":"yolo"}"#,
+            Err((Some("q"), "must be \"react\" or \"plan\"")),
+        );
         let Ok(Request::Skill { input, .. }) = parse(
             Skill,
             br#"{"id":"k","skill":"x","input":null}"#,

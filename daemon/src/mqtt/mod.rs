@@ -46,7 +46,7 @@
 //! broker and is delivered again to the next process; everything else is
 //! acknowledged when dispatched.
 
-mod api;
+pub(crate) mod api;
 mod dedupe;
 pub(crate) mod discovery;
 mod router;
@@ -749,13 +749,16 @@ impl Mqtt {
                 }
             }
             Request::Ask {
-                prompt, session, ..
+                prompt,
+                session,
+                mode,
+                ..
             } => {
                 let Some(assistant) = &self.assistant else {
                     return Some(api::error_reply(id, &assistant::disabled()));
                 };
                 let origin = id.map(|id| Origin::Mqtt(id.to_owned()));
-                match assistant.ask(&prompt, session, origin).await {
+                match assistant.ask(&prompt, session, origin, mode).await {
                     Err(error) => api::error_reply(id, &error),
                     Ok(started) => match started.done.await {
                         Ok(Ok(answer)) => api::ok_reply(id, &answer.to_json()),
