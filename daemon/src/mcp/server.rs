@@ -32,14 +32,22 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// How often a waiting call reports progress (when the client asked).
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// Resource URIs: `droidwarden://devices/<name>/state`.
 const RESOURCE_PREFIX: &str = "droidwarden://devices/";
 const RESOURCE_SUFFIX: &str = "/state";
+
+/// How long the device list (for planning a call) and the daemon's bounds
+/// are reused before they are asked again; `tools/list` always asks.
+const CACHE_FOR: Duration = Duration::from_secs(2);
+
+/// Per device: when the bound was read, and the bound.
+pub(crate) type BoundCache = Mutex<HashMap<String, (Instant, Duration)>>;
 
 /// Where the phones are.
 #[derive(Debug)]
@@ -50,6 +58,8 @@ pub(crate) enum Backend {
         client: Client,
         /// How long an approval may take (`[agent.approval] timeout`).
         approval_wait: Duration,
+        /// The daemon's bound on a call, per device, as last asked.
+        bounds: BoundCache,
     },
     /// Inside the daemon (the Streamable HTTP endpoint): the hub, and the
     /// agent for approvals.
@@ -138,7 +148,28 @@ impl Backend {
             Self::Daemon {
                 client,
                 approval_wait,
-            } => client.call_checked(device, &command, *approval_wait).await,
+                bounds,
+            } => {
+                let key = device.unwrap_or_default().to_owned();
+                let cached = bounds
+                    .lock()
+                    .ok()
+                    .and_then(|b| b.get(&key).copied())
+                    .filter(|(at, _)| at.elapsed() < CACHE_FOR);
+                let bound = match cached {
+                    Some((_, bound)) => bound,
+                    None => {
+                        let bound = client.call_bound(device).await;
+                        if let Ok(mut b) = bounds.lock() {
+                            b.insert(key, (Instant::now(), bound));
+                        }
+                        bound
+                    }
+                };
+                client
+                    .call_checked(device, &command, *approval_wait, bound)
+                    .await
+            }
             Self::Hub { hub, assistant } => {
                 let call = Call {
                     device: device.map(str::to_owned),
@@ -194,6 +225,9 @@ impl Backend {
 pub(crate) struct PhoneServer {
     backend: Arc<Backend>,
     mode: ToolMode,
+    /// The tools as last built, and when: calls reuse them for
+    /// [`CACHE_FOR`].
+    cached: Arc<Mutex<Option<(Instant, McpTools)>>>,
 }
 
 impl PhoneServer {
@@ -202,11 +236,30 @@ impl PhoneServer {
         Self {
             backend: Arc::new(backend),
             mode,
+            cached: Arc::default(),
         }
     }
 
+    /// The tools for the devices there are now.
     async fn tools(&self) -> Result<McpTools, WireError> {
-        Ok(McpTools::new(self.mode, &self.backend.devices().await?))
+        let tools = McpTools::new(self.mode, &self.backend.devices().await?);
+        if let Ok(mut cached) = self.cached.lock() {
+            *cached = Some((Instant::now(), tools.clone()));
+        }
+        Ok(tools)
+    }
+
+    /// The tools as built at most [`CACHE_FOR`] ago, else anew.
+    async fn recent_tools(&self) -> Result<McpTools, WireError> {
+        let recent = self.cached.lock().ok().and_then(|c| {
+            c.as_ref()
+                .filter(|(at, _)| at.elapsed() < CACHE_FOR)
+                .map(|(_, tools)| tools.clone())
+        });
+        match recent {
+            Some(tools) => Ok(tools),
+            None => self.tools().await,
+        }
     }
 
     async fn run_tool(
@@ -214,7 +267,7 @@ impl PhoneServer {
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, WireError> {
-        let tools = self.tools().await?;
+        let tools = self.recent_tools().await?;
         let name = request.name.as_ref();
         let arguments = request.arguments.clone().unwrap_or_default();
         if name == LIST_DEVICES {
