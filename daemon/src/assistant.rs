@@ -227,6 +227,13 @@ impl Assistant {
         };
         let store = Store::open(state_dir.join("agent"), config.durability).await?;
         let agent = Agent::new(config, provider, Arc::new(HubTools::new(hub)), store);
+        let orphans = agent.expire_orphaned_external_approvals().await?;
+        if orphans > 0 {
+            tracing::info!(
+                expired = orphans,
+                "approval requests of MCP calls from before the restart expired"
+            );
+        }
         let pending = agent.pending_approvals().await?;
         let open = pending
             .iter()

@@ -76,11 +76,7 @@ fn main() -> ExitCode {
     } else {
         tokio::runtime::Builder::new_multi_thread()
     };
-    let runtime = match builder
-        .enable_all()
-        .thread_name("droidwarden")
-        .build()
-    {
+    let runtime = match builder.enable_all().thread_name("droidwarden").build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("droidwarden: cannot start the async runtime: {e}");

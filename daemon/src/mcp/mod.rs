@@ -175,10 +175,7 @@ pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
             }
         }
     };
-    let service = match server::PhoneServer::new(backend, mode)
-        .serve(stdio())
-        .await
-    {
+    let service = match server::PhoneServer::new(backend, mode).serve(stdio()).await {
         Ok(service) => service,
         Err(e) => {
             eprintln!("droidwarden mcp: the client did not initialise: {e}");

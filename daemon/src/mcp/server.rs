@@ -28,14 +28,16 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig,
+    ServerConfig, SubscriptionFilter,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How often subscribed device states are read for changes.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// How often a waiting call reports progress (when the client asked).
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// Resource URIs: `droidwarden://devices/<name>/state`.
@@ -240,6 +242,12 @@ impl PhoneServer {
         }
     }
 
+    /// A watched state as it is now (`None`: not readable now).
+    async fn watched_state(&self, uri: &str) -> Option<Value> {
+        let name = device_of(uri)?;
+        self.backend.state(name).await.ok().flatten()
+    }
+
     /// The tools for the devices there are now.
     async fn tools(&self) -> Result<McpTools, WireError> {
         let tools = McpTools::new(self.mode, &self.backend.devices().await?);
@@ -331,6 +339,13 @@ where
     }
 }
 
+/// The device a state URI names.
+fn device_of(uri: &str) -> Option<&str> {
+    uri.strip_prefix(RESOURCE_PREFIX)
+        .and_then(|rest| rest.strip_suffix(RESOURCE_SUFFIX))
+        .filter(|name| !name.is_empty())
+}
+
 fn tool_error(error: &WireError) -> CallToolResult {
     CallToolResult::structured_error(json!({ "error": error }))
 }
@@ -341,6 +356,7 @@ impl ServerHandler for PhoneServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .build(),
         )
         .with_server_info(Implementation::new("droidwarden", env!("CARGO_PKG_VERSION")))
@@ -406,6 +422,53 @@ impl ServerHandler for PhoneServer {
         ))
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|uri| device_of(uri).is_some())
+                .cloned()
+                .collect()
+        });
+        Some(accepted)
+    }
+
+    /// `resources/updated` for each subscribed device state when it
+    /// changes (read every [`WATCH_EVERY`]), until the client cancels.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut last: HashMap<String, Option<Value>> = HashMap::new();
+        for uri in &uris {
+            let state = self.watched_state(uri).await;
+            last.insert(uri.to_owned(), state);
+        }
+        let mut tick = tokio::time::interval(WATCH_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                _ = tick.tick() => {}
+            }
+            for uri in &uris {
+                let state = self.watched_state(uri).await;
+                if last.get(uri) != Some(&state) {
+                    last.insert(uri.to_owned(), state);
+                    if let Err(e) = context.sink().notify_resource_updated(uri.clone()).await {
+                        tracing::debug!(error = %e, "resource update not sent");
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
@@ -420,11 +483,7 @@ impl ServerHandler for PhoneServer {
                 None,
             )
         };
-        let name = request
-            .uri
-            .strip_prefix(RESOURCE_PREFIX)
-            .and_then(|rest| rest.strip_suffix(RESOURCE_SUFFIX))
-            .ok_or_else(not_found)?;
+        let name = device_of(&request.uri).ok_or_else(not_found)?;
         let state = self
             .backend
             .state(name)
