@@ -238,6 +238,13 @@ impl Assistant {
                 "approval requests of skills interrupted by the last stop expired"
             );
         }
+        let orphans = agent.expire_orphaned_external_approvals().await?;
+        if orphans > 0 {
+            tracing::info!(
+                expired = orphans,
+                "approval requests of MCP calls from before the restart expired"
+            );
+        }
         let pending = agent.pending_approvals().await?;
         let open = pending
             .iter()

@@ -71,11 +71,14 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("droidwarden")
-        .build()
-    {
+    // `mcp` serves one client, one request after another: one thread
+    // saves a hand-off between threads on every message.
+    let mut builder = if matches!(args.command, cli::Command::Mcp(_)) {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().thread_name("droidwarden").build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("droidwarden: cannot start the async runtime: {e}");

@@ -9,6 +9,8 @@ PLAN: {"stdio": [argv...]} or {"http": URL, "token": T}, and "steps", a list of
                                           -> the result; structuredContent
                                              validated against outputSchema
   {"op": "resources"}                     -> the resources and the first read
+or {"stdio": [...], "listen": URI, "call": {"name", "arguments"}}: subscribe
+to URI (subscriptions/listen), make the call, report the first update.
 One JSON object per line on stdout, flushed, in step order; progress
 notifications are also passed on as they come ({"op": "progress"}).
 """
@@ -18,8 +20,9 @@ import json
 import os
 import sys
 
+import anyio
 import jsonschema
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -76,8 +79,28 @@ async def run(session, steps):
             raise ValueError(f"unknown op {op}")
 
 
+async def listen(plan):
+    """Subscribe to one resource (subscriptions/listen), make one call,
+    and report the first update."""
+    argv = plan["stdio"]
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    async with Client(params) as client:
+        async with client.listen(resource_subscriptions=[plan["listen"]]) as sub:
+            emit({"op": "listening"})
+            call = plan["call"]
+            await client.call_tool(call["name"], call["arguments"])
+            with anyio.fail_after(30):
+                async for event in sub:
+                    emit({"op": "updated", "uri": str(getattr(event, "uri", "")),
+                          "kind": type(event).__name__})
+                    break
+
+
 async def main():
     plan = json.loads(sys.argv[1])
+    if "listen" in plan:
+        await listen(plan)
+        return
     if "http" in plan:
         headers = {}
         if plan.get("token"):

@@ -124,6 +124,7 @@ fn introspection_methods_properties_signals_and_errors() {
     let table = String::from_utf8_lossy(&out.stdout);
     for row in [
         (".Call", "method", "ssss", "s"),
+        (".CallChecked", "method", "ssss", "s"),
         (".CallTimeout", "method", "s", "t"),
         (".ListDevices", "method", "-", "s"),
         (".ListServices", "method", "-", "s"),

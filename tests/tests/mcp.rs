@@ -320,8 +320,25 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
         "the approved call ran"
     );
     assert_eq!(client.wait_exit(), 0);
-    let _ = daemon;
+
+    // A subscribed device state is announced when a call changes it.
+    let uri = "droidwarden://devices/kitchen/state";
+    let mut watcher = PyClient::start_plan(
+        json!({
+            "stdio": droidwarden_mcp(daemon.config_path(), &[]),
+            "listen": uri,
+            "call": {"name": "android_device",
+                     "arguments": {"service_id": "screen_control", "action": "status"}},
+        }),
+        &client_env,
+    );
+    assert_eq!(watcher.line(0)["op"], "listening");
+    let updated = watcher.line(1);
+    assert_eq!(updated["op"], "updated", "{updated}");
+    assert_eq!(updated["uri"], uri, "{updated}");
+    assert_eq!(watcher.wait_exit(), 0);
 }
+
 /// A raw HTTP/1.1 POST to the daemon's endpoint: the status line.
 fn post_status(port: u16, path: &str, headers: &[&str]) -> String {
     use std::io::Read as _;
@@ -389,6 +406,22 @@ fn the_python_sdk_over_streamable_http_with_a_token_and_approvals() {
     );
     assert!(local.contains(" 200 "), "{local}");
 
+    // A client that sends and never reads holds only its own connection.
+    let mut silent = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "silent", "version": "0"}}})
+    .to_string();
+    for _ in 0..200 {
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer s3cret-token\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if silent.write_all(request.as_bytes()).is_err() {
+            break;
+        }
+    }
+
     let plan = json!({
         "http": url,
         "token": "s3cret-token",
@@ -435,6 +468,7 @@ fn the_python_sdk_over_streamable_http_with_a_token_and_approvals() {
         "a denied call never runs"
     );
     assert_eq!(client.wait_exit(), 0);
+    drop(silent);
 }
 
 #[test]

@@ -11,6 +11,7 @@
 
 use super::{Agent, await_approval};
 use crate::clock::now_ms;
+use crate::error::AgentError;
 use crate::events::{AgentEvent, EventKind, PendingApproval};
 use crate::graph::Input;
 use crate::store;
@@ -31,6 +32,9 @@ pub struct ExternalRequest {
     pub risk: Risk,
 }
 
+/// The prefix of an external request's `run_id`.
+const RUN_PREFIX: &str = "ext-";
+
 /// A person's answer to an external request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExternalAnswer {
@@ -41,6 +45,24 @@ pub enum ExternalAnswer {
 }
 
 impl Agent {
+    /// Expire the external requests a previous process left pending: their
+    /// callers are gone with it (an MCP call does not outlive its
+    /// connection), so nobody would act on an answer. Call at start, before
+    /// listing pending approvals. Returns how many were expired.
+    ///
+    /// # Errors
+    /// A store error.
+    pub async fn expire_orphaned_external_approvals(&self) -> Result<usize, AgentError> {
+        let mut expired = 0;
+        for approval in self.inner.store.pending_approvals().await? {
+            if approval.run_id.starts_with(RUN_PREFIX) {
+                self.inner.store.expire(approval.approval_id).await?;
+                expired += 1;
+            }
+        }
+        Ok(expired)
+    }
+
     /// Store and announce an approval request for `request`, then wait for
     /// a person's answer or the policy's timeout (which denies). `on_open`
     /// is told the request as soon as it is stored, so the caller can say
@@ -58,7 +80,7 @@ impl Agent {
         let timeout = self.approval_policy().timeout;
         let approval = PendingApproval {
             approval_id: store::new_id("ap"),
-            run_id: store::new_id("ext-"),
+            run_id: store::new_id(RUN_PREFIX),
             session: request.caller.clone(),
             call_id: store::new_id("call"),
             device: request.device.clone(),

@@ -159,7 +159,7 @@ impl Client {
     /// The daemon's own bound on a call on `device` (`CallTimeout`), or,
     /// from a daemon without that method or for an unknown device, the
     /// bound this process's configuration gives.
-    async fn call_bound(&self, device: Option<&str>) -> Duration {
+    pub(crate) async fn call_bound(&self, device: Option<&str>) -> Duration {
         match self
             .invoke::<_, u64>("CallTimeout", &(device.unwrap_or(""),), QUICK)
             .await
@@ -212,14 +212,15 @@ impl Client {
 
     /// `CallChecked(device, service, action, params_json)`, parsed: a call
     /// under the approval policy, which may wait up to `approval_wait` for
-    /// a person before it runs.
+    /// a person before it runs, then take up to `bound` (the daemon's
+    /// [`Client::call_bound`] for the device).
     pub(crate) async fn call_checked(
         &self,
         device: Option<&str>,
         command: &droidwarden_services::Command,
         approval_wait: Duration,
+        bound: Duration,
     ) -> Result<Value, WireError> {
-        let bound = self.call_bound(device).await;
         let limit = approval_wait + bound + CALL_MARGIN;
         let params = command.params_json().to_string();
         let body = (

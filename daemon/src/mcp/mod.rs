@@ -125,6 +125,34 @@ pub(crate) struct McpArgs {
     target: Target,
 }
 
+type Reader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+type Writer = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+
+/// Standard input and output for the protocol. When they are pipes (as
+/// MCP clients launch servers) they are read and written on the runtime
+/// itself, without the hand-off to a blocking thread that tokio's `stdin`
+/// and `stdout` make for every read and write; otherwise those.
+fn stdio() -> (Reader, Writer) {
+    use std::os::fd::AsFd as _;
+    use tokio::net::unix::pipe;
+    let input: Option<Reader> = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| pipe::Receiver::from_file(std::fs::File::from(fd)).ok())
+        .map(|r| Box::new(r) as Reader);
+    let output: Option<Writer> = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| pipe::Sender::from_file(std::fs::File::from(fd)).ok())
+        .map(|w| Box::new(w) as Writer);
+    (
+        input.unwrap_or_else(|| Box::new(tokio::io::stdin())),
+        output.unwrap_or_else(|| Box::new(tokio::io::stdout())),
+    )
+}
+
 /// Serve MCP on stdio until the client closes it.
 pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
     let mode = match args.tool_mode.as_deref() {
@@ -139,6 +167,7 @@ pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
             Ok(client) => server::Backend::Daemon {
                 client,
                 approval_wait: config.agent.approval.timeout,
+                bounds: std::sync::Mutex::default(),
             },
             Err(e) => {
                 eprintln!("droidwarden mcp: {}", e.message);
@@ -146,10 +175,7 @@ pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
             }
         }
     };
-    let service = match server::PhoneServer::new(backend, mode)
-        .serve(rmcp::transport::stdio())
-        .await
-    {
+    let service = match server::PhoneServer::new(backend, mode).serve(stdio()).await {
         Ok(service) => service,
         Err(e) => {
             eprintln!("droidwarden mcp: the client did not initialise: {e}");

@@ -28,18 +28,28 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig,
+    ServerConfig, SubscriptionFilter,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use serde_json::{Value, json};
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+/// How often subscribed device states are read for changes.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// How often a waiting call reports progress (when the client asked).
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// Resource URIs: `droidwarden://devices/<name>/state`.
 const RESOURCE_PREFIX: &str = "droidwarden://devices/";
 const RESOURCE_SUFFIX: &str = "/state";
+
+/// How long the device list (for planning a call) and the daemon's bounds
+/// are reused before they are asked again; `tools/list` always asks.
+const CACHE_FOR: Duration = Duration::from_secs(2);
+
+/// Per device: when the bound was read, and the bound.
+pub(crate) type BoundCache = Mutex<HashMap<String, (Instant, Duration)>>;
 
 /// Where the phones are.
 #[derive(Debug)]
@@ -50,6 +60,8 @@ pub(crate) enum Backend {
         client: Client,
         /// How long an approval may take (`[agent.approval] timeout`).
         approval_wait: Duration,
+        /// The daemon's bound on a call, per device, as last asked.
+        bounds: BoundCache,
     },
     /// Inside the daemon (the Streamable HTTP endpoint): the hub, and the
     /// agent for approvals.
@@ -138,7 +150,28 @@ impl Backend {
             Self::Daemon {
                 client,
                 approval_wait,
-            } => client.call_checked(device, &command, *approval_wait).await,
+                bounds,
+            } => {
+                let key = device.unwrap_or_default().to_owned();
+                let cached = bounds
+                    .lock()
+                    .ok()
+                    .and_then(|b| b.get(&key).copied())
+                    .filter(|(at, _)| at.elapsed() < CACHE_FOR);
+                let bound = match cached {
+                    Some((_, bound)) => bound,
+                    None => {
+                        let bound = client.call_bound(device).await;
+                        if let Ok(mut b) = bounds.lock() {
+                            b.insert(key, (Instant::now(), bound));
+                        }
+                        bound
+                    }
+                };
+                client
+                    .call_checked(device, &command, *approval_wait, bound)
+                    .await
+            }
             Self::Hub { hub, assistant } => {
                 let call = Call {
                     device: device.map(str::to_owned),
@@ -194,6 +227,9 @@ impl Backend {
 pub(crate) struct PhoneServer {
     backend: Arc<Backend>,
     mode: ToolMode,
+    /// The tools as last built, and when: calls reuse them for
+    /// [`CACHE_FOR`].
+    cached: Arc<Mutex<Option<(Instant, McpTools)>>>,
 }
 
 impl PhoneServer {
@@ -202,11 +238,36 @@ impl PhoneServer {
         Self {
             backend: Arc::new(backend),
             mode,
+            cached: Arc::default(),
         }
     }
 
+    /// A watched state as it is now (`None`: not readable now).
+    async fn watched_state(&self, uri: &str) -> Option<Value> {
+        let name = device_of(uri)?;
+        self.backend.state(name).await.ok().flatten()
+    }
+
+    /// The tools for the devices there are now.
     async fn tools(&self) -> Result<McpTools, WireError> {
-        Ok(McpTools::new(self.mode, &self.backend.devices().await?))
+        let tools = McpTools::new(self.mode, &self.backend.devices().await?);
+        if let Ok(mut cached) = self.cached.lock() {
+            *cached = Some((Instant::now(), tools.clone()));
+        }
+        Ok(tools)
+    }
+
+    /// The tools as built at most [`CACHE_FOR`] ago, else anew.
+    async fn recent_tools(&self) -> Result<McpTools, WireError> {
+        let recent = self.cached.lock().ok().and_then(|c| {
+            c.as_ref()
+                .filter(|(at, _)| at.elapsed() < CACHE_FOR)
+                .map(|(_, tools)| tools.clone())
+        });
+        match recent {
+            Some(tools) => Ok(tools),
+            None => self.tools().await,
+        }
     }
 
     async fn run_tool(
@@ -214,7 +275,7 @@ impl PhoneServer {
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, WireError> {
-        let tools = self.tools().await?;
+        let tools = self.recent_tools().await?;
         let name = request.name.as_ref();
         let arguments = request.arguments.clone().unwrap_or_default();
         if name == LIST_DEVICES {
@@ -278,6 +339,13 @@ where
     }
 }
 
+/// The device a state URI names.
+fn device_of(uri: &str) -> Option<&str> {
+    uri.strip_prefix(RESOURCE_PREFIX)
+        .and_then(|rest| rest.strip_suffix(RESOURCE_SUFFIX))
+        .filter(|name| !name.is_empty())
+}
+
 fn tool_error(error: &WireError) -> CallToolResult {
     CallToolResult::structured_error(json!({ "error": error }))
 }
@@ -288,6 +356,7 @@ impl ServerHandler for PhoneServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .build(),
         )
         .with_server_info(Implementation::new("droidwarden", env!("CARGO_PKG_VERSION")))
@@ -353,6 +422,53 @@ impl ServerHandler for PhoneServer {
         ))
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|uri| device_of(uri).is_some())
+                .cloned()
+                .collect()
+        });
+        Some(accepted)
+    }
+
+    /// `resources/updated` for each subscribed device state when it
+    /// changes (read every [`WATCH_EVERY`]), until the client cancels.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut last: HashMap<String, Option<Value>> = HashMap::new();
+        for uri in &uris {
+            let state = self.watched_state(uri).await;
+            last.insert(uri.to_owned(), state);
+        }
+        let mut tick = tokio::time::interval(WATCH_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                _ = tick.tick() => {}
+            }
+            for uri in &uris {
+                let state = self.watched_state(uri).await;
+                if last.get(uri) != Some(&state) {
+                    last.insert(uri.to_owned(), state);
+                    if let Err(e) = context.sink().notify_resource_updated(uri.clone()).await {
+                        tracing::debug!(error = %e, "resource update not sent");
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
@@ -367,11 +483,7 @@ impl ServerHandler for PhoneServer {
                 None,
             )
         };
-        let name = request
-            .uri
-            .strip_prefix(RESOURCE_PREFIX)
-            .and_then(|rest| rest.strip_suffix(RESOURCE_SUFFIX))
-            .ok_or_else(not_found)?;
+        let name = device_of(&request.uri).ok_or_else(not_found)?;
         let state = self
             .backend
             .state(name)
