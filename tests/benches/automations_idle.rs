@@ -96,7 +96,9 @@ fn measure(
     let config = droidwarden_e2e::mqtt::one_phone_config(
         broker.port,
         &sim.serial(),
-        &format!("[mqtt.homeassistant]\ndiscovery = false\n{polls}\n[agent.approval]\nauto_approve_up_to = \"low\"\n{extra}"),
+        &format!(
+            "[mqtt.homeassistant]\ndiscovery = false\n{polls}\n[agent.approval]\nauto_approve_up_to = \"low\"\n{extra}"
+        ),
     );
     let started = Instant::now();
     let daemon = Daemon::start(adb, &config);

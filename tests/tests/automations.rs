@@ -30,20 +30,28 @@ struct Rig {
 }
 
 fn config(broker: &Mosquitto, sim: &Sim, extra: &str) -> String {
+    config_with(broker, sim, false, extra)
+}
+
+fn config_with(broker: &Mosquitto, sim: &Sim, discovery: bool, extra: &str) -> String {
     droidwarden_e2e::mqtt::one_phone_config(
         broker.port,
         &sim.serial(),
-        &format!("[mqtt.homeassistant]\ndiscovery = false\n{NO_POLLS}{extra}\n"),
+        &format!("[mqtt.homeassistant]\ndiscovery = {discovery}\n{NO_POLLS}{extra}\n"),
     )
 }
 
 fn rig(extra: &str) -> Rig {
+    rig_with(false, extra)
+}
+
+fn rig_with(discovery: bool, extra: &str) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
     let sim = Sim::start(SimOptions::default());
     adb.connect(&sim.serial());
-    let daemon = Daemon::start(&adb, &config(&broker, &sim, extra));
+    let daemon = Daemon::start(&adb, &config_with(&broker, &sim, discovery, extra));
     let rig = Rig {
         daemon: Some(daemon),
         probe,
@@ -442,6 +450,57 @@ action = { kind = "notify", message = "hi" }
     assert_eq!(refused["ok"], false, "{refused}");
     let unknown = r.manage("z", json!({"op": "run", "name": "nope"}));
     assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
+}
+
+#[test]
+fn home_assistant_gets_a_switch_and_a_button() {
+    let r = rig_with(
+        true,
+        r#"
+[[automations]]
+name = "night-mode"
+trigger = { kind = "manual" }
+action = { kind = "notify", message = "good night" }
+"#,
+    );
+    let switch = r.probe.wait("the switch's config", WAIT, |m| {
+        m.topic == "homeassistant/switch/droidwarden_automations/night_mode/config"
+    });
+    let switch = switch.json();
+    assert_eq!(
+        switch["command_topic"],
+        format!("{P}/automations/night-mode/set")
+    );
+    assert_eq!(
+        switch["state_topic"],
+        format!("{P}/automations/night-mode/enabled")
+    );
+    assert_eq!(switch["unique_id"], "droidwarden_automations_night_mode");
+    let button = r.probe.wait("the button's config", WAIT, |m| {
+        m.topic == "homeassistant/button/droidwarden_automations/night_mode_run/config"
+    });
+    assert_eq!(
+        button.json()["command_topic"],
+        format!("{P}/automations/night-mode/run")
+    );
+    let enabled = format!("{P}/automations/night-mode/enabled");
+    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "ON");
+    // The switch turns it off; the button runs it (by hand, even disabled).
+    r.probe
+        .publish(&format!("{P}/automations/night-mode/set"), "OFF");
+    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "OFF");
+    r.probe
+        .publish(&format!("{P}/automations/night-mode/run"), "PRESS");
+    let done = r.wait_status("night-mode", "success", 1);
+    assert_eq!(done[0]["detail"]["message"], "good night");
+    // A payload that is neither is refused, and changes nothing.
+    r.probe
+        .publish(&format!("{P}/automations/night-mode/set"), "MAYBE");
+    let shown = r.manage("s", json!({"op": "show", "name": "night-mode"}));
+    assert_eq!(shown["result"]["enabled"], false, "{shown}");
+    r.probe
+        .publish(&format!("{P}/automations/night-mode/set"), "ON");
+    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "ON");
 }
 
 /// `droidwarden config check` on a configuration: status and standard error.
