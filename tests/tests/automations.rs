@@ -560,3 +560,105 @@ fn configuration_errors_name_the_key() {
     );
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// Neither bus can be reached: the CLI and the daemon meet on the socket.
+const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
+
+#[test]
+fn the_cli_manages_automations_through_the_daemon() {
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let runtime = tempfile::tempdir().expect("runtime dir");
+    let config = format!(
+        "[broker]\nlisten = \"127.0.0.1:{port}\"\n{NO_POLLS}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n\n[[automations]]\nname = \"wifi_off\"\ndescription = \"Wi-Fi off by hand\"\ntrigger = {{ kind = \"manual\" }}\naction = {{ kind = \"call\", device = \"phone\", service = \"wifi_automation\", action = \"disable\" }}\n",
+        port = droidwarden_e2e::free_port(),
+        serial = sim.serial(),
+    );
+    let rt = runtime.path().to_str().expect("utf-8").to_owned();
+    let daemon = Daemon::start_with_env(
+        &adb,
+        &config,
+        tempfile::tempdir().expect("state"),
+        &[
+            ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
+            ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
+            ("DROIDWARDEN__DBUS__BUS", "auto"),
+            ("XDG_RUNTIME_DIR", &rt),
+        ],
+    );
+    let socket = daemon.state_dir.path().join("api.sock");
+    wait_for("the socket", WAIT, || socket.exists().then_some(()));
+    let cli = |args: &[&str]| {
+        let mut cmd = Command::new(binary("droidwarden"));
+        cmd.arg("--config")
+            .arg(daemon.config_path())
+            .args(args)
+            .env("HOME", adb.home())
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env_remove("DROIDWARDEN__DBUS__BUS")
+            .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
+            .env("XDG_RUNTIME_DIR", runtime.path());
+        let out = run_with_timeout(cmd, Duration::from_secs(60));
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let json = |args: &[&str]| -> Value {
+        let (code, out, err) = cli(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+    };
+    // The driver starts once the daemon is up; the socket may come first.
+    wait_for("the automations", WAIT, || {
+        let (code, out, _) = cli(&["automations", "list"]);
+        (code == 0 && out.contains("wifi_off")).then_some(())
+    });
+    let (_, table, _) = cli(&["automations", "list"]);
+    assert!(
+        table.starts_with("NAME  ENABLED  TRIGGER  ACTION"),
+        "{table}"
+    );
+    assert!(table.contains("wifi_off  yes  manual  call  0"), "{table}");
+    let listed = json(&["automations", "list", "--json"]);
+    assert_eq!(listed[0]["name"], "wifi_off", "{listed}");
+    // Run it: the risky call waits; approve it from the CLI.
+    wait_for("the phone online", WAIT, || {
+        let d = json(&["devices", "--json"]);
+        (d["devices"][0]["online"] == true).then_some(())
+    });
+    let run = json(&["automations", "run", "wifi_off"]);
+    assert_eq!(run["status"], "running", "{run}");
+    wait_for("the approval wait", WAIT, || {
+        let s = json(&["automations", "show", "wifi_off"]);
+        (s["waiting_approval"] == true).then_some(())
+    });
+    assert_eq!(sim.state()["wifi"]["enabled"], true);
+    json(&["automations", "approve", "wifi_off"]);
+    wait_for("the approved run", WAIT, || {
+        let s = json(&["automations", "show", "wifi_off"]);
+        (s["last"]["status"] == "success").then_some(())
+    });
+    assert_eq!(sim.state()["wifi"]["enabled"], false);
+    // Disable, add from a TOML file, remove.
+    let disabled = json(&["automations", "disable", "wifi_off"]);
+    assert_eq!(disabled["enabled"], false, "{disabled}");
+    let file = daemon.state_dir.path().join("nightly.toml");
+    std::fs::write(
+        &file,
+        "name = \"nightly\"\ntrigger = { kind = \"cron\", cron = \"0 23 * * *\" }\naction = { kind = \"notify\", message = \"good night\" }\n",
+    )
+    .unwrap();
+    let added = json(&["automations", "add", file.to_str().unwrap()]);
+    assert_eq!(added["source"], "added", "{added}");
+    assert!(added["next_due"].as_str().is_some(), "{added}");
+    let (code, _, err) = cli(&["automations", "remove", "wifi_off"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("defined in the configuration"), "{err}");
+    json(&["automations", "remove", "nightly"]);
+    let (code, _, err) = cli(&["automations", "show", "nightly"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no automation is named"), "{err}");
+}
