@@ -16,7 +16,7 @@
 //! | role | publish | read |
 //! |---|---|---|
 //! | admin | everything | everything |
-//! | automation | `<p>/cmd/#` except `<p>/cmd/approve` (unless granted), `<p>/devices/+/ha/+/set`, `<ha>/status` | `<p>/#` except `<p>/companion/#`; `<ha>/#` |
+//! | automation | `<p>/cmd/#` except `<p>/cmd/approve` (unless granted), `<p>/devices/+/ha/+/set`, `<p>/automations/+/set`, `<p>/automations/+/run`, `<ha>/status` | `<p>/#` except `<p>/companion/#`; `<ha>/#` |
 //! | phone `<id>` | `<p>/companion/<id>/online`, `…/response`, `…/event/+` | `<p>/companion/<id>/request` |
 
 use crate::topic;
@@ -109,6 +109,9 @@ impl Policy {
                 write: vec![
                     format!("{p}/cmd/#"),
                     format!("{p}/devices/+/ha/+/set"),
+                    // Automations' Home Assistant switch and button.
+                    format!("{p}/automations/+/set"),
+                    format!("{p}/automations/+/run"),
                     format!("{ha}/status"),
                 ],
                 write_except: if *approve {

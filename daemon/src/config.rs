@@ -523,6 +523,10 @@ impl TryFrom<RawConfig> for Config {
                 .map(|n: &DeviceName| n.to_string())
                 .collect(),
             agent_up_to: agent.approval.auto_approve_up_to,
+            reserved: vec![
+                raw.mqtt.topic_prefix.clone(),
+                raw.mqtt.homeassistant.prefix.clone(),
+            ],
         };
         let automations =
             crate::automations::model::parse_all(&raw.automations, &automation_context)

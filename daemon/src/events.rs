@@ -21,7 +21,7 @@
 //! the receivers and does no I/O.
 
 use crate::assistant::{Activity, Assistant, Notice};
-use crate::automations::{Automations, RunEvent};
+use crate::automations::{AutomationEvent, Automations};
 use crate::hub::{BusEvent, Hub};
 use droidwarden_bridge::DeviceEvent;
 use tokio::sync::broadcast::{Receiver, error::RecvError};
@@ -38,8 +38,9 @@ pub(crate) enum Event {
     Notice(Notice),
     /// The agent's runs and open approvals changed.
     Activity(Activity),
-    /// An automation's run started, waits, ended or was skipped or missed.
-    Automation(RunEvent),
+    /// An automation's run started, waits, ended or was skipped or missed;
+    /// or the automations' list changed.
+    Automation(AutomationEvent),
     /// This consumer fell behind `stream` and missed events (already
     /// logged, with how many): what it keeps about that stream should be
     /// read afresh.
@@ -152,7 +153,7 @@ pub(crate) struct Events {
     devices: Option<Receiver<DeviceEvent>>,
     notices: Option<Receiver<Notice>>,
     activity: Option<watch::Receiver<Activity>>,
-    automations: Option<Receiver<RunEvent>>,
+    automations: Option<Receiver<AutomationEvent>>,
 }
 
 /// The next item of an optional receiver; never ready without one.

@@ -30,20 +30,28 @@ struct Rig {
 }
 
 fn config(broker: &Mosquitto, sim: &Sim, extra: &str) -> String {
+    config_with(broker, sim, false, extra)
+}
+
+fn config_with(broker: &Mosquitto, sim: &Sim, discovery: bool, extra: &str) -> String {
     droidwarden_e2e::mqtt::one_phone_config(
         broker.port,
         &sim.serial(),
-        &format!("[mqtt.homeassistant]\ndiscovery = false\n{NO_POLLS}{extra}\n"),
+        &format!("[mqtt.homeassistant]\ndiscovery = {discovery}\n{NO_POLLS}{extra}\n"),
     )
 }
 
 fn rig(extra: &str) -> Rig {
+    rig_with(false, extra)
+}
+
+fn rig_with(discovery: bool, extra: &str) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
     let sim = Sim::start(SimOptions::default());
     adb.connect(&sim.serial());
-    let daemon = Daemon::start(&adb, &config(&broker, &sim, extra));
+    let daemon = Daemon::start(&adb, &config_with(&broker, &sim, discovery, extra));
     let rig = Rig {
         daemon: Some(daemon),
         probe,
@@ -444,6 +452,57 @@ action = { kind = "notify", message = "hi" }
     assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
 }
 
+#[test]
+fn home_assistant_gets_a_switch_and_a_button() {
+    let r = rig_with(
+        true,
+        r#"
+[[automations]]
+name = "night-mode"
+trigger = { kind = "manual" }
+action = { kind = "notify", message = "good night" }
+"#,
+    );
+    let switch = r.probe.wait("the switch's config", WAIT, |m| {
+        m.topic == "homeassistant/switch/droidwarden_automations/night_mode/config"
+    });
+    let switch = switch.json();
+    assert_eq!(
+        switch["command_topic"],
+        format!("{P}/automations/night-mode/set")
+    );
+    assert_eq!(
+        switch["state_topic"],
+        format!("{P}/automations/night-mode/enabled")
+    );
+    assert_eq!(switch["unique_id"], "droidwarden_automations_night_mode");
+    let button = r.probe.wait("the button's config", WAIT, |m| {
+        m.topic == "homeassistant/button/droidwarden_automations/night_mode_run/config"
+    });
+    assert_eq!(
+        button.json()["command_topic"],
+        format!("{P}/automations/night-mode/run")
+    );
+    let enabled = format!("{P}/automations/night-mode/enabled");
+    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "ON");
+    // The switch turns it off; the button runs it (by hand, even disabled).
+    r.probe
+        .publish(&format!("{P}/automations/night-mode/set"), "OFF");
+    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "OFF");
+    r.probe
+        .publish(&format!("{P}/automations/night-mode/run"), "PRESS");
+    let done = r.wait_status("night-mode", "success", 1);
+    assert_eq!(done[0]["detail"]["message"], "good night");
+    // A payload that is neither is refused, and changes nothing.
+    r.probe
+        .publish(&format!("{P}/automations/night-mode/set"), "MAYBE");
+    let shown = r.manage("s", json!({"op": "show", "name": "night-mode"}));
+    assert_eq!(shown["result"]["enabled"], false, "{shown}");
+    r.probe
+        .publish(&format!("{P}/automations/night-mode/set"), "ON");
+    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "ON");
+}
+
 /// `droidwarden config check` on a configuration: status and standard error.
 fn check(config: &str) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
@@ -500,4 +559,106 @@ fn configuration_errors_name_the_key() {
         "[[automations]]\nname = \"ok\"\ntime_zone = \"Europe/Berlin\"\ntrigger = { kind = \"cron\", cron = \"0 23 * * *\" }\naction = { kind = \"call\", device = \"kitchen\", service = \"screen_control\", action = \"wake\" }\n",
     );
     assert_eq!(code, 0, "{stderr}");
+}
+
+/// Neither bus can be reached: the CLI and the daemon meet on the socket.
+const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
+
+#[test]
+fn the_cli_manages_automations_through_the_daemon() {
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    let runtime = tempfile::tempdir().expect("runtime dir");
+    let config = format!(
+        "[broker]\nlisten = \"127.0.0.1:{port}\"\n{NO_POLLS}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n\n[[automations]]\nname = \"wifi_off\"\ndescription = \"Wi-Fi off by hand\"\ntrigger = {{ kind = \"manual\" }}\naction = {{ kind = \"call\", device = \"phone\", service = \"wifi_automation\", action = \"disable\" }}\n",
+        port = droidwarden_e2e::free_port(),
+        serial = sim.serial(),
+    );
+    let rt = runtime.path().to_str().expect("utf-8").to_owned();
+    let daemon = Daemon::start_with_env(
+        &adb,
+        &config,
+        tempfile::tempdir().expect("state"),
+        &[
+            ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
+            ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
+            ("DROIDWARDEN__DBUS__BUS", "auto"),
+            ("XDG_RUNTIME_DIR", &rt),
+        ],
+    );
+    let socket = daemon.state_dir.path().join("api.sock");
+    wait_for("the socket", WAIT, || socket.exists().then_some(()));
+    let cli = |args: &[&str]| {
+        let mut cmd = Command::new(binary("droidwarden"));
+        cmd.arg("--config")
+            .arg(daemon.config_path())
+            .args(args)
+            .env("HOME", adb.home())
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env_remove("DROIDWARDEN__DBUS__BUS")
+            .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
+            .env("XDG_RUNTIME_DIR", runtime.path());
+        let out = run_with_timeout(cmd, Duration::from_secs(60));
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let json = |args: &[&str]| -> Value {
+        let (code, out, err) = cli(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+    };
+    // The driver starts once the daemon is up; the socket may come first.
+    wait_for("the automations", WAIT, || {
+        let (code, out, _) = cli(&["automations", "list"]);
+        (code == 0 && out.contains("wifi_off")).then_some(())
+    });
+    let (_, table, _) = cli(&["automations", "list"]);
+    assert!(
+        table.starts_with("NAME  ENABLED  TRIGGER  ACTION"),
+        "{table}"
+    );
+    assert!(table.contains("wifi_off  yes  manual  call  0"), "{table}");
+    let listed = json(&["automations", "list", "--json"]);
+    assert_eq!(listed[0]["name"], "wifi_off", "{listed}");
+    // Run it: the risky call waits; approve it from the CLI.
+    wait_for("the phone online", WAIT, || {
+        let d = json(&["devices", "--json"]);
+        (d["devices"][0]["online"] == true).then_some(())
+    });
+    let run = json(&["automations", "run", "wifi_off"]);
+    assert_eq!(run["status"], "running", "{run}");
+    wait_for("the approval wait", WAIT, || {
+        let s = json(&["automations", "show", "wifi_off"]);
+        (s["waiting_approval"] == true).then_some(())
+    });
+    assert_eq!(sim.state()["wifi"]["enabled"], true);
+    json(&["automations", "approve", "wifi_off"]);
+    wait_for("the approved run", WAIT, || {
+        let s = json(&["automations", "show", "wifi_off"]);
+        (s["last"]["status"] == "success").then_some(())
+    });
+    assert_eq!(sim.state()["wifi"]["enabled"], false);
+    // Disable, add from a TOML file, remove.
+    let disabled = json(&["automations", "disable", "wifi_off"]);
+    assert_eq!(disabled["enabled"], false, "{disabled}");
+    let file = daemon.state_dir.path().join("nightly.toml");
+    std::fs::write(
+        &file,
+        "name = \"nightly\"\ntrigger = { kind = \"cron\", cron = \"0 23 * * *\" }\naction = { kind = \"notify\", message = \"good night\" }\n",
+    )
+    .unwrap();
+    let added = json(&["automations", "add", file.to_str().unwrap()]);
+    assert_eq!(added["source"], "added", "{added}");
+    assert!(added["next_due"].as_str().is_some(), "{added}");
+    let (code, _, err) = cli(&["automations", "remove", "wifi_off"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("defined in the configuration"), "{err}");
+    json(&["automations", "remove", "nightly"]);
+    let (code, _, err) = cli(&["automations", "show", "nightly"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no automation is named"), "{err}");
 }

@@ -114,7 +114,9 @@ pub(crate) async fn run(config: &Config, command: AutomationsCommand) -> ExitCod
             None,
         ),
     };
-    let json = list_json.unwrap_or(true);
+    // Errors as JSON only for `list --json`; the other commands print JSON
+    // answers and their errors as text on standard error.
+    let json = list_json == Some(true);
     let answer = async {
         let request = request?;
         daemon(bus, config, false)

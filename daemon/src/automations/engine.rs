@@ -679,7 +679,15 @@ impl Engine {
             entry.record.recent_ms.pop_front();
         }
         let limited = entry.record.recent_ms.len() >= entry.automation.max_runs_per_hour as usize;
+        let waiting = entry
+            .record
+            .last
+            .as_ref()
+            .is_some_and(|l| l.status == Status::WaitingApproval);
         let skip = match (failed, limited) {
+            // One question at a time: a run waiting for a person is not
+            // replaced by the next trigger.
+            _ if waiting => Some(json!({"skipped": "an earlier run waits for approval"})),
             (Some(why), _) => Some(json!({"skipped": why})),
             (None, true) => Some(json!({"skipped": format!(
                 "rate limit: {} runs in the last hour (max_runs_per_hour)",
@@ -804,6 +812,7 @@ mod tests {
         Context {
             devices: ["kitchen".to_owned()].into(),
             agent_up_to: Risk::Low,
+            reserved: Vec::new(),
         }
     }
 
@@ -1213,6 +1222,21 @@ mod tests {
         assert_eq!(
             e.get("a").unwrap().1.last.as_ref().unwrap().status,
             Status::Success
+        );
+        // A run waiting for approval is not replaced by the next trigger.
+        e.step(now, Input::RunNow { name: "a" }).unwrap();
+        let waiting = Input::Finished {
+            name: "a",
+            run: 2,
+            status: Status::WaitingApproval,
+            detail: Value::Null,
+        };
+        e.step(now, waiting).unwrap();
+        let out = e.step(now, Input::RunNow { name: "a" }).unwrap();
+        assert_eq!(statuses(&out), [Status::Skipped]);
+        assert_eq!(
+            e.get("a").unwrap().1.last.as_ref().unwrap().status,
+            Status::WaitingApproval
         );
     }
 }

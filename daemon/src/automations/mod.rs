@@ -68,6 +68,24 @@ const MAX_SLEEP: Duration = Duration::from_secs(30);
 /// The longest an agent prompt's run is waited for.
 const PROMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 
+/// What the automations announce on the event centre.
+#[derive(Debug, Clone)]
+pub(crate) enum AutomationEvent {
+    /// A run's outcome.
+    Run(RunEvent),
+    /// Every automation and whether it is enabled: at start and after
+    /// each enable, disable, add or remove (Home Assistant's switches and
+    /// buttons follow it).
+    Listed(Arc<Vec<Listing>>),
+}
+
+/// One automation, for Home Assistant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listing {
+    pub(crate) name: String,
+    pub(crate) enabled: bool,
+}
+
 /// A run's outcome, for MQTT and D-Bus.
 #[derive(Debug, Clone)]
 pub(crate) struct RunEvent {
@@ -165,7 +183,7 @@ type Reply = oneshot::Sender<Result<Value, WireError>>;
 #[derive(Debug, Clone)]
 pub(crate) struct Automations {
     requests: mpsc::Sender<(Op, Reply)>,
-    events: broadcast::Sender<RunEvent>,
+    events: broadcast::Sender<AutomationEvent>,
     /// The configured MQTT trigger topics (subscribed by the MQTT side).
     topics: Arc<BTreeSet<String>>,
 }
@@ -208,7 +226,7 @@ impl Automations {
     }
 
     /// Outcome events from now on.
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<RunEvent> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<AutomationEvent> {
         self.events.subscribe()
     }
 
@@ -305,6 +323,7 @@ pub(crate) async fn start(
     };
     tracing::info!(automations = count, file = %driver.store.path().display(), "automations ready");
     driver.perform(first, true).await;
+    driver.announce_list();
     tracker.spawn(driver.run(deps.events, pending.requests, done_rx, shutdown));
     Ok(())
 }
@@ -338,7 +357,7 @@ struct Driver {
     hub: Hub,
     assistant: Option<Assistant>,
     approval: ApprovalPolicy,
-    announce: broadcast::Sender<RunEvent>,
+    announce: broadcast::Sender<AutomationEvent>,
     /// Calls waiting for approval, by automation.
     waiting: HashMap<String, Waiting>,
     done: mpsc::Sender<Done>,
@@ -450,11 +469,26 @@ impl Driver {
                 tracing::info!(automation = name, run = outcome.run, status = ?outcome.status, trigger = outcome.trigger, "automation run")
             }
         }
-        let _ = self.announce.send(RunEvent {
+        let _ = self.announce.send(AutomationEvent::Run(RunEvent {
             name,
             outcome,
             notify,
-        });
+        }));
+    }
+
+    /// Announce every automation and whether it is enabled.
+    fn announce_list(&self) {
+        let listed = self
+            .engine
+            .automations()
+            .map(|(a, _, enabled)| Listing {
+                name: a.name.clone(),
+                enabled,
+            })
+            .collect();
+        let _ = self
+            .announce
+            .send(AutomationEvent::Listed(Arc::new(listed)));
     }
 
     fn start_run(&mut self, name: String, run: u64, trigger: String) {
@@ -640,6 +674,7 @@ impl Driver {
                     )
                     .map_err(|_| not_found(&name))?;
                 self.perform(out, true).await;
+                self.announce_list();
                 let (a, r, enabled) = self.engine.get(&name).ok_or_else(|| not_found(&name))?;
                 Ok(summary(a, r, enabled, self.added.contains_key(&name)))
             }
@@ -706,6 +741,7 @@ impl Driver {
                 let out = self.engine.add(automation, now);
                 self.added.insert(name.clone(), definition);
                 self.perform(out, true).await;
+                self.announce_list();
                 let (a, r, enabled) = self.engine.get(&name).ok_or_else(|| not_found(&name))?;
                 Ok(summary(a, r, enabled, true))
             }
@@ -727,6 +763,7 @@ impl Driver {
                 self.added.remove(&name);
                 self.waiting.remove(&name);
                 self.perform(Vec::new(), true).await;
+                self.announce_list();
                 Ok(json!({"removed": name}))
             }
         }

@@ -323,6 +323,12 @@ pub(crate) struct Context {
     /// `[agent.approval] auto_approve_up_to`: the most an automation may
     /// run without asking.
     pub(crate) agent_up_to: Risk,
+    /// Topic prefixes the daemon owns (`[mqtt] topic_prefix`, Home
+    /// Assistant's): an automation neither triggers on nor notifies to
+    /// them, so a definition (which an `automation` MQTT user may add)
+    /// cannot make the daemon publish as itself on a phone's, a command's
+    /// or a discovery topic.
+    pub(crate) reserved: Vec<String>,
 }
 
 /// Runs per hour when `max_runs_per_hour` is not set.
@@ -392,7 +398,7 @@ pub(crate) fn parse(key: &str, value: &Value, cx: &Context) -> Result<Automation
         ));
     }
     if let Some(topic) = &raw.notify {
-        check_topic(topic).map_err(|e| format!("{}: {e}", at("notify")))?;
+        check_topic(topic, cx).map_err(|e| format!("{}: {e}", at("notify")))?;
     }
     Ok(Automation {
         name: raw.name,
@@ -441,13 +447,25 @@ pub(crate) fn mqtt_topics(automations: &[Automation]) -> BTreeSet<String> {
         .collect()
 }
 
-/// An MQTT topic name we may publish on or match exactly: no wildcards.
-fn check_topic(topic: &str) -> Result<(), String> {
+/// An MQTT topic name we may publish on or match exactly: no wildcards,
+/// not a broker topic (`$…`), nothing under a prefix the daemon owns.
+fn check_topic(topic: &str, cx: &Context) -> Result<(), String> {
     if topic.is_empty() || topic.len() > 512 {
         return Err("must be 1 to 512 bytes".into());
     }
-    if topic.contains(['+', '#', '\0']) {
-        return Err(format!("{topic:?} must be a topic name, without wildcards"));
+    if topic.contains(['+', '#', '\0']) || topic.starts_with('$') {
+        return Err(format!(
+            "{topic:?} must be a topic name, without wildcards or a leading '$'"
+        ));
+    }
+    if let Some(prefix) = cx
+        .reserved
+        .iter()
+        .find(|p| !p.is_empty() && (topic == p.as_str() || topic.starts_with(&format!("{p}/"))))
+    {
+        return Err(format!(
+            "{topic:?} is under {prefix}/, which the daemon owns; use a topic of your own (e.g. home/alerts)"
+        ));
     }
     Ok(())
 }
@@ -605,7 +623,7 @@ fn parse_trigger(key: &str, v: &Value, cx: &Context) -> Result<Trigger, String> 
         "mqtt" => {
             only(key, v, &["topic"])?;
             let topic = str_field(key, v, "topic")?;
-            check_topic(topic).map_err(|e| format!("{key}.topic: {e}"))?;
+            check_topic(topic, cx).map_err(|e| format!("{key}.topic: {e}"))?;
             Ok(Trigger::Mqtt {
                 topic: topic.to_owned(),
             })
@@ -740,6 +758,7 @@ mod tests {
         Context {
             devices: ["kitchen".to_owned()].into(),
             agent_up_to: Risk::Medium,
+            reserved: vec!["droidwarden".into(), "homeassistant".into()],
         }
     }
 
@@ -843,6 +862,16 @@ mod tests {
             (
                 Box::new(|v| v["notify"] = json!("home/#")),
                 "automations[0].notify:",
+            ),
+            (
+                Box::new(|v| v["notify"] = json!("droidwarden/companion/x/request")),
+                "automations[0].notify: \"droidwarden/companion/x/request\" is under droidwarden/",
+            ),
+            (
+                Box::new(|v| {
+                    v["trigger"] = json!({"kind": "mqtt", "topic": "homeassistant/status"})
+                }),
+                "automations[0].trigger.topic:",
             ),
         ];
         for (change, want) in cases {

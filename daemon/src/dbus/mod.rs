@@ -324,7 +324,7 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
                     })
                     .await;
                 }
-                Event::Automation(run) => {
+                Event::Automation(automations::AutomationEvent::Run(run)) => {
                     let (name, outcome) = (run.name.as_str(), run.to_json().to_string());
                     let outcome = outcome.as_str();
                     emit_all(targets(), &peers, "AutomationRun", move |e| async move {
@@ -332,7 +332,10 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
                     })
                     .await;
                 }
-                Event::Bus(_) | Event::Activity(_) | Event::Lagged { .. } => {}
+                Event::Bus(_)
+                | Event::Activity(_)
+                | Event::Lagged { .. }
+                | Event::Automation(automations::AutomationEvent::Listed(_)) => {}
             }
         }
         // Stop being found by name first, so no new call arrives, then let

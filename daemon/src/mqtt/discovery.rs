@@ -226,6 +226,57 @@ pub(crate) fn configs(
         .collect()
 }
 
+/// Home Assistant's node id for the automations: one device holding a
+/// switch (enabled) and a button (run now) per automation.
+const AUTOMATIONS_NODE: &str = "droidwarden_automations";
+
+/// Discovery configs of one automation: a switch on
+/// `<prefix>/automations/<name>/enabled` (commands on `…/set`) with the
+/// last run as its attributes, and a button on `…/run`.
+pub(crate) fn automation_configs(ha_prefix: &str, t: &Topics, name: &str) -> Vec<(String, Value)> {
+    // Entity ids are lowercase letters, digits and `_`; names are already
+    // lowercase, digits, `_` and `-`.
+    let slug = name.replace('-', "_");
+    let device = json!({
+        "identifiers": [AUTOMATIONS_NODE],
+        "name": "droidwarden automations",
+        "model": "Automations",
+        "manufacturer": "droidwarden",
+    });
+    let common = |component: &str, object: &str, title: String| {
+        let id = format!("{AUTOMATIONS_NODE}_{object}");
+        json!({
+            "name": title,
+            "unique_id": id,
+            "object_id": id,
+            "default_entity_id": format!("{component}.{id}"),
+            "device": device,
+            "availability": [{ "topic": t.availability() }],
+            "qos": 1,
+        })
+    };
+    let mut switch = common("switch", &slug, name.to_owned());
+    switch["state_topic"] = json!(t.automation_enabled(name));
+    switch["command_topic"] = json!(t.automation_set(name));
+    switch["payload_on"] = json!("ON");
+    switch["payload_off"] = json!("OFF");
+    switch["json_attributes_topic"] = json!(t.automation_runs(name));
+    let run_object = format!("{slug}_run");
+    let mut button = common("button", &run_object, format!("Run {name}"));
+    button["command_topic"] = json!(t.automation_run(name));
+    button["payload_press"] = json!("PRESS");
+    vec![
+        (
+            format!("{ha_prefix}/switch/{AUTOMATIONS_NODE}/{slug}/config"),
+            switch,
+        ),
+        (
+            format!("{ha_prefix}/button/{AUTOMATIONS_NODE}/{run_object}/config"),
+            button,
+        ),
+    ]
+}
+
 /// The config topics of one device, to clear (empty retained payload) when
 /// the device is removed.
 pub(crate) fn config_topics(ha_prefix: &str, t: &Topics, device: &str) -> Vec<String> {

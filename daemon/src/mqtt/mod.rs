@@ -477,7 +477,8 @@ impl Mqtt {
                 | Action::Run(_)
                 | Action::HaCall { .. }
                 | Action::Companion(_)
-                | Action::AutomationTrigger { .. } => {
+                | Action::AutomationTrigger { .. }
+                | Action::AutomationControl { .. } => {
                     tracing::error!(?action, "an action for an incoming message without one");
                 }
             }
@@ -520,6 +521,35 @@ impl Mqtt {
                 },
                 Action::Companion(message) => self.companion_message(message),
                 Action::AutomationTrigger { topic } => self.automations.mqtt_trigger(topic),
+                Action::AutomationControl {
+                    name,
+                    control,
+                    payload,
+                } => {
+                    let op = match (control.as_str(), payload.as_str()) {
+                        ("set", "ON") => Some(crate::automations::Op::Enable(name.clone())),
+                        ("set", "OFF") => Some(crate::automations::Op::Disable(name.clone())),
+                        ("run", "PRESS") => Some(crate::automations::Op::Run(name.clone())),
+                        _ => None,
+                    };
+                    match op {
+                        Some(op) => {
+                            let automations = self.automations.clone();
+                            self.calls.spawn(async move {
+                                if let Err(e) = automations.request(op).await {
+                                    tracing::warn!(automation = name, control, error = %e.message, "Home Assistant automation control refused");
+                                }
+                            });
+                        }
+                        None => {
+                            tracing::warn!(
+                                automation = name,
+                                control,
+                                "an automation control expects ON/OFF on set and PRESS on run"
+                            );
+                        }
+                    }
+                }
                 Action::Subscribe(_) | Action::Ready | Action::SaveDiscovered(_) => {
                     tracing::error!(?action, "an action out of place for an incoming message");
                 }

@@ -31,6 +31,7 @@ use super::api::{self, Kind, Request};
 use super::discovery;
 use super::topics::Topics;
 use crate::assistant::{Notice, Origin};
+use crate::automations::{AutomationEvent, Listing};
 use crate::delivery::Interrupted;
 use crate::events::Event;
 use crate::hub::{BusEvent, Call, CallRequest, CallState};
@@ -71,6 +72,9 @@ pub(crate) enum Route<'a> {
     HaCommand { device: &'a str, object: &'a str },
     /// `<prefix>/companion/<id>/<rest>`.
     Companion { id: &'a str, rest: &'a str },
+    /// `<prefix>/automations/<name>/set` or `…/run` (Home Assistant's
+    /// switch and button).
+    AutomationControl { name: &'a str, control: &'a str },
 }
 
 /// One kind of topic we subscribe to.
@@ -105,6 +109,15 @@ pub(crate) const RULES: &[Rule] = &[
         route: |t, topic| {
             t.parse_ha_command(topic)
                 .map(|(device, object)| Route::HaCommand { device, object })
+        },
+    },
+    Rule {
+        filter: Topics::automation_controls_filter,
+        retained: RetainForwardRule::Never,
+        command: true,
+        route: |t, topic| {
+            t.parse_automation_control(topic)
+                .map(|(name, control)| Route::AutomationControl { name, control })
         },
     },
     // Companion topics keep retained delivery: a phone's presence is
@@ -222,6 +235,13 @@ pub(crate) enum Action {
     SaveDiscovered(Vec<String>),
     /// A message on an automation's trigger topic.
     AutomationTrigger { topic: String },
+    /// Home Assistant's switch (`set`: `ON`/`OFF`) or button (`run`:
+    /// `PRESS`) of an automation.
+    AutomationControl {
+        name: String,
+        control: String,
+        payload: String,
+    },
 }
 
 /// What happened, for the router to decide on.
@@ -285,6 +305,8 @@ pub(crate) struct Router {
     in_flight: HashMap<String, Vec<Option<ResponseTo>>>,
     /// False once shutdown has begun.
     taking_commands: bool,
+    /// Automations whose topics (and discovery configs) are published.
+    automations_known: BTreeSet<String>,
 }
 
 impl Router {
@@ -302,6 +324,7 @@ impl Router {
             volume_steps: BTreeMap::new(),
             in_flight: HashMap::new(),
             taking_commands: true,
+            automations_known: BTreeSet::new(),
         }
     }
 
@@ -453,6 +476,14 @@ impl Router {
         }
         match route {
             Route::Command { name } => self.command(topic, name, m, out),
+            Route::AutomationControl { name, control } => {
+                out.push(Action::Ack);
+                out.push(Action::AutomationControl {
+                    name: name.to_owned(),
+                    control: control.to_owned(),
+                    payload: String::from_utf8_lossy(&m.payload).trim().to_owned(),
+                });
+            }
             Route::HaCommand { device, object } => {
                 out.push(Action::Ack);
                 match ha_call(device, object, &String::from_utf8_lossy(&m.payload)) {
@@ -756,18 +787,56 @@ impl Router {
                 out.push(self.save_discovered());
             }
             Event::Notice(notice) => self.notice(notice, out),
-            Event::Automation(run) => {
+            Event::Automation(AutomationEvent::Run(run)) => {
                 let body = run.to_json();
                 self.send_json(self.topics.automation_runs(&run.name), &body, true, out);
                 if let Some(topic) = run.notify.clone().filter(|_| run.is_final()) {
                     self.send_json(topic, &body, false, out);
                 }
             }
+            Event::Automation(AutomationEvent::Listed(list)) => self.automations(list, out),
             // Lagging devices are answered with `Input::Devices`; the other
             // streams leave nothing stale here (the next status or state
             // replaces the topic).
             Event::Activity(_) | Event::Lagged { .. } => {}
         }
+    }
+
+    /// The automations' enabled states and, with discovery, their Home
+    /// Assistant switch and button; those gone are cleared.
+    fn automations(&mut self, list: &[Listing], out: &mut Vec<Action>) {
+        let now: BTreeSet<String> = list.iter().map(|l| l.name.clone()).collect();
+        let ha_prefix = self.settings.discovery.clone();
+        for gone in self
+            .automations_known
+            .difference(&now)
+            .cloned()
+            .collect::<Vec<_>>()
+        {
+            self.send_latest(self.topics.automation_enabled(&gone), Vec::new(), out);
+            self.send_latest(self.topics.automation_runs(&gone), Vec::new(), out);
+            if let Some(ha) = &ha_prefix {
+                for (topic, _) in discovery::automation_configs(ha, &self.topics, &gone) {
+                    self.send_latest(topic, Vec::new(), out);
+                }
+            }
+        }
+        for l in list {
+            let state = if l.enabled { "ON" } else { "OFF" };
+            self.send_latest(
+                self.topics.automation_enabled(&l.name),
+                state.as_bytes().to_vec(),
+                out,
+            );
+            if let Some(ha) = &ha_prefix
+                && !self.automations_known.contains(&l.name)
+            {
+                for (topic, body) in discovery::automation_configs(ha, &self.topics, &l.name) {
+                    self.send_json(topic, &body, true, out);
+                }
+            }
+        }
+        self.automations_known = now;
     }
 
     fn notice(&mut self, notice: &Notice, out: &mut Vec<Action>) {
@@ -1066,6 +1135,7 @@ mod tests {
             [
                 ("dw/cmd/#", RetainForwardRule::Never),
                 ("dw/devices/+/ha/+/set", RetainForwardRule::Never),
+                ("dw/automations/+/+", RetainForwardRule::Never),
                 ("dw/companion/#", RetainForwardRule::OnEverySubscribe),
             ]
         );
@@ -1562,5 +1632,105 @@ mod tests {
         let mut r = router(false);
         let bye = published(&r.step(Input::Goodbye));
         assert_eq!(bye, [("dw/availability".into(), "offline".into(), true)]);
+    }
+
+    #[test]
+    fn automations_get_topics_and_home_assistant_entities_and_controls() {
+        use crate::automations::{AutomationEvent, Listing};
+        let mut r = router(true);
+        let list = |names: &[(&str, bool)]| {
+            Event::Automation(AutomationEvent::Listed(std::sync::Arc::new(
+                names
+                    .iter()
+                    .map(|(n, e)| Listing {
+                        name: (*n).to_owned(),
+                        enabled: *e,
+                    })
+                    .collect(),
+            )))
+        };
+        let event = list(&[("a", true), ("b-c", false)]);
+        let out = published(&r.step(Input::Event {
+            event: &event,
+            info: None,
+        }));
+        assert!(out.contains(&("dw/automations/a/enabled".into(), "ON".into(), true)));
+        assert!(out.contains(&("dw/automations/b-c/enabled".into(), "OFF".into(), true)));
+        for topic in [
+            "homeassistant/switch/droidwarden_automations/a/config",
+            "homeassistant/button/droidwarden_automations/b_c_run/config",
+        ] {
+            assert!(
+                out.iter()
+                    .any(|(t, p, retain)| t == topic && !p.is_empty() && *retain),
+                "{topic}"
+            );
+        }
+        // Listing again publishes the states, not the configs.
+        let out = published(&r.step(Input::Event {
+            event: &event,
+            info: None,
+        }));
+        assert!(!out.iter().any(|(t, _, _)| t.ends_with("/config")));
+        // b-c removed: its topics and configs are cleared.
+        let event = list(&[("a", true)]);
+        let out = published(&r.step(Input::Event {
+            event: &event,
+            info: None,
+        }));
+        for topic in [
+            "dw/automations/b-c/enabled",
+            "dw/automations/b-c/runs",
+            "homeassistant/switch/droidwarden_automations/b_c/config",
+            "homeassistant/button/droidwarden_automations/b_c_run/config",
+        ] {
+            assert!(
+                out.contains(&(topic.into(), String::new(), true)),
+                "{topic}"
+            );
+        }
+        // The switch and button come back as controls; other topics under
+        // automations/ are not.
+        let actions = r.step(Input::Inbound(&msg("dw/automations/a/set", "OFF")));
+        assert!(actions.contains(&Action::AutomationControl {
+            name: "a".into(),
+            control: "set".into(),
+            payload: "OFF".into(),
+        }));
+        let actions = r.step(Input::Inbound(&msg("dw/automations/a/runs", "{}")));
+        assert!(
+            !actions
+                .iter()
+                .any(|a| matches!(a, Action::AutomationControl { .. }))
+        );
+        // Subscribed after connecting, with the trigger topics.
+        let mut r = Router::new(
+            Settings {
+                prefix: "dw".into(),
+                discovery: None,
+                max_payload: 1024,
+                automation_topics: ["home/go".to_owned()].into(),
+            },
+            &[],
+            SystemTime::UNIX_EPOCH,
+        );
+        let subscribed = r.step(Input::Connected);
+        let Some(Action::Subscribe(subs)) = subscribed.first() else {
+            panic!("subscribe first")
+        };
+        assert!(subs.iter().any(|s| s.filter == "home/go"));
+        assert!(subs.iter().any(|s| s.filter == "dw/automations/+/+"));
+        let actions = r.step(Input::Inbound(&msg("home/go", "x")));
+        assert!(actions.contains(&Action::AutomationTrigger {
+            topic: "home/go".into()
+        }));
+        let mut retained = msg("home/go", "x");
+        retained.retain = true;
+        let actions = r.step(Input::Inbound(&retained));
+        assert!(
+            !actions
+                .iter()
+                .any(|a| matches!(a, Action::AutomationTrigger { .. }))
+        );
     }
 }

@@ -60,6 +60,39 @@ impl Topics {
         format!("{}/automations/{name}/runs", self.prefix)
     }
 
+    /// An automation's enabled state for Home Assistant: `ON` / `OFF`
+    /// (retained).
+    pub(crate) fn automation_enabled(&self, name: &str) -> String {
+        format!("{}/automations/{name}/enabled", self.prefix)
+    }
+
+    /// Home Assistant's switch: `ON` / `OFF` enables or disables.
+    pub(crate) fn automation_set(&self, name: &str) -> String {
+        format!("{}/automations/{name}/set", self.prefix)
+    }
+
+    /// Home Assistant's button: `PRESS` runs it now.
+    pub(crate) fn automation_run(&self, name: &str) -> String {
+        format!("{}/automations/{name}/run", self.prefix)
+    }
+
+    /// Both control topics: `<prefix>/automations/+/set` and `…/+/run`.
+    pub(crate) fn automation_controls_filter(&self) -> String {
+        format!("{}/automations/+/+", self.prefix)
+    }
+
+    /// `(name, "set" | "run")` of an automation control topic.
+    pub(crate) fn parse_automation_control<'a>(
+        &self,
+        topic: &'a str,
+    ) -> Option<(&'a str, &'a str)> {
+        let rest = topic
+            .strip_prefix(&self.prefix)?
+            .strip_prefix("/automations/")?;
+        let (name, control) = rest.split_once('/')?;
+        (matches!(control, "set" | "run") && !name.is_empty()).then_some((name, control))
+    }
+
     pub(crate) fn device_availability(&self, device: &str) -> String {
         format!("{}/devices/{device}/availability", self.prefix)
     }
