@@ -552,7 +552,7 @@ impl Driver {
                         return;
                     };
                     let prompt = format!("{prompt}\n\n(Automation run {run}, triggered by: {trigger}.)");
-                    let result = match assistant.ask(&prompt, Some(session), None).await {
+                    let result = match assistant.ask(&prompt, Some(session), None, None).await {
                         Err(e) => finish(Status::Error, json!({"error": e})),
                         Ok(started) => {
                             tokio::select! {
