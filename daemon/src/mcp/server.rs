@@ -275,7 +275,6 @@ impl PhoneServer {
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, WireError> {
-        let tools = self.recent_tools().await?;
         let name = request.name.as_ref();
         let arguments = request.arguments.clone().unwrap_or_default();
         if name == LIST_DEVICES {
@@ -288,6 +287,7 @@ impl PhoneServer {
             let devices = self.backend.devices().await?;
             return Ok(json!({ "devices": devices }));
         }
+        let tools = self.recent_tools().await?;
         let Planned::Device { device, call, .. } = tools.plan(name, &arguments)? else {
             return Err(WireError::new(
                 ErrorCode::InvalidRequest,
