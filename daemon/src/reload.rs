@@ -157,6 +157,15 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     // `[agent.skills]` is applied on every reload (see `daemon.rs`).
     agent.skills = running.agent.skills.clone();
     differs("agent", running.agent != agent);
+    // Automations are read at start (their records and schedules live in
+    // the driver): `droidwarden automations add/remove` changes them live.
+    let sources = |c: &Config| {
+        c.automations
+            .iter()
+            .map(|a| a.source.clone())
+            .collect::<Vec<_>>()
+    };
+    differs("automations", sources(running) != sources(new));
     Plan {
         adb_devices: running.adb.names != new.adb.names || running.adb.connect != new.adb.connect,
         adb_poll_interval: running.adb.poll_interval != new.adb.poll_interval,
@@ -328,6 +337,10 @@ mod tests {
             ("[dbus]\nbus = \"none\"\n", "dbus.bus"),
             ("[llm]\nprovider = \"openai\"\nmodel = \"qwen2.5\"\n", "llm"),
             ("[agent]\ntool_mode = \"direct\"\n", "agent"),
+            (
+                "[[automations]]\nname = \"a\"\ntrigger = { kind = \"manual\" }\naction = { kind = \"notify\", message = \"x\" }\n",
+                "automations",
+            ),
         ];
         for (changed, key) in cases {
             let running = load(BASE);
