@@ -73,7 +73,7 @@ pub(crate) async fn ask_inner(
         Start::Skill(skill, input) => client.run_skill(session, skill, input).await?,
     };
     if !json {
-        println!("session {session}");
+        outln!("session {session}");
     }
     let mut printer = Printer::default();
     // Approvals this run waits for (call id → approval id), for Ctrl-C.
@@ -145,7 +145,7 @@ pub(crate) async fn ask_inner(
             // JSON lines, one event each, times as RFC 3339 like every --json.
             let mut line = event.clone();
             crate::cli::rfc3339_times(&mut line);
-            println!("{line}");
+            outln!("{line}");
         } else {
             printer.print(&event);
         }
@@ -203,18 +203,18 @@ impl Printer {
                 } else {
                     "plan"
                 };
-                println!("☰ {title}:");
+                outln!("☰ {title}:");
                 for (i, step) in event["steps"].as_array().into_iter().flatten().enumerate() {
-                    println!("  {}. {}", i + 1, step.as_str().unwrap_or_default());
+                    outln!("  {}. {}", i + 1, step.as_str().unwrap_or_default());
                 }
             }
             "step_started" => {
                 self.end_stream();
-                println!("▷ step: {}", event["task"].as_str().unwrap_or_default());
+                outln!("▷ step: {}", event["task"].as_str().unwrap_or_default());
             }
             "step_finished" => {
                 self.end_stream();
-                println!(
+                outln!(
                     "{} {}",
                     if event["complete"] == true {
                         "✔"
@@ -226,7 +226,7 @@ impl Printer {
             }
             "skill_started" => {
                 self.end_stream();
-                println!("▶ skill {skill} {}", short(&event["input"]));
+                outln!("▶ skill {skill} {}", short(&event["input"]));
             }
             "skill_finished" => {
                 self.end_stream();
@@ -235,23 +235,23 @@ impl Printer {
                 } else {
                     "done"
                 };
-                println!("■ skill {skill} {how}");
+                outln!("■ skill {skill} {how}");
             }
             "text_delta" => {
-                print!("{}", event["text"].as_str().unwrap_or_default());
+                out!("{}", event["text"].as_str().unwrap_or_default());
                 let _ = std::io::stdout().flush();
                 self.streamed = true;
             }
             "final" => {
                 if self.streamed {
-                    println!();
+                    outln!();
                 } else {
-                    println!("{}", event["text"].as_str().unwrap_or_default());
+                    outln!("{}", event["text"].as_str().unwrap_or_default());
                 }
             }
             "tool_call" => {
                 self.end_stream();
-                println!(
+                outln!(
                     "{tag}→ {} {}",
                     event["tool"].as_str().unwrap_or_default(),
                     short(&event["arguments"])
@@ -263,7 +263,7 @@ impl Printer {
                 } else {
                     "✓"
                 };
-                println!(
+                outln!(
                     "{tag}{mark} {} {}",
                     event["tool"].as_str().unwrap_or_default(),
                     short(&event["content"])
@@ -273,7 +273,7 @@ impl Printer {
                 self.end_stream();
                 let a = &event["approval"];
                 let id = a["approval_id"].as_str().unwrap_or_default();
-                println!(
+                outln!(
                     "{tag}? approval needed: {}.{} on {} (risk {}) {}\n  answer with: droidwarden approve {id}   or: droidwarden deny {id} --reason …",
                     a["service"].as_str().unwrap_or_default(),
                     a["action"].as_str().unwrap_or_default(),
@@ -288,7 +288,7 @@ impl Printer {
 
     fn end_stream(&mut self) {
         if self.streamed {
-            println!();
+            outln!();
             self.streamed = false;
         }
     }
@@ -322,12 +322,12 @@ fn print_list(
         Ok(list) => {
             let items = list.as_array().cloned().unwrap_or_default();
             if items.is_empty() {
-                println!("{empty}");
+                outln!("{empty}");
             } else {
-                println!("{header}");
+                outln!("{header}");
             }
             for item in &items {
-                println!("{}", line(item));
+                outln!("{}", line(item));
             }
             ExitCode::SUCCESS
         }
@@ -377,7 +377,7 @@ pub(crate) async fn answer(
     };
     match answered.await {
         Ok(()) => {
-            println!(
+            outln!(
                 "{} {approval_id}",
                 if deny_reason.is_some() {
                     "denied"
@@ -430,9 +430,9 @@ pub(crate) async fn show_session(config: &Config, bus: Option<Bus>, id: &str) ->
     let shown = async { daemon(bus, config, false).await?.show_session(id).await };
     match shown.await {
         Ok(markdown) => {
-            print!("{markdown}");
+            out!("{markdown}");
             if !markdown.ends_with('\n') {
-                println!();
+                outln!();
             }
             ExitCode::SUCCESS
         }

@@ -38,14 +38,14 @@ pub(crate) struct CallArgs {
 pub(crate) async fn run(args: CallArgs, config: Config) -> ExitCode {
     match call(&args, config).await {
         Ok(result) => {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&result).unwrap_or_default()
             );
             ExitCode::SUCCESS
         }
         Err(e) => {
-            println!("{}", json!({ "error": e }));
+            outln!("{}", json!({ "error": e }));
             ExitCode::FAILURE
         }
     }

@@ -392,7 +392,7 @@ fn print_services(as_json: bool) {
         return;
     }
     for s in catalogue.services() {
-        println!("{} ({}) — {}", s.id, s.node_type, s.description);
+        outln!("{} ({}) — {}", s.id, s.node_type, s.description);
         for a in &s.actions {
             let params: Vec<String> = a
                 .params
@@ -409,7 +409,7 @@ fn print_services(as_json: bool) {
                 Some(_) => " [companion only]",
                 None => "",
             };
-            println!(
+            outln!(
                 "  {:<20} {:<6} {}{}{}",
                 a.name,
                 a.risk.as_str(),
@@ -470,7 +470,7 @@ pub(crate) fn fail_as(e: &WireError, as_json: bool) -> ExitCode {
 pub(crate) fn print_json(value: &Value) {
     let mut value = value.clone();
     rfc3339_times(&mut value);
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(&value).unwrap_or_default()
     );
@@ -511,12 +511,12 @@ fn print_devices(list: &Value, error: Option<WireError>, as_json: bool) -> ExitC
             eprintln!("droidwarden: {}", e.message);
         }
         if devices.is_empty() && error.is_none() {
-            println!("no devices");
+            outln!("no devices");
         } else if !devices.is_empty() {
-            println!("{}", device_header());
+            outln!("{}", device_header());
         }
         for d in devices {
-            println!("{}", device_line(d));
+            outln!("{}", device_line(d));
         }
     }
     if error.is_none() {
@@ -568,19 +568,22 @@ async fn status(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
     let empty = Vec::new();
     let devices = status["devices"].as_array().unwrap_or(&empty);
     if devices.is_empty() {
-        println!("no devices");
+        outln!("no devices");
     } else {
-        println!("{}", device_header());
-        println!(
+        outln!("{}", device_header());
+        outln!(
             "  {:<22} {:<10} {:<16} {:<26} OUTCOME",
-            "SERVICE", "STATE", "ACTION", "WHEN"
+            "SERVICE",
+            "STATE",
+            "ACTION",
+            "WHEN"
         );
     }
     for d in devices {
-        println!("{}", device_line(d));
+        outln!("{}", device_line(d));
         let services = d["services"].as_object().filter(|s| !s.is_empty());
         let Some(services) = services else {
-            println!("  (no calls since the daemon started)");
+            outln!("  (no calls since the daemon started)");
             continue;
         };
         for (service, s) in services {
@@ -597,7 +600,7 @@ async fn status(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
                 (_, Some(ms)) => format!("{ms} ms"),
                 _ => String::new(),
             };
-            println!(
+            outln!(
                 "  {:<22} {:<10} {:<16} {:<26} {}",
                 service,
                 s["state"].as_str().unwrap_or("-"),
@@ -614,18 +617,18 @@ async fn status(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
 /// left out (only whether a password or key is set).
 fn print_config_summary(config: &Config) {
     use crate::config::BrokerTarget;
-    println!("configuration is valid");
-    println!("state dir:  {}", config.state_dir.display());
-    println!("adb server: {}", config.adb.server);
+    outln!("configuration is valid");
+    outln!("state dir:  {}", config.state_dir.display());
+    outln!("adb server: {}", config.adb.server);
     let mqtt = &config.mqtt;
     match &mqtt.broker {
         BrokerTarget::Embedded { listen, .. } => {
-            println!(
+            outln!(
                 "MQTT:       embedded broker on {listen}, prefix {}",
                 mqtt.prefix
             );
         }
-        BrokerTarget::External { host, port, tls } => println!(
+        BrokerTarget::External { host, port, tls } => outln!(
             "MQTT:       {}://{host}:{port}{}, prefix {}",
             if tls.is_some() { "mqtts" } else { "mqtt" },
             match &mqtt.credentials {
@@ -636,19 +639,19 @@ fn print_config_summary(config: &Config) {
         ),
     }
     match &mqtt.discovery {
-        Some(prefix) => println!("Home Assistant discovery: on, prefix {prefix}"),
-        None => println!("Home Assistant discovery: off"),
+        Some(prefix) => outln!("Home Assistant discovery: on, prefix {prefix}"),
+        None => outln!("Home Assistant discovery: off"),
     }
-    println!("D-Bus:      {}", config.dbus.as_str());
+    outln!("D-Bus:      {}", config.dbus.as_str());
     if config.dbus != DbusBus::Off {
         let socket = config
             .api_socket
             .clone()
             .unwrap_or_else(|| crate::dbus::p2p::daemon_path(&config.state_dir));
-        println!("API socket: {}", socket.display());
+        outln!("API socket: {}", socket.display());
     }
     match &config.llm {
-        Some(llm) => println!(
+        Some(llm) => outln!(
             "agent:      {} model {} at {} ({} mode, approval above {})",
             llm.provider.as_str(),
             llm.model,
@@ -659,16 +662,16 @@ fn print_config_summary(config: &Config) {
             },
             config.agent.approval.auto_approve_up_to.as_str()
         ),
-        None => println!("agent:      off (no [llm] provider)"),
+        None => outln!("agent:      off (no [llm] provider)"),
     }
     for (serial, name) in &config.adb.names {
-        println!("device {name}: adb serial {serial}");
+        outln!("device {name}: adb serial {serial}");
     }
     for (id, name) in &config.companion.names {
-        println!("device {name}: companion id {id}");
+        outln!("device {name}: companion id {id}");
     }
     if config.companion.auto_register {
-        println!("companion phones with unknown ids: registered by their id");
+        outln!("companion phones with unknown ids: registered by their id");
     }
 }
 

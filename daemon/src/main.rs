@@ -1,6 +1,42 @@
 //! `droidwarden`: the binary. It owns every piece of wiring — configuration,
 //! logging, the command line — and nothing else owns any.
 
+/// `println!` for the command line's output. A closed pipe
+/// (`droidwarden services | head`) ends the process quietly with status
+/// 141, as it would end a shell tool, instead of a panic.
+macro_rules! outln {
+    () => {
+        $crate::output::write(|o| std::io::Write::write_all(o, b"\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write(|o| {
+            std::io::Write::write_fmt(o, format_args!($($arg)*))?;
+            std::io::Write::write_all(o, b"\n")
+        })
+    };
+}
+
+/// `print!` with [`outln!`]'s handling of a closed pipe.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write(|o| std::io::Write::write_fmt(o, format_args!($($arg)*)))
+    };
+}
+
+mod output {
+    use std::io::{ErrorKind, StdoutLock};
+
+    /// Write to standard output; see [`outln!`].
+    pub(crate) fn write(f: impl FnOnce(&mut StdoutLock<'static>) -> std::io::Result<()>) {
+        let mut out = std::io::stdout().lock();
+        match f(&mut out).and_then(|()| std::io::Write::flush(&mut out)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::BrokenPipe => std::process::exit(141),
+            Err(e) => panic!("cannot write to standard output: {e}"),
+        }
+    }
+}
+
 mod agent_cli;
 mod assistant; // The LLM agent in the daemon (docs/agent.md).
 mod automations; // Schedules and triggers that run calls or the agent (docs/automations.md).
@@ -58,7 +94,7 @@ fn main() -> ExitCode {
         return code;
     }
     if let cli::Command::Config(cli::ConfigCommand::PrintDefault) = args.command {
-        print!("{}", config::DEFAULT_TOML);
+        out!("{}", config::DEFAULT_TOML);
         return ExitCode::SUCCESS;
     }
     let config = match config::load(args.config.as_deref()) {

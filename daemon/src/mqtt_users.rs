@@ -650,7 +650,7 @@ pub(crate) fn run(command: MqttUserCommand, state_dir: &Path) -> anyhow::Result<
             });
             db.save(&path)?;
             if generated {
-                println!("{password}");
+                outln!("{password}");
             }
             Ok(())
         }
@@ -678,14 +678,16 @@ pub(crate) fn run(command: MqttUserCommand, state_dir: &Path) -> anyhow::Result<
                 })
                 .collect();
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({ "users": rows }))?
                 );
             } else {
-                println!(
+                outln!(
                     "{:<24} {:<10} {:<16} GRANTS",
-                    "NAME", "ROLE", "COMPANION ID"
+                    "NAME",
+                    "ROLE",
+                    "COMPANION ID"
                 );
                 for u in db.users() {
                     let line = format!(
@@ -699,7 +701,7 @@ pub(crate) fn run(command: MqttUserCommand, state_dir: &Path) -> anyhow::Result<
                             "-"
                         }
                     );
-                    println!("{}", line.trim_end());
+                    outln!("{}", line.trim_end());
                 }
             }
             Ok(())

@@ -108,7 +108,7 @@ pub(crate) async fn agent(command: AgentCommand, config: Config) -> ExitCode {
     };
     let set = load(&config).await;
     let skills: Vec<String> = set.enabled().map(|s| s.name.clone()).collect();
-    print!(
+    out!(
         "{}",
         match format {
             GraphFormat::Mermaid => topology::mermaid(mode, &skills),
@@ -141,7 +141,7 @@ pub(crate) async fn skills(args: SkillsArgs, config: Config) -> ExitCode {
         None => {
             for s in set.all() {
                 let v = s.summary_json();
-                println!(
+                outln!(
                     "{:<24} {:<6} {:<8} {:<8} {}",
                     s.name,
                     v["risk"].as_str().unwrap_or("?"),
@@ -178,20 +178,20 @@ pub(crate) async fn skills(args: SkillsArgs, config: Config) -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             let v = skill.summary_json();
-            println!("name:          {}", skill.name);
-            println!("description:   {}", skill.description);
-            println!("allowed-tools: {}", skill.allowed_tools.join(" "));
+            outln!("name:          {}", skill.name);
+            outln!("description:   {}", skill.description);
+            outln!("allowed-tools: {}", skill.allowed_tools.join(" "));
             match skill.resolve_tools() {
-                Ok(_) => println!("risk:          {}", v["risk"].as_str().unwrap_or("?")),
-                Err(unknown) => println!(
+                Ok(_) => outln!("risk:          {}", v["risk"].as_str().unwrap_or("?")),
+                Err(unknown) => outln!(
                     "risk:          ? (unknown tools: {}; the skill fails when run)",
                     unknown.join(", ")
                 ),
             }
             if let Some(p) = &skill.parameters {
-                println!("parameters:    {p}");
+                outln!("parameters:    {p}");
             }
-            println!(
+            outln!(
                 "source:        {}",
                 match &skill.source {
                     SkillSource::Builtin => "built-in".to_owned(),
@@ -199,12 +199,12 @@ pub(crate) async fn skills(args: SkillsArgs, config: Config) -> ExitCode {
                 }
             );
             if !skill.enabled {
-                println!("enabled:       no ([agent.skills] enabled)");
+                outln!("enabled:       no ([agent.skills] enabled)");
             }
             if !skill.references.is_empty() {
-                println!("references:    {}", skill.references.join(", "));
+                outln!("references:    {}", skill.references.join(", "));
             }
-            println!("\n{}", skill.body);
+            outln!("\n{}", skill.body);
             ExitCode::SUCCESS
         }
     }

@@ -302,7 +302,7 @@ impl PhonePolicy {
                     ));
                 }
                 let number = match action {
-                    TelephonyAction::SmsSend { to, .. } => to,
+                    TelephonyAction::SmsSend { number, .. } => number,
                     TelephonyAction::Dial { number } => number,
                 };
                 let normal = normalize_number(number).unwrap_or_default();

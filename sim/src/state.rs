@@ -72,13 +72,9 @@ pub struct UiState {
     pub text_focused: bool,
     /// Whether the notification shade is pulled down.
     pub shade_open: bool,
-    /// The notifications the shade lists: `(app, title, text)`.
-    pub notifications: Vec<(String, String, String)>,
     /// Whether the ADB keyboard IME (`com.android.adbkeyboard/.AdbIME`) is
     /// installed (it takes text as a broadcast).
     pub adb_ime_installed: bool,
-    /// Files written by `uiautomator dump`, by path.
-    pub files: BTreeMap<String, String>,
     /// Fail this many `uiautomator dump` runs with "could not get idle state".
     pub dump_not_idle: u32,
 }
@@ -89,9 +85,7 @@ impl Default for UiState {
             text: String::new(),
             text_focused: false,
             shade_open: false,
-            notifications: vec![("Clock".into(), "Alarm".into(), "Tomorrow 07:00".into())],
             adb_ime_installed: true,
-            files: BTreeMap::new(),
             dump_not_idle: 0,
         }
     }

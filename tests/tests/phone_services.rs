@@ -381,7 +381,7 @@ fn telephony_is_off_until_enabled_and_reaches_only_allowed_numbers() {
         "phone",
         "telephony",
         "sms_send",
-        json!({"to": "+4915112345678", "text": text}),
+        json!({"number": "+4915112345678", "text": text}),
     );
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert_eq!(run.json["status"], "composed");
@@ -567,13 +567,13 @@ fn hostile_strings_in_every_new_parameter_are_refused_or_one_literal_argument() 
         (
             "telephony",
             "sms_send",
-            |v| json!({"to": "+4915112345678", "text": v}),
+            |v| json!({"number": "+4915112345678", "text": v}),
             |v| v.to_owned(),
         ),
         (
             "telephony",
             "sms_send",
-            |v| json!({"to": v, "text": "x"}),
+            |v| json!({"number": v, "text": "x"}),
             |v| format!("smsto:{v}"),
         ),
         (

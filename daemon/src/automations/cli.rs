@@ -129,12 +129,12 @@ pub(crate) async fn run(config: &Config, command: AutomationsCommand) -> ExitCod
         Ok(list) if list_json == Some(false) => {
             let items = list.as_array().cloned().unwrap_or_default();
             if items.is_empty() {
-                println!(
+                outln!(
                     "no automations (add [[automations]] to the configuration; see docs/automations.md)"
                 );
                 return ExitCode::SUCCESS;
             }
-            println!("NAME  ENABLED  TRIGGER  ACTION  RUNS  NEXT  LAST");
+            outln!("NAME  ENABLED  TRIGGER  ACTION  RUNS  NEXT  LAST");
             for a in &items {
                 let last = match &a["last"] {
                     Value::Null => "-".to_owned(),
@@ -144,7 +144,7 @@ pub(crate) async fn run(config: &Config, command: AutomationsCommand) -> ExitCod
                         l["at"].as_str().unwrap_or_default()
                     ),
                 };
-                println!(
+                outln!(
                     "{}  {}  {}  {}  {}  {}  {}",
                     a["name"].as_str().unwrap_or_default(),
                     if a["enabled"] == true { "yes" } else { "no" },

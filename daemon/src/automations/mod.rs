@@ -541,41 +541,75 @@ impl Driver {
                 }
             }
             Action::Prompt { prompt } => {
-                let session = format!("automation-{}", automation.name);
-                let assistant = self.assistant.clone();
-                let shutdown = self.shutdown.clone();
-                self.tracker.spawn(async move {
-                    let Some(assistant) = assistant else {
-                        let _ = done
-                            .send(finish(Status::Error, json!({"error": crate::assistant::disabled()})))
-                            .await;
-                        return;
-                    };
-                    let prompt = format!("{prompt}\n\n(Automation run {run}, triggered by: {trigger}.)");
-                    let result = match assistant.ask(&prompt, Some(session), None, None).await {
-                        Err(e) => finish(Status::Error, json!({"error": e})),
-                        Ok(started) => {
-                            tokio::select! {
-                                // The agent resumes its run at the next
-                                // start; this run is recorded as
-                                // interrupted then.
-                                () = shutdown.cancelled() => return,
-                                answer = tokio::time::timeout(PROMPT_TIMEOUT, started.done) => match answer {
-                                    Ok(Ok(Ok(answer))) => finish(Status::Success, answer.to_json()),
-                                    Ok(Ok(Err(e))) => finish(Status::Error, json!({"error": e, "session": started.session, "run": started.run})),
-                                    Ok(Err(_)) => return,
-                                    Err(_) => finish(Status::Error, json!({"error": "the agent's run did not finish within an hour", "session": started.session, "run": started.run})),
-                                },
-                            }
-                        }
-                    };
-                    let _ = done.send(result).await;
+                let prompt =
+                    format!("{prompt}\n\n(Automation run {run}, triggered by: {trigger}.)");
+                self.agent_run(finish, &automation.name, move |assistant, session| {
+                    Box::pin(async move { assistant.ask(&prompt, Some(session), None, None).await })
+                });
+            }
+            Action::Skill { skill, input } => {
+                let (skill, input) = (skill.clone(), input.clone());
+                self.agent_run(finish, &automation.name, move |assistant, session| {
+                    Box::pin(async move {
+                        assistant
+                            .run_skill(&skill, input, Some(session), None)
+                            .await
+                    })
                 });
             }
             Action::Notify { message } => {
                 let _ = done.try_send(finish(Status::Success, json!({"message": message})));
             }
         }
+    }
+
+    /// Start an agent run (a prompt or a skill) in the automation's own
+    /// session, wait for its answer (bounded, given up at shutdown: the
+    /// agent resumes it at the next start) and report its end.
+    fn agent_run(
+        &self,
+        finish: impl FnOnce(Status, Value) -> Done + Send + 'static,
+        automation: &str,
+        start: impl FnOnce(
+            Assistant,
+            String,
+        ) -> std::pin::Pin<
+            Box<
+                dyn std::future::Future<Output = Result<crate::assistant::Started, WireError>>
+                    + Send,
+            >,
+        > + Send
+        + 'static,
+    ) {
+        let session = format!("automation-{automation}");
+        let (assistant, shutdown, done) = (
+            self.assistant.clone(),
+            self.shutdown.clone(),
+            self.done.clone(),
+        );
+        self.tracker.spawn(async move {
+            let Some(assistant) = assistant else {
+                let _ = done
+                    .send(finish(Status::Error, json!({"error": crate::assistant::disabled()})))
+                    .await;
+                return;
+            };
+            let result = match start(assistant, session).await {
+                Err(e) => finish(Status::Error, json!({"error": e})),
+                Ok(started) => {
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        answer = tokio::time::timeout(PROMPT_TIMEOUT, started.done) => match answer {
+                            Ok(Ok(Ok(answer))) => finish(Status::Success, answer.to_json()),
+                            Ok(Ok(Err(e))) => finish(Status::Error, json!({"error": e, "session": started.session, "run": started.run})),
+                            Ok(Err(_)) => return,
+                            Err(_) => finish(Status::Error, json!({"error": "the agent's run did not finish within an hour", "session": started.session, "run": started.run})),
+                        },
+                    }
+                }
+            };
+            let _ = done.send(result).await;
+        });
     }
 
     /// Perform a call through the hub and report its end.

@@ -227,18 +227,19 @@ pub(crate) enum Action {
     Prompt { prompt: String },
     /// Only the notification (`notify` topic and the run event).
     Notify { message: String },
-    // A skill (issue #14) becomes a variant here:
-    // `Skill { name: String, input: Value }`, parsed in `parse_action`
-    // and run in the driver's `perform`.
+    /// A skill run through the agent (docs/skills.md), in the session
+    /// `automation-<name>`; an unknown skill is the run's error.
+    Skill { skill: String, input: Value },
 }
 
 impl Action {
-    /// `call`, `prompt` or `notify`.
+    /// `call`, `prompt`, `notify` or `skill`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Self::Call(_) => "call",
             Self::Prompt { .. } => "prompt",
             Self::Notify { .. } => "notify",
+            Self::Skill { .. } => "skill",
         }
     }
 }
@@ -377,9 +378,11 @@ pub(crate) fn parse(key: &str, value: &Value, cx: &Context) -> Result<Automation
         }
         Some(r) => r,
     };
-    if raw.auto_approve_up_to.is_some() && matches!(action, Action::Prompt { .. }) {
+    if raw.auto_approve_up_to.is_some()
+        && matches!(action, Action::Prompt { .. } | Action::Skill { .. })
+    {
         return Err(format!(
-            "{}: not available for a prompt action: the agent's own approval policy applies to its tool calls",
+            "{}: not available for a prompt or skill action: the agent's own approval policy applies to its tool calls",
             at("auto_approve_up_to")
         ));
     }
@@ -740,11 +743,34 @@ fn parse_action(key: &str, v: &Value, cx: &Context) -> Result<Action, String> {
                 message: str_field(key, v, "message")?.to_owned(),
             })
         }
-        "skill" => Err(format!(
-            "{key}.kind: skills are not available in this build yet (issue #14); use a call or a prompt"
-        )),
+        "skill" => {
+            only(key, v, &["skill", "input"])?;
+            let skill = str_field(key, v, "skill")?;
+            // The skill itself is looked up when the automation runs: skills
+            // are reloaded on SIGHUP, automations are not.
+            if skill.is_empty()
+                || skill.len() > 64
+                || !skill
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            {
+                return Err(format!(
+                    "{key}.skill: {:?} is not a skill name (lowercase letters, digits and '-', at most 64)",
+                    skill.chars().take(70).collect::<String>()
+                ));
+            }
+            let input = match v.get("input") {
+                None => Value::Object(serde_json::Map::new()),
+                Some(i @ Value::Object(_)) => i.clone(),
+                Some(_) => return Err(format!("{key}.input: must be a table")),
+            };
+            Ok(Action::Skill {
+                skill: skill.to_owned(),
+                input,
+            })
+        }
         other => Err(format!(
-            "{key}.kind: {other:?} is not an action (call, prompt, notify)"
+            "{key}.kind: {other:?} is not an action (call, prompt, notify, skill)"
         )),
     }
 }
@@ -830,7 +856,17 @@ mod tests {
             ),
             (
                 Box::new(|v| v["action"] = json!({"kind": "skill", "name": "x"})),
-                "automations[0].action.kind: skills are not available",
+                "automations[0].action.name: unknown key",
+            ),
+            (
+                Box::new(|v| v["action"] = json!({"kind": "skill", "skill": "../etc"})),
+                "automations[0].action.skill: \"../etc\" is not a skill name",
+            ),
+            (
+                Box::new(|v| {
+                    v["action"] = json!({"kind": "skill", "skill": "bedtime", "input": 3})
+                }),
+                "automations[0].action.input: must be a table",
             ),
             (
                 Box::new(|v| v["action"]["action"] = json!("explode")),

@@ -107,7 +107,7 @@ fn telephony_and_shell_are_off_until_enabled() {
     let other = cmd(
         "telephony",
         "sms_send",
-        json!({"to": "+4915100000000", "text": "hi"}),
+        json!({"number": "+4915100000000", "text": "hi"}),
     );
     assert_eq!(code(&p, &other), Some(ErrorCode::Denied));
     assert!(

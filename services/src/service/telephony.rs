@@ -8,7 +8,7 @@ actions!(
         /// Write a text message.
         SmsSend = "sms_send" {
             /// The recipient's number.
-            to: String,
+            number: String,
             /// The message.
             text: String,
         },
@@ -32,13 +32,13 @@ pub(super) fn spec() -> ServiceSpec {
                 true,
                 "Open the phone's messaging app with a text message to an allowed number, ready to send (Android lets no shell command send it silently).",
             )
-            .param("to", true, phone_number_param())
+            .param("number", true, phone_number_param())
             .param("text", true, text_param("the message", 1600))
             .returns(vec![
-                req("to", Schema::string("")),
+                req("number", Schema::string("")),
                 req("status", Schema::string("composed: the message waits in the messaging app")),
             ])
-            .example(json!({"to": "+4915112345678", "text": "On my way"})),
+            .example(json!({"number": "+4915112345678", "text": "On my way"})),
             action(
                 "dial",
                 Risk::High,

@@ -335,7 +335,11 @@ fn shade(st: &PhoneState, w: i32, h: i32, out: &mut Vec<Widget>) {
         tile.checked = on;
         out.push(tile);
     }
-    for (i, (app, title, text)) in st.ui.notifications.iter().enumerate() {
+    // The notifications `dumpsys notification` lists, newest first.
+    for (i, n) in st.content.notifications.iter().rev().enumerate() {
+        let app = app_label(&n.package);
+        let title = n.title.clone().unwrap_or_default();
+        let text = n.text.clone().unwrap_or_default();
         let top = 320 + i as i32 * 200;
         if top + 190 > h / 2 {
             break;
@@ -680,13 +684,13 @@ pub(crate) fn uiautomator(st: &mut PhoneState, args: &[String]) -> CommandResult
     if path == "/dev/tty" {
         return ok_text(format!("{xml}UI hierchary dumped to: /dev/tty\n"));
     }
-    st.ui.files.insert(path.clone(), xml);
+    st.content.files.insert(path.clone(), xml.into_bytes());
     ok_text(format!("UI hierchary dumped to: {path}\n"))
 }
 
-/// A file `uiautomator dump` wrote.
+/// A file on the phone's storage (`uiautomator dump` writes there too).
 pub(crate) fn read_file(st: &PhoneState, path: &str) -> Option<Vec<u8>> {
-    st.ui.files.get(path).map(|x| x.clone().into_bytes())
+    st.content.files.get(path).cloned()
 }
 
 fn current_ime(st: &PhoneState) -> String {

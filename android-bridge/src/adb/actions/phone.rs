@@ -297,8 +297,8 @@ pub(super) async fn telephony(
     action: &TelephonyAction,
 ) -> Result<Value, BridgeError> {
     match action {
-        TelephonyAction::SmsSend { to, text } => {
-            let uri = format!("smsto:{to}");
+        TelephonyAction::SmsSend { number, text } => {
+            let uri = format!("smsto:{number}");
             let argv = [
                 "am",
                 "start",
@@ -315,7 +315,7 @@ pub(super) async fn telephony(
                 "true",
             ];
             am_start(sh, &argv).await?;
-            Ok(json!({ "to": to, "status": "composed" }))
+            Ok(json!({ "number": number, "status": "composed" }))
         }
         TelephonyAction::Dial { number } => {
             let uri = format!("tel:{number}");
