@@ -542,8 +542,8 @@ fn configuration_errors_name_the_key() {
             "automations[1].action.device",
         ),
         (
-            "[[automations]]\nname = \"a\"\ntrigger = { kind = \"manual\" }\naction = { kind = \"skill\", name = \"leave_home\" }\n",
-            "automations[0].action.kind: skills are not available",
+            "[[automations]]\nname = \"a\"\ntrigger = { kind = \"manual\" }\naction = { kind = \"skill\", skill = \"../leave_home\" }\n",
+            "automations[0].action.skill: \"../leave_home\" is not a skill name",
         ),
         (
             "[[automations]]\nname = \"a\"\nauto_approve_up_to = \"high\"\ntrigger = { kind = \"manual\" }\naction = { kind = \"notify\", message = \"x\" }\n",
