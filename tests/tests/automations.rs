@@ -326,6 +326,65 @@ fn an_agent_prompt_runs_in_its_own_session() {
     assert!(!next.is_empty(), "{listed}");
 }
 
+#[test]
+fn a_skill_automation_runs_the_skill_with_only_its_tools() {
+    let (_rt, llm) = droidwarden_e2e::scripted_model();
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions::default());
+    adb.connect(&sim.serial());
+    // The built-in phone-health-report skill: reads only.
+    let extra = format!(
+        "[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n\n[[automations]]\nname = \"weekly_health\"\ntrigger = {{ kind = \"manual\" }}\naction = {{ kind = \"skill\", skill = \"phone-health-report\" }}\n\n[[automations]]\nname = \"ghost\"\ntrigger = {{ kind = \"manual\" }}\naction = {{ kind = \"skill\", skill = \"no-such-skill\" }}\n",
+        llm.addr()
+    );
+    let daemon = Daemon::start(&adb, &config(&broker, &sim, &extra));
+    let r = Rig {
+        daemon: Some(daemon),
+        probe,
+        sim,
+        adb,
+        broker,
+    };
+    r.wait_online();
+    let tool = |service: &str, action: &str| {
+        ScriptStep::Reply(ModelReply::tool_calls(vec![(
+            "android_device".to_owned(),
+            json!({"device": "phone", "service_id": service, "action": action, "parameters": {}})
+                .to_string(),
+        )]))
+    };
+    llm.push(tool("battery", "status"));
+    llm.push(tool("wifi_automation", "disable"));
+    llm.push(ScriptStep::Reply(ModelReply::text(
+        "Battery fine; report done.",
+    )));
+    let batteries = r.ran("battery");
+    let run = r.manage("s1", json!({"op": "run", "name": "weekly_health"}));
+    assert_eq!(run["ok"], true, "{run}");
+    let done = r.wait_status("weekly_health", "success", 1);
+    assert_eq!(
+        done[0]["detail"]["text"], "Battery fine; report done.",
+        "{}",
+        done[0]
+    );
+    assert_eq!(done[0]["detail"]["session"], "automation-weekly_health");
+    // The skill's read reached the phone; the change outside its
+    // allowed-tools did not.
+    assert!(r.ran("battery") > batteries);
+    assert_eq!(r.ran("svc"), 0, "{:?}", r.sim.commands());
+    assert_eq!(r.sim.state()["wifi"]["enabled"], true);
+    // A skill that does not exist is the run's error, not a crash.
+    r.manage("s2", json!({"op": "run", "name": "ghost"}));
+    let failed = r.wait_status("ghost", "error", 1);
+    assert!(
+        failed[0]["detail"].to_string().contains("no-such-skill"),
+        "{}",
+        failed[0]
+    );
+}
+
 /// The store's file in the daemon's state directory.
 fn store(daemon: &Daemon) -> std::path::PathBuf {
     daemon.state_dir.path().join("automations.json")
