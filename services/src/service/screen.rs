@@ -139,7 +139,10 @@ pub(super) fn spec() -> ServiceSpec {
                 req("component", Schema::string("package/activity")),
             ]),
         ],
-        state: None,
+        // What is in front is the screen's state: polled with
+        // `[poll] screen = N`, published on the state topic, and what an
+        // automation's `changed`/`becomes` trigger on `screen.package` sees.
+        state: Some(|| Command::ScreenReader(ScreenReaderAction::ForegroundApp)),
         home_assistant: Vec::new(),
         companion_event: None,
     }
