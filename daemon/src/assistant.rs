@@ -71,7 +71,11 @@ impl ToolHost for HubTools {
             .into_iter()
             .map(|info| DeviceSummary {
                 name: info.name.to_string(),
-                services: services_of(info.transport),
+                // A service the policy turned off is not offered at all.
+                services: services_of(info.transport)
+                    .into_iter()
+                    .filter(|s| self.hub.service_enabled(s))
+                    .collect(),
                 online: info.online,
             })
             .collect()

@@ -195,6 +195,11 @@ impl Hub {
         }
     }
 
+    /// Whether the phone-services policy lets the service `id` be used.
+    pub(crate) fn service_enabled(&self, id: &str) -> bool {
+        self.phone_policy.service_enabled(id)
+    }
+
     /// The hub with `policy` for the phone services (the default policy
     /// until this is called: telephony and shell off).
     pub(crate) fn with_phone_policy(mut self, policy: droidwarden_services::PhonePolicy) -> Self {

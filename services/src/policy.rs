@@ -239,6 +239,17 @@ fn inside(path: &str, dirs: &[String]) -> bool {
 }
 
 impl PhonePolicy {
+    /// Whether the service `id` may be used at all (`telephony` and `shell`
+    /// are off unless enabled): a service that is off is not offered to
+    /// the agent, and every call of it answers `disabled`.
+    pub fn service_enabled(&self, id: &str) -> bool {
+        match id {
+            "telephony" => self.telephony,
+            "shell" => self.shell,
+            _ => true,
+        }
+    }
+
     /// Check `command` against the policy. Commands of other services pass.
     ///
     /// # Errors
