@@ -383,3 +383,59 @@ async fn a_run_without_agents_has_no_delegate_tools() {
     );
     assert!(last_message(&reqs[1]).contains("unknown tool"));
 }
+
+#[tokio::test]
+async fn a_delegates_risky_action_asks_a_person_like_the_parents_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedLlm::start([
+        ScriptStep::Reply(calls(vec![tc(
+            "d",
+            "delegate_to_radio",
+            json!({"task": "Turn off Wi-Fi on the kitchen phone."}),
+        )])),
+        ScriptStep::Reply(calls(vec![dev(
+            "c1",
+            "kitchen",
+            "wifi_automation",
+            "disable",
+        )])),
+        ScriptStep::Reply(ModelReply::text("The user denied it.")),
+        ScriptStep::Reply(ModelReply::text("Wi-Fi stays on: you denied it.")),
+    ])
+    .await
+    .unwrap();
+    let h = host();
+    let cfg = config(vec![delegate(
+        "radio",
+        "You manage radios.",
+        &["wifi_automation"],
+        None,
+    )]);
+    let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
+    let mut events = all_events(&a);
+    let run = a.ask(AskRequest::new("Wi-Fi off please")).await.unwrap();
+    let driven = tokio::spawn(run.drive(CancellationToken::new()));
+    let approval = loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("approval requested in time")
+            .expect("open");
+        if let EventKind::ApprovalRequested { approval } = ev.kind {
+            assert_eq!(ev.skill.as_deref(), Some("agent:radio"));
+            break approval;
+        }
+    };
+    assert_eq!(approval.service, "wifi_automation");
+    assert_eq!(approval.action, "disable");
+    a.deny(&approval.approval_id, "not now").await.unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), driven)
+        .await
+        .expect("finishes")
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.text, "Wi-Fi stays on: you denied it.");
+    assert!(h.calls().is_empty(), "nothing reached the phone");
+    let reqs = server.requests();
+    let denied = last_message(&reqs[2]);
+    assert!(denied.contains("not now"), "{denied}");
+}
