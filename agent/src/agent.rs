@@ -9,6 +9,7 @@
 //! request's expiry), checkpoints and events. Nothing here spawns a task:
 //! in-flight work is polled side by side in one `FuturesUnordered`.
 
+mod delegate; // Delegation to `[[agents]]` as child runs.
 pub(crate) mod external; // Approvals for calls from outside a run (MCP).
 
 use crate::clock::now_ms;
@@ -282,6 +283,7 @@ impl Agent {
             self.skills(),
             cfg.skills.max_depth,
         )
+        .with_delegates(&cfg.agents)
     }
 
     /// Runs driven now and runs waiting for a slot.
@@ -740,6 +742,23 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
                             },
                             &shutdown,
                         ),
+                        Planned::Delegate {
+                            agent: name,
+                            task,
+                            context,
+                        } => delegate::delegate(
+                            &agent,
+                            &state,
+                            &toolset,
+                            &policy,
+                            call_id,
+                            delegate::DelegateCall {
+                                agent: name,
+                                task,
+                                context,
+                            },
+                            &shutdown,
+                        ),
                         planned => execute(&inner, &toolset, &mut device_locks, call_id, planned),
                     };
                     inflight.push(fut);
@@ -924,13 +943,73 @@ fn invoke_skill(
         skill: Some(skill.name.clone()),
         parent_run: Some(parent_run),
     };
+    run_child(
+        agent,
+        call_id,
+        Child {
+            state,
+            toolset,
+            policy: child_policy,
+            system,
+            timeout,
+            tag,
+            kind: "skill",
+            name: skill.name.clone(),
+            depth: call.depth,
+            input: call.input,
+            limits_fail: false,
+        },
+        shutdown,
+    )
+}
+
+/// A child run ready to drive: a skill's or a delegated agent's.
+struct Child {
+    state: RunState,
+    toolset: Toolset,
+    policy: ApprovalPolicy,
+    system: String,
+    timeout: Duration,
+    tag: Tag,
+    /// `skill` or `agent`: the result's key and the messages' word.
+    kind: &'static str,
+    name: String,
+    depth: u32,
+    input: Value,
+    /// Whether stopping at a limit (iterations, steps) is a failure.
+    limits_fail: bool,
+}
+
+/// Drive a child run in the parent's slot and session, bounded by its
+/// timeout, with `skill_started`/`skill_finished` around it. Its answer,
+/// or its failure, is the parent's tool result; nothing it does can fail
+/// the parent.
+fn run_child(
+    agent: Agent,
+    call_id: String,
+    child: Child,
+    shutdown: &CancellationToken,
+) -> BoxFuture<'static, Input> {
     let shutdown = shutdown.child_token();
     Box::pin(async move {
+        let Child {
+            state,
+            toolset,
+            policy,
+            system,
+            timeout,
+            tag,
+            kind,
+            name,
+            depth,
+            input,
+            limits_fail,
+        } = child;
         let child_id = state.run_id.clone();
         let started = EventKind::SkillStarted {
             call_id: call_id.clone(),
-            depth: call.depth,
-            input: call.input.clone(),
+            depth,
+            input,
         };
         agent.emit(&state, &tag, started);
         let ids = (state.run_id.clone(), state.session_id.clone());
@@ -938,7 +1017,7 @@ fn invoke_skill(
             agent: agent.clone(),
             state,
             toolset,
-            policy: Arc::new(child_policy),
+            policy: Arc::new(policy),
             system: system.into(),
             first: Input::Start { now_ms: now_ms() },
             slots: Slots::Child,
@@ -949,10 +1028,24 @@ fn invoke_skill(
             Ok(Ok(outcome)) => match outcome.error {
                 Some(e) => Err(WireError::new(
                     e.code,
-                    format!("skill {} failed: {}", skill.name, e.message),
+                    format!("{kind} {name} failed: {}", e.message),
                 )),
+                None if limits_fail
+                    && outcome.stop_reason != crate::events::StopReason::FinalAnswer =>
+                {
+                    Err(WireError::new(
+                        ErrorCode::Timeout,
+                        format!(
+                            "{kind} {name} stopped before answering: it reached its limit ({})",
+                            serde_json::to_value(outcome.stop_reason)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_owned))
+                                .unwrap_or_default()
+                        ),
+                    ))
+                }
                 None => Ok(serde_json::json!({
-                    "skill": skill.name,
+                    kind: name,
                     "text": outcome.text,
                     "stop_reason": outcome.stop_reason,
                     "tool_calls": outcome.steps.len(),
@@ -960,7 +1053,7 @@ fn invoke_skill(
             },
             Ok(Err(e)) => Err(WireError::new(
                 ErrorCode::Internal,
-                format!("skill {} stopped: {e}", skill.name),
+                format!("{kind} {name} stopped: {e}"),
             )),
             Err(_) => {
                 // Stop the child's work still in flight (its futures are
@@ -969,8 +1062,7 @@ fn invoke_skill(
                 Err(WireError::new(
                     ErrorCode::Timeout,
                     format!(
-                        "skill {} did not finish within {} s",
-                        skill.name,
+                        "{kind} {name} did not finish within {} s",
                         timeout.as_secs_f64()
                     ),
                 ))

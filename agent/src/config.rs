@@ -432,6 +432,9 @@ pub struct AgentConfig {
     pub mode: crate::plan::RunMode,
     /// Plan mode's bounds (`max_executed` is `max_iterations`).
     pub plan: crate::plan::PlanLimits,
+    /// Specialised agents the main agent may delegate to (`[[agents]]`,
+    /// validated with [`crate::delegation::validate`]).
+    pub agents: Vec<crate::delegation::DelegateConfig>,
 }
 
 /// The built-in system prompt.
@@ -527,6 +530,7 @@ impl TryFrom<RawAgentConfig> for AgentConfig {
         }
         Ok(Self {
             skills,
+            agents: Vec::new(),
             mode: raw.mode.unwrap_or_default(),
             plan: crate::plan::PlanLimits {
                 max_plan_steps,

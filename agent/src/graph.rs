@@ -731,7 +731,9 @@ fn model_replied(
         matches!(
             a,
             Action::Execute {
-                planned: Planned::Device { mutates: true, .. } | Planned::InvokeSkill { .. },
+                planned: Planned::Device { mutates: true, .. }
+                    | Planned::InvokeSkill { .. }
+                    | Planned::Delegate { .. },
                 ..
             }
         )

@@ -33,6 +33,7 @@
 mod agent;
 pub mod clock;
 pub mod config;
+pub mod delegation;
 mod error;
 pub mod events;
 pub mod graph;

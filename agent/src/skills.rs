@@ -665,6 +665,20 @@ impl SkillSet {
         }
     }
 
+    /// Only the skills named in `names` (unknown names are left out; a
+    /// delegated agent's run sees this set).
+    pub fn subset(&self, names: &[String]) -> Self {
+        Self {
+            skills: self
+                .skills
+                .iter()
+                .filter(|(k, _)| names.iter().any(|n| n == *k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            problems: Vec::new(),
+        }
+    }
+
     /// Files that failed to load, with the reason.
     pub fn problems(&self) -> &[LoadProblem] {
         &self.problems

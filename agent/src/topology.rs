@@ -154,6 +154,21 @@ pub fn edges(mode: RunMode) -> &'static [Edge] {
 /// The graph in Mermaid (`flowchart TD`). `skills` adds one node per skill
 /// under the skill node (each runs the same graph as a child).
 pub fn mermaid(mode: RunMode, skills: &[String]) -> String {
+    mermaid_with_agents(mode, skills, &[])
+}
+
+/// The node that calls tools, where delegations start.
+fn tool_caller(mode: RunMode) -> Node {
+    match mode {
+        RunMode::React => Node::Agent,
+        RunMode::Plan => Node::Executor,
+    }
+}
+
+/// As [`mermaid`], plus one node per `[[agents]]` entry, reached from the
+/// node that calls tools by its `delegate_to_<name>` tool (each runs the
+/// same graph as a child and answers back).
+pub fn mermaid_with_agents(mode: RunMode, skills: &[String], agents: &[String]) -> String {
     let mut s = String::from("flowchart TD\n");
     let mut nodes: Vec<Node> = edges(mode).iter().flat_map(|e| [e.0, e.1]).collect();
     nodes.sort();
@@ -168,11 +183,22 @@ pub fn mermaid(mode: RunMode, skills: &[String]) -> String {
         let _ = writeln!(s, "    skill_{i}[\"skill: {name}\"]");
         let _ = writeln!(s, "    skill -.->|{name}| skill_{i}");
     }
+    let caller = tool_caller(mode).id();
+    for (i, name) in agents.iter().enumerate() {
+        let _ = writeln!(s, "    delegate_{i}[\"agent: {name}\"]");
+        let _ = writeln!(s, "    {caller} -.->|delegate_to_{name}| delegate_{i}");
+        let _ = writeln!(s, "    delegate_{i} -.->|the agent's answer| {caller}");
+    }
     s
 }
 
 /// The graph in Graphviz DOT.
 pub fn dot(mode: RunMode, skills: &[String]) -> String {
+    dot_with_agents(mode, skills, &[])
+}
+
+/// As [`dot`], with the delegation edges of [`mermaid_with_agents`].
+pub fn dot_with_agents(mode: RunMode, skills: &[String], agents: &[String]) -> String {
     let mut s = String::from("digraph agent {\n    rankdir=TB;\n");
     let mut nodes: Vec<Node> = edges(mode).iter().flat_map(|e| [e.0, e.1]).collect();
     nodes.sort();
@@ -188,6 +214,13 @@ pub fn dot(mode: RunMode, skills: &[String]) -> String {
             s,
             "    skill_{i} [label=\"skill: {}\"];\n    skill -> skill_{i} [style=dashed];",
             name.replace('"', "'")
+        );
+    }
+    let caller = tool_caller(mode).id();
+    for (i, name) in agents.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "    delegate_{i} [label=\"agent: {name}\"];\n    {caller} -> delegate_{i} [style=dashed, label=\"delegate_to_{name}\"];\n    delegate_{i} -> {caller} [style=dashed];"
         );
     }
     s.push_str("}\n");

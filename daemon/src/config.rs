@@ -53,6 +53,9 @@ pub(crate) struct RawConfig {
     llm: RawLlmConfig,
     #[serde(default)]
     agent: RawAgentConfig,
+    /// Specialised agents to delegate to (`[[agents]]`, docs/agent.md).
+    #[serde(default)]
+    agents: Vec<droidwarden_agent::delegation::RawDelegateConfig>,
     #[serde(default)]
     phone_services: droidwarden_services::RawPhoneServices,
     #[serde(default)]
@@ -514,6 +517,8 @@ impl TryFrom<RawConfig> for Config {
         let phone_services = droidwarden_services::PhonePolicy::try_from(raw.phone_services)
             .map_err(|e| bad(&e.key, e.reason))?;
         let mut agent = AgentConfig::try_from(raw.agent).map_err(agent_config_error)?;
+        agent.agents =
+            droidwarden_agent::delegation::validate(raw.agents).map_err(agent_config_error)?;
         // The agent refuses what the hub would, before asking anyone.
         agent.approval.phone = phone_services.clone();
         let automation_context = crate::automations::model::Context {
@@ -976,6 +981,15 @@ mod tests {
                 "agent.max_concurrent_runs",
             ),
             ("[agent]\nmax_queued = -1", "max_queued"),
+            (
+                "[[agents]]\nname = \"doc\"\ndescription = \"d\"\nsystem_prompt = \"p\"\ntools = [\"teleporter\"]",
+                "agents[0].tools",
+            ),
+            (
+                "[[agents]]\nname = \"Doc\"\ndescription = \"d\"\nsystem_prompt = \"p\"",
+                "agents[0].name",
+            ),
+            ("[[agents]]\nname = \"doc\"\nmodel = \"x\"", "model"),
             ("[broker]\nlisten = \"0.0.0.0:1883\"", "broker.listen"),
             ("[calls]\ntimeout_ms = \"soon\"", "timeout_ms"),
             (

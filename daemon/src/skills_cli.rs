@@ -108,11 +108,12 @@ pub(crate) async fn agent(command: AgentCommand, config: Config) -> ExitCode {
     };
     let set = load(&config).await;
     let skills: Vec<String> = set.enabled().map(|s| s.name.clone()).collect();
+    let agents: Vec<String> = config.agent.agents.iter().map(|a| a.name.clone()).collect();
     out!(
         "{}",
         match format {
-            GraphFormat::Mermaid => topology::mermaid(mode, &skills),
-            GraphFormat::Dot => topology::dot(mode, &skills),
+            GraphFormat::Mermaid => topology::mermaid_with_agents(mode, &skills, &agents),
+            GraphFormat::Dot => topology::dot_with_agents(mode, &skills, &agents),
         }
     );
     ExitCode::SUCCESS

@@ -151,6 +151,16 @@ pub enum Planned {
         /// Depth of the child run (1 for a skill the user's run invokes).
         depth: u32,
     },
+    /// `delegate_to_<agent> {task, context?, mode?}`: run a specialised
+    /// agent (`[[agents]]`) as a child run.
+    Delegate {
+        /// The agent's name.
+        agent: String,
+        /// What it is asked to do.
+        task: String,
+        /// What it should know (it does not see the conversation).
+        context: Option<String>,
+    },
 }
 
 impl Planned {
@@ -161,7 +171,8 @@ impl Planned {
             Self::Device { .. }
             | Self::ListSkills
             | Self::ReadSkill { .. }
-            | Self::InvokeSkill { .. } => None,
+            | Self::InvokeSkill { .. }
+            | Self::Delegate { .. } => None,
             Self::Calculator { expression } => Some(
                 calculator::evaluate(expression)
                     .map(|v| json!({ "expression": expression, "result": v }))
@@ -179,8 +190,11 @@ impl Planned {
 /// What a skill's run is limited to.
 #[derive(Debug, Clone, PartialEq)]
 struct SkillScope {
-    /// The skill.
+    /// The skill (or `agent <name>` for a delegated agent's run).
     name: String,
+    /// How errors name its limits: `allowed-tools of skill <name>` or
+    /// `tools of agent <name>`.
+    label: String,
     /// Its resolved `allowed-tools`.
     allowed: AllowedTools,
 }
@@ -201,6 +215,8 @@ pub struct Toolset {
     depth: u32,
     /// Deepest skill run allowed.
     max_depth: u32,
+    /// Agents offered as `delegate_to_<name>` tools.
+    delegates: Vec<String>,
 }
 
 /// Default limit on skills invoking skills.
@@ -249,6 +265,7 @@ impl Toolset {
     ) -> Self {
         let scope = SkillScope {
             name: name.to_owned(),
+            label: format!("allowed-tools of skill {name}"),
             allowed,
         };
         Self::build(
@@ -301,6 +318,7 @@ impl Toolset {
             scope,
             depth,
             max_depth,
+            delegates: Vec::new(),
         };
         let mut specs = Vec::new();
         if !set.services.is_empty() {
@@ -378,6 +396,79 @@ impl Toolset {
         }
         set.specs = specs.into();
         set
+    }
+
+    /// The tools of delegated agent `name`'s run: only `allowed` (plus
+    /// `skills` when it names any), at depth 1, never a delegate tool.
+    pub fn for_delegate(
+        mode: ToolMode,
+        devices: &[DeviceSummary],
+        skills: std::sync::Arc<SkillSet>,
+        name: &str,
+        allowed: AllowedTools,
+        max_depth: u32,
+    ) -> Self {
+        let scope = SkillScope {
+            name: format!("agent {name}"),
+            label: format!("tools of agent {name}"),
+            allowed,
+        };
+        Self::build(
+            mode,
+            devices,
+            false,
+            Some(skills),
+            Some(std::sync::Arc::new(scope)),
+            1,
+            max_depth,
+        )
+    }
+
+    /// Add one `delegate_to_<name>` tool per agent (a user's run only; a
+    /// child run has none, so delegation is one level deep). Nothing is
+    /// added to a set without tools: such a run is a single model call.
+    #[must_use]
+    pub fn with_delegates(mut self, agents: &[crate::delegation::DelegateConfig]) -> Self {
+        if self.scope.is_some() || self.specs.is_empty() || agents.is_empty() {
+            return self;
+        }
+        let mut specs = self.specs.to_vec();
+        for a in agents {
+            specs.push(ToolSpec {
+                name: a.tool_name(),
+                description: format!(
+                    "Delegate a task to the specialised agent {}: {} It works on its own with only its tools ({}) and does not see this conversation: put everything it needs in task and context. Returns its answer.",
+                    a.name,
+                    a.description.trim(),
+                    a.allowed.describe()
+                ),
+                parameters: SchemaNode::object(
+                    "",
+                    vec![
+                        Prop::required("task", SchemaNode::string("what the agent should do")),
+                        Prop::optional(
+                            "context",
+                            SchemaNode::string("facts from this conversation it needs"),
+                        ),
+                        Prop::optional(
+                            "mode",
+                            SchemaNode::enumeration(
+                                "wait for the answer (the only mode supported)",
+                                vec!["wait".into()],
+                            ),
+                        ),
+                    ],
+                ),
+            });
+        }
+        self.delegates = agents.iter().map(|a| a.name.clone()).collect();
+        self.specs = specs.into();
+        self
+    }
+
+    /// The agents this run may delegate to.
+    pub fn delegates(&self) -> &[String] {
+        &self.delegates
     }
 
     /// Whether `invoke_skill` is offered.
@@ -565,6 +656,10 @@ impl Toolset {
                 only_keys(&args, &["skill", "input"])?;
                 self.plan_invoke(&args)
             }
+            name if name.starts_with(crate::delegation::DELEGATE_PREFIX) && self.has(name) => {
+                only_keys(&args, &["task", "context", "mode"])?;
+                plan_delegate(name, &args)
+            }
             TOOLKIT_TOOL if self.mode == ToolMode::Toolkit && self.has(TOOLKIT_TOOL) => {
                 only_keys(&args, &["device", "service_id", "action", "parameters"])?;
                 let service = str_arg(&args, "service_id")?;
@@ -586,7 +681,7 @@ impl Toolset {
                     other.chars().take(80).collect::<String>(),
                     self.scope
                         .as_ref()
-                        .map(|s| format!(" (not in the allowed-tools of skill {})", s.name))
+                        .map(|s| format!(" (not in the {})", s.label))
                         .unwrap_or_default(),
                     self.specs
                         .iter()
@@ -654,10 +749,10 @@ impl Toolset {
             return Err(WireError::new(
                 ErrorCode::PermissionDenied,
                 format!(
-                    "{}.{} is not in the allowed-tools of skill {}; it may use: {}",
+                    "{}.{} is not in the {}; it may use: {}",
                     spec.id,
                     action_spec.name,
-                    scope.name,
+                    scope.label,
                     scope.allowed.describe()
                 ),
             ));
@@ -758,6 +853,46 @@ impl Toolset {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// A `delegate_to_<agent>` call, checked.
+fn plan_delegate(tool: &str, args: &Map<String, Value>) -> Result<Planned, WireError> {
+    let agent = tool
+        .strip_prefix(crate::delegation::DELEGATE_PREFIX)
+        .unwrap_or(tool)
+        .to_owned();
+    let max = crate::delegation::MAX_TASK_CHARS;
+    let task = str_arg(args, "task")?.trim();
+    if task.is_empty() {
+        return Err(invalid("\"task\" must not be empty"));
+    }
+    let context = match args.get("context") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) if c.trim().is_empty() => None,
+        Some(Value::String(c)) => Some(c.clone()),
+        Some(_) => return Err(invalid("\"context\" must be a string")),
+    };
+    if task.chars().count() > max || context.as_ref().is_some_and(|c| c.chars().count() > max) {
+        return Err(invalid(format!(
+            "\"task\" and \"context\" are limited to {max} characters each"
+        )));
+    }
+    match args.get("mode") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(m)) if m == "wait" => {}
+        Some(Value::String(m)) if m == "background" => {
+            return Err(WireError::new(
+                ErrorCode::UnsupportedAction,
+                "background delegation is not supported yet; call again with mode \"wait\"",
+            ));
+        }
+        Some(_) => return Err(invalid("\"mode\" must be \"wait\"")),
+    }
+    Ok(Planned::Delegate {
+        agent,
+        task: task.to_owned(),
+        context,
+    })
 }
 
 fn invalid(message: impl Into<String>) -> WireError {

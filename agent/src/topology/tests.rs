@@ -323,3 +323,33 @@ fn renderings_have_every_node_and_edge() {
         assert_eq!(d.matches(" -> ").count(), edges(mode).len() + 1);
     }
 }
+
+#[test]
+fn delegates_are_drawn_from_the_node_that_calls_tools() {
+    let agents = vec!["battery-doctor".to_owned()];
+    let m = mermaid_with_agents(RunMode::React, &[], &agents);
+    assert!(m.contains("delegate_0[\"agent: battery-doctor\"]"), "{m}");
+    assert!(
+        m.contains("agent -.->|delegate_to_battery-doctor| delegate_0"),
+        "{m}"
+    );
+    assert!(
+        m.contains("delegate_0 -.->|the agent's answer| agent"),
+        "{m}"
+    );
+    let p = mermaid_with_agents(RunMode::Plan, &[], &agents);
+    assert!(
+        p.contains("executor -.->|delegate_to_battery-doctor| delegate_0"),
+        "{p}"
+    );
+    let d = dot_with_agents(RunMode::React, &[], &agents);
+    assert_eq!(
+        d.matches(" -> ").count(),
+        edges(RunMode::React).len() + 2,
+        "{d}"
+    );
+    assert_eq!(
+        mermaid(RunMode::React, &[]),
+        mermaid_with_agents(RunMode::React, &[], &[])
+    );
+}

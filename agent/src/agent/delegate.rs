@@ -1,0 +1,117 @@
+//! Running a `delegate_to_<agent>` call: the agent's `[[agents]]` entry
+//! becomes a child run of the same graph (see [`super::run_child`], shared
+//! with skills), with its system prompt, only its tools, its iteration
+//! limit and the skill timeout, under the parent's approval policy (no
+//! grant: every action the child takes is decided as if the parent took
+//! it). The child sees the task and the context, never the parent's
+//! conversation, and has no delegate tools.
+
+use super::{Agent, Child, Tag, run_child};
+use crate::clock::now_ms;
+use crate::graph::{Input, RunLimits, RunState};
+use crate::host::BoxFuture;
+use crate::policy::ApprovalPolicy;
+use crate::store;
+use crate::tools::Toolset;
+use droidwarden_services::{ErrorCode, WireError};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// A `delegate_to_<agent>` call, validated by the tool pipeline.
+pub(super) struct DelegateCall {
+    pub(super) agent: String,
+    pub(super) task: String,
+    pub(super) context: Option<String>,
+}
+
+/// Start the delegated agent's run; its answer or failure is the parent's
+/// tool result for `call_id`.
+pub(super) fn delegate(
+    agent: &Agent,
+    parent: &RunState,
+    parent_tools: &Toolset,
+    policy: &ApprovalPolicy,
+    call_id: String,
+    call: DelegateCall,
+    shutdown: &CancellationToken,
+) -> BoxFuture<'static, Input> {
+    let cfg = &agent.inner.config;
+    let Some(spec) = cfg.agents.iter().find(|a| a.name == call.agent) else {
+        let message = format!("unknown agent {:?}", call.agent);
+        return Box::pin(async move {
+            Input::ToolFinished {
+                call_id,
+                result: Err(WireError::new(ErrorCode::NotFound, message)),
+                now_ms: now_ms(),
+            }
+        });
+    };
+    let skills = parent_tools
+        .skills()
+        .cloned()
+        .unwrap_or_else(|| agent.skills());
+    let toolset = Toolset::for_delegate(
+        cfg.tool_mode,
+        parent_tools.devices(),
+        Arc::new(skills.subset(&spec.skills)),
+        &spec.name,
+        spec.allowed.clone(),
+        parent_tools.max_depth(),
+    );
+    let max_iterations = spec.max_iterations.unwrap_or(cfg.max_iterations);
+    let limits = RunLimits {
+        max_iterations,
+        max_steps: max_iterations * 4 + 4,
+        max_result_chars: cfg.max_result_chars,
+        approval_timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
+        tools_enabled: !toolset.is_empty(),
+    };
+    let prompt = match &call.context {
+        Some(context) => format!("{}\n\nContext:\n{context}", call.task),
+        None => call.task.clone(),
+    };
+    // Isolated: no history, no recalled turns, only the task.
+    let state = RunState::new(
+        store::new_id("k-"),
+        parent.session_id.clone(),
+        prompt,
+        Vec::new(),
+        Vec::new(),
+        limits,
+        now_ms(),
+    );
+    let mut system = format!(
+        "{}\n\nYou are the specialised agent \"{}\", working for droidwarden's main agent, which controls the user's Android phones. Use only the tools you are given; a tool you are not given is not allowed. If a tool returns an error, read it and fix the call or report the problem. Finish with a short answer for the main agent.",
+        spec.system_prompt.trim(),
+        spec.name
+    );
+    if toolset.has_invoke()
+        && let Some(skills) = toolset.skills()
+    {
+        system.push_str("\n\n");
+        system.push_str(&skills.registry_prompt());
+    }
+    let tag = Tag {
+        skill: Some(format!("agent:{}", spec.name)),
+        parent_run: Some(parent.run_id.clone()),
+    };
+    let input = serde_json::json!({ "task": call.task, "context": call.context });
+    run_child(
+        agent.clone(),
+        call_id,
+        Child {
+            state,
+            toolset,
+            policy: policy.clone(),
+            system,
+            timeout: cfg.skills.timeout,
+            tag,
+            kind: "agent",
+            name: spec.name.clone(),
+            depth: 1,
+            input,
+            limits_fail: true,
+        },
+        shutdown,
+    )
+}

@@ -1,0 +1,441 @@
+//! Delegation to `[[agents]]` end to end in the agent crate: a scripted
+//! model over real HTTP (OpenAI wire format), the fake tool host's call log
+//! as the "phone", and a real SQLite store.
+
+use droidwarden_agent::config::{
+    AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
+};
+use droidwarden_agent::delegation::{RawDelegateConfig, validate};
+use droidwarden_agent::testing::{
+    FakeToolHost, RecordedRequest, Responder, ScriptStep, ScriptedLlm,
+};
+use droidwarden_agent::{
+    Agent, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider, StopReason, Store,
+    ToolCall, provider,
+};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+fn delegate(
+    name: &str,
+    prompt: &str,
+    tools: &[&str],
+    max_iterations: Option<u32>,
+) -> RawDelegateConfig {
+    RawDelegateConfig {
+        name: Some(name.into()),
+        description: Some(format!("The {name} specialist.")),
+        system_prompt: Some(prompt.into()),
+        tools: Some(tools.iter().map(|s| (*s).to_owned()).collect()),
+        max_iterations,
+    }
+}
+
+fn config(agents: Vec<RawDelegateConfig>) -> AgentConfig {
+    let mut cfg = AgentConfig::try_from(RawAgentConfig {
+        tool_retries: Some(0),
+        max_iterations: Some(4),
+        approval: Some(RawApprovalConfig {
+            auto_approve_up_to: Some(serde_json::from_value(json!("low")).unwrap()),
+            timeout_s: Some(3600.0),
+            ..RawApprovalConfig::default()
+        }),
+        ..RawAgentConfig::default()
+    })
+    .unwrap();
+    cfg.agents = validate(agents).unwrap();
+    cfg
+}
+
+fn http(server: &ScriptedLlm) -> Arc<dyn Provider> {
+    let cfg = LlmConfig::try_from(RawLlmConfig {
+        provider: Some(ProviderKind::Openai),
+        base_url: Some(server.base_url(ProviderKind::Openai)),
+        model: Some("scripted".into()),
+        stream: Some(true),
+        max_retries: Some(0),
+        ..RawLlmConfig::default()
+    })
+    .unwrap();
+    provider::from_config(&cfg).unwrap()
+}
+
+fn host() -> Arc<FakeToolHost> {
+    Arc::new(
+        FakeToolHost::two_phones().with_handler(|c| match c.service.as_str() {
+            "battery" => Ok(json!({"level_percent": 77, "charging": false})),
+            _ => Ok(json!({"ok": true})),
+        }),
+    )
+}
+
+async fn agent(dir: &Path, cfg: AgentConfig, p: Arc<dyn Provider>, h: Arc<FakeToolHost>) -> Agent {
+    let store = Store::open(dir.join("store"), Durability::Process)
+        .await
+        .unwrap();
+    Agent::new(cfg, p, h, store)
+}
+
+fn tc(id: &str, name: &str, args: Value) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+        signature: None,
+    }
+}
+
+fn calls(list: Vec<ToolCall>) -> ModelReply {
+    ModelReply {
+        tool_calls: list,
+        ..ModelReply::default()
+    }
+}
+
+fn dev(id: &str, device: &str, service: &str, action: &str) -> ToolCall {
+    tc(
+        id,
+        "android_device",
+        json!({"device": device, "service_id": service, "action": action, "parameters": {}}),
+    )
+}
+
+fn system_of(r: &RecordedRequest) -> String {
+    r.body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn tools_of(r: &RecordedRequest) -> Vec<String> {
+    r.body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|x| x["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn last_message(r: &RecordedRequest) -> String {
+    r.body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(Value::to_string)
+        .unwrap_or_default()
+}
+
+fn all_events(a: &Agent) -> tokio::sync::mpsc::UnboundedReceiver<AgentEvent> {
+    let mut rx = a.subscribe();
+    let (tx, out) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(ev) = rx.recv().await {
+            if tx.send(ev).is_err() {
+                return;
+            }
+        }
+    });
+    out
+}
+
+async fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<AgentEvent>) -> Vec<AgentEvent> {
+    let mut out = Vec::new();
+    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+        let last = ev.skill.is_none()
+            && matches!(ev.kind, EventKind::Final { .. } | EventKind::Error { .. });
+        out.push(ev);
+        if last {
+            break;
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedLlm::start([
+        // The user's run delegates.
+        ScriptStep::Reply(calls(vec![tc(
+            "d",
+            "delegate_to_battery-doctor",
+            json!({"task": "Read the kitchen phone's battery.", "context": "The user charges it at night.", "mode": "wait"}),
+        )])),
+        // The delegate: an allowed read, then a change it may not make.
+        ScriptStep::Reply(calls(vec![dev("c1", "kitchen", "battery", "status")])),
+        ScriptStep::Reply(calls(vec![dev("c2", "kitchen", "wifi_automation", "disable")])),
+        ScriptStep::Reply(ModelReply::text("Kitchen battery at 77 %, not charging.")),
+        // The user's run again.
+        ScriptStep::Reply(ModelReply::text("The kitchen phone is at 77 %.")),
+    ])
+    .await
+    .unwrap();
+    let h = host();
+    let cfg = config(vec![delegate(
+        "battery-doctor",
+        "DOCTOR-PROMPT: you diagnose batteries.",
+        &["battery"],
+        None,
+    )]);
+    let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
+    let mut events = all_events(&a);
+    let run = a
+        .ask(AskRequest::new(
+            "PARENT-MARKER How is the kitchen phone's battery?",
+        ))
+        .await
+        .unwrap();
+    let parent = run.run_id().to_owned();
+    let out = run.drive(CancellationToken::new()).await.unwrap();
+    assert_eq!(out.text, "The kitchen phone is at 77 %.");
+    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
+
+    // Only the allowed read reached the phone.
+    assert_eq!(h.count("battery", "status"), 1);
+    assert_eq!(h.count("wifi_automation", "disable"), 0);
+    assert_eq!(h.calls().len(), 1);
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 5);
+    let parent_tools = tools_of(&reqs[0]);
+    assert!(
+        parent_tools.contains(&"delegate_to_battery-doctor".to_owned()),
+        "{parent_tools:?}"
+    );
+    // The delegate: its own prompt, only its tools, no delegate tool, and
+    // only the task and context (not the user's conversation).
+    let child_sys = system_of(&reqs[1]);
+    assert!(child_sys.starts_with("DOCTOR-PROMPT"), "{child_sys}");
+    assert_eq!(tools_of(&reqs[1]), vec!["android_device".to_owned()]);
+    let desc = reqs[1].body["tools"][0]["function"]["description"].to_string();
+    assert!(
+        desc.contains("battery") && !desc.contains("wifi_automation"),
+        "{desc}"
+    );
+    let child_msgs = reqs[1].body["messages"].to_string();
+    assert!(child_msgs.contains("Read the kitchen phone's battery."));
+    assert!(child_msgs.contains("charges it at night"));
+    assert!(!child_msgs.contains("PARENT-MARKER"), "{child_msgs}");
+    // The refusal is what the delegate's model read.
+    let refusal = last_message(&reqs[3]);
+    assert!(
+        refusal.contains("permission_denied") && refusal.contains("tools of agent battery-doctor"),
+        "{refusal}"
+    );
+    // Its answer is the user's run's tool result.
+    let result = last_message(&reqs[4]);
+    assert!(
+        result.contains("Kitchen battery at 77") && result.contains("battery-doctor"),
+        "{result}"
+    );
+
+    let evs = drain(&mut events).await;
+    let tagged: Vec<&AgentEvent> = evs.iter().filter(|e| e.skill.is_some()).collect();
+    assert!(!tagged.is_empty());
+    assert!(
+        tagged
+            .iter()
+            .all(|e| e.skill.as_deref() == Some("agent:battery-doctor")
+                && e.parent_run.as_deref() == Some(parent.as_str()))
+    );
+    assert!(matches!(
+        tagged.last().map(|e| &e.kind),
+        Some(EventKind::SkillFinished {
+            is_error: false,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn a_failing_delegate_is_a_tool_error_and_the_parent_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedLlm::start([
+        // 1: the model fails while the delegate works.
+        ScriptStep::Reply(calls(vec![tc(
+            "d1",
+            "delegate_to_flaky",
+            json!({"task": "Read the battery."}),
+        )])),
+        ScriptStep::Status {
+            status: 500,
+            retry_after: None,
+            body: json!({"error": {"message": "model exploded"}}).to_string(),
+        },
+        // 2: the delegate never answers and hits its one-call limit.
+        ScriptStep::Reply(calls(vec![tc(
+            "d2",
+            "delegate_to_flaky",
+            json!({"task": "Read the battery again."}),
+        )])),
+        ScriptStep::Reply(calls(vec![dev("c1", "kitchen", "battery", "status")])),
+        ScriptStep::Reply(ModelReply::text("Delegation failed twice.")),
+    ])
+    .await
+    .unwrap();
+    let h = host();
+    let cfg = config(vec![delegate(
+        "flaky",
+        "You read batteries.",
+        &["battery.status"],
+        Some(1),
+    )]);
+    let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
+    let run = a.ask(AskRequest::new("Battery?")).await.unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), run.drive(CancellationToken::new()))
+        .await
+        .expect("finishes")
+        .unwrap();
+    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
+    assert_eq!(out.text, "Delegation failed twice.");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 5);
+    let first = last_message(&reqs[2]);
+    assert!(first.contains("agent flaky failed"), "{first}");
+    let second = last_message(&reqs[4]);
+    assert!(
+        second.contains("agent flaky stopped before answering")
+            && second.contains("max_iterations"),
+        "{second}"
+    );
+    // Both failures reached the model as tool errors.
+    assert!(out.steps.iter().all(|s| s.is_error), "{:?}", out.steps);
+    // A call made with the last iteration is not executed.
+    assert!(h.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_model_delegating_in_a_loop_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedLlm::start([]).await.unwrap();
+    // Every model, parent or child, always delegates to the same agent.
+    server.set_fallback(ScriptStep::Compute(Responder::new(|_| {
+        calls(vec![tc(
+            "again",
+            "delegate_to_looper",
+            json!({"task": "delegate again"}),
+        )])
+    })));
+    let cfg = config(vec![delegate("looper", "LOOPER", &["battery"], Some(3))]);
+    let h = host();
+    let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
+    let run = a.ask(AskRequest::new("loop")).await.unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), run.drive(CancellationToken::new()))
+        .await
+        .expect("finishes")
+        .unwrap();
+    // The parent stops at its own limit; every delegation failed cleanly.
+    assert_eq!(out.stop_reason, StopReason::MaxIterations);
+    // The last call (made with the last iteration) is not executed.
+    let executed: Vec<_> = out.steps.iter().filter(|s| !s.result.is_null()).collect();
+    assert_eq!(executed.len(), 3, "{:#?}", out.steps);
+    assert!(executed.iter().all(|s| {
+        s.is_error
+            && s.result
+                .to_string()
+                .contains("agent looper stopped before answering")
+    }));
+    let reqs = server.requests();
+    // A child never gets a delegate tool, and is refused when it tries.
+    for r in reqs.iter().filter(|r| system_of(r).starts_with("LOOPER")) {
+        assert!(tools_of(r).iter().all(|t| !t.starts_with("delegate_to_")));
+    }
+    assert!(
+        reqs.iter()
+            .any(|r| last_message(r).contains("tools of agent looper"))
+    );
+    // Parent: 4 calls; each of its 3 delegations: 3 child calls.
+    assert_eq!(reqs.len(), 4 + 3 * 3);
+    assert!(h.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_run_without_agents_has_no_delegate_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedLlm::start([
+        ScriptStep::Reply(calls(vec![tc(
+            "d",
+            "delegate_to_ghost",
+            json!({"task": "x"}),
+        )])),
+        ScriptStep::Reply(ModelReply::text("ok")),
+    ])
+    .await
+    .unwrap();
+    let a = agent(dir.path(), config(Vec::new()), http(&server), host()).await;
+    let out = a
+        .ask(AskRequest::new("hi"))
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.text, "ok");
+    let reqs = server.requests();
+    assert!(
+        tools_of(&reqs[0])
+            .iter()
+            .all(|t| !t.starts_with("delegate_to_"))
+    );
+    assert!(last_message(&reqs[1]).contains("unknown tool"));
+}
+
+#[tokio::test]
+async fn a_delegates_risky_action_asks_a_person_like_the_parents_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedLlm::start([
+        ScriptStep::Reply(calls(vec![tc(
+            "d",
+            "delegate_to_radio",
+            json!({"task": "Turn off Wi-Fi on the kitchen phone."}),
+        )])),
+        ScriptStep::Reply(calls(vec![dev(
+            "c1",
+            "kitchen",
+            "wifi_automation",
+            "disable",
+        )])),
+        ScriptStep::Reply(ModelReply::text("The user denied it.")),
+        ScriptStep::Reply(ModelReply::text("Wi-Fi stays on: you denied it.")),
+    ])
+    .await
+    .unwrap();
+    let h = host();
+    let cfg = config(vec![delegate(
+        "radio",
+        "You manage radios.",
+        &["wifi_automation"],
+        None,
+    )]);
+    let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
+    let mut events = all_events(&a);
+    let run = a.ask(AskRequest::new("Wi-Fi off please")).await.unwrap();
+    let driven = tokio::spawn(run.drive(CancellationToken::new()));
+    let approval = loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("approval requested in time")
+            .expect("open");
+        if let EventKind::ApprovalRequested { approval } = ev.kind {
+            assert_eq!(ev.skill.as_deref(), Some("agent:radio"));
+            break approval;
+        }
+    };
+    assert_eq!(approval.service, "wifi_automation");
+    assert_eq!(approval.action, "disable");
+    a.deny(&approval.approval_id, "not now").await.unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), driven)
+        .await
+        .expect("finishes")
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.text, "Wi-Fi stays on: you denied it.");
+    assert!(h.calls().is_empty(), "nothing reached the phone");
+    let reqs = server.requests();
+    let denied = last_message(&reqs[2]);
+    assert!(denied.contains("not now"), "{denied}");
+}
