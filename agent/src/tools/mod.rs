@@ -24,6 +24,7 @@
 //! their names). `current_time` and `calculator` are always present.
 
 pub mod calculator;
+pub mod extra;
 pub mod schema;
 
 use crate::clock;
@@ -151,6 +152,15 @@ pub enum Planned {
         /// Depth of the child run (1 for a skill the user's run invokes).
         depth: u32,
     },
+    /// A tool the host offers beyond the catalogue (an MCP server's).
+    Extra {
+        /// The tool's name (as offered).
+        tool: String,
+        /// Its arguments (a JSON object; the tool's server checks them).
+        arguments: Value,
+        /// Its risk.
+        risk: Risk,
+    },
 }
 
 impl Planned {
@@ -159,6 +169,7 @@ impl Planned {
     pub fn run_local(&self, now_ms: u64) -> Option<Result<Value, WireError>> {
         match self {
             Self::Device { .. }
+            | Self::Extra { .. }
             | Self::ListSkills
             | Self::ReadSkill { .. }
             | Self::InvokeSkill { .. } => None,
@@ -201,6 +212,8 @@ pub struct Toolset {
     depth: u32,
     /// Deepest skill run allowed.
     max_depth: u32,
+    /// The host's extra tools offered (name, risk).
+    extras: Vec<(String, Risk)>,
 }
 
 /// Default limit on skills invoking skills.
@@ -301,6 +314,7 @@ impl Toolset {
             scope,
             depth,
             max_depth,
+            extras: Vec::new(),
         };
         let mut specs = Vec::new();
         if !set.services.is_empty() {
@@ -378,6 +392,30 @@ impl Toolset {
         }
         set.specs = specs.into();
         set
+    }
+
+    /// Add the host's extra tools (a user's run only: a skill's run keeps
+    /// to its `allowed-tools`). A tool whose name is already taken is
+    /// skipped.
+    #[must_use]
+    pub fn with_extra(mut self, tools: Vec<extra::ExtraTool>) -> Self {
+        if self.scope.is_some() || tools.is_empty() {
+            return self;
+        }
+        let mut specs: Vec<ToolSpec> = self.specs.iter().cloned().collect();
+        for t in tools {
+            if specs.iter().any(|s| s.name == t.name) {
+                continue;
+            }
+            self.extras.push((t.name.clone(), t.risk));
+            specs.push(ToolSpec {
+                name: t.name,
+                description: t.description,
+                parameters: SchemaNode::new(NodeKind::Raw(t.schema), ""),
+            });
+        }
+        self.specs = specs.into();
+        self
     }
 
     /// Whether `invoke_skill` is offered.
@@ -564,6 +602,18 @@ impl Toolset {
             INVOKE_SKILL_TOOL if self.has(INVOKE_SKILL_TOOL) => {
                 only_keys(&args, &["skill", "input"])?;
                 self.plan_invoke(&args)
+            }
+            name if self.extras.iter().any(|(n, _)| n == name) => {
+                let risk = self
+                    .extras
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or(Risk::High, |(_, r)| *r);
+                Ok(Planned::Extra {
+                    tool: name.to_owned(),
+                    arguments: Value::Object(args),
+                    risk,
+                })
             }
             TOOLKIT_TOOL if self.mode == ToolMode::Toolkit && self.has(TOOLKIT_TOOL) => {
                 only_keys(&args, &["device", "service_id", "action", "parameters"])?;
