@@ -253,7 +253,12 @@ impl Assistant {
         };
         let store = Store::open(state_dir.join("agent"), config.durability).await?;
         let skills = load_skills(&config.skills, state_dir).await;
-        let agent = Agent::new(config, provider, Arc::new(HubTools::new(hub).with_mcp(mcp)), store);
+        let agent = Agent::new(
+            config,
+            provider,
+            Arc::new(HubTools::new(hub).with_mcp(mcp)),
+            store,
+        );
         agent.set_skills(skills);
         let orphans = agent.expire_orphan_approvals().await?;
         if orphans > 0 {

@@ -16,9 +16,9 @@
 use droidwarden_agent::tools::extra::ExtraTool;
 use droidwarden_bridge::backoff::Backoff;
 use droidwarden_services::{ErrorCode, Risk, WireError};
+use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{Peer, RoleClient};
-use rmcp::ServiceExt;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -87,9 +87,7 @@ pub(crate) fn check_servers(raw: Vec<RawServer>) -> Result<Vec<ServerConfig>, St
     let mut out: Vec<ServerConfig> = Vec::new();
     for (i, r) in raw.into_iter().enumerate() {
         let key = |k: &str| format!("mcp.servers[{i}].{k}");
-        let name = r
-            .name
-            .ok_or_else(|| format!("{}: required", key("name")))?;
+        let name = r.name.ok_or_else(|| format!("{}: required", key("name")))?;
         if name.is_empty()
             || name.len() > 24
             || !name
@@ -115,12 +113,13 @@ pub(crate) fn check_servers(raw: Vec<RawServer>) -> Result<Vec<ServerConfig>, St
         }
         let mut risk = Vec::new();
         for (pattern, level) in r.risk {
-            let level: Risk = serde_json::from_value(Value::String(level.clone())).map_err(|_| {
-                format!(
-                    "{}: {level:?} is not a risk (low, medium, high or critical)",
-                    key(&format!("risk.{pattern}"))
-                )
-            })?;
+            let level: Risk =
+                serde_json::from_value(Value::String(level.clone())).map_err(|_| {
+                    format!(
+                        "{}: {level:?} is not a risk (low, medium, high or critical)",
+                        key(&format!("risk.{pattern}"))
+                    )
+                })?;
             risk.push((pattern, level));
         }
         let timeout_s = r.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
@@ -159,8 +158,7 @@ fn glob(pattern: &str, name: &str) -> bool {
         return pattern == name;
     }
     let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last)
-    {
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
         return false;
     }
     let mut rest = &name[first.len()..name.len() - last.len()];
@@ -185,7 +183,11 @@ impl ServerConfig {
             .iter()
             .find(|(p, _)| glob(p, tool))
             .map_or(Risk::Medium, |(_, r)| *r);
-        if destructive { risk.max(Risk::High) } else { risk }
+        if destructive {
+            risk.max(Risk::High)
+        } else {
+            risk
+        }
     }
 
     fn offered_name(&self, tool: &str) -> String {
@@ -440,10 +442,7 @@ async fn connect(config: &ServerConfig) -> Result<(Running, Vec<CachedTool>), St
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err("no pipes to the child".into());
     };
-    let running = ()
-        .serve((stdout, stdin))
-        .await
-        .map_err(|e| format!("initialize failed: {e}"))?;
+    let running = ().serve((stdout, stdin)).await.map_err(|e| format!("initialize failed: {e}"))?;
     // Reap the child when it exits (kill_on_drop ends it with us).
     tokio::spawn(async move {
         let _ = child.wait().await;
