@@ -69,7 +69,10 @@ mod tests {
             );
         }
         assert_eq!(
-            set.specs().iter().filter(|s| s.name == "calculator").count(),
+            set.specs()
+                .iter()
+                .filter(|s| s.name == "calculator")
+                .count(),
             1
         );
         let planned = set
