@@ -7,12 +7,14 @@
 use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep, ScriptedLlm};
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, run_with_timeout, wait_for};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 const P: &str = "droidwarden";
 const WAIT: Duration = Duration::from_secs(30);
+/// An address where no D-Bus is.
+const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
 
 /// Field order is drop order: the daemon (and its MCP server) stops first.
 struct Rig {
@@ -77,7 +79,21 @@ serial = "{serial}"
         llm = llm.addr(),
         pids = pid_file.display().to_string(),
     );
-    let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), &[]);
+    // `[dbus] bus = "auto"` with no bus reachable: the daemon serves its
+    // private socket only (what `droidwarden approve --socket` reaches).
+    let runtime = dir.path().join("runtime");
+    std::fs::create_dir(&runtime).expect("runtime dir");
+    let daemon = Daemon::start_with_env(
+        &adb,
+        &config,
+        tempfile::tempdir().expect("state"),
+        &[
+            ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
+            ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
+            ("DROIDWARDEN__DBUS__BUS", "auto"),
+            ("XDG_RUNTIME_DIR", runtime.to_str().expect("utf-8 path")),
+        ],
+    );
     probe.wait_last(&format!("{P}/devices/kitchen/availability"), WAIT, |m| {
         m.payload == "online"
     });
@@ -228,9 +244,20 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
         "the run went on without approval"
     );
     let id = approval["approval_id"].as_str().expect("id");
-    r.probe.publish(
-        &format!("{P}/cmd/approve"),
-        json!({"approval_id": id, "decision": "approve"}).to_string(),
+    // Approved with the CLI, on the daemon's private D-Bus socket.
+    let mut cli = std::process::Command::new(binary("droidwarden"));
+    cli.arg("--config")
+        .arg(r.daemon.config_path())
+        .arg("--socket")
+        .arg(r.daemon.state_dir.path().join("api.sock"))
+        .args(["approve", id])
+        .env("DBUS_SESSION_BUS_ADDRESS", NO_BUS)
+        .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS);
+    let out = run_with_timeout(cli, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "droidwarden approve: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
     let reply = r.wait_reply("wipe-1");
     assert_eq!(reply_result(&reply)["content"], "wiped box b7", "{reply}");
