@@ -284,6 +284,7 @@ impl Agent {
             cfg.skills.max_depth,
         )
         .with_delegates(&cfg.agents)
+        .with_extra(self.inner.host.extra_tools())
     }
 
     /// Runs driven now and runs waiting for a slot.
@@ -1282,6 +1283,20 @@ fn execute(
     }
     if let Some(result) = planned.run_local(now_ms()) {
         return Box::pin(async move {
+            Input::ToolFinished {
+                call_id,
+                result,
+                now_ms: now_ms(),
+            }
+        });
+    }
+    if let Planned::Extra {
+        tool, arguments, ..
+    } = planned
+    {
+        let inner = inner.clone();
+        return Box::pin(async move {
+            let result = inner.host.call_extra(&tool, arguments).await;
             Input::ToolFinished {
                 call_id,
                 result,

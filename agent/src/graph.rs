@@ -654,6 +654,11 @@ fn model_replied(
             Planned::InvokeSkill { skill, risk, .. } => {
                 env.policy.decide(SKILL_SERVICE, skill, *risk)
             }
+            // A host's extra tool is approved as `mcp.<tool>` at its risk.
+            Planned::Extra { tool, risk, .. } => {
+                env.policy
+                    .decide(crate::tools::extra::EXTRA_SERVICE, tool, *risk)
+            }
             _ => Verdict::Allow,
         };
         match verdict {
@@ -685,6 +690,17 @@ fn model_replied(
                     Planned::InvokeSkill {
                         skill, input, risk, ..
                     } => (None, SKILL_SERVICE.to_owned(), skill, input, risk),
+                    Planned::Extra {
+                        tool,
+                        arguments,
+                        risk,
+                    } => (
+                        None,
+                        crate::tools::extra::EXTRA_SERVICE.to_owned(),
+                        tool,
+                        arguments,
+                        risk,
+                    ),
                     _ => unreachable!("only device calls and skills need approval"),
                 };
                 state.approvals_issued += 1;
@@ -733,7 +749,8 @@ fn model_replied(
             Action::Execute {
                 planned: Planned::Device { mutates: true, .. }
                     | Planned::InvokeSkill { .. }
-                    | Planned::Delegate { .. },
+                    | Planned::Delegate { .. }
+                    | Planned::Extra { .. },
                 ..
             }
         )

@@ -55,4 +55,25 @@ pub trait ToolHost: Send + Sync + std::fmt::Debug {
         device: Option<&'a str>,
         command: Command,
     ) -> BoxFuture<'a, Result<Value, WireError>>;
+
+    /// Tools beyond the catalogue (the daemon's MCP servers), offered to
+    /// the model as they are. Denied tools are not in this list.
+    fn extra_tools(&self) -> Vec<crate::tools::extra::ExtraTool> {
+        Vec::new()
+    }
+
+    /// Run extra tool `name` with `arguments` (a JSON object). The host
+    /// bounds the wait itself.
+    fn call_extra<'a>(
+        &'a self,
+        name: &'a str,
+        _arguments: Value,
+    ) -> BoxFuture<'a, Result<Value, WireError>> {
+        Box::pin(async move {
+            Err(WireError::new(
+                droidwarden_services::ErrorCode::InvalidRequest,
+                format!("unknown tool {name}"),
+            ))
+        })
+    }
 }

@@ -44,11 +44,22 @@ const NOTICE_CAPACITY: usize = 4096;
 #[derive(Debug)]
 pub(crate) struct HubTools {
     hub: Hub,
+    /// `[[mcp.servers]]`' tools.
+    mcp: crate::mcp::client::McpClients,
 }
 
 impl HubTools {
     pub(crate) fn new(hub: Hub) -> Self {
-        Self { hub }
+        Self {
+            hub,
+            mcp: crate::mcp::client::McpClients::default(),
+        }
+    }
+
+    /// Offer these MCP servers' tools too.
+    pub(crate) fn with_mcp(mut self, mcp: crate::mcp::client::McpClients) -> Self {
+        self.mcp = mcp;
+        self
     }
 }
 
@@ -87,6 +98,18 @@ impl ToolHost for HubTools {
             .select(device)
             .ok()
             .map(|handle| handle.timeout())
+    }
+
+    fn extra_tools(&self) -> Vec<droidwarden_agent::tools::extra::ExtraTool> {
+        self.mcp.tools()
+    }
+
+    fn call_extra<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Value,
+    ) -> BoxFuture<'a, Result<Value, WireError>> {
+        Box::pin(self.mcp.call(name, arguments))
     }
 
     fn call<'a>(
@@ -221,6 +244,7 @@ impl Assistant {
         config: AgentConfig,
         state_dir: &Path,
         hub: Hub,
+        mcp: crate::mcp::client::McpClients,
         tracker: TaskTracker,
         shutdown: CancellationToken,
     ) -> Result<Self, AgentError> {
@@ -233,7 +257,12 @@ impl Assistant {
         };
         let store = Store::open(state_dir.join("agent"), config.durability).await?;
         let skills = load_skills(&config.skills, state_dir).await;
-        let agent = Agent::new(config, provider, Arc::new(HubTools::new(hub)), store);
+        let agent = Agent::new(
+            config,
+            provider,
+            Arc::new(HubTools::new(hub).with_mcp(mcp)),
+            store,
+        );
         agent.set_skills(skills);
         let orphans = agent.expire_orphan_approvals().await?;
         if orphans > 0 {

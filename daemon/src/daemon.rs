@@ -141,6 +141,8 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             config.agent.clone(),
             &config.state_dir,
             hub.clone(),
+            // `[[mcp.servers]]` (daemon/src/mcp/client.rs): their tools.
+            crate::mcp::client::McpClients::start(&config.mcp.servers, &tracker, &shutdown).await,
             tracker.clone(),
             shutdown.clone(),
         )

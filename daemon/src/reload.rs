@@ -166,6 +166,8 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
             .collect::<Vec<_>>()
     };
     differs("automations", sources(running) != sources(new));
+    // `[[mcp.servers]]` are spawned once, at start (daemon/src/mcp/client.rs).
+    differs("mcp.servers", running.mcp.servers != new.mcp.servers);
     Plan {
         adb_devices: running.adb.names != new.adb.names || running.adb.connect != new.adb.connect,
         adb_poll_interval: running.adb.poll_interval != new.adb.poll_interval,

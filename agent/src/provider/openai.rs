@@ -119,7 +119,10 @@ impl OpenAi {
                         "description": t.description,
                         "parameters": t.parameters_for(dialect),
                     });
-                    if self.strict {
+                    // A raw schema (an MCP server's) is not strict-mode shaped.
+                    if self.strict
+                        && !matches!(t.parameters.kind, crate::tools::schema::NodeKind::Raw(_))
+                    {
                         f["strict"] = json!(true);
                     }
                     json!({"type": "function", "function": f})

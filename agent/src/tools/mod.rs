@@ -24,6 +24,7 @@
 //! their names). `current_time` and `calculator` are always present.
 
 pub mod calculator;
+pub mod extra;
 pub mod schema;
 
 use crate::clock;
@@ -161,6 +162,15 @@ pub enum Planned {
         /// What it should know (it does not see the conversation).
         context: Option<String>,
     },
+    /// A tool the host offers beyond the catalogue (an MCP server's).
+    Extra {
+        /// The tool's name (as offered).
+        tool: String,
+        /// Its arguments (a JSON object; the tool's server checks them).
+        arguments: Value,
+        /// Its risk.
+        risk: Risk,
+    },
 }
 
 impl Planned {
@@ -169,6 +179,7 @@ impl Planned {
     pub fn run_local(&self, now_ms: u64) -> Option<Result<Value, WireError>> {
         match self {
             Self::Device { .. }
+            | Self::Extra { .. }
             | Self::ListSkills
             | Self::ReadSkill { .. }
             | Self::InvokeSkill { .. }
@@ -217,6 +228,8 @@ pub struct Toolset {
     max_depth: u32,
     /// Agents offered as `delegate_to_<name>` tools.
     delegates: Vec<String>,
+    /// The host's extra tools offered (name, risk).
+    extras: Vec<(String, Risk)>,
 }
 
 /// Default limit on skills invoking skills.
@@ -319,6 +332,7 @@ impl Toolset {
             depth,
             max_depth,
             delegates: Vec::new(),
+            extras: Vec::new(),
         };
         let mut specs = Vec::new();
         if !set.services.is_empty() {
@@ -462,6 +476,30 @@ impl Toolset {
             });
         }
         self.delegates = agents.iter().map(|a| a.name.clone()).collect();
+        self.specs = specs.into();
+        self
+    }
+
+    /// Add the host's extra tools (a user's run only: a skill's run keeps
+    /// to its `allowed-tools`). A tool whose name is already taken is
+    /// skipped.
+    #[must_use]
+    pub fn with_extra(mut self, tools: Vec<extra::ExtraTool>) -> Self {
+        if self.scope.is_some() || tools.is_empty() {
+            return self;
+        }
+        let mut specs: Vec<ToolSpec> = self.specs.iter().cloned().collect();
+        for t in tools {
+            if specs.iter().any(|s| s.name == t.name) {
+                continue;
+            }
+            self.extras.push((t.name.clone(), t.risk));
+            specs.push(ToolSpec {
+                name: t.name,
+                description: t.description,
+                parameters: SchemaNode::new(NodeKind::Raw(t.schema), ""),
+            });
+        }
         self.specs = specs.into();
         self
     }
@@ -659,6 +697,18 @@ impl Toolset {
             name if name.starts_with(crate::delegation::DELEGATE_PREFIX) && self.has(name) => {
                 only_keys(&args, &["task", "context", "mode"])?;
                 plan_delegate(name, &args)
+            }
+            name if self.extras.iter().any(|(n, _)| n == name) => {
+                let risk = self
+                    .extras
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or(Risk::High, |(_, r)| *r);
+                Ok(Planned::Extra {
+                    tool: name.to_owned(),
+                    arguments: Value::Object(args),
+                    risk,
+                })
             }
             TOOLKIT_TOOL if self.mode == ToolMode::Toolkit && self.has(TOOLKIT_TOOL) => {
                 only_keys(&args, &["device", "service_id", "action", "parameters"])?;

@@ -66,6 +66,9 @@ pub enum NodeKind {
     Object(Vec<Prop>),
     /// An array.
     Array(Box<SchemaNode>),
+    /// A JSON Schema given whole by someone else (an MCP server's tool
+    /// `inputSchema`), rendered as it is for every provider.
+    Raw(Value),
 }
 
 /// A property of an object node.
@@ -215,6 +218,9 @@ impl SchemaNode {
     }
 
     fn render_inner(&self, dialect: Dialect, nullable: bool) -> Option<Value> {
+        if let NodeKind::Raw(schema) = &self.kind {
+            return Some(schema.clone());
+        }
         let mut out = Map::new();
         let type_name = match &self.kind {
             NodeKind::String {
@@ -280,6 +286,7 @@ impl SchemaNode {
                 }
                 "object"
             }
+            NodeKind::Raw(_) => unreachable!("rendered above"),
         };
         if nullable && dialect == Dialect::OpenAiStrict {
             out.insert("type".into(), json!([type_name, "null"]));

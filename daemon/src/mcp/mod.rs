@@ -5,11 +5,14 @@
 //!   stdio, through the daemon (D-Bus) or `--local`.
 //! * `tools.rs` — the agent's catalogue tools as MCP tools (input and
 //!   output schemas, annotations, `device`, `list_devices`).
+//! * `client.rs` — `[[mcp.servers]]`: MCP servers' tools offered to the
+//!   agent (the daemon as an MCP client).
 //! * `gate.rs` — inside the daemon: the approval policy for calls from
 //!   MCP clients (`CallChecked` on D-Bus).
 //!
 //! See docs/mcp.md.
 
+pub(crate) mod client;
 pub(crate) mod gate;
 mod http;
 mod server;
@@ -34,6 +37,9 @@ pub(crate) struct RawMcpConfig {
     allow_remote: Option<bool>,
     /// A file holding the bearer token (required beyond loopback).
     token_file: Option<String>,
+    /// `[[mcp.servers]]`: MCP servers whose tools the agent may use.
+    #[serde(default)]
+    servers: Vec<client::RawServer>,
 }
 
 /// `[mcp]`, checked.
@@ -43,12 +49,15 @@ pub(crate) struct McpConfig {
     pub(crate) tool_mode: ToolMode,
     /// Streamable HTTP in the daemon; `None`: off.
     pub(crate) http: Option<http::HttpSettings>,
+    /// MCP servers whose tools the agent may use (`client.rs`).
+    pub(crate) servers: Vec<client::ServerConfig>,
 }
 
 impl TryFrom<RawMcpConfig> for McpConfig {
     type Error = String;
 
     fn try_from(raw: RawMcpConfig) -> Result<Self, String> {
+        let servers = client::check_servers(raw.servers)?;
         let token_file = raw
             .token_file
             .filter(|f| !f.trim().is_empty())
@@ -82,6 +91,7 @@ impl TryFrom<RawMcpConfig> for McpConfig {
         Ok(Self {
             tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),
             http,
+            servers,
         })
     }
 }
