@@ -2,19 +2,19 @@
 //! directory, a scripted model over real HTTP (OpenAI wire format), the
 //! fake tool host's call log as the "phone", and a real SQLite store.
 
+mod common;
+use common::*;
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
 use droidwarden_agent::skills::SkillSet;
-use droidwarden_agent::testing::{
-    FakeToolHost, RecordedRequest, Responder, ScriptStep, ScriptedLlm,
-};
+use droidwarden_agent::testing::{FakeToolHost, Responder, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{
     Agent, AgentError, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider,
-    StopReason, Store, ToolCall, provider,
+    StopReason, Store, provider,
 };
 use droidwarden_services::ErrorCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,87 +72,6 @@ fn write_skill(dir: &Path, name: &str, front: &str, body: &str) {
         format!("---\nname: {name}\n{front}\n---\n{body}\n"),
     )
     .unwrap();
-}
-
-fn tc(id: &str, name: &str, args: Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: args.to_string(),
-        signature: None,
-    }
-}
-
-fn calls(list: Vec<ToolCall>) -> ModelReply {
-    ModelReply {
-        tool_calls: list,
-        ..ModelReply::default()
-    }
-}
-
-fn dev(id: &str, device: &str, service: &str, action: &str) -> ToolCall {
-    tc(
-        id,
-        "android_device",
-        json!({"device": device, "service_id": service, "action": action, "parameters": {}}),
-    )
-}
-
-/// The system prompt of a recorded OpenAI request.
-fn system_of(r: &RecordedRequest) -> String {
-    r.body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// Tool names offered in a recorded OpenAI request.
-fn tools_of(r: &RecordedRequest) -> Vec<String> {
-    r.body["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .filter_map(|x| x["function"]["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The last message of a recorded request, as text.
-fn last_message(r: &RecordedRequest) -> String {
-    r.body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .map(Value::to_string)
-        .unwrap_or_default()
-}
-
-fn all_events(a: &Agent) -> tokio::sync::mpsc::UnboundedReceiver<AgentEvent> {
-    let mut rx = a.subscribe();
-    let (tx, out) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Ok(ev) = rx.recv().await {
-            if tx.send(ev).is_err() {
-                return;
-            }
-        }
-    });
-    out
-}
-
-/// Every event up to and including the first `final` or `error` of a run
-/// that is not a skill's.
-async fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<AgentEvent>) -> Vec<AgentEvent> {
-    let mut out = Vec::new();
-    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
-        let last = ev.skill.is_none()
-            && matches!(ev.kind, EventKind::Final { .. } | EventKind::Error { .. });
-        out.push(ev);
-        if last {
-            break;
-        }
-    }
-    out
 }
 
 #[tokio::test]

@@ -236,12 +236,19 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
     assert_eq!(approval["action"], "mcp_tools_wipe", "{approval}");
     assert_eq!(approval["risk"], "high", "{approval}");
     assert_eq!(approval["params"], json!({"box": "b7"}), "{approval}");
-    let requests_before = r.llm.requests().len();
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        r.llm.requests().len(),
-        requests_before,
+    // The run is parked on the request: no answer yet, and the tool's
+    // result has reached no model request (the reply below proves it ran
+    // after the approval).
+    assert!(
+        r.probe.on(&format!("{P}/reply/wipe-1")).is_empty(),
         "the run went on without approval"
+    );
+    assert!(
+        !r.llm
+            .requests()
+            .iter()
+            .any(|q| q.body.to_string().contains("wiped box b7")),
+        "the tool ran before the approval"
     );
     let id = approval["approval_id"].as_str().expect("id");
     // Approved with the CLI, on the daemon's private D-Bus socket.

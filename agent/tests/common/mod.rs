@@ -1,0 +1,94 @@
+//! Helpers shared by the agent crate's end-to-end tests of child runs
+//! (skills, delegation): tool calls for the scripted model, and reading
+//! the recorded requests and the event stream.
+
+// reason: each test file uses its own subset of these helpers.
+#![allow(dead_code)]
+
+use droidwarden_agent::testing::RecordedRequest;
+use droidwarden_agent::{Agent, AgentEvent, EventKind, ModelReply, ToolCall};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+pub(crate) fn tc(id: &str, name: &str, args: Value) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+        signature: None,
+    }
+}
+
+pub(crate) fn calls(list: Vec<ToolCall>) -> ModelReply {
+    ModelReply {
+        tool_calls: list,
+        ..ModelReply::default()
+    }
+}
+
+pub(crate) fn dev(id: &str, device: &str, service: &str, action: &str) -> ToolCall {
+    tc(
+        id,
+        "android_device",
+        json!({"device": device, "service_id": service, "action": action, "parameters": {}}),
+    )
+}
+
+/// The system prompt of a recorded OpenAI request.
+pub(crate) fn system_of(r: &RecordedRequest) -> String {
+    r.body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Tool names offered in a recorded OpenAI request.
+pub(crate) fn tools_of(r: &RecordedRequest) -> Vec<String> {
+    r.body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|x| x["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The last message of a recorded request, as text.
+pub(crate) fn last_message(r: &RecordedRequest) -> String {
+    r.body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(Value::to_string)
+        .unwrap_or_default()
+}
+
+pub(crate) fn all_events(a: &Agent) -> tokio::sync::mpsc::UnboundedReceiver<AgentEvent> {
+    let mut rx = a.subscribe();
+    let (tx, out) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(ev) = rx.recv().await {
+            if tx.send(ev).is_err() {
+                return;
+            }
+        }
+    });
+    out
+}
+
+/// Every event up to and including the first `final` or `error` of a run
+/// that is not a skill's.
+pub(crate) async fn drain(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
+) -> Vec<AgentEvent> {
+    let mut out = Vec::new();
+    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+        let last = ev.skill.is_none()
+            && matches!(ev.kind, EventKind::Final { .. } | EventKind::Error { .. });
+        out.push(ev);
+        if last {
+            break;
+        }
+    }
+    out
+}
