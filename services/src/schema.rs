@@ -7,7 +7,7 @@
 //! strict mode, Anthropic and Gemini all accept.
 
 use regex::Regex;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 
 /// The shape of one JSON value.
@@ -175,31 +175,13 @@ impl Schema {
                 max_len,
             } => {
                 if let Some(values) = values {
-                    // `enum` restricts whatever `type` says: a nullable
-                    // enumeration lists `null` too, or `null` fails it.
-                    let mut listed = json!(values);
-                    if self.nullable
-                        && let Some(list) = listed.as_array_mut()
-                    {
-                        list.push(Value::Null);
-                    }
-                    out.insert("enum".into(), listed);
+                    keywords::enumeration(&mut out, values.iter().copied(), self.nullable);
                 }
-                if let Some((pattern, _)) = pattern {
-                    out.insert("pattern".into(), json!(pattern));
-                }
-                if let Some(max) = max_len {
-                    out.insert("maxLength".into(), json!(max));
-                }
+                keywords::string_facets(&mut out, pattern.as_ref().map(|(p, _)| *p), *max_len);
                 "string"
             }
             Kind::Integer { min, max } => {
-                if let Some(min) = min {
-                    out.insert("minimum".into(), json!(min));
-                }
-                if let Some(max) = max {
-                    out.insert("maximum".into(), json!(max));
-                }
+                keywords::bounds(&mut out, *min, *max);
                 "integer"
             }
             Kind::Number => "number",
@@ -209,14 +191,8 @@ impl Schema {
                     .iter()
                     .map(|p| (p.name.to_owned(), p.schema.to_json()))
                     .collect();
-                let required: Vec<&str> = props
-                    .iter()
-                    .filter(|p| p.required)
-                    .map(|p| p.name)
-                    .collect();
-                out.insert("properties".into(), Value::Object(properties));
-                out.insert("required".into(), json!(required));
-                out.insert("additionalProperties".into(), json!(false));
+                let required = props.iter().filter(|p| p.required).map(|p| p.name);
+                keywords::object(&mut out, properties, required, true);
                 "object"
             }
             Kind::Array(items) => {
@@ -224,15 +200,7 @@ impl Schema {
                 "array"
             }
         };
-        if self.nullable {
-            out.insert("type".into(), json!([type_name, "null"]));
-        } else {
-            out.insert("type".into(), json!(type_name));
-        }
-        if !self.description.is_empty() {
-            out.insert("description".into(), json!(self.description));
-        }
-        Value::Object(out)
+        keywords::finish(out, type_name, self.nullable, self.description)
     }
 
     /// Validate `value`, returning the first violation found.
@@ -403,9 +371,92 @@ fn describe(value: &Value) -> String {
     }
 }
 
+/// JSON Schema keywords, written the same way by every renderer: the
+/// catalogue's standard rendering above and the agent's per-provider
+/// dialects (`droidwarden_agent::tools::schema`), which choose which of them
+/// a provider accepts.
+pub mod keywords {
+    use serde_json::{Map, Value, json};
+
+    /// `enum`. A nullable enumeration lists `null` too: `enum` restricts
+    /// whatever `type` says, so without it `null` would fail.
+    pub fn enumeration<'a>(
+        out: &mut Map<String, Value>,
+        values: impl IntoIterator<Item = &'a str>,
+        nullable: bool,
+    ) {
+        let mut list: Vec<Value> = values.into_iter().map(|v| json!(v)).collect();
+        if nullable {
+            list.push(Value::Null);
+        }
+        out.insert("enum".into(), Value::Array(list));
+    }
+
+    /// `pattern` and `maxLength`, where given.
+    pub fn string_facets(
+        out: &mut Map<String, Value>,
+        pattern: Option<&str>,
+        max_len: Option<usize>,
+    ) {
+        if let Some(p) = pattern {
+            out.insert("pattern".into(), json!(p));
+        }
+        if let Some(m) = max_len {
+            out.insert("maxLength".into(), json!(m));
+        }
+    }
+
+    /// `minimum` and `maximum` (inclusive), where given.
+    pub fn bounds(out: &mut Map<String, Value>, min: Option<i64>, max: Option<i64>) {
+        if let Some(m) = min {
+            out.insert("minimum".into(), json!(m));
+        }
+        if let Some(m) = max {
+            out.insert("maximum".into(), json!(m));
+        }
+    }
+
+    /// `properties`, `required` and, when `closed`,
+    /// `additionalProperties: false`.
+    pub fn object<S: AsRef<str>>(
+        out: &mut Map<String, Value>,
+        properties: Map<String, Value>,
+        required: impl IntoIterator<Item = S>,
+        closed: bool,
+    ) {
+        let required: Vec<Value> = required.into_iter().map(|n| json!(n.as_ref())).collect();
+        out.insert("properties".into(), Value::Object(properties));
+        out.insert("required".into(), Value::Array(required));
+        if closed {
+            out.insert("additionalProperties".into(), json!(false));
+        }
+    }
+
+    /// Add `type` (`[T, "null"]` when nullable) and a non-empty
+    /// `description`, and close the node.
+    pub fn finish(
+        mut out: Map<String, Value>,
+        type_name: &str,
+        nullable: bool,
+        description: &str,
+    ) -> Value {
+        let ty = if nullable {
+            json!([type_name, "null"])
+        } else {
+            json!(type_name)
+        };
+        out.insert("type".into(), ty);
+        if !description.is_empty() {
+            out.insert("description".into(), json!(description));
+        }
+        Value::Object(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn params() -> Schema {
         Schema::object(

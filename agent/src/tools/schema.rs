@@ -17,7 +17,8 @@
 //! Validation never depends on what a provider enforced: every call is
 //! checked again by the catalogue before it runs.
 
-use serde_json::{Map, Value, json};
+use droidwarden_services::schema::keywords;
+use serde_json::{Map, Value};
 
 /// Which provider's rules to render for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +222,7 @@ impl SchemaNode {
         if let NodeKind::Raw(schema) = &self.kind {
             return Some(schema.clone());
         }
+        let strict = dialect == Dialect::OpenAiStrict;
         let mut out = Map::new();
         let type_name = match &self.kind {
             NodeKind::String {
@@ -229,29 +231,19 @@ impl SchemaNode {
                 max_len,
             } => {
                 if let Some(values) = values {
-                    let mut list: Vec<Value> = values.iter().map(|v| json!(v)).collect();
-                    if nullable && dialect == Dialect::OpenAiStrict {
-                        list.push(Value::Null);
-                    }
-                    out.insert("enum".into(), Value::Array(list));
+                    keywords::enumeration(
+                        &mut out,
+                        values.iter().map(String::as_str),
+                        nullable && strict,
+                    );
                 }
                 if dialect == Dialect::Anthropic {
-                    if let Some(p) = pattern {
-                        out.insert("pattern".into(), json!(p));
-                    }
-                    if let Some(m) = max_len {
-                        out.insert("maxLength".into(), json!(m));
-                    }
+                    keywords::string_facets(&mut out, pattern.as_deref(), *max_len);
                 }
                 "string"
             }
             NodeKind::Integer { min, max } => {
-                if let Some(m) = min {
-                    out.insert("minimum".into(), json!(m));
-                }
-                if let Some(m) = max {
-                    out.insert("maximum".into(), json!(m));
-                }
+                keywords::bounds(&mut out, *min, *max);
                 "integer"
             }
             NodeKind::Number => "number",
@@ -264,7 +256,6 @@ impl SchemaNode {
                 let mut properties = Map::new();
                 let mut required = Vec::new();
                 for p in props {
-                    let strict = dialect == Dialect::OpenAiStrict;
                     // In strict mode an optional property is required but
                     // may be null.
                     let Some(rendered) = p.schema.render_inner(dialect, strict && !p.required)
@@ -273,30 +264,23 @@ impl SchemaNode {
                     };
                     properties.insert(p.name.clone(), rendered);
                     if p.required || strict {
-                        required.push(json!(p.name));
+                        required.push(p.name.as_str());
                     }
                 }
                 if dialect == Dialect::Gemini && properties.is_empty() {
                     return None;
                 }
-                out.insert("properties".into(), Value::Object(properties));
-                out.insert("required".into(), Value::Array(required));
-                if dialect != Dialect::Gemini {
-                    out.insert("additionalProperties".into(), json!(false));
-                }
+                keywords::object(&mut out, properties, required, dialect != Dialect::Gemini);
                 "object"
             }
             NodeKind::Raw(_) => unreachable!("rendered above"),
         };
-        if nullable && dialect == Dialect::OpenAiStrict {
-            out.insert("type".into(), json!([type_name, "null"]));
-        } else {
-            out.insert("type".into(), json!(type_name));
-        }
-        if !self.description.is_empty() {
-            out.insert("description".into(), json!(self.description));
-        }
-        Some(Value::Object(out))
+        Some(keywords::finish(
+            out,
+            type_name,
+            nullable && strict,
+            &self.description,
+        ))
     }
 }
 
