@@ -5,9 +5,7 @@
 //! with a deadline; nothing sleeps hoping something is ready.
 
 use std::collections::VecDeque;
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,6 +13,8 @@ use droidwarden_bridge::Registry;
 use droidwarden_bridge::companion::{
     CompanionConfig, CompanionHub, ResponseDisposition, presence_from_payload,
 };
+use droidwarden_e2e::documented_block;
+use droidwarden_e2e::mqtt::Mosquitto;
 use droidwarden_services::{Catalogue, ErrorCode};
 use droidwarden_sim::{CompanionSettings, Fault, Sim, SimConfig, SimHandle};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, Publish, QoS};
@@ -23,110 +23,6 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 const DEADLINE: Duration = Duration::from_secs(20);
-const MOSQUITTO: &str = "/usr/sbin/mosquitto";
-
-/// A private mosquitto, killed on drop.
-struct Broker {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Broker {
-    /// Anonymous access, nothing checked.
-    fn start() -> Self {
-        Self::start_with(|_| "allow_anonymous true\n".to_owned())
-    }
-
-    /// Accounts from `users` (name, password) confined by the ACL file `acl`.
-    fn secured(users: &[(&str, &str)], acl: &str) -> Self {
-        Self::start_with(|dir| {
-            let passwd = dir.join("passwd");
-            for (i, (user, password)) in users.iter().enumerate() {
-                let mut cmd = std::process::Command::new("mosquitto_passwd");
-                if i == 0 {
-                    cmd.arg("-c");
-                }
-                let status = cmd
-                    .arg("-b")
-                    .arg(&passwd)
-                    .args([user, password])
-                    .status()
-                    .expect("mosquitto_passwd (Debian package mosquitto)");
-                assert!(status.success(), "mosquitto_passwd failed");
-            }
-            let acl_file = dir.join("acl");
-            std::fs::write(&acl_file, acl).expect("write the ACL");
-            format!(
-                "allow_anonymous false\nuse_username_as_clientid true\npassword_file {}\nacl_file {}\n",
-                passwd.display(),
-                acl_file.display()
-            )
-        })
-    }
-
-    /// A broker on a free loopback port with the settings `extra` writes
-    /// (given the broker's private directory).
-    fn start_with(extra: impl FnOnce(&std::path::Path) -> String) -> Self {
-        use std::os::unix::fs::PermissionsExt;
-        assert!(
-            PathBuf::from(MOSQUITTO).is_file(),
-            "{MOSQUITTO} is missing (Debian package mosquitto; scripts/test installs it)"
-        );
-        let dir = tempfile::tempdir().expect("tempdir");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let extra = extra(dir.path());
-        // Started as root, mosquitto reads the password and ACL files after
-        // switching to its own user.
-        for entry in std::fs::read_dir(dir.path()).expect("read the dir") {
-            let path = entry.expect("entry").path();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        }
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-            .expect("chmod");
-        let conf = dir.path().join("mosquitto.conf");
-        std::fs::write(
-            &conf,
-            format!("listener {port} 127.0.0.1\npersistence false\n{extra}"),
-        )
-        .expect("write the broker config");
-        let child = std::process::Command::new(MOSQUITTO)
-            .arg("-c")
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start mosquitto");
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < DEADLINE,
-                "mosquitto did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("mqtt://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// An MQTT client whose event loop runs in a task; publishes it receives
 /// are buffered so a test can wait for a topic without losing others.
@@ -265,7 +161,7 @@ fn topic(leaf: &str) -> String {
     format!("{PREFIX}/{leaf}")
 }
 
-async fn companion_sim(broker: &Broker, adb: bool) -> SimHandle {
+async fn companion_sim(broker: &Mosquitto, adb: bool) -> SimHandle {
     let sim = Sim::start(SimConfig {
         adb,
         companion: Some(
@@ -303,7 +199,7 @@ fn check_result(service: &str, action: &str, result: &Value) {
 
 #[tokio::test]
 async fn requests_are_answered_from_the_same_state_the_adb_side_serves() {
-    let broker = Broker::start();
+    let broker = Mosquitto::start();
     let sim = companion_sim(&broker, true).await;
     let mut daemon = Mqtt::connect(
         broker.port,
@@ -492,7 +388,7 @@ async fn requests_are_answered_from_the_same_state_the_adb_side_serves() {
 
 #[tokio::test]
 async fn presence_goes_offline_cleanly_or_by_the_will_and_comes_back() {
-    let broker = Broker::start();
+    let broker = Mosquitto::start();
     let sim = companion_sim(&broker, false).await;
     assert_eq!(sim.adb_addr(), None);
     let mut daemon = Mqtt::connect(broker.port, "daemon", &[&topic("online")]).await;
@@ -588,7 +484,7 @@ async fn hub_over_mqtt(
 
 #[tokio::test]
 async fn the_bridge_hub_drives_the_companion_app_end_to_end() {
-    let broker = Broker::start();
+    let broker = Mosquitto::start();
     let config = CompanionConfig {
         request_timeout: Duration::from_secs(10),
         queue_ttl: Duration::from_secs(30),
@@ -693,30 +589,15 @@ async fn the_bridge_hub_drives_the_companion_app_end_to_end() {
     }
 }
 
-/// The ACL example of `docs/companion-protocol.md`, exactly as documented.
-fn documented_acl() -> String {
-    let doc = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../docs/companion-protocol.md"
-    ))
-    .expect("docs/companion-protocol.md");
-    let (_, after) = doc
-        .split_once("<!-- acl-example:")
-        .expect("the ACL example marker");
-    let (_, block) = after.split_once("```\n").expect("a code block");
-    let (acl, _) = block.split_once("```").expect("the end of the block");
-    acl.to_owned()
-}
-
 #[tokio::test]
 async fn the_documented_acl_confines_each_phone_to_its_own_topics() {
-    let broker = Broker::secured(
+    let broker = Mosquitto::secured(
         &[
             ("droidwarden", "secret"),
             ("phone-a", "pa"),
             ("phone-b", "pb"),
         ],
-        &documented_acl(),
+        &documented_block("companion-protocol.md", "acl-example"),
     );
     // phone-a is the emulated app: it connects with its will, subscribes and
     // announces itself under the ACL (or never becomes connected).
@@ -796,7 +677,7 @@ async fn the_documented_acl_confines_each_phone_to_its_own_topics() {
 
 #[tokio::test]
 async fn the_binary_prints_its_companion_and_its_will_outlives_a_kill() {
-    let broker = Broker::start();
+    let broker = Mosquitto::start();
     let mut daemon = Mqtt::connect(broker.port, "daemon", &[&topic("online")]).await;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_droidwarden-sim"))
         .args([

@@ -25,6 +25,26 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The code block that follows the marker `<!-- {marker}` in
+/// `docs/{doc}`: configuration the tests check exactly as documented.
+///
+/// # Panics
+/// When the file, the marker or the block is missing.
+pub fn documented_block(doc: &str, marker: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs")
+        .join(doc);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let (_, after) = text
+        .split_once(&format!("<!-- {marker}"))
+        .unwrap_or_else(|| panic!("docs/{doc} has no marker {marker}"));
+    let (_, block) = after
+        .split_once("```\n")
+        .expect("a code block after the marker");
+    let (body, _) = block.split_once("```").expect("the end of the block");
+    body.to_owned()
+}
+
 /// A port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -18,6 +18,8 @@ pub struct Mosquitto {
     pub port: u16,
     child: Option<Child>,
     dir: tempfile::TempDir,
+    /// The password and ACL files of a secured broker.
+    secrets: Option<tempfile::TempDir>,
 }
 
 impl Mosquitto {
@@ -49,6 +51,7 @@ impl Mosquitto {
             port,
             child: None,
             dir,
+            secrets: None,
         };
         broker.spawn();
         broker
@@ -75,6 +78,49 @@ impl Mosquitto {
             Duration::from_secs(10),
             || TcpStream::connect(("127.0.0.1", port)).ok(),
         );
+    }
+
+    /// Start a broker on a free port that admits only `users` (name,
+    /// password), each confined by the mosquitto ACL file `acl`.
+    ///
+    /// # Panics
+    /// When `mosquitto_passwd` fails or the broker does not come up.
+    pub fn secured(users: &[(&str, &str)], acl: &str) -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let passwd = dir.path().join("passwd");
+        for (i, (user, password)) in users.iter().enumerate() {
+            let mut cmd = Command::new("mosquitto_passwd");
+            if i == 0 {
+                cmd.arg("-c");
+            }
+            cmd.arg("-b").arg(&passwd).args([user, password]);
+            let out = crate::run_with_timeout(cmd, Duration::from_secs(10));
+            assert!(out.status.success(), "mosquitto_passwd: {out:?}");
+        }
+        let acl_file = dir.path().join("acl");
+        std::fs::write(&acl_file, acl).expect("write the ACL");
+        // Started as root, mosquitto reads these files after switching to
+        // its own user.
+        for path in [dir.path(), &passwd, &acl_file] {
+            let mode = if path == dir.path() { 0o755 } else { 0o644 };
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        }
+        let mut broker = Self::start_with(
+            free_port(),
+            &format!(
+                "allow_anonymous false\nuse_username_as_clientid true\npassword_file {}\nacl_file {}\n",
+                passwd.display(),
+                acl_file.display()
+            ),
+        );
+        broker.secrets = Some(dir);
+        broker
+    }
+
+    /// Its address as an MQTT URL.
+    pub fn url(&self) -> String {
+        format!("mqtt://127.0.0.1:{}", self.port)
     }
 
     /// The broker's process id.

@@ -4,7 +4,9 @@
 //! `mosquitto_sub`, `rumqttc` probes, an emulated companion phone).
 
 use droidwarden_e2e::mqtt::{Daemon, Probe};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, free_port, run_with_timeout, wait_for};
+use droidwarden_e2e::{
+    AdbServer, Sim, SimOptions, documented_block, free_port, run_with_timeout, wait_for,
+};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -504,61 +506,21 @@ fn a_client_flooding_before_connect_is_cut_off() {
     assert_eq!(reply["ok"], true, "{reply}");
 }
 
-/// The mosquitto ACL file in docs/mqtt-access.md, as written there.
-fn documented_acl() -> String {
-    let doc = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../docs/mqtt-access.md"
-    ))
-    .expect("docs/mqtt-access.md");
-    let (_, after) = doc
-        .split_once("<!-- acl-example:")
-        .expect("the ACL example marker");
-    let (_, block) = after.split_once("```\n").expect("a code block");
-    let (acl, _) = block.split_once("```").expect("the end of the block");
-    acl.to_owned()
-}
-
 /// The roles hold on an external mosquitto configured as the documentation
 /// says.
 #[test]
 fn the_documented_mosquitto_acl_enforces_the_same_roles() {
     use droidwarden_e2e::mqtt::Mosquitto;
-    let dir = tempfile::tempdir().unwrap();
-    // mosquitto started as root reads its files as the mosquitto user.
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let passwd = dir.path().join("passwd");
-    let users = [
-        ("droidwarden", "d"),
-        ("homeassistant", "h"),
-        ("approver", "a"),
-        ("alice-pixel", "p"),
-    ];
-    for (i, (user, password)) in users.iter().enumerate() {
-        let mut cmd = Command::new("mosquitto_passwd");
-        if i == 0 {
-            cmd.arg("-c");
-        }
-        cmd.arg("-b").arg(&passwd).args([user, password]);
-        assert!(
-            run_with_timeout(cmd, WAIT).status.success(),
-            "mosquitto_passwd"
-        );
-    }
-    let acl = dir.path().join("acl");
-    std::fs::write(&acl, documented_acl()).unwrap();
-    for file in [&passwd, &acl] {
-        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    }
-    let port = free_port();
-    let _broker = Mosquitto::start_with(
-        port,
-        &format!(
-            "allow_anonymous false\nuse_username_as_clientid true\npassword_file {}\nacl_file {}\n",
-            passwd.display(),
-            acl.display()
-        ),
+    let broker = Mosquitto::secured(
+        &[
+            ("droidwarden", "d"),
+            ("homeassistant", "h"),
+            ("approver", "a"),
+            ("alice-pixel", "p"),
+        ],
+        &documented_block("mqtt-access.md", "acl-example"),
     );
+    let port = broker.port;
     let daemon = Probe::connect_as(port, "droidwarden", "d");
     let ha = Probe::connect_as(port, "homeassistant", "h");
     // Home Assistant reads the daemon's topics but not the phones'.
