@@ -37,6 +37,7 @@ mod output {
     }
 }
 
+mod accept; // The accept loop of the metrics and MCP HTTP servers.
 mod agent_cli;
 mod assistant; // The LLM agent in the daemon (docs/agent.md).
 mod automations; // Schedules and triggers that run calls or the agent (docs/automations.md).

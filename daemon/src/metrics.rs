@@ -392,36 +392,25 @@ pub(crate) async fn serve(
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
-    let clients = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
-    loop {
-        let permit = tokio::select! {
-            () = shutdown.cancelled() => return,
-            permit = Arc::clone(&clients).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return,
-            },
-        };
-        let (stream, _) = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::debug!(error = %e, "metrics accept failed");
-                    continue;
+    crate::accept::serve_connections(
+        listener,
+        MAX_CLIENTS,
+        "metrics",
+        &tracker,
+        &shutdown,
+        |stream, _| {
+            let metrics = Arc::clone(&metrics);
+            async move {
+                if tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &metrics))
+                    .await
+                    .is_err()
+                {
+                    tracing::debug!("a metrics client was too slow");
                 }
-            },
-        };
-        let metrics = Arc::clone(&metrics);
-        tracker.spawn(async move {
-            let _permit = permit;
-            if tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &metrics))
-                .await
-                .is_err()
-            {
-                tracing::debug!("a metrics client was too slow");
             }
-        });
-    }
+        },
+    )
+    .await;
 }
 
 /// One HTTP/1.1 request, one answer, then close.

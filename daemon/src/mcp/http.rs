@@ -118,59 +118,49 @@ pub(crate) async fn serve(
         config,
     );
     let token: Option<Arc<str>> = token.map(Arc::from);
-    let clients = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
     tracing::info!(listen = %settings.listen, path = PATH, "MCP over Streamable HTTP");
-    loop {
-        let permit = tokio::select! {
-            () = shutdown.cancelled() => return,
-            permit = Arc::clone(&clients).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return,
-            },
-        };
-        let (stream, peer) = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::debug!(error = %e, "MCP accept failed");
-                    continue;
-                }
-            },
-        };
-        let service = service.clone();
-        let token = token.clone();
-        let shutdown = shutdown.clone();
-        tracker.spawn(async move {
-            let _permit = permit;
-            let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let mut service = service.clone();
-                let token = token.clone();
-                async move {
-                    if let Some(refused) = guard(&request, token.as_deref()) {
-                        return Ok::<_, Infallible>(refused);
+    let connections = shutdown.clone();
+    crate::accept::serve_connections(
+        listener,
+        MAX_CLIENTS,
+        "mcp",
+        &tracker,
+        &shutdown,
+        |stream, peer| {
+            let service = service.clone();
+            let token = token.clone();
+            let shutdown = connections.clone();
+            async move {
+                let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let mut service = service.clone();
+                    let token = token.clone();
+                    async move {
+                        if let Some(refused) = guard(&request, token.as_deref()) {
+                            return Ok::<_, Infallible>(refused);
+                        }
+                        tower_service::Service::call(&mut service, request).await
                     }
-                    tower_service::Service::call(&mut service, request).await
-                }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), handler);
-            tokio::pin!(connection);
-            tokio::select! {
-                result = connection.as_mut() => {
-                    if let Err(e) = result {
-                        tracing::debug!(peer = %peer, error = %e, "MCP connection ended");
+                });
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(HEADER_TIMEOUT)
+                    .serve_connection(TokioIo::new(stream), handler);
+                tokio::pin!(connection);
+                tokio::select! {
+                    result = connection.as_mut() => {
+                        if let Err(e) = result {
+                            tracing::debug!(peer = %peer, error = %e, "MCP connection ended");
+                        }
                     }
-                }
-                () = shutdown.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(2), connection).await;
+                    () = shutdown.cancelled() => {
+                        connection.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(Duration::from_secs(2), connection).await;
+                    }
                 }
             }
-        });
-    }
+        },
+    )
+    .await;
 }
 
 /// The path and the bearer token: `Some(answer)` refuses the request.
