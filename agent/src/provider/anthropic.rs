@@ -5,7 +5,7 @@
 //! extended thinking are combined. Streaming uses the typed SSE events
 //! (`message_start`, `content_block_*`, `message_delta`, `message_stop`).
 
-use super::http::{self, Fail, Http, Request, StreamDecoder, bad};
+use super::http::{self, Endpoint, Fail, StreamDecoder, bad};
 use super::sse::SseEvent;
 use super::{ChatRequest, Provider, TextSink, arguments_object};
 use crate::config::LlmConfig;
@@ -22,16 +22,8 @@ pub(crate) const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// The Anthropic provider.
 #[derive(Debug, Clone)]
 pub struct Anthropic {
-    http: Http,
-    base_url: String,
-    model: String,
-    key: Option<Secret>,
-    stream: bool,
-    max_tokens: u32,
-    temperature: Option<f64>,
+    api: Endpoint,
     thinking_budget: Option<u32>,
-    vision: bool,
-    max_image_bytes: usize,
 }
 
 impl Anthropic {
@@ -41,27 +33,15 @@ impl Anthropic {
     /// [`AgentError::Client`] when TLS cannot be set up.
     pub fn new(cfg: &LlmConfig, key: Option<Secret>) -> Result<Self, AgentError> {
         Ok(Self {
-            http: Http::new(cfg, "anthropic")?,
-            base_url: cfg.base_url.clone(),
-            model: cfg.model.clone(),
-            key,
-            stream: cfg.stream,
-            max_tokens: cfg.max_tokens,
-            temperature: cfg.temperature,
+            api: Endpoint::new(cfg, key, "anthropic")?,
             thinking_budget: cfg.thinking_budget,
-            vision: cfg.vision,
-            max_image_bytes: cfg.max_image_bytes,
         })
     }
 
     /// The JSON body sent for `request`.
     pub fn request_body(&self, request: &ChatRequest) -> Value {
         let mut messages: Vec<Value> = Vec::new();
-        let images = if self.vision {
-            crate::images::attached(&request.messages, self.max_image_bytes)
-        } else {
-            Default::default()
-        };
+        let images = self.api.images(&request.messages);
         for m in &request.messages {
             let (role, blocks): (&str, Vec<Value>) = match m {
                 Message::User { text } => ("user", vec![json!({"type": "text", "text": text})]),
@@ -124,8 +104,8 @@ impl Anthropic {
             }
         }
         let mut body = json!({
-            "model": self.model,
-            "max_tokens": self.max_tokens,
+            "model": self.api.model,
+            "max_tokens": self.api.max_tokens,
             "messages": messages,
         });
         if !request.system.is_empty() {
@@ -144,13 +124,13 @@ impl Anthropic {
                 })
                 .collect();
         }
-        if let Some(t) = self.temperature {
+        if let Some(t) = self.api.temperature {
             body["temperature"] = json!(t);
         }
         if let Some(budget) = self.thinking_budget {
             body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
         }
-        if self.stream {
+        if self.api.stream {
             body["stream"] = json!(true);
         }
         body
@@ -351,7 +331,7 @@ impl Provider for Anthropic {
     }
 
     fn vision(&self) -> bool {
-        self.vision
+        self.api.vision
     }
 
     fn complete<'a>(
@@ -360,18 +340,19 @@ impl Provider for Anthropic {
         on_text: TextSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         Box::pin(async move {
-            let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_owned())];
-            if let Some(key) = &self.key {
-                headers.push(("x-api-key", key.expose().to_owned()));
-            }
-            let req = Request {
-                url: format!("{}/v1/messages", self.base_url),
-                headers,
-                body: self.request_body(request),
-                stream: self.stream,
-            };
-            self.http
-                .send(&req, Decoder::default, parse_full, on_text)
+            self.api
+                .send(
+                    format!("{}/v1/messages", self.api.base_url),
+                    |key| {
+                        let version = ("anthropic-version", ANTHROPIC_VERSION.to_owned());
+                        let key = key.map(|k| ("x-api-key", k.to_owned()));
+                        std::iter::once(version).chain(key).collect()
+                    },
+                    self.request_body(request),
+                    Decoder::default,
+                    parse_full,
+                    on_text,
+                )
                 .await
         })
     }

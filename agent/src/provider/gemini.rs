@@ -5,7 +5,7 @@
 //! apart; thought signatures are sent back with their calls. Gemini gives
 //! calls no id in older models: we number them.
 
-use super::http::{self, Fail, Http, Request, StreamDecoder, bad};
+use super::http::{self, Endpoint, Fail, StreamDecoder, bad};
 use super::sse::SseEvent;
 use super::{ChatRequest, Provider, TextSink, arguments_object};
 use crate::config::LlmConfig;
@@ -19,15 +19,7 @@ use serde_json::{Value, json};
 /// The Gemini provider.
 #[derive(Debug, Clone)]
 pub struct Gemini {
-    http: Http,
-    base_url: String,
-    model: String,
-    key: Option<Secret>,
-    stream: bool,
-    max_tokens: u32,
-    temperature: Option<f64>,
-    vision: bool,
-    max_image_bytes: usize,
+    api: Endpoint,
 }
 
 impl Gemini {
@@ -37,26 +29,14 @@ impl Gemini {
     /// [`AgentError::Client`] when TLS cannot be set up.
     pub fn new(cfg: &LlmConfig, key: Option<Secret>) -> Result<Self, AgentError> {
         Ok(Self {
-            http: Http::new(cfg, "gemini")?,
-            base_url: cfg.base_url.clone(),
-            model: cfg.model.clone(),
-            key,
-            stream: cfg.stream,
-            max_tokens: cfg.max_tokens,
-            temperature: cfg.temperature,
-            vision: cfg.vision,
-            max_image_bytes: cfg.max_image_bytes,
+            api: Endpoint::new(cfg, key, "gemini")?,
         })
     }
 
     /// The JSON body sent for `request`.
     pub fn request_body(&self, request: &ChatRequest) -> Value {
         let mut contents: Vec<Value> = Vec::new();
-        let images = if self.vision {
-            crate::images::attached(&request.messages, self.max_image_bytes)
-        } else {
-            Default::default()
-        };
+        let images = self.api.images(&request.messages);
         for m in &request.messages {
             let (role, parts): (&str, Vec<Value>) = match m {
                 Message::User { text } => ("user", vec![json!({"text": text})]),
@@ -111,8 +91,8 @@ impl Gemini {
                 _ => contents.push(json!({"role": role, "parts": parts})),
             }
         }
-        let mut generation = json!({"maxOutputTokens": self.max_tokens});
-        if let Some(t) = self.temperature {
+        let mut generation = json!({"maxOutputTokens": self.api.max_tokens});
+        if let Some(t) = self.api.temperature {
             generation["temperature"] = json!(t);
         }
         let mut body = json!({"contents": contents, "generationConfig": generation});
@@ -258,7 +238,7 @@ impl Provider for Gemini {
     }
 
     fn vision(&self) -> bool {
-        self.vision
+        self.api.vision
     }
 
     fn complete<'a>(
@@ -267,29 +247,30 @@ impl Provider for Gemini {
         on_text: TextSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         Box::pin(async move {
-            let mut headers = Vec::new();
-            if let Some(key) = &self.key {
-                headers.push(("x-goog-api-key", key.expose().to_owned()));
-            }
-            let url = if self.stream {
+            let url = if self.api.stream {
                 format!(
                     "{}/v1beta/models/{}:streamGenerateContent?alt=sse",
-                    self.base_url, self.model
+                    self.api.base_url, self.api.model
                 )
             } else {
                 format!(
                     "{}/v1beta/models/{}:generateContent",
-                    self.base_url, self.model
+                    self.api.base_url, self.api.model
                 )
             };
-            let req = Request {
-                url,
-                headers,
-                body: self.request_body(request),
-                stream: self.stream,
-            };
-            self.http
-                .send(&req, Decoder::default, parse_full, on_text)
+            self.api
+                .send(
+                    url,
+                    |key| {
+                        key.map(|k| ("x-goog-api-key", k.to_owned()))
+                            .into_iter()
+                            .collect()
+                    },
+                    self.request_body(request),
+                    Decoder::default,
+                    parse_full,
+                    on_text,
+                )
                 .await
         })
     }

@@ -15,8 +15,11 @@ use super::sse::{SseEvent, SseParser};
 use crate::clock;
 use crate::config::LlmConfig;
 use crate::error::AgentError;
-use crate::message::ModelReply;
+use crate::images::Image;
+use crate::message::{Message, ModelReply};
+use crate::secret::Secret;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -72,6 +75,81 @@ pub(crate) struct Http {
     model: String,
     max_retries: u32,
     max_retry_wait: Duration,
+}
+
+/// What every provider takes from `[llm]` (where, which model, the key, how
+/// to ask) and the sending they share.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    http: Http,
+    /// The provider's base URL, without a trailing path.
+    pub(crate) base_url: String,
+    /// The model asked.
+    pub(crate) model: String,
+    key: Option<Secret>,
+    /// Whether answers are streamed (SSE).
+    pub(crate) stream: bool,
+    /// The cap on output tokens.
+    pub(crate) max_tokens: u32,
+    /// Sampling temperature, when set.
+    pub(crate) temperature: Option<f64>,
+    /// Whether images are sent to the model.
+    pub(crate) vision: bool,
+    max_image_bytes: usize,
+}
+
+impl Endpoint {
+    /// The endpoint of `provider` as `cfg` describes it.
+    ///
+    /// # Errors
+    /// [`AgentError::Client`] when TLS cannot be set up.
+    pub(crate) fn new(
+        cfg: &LlmConfig,
+        key: Option<Secret>,
+        provider: &'static str,
+    ) -> Result<Self, AgentError> {
+        Ok(Self {
+            http: Http::new(cfg, provider)?,
+            base_url: cfg.base_url.clone(),
+            model: cfg.model.clone(),
+            key,
+            stream: cfg.stream,
+            max_tokens: cfg.max_tokens,
+            temperature: cfg.temperature,
+            vision: cfg.vision,
+            max_image_bytes: cfg.max_image_bytes,
+        })
+    }
+
+    /// The images to send with `messages`, within the byte budget (none
+    /// without vision).
+    pub(crate) fn images(&self, messages: &[Message]) -> HashMap<String, Image> {
+        if self.vision {
+            crate::images::attached(messages, self.max_image_bytes)
+        } else {
+            HashMap::new()
+        }
+    }
+
+    /// POST `body` to `url` with the headers `headers` makes of the key
+    /// (`None` without one); decode as [`Http::send`].
+    pub(crate) async fn send<D: StreamDecoder>(
+        &self,
+        url: String,
+        headers: impl FnOnce(Option<&str>) -> Vec<(&'static str, String)>,
+        body: Value,
+        decoder: impl Fn() -> D,
+        parse: impl Fn(Value) -> Result<ModelReply, Fail>,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<ModelReply, AgentError> {
+        let request = Request {
+            url,
+            headers: headers(self.key.as_ref().map(Secret::expose)),
+            body,
+            stream: self.stream,
+        };
+        self.http.send(&request, decoder, parse, on_text).await
+    }
 }
 
 /// A reqwest client with rustls and the `ring` provider, verifying against

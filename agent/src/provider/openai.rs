@@ -4,7 +4,7 @@
 //! uses SSE with `stream_options.include_usage`. `reasoning_content` (vLLM,
 //! DeepSeek, llama.cpp) is kept as thinking, apart from the answer.
 
-use super::http::{self, Fail, Http, Request, StreamDecoder, bad};
+use super::http::{self, Endpoint, Fail, StreamDecoder, bad};
 use super::sse::SseEvent;
 use super::{ChatRequest, Provider, TextSink};
 use crate::config::LlmConfig;
@@ -18,15 +18,8 @@ use serde_json::{Value, json};
 /// The OpenAI-compatible provider.
 #[derive(Debug, Clone)]
 pub struct OpenAi {
-    http: Http,
-    base_url: String,
-    model: String,
-    key: Option<Secret>,
-    stream: bool,
+    api: Endpoint,
     strict: bool,
-    temperature: Option<f64>,
-    vision: bool,
-    max_image_bytes: usize,
 }
 
 impl OpenAi {
@@ -36,15 +29,8 @@ impl OpenAi {
     /// [`AgentError::Client`] when TLS cannot be set up.
     pub fn new(cfg: &LlmConfig, key: Option<Secret>) -> Result<Self, AgentError> {
         Ok(Self {
-            http: Http::new(cfg, "openai")?,
-            base_url: cfg.base_url.clone(),
-            model: cfg.model.clone(),
-            key,
-            stream: cfg.stream,
+            api: Endpoint::new(cfg, key, "openai")?,
             strict: cfg.strict_tools,
-            temperature: cfg.temperature,
-            vision: cfg.vision,
-            max_image_bytes: cfg.max_image_bytes,
         })
     }
 
@@ -54,11 +40,7 @@ impl OpenAi {
         if !request.system.is_empty() {
             messages.push(json!({"role": "system", "content": request.system}));
         }
-        let images = if self.vision {
-            crate::images::attached(&request.messages, self.max_image_bytes)
-        } else {
-            Default::default()
-        };
+        let images = self.api.images(&request.messages);
         // Tool messages cannot carry images: each step's images follow its
         // tool messages as one user message of `image_url` data URLs.
         let mut pending: Vec<Value> = Vec::new();
@@ -103,7 +85,7 @@ impl OpenAi {
         if !pending.is_empty() {
             messages.push(json!({"role": "user", "content": pending}));
         }
-        let mut body = json!({"model": self.model, "messages": messages});
+        let mut body = json!({"model": self.api.model, "messages": messages});
         if !request.tools.is_empty() {
             let dialect = if self.strict {
                 Dialect::OpenAiStrict
@@ -129,10 +111,10 @@ impl OpenAi {
                 })
                 .collect();
         }
-        if let Some(t) = self.temperature {
+        if let Some(t) = self.api.temperature {
             body["temperature"] = json!(t);
         }
-        if self.stream {
+        if self.api.stream {
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
         }
@@ -316,7 +298,7 @@ impl Provider for OpenAi {
     }
 
     fn vision(&self) -> bool {
-        self.vision
+        self.api.vision
     }
 
     fn complete<'a>(
@@ -325,18 +307,19 @@ impl Provider for OpenAi {
         on_text: TextSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         Box::pin(async move {
-            let mut headers = Vec::new();
-            if let Some(key) = &self.key {
-                headers.push(("authorization", format!("Bearer {}", key.expose())));
-            }
-            let req = Request {
-                url: format!("{}/chat/completions", self.base_url),
-                headers,
-                body: self.request_body(request),
-                stream: self.stream,
-            };
-            self.http
-                .send(&req, Decoder::default, parse_full, on_text)
+            self.api
+                .send(
+                    format!("{}/chat/completions", self.api.base_url),
+                    |key| {
+                        key.map(|k| ("authorization", format!("Bearer {k}")))
+                            .into_iter()
+                            .collect()
+                    },
+                    self.request_body(request),
+                    Decoder::default,
+                    parse_full,
+                    on_text,
+                )
                 .await
         })
     }
