@@ -180,6 +180,35 @@ pub(crate) fn new_id(prefix: &str) -> String {
     )
 }
 
+/// Store a pending approval request; `verb` is `INSERT` or, where a replay
+/// may bring the same request again, `INSERT OR IGNORE`.
+fn insert_approval(
+    conn: &rusqlite::Connection,
+    a: &PendingApproval,
+    verb: &str,
+) -> rusqlite::Result<usize> {
+    conn.execute(
+        &format!(
+            "{verb} INTO approvals (id, run_id, session_id, call_id, device, service,
+                action, params, risk, requested_at, expires_at, status)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending')"
+        ),
+        params![
+            a.approval_id,
+            a.run_id,
+            a.session,
+            a.call_id,
+            a.device,
+            a.service,
+            a.action,
+            a.params.to_string(),
+            a.risk.as_str(),
+            i(a.requested_at),
+            i(a.expires_at)
+        ],
+    )
+}
+
 fn i(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -334,25 +363,8 @@ impl Store {
                 "UPDATE runs SET state = ?2, updated_at = ?3 WHERE id = ?1",
                 params![run_id, state_json, now],
             )?;
-            for a in approvals {
-                tx.execute(
-                    "INSERT OR IGNORE INTO approvals (id, run_id, session_id, call_id, device, service,
-                        action, params, risk, requested_at, expires_at, status)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending')",
-                    params![
-                        a.approval_id,
-                        a.run_id,
-                        a.session,
-                        a.call_id,
-                        a.device,
-                        a.service,
-                        a.action,
-                        a.params.to_string(),
-                        a.risk.as_str(),
-                        i(a.requested_at),
-                        i(a.expires_at)
-                    ],
-                )?;
+            for a in &approvals {
+                insert_approval(&tx, a, "INSERT OR IGNORE")?;
             }
             tx.commit()?;
             Ok(())
@@ -364,24 +376,7 @@ impl Store {
     /// `agent/external.rs`).
     pub(crate) async fn insert_approval(&self, a: PendingApproval) -> Result<(), AgentError> {
         self.call(move |conn| {
-            conn.execute(
-                "INSERT INTO approvals (id, run_id, session_id, call_id, device, service,
-                    action, params, risk, requested_at, expires_at, status)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending')",
-                params![
-                    a.approval_id,
-                    a.run_id,
-                    a.session,
-                    a.call_id,
-                    a.device,
-                    a.service,
-                    a.action,
-                    a.params.to_string(),
-                    a.risk.as_str(),
-                    i(a.requested_at),
-                    i(a.expires_at)
-                ],
-            )?;
+            insert_approval(conn, &a, "INSERT")?;
             Ok(())
         })
         .await

@@ -587,15 +587,7 @@ impl Toolset {
         description.push_str("\nServices and actions:");
         for s in &self.services {
             let _ = write!(description, "\n- {}: {}", s.id, s.description);
-            for a in &s.actions {
-                let _ = write!(
-                    description,
-                    "\n  - {}{}: {}",
-                    a.name,
-                    param_list(a),
-                    a.description
-                );
-            }
+            list_actions(&mut description, &s.actions, "\n  - ");
         }
         let mut props = Vec::new();
         props.extend(self.device_prop());
@@ -623,15 +615,7 @@ impl Toolset {
 
     fn direct_spec(&self, s: &'static ServiceSpec) -> ToolSpec {
         let mut description = format!("{} Actions:", s.description);
-        for a in &s.actions {
-            let _ = write!(
-                description,
-                "\n- {}{}: {}",
-                a.name,
-                param_list(a),
-                a.description
-            );
-        }
+        list_actions(&mut description, &s.actions, "\n- ");
         let mut props = Vec::new();
         props.extend(self.device_prop());
         props.push(Prop::required(
@@ -982,6 +966,20 @@ fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, WireE
     args.get(key)
         .and_then(Value::as_str)
         .ok_or_else(|| invalid(format!("\"{key}\" is required (a string)")))
+}
+
+/// One line per action (`{bullet}name(params): description`), for tool
+/// descriptions.
+fn list_actions(out: &mut String, actions: &[droidwarden_services::ActionSpec], bullet: &str) {
+    for a in actions {
+        let _ = write!(
+            out,
+            "{bullet}{}{}: {}",
+            a.name,
+            param_list(a),
+            a.description
+        );
+    }
 }
 
 fn param_list(a: &droidwarden_services::ActionSpec) -> String {
