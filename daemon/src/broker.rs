@@ -878,6 +878,13 @@ mod tests {
         assert!(status.success(), "mosquitto_pub {args:?}: {status}");
     }
 
+    /// Whether the connection of `events` closes within `limit`.
+    async fn closed_within(limit: Duration, events: &mut rumqttc::EventLoop) -> bool {
+        timeout(limit, async { while events.poll().await.is_ok() {} })
+            .await
+            .is_ok()
+    }
+
     /// A connected `rumqttc` client; the event loop is driven by the
     /// helpers below, with a deadline on every wait.
     async fn rumqttc_client(
@@ -1119,15 +1126,8 @@ mod tests {
         let broker = running().await;
         let (_first, mut first_events) = rumqttc_client(broker.addr, "same-id", |_| {}).await;
         let (_second, _second_events) = rumqttc_client(broker.addr, "same-id", |_| {}).await;
-        let ended = timeout(DEADLINE, async {
-            loop {
-                if first_events.poll().await.is_err() {
-                    return;
-                }
-            }
-        })
-        .await;
-        assert!(ended.is_ok(), "the first connection is closed");
+        let ended = closed_within(DEADLINE, &mut first_events).await;
+        assert!(ended, "the first connection is closed");
     }
 
     #[tokio::test]
@@ -1144,15 +1144,8 @@ mod tests {
             TcpStream::connect(broker.addr).await.is_err(),
             "nothing listens any more"
         );
-        let closed = timeout(DEADLINE, async {
-            loop {
-                if events.poll().await.is_err() {
-                    return;
-                }
-            }
-        })
-        .await;
-        assert!(closed.is_ok(), "the client saw the connection close");
+        let closed = closed_within(DEADLINE, &mut events).await;
+        assert!(closed, "the client saw the connection close");
         // mosquitto_sub gives up after "server shutting down".
         let status = timeout(DEADLINE, v5.child.wait())
             .await

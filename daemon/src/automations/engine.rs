@@ -832,6 +832,25 @@ mod tests {
         text.parse().unwrap()
     }
 
+    /// A state read of `service` on `device`, at `now`.
+    fn on_state(
+        e: &mut Engine,
+        now: Timestamp,
+        device: &str,
+        service: &'static str,
+        state: &Value,
+    ) -> Vec<Output> {
+        e.step(
+            now,
+            Input::State {
+                device,
+                service,
+                state,
+            },
+        )
+        .unwrap()
+    }
+
     fn runs(out: &[Output]) -> Vec<(String, u64)> {
         out.iter()
             .filter_map(|o| match o {
@@ -931,16 +950,7 @@ mod tests {
         // 20 (re-armed), 10 (crossing).
         for level in [50, 14, 13, 14, 16, 14, 20, 10, 10] {
             let state = json!({"level_percent": level});
-            let out = e
-                .step(
-                    now,
-                    Input::State {
-                        device: "kitchen",
-                        service: "battery",
-                        state: &state,
-                    },
-                )
-                .unwrap();
+            let out = on_state(&mut e, now, "kitchen", "battery", &state);
             fired += runs(&out).len();
         }
         assert_eq!(fired, 2);
@@ -951,28 +961,16 @@ mod tests {
         }));
         let (mut e, _) = Engine::new(vec![a], records, now);
         let state = json!({"level_percent": 9});
-        let out = e
-            .step(
-                now,
-                Input::State {
-                    device: "kitchen",
-                    service: "battery",
-                    state: &state,
-                },
-            )
-            .unwrap();
+        let out = on_state(&mut e, now, "kitchen", "battery", &state);
         assert!(runs(&out).is_empty());
         // Other devices' and services' states are ignored.
-        let out = e
-            .step(
-                now,
-                Input::State {
-                    device: "kitchen",
-                    service: "wifi_automation",
-                    state: &json!({"level_percent": 1}),
-                },
-            )
-            .unwrap();
+        let out = on_state(
+            &mut e,
+            now,
+            "kitchen",
+            "wifi_automation",
+            &json!({"level_percent": 1}),
+        );
         assert!(out.is_empty());
     }
 
@@ -990,16 +988,7 @@ mod tests {
         let mut log = Vec::new();
         for charging in [false, false, true, true, false, true] {
             let state = json!({"charging": charging});
-            let out = e
-                .step(
-                    now,
-                    Input::State {
-                        device: "kitchen",
-                        service: "battery",
-                        state: &state,
-                    },
-                )
-                .unwrap();
+            let out = on_state(&mut e, now, "kitchen", "battery", &state);
             log.push(
                 runs(&out)
                     .into_iter()
