@@ -421,6 +421,23 @@ pub(crate) async fn run_companion_requests(
     }
 }
 
+/// The reply to an agent run once it ends; `None` when the daemon's
+/// shutdown interrupted it (it resumes at the next start and replies then).
+async fn run_reply(
+    id: Option<&str>,
+    started: Result<assistant::Started, WireError>,
+) -> Option<Value> {
+    let reply = match started {
+        Err(error) => api::error_reply(id, &error),
+        Ok(started) => match started.done.await {
+            Ok(Ok(answer)) => api::ok_reply(id, &answer.to_json()),
+            Ok(Err(error)) => api::error_reply(id, &error),
+            Err(_) => return None,
+        },
+    };
+    Some(reply)
+}
+
 impl Mqtt {
     /// Becomes true when the broker first acknowledges our subscriptions
     /// (start-up readiness: commands can reach us).
@@ -788,14 +805,7 @@ impl Mqtt {
                     return Some(api::error_reply(id, &assistant::disabled()));
                 };
                 let origin = id.map(|id| Origin::Mqtt(id.to_owned()));
-                match assistant.ask(&prompt, session, origin, mode).await {
-                    Err(error) => api::error_reply(id, &error),
-                    Ok(started) => match started.done.await {
-                        Ok(Ok(answer)) => api::ok_reply(id, &answer.to_json()),
-                        Ok(Err(error)) => api::error_reply(id, &error),
-                        Err(_) => return None,
-                    },
-                }
+                return run_reply(id, assistant.ask(&prompt, session, origin, mode).await).await;
             }
             Request::Skill {
                 skill,
@@ -807,14 +817,11 @@ impl Mqtt {
                     return Some(api::error_reply(id, &assistant::disabled()));
                 };
                 let origin = id.map(|id| Origin::Mqtt(id.to_owned()));
-                match assistant.run_skill(&skill, input, session, origin).await {
-                    Err(error) => api::error_reply(id, &error),
-                    Ok(started) => match started.done.await {
-                        Ok(Ok(answer)) => api::ok_reply(id, &answer.to_json()),
-                        Ok(Err(error)) => api::error_reply(id, &error),
-                        Err(_) => return None,
-                    },
-                }
+                return run_reply(
+                    id,
+                    assistant.run_skill(&skill, input, session, origin).await,
+                )
+                .await;
             }
             Request::Approve {
                 approval_id,
