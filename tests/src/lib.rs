@@ -15,6 +15,7 @@
 
 pub mod dbus;
 pub mod mqtt;
+pub mod phone_rig;
 pub mod systemd;
 
 use serde_json::{Value, json};

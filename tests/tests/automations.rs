@@ -8,73 +8,49 @@
 //! `daemon/src/automations/engine.rs`; here, a misfire is made by editing
 //! the store between two runs of the daemon.
 
-use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::ScriptStep;
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_agent::{ModelReply, ProviderKind};
+use droidwarden_e2e::mqtt::{Daemon, NO_POLLS};
+use droidwarden_e2e::phone_rig::{P, PhoneRig, PhoneRigOptions, WAIT};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, run_with_timeout, wait_for};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::Duration;
 
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
-const NO_POLLS: &str = droidwarden_e2e::mqtt::NO_POLLS;
-
-/// Everything one test needs; field order is drop order.
-struct Rig {
-    daemon: Option<Daemon>,
-    probe: Probe,
-    sim: Sim,
-    adb: AdbServer,
-    broker: Mosquitto,
-}
-
-fn config(broker: &Mosquitto, sim: &Sim, extra: &str) -> String {
-    config_with(broker, sim, false, extra)
-}
-
-fn config_with(broker: &Mosquitto, sim: &Sim, discovery: bool, extra: &str) -> String {
-    droidwarden_e2e::mqtt::one_phone_config(
-        broker.port,
-        &sim.serial(),
-        &format!("[mqtt.homeassistant]\ndiscovery = {discovery}\n{NO_POLLS}{extra}\n"),
-    )
-}
+type Rig = PhoneRig;
 
 fn rig(extra: &str) -> Rig {
-    rig_with(false, extra)
+    PhoneRig::start(extra)
 }
 
 fn rig_with(discovery: bool, extra: &str) -> Rig {
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
-    let daemon = Daemon::start(&adb, &config_with(&broker, &sim, discovery, extra));
-    let rig = Rig {
-        daemon: Some(daemon),
-        probe,
-        sim,
-        adb,
-        broker,
+    let options = PhoneRigOptions {
+        discovery,
+        ..PhoneRigOptions::default()
     };
-    rig.wait_online();
-    rig
+    PhoneRig::start_with(options, extra)
 }
 
-impl Rig {
-    fn daemon(&self) -> &Daemon {
-        self.daemon.as_ref().expect("daemon running")
-    }
+/// A rig with the scripted model (OpenAI wire format).
+fn rig_with_model(extra: &str) -> Rig {
+    let options = PhoneRigOptions {
+        llm: Some(ProviderKind::Openai),
+        ..PhoneRigOptions::default()
+    };
+    PhoneRig::start_with(options, extra)
+}
 
-    fn wait_online(&self) {
-        self.probe
-            .wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-                m.payload == "online"
-            });
-    }
+/// What the automation tests read and do beyond calls.
+trait Automations {
+    fn runs(&self, name: &str) -> Vec<Value>;
+    fn with_status(&self, name: &str, status: &str) -> Vec<Value>;
+    fn wait_status(&self, name: &str, status: &str, n: usize) -> Vec<Value>;
+    fn manage(&self, id: &str, body: Value) -> Value;
+    fn read_battery(&self, id: &str) -> Value;
+    fn set_battery(&self, level: u64);
+}
 
+impl Automations for Rig {
     /// The run outcomes published for `name`, parsed, in order.
     fn runs(&self, name: &str) -> Vec<Value> {
         self.probe
@@ -122,15 +98,6 @@ impl Rig {
     fn set_battery(&self, level: u64) {
         self.sim
             .control(json!({"op": "set", "path": "battery.level", "value": level}));
-    }
-
-    /// Commands the phone ran whose words contain `word`.
-    fn ran(&self, word: &str) -> usize {
-        self.sim
-            .commands()
-            .iter()
-            .filter(|argv| argv.iter().any(|a| a.contains(word)))
-            .count()
     }
 }
 
@@ -281,29 +248,14 @@ action = { kind = "call", device = "phone", service = "wifi_automation", action 
 
 #[test]
 fn an_agent_prompt_runs_in_its_own_session() {
-    let (_rt, llm) = droidwarden_e2e::scripted_model();
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
-    let extra = format!(
-        "[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n\n[[automations]]\nname = \"health_report\"\ntrigger = {{ kind = \"cron\", cron = \"0 9 * * 1\" }}\naction = {{ kind = \"prompt\", prompt = \"Write the weekly phone health report.\" }}\n",
-        llm.addr()
+    let r = rig_with_model(
+        "\n[[automations]]\nname = \"health_report\"\ntrigger = { kind = \"cron\", cron = \"0 9 * * 1\" }\naction = { kind = \"prompt\", prompt = \"Write the weekly phone health report.\" }\n",
     );
-    let daemon = Daemon::start(&adb, &config(&broker, &sim, &extra));
-    let r = Rig {
-        daemon: Some(daemon),
-        probe,
-        sim,
-        adb,
-        broker,
-    };
-    r.wait_online();
-    llm.push(ScriptStep::Reply(ModelReply::text(
+    r.llm().push(ScriptStep::Reply(ModelReply::text(
         "All phones are healthy.",
     )));
-    llm.push(ScriptStep::Reply(ModelReply::text("Still healthy.")));
+    r.llm()
+        .push(ScriptStep::Reply(ModelReply::text("Still healthy.")));
     let run = r.manage("r1", json!({"op": "run", "name": "health_report"}));
     assert_eq!(run["ok"], true, "{run}");
     let done = r.wait_status("health_report", "success", 1);
@@ -313,7 +265,7 @@ fn an_agent_prompt_runs_in_its_own_session() {
     let done = r.wait_status("health_report", "success", 2);
     assert_eq!(done[1]["detail"]["text"], "Still healthy.");
     // The second run remembers the first: the model saw its answer.
-    let requests = llm.requests();
+    let requests = r.llm().requests();
     let second = requests.last().expect("two model requests");
     assert!(
         second.body.to_string().contains("All phones are healthy."),
@@ -328,26 +280,10 @@ fn an_agent_prompt_runs_in_its_own_session() {
 
 #[test]
 fn a_skill_automation_runs_the_skill_with_only_its_tools() {
-    let (_rt, llm) = droidwarden_e2e::scripted_model();
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
     // The built-in phone-health-report skill: reads only.
-    let extra = format!(
-        "[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n\n[[automations]]\nname = \"weekly_health\"\ntrigger = {{ kind = \"manual\" }}\naction = {{ kind = \"skill\", skill = \"phone-health-report\" }}\n\n[[automations]]\nname = \"ghost\"\ntrigger = {{ kind = \"manual\" }}\naction = {{ kind = \"skill\", skill = \"no-such-skill\" }}\n",
-        llm.addr()
+    let r = rig_with_model(
+        "\n[[automations]]\nname = \"weekly_health\"\ntrigger = { kind = \"manual\" }\naction = { kind = \"skill\", skill = \"phone-health-report\" }\n\n[[automations]]\nname = \"ghost\"\ntrigger = { kind = \"manual\" }\naction = { kind = \"skill\", skill = \"no-such-skill\" }\n",
     );
-    let daemon = Daemon::start(&adb, &config(&broker, &sim, &extra));
-    let r = Rig {
-        daemon: Some(daemon),
-        probe,
-        sim,
-        adb,
-        broker,
-    };
-    r.wait_online();
     let tool = |service: &str, action: &str| {
         ScriptStep::Reply(ModelReply::tool_calls(vec![(
             "android_device".to_owned(),
@@ -355,9 +291,9 @@ fn a_skill_automation_runs_the_skill_with_only_its_tools() {
                 .to_string(),
         )]))
     };
-    llm.push(tool("battery", "status"));
-    llm.push(tool("wifi_automation", "disable"));
-    llm.push(ScriptStep::Reply(ModelReply::text(
+    r.llm().push(tool("battery", "status"));
+    r.llm().push(tool("wifi_automation", "disable"));
+    r.llm().push(ScriptStep::Reply(ModelReply::text(
         "Battery fine; report done.",
     )));
     let batteries = r.ran("battery");
@@ -411,7 +347,7 @@ action = { kind = "notify", message = "tick" }
         .as_millis() as i64;
     doc["records"]["tick"]["next_due_ms"] = json!(now_ms - 5 * 60_000);
     std::fs::write(&file, doc.to_string()).unwrap();
-    let config = config(&r.broker, &r.sim, every_minute);
+    let config = r.config(every_minute);
     r.daemon = Some(Daemon::start_with_state(&r.adb, &config, state_dir));
     // Not lost: run once at start (misfire = run_once), the rest recorded
     // as missed.
@@ -482,9 +418,7 @@ action = { kind = "notify", message = "hi" }
     let run = r.manage("r", json!({"op": "run", "name": "added_one"}));
     assert_eq!(run["ok"], true, "{run}");
     r.wait_status("added_one", "success", 1);
-    let config = config(
-        &r.broker,
-        &r.sim,
+    let config = r.config(
         r#"
 [[automations]]
 name = "manual_one"

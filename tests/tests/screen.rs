@@ -4,68 +4,25 @@
 //! daemon, so these calls go through its MQTT `cmd/call`).
 
 use base64::Engine as _;
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe, one_phone_config};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::phone_rig::{P, PhoneRig, PhoneRigOptions, WAIT};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions};
 use serde_json::{Value, json};
-use std::time::Duration;
-
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
 
 /// The text the issue asks for: quotes, a percent, a shell variable, a
 /// semicolon, CJK and an emoji.
 const HOSTILE_TEXT: &str = "Grüße, \"quoted\" 100% $HOME; 你好 👋";
 
 /// Field order is drop order.
-struct Rig {
-    probe: Probe,
-    _daemon: Daemon,
-    sim: Sim,
-    _adb: AdbServer,
-    _broker: Mosquitto,
-    next: std::cell::Cell<u32>,
+fn rig() -> PhoneRig {
+    PhoneRig::start("")
 }
 
-fn rig() -> Rig {
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
-    let config = one_phone_config(broker.port, &sim.serial(), NO_POLLS);
-    let daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    Rig {
-        probe,
-        _daemon: daemon,
-        sim,
-        _adb: adb,
-        _broker: broker,
-        next: std::cell::Cell::new(0),
-    }
+trait Screen {
+    fn element(&self, pred: impl Fn(&Value) -> bool) -> u64;
 }
 
-impl Rig {
-    /// `cmd/call` on the phone; the whole reply.
-    fn call(&self, service: &str, action: &str, params: Value) -> Value {
-        let n = self.next.get() + 1;
-        self.next.set(n);
-        self.probe.request(
-            P,
-            "call",
-            json!({"id": format!("c{n}"), "device": "phone", "service": service, "action": action, "params": params}),
-        )
-    }
-
-    /// A call that must succeed; its result.
-    fn ok(&self, service: &str, action: &str, params: Value) -> Value {
-        let reply = self.call(service, action, params);
-        assert_eq!(reply["ok"], true, "{service}.{action}: {reply}");
-        reply["result"].clone()
-    }
-
+impl Screen for PhoneRig {
     /// The index of the first element of a fresh `ui_tree` matching `pred`.
     fn element(&self, pred: impl Fn(&Value) -> bool) -> u64 {
         let tree = self.ok("screen", "ui_tree", json!({}));
@@ -403,42 +360,17 @@ fn images_in(kind: ProviderKind, request: &RecordedRequest) -> Vec<(String, Stri
         .collect()
 }
 
-struct AgentRig {
-    probe: Probe,
-    _daemon: Daemon,
-    sim: Sim,
-    llm: droidwarden_agent::testing::ScriptedLlm,
-    _adb: AdbServer,
-    _broker: Mosquitto,
-    _rt: tokio::runtime::Runtime,
-}
-
-fn agent_rig(kind: ProviderKind, mode: &str, llm_extra: &str) -> AgentRig {
-    let (rt, llm) = droidwarden_e2e::scripted_model();
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
-    let extra = format!(
-        "{NO_POLLS}[llm]\nprovider = \"{}\"\nbase_url = \"{}\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n{llm_extra}\n[agent]\ntool_mode = \"{mode}\"\n[agent.approval]\nallow = [\"screen.*\", \"ui_control.tap\"]\n",
-        kind.as_str(),
-        llm.base_url(kind),
-    );
-    let config = one_phone_config(broker.port, &sim.serial(), &extra);
-    let daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    AgentRig {
-        probe,
-        _daemon: daemon,
-        sim,
-        llm,
-        _adb: adb,
-        _broker: broker,
-        _rt: rt,
-    }
+fn agent_rig(kind: ProviderKind, mode: &str, llm_extra: &str) -> PhoneRig {
+    let options = PhoneRigOptions {
+        llm: Some(kind),
+        ..PhoneRigOptions::default()
+    };
+    PhoneRig::start_with(
+        options,
+        &format!(
+            "{llm_extra}\n[agent]\ntool_mode = \"{mode}\"\n[agent.approval]\nallow = [\"screen.*\", \"ui_control.tap\"]\n"
+        ),
+    )
 }
 
 /// A tool call in the mode's shape.
@@ -463,10 +395,11 @@ fn screen_task(kind: ProviderKind, mode: &str) {
     let r = agent_rig(kind, mode, "");
     let step = |call: (String, String)| ScriptStep::Reply(ModelReply::tool_calls(vec![call]));
     let m = mode.to_owned();
-    r.llm
+    r.llm()
         .push(step(tool(mode, "screen", "screenshot", json!({}))));
-    r.llm.push(step(tool(mode, "screen", "ui_tree", json!({}))));
-    r.llm
+    r.llm()
+        .push(step(tool(mode, "screen", "ui_tree", json!({}))));
+    r.llm()
         .push(ScriptStep::Compute(Responder::new(move |request| {
             // A failure here answers in words, which the test then reports.
             let Some(tree) = tree_in(request) else {
@@ -486,9 +419,9 @@ fn screen_task(kind: ProviderKind, mode: &str) {
                 json!({"element": settings}),
             )])
         })));
-    r.llm
+    r.llm()
         .push(step(tool(mode, "screen", "foreground_app", json!({}))));
-    r.llm.push(ScriptStep::Compute(Responder::new(|request| {
+    r.llm().push(ScriptStep::Compute(Responder::new(|request| {
         let mut all = Vec::new();
         objects(&request.body, &mut all);
         let package = all
@@ -523,7 +456,7 @@ fn screen_task(kind: ProviderKind, mode: &str) {
         Some("com.android.settings")
     );
 
-    let requests = r.llm.requests();
+    let requests = r.llm().requests();
     assert_eq!(requests.len(), 5, "one request per step");
     // The screenshot reached the model as an image in the provider's
     // format, from the request after the screenshot on.
@@ -583,21 +516,21 @@ fn an_agent_task_sees_and_taps_the_screen_gemini_direct_mode() {
 #[test]
 fn a_model_without_vision_gets_the_ui_tree_for_a_screenshot() {
     let r = agent_rig(ProviderKind::Openai, "toolkit", "vision = false");
-    r.llm
+    r.llm()
         .push(ScriptStep::Reply(ModelReply::tool_calls(vec![tool(
             "toolkit",
             "screen",
             "screenshot",
             json!({}),
         )])));
-    r.llm.push(ScriptStep::Reply(ModelReply::text("seen")));
+    r.llm().push(ScriptStep::Reply(ModelReply::text("seen")));
     let reply = r.probe.request(
         P,
         "ask",
         json!({"id": "ask-novision", "prompt": "what is on screen?"}),
     );
     assert_eq!(reply["ok"], true, "{reply}");
-    let requests = r.llm.requests();
+    let requests = r.llm().requests();
     assert!(images_in(ProviderKind::Openai, &requests[1]).is_empty());
     let tree = tree_in(&requests[1]).expect("the UI tree instead");
     assert!(tree["note"].as_str().unwrap().contains("vision"));

@@ -1,0 +1,182 @@
+//! One emulated phone named `phone` behind the real adb server, a real
+//! mosquitto, optionally the scripted language model, and
+//! `droidwarden daemon` as a process: the rig of the tests that drive one
+//! phone over MQTT (screen, automations, phone services…).
+
+use crate::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe, one_phone_config};
+use crate::{AdbServer, Sim, SimOptions};
+use droidwarden_agent::ProviderKind;
+use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use serde_json::{Value, json};
+use std::cell::Cell;
+use std::time::Duration;
+
+/// The daemon's MQTT topic prefix.
+pub const P: &str = "droidwarden";
+/// How long the rig waits for anything.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// How to build a [`PhoneRig`].
+#[derive(Debug, Clone, Default)]
+pub struct PhoneRigOptions {
+    /// Home Assistant discovery on.
+    pub discovery: bool,
+    /// Start the scripted model and point `[llm]` at it, speaking this
+    /// provider's wire format.
+    pub llm: Option<ProviderKind>,
+    /// The emulated phone.
+    pub sim: SimOptions,
+}
+
+/// Field order is drop order: the daemon stops before the phone, the
+/// broker and the model go.
+#[allow(missing_debug_implementations)] // reason: holds processes and a runtime; nothing to print
+pub struct PhoneRig {
+    /// The daemon (taken to kill and restart it).
+    pub daemon: Option<Daemon>,
+    /// An MQTT client that records everything.
+    pub probe: Probe,
+    /// The phone.
+    pub sim: Sim,
+    /// The adb server.
+    pub adb: AdbServer,
+    /// The broker.
+    pub broker: Mosquitto,
+    /// The scripted model and its wire format, with
+    /// [`PhoneRigOptions::llm`].
+    pub llm: Option<(ScriptedLlm, ProviderKind)>,
+    // Runs the scripted model's server; dropped last.
+    _rt: Option<tokio::runtime::Runtime>,
+    discovery: bool,
+    next: Cell<u32>,
+}
+
+/// `[llm]` for the scripted model `llm` speaking `kind`'s wire format.
+pub fn scripted_llm_config(llm: &ScriptedLlm, kind: ProviderKind) -> String {
+    format!(
+        "[llm]\nprovider = \"{}\"\nbase_url = \"{}\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n",
+        kind.as_str(),
+        llm.base_url(kind)
+    )
+}
+
+impl PhoneRig {
+    /// A rig without discovery or model, the configuration ending with
+    /// `extra`; returns once the phone is online.
+    pub fn start(extra: &str) -> Self {
+        Self::start_with(PhoneRigOptions::default(), extra)
+    }
+
+    /// A rig as `options` say, the configuration ending with `extra`;
+    /// returns once the phone is online.
+    ///
+    /// # Panics
+    /// When a part does not start or the phone does not come online.
+    pub fn start_with(options: PhoneRigOptions, extra: &str) -> Self {
+        let (rt, llm) = match options.llm {
+            Some(kind) => {
+                let (rt, llm) = crate::scripted_model();
+                (Some(rt), Some((llm, kind)))
+            }
+            None => (None, None),
+        };
+        let broker = Mosquitto::start();
+        let probe = Probe::connect(broker.port);
+        let adb = AdbServer::start();
+        let sim = Sim::start(options.sim);
+        adb.connect(&sim.serial());
+        let mut rig = Self {
+            daemon: None,
+            probe,
+            sim,
+            adb,
+            broker,
+            llm,
+            _rt: rt,
+            discovery: options.discovery,
+            next: Cell::new(0),
+        };
+        rig.daemon = Some(Daemon::start(&rig.adb, &rig.config(extra)));
+        rig.wait_online();
+        rig
+    }
+
+    /// The rig's daemon configuration, ending with `extra` (to restart the
+    /// daemon with another).
+    pub fn config(&self, extra: &str) -> String {
+        let llm = self
+            .llm
+            .as_ref()
+            .map(|(llm, kind)| scripted_llm_config(llm, *kind))
+            .unwrap_or_default();
+        one_phone_config(
+            self.broker.port,
+            &self.sim.serial(),
+            &format!(
+                "[mqtt.homeassistant]\ndiscovery = {}\n{NO_POLLS}{llm}{extra}\n",
+                self.discovery
+            ),
+        )
+    }
+
+    /// The running daemon.
+    ///
+    /// # Panics
+    /// When it was taken.
+    pub fn daemon(&self) -> &Daemon {
+        self.daemon.as_ref().expect("daemon running")
+    }
+
+    /// The scripted model.
+    ///
+    /// # Panics
+    /// Without [`PhoneRigOptions::llm`].
+    pub fn llm(&self) -> &ScriptedLlm {
+        &self.llm.as_ref().expect("a rig with the scripted model").0
+    }
+
+    /// Queue model replies.
+    pub fn script(&self, steps: impl IntoIterator<Item = ScriptStep>) {
+        for step in steps {
+            self.llm().push(step);
+        }
+    }
+
+    /// Wait until the phone is online.
+    pub fn wait_online(&self) {
+        self.probe
+            .wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
+                m.payload == "online"
+            });
+    }
+
+    /// `cmd/call` on the phone; the whole reply.
+    pub fn call(&self, service: &str, action: &str, params: Value) -> Value {
+        let n = self.next.get() + 1;
+        self.next.set(n);
+        self.probe.request(
+            P,
+            "call",
+            json!({"id": format!("c{n}"), "device": "phone", "service": service, "action": action, "params": params}),
+        )
+    }
+
+    /// A call that must succeed; its result.
+    ///
+    /// # Panics
+    /// When the call fails.
+    pub fn ok(&self, service: &str, action: &str, params: Value) -> Value {
+        let reply = self.call(service, action, params);
+        assert_eq!(reply["ok"], true, "{service}.{action}: {reply}");
+        reply["result"].clone()
+    }
+
+    /// How many commands the phone ran with a word containing `word`.
+    pub fn ran(&self, word: &str) -> usize {
+        self.sim
+            .commands()
+            .iter()
+            .filter(|argv| argv.iter().any(|a| a.contains(word)))
+            .count()
+    }
+}
