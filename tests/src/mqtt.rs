@@ -509,6 +509,44 @@ impl Probe {
         )
     }
 
+    /// Wait for a pending approval request (under `<prefix>/approvals/`)
+    /// whose JSON satisfies `pred`; that JSON.
+    pub fn wait_approval(&self, prefix: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let under = format!("{prefix}/approvals/");
+        self.wait(what, Duration::from_secs(30), |m| {
+            m.topic.starts_with(&under) && !m.payload.is_empty() && pred(&m.json())
+        })
+        .json()
+    }
+
+    /// Whether any approval request satisfying `pred` was seen.
+    pub fn saw_approval(&self, prefix: &str, pred: impl Fn(&Value) -> bool) -> bool {
+        let under = format!("{prefix}/approvals/");
+        self.messages()
+            .iter()
+            .any(|m| m.topic.starts_with(&under) && !m.payload.is_empty() && pred(&m.json()))
+    }
+
+    /// Answer the approval request `id` on `cmd/approve` (`approve` or
+    /// `deny`).
+    pub fn answer_approval(&self, prefix: &str, id: &str, decision: &str) {
+        self.publish(
+            &format!("{prefix}/cmd/approve"),
+            serde_json::json!({"approval_id": id, "decision": decision}).to_string(),
+        );
+    }
+
+    /// Wait for the reply to request `id`; its JSON.
+    pub fn wait_reply(&self, prefix: &str, id: &str) -> Value {
+        let topic = format!("{prefix}/reply/{id}");
+        self.wait(
+            &format!("a reply on {topic}"),
+            Duration::from_secs(30),
+            |m| m.topic == topic,
+        )
+        .json()
+    }
+
     /// Publish a command and wait for its reply on `<prefix>/reply/<id>`.
     pub fn request(&self, prefix: &str, command: &str, body: Value) -> Value {
         let id = body["id"].as_str().expect("the body has an id").to_owned();

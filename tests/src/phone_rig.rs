@@ -1,7 +1,8 @@
 //! One emulated phone named `phone` behind the real adb server, a real
 //! mosquitto, optionally the scripted language model, and
 //! `droidwarden daemon` as a process: the rig of the tests that drive one
-//! phone over MQTT (screen, automations, phone services…).
+//! phone over MQTT (screen, automations, phone services…), over ADB or
+//! through the companion app.
 
 use crate::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe, one_phone_config};
 use crate::{AdbServer, Sim, SimOptions};
@@ -15,6 +16,8 @@ use std::time::Duration;
 pub const P: &str = "droidwarden";
 /// How long the rig waits for anything.
 pub const WAIT: Duration = Duration::from_secs(30);
+/// The companion id of the phone in companion mode.
+pub const COMPANION_ID: &str = "alice-pixel";
 
 /// How to build a [`PhoneRig`].
 #[derive(Debug, Clone, Default)]
@@ -26,6 +29,9 @@ pub struct PhoneRigOptions {
     pub llm: Option<ProviderKind>,
     /// The emulated phone.
     pub sim: SimOptions,
+    /// Reach the phone through its companion app (id `alice-pixel`, device
+    /// `alice`) instead of ADB.
+    pub companion: bool,
 }
 
 /// Field order is drop order: the daemon stops before the phone, the
@@ -48,6 +54,8 @@ pub struct PhoneRig {
     // Runs the scripted model's server; dropped last.
     _rt: Option<tokio::runtime::Runtime>,
     discovery: bool,
+    /// The phone's device name: `phone` (ADB) or `alice` (companion).
+    pub device: &'static str,
     next: Cell<u32>,
 }
 
@@ -83,8 +91,21 @@ impl PhoneRig {
         let broker = Mosquitto::start();
         let probe = Probe::connect(broker.port);
         let adb = AdbServer::start();
-        let sim = Sim::start(options.sim);
-        adb.connect(&sim.serial());
+        let (sim, device) = if options.companion {
+            let sim = Sim::start(SimOptions {
+                companion: Some((broker.port, COMPANION_ID.into())),
+                no_adb: true,
+                ..options.sim
+            });
+            probe.wait_last(&format!("{P}/companion/{COMPANION_ID}/online"), WAIT, |m| {
+                m.payload == "online"
+            });
+            (sim, "alice")
+        } else {
+            let sim = Sim::start(options.sim);
+            adb.connect(&sim.serial());
+            (sim, "phone")
+        };
         let mut rig = Self {
             daemon: None,
             probe,
@@ -94,6 +115,7 @@ impl PhoneRig {
             llm,
             _rt: rt,
             discovery: options.discovery,
+            device,
             next: Cell::new(0),
         };
         rig.daemon = Some(Daemon::start(&rig.adb, &rig.config(extra)));
@@ -109,6 +131,13 @@ impl PhoneRig {
             .as_ref()
             .map(|(llm, kind)| scripted_llm_config(llm, *kind))
             .unwrap_or_default();
+        if self.device == "alice" {
+            return format!(
+                "[mqtt]\nurl = \"{}\"\n[mqtt.homeassistant]\ndiscovery = {}\n{llm}{extra}\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"{COMPANION_ID}\"\n",
+                self.broker.url(),
+                self.discovery
+            );
+        }
         one_phone_config(
             self.broker.port,
             &self.sim.serial(),
@@ -144,10 +173,19 @@ impl PhoneRig {
 
     /// Wait until the phone is online.
     pub fn wait_online(&self) {
-        self.probe
-            .wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-                m.payload == "online"
-            });
+        self.probe.wait_last(
+            &format!("{P}/devices/{}/availability", self.device),
+            WAIT,
+            |m| m.payload == "online",
+        );
+    }
+
+    /// Publish `cmd/ask` with this id (the reply comes on `reply/<id>`).
+    pub fn ask(&self, id: &str, prompt: &str) {
+        self.probe.publish(
+            &format!("{P}/cmd/ask"),
+            json!({"id": id, "prompt": prompt}).to_string(),
+        );
     }
 
     /// `cmd/call` on the phone; the whole reply.
@@ -157,7 +195,7 @@ impl PhoneRig {
         self.probe.request(
             P,
             "call",
-            json!({"id": format!("c{n}"), "device": "phone", "service": service, "action": action, "params": params}),
+            json!({"id": format!("c{n}"), "device": self.device, "service": service, "action": action, "params": params}),
         )
     }
 

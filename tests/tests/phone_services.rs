@@ -634,29 +634,19 @@ fn hostile_strings_in_every_new_parameter_are_refused_or_one_literal_argument() 
 /// never runs. Nothing reaches the phone before the answer.
 #[test]
 fn the_agent_needs_approval_for_the_shell_and_for_installs() {
-    use droidwarden_agent::ModelReply;
     use droidwarden_agent::testing::ScriptStep;
-    use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-    use std::time::Duration;
-    const P: &str = "droidwarden";
-    const WAIT: Duration = Duration::from_secs(30);
+    use droidwarden_agent::{ModelReply, ProviderKind};
+    use droidwarden_e2e::phone_rig::{P, PhoneRig, PhoneRigOptions};
 
-    let (_rt, llm) = droidwarden_e2e::scripted_model();
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
-    let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\n[agent.approval]\nauto_approve_up_to = \"medium\"\nallow = [\"shell.*\"]\ndeny = [\"app_manager.uninstall\"]\n[phone_services.shell]\nenabled = true\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
-        broker.port,
-        llm.addr(),
-        serial = sim.serial(),
+    let options = PhoneRigOptions {
+        llm: Some(ProviderKind::Openai),
+        ..PhoneRigOptions::default()
+    };
+    let r = PhoneRig::start_with(
+        options,
+        "[agent.approval]\nauto_approve_up_to = \"medium\"\nallow = [\"shell.*\"]\ndeny = [\"app_manager.uninstall\"]\n[phone_services.shell]\nenabled = true\n",
     );
-    let _daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    let (probe, sim, llm) = (&r.probe, &r.sim, r.llm());
     let tool = |service: &str, action: &str, parameters: Value| {
         ScriptStep::Reply(ModelReply::tool_calls(vec![(
             "android_device".to_owned(),
@@ -666,26 +656,12 @@ fn the_agent_needs_approval_for_the_shell_and_for_installs() {
     };
     let done = || ScriptStep::Reply(ModelReply::text("done"));
     let approval_for = |action: &str| {
-        probe
-            .wait(&format!("an approval request for {action}"), WAIT, |m| {
-                m.topic.starts_with(&format!("{P}/approvals/"))
-                    && !m.payload.is_empty()
-                    && m.json()["action"] == action
-            })
-            .json()
+        probe.wait_approval(P, &format!("an approval request for {action}"), |a| {
+            a["action"] == action
+        })
     };
-    let answer = |id: &str, decision: &str| {
-        probe.publish(
-            &format!("{P}/cmd/approve"),
-            json!({"approval_id": id, "decision": decision}).to_string(),
-        );
-    };
-    let reply = |id: &str| {
-        let topic = format!("{P}/reply/{id}");
-        probe
-            .wait(&format!("a reply on {topic}"), WAIT, |m| m.topic == topic)
-            .json()
-    };
+    let answer = |id: &str, decision: &str| probe.answer_approval(P, id, decision);
+    let reply = |id: &str| probe.wait_reply(P, id);
 
     // The shell: asked about although allowed and under the threshold.
     sim.clear_log();
@@ -695,10 +671,7 @@ fn the_agent_needs_approval_for_the_shell_and_for_installs() {
         json!({"argv": ["echo", "hi; reboot"]}),
     ));
     llm.push(done());
-    probe.publish(
-        &format!("{P}/cmd/ask"),
-        json!({"id": "sh", "prompt": "say hi"}).to_string(),
-    );
+    r.ask("sh", "say hi");
     let approval = approval_for("run");
     assert_eq!(approval["risk"], "critical", "{approval}");
     assert!(
@@ -735,16 +708,13 @@ fn the_agent_needs_approval_for_the_shell_and_for_installs() {
         json!({"package": "com.example.notes"}),
     ));
     llm.push(done());
-    probe.publish(
-        &format!("{P}/cmd/ask"),
-        json!({"id": "apps", "prompt": "install the game, remove notes"}).to_string(),
-    );
+    r.ask("apps", "install the game, remove notes");
     let approval = approval_for("install");
     assert_eq!(approval["risk"], "high", "{approval}");
-    assert!(!installed(&sim), "nothing installed before the answer");
+    assert!(!installed(sim), "nothing installed before the answer");
     answer(approval["approval_id"].as_str().unwrap(), "deny");
     assert_eq!(reply("apps")["ok"], true);
-    assert!(!installed(&sim), "a denied install never ran");
+    assert!(!installed(sim), "a denied install never ran");
     assert!(
         !sim.commands()
             .iter()
@@ -759,21 +729,13 @@ fn the_agent_needs_approval_for_the_shell_and_for_installs() {
         json!({"apk_path": "/data/local/tmp/game.apk"}),
     ));
     llm.push(done());
-    probe.publish(
-        &format!("{P}/cmd/ask"),
-        json!({"id": "apps2", "prompt": "install the game"}).to_string(),
-    );
-    let approval = probe
-        .wait("a second install approval", WAIT, |m| {
-            m.topic.starts_with(&format!("{P}/approvals/"))
-                && !m.payload.is_empty()
-                && m.json()["action"] == "install"
-                && m.json()["session"] != approval["session"]
-        })
-        .json();
+    r.ask("apps2", "install the game");
+    let approval = probe.wait_approval(P, "a second install approval", |a| {
+        a["action"] == "install" && a["session"] != approval["session"]
+    });
     answer(approval["approval_id"].as_str().unwrap(), "approve");
     assert_eq!(reply("apps2")["ok"], true);
-    assert!(installed(&sim));
+    assert!(installed(sim));
     assert!(
         sim.state()["packages"]
             .as_array()
@@ -802,12 +764,7 @@ fn the_agent_needs_approval_for_the_shell_and_for_installs() {
     let r = probe.request(P, "ask", json!({"id": "tel", "prompt": "call mum"}));
     assert_eq!(r["result"]["text"], "telephony is off", "{r}");
     assert!(
-        !probe
-            .messages()
-            .iter()
-            .any(|m| m.topic.starts_with(&format!("{P}/approvals/"))
-                && !m.payload.is_empty()
-                && m.json()["action"] == "dial"),
+        !probe.saw_approval(P, |a| a["action"] == "dial"),
         "an approval was asked for a disabled service"
     );
 }
@@ -817,49 +774,21 @@ fn the_agent_needs_approval_for_the_shell_and_for_installs() {
 /// (`notification_posted`, `notification_removed`) on the daemon's MQTT.
 #[test]
 fn companion_phones_list_notifications_and_push_their_changes() {
-    use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-    use std::time::Duration;
-    const P: &str = "droidwarden";
-    const WAIT: Duration = Duration::from_secs(30);
+    use droidwarden_e2e::phone_rig::{P, PhoneRig, PhoneRigOptions, WAIT};
 
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let alice = Sim::start(SimOptions {
-        companion: Some((broker.port, "alice-pixel".into())),
-        no_adb: true,
-        ..Default::default()
-    });
-    probe.wait_last(&format!("{P}/companion/alice-pixel/online"), WAIT, |m| {
-        m.payload == "online"
-    });
-    let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
-        broker.port
-    );
-    let _daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    let call = |id: &str, service: &str, action: &str, params: Value| {
-        probe.request(
-            P,
-            "call",
-            json!({"id": id, "device": "alice", "service": service, "action": action, "params": params}),
-        )
+    let options = PhoneRigOptions {
+        companion: true,
+        ..PhoneRigOptions::default()
     };
-    let listed = call("n1", "notifications", "list", json!({}));
+    let r = PhoneRig::start_with(options, "");
+    let (probe, alice) = (&r.probe, &r.sim);
+    let listed = r.call("notifications", "list", json!({}));
     assert_eq!(listed["ok"], true, "{listed}");
     assert_eq!(listed["result"]["count"], 2, "{listed}");
     // The policy holds for companion phones too: nothing is sent.
-    let refused = call(
-        "n2",
-        "intents",
-        "open_url",
-        json!({"url": "javascript:alert(1)"}),
-    );
+    let refused = r.call("intents", "open_url", json!({"url": "javascript:alert(1)"}));
     assert_eq!(refused["error"]["code"], "denied", "{refused}");
-    let refused = call("n3", "shell", "run", json!({"argv": ["id"]}));
+    let refused = r.call("shell", "run", json!({"argv": ["id"]}));
     assert_eq!(refused["error"]["code"], "disabled", "{refused}");
     assert!(
         alice.state()["content"]["intents"]

@@ -4,9 +4,8 @@
 //! daemon, so these calls go through its MQTT `cmd/call`).
 
 use base64::Engine as _;
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::Sim;
 use droidwarden_e2e::phone_rig::{P, PhoneRig, PhoneRigOptions, WAIT};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions};
 use serde_json::{Value, json};
 
 /// The text the issue asks for: quotes, a percent, a shell variable, a
@@ -539,38 +538,16 @@ fn a_model_without_vision_gets_the_ui_tree_for_a_screenshot() {
 
 #[test]
 fn a_companion_phone_offers_the_same_screen_actions_through_the_protocol() {
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let alice = Sim::start(SimOptions {
-        companion: Some((broker.port, "alice-pixel".into())),
-        no_adb: true,
-        ..Default::default()
-    });
-    probe.wait_last(&format!("{P}/companion/alice-pixel/online"), WAIT, |m| {
-        m.payload == "online"
-    });
-    let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
-        broker.port
-    );
-    let _daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    let call = |id: &str, service: &str, action: &str, params: Value| {
-        let reply = probe.request(
-            P,
-            "call",
-            json!({"id": id, "device": "alice", "service": service, "action": action, "params": params}),
-        );
-        assert_eq!(reply["ok"], true, "{service}.{action}: {reply}");
-        reply["result"].clone()
+    let options = PhoneRigOptions {
+        companion: true,
+        ..PhoneRigOptions::default()
     };
-    let shot = call("s1", "screen", "screenshot", json!({"max_side": 512}));
+    let r = PhoneRig::start_with(options, "");
+    let alice = &r.sim;
+    let shot = r.ok("screen", "screenshot", json!({"max_side": 512}));
     let img = decode(&shot);
     assert_eq!((img.width(), img.height()), (230, 512));
-    let tree = call("s2", "screen", "ui_tree", json!({}));
+    let tree = r.ok("screen", "ui_tree", json!({}));
     let settings = tree["elements"]
         .as_array()
         .unwrap()
@@ -578,14 +555,14 @@ fn a_companion_phone_offers_the_same_screen_actions_through_the_protocol() {
         .find(|e| e["text"] == "Settings")
         .expect("Settings")["index"]
         .clone();
-    call("s3", "ui_control", "tap", json!({"element": settings}));
+    r.ok("ui_control", "tap", json!({"element": settings}));
     assert_eq!(
-        call("s4", "screen", "foreground_app", json!({}))["package"],
+        r.ok("screen", "foreground_app", json!({}))["package"],
         "com.android.settings"
     );
     let field_text = "Grüße 👋";
-    call("s5", "ui_control", "key", json!({"key": "home"}));
-    call("s6", "ui_control", "tap", json!({"x": 540, "y": 230}));
-    call("s7", "ui_control", "type_text", json!({"text": field_text}));
+    r.ok("ui_control", "key", json!({"key": "home"}));
+    r.ok("ui_control", "tap", json!({"x": 540, "y": 230}));
+    r.ok("ui_control", "type_text", json!({"text": field_text}));
     assert_eq!(alice.state()["ui"]["text"], field_text);
 }
