@@ -46,6 +46,27 @@ pub fn documented_block(doc: &str, marker: &str) -> String {
     body.to_owned()
 }
 
+/// `droidwarden --config <config> daemon`, pointed at the test's adb server
+/// (never starting one of its own), logging at `$DAEMON_LOG` (default
+/// `info`).
+pub fn daemon_command(adb: &AdbServer, config: &Path) -> Command {
+    let mut cmd = Command::new(binary("droidwarden"));
+    cmd.arg("--config")
+        .arg(config)
+        .arg("daemon")
+        .env("HOME", adb.home())
+        .env(
+            "DROIDWARDEN__ADB__SERVER",
+            format!("127.0.0.1:{}", adb.port),
+        )
+        .env("DROIDWARDEN__ADB__START_SERVER", "false")
+        .env(
+            "RUST_LOG",
+            std::env::var("DAEMON_LOG").unwrap_or_else(|_| "info".into()),
+        );
+    cmd
+}
+
 /// A port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -203,21 +203,8 @@ impl Daemon {
         .expect("write config");
         let log = state_dir.path().join("daemon.log");
         let log_file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(binary("droidwarden"))
-            .arg("--config")
-            .arg(config.path())
-            .arg("daemon")
-            .env("HOME", adb.home())
-            .env(
-                "DROIDWARDEN__ADB__SERVER",
-                format!("127.0.0.1:{}", adb.port),
-            )
-            .env("DROIDWARDEN__ADB__START_SERVER", "false")
+        let child = crate::daemon_command(adb, config.path())
             .env("DROIDWARDEN__DBUS__BUS", "none")
-            .env(
-                "RUST_LOG",
-                std::env::var("DAEMON_LOG").unwrap_or_else(|_| "info".into()),
-            )
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -3,7 +3,7 @@
 //! be (its own environment, a configuration file that can be rewritten,
 //! signals).
 
-use crate::{AdbServer, binary, wait_for};
+use crate::{AdbServer, wait_for};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -174,20 +174,7 @@ impl Service {
         let meta = log_file.metadata().expect("log file metadata");
         let journal_stream = format!("{}:{}", meta.dev(), meta.ino());
         write_config(&config, state_dir.path(), config_toml);
-        let mut cmd = Command::new(binary("droidwarden"));
-        cmd.arg("--config")
-            .arg(&config)
-            .arg("daemon")
-            .env("HOME", adb.home())
-            .env(
-                "DROIDWARDEN__ADB__SERVER",
-                format!("127.0.0.1:{}", adb.port),
-            )
-            .env("DROIDWARDEN__ADB__START_SERVER", "false")
-            .env(
-                "RUST_LOG",
-                std::env::var("DAEMON_LOG").unwrap_or_else(|_| "info".into()),
-            );
+        let mut cmd = crate::daemon_command(adb, &config);
         for key in [
             "NOTIFY_SOCKET",
             "WATCHDOG_USEC",
