@@ -555,7 +555,14 @@ pub const NO_POLLS: &str = "[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_
 /// A daemon configuration for mosquitto on `broker_port` and one ADB phone
 /// named `phone` at `serial`, with `extra` sections added.
 pub fn one_phone_config(broker_port: u16, serial: &str, extra: &str) -> String {
+    phone_config(broker_port, serial, "phone", extra)
+}
+
+/// A daemon configuration for mosquitto on `broker_port` and one ADB phone
+/// named `name` at `serial`; `extra` follows the `[mqtt]` URL, so it may
+/// start with more `[mqtt]` keys before its own sections.
+pub fn phone_config(broker_port: u16, serial: &str, name: &str, extra: &str) -> String {
     format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{broker_port}\"\n{extra}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n"
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{broker_port}\"\n{extra}\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"{name}\"\ntransport = \"adb\"\nserial = \"{serial}\"\n"
     )
 }

@@ -1,7 +1,7 @@
 //! The daemon's MQTT side end to end: a real mosquitto, the real adb server,
 //! emulated phones, `droidwarden daemon` as a process, and a probe client.
 
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, phone_config};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -18,10 +18,11 @@ struct Rig {
 }
 
 fn config_for(broker: &Mosquitto, sim: &Sim, name: &str, extra: &str) -> String {
-    format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\nmax_payload_bytes = 4096\n{extra}\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"{name}\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+    phone_config(
         broker.port,
-        serial = sim.serial()
+        &sim.serial(),
+        name,
+        &format!("max_payload_bytes = 4096\n{extra}"),
     )
 }
 

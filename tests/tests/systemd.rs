@@ -3,7 +3,7 @@
 //! and an emulated phone. Also `systemd-analyze verify` on the unit files,
 //! and the sysusers/tmpfiles snippets applied to a scratch root.
 
-use droidwarden_e2e::mqtt::{Mosquitto, Probe};
+use droidwarden_e2e::mqtt::{Mosquitto, Probe, phone_config};
 use droidwarden_e2e::systemd::{Notice, NotifySocket, Service};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, wait_for};
 use serde_json::{Value, json};
@@ -26,11 +26,7 @@ struct Rig {
 }
 
 fn config_for(broker: &Mosquitto, sim: &Sim, name: &str, extra: &str) -> String {
-    format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{extra}\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"{name}\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
-        broker.port,
-        serial = sim.serial()
-    )
+    phone_config(broker.port, &sim.serial(), name, extra)
 }
 
 /// A daemon with one phone named `phone`, started with a notify socket and
