@@ -22,6 +22,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 mod screen;
+mod transfer;
+pub use transfer::{INSTALL_TEMP_DIR, PushFile, Pushed, open_host_file};
 pub use screen::{
     ADB_IME, ADB_IME_B64_ACTION, DUMP_PATH, SNAPSHOT_TTL, Screenshot, UiSnapshot, render_screenshot,
 };
@@ -42,6 +44,23 @@ pub trait Shell: Send + Sync {
     ) -> BoxFuture<'a, Result<BinaryOutput, BridgeError>>;
     /// The latest `screen.ui_tree` of this phone, for `ui_control.tap {element}`.
     fn ui_snapshot(&self) -> &Mutex<Option<UiSnapshot>>;
+    /// Write a file on the phone without a shell (the adb file service),
+    /// so its path and bytes never pass a command line. The default: this
+    /// transport cannot.
+    fn push<'a>(&'a self, file: PushFile<'a>) -> BoxFuture<'a, Result<Pushed, BridgeError>> {
+        let _ = file;
+        Box::pin(std::future::ready(Err(BridgeError::Refused(
+            droidwarden_services::WireError::new(
+                droidwarden_services::ErrorCode::UnsupportedAction,
+                format!("{}: this transport cannot write files", self.device_name()),
+            ),
+        ))))
+    }
+    /// Which files of the daemon's machine may be sent to this phone
+    /// (`host_path` parameters); `None`: none, through this transport.
+    fn host_files(&self) -> Option<&droidwarden_services::HostFiles> {
+        None
+    }
     /// Run CPU-heavy work (decoding and scaling a screenshot) where it
     /// blocks no async task. The default runs it in place.
     fn offload<'a>(

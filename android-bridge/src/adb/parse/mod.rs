@@ -63,7 +63,7 @@ pub use network::{
     LinkInfo, Route, airplane_mode, ip_addr, ip_addrs, ip_route, ip_route_get, uplink,
 };
 pub use notifications::{Notification, NotificationList, notifications};
-pub use pm::pm_outcome;
+pub use pm::{InstallFailure, InstallFailureKind, install_failure, pm_outcome};
 pub use power::{PowerState, power};
 pub use sensors::{
     Ambient, Motion, Proximity, SensorDump, SensorInfo, Vec3, ambient, motion, proximity, sensors,
