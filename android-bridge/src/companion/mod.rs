@@ -332,6 +332,15 @@ impl CompanionDevice {
     async fn run(&self, command: &Command, turn: Turn<'_>) -> Result<Value, BridgeError> {
         let service = command.service_id();
         let action = command.action_name();
+        if names_host_file(command) {
+            return Err(BridgeError::Refused(droidwarden_services::WireError::new(
+                droidwarden_services::ErrorCode::UnsupportedAction,
+                format!(
+                    "{}: files of the daemon's machine (host_path) are not sent to companion phones; give the content in the parameters (files.push text or content_base64), or install over adb",
+                    self.name
+                ),
+            )));
+        }
         let what = format!("{service}.{action}");
         let id = self.shared.new_id();
         let reply = lock(&self.shared.pending).open(id.clone(), &self.companion_id);
@@ -449,6 +458,23 @@ impl Device for CompanionDevice {
     fn queues_while_offline(&self) -> bool {
         true
     }
+}
+
+/// Whether `command` names a file of the daemon's machine (`host_path`):
+/// the phone cannot read it, and the daemon does not stream files through
+/// MQTT, so such a call is refused before anything is published.
+fn names_host_file(command: &Command) -> bool {
+    use droidwarden_services::{AppManagerAction, FilesAction};
+    matches!(
+        command,
+        Command::Files(FilesAction::Push {
+            host_path: Some(_),
+            ..
+        }) | Command::AppManager(AppManagerAction::Install {
+            host_path: Some(_),
+            ..
+        })
+    )
 }
 
 /// The companion transport: every companion device, fed by the daemon's
