@@ -127,7 +127,7 @@ pub(super) fn spec() -> ServiceSpec {
                 req("size_bytes", Schema::integer("", Some(0), None)),
                 req("replaced", Schema::boolean("whether a file was there before")),
             ])
-            .example(json!({"path": "/sdcard/Download/shopping.txt", "text": "milk\neggs\n"})),
+            .example(json!({"path": "/sdcard/Download/todo.txt", "text": "call the plumber\n"})),
         ],
         state: None,
         home_assistant: Vec::new(),

@@ -199,9 +199,9 @@ mod tests {
         let p = Phone::new(PhoneState::default(), None, None);
         p.sync_write("/sdcard/Download/grüße €.txt", b"hi".to_vec())
             .unwrap();
-        let (out, _) = run(&p, "ls /sdcard/Download");
+        let (out, _, _) = run(&p, "ls /sdcard/Download");
         assert!(out.contains("grüße €.txt\n"), "{out}");
-        let (out, _) = run(&p, "stat -c %s '/sdcard/Download/grüße €.txt'");
+        let (out, _, _) = run(&p, "stat -c %s '/sdcard/Download/grüße €.txt'");
         assert_eq!(out, "2\n");
         run(&p, "rm -f '/sdcard/Download/grüße €.txt'");
         assert!(!run(&p, "ls /sdcard/Download").0.contains("grüße"));
