@@ -109,7 +109,11 @@ fn push_writes_exact_bytes_under_the_exact_name_and_pull_reads_them_back() {
     );
     let name = HOSTILE_NAME.rsplit('/').next().unwrap();
     assert!(
-        ls.json["stdout"].as_str().unwrap().lines().any(|l| l == name),
+        ls.json["stdout"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .any(|l| l == name),
         "{}",
         ls.stdout
     );
@@ -172,12 +176,16 @@ fn push_writes_exact_bytes_under_the_exact_name_and_pull_reads_them_back() {
     );
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert_eq!(run.json["size_bytes"], 150_000);
-    assert_eq!(phone_file(&s.sim, "/sdcard/Download/karte ü.bin").unwrap(), big);
+    assert_eq!(
+        phone_file(&s.sim, "/sdcard/Download/karte ü.bin").unwrap(),
+        big
+    );
 }
 
 #[test]
 fn refused_pushes_send_the_phone_nothing() {
-    let s = one_phone("max_push_bytes = 4096\npush_dirs = [\"/sdcard/Download\", \"/system/etc\"]\n");
+    let s =
+        one_phone("max_push_bytes = 4096\npush_dirs = [\"/sdcard/Download\", \"/system/etc\"]\n");
     let dir = s.host.path();
     let inside = write_host(dir, "ok.txt", b"fine");
     let big = write_host(dir, "big.bin", &[1u8; 5000]);
@@ -202,7 +210,10 @@ fn refused_pushes_send_the_phone_nothing() {
             to("/sdcard/Download/../DCIM/x", json!({"text": "x"})),
             "invalid_params",
         ),
-        (to("sdcard/Download/x", json!({"text": "x"})), "invalid_params"),
+        (
+            to("sdcard/Download/x", json!({"text": "x"})),
+            "invalid_params",
+        ),
         // No source, two sources, bad base64.
         (to(dl, json!({})), "invalid_params"),
         (
@@ -232,7 +243,10 @@ fn refused_pushes_send_the_phone_nothing() {
             "invalid_params",
         ),
         (
-            to(dl, json!({"host_path": format!("{}/none.txt", dir.display())})),
+            to(
+                dl,
+                json!({"host_path": format!("{}/none.txt", dir.display())}),
+            ),
             "not_found",
         ),
         (
@@ -260,7 +274,11 @@ fn refused_pushes_send_the_phone_nothing() {
         json!({"path": "/system/etc/hosts", "text": "127.0.0.1 evil\n"}),
     );
     assert_eq!(code(&run), "device_error", "{}", run.stdout);
-    assert!(message(&run).contains("Read-only file system"), "{}", run.stdout);
+    assert!(
+        message(&run).contains("Read-only file system"),
+        "{}",
+        run.stdout
+    );
 
     // Without host_dirs, no host file is sent at all.
     let (adb, sim) = (AdbServer::start(), Sim::start(SimOptions::default()));
@@ -273,7 +291,12 @@ fn refused_pushes_send_the_phone_nothing() {
         ),
     );
     sim.clear_log();
-    let run = dw.call("phone", "files", "push", to(dl, json!({"host_path": inside})));
+    let run = dw.call(
+        "phone",
+        "files",
+        "push",
+        to(dl, json!({"host_path": inside})),
+    );
     assert_eq!(code(&run), "denied", "{}", run.stdout);
     assert!(message(&run).contains("host_dirs"), "{}", run.stdout);
     assert!(sim.commands().is_empty());
@@ -364,7 +387,11 @@ fn install_from_the_host_sends_installs_and_removes_the_apk() {
         s.sim.clear_log();
         let run = s.dw.call("phone", "app_manager", "install", params.clone());
         assert_eq!(code(&run), want, "{params}: {}", run.stdout);
-        assert!(s.sim.commands().is_empty(), "{params}: {:?}", s.sim.commands());
+        assert!(
+            s.sim.commands().is_empty(),
+            "{params}: {:?}",
+            s.sim.commands()
+        );
     }
 
     // An APK already on the phone still installs from where it is.
@@ -435,13 +462,15 @@ fn companion_phones_take_content_but_not_host_files() {
             "push",
             json!({"path": "/sdcard/Download/b.txt", "host_path": file}),
         ),
-        ("f3", "app_manager", "install", json!({"host_path": format!("{}/x.apk", host.path().display())})),
+        (
+            "f3",
+            "app_manager",
+            "install",
+            json!({"host_path": format!("{}/x.apk", host.path().display())}),
+        ),
     ] {
         let refused = call(id, service, action, params);
-        assert_eq!(
-            refused["error"]["code"], "unsupported_action",
-            "{refused}"
-        );
+        assert_eq!(refused["error"]["code"], "unsupported_action", "{refused}");
         assert!(alice.commands().is_empty(), "{:?}", alice.commands());
     }
     assert!(phone_file(&alice, "/sdcard/Download/b.txt").is_none());

@@ -23,10 +23,10 @@ use std::sync::Mutex;
 
 mod screen;
 mod transfer;
-pub use transfer::{INSTALL_TEMP_DIR, PushFile, Pushed, open_host_file};
 pub use screen::{
     ADB_IME, ADB_IME_B64_ACTION, DUMP_PATH, SNAPSHOT_TTL, Screenshot, UiSnapshot, render_screenshot,
 };
+pub use transfer::{INSTALL_TEMP_DIR, PushFile, Pushed, open_host_file};
 
 /// Runs one device command (an argv; quoting is the implementation's job).
 pub trait Shell: Send + Sync {

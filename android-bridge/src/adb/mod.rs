@@ -822,7 +822,10 @@ impl AdbDevice {
             },
             ExchangeError::TooLarge => BridgeError::Refused(droidwarden_services::WireError::new(
                 droidwarden_services::ErrorCode::Denied,
-                format!("the file grew past {} bytes while it was sent; nothing was kept", file.max),
+                format!(
+                    "the file grew past {} bytes while it was sent; nothing was kept",
+                    file.max
+                ),
             )),
             other => self.exchange_error(other),
         })?;

@@ -296,11 +296,17 @@ mod tests {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let addr = server(|mut conn| async move {
             let (id, path) = request(&mut conn).await;
-            assert_eq!((&id, path.as_slice()), (b"STAT", "/sdcard/Download/é x".as_bytes()));
+            assert_eq!(
+                (&id, path.as_slice()),
+                (b"STAT", "/sdcard/Download/é x".as_bytes())
+            );
             conn.write_all(&stat_reply(0, 0)).await.unwrap();
             let (id, header) = request(&mut conn).await;
             assert_eq!(&id, b"SEND");
-            assert_eq!(header, format!("/sdcard/Download/é x,{}", 0o100_644).as_bytes());
+            assert_eq!(
+                header,
+                format!("/sdcard/Download/é x,{}", 0o100_644).as_bytes()
+            );
             let mut chunks = Vec::new();
             let mtime = loop {
                 let (id, body) = request(&mut conn).await;

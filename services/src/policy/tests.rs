@@ -187,7 +187,10 @@ fn push_writes_only_inside_push_dirs_with_one_bounded_source() {
             ErrorCode::InvalidParams,
         ),
         // No source, two sources.
-        (json!({"path": "/sdcard/Download/a"}), ErrorCode::InvalidParams),
+        (
+            json!({"path": "/sdcard/Download/a"}),
+            ErrorCode::InvalidParams,
+        ),
         (
             json!({"path": "/sdcard/Download/a", "text": "x", "content_base64": "eA=="}),
             ErrorCode::InvalidParams,
@@ -255,7 +258,10 @@ fn install_takes_one_apk_on_the_phone_or_under_host_dirs() {
 
 #[test]
 fn size_bounds_are_checked_when_configured() {
-    for bad in [json!({"max_push_bytes": 0}), json!({"max_apk_bytes": 5_000_000_000u64})] {
+    for bad in [
+        json!({"max_push_bytes": 0}),
+        json!({"max_apk_bytes": 5_000_000_000u64}),
+    ] {
         let err = PhonePolicy::try_from(raw(bad.clone())).unwrap_err();
         assert!(err.key.starts_with("phone_services.max_"), "{bad}: {err}");
     }

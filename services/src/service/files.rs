@@ -46,10 +46,14 @@ impl FilesAction {
                 content_base64,
                 host_path,
                 ..
-            } => [text.is_some(), content_base64.is_some(), host_path.is_some()]
-                .into_iter()
-                .filter(|given| *given)
-                .count(),
+            } => [
+                text.is_some(),
+                content_base64.is_some(),
+                host_path.is_some(),
+            ]
+            .into_iter()
+            .filter(|given| *given)
+            .count(),
         }
     }
 }

@@ -22,10 +22,10 @@ use super::message::{HEADER_LEN, Header, Message, command_name};
 use super::service::{ServiceKind, ServiceRequest, frame_output};
 use super::session::{Action, Session};
 use super::sync::{SyncFs, SyncMachine};
-use std::collections::{HashMap, VecDeque};
 use crate::fault::OneShot;
 use crate::sim::Shared;
 use crate::state::PhoneState;
+use std::collections::{HashMap, VecDeque};
 
 /// Events for the connection loop.
 #[derive(Debug)]

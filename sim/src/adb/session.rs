@@ -352,7 +352,10 @@ mod tests {
         // A reply without close keeps the stream; with close, it ends.
         let out = s.on_reply(local, vec![b"answer".to_vec()], false);
         assert_eq!(sent(&out)[0].command, A_WRTE);
-        assert!(s.on_message(Message::new(A_OKAY, 5, local, Vec::new())).is_empty());
+        assert!(
+            s.on_message(Message::new(A_OKAY, 5, local, Vec::new()))
+                .is_empty()
+        );
         let out = s.on_reply(local, Vec::new(), true);
         assert_eq!(sent(&out), vec![Message::new(A_CLSE, local, 5, Vec::new())]);
     }

@@ -283,7 +283,10 @@ mod tests {
             fs.files.borrow()["/sdcard/Download/a,b ü.txt"],
             (b"hello world".to_vec(), 77)
         );
-        let r = m.feed(&request(b"STAT", "/sdcard/Download/a,b ü.txt".as_bytes()), &fs);
+        let r = m.feed(
+            &request(b"STAT", "/sdcard/Download/a,b ü.txt".as_bytes()),
+            &fs,
+        );
         assert_eq!(&r.bytes[..4], b"STAT");
         assert_eq!(u32::from_le_bytes(r.bytes[8..12].try_into().unwrap()), 11);
         let r = m.feed(&header(b"QUIT", 0), &fs);
@@ -323,7 +326,9 @@ mod tests {
         assert_eq!(&r.bytes[..4], b"FAIL");
         let r = m.feed(&request(b"LIST", b"/sdcard"), &fs);
         assert_eq!(&r.bytes[..4], b"DENT");
-        assert!(r.bytes.ends_with(&[b'D', b'O', b'N', b'E', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]));
+        assert!(r.bytes.ends_with(&[
+            b'D', b'O', b'N', b'E', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+        ]));
         let r = m.feed(&header(b"DATA", 1_000_000), &fs);
         assert!(r.close);
         let mut m = SyncMachine::default();

@@ -167,9 +167,7 @@ pub(crate) fn ls(st: &PhoneState, args: &[String]) -> CommandResult {
 
 /// toybox `rm [-f] FILE…` (files only: `-r` is not emulated).
 pub(crate) fn rm(st: &mut PhoneState, args: &[String]) -> CommandResult {
-    let force = args
-        .iter()
-        .any(|a| a.starts_with('-') && a.contains('f'));
+    let force = args.iter().any(|a| a.starts_with('-') && a.contains('f'));
     let mut out = Output::default();
     let mut status = 0;
     for path in args.iter().filter(|a| !a.starts_with('-')) {

@@ -102,7 +102,9 @@ pub async fn open_host_file(
     if !host.allows(path) {
         return Err(refused(
             ErrorCode::Denied,
-            format!("{path} is outside the host directories this daemon allows ([phone_services] host_dirs)"),
+            format!(
+                "{path} is outside the host directories this daemon allows ([phone_services] host_dirs)"
+            ),
         ));
     }
     let resolved = tokio::fs::canonicalize(path)
@@ -120,7 +122,9 @@ pub async fn open_host_file(
     if !inside {
         return Err(refused(
             ErrorCode::Denied,
-            format!("{path} leads outside the host directories this daemon allows (a symbolic link)"),
+            format!(
+                "{path} leads outside the host directories this daemon allows (a symbolic link)"
+            ),
         ));
     }
     let file = tokio::fs::File::open(&resolved)
@@ -173,7 +177,9 @@ pub(super) async fn push(sh: &dyn Shell, action: &FilesAction) -> Result<Value, 
         overwrite,
     } = action
     else {
-        return Err(BridgeError::Internal("push called for another action".into()));
+        return Err(BridgeError::Internal(
+            "push called for another action".into(),
+        ));
     };
     if !plain_absolute_path(path) {
         return Err(refused(
@@ -309,8 +315,12 @@ pub(super) async fn install_from_host(
     let removed = sh.run(&["rm", "-f", &temp]).await;
     match &removed {
         Ok(out) if out.exit == 0 => {}
-        Ok(out) => tracing::warn!(device = sh.device_name(), path = %temp, stderr = %out.stderr.trim(), "cannot remove the temporary APK"),
-        Err(e) => tracing::warn!(device = sh.device_name(), path = %temp, error = %e, "cannot remove the temporary APK"),
+        Ok(out) => {
+            tracing::warn!(device = sh.device_name(), path = %temp, stderr = %out.stderr.trim(), "cannot remove the temporary APK")
+        }
+        Err(e) => {
+            tracing::warn!(device = sh.device_name(), path = %temp, error = %e, "cannot remove the temporary APK")
+        }
     }
     outcome?;
     Ok(json!({ "apk_path": host_path, "from_host": true, "installed": true }))

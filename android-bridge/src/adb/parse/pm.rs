@@ -98,7 +98,11 @@ pub fn install_failure(out: &str) -> Option<InstallFailure> {
         Some((code, detail)) => (code.trim(), Some(detail.trim())),
         None => (inner.trim(), None),
     };
-    if code.is_empty() || !code.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') {
+    if code.is_empty()
+        || !code
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    {
         return None;
     }
     let kind = install_failure_kind(code);
@@ -117,17 +121,39 @@ fn install_failure_kind(code: &str) -> InstallFailureKind {
         return BadApk;
     }
     match code.strip_prefix("INSTALL_FAILED_").unwrap_or(code) {
-        "INVALID_APK" | "INVALID_URI" | "OLDER_SDK" | "NEWER_SDK" | "NO_MATCHING_ABIS"
-        | "CPU_ABI_INCOMPATIBLE" | "TEST_ONLY" | "MISSING_SHARED_LIBRARY"
-        | "MISSING_FEATURE" | "DEPRECATED_SDK_VERSION" | "BAD_SIGNATURE"
-        | "INVALID_INSTALL_LOCATION" | "BAD_DEX_METADATA" => BadApk,
-        "VERSION_DOWNGRADE" | "UPDATE_INCOMPATIBLE" | "ALREADY_EXISTS"
-        | "DUPLICATE_PACKAGE" | "DUPLICATE_PERMISSION" | "SHARED_USER_INCOMPATIBLE"
-        | "CONFLICTING_PROVIDER" | "REPLACE_COULDNT_DELETE" | "PERMISSION_MODEL_DOWNGRADE" => Conflict,
-        "USER_RESTRICTED" | "VERIFICATION_FAILURE" | "VERIFICATION_TIMEOUT" | "ABORTED"
-        | "SESSION_INVALID" | "INSTANT_APP_INVALID" => NotAllowed,
-        "INSUFFICIENT_STORAGE" | "MEDIA_UNAVAILABLE" | "CONTAINER_ERROR"
-        | "PACKAGE_CHANGED" | "UID_CHANGED" => Transient,
+        "INVALID_APK"
+        | "INVALID_URI"
+        | "OLDER_SDK"
+        | "NEWER_SDK"
+        | "NO_MATCHING_ABIS"
+        | "CPU_ABI_INCOMPATIBLE"
+        | "TEST_ONLY"
+        | "MISSING_SHARED_LIBRARY"
+        | "MISSING_FEATURE"
+        | "DEPRECATED_SDK_VERSION"
+        | "BAD_SIGNATURE"
+        | "INVALID_INSTALL_LOCATION"
+        | "BAD_DEX_METADATA" => BadApk,
+        "VERSION_DOWNGRADE"
+        | "UPDATE_INCOMPATIBLE"
+        | "ALREADY_EXISTS"
+        | "DUPLICATE_PACKAGE"
+        | "DUPLICATE_PERMISSION"
+        | "SHARED_USER_INCOMPATIBLE"
+        | "CONFLICTING_PROVIDER"
+        | "REPLACE_COULDNT_DELETE"
+        | "PERMISSION_MODEL_DOWNGRADE" => Conflict,
+        "USER_RESTRICTED"
+        | "VERIFICATION_FAILURE"
+        | "VERIFICATION_TIMEOUT"
+        | "ABORTED"
+        | "SESSION_INVALID"
+        | "INSTANT_APP_INVALID" => NotAllowed,
+        "INSUFFICIENT_STORAGE"
+        | "MEDIA_UNAVAILABLE"
+        | "CONTAINER_ERROR"
+        | "PACKAGE_CHANGED"
+        | "UID_CHANGED" => Transient,
         _ => Other,
     }
 }
@@ -156,7 +182,9 @@ mod tests {
         .unwrap();
         assert_eq!(f.kind, InstallFailureKind::BadApk);
         assert_eq!(
-            install_failure("Failure [INSTALL_FAILED_VERSION_DOWNGRADE]").unwrap().kind,
+            install_failure("Failure [INSTALL_FAILED_VERSION_DOWNGRADE]")
+                .unwrap()
+                .kind,
             InstallFailureKind::Conflict
         );
         assert_eq!(
@@ -166,7 +194,9 @@ mod tests {
             InstallFailureKind::NotAllowed
         );
         assert_eq!(
-            install_failure("Failure [INSTALL_FAILED_SOMETHING_NEW]").unwrap().kind,
+            install_failure("Failure [INSTALL_FAILED_SOMETHING_NEW]")
+                .unwrap()
+                .kind,
             InstallFailureKind::Other
         );
         assert_eq!(install_failure("Success\n"), None);
