@@ -363,6 +363,16 @@ impl CompanionDevice {
         let timeout = self.shared.config.request_timeout;
         let deadline = Instant::now() + timeout;
         let payload = protocol::encode_request(&id, command, epoch_ms(SystemTime::now() + timeout));
+        if payload.len() > MAX_REQUEST_BYTES {
+            // The daemon's MQTT client sends at most 1 MiB per message.
+            return Err(BridgeError::Refused(droidwarden_services::WireError::new(
+                droidwarden_services::ErrorCode::Denied,
+                format!(
+                    "{what}: the request has {} bytes; a companion phone takes at most {MAX_REQUEST_BYTES} per message (send less content)",
+                    payload.len()
+                ),
+            )));
+        }
         let timed_out = || BridgeError::Timeout {
             device: self.name.to_string(),
             what: what.clone(),
@@ -459,6 +469,10 @@ impl Device for CompanionDevice {
         true
     }
 }
+
+/// The largest request published to a phone: the daemon's MQTT client
+/// sends packets of at most 1 MiB, and the topic and header need room.
+pub const MAX_REQUEST_BYTES: usize = 1024 * 1024 - 4096;
 
 /// Whether `command` names a file of the daemon's machine (`host_path`):
 /// the phone cannot read it, and the daemon does not stream files through
