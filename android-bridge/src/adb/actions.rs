@@ -34,6 +34,28 @@ pub trait Shell: Send + Sync {
     fn device_name(&self) -> &str;
     /// Run `argv` and return its output and exit status.
     fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>>;
+    /// Run `first` and, only when it exits 0, `then`: the output of both
+    /// (standard output and error each in order) and the exit status of
+    /// the last one run. A transport that can runs them as one device
+    /// command (`first && then`, one round trip); the default runs them
+    /// one after the other.
+    fn run_then<'a>(
+        &'a self,
+        first: &'a [&'a str],
+        then: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<ShellOutput, BridgeError>> {
+        Box::pin(async move {
+            let mut out = self.run(first).await?;
+            if out.exit != 0 {
+                return Ok(out);
+            }
+            let second = self.run(then).await?;
+            out.stdout.push_str(&second.stdout);
+            out.stderr.push_str(&second.stderr);
+            out.exit = second.exit;
+            Ok(out)
+        })
+    }
     /// Volume indexes saved by `mute`, per Android stream number, for `unmute`.
     fn muted_levels(&self) -> &Mutex<HashMap<u8, i64>>;
     /// Run `argv` with its standard output kept as bytes (`adb exec-out`:

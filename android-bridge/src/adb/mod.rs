@@ -895,9 +895,28 @@ impl AdbDevice {
         })
     }
 
+    /// `first && then` in one exchange (see [`actions::Shell::run_then`]).
+    async fn run_then(&self, first: &[&str], then: &[&str]) -> Result<ShellOutput, BridgeError> {
+        let line = format!(
+            "{} && {}",
+            shell::command_line(first),
+            shell::command_line(then)
+        );
+        let (stdout, stderr, exit) = self.exchange_line(line).await?;
+        Ok(ShellOutput {
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr,
+            exit,
+        })
+    }
+
     /// One shell exchange: stdout bytes (without the trailer), stderr, exit.
     async fn exchange(&self, argv: &[&str]) -> Result<(Vec<u8>, String, i32), BridgeError> {
-        let line = shell::command_line(argv);
+        self.exchange_line(shell::command_line(argv)).await
+    }
+
+    /// [`Self::exchange`] of a quoted command line.
+    async fn exchange_line(&self, line: String) -> Result<(Vec<u8>, String, i32), BridgeError> {
         let deadline = tokio::time::Instant::now() + self.call_timeout + EXCHANGE_GRACE;
         let known = self.status().protocol;
         tracing::debug!(device = %self.name, command = %line, "adb shell");
@@ -1003,6 +1022,14 @@ impl actions::Shell for AdbDevice {
         argv: &'a [&'a str],
     ) -> BoxFuture<'a, Result<actions::BinaryOutput, BridgeError>> {
         Box::pin(AdbDevice::run_binary(self, argv))
+    }
+
+    fn run_then<'a>(
+        &'a self,
+        first: &'a [&'a str],
+        then: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<ShellOutput, BridgeError>> {
+        Box::pin(AdbDevice::run_then(self, first, then))
     }
 
     fn ui_snapshot(&self) -> &Mutex<Option<actions::UiSnapshot>> {

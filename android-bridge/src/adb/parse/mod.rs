@@ -71,8 +71,8 @@ pub use sensors::{
 pub use settings::{getprop_value, setting_value};
 pub use system::*;
 pub use ui::{
-    DumpOutcome, PNG_SIGNATURE, UiElement, UiTree, dump_outcome, screencap_png, ui_elements,
-    wm_size, xml_slice,
+    DumpOutcome, PNG_SIGNATURE, UiElement, UiTree, dump_outcome, dump_then_cat_outcome,
+    screencap_png, ui_elements, wm_size, xml_slice,
 };
 pub use wifi::{ScanResult, WifiStatus, wifi, wifi_scan};
 pub use window::{Orientation, focused_app, focused_component, rotation};
