@@ -185,7 +185,7 @@ impl BridgeError {
     pub fn retryable(&self) -> bool {
         match self {
             Self::NoDeviceOnline { .. } | Self::IncompleteOutput { .. } => true,
-            Self::Companion { error, .. } => error.retryable,
+            Self::Companion { error, .. } | Self::Refused(error) => error.retryable,
             other => other.code().default_retryable(),
         }
     }

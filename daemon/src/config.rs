@@ -555,6 +555,7 @@ impl TryFrom<RawConfig> for Config {
                 workers_per_device: raw.adb.workers_per_device,
                 start_server: raw.adb.start_server,
                 adb_program: PathBuf::from(raw.adb.program),
+                host_files: phone_services.host_files.clone(),
             },
             state_dir: state_dir(&raw.state.dir),
             mqtt: mqtt_settings(raw.mqtt, raw.broker)?,

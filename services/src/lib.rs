@@ -36,8 +36,9 @@ pub use command::{RingerMode, Stream};
 pub use error::CatalogueError;
 pub use names::{CompanionId, DeviceName, NameError, PackageName};
 pub use policy::{
-    PhonePolicy, PolicyConfigError, REFUSED_SCHEMES, RawPhoneServices, normalize_number,
-    plain_absolute_path, refuse_dangerous_scheme, url_scheme,
+    HostFiles, MAX_CONFIGURABLE_BYTES, PhonePolicy, PolicyConfigError, REFUSED_SCHEMES,
+    RawPhoneServices, check_push_shape, normalize_number, plain_absolute_path,
+    refuse_dangerous_scheme, url_scheme,
 };
 pub use service::*;
 pub use wire::{ErrorCode, WireError};

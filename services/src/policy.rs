@@ -37,7 +37,11 @@ pub const REFUSED_SCHEMES: &[&str] = &[
 pub struct RawPhoneServices {
     url_schemes: Option<Vec<String>>,
     pull_dirs: Option<Vec<String>>,
+    push_dirs: Option<Vec<String>>,
     apk_dirs: Option<Vec<String>>,
+    host_dirs: Option<Vec<String>>,
+    max_push_bytes: Option<u64>,
+    max_apk_bytes: Option<u64>,
     telephony: Option<RawSwitch>,
     shell: Option<RawSwitch>,
 }
@@ -66,17 +70,58 @@ fn config_err(key: &str, reason: impl Into<String>) -> PolicyConfigError {
     }
 }
 
+/// The largest `max_push_bytes` / `max_apk_bytes` the configuration may set.
+pub const MAX_CONFIGURABLE_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// Which files of the daemon's machine may be sent to a phone
+/// (`files.push {host_path}`, `app_manager.install {host_path}`), and how
+/// large they may be. Also handed to the ADB transport, which checks the
+/// file itself when it opens it (symbolic links resolved, the size read
+/// from the open file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFiles {
+    /// Absolute host directories (no trailing `/`); empty: no host file
+    /// may be sent.
+    pub dirs: Vec<String>,
+    /// The largest file `files.push` sends (from the host or inline).
+    pub max_push_bytes: u64,
+    /// The largest APK `app_manager.install {host_path}` sends.
+    pub max_apk_bytes: u64,
+}
+
+impl Default for HostFiles {
+    fn default() -> Self {
+        Self {
+            dirs: Vec::new(),
+            max_push_bytes: 16 * 1024 * 1024,
+            max_apk_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+impl HostFiles {
+    /// Whether `path` is a plain absolute path strictly inside one of the
+    /// host directories (as text; the transport resolves links).
+    pub fn allows(&self, path: &str) -> bool {
+        inside(path, &self.dirs)
+    }
+}
+
 /// The validated policy. [`Default`] is the built-in configuration:
-/// http and https links, pulls from `/sdcard/Download`, APKs from
-/// `/data/local/tmp`, telephony and shell off.
+/// http and https links, pulls and pushes in `/sdcard/Download`, APKs from
+/// `/data/local/tmp`, no host files, telephony and shell off.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PhonePolicy {
     /// Lower-case schemes `intents.open_url` may open.
     pub url_schemes: BTreeSet<String>,
     /// Directories (absolute, no trailing `/`) `files.pull` may read under.
     pub pull_dirs: Vec<String>,
+    /// Directories `files.push` may write under.
+    pub push_dirs: Vec<String>,
     /// Directories `app_manager.install` may install APKs from.
     pub apk_dirs: Vec<String>,
+    /// Host files `files.push` and `app_manager.install` may send.
+    pub host_files: HostFiles,
     /// Whether `telephony` is on.
     pub telephony: bool,
     /// Numbers `telephony` may text or call (digits and a leading `+`).
@@ -90,7 +135,9 @@ impl Default for PhonePolicy {
         Self {
             url_schemes: ["http", "https"].map(String::from).into(),
             pull_dirs: vec!["/sdcard/Download".into()],
+            push_dirs: vec!["/sdcard/Download".into()],
             apk_dirs: vec!["/data/local/tmp".into()],
+            host_files: HostFiles::default(),
             telephony: false,
             allowed_numbers: BTreeSet::new(),
             shell: false,
@@ -131,8 +178,36 @@ impl TryFrom<RawPhoneServices> for PhonePolicy {
         if let Some(dirs) = raw.pull_dirs {
             policy.pull_dirs = directories("pull_dirs", dirs)?;
         }
+        if let Some(dirs) = raw.push_dirs {
+            policy.push_dirs = directories("push_dirs", dirs)?;
+        }
         if let Some(dirs) = raw.apk_dirs {
             policy.apk_dirs = directories("apk_dirs", dirs)?;
+        }
+        if let Some(dirs) = raw.host_dirs {
+            policy.host_files.dirs = directories("host_dirs", dirs)?;
+        }
+        for (key, value, into) in [
+            (
+                "max_push_bytes",
+                raw.max_push_bytes,
+                &mut policy.host_files.max_push_bytes,
+            ),
+            (
+                "max_apk_bytes",
+                raw.max_apk_bytes,
+                &mut policy.host_files.max_apk_bytes,
+            ),
+        ] {
+            if let Some(v) = value {
+                if v == 0 || v > MAX_CONFIGURABLE_BYTES {
+                    return Err(config_err(
+                        key,
+                        format!("must be between 1 and {MAX_CONFIGURABLE_BYTES} (4 GiB)"),
+                    ));
+                }
+                *into = v;
+            }
         }
         if let Some(shell) = raw.shell {
             if shell.allowed_numbers.is_some() {
@@ -296,14 +371,31 @@ impl PhonePolicy {
             Command::Files(FilesAction::Pull { path }) => {
                 self.check_path(path, &self.pull_dirs, "pull_dirs")
             }
-            Command::AppManager(AppManagerAction::Install { apk_path }) => {
-                if !apk_path.ends_with(".apk") {
+            Command::Files(push @ FilesAction::Push { .. }) => self.check_push(push),
+            Command::AppManager(AppManagerAction::Install {
+                apk_path,
+                host_path,
+            }) => {
+                let (path, name) = match (apk_path, host_path) {
+                    (Some(p), None) => (p, "apk_path"),
+                    (None, Some(p)) => (p, "host_path"),
+                    _ => {
+                        return Err(WireError::new(
+                            ErrorCode::InvalidParams,
+                            "install needs exactly one of apk_path (an APK on the phone) and host_path (an APK on the daemon's machine)",
+                        ));
+                    }
+                };
+                if !path.ends_with(".apk") {
                     return Err(WireError::new(
                         ErrorCode::InvalidParams,
-                        "apk_path must name an .apk file",
+                        format!("{name} must name an .apk file"),
                     ));
                 }
-                self.check_path(apk_path, &self.apk_dirs, "apk_dirs")
+                match host_path {
+                    Some(host) => self.check_host_path(host),
+                    None => self.check_path(path, &self.apk_dirs, "apk_dirs"),
+                }
             }
             Command::Telephony(action) => {
                 if !self.telephony {
@@ -338,6 +430,64 @@ impl PhonePolicy {
         }
     }
 
+    fn check_push(&self, push: &FilesAction) -> Result<(), WireError> {
+        let FilesAction::Push {
+            path,
+            text,
+            content_base64,
+            host_path,
+            ..
+        } = push
+        else {
+            return Ok(());
+        };
+        check_push_shape(push)?;
+        self.check_path(path, &self.push_dirs, "push_dirs")?;
+        if let Some(host) = host_path {
+            return self.check_host_path(host);
+        }
+        let size = match (text, content_base64) {
+            (Some(t), _) => t.len(),
+            (_, Some(b)) => crate::base64_decoded_len(b).unwrap_or(0),
+            _ => 0,
+        };
+        let max = self.host_files.max_push_bytes;
+        if size as u64 > max {
+            return Err(WireError::new(
+                ErrorCode::Denied,
+                format!(
+                    "the content has {size} bytes; this daemon pushes at most {max} ([phone_services] max_push_bytes)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_host_path(&self, path: &str) -> Result<(), WireError> {
+        if !plain_absolute_path(path) {
+            return Err(WireError::new(
+                ErrorCode::InvalidParams,
+                format!("{path:?}: host paths must be absolute, without empty, . or .. parts"),
+            ));
+        }
+        if self.host_files.dirs.is_empty() {
+            return Err(WireError::new(
+                ErrorCode::Denied,
+                "this daemon sends no files of its machine to phones; list directories in [phone_services] host_dirs to allow it",
+            ));
+        }
+        if !self.host_files.allows(path) {
+            return Err(WireError::new(
+                ErrorCode::Denied,
+                format!(
+                    "{path} is outside the host directories this daemon allows: {} ([phone_services] host_dirs)",
+                    self.host_files.dirs.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn check_path(&self, path: &str, dirs: &[String], key: &str) -> Result<(), WireError> {
         if !plain_absolute_path(path) {
             return Err(WireError::new(
@@ -356,6 +506,50 @@ impl PhonePolicy {
         }
         Ok(())
     }
+}
+
+/// The checks of a `files.push` that hold whatever the configuration says:
+/// exactly one source, and inline content within
+/// [`crate::MAX_INLINE_PUSH_BYTES`] and valid base64.
+///
+/// # Errors
+/// [`ErrorCode::InvalidParams`] for no or several sources and bad base64,
+/// [`ErrorCode::Denied`] for inline content over the bound.
+pub fn check_push_shape(push: &FilesAction) -> Result<(), WireError> {
+    let FilesAction::Push {
+        text,
+        content_base64,
+        ..
+    } = push
+    else {
+        return Ok(());
+    };
+    if push.push_sources() != 1 {
+        return Err(WireError::new(
+            ErrorCode::InvalidParams,
+            "push needs exactly one of text, content_base64 and host_path",
+        ));
+    }
+    let size = match (text, content_base64) {
+        (Some(t), _) => t.len(),
+        (_, Some(b)) => crate::base64_decoded_len(b).ok_or_else(|| {
+            WireError::new(
+                ErrorCode::InvalidParams,
+                "content_base64 is not standard base64 (its length is not a multiple of 4)",
+            )
+        })?,
+        _ => return Ok(()),
+    };
+    if size > crate::MAX_INLINE_PUSH_BYTES {
+        return Err(WireError::new(
+            ErrorCode::Denied,
+            format!(
+                "the content has {size} bytes; content in the parameters is at most {} bytes (send a file with host_path instead)",
+                crate::MAX_INLINE_PUSH_BYTES
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn disabled(service: &str, how: &str) -> WireError {

@@ -469,6 +469,35 @@ impl SimHandle {
         }
     }
 
+    /// Write a file as the adb file service does (`STAT`, then `SEND` …
+    /// `DONE`; logged the same way), for the companion app's `files.push`.
+    /// `Ok(None)`: nothing written, the path exists (a directory when the
+    /// flag is set); `Ok(Some(replaced))`: written.
+    ///
+    /// # Errors
+    /// Why the phone refuses the file (`Read-only file system`, …).
+    pub fn write_file(
+        &self,
+        path: &str,
+        bytes: Vec<u8>,
+        replace: bool,
+    ) -> Result<Result<bool, bool>, String> {
+        let phone = &self.inner.shared.phone;
+        let before = phone.sync_stat(path);
+        if let Some((mode, _, _)) = before {
+            let is_dir = mode & 0o170_000 == 0o040_000;
+            if is_dir || !replace {
+                return Ok(Err(is_dir));
+            }
+        }
+        phone.sync_check_create(path)?;
+        if bytes.len() > crate::phone::MAX_FILE {
+            return Err("No space left on device".into());
+        }
+        phone.sync_write(path, bytes)?;
+        Ok(Ok(before.is_some()))
+    }
+
     /// Whether the ADB port is open.
     pub async fn is_listening(&self) -> bool {
         self.inner.listening.lock().await.is_some()

@@ -541,6 +541,12 @@ fn hostile_strings_in_every_new_parameter_are_refused_or_one_literal_argument() 
             |v| format!("/sdcard/Download/{v}"),
         ),
         (
+            "files",
+            "push",
+            |v| json!({"path": format!("/sdcard/Download/{v}"), "text": v}),
+            |v| format!("/sdcard/Download/{v}"),
+        ),
+        (
             "app_manager",
             "install",
             |v| json!({"apk_path": format!("/data/local/tmp/{v}.apk")}),

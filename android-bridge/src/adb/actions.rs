@@ -22,9 +22,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 mod screen;
+mod transfer;
 pub use screen::{
     ADB_IME, ADB_IME_B64_ACTION, DUMP_PATH, SNAPSHOT_TTL, Screenshot, UiSnapshot, render_screenshot,
 };
+pub use transfer::{INSTALL_TEMP_DIR, PushFile, Pushed, open_host_file};
 
 /// Runs one device command (an argv; quoting is the implementation's job).
 pub trait Shell: Send + Sync {
@@ -32,6 +34,28 @@ pub trait Shell: Send + Sync {
     fn device_name(&self) -> &str;
     /// Run `argv` and return its output and exit status.
     fn run<'a>(&'a self, argv: &'a [&'a str]) -> BoxFuture<'a, Result<ShellOutput, BridgeError>>;
+    /// Run `first` and, only when it exits 0, `then`: the output of both
+    /// (standard output and error each in order) and the exit status of
+    /// the last one run. A transport that can runs them as one device
+    /// command (`first && then`, one round trip); the default runs them
+    /// one after the other.
+    fn run_then<'a>(
+        &'a self,
+        first: &'a [&'a str],
+        then: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<ShellOutput, BridgeError>> {
+        Box::pin(async move {
+            let mut out = self.run(first).await?;
+            if out.exit != 0 {
+                return Ok(out);
+            }
+            let second = self.run(then).await?;
+            out.stdout.push_str(&second.stdout);
+            out.stderr.push_str(&second.stderr);
+            out.exit = second.exit;
+            Ok(out)
+        })
+    }
     /// Volume indexes saved by `mute`, per Android stream number, for `unmute`.
     fn muted_levels(&self) -> &Mutex<HashMap<u8, i64>>;
     /// Run `argv` with its standard output kept as bytes (`adb exec-out`:
@@ -42,6 +66,23 @@ pub trait Shell: Send + Sync {
     ) -> BoxFuture<'a, Result<BinaryOutput, BridgeError>>;
     /// The latest `screen.ui_tree` of this phone, for `ui_control.tap {element}`.
     fn ui_snapshot(&self) -> &Mutex<Option<UiSnapshot>>;
+    /// Write a file on the phone without a shell (the adb file service),
+    /// so its path and bytes never pass a command line. The default: this
+    /// transport cannot.
+    fn push<'a>(&'a self, file: PushFile<'a>) -> BoxFuture<'a, Result<Pushed, BridgeError>> {
+        let _ = file;
+        Box::pin(std::future::ready(Err(BridgeError::Refused(
+            droidwarden_services::WireError::new(
+                droidwarden_services::ErrorCode::UnsupportedAction,
+                format!("{}: this transport cannot write files", self.device_name()),
+            ),
+        ))))
+    }
+    /// Which files of the daemon's machine may be sent to this phone
+    /// (`host_path` parameters); `None`: none, through this transport.
+    fn host_files(&self) -> Option<&droidwarden_services::HostFiles> {
+        None
+    }
     /// Run CPU-heavy work (decoding and scaling a screenshot) where it
     /// blocks no async task. The default runs it in place.
     fn offload<'a>(

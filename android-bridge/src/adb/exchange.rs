@@ -85,6 +85,10 @@ pub(crate) enum ExchangeError {
     /// More output than [`MAX_OUTPUT`].
     #[error("the command printed more than {} MiB", MAX_OUTPUT / (1024 * 1024))]
     TooLarge,
+    /// The device's file service answered `FAIL` (a sync request: the
+    /// file cannot be created, read, …), with its message.
+    #[error("{0}")]
+    SyncFailed(String),
 }
 
 /// Run `command` on the device with `serial`, finishing by `deadline`.
@@ -199,7 +203,7 @@ fn out_of_time() -> io::Error {
 /// `work` if it finishes by `deadline`, else [`io::ErrorKind::TimedOut`].
 /// A deadline already past starts nothing (tokio's timeout would still poll
 /// `work` once, and a connect on loopback can finish in that one poll).
-async fn bounded<T>(
+pub(super) async fn bounded<T>(
     deadline: Instant,
     work: impl Future<Output = Result<T, ExchangeError>>,
 ) -> Result<T, ExchangeError> {
@@ -213,13 +217,13 @@ async fn bounded<T>(
 
 /// One connection to the adb server. Its deadline is the caller's
 /// ([`bounded`]), so none of its reads or writes is bounded on its own.
-struct Conn {
+pub(super) struct Conn {
     /// Writes pass straight through tokio's `BufReader`.
-    stream: BufReader<TcpStream>,
+    pub(super) stream: BufReader<TcpStream>,
 }
 
 impl Conn {
-    async fn open(server: SocketAddrV4) -> io::Result<Self> {
+    pub(super) async fn open(server: SocketAddrV4) -> io::Result<Self> {
         let stream = TcpStream::connect(server).await?;
         stream.set_nodelay(true)?;
         Ok(Self {
@@ -228,7 +232,7 @@ impl Conn {
     }
 
     /// Send one request and read the server's `OKAY` (or its `FAIL`).
-    async fn request(&mut self, text: &str) -> Result<(), ExchangeError> {
+    pub(super) async fn request(&mut self, text: &str) -> Result<(), ExchangeError> {
         if text.len() > 0xffff {
             return Err(ExchangeError::Protocol(format!(
                 "a request of {} bytes exceeds the protocol's 64 KiB",

@@ -44,6 +44,7 @@ pub mod actions;
 mod exchange;
 pub mod parse;
 mod shell;
+mod sync;
 
 use crate::device::{
     BoxFuture, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind,
@@ -127,6 +128,9 @@ pub struct AdbConfig {
     pub start_server: bool,
     /// The `adb` program used to start the server.
     pub adb_program: PathBuf,
+    /// Which files of this machine `host_path` parameters may send
+    /// (`[phone_services]`; by default none).
+    pub host_files: droidwarden_services::HostFiles,
 }
 
 impl Default for AdbConfig {
@@ -140,6 +144,7 @@ impl Default for AdbConfig {
             workers_per_device: 4,
             start_server: true,
             adb_program: PathBuf::from("adb"),
+            host_files: droidwarden_services::HostFiles::default(),
         }
     }
 }
@@ -604,6 +609,7 @@ impl AdbTransport {
             ui_snapshot: Mutex::new(None),
             adb_missing: Arc::clone(&self.adb_missing),
             adb_program: self.config.adb_program.clone(),
+            host_files: Arc::new(self.config.host_files.clone()),
         });
         live.devices.insert(serial.to_owned(), Arc::clone(&device));
         self.registry.insert(DeviceHandle::new(
@@ -781,9 +787,56 @@ pub struct AdbDevice {
     /// The transport's "adb cannot be found" flag, and the program looked for.
     adb_missing: Arc<AtomicBool>,
     adb_program: PathBuf,
+    /// The transport's [`AdbConfig::host_files`].
+    host_files: Arc<droidwarden_services::HostFiles>,
 }
 
 impl AdbDevice {
+    /// Write one file through the device's file service (`sync:`).
+    async fn push(&self, file: actions::PushFile<'_>) -> Result<actions::Pushed, BridgeError> {
+        let deadline = tokio::time::Instant::now() + self.call_timeout + EXCHANGE_GRACE;
+        tracing::debug!(device = %self.name, path = %file.remote, "adb sync send");
+        let _slot = self.slot(deadline).await?;
+        let mtime = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
+        let remote = file.remote;
+        let sent = sync::send(
+            self.server,
+            &self.serial,
+            sync::Outgoing {
+                remote,
+                permissions: file.permissions,
+                mtime,
+                data: file.data,
+                max: file.max,
+                replace: file.replace,
+            },
+            deadline,
+        )
+        .await
+        .map_err(|e| match e {
+            ExchangeError::SyncFailed(message) => BridgeError::Device {
+                message: format!("{remote}: {message}"),
+                exit: None,
+            },
+            ExchangeError::TooLarge => BridgeError::Refused(droidwarden_services::WireError::new(
+                droidwarden_services::ErrorCode::Denied,
+                format!(
+                    "the file grew past {} bytes while it was sent; nothing was kept",
+                    file.max
+                ),
+            )),
+            other => self.exchange_error(other),
+        })?;
+        Ok(match sent {
+            sync::Sent::Written { bytes, replaced } => actions::Pushed::Written { bytes, replaced },
+            sync::Sent::Exists(st) => actions::Pushed::Exists {
+                is_dir: st.is_dir(),
+            },
+        })
+    }
+
     fn status(&self) -> std::sync::MutexGuard<'_, Status> {
         self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -842,9 +895,28 @@ impl AdbDevice {
         })
     }
 
+    /// `first && then` in one exchange (see [`actions::Shell::run_then`]).
+    async fn run_then(&self, first: &[&str], then: &[&str]) -> Result<ShellOutput, BridgeError> {
+        let line = format!(
+            "{} && {}",
+            shell::command_line(first),
+            shell::command_line(then)
+        );
+        let (stdout, stderr, exit) = self.exchange_line(line).await?;
+        Ok(ShellOutput {
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr,
+            exit,
+        })
+    }
+
     /// One shell exchange: stdout bytes (without the trailer), stderr, exit.
     async fn exchange(&self, argv: &[&str]) -> Result<(Vec<u8>, String, i32), BridgeError> {
-        let line = shell::command_line(argv);
+        self.exchange_line(shell::command_line(argv)).await
+    }
+
+    /// [`Self::exchange`] of a quoted command line.
+    async fn exchange_line(&self, line: String) -> Result<(Vec<u8>, String, i32), BridgeError> {
         let deadline = tokio::time::Instant::now() + self.call_timeout + EXCHANGE_GRACE;
         let known = self.status().protocol;
         tracing::debug!(device = %self.name, command = %line, "adb shell");
@@ -881,7 +953,9 @@ impl AdbDevice {
                 self.dropped("the connection closed before the command finished".into())
             }
             ExchangeError::Io(e) => self.dropped(e.to_string()),
-            e @ (ExchangeError::Protocol(_) | ExchangeError::TooLarge) => BridgeError::Device {
+            e @ (ExchangeError::Protocol(_)
+            | ExchangeError::TooLarge
+            | ExchangeError::SyncFailed(_)) => BridgeError::Device {
                 message: e.to_string(),
                 exit: None,
             },
@@ -950,8 +1024,27 @@ impl actions::Shell for AdbDevice {
         Box::pin(AdbDevice::run_binary(self, argv))
     }
 
+    fn run_then<'a>(
+        &'a self,
+        first: &'a [&'a str],
+        then: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<ShellOutput, BridgeError>> {
+        Box::pin(AdbDevice::run_then(self, first, then))
+    }
+
     fn ui_snapshot(&self) -> &Mutex<Option<actions::UiSnapshot>> {
         &self.ui_snapshot
+    }
+
+    fn push<'a>(
+        &'a self,
+        file: actions::PushFile<'a>,
+    ) -> BoxFuture<'a, Result<actions::Pushed, BridgeError>> {
+        Box::pin(AdbDevice::push(self, file))
+    }
+
+    fn host_files(&self) -> Option<&droidwarden_services::HostFiles> {
+        Some(&self.host_files)
     }
 
     fn offload<'a>(

@@ -332,6 +332,15 @@ impl CompanionDevice {
     async fn run(&self, command: &Command, turn: Turn<'_>) -> Result<Value, BridgeError> {
         let service = command.service_id();
         let action = command.action_name();
+        if names_host_file(command) {
+            return Err(BridgeError::Refused(droidwarden_services::WireError::new(
+                droidwarden_services::ErrorCode::UnsupportedAction,
+                format!(
+                    "{}: files of the daemon's machine (host_path) are not sent to companion phones; give the content in the parameters (files.push text or content_base64), or install over adb",
+                    self.name
+                ),
+            )));
+        }
         let what = format!("{service}.{action}");
         let id = self.shared.new_id();
         let reply = lock(&self.shared.pending).open(id.clone(), &self.companion_id);
@@ -354,6 +363,16 @@ impl CompanionDevice {
         let timeout = self.shared.config.request_timeout;
         let deadline = Instant::now() + timeout;
         let payload = protocol::encode_request(&id, command, epoch_ms(SystemTime::now() + timeout));
+        if payload.len() > MAX_REQUEST_BYTES {
+            // The daemon's MQTT client sends at most 1 MiB per message.
+            return Err(BridgeError::Refused(droidwarden_services::WireError::new(
+                droidwarden_services::ErrorCode::Denied,
+                format!(
+                    "{what}: the request has {} bytes; a companion phone takes at most {MAX_REQUEST_BYTES} per message (send less content)",
+                    payload.len()
+                ),
+            )));
+        }
         let timed_out = || BridgeError::Timeout {
             device: self.name.to_string(),
             what: what.clone(),
@@ -449,6 +468,27 @@ impl Device for CompanionDevice {
     fn queues_while_offline(&self) -> bool {
         true
     }
+}
+
+/// The largest request published to a phone: the daemon's MQTT client
+/// sends packets of at most 1 MiB, and the topic and header need room.
+pub const MAX_REQUEST_BYTES: usize = 1024 * 1024 - 4096;
+
+/// Whether `command` names a file of the daemon's machine (`host_path`):
+/// the phone cannot read it, and the daemon does not stream files through
+/// MQTT, so such a call is refused before anything is published.
+fn names_host_file(command: &Command) -> bool {
+    use droidwarden_services::{AppManagerAction, FilesAction};
+    matches!(
+        command,
+        Command::Files(FilesAction::Push {
+            host_path: Some(_),
+            ..
+        }) | Command::AppManager(AppManagerAction::Install {
+            host_path: Some(_),
+            ..
+        })
+    )
 }
 
 /// The companion transport: every companion device, fed by the daemon's

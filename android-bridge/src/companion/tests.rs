@@ -786,3 +786,37 @@ async fn a_request_the_mqtt_side_never_took_is_busy_not_timeout() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn host_files_and_oversized_requests_are_never_published() {
+    let (hub, mut rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let handle = kitchen(&registry);
+    for (command, want) in [
+        (
+            cmd(
+                "files",
+                "push",
+                json!({"path": "/sdcard/Download/a", "host_path": "/srv/a"}),
+            ),
+            ErrorCode::UnsupportedAction,
+        ),
+        (
+            cmd("app_manager", "install", json!({"host_path": "/srv/a.apk"})),
+            ErrorCode::UnsupportedAction,
+        ),
+        (
+            cmd(
+                "files",
+                "push",
+                json!({"path": "/sdcard/Download/a", "text": "x".repeat(MAX_REQUEST_BYTES)}),
+            ),
+            ErrorCode::Denied,
+        ),
+    ] {
+        let err = handle.call(&command).await.unwrap_err();
+        assert_eq!(err.to_wire().code, want, "{err}");
+        assert!(rx.try_recv().is_err(), "{err}: something was published");
+    }
+    assert_eq!(lock(&hub.inner.shared.pending).open_count(), 0);
+}

@@ -164,3 +164,106 @@ fn extras_and_argv_are_typed() {
     assert!(run(json!(vec!["x"; 65])).is_err());
     assert!(run(json!(["a\u{0}b"])).is_err());
 }
+
+#[test]
+fn push_writes_only_inside_push_dirs_with_one_bounded_source() {
+    let p = PhonePolicy::try_from(raw(json!({
+        "host_dirs": ["/srv/share/"],
+        "max_push_bytes": 10,
+    })))
+    .unwrap();
+    assert_eq!(p.host_files.dirs, ["/srv/share"]);
+    let push = |params: Value| cmd("files", "push", params);
+    let ok = push(json!({"path": "/sdcard/Download/a.txt", "text": "héllo"}));
+    assert_eq!(code(&p, &ok), None);
+    for (params, want) in [
+        // Outside the phone directories.
+        (
+            json!({"path": "/sdcard/DCIM/a.txt", "text": "x"}),
+            ErrorCode::Denied,
+        ),
+        (
+            json!({"path": "/sdcard/Download/../x", "text": "x"}),
+            ErrorCode::InvalidParams,
+        ),
+        // No source, two sources.
+        (
+            json!({"path": "/sdcard/Download/a"}),
+            ErrorCode::InvalidParams,
+        ),
+        (
+            json!({"path": "/sdcard/Download/a", "text": "x", "content_base64": "eA=="}),
+            ErrorCode::InvalidParams,
+        ),
+        // Over max_push_bytes (10): 11 bytes of text, 12 of base64.
+        (
+            json!({"path": "/sdcard/Download/a", "text": "hello world"}),
+            ErrorCode::Denied,
+        ),
+        (
+            json!({"path": "/sdcard/Download/a", "content_base64": "AAAAAAAAAAAAAAAA"}),
+            ErrorCode::Denied,
+        ),
+        (
+            json!({"path": "/sdcard/Download/a", "content_base64": "AAA"}),
+            ErrorCode::InvalidParams,
+        ),
+        // Host files only under host_dirs.
+        (
+            json!({"path": "/sdcard/Download/a", "host_path": "/etc/shadow"}),
+            ErrorCode::Denied,
+        ),
+        (
+            json!({"path": "/sdcard/Download/a", "host_path": "/srv/share/../../etc/shadow"}),
+            ErrorCode::InvalidParams,
+        ),
+        (
+            json!({"path": "/sdcard/Download/a", "host_path": "/srv/shared/x"}),
+            ErrorCode::Denied,
+        ),
+    ] {
+        assert_eq!(code(&p, &push(params.clone())), Some(want), "{params}");
+    }
+    let host = push(json!({"path": "/sdcard/Download/a", "host_path": "/srv/share/sub/x.pdf"}));
+    assert_eq!(code(&p, &host), None);
+    // No host directory by default: every host path is refused, naming the key.
+    let err = PhonePolicy::default().check(&host).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Denied);
+    assert!(err.message.contains("host_dirs"), "{err}");
+}
+
+#[test]
+fn install_takes_one_apk_on_the_phone_or_under_host_dirs() {
+    let p = PhonePolicy::try_from(raw(json!({"host_dirs": ["/srv/apks"]}))).unwrap();
+    let install = |params: Value| cmd("app_manager", "install", params);
+    assert_eq!(
+        code(&p, &install(json!({"host_path": "/srv/apks/game.apk"}))),
+        None
+    );
+    for (params, want) in [
+        (json!({}), ErrorCode::InvalidParams),
+        (
+            json!({"host_path": "/srv/apks/a.apk", "apk_path": "/data/local/tmp/a.apk"}),
+            ErrorCode::InvalidParams,
+        ),
+        (
+            json!({"host_path": "/srv/apks/notes.txt"}),
+            ErrorCode::InvalidParams,
+        ),
+        (json!({"host_path": "/home/me/a.apk"}), ErrorCode::Denied),
+    ] {
+        assert_eq!(code(&p, &install(params.clone())), Some(want), "{params}");
+    }
+}
+
+#[test]
+fn size_bounds_are_checked_when_configured() {
+    for bad in [
+        json!({"max_push_bytes": 0}),
+        json!({"max_apk_bytes": 5_000_000_000u64}),
+    ] {
+        let err = PhonePolicy::try_from(raw(bad.clone())).unwrap_err();
+        assert!(err.key.starts_with("phone_services.max_"), "{bad}: {err}");
+    }
+    assert!(PhonePolicy::try_from(raw(json!({"host_dirs": ["relative"]}))).is_err());
+}

@@ -5,10 +5,12 @@ use super::*;
 actions!(
     /// `app_manager` actions.
     AppManagerAction {
-        /// Install (or update) an APK that is already on the phone.
+        /// Install (or update) an APK on the phone or on the daemon's machine.
         Install = "install" {
             /// The APK's absolute path on the phone.
-            apk_path: String,
+            apk_path: Option<String>,
+            /// The APK's absolute path on the daemon's machine.
+            host_path: Option<String>,
         },
         /// Remove an app.
         Uninstall = "uninstall" {
@@ -33,11 +35,21 @@ pub(super) fn spec() -> ServiceSpec {
                 "install",
                 Risk::High,
                 true,
-                "Install or update an app from an APK file already on the phone, in a directory the daemon allows (by default /data/local/tmp).",
+                "Install or update an app from an APK file. Give exactly one of: apk_path, an .apk already on the phone in a directory the daemon allows (by default /data/local/tmp); or host_path, an .apk on the daemon's machine under the host directories the daemon allows (none by default), which is copied to the phone, installed and removed from the phone again.",
             )
-            .param("apk_path", true, phone_path_param("absolute path of the .apk on the phone"))
+            .param(
+                "apk_path",
+                false,
+                phone_path_param("absolute path of the .apk on the phone"),
+            )
+            .param(
+                "host_path",
+                false,
+                host_path_param("absolute path of the .apk on the daemon's machine"),
+            )
             .returns(vec![
-                req("apk_path", Schema::string("")),
+                req("apk_path", Schema::string("the path given (on the phone, or on the daemon's machine with host_path)")),
+                req("from_host", Schema::boolean("whether the APK came from the daemon's machine")),
                 req("installed", Schema::boolean("")),
             ])
             .example(json!({"apk_path": "/data/local/tmp/game.apk"})),

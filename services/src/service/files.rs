@@ -1,6 +1,15 @@
-//! The `files` service: read files from the phone's allowed directories.
+//! The `files` service: read files from, and write files to, the phone's
+//! allowed directories.
 
 use super::*;
+
+/// The most bytes `files.push` carries in its parameters (`text` or
+/// `content_base64`), whatever the configuration allows for host files:
+/// parameters travel through MQTT, D-Bus and a model's context.
+pub const MAX_INLINE_PUSH_BYTES: usize = 1024 * 1024;
+
+/// Characters of base64 that encode [`MAX_INLINE_PUSH_BYTES`].
+const MAX_INLINE_BASE64: usize = MAX_INLINE_PUSH_BYTES.div_ceil(3) * 4;
 
 actions!(
     /// `files` actions.
@@ -10,14 +19,60 @@ actions!(
             /// The file's absolute path on the phone.
             path: String,
         },
+        /// Write one file.
+        Push = "push" {
+            /// The file's absolute path on the phone.
+            path: String,
+            /// The content as text (written as UTF-8).
+            text: Option<String>,
+            /// The content as standard base64, for bytes that are not text.
+            content_base64: Option<String>,
+            /// A file on the daemon's machine to send instead.
+            host_path: Option<String>,
+            /// Replace a file that is already there (default: refuse).
+            overwrite: Option<bool>,
+        },
     }
 );
+
+impl FilesAction {
+    /// For `push`, how many of `text`, `content_base64` and `host_path`
+    /// were given (exactly one is valid).
+    pub fn push_sources(&self) -> usize {
+        match self {
+            Self::Pull { .. } => 0,
+            Self::Push {
+                text,
+                content_base64,
+                host_path,
+                ..
+            } => [
+                text.is_some(),
+                content_base64.is_some(),
+                host_path.is_some(),
+            ]
+            .into_iter()
+            .filter(|given| *given)
+            .count(),
+        }
+    }
+}
+
+/// The number of bytes a base64 text encodes, without decoding it (`None`
+/// when its length cannot be standard base64).
+pub fn base64_decoded_len(text: &str) -> Option<usize> {
+    if !text.len().is_multiple_of(4) {
+        return None;
+    }
+    let pad = text.len() - text.trim_end_matches('=').len();
+    (pad <= 2).then(|| text.len() / 4 * 3 - pad)
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {
         node_type: "fileTransfer",
         id: "files",
-        description: "Read files from the directories of the phone the daemon allows.",
+        description: "Read and write files in the directories of the phone the daemon allows.",
         actions: vec![
             action(
                 "pull",
@@ -36,6 +91,47 @@ pub(super) fn spec() -> ServiceSpec {
                 req("content_base64", Schema::string("the file's bytes, standard base64")),
             ])
             .example(json!({"path": "/sdcard/Download/shopping.txt"})),
+            action(
+                "push",
+                Risk::High,
+                true,
+                "Write a file on the phone, under the directories the daemon allows (by default /sdcard/Download). Give exactly one of: text (written as UTF-8), content_base64 (any bytes), or host_path (a file on the daemon's machine, under the host directories the daemon allows; none by default). An existing file is replaced only with overwrite: true. Sizes are bounded (1 MiB inline, 16 MiB from the host by default).",
+            )
+            .param(
+                "path",
+                true,
+                phone_path_param("absolute path on the phone, e.g. /sdcard/Download/list.txt"),
+            )
+            .param(
+                "text",
+                false,
+                text_param("the file's content as text", MAX_INLINE_PUSH_BYTES),
+            )
+            .param(
+                "content_base64",
+                false,
+                Schema::pattern(
+                    "the file's content as standard base64",
+                    r"^[A-Za-z0-9+/]*={0,2}$",
+                    MAX_INLINE_BASE64,
+                ),
+            )
+            .param(
+                "host_path",
+                false,
+                host_path_param("absolute path of a file on the daemon's machine, e.g. /srv/droidwarden/share/map.pdf"),
+            )
+            .param(
+                "overwrite",
+                false,
+                Schema::boolean("replace an existing file (default false)"),
+            )
+            .returns(vec![
+                req("path", Schema::string("where the file is on the phone")),
+                req("size_bytes", Schema::integer("", Some(0), None)),
+                req("replaced", Schema::boolean("whether a file was there before")),
+            ])
+            .example(json!({"path": "/sdcard/Download/todo.txt", "text": "call the plumber\n"})),
         ],
         state: None,
         home_assistant: Vec::new(),

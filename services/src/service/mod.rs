@@ -181,6 +181,7 @@ services! {
     UiControl(ui_control::UiControlAction),
 }
 
+pub use files::{MAX_INLINE_PUSH_BYTES, base64_decoded_len};
 pub use intents::{Extra, ExtraType};
 use phone_params::*;
 pub use shell::Argv;

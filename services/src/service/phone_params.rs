@@ -31,3 +31,12 @@ pub(crate) fn text_param(description: &'static str, max: usize) -> Schema {
 pub(crate) fn phone_path_param(description: &'static str) -> Schema {
     Schema::pattern(description, PHONE_PATH_PATTERN, 1024)
 }
+
+/// A path on the daemon's machine: absolute, without control characters.
+/// Where it may point is the daemon's policy ([`crate::PhonePolicy`]).
+pub(crate) const HOST_PATH_PATTERN: &str = r"^/[^\x00-\x1f\x7f]{0,4095}$";
+
+/// A file on the daemon's machine.
+pub(crate) fn host_path_param(description: &'static str) -> Schema {
+    Schema::pattern(description, HOST_PATH_PATTERN, 4096)
+}

@@ -19,11 +19,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::message::{HEADER_LEN, Header, Message, command_name};
-use super::service::{ServiceRequest, frame_output};
+use super::service::{ServiceKind, ServiceRequest, frame_output};
 use super::session::{Action, Session};
+use super::sync::{SyncFs, SyncMachine};
 use crate::fault::OneShot;
 use crate::sim::Shared;
 use crate::state::PhoneState;
+use std::collections::{HashMap, VecDeque};
 
 /// Events for the connection loop.
 #[derive(Debug)]
@@ -151,6 +153,47 @@ async fn run_service(
     let _ = tx.send(Event::Done { local_id, payloads }).await;
 }
 
+/// The phone's files, for the file service.
+struct PhoneFs(Arc<Shared>);
+
+impl SyncFs for PhoneFs {
+    fn stat(&self, path: &str) -> Option<(u32, u32, u32)> {
+        self.0.phone.sync_stat(path)
+    }
+    fn list(&self, path: &str) -> Vec<(String, u32, u32, u32)> {
+        self.0.phone.sync_list(path)
+    }
+    fn read(&self, path: &str) -> Result<Vec<u8>, String> {
+        self.0.phone.sync_read(path)
+    }
+    fn check_create(&self, path: &str) -> Result<(), String> {
+        self.0.phone.sync_check_create(path)
+    }
+    fn write(&self, path: &str, bytes: Vec<u8>, _mtime: u32) -> Result<(), String> {
+        self.0.phone.sync_write(path, bytes)
+    }
+    fn max_file(&self) -> usize {
+        crate::phone::MAX_FILE
+    }
+}
+
+/// Feed a `sync:` stream's machine on the blocking pool (its file effects
+/// take the phone's lock and may append to the command-log file); the
+/// machine comes back with its reply.
+async fn feed_sync(
+    shared: &Arc<Shared>,
+    mut machine: SyncMachine,
+    data: Vec<u8>,
+) -> Option<(SyncMachine, super::sync::Reply)> {
+    let fs = PhoneFs(Arc::clone(shared));
+    tokio::task::spawn_blocking(move || {
+        let reply = machine.feed(&data, &fs);
+        (machine, reply)
+    })
+    .await
+    .ok()
+}
+
 /// Serves one connection until the host leaves, a drop fault fires or
 /// `cancel` is cancelled. Helper tasks are spawned on `tracker`.
 pub(crate) async fn serve_connection(
@@ -170,6 +213,7 @@ pub(crate) async fn serve_connection(
     let _stop = conn.clone().drop_guard();
     tracker.spawn(read_loop(reader, tx.clone(), conn.clone()));
     let mut session = Session::new(banner(&shared.phone.state()), shared.auth, auth_token());
+    let mut syncs: HashMap<u32, SyncMachine> = HashMap::new();
     tracing::info!(%peer, "adb connection");
     'serve: loop {
         let event = tokio::select! {
@@ -195,7 +239,7 @@ pub(crate) async fn serve_connection(
         let mut planned = Vec::with_capacity(actions.len());
         for action in actions {
             let faults = match &action {
-                Action::Start { request, .. } => {
+                Action::Start { request, .. } if request.kind != ServiceKind::Sync => {
                     let faults = shared.take_faults();
                     if matches!(faults.1, Some(OneShot::Drop)) {
                         tracing::info!(%peer, command = %request.command, "fault: dropping the connection instead of answering");
@@ -203,11 +247,12 @@ pub(crate) async fn serve_connection(
                     }
                     faults
                 }
-                Action::Send(_) => (None, None),
+                Action::Send(_) | Action::Start { .. } | Action::Input { .. } => (None, None),
             };
             planned.push((action, faults));
         }
-        for (action, faults) in planned {
+        let mut planned: VecDeque<_> = planned.into();
+        while let Some((action, faults)) = planned.pop_front() {
             match action {
                 Action::Send(m) => {
                     tracing::trace!(%peer, command = %command_name(m.command), bytes = m.data.len(), "send");
@@ -219,6 +264,27 @@ pub(crate) async fn serve_connection(
                     if let Err(e) = written {
                         tracing::info!(%peer, error = %e, "adb write failed");
                         break 'serve;
+                    }
+                }
+                Action::Start { local_id, request } if request.kind == ServiceKind::Sync => {
+                    tracing::debug!(%peer, "sync service");
+                    syncs.insert(local_id, SyncMachine::default());
+                }
+                Action::Input { local_id, data } => {
+                    let Some(machine) = syncs.remove(&local_id) else {
+                        continue;
+                    };
+                    let Some((machine, reply)) = feed_sync(&shared, machine, data).await else {
+                        break 'serve;
+                    };
+                    if reply.close {
+                        tracing::debug!(%peer, "sync service done");
+                    } else {
+                        syncs.insert(local_id, machine);
+                    }
+                    let payloads = super::message::chunk(&reply.bytes, session.max_payload());
+                    for next in session.on_reply(local_id, payloads, reply.close) {
+                        planned.push_back((next, (None, None)));
                     }
                 }
                 Action::Start { local_id, request } => {

@@ -9,5 +9,6 @@ mod conn;
 mod message;
 mod service;
 mod session;
+mod sync;
 
 pub(crate) use conn::serve_connection;

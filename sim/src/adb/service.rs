@@ -2,7 +2,7 @@
 //!
 //! A service string such as `shell,v2,TERM=xterm,raw:echo hi` is split at the
 //! first `:`; the part before it names the service and carries options. Only
-//! `shell` (v1 raw or v2 packets) and `exec` are offered; the caller answers
+//! `shell` (v1 raw or v2 packets), `exec` and `sync` (the file service) are offered; the caller answers
 //! anything else with `CLSE`. Pure functions, no I/O.
 
 use crate::shell::Fd;
@@ -25,6 +25,9 @@ pub(crate) enum ServiceKind {
     ShellRaw,
     /// `exec:` — raw stdout only.
     Exec,
+    /// `sync:` — the file service: requests and replies on one open stream
+    /// (`super::sync`), not one command.
+    Sync,
 }
 
 /// An accepted service request.
@@ -52,6 +55,7 @@ pub(crate) fn parse_service(raw: &[u8], shell_v2: bool) -> Option<ServiceRequest
         "shell" if !shell_v2 && head != "shell" => return None,
         "shell" => ServiceKind::ShellRaw,
         "exec" => ServiceKind::Exec,
+        "sync" if head == "sync" && command.is_empty() => ServiceKind::Sync,
         _ => return None,
     };
     Some(ServiceRequest {
@@ -84,6 +88,8 @@ pub(crate) fn frame_output(
             super::message::chunk(&out, max)
         }
         ServiceKind::ShellV2 => frame_v2(chunks, exit, max),
+        // The file service answers request by request, never as a command.
+        ServiceKind::Sync => Vec::new(),
     }
 }
 
@@ -146,7 +152,9 @@ mod tests {
             "exec:echo 'hello'",
             Some((ServiceKind::Exec, "echo 'hello'")),
         );
-        check("sync:", None);
+        check("sync:", Some((ServiceKind::Sync, "")));
+        check("sync:x", None);
+        check("framebuffer:", None);
         check("reboot:", None);
         check("shell", None);
     }

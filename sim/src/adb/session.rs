@@ -19,12 +19,22 @@ use super::service::{ServiceRequest, parse_service};
 pub(crate) enum Action {
     /// Write this message to the host.
     Send(Message),
-    /// Run a service; report its framed output with `Session::on_output`.
+    /// Run a service; report its framed output with `Session::on_output`
+    /// (for `sync:`, set up its state machine: its input follows in
+    /// [`Action::Input`]s).
     Start {
         /// Our id of the new stream.
         local_id: u32,
         /// The service and its command.
         request: ServiceRequest,
+    },
+    /// Bytes the host wrote to an interactive (`sync:`) stream; report the
+    /// answer with `Session::on_reply`.
+    Input {
+        /// Our id of the stream.
+        local_id: u32,
+        /// The bytes.
+        data: Vec<u8>,
     },
 }
 
@@ -41,6 +51,8 @@ enum Phase {
 #[derive(Debug)]
 struct StreamState {
     remote_id: u32,
+    /// A `sync:` stream: the host's writes are requests, not stdin.
+    interactive: bool,
     pending: VecDeque<Vec<u8>>,
     awaiting_okay: bool,
     finished: bool,
@@ -135,6 +147,14 @@ impl Session {
                 }
             }
             A_WRTE if self.is_online() => match self.streams.get(&msg.arg1) {
+                // A request to the file service: acknowledge, hand it over.
+                Some(s) if s.interactive => vec![
+                    Action::Send(Message::new(A_OKAY, msg.arg1, s.remote_id, Vec::new())),
+                    Action::Input {
+                        local_id: msg.arg1,
+                        data: msg.data,
+                    },
+                ],
                 // Stdin (or v2 close-stdin / window-size packets): acknowledge, ignore.
                 Some(s) => vec![Action::Send(Message::new(
                     A_OKAY,
@@ -165,6 +185,7 @@ impl Session {
             local_id,
             StreamState {
                 remote_id,
+                interactive: request.kind == super::service::ServiceKind::Sync,
                 pending: VecDeque::new(),
                 awaiting_okay: false,
                 finished: false,
@@ -185,6 +206,23 @@ impl Session {
         s.pending
             .extend(payloads.into_iter().filter(|p| !p.is_empty()));
         s.finished = true;
+        self.pump(local_id)
+    }
+
+    /// Hands over an interactive stream's answer; with `close`, the stream
+    /// closes once the host has acknowledged it.
+    pub(crate) fn on_reply(
+        &mut self,
+        local_id: u32,
+        payloads: Vec<Vec<u8>>,
+        close: bool,
+    ) -> Vec<Action> {
+        let Some(s) = self.streams.get_mut(&local_id) else {
+            return Vec::new();
+        };
+        s.pending
+            .extend(payloads.into_iter().filter(|p| !p.is_empty()));
+        s.finished = close;
         self.pump(local_id)
     }
 
@@ -230,7 +268,7 @@ mod tests {
             .iter()
             .filter_map(|a| match a {
                 Action::Send(m) => Some(m.clone()),
-                Action::Start { .. } => None,
+                Action::Start { .. } | Action::Input { .. } => None,
             })
             .collect()
     }
@@ -285,8 +323,41 @@ mod tests {
     #[test]
     fn unknown_service_is_closed() {
         let mut s = connected(4096);
-        let out = s.on_message(Message::new(A_OPEN, 5, 0, b"sync:\0".to_vec()));
+        let out = s.on_message(Message::new(A_OPEN, 5, 0, b"framebuffer:\0".to_vec()));
         assert_eq!(sent(&out), vec![Message::new(A_CLSE, 0, 5, Vec::new())]);
+    }
+
+    #[test]
+    fn sync_streams_hand_over_the_hosts_writes_and_stay_open() {
+        let mut s = connected(4096);
+        let out = s.on_message(Message::new(A_OPEN, 5, 0, b"sync:\0".to_vec()));
+        let local = match &out[1] {
+            Action::Start { local_id, request } => {
+                assert_eq!(request.kind, ServiceKind::Sync);
+                *local_id
+            }
+            other => panic!("{other:?}"),
+        };
+        let out = s.on_message(Message::new(A_WRTE, 5, local, b"STAT".to_vec()));
+        assert_eq!(
+            out,
+            vec![
+                Action::Send(Message::new(A_OKAY, local, 5, Vec::new())),
+                Action::Input {
+                    local_id: local,
+                    data: b"STAT".to_vec()
+                },
+            ]
+        );
+        // A reply without close keeps the stream; with close, it ends.
+        let out = s.on_reply(local, vec![b"answer".to_vec()], false);
+        assert_eq!(sent(&out)[0].command, A_WRTE);
+        assert!(
+            s.on_message(Message::new(A_OKAY, 5, local, Vec::new()))
+                .is_empty()
+        );
+        let out = s.on_reply(local, Vec::new(), true);
+        assert_eq!(sent(&out), vec![Message::new(A_CLSE, local, 5, Vec::new())]);
     }
 
     #[test]

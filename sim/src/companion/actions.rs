@@ -73,6 +73,43 @@ impl Shell for AppShell<'_> {
     fn ui_snapshot(&self) -> &Mutex<Option<adb_actions::UiSnapshot>> {
         &self.app.ui_tree
     }
+
+    /// The app writes the file itself (a real app: `FileOutputStream` in
+    /// shared storage). Files of the daemon's machine never reach it:
+    /// [`Shell::host_files`] stays `None`, so `host_path` is refused.
+    fn push<'b>(
+        &'b self,
+        file: adb_actions::PushFile<'b>,
+    ) -> BoxFuture<'b, Result<adb_actions::Pushed, BridgeError>> {
+        Box::pin(async move {
+            use tokio::io::AsyncReadExt as _;
+            let mut bytes = Vec::new();
+            let limit = file.max.saturating_add(1);
+            (&mut *file.data)
+                .take(limit)
+                .read_to_end(&mut bytes)
+                .await
+                .map_err(|e| BridgeError::Internal(e.to_string()))?;
+            if bytes.len() as u64 > file.max {
+                return Err(BridgeError::Refused(WireError::new(
+                    ErrorCode::Denied,
+                    format!("the content is over {} bytes", file.max),
+                )));
+            }
+            let len = bytes.len() as u64;
+            match self.sim.write_file(file.remote, bytes, file.replace) {
+                Ok(Ok(replaced)) => Ok(adb_actions::Pushed::Written {
+                    bytes: len,
+                    replaced,
+                }),
+                Ok(Err(is_dir)) => Ok(adb_actions::Pushed::Exists { is_dir }),
+                Err(why) => Err(BridgeError::Device {
+                    message: format!("{}: couldn't create file: {why}", file.remote),
+                    exit: None,
+                }),
+            }
+        })
+    }
 }
 
 /// Runs a future that cannot wait: every await in the bridge's actions is on

@@ -27,6 +27,7 @@ macro_rules! wl {
 mod activity;
 mod content;
 mod dumpsys;
+mod files;
 mod package;
 mod screen;
 mod services;
@@ -41,6 +42,8 @@ use crate::log::{CommandLog, LogEntry};
 use crate::replay::Replay;
 use crate::shell::{self, CommandResult, Host, Output, RunOutcome};
 use crate::state::PhoneState;
+
+pub(crate) use files::MAX_FILE;
 
 /// The phone (shared by every connection and the control port).
 #[derive(Debug)]
@@ -211,6 +214,8 @@ pub(crate) fn dispatch(st: &mut PhoneState, argv: &[String], stdin: &[u8]) -> Co
         "wc" => tools::wc(st, args, stdin),
         "stat" => content::stat(st, args),
         "base64" => content::base64(st, args),
+        "ls" => files::ls(st, args),
+        "rm" => files::rm(st, args),
         "screencap" => screen::screencap(st, args),
         "uiautomator" => screen::uiautomator(st, args),
         "ime" => screen::ime(st, args),

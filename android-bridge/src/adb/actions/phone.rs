@@ -154,7 +154,10 @@ pub(super) async fn intents(sh: &dyn Shell, action: &IntentsAction) -> Result<Va
 }
 
 pub(super) async fn files(sh: &dyn Shell, action: &FilesAction) -> Result<Value, BridgeError> {
-    let FilesAction::Pull { path } = action;
+    let path = match action {
+        FilesAction::Pull { path } => path,
+        push @ FilesAction::Push { .. } => return super::transfer::push(sh, push).await,
+    };
     if !plain_absolute_path(path) {
         return Err(refused(
             ErrorCode::InvalidParams,
@@ -234,6 +237,16 @@ async fn installed(sh: &dyn Shell, package: &str) -> Result<(), BridgeError> {
 
 async fn pm(sh: &dyn Shell, command: &'static str, argv: &[&str]) -> Result<(), BridgeError> {
     let out = sh.run(argv).await?;
+    pm_result(sh, command, argv, &out)
+}
+
+/// The verdict of a `pm` command's output.
+pub(super) fn pm_result(
+    sh: &dyn Shell,
+    command: &'static str,
+    argv: &[&str],
+    out: &super::ShellOutput,
+) -> Result<(), BridgeError> {
     // `pm` prints `Failure [...]` with a non-zero exit on newer releases
     // and exit 0 on older ones: its own words are the error either way.
     match parse::pm_outcome(command, &out.stdout) {
@@ -264,21 +277,27 @@ pub(super) async fn app_manager(
     action: &AppManagerAction,
 ) -> Result<Value, BridgeError> {
     match action {
-        AppManagerAction::Install { apk_path } => {
+        AppManagerAction::Install {
+            apk_path: None,
+            host_path: Some(host),
+        } => super::transfer::install_from_host(sh, host).await,
+        AppManagerAction::Install {
+            apk_path: Some(apk_path),
+            host_path: None,
+        } => {
             if !plain_absolute_path(apk_path) {
                 return Err(refused(
                     ErrorCode::InvalidParams,
                     format!("{apk_path:?}: paths must be absolute, without empty, . or .. parts"),
                 ));
             }
-            pm(
-                sh,
-                "pm install",
-                &["pm", "install", "-r", apk_path.as_str()],
-            )
-            .await?;
-            Ok(json!({ "apk_path": apk_path, "installed": true }))
+            super::transfer::install(sh, apk_path).await?;
+            Ok(json!({ "apk_path": apk_path, "from_host": false, "installed": true }))
         }
+        AppManagerAction::Install { .. } => Err(refused(
+            ErrorCode::InvalidParams,
+            "install needs exactly one of apk_path (an APK on the phone) and host_path (an APK on the daemon's machine)",
+        )),
         AppManagerAction::Uninstall { package } => {
             installed(sh, package.as_str()).await?;
             pm(sh, "pm uninstall", &["pm", "uninstall", package.as_str()]).await?;

@@ -226,14 +226,20 @@ pub(super) async fn screen_reader(
 }
 
 /// The XML of one `uiautomator dump`, tried again while the screen will not
-/// settle, read from wherever the tool says it wrote it.
+/// settle. The dump and the read of its file are one device command
+/// (`uiautomator dump FILE && cat FILE`: one round trip); the file the tool
+/// names is read on its own only when it wrote somewhere else.
 async fn ui_dump(sh: &dyn Shell) -> Result<String, BridgeError> {
     let argv = ["uiautomator", "dump", DUMP_PATH];
+    let cat = ["cat", DUMP_PATH];
     let mut last = String::new();
     for _ in 0..DUMP_ATTEMPTS {
-        let out = sh.run(&argv).await?;
-        let both = format!("{}\n{}", out.stdout, out.stderr);
-        let outcome = parsed(sh.device_name(), &argv, parse::dump_outcome(&both));
+        let out = sh.run_then(&argv, &cat).await?;
+        let outcome = parsed(
+            sh.device_name(),
+            &argv,
+            parse::dump_then_cat_outcome(&out.stdout, &out.stderr, DUMP_PATH),
+        );
         let outcome = match outcome {
             Ok(o) => o,
             Err(e) => {

@@ -63,7 +63,7 @@ pub use network::{
     LinkInfo, Route, airplane_mode, ip_addr, ip_addrs, ip_route, ip_route_get, uplink,
 };
 pub use notifications::{Notification, NotificationList, notifications};
-pub use pm::pm_outcome;
+pub use pm::{InstallFailure, InstallFailureKind, install_failure, pm_outcome};
 pub use power::{PowerState, power};
 pub use sensors::{
     Ambient, Motion, Proximity, SensorDump, SensorInfo, Vec3, ambient, motion, proximity, sensors,
@@ -71,8 +71,8 @@ pub use sensors::{
 pub use settings::{getprop_value, setting_value};
 pub use system::*;
 pub use ui::{
-    DumpOutcome, PNG_SIGNATURE, UiElement, UiTree, dump_outcome, screencap_png, ui_elements,
-    wm_size, xml_slice,
+    DumpOutcome, PNG_SIGNATURE, UiElement, UiTree, dump_outcome, dump_then_cat_outcome,
+    screencap_png, ui_elements, wm_size, xml_slice,
 };
 pub use wifi::{ScanResult, WifiStatus, wifi, wifi_scan};
 pub use window::{Orientation, focused_app, focused_component, rotation};

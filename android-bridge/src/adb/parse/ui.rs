@@ -73,6 +73,44 @@ pub fn dump_outcome(output: &str) -> Result<DumpOutcome, ParseError> {
         })
 }
 
+/// Reads the output of `uiautomator dump ASKED && cat ASKED` run as one
+/// device command (standard output and error apart): the XML `cat` printed
+/// counts only when the tool said it wrote to `ASKED` and reported no
+/// error, so a file left by an earlier dump is never taken for this one.
+/// The tool writing elsewhere (old releases) is [`DumpOutcome::File`] with
+/// its path; XML printed by the tool itself (`/dev/tty` builds) is
+/// [`DumpOutcome::Inline`].
+///
+/// # Errors
+/// As [`dump_outcome`].
+pub fn dump_then_cat_outcome(
+    stdout: &str,
+    stderr: &str,
+    asked: &str,
+) -> Result<DumpOutcome, ParseError> {
+    let xml = xml_slice(stdout);
+    // The tool's own words: everything but the XML.
+    let message = match xml {
+        Some(x) => {
+            let at = stdout.find(x).unwrap_or(0);
+            format!("{}\n{}\n{stderr}", &stdout[..at], &stdout[at + x.len()..])
+        }
+        None => format!("{stdout}\n{stderr}"),
+    };
+    let said = dump_outcome(&message);
+    match (said, xml) {
+        (Ok(DumpOutcome::File(path)), Some(xml)) if path == asked || path == "/dev/tty" => {
+            Ok(DumpOutcome::Inline(xml.to_owned()))
+        }
+        (Ok(outcome), _) => Ok(outcome),
+        // No `dumped to:` line, but XML: a build that prints the dump only.
+        (Err(ParseError::MissingField { .. }), Some(xml)) => {
+            Ok(DumpOutcome::Inline(xml.to_owned()))
+        }
+        (Err(e), _) => Err(e),
+    }
+}
+
 /// The XML document inside `text`, from `<?xml` or `<hierarchy` to the end
 /// of `</hierarchy>`: the tool's message may follow it on the same stream.
 pub fn xml_slice(text: &str) -> Option<&str> {
@@ -335,6 +373,43 @@ pub fn screencap_png(output: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, ParseE
             &head
         },
     ))
+}
+
+#[cfg(test)]
+mod dump_then_cat_tests {
+    use super::*;
+
+    const ASKED: &str = "/data/local/tmp/d.xml";
+    const XML: &str = "<?xml version='1.0' encoding='UTF-8' standalone='yes' ?><hierarchy rotation=\"0\"><node text=\"error: none\" /></hierarchy>";
+
+    #[test]
+    fn the_xml_counts_only_when_the_tool_wrote_where_asked() {
+        let fresh = format!("UI hierchary dumped to: {ASKED}\n{XML}");
+        assert_eq!(
+            dump_then_cat_outcome(&fresh, "", ASKED).unwrap(),
+            DumpOutcome::Inline(XML.to_owned())
+        );
+        // An error and exit 0, then the file of an earlier dump: not idle.
+        let stale = XML.to_owned();
+        assert!(matches!(
+            dump_then_cat_outcome(&stale, "ERROR: could not get idle state.\n", ASKED).unwrap(),
+            DumpOutcome::NotIdle(_)
+        ));
+        // Written elsewhere: whatever `cat` printed is not it.
+        let legacy = "/storage/emulated/legacy/window_dump.xml";
+        let moved = format!("UI hierchary dumped to: {legacy}\n{XML}");
+        assert_eq!(
+            dump_then_cat_outcome(&moved, "", ASKED).unwrap(),
+            DumpOutcome::File(legacy.to_owned())
+        );
+        // Printed by the tool, the message after it.
+        let tty = format!("{XML}UI hierchary dumped to: /dev/tty\n");
+        assert_eq!(
+            dump_then_cat_outcome(&tty, "", ASKED).unwrap(),
+            DumpOutcome::Inline(XML.to_owned())
+        );
+        assert!(dump_then_cat_outcome("", "ERROR: boom\n", ASKED).is_err());
+    }
 }
 
 #[cfg(test)]
