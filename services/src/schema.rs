@@ -8,7 +8,8 @@
 
 use regex::Regex;
 use serde_json::{Map, Value};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 /// The shape of one JSON value.
 #[derive(Debug, Clone)]
@@ -105,17 +106,18 @@ impl Schema {
     }
 
     /// A string that must match `pattern` (anchored by the caller) and be at
-    /// most `max_len` characters long.
+    /// most `max_len` characters long. Bound the length with `max_len`, not
+    /// with a counted repetition in the pattern: `[^\x00]{0,4095}` compiles
+    /// to megabytes of automaton, `[^\x00]*` to a few hundred bytes.
     ///
     /// # Panics
     /// If `pattern` is not a valid regular expression; patterns are
     /// compile-time constants checked by the catalogue's tests.
     pub fn pattern(description: &'static str, pattern: &'static str, max_len: usize) -> Self {
-        let re = Regex::new(pattern).expect("catalogue patterns are valid regular expressions");
         Self::new(
             Kind::String {
                 values: None,
-                pattern: Some((pattern, Arc::new(re))),
+                pattern: Some((pattern, compiled(pattern))),
                 max_len: Some(max_len),
             },
             description,
@@ -371,6 +373,17 @@ fn describe(value: &Value) -> String {
     }
 }
 
+/// The compiled form of a catalogue pattern, compiled once per process
+/// however many parameters share it.
+fn compiled(pattern: &'static str) -> Arc<Regex> {
+    static COMPILED: LazyLock<Mutex<HashMap<&'static str, Arc<Regex>>>> =
+        LazyLock::new(Mutex::default);
+    let mut compiled = COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+    Arc::clone(compiled.entry(pattern).or_insert_with(|| {
+        Arc::new(Regex::new(pattern).expect("catalogue patterns are valid regular expressions"))
+    }))
+}
+
 /// JSON Schema keywords, written the same way by every renderer: the
 /// catalogue's standard rendering above and the agent's per-provider
 /// dialects (`droidwarden_agent::tools::schema`), which choose which of them
@@ -499,6 +512,28 @@ mod tests {
         );
         check(json!({"level": 5, "name": "ab1"}), Err(("name", Invalid)));
         check(json!([1]), Err(("", Invalid)));
+    }
+
+    #[test]
+    fn a_pattern_is_compiled_once_for_all_its_parameters() {
+        let (a, b) = (
+            Schema::pattern("a", "^[a-z]*$", 8),
+            Schema::pattern("b", "^[a-z]*$", 9),
+        );
+        let (
+            Kind::String {
+                pattern: Some((_, a)),
+                ..
+            },
+            Kind::String {
+                pattern: Some((_, b)),
+                ..
+            },
+        ) = (&a.kind, &b.kind)
+        else {
+            panic!("patterns")
+        };
+        assert!(Arc::ptr_eq(a, b));
     }
 
     #[test]

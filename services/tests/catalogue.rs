@@ -184,6 +184,47 @@ fn schemas_render_as_closed_objects() {
     }
 }
 
+/// Every `pattern` in a rendered schema, with the path where it stands.
+fn patterns(schema: &Value, at: &str, out: &mut Vec<(String, String)>) {
+    if let Some(p) = schema["pattern"].as_str() {
+        out.push((at.to_owned(), p.to_owned()));
+    }
+    if let Some(props) = schema["properties"].as_object() {
+        for (name, sub) in props {
+            patterns(sub, &format!("{at}.{name}"), out);
+        }
+    }
+    if schema["items"].is_object() {
+        patterns(&schema["items"], &format!("{at}[]"), out);
+    }
+}
+
+/// A counted repetition such as `{0,4095}` over a character class compiles
+/// to an automaton of megabytes (it once took the daemon from 16 to 40 MB
+/// at start); lengths are bounded by `maxLength` instead.
+#[test]
+fn patterns_bound_lengths_with_max_length_not_counted_repetitions() {
+    let counted = regex::Regex::new(r"\{(\d*),?(\d*)\}").unwrap();
+    let mut found = Vec::new();
+    for spec in Catalogue::get().services() {
+        for action in &spec.actions {
+            let at = format!("{}.{}", spec.id, action.name);
+            patterns(&action.params_schema().to_json(), &at, &mut found);
+        }
+    }
+    assert!(!found.is_empty());
+    for (at, pattern) in found {
+        for c in counted.captures_iter(&pattern) {
+            let bound: u32 = [&c[1], &c[2]]
+                .iter()
+                .filter_map(|n| n.parse().ok())
+                .max()
+                .unwrap_or(0);
+            assert!(bound <= 255, "{at}: {pattern} repeats up to {bound} times");
+        }
+    }
+}
+
 #[test]
 fn enum_values_in_schemas_match_the_typed_commands() {
     let cat = Catalogue::get();

@@ -532,6 +532,36 @@ pub struct Run {
     pub stderr: String,
 }
 
+impl Run {
+    /// The error code of a failed call, `(success)` for a result.
+    pub fn error_code(&self) -> &str {
+        self.json["error"]["code"].as_str().unwrap_or("(success)")
+    }
+
+    /// The error message of a failed call, empty for a result.
+    pub fn error_message(&self) -> &str {
+        self.json["error"]["message"].as_str().unwrap_or("")
+    }
+}
+
+/// One emulated phone named `phone` (serial `serial`) behind the real adb
+/// server, and a runner of `droidwarden` whose configuration has `extra`
+/// sections: for `droidwarden call`, no daemon.
+pub fn local_phone(serial: &str, extra: &str) -> (AdbServer, Sim, Droidwarden) {
+    let adb = AdbServer::start();
+    let sim = Sim::start(SimOptions {
+        serial: Some(serial.into()),
+        ..SimOptions::default()
+    });
+    adb.connect(&sim.serial());
+    let config = format!(
+        "[adb]\nconnect = [\"{serial}\"]\n{extra}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        serial = sim.serial()
+    );
+    let dw = Droidwarden::new(&adb, &config);
+    (adb, sim, dw)
+}
+
 impl Droidwarden {
     /// A runner for `server`, with `config_toml` as its configuration file.
     pub fn new(server: &AdbServer, config_toml: &str) -> Self {

@@ -25,33 +25,20 @@ struct Setup {
 /// One phone; the host directory `host` allowed, `extra` added to
 /// `[phone_services]`, the shell on (to look at the phone's files).
 fn one_phone(extra: &str) -> Setup {
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
-        serial: Some("SIMFILES1".into()),
-        ..SimOptions::default()
-    });
-    adb.connect(&sim.serial());
     let host = tempfile::tempdir().expect("host dir");
-    let config = format!(
-        "[adb]\nconnect = [\"{serial}\"]\n[phone_services]\nhost_dirs = [\"{dir}\"]\n{extra}\n[phone_services.shell]\nenabled = true\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
-        serial = sim.serial(),
-        dir = host.path().display(),
+    let (adb, sim, dw) = droidwarden_e2e::local_phone(
+        "SIMFILES1",
+        &format!(
+            "[phone_services]\nhost_dirs = [\"{}\"]\n{extra}\n[phone_services.shell]\nenabled = true\n",
+            host.path().display()
+        ),
     );
-    let dw = Droidwarden::new(&adb, &config);
     Setup {
         _adb: adb,
         sim,
         dw,
         host,
     }
-}
-
-fn code(run: &droidwarden_e2e::Run) -> &str {
-    run.json["error"]["code"].as_str().unwrap_or("(success)")
-}
-
-fn message(run: &droidwarden_e2e::Run) -> &str {
-    run.json["error"]["message"].as_str().unwrap_or("")
 }
 
 /// The phone's file at `path`, as the sim holds it.
@@ -132,8 +119,12 @@ fn push_writes_exact_bytes_under_the_exact_name_and_pull_reads_them_back() {
         "push",
         json!({"path": HOSTILE_NAME, "text": "other"}),
     );
-    assert_eq!(code(&again), "denied", "{}", again.stdout);
-    assert!(message(&again).contains("overwrite"), "{}", again.stdout);
+    assert_eq!(again.error_code(), "denied", "{}", again.stdout);
+    assert!(
+        again.error_message().contains("overwrite"),
+        "{}",
+        again.stdout
+    );
     assert_eq!(phone_file(&s.sim, HOSTILE_NAME).unwrap(), TEXT.as_bytes());
     let replaced = s.dw.call(
         "phone",
@@ -151,7 +142,7 @@ fn push_writes_exact_bytes_under_the_exact_name_and_pull_reads_them_back() {
         "push",
         json!({"path": "/sdcard/Download", "text": "x"}),
     );
-    assert_eq!(code(&dir), "denied", "{}", dir.stdout);
+    assert_eq!(dir.error_code(), "denied", "{}", dir.stdout);
 
     // Any bytes, in base64.
     let bytes: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
@@ -257,7 +248,13 @@ fn refused_pushes_send_the_phone_nothing() {
     ] {
         s.sim.clear_log();
         let run = s.dw.call("phone", "files", "push", params.clone());
-        assert_eq!(code(&run), want, "{params}: {}{}", run.stdout, run.stderr);
+        assert_eq!(
+            run.error_code(),
+            want,
+            "{params}: {}{}",
+            run.stdout,
+            run.stderr
+        );
         assert!(
             s.sim.commands().is_empty(),
             "{params} reached the phone: {:?}",
@@ -273,9 +270,9 @@ fn refused_pushes_send_the_phone_nothing() {
         "push",
         json!({"path": "/system/etc/hosts", "text": "127.0.0.1 evil\n"}),
     );
-    assert_eq!(code(&run), "device_error", "{}", run.stdout);
+    assert_eq!(run.error_code(), "device_error", "{}", run.stdout);
     assert!(
-        message(&run).contains("Read-only file system"),
+        run.error_message().contains("Read-only file system"),
         "{}",
         run.stdout
     );
@@ -297,8 +294,8 @@ fn refused_pushes_send_the_phone_nothing() {
         "push",
         to(dl, json!({"host_path": inside})),
     );
-    assert_eq!(code(&run), "denied", "{}", run.stdout);
-    assert!(message(&run).contains("host_dirs"), "{}", run.stdout);
+    assert_eq!(run.error_code(), "denied", "{}", run.stdout);
+    assert!(run.error_message().contains("host_dirs"), "{}", run.stdout);
     assert!(sim.commands().is_empty());
 }
 
@@ -359,13 +356,13 @@ fn install_from_the_host_sends_installs_and_removes_the_apk() {
         "install",
         json!({ "host_path": bad }),
     );
-    assert_eq!(code(&run), "invalid_params", "{}", run.stdout);
+    assert_eq!(run.error_code(), "invalid_params", "{}", run.stdout);
     assert!(
-        message(&run).contains("INSTALL_PARSE_FAILED_NOT_APK"),
+        run.error_message().contains("INSTALL_PARSE_FAILED_NOT_APK"),
         "{}",
         run.stdout
     );
-    assert!(message(&run).contains("not an APK"), "{}", run.stdout);
+    assert!(run.error_message().contains("not an APK"), "{}", run.stdout);
     assert!(temp_files().is_empty(), "{:?}", temp_files());
 
     // Refused before the phone: too large, not an .apk, outside host_dirs,
@@ -386,7 +383,7 @@ fn install_from_the_host_sends_installs_and_removes_the_apk() {
     ] {
         s.sim.clear_log();
         let run = s.dw.call("phone", "app_manager", "install", params.clone());
-        assert_eq!(code(&run), want, "{params}: {}", run.stdout);
+        assert_eq!(run.error_code(), want, "{params}: {}", run.stdout);
         assert!(
             s.sim.commands().is_empty(),
             "{params}: {:?}",

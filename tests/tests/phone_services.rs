@@ -11,22 +11,7 @@ use serde_json::{Value, json};
 const ENABLED: &str = "[phone_services.telephony]\nenabled = true\nallowed_numbers = [\"+49 151 1234 5678\"]\n[phone_services.shell]\nenabled = true\n";
 
 fn one_phone(extra_config: &str) -> (AdbServer, Sim, Droidwarden) {
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
-        serial: Some("SIMPHONE1".into()),
-        ..SimOptions::default()
-    });
-    adb.connect(&sim.serial());
-    let config = format!(
-        "[adb]\nconnect = [\"{serial}\"]\n{extra_config}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
-        serial = sim.serial()
-    );
-    let dw = Droidwarden::new(&adb, &config);
-    (adb, sim, dw)
-}
-
-fn code(run: &droidwarden_e2e::Run) -> &str {
-    run.json["error"]["code"].as_str().unwrap_or("(success)")
+    droidwarden_e2e::local_phone("SIMPHONE1", extra_config)
 }
 
 /// The last intent the phone delivered.
@@ -58,7 +43,7 @@ fn open_url_refuses_dangerous_and_unlisted_schemes_before_the_phone() {
     ] {
         sim.clear_log();
         let run = dw.call("phone", "intents", "open_url", json!({ "url": url }));
-        assert_eq!(code(&run), want, "{url}: {}", run.stdout);
+        assert_eq!(run.error_code(), want, "{url}: {}", run.stdout);
         let message = run.json["error"]["message"].as_str().unwrap_or("");
         if want == "denied" && !url.starts_with("market") {
             assert!(message.contains("never opened"), "{url}: {message}");
@@ -91,7 +76,7 @@ fn open_url_refuses_dangerous_and_unlisted_schemes_before_the_phone() {
         "open_url",
         json!({"url": "http://example.org/"}),
     );
-    assert_eq!(code(&run), "denied", "{}", run.stdout);
+    assert_eq!(run.error_code(), "denied", "{}", run.stdout);
     assert!(sim2.commands().is_empty());
     // A scheme the configuration may not list is a configuration error.
     let (_adb3, _sim3, dw3) =
@@ -111,7 +96,7 @@ fn shell_is_disabled_by_default_and_runs_argv_literally_when_enabled() {
     let (_adb, sim, dw) = one_phone("");
     let argv = json!(["echo", "a b; id", "$HOME", "`reboot`", "'q'"]);
     let run = dw.call("phone", "shell", "run", json!({ "argv": argv }));
-    assert_eq!(code(&run), "disabled", "{}", run.stdout);
+    assert_eq!(run.error_code(), "disabled", "{}", run.stdout);
     assert!(
         run.json["error"]["message"]
             .as_str()
@@ -127,7 +112,7 @@ fn shell_is_disabled_by_default_and_runs_argv_literally_when_enabled() {
         "run",
         json!({ "argv": "echo hi; reboot" }),
     );
-    assert_eq!(code(&run), "invalid_params");
+    assert_eq!(run.error_code(), "invalid_params");
 
     let (_adb, sim, dw) = one_phone(ENABLED);
     let run = dw.call("phone", "shell", "run", json!({ "argv": argv }));
@@ -172,7 +157,7 @@ fn pull_reads_only_inside_allowed_directories() {
     ] {
         sim.clear_log();
         let run = dw.call("phone", "files", "pull", json!({ "path": path }));
-        assert_eq!(code(&run), want, "{path}: {}", run.stdout);
+        assert_eq!(run.error_code(), want, "{path}: {}", run.stdout);
         assert!(sim.commands().is_empty(), "{path} reached the phone");
     }
     let run = dw.call(
@@ -181,7 +166,7 @@ fn pull_reads_only_inside_allowed_directories() {
         "pull",
         json!({"path": "/sdcard/Download/none.txt"}),
     );
-    assert_eq!(code(&run), "not_found", "{}", run.stdout);
+    assert_eq!(run.error_code(), "not_found", "{}", run.stdout);
 
     // Over the size bound: refused after `stat`, before the content is read.
     let big = droidwarden_bridge::adb::actions::MAX_PULL_BYTES + 1;
@@ -204,7 +189,7 @@ fn pull_reads_only_inside_allowed_directories() {
         "pull",
         json!({"path": "/sdcard/Download/big.bin"}),
     );
-    assert_eq!(code(&run), "denied", "{}", run.stdout);
+    assert_eq!(run.error_code(), "denied", "{}", run.stdout);
     let log = sim.commands();
     assert_eq!(log.len(), 1, "only stat ran: {log:?}");
     assert_eq!(log[0][0], "stat");
@@ -273,7 +258,7 @@ fn notifications_are_listed_from_the_phone() {
     sim.control(json!({"op": "fault", "kind": "fail", "exit": 1,
         "stderr": "Permission Denial: can't dump NotificationManager from from pid=4242, uid=2000 due to missing android.permission.DUMP permission"}));
     let run = dw.call("phone", "notifications", "list", json!({}));
-    assert_eq!(code(&run), "permission_denied", "{}", run.stdout);
+    assert_eq!(run.error_code(), "permission_denied", "{}", run.stdout);
 }
 
 #[test]
@@ -309,7 +294,7 @@ fn apps_install_uninstall_and_clear() {
         "uninstall",
         json!({"package": "com.example.game"}),
     );
-    assert_eq!(code(&run), "not_found", "{}", run.stdout);
+    assert_eq!(run.error_code(), "not_found", "{}", run.stdout);
     let run = dw.call(
         "phone",
         "app_manager",
@@ -333,7 +318,7 @@ fn apps_install_uninstall_and_clear() {
             "install",
             json!({ "apk_path": path }),
         );
-        assert_eq!(code(&run), want, "{path}: {}", run.stdout);
+        assert_eq!(run.error_code(), want, "{path}: {}", run.stdout);
         assert!(sim.commands().is_empty());
     }
     let run = dw.call(
@@ -342,7 +327,7 @@ fn apps_install_uninstall_and_clear() {
         "install",
         json!({"apk_path": "/data/local/tmp/none.apk"}),
     );
-    assert_eq!(code(&run), "device_error", "{}", run.stdout);
+    assert_eq!(run.error_code(), "device_error", "{}", run.stdout);
 }
 
 #[test]
@@ -354,7 +339,7 @@ fn telephony_is_off_until_enabled_and_reaches_only_allowed_numbers() {
         "dial",
         json!({"number": "+4915112345678"}),
     );
-    assert_eq!(code(&run), "disabled", "{}", run.stdout);
+    assert_eq!(run.error_code(), "disabled", "{}", run.stdout);
     assert!(sim.commands().is_empty());
 
     let (_adb, sim, dw) = one_phone(ENABLED);
@@ -364,7 +349,7 @@ fn telephony_is_off_until_enabled_and_reaches_only_allowed_numbers() {
         "dial",
         json!({"number": "+4915100000000"}),
     );
-    assert_eq!(code(&run), "denied", "{}", run.stdout);
+    assert_eq!(run.error_code(), "denied", "{}", run.stdout);
     assert!(sim.commands().is_empty());
     let run = dw.call(
         "phone",
@@ -605,7 +590,7 @@ fn hostile_strings_in_every_new_parameter_are_refused_or_one_literal_argument() 
             if log.is_empty() {
                 // Refused at the edge: a structured error, nothing sent.
                 assert!(
-                    ["invalid_params", "denied"].contains(&code(&run)),
+                    ["invalid_params", "denied"].contains(&run.error_code()),
                     "{label}: {}",
                     run.stdout
                 );

@@ -20,7 +20,7 @@ pub(crate) const PHONE_NUMBER_PATTERN: &str = r"^\+?[0-9]{2,20}$";
 pub(crate) const TEXT_PATTERN: &str = r"^[^\x00]*$";
 /// An absolute path on the phone without control characters. Where it may
 /// point is the daemon's policy ([`crate::PhonePolicy`]).
-pub(crate) const PHONE_PATH_PATTERN: &str = r"^/[^\x00-\x1f\x7f]{0,1023}$";
+pub(crate) const PHONE_PATH_PATTERN: &str = r"^/[^\x00-\x1f\x7f]*$";
 
 /// Free text of at most `max` characters.
 pub(crate) fn text_param(description: &'static str, max: usize) -> Schema {
@@ -34,7 +34,7 @@ pub(crate) fn phone_path_param(description: &'static str) -> Schema {
 
 /// A path on the daemon's machine: absolute, without control characters.
 /// Where it may point is the daemon's policy ([`crate::PhonePolicy`]).
-pub(crate) const HOST_PATH_PATTERN: &str = r"^/[^\x00-\x1f\x7f]{0,4095}$";
+pub(crate) const HOST_PATH_PATTERN: &str = r"^/[^\x00-\x1f\x7f]*$";
 
 /// A file on the daemon's machine.
 pub(crate) fn host_path_param(description: &'static str) -> Schema {
