@@ -127,6 +127,17 @@ pub async fn open_host_file(
             ),
         ));
     }
+    // Not a regular file (a FIFO would block the open until a writer comes):
+    // refused before it is opened.
+    let before = tokio::fs::metadata(&resolved)
+        .await
+        .map_err(|e| host_io_error(path, &e))?;
+    if !before.is_file() {
+        return Err(refused(
+            ErrorCode::InvalidParams,
+            format!("{path} is not a regular file"),
+        ));
+    }
     let file = tokio::fs::File::open(&resolved)
         .await
         .map_err(|e| host_io_error(path, &e))?;
@@ -218,7 +229,13 @@ pub(super) async fn push(sh: &dyn Shell, action: &FilesAction) -> Result<Value, 
             })
             .await?
         }
-        _ => unreachable!("check_push_shape requires one source"),
+        // check_push_shape has refused this already.
+        _ => {
+            return Err(refused(
+                ErrorCode::InvalidParams,
+                "push needs exactly one of text, content_base64 and host_path",
+            ));
+        }
     };
     match pushed {
         Pushed::Written { bytes, replaced } => {
