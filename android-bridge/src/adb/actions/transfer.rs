@@ -410,6 +410,10 @@ mod tests {
         std::fs::write(share.join("sub/ok.txt"), b"hello").unwrap();
         std::fs::write(root.join("secret"), b"no").unwrap();
         std::os::unix::fs::symlink(root.join("secret"), share.join("link")).unwrap();
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(share.join("pipe"))
+            .status()
+            .is_ok_and(|s| s.success());
         let host = HostFiles {
             dirs: vec![share.to_str().unwrap().to_owned()],
             ..HostFiles::default()
@@ -430,6 +434,17 @@ mod tests {
         ] {
             let err = open_host_file(&host, &path, 4).await.unwrap_err();
             assert_eq!(code(&err), want, "{path}: {err}");
+        }
+        if fifo {
+            // Refused at once, not left waiting for a writer.
+            let err = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                open_host_file(&host, &at("pipe"), 4),
+            )
+            .await
+            .expect("no wait on a FIFO")
+            .unwrap_err();
+            assert_eq!(code(&err), ErrorCode::InvalidParams, "{err}");
         }
         std::fs::remove_dir_all(&root).unwrap();
     }
