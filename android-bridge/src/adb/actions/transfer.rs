@@ -127,6 +127,17 @@ pub async fn open_host_file(
             ),
         ));
     }
+    // Not a regular file (a FIFO would block the open until a writer comes):
+    // refused before it is opened.
+    let before = tokio::fs::metadata(&resolved)
+        .await
+        .map_err(|e| host_io_error(path, &e))?;
+    if !before.is_file() {
+        return Err(refused(
+            ErrorCode::InvalidParams,
+            format!("{path} is not a regular file"),
+        ));
+    }
     let file = tokio::fs::File::open(&resolved)
         .await
         .map_err(|e| host_io_error(path, &e))?;
@@ -218,7 +229,13 @@ pub(super) async fn push(sh: &dyn Shell, action: &FilesAction) -> Result<Value, 
             })
             .await?
         }
-        _ => unreachable!("check_push_shape requires one source"),
+        // check_push_shape has refused this already.
+        _ => {
+            return Err(refused(
+                ErrorCode::InvalidParams,
+                "push needs exactly one of text, content_base64 and host_path",
+            ));
+        }
     };
     match pushed {
         Pushed::Written { bytes, replaced } => {
@@ -393,6 +410,10 @@ mod tests {
         std::fs::write(share.join("sub/ok.txt"), b"hello").unwrap();
         std::fs::write(root.join("secret"), b"no").unwrap();
         std::os::unix::fs::symlink(root.join("secret"), share.join("link")).unwrap();
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(share.join("pipe"))
+            .status()
+            .is_ok_and(|s| s.success());
         let host = HostFiles {
             dirs: vec![share.to_str().unwrap().to_owned()],
             ..HostFiles::default()
@@ -413,6 +434,17 @@ mod tests {
         ] {
             let err = open_host_file(&host, &path, 4).await.unwrap_err();
             assert_eq!(code(&err), want, "{path}: {err}");
+        }
+        if fifo {
+            // Refused at once, not left waiting for a writer.
+            let err = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                open_host_file(&host, &at("pipe"), 4),
+            )
+            .await
+            .expect("no wait on a FIFO")
+            .unwrap_err();
+            assert_eq!(code(&err), ErrorCode::InvalidParams, "{err}");
         }
         std::fs::remove_dir_all(&root).unwrap();
     }
