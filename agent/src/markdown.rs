@@ -117,5 +117,37 @@ pub(crate) fn render(
         }
         out.push('\n');
     }
+    for t in &session.tasks {
+        let _ = write!(
+            out,
+            "## Background task `{}` — agent {} ({}, delegated {} by run `{}`)\n\n**Task**\n\n{}\n\n",
+            t.task_id,
+            t.agent,
+            t.status.as_str(),
+            rfc3339(t.created_at),
+            t.parent_run,
+            t.task
+        );
+        for s in &t.steps {
+            let _ = write!(
+                out,
+                "**Tool call** `{}` (`{}`)\n\n{}\n**Tool {}**\n\n{}\n",
+                s.tool,
+                s.call_id,
+                fence(&s.arguments.to_string()),
+                if s.is_error { "error" } else { "result" },
+                fence(&s.result.to_string())
+            );
+        }
+        if let Some(text) = t.result.as_ref().and_then(|r| r["text"].as_str()) {
+            let _ = write!(out, "**Answer**\n\n{text}\n\n");
+        }
+        if let Some(e) = &t.error {
+            let _ = write!(out, "**Error** `{}`: {}\n\n", e.code.as_str(), e.message);
+        }
+        if let Some(at) = t.finished_at {
+            let _ = write!(out, "*ended {}*\n\n", rfc3339(at));
+        }
+    }
     out
 }
