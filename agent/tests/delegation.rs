@@ -31,6 +31,7 @@ fn delegate(
         system_prompt: Some(prompt.into()),
         tools: Some(tools.iter().map(|s| (*s).to_owned()).collect()),
         max_iterations,
+        ..RawDelegateConfig::default()
     }
 }
 
@@ -270,7 +271,7 @@ async fn a_model_delegating_in_a_loop_stops_cleanly() {
     }
     assert!(
         reqs.iter()
-            .any(|r| last_message(r).contains("tools of agent looper"))
+            .any(|r| last_message(r).contains("delegation depth limit reached"))
     );
     // Parent: 4 calls; each of its 3 delegations: 3 child calls.
     assert_eq!(reqs.len(), 4 + 3 * 3);

@@ -125,7 +125,10 @@ fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
 }
 
 /// The tasks of `session` (every task with `None`), oldest first.
-pub(super) fn of_session(conn: &Connection, session: Option<&str>) -> Result<Vec<Task>, AgentError> {
+pub(super) fn of_session(
+    conn: &Connection,
+    session: Option<&str>,
+) -> Result<Vec<Task>, AgentError> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {COLUMNS} FROM tasks WHERE ?1 IS NULL OR session_id = ?1 ORDER BY created_at, id"
     ))?;

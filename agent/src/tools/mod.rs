@@ -465,8 +465,12 @@ impl Toolset {
         let mut specs = self.specs.to_vec();
         for a in agents {
             let returns = match a.mode {
-                DelegateMode::Wait => "By default it waits and returns the agent's answer; mode \"background\" returns a task id at once instead (then ask delegation_status).",
-                DelegateMode::Background => "By default it runs in the background: the call returns {status: \"delegated\", task_id} at once and delegation_status {task_id} gives the result later; mode \"wait\" waits for the answer instead.",
+                DelegateMode::Wait => {
+                    "By default it waits and returns the agent's answer; mode \"background\" returns a task id at once instead (then ask delegation_status)."
+                }
+                DelegateMode::Background => {
+                    "By default it runs in the background: the call returns {status: \"delegated\", task_id} at once and delegation_status {task_id} gives the result later; mode \"wait\" waits for the answer instead."
+                }
             };
             specs.push(ToolSpec {
                 name: a.tool_name(),
@@ -759,6 +763,19 @@ impl Toolset {
                 Ok(Planned::DelegationStatus {
                     task_id: task_id.to_owned(),
                 })
+            }
+            name if self.scope.is_some()
+                && (name.starts_with(crate::delegation::DELEGATE_PREFIX)
+                    || name == crate::delegation::STATUS_TOOL) =>
+            {
+                Err(WireError::new(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "delegation depth limit reached: {} runs as a delegated agent or skill, and delegation is one level deep, so {:?} is refused; do the task with your own tools or answer with what you found",
+                        self.scope.as_ref().map_or("this run", |s| s.name.as_str()),
+                        name.chars().take(80).collect::<String>()
+                    ),
+                ))
             }
             name if self.extras.iter().any(|(n, _)| n == name) => {
                 let risk = self
