@@ -1,14 +1,18 @@
 //! Delegation to specialised agents (`[[agents]]`).
 //!
 //! An entry names a specialised agent: its own system prompt, a subset of
-//! the tools and its own iteration limit. The main agent gets one tool per
-//! entry, `delegate_to_<name> {task, context?, mode?}`; calling it runs the
-//! agent as a child run of the same graph (the machinery `invoke_skill`
-//! uses), isolated from the parent's conversation: it sees only the task
-//! and the context. Its answer is the tool result; its failure, including
-//! hitting its limits, is a tool error. A child has no delegate tools, so
-//! delegation is one level deep; skills it may invoke are bounded by the
-//! skill depth limit.
+//! the tools, its own iteration and time limits, a default mode, and
+//! optionally its own model settings. The main agent gets one tool per
+//! entry, `delegate_to_<name> {task, context?, mode?}`, and
+//! `delegation_status {task_id}`. Calling a delegate tool runs the agent
+//! as a child run of the same graph (the machinery `invoke_skill` uses),
+//! isolated from the parent's conversation: it sees only the task and the
+//! context. In wait mode its answer is the tool result and its failure,
+//! including hitting its limits, a tool error; in background mode the
+//! call returns a task id at once and the task is stored and reported by
+//! `delegation_status` (`agent/background.rs`). A child has no delegate
+//! tools, so delegation is one level deep; skills it may invoke are
+//! bounded by the skill depth limit.
 //!
 //! ```toml
 //! [[agents]]
@@ -17,6 +21,8 @@
 //! system_prompt = "You diagnose battery problems. Read, never change."
 //! tools = ["battery", "system.info", "skill:phone-health-report"]
 //! max_iterations = 6
+//! mode = "background"
+//! model = "qwen2.5:14b"
 //! ```
 
 use crate::config::{LlmConfig, ProviderKind};

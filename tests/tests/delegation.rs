@@ -14,7 +14,6 @@ use droidwarden_e2e::mqtt::Daemon;
 use serde_json::{Value, json};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const AGENTS: &str = "[agent]\nmax_iterations = 4\n[[agents]]\nname = \"battery-doctor\"\ndescription = \"Reads a phone's battery.\"\nsystem_prompt = \"DOCTOR: you read batteries.\"\ntools = [\"battery\"]\nmax_iterations = 3\n[[agents]]\nname = \"netcheck\"\ndescription = \"Checks a phone's Wi-Fi.\"\nsystem_prompt = \"NETCHECK: you check Wi-Fi.\"\ntools = [\"wifi_automation.status\"]\nmode = \"background\"\nmax_iterations = 3\n";
 
@@ -308,9 +307,8 @@ fn background_tasks_report_through_status_sessions_reload_and_a_restart() {
         v["task_id"] != task_id.as_str()
     });
     let lost = started["task_id"].as_str().expect("task id").to_owned();
-    // Its phone call is under way.
+    // Its phone call is under way (the sim holds it for 30 s).
     wait_event(&r, &session, "tool_call", |v| v["run_id"] == lost.as_str());
-    std::thread::sleep(Duration::from_millis(300));
     let state = r.daemon.take().expect("daemon").kill();
     r.hall.control(json!({"op": "fault", "kind": "clear"}));
     r.daemon = Some(Daemon::start_with_env(&r.adb, &r.config, state, &env));

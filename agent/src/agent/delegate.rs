@@ -1,10 +1,12 @@
 //! Running a `delegate_to_<agent>` call: the agent's `[[agents]]` entry
-//! becomes a child run of the same graph (see [`super::run_child`], shared
-//! with skills), with its system prompt, only its tools, its iteration
-//! limit and the skill timeout, under the parent's approval policy (no
-//! grant: every action the child takes is decided as if the parent took
-//! it). The child sees the task and the context, never the parent's
-//! conversation, and has no delegate tools.
+//! becomes a child run of the same graph (see [`super::drive_child`],
+//! shared with skills), with its system prompt, only its tools, its
+//! iteration and time limits and its own provider when it has one, under
+//! the parent's approval policy (no grant: every action the child takes is
+//! decided as if the parent took it). The child sees the task and the
+//! context, never the parent's conversation, and has no delegate tools.
+//! Wait mode runs it in the parent's slot and returns its answer;
+//! background mode hands it to [`super::background`].
 
 use super::{Agent, Child, Slots, Tag, background, run_child};
 use crate::clock::now_ms;
