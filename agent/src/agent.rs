@@ -617,12 +617,12 @@ impl Agent {
     /// [`AgentError::UnknownSession`] or a store error.
     pub async fn session_markdown(&self, session_id: &str) -> Result<String, AgentError> {
         store::check_id(session_id)?;
-        let (summary, turns, active) = self
+        let (summary, turns, active, children) = self
             .inner
             .store
             .session_detail(session_id.to_owned())
             .await?;
-        Ok(markdown::render(&summary, &turns, &active))
+        Ok(markdown::render(&summary, &turns, &active, &children))
     }
 
     fn emit(&self, state: &RunState, tag: &Tag, kind: EventKind) {
@@ -1188,7 +1188,29 @@ fn run_child(
         agent.emit(&child.state, &child.tag, started);
         let (child_id, session_id) = (child.state.run_id.clone(), child.state.session_id.clone());
         let tag = child.tag.clone();
-        let ChildEnd { result, .. } = drive_child(agent.clone(), child, shutdown).await;
+        let (kind, name, started_at) = (child.kind, child.name.clone(), now_ms());
+        let ChildEnd { result, steps } = drive_child(agent.clone(), child, shutdown).await;
+        // Kept for `session show` (the parent's conversation has only the
+        // call and its result).
+        let record = store::ChildRecord {
+            run_id: child_id.clone(),
+            session_id: session_id.clone(),
+            parent_run: tag.parent_run.clone().unwrap_or_default(),
+            call_id: call_id.clone(),
+            kind: kind.to_owned(),
+            name,
+            is_error: result.is_err(),
+            result: match &result {
+                Ok(v) => v.clone(),
+                Err(e) => serde_json::to_value(e).unwrap_or_default(),
+            },
+            steps,
+            started_at,
+            finished_at: now_ms(),
+        };
+        if let Err(e) = agent.inner.store.record_child(record).await {
+            tracing::warn!(run = child_id, "child run not kept for the session: {e}");
+        }
         let finished = EventKind::SkillFinished {
             call_id: call_id.clone(),
             stop_reason: match &result {

@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use tokio::sync::{mpsc, oneshot};
 
+mod children; // Child runs, for `session show`.
 mod tasks; // Background delegations.
+pub(crate) use children::ChildRecord;
 pub use tasks::{Task, TaskStatus};
 
 /// A unit of work for the store's thread. It returns how to deliver its
@@ -623,7 +625,15 @@ impl Store {
     pub(crate) async fn session_detail(
         &self,
         id: String,
-    ) -> Result<(SessionSummary, Vec<TurnRecord>, Vec<RunState>), AgentError> {
+    ) -> Result<
+        (
+            SessionSummary,
+            Vec<TurnRecord>,
+            Vec<RunState>,
+            Vec<ChildRecord>,
+        ),
+        AgentError,
+    > {
         self.call(move |conn| {
             let summary = conn
                 .query_row(
@@ -674,7 +684,8 @@ impl Store {
                 .collect::<Result<Vec<RunState>, _>>()?;
             let mut summary = summary;
             summary.tasks = tasks::of_session(conn, Some(&id))?;
-            Ok((summary, turns, active))
+            let children = children::of_session(conn, &id)?;
+            Ok((summary, turns, active, children))
         })
         .await
     }
@@ -703,6 +714,7 @@ fn open_connection(
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(tasks::SCHEMA)?;
+    conn.execute_batch(children::SCHEMA)?;
     // Databases created before runs had an origin.
     let has_origin: bool = conn
         .prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'origin'")?

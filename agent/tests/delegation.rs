@@ -115,6 +115,7 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
         .await
         .unwrap();
     let parent = run.run_id().to_owned();
+    let session = run.session_id().to_owned();
     let out = run.drive(CancellationToken::new()).await.unwrap();
     assert_eq!(out.text, "The kitchen phone is at 77 %.");
     assert_eq!(out.stop_reason, StopReason::FinalAnswer);
@@ -174,6 +175,19 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
             ..
         })
     ));
+
+    // `session show`: the child's own calls, under the parent's turn.
+    let md = a.session_markdown(&session).await.unwrap();
+    let child = md.find("> **Agent battery-doctor** (run `k-").expect(&md);
+    assert!(child > md.find("## Turn 1").unwrap(), "{md}");
+    let block = &md[child..];
+    assert!(
+        block.contains("> **Tool call** `android_device` (`c1`)")
+            && block.contains("level_percent")
+            && block.contains("> **Tool error**")
+            && block.contains("> Kitchen battery at 77 %, not charging."),
+        "{md}"
+    );
 }
 
 #[tokio::test]

@@ -350,6 +350,25 @@ fn the_cli_lists_shows_and_runs_skills() {
     let requests = r.llm.requests();
     let first = requests[0].body["messages"].to_string();
     assert!(first.contains("hall") && first.contains("quick"), "{first}");
+    // `session show` has the skill's own calls under the run's turn.
+    let session = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .expect("session line")
+        .trim()
+        .to_owned();
+    let shown = cli.run_on_bus(&bus.address, &["session", "show", &session]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown
+            .stdout
+            .contains("> **Skill kitchen-battery** (run `k-")
+            && shown.stdout.contains("> **Tool call** `android_device`")
+            && shown.stdout.contains("> The hall phone's battery is fine."),
+        "{}",
+        shown.stdout
+    );
     let unknown = cli.run_on_bus(&bus.address, &["skill", "run", "nope"]);
     assert_ne!(unknown.code, 0);
     assert!(
