@@ -128,9 +128,9 @@ pub struct LlmOverride {
 impl LlmOverride {
     /// `[llm]` with this override: `model` replaces the model; `provider`
     /// changes the protocol and, unless given here, resets the endpoint to
-    /// the provider's public one and the key to none (a key meant for one
-    /// endpoint is never sent to another); `base_url` alone keeps the key
-    /// only when this override gives none.
+    /// the provider's public one; an endpoint other than `[llm]`'s gets
+    /// no key unless this override gives one (a key meant for one
+    /// endpoint is never sent to another).
     pub fn apply(&self, llm: &LlmConfig) -> LlmConfig {
         let mut out = llm.clone();
         if let Some(m) = &self.model {
@@ -148,6 +148,9 @@ impl LlmOverride {
         }
         if let Some(u) = &self.base_url {
             out.base_url.clone_from(u);
+        }
+        if out.base_url != llm.base_url {
+            out.api_key = KeySource::None;
         }
         if let Some(k) = &self.api_key {
             out.api_key = k.clone();
@@ -466,6 +469,64 @@ mod tests {
     }
 
     #[test]
+    fn own_model_settings_never_send_a_key_to_another_endpoint() {
+        let llm = LlmConfig::try_from(crate::config::RawLlmConfig {
+            provider: Some(ProviderKind::Openai),
+            base_url: Some("http://127.0.0.1:11434/v1".into()),
+            model: Some("main".into()),
+            api_key_env: Some("MAIN_KEY".into()),
+            ..crate::config::RawLlmConfig::default()
+        })
+        .expect("llm");
+        let own = |r: RawDelegateConfig| validate(vec![r]).expect("valid")[0].llm.clone();
+        // The model alone: same endpoint, same key.
+        let m = own(RawDelegateConfig {
+            model: Some("small".into()),
+            ..raw("a", &[])
+        })
+        .expect("override")
+        .apply(&llm);
+        assert_eq!(
+            (m.model.as_str(), m.base_url.as_str(), &m.api_key),
+            (
+                "small",
+                "http://127.0.0.1:11434/v1",
+                &KeySource::Env("MAIN_KEY".into())
+            )
+        );
+        // Another endpoint: no key unless given.
+        let o = own(RawDelegateConfig {
+            base_url: Some("http://10.0.0.2:8080/v1/".into()),
+            ..raw("a", &[])
+        })
+        .expect("override")
+        .apply(&llm);
+        assert_eq!(o.base_url, "http://10.0.0.2:8080/v1");
+        assert_eq!(o.api_key, KeySource::None);
+        // Another provider: its public endpoint, its own key.
+        let p = own(RawDelegateConfig {
+            provider: Some("anthropic".into()),
+            model: Some("claude".into()),
+            api_key_env: Some("ANTHROPIC_KEY".into()),
+            ..raw("a", &[])
+        })
+        .expect("override")
+        .apply(&llm);
+        assert_eq!(p.provider, ProviderKind::Anthropic);
+        assert_eq!(p.base_url, "https://api.anthropic.com");
+        assert_eq!(p.api_key, KeySource::Env("ANTHROPIC_KEY".into()));
+        // Nothing set: no override.
+        assert!(own(raw("a", &[])).is_none());
+        // A key without an endpoint of its own is refused, naming the key.
+        let e = validate(vec![RawDelegateConfig {
+            api_key_env: Some("X".into()),
+            ..raw("a", &[])
+        }])
+        .expect_err("key alone");
+        assert_eq!(key_of(e).0, "agents[0].api_key_env");
+    }
+
+    #[test]
     fn unknown_service_names_the_key() {
         let e = validate(vec![raw("a", &["battery"]), raw("b", &["teleporter"])])
             .expect_err("unknown service");
@@ -500,6 +561,41 @@ mod tests {
                     ..raw("a", &[])
                 },
                 "agents[0].max_iterations",
+            ),
+            (
+                RawDelegateConfig {
+                    mode: Some("later".into()),
+                    ..raw("a", &[])
+                },
+                "agents[0].mode",
+            ),
+            (
+                RawDelegateConfig {
+                    timeout_s: Some(0.0),
+                    ..raw("a", &[])
+                },
+                "agents[0].timeout_s",
+            ),
+            (
+                RawDelegateConfig {
+                    provider: Some("skynet".into()),
+                    ..raw("a", &[])
+                },
+                "agents[0].provider",
+            ),
+            (
+                RawDelegateConfig {
+                    model: Some("two words".into()),
+                    ..raw("a", &[])
+                },
+                "agents[0].model",
+            ),
+            (
+                RawDelegateConfig {
+                    base_url: Some("ftp://x".into()),
+                    ..raw("a", &[])
+                },
+                "agents[0].base_url",
             ),
         ] {
             assert_eq!(key_of(validate(vec![r]).expect_err(k)).0, k);
