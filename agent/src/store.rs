@@ -71,7 +71,8 @@ pub struct SessionSummary {
     pub turns: u64,
     /// Runs not finished (running, waiting for approval, or interrupted).
     pub active_runs: u64,
-    /// Its background delegations, oldest first.
+    /// Its background delegations, oldest first (in a listing, without
+    /// their tool calls).
     #[serde(default)]
     pub tasks: Vec<Task>,
 }
@@ -615,6 +616,10 @@ impl Store {
             }
             for s in &mut out {
                 s.tasks = by_session.remove(&s.id).unwrap_or_default();
+                // A listing: the tool calls are in `session show`.
+                for t in &mut s.tasks {
+                    t.steps.clear();
+                }
             }
             Ok(out)
         })
