@@ -9,8 +9,11 @@
 //! request's expiry), checkpoints and events. Nothing here spawns a task:
 //! in-flight work is polled side by side in one `FuturesUnordered`.
 
+mod background; // Background delegations: tasks that outlive the call.
 mod delegate; // Delegation to `[[agents]]` as child runs.
 pub(crate) mod external; // Approvals for calls from outside a run (MCP).
+
+pub use background::Delegation;
 
 use crate::clock::now_ms;
 use crate::config::AgentConfig;
@@ -65,6 +68,11 @@ struct Inner {
     /// The skills new runs see (replaceable on reload; a run keeps the set
     /// it started or resumed with).
     skills: RwLock<Arc<SkillSet>>,
+    /// The `[[agents]]` new runs may delegate to (replaceable on reload).
+    delegates: RwLock<Arc<crate::delegation::Delegates>>,
+    /// Where background delegations are handed to be driven (the daemon
+    /// spawns them); without one, background mode is refused.
+    background: background::Driver,
 }
 
 /// The agent runtime. Cheap to clone.
@@ -190,7 +198,6 @@ impl Agent {
         Self {
             inner: Arc::new(Inner {
                 policy,
-                config,
                 provider,
                 host,
                 store,
@@ -199,6 +206,11 @@ impl Agent {
                 running: Mutex::new(HashSet::new()),
                 limiter,
                 skills: RwLock::new(Arc::new(SkillSet::builtin())),
+                delegates: RwLock::new(Arc::new(crate::delegation::Delegates::new(
+                    config.agents.clone(),
+                ))),
+                background: background::Driver::default(),
+                config,
             }),
         }
     }
@@ -259,6 +271,58 @@ impl Agent {
         *slot = Arc::new(skills);
     }
 
+    /// The `[[agents]]` runs started from now on may delegate to (the
+    /// configuration's, without own providers, until
+    /// [`Agent::set_agents`]).
+    pub fn agents(&self) -> Arc<crate::delegation::Delegates> {
+        match self.inner.delegates.read() {
+            Ok(d) => Arc::clone(&d),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Replace the agents (at start-up, to give agents their own
+    /// providers, and on reload). Runs already going keep theirs; tasks
+    /// already delegated keep running with the definition they started
+    /// with.
+    pub fn set_agents(&self, agents: crate::delegation::Delegates) {
+        let mut slot = self
+            .inner
+            .delegates
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *slot = Arc::new(agents);
+    }
+
+    /// Have `spawn` drive every background delegation from now on (the
+    /// daemon spawns [`Delegation::drive`] on its task tracker with its
+    /// shutdown token). Until one is set, a background delegation is
+    /// refused with a tool error.
+    pub fn set_background_driver(&self, spawn: impl Fn(Delegation) + Send + Sync + 'static) {
+        self.inner.background.set(Arc::new(spawn));
+    }
+
+    /// A background delegation, as stored.
+    ///
+    /// # Errors
+    /// A bad id or a store error.
+    pub async fn task(&self, task_id: &str) -> Result<Option<store::Task>, AgentError> {
+        store::check_id(task_id)?;
+        self.inner.store.task(task_id.to_owned()).await
+    }
+
+    /// The background delegations of `session` (all with `None`), oldest
+    /// first.
+    ///
+    /// # Errors
+    /// A bad id or a store error.
+    pub async fn tasks(&self, session: Option<&str>) -> Result<Vec<store::Task>, AgentError> {
+        if let Some(s) = session {
+            store::check_id(s)?;
+        }
+        self.inner.store.tasks(session.map(str::to_owned)).await
+    }
+
     fn guard(&self, run_id: &str) -> Result<RunningGuard, AgentError> {
         let mut set = self
             .inner
@@ -283,7 +347,7 @@ impl Agent {
             self.skills(),
             cfg.skills.max_depth,
         )
-        .with_delegates(&cfg.agents)
+        .with_delegate_set(self.agents())
         .with_extra(self.inner.host.extra_tools())
     }
 
@@ -444,7 +508,16 @@ impl Agent {
     ///
     /// # Errors
     /// A store error.
+    /// Background delegations a stopped process left running are marked
+    /// `interrupted` here too (nothing drives them any more).
     pub async fn expire_orphan_approvals(&self) -> Result<usize, AgentError> {
+        let tasks = self.inner.store.interrupt_tasks().await?;
+        if tasks > 0 {
+            tracing::info!(
+                tasks,
+                "background delegations interrupted by the last stop marked interrupted"
+            );
+        }
         self.inner.store.expire_orphans().await
     }
 
@@ -544,12 +617,12 @@ impl Agent {
     /// [`AgentError::UnknownSession`] or a store error.
     pub async fn session_markdown(&self, session_id: &str) -> Result<String, AgentError> {
         store::check_id(session_id)?;
-        let (summary, turns, active) = self
+        let (summary, turns, active, children) = self
             .inner
             .store
             .session_detail(session_id.to_owned())
             .await?;
-        Ok(markdown::render(&summary, &turns, &active))
+        Ok(markdown::render(&summary, &turns, &active, &children))
     }
 
     fn emit(&self, state: &RunState, tag: &Tag, kind: EventKind) {
@@ -607,6 +680,7 @@ impl Run {
             _guard,
         } = self;
         let policy = agent.approval_policy();
+        let provider = agent.inner.provider.clone();
         let system: Arc<str> = system_prompt(&agent.inner.config, &state, &toolset).into();
         let first = if resumed {
             Input::Resume { now_ms: now_ms() }
@@ -624,6 +698,8 @@ impl Run {
                 admission: Some(admission),
                 slot: None,
             },
+            persisted: true,
+            provider,
             tag: Tag::default(),
             shutdown,
         })
@@ -664,6 +740,10 @@ struct Loop {
     system: Arc<str>,
     first: Input,
     slots: Slots,
+    /// Whether the run has a row of its own (a user's run; not a child).
+    persisted: bool,
+    /// The model it talks to (a delegated agent may have its own).
+    provider: Arc<dyn Provider>,
     tag: Tag,
     shutdown: CancellationToken,
 }
@@ -678,10 +758,11 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
         system,
         first,
         mut slots,
+        persisted,
+        provider,
         tag,
         shutdown,
     } = l;
-    let persisted = matches!(slots, Slots::Top { .. });
     // Model calls and executions in flight; when none is, the run waits
     // only for approvals and gives its slot back.
     let mut working = 0usize;
@@ -700,7 +781,14 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
                 Action::CallModel => {
                     slots.ensure(&inner, &shutdown, &state).await?;
                     working += 1;
-                    inflight.push(model_call(&inner, &state, &toolset, system.clone(), &tag));
+                    inflight.push(model_call(
+                        &inner,
+                        &provider,
+                        &state,
+                        &toolset,
+                        system.clone(),
+                        &tag,
+                    ));
                 }
                 Action::Checkpoint { approvals } => {
                     // A skill's run has no row of its own; its approval
@@ -747,6 +835,7 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
                             agent: name,
                             task,
                             context,
+                            mode,
                         } => delegate::delegate(
                             &agent,
                             &state,
@@ -757,9 +846,13 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
                                 agent: name,
                                 task,
                                 context,
+                                mode,
                             },
                             &shutdown,
                         ),
+                        Planned::DelegationStatus { task_id } => {
+                            background::status(&agent, &state, call_id, task_id)
+                        }
                         planned => execute(&inner, &toolset, &mut device_locks, call_id, planned),
                     };
                     inflight.push(fut);
@@ -944,6 +1037,7 @@ fn invoke_skill(
         skill: Some(skill.name.clone()),
         parent_run: Some(parent_run),
     };
+    let provider = agent.inner.provider.clone();
     run_child(
         agent,
         call_id,
@@ -959,6 +1053,8 @@ fn invoke_skill(
             depth: call.depth,
             input: call.input,
             limits_fail: false,
+            provider,
+            slots: Slots::Child,
         },
         shutdown,
     )
@@ -979,54 +1075,53 @@ struct Child {
     input: Value,
     /// Whether stopping at a limit (iterations, steps) is a failure.
     limits_fail: bool,
+    /// The model it talks to.
+    provider: Arc<dyn Provider>,
+    /// The parent's slot ([`Slots::Child`]) or its own (a background task).
+    slots: Slots,
 }
 
-/// Drive a child run in the parent's slot and session, bounded by its
-/// timeout, with `skill_started`/`skill_finished` around it. Its answer,
-/// or its failure, is the parent's tool result; nothing it does can fail
-/// the parent.
-fn run_child(
-    agent: Agent,
-    call_id: String,
-    child: Child,
-    shutdown: &CancellationToken,
-) -> BoxFuture<'static, Input> {
-    let shutdown = shutdown.child_token();
-    Box::pin(async move {
-        let Child {
-            state,
-            toolset,
-            policy,
-            system,
-            timeout,
-            tag,
-            kind,
-            name,
-            depth,
-            input,
-            limits_fail,
-        } = child;
-        let child_id = state.run_id.clone();
-        let started = EventKind::SkillStarted {
-            call_id: call_id.clone(),
-            depth,
-            input,
-        };
-        agent.emit(&state, &tag, started);
-        let ids = (state.run_id.clone(), state.session_id.clone());
-        let looped = drive_loop(Loop {
-            agent: agent.clone(),
-            state,
-            toolset,
-            policy: Arc::new(policy),
-            system: system.into(),
-            first: Input::Start { now_ms: now_ms() },
-            slots: Slots::Child,
-            tag: tag.clone(),
-            shutdown: shutdown.clone(),
-        });
-        let result = match tokio::time::timeout(timeout, looped).await {
-            Ok(Ok(outcome)) => match outcome.error {
+/// How a child run ended: its result for the parent, and its tool calls.
+struct ChildEnd {
+    result: Result<Value, WireError>,
+    steps: Vec<crate::graph::ToolStep>,
+}
+
+/// Drive a child run to its end, bounded by its timeout. Nothing it does
+/// can fail the caller: every failure is in [`ChildEnd::result`].
+async fn drive_child(agent: Agent, child: Child, shutdown: CancellationToken) -> ChildEnd {
+    let Child {
+        state,
+        toolset,
+        policy,
+        system,
+        timeout,
+        tag,
+        kind,
+        name,
+        limits_fail,
+        provider,
+        slots,
+        ..
+    } = child;
+    let looped = drive_loop(Loop {
+        agent,
+        state,
+        toolset,
+        policy: Arc::new(policy),
+        system: system.into(),
+        first: Input::Start { now_ms: now_ms() },
+        slots,
+        persisted: false,
+        provider,
+        tag,
+        shutdown: shutdown.clone(),
+    });
+    let mut steps = Vec::new();
+    let result = match tokio::time::timeout(timeout, looped).await {
+        Ok(Ok(outcome)) => {
+            steps = outcome.steps.clone();
+            match outcome.error {
                 Some(e) => Err(WireError::new(
                     e.code,
                     format!("{kind} {name} failed: {}", e.message),
@@ -1051,24 +1146,71 @@ fn run_child(
                     "stop_reason": outcome.stop_reason,
                     "tool_calls": outcome.steps.len(),
                 })),
-            },
-            Ok(Err(e)) => Err(WireError::new(
-                ErrorCode::Internal,
-                format!("{kind} {name} stopped: {e}"),
-            )),
-            Err(_) => {
-                // Stop the child's work still in flight (its futures are
-                // dropped with the loop; the token ends its waits).
-                shutdown.cancel();
-                Err(WireError::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "{kind} {name} did not finish within {} s",
-                        timeout.as_secs_f64()
-                    ),
-                ))
             }
+        }
+        Ok(Err(e)) => Err(WireError::new(
+            ErrorCode::Internal,
+            format!("{kind} {name} stopped: {e}"),
+        )),
+        Err(_) => {
+            // Stop the child's work still in flight (its futures are
+            // dropped with the loop; the token ends its waits).
+            shutdown.cancel();
+            Err(WireError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "{kind} {name} did not finish within {} s",
+                    timeout.as_secs_f64()
+                ),
+            ))
+        }
+    };
+    ChildEnd { result, steps }
+}
+
+/// Drive a child run in the parent's slot and session, bounded by its
+/// timeout, with `skill_started`/`skill_finished` around it. Its answer,
+/// or its failure, is the parent's tool result; nothing it does can fail
+/// the parent.
+fn run_child(
+    agent: Agent,
+    call_id: String,
+    child: Child,
+    shutdown: &CancellationToken,
+) -> BoxFuture<'static, Input> {
+    let shutdown = shutdown.child_token();
+    Box::pin(async move {
+        let started = EventKind::SkillStarted {
+            call_id: call_id.clone(),
+            depth: child.depth,
+            input: child.input.clone(),
         };
+        agent.emit(&child.state, &child.tag, started);
+        let (child_id, session_id) = (child.state.run_id.clone(), child.state.session_id.clone());
+        let tag = child.tag.clone();
+        let (kind, name, started_at) = (child.kind, child.name.clone(), now_ms());
+        let ChildEnd { result, steps } = drive_child(agent.clone(), child, shutdown).await;
+        // Kept for `session show` (the parent's conversation has only the
+        // call and its result).
+        let record = store::ChildRecord {
+            run_id: child_id.clone(),
+            session_id: session_id.clone(),
+            parent_run: tag.parent_run.clone().unwrap_or_default(),
+            call_id: call_id.clone(),
+            kind: kind.to_owned(),
+            name,
+            is_error: result.is_err(),
+            result: match &result {
+                Ok(v) => v.clone(),
+                Err(e) => serde_json::to_value(e).unwrap_or_default(),
+            },
+            steps,
+            started_at,
+            finished_at: now_ms(),
+        };
+        if let Err(e) = agent.inner.store.record_child(record).await {
+            tracing::warn!(run = child_id, "child run not kept for the session: {e}");
+        }
         let finished = EventKind::SkillFinished {
             call_id: call_id.clone(),
             stop_reason: match &result {
@@ -1080,9 +1222,9 @@ fn run_child(
         };
         let _ = agent.inner.events.send(AgentEvent {
             run_id: child_id,
-            session_id: ids.1,
-            skill: tag.skill.clone(),
-            parent_run: tag.parent_run.clone(),
+            session_id,
+            skill: tag.skill,
+            parent_run: tag.parent_run,
             kind: finished,
         });
         Input::ToolFinished {
@@ -1134,6 +1276,7 @@ fn system_prompt(cfg: &AgentConfig, state: &RunState, toolset: &Toolset) -> Stri
 
 fn model_call(
     inner: &Arc<Inner>,
+    provider: &Arc<dyn Provider>,
     state: &RunState,
     toolset: &Toolset,
     system: Arc<str>,
@@ -1154,6 +1297,7 @@ fn model_call(
         },
     };
     let inner = inner.clone();
+    let provider = provider.clone();
     let (run_id, session_id) = (state.run_id.clone(), state.session_id.clone());
     let tag = tag.clone();
     Box::pin(async move {
@@ -1167,13 +1311,13 @@ fn model_call(
                 kind: EventKind::TextDelta { text: t.to_owned() },
             });
         };
-        match inner.provider.complete(&request, &sink).await {
+        match provider.complete(&request, &sink).await {
             Ok(reply) => Input::ModelReplied {
                 reply,
                 now_ms: now_ms(),
             },
             Err(e) => {
-                tracing::warn!(provider = inner.provider.name(), "model call failed: {e}");
+                tracing::warn!(provider = provider.name(), "model call failed: {e}");
                 Input::ModelFailed {
                     error: e.to_wire(),
                     now_ms: now_ms(),

@@ -313,6 +313,9 @@ pub struct RawAgentConfig {
     /// Further runs waiting for one of those slots (default 32); an ask
     /// beyond both is refused with `busy`.
     pub max_queued: Option<usize>,
+    /// Background delegations delegated and not finished, at most (default
+    /// 8; 0 turns background mode off). They run in the same slots as runs.
+    pub max_background_tasks: Option<usize>,
     /// Approval policy.
     pub approval: Option<RawApprovalConfig>,
     /// Skills.
@@ -424,6 +427,8 @@ pub struct AgentConfig {
     pub max_concurrent_runs: usize,
     /// Runs admitted beyond those, waiting in order for a slot.
     pub max_queued: usize,
+    /// Background delegations not finished, at most.
+    pub max_background_tasks: usize,
     /// Approval policy.
     pub approval: ApprovalPolicy,
     /// Skills.
@@ -512,6 +517,13 @@ impl TryFrom<RawAgentConfig> for AgentConfig {
         if max_queued > 100_000 {
             return Err(config_err("agent.max_queued", "must be 0 to 100000"));
         }
+        let max_background_tasks = raw.max_background_tasks.unwrap_or(8);
+        if max_background_tasks > 1024 {
+            return Err(config_err(
+                "agent.max_background_tasks",
+                "must be 0 to 1024",
+            ));
+        }
         let approval = raw.approval.unwrap_or_default();
         let skills = SkillsConfig::try_from(raw.skills.unwrap_or_default())?;
         let max_executor_steps = raw.max_executor_steps.unwrap_or(5);
@@ -541,6 +553,7 @@ impl TryFrom<RawAgentConfig> for AgentConfig {
             },
             max_concurrent_runs,
             max_queued,
+            max_background_tasks,
             tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),
             max_iterations,
             max_steps,

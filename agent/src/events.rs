@@ -163,6 +163,36 @@ pub enum EventKind {
         /// Whether it failed.
         is_error: bool,
     },
+    /// A background delegation was accepted (sent with the task's id as
+    /// `run_id`, tagged `agent:<name>` with the parent run); the task runs
+    /// on its own from now on.
+    DelegationStarted {
+        /// The parent's `delegate_to_<agent>` call.
+        call_id: String,
+        /// The task (`delegation_status {task_id}`).
+        task_id: String,
+        /// The agent.
+        agent: String,
+        /// What it was asked.
+        task: String,
+    },
+    /// A background delegation ended (stored before this is sent).
+    DelegationFinished {
+        /// The parent's call.
+        call_id: String,
+        /// The task.
+        task_id: String,
+        /// The agent.
+        agent: String,
+        /// `succeeded`, `failed` or `interrupted`.
+        status: crate::store::TaskStatus,
+        /// Its answer, when it succeeded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
+        /// Why it failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<WireError>,
+    },
 }
 
 #[cfg(test)]

@@ -1059,6 +1059,7 @@ fn resume(state: &mut RunState, now_ms: u64) -> Vec<Action> {
                             | Planned::CurrentTime
                             | Planned::ListSkills
                             | Planned::ReadSkill { .. }
+                            | Planned::DelegationStatus { .. }
                             | Planned::Device { mutates: false, .. }),
                         ) => {
                             again.push(Action::Execute {

@@ -55,7 +55,7 @@ pub mod topology;
 pub mod testing;
 
 pub use agent::external::{ExternalAnswer, ExternalRequest};
-pub use agent::{Agent, AskRequest, MAX_PROMPT_CHARS, Run, RunEvents};
+pub use agent::{Agent, AskRequest, Delegation, MAX_PROMPT_CHARS, Run, RunEvents};
 pub use config::{AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawLlmConfig};
 pub use error::AgentError;
 pub use events::{AgentEvent, EventKind, PendingApproval, StopReason};
@@ -66,5 +66,5 @@ pub use plan::RunMode;
 pub use policy::ApprovalPolicy;
 pub use provider::{ChatRequest, Provider};
 pub use secret::{KeySource, Secret};
-pub use store::{Durability, RunInfo, SessionSummary, Store, check_id};
+pub use store::{Durability, RunInfo, SessionSummary, Store, Task, TaskStatus, check_id};
 pub use tools::ToolMode;

@@ -5,7 +5,7 @@
 use crate::clock::rfc3339;
 use crate::graph::{CallStatus, RunState};
 use crate::message::{Message, TimedMessage};
-use crate::store::{SessionSummary, TurnRecord};
+use crate::store::{ChildRecord, SessionSummary, TurnRecord};
 use std::fmt::Write as _;
 
 fn fence(text: &str) -> String {
@@ -71,11 +71,57 @@ fn messages(out: &mut String, list: &[TimedMessage]) {
     }
 }
 
+/// The child runs (skills, wait-mode agents) of `parent`, each after the
+/// other, nested ones under theirs, as quoted blocks.
+fn children(out: &mut String, all: &[ChildRecord], parent: &str, depth: usize) {
+    // Skills invoking skills are bounded by the depth limit; this bounds
+    // the recursion even for a corrupt store.
+    if depth > 16 {
+        return;
+    }
+    for c in all.iter().filter(|c| c.parent_run == parent) {
+        let mut block = format!(
+            "**{} {}** (run `{}`, for call `{}`) · {} → {}{}\n\n",
+            if c.kind == "agent" { "Agent" } else { "Skill" },
+            c.name,
+            c.run_id,
+            c.call_id,
+            rfc3339(c.started_at),
+            rfc3339(c.finished_at),
+            if c.is_error { ", failed" } else { "" }
+        );
+        for s in &c.steps {
+            let _ = write!(
+                block,
+                "**Tool call** `{}` (`{}`)\n\n{}\n**Tool {}**\n\n{}\n",
+                s.tool,
+                s.call_id,
+                fence(&s.arguments.to_string()),
+                if s.is_error { "error" } else { "result" },
+                fence(&s.result.to_string())
+            );
+        }
+        children(&mut block, all, &c.run_id, depth + 1);
+        if let Some(text) = c.result["text"].as_str() {
+            let _ = write!(block, "**Answer**\n\n{text}\n\n");
+        } else if c.is_error {
+            let _ = write!(block, "**Error**\n\n{}\n", fence(&c.result.to_string()));
+        }
+        for line in block.trim_end().lines() {
+            out.push_str(if line.is_empty() { ">" } else { "> " });
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+}
+
 /// Render a session.
 pub(crate) fn render(
     session: &SessionSummary,
     turns: &[TurnRecord],
     active: &[RunState],
+    child_runs: &[ChildRecord],
 ) -> String {
     let mut out = format!(
         "# Session {}\n\n*{}* — started {}, last activity {}\n\n",
@@ -95,10 +141,12 @@ pub(crate) fn render(
                 .map_or(t.stop_reason.clone(), |r| format!("{r:?}"))
         );
         messages(&mut out, &t.messages);
+        children(&mut out, child_runs, &t.run_id, 0);
     }
     for r in active {
         let _ = write!(out, "## In progress — run `{}`\n\n", r.run_id);
         messages(&mut out, &r.messages);
+        children(&mut out, child_runs, &r.run_id, 0);
         for slot in &r.calls {
             let status = match &slot.status {
                 CallStatus::AwaitingApproval {
@@ -116,6 +164,38 @@ pub(crate) fn render(
             let _ = writeln!(out, "- `{}` (`{}`): {status}", slot.call.name, slot.call.id);
         }
         out.push('\n');
+    }
+    for t in &session.tasks {
+        let _ = write!(
+            out,
+            "## Background task `{}` — agent {} ({}, delegated {} by run `{}`)\n\n**Task**\n\n{}\n\n",
+            t.task_id,
+            t.agent,
+            t.status.as_str(),
+            rfc3339(t.created_at),
+            t.parent_run,
+            t.task
+        );
+        for s in &t.steps {
+            let _ = write!(
+                out,
+                "**Tool call** `{}` (`{}`)\n\n{}\n**Tool {}**\n\n{}\n",
+                s.tool,
+                s.call_id,
+                fence(&s.arguments.to_string()),
+                if s.is_error { "error" } else { "result" },
+                fence(&s.result.to_string())
+            );
+        }
+        if let Some(text) = t.result.as_ref().and_then(|r| r["text"].as_str()) {
+            let _ = write!(out, "**Answer**\n\n{text}\n\n");
+        }
+        if let Some(e) = &t.error {
+            let _ = write!(out, "**Error** `{}`: {}\n\n", e.code.as_str(), e.message);
+        }
+        if let Some(at) = t.finished_at {
+            let _ = write!(out, "*ended {}*\n\n", rfc3339(at));
+        }
     }
     out
 }

@@ -24,6 +24,11 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use tokio::sync::{mpsc, oneshot};
 
+mod children; // Child runs, for `session show`.
+mod tasks; // Background delegations.
+pub(crate) use children::ChildRecord;
+pub use tasks::{Task, TaskStatus};
+
 /// A unit of work for the store's thread. It returns how to deliver its
 /// result once the enclosing transaction has committed (or failed to).
 type Job = Box<dyn FnOnce(&mut Connection) -> Reply + Send>;
@@ -52,7 +57,7 @@ pub struct Store {
 }
 
 /// A session, for listings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionSummary {
     /// Session id.
     pub id: String,
@@ -66,6 +71,10 @@ pub struct SessionSummary {
     pub turns: u64,
     /// Runs not finished (running, waiting for approval, or interrupted).
     pub active_runs: u64,
+    /// Its background delegations, oldest first (in a listing, without
+    /// their tool calls).
+    #[serde(default)]
+    pub tasks: Vec<Task>,
 }
 
 /// A run that is not finished, for [`crate::Agent::interrupted_runs`].
@@ -591,9 +600,23 @@ impl Store {
                     updated_at: u(r.get(3)?),
                     turns: u(r.get(4)?),
                     active_runs: u(r.get(5)?),
+                    tasks: Vec::new(),
                 })
             })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            let mut out = rows.collect::<Result<Vec<_>, _>>()?;
+            let mut by_session: std::collections::HashMap<String, Vec<Task>> =
+                std::collections::HashMap::new();
+            for t in tasks::of_session(conn, None)? {
+                by_session.entry(t.session_id.clone()).or_default().push(t);
+            }
+            for s in &mut out {
+                s.tasks = by_session.remove(&s.id).unwrap_or_default();
+                // A listing: the tool calls are in `session show`.
+                for t in &mut s.tasks {
+                    t.steps.clear();
+                }
+            }
+            Ok(out)
         })
         .await
     }
@@ -602,7 +625,15 @@ impl Store {
     pub(crate) async fn session_detail(
         &self,
         id: String,
-    ) -> Result<(SessionSummary, Vec<TurnRecord>, Vec<RunState>), AgentError> {
+    ) -> Result<
+        (
+            SessionSummary,
+            Vec<TurnRecord>,
+            Vec<RunState>,
+            Vec<ChildRecord>,
+        ),
+        AgentError,
+    > {
         self.call(move |conn| {
             let summary = conn
                 .query_row(
@@ -616,6 +647,7 @@ impl Store {
                             updated_at: u(r.get(3)?),
                             turns: 0,
                             active_runs: 0,
+                            tasks: Vec::new(),
                         })
                     },
                 )
@@ -650,7 +682,10 @@ impl Store {
                 .iter()
                 .map(|s| serde_json::from_str(s))
                 .collect::<Result<Vec<RunState>, _>>()?;
-            Ok((summary, turns, active))
+            let mut summary = summary;
+            summary.tasks = tasks::of_session(conn, Some(&id))?;
+            let children = children::of_session(conn, &id)?;
+            Ok((summary, turns, active, children))
         })
         .await
     }
@@ -678,6 +713,8 @@ fn open_connection(
     )?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(tasks::SCHEMA)?;
+    conn.execute_batch(children::SCHEMA)?;
     // Databases created before runs had an origin.
     let has_origin: bool = conn
         .prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'origin'")?

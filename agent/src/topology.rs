@@ -7,6 +7,7 @@
 //! transitions it makes are exactly the edges drawn — a drawing that drifts
 //! from the code fails the build's tests.
 
+use crate::delegation::{DelegateMode, STATUS_TOOL};
 use crate::graph::{CallStatus, Phase, RunState};
 use crate::plan::{RunMode, Stage};
 use crate::tools::Planned;
@@ -165,10 +166,16 @@ fn tool_caller(mode: RunMode) -> Node {
     }
 }
 
-/// As [`mermaid`], plus one node per `[[agents]]` entry, reached from the
-/// node that calls tools by its `delegate_to_<name>` tool (each runs the
-/// same graph as a child and answers back).
-pub fn mermaid_with_agents(mode: RunMode, skills: &[String], agents: &[String]) -> String {
+/// As [`mermaid`], plus one node per `[[agents]]` entry (name and default
+/// mode), reached from the node that calls tools by its
+/// `delegate_to_<name>` tool. Each runs the same graph as a child; in wait
+/// mode it answers back, in background mode its result goes to the stored
+/// tasks, which the caller reads with `delegation_status`.
+pub fn mermaid_with_agents(
+    mode: RunMode,
+    skills: &[String],
+    agents: &[(String, DelegateMode)],
+) -> String {
     let mut s = String::from("flowchart TD\n");
     let mut nodes: Vec<Node> = edges(mode).iter().flat_map(|e| [e.0, e.1]).collect();
     nodes.sort();
@@ -184,13 +191,31 @@ pub fn mermaid_with_agents(mode: RunMode, skills: &[String], agents: &[String]) 
         let _ = writeln!(s, "    skill -.->|{name}| skill_{i}");
     }
     let caller = tool_caller(mode).id();
-    for (i, name) in agents.iter().enumerate() {
+    for (i, (name, how)) in agents.iter().enumerate() {
         let _ = writeln!(s, "    delegate_{i}[\"agent: {name}\"]");
-        let _ = writeln!(s, "    {caller} -.->|delegate_to_{name}| delegate_{i}");
-        let _ = writeln!(s, "    delegate_{i} -.->|the agent's answer| {caller}");
+        match how {
+            DelegateMode::Wait => {
+                let _ = writeln!(s, "    {caller} -.->|delegate_to_{name}| delegate_{i}");
+                let _ = writeln!(s, "    delegate_{i} -.->|the agent's answer| {caller}");
+            }
+            DelegateMode::Background => {
+                let _ = writeln!(
+                    s,
+                    "    {caller} -.->|delegate_to_{name} background| delegate_{i}"
+                );
+                let _ = writeln!(s, "    delegate_{i} -.->|task result| {TASKS}");
+            }
+        }
+    }
+    if !agents.is_empty() {
+        let _ = writeln!(s, "    {TASKS}[(\"background tasks\")]");
+        let _ = writeln!(s, "    {caller} -.->|{STATUS_TOOL}| {TASKS}");
     }
     s
 }
+
+/// The node of the stored background tasks.
+const TASKS: &str = "tasks";
 
 /// The graph in Graphviz DOT.
 pub fn dot(mode: RunMode, skills: &[String]) -> String {
@@ -198,7 +223,11 @@ pub fn dot(mode: RunMode, skills: &[String]) -> String {
 }
 
 /// As [`dot`], with the delegation edges of [`mermaid_with_agents`].
-pub fn dot_with_agents(mode: RunMode, skills: &[String], agents: &[String]) -> String {
+pub fn dot_with_agents(
+    mode: RunMode,
+    skills: &[String],
+    agents: &[(String, DelegateMode)],
+) -> String {
     let mut s = String::from("digraph agent {\n    rankdir=TB;\n");
     let mut nodes: Vec<Node> = edges(mode).iter().flat_map(|e| [e.0, e.1]).collect();
     nodes.sort();
@@ -217,10 +246,26 @@ pub fn dot_with_agents(mode: RunMode, skills: &[String], agents: &[String]) -> S
         );
     }
     let caller = tool_caller(mode).id();
-    for (i, name) in agents.iter().enumerate() {
+    for (i, (name, how)) in agents.iter().enumerate() {
+        match how {
+            DelegateMode::Wait => {
+                let _ = writeln!(
+                    s,
+                    "    delegate_{i} [label=\"agent: {name}\"];\n    {caller} -> delegate_{i} [style=dashed, label=\"delegate_to_{name}\"];\n    delegate_{i} -> {caller} [style=dashed];"
+                );
+            }
+            DelegateMode::Background => {
+                let _ = writeln!(
+                    s,
+                    "    delegate_{i} [label=\"agent: {name}\"];\n    {caller} -> delegate_{i} [style=dashed, label=\"delegate_to_{name} background\"];\n    delegate_{i} -> {TASKS} [style=dashed, label=\"task result\"];"
+                );
+            }
+        }
+    }
+    if !agents.is_empty() {
         let _ = writeln!(
             s,
-            "    delegate_{i} [label=\"agent: {name}\"];\n    {caller} -> delegate_{i} [style=dashed, label=\"delegate_to_{name}\"];\n    delegate_{i} -> {caller} [style=dashed];"
+            "    {TASKS} [label=\"background tasks\", shape=cylinder];\n    {caller} -> {TASKS} [style=dashed, label=\"{STATUS_TOOL}\"];"
         );
     }
     s.push_str("}\n");

@@ -31,6 +31,7 @@ fn delegate(
         system_prompt: Some(prompt.into()),
         tools: Some(tools.iter().map(|s| (*s).to_owned()).collect()),
         max_iterations,
+        ..RawDelegateConfig::default()
     }
 }
 
@@ -114,6 +115,7 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
         .await
         .unwrap();
     let parent = run.run_id().to_owned();
+    let session = run.session_id().to_owned();
     let out = run.drive(CancellationToken::new()).await.unwrap();
     assert_eq!(out.text, "The kitchen phone is at 77 %.");
     assert_eq!(out.stop_reason, StopReason::FinalAnswer);
@@ -173,6 +175,19 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
             ..
         })
     ));
+
+    // `session show`: the child's own calls, under the parent's turn.
+    let md = a.session_markdown(&session).await.unwrap();
+    let child = md.find("> **Agent battery-doctor** (run `k-").expect(&md);
+    assert!(child > md.find("## Turn 1").unwrap(), "{md}");
+    let block = &md[child..];
+    assert!(
+        block.contains("> **Tool call** `android_device` (`c1`)")
+            && block.contains("level_percent")
+            && block.contains("> **Tool error**")
+            && block.contains("> Kitchen battery at 77 %, not charging."),
+        "{md}"
+    );
 }
 
 #[tokio::test]
@@ -270,7 +285,7 @@ async fn a_model_delegating_in_a_loop_stops_cleanly() {
     }
     assert!(
         reqs.iter()
-            .any(|r| last_message(r).contains("tools of agent looper"))
+            .any(|r| last_message(r).contains("delegation depth limit reached"))
     );
     // Parent: 4 calls; each of its 3 delegations: 3 child calls.
     assert_eq!(reqs.len(), 4 + 3 * 3);

@@ -237,6 +237,22 @@ impl Printer {
                 };
                 outln!("■ skill {skill} {how}");
             }
+            "delegation_started" => {
+                self.end_stream();
+                outln!(
+                    "▶ background task {} for agent {}",
+                    event["task_id"].as_str().unwrap_or_default(),
+                    event["agent"].as_str().unwrap_or_default()
+                );
+            }
+            "delegation_finished" => {
+                self.end_stream();
+                outln!(
+                    "■ background task {} {}",
+                    event["task_id"].as_str().unwrap_or_default(),
+                    event["status"].as_str().unwrap_or_default()
+                );
+            }
             "text_delta" => {
                 out!("{}", event["text"].as_str().unwrap_or_default());
                 let _ = std::io::stdout().flush();
@@ -410,7 +426,7 @@ pub(crate) async fn sessions(config: &Config, bus: Option<Bus>, json: bool) -> E
                 })
                 .unwrap_or_default();
             let active = s["active_runs"].as_u64().unwrap_or(0);
-            format!(
+            let mut line = format!(
                 "{}  {updated}  {} turn(s){}  {}",
                 s["id"].as_str().unwrap_or_default(),
                 s["turns"].as_u64().unwrap_or(0),
@@ -420,7 +436,23 @@ pub(crate) async fn sessions(config: &Config, bus: Option<Bus>, json: bool) -> E
                     String::new()
                 },
                 s["title"].as_str().unwrap_or_default(),
-            )
+            );
+            // Its background delegations, one line each.
+            for t in s["tasks"].as_array().into_iter().flatten() {
+                let task: String = t["task"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(60)
+                    .collect();
+                line.push_str(&format!(
+                    "\n    task {}  {}  {}  {task}",
+                    t["task_id"].as_str().unwrap_or_default(),
+                    t["agent"].as_str().unwrap_or_default(),
+                    t["status"].as_str().unwrap_or_default(),
+                ));
+            }
+            line
         },
     )
 }

@@ -264,6 +264,17 @@ impl Assistant {
             store,
         );
         agent.set_skills(skills);
+        agent.set_agents(delegates(llm, &agent.config().agents).await?);
+        {
+            // Background delegations run on the daemon's tracker and stop
+            // with it (stored as interrupted).
+            let (tracker, shutdown) = (tracker.clone(), shutdown.clone());
+            agent.set_background_driver(move |d| {
+                tracker.spawn(d.drive(shutdown.clone()));
+            });
+        }
+        // Also marks background tasks the last process left running as
+        // interrupted.
         let orphans = agent.expire_orphan_approvals().await?;
         if orphans > 0 {
             tracing::info!(
@@ -348,6 +359,27 @@ impl Assistant {
             "skills reloaded"
         );
         self.inner.agent.set_skills(skills);
+    }
+
+    /// Apply `[[agents]]` again (SIGHUP): runs that start afterwards see
+    /// the new set; runs and tasks already going keep theirs. An agent
+    /// whose own provider cannot be built (its key unreadable) keeps the
+    /// whole running set, with the reason logged.
+    pub(crate) async fn reload_agents(
+        &self,
+        llm: &LlmConfig,
+        agents: &[droidwarden_agent::delegation::DelegateConfig],
+    ) {
+        match delegates(llm, agents).await {
+            Ok(set) => {
+                tracing::info!(agents = set.agents.len(), "agents reloaded");
+                self.inner.agent.set_agents(set);
+            }
+            Err(e) => tracing::error!(
+                error = %e,
+                "[[agents]] not reloaded; keeping the running agents"
+            ),
+        }
     }
 
     /// The skills runs see now.
@@ -635,6 +667,38 @@ impl Assistant {
             }
         }
     }
+}
+
+/// The `[[agents]]` with a provider for each one that has its own model
+/// settings (the key read off the async runtime, once).
+///
+/// # Errors
+/// A provider that cannot be built, naming the agent's entry.
+pub(crate) async fn delegates(
+    llm: &LlmConfig,
+    agents: &[droidwarden_agent::delegation::DelegateConfig],
+) -> Result<droidwarden_agent::delegation::Delegates, AgentError> {
+    let mut set = droidwarden_agent::delegation::Delegates::new(agents.to_vec());
+    for (i, a) in agents.iter().enumerate() {
+        let Some(own) = &a.llm else { continue };
+        let cfg = own.apply(llm);
+        let built =
+            tokio::task::spawn_blocking(move || droidwarden_agent::provider::from_config(&cfg))
+                .await
+                .map_err(|e| AgentError::Client(format!("provider set-up panicked: {e}")))?
+                .map_err(|e| AgentError::Config {
+                    key: format!("agents[{i}]"),
+                    reason: format!("agent {}'s own model cannot be used: {e}", a.name),
+                })?;
+        tracing::info!(
+            agent = a.name,
+            provider = own.apply(llm).provider.as_str(),
+            model = own.apply(llm).model,
+            "agent has its own model"
+        );
+        set = set.with_provider(&a.name, built);
+    }
+    Ok(set)
 }
 
 /// The skill directories: `[agent.skills] dirs`, or by default

@@ -990,7 +990,19 @@ mod tests {
                 "[[agents]]\nname = \"Doc\"\ndescription = \"d\"\nsystem_prompt = \"p\"",
                 "agents[0].name",
             ),
-            ("[[agents]]\nname = \"doc\"\nmodel = \"x\"", "model"),
+            ("[[agents]]\nname = \"doc\"\ncolour = \"x\"", "colour"),
+            (
+                "[[agents]]\nname = \"doc\"\ndescription = \"d\"\nsystem_prompt = \"p\"\nmodel = \"a b\"",
+                "agents[0].model",
+            ),
+            (
+                "[[agents]]\nname = \"doc\"\ndescription = \"d\"\nsystem_prompt = \"p\"\nprovider = \"skynet\"",
+                "agents[0].provider",
+            ),
+            (
+                "[[agents]]\nname = \"doc\"\ndescription = \"d\"\nsystem_prompt = \"p\"\nmode = \"later\"",
+                "agents[0].mode",
+            ),
             ("[broker]\nlisten = \"0.0.0.0:1883\"", "broker.listen"),
             ("[calls]\ntimeout_ms = \"soon\"", "timeout_ms"),
             (

@@ -602,6 +602,9 @@ async fn main_loop(
                     assistant
                         .reload_skills(&config.agent.skills, &config.state_dir)
                         .await;
+                    if let Some(llm) = &config.llm {
+                        assistant.reload_agents(llm, &config.agent.agents).await;
+                    }
                 }
                 match applied {
                     Ok(plan) if plan.has_live_changes() || !plan.needs_restart.is_empty() => {

@@ -154,8 +154,10 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     );
     let mut agent = new.agent.clone();
     agent.approval = running.agent.approval.clone();
-    // `[agent.skills]` is applied on every reload (see `daemon.rs`).
+    // `[agent.skills]` and `[[agents]]` are applied on every reload (see
+    // `daemon.rs`).
     agent.skills = running.agent.skills.clone();
+    agent.agents = running.agent.agents.clone();
     differs("agent", running.agent != agent);
     // Automations are read at start (their records and schedules live in
     // the driver): `droidwarden automations add/remove` changes them live.
@@ -249,6 +251,7 @@ pub(crate) fn apply(
     // Skills are read again on every reload, changed configuration or not
     // (their files may have changed); the main loop does the loading.
     running.agent.skills = new.agent.skills;
+    running.agent.agents = new.agent.agents;
     for key in &plan.needs_restart {
         tracing::warn!(
             key,

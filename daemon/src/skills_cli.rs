@@ -108,7 +108,12 @@ pub(crate) async fn agent(command: AgentCommand, config: Config) -> ExitCode {
     };
     let set = load(&config).await;
     let skills: Vec<String> = set.enabled().map(|s| s.name.clone()).collect();
-    let agents: Vec<String> = config.agent.agents.iter().map(|a| a.name.clone()).collect();
+    let agents: Vec<_> = config
+        .agent
+        .agents
+        .iter()
+        .map(|a| (a.name.clone(), a.mode))
+        .collect();
     out!(
         "{}",
         match format {

@@ -13,6 +13,7 @@
 //! executable (`target/<profile>/`); `scripts/test` builds them first.
 #![deny(missing_docs)]
 
+pub mod agent_rig;
 pub mod dbus;
 pub mod mqtt;
 pub mod phone_rig;

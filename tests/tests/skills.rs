@@ -4,143 +4,15 @@
 //! phones and `droidwarden daemon` as a process. Skills are run with MQTT
 //! `cmd/skill`; what reached a phone is read from the sim's command log.
 
-use droidwarden_agent::ModelReply;
-use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use droidwarden_agent::testing::ScriptStep;
+use droidwarden_e2e::Droidwarden;
+use droidwarden_e2e::agent_rig::{
+    P, WAIT, dev, rig, rig_with, sim_commands_with, text, write_skill,
+};
 use droidwarden_e2e::dbus::PrivateBus;
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions};
+use droidwarden_e2e::mqtt::Daemon;
 use serde_json::{Value, json};
-use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
-
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
-
-/// Field order is drop order: the daemon stops before the phones, the
-/// broker and the model go.
-struct Rig {
-    daemon: Option<Daemon>,
-    probe: Probe,
-    kitchen: Sim,
-    hall: Sim,
-    llm: ScriptedLlm,
-    adb: AdbServer,
-    _broker: Mosquitto,
-    _rt: tokio::runtime::Runtime,
-    config: String,
-    skills: tempfile::TempDir,
-}
-
-fn write_skill(dir: &Path, name: &str, text: &str) {
-    let d = dir.join(name);
-    std::fs::create_dir_all(&d).expect("skill dir");
-    std::fs::write(d.join("SKILL.md"), text).expect("SKILL.md");
-}
-
-fn rig(skills: tempfile::TempDir) -> Rig {
-    rig_with(skills, &[])
-}
-
-fn rig_with(skills: tempfile::TempDir, env: &[(&str, &str)]) -> Rig {
-    let (rt, llm) = droidwarden_e2e::scripted_model();
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let kitchen = Sim::start(SimOptions::default());
-    let hall = Sim::start(SimOptions::default());
-    adb.connect(&kitchen.serial());
-    adb.connect(&hall.serial());
-    let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{}[adb]\npoll_interval_ms = 300\nconnect = [\"{}\", \"{}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n[agent.skills]\ndirs = [\"{}\"]\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"hall\"\ntransport = \"adb\"\nserial = \"{}\"\n",
-        broker.port,
-        droidwarden_e2e::mqtt::NO_POLLS,
-        kitchen.serial(),
-        hall.serial(),
-        llm.addr(),
-        skills.path().display(),
-        kitchen.serial(),
-        hall.serial(),
-    );
-    let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
-    let rig = Rig {
-        daemon: Some(daemon),
-        probe,
-        kitchen,
-        hall,
-        llm,
-        adb,
-        _broker: broker,
-        _rt: rt,
-        config,
-        skills,
-    };
-    rig.wait_online();
-    rig
-}
-
-impl Rig {
-    fn daemon(&self) -> &Daemon {
-        self.daemon.as_ref().expect("daemon running")
-    }
-
-    fn wait_online(&self) {
-        for device in ["kitchen", "hall"] {
-            self.probe
-                .wait_last(&format!("{P}/devices/{device}/availability"), WAIT, |m| {
-                    m.payload == "online"
-                });
-        }
-    }
-
-    fn script(&self, steps: impl IntoIterator<Item = ScriptStep>) {
-        for step in steps {
-            self.llm.push(step);
-        }
-    }
-
-    fn skill(&self, id: &str, skill: &str, input: Value) -> Value {
-        self.probe.request(
-            P,
-            "skill",
-            json!({"id": id, "skill": skill, "input": input}),
-        )
-    }
-
-    fn events(&self, session: &str) -> Vec<Value> {
-        self.probe
-            .on(&format!("{P}/sessions/{session}/events"))
-            .iter()
-            .map(|m| m.json())
-            .collect()
-    }
-
-    fn wait_reply(&self, id: &str) -> Value {
-        let topic = format!("{P}/reply/{id}");
-        self.probe
-            .wait(&format!("a reply on {topic}"), WAIT, |m| m.topic == topic)
-            .json()
-    }
-}
-
-fn dev(device: &str, service: &str, action: &str) -> ScriptStep {
-    ScriptStep::Reply(ModelReply::tool_calls(vec![(
-        "android_device".to_owned(),
-        json!({"device": device, "service_id": service, "action": action, "parameters": {}})
-            .to_string(),
-    )]))
-}
-
-fn text(t: &str) -> ScriptStep {
-    ScriptStep::Reply(ModelReply::text(t))
-}
-
-fn sim_commands_with(sim: &Sim, words: &[&str]) -> usize {
-    sim.commands()
-        .iter()
-        .filter(|argv| words.iter().all(|w| argv.iter().any(|a| a == w)))
-        .count()
-}
 
 #[test]
 fn a_user_skill_runs_with_only_its_tools_and_a_malformed_one_is_skipped() {
@@ -478,6 +350,25 @@ fn the_cli_lists_shows_and_runs_skills() {
     let requests = r.llm.requests();
     let first = requests[0].body["messages"].to_string();
     assert!(first.contains("hall") && first.contains("quick"), "{first}");
+    // `session show` has the skill's own calls under the run's turn.
+    let session = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .expect("session line")
+        .trim()
+        .to_owned();
+    let shown = cli.run_on_bus(&bus.address, &["session", "show", &session]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown
+            .stdout
+            .contains("> **Skill kitchen-battery** (run `k-")
+            && shown.stdout.contains("> **Tool call** `android_device`")
+            && shown.stdout.contains("> The hall phone's battery is fine."),
+        "{}",
+        shown.stdout
+    );
     let unknown = cli.run_on_bus(&bus.address, &["skill", "run", "nope"]);
     assert_ne!(unknown.code, 0);
     assert!(

@@ -1,13 +1,16 @@
 //! Running a `delegate_to_<agent>` call: the agent's `[[agents]]` entry
-//! becomes a child run of the same graph (see [`super::run_child`], shared
-//! with skills), with its system prompt, only its tools, its iteration
-//! limit and the skill timeout, under the parent's approval policy (no
-//! grant: every action the child takes is decided as if the parent took
-//! it). The child sees the task and the context, never the parent's
-//! conversation, and has no delegate tools.
+//! becomes a child run of the same graph (see [`super::drive_child`],
+//! shared with skills), with its system prompt, only its tools, its
+//! iteration and time limits and its own provider when it has one, under
+//! the parent's approval policy (no grant: every action the child takes is
+//! decided as if the parent took it). The child sees the task and the
+//! context, never the parent's conversation, and has no delegate tools.
+//! Wait mode runs it in the parent's slot and returns its answer;
+//! background mode hands it to [`super::background`].
 
-use super::{Agent, Child, Tag, run_child};
+use super::{Agent, Child, Slots, Tag, background, run_child};
 use crate::clock::now_ms;
+use crate::delegation::DelegateMode;
 use crate::graph::{Input, RunLimits, RunState};
 use crate::host::BoxFuture;
 use crate::policy::ApprovalPolicy;
@@ -22,10 +25,13 @@ pub(super) struct DelegateCall {
     pub(super) agent: String,
     pub(super) task: String,
     pub(super) context: Option<String>,
+    /// The mode the call asked for (`None`: the agent's own).
+    pub(super) mode: Option<DelegateMode>,
 }
 
-/// Start the delegated agent's run; its answer or failure is the parent's
-/// tool result for `call_id`.
+/// Start the delegated agent's run. In wait mode its answer or failure is
+/// the parent's tool result for `call_id`; in background mode the result
+/// is the task id, and the task is handed to the background driver.
 pub(super) fn delegate(
     agent: &Agent,
     parent: &RunState,
@@ -36,7 +42,11 @@ pub(super) fn delegate(
     shutdown: &CancellationToken,
 ) -> BoxFuture<'static, Input> {
     let cfg = &agent.inner.config;
-    let Some(spec) = cfg.agents.iter().find(|a| a.name == call.agent) else {
+    let set = parent_tools
+        .delegate_set()
+        .cloned()
+        .unwrap_or_else(|| agent.agents());
+    let Some(spec) = set.get(&call.agent) else {
         let message = format!("unknown agent {:?}", call.agent);
         return Box::pin(async move {
             Input::ToolFinished {
@@ -46,6 +56,12 @@ pub(super) fn delegate(
             }
         });
     };
+    let mode = call.mode.unwrap_or(spec.mode);
+    let provider = set
+        .providers
+        .get(&spec.name)
+        .cloned()
+        .unwrap_or_else(|| agent.inner.provider.clone());
     let skills = parent_tools
         .skills()
         .cloned()
@@ -70,9 +86,14 @@ pub(super) fn delegate(
         Some(context) => format!("{}\n\nContext:\n{context}", call.task),
         None => call.task.clone(),
     };
-    // Isolated: no history, no recalled turns, only the task.
+    // Isolated: no history, no recalled turns, only the task. A background
+    // task's run id is its task id.
+    let run_id = match mode {
+        DelegateMode::Wait => store::new_id("k-"),
+        DelegateMode::Background => store::new_id("t-"),
+    };
     let state = RunState::new(
-        store::new_id("k-"),
+        run_id,
         parent.session_id.clone(),
         prompt,
         Vec::new(),
@@ -96,22 +117,30 @@ pub(super) fn delegate(
         parent_run: Some(parent.run_id.clone()),
     };
     let input = serde_json::json!({ "task": call.task, "context": call.context });
-    run_child(
-        agent.clone(),
-        call_id,
-        Child {
-            state,
-            toolset,
-            policy: policy.clone(),
-            system,
-            timeout: cfg.skills.timeout,
-            tag,
-            kind: "agent",
-            name: spec.name.clone(),
-            depth: 1,
-            input,
-            limits_fail: true,
+    let child = Child {
+        state,
+        toolset,
+        policy: policy.clone(),
+        system,
+        timeout: spec.timeout.unwrap_or(cfg.skills.timeout),
+        tag,
+        kind: "agent",
+        name: spec.name.clone(),
+        depth: 1,
+        input,
+        limits_fail: true,
+        provider,
+        // A background task outlives the call: it takes a slot of its own.
+        slots: match mode {
+            DelegateMode::Wait => Slots::Child,
+            DelegateMode::Background => Slots::Top {
+                admission: None,
+                slot: None,
+            },
         },
-        shutdown,
-    )
+    };
+    match mode {
+        DelegateMode::Wait => run_child(agent.clone(), call_id, child, shutdown),
+        DelegateMode::Background => background::start(agent, call_id, child, call.task),
+    }
 }

@@ -161,6 +161,15 @@ pub enum Planned {
         task: String,
         /// What it should know (it does not see the conversation).
         context: Option<String>,
+        /// The mode the call asked for (`None`: the agent's own).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<crate::delegation::DelegateMode>,
+    },
+    /// `delegation_status {task_id}`: where a background delegation of
+    /// this session is, with its result once it ended.
+    DelegationStatus {
+        /// The task.
+        task_id: String,
     },
     /// A tool the host offers beyond the catalogue (an MCP server's).
     Extra {
@@ -183,7 +192,8 @@ impl Planned {
             | Self::ListSkills
             | Self::ReadSkill { .. }
             | Self::InvokeSkill { .. }
-            | Self::Delegate { .. } => None,
+            | Self::Delegate { .. }
+            | Self::DelegationStatus { .. } => None,
             Self::Calculator { expression } => Some(
                 calculator::evaluate(expression)
                     .map(|v| json!({ "expression": expression, "result": v }))
@@ -228,6 +238,9 @@ pub struct Toolset {
     max_depth: u32,
     /// Agents offered as `delegate_to_<name>` tools.
     delegates: Vec<String>,
+    /// The agents' definitions this run delegates to (kept for the whole
+    /// run, whatever a reload does meanwhile).
+    delegate_set: Option<std::sync::Arc<crate::delegation::Delegates>>,
     /// The host's extra tools offered (name, risk).
     extras: Vec<(String, Risk)>,
 }
@@ -332,6 +345,7 @@ impl Toolset {
             depth,
             max_depth,
             delegates: Vec::new(),
+            delegate_set: None,
             extras: Vec::new(),
         };
         let mut specs = Vec::new();
@@ -438,20 +452,30 @@ impl Toolset {
         )
     }
 
-    /// Add one `delegate_to_<name>` tool per agent (a user's run only; a
-    /// child run has none, so delegation is one level deep). Nothing is
-    /// added to a set without tools: such a run is a single model call.
+    /// Add one `delegate_to_<name>` tool per agent, and
+    /// `delegation_status` (a user's run only; a child run has none, so
+    /// delegation is one level deep). Nothing is added to a set without
+    /// tools: such a run is a single model call.
     #[must_use]
     pub fn with_delegates(mut self, agents: &[crate::delegation::DelegateConfig]) -> Self {
+        use crate::delegation::DelegateMode;
         if self.scope.is_some() || self.specs.is_empty() || agents.is_empty() {
             return self;
         }
         let mut specs = self.specs.to_vec();
         for a in agents {
+            let returns = match a.mode {
+                DelegateMode::Wait => {
+                    "By default it waits and returns the agent's answer; mode \"background\" returns a task id at once instead (then ask delegation_status)."
+                }
+                DelegateMode::Background => {
+                    "By default it runs in the background: the call returns {status: \"delegated\", task_id} at once and delegation_status {task_id} gives the result later; mode \"wait\" waits for the answer instead."
+                }
+            };
             specs.push(ToolSpec {
                 name: a.tool_name(),
                 description: format!(
-                    "Delegate a task to the specialised agent {}: {} It works on its own with only its tools ({}) and does not see this conversation: put everything it needs in task and context. Returns its answer.",
+                    "Delegate a task to the specialised agent {}: {} It works on its own with only its tools ({}) and does not see this conversation: put everything it needs in task and context. {returns}",
                     a.name,
                     a.description.trim(),
                     a.allowed.describe()
@@ -467,17 +491,47 @@ impl Toolset {
                         Prop::optional(
                             "mode",
                             SchemaNode::enumeration(
-                                "wait for the answer (the only mode supported)",
-                                vec!["wait".into()],
+                                format!(
+                                    "wait for the answer, or run in the background (default: {})",
+                                    a.mode.as_str()
+                                ),
+                                vec!["wait".into(), "background".into()],
                             ),
                         ),
                     ],
                 ),
             });
         }
+        specs.push(ToolSpec {
+            name: crate::delegation::STATUS_TOOL.into(),
+            description: "Where a task delegated in the background is: running, succeeded (with the agent's answer), failed or interrupted (with the error). Tasks of this conversation only.".into(),
+            parameters: SchemaNode::object(
+                "",
+                vec![Prop::required(
+                    "task_id",
+                    SchemaNode::string("the task_id the delegate_to_* call returned"),
+                )],
+            ),
+        });
         self.delegates = agents.iter().map(|a| a.name.clone()).collect();
         self.specs = specs.into();
         self
+    }
+
+    /// As [`Toolset::with_delegates`], keeping `set` for the run (its
+    /// agents and their providers).
+    #[must_use]
+    pub fn with_delegate_set(self, set: std::sync::Arc<crate::delegation::Delegates>) -> Self {
+        let mut out = self.with_delegates(&set.agents);
+        if !out.delegates.is_empty() {
+            out.delegate_set = Some(set);
+        }
+        out
+    }
+
+    /// The agents' definitions this run delegates to.
+    pub fn delegate_set(&self) -> Option<&std::sync::Arc<crate::delegation::Delegates>> {
+        self.delegate_set.as_ref()
     }
 
     /// Add the host's extra tools (a user's run only: a skill's run keeps
@@ -681,6 +735,31 @@ impl Toolset {
             name if name.starts_with(crate::delegation::DELEGATE_PREFIX) && self.has(name) => {
                 only_keys(&args, &["task", "context", "mode"])?;
                 plan_delegate(name, &args)
+            }
+            crate::delegation::STATUS_TOOL if self.has(crate::delegation::STATUS_TOOL) => {
+                only_keys(&args, &["task_id"])?;
+                let task_id = str_arg(&args, "task_id")?.trim();
+                if crate::store::check_id(task_id).is_err() {
+                    return Err(invalid(
+                        "\"task_id\" must be a task id as the delegate call returned it",
+                    ));
+                }
+                Ok(Planned::DelegationStatus {
+                    task_id: task_id.to_owned(),
+                })
+            }
+            name if self.scope.is_some()
+                && (name.starts_with(crate::delegation::DELEGATE_PREFIX)
+                    || name == crate::delegation::STATUS_TOOL) =>
+            {
+                Err(WireError::new(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "delegation depth limit reached: {} runs as a delegated agent or skill, and delegation is one level deep, so {:?} is refused; do the task with your own tools or answer with what you found",
+                        self.scope.as_ref().map_or("this run", |s| s.name.as_str()),
+                        name.chars().take(80).collect::<String>()
+                    ),
+                ))
             }
             name if self.extras.iter().any(|(n, _)| n == name) => {
                 let risk = self
@@ -911,21 +990,19 @@ fn plan_delegate(tool: &str, args: &Map<String, Value>) -> Result<Planned, WireE
             "\"task\" and \"context\" are limited to {max} characters each"
         )));
     }
-    match args.get("mode") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(m)) if m == "wait" => {}
-        Some(Value::String(m)) if m == "background" => {
-            return Err(WireError::new(
-                ErrorCode::UnsupportedAction,
-                "background delegation is not supported yet; call again with mode \"wait\"",
-            ));
-        }
-        Some(_) => return Err(invalid("\"mode\" must be \"wait\"")),
-    }
+    let mode = match args.get("mode") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) => Some(
+            crate::delegation::DelegateMode::parse(m)
+                .ok_or_else(|| invalid("\"mode\" must be \"wait\" or \"background\""))?,
+        ),
+        Some(_) => return Err(invalid("\"mode\" must be \"wait\" or \"background\"")),
+    };
     Ok(Planned::Delegate {
         agent,
         task: task.to_owned(),
         context,
+        mode,
     })
 }
 

@@ -499,3 +499,78 @@ fn no_devices_and_no_builtins_means_no_tools() {
     assert!(Toolset::new(ToolMode::Toolkit, &[], false).is_empty());
     assert_eq!(Toolset::new(ToolMode::Direct, &[], true).specs().len(), 2);
 }
+
+#[test]
+fn delegate_calls_take_a_mode_and_status_takes_a_task_id() {
+    let raw = crate::delegation::RawDelegateConfig {
+        name: Some("netcheck".into()),
+        description: Some("Checks Wi-Fi.".into()),
+        system_prompt: Some("You check Wi-Fi.".into()),
+        tools: Some(vec!["wifi_automation.status".into()]),
+        mode: Some("background".into()),
+        ..crate::delegation::RawDelegateConfig::default()
+    };
+    let agents = crate::delegation::validate(vec![raw]).expect("valid");
+    let set = Toolset::new(ToolMode::Toolkit, &[all("phone")], true).with_delegates(&agents);
+    let spec = set
+        .specs()
+        .iter()
+        .find(|s| s.name == "delegate_to_netcheck")
+        .expect("delegate tool");
+    assert!(
+        spec.description
+            .contains("By default it runs in the background")
+    );
+    assert!(set.specs().iter().any(|s| s.name == "delegation_status"));
+    match set.plan(&call(
+        "delegate_to_netcheck",
+        r#"{"task": "check", "mode": "wait"}"#,
+    )) {
+        Ok(Planned::Delegate { mode, .. }) => {
+            assert_eq!(mode, Some(crate::delegation::DelegateMode::Wait));
+        }
+        other => panic!("{other:?}"),
+    }
+    check_err(
+        &set,
+        "delegate_to_netcheck",
+        r#"{"task": "check", "mode": "later"}"#,
+        ErrorCode::InvalidParams,
+        "\"mode\" must be",
+    );
+    assert_eq!(
+        set.plan(&call("delegation_status", r#"{"task_id": "t-1a2b"}"#))
+            .expect("status"),
+        Planned::DelegationStatus {
+            task_id: "t-1a2b".into()
+        }
+    );
+    for bad in [
+        r#"{"task_id": "../../etc"}"#,
+        r#"{"task_id": ""}"#,
+        r#"{"task_id": 7}"#,
+        r#"{}"#,
+    ] {
+        let err = set.plan(&call("delegation_status", bad)).expect_err(bad);
+        assert_eq!(err.code, ErrorCode::InvalidParams, "{bad}: {err}");
+    }
+    // A delegated agent's run has neither tool and is told why.
+    let child = Toolset::for_delegate(
+        ToolMode::Toolkit,
+        &[all("phone")],
+        std::sync::Arc::new(SkillSet::builtin()),
+        "netcheck",
+        agents[0].allowed.clone(),
+        3,
+    );
+    assert!(child.specs().iter().all(|s| !s.name.starts_with("delegat")));
+    for tool in ["delegate_to_netcheck", "delegation_status"] {
+        check_err(
+            &child,
+            tool,
+            r#"{"task": "again"}"#,
+            ErrorCode::PermissionDenied,
+            "delegation depth limit reached",
+        );
+    }
+}

@@ -326,7 +326,7 @@ fn renderings_have_every_node_and_edge() {
 
 #[test]
 fn delegates_are_drawn_from_the_node_that_calls_tools() {
-    let agents = vec!["battery-doctor".to_owned()];
+    let agents = vec![("battery-doctor".to_owned(), DelegateMode::Wait)];
     let m = mermaid_with_agents(RunMode::React, &[], &agents);
     assert!(m.contains("delegate_0[\"agent: battery-doctor\"]"), "{m}");
     assert!(
@@ -343,13 +343,41 @@ fn delegates_are_drawn_from_the_node_that_calls_tools() {
         "{p}"
     );
     let d = dot_with_agents(RunMode::React, &[], &agents);
+    // The agent's two edges and the caller's delegation_status edge.
     assert_eq!(
         d.matches(" -> ").count(),
-        edges(RunMode::React).len() + 2,
+        edges(RunMode::React).len() + 3,
         "{d}"
     );
     assert_eq!(
         mermaid(RunMode::React, &[]),
         mermaid_with_agents(RunMode::React, &[], &[])
+    );
+}
+
+#[test]
+fn background_agents_report_to_the_task_store() {
+    let agents = vec![
+        ("netcheck".to_owned(), DelegateMode::Background),
+        ("doctor".to_owned(), DelegateMode::Wait),
+    ];
+    let m = mermaid_with_agents(RunMode::React, &[], &agents);
+    assert!(
+        m.contains("agent -.->|delegate_to_netcheck background| delegate_0"),
+        "{m}"
+    );
+    assert!(m.contains("delegate_0 -.->|task result| tasks"), "{m}");
+    assert!(!m.contains("delegate_0 -.->|the agent's answer|"), "{m}");
+    assert!(
+        m.contains("delegate_1 -.->|the agent's answer| agent"),
+        "{m}"
+    );
+    assert!(m.contains("tasks[(\"background tasks\")]"), "{m}");
+    assert!(m.contains("agent -.->|delegation_status| tasks"), "{m}");
+    let d = dot_with_agents(RunMode::Plan, &[], &agents);
+    assert!(d.contains("delegate_0 -> tasks"), "{d}");
+    assert!(
+        d.contains("executor -> tasks [style=dashed, label=\"delegation_status\"]"),
+        "{d}"
     );
 }

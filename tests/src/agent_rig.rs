@@ -1,0 +1,195 @@
+//! The agent's end-to-end rig, shared by the skill, plan and delegation
+//! tests: a scripted language model over real HTTP, a real mosquitto, the
+//! real adb server, two emulated phones (`kitchen`, `hall`) and
+//! `droidwarden daemon` as a process, with skills from a temporary
+//! directory named in `[agent.skills] dirs`.
+
+use crate::mqtt::{Daemon, Mosquitto, Probe};
+use crate::{AdbServer, Sim, SimOptions};
+use droidwarden_agent::ModelReply;
+use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+
+/// The daemon's MQTT topic prefix.
+pub const P: &str = "droidwarden";
+/// How long the rig waits for anything.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Field order is drop order: the daemon stops before the phones, the
+/// broker and the model go.
+#[allow(missing_debug_implementations)] // reason: holds processes and a runtime; nothing to print
+pub struct Rig {
+    /// The daemon (taken to kill and restart it).
+    pub daemon: Option<Daemon>,
+    /// An MQTT client that records everything.
+    pub probe: Probe,
+    /// The phone named `kitchen`.
+    pub kitchen: Sim,
+    /// The phone named `hall`.
+    pub hall: Sim,
+    /// The scripted model.
+    pub llm: ScriptedLlm,
+    /// The adb server.
+    pub adb: AdbServer,
+    _broker: Mosquitto,
+    _rt: tokio::runtime::Runtime,
+    /// The daemon's configuration (TOML).
+    pub config: String,
+    /// The skills directory.
+    pub skills: tempfile::TempDir,
+}
+
+/// Write `dir/name/SKILL.md`.
+///
+/// # Panics
+/// When the file cannot be written.
+pub fn write_skill(dir: &Path, name: &str, text: &str) {
+    let d = dir.join(name);
+    std::fs::create_dir_all(&d).expect("skill dir");
+    std::fs::write(d.join("SKILL.md"), text).expect("SKILL.md");
+}
+
+/// A rig with the skills of `skills`.
+pub fn rig(skills: tempfile::TempDir) -> Rig {
+    rig_with(skills, &[])
+}
+
+/// A rig whose daemon has `env` in its environment.
+pub fn rig_with(skills: tempfile::TempDir, env: &[(&str, &str)]) -> Rig {
+    rig_full(skills, env, "")
+}
+
+/// A rig whose configuration ends with `extra` (e.g. `[[agents]]`
+/// entries) and whose daemon has `env` in its environment.
+///
+/// # Panics
+/// When a part does not start or the phones do not come online.
+pub fn rig_full(skills: tempfile::TempDir, env: &[(&str, &str)], extra: &str) -> Rig {
+    let (rt, llm) = crate::scripted_model();
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
+    let kitchen = Sim::start(SimOptions::default());
+    let hall = Sim::start(SimOptions::default());
+    adb.connect(&kitchen.serial());
+    adb.connect(&hall.serial());
+    let config = format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{}[adb]\npoll_interval_ms = 300\nconnect = [\"{}\", \"{}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n[agent.skills]\ndirs = [\"{}\"]\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"hall\"\ntransport = \"adb\"\nserial = \"{}\"\n{extra}",
+        broker.port,
+        crate::mqtt::NO_POLLS,
+        kitchen.serial(),
+        hall.serial(),
+        llm.addr(),
+        skills.path().display(),
+        kitchen.serial(),
+        hall.serial(),
+    );
+    let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
+    let rig = Rig {
+        daemon: Some(daemon),
+        probe,
+        kitchen,
+        hall,
+        llm,
+        adb,
+        _broker: broker,
+        _rt: rt,
+        config,
+        skills,
+    };
+    rig.wait_online();
+    rig
+}
+
+impl Rig {
+    /// The running daemon.
+    ///
+    /// # Panics
+    /// When it was taken.
+    pub fn daemon(&self) -> &Daemon {
+        self.daemon.as_ref().expect("daemon running")
+    }
+
+    /// Wait until both phones are online.
+    pub fn wait_online(&self) {
+        for device in ["kitchen", "hall"] {
+            self.probe
+                .wait_last(&format!("{P}/devices/{device}/availability"), WAIT, |m| {
+                    m.payload == "online"
+                });
+        }
+    }
+
+    /// Queue model replies.
+    pub fn script(&self, steps: impl IntoIterator<Item = ScriptStep>) {
+        for step in steps {
+            self.llm.push(step);
+        }
+    }
+
+    /// MQTT `cmd/skill`, and its reply.
+    pub fn skill(&self, id: &str, skill: &str, input: Value) -> Value {
+        self.probe.request(
+            P,
+            "skill",
+            json!({"id": id, "skill": skill, "input": input}),
+        )
+    }
+
+    /// MQTT `cmd/ask` (in `session` when given), and its reply.
+    pub fn ask(&self, id: &str, prompt: &str, session: Option<&str>) -> Value {
+        let mut body = json!({"id": id, "prompt": prompt});
+        if let Some(s) = session {
+            body["session"] = json!(s);
+        }
+        self.probe.request(P, "ask", body)
+    }
+
+    /// The events published so far on a session's topic.
+    pub fn events(&self, session: &str) -> Vec<Value> {
+        self.probe
+            .on(&format!("{P}/sessions/{session}/events"))
+            .iter()
+            .map(|m| m.json())
+            .collect()
+    }
+
+    /// Wait for the reply to request `id`.
+    pub fn wait_reply(&self, id: &str) -> Value {
+        let topic = format!("{P}/reply/{id}");
+        self.probe
+            .wait(&format!("a reply on {topic}"), WAIT, |m| m.topic == topic)
+            .json()
+    }
+}
+
+/// A model reply calling `android_device` on `device`.
+pub fn dev(device: &str, service: &str, action: &str) -> ScriptStep {
+    call(
+        "android_device",
+        json!({"device": device, "service_id": service, "action": action, "parameters": {}}),
+    )
+}
+
+/// A model reply calling `tool` with `args`.
+pub fn call(tool: &str, args: Value) -> ScriptStep {
+    ScriptStep::Reply(ModelReply::tool_calls(vec![(
+        tool.to_owned(),
+        args.to_string(),
+    )]))
+}
+
+/// A model reply with text only.
+pub fn text(t: &str) -> ScriptStep {
+    ScriptStep::Reply(ModelReply::text(t))
+}
+
+/// Commands in the sim's log with every one of `words` as an argument.
+pub fn sim_commands_with(sim: &Sim, words: &[&str]) -> usize {
+    sim.commands()
+        .iter()
+        .filter(|argv| words.iter().all(|w| argv.iter().any(|a| a == w)))
+        .count()
+}
