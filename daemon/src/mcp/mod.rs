@@ -13,6 +13,7 @@
 //! See docs/mcp.md.
 
 pub(crate) mod client;
+mod client_http;
 pub(crate) mod gate;
 mod http;
 mod server;
