@@ -6,7 +6,8 @@
 //!   control port, killed on drop.
 //! - [`Droidwarden`]: runs the `droidwarden` binary against them.
 //! - [`mqtt`]: mosquitto, the daemon as a process, and a probe client;
-//!   [`systemd`]: a notify socket and the daemon run as a service would be.
+//!   [`systemd`]: a notify socket and the daemon run as a service would be;
+//!   [`npm`]: the MCP programs from npm (reference server, Inspector CLI).
 //!
 //! Every wait polls for readiness with a deadline; nothing sleeps a fixed
 //! time hoping something is ready. The binaries are found next to the test
@@ -15,6 +16,7 @@
 
 pub mod dbus;
 pub mod mqtt;
+pub mod npm;
 pub mod systemd;
 
 use serde_json::{Value, json};
