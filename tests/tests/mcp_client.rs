@@ -46,7 +46,7 @@ command = "python3"
 args = [{server:?}]
 env = {{ MCP_PID_FILE = {pids:?} }}
 deny = ["secret"]
-risk = {{ echo = "low" }}
+risk = {{ echo = "low", unlock = "low", late = "low" }}
 timeout_s = 20
 max_result_chars = 100
 "#,
@@ -302,7 +302,21 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
         Some(100)
     );
 
-    // 6. The server is killed: the daemon restarts it and a later call works.
+    // 6. Over stdio too, a tool added at runtime and announced with
+    // notifications/tools/list_changed is offered to the next run.
+    r.script_call("mcp_tools_unlock", json!({}));
+    r.ask_async("unlock", "unlock");
+    let reply = r.wait_reply("unlock");
+    assert_eq!(reply_result(&reply)["content"], "unlocked late", "{reply}");
+    wait_for("the daemon to list the new tool", WAIT, || {
+        (log_lines(&r, &["MCP server tools changed", "mcp_tools_late"]) > 0).then_some(())
+    });
+    r.script_call("mcp_tools_late", json!({"text": "y"}));
+    r.ask_async("late", "call the late tool");
+    let reply = r.wait_reply("late");
+    assert_eq!(reply_result(&reply)["content"], "LATE y", "{reply}");
+
+    // 7. The server is killed: the daemon restarts it and a later call works.
     let pids = r.pids();
     assert_eq!(pids.len(), 1, "{pids:?}");
     let killed = std::process::Command::new("kill")

@@ -601,8 +601,12 @@ async fn supervise(
         };
         match connected {
             Ok(Ok((running, tools))) => {
-                tracing::info!(server = %name, tools = tools.len(), "MCP server up");
                 let peer = running.peer().clone();
+                let protocol = peer
+                    .peer_info()
+                    .map(|i| i.protocol_version.to_string())
+                    .unwrap_or_default();
+                tracing::info!(server = %name, tools = tools.len(), protocol, "MCP server up");
                 server.set_tools(tools);
                 server.set_peer(Some(peer.clone()));
                 if let Some(r) = ready.take() {
