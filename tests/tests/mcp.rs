@@ -5,7 +5,8 @@
 //! real adb server, and sees a high-risk call wait for `droidwarden approve`.
 //! The hostile-input test writes raw JSON-RPC lines to the server itself.
 //! The MCP Inspector CLI (npm `@modelcontextprotocol/inspector`, installed
-//! by `scripts/test`) lists the tools and calls `battery status` too.
+//! by `scripts/test`) lists the tools and calls `battery status` too, and
+//! reads the skills as prompts.
 
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
@@ -431,6 +432,36 @@ fn the_mcp_inspector_cli_lists_and_calls_through_the_daemon() {
     assert_eq!(structured["service"], "battery", "{called}");
     assert!(structured["result"]["level"].is_number(), "{called}");
     assert!(sim_ran(&r.kitchen, "battery"), "the sim read its battery");
+
+    // The skills are prompts: listed with their parameters, and a prompt
+    // carries the skill's instructions with its input.
+    let prompts = inspector(&server, &server_env, &["--method", "prompts/list"], home);
+    let find = prompts["prompts"]
+        .as_array()
+        .expect("prompts")
+        .iter()
+        .find(|p| p["name"] == "find-my-phone")
+        .unwrap_or_else(|| panic!("no find-my-phone prompt in {prompts}"));
+    assert_eq!(find["arguments"][0]["name"], "device", "{find}");
+    let prompt = inspector(
+        &server,
+        &server_env,
+        &[
+            "--method",
+            "prompts/get",
+            "--prompt-name",
+            "find-my-phone",
+            "--prompt-args",
+            "device=kitchen",
+        ],
+        home,
+    );
+    let text = prompt["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {prompt}"));
+    assert!(text.contains(r#"Input: {"device":"kitchen"}"#), "{text}");
+    assert!(text.contains("screen_control.wake"), "{text}");
+
     r.probe
         .wait("battery status on the status topic", WAIT, |m| {
             m.topic == format!("{P}/devices/kitchen/services/battery/status")

@@ -106,13 +106,20 @@ pub(crate) async fn serve(
     }
     let service = StreamableHttpService::new(
         move || {
+            // The agent's skills as they are now (built-in ones when the
+            // agent is off), for each new session.
+            let skills = assistant.as_ref().map_or_else(
+                || Arc::new(droidwarden_agent::skills::SkillSet::builtin()),
+                crate::assistant::Assistant::skills,
+            );
             Ok(PhoneServer::new(
                 Backend::Hub {
                     hub: hub.clone(),
                     assistant: assistant.clone(),
                 },
                 mode,
-            ))
+            )
+            .with_skills(skills))
         },
         Arc::new(LocalSessionManager::default()),
         config,

@@ -6,6 +6,8 @@
 //! process as `droidwarden call --local` does (no approvals there: an
 //! action above the threshold is refused with a message that says why).
 //!
+//! The daemon's skills are offered as prompts (`prompts.rs`).
+//!
 //! Catalogue and validation errors come back as tool results with
 //! `isError: true` and the structured error (`{"error": {code, message,
 //! retryable}}`); only requests that cannot be routed at all are JSON-RPC
@@ -18,6 +20,7 @@ use crate::dbus::client::Client;
 use crate::hub::{Call, Hub};
 use droidwarden_agent::ToolHost as _;
 use droidwarden_agent::policy::Verdict;
+use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::tools::{Planned, ToolMode};
 use droidwarden_agent::{ApprovalPolicy, DeviceSummary};
 use droidwarden_bridge::{BridgeError, Registry, TransportKind, adb::AdbTransport};
@@ -25,8 +28,9 @@ use droidwarden_services::{Command, ErrorCode, WireError};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
     ServerConfig, SubscriptionFilter,
 };
@@ -230,6 +234,8 @@ pub(crate) struct PhoneServer {
     /// The tools as last built, and when: calls reuse them for
     /// [`CACHE_FOR`].
     cached: Arc<Mutex<Option<(Instant, McpTools)>>>,
+    /// The skills offered as prompts.
+    skills: Arc<SkillSet>,
 }
 
 impl PhoneServer {
@@ -239,7 +245,14 @@ impl PhoneServer {
             backend: Arc::new(backend),
             mode,
             cached: Arc::default(),
+            skills: Arc::new(SkillSet::builtin()),
         }
+    }
+
+    /// Offer these skills as prompts (default: the built-in ones).
+    pub(crate) fn with_skills(mut self, skills: Arc<SkillSet>) -> Self {
+        self.skills = skills;
+        self
     }
 
     /// A watched state as it is now (`None`: not readable now).
@@ -354,6 +367,7 @@ impl ServerHandler for PhoneServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_prompts()
                 .enable_tools()
                 .enable_resources()
                 .enable_resources_subscribe()
@@ -361,7 +375,7 @@ impl ServerHandler for PhoneServer {
         )
         .with_server_info(Implementation::new("droidwarden", env!("CARGO_PKG_VERSION")))
         .with_instructions(
-            "Read and control the user's Android phones. Call list_devices to see the phones; risky actions wait for the user's approval.",
+            "Read and control the user's Android phones. Call list_devices to see the phones; risky actions wait for the user's approval. The prompts are droidwarden's skills: instructions for a task, carried out with these tools.",
         )
     }
 
@@ -392,6 +406,24 @@ impl ServerHandler for PhoneServer {
             }
         };
         Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(super::prompts::list(
+            &self.skills,
+        )))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        super::prompts::get(&self.skills, &request.name, request.arguments).map(Into::into)
     }
 
     async fn list_resources(
