@@ -345,6 +345,55 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
     assert_eq!(watcher.wait_exit(), 0);
 }
 
+#[test]
+fn clients_hear_that_the_tools_changed_when_a_phone_comes() {
+    let bus = PrivateBus::session();
+    let env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+    ];
+    let r = rig("", &env);
+    bus.wait_for_daemon(WAIT);
+    let client_env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+        ("HOME", r.adb.home().to_str().expect("home")),
+    ];
+    let server = droidwarden_mcp(r.daemon.config_path(), &[]);
+    // A 2025-11-25 session (unscoped notifications) and a 2026-07-28 one
+    // (subscriptions/listen).
+    let legacy = PyClient::start_plan(
+        json!({"stdio": server, "tools_changed": "legacy"}),
+        &client_env,
+    );
+    let modern = PyClient::start_plan(
+        json!({"stdio": server, "tools_changed": "listen"}),
+        &client_env,
+    );
+    for client in [&legacy, &modern] {
+        assert_eq!(client.line(0)["op"], "listening");
+    }
+    // Nothing changes, nothing is said.
+    std::thread::sleep(Duration::from_secs(4));
+    for client in [&legacy, &modern] {
+        assert_eq!(
+            client.lines.lock().unwrap().len(),
+            1,
+            "a change was announced"
+        );
+    }
+    // A second phone comes: both hear it, and the tools name it.
+    let hall = Sim::start(SimOptions::default());
+    r.adb.connect(&hall.serial());
+    for client in [&legacy, &modern] {
+        let updated = client.line(1);
+        assert_eq!(updated["op"], "updated", "{updated}");
+        let list = client.line(2);
+        let devices = &tool(&list, "android_device")["inputSchema"]["properties"]["device"]["enum"];
+        assert_eq!(devices.as_array().map(Vec::len), Some(2), "{devices}");
+    }
+}
+
 /// The MCP Inspector CLI launching `server` over stdio with `env`, running
 /// `method_args`; its JSON output, or a failure with what it printed.
 fn inspector(server: &[String], env: &[(&str, &str)], method_args: &[&str], home: &Path) -> Value {

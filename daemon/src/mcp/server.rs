@@ -42,6 +42,9 @@ use std::time::{Duration, Instant};
 
 /// How often subscribed device states are read for changes.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// How often the phones are read for `notifications/tools/list_changed`
+/// (the tools' `device` enum and services follow them).
+const DEVICES_EVERY: Duration = Duration::from_secs(3);
 /// How often a waiting call reports progress (when the client asked).
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// Resource URIs: `droidwarden://devices/<name>/state`.
@@ -255,6 +258,47 @@ impl PhoneServer {
         self
     }
 
+    /// What the tool list depends on: each phone's name and services
+    /// (`None`: not readable now).
+    async fn tools_key(&self) -> Option<Vec<(String, Vec<String>)>> {
+        let mut key: Vec<_> = self
+            .backend
+            .devices()
+            .await
+            .ok()?
+            .into_iter()
+            .map(|d| (d.name, d.services))
+            .collect();
+        key.sort();
+        Some(key)
+    }
+
+    /// Tell a client of a protocol version before 2026-07-28 (which takes
+    /// unscoped notifications) when the phones, and so the tools and
+    /// resources, change; until its connection closes.
+    async fn announce_changes(self, peer: rmcp::service::Peer<RoleServer>) {
+        let mut last = self.tools_key().await;
+        let mut tick = tokio::time::interval(DEVICES_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if peer.is_transport_closed() {
+                return;
+            }
+            let now = self.tools_key().await;
+            if now.is_none() || now == last {
+                continue;
+            }
+            last = now;
+            if peer.notify_tool_list_changed().await.is_err()
+                || peer.notify_resource_list_changed().await.is_err()
+            {
+                return;
+            }
+        }
+    }
+
     /// A watched state as it is now (`None`: not readable now).
     async fn watched_state(&self, uri: &str) -> Option<Value> {
         let name = device_of(uri)?;
@@ -369,7 +413,9 @@ impl ServerHandler for PhoneServer {
             ServerCapabilities::builder()
                 .enable_prompts()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_resources()
+                .enable_resources_list_changed()
                 .enable_resources_subscribe()
                 .build(),
         )
@@ -377,6 +423,19 @@ impl ServerHandler for PhoneServer {
         .with_instructions(
             "Read and control the user's Android phones. Call list_devices to see the phones; risky actions wait for the user's approval. The prompts are droidwarden's skills: instructions for a task, carried out with these tools.",
         )
+    }
+
+    /// Clients of earlier protocol versions hear of list changes without
+    /// subscribing: watch the phones for them (2026-07-28 clients ask
+    /// through `subscriptions/listen`, [`Self::listen`]).
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        let legacy = context
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.protocol_version.has_initialize());
+        if legacy {
+            tokio::spawn(self.clone().announce_changes(context.peer.clone()));
+        }
     }
 
     async fn list_tools(
@@ -459,6 +518,8 @@ impl ServerHandler for PhoneServer {
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        accepted.resources_list_changed = requested.resources_list_changed;
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
                 .filter(|uri| device_of(uri).is_some())
@@ -469,24 +530,56 @@ impl ServerHandler for PhoneServer {
     }
 
     /// `resources/updated` for each subscribed device state when it
-    /// changes (read every [`WATCH_EVERY`]), until the client cancels.
+    /// changes (read every [`WATCH_EVERY`]), and the tools and resources
+    /// list changes when the phones change (read every [`DEVICES_EVERY`]),
+    /// as the client asked, until it cancels.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let uris = context
             .accepted()
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
+        let accepted = context.accepted();
+        let (tools_changed, resources_changed) = (
+            accepted.tools_list_changed == Some(true),
+            accepted.resources_list_changed == Some(true),
+        );
+        let lists = tools_changed || resources_changed;
         let mut last: HashMap<String, Option<Value>> = HashMap::new();
         for uri in &uris {
             let state = self.watched_state(uri).await;
             last.insert(uri.to_owned(), state);
         }
+        let mut key = if lists { self.tools_key().await } else { None };
         let mut tick = tokio::time::interval(WATCH_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks = 0u64;
+        let every = (DEVICES_EVERY.as_secs() / WATCH_EVERY.as_secs().max(1)).max(1);
         loop {
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
                 _ = tick.tick() => {}
+            }
+            ticks += 1;
+            if lists && ticks.is_multiple_of(every) {
+                let now = self.tools_key().await;
+                if now.is_some() && now != key {
+                    key = now;
+                    let sink = context.sink();
+                    let sent = async {
+                        if tools_changed {
+                            sink.notify_tool_list_changed().await?;
+                        }
+                        if resources_changed {
+                            sink.notify_resource_list_changed().await?;
+                        }
+                        Ok::<(), rmcp::service::SubscriptionSendError>(())
+                    };
+                    if let Err(e) = sent.await {
+                        tracing::debug!(error = %e, "list change not sent");
+                        return Ok(());
+                    }
+                }
             }
             for uri in &uris {
                 let state = self.watched_state(uri).await;
