@@ -404,6 +404,8 @@ fn reference_and_http_servers_change_their_tools_and_come_back() {
     let token_file = secrets.path().join("token");
     let token = "t0k3n-for-the-python-server";
     std::fs::write(&token_file, format!("{token}\n")).expect("token");
+    let wrong_file = secrets.path().join("wrong-token");
+    std::fs::write(&wrong_file, "not-the-token\n").expect("token");
     let http_pids = secrets.path().join("http-pids");
     let http = HttpServer::start(free_port(), token, &http_pids);
     let everything = npm_bin("mcp-server-everything");
@@ -421,10 +423,16 @@ url = "http://127.0.0.1:{port}/mcp"
 token_file = {token_file:?}
 risk = {{ "*" = "low" }}
 timeout_s = 10
+[[mcp.servers]]
+name = "wrong"
+url = "http://127.0.0.1:{port}/mcp"
+token_file = {wrong_file:?}
+timeout_s = 5
 "#,
             everything = everything.display().to_string(),
             port = http.port,
             token_file = token_file.display().to_string(),
+            wrong_file = wrong_file.display().to_string(),
         )
     });
     let mut http = http;
@@ -445,6 +453,19 @@ timeout_s = 10
     ] {
         assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
     }
+    // The server refuses a wrong token: that server offers nothing, and
+    // the log says why without showing the token.
+    assert!(
+        !names.iter().any(|n| n.starts_with("mcp_wrong_")),
+        "{names:?}"
+    );
+    wait_for("the refused token in the log", WAIT, || {
+        (log_lines(&r, &["wrong", "refused the bearer token"]) > 0).then_some(())
+    });
+    assert!(
+        !r.daemon.log().contains("not-the-token"),
+        "a token reached the log"
+    );
     // Not allowed, not offered; not there yet.
     assert!(
         !names.iter().any(|n| n == "mcp_everything_get-env"),
@@ -517,6 +538,12 @@ timeout_s = 10
     let error = &reply_result(&reply)["error"];
     let message = error["message"].as_str().unwrap_or_default();
     assert!(message.contains("MCP server web"), "{reply}");
+    assert!(message.contains("reconnecting"), "{reply}");
+    assert!(
+        !message.contains("rmcp::"),
+        "the model sees Rust type names: {reply}"
+    );
+    assert_eq!(error["retryable"], true, "{reply}");
     assert!(!reply.to_string().contains("1 + 1 = 2"), "{reply}");
     let _ = http.child.wait();
 

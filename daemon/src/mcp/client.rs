@@ -471,26 +471,31 @@ impl McpClients {
                 tokio::time::sleep(wait).await;
                 continue;
             }
-            if unsent || matches!(error, ServiceError::TransportClosed) {
+            let gone = unsent || matches!(error, ServiceError::TransportClosed);
+            if gone {
                 server.broken.notify_one();
             }
             let reason = if error.auth_challenge().is_some() {
                 "the server refused the bearer token (check token_file)".to_owned()
+            } else if unsent {
+                format!("could not reach it ({})", root_cause(&error))
             } else {
                 error.to_string()
             };
-            return Err(WireError::new(
+            let mut e = WireError::new(
                 ErrorCode::DeviceError,
                 format!(
                     "MCP server {} failed {name}: {reason}{}",
                     cfg.name,
-                    if unsent || matches!(error, ServiceError::TransportClosed) {
+                    if gone {
                         " (the server is gone; reconnecting)"
                     } else {
                         ""
                     }
                 ),
-            ));
+            );
+            e.retryable = gone;
+            return Err(e);
         };
         let result = serde_json::to_value(&result).unwrap_or(Value::Null);
         let text = result
@@ -520,6 +525,16 @@ impl McpClients {
         }
         Ok(out)
     }
+}
+
+/// The innermost cause of `error` (`Connection refused (os error 111)`),
+/// without the transport's type names.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 /// `text` cut to `max` characters, and whether it was cut.
