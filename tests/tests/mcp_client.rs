@@ -453,6 +453,32 @@ timeout_s = 5
     ] {
         assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
     }
+    // The daemon speaks the current protocol (server/discover) with the
+    // Python SDK, and falls back to the initialize handshake of 2025-11-25
+    // with the reference server (pinned: it does not know 2026-07-28): the
+    // list change below arrives on a subscriptions/listen stream.
+    assert_eq!(
+        log_lines(
+            &r,
+            &["MCP server up", "server=web", r#"protocol="2026-07-28""#]
+        ),
+        1,
+        "{}",
+        r.daemon.log()
+    );
+    assert_eq!(
+        log_lines(
+            &r,
+            &[
+                "MCP server up",
+                "server=everything",
+                r#"protocol="2025-11-25""#
+            ]
+        ),
+        1,
+        "{}",
+        r.daemon.log()
+    );
     // The server refuses a wrong token: that server offers nothing, and
     // the log says why without showing the token.
     assert!(

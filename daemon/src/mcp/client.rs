@@ -23,11 +23,12 @@
 use droidwarden_agent::tools::extra::ExtraTool;
 use droidwarden_bridge::backoff::Backoff;
 use droidwarden_services::{ErrorCode, Risk, WireError};
+use rmcp::model::ProtocolVersion;
 use rmcp::model::{
     CallToolRequestParams, ClientConfig, Implementation, ServerNotification, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, Peer, RoleClient};
-use rmcp::{ClientHandler, ServiceError, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt as _, ServiceError};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -699,6 +700,16 @@ async fn refresh(server: &Server, peer: &Peer<RoleClient>) -> Result<(), String>
 
 type Running = rmcp::service::RunningService<RoleClient, Listener>;
 
+/// The current protocol (`server/discover`), falling back to the
+/// `initialize` handshake of earlier versions when the server answers
+/// that it does not know it (or says nothing within 10 s).
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: None,
+    }
+}
+
 async fn connect(server: &Server) -> Result<(Running, Vec<CachedTool>), String> {
     let config = &server.config;
     let listener = Listener {
@@ -719,7 +730,7 @@ async fn connect(server: &Server) -> Result<(Running, Vec<CachedTool>), String> 
                 return Err("no pipes to the child".into());
             };
             let running = listener
-                .serve((stdout, stdin))
+                .serve_with_lifecycle((stdout, stdin), lifecycle())
                 .await
                 .map_err(|e| format!("initialize failed: {e}"))?;
             // Reap the child when it exits (kill_on_drop ends it with us).
@@ -730,13 +741,16 @@ async fn connect(server: &Server) -> Result<(Running, Vec<CachedTool>), String> 
         }
         Transport::Http { url, token_file } => {
             let transport = super::client_http::transport(url, token_file.as_deref()).await?;
-            listener.serve(transport).await.map_err(|e| {
-                if e.auth_challenge().is_some() {
-                    format!("{url} refused the bearer token (check token_file)")
-                } else {
-                    format!("initialize at {url} failed: {e}")
-                }
-            })?
+            listener
+                .serve_with_lifecycle(transport, lifecycle())
+                .await
+                .map_err(|e| {
+                    if e.auth_challenge().is_some() {
+                        format!("{url} refused the bearer token (check token_file)")
+                    } else {
+                        format!("initialize at {url} failed: {e}")
+                    }
+                })?
         }
     };
     let tools = list(config, running.peer()).await?;
