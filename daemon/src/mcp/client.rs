@@ -33,6 +33,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -301,22 +302,25 @@ struct CachedTool {
 #[derive(Debug)]
 struct Server {
     config: ServerConfig,
-    /// The live connection; `None` while (re)connecting.
-    peer: Mutex<Option<Peer<RoleClient>>>,
+    /// The live connection and its number; `None` while (re)connecting.
+    peer: Mutex<Option<(u64, Peer<RoleClient>)>>,
     /// The last `tools/list`; offered only while `peer` is set.
     tools: Mutex<Vec<CachedTool>>,
     /// Poked when the server says its tool list changed.
     changed: Arc<Notify>,
     /// Poked when a call found the connection broken.
     broken: Notify,
+    /// The number of the connection a call found broken (a stale poke
+    /// about an earlier connection is ignored).
+    broken_connection: AtomicU64,
 }
 
 impl Server {
-    fn peer(&self) -> Option<Peer<RoleClient>> {
+    fn peer(&self) -> Option<(u64, Peer<RoleClient>)> {
         self.peer.lock().ok().and_then(|p| p.clone())
     }
 
-    fn set_peer(&self, peer: Option<Peer<RoleClient>>) {
+    fn set_peer(&self, peer: Option<(u64, Peer<RoleClient>)>) {
         if let Ok(mut p) = self.peer.lock() {
             *p = peer;
         }
@@ -360,6 +364,7 @@ impl McpClients {
                 tools: Mutex::new(Vec::new()),
                 changed: Arc::new(Notify::new()),
                 broken: Notify::new(),
+                broken_connection: AtomicU64::new(0),
             });
             let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
             tracker.spawn(supervise(server.clone(), ready_tx, shutdown.clone()));
@@ -442,7 +447,7 @@ impl McpClients {
         };
         let mut attempt = 0;
         let result = loop {
-            let Some(peer) = server.peer() else {
+            let Some((connection, peer)) = server.peer() else {
                 return Err(WireError::new(
                     ErrorCode::Busy,
                     format!(
@@ -458,8 +463,8 @@ impl McpClients {
                     Ok(Ok(result)) => break result,
                     Ok(Err(e)) => e,
                 };
-            // Not sent (refused connection, 429, 503...): nothing ran, so
-            // it is safe to send again.
+            // Not sent (a refused connection, say): nothing ran, so it is
+            // safe to send again.
             let unsent = matches!(error, ServiceError::TransportSend(_));
             let wait = CALL_RETRY.delay(attempt);
             if unsent
@@ -474,6 +479,9 @@ impl McpClients {
             }
             let gone = unsent || matches!(error, ServiceError::TransportClosed);
             if gone {
+                server
+                    .broken_connection
+                    .store(connection, Ordering::Relaxed);
                 server.broken.notify_one();
             }
             let reason = if error.auth_challenge().is_some() {
@@ -608,6 +616,7 @@ async fn supervise(
 ) {
     let mut ready = Some(ready);
     let mut attempt = 0u32;
+    let mut connection = 0u64;
     let name = server.config.name.clone();
     let http = matches!(server.config.transport, Transport::Http { .. });
     loop {
@@ -623,8 +632,9 @@ async fn supervise(
                     .map(|i| i.protocol_version.to_string())
                     .unwrap_or_default();
                 tracing::info!(server = %name, tools = tools.len(), protocol, "MCP server up");
+                connection += 1;
                 server.set_tools(tools);
-                server.set_peer(Some(peer.clone()));
+                server.set_peer(Some((connection, peer.clone())));
                 if let Some(r) = ready.take() {
                     let _ = r.send(());
                 }
@@ -646,7 +656,11 @@ async fn supervise(
                         }
                         _ = &mut waiting => break "exited",
                         () = &mut listen => {}
-                        () = server.broken.notified() => break "a call found the connection broken",
+                        () = server.broken.notified() => {
+                            if server.broken_connection.load(Ordering::Relaxed) == connection {
+                                break "a call found the connection broken";
+                            }
+                        }
                         () = server.changed.notified() => {
                             if let Err(e) = refresh(&server, &peer).await {
                                 tracing::warn!(server = %name, error = %e, "MCP tools/list after a change failed");

@@ -104,6 +104,7 @@ pub(crate) async fn serve(
         // would refuse every name the daemon is reached by.
         config = config.disable_allowed_hosts();
     }
+    let (session_tracker, session_shutdown) = (tracker.clone(), shutdown.clone());
     let service = StreamableHttpService::new(
         move || {
             // The agent's skills as they are now (built-in ones when the
@@ -119,7 +120,8 @@ pub(crate) async fn serve(
                 },
                 mode,
             )
-            .with_skills(skills))
+            .with_skills(skills)
+            .with_tasks(session_tracker.clone(), session_shutdown.clone()))
         },
         Arc::new(LocalSessionManager::default()),
         config,

@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// How often subscribed device states are read for changes.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
@@ -239,6 +240,13 @@ pub(crate) struct PhoneServer {
     cached: Arc<Mutex<Option<(Instant, McpTools)>>>,
     /// The skills offered as prompts.
     skills: Arc<SkillSet>,
+    /// Where per-connection tasks are spawned and when they stop: the
+    /// daemon's tracker and shutdown (HTTP), or this process's runtime
+    /// (stdio, which ends with its one connection).
+    tasks: Option<(
+        tokio_util::task::TaskTracker,
+        tokio_util::sync::CancellationToken,
+    )>,
 }
 
 impl PhoneServer {
@@ -249,7 +257,18 @@ impl PhoneServer {
             mode,
             cached: Arc::default(),
             skills: Arc::new(SkillSet::builtin()),
+            tasks: None,
         }
+    }
+
+    /// Spawn per-connection tasks on `tracker`, stopping at `shutdown`.
+    pub(crate) fn with_tasks(
+        mut self,
+        tracker: tokio_util::task::TaskTracker,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> Self {
+        self.tasks = Some((tracker, shutdown));
+        self
     }
 
     /// Offer these skills as prompts (default: the built-in ones).
@@ -276,13 +295,20 @@ impl PhoneServer {
     /// Tell a client of a protocol version before 2026-07-28 (which takes
     /// unscoped notifications) when the phones, and so the tools and
     /// resources, change; until its connection closes.
-    async fn announce_changes(self, peer: rmcp::service::Peer<RoleServer>) {
+    async fn announce_changes(
+        self,
+        peer: rmcp::service::Peer<RoleServer>,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
         let mut last = self.tools_key().await;
         let mut tick = tokio::time::interval(DEVICES_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
         loop {
-            tick.tick().await;
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
             if peer.is_transport_closed() {
                 return;
             }
@@ -433,8 +459,22 @@ impl ServerHandler for PhoneServer {
             .peer
             .peer_info()
             .is_some_and(|i| i.protocol_version.has_initialize());
-        if legacy {
-            tokio::spawn(self.clone().announce_changes(context.peer.clone()));
+        if !legacy {
+            return;
+        }
+        match &self.tasks {
+            Some((tracker, shutdown)) => {
+                tracker.spawn(
+                    self.clone()
+                        .announce_changes(context.peer.clone(), shutdown.clone()),
+                );
+            }
+            None => {
+                tokio::spawn(
+                    self.clone()
+                        .announce_changes(context.peer.clone(), CancellationToken::new()),
+                );
+            }
         }
     }
 
