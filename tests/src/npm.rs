@@ -1,6 +1,7 @@
 //! MCP programs from npm that the end-to-end tests drive: the reference
 //! server `@modelcontextprotocol/server-everything` and the MCP Inspector
-//! CLI. Their pinned versions are in `tests/npm/package.json`;
+//! CLI. Their pinned versions are in `tests/npm/package.json` (and every
+//! dependency's in `package-lock.json`);
 //! `scripts/test` installs them into `target/npm` (or wherever
 //! `DROIDWARDEN_NPM_DIR` points).
 
@@ -27,7 +28,7 @@ pub fn npm_bin(name: &str) -> PathBuf {
     assert!(
         path.exists(),
         "{} is missing: install the tests' npm packages (scripts/test does it: \
-         node and npm, then `npm install --prefix target/npm` with tests/npm/package.json)",
+         node and npm, then `npm ci --prefix target/npm` with tests/npm/package*.json)",
         path.display()
     );
     path
