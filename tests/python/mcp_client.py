@@ -10,7 +10,10 @@ PLAN: {"stdio": [argv...]} or {"http": URL, "token": T}, and "steps", a list of
                                              validated against outputSchema
   {"op": "resources"}                     -> the resources and the first read
 or {"stdio": [...], "listen": URI, "call": {"name", "arguments"}}: subscribe
-to URI (subscriptions/listen), make the call, report the first update.
+to URI (subscriptions/listen), make the call, report the first update;
+or {"stdio": [...], "tools_changed": "listen" | "legacy"}: wait for a
+notifications/tools/list_changed (on a subscriptions/listen stream at
+2026-07-28, or unscoped on a 2025-11-25 session), then list the tools.
 One JSON object per line on stdout, flushed, in step order; progress
 notifications are also passed on as they come ({"op": "progress"}).
 """
@@ -96,8 +99,46 @@ async def listen(plan):
                     break
 
 
+async def tools_changed(plan):
+    """Wait (at most 60 s) for the server to say its tools changed, then
+    list them."""
+    argv = plan["stdio"]
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    if plan["tools_changed"] == "listen":
+        async with Client(params) as client:
+            async with client.listen(tools_list_changed=True) as sub:
+                emit({"op": "listening"})
+                with anyio.fail_after(60):
+                    async for event in sub:
+                        emit({"op": "updated", "kind": type(event).__name__})
+                        break
+            listed = await client.list_tools()
+            emit({"op": "list", "tools": [t.model_dump(by_alias=True, exclude_none=True)
+                                          for t in listed.tools]})
+        return
+    changed = anyio.Event()
+
+    async def on_message(message):
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            changed.set()
+
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            await session.initialize()
+            emit({"op": "listening"})
+            with anyio.fail_after(60):
+                await changed.wait()
+            emit({"op": "updated", "kind": "ToolListChangedNotification"})
+            listed = await session.list_tools()
+            emit({"op": "list", "tools": [t.model_dump(by_alias=True, exclude_none=True)
+                                          for t in listed.tools]})
+
+
 async def main():
     plan = json.loads(sys.argv[1])
+    if "tools_changed" in plan:
+        await tools_changed(plan)
+        return
     if "listen" in plan:
         await listen(plan)
         return

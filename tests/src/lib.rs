@@ -6,7 +6,10 @@
 //!   control port, killed on drop.
 //! - [`Droidwarden`]: runs the `droidwarden` binary against them.
 //! - [`mqtt`]: mosquitto, the daemon as a process, and a probe client;
-//!   [`systemd`]: a notify socket and the daemon run as a service would be.
+//!   [`systemd`]: a notify socket and the daemon run as a service would be;
+//!   [`npm`]: the MCP programs from npm (reference server, Inspector CLI);
+//!   [`phone_rig`] and [`agent_rig`]: the daemon with its world, for the
+//!   one-phone and the agent tests.
 //!
 //! Every wait polls for readiness with a deadline; nothing sleeps a fixed
 //! time hoping something is ready. The binaries are found next to the test
@@ -16,6 +19,7 @@
 pub mod agent_rig;
 pub mod dbus;
 pub mod mqtt;
+pub mod npm;
 pub mod phone_rig;
 pub mod systemd;
 

@@ -4,10 +4,16 @@
 //! `jsonschema`, calls `battery status` on an emulated phone through the
 //! real adb server, and sees a high-risk call wait for `droidwarden approve`.
 //! The hostile-input test writes raw JSON-RPC lines to the server itself.
+//! The MCP Inspector CLI (npm `@modelcontextprotocol/inspector`, installed
+//! by `scripts/test`) lists the tools and calls `battery status` too, and
+//! reads the skills as prompts.
 
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions, binary, wait_for};
+use droidwarden_e2e::npm::npm_bin;
+use droidwarden_e2e::{
+    AdbServer, Droidwarden, Sim, SimOptions, binary, run_with_timeout, wait_for,
+};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -337,6 +343,179 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
     assert_eq!(updated["op"], "updated", "{updated}");
     assert_eq!(updated["uri"], uri, "{updated}");
     assert_eq!(watcher.wait_exit(), 0);
+}
+
+#[test]
+fn clients_hear_that_the_tools_changed_when_a_phone_comes() {
+    let bus = PrivateBus::session();
+    let env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+    ];
+    let r = rig("", &env);
+    bus.wait_for_daemon(WAIT);
+    let client_env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+        ("HOME", r.adb.home().to_str().expect("home")),
+    ];
+    let server = droidwarden_mcp(r.daemon.config_path(), &[]);
+    // A 2025-11-25 session (unscoped notifications) and a 2026-07-28 one
+    // (subscriptions/listen).
+    let legacy = PyClient::start_plan(
+        json!({"stdio": server, "tools_changed": "legacy"}),
+        &client_env,
+    );
+    let modern = PyClient::start_plan(
+        json!({"stdio": server, "tools_changed": "listen"}),
+        &client_env,
+    );
+    for client in [&legacy, &modern] {
+        assert_eq!(client.line(0)["op"], "listening");
+    }
+    // Nothing changes, nothing is said.
+    std::thread::sleep(Duration::from_secs(4));
+    for client in [&legacy, &modern] {
+        assert_eq!(
+            client.lines.lock().unwrap().len(),
+            1,
+            "a change was announced"
+        );
+    }
+    // A second phone comes: both hear it, and the tools name it.
+    let hall = Sim::start(SimOptions::default());
+    r.adb.connect(&hall.serial());
+    for client in [&legacy, &modern] {
+        let updated = client.line(1);
+        assert_eq!(updated["op"], "updated", "{updated}");
+        let list = client.line(2);
+        let devices = &tool(&list, "android_device")["inputSchema"]["properties"]["device"]["enum"];
+        assert_eq!(devices.as_array().map(Vec::len), Some(2), "{devices}");
+    }
+}
+
+/// The MCP Inspector CLI launching `server` over stdio with `env`, running
+/// `method_args`; its JSON output, or a failure with what it printed.
+fn inspector(server: &[String], env: &[(&str, &str)], method_args: &[&str], home: &Path) -> Value {
+    let mut cmd = Command::new(npm_bin("mcp-inspector"));
+    cmd.arg("--cli").args(method_args);
+    // The Inspector passes the server only the variables it is given.
+    for (k, v) in env {
+        cmd.arg("-e").arg(format!("{k}={v}"));
+    }
+    // `--`: the rest is the server's argv (droidwarden's own `--config`
+    // is not the Inspector's).
+    cmd.arg("--")
+        .args(server)
+        .env("HOME", home)
+        .env("MCP_CATALOG_PATH", home.join("inspector-catalog.json"));
+    let out = run_with_timeout(cmd, WAIT);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "mcp-inspector {method_args:?}: {}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "mcp-inspector {method_args:?} printed no JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn the_mcp_inspector_cli_lists_and_calls_through_the_daemon() {
+    let bus = PrivateBus::session();
+    let env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+    ];
+    let r = rig("", &env);
+    bus.wait_for_daemon(WAIT);
+    let server = droidwarden_mcp(r.daemon.config_path(), &[]);
+    let home = r.adb.home();
+    let server_env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+        ("HOME", home.to_str().expect("home")),
+    ];
+
+    // tools/list, with the Inspector's schema portability check (exit 6 on
+    // an error-severity problem).
+    let list = inspector(
+        &server,
+        &server_env,
+        &["--method", "tools/list", "--strict"],
+        home,
+    );
+    let toolkit = tool(&list, "android_device");
+    assert_eq!(
+        toolkit["inputSchema"]["properties"]["device"]["enum"],
+        json!(["kitchen"])
+    );
+    assert_eq!(toolkit["annotations"]["destructiveHint"], true);
+    assert!(toolkit["outputSchema"].is_object(), "{toolkit}");
+    tool(&list, "list_devices");
+
+    // tools/call battery status: through the daemon to the sim.
+    let called = inspector(
+        &server,
+        &server_env,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "android_device",
+            "--tool-arg",
+            "device=kitchen",
+            "service_id=battery",
+            "action=status",
+        ],
+        home,
+    );
+    assert_ne!(called["isError"], true, "{called}");
+    let structured = &called["structuredContent"];
+    assert_eq!(structured["device"], "kitchen", "{called}");
+    assert_eq!(structured["service"], "battery", "{called}");
+    assert!(structured["result"]["level"].is_number(), "{called}");
+    assert!(sim_ran(&r.kitchen, "battery"), "the sim read its battery");
+
+    // The skills are prompts: listed with their parameters, and a prompt
+    // carries the skill's instructions with its input.
+    let prompts = inspector(&server, &server_env, &["--method", "prompts/list"], home);
+    let find = prompts["prompts"]
+        .as_array()
+        .expect("prompts")
+        .iter()
+        .find(|p| p["name"] == "find-my-phone")
+        .unwrap_or_else(|| panic!("no find-my-phone prompt in {prompts}"));
+    assert_eq!(find["arguments"][0]["name"], "device", "{find}");
+    let prompt = inspector(
+        &server,
+        &server_env,
+        &[
+            "--method",
+            "prompts/get",
+            "--prompt-name",
+            "find-my-phone",
+            "--prompt-args",
+            "device=kitchen",
+        ],
+        home,
+    );
+    let text = prompt["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {prompt}"));
+    assert!(text.contains(r#"Input: {"device":"kitchen"}"#), "{text}");
+    assert!(text.contains("screen_control.wake"), "{text}");
+
+    r.probe
+        .wait("battery status on the status topic", WAIT, |m| {
+            m.topic == format!("{P}/devices/kitchen/services/battery/status")
+                && m.payload.contains("success")
+        });
 }
 
 /// A raw HTTP/1.1 POST to the daemon's endpoint: the status line.

@@ -1,14 +1,20 @@
-//! MCP servers as agent tools (`[[mcp.servers]]`), end to end: a small MCP
-//! server written with the official Python SDK (tests/python/
-//! mcp_tools_server.py) spawned by `droidwarden daemon`, the scripted
-//! language model over real HTTP, mosquitto, the adb server and one
-//! emulated phone. Needs PyPI `mcp` (`scripts/test` installs it).
+//! MCP servers as agent tools (`[[mcp.servers]]`), end to end, with
+//! servers nobody here wrote the SDK of: small servers written with the
+//! official Python SDK (tests/python/mcp_tools_server.py over stdio,
+//! tests/python/mcp_http_tools_server.py over Streamable HTTP) and the
+//! reference server `@modelcontextprotocol/server-everything` (npm), driven
+//! by `droidwarden daemon`'s agent with the scripted language model over
+//! real HTTP, mosquitto, the adb server and one emulated phone. Needs PyPI
+//! `mcp` and the npm packages of tests/npm (`scripts/test` installs them).
 
 use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep, ScriptedLlm};
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, run_with_timeout, wait_for};
+use droidwarden_e2e::npm::npm_bin;
+use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
 use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const P: &str = "droidwarden";
@@ -29,7 +35,32 @@ struct Rig {
     _dir: tempfile::TempDir,
 }
 
+/// The Python stdio server of tests/python/mcp_tools_server.py, as
+/// `[[mcp.servers]]` (its pids go to `pid_file`).
+fn python_stdio_server(pid_file: &Path) -> String {
+    let server = concat!(env!("CARGO_MANIFEST_DIR"), "/python/mcp_tools_server.py");
+    format!(
+        r#"[[mcp.servers]]
+name = "tools"
+command = "python3"
+args = [{server:?}]
+env = {{ MCP_PID_FILE = {pids:?} }}
+deny = ["secret"]
+risk = {{ echo = "low", unlock = "low", late = "low" }}
+timeout_s = 20
+max_result_chars = 100
+"#,
+        pids = pid_file.display().to_string(),
+    )
+}
+
 fn rig() -> Rig {
+    rig_with(python_stdio_server)
+}
+
+/// The daemon with the `[[mcp.servers]]` that `servers` writes (given the
+/// file where servers append their pids).
+fn rig_with(servers: impl FnOnce(&Path) -> String) -> Rig {
     let (rt, llm) = droidwarden_e2e::scripted_model();
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
@@ -38,7 +69,7 @@ fn rig() -> Rig {
     adb.connect(&kitchen.serial());
     let dir = tempfile::tempdir().expect("dir");
     let pid_file = dir.path().join("pids");
-    let server = concat!(env!("CARGO_MANIFEST_DIR"), "/python/mcp_tools_server.py");
+    let servers = servers(&pid_file);
     let config = format!(
         r#"[mqtt]
 url = "mqtt://127.0.0.1:{port}"
@@ -60,15 +91,7 @@ provider = "openai"
 base_url = "http://{llm}/v1"
 model = "scripted"
 max_retry_wait_s = 5
-[[mcp.servers]]
-name = "tools"
-command = "python3"
-args = [{server:?}]
-env = {{ MCP_PID_FILE = {pids:?} }}
-deny = ["secret"]
-risk = {{ echo = "low" }}
-timeout_s = 20
-max_result_chars = 100
+{servers}
 [[devices]]
 name = "kitchen"
 transport = "adb"
@@ -77,7 +100,6 @@ serial = "{serial}"
         port = broker.port,
         serial = kitchen.serial(),
         llm = llm.addr(),
-        pids = pid_file.display().to_string(),
     );
     // `[dbus] bus = "auto"` with no bus reachable: the daemon serves its
     // private socket only (what `droidwarden approve --socket` reaches).
@@ -280,7 +302,21 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
         Some(100)
     );
 
-    // 6. The server is killed: the daemon restarts it and a later call works.
+    // 6. Over stdio too, a tool added at runtime and announced with
+    // notifications/tools/list_changed is offered to the next run.
+    r.script_call("mcp_tools_unlock", json!({}));
+    r.ask_async("unlock", "unlock");
+    let reply = r.wait_reply("unlock");
+    assert_eq!(reply_result(&reply)["content"], "unlocked late", "{reply}");
+    wait_for("the daemon to list the new tool", WAIT, || {
+        (log_lines(&r, &["MCP server tools changed", "mcp_tools_late"]) > 0).then_some(())
+    });
+    r.script_call("mcp_tools_late", json!({"text": "y"}));
+    r.ask_async("late", "call the late tool");
+    let reply = r.wait_reply("late");
+    assert_eq!(reply_result(&reply)["content"], "LATE y", "{reply}");
+
+    // 7. The server is killed: the daemon restarts it and a later call works.
     let pids = r.pids();
     assert_eq!(pids.len(), 1, "{pids:?}");
     let killed = std::process::Command::new("kill")
@@ -300,4 +336,271 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
         "ECHO AGAIN (5 chars)",
         "{reply}"
     );
+}
+
+/// The names of the tools offered in the `n`-th model request.
+fn offered(r: &Rig, n: usize) -> Vec<String> {
+    r.llm.requests()[n].body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Lines of the daemon's log holding every one of `words`.
+fn log_lines(r: &Rig, words: &[&str]) -> usize {
+    r.daemon
+        .log()
+        .lines()
+        .filter(|l| words.iter().all(|w| l.contains(w)))
+        .count()
+}
+
+/// tests/python/mcp_http_tools_server.py on a port, requiring a token;
+/// killed on drop.
+struct HttpServer {
+    child: Child,
+    port: u16,
+    token: String,
+}
+
+impl HttpServer {
+    fn start(port: u16, token: &str, pid_file: &Path) -> Self {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/python/mcp_http_tools_server.py"
+        );
+        let child = Command::new("python3")
+            .arg(script)
+            .arg(port.to_string())
+            .arg(token)
+            .env("MCP_PID_FILE", pid_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("python3 (with PyPI mcp: scripts/test installs it)");
+        wait_for("the Python MCP server to listen", WAIT, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        Self {
+            child,
+            port,
+            token: token.to_owned(),
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn reference_and_http_servers_change_their_tools_and_come_back() {
+    let secrets = tempfile::tempdir().expect("dir");
+    let token_file = secrets.path().join("token");
+    let token = "t0k3n-for-the-python-server";
+    std::fs::write(&token_file, format!("{token}\n")).expect("token");
+    let wrong_file = secrets.path().join("wrong-token");
+    std::fs::write(&wrong_file, "not-the-token\n").expect("token");
+    let http_pids = secrets.path().join("http-pids");
+    let http = HttpServer::start(free_port(), token, &http_pids);
+    let everything = npm_bin("mcp-server-everything");
+    let r = rig_with(|_| {
+        format!(
+            r#"[[mcp.servers]]
+name = "everything"
+command = {everything:?}
+allow = ["echo", "get-sum"]
+risk = {{ "*" = "low" }}
+timeout_s = 30
+[[mcp.servers]]
+name = "web"
+url = "http://127.0.0.1:{port}/mcp"
+token_file = {token_file:?}
+risk = {{ "*" = "low" }}
+timeout_s = 10
+[[mcp.servers]]
+name = "wrong"
+url = "http://127.0.0.1:{port}/mcp"
+token_file = {wrong_file:?}
+timeout_s = 5
+"#,
+            everything = everything.display().to_string(),
+            port = http.port,
+            token_file = token_file.display().to_string(),
+            wrong_file = wrong_file.display().to_string(),
+        )
+    });
+    let mut http = http;
+
+    // 1. The reference server's get-sum, over stdio.
+    r.script_call("mcp_everything_get-sum", json!({"a": 2, "b": 40}));
+    r.ask_async("sum", "add 2 and 40");
+    let reply = r.wait_reply("sum");
+    let result = reply_result(&reply);
+    assert_eq!(result["server"], "everything", "{reply}");
+    assert_eq!(result["content"], "The sum of 2 and 40 is 42.", "{reply}");
+    let names = offered(&r, 0);
+    for name in [
+        "mcp_everything_echo",
+        "mcp_everything_get-sum",
+        "mcp_web_add",
+        "mcp_web_unlock",
+    ] {
+        assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
+    }
+    // The daemon speaks the current protocol (server/discover) with the
+    // Python SDK, and falls back to the initialize handshake of 2025-11-25
+    // with the reference server (pinned: it does not know 2026-07-28): the
+    // list change below arrives on a subscriptions/listen stream.
+    assert_eq!(
+        log_lines(
+            &r,
+            &["MCP server up", "server=web", r#"protocol="2026-07-28""#]
+        ),
+        1,
+        "{}",
+        r.daemon.log()
+    );
+    assert_eq!(
+        log_lines(
+            &r,
+            &[
+                "MCP server up",
+                "server=everything",
+                r#"protocol="2025-11-25""#
+            ]
+        ),
+        1,
+        "{}",
+        r.daemon.log()
+    );
+    // The server refuses a wrong token: that server offers nothing, and
+    // the log says why without showing the token.
+    assert!(
+        !names.iter().any(|n| n.starts_with("mcp_wrong_")),
+        "{names:?}"
+    );
+    wait_for("the refused token in the log", WAIT, || {
+        (log_lines(&r, &["wrong", "refused the bearer token"]) > 0).then_some(())
+    });
+    assert!(
+        !r.daemon.log().contains("not-the-token"),
+        "a token reached the log"
+    );
+    // Not allowed, not offered; not there yet.
+    assert!(
+        !names.iter().any(|n| n == "mcp_everything_get-env"),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n == "mcp_web_late"), "{names:?}");
+
+    // 2. Its echo, and the Python server's add over Streamable HTTP (with
+    // the bearer token: the server answers 401 without it).
+    r.script_call("mcp_everything_echo", json!({"message": "hi there"}));
+    r.ask_async("echo", "echo hi there");
+    let result = reply_result(&r.wait_reply("echo"));
+    assert_eq!(result["content"], "Echo: hi there", "{result}");
+    r.script_call("mcp_web_add", json!({"a": 2, "b": 3}));
+    r.ask_async("add", "add 2 and 3");
+    let reply = r.wait_reply("add");
+    assert_eq!(reply_result(&reply)["content"], "2 + 3 = 5", "{reply}");
+    assert!(
+        !r.daemon.log().contains(&http.token),
+        "the bearer token reached the log"
+    );
+
+    // 3. The server adds a tool at runtime and says so: the daemon lists
+    // again, and the next run is offered the new tool and can call it.
+    r.script_call("mcp_web_unlock", json!({}));
+    r.ask_async("unlock", "unlock");
+    let reply = r.wait_reply("unlock");
+    assert_eq!(reply_result(&reply)["content"], "unlocked late", "{reply}");
+    wait_for("the daemon to list the new tool", WAIT, || {
+        (log_lines(&r, &["MCP server tools changed", "mcp_web_late"]) > 0).then_some(())
+    });
+    let before = r.llm.requests().len();
+    r.script_call("mcp_web_late", json!({"text": "x"}));
+    r.ask_async("late", "call the late tool");
+    let reply = r.wait_reply("late");
+    assert_eq!(reply_result(&reply)["content"], "LATE x", "{reply}");
+    assert!(
+        offered(&r, before).iter().any(|n| n == "mcp_web_late"),
+        "{:?}",
+        offered(&r, before)
+    );
+
+    // 4. The server is killed in the middle of a run that was offered its
+    // tools: the model's call gets a clear error naming the server.
+    let pid = http.child.id();
+    let ups = log_lines(&r, &["MCP server up", "web"]);
+    let before = r.llm.requests().len();
+    r.llm.push(ScriptStep::Compute(Responder::new(move |_| {
+        let killed = Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        ModelReply::tool_calls([("mcp_web_add", r#"{"a": 1, "b": 1}"#)])
+    })));
+    r.llm.push(ScriptStep::Compute(Responder::new(|request| {
+        ModelReply::text(
+            tool_results(request)
+                .last()
+                .map(Value::to_string)
+                .unwrap_or_default(),
+        )
+    })));
+    r.ask_async("gone", "add 1 and 1");
+    let reply = r.wait_reply("gone");
+    assert!(
+        offered(&r, before).iter().any(|n| n == "mcp_web_add"),
+        "the run had the tool"
+    );
+    let error = &reply_result(&reply)["error"];
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("MCP server web"), "{reply}");
+    assert!(message.contains("reconnecting"), "{reply}");
+    assert!(
+        !message.contains("rmcp::"),
+        "the model sees Rust type names: {reply}"
+    );
+    assert_eq!(error["retryable"], true, "{reply}");
+    assert!(!reply.to_string().contains("1 + 1 = 2"), "{reply}");
+    let _ = http.child.wait();
+
+    // Meanwhile a new run is not offered its tools; the other server's stay.
+    wait_for("the daemon to notice", WAIT, || {
+        (log_lines(&r, &["MCP server connection lost", "web"]) > 0).then_some(())
+    });
+    let before = r.llm.requests().len();
+    r.llm
+        .push(ScriptStep::Reply(ModelReply::text("nothing to do")));
+    r.ask_async("meanwhile", "what can you do?");
+    r.wait_reply("meanwhile");
+    let names = offered(&r, before);
+    assert!(
+        !names.iter().any(|n| n.starts_with("mcp_web_")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n == "mcp_everything_echo"),
+        "{names:?}"
+    );
+
+    // 5. It comes back on the same port: the daemon reconnects (with
+    // backoff) and a later run calls it again.
+    let http = HttpServer::start(http.port, token, &http_pids);
+    wait_for("the daemon to reconnect", WAIT, || {
+        (log_lines(&r, &["MCP server up", "web"]) > ups).then_some(())
+    });
+    r.script_call("mcp_web_add", json!({"a": 20, "b": 22}));
+    r.ask_async("back", "add 20 and 22");
+    let reply = r.wait_reply("back");
+    assert_eq!(reply_result(&reply)["content"], "20 + 22 = 42", "{reply}");
+    drop(http);
 }

@@ -104,15 +104,24 @@ pub(crate) async fn serve(
         // would refuse every name the daemon is reached by.
         config = config.disable_allowed_hosts();
     }
+    let (session_tracker, session_shutdown) = (tracker.clone(), shutdown.clone());
     let service = StreamableHttpService::new(
         move || {
+            // The agent's skills as they are now (built-in ones when the
+            // agent is off), for each new session.
+            let skills = assistant.as_ref().map_or_else(
+                || Arc::new(droidwarden_agent::skills::SkillSet::builtin()),
+                crate::assistant::Assistant::skills,
+            );
             Ok(PhoneServer::new(
                 Backend::Hub {
                     hub: hub.clone(),
                     assistant: assistant.clone(),
                 },
                 mode,
-            ))
+            )
+            .with_skills(skills)
+            .with_tasks(session_tracker.clone(), session_shutdown.clone()))
         },
         Arc::new(LocalSessionManager::default()),
         config,

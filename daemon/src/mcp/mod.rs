@@ -7,14 +7,19 @@
 //!   output schemas, annotations, `device`, `list_devices`).
 //! * `client.rs` — `[[mcp.servers]]`: MCP servers' tools offered to the
 //!   agent (the daemon as an MCP client).
+//! * `client_http.rs` — `[[mcp.servers]] url`: the Streamable HTTP
+//!   transport of the client (TLS, bearer token).
+//! * `prompts.rs` — the daemon's skills as MCP prompts.
 //! * `gate.rs` — inside the daemon: the approval policy for calls from
 //!   MCP clients (`CallChecked` on D-Bus).
 //!
 //! See docs/mcp.md.
 
 pub(crate) mod client;
+mod client_http;
 pub(crate) mod gate;
 mod http;
+mod prompts;
 mod server;
 mod tools;
 
@@ -185,7 +190,13 @@ pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
             }
         }
     };
-    let service = match server::PhoneServer::new(backend, mode).serve(stdio()).await {
+    // The skills, as `droidwarden skills` reads them (the daemon's files).
+    let skills = crate::assistant::load_skills(&config.agent.skills, &config.state_dir).await;
+    let service = match server::PhoneServer::new(backend, mode)
+        .with_skills(std::sync::Arc::new(skills))
+        .serve(stdio())
+        .await
+    {
         Ok(service) => service,
         Err(e) => {
             eprintln!("droidwarden mcp: the client did not initialise: {e}");

@@ -6,6 +6,8 @@
 //! process as `droidwarden call --local` does (no approvals there: an
 //! action above the threshold is refused with a message that says why).
 //!
+//! The daemon's skills are offered as prompts (`prompts.rs`).
+//!
 //! Catalogue and validation errors come back as tool results with
 //! `isError: true` and the structured error (`{"error": {code, message,
 //! retryable}}`); only requests that cannot be routed at all are JSON-RPC
@@ -18,6 +20,7 @@ use crate::dbus::client::Client;
 use crate::hub::{Call, Hub};
 use droidwarden_agent::ToolHost as _;
 use droidwarden_agent::policy::Verdict;
+use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::tools::{Planned, ToolMode};
 use droidwarden_agent::{ApprovalPolicy, DeviceSummary};
 use droidwarden_bridge::{BridgeError, Registry, TransportKind, adb::AdbTransport};
@@ -25,8 +28,9 @@ use droidwarden_services::{Command, ErrorCode, WireError};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
     ServerConfig, SubscriptionFilter,
 };
@@ -35,9 +39,13 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// How often subscribed device states are read for changes.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// How often the phones are read for `notifications/tools/list_changed`
+/// (the tools' `device` enum and services follow them).
+const DEVICES_EVERY: Duration = Duration::from_secs(3);
 /// How often a waiting call reports progress (when the client asked).
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// Resource URIs: `droidwarden://devices/<name>/state`.
@@ -230,6 +238,15 @@ pub(crate) struct PhoneServer {
     /// The tools as last built, and when: calls reuse them for
     /// [`CACHE_FOR`].
     cached: Arc<Mutex<Option<(Instant, McpTools)>>>,
+    /// The skills offered as prompts.
+    skills: Arc<SkillSet>,
+    /// Where per-connection tasks are spawned and when they stop: the
+    /// daemon's tracker and shutdown (HTTP), or this process's runtime
+    /// (stdio, which ends with its one connection).
+    tasks: Option<(
+        tokio_util::task::TaskTracker,
+        tokio_util::sync::CancellationToken,
+    )>,
 }
 
 impl PhoneServer {
@@ -239,6 +256,72 @@ impl PhoneServer {
             backend: Arc::new(backend),
             mode,
             cached: Arc::default(),
+            skills: Arc::new(SkillSet::builtin()),
+            tasks: None,
+        }
+    }
+
+    /// Spawn per-connection tasks on `tracker`, stopping at `shutdown`.
+    pub(crate) fn with_tasks(
+        mut self,
+        tracker: tokio_util::task::TaskTracker,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> Self {
+        self.tasks = Some((tracker, shutdown));
+        self
+    }
+
+    /// Offer these skills as prompts (default: the built-in ones).
+    pub(crate) fn with_skills(mut self, skills: Arc<SkillSet>) -> Self {
+        self.skills = skills;
+        self
+    }
+
+    /// What the tool list depends on: each phone's name and services
+    /// (`None`: not readable now).
+    async fn tools_key(&self) -> Option<Vec<(String, Vec<String>)>> {
+        let mut key: Vec<_> = self
+            .backend
+            .devices()
+            .await
+            .ok()?
+            .into_iter()
+            .map(|d| (d.name, d.services))
+            .collect();
+        key.sort();
+        Some(key)
+    }
+
+    /// Tell a client of a protocol version before 2026-07-28 (which takes
+    /// unscoped notifications) when the phones, and so the tools and
+    /// resources, change; until its connection closes.
+    async fn announce_changes(
+        self,
+        peer: rmcp::service::Peer<RoleServer>,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
+        let mut last = self.tools_key().await;
+        let mut tick = tokio::time::interval(DEVICES_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            if peer.is_transport_closed() {
+                return;
+            }
+            let now = self.tools_key().await;
+            if now.is_none() || now == last {
+                continue;
+            }
+            last = now;
+            if peer.notify_tool_list_changed().await.is_err()
+                || peer.notify_resource_list_changed().await.is_err()
+            {
+                return;
+            }
         }
     }
 
@@ -354,15 +437,45 @@ impl ServerHandler for PhoneServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_prompts()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_resources()
+                .enable_resources_list_changed()
                 .enable_resources_subscribe()
                 .build(),
         )
         .with_server_info(Implementation::new("droidwarden", env!("CARGO_PKG_VERSION")))
         .with_instructions(
-            "Read and control the user's Android phones. Call list_devices to see the phones; risky actions wait for the user's approval.",
+            "Read and control the user's Android phones. Call list_devices to see the phones; risky actions wait for the user's approval. The prompts are droidwarden's skills: instructions for a task, carried out with these tools.",
         )
+    }
+
+    /// Clients of earlier protocol versions hear of list changes without
+    /// subscribing: watch the phones for them (2026-07-28 clients ask
+    /// through `subscriptions/listen`, [`Self::listen`]).
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        let legacy = context
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.protocol_version.has_initialize());
+        if !legacy {
+            return;
+        }
+        match &self.tasks {
+            Some((tracker, shutdown)) => {
+                tracker.spawn(
+                    self.clone()
+                        .announce_changes(context.peer.clone(), shutdown.clone()),
+                );
+            }
+            None => {
+                tokio::spawn(
+                    self.clone()
+                        .announce_changes(context.peer.clone(), CancellationToken::new()),
+                );
+            }
+        }
     }
 
     async fn list_tools(
@@ -392,6 +505,24 @@ impl ServerHandler for PhoneServer {
             }
         };
         Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(super::prompts::list(
+            &self.skills,
+        )))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        super::prompts::get(&self.skills, &request.name, request.arguments).map(Into::into)
     }
 
     async fn list_resources(
@@ -427,6 +558,8 @@ impl ServerHandler for PhoneServer {
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        accepted.resources_list_changed = requested.resources_list_changed;
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
                 .filter(|uri| device_of(uri).is_some())
@@ -437,24 +570,56 @@ impl ServerHandler for PhoneServer {
     }
 
     /// `resources/updated` for each subscribed device state when it
-    /// changes (read every [`WATCH_EVERY`]), until the client cancels.
+    /// changes (read every [`WATCH_EVERY`]), and the tools and resources
+    /// list changes when the phones change (read every [`DEVICES_EVERY`]),
+    /// as the client asked, until it cancels.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let uris = context
             .accepted()
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
+        let accepted = context.accepted();
+        let (tools_changed, resources_changed) = (
+            accepted.tools_list_changed == Some(true),
+            accepted.resources_list_changed == Some(true),
+        );
+        let lists = tools_changed || resources_changed;
         let mut last: HashMap<String, Option<Value>> = HashMap::new();
         for uri in &uris {
             let state = self.watched_state(uri).await;
             last.insert(uri.to_owned(), state);
         }
+        let mut key = if lists { self.tools_key().await } else { None };
         let mut tick = tokio::time::interval(WATCH_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks = 0u64;
+        let every = (DEVICES_EVERY.as_secs() / WATCH_EVERY.as_secs().max(1)).max(1);
         loop {
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
                 _ = tick.tick() => {}
+            }
+            ticks += 1;
+            if lists && ticks.is_multiple_of(every) {
+                let now = self.tools_key().await;
+                if now.is_some() && now != key {
+                    key = now;
+                    let sink = context.sink();
+                    let sent = async {
+                        if tools_changed {
+                            sink.notify_tool_list_changed().await?;
+                        }
+                        if resources_changed {
+                            sink.notify_resource_list_changed().await?;
+                        }
+                        Ok::<(), rmcp::service::SubscriptionSendError>(())
+                    };
+                    if let Err(e) = sent.await {
+                        tracing::debug!(error = %e, "list change not sent");
+                        return Ok(());
+                    }
+                }
             }
             for uri in &uris {
                 let state = self.watched_state(uri).await;
