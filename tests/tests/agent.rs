@@ -6,119 +6,34 @@
 //! call path to the sims.
 
 use droidwarden_agent::ModelReply;
-use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep, ScriptedLlm};
+use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep};
+use droidwarden_e2e::agent_rig::{self, P, Rig, WAIT, sim_commands_with};
 use droidwarden_e2e::dbus::PrivateBus;
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions, binary, wait_for};
+use droidwarden_e2e::mqtt::Daemon;
+use droidwarden_e2e::{Droidwarden, binary, wait_for};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
-
-/// Everything one test needs. Field order is drop order: the daemon stops
-/// before the phones, the broker and the model go.
-struct Rig {
-    daemon: Option<Daemon>,
-    probe: Probe,
-    kitchen: Sim,
-    hall: Sim,
-    llm: ScriptedLlm,
-    adb: AdbServer,
-    _broker: Mosquitto,
-    // Runs the scripted model's server; dropped last.
-    _rt: tokio::runtime::Runtime,
-    config: String,
-}
-
-fn config_for(broker: &Mosquitto, llm: &ScriptedLlm, sims: &[(&str, &Sim)], agent: &str) -> String {
-    let serials: Vec<String> = sims
-        .iter()
-        .map(|(_, s)| format!("\"{}\"", s.serial()))
-        .collect();
-    let mut config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[adb]\npoll_interval_ms = 300\nconnect = [{}]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n{agent}\n",
-        broker.port,
-        serials.join(", "),
-        llm.addr(),
-    );
-    for (name, sim) in sims {
-        config.push_str(&format!(
-            "[[devices]]\nname = \"{name}\"\ntransport = \"adb\"\nserial = \"{}\"\n",
-            sim.serial()
-        ));
-    }
-    config
-}
 
 fn rig(agent: &str) -> Rig {
     rig_with(agent, &[])
 }
 
+/// The agent rig (two phones, `kitchen` and `hall`, the scripted model)
+/// with `agent` configuration and `env` in the daemon's environment.
 fn rig_with(agent: &str, env: &[(&str, &str)]) -> Rig {
-    let (rt, llm) = droidwarden_e2e::scripted_model();
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let kitchen = Sim::start(SimOptions::default());
-    let hall = Sim::start(SimOptions::default());
-    adb.connect(&kitchen.serial());
-    adb.connect(&hall.serial());
-    let config = config_for(
-        &broker,
-        &llm,
-        &[("kitchen", &kitchen), ("hall", &hall)],
-        agent,
-    );
-    let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
-    let rig = Rig {
-        daemon: Some(daemon),
-        probe,
-        kitchen,
-        hall,
-        llm,
-        adb,
-        _broker: broker,
-        _rt: rt,
-        config,
-    };
-    rig.wait_online();
-    rig
+    agent_rig::rig_full(tempfile::tempdir().expect("skills dir"), env, agent)
 }
 
-impl Rig {
-    fn daemon(&self) -> &Daemon {
-        self.daemon.as_ref().expect("daemon running")
-    }
+/// What these tests do beyond the shared rig.
+trait AgentTest {
+    fn ask_async(&self, id: &str, prompt: &str);
+    fn wait_approval(&self) -> Value;
+    fn answer(&self, approval_id: &str, decision: &str, reason: Option<&str>);
+}
 
-    fn wait_online(&self) {
-        for device in ["kitchen", "hall"] {
-            self.probe
-                .wait_last(&format!("{P}/devices/{device}/availability"), WAIT, |m| {
-                    m.payload == "online"
-                });
-        }
-    }
-
-    /// Queue model replies.
-    fn script(&self, steps: impl IntoIterator<Item = ScriptStep>) {
-        for step in steps {
-            self.llm.push(step);
-        }
-    }
-
-    /// `cmd/ask` and its reply.
-    fn ask(&self, id: &str, prompt: &str, session: Option<&str>) -> Value {
-        let mut body = json!({"id": id, "prompt": prompt});
-        if let Some(s) = session {
-            body["session"] = json!(s);
-        }
-        self.probe.request(P, "ask", body)
-    }
-
+impl AgentTest for Rig {
     /// Publish `cmd/ask` without waiting.
     fn ask_async(&self, id: &str, prompt: &str) {
         self.probe.publish(
@@ -127,23 +42,10 @@ impl Rig {
         );
     }
 
-    /// The events published for `session`, parsed.
-    fn events(&self, session: &str) -> Vec<Value> {
-        self.probe
-            .on(&format!("{P}/sessions/{session}/events"))
-            .iter()
-            .map(|m| m.json())
-            .collect()
-    }
-
     /// The first approval request published (retained; a live subscriber
     /// sees it without the retain flag).
     fn wait_approval(&self) -> Value {
-        self.probe
-            .wait("an approval request", WAIT, |m| {
-                m.topic.starts_with(&format!("{P}/approvals/")) && !m.payload.is_empty()
-            })
-            .json()
+        self.probe.wait_approval(P, "an approval request", |_| true)
     }
 
     fn answer(&self, approval_id: &str, decision: &str, reason: Option<&str>) {
@@ -153,13 +55,6 @@ impl Rig {
         }
         self.probe
             .publish(&format!("{P}/cmd/approve"), body.to_string());
-    }
-
-    fn wait_reply(&self, id: &str) -> Value {
-        let topic = format!("{P}/reply/{id}");
-        self.probe
-            .wait(&format!("a reply on {topic}"), WAIT, |m| m.topic == topic)
-            .json()
     }
 }
 
@@ -198,13 +93,6 @@ fn answer_from_results(f: impl Fn(&[Value]) -> String + Send + Sync + 'static) -
     ScriptStep::Compute(Responder::new(move |request| {
         ModelReply::text(f(&tool_results(request)))
     }))
-}
-
-fn sim_commands_with(sim: &Sim, words: &[&str]) -> usize {
-    sim.commands()
-        .iter()
-        .filter(|argv| words.iter().all(|w| argv.iter().any(|a| a == w)))
-        .count()
 }
 
 fn multi_step(mode: &str) {
