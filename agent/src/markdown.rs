@@ -90,17 +90,7 @@ fn children(out: &mut String, all: &[ChildRecord], parent: &str, depth: usize) {
             rfc3339(c.finished_at),
             if c.is_error { ", failed" } else { "" }
         );
-        for s in &c.steps {
-            let _ = write!(
-                block,
-                "**Tool call** `{}` (`{}`)\n\n{}\n**Tool {}**\n\n{}\n",
-                s.tool,
-                s.call_id,
-                fence(&s.arguments.to_string()),
-                if s.is_error { "error" } else { "result" },
-                fence(&s.result.to_string())
-            );
-        }
+        tool_steps(&mut block, &c.steps);
         children(&mut block, all, &c.run_id, depth + 1);
         if let Some(text) = c.result["text"].as_str() {
             let _ = write!(block, "**Answer**\n\n{text}\n\n");
@@ -176,17 +166,7 @@ pub(crate) fn render(
             t.parent_run,
             t.task
         );
-        for s in &t.steps {
-            let _ = write!(
-                out,
-                "**Tool call** `{}` (`{}`)\n\n{}\n**Tool {}**\n\n{}\n",
-                s.tool,
-                s.call_id,
-                fence(&s.arguments.to_string()),
-                if s.is_error { "error" } else { "result" },
-                fence(&s.result.to_string())
-            );
-        }
+        tool_steps(&mut out, &t.steps);
         if let Some(text) = t.result.as_ref().and_then(|r| r["text"].as_str()) {
             let _ = write!(out, "**Answer**\n\n{text}\n\n");
         }
@@ -198,4 +178,19 @@ pub(crate) fn render(
         }
     }
     out
+}
+
+/// Each tool call of a child run or a task, with its arguments and result.
+fn tool_steps(out: &mut String, steps: &[crate::graph::ToolStep]) {
+    for s in steps {
+        let _ = write!(
+            out,
+            "**Tool call** `{}` (`{}`)\n\n{}\n**Tool {}**\n\n{}\n",
+            s.tool,
+            s.call_id,
+            fence(&s.arguments.to_string()),
+            if s.is_error { "error" } else { "result" },
+            fence(&s.result.to_string())
+        );
+    }
 }

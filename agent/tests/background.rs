@@ -5,19 +5,16 @@
 
 mod common;
 use common::*;
-use droidwarden_agent::config::{
-    AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
-};
+use droidwarden_agent::config::{AgentConfig, ProviderKind, RawAgentConfig, RawApprovalConfig};
 use droidwarden_agent::delegation::{Delegates, RawDelegateConfig, validate};
 use droidwarden_agent::testing::{
     FakeToolHost, RecordedRequest, Responder, ScriptStep, ScriptedLlm,
 };
 use droidwarden_agent::{
-    Agent, AgentEvent, AskRequest, Delegation, Durability, EventKind, ModelReply, Provider,
-    StopReason, Store, TaskStatus, provider,
+    Agent, AgentEvent, AskRequest, Delegation, EventKind, ModelReply, StopReason, TaskStatus,
+    provider,
 };
 use serde_json::{Value, json};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -49,34 +46,6 @@ fn config(agents: Vec<RawDelegateConfig>, max_background: Option<usize>) -> Agen
     .unwrap();
     cfg.agents = validate(agents).unwrap();
     cfg
-}
-
-fn llm(server: &ScriptedLlm) -> LlmConfig {
-    LlmConfig::try_from(RawLlmConfig {
-        provider: Some(ProviderKind::Openai),
-        base_url: Some(server.base_url(ProviderKind::Openai)),
-        model: Some("scripted".into()),
-        stream: Some(true),
-        max_retries: Some(0),
-        ..RawLlmConfig::default()
-    })
-    .unwrap()
-}
-
-fn host() -> Arc<FakeToolHost> {
-    Arc::new(
-        FakeToolHost::two_phones().with_handler(|c| match c.service.as_str() {
-            "battery" => Ok(json!({"level_percent": 77, "charging": false})),
-            _ => Ok(json!({"ok": true})),
-        }),
-    )
-}
-
-async fn agent(dir: &Path, cfg: AgentConfig, p: Arc<dyn Provider>, h: Arc<FakeToolHost>) -> Agent {
-    let store = Store::open(dir.join("store"), Durability::Process)
-        .await
-        .unwrap();
-    Agent::new(cfg, p, h, store)
 }
 
 /// The user's prompt of a recorded request (the last one: earlier turns
@@ -154,7 +123,7 @@ async fn a_background_task_answers_at_once_runs_alone_and_reports_its_result() {
     server.set_fallback(ScriptStep::Compute(responder(task.clone())));
     let h = host();
     let cfg = config(vec![worker(None)], None);
-    let p = provider::from_config(&llm(&server)).unwrap();
+    let p = provider::from_config(&scripted_llm(&server)).unwrap();
     let a = agent(dir.path(), cfg, p, h.clone()).await;
     let token = CancellationToken::new();
     drive_with(&a, &token);
@@ -239,7 +208,7 @@ async fn a_background_task_on_its_own_failing_model_is_stored_failed() {
     raw.model = Some("worker-model".into());
     raw.base_url = Some(own.base_url(ProviderKind::Openai));
     let cfg = config(vec![raw], None);
-    let main_llm = llm(&main);
+    let main_llm = scripted_llm(&main);
     let own_llm = cfg.agents[0].llm.as_ref().unwrap().apply(&main_llm);
     assert_eq!(own_llm.model, "worker-model");
     let set = Delegates::new(cfg.agents.clone())
@@ -292,7 +261,7 @@ async fn shutdown_interrupts_a_task_and_a_restart_reports_one_left_running() {
     server.set_fallback(ScriptStep::Compute(responder(task)));
     // A phone that takes a minute: the task is mid-call when stopped.
     let slow = Arc::new(FakeToolHost::two_phones().with_delay(Duration::from_secs(60)));
-    let p = provider::from_config(&llm(&server)).unwrap();
+    let p = provider::from_config(&scripted_llm(&server)).unwrap();
     let a = agent(
         dir.path(),
         config(vec![worker(Some("background"))], None),
@@ -387,7 +356,7 @@ async fn background_tasks_are_bounded_and_refused_without_a_driver() {
             ])
         }
     })));
-    let p = provider::from_config(&llm(&server)).unwrap();
+    let p = provider::from_config(&scripted_llm(&server)).unwrap();
     let a = agent(dir.path(), config(vec![worker(None)], Some(1)), p, host()).await;
 
     // No driver: a clear tool error, the run goes on.

@@ -4,18 +4,11 @@
 
 mod common;
 use common::*;
-use droidwarden_agent::config::{
-    AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
-};
+use droidwarden_agent::config::{AgentConfig, RawAgentConfig, RawApprovalConfig};
 use droidwarden_agent::delegation::{RawDelegateConfig, validate};
-use droidwarden_agent::testing::{FakeToolHost, Responder, ScriptStep, ScriptedLlm};
-use droidwarden_agent::{
-    Agent, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider, StopReason, Store,
-    provider,
-};
+use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
+use droidwarden_agent::{AgentEvent, AskRequest, EventKind, ModelReply, StopReason};
 use serde_json::json;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -49,35 +42,6 @@ fn config(agents: Vec<RawDelegateConfig>) -> AgentConfig {
     .unwrap();
     cfg.agents = validate(agents).unwrap();
     cfg
-}
-
-fn http(server: &ScriptedLlm) -> Arc<dyn Provider> {
-    let cfg = LlmConfig::try_from(RawLlmConfig {
-        provider: Some(ProviderKind::Openai),
-        base_url: Some(server.base_url(ProviderKind::Openai)),
-        model: Some("scripted".into()),
-        stream: Some(true),
-        max_retries: Some(0),
-        ..RawLlmConfig::default()
-    })
-    .unwrap();
-    provider::from_config(&cfg).unwrap()
-}
-
-fn host() -> Arc<FakeToolHost> {
-    Arc::new(
-        FakeToolHost::two_phones().with_handler(|c| match c.service.as_str() {
-            "battery" => Ok(json!({"level_percent": 77, "charging": false})),
-            _ => Ok(json!({"ok": true})),
-        }),
-    )
-}
-
-async fn agent(dir: &Path, cfg: AgentConfig, p: Arc<dyn Provider>, h: Arc<FakeToolHost>) -> Agent {
-    let store = Store::open(dir.join("store"), Durability::Process)
-        .await
-        .unwrap();
-    Agent::new(cfg, p, h, store)
 }
 
 #[tokio::test]

@@ -4,14 +4,11 @@
 
 mod common;
 use common::*;
-use droidwarden_agent::config::{
-    AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
-};
+use droidwarden_agent::config::{AgentConfig, RawAgentConfig, RawApprovalConfig};
 use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::testing::{FakeToolHost, Responder, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{
-    Agent, AgentError, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider,
-    StopReason, Store, provider,
+    Agent, AgentError, AgentEvent, AskRequest, EventKind, ModelReply, Provider, StopReason,
 };
 use droidwarden_services::ErrorCode;
 use serde_json::json;
@@ -33,33 +30,14 @@ fn config(auto_approve_up_to: &str) -> AgentConfig {
     .unwrap()
 }
 
-fn http(server: &ScriptedLlm) -> Arc<dyn Provider> {
-    let cfg = LlmConfig::try_from(RawLlmConfig {
-        provider: Some(ProviderKind::Openai),
-        base_url: Some(server.base_url(ProviderKind::Openai)),
-        model: Some("scripted".into()),
-        stream: Some(true),
-        max_retries: Some(0),
-        ..RawLlmConfig::default()
-    })
-    .unwrap();
-    provider::from_config(&cfg).unwrap()
-}
-
-fn host() -> Arc<FakeToolHost> {
-    Arc::new(
-        FakeToolHost::two_phones().with_handler(|c| match c.service.as_str() {
-            "battery" => Ok(json!({"level_percent": 77, "charging": false})),
-            _ => Ok(json!({"ok": true})),
-        }),
-    )
-}
-
-async fn agent(dir: &Path, cfg: AgentConfig, p: Arc<dyn Provider>, h: Arc<FakeToolHost>) -> Agent {
-    let store = Store::open(dir.join("store"), Durability::Process)
-        .await
-        .unwrap();
-    let a = Agent::new(cfg, p, h, store);
+/// An agent with the skills of `dir/skills`.
+async fn skilled_agent(
+    dir: &Path,
+    cfg: AgentConfig,
+    p: Arc<dyn Provider>,
+    h: Arc<FakeToolHost>,
+) -> Agent {
+    let a = agent(dir, cfg, p, h).await;
     a.set_skills(SkillSet::load(&[dir.join("skills")], &["*".into()]));
     a
 }
@@ -113,7 +91,7 @@ async fn a_user_skill_is_listed_read_and_run_with_only_its_allowed_tools() {
     .await
     .unwrap();
     let h = host();
-    let a = agent(dir.path(), config("low"), http(&server), h.clone()).await;
+    let a = skilled_agent(dir.path(), config("low"), http(&server), h.clone()).await;
     let mut events = all_events(&a);
     let run = a
         .ask(AskRequest::new("How is the kitchen phone's battery?"))
@@ -223,7 +201,7 @@ async fn skills_invoking_skills_stop_at_the_depth_limit() {
             )])
         }
     })));
-    let a = agent(dir.path(), config("low"), http(&server), host()).await;
+    let a = skilled_agent(dir.path(), config("low"), http(&server), host()).await;
     let mut events = all_events(&a);
     let run = a.ask(AskRequest::new("go")).await.unwrap();
     let out = tokio::time::timeout(Duration::from_secs(30), run.drive(CancellationToken::new()))
@@ -257,7 +235,7 @@ async fn a_skill_naming_unknown_tools_fails_at_invocation_with_the_names() {
         "Do it.",
     );
     let server = ScriptedLlm::start([]).await.unwrap();
-    let a = agent(dir.path(), config("low"), http(&server), host()).await;
+    let a = skilled_agent(dir.path(), config("low"), http(&server), host()).await;
     // Listed (the skill file itself is valid) …
     assert!(a.skills().get("typo").is_some());
     // … but refused when run, naming the missing tool.
@@ -303,7 +281,7 @@ fn a_high_risk_skill_waits_for_approval_across_a_restart() {
     let rt = process();
     let (run_id, approval_id) = rt.block_on(async {
         let server = ScriptedLlm::start([]).await.unwrap();
-        let a = agent(&path, config("low"), http(&server), first_host.clone()).await;
+        let a = skilled_agent(&path, config("low"), http(&server), first_host.clone()).await;
         let run = a
             .run_skill("radio-silence", json!({"device": "kitchen"}), None, None)
             .await
@@ -346,7 +324,7 @@ fn a_high_risk_skill_waits_for_approval_across_a_restart() {
         .await
         .unwrap();
         let h = host();
-        let a = agent(&path, config("low"), http(&server), h.clone()).await;
+        let a = skilled_agent(&path, config("low"), http(&server), h.clone()).await;
         let pending = a.pending_approvals().await.unwrap();
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].approval_id, approval_id);
@@ -402,7 +380,7 @@ fn an_action_riskier_than_its_skill_asks_and_a_restart_interrupts_the_skill() {
         ])
         .await
         .unwrap();
-        let a = agent(&path, config("low"), http(&server), first_host.clone()).await;
+        let a = skilled_agent(&path, config("low"), http(&server), first_host.clone()).await;
         let mut events = all_events(&a);
         let run = a.ask(AskRequest::new("go quiet")).await.unwrap();
         let id = run.run_id().to_owned();
@@ -431,7 +409,7 @@ fn an_action_riskier_than_its_skill_asks_and_a_restart_interrupts_the_skill() {
         .await
         .unwrap();
         let h = host();
-        let a = agent(&path, config("low"), http(&server), h.clone()).await;
+        let a = skilled_agent(&path, config("low"), http(&server), h.clone()).await;
         assert_eq!(a.expire_orphan_approvals().await.unwrap(), 1);
         assert!(a.pending_approvals().await.unwrap().is_empty());
         let out = a

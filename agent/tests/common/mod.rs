@@ -5,10 +5,57 @@
 // reason: each test file uses its own subset of these helpers.
 #![allow(dead_code)]
 
-use droidwarden_agent::testing::RecordedRequest;
-use droidwarden_agent::{Agent, AgentEvent, EventKind, ModelReply, ToolCall};
+use droidwarden_agent::config::{AgentConfig, LlmConfig, ProviderKind, RawLlmConfig};
+use droidwarden_agent::testing::{FakeToolHost, RecordedRequest, ScriptedLlm};
+use droidwarden_agent::{
+    Agent, AgentEvent, Durability, EventKind, ModelReply, Provider, Store, ToolCall, provider,
+};
 use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// `[llm]` for the scripted model (OpenAI wire format, streamed, no
+/// retries).
+pub(crate) fn scripted_llm(server: &ScriptedLlm) -> LlmConfig {
+    LlmConfig::try_from(RawLlmConfig {
+        provider: Some(ProviderKind::Openai),
+        base_url: Some(server.base_url(ProviderKind::Openai)),
+        model: Some("scripted".into()),
+        stream: Some(true),
+        max_retries: Some(0),
+        ..RawLlmConfig::default()
+    })
+    .unwrap()
+}
+
+/// The provider for the scripted model.
+pub(crate) fn http(server: &ScriptedLlm) -> Arc<dyn Provider> {
+    provider::from_config(&scripted_llm(server)).unwrap()
+}
+
+/// Two fake phones: the battery reads 77 %, anything else succeeds.
+pub(crate) fn host() -> Arc<FakeToolHost> {
+    Arc::new(
+        FakeToolHost::two_phones().with_handler(|c| match c.service.as_str() {
+            "battery" => Ok(json!({"level_percent": 77, "charging": false})),
+            _ => Ok(json!({"ok": true})),
+        }),
+    )
+}
+
+/// An agent over a real SQLite store in `dir`.
+pub(crate) async fn agent(
+    dir: &Path,
+    cfg: AgentConfig,
+    p: Arc<dyn Provider>,
+    h: Arc<FakeToolHost>,
+) -> Agent {
+    let store = Store::open(dir.join("store"), Durability::Process)
+        .await
+        .unwrap();
+    Agent::new(cfg, p, h, store)
+}
 
 pub(crate) fn tc(id: &str, name: &str, args: Value) -> ToolCall {
     ToolCall {
