@@ -32,7 +32,12 @@ mod output {
         match f(&mut out).and_then(|()| std::io::Write::flush(&mut out)) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::BrokenPipe => std::process::exit(141),
-            Err(e) => panic!("cannot write to standard output: {e}"),
+            Err(e) => {
+                // A full disk or a closed terminal: say so, and fail as
+                // `echo` would (exit status 74, EX_IOERR), without a panic.
+                eprintln!("droidwarden: cannot write to standard output: {e}");
+                std::process::exit(74);
+            }
         }
     }
 }

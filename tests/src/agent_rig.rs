@@ -7,7 +7,7 @@
 use crate::mqtt::{Daemon, Mosquitto, Probe};
 use crate::{AdbServer, Sim, SimOptions};
 use droidwarden_agent::ModelReply;
-use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use droidwarden_agent::testing::{RecordedRequest, ScriptStep, ScriptedLlm};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -192,4 +192,21 @@ pub fn sim_commands_with(sim: &Sim, words: &[&str]) -> usize {
         .iter()
         .filter(|argv| words.iter().all(|w| argv.iter().any(|a| a == w)))
         .count()
+}
+
+/// The tool results in a request (OpenAI `role: tool` messages), parsed.
+pub fn tool_results(request: &RecordedRequest) -> Vec<Value> {
+    request.body["messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .filter(|m| m["role"] == "tool")
+                .map(|m| {
+                    let text = m["content"].as_str().unwrap_or_default();
+                    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -6,8 +6,8 @@
 //! call path to the sims.
 
 use droidwarden_agent::ModelReply;
-use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep};
-use droidwarden_e2e::agent_rig::{self, P, Rig, WAIT, sim_commands_with};
+use droidwarden_agent::testing::{Responder, ScriptStep};
+use droidwarden_e2e::agent_rig::{self, P, Rig, WAIT, sim_commands_with, tool_results};
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::Daemon;
 use droidwarden_e2e::{Droidwarden, binary, wait_for};
@@ -69,23 +69,6 @@ fn tools_reply(calls: Vec<(String, String)>) -> ScriptStep {
 
 fn text_reply(text: &str) -> ScriptStep {
     ScriptStep::Reply(ModelReply::text(text))
-}
-
-/// The tool results in a request (OpenAI `role: tool` messages), parsed.
-fn tool_results(request: &RecordedRequest) -> Vec<Value> {
-    request.body["messages"]
-        .as_array()
-        .map(|messages| {
-            messages
-                .iter()
-                .filter(|m| m["role"] == "tool")
-                .map(|m| {
-                    let text = m["content"].as_str().unwrap_or_default();
-                    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A model that answers from the tool results it was sent.

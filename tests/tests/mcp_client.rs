@@ -8,7 +8,8 @@
 //! `mcp` and the npm packages of tests/npm (`scripts/test` installs them).
 
 use droidwarden_agent::ModelReply;
-use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep, ScriptedLlm};
+use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
+use droidwarden_e2e::agent_rig::tool_results;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::npm::npm_bin;
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
@@ -171,23 +172,6 @@ impl Rig {
             )
         })));
     }
-}
-
-/// The tool results in a request (OpenAI `role: tool` messages), parsed.
-fn tool_results(request: &RecordedRequest) -> Vec<Value> {
-    request.body["messages"]
-        .as_array()
-        .map(|messages| {
-            messages
-                .iter()
-                .filter(|m| m["role"] == "tool")
-                .map(|m| {
-                    let text = m["content"].as_str().unwrap_or_default();
-                    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn reply_result(reply: &Value) -> Value {
