@@ -84,7 +84,9 @@ impl StatusEvent {
 pub(crate) struct StateEvent {
     pub(crate) device: DeviceName,
     pub(crate) service: &'static str,
-    pub(crate) state: Value,
+    /// Shared: every subscriber of the bus gets the event, not a copy of
+    /// the state.
+    pub(crate) state: Arc<Value>,
 }
 
 /// What goes on the bus.
@@ -96,7 +98,8 @@ pub(crate) enum BusEvent {
     PhoneEvent {
         device: DeviceName,
         kind: &'static str,
-        data: Value,
+        /// Shared, as [`StateEvent::state`].
+        data: Arc<Value>,
     },
 }
 
@@ -220,13 +223,17 @@ impl Hub {
         self.announce(BusEvent::State(StateEvent {
             device,
             service,
-            state,
+            state: Arc::new(state),
         }));
     }
 
     /// Announce an event a phone pushed.
     pub(crate) fn announce_event(&self, device: DeviceName, kind: &'static str, data: Value) {
-        self.announce(BusEvent::PhoneEvent { device, kind, data });
+        self.announce(BusEvent::PhoneEvent {
+            device,
+            kind,
+            data: Arc::new(data),
+        });
     }
 
     fn announce(&self, event: BusEvent) {

@@ -27,6 +27,7 @@ use jiff::{Timestamp, ToSpan, Zoned};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A run later than this after its due time counts as missed (the daemon
@@ -116,7 +117,8 @@ pub(crate) enum Input<'a> {
     State {
         device: &'a str,
         service: &'a str,
-        state: &'a Value,
+        /// Shared with the bus event: kept for conditions without a copy.
+        state: &'a Arc<Value>,
     },
     /// A phone pushed an event.
     PhoneEvent { device: &'a str, kind: &'a str },
@@ -193,8 +195,8 @@ pub(crate) struct Engine {
     timed: Vec<usize>,
     /// Devices' availability, as last heard.
     online: HashMap<String, bool>,
-    /// (device, service) → the last state seen (for conditions).
-    states: HashMap<(String, String), Value>,
+    /// device → service → the last state seen (for conditions).
+    states: HashMap<String, HashMap<String, Arc<Value>>>,
     /// A record changed since [`Engine::take_dirty`].
     dirty: bool,
 }
@@ -461,8 +463,7 @@ impl Engine {
                 service,
                 state,
             } => {
-                self.states
-                    .insert((device.to_owned(), service.to_owned()), state.clone());
+                self.remember_state(device, service, state);
                 for i in self.watching(device) {
                     if let Some(why) = self.state_fires(i, service, state) {
                         self.triggered(i, now, why, &mut out);
@@ -531,6 +532,21 @@ impl Engine {
             .get(name)
             .copied()
             .ok_or_else(|| EngineError::Unknown(name.to_owned()))
+    }
+
+    /// Keep `state` for conditions (every read comes here: no key is
+    /// allocated again for a pair already known).
+    fn remember_state(&mut self, device: &str, service: &str, state: &Arc<Value>) {
+        let by_service = match self.states.get_mut(device) {
+            Some(by_service) => by_service,
+            None => self.states.entry(device.to_owned()).or_default(),
+        };
+        match by_service.get_mut(service) {
+            Some(slot) => *slot = Arc::clone(state),
+            None => {
+                by_service.insert(service.to_owned(), Arc::clone(state));
+            }
+        }
     }
 
     fn watching(&self, device: &str) -> Vec<usize> {
@@ -755,7 +771,8 @@ impl Engine {
                     value,
                 } => self
                     .states
-                    .get(&(device.clone(), path.service.to_owned()))
+                    .get(device)
+                    .and_then(|by_service| by_service.get(path.service))
                     .and_then(|s| path.get(s))
                     .is_some_and(|v| op.holds(v, value)),
                 Condition::TimeWindow { after, before } => {
@@ -845,7 +862,7 @@ mod tests {
             Input::State {
                 device,
                 service,
-                state,
+                state: &Arc::new(state.clone()),
             },
         )
         .unwrap()

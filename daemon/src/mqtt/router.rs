@@ -1191,7 +1191,7 @@ mod tests {
         let event = Event::Bus(BusEvent::State(StateEvent {
             device: DeviceName::try_from("kitchen").unwrap(),
             service: "battery",
-            state: json!({"level": 50}),
+            state: std::sync::Arc::new(json!({"level": 50})),
         }));
         let first = r.step(Input::Event {
             event: &event,
@@ -1568,7 +1568,7 @@ mod tests {
         let volume = Event::Bus(BusEvent::State(StateEvent {
             device: DeviceName::try_from("kitchen").unwrap(),
             service: VOLUME_SERVICE,
-            state: json!({"stream": "music", "level": 5, "max": 15}),
+            state: std::sync::Arc::new(json!({"stream": "music", "level": 5, "max": 15})),
         }));
         assert_eq!(
             Router::wants_info(&volume).map(DeviceName::as_str),
