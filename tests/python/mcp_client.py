@@ -19,8 +19,8 @@ a client that answers approvals itself (elicitation). MODE "auto" speaks
 2026-07-28 (the SDK's Client drives InputRequiredResult rounds through its
 elicitation callback); "legacy" forces the 2025-11-25 handshake (the server
 sends elicitation/create during the call). Each elicitation takes the next
-answer ({"action": "accept"|"decline"|"cancel", "content": {...}}) and is
-reported ({"op": "elicited", "params": ...}). Steps:
+answer ({"action": "accept"|"decline"|"cancel", "content": {...}}, with
+"hold": PATH to answer only once PATH exists) and is reported ({"op": "elicited", "params": ...}). Steps:
   {"op": "call", "name", "arguments"}     -> the result
   {"op": "once", "name", "arguments"}     -> one round only: the raw result,
                                              an InputRequiredResult included
@@ -156,6 +156,10 @@ async def elicit(plan):
     async def on_elicit(context, params):
         emit({"op": "elicited", "params": params.model_dump(by_alias=True, exclude_none=True)})
         answer = answers.pop(0) if answers else {"action": "cancel"}
+        if "hold" in answer:  # answer only once this file exists (60 s at most)
+            with anyio.move_on_after(60):
+                while not os.path.exists(answer["hold"]):
+                    await anyio.sleep(0.1)
         return types.ElicitResult(action=answer["action"], content=answer.get("content"))
 
     if "http" in plan:

@@ -1003,3 +1003,79 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
     assert_eq!(sim_count(&r.kitchen, "svc wifi disable"), 1, "denied: not run");
     assert_eq!(legacy.wait_exit(), 0);
 }
+
+/// The daemon's Streamable HTTP endpoint: a 2026-07-28 client approves in
+/// the client; a 2025-11-25 client is asked during the call, an approval
+/// given elsewhere first wins (its own answer then ignored), and a
+/// declined one is denied.
+#[test]
+fn the_python_sdk_answers_approvals_in_the_client_over_http() {
+    let port = droidwarden_e2e::free_port();
+    let r = rig(&format!("[mcp]\nlisten = \"127.0.0.1:{port}\"\n"), &[]);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    wait_for("the MCP endpoint", WAIT, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    let device = "android_device";
+    let approve = json!({"action": "accept", "content": {"approve": true}});
+    let mut modern = PyClient::start_plan(
+        json!({
+            "http": url,
+            "elicit": "auto",
+            "answers": [approve],
+            "steps": [{"op": "call", "name": device, "arguments": wifi("disable")}],
+        }),
+        &[],
+    );
+    assert_eq!(modern.line(0)["protocol"], "2026-07-28");
+    assert_eq!(modern.line(1)["op"], "elicited");
+    let ran = modern.line(2);
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    assert_eq!(sim_count(&r.kitchen, "svc wifi disable"), 1, "approved: ran");
+    assert_eq!(modern.wait_exit(), 0);
+
+    let hold = tempfile::tempdir().expect("dir");
+    let held = hold.path().join("answer-now");
+    let mut legacy = PyClient::start_plan(
+        json!({
+            "http": url,
+            "elicit": "legacy",
+            "answers": [
+                {"action": "decline", "hold": held.display().to_string()},
+                {"action": "decline"},
+            ],
+            "steps": [
+                {"op": "call", "name": device, "arguments": wifi("enable")},
+                {"op": "call", "name": device, "arguments": wifi("disable")},
+            ],
+        }),
+        &[],
+    );
+    assert_eq!(legacy.line(0)["protocol"], "2025-11-25");
+    let asked = legacy.line(1);
+    assert_eq!(asked["op"], "elicited", "{asked}");
+    // While the client's form is open, the approval is given on MQTT.
+    let request = r
+        .probe
+        .wait("the approval request on MQTT", WAIT, |m| {
+            m.topic.starts_with(&format!("{P}/approvals/")) && m.payload.contains("enable")
+        })
+        .json();
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"approval_id": request["approval_id"], "decision": "approve"}).to_string(),
+    );
+    let ran = legacy.line(2);
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    assert_eq!(sim_count(&r.kitchen, "svc wifi enable"), 1, "approved elsewhere: ran");
+    std::fs::write(&held, "").expect("release the held answer");
+    assert_eq!(legacy.line(3)["op"], "elicited");
+    let denied = legacy.line(4);
+    assert_eq!(error_code(&denied), "denied", "{denied}");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi disable"),
+        1,
+        "declined: not run again"
+    );
+    assert_eq!(legacy.wait_exit(), 0);
+}
