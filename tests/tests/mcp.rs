@@ -41,17 +41,39 @@ impl PyClient {
     }
 
     fn start_plan(plan: Value, env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new("python3")
-            .arg(client_script())
+        let mut python = Command::new("python3");
+        python.arg(client_script());
+        Self::start_command(
+            python,
+            plan,
+            env,
+            "python3 (with the `mcp` and `jsonschema` packages: scripts/test installs them)",
+        )
+    }
+
+    /// The TypeScript SDK's client (`tests/npm/elicit_client.cjs`).
+    fn start_node(plan: Value, env: &[(&str, &str)]) -> Self {
+        let modules = droidwarden_e2e::npm::npm_dir().join("node_modules");
+        assert!(
+            modules.join("@modelcontextprotocol/sdk").exists(),
+            "the TypeScript MCP SDK is missing from {}: scripts/test installs tests/npm",
+            modules.display()
+        );
+        let mut node = Command::new("node");
+        node.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("npm/elicit_client.cjs"))
+            .env("NODE_PATH", modules);
+        Self::start_command(node, plan, env, "node (scripts/test needs it for npm)")
+    }
+
+    fn start_command(mut command: Command, plan: Value, env: &[(&str, &str)], what: &str) -> Self {
+        let mut child = command
             .arg(plan.to_string())
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect(
-                "python3 (with the `mcp` and `jsonschema` packages: scripts/test installs them)",
-            );
+            .expect(what);
         let lines: Arc<Mutex<Vec<Value>>> = Arc::default();
         let stderr: Arc<Mutex<String>> = Arc::default();
         let out = child.stdout.take().expect("stdout");
@@ -1078,4 +1100,56 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
         "declined: not run again"
     );
     assert_eq!(legacy.wait_exit(), 0);
+}
+
+/// An independent client of protocol 2025-11-25, the official TypeScript
+/// SDK, answers `elicitation/create` during the call through
+/// `droidwarden mcp`: approved runs, declined is denied and does not run.
+#[test]
+fn the_typescript_sdk_answers_approvals_in_the_client() {
+    let bus = PrivateBus::session();
+    let env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+    ];
+    let r = rig("", &env);
+    bus.wait_for_daemon(WAIT);
+    let client_env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+        ("HOME", r.adb.home().to_str().expect("home")),
+    ];
+    let device = "android_device";
+    let mut client = PyClient::start_node(
+        json!({
+            "stdio": droidwarden_mcp(r.daemon.config_path(), &[]),
+            "answers": [
+                {"action": "accept", "content": {"approve": true}},
+                {"action": "decline"},
+            ],
+            "steps": [
+                {"op": "call", "name": device, "arguments": wifi("disable")},
+                {"op": "call", "name": device, "arguments": wifi("enable")},
+            ],
+        }),
+        &client_env,
+    );
+    assert_eq!(client.line(0)["protocol"], "2025-11-25");
+    let asked = client.line(1);
+    assert_eq!(asked["op"], "elicited", "{asked}");
+    let message = asked["params"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("wifi_automation.disable"), "{message}");
+    let ran = client.line(2);
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    assert_eq!(ran["result"]["structuredContent"]["action"], "disable");
+    assert_eq!(sim_count(&r.kitchen, "svc wifi disable"), 1, "approved: ran");
+    assert_eq!(client.line(3)["op"], "elicited");
+    let declined = client.line(4);
+    assert_eq!(error_code(&declined), "denied", "{declined}");
+    r.probe.wait("the denial's event", WAIT, |m| {
+        m.topic == format!("{P}/sessions/mcp/events")
+            && m.payload.contains("declined in the MCP client")
+    });
+    assert_eq!(sim_count(&r.kitchen, "svc wifi enable"), 0, "declined: not run");
+    assert_eq!(client.wait_exit(), 0);
 }
