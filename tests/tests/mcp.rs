@@ -913,7 +913,12 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
         }),
         &client_env,
     );
-    assert_eq!(client.line(0)["protocol"], "2026-07-28", "{}", client.line(0));
+    assert_eq!(
+        client.line(0)["protocol"],
+        "2026-07-28",
+        "{}",
+        client.line(0)
+    );
 
     // Approved in the client: the daemon's request, answered, and run.
     let asked = client.line(1);
@@ -936,15 +941,18 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
     let ran = client.line(2);
     assert_eq!(ran["result"]["isError"], false, "{ran}");
     assert_eq!(ran["result"]["structuredContent"]["action"], "disable");
-    assert_eq!(sim_count(&r.kitchen, "svc wifi disable"), 1, "approved: ran once");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi disable"),
+        1,
+        "approved: ran once"
+    );
     // The decision is the daemon's: the request closed, its session
     // event says it was approved.
     r.probe.wait("the approval closed on MQTT", WAIT, |m| {
         m.topic == format!("{P}/approvals/{id}") && m.payload.is_empty()
     });
     r.probe.wait("the approval's outcome event", WAIT, |m| {
-        m.topic == format!("{P}/sessions/mcp/events")
-            && m.payload.contains(r#""approved":true"#)
+        m.topic == format!("{P}/sessions/mcp/events") && m.payload.contains(r#""approved":true"#)
     });
 
     // Declined in the client: denied, recorded with the reason, not run.
@@ -960,7 +968,11 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
         m.topic == format!("{P}/sessions/mcp/events")
             && m.payload.contains("declined in the MCP client")
     });
-    assert_eq!(sim_count(&r.kitchen, "svc wifi enable"), 0, "declined: not run");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi enable"),
+        0,
+        "declined: not run"
+    );
 
     // One round by hand: the InputRequiredResult and its handle.
     let once = client.line(5);
@@ -1022,7 +1034,11 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
         reason.contains("in the MCP client (elicitation): not tonight"),
         "{reason}"
     );
-    assert_eq!(sim_count(&r.kitchen, "svc wifi disable"), 1, "denied: not run");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi disable"),
+        1,
+        "denied: not run"
+    );
     assert_eq!(legacy.wait_exit(), 0);
 }
 
@@ -1053,7 +1069,11 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
     assert_eq!(modern.line(1)["op"], "elicited");
     let ran = modern.line(2);
     assert_eq!(ran["result"]["isError"], false, "{ran}");
-    assert_eq!(sim_count(&r.kitchen, "svc wifi disable"), 1, "approved: ran");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi disable"),
+        1,
+        "approved: ran"
+    );
     assert_eq!(modern.wait_exit(), 0);
 
     let hold = tempfile::tempdir().expect("dir");
@@ -1089,7 +1109,11 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
     );
     let ran = legacy.line(2);
     assert_eq!(ran["result"]["isError"], false, "{ran}");
-    assert_eq!(sim_count(&r.kitchen, "svc wifi enable"), 1, "approved elsewhere: ran");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi enable"),
+        1,
+        "approved elsewhere: ran"
+    );
     std::fs::write(&held, "").expect("release the held answer");
     assert_eq!(legacy.line(3)["op"], "elicited");
     let denied = legacy.line(4);
@@ -1142,7 +1166,11 @@ fn the_typescript_sdk_answers_approvals_in_the_client() {
     let ran = client.line(2);
     assert_eq!(ran["result"]["isError"], false, "{ran}");
     assert_eq!(ran["result"]["structuredContent"]["action"], "disable");
-    assert_eq!(sim_count(&r.kitchen, "svc wifi disable"), 1, "approved: ran");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi disable"),
+        1,
+        "approved: ran"
+    );
     assert_eq!(client.line(3)["op"], "elicited");
     let declined = client.line(4);
     assert_eq!(error_code(&declined), "denied", "{declined}");
@@ -1150,6 +1178,10 @@ fn the_typescript_sdk_answers_approvals_in_the_client() {
         m.topic == format!("{P}/sessions/mcp/events")
             && m.payload.contains("declined in the MCP client")
     });
-    assert_eq!(sim_count(&r.kitchen, "svc wifi enable"), 0, "declined: not run");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi enable"),
+        0,
+        "declined: not run"
+    );
     assert_eq!(client.wait_exit(), 0);
 }
