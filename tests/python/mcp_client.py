@@ -20,7 +20,8 @@ a client that answers approvals itself (elicitation). MODE "auto" speaks
 elicitation callback); "legacy" forces the 2025-11-25 handshake (the server
 sends elicitation/create during the call). Each elicitation takes the next
 answer ({"action": "accept"|"decline"|"cancel", "content": {...}}, with
-"hold": PATH to answer only once PATH exists) and is reported ({"op": "elicited", "params": ...}). Steps:
+"hold": PATH to answer only once PATH exists; {"op": "withdrawn"} when the
+server cancels it meanwhile) and is reported ({"op": "elicited", "params": ...}). Steps:
   {"op": "call", "name", "arguments"}     -> the result
   {"op": "once", "name", "arguments"}     -> one round only: the raw result,
                                              an InputRequiredResult included
@@ -157,9 +158,14 @@ async def elicit(plan):
         emit({"op": "elicited", "params": params.model_dump(by_alias=True, exclude_none=True)})
         answer = answers.pop(0) if answers else {"action": "cancel"}
         if "hold" in answer:  # answer only once this file exists (60 s at most)
-            with anyio.move_on_after(60):
-                while not os.path.exists(answer["hold"]):
-                    await anyio.sleep(0.1)
+            try:
+                with anyio.move_on_after(60):
+                    while not os.path.exists(answer["hold"]):
+                        await anyio.sleep(0.1)
+            except anyio.get_cancelled_exc_class():
+                # The server withdrew the request (notifications/cancelled).
+                emit({"op": "withdrawn"})
+                raise
         return types.ElicitResult(action=answer["action"], content=answer.get("content"))
 
     if "http" in plan:

@@ -106,7 +106,8 @@ impl PyClient {
         }
     }
 
-    /// The `n`-th step's line (0-based; progress lines not counted),
+    /// The `n`-th step's line (0-based; progress and withdrawn lines not
+    /// counted),
     /// waiting for it; a failure line fails the test.
     fn line(&self, n: usize) -> Value {
         let got = wait_for(&format!("line {n} from the MCP client"), WAIT, || {
@@ -116,7 +117,7 @@ impl PyClient {
             }
             lines
                 .iter()
-                .filter(|l| l["op"] != "progress")
+                .filter(|l| l["op"] != "progress" && l["op"] != "withdrawn")
                 .nth(n)
                 .cloned()
                 .map(Ok)
@@ -1114,6 +1115,11 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
         1,
         "approved elsewhere: ran"
     );
+    // The client's form was withdrawn (notifications/cancelled).
+    wait_for("the elicitation withdrawn", WAIT, || {
+        let lines = legacy.lines.lock().unwrap();
+        lines.iter().any(|l| l["op"] == "withdrawn").then_some(())
+    });
     std::fs::write(&held, "").expect("release the held answer");
     assert_eq!(legacy.line(3)["op"], "elicited");
     let denied = legacy.line(4);

@@ -516,26 +516,55 @@ impl PhoneServer {
         let wait = self.backend.approval_wait();
         match mode {
             super::elicit::Mode::Request => {
+                let request = rmcp::model::ServerRequest::ElicitRequest(
+                    rmcp::model::ElicitRequest::new(question.params()),
+                );
                 let asked = context
                     .peer
-                    .create_elicitation_with_timeout(question.params(), Some(wait));
-                tokio::select! {
-                    // Answered elsewhere first: that answer stands.
-                    result = task.result() => {
-                        return Ok(Step::Done(wrap(device, service, action, result?)));
-                    }
-                    answer = asked => match answer {
-                        Ok(answer) => {
-                            let answer = super::elicit::read(&answer);
-                            let backend = &self.backend;
-                            super::elicit::record(&approval_id, &answer, || backend.answer(&approval_id, &answer)).await;
+                    .send_request_with_option(
+                        request,
+                        rmcp::service::PeerRequestOptions::with_timeout(wait),
+                    )
+                    .await;
+                let answer = match asked {
+                    Ok(handle) => {
+                        let id = handle.id.clone();
+                        tokio::select! {
+                            // Answered elsewhere first: that answer stands,
+                            // and the client's form is withdrawn.
+                            result = task.result() => {
+                                let cancel = rmcp::model::CancelledNotificationParam::new(
+                                    Some(id),
+                                    Some("the approval was answered elsewhere".into()),
+                                );
+                                if let Err(e) = context.peer.notify_cancelled(cancel).await {
+                                    tracing::debug!(error = %e, "elicitation not cancelled");
+                                }
+                                return Ok(Step::Done(wrap(device, service, action, result?)));
+                            }
+                            answer = handle.await_response() => match answer {
+                                Ok(rmcp::model::ClientResult::ElicitResult(answer)) => Ok(answer),
+                                Ok(_) => Err("an unexpected answer".to_owned()),
+                                Err(e) => Err(e.to_string()),
+                            },
                         }
-                        Err(e) => tracing::info!(
-                            approval = approval_id,
-                            error = %e,
-                            "the MCP client did not answer the elicitation; the call waits for an approval elsewhere"
-                        ),
-                    },
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                match answer {
+                    Ok(answer) => {
+                        let answer = super::elicit::read(&answer);
+                        let backend = &self.backend;
+                        super::elicit::record(&approval_id, &answer, || {
+                            backend.answer(&approval_id, &answer)
+                        })
+                        .await;
+                    }
+                    Err(e) => tracing::info!(
+                        approval = approval_id,
+                        error = %e,
+                        "the MCP client did not answer the elicitation; the call waits for an approval elsewhere"
+                    ),
                 }
                 let result = with_progress(task.result(), context).await?;
                 Ok(Step::Done(wrap(device, service, action, result)))
