@@ -22,6 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const P: &str = "droidwarden";
+/// No bus can be reached there.
+const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
 const WAIT: Duration = Duration::from_secs(60);
 
 fn client_script() -> PathBuf {
@@ -1134,19 +1136,24 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
 
 /// An independent client of protocol 2025-11-25, the official TypeScript
 /// SDK, answers `elicitation/create` during the call through
-/// `droidwarden mcp`: approved runs, declined is denied and does not run.
+/// `droidwarden mcp`, which reaches the daemon on its private socket (no
+/// bus): approved runs, declined is denied and does not run.
 #[test]
 fn the_typescript_sdk_answers_approvals_in_the_client() {
-    let bus = PrivateBus::session();
+    // No bus at all: the daemon serves its API on its private socket, and
+    // `droidwarden mcp` finds it there.
+    let runtime = tempfile::tempdir().expect("runtime dir");
+    let runtime_dir = runtime.path().to_str().expect("runtime dir").to_owned();
     let env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
+        ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
+        ("DROIDWARDEN__DBUS__BUS", "auto"),
+        ("XDG_RUNTIME_DIR", runtime_dir.as_str()),
     ];
     let r = rig("", &env);
-    bus.wait_for_daemon(WAIT);
     let client_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
+        ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
+        ("DROIDWARDEN__DBUS__BUS", "auto"),
+        ("XDG_RUNTIME_DIR", runtime_dir.as_str()),
         ("HOME", r.adb.home().to_str().expect("home")),
     ];
     let device = "android_device";
