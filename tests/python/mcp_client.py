@@ -14,6 +14,21 @@ to URI (subscriptions/listen), make the call, report the first update;
 or {"stdio": [...], "tools_changed": "listen" | "legacy"}: wait for a
 notifications/tools/list_changed (on a subscriptions/listen stream at
 2026-07-28, or unscoped on a 2025-11-25 session), then list the tools.
+or {"stdio": [...] | "http": URL, "elicit": MODE, "answers": [...], "steps": [...]}:
+a client that answers approvals itself (elicitation). MODE "auto" speaks
+2026-07-28 (the SDK's Client drives InputRequiredResult rounds through its
+elicitation callback); "legacy" forces the 2025-11-25 handshake (the server
+sends elicitation/create during the call). Each elicitation takes the next
+answer ({"action": "accept"|"decline"|"cancel", "content": {...}}, with
+"hold": PATH to answer only once PATH exists; {"op": "withdrawn"} when the
+server cancels it meanwhile) and is reported ({"op": "elicited", "params": ...}). Steps:
+  {"op": "call", "name", "arguments"}     -> the result
+  {"op": "once", "name", "arguments"}     -> one round only: the raw result,
+                                             an InputRequiredResult included
+  {"op": "retry", "name", "arguments", "state": S | "from": N, "answer": A}
+                                          -> one round with requestState S
+                                             (or step N's) and inputResponses
+                                             {"approval": A} (none when A is null)
 One JSON object per line on stdout, flushed, in step order; progress
 notifications are also passed on as they come ({"op": "progress"}).
 """
@@ -26,6 +41,7 @@ import sys
 import anyio
 import jsonschema
 from mcp import Client, ClientSession, StdioServerParameters
+from mcp import types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -134,8 +150,63 @@ async def tools_changed(plan):
                                           for t in listed.tools]})
 
 
+async def elicit(plan):
+    """Calls whose approvals are answered in this client (elicitation)."""
+    answers = list(plan.get("answers", []))
+
+    async def on_elicit(context, params):
+        emit({"op": "elicited", "params": params.model_dump(by_alias=True, exclude_none=True)})
+        answer = answers.pop(0) if answers else {"action": "cancel"}
+        if "hold" in answer:  # answer only once this file exists (60 s at most)
+            try:
+                with anyio.move_on_after(60):
+                    while not os.path.exists(answer["hold"]):
+                        await anyio.sleep(0.1)
+            except anyio.get_cancelled_exc_class():
+                # The server withdrew the request (notifications/cancelled).
+                emit({"op": "withdrawn"})
+                raise
+        return types.ElicitResult(action=answer["action"], content=answer.get("content"))
+
+    if "http" in plan:
+        server = plan["http"]
+    else:
+        argv = plan["stdio"]
+        server = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    results = []
+    async with Client(server, mode=plan["elicit"], elicitation_callback=on_elicit) as client:
+        emit({"op": "connected", "protocol": client.protocol_version})
+        for step in plan["steps"]:
+            op = step["op"]
+            if op == "call":
+                result = await client.call_tool(step["name"], step.get("arguments", {}))
+            elif op == "once":
+                result = await client.session.call_tool(
+                    step["name"], step.get("arguments", {}), allow_input_required=True)
+            elif op == "retry":
+                state = step.get("state")
+                if "from" in step:
+                    state = results[step["from"]].get("requestState")
+                answer = step.get("answer")
+                result = await client.session.call_tool(
+                    step["name"], step.get("arguments", {}),
+                    request_state=state,
+                    input_responses=None if answer is None else {
+                        "approval": types.ElicitResult(
+                            action=answer["action"], content=answer.get("content"))},
+                    allow_input_required=True)
+            else:
+                raise ValueError(f"unknown op {op}")
+            d = result.model_dump(by_alias=True, exclude_none=True)
+            results.append(d)
+            emit({"op": op, "name": step["name"], "result": d})
+
+
 async def main():
     plan = json.loads(sys.argv[1])
+    if "elicit" in plan:
+        await elicit(plan)
+        return
     if "tools_changed" in plan:
         await tools_changed(plan)
         return

@@ -22,6 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const P: &str = "droidwarden";
+/// No bus can be reached there.
+const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
 const WAIT: Duration = Duration::from_secs(60);
 
 fn client_script() -> PathBuf {
@@ -41,17 +43,39 @@ impl PyClient {
     }
 
     fn start_plan(plan: Value, env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new("python3")
-            .arg(client_script())
+        let mut python = Command::new("python3");
+        python.arg(client_script());
+        Self::start_command(
+            python,
+            plan,
+            env,
+            "python3 (with the `mcp` and `jsonschema` packages: scripts/test installs them)",
+        )
+    }
+
+    /// The TypeScript SDK's client (`tests/npm/elicit_client.cjs`).
+    fn start_node(plan: Value, env: &[(&str, &str)]) -> Self {
+        let modules = droidwarden_e2e::npm::npm_dir().join("node_modules");
+        assert!(
+            modules.join("@modelcontextprotocol/sdk").exists(),
+            "the TypeScript MCP SDK is missing from {}: scripts/test installs tests/npm",
+            modules.display()
+        );
+        let mut node = Command::new("node");
+        node.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("npm/elicit_client.cjs"))
+            .env("NODE_PATH", modules);
+        Self::start_command(node, plan, env, "node (scripts/test needs it for npm)")
+    }
+
+    fn start_command(mut command: Command, plan: Value, env: &[(&str, &str)], what: &str) -> Self {
+        let mut child = command
             .arg(plan.to_string())
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect(
-                "python3 (with the `mcp` and `jsonschema` packages: scripts/test installs them)",
-            );
+            .expect(what);
         let lines: Arc<Mutex<Vec<Value>>> = Arc::default();
         let stderr: Arc<Mutex<String>> = Arc::default();
         let out = child.stdout.take().expect("stdout");
@@ -84,7 +108,8 @@ impl PyClient {
         }
     }
 
-    /// The `n`-th step's line (0-based; progress lines not counted),
+    /// The `n`-th step's line (0-based; progress and withdrawn lines not
+    /// counted),
     /// waiting for it; a failure line fails the test.
     fn line(&self, n: usize) -> Value {
         let got = wait_for(&format!("line {n} from the MCP client"), WAIT, || {
@@ -94,7 +119,7 @@ impl PyClient {
             }
             lines
                 .iter()
-                .filter(|l| l["op"] != "progress")
+                .filter(|l| l["op"] != "progress" && l["op"] != "withdrawn")
                 .nth(n)
                 .cloned()
                 .map(Ok)
@@ -825,4 +850,351 @@ fn hostile_json_rpc_gets_errors_and_the_server_keeps_serving() {
         !sim_ran(&sim, "aaaaaaaa"),
         "the huge value never reached the phone"
     );
+}
+
+/// How many commands the sim ran that contain `word`.
+fn sim_count(sim: &Sim, word: &str) -> usize {
+    sim.commands()
+        .iter()
+        .filter(|argv| argv.join(" ").contains(word))
+        .count()
+}
+
+fn wifi(action: &str) -> Value {
+    json!({"service_id": "wifi_automation", "action": action})
+}
+
+/// The structured error code of a tool result line.
+fn error_code(line: &Value) -> &str {
+    line["result"]["structuredContent"]["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// Protocol 2026-07-28 through `droidwarden mcp` and the daemon's D-Bus
+/// API: the SDK's Client gets an `InputRequiredResult`, asks its
+/// elicitation callback and retries with the answer; the answer is the
+/// daemon approval's decision. Forged, mismatched and reused
+/// `requestState`s approve nothing. Then the same server with a client
+/// forced to the 2025-11-25 handshake: `elicitation/create` during the
+/// call.
+#[test]
+fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
+    let bus = PrivateBus::session();
+    let env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+    ];
+    let r = rig("", &env);
+    bus.wait_for_daemon(WAIT);
+    let cli = Droidwarden::new(&r.adb, &r.config);
+    let client_env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+        ("HOME", r.adb.home().to_str().expect("home")),
+    ];
+    let device = "android_device";
+    let approve = json!({"action": "accept", "content": {"approve": true}});
+    let mut client = PyClient::start_plan(
+        json!({
+            "stdio": droidwarden_mcp(r.daemon.config_path(), &[]),
+            "elicit": "auto",
+            "answers": [approve, {"action": "decline"}],
+            "steps": [
+                {"op": "call", "name": device, "arguments": wifi("disable")},
+                {"op": "call", "name": device, "arguments": wifi("enable")},
+                {"op": "once", "name": device, "arguments": wifi("disable")},
+                {"op": "retry", "name": device, "arguments": wifi("disable"),
+                 "state": "0".repeat(64), "answer": approve},
+                {"op": "retry", "name": device, "arguments": wifi("enable"),
+                 "from": 2, "answer": approve},
+                {"op": "retry", "name": device, "arguments": wifi("disable"),
+                 "from": 2, "answer": null},
+                {"op": "retry", "name": device, "arguments": wifi("disable"),
+                 "from": 2, "answer": approve},
+            ],
+        }),
+        &client_env,
+    );
+    assert_eq!(
+        client.line(0)["protocol"],
+        "2026-07-28",
+        "{}",
+        client.line(0)
+    );
+
+    // Approved in the client: the daemon's request, answered, and run.
+    let asked = client.line(1);
+    assert_eq!(asked["op"], "elicited", "{asked}");
+    let message = asked["params"]["message"].as_str().expect("message");
+    let request = r
+        .probe
+        .wait("the approval request on MQTT", WAIT, |m| {
+            m.topic.starts_with(&format!("{P}/approvals/")) && m.payload.contains("disable")
+        })
+        .json();
+    let id = request["approval_id"].as_str().expect("approval id");
+    for part in ["wifi_automation.disable", "risk", id] {
+        assert!(message.contains(part), "{part} in {message}");
+    }
+    assert_eq!(
+        asked["params"]["requestedSchema"]["properties"]["approve"]["type"],
+        "boolean"
+    );
+    let ran = client.line(2);
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    assert_eq!(ran["result"]["structuredContent"]["action"], "disable");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi disable"),
+        1,
+        "approved: ran once"
+    );
+    // The decision is the daemon's: the request closed, its session
+    // event says it was approved.
+    r.probe.wait("the approval closed on MQTT", WAIT, |m| {
+        m.topic == format!("{P}/approvals/{id}") && m.payload.is_empty()
+    });
+    r.probe.wait("the approval's outcome event", WAIT, |m| {
+        m.topic == format!("{P}/sessions/mcp/events") && m.payload.contains(r#""approved":true"#)
+    });
+
+    // Declined in the client: denied, recorded with the reason, not run.
+    assert_eq!(client.line(3)["op"], "elicited");
+    let declined = client.line(4);
+    assert_eq!(declined["result"]["isError"], true, "{declined}");
+    assert_eq!(error_code(&declined), "denied", "{declined}");
+    let reason = declined["result"]["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(reason.contains("declined in the MCP client"), "{reason}");
+    r.probe.wait("the denial's event", WAIT, |m| {
+        m.topic == format!("{P}/sessions/mcp/events")
+            && m.payload.contains("declined in the MCP client")
+    });
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi enable"),
+        0,
+        "declined: not run"
+    );
+
+    // One round by hand: the InputRequiredResult and its handle.
+    let once = client.line(5);
+    let input = &once["result"];
+    assert_eq!(input["resultType"], "input_required", "{once}");
+    assert_eq!(
+        input["inputRequests"]["approval"]["method"],
+        "elicitation/create"
+    );
+    let state = input["requestState"].as_str().expect("requestState");
+    assert_eq!(state.len(), 64, "{state}");
+    // A forged handle and one replayed on other arguments approve nothing.
+    for n in [6, 7] {
+        let refused = client.line(n);
+        assert_eq!(refused["result"]["isError"], true, "{refused}");
+        assert_eq!(error_code(&refused), "invalid_request_state", "{refused}");
+    }
+    // The retry without an answer denies that same request …
+    let unanswered = client.line(8);
+    assert_eq!(error_code(&unanswered), "denied", "{unanswered}");
+    // … and its handle is spent.
+    let reused = client.line(9);
+    assert_eq!(error_code(&reused), "invalid_request_state", "{reused}");
+    assert_eq!(client.wait_exit(), 0);
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi disable"),
+        1,
+        "nothing ran after the first approval"
+    );
+    let open = cli.run_on_bus(&bus.address, &["approvals", "--json"]);
+    assert_eq!(open.json["approvals"], json!([]), "{}", open.stdout);
+
+    // The 2025-11-25 handshake: elicitation/create during the call.
+    let mut legacy = PyClient::start_plan(
+        json!({
+            "stdio": droidwarden_mcp(r.daemon.config_path(), &[]),
+            "elicit": "legacy",
+            "answers": [approve, {"action": "accept",
+                                  "content": {"approve": false, "reason": "not tonight"}}],
+            "steps": [
+                {"op": "call", "name": device, "arguments": wifi("enable")},
+                {"op": "call", "name": device, "arguments": wifi("disable")},
+            ],
+        }),
+        &client_env,
+    );
+    assert_eq!(legacy.line(0)["protocol"], "2025-11-25");
+    assert_eq!(legacy.line(1)["op"], "elicited");
+    let ran = legacy.line(2);
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    assert_eq!(sim_count(&r.kitchen, "svc wifi enable"), 1, "approved: ran");
+    assert_eq!(legacy.line(3)["op"], "elicited");
+    let denied = legacy.line(4);
+    assert_eq!(error_code(&denied), "denied", "{denied}");
+    let reason = denied["result"]["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        reason.contains("in the MCP client (elicitation): not tonight"),
+        "{reason}"
+    );
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi disable"),
+        1,
+        "denied: not run"
+    );
+    assert_eq!(legacy.wait_exit(), 0);
+}
+
+/// The daemon's Streamable HTTP endpoint: a 2026-07-28 client approves in
+/// the client; a 2025-11-25 client is asked during the call, an approval
+/// given elsewhere first wins (its own answer then ignored), and a
+/// declined one is denied.
+#[test]
+fn the_python_sdk_answers_approvals_in_the_client_over_http() {
+    let port = droidwarden_e2e::free_port();
+    let r = rig(&format!("[mcp]\nlisten = \"127.0.0.1:{port}\"\n"), &[]);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    wait_for("the MCP endpoint", WAIT, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    let device = "android_device";
+    let approve = json!({"action": "accept", "content": {"approve": true}});
+    let mut modern = PyClient::start_plan(
+        json!({
+            "http": url,
+            "elicit": "auto",
+            "answers": [approve],
+            "steps": [{"op": "call", "name": device, "arguments": wifi("disable")}],
+        }),
+        &[],
+    );
+    assert_eq!(modern.line(0)["protocol"], "2026-07-28");
+    assert_eq!(modern.line(1)["op"], "elicited");
+    let ran = modern.line(2);
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi disable"),
+        1,
+        "approved: ran"
+    );
+    assert_eq!(modern.wait_exit(), 0);
+
+    let hold = tempfile::tempdir().expect("dir");
+    let held = hold.path().join("answer-now");
+    let mut legacy = PyClient::start_plan(
+        json!({
+            "http": url,
+            "elicit": "legacy",
+            "answers": [
+                {"action": "decline", "hold": held.display().to_string()},
+                {"action": "decline"},
+            ],
+            "steps": [
+                {"op": "call", "name": device, "arguments": wifi("enable")},
+                {"op": "call", "name": device, "arguments": wifi("disable")},
+            ],
+        }),
+        &[],
+    );
+    assert_eq!(legacy.line(0)["protocol"], "2025-11-25");
+    let asked = legacy.line(1);
+    assert_eq!(asked["op"], "elicited", "{asked}");
+    // While the client's form is open, the approval is given on MQTT.
+    let request = r
+        .probe
+        .wait("the approval request on MQTT", WAIT, |m| {
+            m.topic.starts_with(&format!("{P}/approvals/")) && m.payload.contains("enable")
+        })
+        .json();
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"approval_id": request["approval_id"], "decision": "approve"}).to_string(),
+    );
+    let ran = legacy.line(2);
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi enable"),
+        1,
+        "approved elsewhere: ran"
+    );
+    // The client's form was withdrawn (notifications/cancelled).
+    wait_for("the elicitation withdrawn", WAIT, || {
+        let lines = legacy.lines.lock().unwrap();
+        lines.iter().any(|l| l["op"] == "withdrawn").then_some(())
+    });
+    std::fs::write(&held, "").expect("release the held answer");
+    assert_eq!(legacy.line(3)["op"], "elicited");
+    let denied = legacy.line(4);
+    assert_eq!(error_code(&denied), "denied", "{denied}");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi disable"),
+        1,
+        "declined: not run again"
+    );
+    assert_eq!(legacy.wait_exit(), 0);
+}
+
+/// An independent client of protocol 2025-11-25, the official TypeScript
+/// SDK, answers `elicitation/create` during the call through
+/// `droidwarden mcp`, which reaches the daemon on its private socket (no
+/// bus): approved runs, declined is denied and does not run.
+#[test]
+fn the_typescript_sdk_answers_approvals_in_the_client() {
+    // No bus at all: the daemon serves its API on its private socket, and
+    // `droidwarden mcp` finds it there.
+    let runtime = tempfile::tempdir().expect("runtime dir");
+    let runtime_dir = runtime.path().to_str().expect("runtime dir").to_owned();
+    let env = [
+        ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
+        ("DROIDWARDEN__DBUS__BUS", "auto"),
+        ("XDG_RUNTIME_DIR", runtime_dir.as_str()),
+    ];
+    let r = rig("", &env);
+    let client_env = [
+        ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
+        ("DROIDWARDEN__DBUS__BUS", "auto"),
+        ("XDG_RUNTIME_DIR", runtime_dir.as_str()),
+        ("HOME", r.adb.home().to_str().expect("home")),
+    ];
+    let device = "android_device";
+    let mut client = PyClient::start_node(
+        json!({
+            "stdio": droidwarden_mcp(r.daemon.config_path(), &[]),
+            "answers": [
+                {"action": "accept", "content": {"approve": true}},
+                {"action": "decline"},
+            ],
+            "steps": [
+                {"op": "call", "name": device, "arguments": wifi("disable")},
+                {"op": "call", "name": device, "arguments": wifi("enable")},
+            ],
+        }),
+        &client_env,
+    );
+    assert_eq!(client.line(0)["protocol"], "2025-11-25");
+    let asked = client.line(1);
+    assert_eq!(asked["op"], "elicited", "{asked}");
+    let message = asked["params"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("wifi_automation.disable"), "{message}");
+    let ran = client.line(2);
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    assert_eq!(ran["result"]["structuredContent"]["action"], "disable");
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi disable"),
+        1,
+        "approved: ran"
+    );
+    assert_eq!(client.line(3)["op"], "elicited");
+    let declined = client.line(4);
+    assert_eq!(error_code(&declined), "denied", "{declined}");
+    r.probe.wait("the denial's event", WAIT, |m| {
+        m.topic == format!("{P}/sessions/mcp/events")
+            && m.payload.contains("declined in the MCP client")
+    });
+    assert_eq!(
+        sim_count(&r.kitchen, "svc wifi enable"),
+        0,
+        "declined: not run"
+    );
+    assert_eq!(client.wait_exit(), 0);
 }

@@ -242,6 +242,98 @@ impl Client {
         }
     }
 
+    /// `CallCheckedTicket`: [`Client::call_checked`], sending the approval
+    /// id to `on_approval` as soon as the call waits for a person (the
+    /// `CallAwaitsApproval` signal for a random ticket of this call), so
+    /// the caller can ask for the answer itself. A daemon without the
+    /// method gets `CallChecked` (and `on_approval` never hears).
+    pub(crate) async fn call_checked_ticket(
+        &self,
+        device: Option<&str>,
+        command: &droidwarden_services::Command,
+        approval_wait: Duration,
+        bound: Duration,
+        on_approval: tokio::sync::oneshot::Sender<String>,
+    ) -> Result<Value, WireError> {
+        use futures_util::StreamExt as _;
+        let ticket = ticket();
+        let mut signals = self.signals("CallAwaitsApproval", &ticket).await?;
+        let limit = approval_wait + bound + CALL_MARGIN;
+        let params = command.params_json().to_string();
+        let body = (
+            device.unwrap_or(""),
+            command.service_id(),
+            command.action_name(),
+            params.as_str(),
+            ticket.as_str(),
+        );
+        let reply = self.invoke::<_, String>("CallCheckedTicket", &body, limit + CALL_MARGIN);
+        let watch = async {
+            let mut on_approval = Some(on_approval);
+            while let Some(message) = signals.next().await {
+                let Ok(message) = message else { continue };
+                let Ok((for_ticket, id)) = message.body().deserialize::<(String, String)>() else {
+                    continue;
+                };
+                if for_ticket == ticket
+                    && let Some(tx) = on_approval.take()
+                {
+                    let _ = tx.send(id);
+                }
+            }
+            std::future::pending::<()>().await;
+        };
+        let answered = tokio::select! {
+            answered = tokio::time::timeout(limit, reply) => answered,
+            () = watch => return Err(WireError::new(ErrorCode::Internal, "signal watch ended")),
+        };
+        match answered {
+            Ok(Ok(text)) => parse(&text),
+            Ok(Err(e)) if e.message.contains("UnknownMethod") => {
+                tracing::debug!("the daemon has no CallCheckedTicket; using CallChecked");
+                self.call_checked(device, command, approval_wait, bound)
+                    .await
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(WireError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the droidwarden daemon did not answer CallCheckedTicket within {:.1} s; the call was not cancelled and may still run (check `droidwarden status`)",
+                    limit.as_secs_f64()
+                ),
+            )),
+        }
+    }
+
+    /// The daemon's signal `member` whose first argument is `arg0`.
+    async fn signals(&self, member: &str, arg0: &str) -> Result<zbus::MessageStream, WireError> {
+        let mut rule = zbus::MatchRule::builder().msg_type(zbus::message::Type::Signal);
+        if self.socket.is_none() {
+            rule = rule
+                .sender(NAME)
+                .map_err(|e| WireError::new(ErrorCode::Internal, format!("match rule: {e}")))?;
+        }
+        let rule = rule
+            .path(PATH)
+            .and_then(|b| b.interface(INTERFACE))
+            .and_then(|b| b.member(member))
+            .and_then(|b| b.arg(0, arg0))
+            .map(|b| b.build())
+            .map_err(|e| WireError::new(ErrorCode::Internal, format!("match rule: {e}")))?;
+        let stream = zbus::MessageStream::for_match_rule(rule, &self.conn, Some(16));
+        match tokio::time::timeout(QUICK, stream).await {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(e)) => Err(self.to_wire("AddMatch", e)),
+            Err(_) => Err(WireError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "{} did not accept a match rule within {QUICK:?}",
+                    self.place()
+                ),
+            )),
+        }
+    }
+
     /// Subscribe to `SessionEvent` signals (all sessions: a new session's
     /// id is only known once `Ask` returns). Subscribe before calling
     /// [`Client::ask`] so that no event is missed.
@@ -469,4 +561,20 @@ fn parse(text: &str) -> Result<Value, WireError> {
             format!("the daemon answered with invalid JSON: {e}"),
         )
     })
+}
+
+/// A random ticket for `CallCheckedTicket` (16 bytes, hex).
+fn ticket() -> String {
+    use ring::rand::SecureRandom as _;
+    let mut bytes = [0u8; 16];
+    if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
+        // Unique enough within this process's calls: it only pairs a
+        // call with its signal.
+        let n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        return format!("{}-{n}", std::process::id());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

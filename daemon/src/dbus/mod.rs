@@ -531,6 +531,47 @@ impl Daemon1 {
         Ok(result.to_string())
     }
 
+    /// `CallChecked` for a client that asks the person itself (MCP
+    /// elicitation, docs/mcp.md): when the call waits for approval, the
+    /// signal `CallAwaitsApproval(ticket, approval_id)` goes to this
+    /// connection, so the client can answer it with `Approve` or `Deny`.
+    /// `ticket`: the client's own random tag for this call (1–128 chars).
+    #[zbus(out_args("result_json"))]
+    async fn call_checked_ticket(
+        &self,
+        #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
+        device: &str,
+        service: &str,
+        action: &str,
+        params_json: &str,
+        ticket: &str,
+    ) -> Result<String, DbusError> {
+        let call = parse_call(device, service, action, params_json)?;
+        let run = crate::mcp::elicit::ticketed_call(
+            &self.hub,
+            self.assistant.as_ref(),
+            call,
+            ticket,
+            |id| async move {
+                let sent = Self::call_awaits_approval(&emitter, ticket, &id);
+                if !matches!(tokio::time::timeout(EMIT_TIMEOUT, sent).await, Ok(Ok(()))) {
+                    tracing::debug!(approval = id, "CallAwaitsApproval not sent");
+                }
+            },
+        );
+        let result = self.calls.track_future(run).await?;
+        Ok(result.to_string())
+    }
+
+    /// A `CallCheckedTicket` call waits for approval `approval_id`; sent
+    /// to the caller's connection only on the socket, on the bus to all.
+    #[zbus(signal)]
+    async fn call_awaits_approval(
+        emitter: &SignalEmitter<'_>,
+        ticket: &str,
+        approval_id: &str,
+    ) -> zbus::Result<()>;
+
     /// The longest a `Call` on `device` can take before the daemon answers
     /// it, in milliseconds: the device's own bound (`[calls] timeout_ms`
     /// for an ADB phone; for a companion phone its queue time, its turn

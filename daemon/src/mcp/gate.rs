@@ -29,6 +29,22 @@ pub(crate) async fn call_checked(
     assistant: Option<&Assistant>,
     call: Call,
 ) -> Result<Value, WireError> {
+    call_checked_with(hub, assistant, call, |_| {}).await
+}
+
+/// [`call_checked`], telling `on_open` the approval request's id as soon
+/// as the call waits for one (never called when it runs or is refused at
+/// once), so the caller can ask for the answer itself (elicitation,
+/// `elicit.rs`).
+///
+/// # Errors
+/// As [`call_checked`].
+pub(crate) async fn call_checked_with(
+    hub: &Hub,
+    assistant: Option<&Assistant>,
+    call: Call,
+    on_open: impl FnOnce(&str),
+) -> Result<Value, WireError> {
     let spec = call.command.spec();
     let service = call.command.service_id();
     let action = call.command.action_name();
@@ -63,6 +79,7 @@ pub(crate) async fn call_checked(
                         action = a.action,
                         "an MCP call waits for approval"
                     );
+                    on_open(&a.approval_id);
                 })
                 .await?;
             match answer {

@@ -48,6 +48,8 @@ pub(crate) struct HttpSettings {
     /// The file holding the bearer token clients must send (required
     /// beyond loopback).
     pub(crate) token_file: Option<PathBuf>,
+    /// Ask approvals inside clients that can elicit (`[mcp] elicitation`).
+    pub(crate) elicitation: bool,
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -105,6 +107,10 @@ pub(crate) async fn serve(
         config = config.disable_allowed_hosts();
     }
     let (session_tracker, session_shutdown) = (tracker.clone(), shutdown.clone());
+    // One table of calls waiting for a 2026-07-28 client's retry for the
+    // whole endpoint: those requests are stateless, each its own session.
+    let pending = Arc::new(super::elicit::Pending::default());
+    let elicitation = settings.elicitation;
     let service = StreamableHttpService::new(
         move || {
             // The agent's skills as they are now (built-in ones when the
@@ -121,6 +127,7 @@ pub(crate) async fn serve(
                 mode,
             )
             .with_skills(skills)
+            .with_elicitation(elicitation, Arc::clone(&pending))
             .with_tasks(session_tracker.clone(), session_shutdown.clone()))
         },
         Arc::new(LocalSessionManager::default()),

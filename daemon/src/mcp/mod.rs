@@ -12,11 +12,14 @@
 //! * `prompts.rs` — the daemon's skills as MCP prompts.
 //! * `gate.rs` — inside the daemon: the approval policy for calls from
 //!   MCP clients (`CallChecked` on D-Bus).
+//! * `elicit.rs` — an approval asked inside the MCP client (elicitation,
+//!   both protocol eras), recorded as the daemon approval's decision.
 //!
 //! See docs/mcp.md.
 
 pub(crate) mod client;
 mod client_http;
+pub(crate) mod elicit;
 pub(crate) mod gate;
 mod http;
 mod prompts;
@@ -42,6 +45,8 @@ pub(crate) struct RawMcpConfig {
     allow_remote: Option<bool>,
     /// A file holding the bearer token (required beyond loopback).
     token_file: Option<String>,
+    /// Ask approvals inside MCP clients that can elicit (default true).
+    elicitation: Option<bool>,
     /// `[[mcp.servers]]`: MCP servers whose tools the agent may use.
     #[serde(default)]
     servers: Vec<client::RawServer>,
@@ -56,6 +61,8 @@ pub(crate) struct McpConfig {
     pub(crate) http: Option<http::HttpSettings>,
     /// MCP servers whose tools the agent may use (`client.rs`).
     pub(crate) servers: Vec<client::ServerConfig>,
+    /// Ask approvals inside MCP clients that can elicit (`elicit.rs`).
+    pub(crate) elicitation: bool,
 }
 
 impl TryFrom<RawMcpConfig> for McpConfig {
@@ -90,6 +97,7 @@ impl TryFrom<RawMcpConfig> for McpConfig {
                     listen,
                     allow_remote,
                     token_file,
+                    elicitation: raw.elicitation.unwrap_or(true),
                 })
             }
         };
@@ -97,6 +105,7 @@ impl TryFrom<RawMcpConfig> for McpConfig {
             tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),
             http,
             servers,
+            elicitation: raw.elicitation.unwrap_or(true),
         })
     }
 }
@@ -194,6 +203,7 @@ pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
     let skills = crate::assistant::load_skills(&config.agent.skills, &config.state_dir).await;
     let service = match server::PhoneServer::new(backend, mode)
         .with_skills(std::sync::Arc::new(skills))
+        .with_elicitation(config.mcp.elicitation, std::sync::Arc::default())
         .serve(stdio())
         .await
     {
@@ -230,6 +240,8 @@ mod tests {
     fn http_is_off_by_default_and_loopback_unless_allowed() {
         let off = parse("{}").unwrap();
         assert_eq!(off.http, None);
+        assert!(off.elicitation);
+        assert!(!parse(r#"{"elicitation": false}"#).unwrap().elicitation);
         assert_eq!(off.tool_mode, ToolMode::Toolkit);
         assert_eq!(parse(r#"{"listen": ""}"#).unwrap().http, None);
         let local = parse(r#"{"listen": "127.0.0.1:8765"}"#).unwrap();

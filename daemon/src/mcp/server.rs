@@ -214,6 +214,73 @@ impl Backend {
         }
     }
 
+    /// [`Backend::call`], sending the approval request's id to
+    /// `on_approval` when the call waits for a person (elicitation).
+    async fn call_noting(
+        &self,
+        device: Option<&str>,
+        command: Command,
+        on_approval: tokio::sync::oneshot::Sender<String>,
+    ) -> Result<Value, WireError> {
+        match self {
+            Self::Daemon {
+                client,
+                approval_wait,
+                ..
+            } => {
+                let bound = client.call_bound(device).await;
+                client
+                    .call_checked_ticket(device, &command, *approval_wait, bound, on_approval)
+                    .await
+            }
+            Self::Hub { hub, assistant } => {
+                let call = Call {
+                    device: device.map(str::to_owned),
+                    command,
+                };
+                super::gate::call_checked_with(hub, assistant.as_ref(), call, move |id| {
+                    let _ = on_approval.send(id.to_owned());
+                })
+                .await
+            }
+            Self::Local { .. } => self.call(device, command).await,
+        }
+    }
+
+    /// Record the client's answer as the approval's decision (D-Bus
+    /// `Approve`/`Deny`, or the agent's in the daemon).
+    async fn answer(
+        &self,
+        approval_id: &str,
+        answer: &super::elicit::Answer,
+    ) -> Result<(), WireError> {
+        use super::elicit::Answer;
+        match self {
+            Self::Daemon { client, .. } => match answer {
+                Answer::Approve => client.approve(approval_id).await,
+                Answer::Deny(reason) => client.deny(approval_id, reason).await,
+            },
+            Self::Hub { assistant, .. } => {
+                super::elicit::answer_in_daemon(assistant.as_ref(), approval_id, answer).await
+            }
+            Self::Local { .. } => Err(WireError::new(
+                ErrorCode::InvalidRequest,
+                "--local has no approvals",
+            )),
+        }
+    }
+
+    /// How long an approval may wait.
+    fn approval_wait(&self) -> Duration {
+        match self {
+            Self::Daemon { approval_wait, .. } => *approval_wait,
+            Self::Hub { assistant, .. } => assistant
+                .as_ref()
+                .map_or(Duration::ZERO, |a| a.agent().approval_policy().timeout),
+            Self::Local { .. } => Duration::ZERO,
+        }
+    }
+
     /// The state of `device`: its entry in the daemon's status table (the
     /// last status of each service), or, locally, its device record.
     async fn state(&self, device: &str) -> Result<Option<Value>, WireError> {
@@ -247,6 +314,18 @@ pub(crate) struct PhoneServer {
         tokio_util::task::TaskTracker,
         tokio_util::sync::CancellationToken,
     )>,
+    /// Whether approvals are asked in clients that can elicit
+    /// (`[mcp] elicitation`).
+    elicitation: bool,
+    /// Calls whose approval a 2026-07-28 client is asked for, until its
+    /// retry (`elicit.rs`).
+    pending: Arc<super::elicit::Pending>,
+}
+
+/// A device call's outcome: done, or the client is asked first.
+enum Step {
+    Done(Value),
+    Ask(rmcp::model::InputRequiredResult),
 }
 
 impl PhoneServer {
@@ -258,7 +337,22 @@ impl PhoneServer {
             cached: Arc::default(),
             skills: Arc::new(SkillSet::builtin()),
             tasks: None,
+            elicitation: true,
+            pending: Arc::default(),
         }
+    }
+
+    /// Ask approvals in the client when it can elicit (default on), keeping
+    /// 2026-07-28 calls waiting for their retry in `pending` (shared by
+    /// every session of an endpoint).
+    pub(crate) fn with_elicitation(
+        mut self,
+        on: bool,
+        pending: Arc<super::elicit::Pending>,
+    ) -> Self {
+        self.elicitation = on;
+        self.pending = pending;
+        self
     }
 
     /// Spawn per-connection tasks on `tracker`, stopping at `shutdown`.
@@ -357,7 +451,7 @@ impl PhoneServer {
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Value, WireError> {
+    ) -> Result<Step, WireError> {
         let name = request.name.as_ref();
         let arguments = request.arguments.clone().unwrap_or_default();
         if name == LIST_DEVICES {
@@ -368,7 +462,7 @@ impl PhoneServer {
                 ));
             }
             let devices = self.backend.devices().await?;
-            return Ok(json!({ "devices": devices }));
+            return Ok(Step::Done(json!({ "devices": devices })));
         }
         let tools = self.recent_tools().await?;
         let Planned::Device { device, call, .. } = tools.plan(name, &arguments)? else {
@@ -380,15 +474,176 @@ impl PhoneServer {
         let command = call.0;
         let service = command.service_id();
         let action = command.action_name();
-        let run = self.backend.call(device.as_deref(), command.clone());
-        let result = with_progress(run, context).await?;
-        Ok(json!({
-            "device": device,
-            "service": service,
-            "action": action,
-            "result": result,
-        }))
+        let mode = if self.elicitation {
+            super::elicit::mode(context)
+        } else {
+            None
+        };
+        let Some(mode) = mode else {
+            let run = self.backend.call(device.as_deref(), command);
+            let result = with_progress(run, context).await?;
+            return Ok(Step::Done(wrap(device, service, action, result)));
+        };
+        // The call runs on its own task, so that it can outlive this
+        // request when a 2026-07-28 client is asked (its retry collects it).
+        let question = super::elicit::Question {
+            approval_id: String::new(),
+            device: device.clone(),
+            action: format!("{service}.{action}"),
+            risk: command.spec().risk.as_str(),
+            params: command.params_json(),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let backend = Arc::clone(&self.backend);
+        let on = device.clone();
+        let mut task = super::elicit::Running::spawn(async move {
+            backend.call_noting(on.as_deref(), command, tx).await
+        });
+        let approval_id = tokio::select! {
+            id = rx => id.ok(),
+            result = task.result() => {
+                return Ok(Step::Done(wrap(device, service, action, result?)));
+            }
+        };
+        let Some(approval_id) = approval_id else {
+            let result = task.result().await?;
+            return Ok(Step::Done(wrap(device, service, action, result)));
+        };
+        let question = super::elicit::Question {
+            approval_id: approval_id.clone(),
+            ..question
+        };
+        let wait = self.backend.approval_wait();
+        match mode {
+            super::elicit::Mode::Request => {
+                let request = rmcp::model::ServerRequest::ElicitRequest(
+                    rmcp::model::ElicitRequest::new(question.params()),
+                );
+                let asked = context
+                    .peer
+                    .send_request_with_option(
+                        request,
+                        rmcp::service::PeerRequestOptions::with_timeout(wait),
+                    )
+                    .await;
+                let answer = match asked {
+                    Ok(handle) => {
+                        let id = handle.id.clone();
+                        tokio::select! {
+                            // Answered elsewhere first: that answer stands,
+                            // and the client's form is withdrawn.
+                            result = task.result() => {
+                                let cancel = rmcp::model::CancelledNotificationParam::new(
+                                    Some(id),
+                                    Some("the approval was answered elsewhere".into()),
+                                );
+                                if let Err(e) = context.peer.notify_cancelled(cancel).await {
+                                    tracing::debug!(error = %e, "elicitation not cancelled");
+                                }
+                                return Ok(Step::Done(wrap(device, service, action, result?)));
+                            }
+                            answer = handle.await_response() => match answer {
+                                Ok(rmcp::model::ClientResult::ElicitResult(answer)) => Ok(answer),
+                                Ok(_) => Err("an unexpected answer".to_owned()),
+                                Err(e) => Err(e.to_string()),
+                            },
+                        }
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                match answer {
+                    Ok(answer) => {
+                        let answer = super::elicit::read(&answer);
+                        let backend = &self.backend;
+                        super::elicit::record(&approval_id, &answer, || {
+                            backend.answer(&approval_id, &answer)
+                        })
+                        .await;
+                    }
+                    Err(e) => tracing::info!(
+                        approval = approval_id,
+                        error = %e,
+                        "the MCP client did not answer the elicitation; the call waits for an approval elsewhere"
+                    ),
+                }
+                let result = with_progress(task.result(), context).await?;
+                Ok(Step::Done(wrap(device, service, action, result)))
+            }
+            super::elicit::Mode::Input => {
+                let name = request.name.as_ref();
+                let binding = super::elicit::Binding::of(name, &arguments, context);
+                let input_requests = question.input_requests();
+                let waiting = super::elicit::Waiting {
+                    approval_id,
+                    task,
+                    device,
+                    service,
+                    action,
+                };
+                match self.pending.insert(binding, waiting, wait) {
+                    Ok(handle) => Ok(Step::Ask(rmcp::model::InputRequiredResult::new(
+                        Some(input_requests),
+                        Some(handle),
+                    ))),
+                    Err((e, mut waiting)) => {
+                        // Cannot ask: wait for an answer elsewhere, as
+                        // for a client without elicitation.
+                        tracing::warn!(error = %e, "approval not asked in the MCP client");
+                        let result = with_progress(waiting.task.result(), context).await?;
+                        Ok(Step::Done(wrap(
+                            waiting.device,
+                            waiting.service,
+                            waiting.action,
+                            result,
+                        )))
+                    }
+                }
+            }
+        }
     }
+
+    /// A 2026-07-28 client's retry with the answer (`inputResponses`) and
+    /// the handle (`requestState`): record the answer, then return the
+    /// call's outcome.
+    async fn resume(
+        &self,
+        request: &CallToolRequestParams,
+        handle: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let binding = super::elicit::Binding::of(request.name.as_ref(), &arguments, context);
+        let mut waiting = match self.pending.take(handle, &binding) {
+            Ok(waiting) => waiting,
+            Err(why) => {
+                tracing::info!(tool = %request.name, ?why, "MCP retry with a refused requestState");
+                return super::elicit::refused(why);
+            }
+        };
+        let answer = super::elicit::read_response(request.input_responses.as_ref());
+        let id = waiting.approval_id.clone();
+        let backend = &self.backend;
+        super::elicit::record(&id, &answer, || backend.answer(&id, &answer)).await;
+        match with_progress(waiting.task.result(), context).await {
+            Ok(result) => CallToolResult::structured(wrap(
+                waiting.device.clone(),
+                waiting.service,
+                waiting.action,
+                result,
+            )),
+            Err(e) => tool_error(&e),
+        }
+    }
+}
+
+/// A device call's result as the tool returns it.
+fn wrap(device: Option<String>, service: &str, action: &str, result: Value) -> Value {
+    json!({
+        "device": device,
+        "service": service,
+        "action": action,
+        "result": result,
+    })
 }
 
 /// Run `call`, sending `notifications/progress` every [`PROGRESS_EVERY`]
@@ -497,8 +752,12 @@ impl ServerHandler for PhoneServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if let Some(handle) = request.request_state.as_deref() {
+            return Ok(self.resume(&request, handle, &context).await.into());
+        }
         let result = match self.run_tool(&request, &context).await {
-            Ok(value) => CallToolResult::structured(value),
+            Ok(Step::Done(value)) => CallToolResult::structured(value),
+            Ok(Step::Ask(input)) => return Ok(input.into()),
             Err(e) => {
                 tracing::debug!(tool = %request.name, error = %e, "MCP tool call failed");
                 tool_error(&e)
