@@ -24,7 +24,8 @@ use crate::delivery::{self, DeliveryStore};
 use crate::sequencer::{Sequencer, Ticket};
 use droidwarden_bridge::{DeviceHandle, Registry};
 use droidwarden_services::{Catalogue, Command, DeviceName, ErrorCode, WireError};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -62,20 +63,43 @@ pub(crate) struct StatusEvent {
     pub(crate) error: Option<WireError>,
 }
 
+/// The status payload as serialized: fields in the order a JSON object of
+/// them would list them (sorted), `error` and `service` only when set.
+#[derive(Serialize)]
+struct StatusBody<'a> {
+    action: &'static str,
+    duration_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a WireError>,
+    finished_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service: Option<&'static str>,
+    started_at: String,
+    state: &'static str,
+}
+
 impl StatusEvent {
+    fn body(&self, with_service: bool) -> StatusBody<'_> {
+        StatusBody {
+            action: self.action,
+            duration_ms: self.duration.map(|d| d.as_millis() as u64),
+            error: self.error.as_ref(),
+            finished_at: self.finished_at.map(rfc3339),
+            service: with_service.then_some(self.service),
+            started_at: rfc3339(self.started_at),
+            state: self.state.as_str(),
+        }
+    }
+
     /// The retained status payload.
     pub(crate) fn to_json(&self) -> Value {
-        let mut v = json!({
-            "state": self.state.as_str(),
-            "action": self.action,
-            "started_at": rfc3339(self.started_at),
-            "finished_at": self.finished_at.map(rfc3339),
-            "duration_ms": self.duration.map(|d| d.as_millis() as u64),
-        });
-        if let Some(error) = &self.error {
-            v["error"] = json!(error);
-        }
-        v
+        serde_json::to_value(self.body(false)).unwrap_or(Value::Null)
+    }
+
+    /// The retained status payload, serialized; with `with_service`, the
+    /// device-wide "last status" payload (which names the service too).
+    pub(crate) fn to_payload(&self, with_service: bool) -> Vec<u8> {
+        serde_json::to_vec(&self.body(with_service)).unwrap_or_default()
     }
 }
 

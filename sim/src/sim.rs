@@ -361,6 +361,12 @@ impl SimHandle {
         self.inner.shared.phone.state()
     }
 
+    /// Reads part of the state; `f` runs under the state lock, so keep it
+    /// short.
+    pub(crate) fn read_state<R>(&self, f: impl FnOnce(&PhoneState) -> R) -> R {
+        self.inner.shared.phone.read(f)
+    }
+
     /// Changes the state; `f` runs under the state lock, so keep it short.
     pub fn update_state<R>(&self, f: impl FnOnce(&mut PhoneState) -> R) -> R {
         self.inner.shared.phone.update(f)

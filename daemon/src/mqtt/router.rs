@@ -748,14 +748,12 @@ impl Router {
         match event {
             Event::Bus(BusEvent::Status(status)) => {
                 let device = status.device.as_str();
-                let mut body = status.to_json();
                 let topic = self.topics.status(device, status.service);
-                self.send_latest(topic, body.to_string().into_bytes(), out);
+                self.send_latest(topic, status.to_payload(false), out);
                 // The device-wide "last action" only needs outcomes.
                 if status.state != CallState::Executing {
-                    body["service"] = json!(status.service);
                     let topic = self.topics.last_status(device);
-                    self.send_latest(topic, body.to_string().into_bytes(), out);
+                    self.send_latest(topic, status.to_payload(true), out);
                 }
             }
             Event::Bus(BusEvent::State(state)) => {

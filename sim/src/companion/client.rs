@@ -312,17 +312,25 @@ async fn events(
     let mut tracking = app.tracking.subscribe();
     let mut connected = app.connected.subscribe();
     let mut up = *connected.borrow_and_update();
-    let mut last_battery: Option<Value> = None;
+    // Every command wakes this task: what it compares is read under the
+    // state lock, and the battery's report is made only when the battery
+    // itself changed (a copy of the whole state per command would cost the
+    // phone more than the command).
+    let mut last_battery: Option<(crate::state::Battery, Value)> = None;
     let mut shown = notifications_now(&sim);
     let mut next_fix: Option<Instant> = None;
-    let battery = async |last: &mut Option<Value>| {
+    let battery = async |last: &mut Option<(crate::state::Battery, Value)>| {
+        let state = sim.read_state(|s| s.battery.clone());
+        if last.as_ref().is_some_and(|(seen, _)| *seen == state) {
+            return;
+        }
         let Ok(now) = actions::battery_snapshot(&sim) else {
             return;
         };
-        if last.as_ref() != Some(&now) {
+        if last.as_ref().map(|(_, body)| body) != Some(&now) {
             publish_event(&client, &app, "battery", &now).await;
-            *last = Some(now);
         }
+        *last = Some((state, now));
     };
     let fix = |sim: &SimHandle| actions::current_fix(sim, false).ok();
     loop {
@@ -362,11 +370,13 @@ async fn events(
                 changes.borrow_and_update();
                 if up {
                     battery(&mut last_battery).await;
-                    let now = notifications_now(&sim);
-                    for (kind, body) in notification_changes(&shown, &now, crate::clock::now_ms()) {
-                        publish_event(&client, &app, kind, &body).await;
+                    if !sim.read_state(|s| same_notifications(&shown, &s.content.notifications)) {
+                        let now = notifications_now(&sim);
+                        for (kind, body) in notification_changes(&shown, &now, crate::clock::now_ms()) {
+                            publish_event(&client, &app, kind, &body).await;
+                        }
+                        shown = now;
                     }
-                    shown = now;
                 }
             }
             changed = tracking.changed() => {
@@ -390,6 +400,14 @@ async fn events(
             }
         }
     }
+}
+
+/// Whether `posted` are the notifications in `shown`.
+fn same_notifications(
+    shown: &std::collections::BTreeMap<String, crate::content::PostedNotification>,
+    posted: &[crate::content::PostedNotification],
+) -> bool {
+    shown.len() == posted.len() && posted.iter().all(|n| shown.get(&n.key()) == Some(n))
 }
 
 /// The posted notifications by key.

@@ -98,6 +98,11 @@ impl Phone {
         lock(&self.state).clone()
     }
 
+    /// Reads the state under the lock, without copying all of it.
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&PhoneState) -> R) -> R {
+        f(&lock(&self.state))
+    }
+
     /// Runs `f` on the state under the lock.
     pub(crate) fn update<R>(&self, f: impl FnOnce(&mut PhoneState) -> R) -> R {
         let result = f(&mut lock(&self.state));
