@@ -1,8 +1,10 @@
 //! MCP servers as agent tools (`[[mcp.servers]]`), end to end, with
 //! servers nobody here wrote the SDK of: small servers written with the
 //! official Python SDK (tests/python/mcp_tools_server.py over stdio,
-//! tests/python/mcp_http_tools_server.py over Streamable HTTP) and the
-//! reference server `@modelcontextprotocol/server-everything` (npm), driven
+//! tests/python/mcp_http_tools_server.py over Streamable HTTP), one with
+//! the official TypeScript SDK at protocol 2025-11-25
+//! (tests/npm/list_changed_server.cjs) and the reference server
+//! `@modelcontextprotocol/server-everything` (npm), driven
 //! by `droidwarden daemon`'s agent with the scripted language model over
 //! real HTTP, mosquitto, the adb server and one emulated phone. Needs PyPI
 //! `mcp` and the npm packages of tests/npm (`scripts/test` installs them).
@@ -587,4 +589,131 @@ timeout_s = 5
     let reply = r.wait_reply("back");
     assert_eq!(reply_result(&reply)["content"], "20 + 22 = 42", "{reply}");
     drop(http);
+}
+
+/// The JSON-RPC messages tests/npm/list_changed_server.cjs traced:
+/// `(direction, message)` in the order it saw them.
+fn server_trace(path: &Path) -> Vec<(String, Value)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| {
+            (
+                v["dir"].as_str().unwrap_or_default().to_owned(),
+                v["message"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_2025_11_25_server_announces_a_new_tool_unasked() {
+    let modules = droidwarden_e2e::npm::npm_dir().join("node_modules");
+    assert!(
+        modules.join("@modelcontextprotocol/sdk").exists(),
+        "the TypeScript MCP SDK is missing from {}: scripts/test installs tests/npm",
+        modules.display()
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let trace = dir.path().join("trace");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/npm/list_changed_server.cjs");
+    let r = rig_with(|_| {
+        format!(
+            r#"[[mcp.servers]]
+name = "ts"
+command = "node"
+args = [{script:?}]
+env = {{ NODE_PATH = {modules:?}, MCP_TRACE_FILE = {trace:?} }}
+risk = {{ "*" = "low" }}
+timeout_s = 20
+"#,
+            modules = modules.display().to_string(),
+            trace = trace.display().to_string(),
+        )
+    });
+
+    // 1. The first run is offered the one tool; calling it makes the
+    // server register a second one and say so.
+    r.script_call("mcp_ts_unlock", json!({}));
+    r.ask_async("unlock", "unlock");
+    let reply = r.wait_reply("unlock");
+    assert_eq!(reply_result(&reply)["content"], "unlocked late", "{reply}");
+    let names = offered(&r, 0);
+    assert!(names.iter().any(|n| n == "mcp_ts_unlock"), "{names:?}");
+    assert!(!names.iter().any(|n| n == "mcp_ts_late"), "{names:?}");
+
+    // 2. The daemon asked for 2026-07-28 (server/discover, which this SDK
+    // does not know), fell back to the initialize handshake, and the server
+    // answered with its own version, 2025-11-25: the one spoken. So the
+    // change comes unasked: no subscriptions/listen stream was opened.
+    let seen = server_trace(&trace);
+    assert_eq!(seen[0].1["method"], "server/discover", "{seen:?}");
+    assert_eq!(seen[1].1["error"]["code"], -32601, "{seen:?}");
+    let initialize = seen
+        .iter()
+        .find(|(d, m)| d == "in" && m["method"] == "initialize")
+        .unwrap_or_else(|| panic!("no initialize request: {seen:?}"));
+    let answer = seen
+        .iter()
+        .find(|(d, m)| d == "out" && m["id"] == initialize.1["id"] && m.get("result").is_some())
+        .unwrap_or_else(|| panic!("no initialize answer: {seen:?}"));
+    assert_eq!(
+        answer.1["result"]["protocolVersion"], "2025-11-25",
+        "{seen:?}"
+    );
+    assert_eq!(
+        answer.1["result"]["capabilities"]["tools"]["listChanged"], true,
+        "{seen:?}"
+    );
+    assert_eq!(
+        log_lines(
+            &r,
+            &["MCP server up", "server=ts", r#"protocol="2025-11-25""#]
+        ),
+        1,
+        "{}",
+        r.daemon.log()
+    );
+
+    // 3. The daemon hears the notification and lists the tools again.
+    wait_for("the daemon to list the new tool", WAIT, || {
+        (log_lines(&r, &["MCP server tools changed", "mcp_ts_late"]) > 0).then_some(())
+    });
+    let seen = server_trace(&trace);
+    let notified = seen
+        .iter()
+        .position(|(d, m)| d == "out" && m["method"] == "notifications/tools/list_changed")
+        .unwrap_or_else(|| panic!("no list change sent: {seen:?}"));
+    assert!(
+        seen[notified + 1..]
+            .iter()
+            .any(|(d, m)| d == "in" && m["method"] == "tools/list"),
+        "no tools/list after the change: {seen:?}"
+    );
+    assert!(
+        !seen
+            .iter()
+            .any(|(d, m)| d == "in" && m["method"] == "subscriptions/listen"),
+        "{seen:?}"
+    );
+
+    // 4. The next run is offered the new tool, with its schema, and calls it.
+    let before = r.llm.requests().len();
+    r.script_call("mcp_ts_late", json!({"text": "z"}));
+    r.ask_async("late", "call the late tool");
+    let reply = r.wait_reply("late");
+    assert_eq!(reply_result(&reply)["content"], "LATE z", "{reply}");
+    let tools = r.llm.requests()[before].body["tools"].clone();
+    let late = tools
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp_ts_late")
+        .unwrap_or_else(|| panic!("mcp_ts_late not offered: {tools}"));
+    assert_eq!(
+        late["function"]["parameters"]["required"],
+        json!(["text"]),
+        "{late}"
+    );
 }
