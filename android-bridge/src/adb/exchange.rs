@@ -100,21 +100,13 @@ pub(crate) async fn shell(
     deadline: Instant,
 ) -> Result<Exchange, ExchangeError> {
     bounded(deadline, async {
-        let mut conn = Conn::open(server).await?;
-        conn.request(&format!("host:transport:{serial}")).await?;
+        let mut conn = Conn::to_device(server, serial).await?;
         match protocol {
             Protocol::V2 => {
                 conn.request(&format!("shell,v2,raw:{command}")).await?;
                 conn.read_v2().await
             }
-            Protocol::V1 => {
-                conn.request(&format!("shell:{command}")).await?;
-                let stdout = conn.read_to_end().await?;
-                Ok(Exchange {
-                    stdout,
-                    ..Exchange::default()
-                })
-            }
+            Protocol::V1 => conn.read_raw(&format!("shell:{command}")).await,
         }
     })
     .await
@@ -131,14 +123,8 @@ pub(crate) async fn exec(
     deadline: Instant,
 ) -> Result<Exchange, ExchangeError> {
     bounded(deadline, async {
-        let mut conn = Conn::open(server).await?;
-        conn.request(&format!("host:transport:{serial}")).await?;
-        conn.request(&format!("exec:{command}")).await?;
-        let stdout = conn.read_to_end().await?;
-        Ok(Exchange {
-            stdout,
-            ..Exchange::default()
-        })
+        let mut conn = Conn::to_device(server, serial).await?;
+        conn.read_raw(&format!("exec:{command}")).await
     })
     .await
 }
@@ -228,6 +214,28 @@ impl Conn {
         stream.set_nodelay(true)?;
         Ok(Self {
             stream: BufReader::with_capacity(READ_BUFFER, stream),
+        })
+    }
+
+    /// A connection switched to the device with `serial`
+    /// (`host:transport:SERIAL`), ready for a service request.
+    pub(super) async fn to_device(
+        server: SocketAddrV4,
+        serial: &str,
+    ) -> Result<Self, ExchangeError> {
+        let mut conn = Self::open(server).await?;
+        conn.request(&format!("host:transport:{serial}")).await?;
+        Ok(conn)
+    }
+
+    /// Request `service` and take its raw output until the device closes
+    /// the stream: standard output only, no exit status (`shell:`, `exec:`).
+    async fn read_raw(&mut self, service: &str) -> Result<Exchange, ExchangeError> {
+        self.request(service).await?;
+        let stdout = self.read_to_end().await?;
+        Ok(Exchange {
+            stdout,
+            ..Exchange::default()
         })
     }
 

@@ -84,8 +84,7 @@ pub(crate) enum Sent {
 
 /// Open the file service of the device with `serial`.
 async fn open(server: SocketAddrV4, serial: &str) -> Result<Conn, ExchangeError> {
-    let mut conn = Conn::open(server).await?;
-    conn.request(&format!("host:transport:{serial}")).await?;
+    let mut conn = Conn::to_device(server, serial).await?;
     conn.request("sync:").await?;
     Ok(conn)
 }
@@ -291,6 +290,26 @@ mod tests {
         Instant::now() + Duration::from_secs(5)
     }
 
+    /// Send `data` to `remote` on `emu-1` behind `addr`, mode 0644.
+    async fn send_to(
+        addr: SocketAddrV4,
+        remote: &str,
+        mtime: u32,
+        mut data: &[u8],
+        max: u64,
+        replace: bool,
+    ) -> Result<Sent, ExchangeError> {
+        let outgoing = Outgoing {
+            remote,
+            permissions: 0o644,
+            mtime,
+            data: &mut data,
+            max,
+            replace,
+        };
+        send(addr, "emu-1", outgoing, deadline()).await
+    }
+
     #[tokio::test]
     async fn send_splits_the_data_into_64_kib_chunks_and_sends_the_mtime() {
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -323,18 +342,13 @@ mod tests {
         })
         .await;
         let data: Vec<u8> = (0..150_000u32).map(|i| (i % 251) as u8).collect();
-        let sent = send(
+        let sent = send_to(
             addr,
-            "emu-1",
-            Outgoing {
-                remote: "/sdcard/Download/é x",
-                permissions: 0o644,
-                mtime: 1_750_000_000,
-                data: &mut data.as_slice(),
-                max: 1 << 20,
-                replace: false,
-            },
-            deadline(),
+            "/sdcard/Download/é x",
+            1_750_000_000,
+            &data,
+            1 << 20,
+            false,
         )
         .await
         .unwrap();
@@ -361,21 +375,9 @@ mod tests {
             assert_eq!(&id, b"QUIT", "nothing is sent");
         })
         .await;
-        let sent = send(
-            addr,
-            "emu-1",
-            Outgoing {
-                remote: "/sdcard/a",
-                permissions: 0o644,
-                mtime: 0,
-                data: &mut &b"new"[..],
-                max: 10,
-                replace: false,
-            },
-            deadline(),
-        )
-        .await
-        .unwrap();
+        let sent = send_to(addr, "/sdcard/a", 0, b"new", 10, false)
+            .await
+            .unwrap();
         assert!(matches!(sent, Sent::Exists(st) if st.size == 3 && !st.is_dir()));
     }
 
@@ -397,21 +399,9 @@ mod tests {
             conn.write_all(&reply).await.unwrap();
         })
         .await;
-        let err = send(
-            addr,
-            "emu-1",
-            Outgoing {
-                remote: "/system/x",
-                permissions: 0o644,
-                mtime: 0,
-                data: &mut &b"x"[..],
-                max: 10,
-                replace: true,
-            },
-            deadline(),
-        )
-        .await
-        .unwrap_err();
+        let err = send_to(addr, "/system/x", 0, b"x", 10, true)
+            .await
+            .unwrap_err();
         assert!(
             matches!(&err, ExchangeError::SyncFailed(m) if m.contains("Read-only")),
             "{err:?}"
@@ -441,21 +431,9 @@ mod tests {
         })
         .await;
         let data = vec![7u8; 200_000];
-        let err = send(
-            addr,
-            "emu-1",
-            Outgoing {
-                remote: "/sdcard/a",
-                permissions: 0o644,
-                mtime: 0,
-                data: &mut data.as_slice(),
-                max: 100_000,
-                replace: true,
-            },
-            deadline(),
-        )
-        .await
-        .unwrap_err();
+        let err = send_to(addr, "/sdcard/a", 0, &data, 100_000, true)
+            .await
+            .unwrap_err();
         assert!(matches!(err, ExchangeError::TooLarge), "{err:?}");
         let ids = rx.await.unwrap();
         assert!(!ids.iter().any(|i| i == "DONE"), "{ids:?}");
