@@ -339,9 +339,8 @@ mod tests {
     //! scripted server is a task on the test's own runtime, so every test
     //! here also shows that an exchange needs no thread of its own.
     use super::*;
-    use std::net::{Ipv4Addr, SocketAddr};
+    use crate::test_support::{accept_requests, loopback, read_request};
     use std::time::Duration;
-    use tokio::net::TcpListener;
 
     /// A one-connection server: reads `requests` (checking each), then
     /// writes `reply` and closes, or, when `hold` is set, keeps the
@@ -364,16 +363,6 @@ mod tests {
         .await
     }
 
-    /// One request's text, as the server reads it.
-    async fn read_request(conn: &mut TcpStream) -> String {
-        let mut len = [0u8; 4];
-        conn.read_exact(&mut len).await.unwrap();
-        let len = usize::from_str_radix(std::str::from_utf8(&len).unwrap(), 16).unwrap();
-        let mut body = vec![0u8; len];
-        conn.read_exact(&mut body).await.unwrap();
-        String::from_utf8(body).unwrap()
-    }
-
     /// A one-connection server on loopback that hands the connection to
     /// `answer` in a task of its own. Returns its address.
     async fn serve<F, Fut>(answer: F) -> SocketAddrV4
@@ -381,10 +370,7 @@ mod tests {
         F: FnOnce(TcpStream) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
+        let (listener, addr) = loopback().await;
         tokio::spawn(async move { answer(listener.accept().await.unwrap().0).await });
         addr
     }
@@ -396,7 +382,19 @@ mod tests {
     /// A command to `addr` with `timeout` fails as timed out, within `limit`.
     async fn times_out_within(addr: SocketAddrV4, timeout: Duration, limit: Duration) {
         let started = Instant::now();
-        let err = shell(
+        let err = battery(addr, timeout).await.unwrap_err();
+        let took = started.elapsed();
+        assert!(
+            matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::TimedOut),
+            "{err:?}"
+        );
+        assert!(took < limit, "took {took:?}");
+    }
+
+    /// `dumpsys battery` through shell v2 on `emu-1` behind `addr`, with
+    /// `timeout`.
+    async fn battery(addr: SocketAddrV4, timeout: Duration) -> Result<Exchange, ExchangeError> {
+        shell(
             addr,
             "emu-1",
             "dumpsys battery",
@@ -404,13 +402,6 @@ mod tests {
             within(timeout),
         )
         .await
-        .unwrap_err();
-        let took = started.elapsed();
-        assert!(
-            matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::TimedOut),
-            "{err:?}"
-        );
-        assert!(took < limit, "took {took:?}");
     }
 
     fn packet(id: u8, data: &[u8]) -> Vec<u8> {
@@ -432,15 +423,7 @@ mod tests {
         let addr = server(V2_REQUESTS, reply, true).await;
         // The server holds the connection open: the exchange ends at the
         // exit packet, not at the close.
-        let out = shell(
-            addr,
-            "emu-1",
-            "dumpsys battery",
-            Protocol::V2,
-            within(SECOND),
-        )
-        .await
-        .unwrap();
+        let out = battery(addr, SECOND).await.unwrap();
         assert_eq!(out.stdout, b"level: 50\n");
         assert_eq!(out.stderr, b"warn");
         assert_eq!(out.exit, Some(3));
@@ -449,15 +432,7 @@ mod tests {
     #[tokio::test]
     async fn a_close_before_the_exit_status_is_a_cut_short_command() {
         let addr = server(V2_REQUESTS, packet(V2_STDOUT, b"level"), false).await;
-        let err = shell(
-            addr,
-            "emu-1",
-            "dumpsys battery",
-            Protocol::V2,
-            within(SECOND),
-        )
-        .await
-        .unwrap_err();
+        let err = battery(addr, SECOND).await.unwrap_err();
         assert!(
             matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof),
             "{err:?}"
@@ -507,22 +482,13 @@ mod tests {
     async fn a_caller_that_gives_up_closes_the_connection_at_once() {
         let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
         let addr = serve(|mut conn| async move {
-            let _ = read_request(&mut conn).await;
-            conn.write_all(b"OKAY").await.unwrap();
-            let _ = read_request(&mut conn).await;
-            conn.write_all(b"OKAY").await.unwrap();
+            accept_requests(&mut conn, 2).await;
             // No output: read until the client closes its end.
             let closed = conn.read(&mut [0u8; 1]).await.map(|n| n == 0);
             let _ = closed_tx.send((closed, Instant::now()));
         })
         .await;
-        let call = shell(
-            addr,
-            "emu-1",
-            "dumpsys battery",
-            Protocol::V2,
-            within(Duration::from_secs(30)),
-        );
+        let call = battery(addr, Duration::from_secs(30));
         let gave_up = tokio::time::timeout(Duration::from_millis(100), call).await;
         assert!(gave_up.is_err(), "the server never answers");
         let dropped_at = Instant::now();
@@ -540,18 +506,12 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn many_exchanges_wait_at_once_on_one_thread() {
         const CALLS: usize = 50;
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
+        let (listener, addr) = loopback().await;
         tokio::spawn(async move {
             let mut conns = Vec::new();
             for _ in 0..CALLS {
                 let (mut conn, _) = listener.accept().await.unwrap();
-                for _ in 0..2 {
-                    let _ = read_request(&mut conn).await;
-                    conn.write_all(b"OKAY").await.unwrap();
-                }
+                accept_requests(&mut conn, 2).await;
                 conns.push(conn);
             }
             for (i, conn) in conns.iter_mut().enumerate() {
@@ -624,25 +584,14 @@ mod tests {
         let mut header = vec![V2_STDOUT];
         header.extend_from_slice(&u32::try_from(MAX_OUTPUT + 1).unwrap().to_le_bytes());
         let addr = server(V2_REQUESTS, header, true).await;
-        let err = shell(
-            addr,
-            "emu-1",
-            "dumpsys battery",
-            Protocol::V2,
-            within(SECOND),
-        )
-        .await
-        .unwrap_err();
+        let err = battery(addr, SECOND).await.unwrap_err();
         assert!(matches!(err, ExchangeError::TooLarge), "{err:?}");
     }
 
     #[tokio::test]
     async fn v1_output_beyond_the_limit_is_refused() {
         let addr = serve(|mut conn| async move {
-            for _ in 0..2 {
-                let _ = read_request(&mut conn).await;
-                conn.write_all(b"OKAY").await.unwrap();
-            }
+            accept_requests(&mut conn, 2).await;
             let chunk = vec![b'x'; 1024 * 1024];
             for _ in 0..=MAX_OUTPUT / chunk.len() {
                 if conn.write_all(&chunk).await.is_err() {
@@ -673,10 +622,7 @@ mod tests {
 
     #[tokio::test]
     async fn run_asks_for_the_features_once_then_adds_the_trailer_for_v1() {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
+        let (listener, addr) = loopback().await;
         tokio::spawn(async move {
             let (mut conn, _) = listener.accept().await.unwrap();
             assert_eq!(read_request(&mut conn).await, "host-serial:emu-1:features");

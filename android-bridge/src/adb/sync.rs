@@ -234,9 +234,9 @@ async fn quit(conn: &mut Conn) {
 mod tests {
     //! The sync client against a scripted device behind a scripted server.
     use super::*;
-    use std::net::{Ipv4Addr, SocketAddr};
+    use crate::test_support::{loopback, read_request};
     use std::time::Duration;
-    use tokio::net::{TcpListener, TcpStream};
+    use tokio::net::TcpStream;
 
     /// A server that accepts the transport and `sync:` requests, then
     /// hands the connection to `device`; returns its address.
@@ -245,19 +245,11 @@ mod tests {
         F: FnOnce(TcpStream) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
+        let (listener, addr) = loopback().await;
         tokio::spawn(async move {
             let (mut conn, _) = listener.accept().await.unwrap();
             for expected in ["host:transport:emu-1", "sync:"] {
-                let mut len = [0u8; 4];
-                conn.read_exact(&mut len).await.unwrap();
-                let len = usize::from_str_radix(std::str::from_utf8(&len).unwrap(), 16).unwrap();
-                let mut body = vec![0u8; len];
-                conn.read_exact(&mut body).await.unwrap();
-                assert_eq!(body, expected.as_bytes());
+                assert_eq!(read_request(&mut conn).await, expected);
                 conn.write_all(b"OKAY").await.unwrap();
             }
             device(conn).await;

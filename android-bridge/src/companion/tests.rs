@@ -3,6 +3,7 @@
 //! timeouts and the queue.
 
 use super::*;
+use crate::test_support::{drain, name, names, renamed};
 use droidwarden_services::{ErrorCode, WireError};
 use serde_json::json;
 
@@ -369,13 +370,8 @@ async fn presence_registers_and_announces_devices() {
     hub.on_presence("bad/id", true);
     hub.on_presence("phone-z", false);
     hub.on_presence("phone-z", true);
-    let mut seen = Vec::new();
-    while let Ok(event) = availability.try_recv() {
-        seen.push(event);
-    }
-    let name = |n: &str| DeviceName::try_from(n).unwrap();
     assert_eq!(
-        seen,
+        drain(&mut availability),
         [
             DeviceEvent::Availability {
                 device: name("kitchen"),
@@ -496,18 +492,6 @@ fn every_catalogue_action_is_supported() {
     );
 }
 
-fn name(n: &str) -> DeviceName {
-    DeviceName::try_from(n).unwrap()
-}
-
-fn names(registry: &Registry) -> Vec<(String, bool)> {
-    registry
-        .list()
-        .into_iter()
-        .map(|d| (d.name.to_string(), d.online))
-        .collect()
-}
-
 #[tokio::test]
 async fn a_renamed_phone_keeps_its_presence_under_the_new_name() {
     let (hub, _rx, registry) = hub();
@@ -516,25 +500,8 @@ async fn a_renamed_phone_keeps_its_presence_under_the_new_name() {
     let changes = hub.set_names(BTreeMap::from([("phone-a".to_owned(), name("hall"))]));
     assert_eq!(changes, vec![(Some(name("kitchen")), Some(name("hall")))]);
     assert_eq!(names(&registry), vec![("hall".to_owned(), true)]);
-    let seen: Vec<DeviceEvent> = std::iter::from_fn(|| events.try_recv().ok()).collect();
-    assert_eq!(
-        seen,
-        vec![
-            DeviceEvent::Availability {
-                device: name("kitchen"),
-                online: false,
-                detail: Some("renamed to hall".into()),
-            },
-            DeviceEvent::Removed {
-                device: name("kitchen")
-            },
-            DeviceEvent::Availability {
-                device: name("hall"),
-                online: true,
-                detail: None,
-            },
-        ]
-    );
+    let seen = drain(&mut events);
+    assert_eq!(seen, renamed("kitchen", "hall"));
     // Presence now moves the new name.
     hub.on_presence("phone-a", false);
     assert_eq!(names(&registry), vec![("hall".to_owned(), false)]);
