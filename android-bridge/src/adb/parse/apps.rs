@@ -303,6 +303,7 @@ pub fn pm_path(output: &str) -> Result<Vec<String>, ParseError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::AM_START_ERRORS;
     use super::*;
 
     #[test]
@@ -451,27 +452,7 @@ mod tests {
 
     #[test]
     fn am_start_error_fixtures() {
-        let cases = [
-            (
-                include_str!(
-                    "../../../fixtures/android/am-start-errors/fenix-issue7925-pixel2-10.txt"
-                ),
-                "Intent { act=android.intent.action.MAIN cat=[android.intent.category.LAUNCHER] flg=0x10000000 pkg=org.mozilla.fenix.performancetest }",
-            ),
-            (
-                include_str!(
-                    "../../../fixtures/android/am-start-errors/rn-deeplinking-issue1-unknown.txt"
-                ),
-                "Intent { act=android.intent.action.VIEW dat=exp://127.0.0.1:19004/--/details/3 flg=0x10000000 pkg=com.deeplinking }",
-            ),
-            (
-                include_str!(
-                    "../../../fixtures/android/am-start-errors/uniride-issue22-unknown.txt"
-                ),
-                "com.sjsu.se195.uniride/com.sjsu.se195.uniride.SignInActivity",
-            ),
-        ];
-        for (text, what) in cases {
+        for &(text, what) in AM_START_ERRORS {
             assert_eq!(
                 am_start(text),
                 Err(ParseError::NotFound {
