@@ -517,13 +517,8 @@ pub(crate) fn am(st: &mut PhoneState, args: &[String]) -> CommandResult {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Phone;
-    use super::super::tests::run;
+    use super::super::tests::{phone, run};
     use super::*;
-
-    fn phone() -> Phone {
-        Phone::new(PhoneState::default(), None, None)
-    }
 
     #[test]
     fn start_with_wait_cold() {

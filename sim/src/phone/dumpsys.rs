@@ -1144,13 +1144,7 @@ fn window(st: &PhoneState, args: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Phone;
-    use super::super::tests::run;
-    use crate::state::PhoneState;
-
-    fn phone() -> Phone {
-        Phone::new(PhoneState::default(), None, None)
-    }
+    use super::super::tests::{phone, run};
 
     #[test]
     fn battery_dump_follows_state() {

@@ -313,7 +313,8 @@ mod tests {
         )
     }
 
-    fn phone() -> Phone {
+    /// A phone in the default state, without companion or screen.
+    pub(crate) fn phone() -> Phone {
         Phone::new(PhoneState::default(), None, None)
     }
 
