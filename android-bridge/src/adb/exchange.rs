@@ -32,12 +32,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-/// Shell protocol v2 packet id: standard output.
-const V2_STDOUT: u8 = 1;
-/// Shell protocol v2 packet id: standard error.
-const V2_STDERR: u8 = 2;
-/// Shell protocol v2 packet id: the exit status (one byte).
-const V2_EXIT: u8 = 3;
+use super::wire::{SHELL_V2_EXIT, SHELL_V2_HEADER, SHELL_V2_STDERR, SHELL_V2_STDOUT};
 
 /// Most output one command may produce. Every action's output is a few
 /// kilobytes (a package list of a few hundred apps is ~30 KB); anything near
@@ -284,16 +279,16 @@ impl Conn {
     async fn read_v2(&mut self) -> Result<Exchange, ExchangeError> {
         let mut out = Exchange::default();
         loop {
-            let mut header = [0u8; 5];
+            let mut header = [0u8; SHELL_V2_HEADER];
             self.stream.read_exact(&mut header).await?;
-            let len = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
+            let (id, len) = super::wire::shell_v2_header(header);
             if out.stdout.len() + out.stderr.len() + len > MAX_OUTPUT {
                 return Err(ExchangeError::TooLarge);
             }
-            match header[0] {
-                V2_STDOUT => self.append(&mut out.stdout, len).await?,
-                V2_STDERR => self.append(&mut out.stderr, len).await?,
-                V2_EXIT => {
+            match id {
+                SHELL_V2_STDOUT => self.append(&mut out.stdout, len).await?,
+                SHELL_V2_STDERR => self.append(&mut out.stderr, len).await?,
+                SHELL_V2_EXIT => {
                     if len != 1 {
                         return Err(ExchangeError::Protocol(format!(
                             "exit status packet of {len} bytes"
@@ -339,6 +334,7 @@ mod tests {
     //! scripted server is a task on the test's own runtime, so every test
     //! here also shows that an exchange needs no thread of its own.
     use super::*;
+    use crate::adb::wire::shell_v2_packet;
     use crate::test_support::{accept_requests, loopback, read_request};
     use std::time::Duration;
 
@@ -404,22 +400,15 @@ mod tests {
         .await
     }
 
-    fn packet(id: u8, data: &[u8]) -> Vec<u8> {
-        let mut p = vec![id];
-        p.extend_from_slice(&u32::try_from(data.len()).unwrap().to_le_bytes());
-        p.extend_from_slice(data);
-        p
-    }
-
     const V2_REQUESTS: &[&str] = &["host:transport:emu-1", "shell,v2,raw:dumpsys battery"];
     const SECOND: Duration = Duration::from_secs(1);
 
     #[tokio::test]
     async fn v2_separates_the_streams_and_carries_the_exit_status() {
-        let mut reply = packet(V2_STDOUT, b"level: 5");
-        reply.extend(packet(V2_STDERR, b"warn"));
-        reply.extend(packet(V2_STDOUT, b"0\n"));
-        reply.extend(packet(V2_EXIT, &[3]));
+        let mut reply = shell_v2_packet(SHELL_V2_STDOUT, b"level: 5");
+        reply.extend(shell_v2_packet(SHELL_V2_STDERR, b"warn"));
+        reply.extend(shell_v2_packet(SHELL_V2_STDOUT, b"0\n"));
+        reply.extend(shell_v2_packet(SHELL_V2_EXIT, &[3]));
         let addr = server(V2_REQUESTS, reply, true).await;
         // The server holds the connection open: the exchange ends at the
         // exit packet, not at the close.
@@ -431,7 +420,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_close_before_the_exit_status_is_a_cut_short_command() {
-        let addr = server(V2_REQUESTS, packet(V2_STDOUT, b"level"), false).await;
+        let addr = server(
+            V2_REQUESTS,
+            shell_v2_packet(SHELL_V2_STDOUT, b"level"),
+            false,
+        )
+        .await;
         let err = battery(addr, SECOND).await.unwrap_err();
         assert!(
             matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof),
@@ -452,7 +446,7 @@ mod tests {
             for b in b"OKAY"
                 .iter()
                 .chain(b"OKAY")
-                .chain(&[V2_STDOUT, 100, 0, 0, 0])
+                .chain(&[SHELL_V2_STDOUT, 100, 0, 0, 0])
             {
                 if conn.write_all(&[*b]).await.is_err() {
                     return;
@@ -471,7 +465,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_deadline_already_past_starts_nothing() {
-        let addr = server(V2_REQUESTS, packet(V2_EXIT, &[0]), true).await;
+        let addr = server(V2_REQUESTS, shell_v2_packet(SHELL_V2_EXIT, &[0]), true).await;
         times_out_within(addr, Duration::ZERO, Duration::from_millis(100)).await;
     }
 
@@ -515,8 +509,8 @@ mod tests {
                 conns.push(conn);
             }
             for (i, conn) in conns.iter_mut().enumerate() {
-                let mut reply = packet(V2_STDOUT, i.to_string().as_bytes());
-                reply.extend(packet(V2_EXIT, &[0]));
+                let mut reply = shell_v2_packet(SHELL_V2_STDOUT, i.to_string().as_bytes());
+                reply.extend(shell_v2_packet(SHELL_V2_EXIT, &[0]));
                 conn.write_all(&reply).await.unwrap();
             }
             // Keep the connections until the test is over.
@@ -581,7 +575,7 @@ mod tests {
 
     #[tokio::test]
     async fn output_beyond_the_limit_is_refused_before_it_is_read() {
-        let mut header = vec![V2_STDOUT];
+        let mut header = vec![SHELL_V2_STDOUT];
         header.extend_from_slice(&u32::try_from(MAX_OUTPUT + 1).unwrap().to_le_bytes());
         let addr = server(V2_REQUESTS, header, true).await;
         let err = battery(addr, SECOND).await.unwrap_err();

@@ -45,6 +45,7 @@ mod exchange;
 pub mod parse;
 mod shell;
 mod sync;
+pub mod wire;
 
 use crate::device::{
     BoxFuture, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind,

@@ -25,11 +25,7 @@ use std::net::SocketAddrV4;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
-/// The most bytes of one `DATA` request (adb's `SYNC_DATA_MAX`).
-pub(crate) const SYNC_DATA_MAX: usize = 64 * 1024;
-
-/// The longest path a sync request may name (adb's limit).
-const MAX_PATH: usize = 1024;
+use super::wire::{SYNC_DATA_MAX, SYNC_MAX_PATH, sync_header, sync_message};
 
 /// `S_IFREG`: the file type bits of a regular file in a `SEND` mode.
 const S_IFREG: u32 = 0o100_000;
@@ -118,9 +114,9 @@ pub(crate) async fn send(
 }
 
 fn check_path(remote: &str) -> Result<(), ExchangeError> {
-    if remote.len() > MAX_PATH || remote.contains('\0') {
+    if remote.len() > SYNC_MAX_PATH || remote.contains('\0') {
         return Err(ExchangeError::Protocol(format!(
-            "a sync path must be at most {MAX_PATH} bytes without NUL"
+            "a sync path must be at most {SYNC_MAX_PATH} bytes without NUL"
         )));
     }
     Ok(())
@@ -129,20 +125,16 @@ fn check_path(remote: &str) -> Result<(), ExchangeError> {
 async fn write_request(conn: &mut Conn, id: &[u8; 4], payload: &[u8]) -> Result<(), ExchangeError> {
     let len = u32::try_from(payload.len())
         .map_err(|_| ExchangeError::Protocol("a sync payload over 4 GiB".into()))?;
-    let mut packet = Vec::with_capacity(8 + payload.len());
-    packet.extend_from_slice(id);
-    packet.extend_from_slice(&len.to_le_bytes());
-    packet.extend_from_slice(payload);
-    conn.stream.write_all(&packet).await?;
+    conn.stream
+        .write_all(&sync_message(id, len, payload))
+        .await?;
     Ok(())
 }
 
 async fn read_header(conn: &mut Conn) -> Result<([u8; 4], u32), ExchangeError> {
     let mut header = [0u8; 8];
     conn.stream.read_exact(&mut header).await?;
-    let id = [header[0], header[1], header[2], header[3]];
-    let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-    Ok((id, len))
+    Ok(sync_header(header))
 }
 
 /// The message of a `FAIL` whose header said `len` bytes follow.
@@ -166,14 +158,12 @@ fn unexpected(request: &str, id: &[u8; 4]) -> ExchangeError {
 
 async fn stat_on(conn: &mut Conn, remote: &str) -> Result<Option<RemoteStat>, ExchangeError> {
     write_request(conn, b"STAT", remote.as_bytes()).await?;
-    let mut reply = [0u8; 16];
-    conn.stream.read_exact(&mut reply).await?;
-    if &reply[..4] != b"STAT" {
-        let id = [reply[0], reply[1], reply[2], reply[3]];
+    let (id, mode) = read_header(conn).await?;
+    if &id != b"STAT" {
         return Err(unexpected("STAT", &id));
     }
-    let word = |i: usize| u32::from_le_bytes([reply[i], reply[i + 1], reply[i + 2], reply[i + 3]]);
-    let (mode, size) = (word(4), word(8));
+    let size = conn.stream.read_u32_le().await?;
+    let _mtime = conn.stream.read_u32_le().await?;
     Ok((mode != 0).then_some(RemoteStat { mode, size }))
 }
 
@@ -196,10 +186,9 @@ async fn send_on(conn: &mut Conn, file: Outgoing<'_>) -> Result<u64, ExchangeErr
         }
         write_request(conn, b"DATA", &buffer[..n]).await?;
     }
-    let mut done = Vec::with_capacity(8);
-    done.extend_from_slice(b"DONE");
-    done.extend_from_slice(&file.mtime.to_le_bytes());
-    conn.stream.write_all(&done).await?;
+    conn.stream
+        .write_all(&sync_message(b"DONE", file.mtime, b""))
+        .await?;
     let (id, len) = read_header(conn).await?;
     match &id {
         b"OKAY" => Ok(total),
@@ -227,13 +216,14 @@ async fn read_chunk(
 
 /// `QUIT`, best effort: the answer is already in hand.
 async fn quit(conn: &mut Conn) {
-    let _ = conn.stream.write_all(b"QUIT\0\0\0\0").await;
+    let _ = conn.stream.write_all(&sync_message(b"QUIT", 0, b"")).await;
 }
 
 #[cfg(test)]
 mod tests {
     //! The sync client against a scripted device behind a scripted server.
     use super::*;
+    use crate::adb::wire::sync_stat_reply;
     use crate::test_support::{loopback, read_request};
     use std::time::Duration;
     use tokio::net::TcpStream;
@@ -260,22 +250,13 @@ mod tests {
     async fn request(conn: &mut TcpStream) -> ([u8; 4], Vec<u8>) {
         let mut header = [0u8; 8];
         conn.read_exact(&mut header).await.unwrap();
-        let len = u32::from_le_bytes(header[4..].try_into().unwrap());
-        let id: [u8; 4] = header[..4].try_into().unwrap();
+        let (id, len) = sync_header(header);
         if &id == b"DONE" || &id == b"QUIT" {
             return (id, len.to_le_bytes().to_vec());
         }
         let mut body = vec![0u8; len as usize];
         conn.read_exact(&mut body).await.unwrap();
         (id, body)
-    }
-
-    fn stat_reply(mode: u32, size: u32) -> Vec<u8> {
-        let mut r = b"STAT".to_vec();
-        for w in [mode, size, 1_700_000_000] {
-            r.extend_from_slice(&w.to_le_bytes());
-        }
-        r
     }
 
     fn deadline() -> Instant {
@@ -311,7 +292,9 @@ mod tests {
                 (&id, path.as_slice()),
                 (b"STAT", "/sdcard/Download/é x".as_bytes())
             );
-            conn.write_all(&stat_reply(0, 0)).await.unwrap();
+            conn.write_all(&sync_stat_reply(0, 0, 1_700_000_000))
+                .await
+                .unwrap();
             let (id, header) = request(&mut conn).await;
             assert_eq!(&id, b"SEND");
             assert_eq!(
@@ -362,7 +345,9 @@ mod tests {
     async fn an_existing_file_is_left_alone_unless_replaced() {
         let addr = server(|mut conn| async move {
             let _ = request(&mut conn).await;
-            conn.write_all(&stat_reply(0o100_644, 3)).await.unwrap();
+            conn.write_all(&sync_stat_reply(0o100_644, 3, 1_700_000_000))
+                .await
+                .unwrap();
             let (id, _) = request(&mut conn).await;
             assert_eq!(&id, b"QUIT", "nothing is sent");
         })
@@ -377,7 +362,9 @@ mod tests {
     async fn the_devices_fail_carries_its_message() {
         let addr = server(|mut conn| async move {
             let _ = request(&mut conn).await;
-            conn.write_all(&stat_reply(0, 0)).await.unwrap();
+            conn.write_all(&sync_stat_reply(0, 0, 1_700_000_000))
+                .await
+                .unwrap();
             loop {
                 let (id, _) = request(&mut conn).await;
                 if &id == b"DONE" {
@@ -405,7 +392,9 @@ mod tests {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let addr = server(|mut conn| async move {
             let _ = request(&mut conn).await;
-            conn.write_all(&stat_reply(0, 0)).await.unwrap();
+            conn.write_all(&sync_stat_reply(0, 0, 1_700_000_000))
+                .await
+                .unwrap();
             let mut ids = Vec::new();
             loop {
                 let mut header = [0u8; 8];
