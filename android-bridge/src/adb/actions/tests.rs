@@ -107,12 +107,14 @@ fn cmd(service: &str, action: &str, params: Value) -> Command {
     Catalogue::get().parse(service, action, &params).unwrap()
 }
 
+/// `name` (`service.action`) with `params` on `sh`, its result checked
+/// against the action's documented shape.
 pub(super) async fn run(
     sh: &ScriptedShell,
-    service: &str,
-    action: &str,
+    name: &str,
     params: Value,
 ) -> Result<Value, BridgeError> {
+    let (service, action) = name.split_once('.').expect("service.action");
     let command = cmd(service, action, params);
     let result = execute(sh, &command).await;
     if let Ok(value) = &result {
@@ -137,7 +139,7 @@ async fn launch(
     if let Some(activity) = activity {
         params["activity"] = json!(activity);
     }
-    run(sh, "app_launcher", "launch", params).await
+    run(sh, "app_launcher.launch", params).await
 }
 
 /// The command that asks for `package`'s launcher activities.
@@ -163,9 +165,7 @@ const AUDIO: &str = include_str!(
 #[tokio::test]
 async fn battery_status_reads_dumpsys_battery() {
     let sh = ScriptedShell::default().answer("dumpsys battery", BATTERY);
-    let v = run(&sh, "batteryMonitor", "status", json!({}))
-        .await
-        .unwrap();
+    let v = run(&sh, "batteryMonitor.status", json!({})).await.unwrap();
     assert_eq!(v["level_percent"], 100);
     assert_eq!(sh.asked(), ["dumpsys battery"]);
 }
@@ -218,14 +218,9 @@ async fn an_unresolvable_launch_is_not_found() {
 #[tokio::test]
 async fn stopping_an_app_that_is_not_installed_is_not_found() {
     let sh = ScriptedShell::default().fail("pm path com.gone.app", "", "", 1);
-    let err = run(
-        &sh,
-        "app_launcher",
-        "stop",
-        json!({"package": "com.gone.app"}),
-    )
-    .await
-    .unwrap_err();
+    let err = run(&sh, "app_launcher.stop", json!({"package": "com.gone.app"}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::NotFound);
     assert_eq!(
         sh.asked(),
@@ -250,8 +245,7 @@ async fn set_volume_scales_percent_to_the_streams_range_and_reads_back() {
     // STREAM_DTMF in this fixture: min 0, max 15; 50 % of 15 rounds to 8.
     let v = run(
         &sh,
-        "audio_automation",
-        "set_volume",
+        "audio_automation.set_volume",
         json!({"stream": "dtmf", "level": 50}),
     )
     .await
@@ -274,7 +268,7 @@ async fn mute_remembers_the_level_and_unmute_restores_it() {
         .answer("dumpsys audio", AUDIO)
         .answer("cmd media_session volume --stream 8 --set 0", "")
         .answer("cmd media_session volume --stream 8 --set 5", "");
-    run(&sh, "audio_automation", "mute", json!({"stream": "dtmf"}))
+    run(&sh, "audio_automation.mute", json!({"stream": "dtmf"}))
         .await
         .unwrap();
     assert_eq!(
@@ -289,21 +283,16 @@ async fn mute_remembers_the_level_and_unmute_restores_it() {
         .answer("dumpsys audio", &muted_audio)
         .answer("cmd media_session volume --stream 8 --set 5", "");
     *sh2.muted.lock().unwrap() = sh.muted.lock().unwrap().clone();
-    run(
-        &sh2,
-        "audio_automation",
-        "unmute",
-        json!({"stream": "dtmf"}),
-    )
-    .await
-    .unwrap();
+    run(&sh2, "audio_automation.unmute", json!({"stream": "dtmf"}))
+        .await
+        .unwrap();
     assert_eq!(
         volume_sets(&sh2),
         ["cmd media_session volume --stream 8 --set 5"]
     );
     // Nothing remembered and the stream is audible: unmute changes nothing.
     let sh = ScriptedShell::default().answer("dumpsys audio", AUDIO);
-    run(&sh, "audio_automation", "unmute", json!({"stream": "dtmf"}))
+    run(&sh, "audio_automation.unmute", json!({"stream": "dtmf"}))
         .await
         .unwrap();
     sh.never_asked("--set");
@@ -317,21 +306,21 @@ async fn phone_errors_become_structured_errors() {
         "java.lang.SecurityException: Permission Denial: not allowed to change wifi state\n",
         1,
     );
-    let err = run(&sh, "wifi_automation", "disable", json!({}))
+    let err = run(&sh, "wifi_automation.disable", json!({}))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
 
     // The scripted shell answers unknown commands like Android's sh.
     let sh = ScriptedShell::default();
-    let err = run(&sh, "camera_control", "camera_info", json!({}))
+    let err = run(&sh, "camera_control.camera_info", json!({}))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::UnsupportedAction, "{err}");
 
     let sh = ScriptedShell::default()
         .answer("dumpsys media.camera", "Can't find service: media.camera\n");
-    let err = run(&sh, "camera_control", "camera_info", json!({}))
+    let err = run(&sh, "camera_control.camera_info", json!({}))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::UnsupportedAction, "{err}");
@@ -342,14 +331,9 @@ async fn phone_errors_become_structured_errors() {
         "Error: something odd\n",
         255,
     );
-    let err = run(
-        &sh,
-        "screen_control",
-        "set_brightness",
-        json!({"level": 10}),
-    )
-    .await
-    .unwrap_err();
+    let err = run(&sh, "screen_control.set_brightness", json!({"level": 10}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::DeviceError, "{err}");
     assert!(err.to_string().contains("something odd"), "{err}");
 }
@@ -367,7 +351,7 @@ async fn play_url_passes_the_url_as_one_argument() {
         &format!("am start -W -a android.intent.action.VIEW -d {url}"),
         "Starting: Intent { act=android.intent.action.VIEW dat=https://example.org/... }\nStatus: ok\n",
     );
-    let v = run(&sh, "media_control", "play_url", json!({"url": url}))
+    let v = run(&sh, "media_control.play_url", json!({"url": url}))
         .await
         .unwrap();
     assert_eq!(v["status"], "ok");
@@ -433,7 +417,7 @@ async fn dump_read_errors(stdout: &str) -> Vec<(&'static str, BridgeError)> {
         let (service, action) = name.split_once('.').unwrap();
         let (_, spec) = Catalogue::get().action(service, action).unwrap();
         let sh = with_dump(&format!("dumpsys {dump}"), stdout);
-        match run(&sh, service, action, spec.example.clone()).await {
+        match run(&sh, name, spec.example.clone()).await {
             Ok(v) => panic!("{name} read {v} from {stdout:?}"),
             Err(err) => errors.push((name, err)),
         }
@@ -448,7 +432,7 @@ async fn a_dump_cut_short_by_its_timeout_is_a_retryable_error_not_a_value() {
         "../../../fixtures/android/dumpsys-battery/droidwarden-timeout-10000ms-mid-line.txt"
     );
     let sh = ScriptedShell::default().answer("dumpsys battery", cut);
-    let err = run(&sh, "batteryMonitor", "status", json!({}))
+    let err = run(&sh, "batteryMonitor.status", json!({}))
         .await
         .unwrap_err();
     assert!(matches!(err, BridgeError::IncompleteOutput { .. }), "{err}");
@@ -482,8 +466,7 @@ async fn a_dump_cut_short_by_its_timeout_is_a_retryable_error_not_a_value() {
 async fn music_volume(sh: &ScriptedShell) -> Result<Value, BridgeError> {
     run(
         sh,
-        "audio_automation",
-        "get_volume",
+        "audio_automation.get_volume",
         json!({"stream": "music"}),
     )
     .await
@@ -494,7 +477,7 @@ async fn a_dump_that_stops_mid_line_or_loses_its_service_is_retryable() {
     // The real level is 100; the dump stops at "mBatteryLevel=1".
     let cut = include_str!("../../../fixtures/android/dumpsys-power/droidwarden-cut-mid-line.txt");
     let sh = with_dump("dumpsys power", cut);
-    let err = run(&sh, "device_state", "status", json!({}))
+    let err = run(&sh, "device_state.status", json!({}))
         .await
         .unwrap_err();
     assert!(err.retryable(), "{err}");
@@ -615,7 +598,7 @@ fn network_shell(route: &str, addrs: &str, airplane: bool) -> ScriptedShell {
 async fn network_status_reports_the_default_routes_interface_on_ethernet() {
     let sh =
         network_shell(ETH_ROUTE, ETH_ADDRS, false).answer("ip route get 8.8.8.8", ETH_ROUTE_GET);
-    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+    let v = run(&sh, "network.status", json!({})).await.unwrap();
     assert_eq!(v["wifi"]["interface"], "eth0");
     assert_eq!(v["wifi"]["ipv4"], "10.0.1.36");
     assert_eq!(v["wifi"]["carrier"], true);
@@ -636,7 +619,7 @@ async fn network_status_on_mobile_data_and_offline() {
                 "../../../fixtures/android/ip-route-get/evidence-dw20260905-huawei-rmnet0-cellular-unknown.txt"
             ),
         );
-    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+    let v = run(&sh, "network.status", json!({})).await.unwrap();
     assert_eq!(v["wifi"]["interface"], "rmnet0");
     assert_eq!(v["default_gateway"], "10.121.106.242");
 
@@ -647,7 +630,7 @@ async fn network_status_on_mobile_data_and_offline() {
         include_str!("../../../fixtures/android/ip-route-get/droidwarden-unreachable.txt"),
         2,
     );
-    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+    let v = run(&sh, "network.status", json!({})).await.unwrap();
     assert_eq!(v["wifi"]["interface"], "wlan0");
     assert_eq!(v["wifi"]["up"], false);
     assert_eq!(v["default_gateway"], Value::Null);
@@ -656,7 +639,7 @@ async fn network_status_on_mobile_data_and_offline() {
     // A main table with a default route (Android 4, TV boxes): no lookup.
     let main_table = "default via 10.0.1.1 dev eth0  metric 204\n10.0.1.0/24 dev eth0  proto kernel  scope link  src 10.0.1.36\n";
     let sh = network_shell(main_table, ETH_ADDRS, false);
-    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+    let v = run(&sh, "network.status", json!({})).await.unwrap();
     assert_eq!(v["wifi"]["interface"], "eth0");
     assert_eq!(v["default_gateway"], "10.0.1.1");
     sh.never_asked("ip route get");
@@ -681,7 +664,7 @@ async fn ui_tree_follows_the_path_the_tool_printed_and_retries_while_not_idle() 
             &format!("UI hierchary dumped to: {legacy}\n"),
         )
         .answer(&format!("cat {legacy}"), DIALOG_DUMP);
-    let tree = run(&sh, "screen", "ui_tree", json!({})).await.unwrap();
+    let tree = run(&sh, "screen.ui_tree", json!({})).await.unwrap();
     assert!(tree["count"].as_u64().unwrap() > 0);
     // The scripted shell runs `dump && cat` as two commands; the file it
     // asked for is not read as the dump, since the tool wrote elsewhere.
@@ -695,7 +678,7 @@ async fn ui_tree_follows_the_path_the_tool_printed_and_retries_while_not_idle() 
     );
     // The tree is what tap {element} resolves against: its centre.
     let first = &tree["elements"][0];
-    let tapped = run(&sh, "ui_control", "tap", json!({"element": 0})).await;
+    let tapped = run(&sh, "ui_control.tap", json!({"element": 0})).await;
     // `input tap` is not scripted: the phone says the command is missing,
     // after the element was resolved to its centre.
     assert!(tapped.is_err());
@@ -710,9 +693,7 @@ async fn ui_tree_follows_the_path_the_tool_printed_and_retries_while_not_idle() 
         "ERROR: could not get idle state.\n",
         1,
     );
-    let err = run(&busy, "screen", "ui_tree", json!({}))
-        .await
-        .unwrap_err();
+    let err = run(&busy, "screen.ui_tree", json!({})).await.unwrap_err();
     assert!(err.retryable(), "{err}");
     assert_eq!(busy.asked().len(), 3, "three dumps, then the error");
 }
@@ -720,9 +701,7 @@ async fn ui_tree_follows_the_path_the_tool_printed_and_retries_while_not_idle() 
 #[tokio::test]
 async fn foreground_app_reads_the_focused_activity() {
     let sh = ScriptedShell::default().answer("dumpsys window displays", FOCUS);
-    let v = run(&sh, "screen", "foreground_app", json!({}))
-        .await
-        .unwrap();
+    let v = run(&sh, "screen.foreground_app", json!({})).await.unwrap();
     assert_eq!(v["package"], "jp.naver.line.android");
     assert_eq!(
         v["activity"],
@@ -743,14 +722,14 @@ async fn type_text_selects_the_broadcast_ime_for_unicode_and_restores_the_keyboa
             "Broadcasting: Intent { act=ADB_INPUT_B64 flg=0x400000 (has extras) }\nBroadcast completed: result=0\n",
         )
         .answer(&format!("ime set {LATIN}"), "");
-    let v = run(&sh, "ui_control", "type_text", json!({"text": text}))
+    let v = run(&sh, "ui_control.type_text", json!({"text": text}))
         .await
         .unwrap();
     assert_eq!(v, json!({"typed": 7, "method": "ime_broadcast"}));
     assert_eq!(sh.asked().last().unwrap(), &format!("ime set {LATIN}"));
 
     let without = ScriptedShell::default().answer("ime list -s", &format!("{LATIN}\n"));
-    let err = run(&without, "ui_control", "type_text", json!({"text": text}))
+    let err = run(&without, "ui_control.type_text", json!({"text": text}))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::UnsupportedAction);
