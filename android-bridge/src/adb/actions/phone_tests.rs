@@ -67,55 +67,49 @@ async fn a_denied_dump_is_permission_denied_even_with_exit_0() {
 #[tokio::test]
 async fn the_bridge_refuses_dangerous_schemes_and_dot_dot_by_itself() {
     let sh = ScriptedShell::default();
-    for url in [
+    let schemes = [
         "javascript:alert(1)",
         "FILE:///sdcard/x",
         "content://sms/inbox",
-    ] {
-        let err = run(&sh, "intents.open_url", json!({ "url": url }))
-            .await
-            .unwrap_err();
-        assert_eq!(err.code(), ErrorCode::Denied, "{url}");
+    ]
+    .map(|url| ("intents.open_url", json!({ "url": url }), ErrorCode::Denied));
+    let dot_dot = [
+        (
+            "files.pull",
+            json!({"path": "/sdcard/Download/../../data/x"}),
+        ),
+        (
+            "app_manager.install",
+            json!({"apk_path": "/data/local/tmp/../x.apk"}),
+        ),
+    ]
+    .map(|(name, params)| (name, params, ErrorCode::InvalidParams));
+    for (name, params, code) in schemes.into_iter().chain(dot_dot) {
+        let shown = params.to_string();
+        let err = run(&sh, name, params).await.unwrap_err();
+        assert_eq!(err.code(), code, "{name} {shown}: {err}");
     }
-    let err = run(
-        &sh,
-        "files.pull",
-        json!({"path": "/sdcard/Download/../../data/x"}),
-    )
-    .await
-    .unwrap_err();
-    assert_eq!(err.code(), ErrorCode::InvalidParams);
-    let err = run(
-        &sh,
-        "app_manager.install",
-        json!({"apk_path": "/data/local/tmp/../x.apk"}),
-    )
-    .await
-    .unwrap_err();
-    assert_eq!(err.code(), ErrorCode::InvalidParams);
     assert!(sh.asked().is_empty(), "{:?}", sh.asked());
 }
 
 #[tokio::test]
 async fn pull_checks_the_size_before_reading() {
     let path = "/sdcard/Download/big.bin";
-    let sh = ScriptedShell::default().answer(
-        &format!("stat -L -c %s %F {path}"),
-        &format!("{} regular file\n", MAX_PULL_BYTES + 1),
-    );
+    let stat = format!("stat -L -c %s %F {path}");
+    let sh =
+        ScriptedShell::default().answer(&stat, &format!("{} regular file\n", MAX_PULL_BYTES + 1));
     let err = run(&sh, "files.pull", json!({ "path": path }))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Denied, "{err}");
     assert_eq!(sh.asked().len(), 1);
-    let sh =
-        ScriptedShell::default().answer(&format!("stat -L -c %s %F {path}"), "4096 directory\n");
+    let sh = ScriptedShell::default().answer(&stat, "4096 directory\n");
     let err = run(&sh, "files.pull", json!({ "path": path }))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidParams, "{err}");
     let sh = ScriptedShell::default()
-        .answer(&format!("stat -L -c %s %F {path}"), "5 regular file\n")
+        .answer(&stat, "5 regular file\n")
         .answer(&format!("base64 -w 0 {path}"), "aGVsbG8=\n");
     let v = run(&sh, "files.pull", json!({ "path": path }))
         .await
