@@ -661,26 +661,31 @@ fn main() {
     let v3 = ProtocolVersion::V3_1_1;
     let v5 = ProtocolVersion::V5;
 
-    decode_case(
-        "decode PUBLISH QoS 0, 3.1.1",
-        &publish_v311(V4QoS::AtMostOnce),
-        v3,
-    );
-    decode_case(
-        "decode PUBLISH QoS 1, 3.1.1",
-        &publish_v311(V4QoS::AtLeastOnce),
-        v3,
-    );
-    decode_case(
-        "decode PUBLISH QoS 0, 5 + 2 props",
-        &publish_v5(V5QoS::AtMostOnce),
-        v5,
-    );
-    decode_case(
-        "decode PUBLISH QoS 1, 5 + 2 props",
-        &publish_v5(V5QoS::AtLeastOnce),
-        v5,
-    );
+    let decodes = [
+        (
+            "decode PUBLISH QoS 0, 3.1.1",
+            publish_v311(V4QoS::AtMostOnce),
+            v3,
+        ),
+        (
+            "decode PUBLISH QoS 1, 3.1.1",
+            publish_v311(V4QoS::AtLeastOnce),
+            v3,
+        ),
+        (
+            "decode PUBLISH QoS 0, 5 + 2 props",
+            publish_v5(V5QoS::AtMostOnce),
+            v5,
+        ),
+        (
+            "decode PUBLISH QoS 1, 5 + 2 props",
+            publish_v5(V5QoS::AtLeastOnce),
+            v5,
+        ),
+    ];
+    for (name, packet, version) in &decodes {
+        decode_case(name, packet, *version);
+    }
     decode_connect_case("decode CONNECT 5 (will, login)", &connect_v5());
     decode_case("decode SUBSCRIBE 5, 3 filters", &subscribe_v5(), v5);
 
@@ -689,7 +694,7 @@ fn main() {
         p.pkid = if qos == V4QoS::AtMostOnce { 0 } else { 7 };
         p
     };
-    for (name, qos, theirs_qos) in [
+    let encodes = [
         (
             "encode PUBLISH QoS 0, 3.1.1",
             QoS::AtMostOnce,
@@ -700,7 +705,8 @@ fn main() {
             QoS::AtLeastOnce,
             V4QoS::AtLeastOnce,
         ),
-    ] {
+    ];
+    for (name, qos, theirs_qos) in encodes {
         let ours = ours_publish(qos, false);
         let ServerPacket::Publish(ours_inner) = &ours else {
             unreachable!()
