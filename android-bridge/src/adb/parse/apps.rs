@@ -124,6 +124,22 @@ pub fn component_package(component: &str) -> Option<&str> {
         .filter(|p| !p.is_empty())
 }
 
+/// Splits an activity component `pkg/cls` into its package and full class
+/// name, a class written `.Short` being relative to the package. `None`
+/// without a `/` or with either side empty.
+pub fn split_component(component: &str) -> Option<(String, String)> {
+    let (package, class) = component.split_once('/')?;
+    if package.is_empty() || class.is_empty() {
+        return None;
+    }
+    let class = if class.starts_with('.') {
+        format!("{package}{class}")
+    } else {
+        class.to_owned()
+    };
+    Some((package.to_owned(), class))
+}
+
 /// The system's "open with" chooser: AOSP's
 /// `android/com.android.internal.app.ResolverActivity` or a vendor's own
 /// `…ResolverActivity` / `…ChooserActivity`.
@@ -305,6 +321,21 @@ pub fn pm_path(output: &str) -> Result<Vec<String>, ParseError> {
 mod tests {
     use super::super::tests::AM_START_ERRORS;
     use super::*;
+
+    #[test]
+    fn components_split_into_package_and_full_class() {
+        assert_eq!(
+            split_component("com.a/.Main"),
+            Some(("com.a".to_owned(), "com.a.Main".to_owned()))
+        );
+        assert_eq!(
+            split_component("com.a/x.Y"),
+            Some(("com.a".to_owned(), "x.Y".to_owned()))
+        );
+        assert_eq!(split_component("com.a"), None);
+        assert_eq!(split_component("com.a/"), None);
+        assert_eq!(split_component("/.Main"), None);
+    }
 
     #[test]
     fn resolve_activity_fixtures() {
