@@ -264,32 +264,27 @@ async fn set_volume_scales_percent_to_the_streams_range_and_reads_back() {
 #[tokio::test]
 async fn mute_remembers_the_level_and_unmute_restores_it() {
     // STREAM_DTMF in this fixture: streamVolume 5, range 0..=15.
+    let set = |level: u8| format!("cmd media_session volume --stream 8 --set {level}");
     let sh = ScriptedShell::default()
         .answer("dumpsys audio", AUDIO)
-        .answer("cmd media_session volume --stream 8 --set 0", "")
-        .answer("cmd media_session volume --stream 8 --set 5", "");
+        .answer(&set(0), "")
+        .answer(&set(5), "");
     run(&sh, "audio_automation.mute", json!({"stream": "dtmf"}))
         .await
         .unwrap();
-    assert_eq!(
-        volume_sets(&sh),
-        ["cmd media_session volume --stream 8 --set 0"]
-    );
+    assert_eq!(volume_sets(&sh), [set(0)]);
     assert_eq!(sh.muted.lock().unwrap().get(&8), Some(&5));
 
     // The phone is now silent on that stream; unmute restores the saved 5.
     let muted_audio = AUDIO.replacen("streamVolume:5", "streamVolume:0", 2);
     let sh2 = ScriptedShell::default()
         .answer("dumpsys audio", &muted_audio)
-        .answer("cmd media_session volume --stream 8 --set 5", "");
+        .answer(&set(5), "");
     *sh2.muted.lock().unwrap() = sh.muted.lock().unwrap().clone();
     run(&sh2, "audio_automation.unmute", json!({"stream": "dtmf"}))
         .await
         .unwrap();
-    assert_eq!(
-        volume_sets(&sh2),
-        ["cmd media_session volume --stream 8 --set 5"]
-    );
+    assert_eq!(volume_sets(&sh2), [set(5)]);
     // Nothing remembered and the stream is audible: unmute changes nothing.
     let sh = ScriptedShell::default().answer("dumpsys audio", AUDIO);
     run(&sh, "audio_automation.unmute", json!({"stream": "dtmf"}))
