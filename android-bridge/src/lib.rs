@@ -20,6 +20,8 @@ pub mod backoff;
 pub mod companion;
 pub mod device;
 mod error;
+#[cfg(test)]
+mod test_support;
 
 pub use device::{
     Capability, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind, Turn,

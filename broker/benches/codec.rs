@@ -661,26 +661,15 @@ fn main() {
     let v3 = ProtocolVersion::V3_1_1;
     let v5 = ProtocolVersion::V5;
 
-    decode_case(
-        "decode PUBLISH QoS 0, 3.1.1",
-        &publish_v311(V4QoS::AtMostOnce),
-        v3,
-    );
-    decode_case(
-        "decode PUBLISH QoS 1, 3.1.1",
-        &publish_v311(V4QoS::AtLeastOnce),
-        v3,
-    );
-    decode_case(
-        "decode PUBLISH QoS 0, 5 + 2 props",
-        &publish_v5(V5QoS::AtMostOnce),
-        v5,
-    );
-    decode_case(
-        "decode PUBLISH QoS 1, 5 + 2 props",
-        &publish_v5(V5QoS::AtLeastOnce),
-        v5,
-    );
+    // QoS 0 and 1 of each version (`as u8`: the QoS level's number).
+    for qos in [V4QoS::AtMostOnce, V4QoS::AtLeastOnce] {
+        let name = format!("decode PUBLISH QoS {}, 3.1.1", qos as u8);
+        decode_case(&name, &publish_v311(qos), v3);
+    }
+    for qos in [V5QoS::AtMostOnce, V5QoS::AtLeastOnce] {
+        let name = format!("decode PUBLISH QoS {}, 5 + 2 props", qos as u8);
+        decode_case(&name, &publish_v5(qos), v5);
+    }
     decode_connect_case("decode CONNECT 5 (will, login)", &connect_v5());
     decode_case("decode SUBSCRIBE 5, 3 filters", &subscribe_v5(), v5);
 
@@ -689,25 +678,19 @@ fn main() {
         p.pkid = if qos == V4QoS::AtMostOnce { 0 } else { 7 };
         p
     };
-    for (name, qos, theirs_qos) in [
-        (
-            "encode PUBLISH QoS 0, 3.1.1",
-            QoS::AtMostOnce,
-            V4QoS::AtMostOnce,
-        ),
-        (
-            "encode PUBLISH QoS 1, 3.1.1",
-            QoS::AtLeastOnce,
-            V4QoS::AtLeastOnce,
-        ),
-    ] {
+    let encodes = [
+        (QoS::AtMostOnce, V4QoS::AtMostOnce),
+        (QoS::AtLeastOnce, V4QoS::AtLeastOnce),
+    ];
+    for (qos, theirs_qos) in encodes {
+        let name = format!("encode PUBLISH QoS {}, 3.1.1", theirs_qos as u8);
         let ours = ours_publish(qos, false);
         let ServerPacket::Publish(ours_inner) = &ours else {
             unreachable!()
         };
         let theirs = v4_publish(theirs_qos);
         encode_case(
-            name,
+            &name,
             &ours,
             v3,
             &|buf| drop(theirs.write(buf)),

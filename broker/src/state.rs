@@ -211,6 +211,31 @@ struct Message {
 }
 
 impl Message {
+    /// A message `publisher` publishes (or its will) at `now`: it expires
+    /// after its Message Expiry Interval, when it has one.
+    fn published(
+        now: Instant,
+        publisher: &str,
+        topic: String,
+        payload: Bytes,
+        qos: QoS,
+        retain: bool,
+        properties: PublishProperties,
+    ) -> Self {
+        let expires_at = properties
+            .message_expiry_interval
+            .map(|secs| now + Duration::from_secs(u64::from(secs)));
+        Self {
+            topic,
+            payload,
+            qos,
+            retain,
+            properties,
+            expires_at,
+            publisher: publisher.to_owned(),
+        }
+    }
+
     /// `None` when expired, else the Message Expiry Interval to forward.
     fn remaining_expiry(&self, now: Instant) -> Option<Option<u32>> {
         match self.expires_at {
@@ -744,23 +769,16 @@ impl Broker {
                 topic: p.topic.clone(),
             }));
         } else if !duplicate {
-            let expires_at = p
-                .properties
-                .message_expiry_interval
-                .map(|secs| now + Duration::from_secs(u64::from(secs)));
-            self.route(
+            let message = Message::published(
                 now,
-                Message {
-                    topic: p.topic,
-                    payload: p.payload,
-                    qos,
-                    retain: p.retain,
-                    properties: p.properties,
-                    expires_at,
-                    publisher: client_id.to_owned(),
-                },
-                out,
+                client_id,
+                p.topic,
+                p.payload,
+                qos,
+                p.retain,
+                p.properties,
             );
+            self.route(now, message, out);
         }
         let reason = if permitted || !v5 {
             reason::SUCCESS
@@ -1032,23 +1050,16 @@ impl Broker {
         will: LastWill,
         out: &mut Vec<Action>,
     ) {
-        let expires_at = will
-            .properties
-            .message_expiry_interval
-            .map(|secs| now + Duration::from_secs(u64::from(secs)));
-        self.route(
+        let message = Message::published(
             now,
-            Message {
-                topic: will.topic,
-                payload: will.payload,
-                qos: will.qos,
-                retain: will.retain,
-                properties: will.properties,
-                expires_at,
-                publisher: client_id.to_owned(),
-            },
-            out,
+            client_id,
+            will.topic,
+            will.payload,
+            will.qos,
+            will.retain,
+            will.properties,
         );
+        self.route(now, message, out);
     }
 
     fn tick(&mut self, now: Instant, out: &mut Vec<Action>) {

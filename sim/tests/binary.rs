@@ -10,6 +10,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
+mod common;
+
 const DEADLINE: Duration = Duration::from_secs(30);
 
 fn sim_command(args: &[&str]) -> Command {
@@ -24,13 +26,7 @@ fn sim_command(args: &[&str]) -> Command {
 
 /// Waits for the ready line and returns (adb, control) addresses.
 async fn ready(child: &mut Child) -> (String, String) {
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let line = tokio::time::timeout(DEADLINE, lines.next_line())
-        .await
-        .expect("ready line within the deadline")
-        .expect("readable stdout")
-        .expect("a ready line");
+    let line = common::ready_line(child, DEADLINE).await;
     let rest = line
         .strip_prefix("droidwarden-sim ready adb=")
         .expect("the ready line format");

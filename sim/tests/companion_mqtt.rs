@@ -22,6 +22,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
+mod common;
+
 const DEADLINE: Duration = Duration::from_secs(20);
 
 /// An MQTT client whose event loop runs in a task; publishes it receives
@@ -162,18 +164,21 @@ fn topic(leaf: &str) -> String {
 }
 
 async fn companion_sim(broker: &Mosquitto, adb: bool) -> SimHandle {
+    companion_sim_at(&broker.url(), "phone-1", adb).await
+}
+
+/// A sim whose companion app connects to `url` as `id`, once connected.
+async fn companion_sim_at(url: &str, id: &str, adb: bool) -> SimHandle {
     let sim = Sim::start(SimConfig {
         adb,
-        companion: Some(
-            CompanionSettings::new(&broker.url(), "phone-1", "droidwarden").expect("settings"),
-        ),
+        companion: Some(CompanionSettings::new(url, id, "droidwarden").expect("settings")),
         ..SimConfig::default()
     })
     .await
     .expect("start the sim");
     tokio::time::timeout(DEADLINE, sim.companion_connected())
         .await
-        .expect("connected within the deadline")
+        .unwrap_or_else(|_| panic!("{id} connected within the deadline"))
         .expect("connected");
     sim
 }
@@ -602,17 +607,7 @@ async fn the_documented_acl_confines_each_phone_to_its_own_topics() {
     // phone-a is the emulated app: it connects with its will, subscribes and
     // announces itself under the ACL (or never becomes connected).
     let url = format!("mqtt://phone-a:pa@127.0.0.1:{}", broker.port);
-    let sim = Sim::start(SimConfig {
-        adb: false,
-        companion: Some(CompanionSettings::new(&url, "phone-a", "droidwarden").expect("settings")),
-        ..SimConfig::default()
-    })
-    .await
-    .expect("start the sim");
-    tokio::time::timeout(DEADLINE, sim.companion_connected())
-        .await
-        .expect("phone-a connected under the ACL")
-        .expect("connected");
+    let sim = companion_sim_at(&url, "phone-a", false).await;
     let mut daemon = Mqtt::connect_as(
         broker.port,
         "droidwarden",
@@ -694,12 +689,7 @@ async fn the_binary_prints_its_companion_and_its_will_outlives_a_kill() {
         .kill_on_drop(true)
         .spawn()
         .expect("spawn the binary");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let line = tokio::time::timeout(DEADLINE, lines.next_line())
-        .await
-        .expect("ready line within the deadline")
-        .expect("readable")
-        .expect("a ready line");
+    let line = common::ready_line(&mut child, DEADLINE).await;
     let control = line
         .strip_prefix("droidwarden-sim ready adb=- control=")
         .and_then(|rest| rest.strip_suffix(" companion=phone-1"))

@@ -29,13 +29,11 @@
 //! public API, so the same file builds against older bridges for
 //! comparisons.
 
-use droidwarden_bridge::Registry;
-use droidwarden_bridge::adb::{AdbConfig, AdbTransport};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions};
+use droidwarden_e2e::adb_bench::{InProcessPhone, ms};
+use droidwarden_e2e::{Sim, SimOptions};
 use droidwarden_services::Catalogue;
 use serde_json::json;
-use std::io::{Read, Write};
-use std::net::{SocketAddrV4, TcpStream};
+use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -121,53 +119,12 @@ fn interleaved(ways: &mut [Way<'_>], rounds: usize) -> Vec<Stats> {
         .collect()
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn send(stream: &mut TcpStream, request: &str) {
-    write!(stream, "{:04x}{request}", request.len()).expect("write request");
-    let mut status = [0u8; 4];
-    stream.read_exact(&mut status).expect("read status");
-    assert_eq!(&status, b"OKAY", "adb server refused {request}");
-}
-
-/// One raw exchange with the adb server; returns the bytes of the reply.
-fn raw_round_trip(port: u16, serial: &str, command: &str) -> usize {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect adb server");
-    stream.set_nodelay(true).expect("nodelay");
-    send(&mut stream, &format!("host:transport:{serial}"));
-    send(&mut stream, &format!("shell,v2,raw:{command}"));
-    let mut reply = Vec::with_capacity(4096);
-    stream.read_to_end(&mut reply).expect("read reply");
-    reply.len()
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks for a listing; nothing to list.
     }
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
-    let serial = sim.serial();
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let registry = Arc::new(Registry::new());
-    let transport = AdbTransport::new(
-        AdbConfig {
-            server: SocketAddrV4::new([127, 0, 0, 1].into(), adb.port),
-            start_server: false,
-            ..AdbConfig::default()
-        },
-        Arc::clone(&registry),
-    );
-    runtime.block_on(transport.refresh()).expect("list devices");
-    let device = registry.select(Some(&serial)).expect("the sim is listed");
+    let rig = InProcessPhone::start();
+    let (adb, serial, device) = (&rig.adb, &rig.serial, &rig.device);
     let command = Catalogue::get()
         .parse("battery", "status", &json!({}))
         .expect("valid command");
@@ -176,27 +133,19 @@ fn main() {
         "battery.status against droidwarden-sim via adb server on port {}\n",
         adb.port
     );
-    let server = SocketAddrV4::new([127, 0, 0, 1].into(), adb.port);
+    let server = rig.server();
     let mut ours = || {
         time(&mut || {
-            runtime
+            rig.runtime
                 .block_on(device.call(&command))
                 .expect("call succeeds");
         })
     };
-    let mut ours_task = || {
-        let (device, command) = (device.clone(), command.clone());
-        let task = runtime.spawn(async move {
-            let start = Instant::now();
-            device.call(&command).await.expect("call succeeds");
-            start.elapsed()
-        });
-        runtime.block_on(task).expect("the call's task")
-    };
-    let mut library = || time(&mut || library_call(&serial, server));
+    let mut ours_task = || rig.call_as_task(&command);
+    let mut library = || time(&mut || library_call(serial, server));
     let mut raw = || {
         time(&mut || {
-            assert!(raw_round_trip(adb.port, &serial, "dumpsys battery") > 100);
+            assert!(rig.raw("shell,v2,raw:dumpsys battery", 4096).len() > 100);
         })
     };
     let stats = interleaved(
@@ -213,7 +162,7 @@ fn main() {
     let mut spawn_once = || {
         time(&mut || {
             let out = adb
-                .adb(&["-s", &serial, "shell", "dumpsys", "battery"])
+                .adb(&["-s", serial, "shell", "dumpsys", "battery"])
                 .output()
                 .expect("adb runs");
             assert!(out.status.success());
@@ -249,20 +198,20 @@ fn main() {
     // Calls at once, over several phones.
     let phones = env_number("PHONES", 4).max(1);
     let burst = env_number("BURST", 64).max(1);
-    let mut sims = vec![sim];
+    let mut serials = vec![serial.clone()];
+    let mut sims = Vec::new();
     for _ in 1..phones {
         let more = Sim::start(SimOptions::default());
         adb.connect(&more.serial());
+        serials.push(more.serial());
         sims.push(more);
     }
-    runtime.block_on(transport.refresh()).expect("list devices");
-    let handles: Vec<_> = sims
+    rig.runtime
+        .block_on(rig.transport.refresh())
+        .expect("list devices");
+    let handles: Vec<_> = serials
         .iter()
-        .map(|s| {
-            registry
-                .select(Some(&s.serial()))
-                .expect("the sim is listed")
-        })
+        .map(|s| rig.registry.select(Some(s)).expect("the sim is listed"))
         .collect();
     let before = threads();
     let sampling = Arc::new(AtomicBool::new(true));
@@ -279,7 +228,7 @@ fn main() {
     };
     let started = Instant::now();
     for _ in 0..BURSTS {
-        runtime.block_on(async {
+        rig.runtime.block_on(async {
             let mut calls = tokio::task::JoinSet::new();
             for i in 0..burst {
                 let device = handles[i % handles.len()].clone();

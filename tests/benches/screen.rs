@@ -21,22 +21,14 @@
 //! binaries, `cargo bench -p droidwarden-e2e --bench screen --profile dev`).
 //! `SCREEN_ROUNDS` sets the rounds (default 40).
 
-use droidwarden_bridge::Registry;
 use droidwarden_bridge::adb::actions::{DUMP_PATH, render_screenshot};
-use droidwarden_bridge::adb::{AdbConfig, AdbTransport};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, env_size};
+use droidwarden_e2e::adb_bench::{InProcessPhone, ms};
+use droidwarden_e2e::env_size;
 use droidwarden_services::{Catalogue, ImageFormat};
 use serde_json::json;
-use std::io::{Read, Write};
-use std::net::{SocketAddrV4, TcpStream};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WARMUP: usize = 3;
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 fn median(name: &str, mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -51,75 +43,33 @@ fn median(name: &str, mut samples: Vec<Duration>) -> Duration {
     m
 }
 
-fn send(stream: &mut TcpStream, request: &str) {
-    write!(stream, "{:04x}{request}", request.len()).expect("write request");
-    let mut status = [0u8; 4];
-    stream.read_exact(&mut status).expect("read status");
-    assert_eq!(&status, b"OKAY", "adb server refused {request}");
-}
-
-/// One raw exchange (`service` is `exec:…` or `shell,v2,raw:…`); the reply.
-fn raw(port: u16, serial: &str, service: &str) -> Vec<u8> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect adb server");
-    stream.set_nodelay(true).expect("nodelay");
-    send(&mut stream, &format!("host:transport:{serial}"));
-    send(&mut stream, service);
-    let mut reply = Vec::with_capacity(1 << 20);
-    stream.read_to_end(&mut reply).expect("read reply");
-    reply
-}
+/// Room for the largest reply, the PNG of a 1080×2400 screen.
+const REPLY: usize = 1 << 20;
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
     let rounds = env_size("SCREEN_ROUNDS", 40);
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
-    let serial = sim.serial();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let registry = Arc::new(Registry::new());
-    let transport = AdbTransport::new(
-        AdbConfig {
-            server: SocketAddrV4::new([127, 0, 0, 1].into(), adb.port),
-            start_server: false,
-            ..AdbConfig::default()
-        },
-        Arc::clone(&registry),
-    );
-    runtime.block_on(transport.refresh()).expect("list devices");
-    let device = registry.select(Some(&serial)).expect("the sim is listed");
+    let rig = InProcessPhone::start();
+    let raw = |service: &str| rig.raw(service, REPLY);
     let parse = |service: &str, action: &str| {
         Catalogue::get()
             .parse(service, action, &json!({}))
             .expect("valid command")
     };
     let (shot, tree) = (parse("screen", "screenshot"), parse("screen", "ui_tree"));
-    let call = |command: &droidwarden_services::Command| {
-        let (device, command) = (device.clone(), command.clone());
-        runtime
-            .block_on(runtime.spawn(async move {
-                let start = Instant::now();
-                device.call(&command).await.expect("call succeeds");
-                start.elapsed()
-            }))
-            .expect("the call's task")
-    };
+    let call = |command: &droidwarden_services::Command| rig.call_as_task(command);
     let timed = |f: &mut dyn FnMut()| {
         let start = Instant::now();
         f();
         start.elapsed()
     };
-    let png = raw(adb.port, &serial, "exec:screencap -p");
+    let png = raw("exec:screencap -p");
     assert!(png.starts_with(b"\x89PNG"), "the sim answers a PNG");
     println!(
         "screen actions against droidwarden-sim (1080x2400) via adb server on port {}; PNG {} KB\n",
-        adb.port,
+        rig.adb.port,
         png.len() / 1024
     );
 
@@ -127,31 +77,24 @@ fn main() {
     let (mut ours_tree, mut dump_cat, mut dump_and_cat) = (Vec::new(), Vec::new(), Vec::new());
     let (mut parse_only, mut tree_after_scaling) = (Vec::new(), Vec::new());
     let two_exchanges = || {
-        let out = raw(
-            adb.port,
-            &serial,
-            &format!("shell,v2,raw:uiautomator dump {DUMP_PATH}"),
-        );
+        let out = raw(&format!("shell,v2,raw:uiautomator dump {DUMP_PATH}"));
         assert!(!out.is_empty());
-        let xml = raw(adb.port, &serial, &format!("shell,v2,raw:cat {DUMP_PATH}"));
+        let xml = raw(&format!("shell,v2,raw:cat {DUMP_PATH}"));
         assert!(xml.len() > 1000);
     };
     let one_exchange = || {
-        let out = raw(
-            adb.port,
-            &serial,
-            &format!("shell,v2,raw:uiautomator dump {DUMP_PATH} && cat {DUMP_PATH}"),
-        );
+        let out = raw(&format!(
+            "shell,v2,raw:uiautomator dump {DUMP_PATH} && cat {DUMP_PATH}"
+        ));
         assert!(out.len() > 1000);
     };
     one_exchange(); // so that the file exists
-    let xml = String::from_utf8_lossy(&raw(adb.port, &serial, &format!("exec:cat {DUMP_PATH}")))
-        .into_owned();
+    let xml = String::from_utf8_lossy(&raw(&format!("exec:cat {DUMP_PATH}"))).into_owned();
     for round in 0..WARMUP + rounds {
         let keep = round >= WARMUP;
         let a = call(&shot);
         let mut bytes = Vec::new();
-        let b = timed(&mut || bytes = raw(adb.port, &serial, "exec:screencap -p"));
+        let b = timed(&mut || bytes = raw("exec:screencap -p"));
         let c = timed(&mut || {
             render_screenshot(&bytes, 1024, ImageFormat::Jpeg, 80).expect("scales");
         });

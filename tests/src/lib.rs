@@ -9,13 +9,15 @@
 //!   [`systemd`]: a notify socket and the daemon run as a service would be;
 //!   [`npm`]: the MCP programs from npm (reference server, Inspector CLI);
 //!   [`phone_rig`] and [`agent_rig`]: the daemon with its world, for the
-//!   one-phone and the agent tests.
+//!   one-phone and the agent tests; [`adb_bench`]: a phone behind the adb
+//!   server and an in-process ADB transport, for the benchmarks.
 //!
 //! Every wait polls for readiness with a deadline; nothing sleeps a fixed
 //! time hoping something is ready. The binaries are found next to the test
 //! executable (`target/<profile>/`); `scripts/test` builds them first.
 #![deny(missing_docs)]
 
+pub mod adb_bench;
 pub mod agent_rig;
 pub mod dbus;
 pub mod mqtt;

@@ -551,21 +551,7 @@ async fn audio(sh: &dyn Shell, action: &AudioAction) -> Result<Value, BridgeErro
                 current["min"].as_i64().unwrap_or(0),
                 current["max"].as_i64().unwrap_or(0),
             );
-            let index = index_for(*level, min, max).to_string();
-            let id = stream.android_id().to_string();
-            ok(
-                sh,
-                &[
-                    "cmd",
-                    "media_session",
-                    "volume",
-                    "--stream",
-                    &id,
-                    "--set",
-                    &index,
-                ],
-            )
-            .await?;
+            set_volume(sh, *stream, index_for(*level, min, max)).await?;
             volume(sh, *stream).await
         }
         AudioAction::Mute { stream } | AudioAction::Unmute { stream } => {
@@ -583,6 +569,21 @@ async fn audio(sh: &dyn Shell, action: &AudioAction) -> Result<Value, BridgeErro
             Ok(json!({ "mode": mode.as_str() }))
         }
     }
+}
+
+/// Set `stream`'s volume index (between its min and max).
+async fn set_volume(sh: &dyn Shell, stream: Stream, index: i64) -> Result<(), BridgeError> {
+    let (id, index) = (stream.android_id().to_string(), index.to_string());
+    let argv = [
+        "cmd",
+        "media_session",
+        "volume",
+        "--stream",
+        &id,
+        "--set",
+        &index,
+    ];
+    ok(sh, &argv).await.map(drop)
 }
 
 /// Android's shell volume tool only knows `--adj raise|same|lower` (it
@@ -614,20 +615,7 @@ async fn mute_stream(sh: &dyn Shell, stream: Stream, mute: bool) -> Result<Value
         }
     };
     if let Some(target) = target.filter(|t| *t != index) {
-        let (id, target) = (id.to_string(), target.to_string());
-        ok(
-            sh,
-            &[
-                "cmd",
-                "media_session",
-                "volume",
-                "--stream",
-                &id,
-                "--set",
-                &target,
-            ],
-        )
-        .await?;
+        set_volume(sh, stream, target).await?;
     }
     let after = volume(sh, stream).await?;
     Ok(json!({ "stream": stream.as_str(), "muted": mute, "level": after["level"] }))
@@ -710,6 +698,21 @@ async fn screen(sh: &dyn Shell, action: &ScreenAction) -> Result<Value, BridgeEr
     }
 }
 
+/// Start the activity that views `url` (of `category`, when given) and
+/// wait for it to be shown.
+async fn view(
+    sh: &dyn Shell,
+    url: &str,
+    category: Option<&str>,
+) -> Result<parse::AmStart, BridgeError> {
+    let mut argv = vec!["am", "start", "-W", "-a", "android.intent.action.VIEW"];
+    if let Some(category) = category {
+        argv.extend(["-c", category]);
+    }
+    argv.extend(["-d", url]);
+    read(sh, &argv, parse::am_start).await
+}
+
 async fn media(sh: &dyn Shell, action: &MediaAction) -> Result<Value, BridgeError> {
     let key = match action {
         MediaAction::Status => {
@@ -718,16 +721,7 @@ async fn media(sh: &dyn Shell, action: &MediaAction) -> Result<Value, BridgeErro
             return Ok(json!({ "sessions": to_json(sessions)?, "playing": playing }));
         }
         MediaAction::PlayUrl { url } => {
-            let argv = [
-                "am",
-                "start",
-                "-W",
-                "-a",
-                "android.intent.action.VIEW",
-                "-d",
-                url.as_str(),
-            ];
-            let started = read(sh, &argv, parse::am_start).await?;
+            let started = view(sh, url, None).await?;
             return Ok(json!({ "url": url, "status": started.status }));
         }
         MediaAction::Play => "play",

@@ -32,12 +32,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-/// Shell protocol v2 packet id: standard output.
-const V2_STDOUT: u8 = 1;
-/// Shell protocol v2 packet id: standard error.
-const V2_STDERR: u8 = 2;
-/// Shell protocol v2 packet id: the exit status (one byte).
-const V2_EXIT: u8 = 3;
+use super::wire::{SHELL_V2_EXIT, SHELL_V2_HEADER, SHELL_V2_STDERR, SHELL_V2_STDOUT};
 
 /// Most output one command may produce. Every action's output is a few
 /// kilobytes (a package list of a few hundred apps is ~30 KB); anything near
@@ -100,21 +95,13 @@ pub(crate) async fn shell(
     deadline: Instant,
 ) -> Result<Exchange, ExchangeError> {
     bounded(deadline, async {
-        let mut conn = Conn::open(server).await?;
-        conn.request(&format!("host:transport:{serial}")).await?;
+        let mut conn = Conn::to_device(server, serial).await?;
         match protocol {
             Protocol::V2 => {
                 conn.request(&format!("shell,v2,raw:{command}")).await?;
                 conn.read_v2().await
             }
-            Protocol::V1 => {
-                conn.request(&format!("shell:{command}")).await?;
-                let stdout = conn.read_to_end().await?;
-                Ok(Exchange {
-                    stdout,
-                    ..Exchange::default()
-                })
-            }
+            Protocol::V1 => conn.read_raw(&format!("shell:{command}")).await,
         }
     })
     .await
@@ -131,14 +118,8 @@ pub(crate) async fn exec(
     deadline: Instant,
 ) -> Result<Exchange, ExchangeError> {
     bounded(deadline, async {
-        let mut conn = Conn::open(server).await?;
-        conn.request(&format!("host:transport:{serial}")).await?;
-        conn.request(&format!("exec:{command}")).await?;
-        let stdout = conn.read_to_end().await?;
-        Ok(Exchange {
-            stdout,
-            ..Exchange::default()
-        })
+        let mut conn = Conn::to_device(server, serial).await?;
+        conn.read_raw(&format!("exec:{command}")).await
     })
     .await
 }
@@ -231,6 +212,28 @@ impl Conn {
         })
     }
 
+    /// A connection switched to the device with `serial`
+    /// (`host:transport:SERIAL`), ready for a service request.
+    pub(super) async fn to_device(
+        server: SocketAddrV4,
+        serial: &str,
+    ) -> Result<Self, ExchangeError> {
+        let mut conn = Self::open(server).await?;
+        conn.request(&format!("host:transport:{serial}")).await?;
+        Ok(conn)
+    }
+
+    /// Request `service` and take its raw output until the device closes
+    /// the stream: standard output only, no exit status (`shell:`, `exec:`).
+    async fn read_raw(&mut self, service: &str) -> Result<Exchange, ExchangeError> {
+        self.request(service).await?;
+        let stdout = self.read_to_end().await?;
+        Ok(Exchange {
+            stdout,
+            ..Exchange::default()
+        })
+    }
+
     /// Send one request and read the server's `OKAY` (or its `FAIL`).
     pub(super) async fn request(&mut self, text: &str) -> Result<(), ExchangeError> {
         if text.len() > 0xffff {
@@ -276,16 +279,16 @@ impl Conn {
     async fn read_v2(&mut self) -> Result<Exchange, ExchangeError> {
         let mut out = Exchange::default();
         loop {
-            let mut header = [0u8; 5];
+            let mut header = [0u8; SHELL_V2_HEADER];
             self.stream.read_exact(&mut header).await?;
-            let len = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
+            let (id, len) = super::wire::shell_v2_header(header);
             if out.stdout.len() + out.stderr.len() + len > MAX_OUTPUT {
                 return Err(ExchangeError::TooLarge);
             }
-            match header[0] {
-                V2_STDOUT => self.append(&mut out.stdout, len).await?,
-                V2_STDERR => self.append(&mut out.stderr, len).await?,
-                V2_EXIT => {
+            match id {
+                SHELL_V2_STDOUT => self.append(&mut out.stdout, len).await?,
+                SHELL_V2_STDERR => self.append(&mut out.stderr, len).await?,
+                SHELL_V2_EXIT => {
                     if len != 1 {
                         return Err(ExchangeError::Protocol(format!(
                             "exit status packet of {len} bytes"
@@ -331,9 +334,9 @@ mod tests {
     //! scripted server is a task on the test's own runtime, so every test
     //! here also shows that an exchange needs no thread of its own.
     use super::*;
-    use std::net::{Ipv4Addr, SocketAddr};
+    use crate::adb::wire::shell_v2_packet;
+    use crate::test_support::{accept_requests, loopback, read_request};
     use std::time::Duration;
-    use tokio::net::TcpListener;
 
     /// A one-connection server: reads `requests` (checking each), then
     /// writes `reply` and closes, or, when `hold` is set, keeps the
@@ -356,16 +359,6 @@ mod tests {
         .await
     }
 
-    /// One request's text, as the server reads it.
-    async fn read_request(conn: &mut TcpStream) -> String {
-        let mut len = [0u8; 4];
-        conn.read_exact(&mut len).await.unwrap();
-        let len = usize::from_str_radix(std::str::from_utf8(&len).unwrap(), 16).unwrap();
-        let mut body = vec![0u8; len];
-        conn.read_exact(&mut body).await.unwrap();
-        String::from_utf8(body).unwrap()
-    }
-
     /// A one-connection server on loopback that hands the connection to
     /// `answer` in a task of its own. Returns its address.
     async fn serve<F, Fut>(answer: F) -> SocketAddrV4
@@ -373,10 +366,7 @@ mod tests {
         F: FnOnce(TcpStream) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
+        let (listener, addr) = loopback().await;
         tokio::spawn(async move { answer(listener.accept().await.unwrap().0).await });
         addr
     }
@@ -388,15 +378,7 @@ mod tests {
     /// A command to `addr` with `timeout` fails as timed out, within `limit`.
     async fn times_out_within(addr: SocketAddrV4, timeout: Duration, limit: Duration) {
         let started = Instant::now();
-        let err = shell(
-            addr,
-            "emu-1",
-            "dumpsys battery",
-            Protocol::V2,
-            within(timeout),
-        )
-        .await
-        .unwrap_err();
+        let err = battery(addr, timeout).await.unwrap_err();
         let took = started.elapsed();
         assert!(
             matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::TimedOut),
@@ -405,11 +387,17 @@ mod tests {
         assert!(took < limit, "took {took:?}");
     }
 
-    fn packet(id: u8, data: &[u8]) -> Vec<u8> {
-        let mut p = vec![id];
-        p.extend_from_slice(&u32::try_from(data.len()).unwrap().to_le_bytes());
-        p.extend_from_slice(data);
-        p
+    /// `dumpsys battery` through shell v2 on `emu-1` behind `addr`, with
+    /// `timeout`.
+    async fn battery(addr: SocketAddrV4, timeout: Duration) -> Result<Exchange, ExchangeError> {
+        shell(
+            addr,
+            "emu-1",
+            "dumpsys battery",
+            Protocol::V2,
+            within(timeout),
+        )
+        .await
     }
 
     const V2_REQUESTS: &[&str] = &["host:transport:emu-1", "shell,v2,raw:dumpsys battery"];
@@ -417,22 +405,14 @@ mod tests {
 
     #[tokio::test]
     async fn v2_separates_the_streams_and_carries_the_exit_status() {
-        let mut reply = packet(V2_STDOUT, b"level: 5");
-        reply.extend(packet(V2_STDERR, b"warn"));
-        reply.extend(packet(V2_STDOUT, b"0\n"));
-        reply.extend(packet(V2_EXIT, &[3]));
+        let mut reply = shell_v2_packet(SHELL_V2_STDOUT, b"level: 5");
+        reply.extend(shell_v2_packet(SHELL_V2_STDERR, b"warn"));
+        reply.extend(shell_v2_packet(SHELL_V2_STDOUT, b"0\n"));
+        reply.extend(shell_v2_packet(SHELL_V2_EXIT, &[3]));
         let addr = server(V2_REQUESTS, reply, true).await;
         // The server holds the connection open: the exchange ends at the
         // exit packet, not at the close.
-        let out = shell(
-            addr,
-            "emu-1",
-            "dumpsys battery",
-            Protocol::V2,
-            within(SECOND),
-        )
-        .await
-        .unwrap();
+        let out = battery(addr, SECOND).await.unwrap();
         assert_eq!(out.stdout, b"level: 50\n");
         assert_eq!(out.stderr, b"warn");
         assert_eq!(out.exit, Some(3));
@@ -440,16 +420,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_close_before_the_exit_status_is_a_cut_short_command() {
-        let addr = server(V2_REQUESTS, packet(V2_STDOUT, b"level"), false).await;
-        let err = shell(
-            addr,
-            "emu-1",
-            "dumpsys battery",
-            Protocol::V2,
-            within(SECOND),
+        let addr = server(
+            V2_REQUESTS,
+            shell_v2_packet(SHELL_V2_STDOUT, b"level"),
+            false,
         )
-        .await
-        .unwrap_err();
+        .await;
+        let err = battery(addr, SECOND).await.unwrap_err();
         assert!(
             matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof),
             "{err:?}"
@@ -469,7 +446,7 @@ mod tests {
             for b in b"OKAY"
                 .iter()
                 .chain(b"OKAY")
-                .chain(&[V2_STDOUT, 100, 0, 0, 0])
+                .chain(&[SHELL_V2_STDOUT, 100, 0, 0, 0])
             {
                 if conn.write_all(&[*b]).await.is_err() {
                     return;
@@ -488,7 +465,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_deadline_already_past_starts_nothing() {
-        let addr = server(V2_REQUESTS, packet(V2_EXIT, &[0]), true).await;
+        let addr = server(V2_REQUESTS, shell_v2_packet(SHELL_V2_EXIT, &[0]), true).await;
         times_out_within(addr, Duration::ZERO, Duration::from_millis(100)).await;
     }
 
@@ -499,22 +476,13 @@ mod tests {
     async fn a_caller_that_gives_up_closes_the_connection_at_once() {
         let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
         let addr = serve(|mut conn| async move {
-            let _ = read_request(&mut conn).await;
-            conn.write_all(b"OKAY").await.unwrap();
-            let _ = read_request(&mut conn).await;
-            conn.write_all(b"OKAY").await.unwrap();
+            accept_requests(&mut conn, 2).await;
             // No output: read until the client closes its end.
             let closed = conn.read(&mut [0u8; 1]).await.map(|n| n == 0);
             let _ = closed_tx.send((closed, Instant::now()));
         })
         .await;
-        let call = shell(
-            addr,
-            "emu-1",
-            "dumpsys battery",
-            Protocol::V2,
-            within(Duration::from_secs(30)),
-        );
+        let call = battery(addr, Duration::from_secs(30));
         let gave_up = tokio::time::timeout(Duration::from_millis(100), call).await;
         assert!(gave_up.is_err(), "the server never answers");
         let dropped_at = Instant::now();
@@ -532,23 +500,17 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn many_exchanges_wait_at_once_on_one_thread() {
         const CALLS: usize = 50;
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
+        let (listener, addr) = loopback().await;
         tokio::spawn(async move {
             let mut conns = Vec::new();
             for _ in 0..CALLS {
                 let (mut conn, _) = listener.accept().await.unwrap();
-                for _ in 0..2 {
-                    let _ = read_request(&mut conn).await;
-                    conn.write_all(b"OKAY").await.unwrap();
-                }
+                accept_requests(&mut conn, 2).await;
                 conns.push(conn);
             }
             for (i, conn) in conns.iter_mut().enumerate() {
-                let mut reply = packet(V2_STDOUT, i.to_string().as_bytes());
-                reply.extend(packet(V2_EXIT, &[0]));
+                let mut reply = shell_v2_packet(SHELL_V2_STDOUT, i.to_string().as_bytes());
+                reply.extend(shell_v2_packet(SHELL_V2_EXIT, &[0]));
                 conn.write_all(&reply).await.unwrap();
             }
             // Keep the connections until the test is over.
@@ -613,28 +575,17 @@ mod tests {
 
     #[tokio::test]
     async fn output_beyond_the_limit_is_refused_before_it_is_read() {
-        let mut header = vec![V2_STDOUT];
+        let mut header = vec![SHELL_V2_STDOUT];
         header.extend_from_slice(&u32::try_from(MAX_OUTPUT + 1).unwrap().to_le_bytes());
         let addr = server(V2_REQUESTS, header, true).await;
-        let err = shell(
-            addr,
-            "emu-1",
-            "dumpsys battery",
-            Protocol::V2,
-            within(SECOND),
-        )
-        .await
-        .unwrap_err();
+        let err = battery(addr, SECOND).await.unwrap_err();
         assert!(matches!(err, ExchangeError::TooLarge), "{err:?}");
     }
 
     #[tokio::test]
     async fn v1_output_beyond_the_limit_is_refused() {
         let addr = serve(|mut conn| async move {
-            for _ in 0..2 {
-                let _ = read_request(&mut conn).await;
-                conn.write_all(b"OKAY").await.unwrap();
-            }
+            accept_requests(&mut conn, 2).await;
             let chunk = vec![b'x'; 1024 * 1024];
             for _ in 0..=MAX_OUTPUT / chunk.len() {
                 if conn.write_all(&chunk).await.is_err() {
@@ -665,10 +616,7 @@ mod tests {
 
     #[tokio::test]
     async fn run_asks_for_the_features_once_then_adds_the_trailer_for_v1() {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
+        let (listener, addr) = loopback().await;
         tokio::spawn(async move {
             let (mut conn, _) = listener.accept().await.unwrap();
             assert_eq!(read_request(&mut conn).await, "host-serial:emu-1:features");

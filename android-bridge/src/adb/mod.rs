@@ -45,6 +45,7 @@ mod exchange;
 pub mod parse;
 mod shell;
 mod sync;
+pub mod wire;
 
 use crate::device::{
     BoxFuture, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind,
@@ -1062,18 +1063,12 @@ impl actions::Shell for AdbDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn name(n: &str) -> DeviceName {
-        DeviceName::try_from(n).unwrap()
-    }
+    use crate::test_support::{self, drain, name, names, renamed};
 
     fn transport(names: &[(&str, &str)]) -> (AdbTransport, Arc<Registry>) {
         let registry = Arc::new(Registry::new());
         let config = AdbConfig {
-            names: names
-                .iter()
-                .map(|(s, n)| ((*s).to_owned(), name(n)))
-                .collect(),
+            names: map(names),
             ..AdbConfig::default()
         };
         (AdbTransport::new(config, Arc::clone(&registry)), registry)
@@ -1094,18 +1089,6 @@ mod tests {
             .collect()
     }
 
-    fn names(registry: &Registry) -> Vec<(String, bool)> {
-        registry
-            .list()
-            .into_iter()
-            .map(|d| (d.name.to_string(), d.online))
-            .collect()
-    }
-
-    fn drain(events: &mut tokio::sync::broadcast::Receiver<DeviceEvent>) -> Vec<DeviceEvent> {
-        std::iter::from_fn(|| events.try_recv().ok()).collect()
-    }
-
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, DeviceName> {
         pairs
             .iter()
@@ -1123,24 +1106,7 @@ mod tests {
         assert_eq!(names(&registry), vec![("hall".to_owned(), true)]);
         let info = registry.get("hall").unwrap().info();
         assert_eq!(info.model.as_deref(), Some("Pixel 8"));
-        assert_eq!(
-            drain(&mut events),
-            vec![
-                DeviceEvent::Availability {
-                    device: name("kitchen"),
-                    online: false,
-                    detail: Some("renamed to hall".into()),
-                },
-                DeviceEvent::Removed {
-                    device: name("kitchen")
-                },
-                DeviceEvent::Availability {
-                    device: name("hall"),
-                    online: true,
-                    detail: None,
-                },
-            ]
-        );
+        assert_eq!(drain(&mut events), renamed("kitchen", "hall"));
         // The next listing keeps it online under the new name, quietly.
         adb.apply(&listed(&["s1"]));
         assert!(drain(&mut events).is_empty());
@@ -1204,14 +1170,9 @@ mod tests {
     #[tokio::test]
     async fn commands_beyond_the_devices_slots_wait_for_one() {
         use std::sync::atomic::AtomicUsize;
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
 
-        let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-            .await
-            .unwrap();
-        let std::net::SocketAddr::V4(server) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
+        let (listener, server) = test_support::loopback().await;
         let active = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
         let (count, peak) = (Arc::clone(&active), Arc::clone(&most));
@@ -1222,14 +1183,7 @@ mod tests {
                 peak.fetch_max(now, Ordering::SeqCst);
                 let count = Arc::clone(&count);
                 tokio::spawn(async move {
-                    for _ in 0..2 {
-                        let mut len = [0u8; 4];
-                        conn.read_exact(&mut len).await.unwrap();
-                        let len =
-                            usize::from_str_radix(std::str::from_utf8(&len).unwrap(), 16).unwrap();
-                        conn.read_exact(&mut vec![0u8; len]).await.unwrap();
-                        conn.write_all(b"OKAY").await.unwrap();
-                    }
+                    test_support::accept_requests(&mut conn, 2).await;
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     count.fetch_sub(1, Ordering::SeqCst);
                     // stdout "ok", then exit status 0.

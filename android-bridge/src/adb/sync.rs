@@ -25,11 +25,7 @@ use std::net::SocketAddrV4;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
-/// The most bytes of one `DATA` request (adb's `SYNC_DATA_MAX`).
-pub(crate) const SYNC_DATA_MAX: usize = 64 * 1024;
-
-/// The longest path a sync request may name (adb's limit).
-const MAX_PATH: usize = 1024;
+use super::wire::{SYNC_DATA_MAX, SYNC_MAX_PATH, sync_header, sync_message};
 
 /// `S_IFREG`: the file type bits of a regular file in a `SEND` mode.
 const S_IFREG: u32 = 0o100_000;
@@ -84,8 +80,7 @@ pub(crate) enum Sent {
 
 /// Open the file service of the device with `serial`.
 async fn open(server: SocketAddrV4, serial: &str) -> Result<Conn, ExchangeError> {
-    let mut conn = Conn::open(server).await?;
-    conn.request(&format!("host:transport:{serial}")).await?;
+    let mut conn = Conn::to_device(server, serial).await?;
     conn.request("sync:").await?;
     Ok(conn)
 }
@@ -119,9 +114,9 @@ pub(crate) async fn send(
 }
 
 fn check_path(remote: &str) -> Result<(), ExchangeError> {
-    if remote.len() > MAX_PATH || remote.contains('\0') {
+    if remote.len() > SYNC_MAX_PATH || remote.contains('\0') {
         return Err(ExchangeError::Protocol(format!(
-            "a sync path must be at most {MAX_PATH} bytes without NUL"
+            "a sync path must be at most {SYNC_MAX_PATH} bytes without NUL"
         )));
     }
     Ok(())
@@ -130,20 +125,16 @@ fn check_path(remote: &str) -> Result<(), ExchangeError> {
 async fn write_request(conn: &mut Conn, id: &[u8; 4], payload: &[u8]) -> Result<(), ExchangeError> {
     let len = u32::try_from(payload.len())
         .map_err(|_| ExchangeError::Protocol("a sync payload over 4 GiB".into()))?;
-    let mut packet = Vec::with_capacity(8 + payload.len());
-    packet.extend_from_slice(id);
-    packet.extend_from_slice(&len.to_le_bytes());
-    packet.extend_from_slice(payload);
-    conn.stream.write_all(&packet).await?;
+    conn.stream
+        .write_all(&sync_message(id, len, payload))
+        .await?;
     Ok(())
 }
 
 async fn read_header(conn: &mut Conn) -> Result<([u8; 4], u32), ExchangeError> {
     let mut header = [0u8; 8];
     conn.stream.read_exact(&mut header).await?;
-    let id = [header[0], header[1], header[2], header[3]];
-    let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-    Ok((id, len))
+    Ok(sync_header(header))
 }
 
 /// The message of a `FAIL` whose header said `len` bytes follow.
@@ -167,14 +158,12 @@ fn unexpected(request: &str, id: &[u8; 4]) -> ExchangeError {
 
 async fn stat_on(conn: &mut Conn, remote: &str) -> Result<Option<RemoteStat>, ExchangeError> {
     write_request(conn, b"STAT", remote.as_bytes()).await?;
-    let mut reply = [0u8; 16];
-    conn.stream.read_exact(&mut reply).await?;
-    if &reply[..4] != b"STAT" {
-        let id = [reply[0], reply[1], reply[2], reply[3]];
+    let (id, mode) = read_header(conn).await?;
+    if &id != b"STAT" {
         return Err(unexpected("STAT", &id));
     }
-    let word = |i: usize| u32::from_le_bytes([reply[i], reply[i + 1], reply[i + 2], reply[i + 3]]);
-    let (mode, size) = (word(4), word(8));
+    let size = conn.stream.read_u32_le().await?;
+    let _mtime = conn.stream.read_u32_le().await?;
     Ok((mode != 0).then_some(RemoteStat { mode, size }))
 }
 
@@ -197,10 +186,9 @@ async fn send_on(conn: &mut Conn, file: Outgoing<'_>) -> Result<u64, ExchangeErr
         }
         write_request(conn, b"DATA", &buffer[..n]).await?;
     }
-    let mut done = Vec::with_capacity(8);
-    done.extend_from_slice(b"DONE");
-    done.extend_from_slice(&file.mtime.to_le_bytes());
-    conn.stream.write_all(&done).await?;
+    conn.stream
+        .write_all(&sync_message(b"DONE", file.mtime, b""))
+        .await?;
     let (id, len) = read_header(conn).await?;
     match &id {
         b"OKAY" => Ok(total),
@@ -228,16 +216,17 @@ async fn read_chunk(
 
 /// `QUIT`, best effort: the answer is already in hand.
 async fn quit(conn: &mut Conn) {
-    let _ = conn.stream.write_all(b"QUIT\0\0\0\0").await;
+    let _ = conn.stream.write_all(&sync_message(b"QUIT", 0, b"")).await;
 }
 
 #[cfg(test)]
 mod tests {
     //! The sync client against a scripted device behind a scripted server.
     use super::*;
-    use std::net::{Ipv4Addr, SocketAddr};
+    use crate::adb::wire::sync_stat_reply;
+    use crate::test_support::{loopback, read_request};
     use std::time::Duration;
-    use tokio::net::{TcpListener, TcpStream};
+    use tokio::net::TcpStream;
 
     /// A server that accepts the transport and `sync:` requests, then
     /// hands the connection to `device`; returns its address.
@@ -246,19 +235,11 @@ mod tests {
         F: FnOnce(TcpStream) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-        let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
-            unreachable!("bound to IPv4")
-        };
+        let (listener, addr) = loopback().await;
         tokio::spawn(async move {
             let (mut conn, _) = listener.accept().await.unwrap();
             for expected in ["host:transport:emu-1", "sync:"] {
-                let mut len = [0u8; 4];
-                conn.read_exact(&mut len).await.unwrap();
-                let len = usize::from_str_radix(std::str::from_utf8(&len).unwrap(), 16).unwrap();
-                let mut body = vec![0u8; len];
-                conn.read_exact(&mut body).await.unwrap();
-                assert_eq!(body, expected.as_bytes());
+                assert_eq!(read_request(&mut conn).await, expected);
                 conn.write_all(b"OKAY").await.unwrap();
             }
             device(conn).await;
@@ -269,8 +250,7 @@ mod tests {
     async fn request(conn: &mut TcpStream) -> ([u8; 4], Vec<u8>) {
         let mut header = [0u8; 8];
         conn.read_exact(&mut header).await.unwrap();
-        let len = u32::from_le_bytes(header[4..].try_into().unwrap());
-        let id: [u8; 4] = header[..4].try_into().unwrap();
+        let (id, len) = sync_header(header);
         if &id == b"DONE" || &id == b"QUIT" {
             return (id, len.to_le_bytes().to_vec());
         }
@@ -279,16 +259,28 @@ mod tests {
         (id, body)
     }
 
-    fn stat_reply(mode: u32, size: u32) -> Vec<u8> {
-        let mut r = b"STAT".to_vec();
-        for w in [mode, size, 1_700_000_000] {
-            r.extend_from_slice(&w.to_le_bytes());
-        }
-        r
-    }
-
     fn deadline() -> Instant {
         Instant::now() + Duration::from_secs(5)
+    }
+
+    /// Send `data` to `remote` on `emu-1` behind `addr`, mode 0644.
+    async fn send_to(
+        addr: SocketAddrV4,
+        remote: &str,
+        mtime: u32,
+        mut data: &[u8],
+        max: u64,
+        replace: bool,
+    ) -> Result<Sent, ExchangeError> {
+        let outgoing = Outgoing {
+            remote,
+            permissions: 0o644,
+            mtime,
+            data: &mut data,
+            max,
+            replace,
+        };
+        send(addr, "emu-1", outgoing, deadline()).await
     }
 
     #[tokio::test]
@@ -300,7 +292,9 @@ mod tests {
                 (&id, path.as_slice()),
                 (b"STAT", "/sdcard/Download/é x".as_bytes())
             );
-            conn.write_all(&stat_reply(0, 0)).await.unwrap();
+            conn.write_all(&sync_stat_reply(0, 0, 1_700_000_000))
+                .await
+                .unwrap();
             let (id, header) = request(&mut conn).await;
             assert_eq!(&id, b"SEND");
             assert_eq!(
@@ -323,18 +317,13 @@ mod tests {
         })
         .await;
         let data: Vec<u8> = (0..150_000u32).map(|i| (i % 251) as u8).collect();
-        let sent = send(
+        let sent = send_to(
             addr,
-            "emu-1",
-            Outgoing {
-                remote: "/sdcard/Download/é x",
-                permissions: 0o644,
-                mtime: 1_750_000_000,
-                data: &mut data.as_slice(),
-                max: 1 << 20,
-                replace: false,
-            },
-            deadline(),
+            "/sdcard/Download/é x",
+            1_750_000_000,
+            &data,
+            1 << 20,
+            false,
         )
         .await
         .unwrap();
@@ -356,26 +345,16 @@ mod tests {
     async fn an_existing_file_is_left_alone_unless_replaced() {
         let addr = server(|mut conn| async move {
             let _ = request(&mut conn).await;
-            conn.write_all(&stat_reply(0o100_644, 3)).await.unwrap();
+            conn.write_all(&sync_stat_reply(0o100_644, 3, 1_700_000_000))
+                .await
+                .unwrap();
             let (id, _) = request(&mut conn).await;
             assert_eq!(&id, b"QUIT", "nothing is sent");
         })
         .await;
-        let sent = send(
-            addr,
-            "emu-1",
-            Outgoing {
-                remote: "/sdcard/a",
-                permissions: 0o644,
-                mtime: 0,
-                data: &mut &b"new"[..],
-                max: 10,
-                replace: false,
-            },
-            deadline(),
-        )
-        .await
-        .unwrap();
+        let sent = send_to(addr, "/sdcard/a", 0, b"new", 10, false)
+            .await
+            .unwrap();
         assert!(matches!(sent, Sent::Exists(st) if st.size == 3 && !st.is_dir()));
     }
 
@@ -383,7 +362,9 @@ mod tests {
     async fn the_devices_fail_carries_its_message() {
         let addr = server(|mut conn| async move {
             let _ = request(&mut conn).await;
-            conn.write_all(&stat_reply(0, 0)).await.unwrap();
+            conn.write_all(&sync_stat_reply(0, 0, 1_700_000_000))
+                .await
+                .unwrap();
             loop {
                 let (id, _) = request(&mut conn).await;
                 if &id == b"DONE" {
@@ -397,21 +378,9 @@ mod tests {
             conn.write_all(&reply).await.unwrap();
         })
         .await;
-        let err = send(
-            addr,
-            "emu-1",
-            Outgoing {
-                remote: "/system/x",
-                permissions: 0o644,
-                mtime: 0,
-                data: &mut &b"x"[..],
-                max: 10,
-                replace: true,
-            },
-            deadline(),
-        )
-        .await
-        .unwrap_err();
+        let err = send_to(addr, "/system/x", 0, b"x", 10, true)
+            .await
+            .unwrap_err();
         assert!(
             matches!(&err, ExchangeError::SyncFailed(m) if m.contains("Read-only")),
             "{err:?}"
@@ -423,7 +392,9 @@ mod tests {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let addr = server(|mut conn| async move {
             let _ = request(&mut conn).await;
-            conn.write_all(&stat_reply(0, 0)).await.unwrap();
+            conn.write_all(&sync_stat_reply(0, 0, 1_700_000_000))
+                .await
+                .unwrap();
             let mut ids = Vec::new();
             loop {
                 let mut header = [0u8; 8];
@@ -441,21 +412,9 @@ mod tests {
         })
         .await;
         let data = vec![7u8; 200_000];
-        let err = send(
-            addr,
-            "emu-1",
-            Outgoing {
-                remote: "/sdcard/a",
-                permissions: 0o644,
-                mtime: 0,
-                data: &mut data.as_slice(),
-                max: 100_000,
-                replace: true,
-            },
-            deadline(),
-        )
-        .await
-        .unwrap_err();
+        let err = send_to(addr, "/sdcard/a", 0, &data, 100_000, true)
+            .await
+            .unwrap_err();
         assert!(matches!(err, ExchangeError::TooLarge), "{err:?}");
         let ids = rx.await.unwrap();
         assert!(!ids.iter().any(|i| i == "DONE"), "{ids:?}");

@@ -3,6 +3,7 @@
 //! timeouts and the queue.
 
 use super::*;
+use crate::test_support::{drain, name, names, renamed};
 use droidwarden_services::{ErrorCode, WireError};
 use serde_json::json;
 
@@ -62,11 +63,35 @@ fn kitchen(registry: &Registry) -> DeviceHandle {
     registry.get("kitchen").expect("registered")
 }
 
-#[tokio::test(start_paused = true)]
-async fn responses_are_correlated_by_id() {
-    let (hub, mut rx, registry) = hub();
+/// A hub whose phone `phone-a` (device `kitchen`) is online, and the
+/// kitchen's handle.
+fn online() -> (
+    CompanionHub,
+    mpsc::Receiver<Outgoing>,
+    Arc<Registry>,
+    DeviceHandle,
+) {
+    let (hub, rx, registry) = hub();
     hub.on_presence("phone-a", true);
     let handle = kitchen(&registry);
+    (hub, rx, registry, handle)
+}
+
+/// `command` on `handle` while the phone takes the next request it is sent
+/// and does `answer` with it; the call's result and what `answer` returned.
+async fn call_answered<T>(
+    handle: &DeviceHandle,
+    command: &Command,
+    rx: &mut mpsc::Receiver<Outgoing>,
+    answer: impl AsyncFnOnce(Value) -> T,
+) -> (Result<Value, BridgeError>, T) {
+    let phone = async { answer(request(&rx.recv().await.unwrap())).await };
+    tokio::join!(handle.call(command), phone)
+}
+
+#[tokio::test(start_paused = true)]
+async fn responses_are_correlated_by_id() {
+    let (hub, mut rx, _registry, handle) = online();
     let phone = async {
         let first = request(&rx.recv().await.unwrap());
         let second = request(&rx.recv().await.unwrap());
@@ -192,16 +217,13 @@ async fn the_offline_queue_is_bounded() {
 
 #[tokio::test(start_paused = true)]
 async fn a_duplicate_response_is_ignored_and_never_applied_twice() {
-    let (hub, mut rx, registry) = hub();
-    hub.on_presence("phone-a", true);
-    let handle = kitchen(&registry);
-    let phone = async {
-        let sent = request(&rx.recv().await.unwrap());
+    let (hub, mut rx, _registry, handle) = online();
+    let (result, (first, second)) = call_answered(&handle, battery(), &mut rx, async |sent| {
         let first = hub.on_response("phone-a", &ok(&sent["id"], battery_result(10)));
         let second = hub.on_response("phone-a", &ok(&sent["id"], battery_result(99)));
         (first, second)
-    };
-    let (result, (first, second)) = tokio::join!(handle.call(battery()), phone);
+    })
+    .await;
     assert_eq!(first, ResponseDisposition::Delivered);
     assert_eq!(second, ResponseDisposition::Duplicate);
     assert_eq!(result.unwrap()["level"], 10);
@@ -209,11 +231,8 @@ async fn a_duplicate_response_is_ignored_and_never_applied_twice() {
 
 #[tokio::test(start_paused = true)]
 async fn garbage_is_ignored_and_the_real_answer_still_counts() {
-    let (hub, mut rx, registry) = hub();
-    hub.on_presence("phone-a", true);
-    let handle = kitchen(&registry);
-    let phone = async {
-        let sent = request(&rx.recv().await.unwrap());
+    let (hub, mut rx, registry, handle) = online();
+    let (result, seen) = call_answered(&handle, battery(), &mut rx, async |sent| {
         let id = sent["id"].clone();
         let mut seen = Vec::new();
         for garbage in [
@@ -230,8 +249,8 @@ async fn garbage_is_ignored_and_the_real_answer_still_counts() {
         seen.push(hub.on_response("phone-b", &ok(&id, battery_result(1))));
         seen.push(hub.on_response("phone-a", &ok(&id, battery_result(42))));
         seen
-    };
-    let (result, seen) = tokio::join!(handle.call(battery()), phone);
+    })
+    .await;
     assert_eq!(result.unwrap()["level"], 42);
     assert_eq!(seen[..6], [ResponseDisposition::Malformed; 6]);
     assert_eq!(
@@ -258,13 +277,12 @@ async fn a_response_from_another_phone_cannot_answer_a_request() {
     hub.on_presence("phone-a", true);
     hub.on_presence("phone-b", true);
     let handle = kitchen(&registry);
-    let phone = async {
-        let sent = request(&rx.recv().await.unwrap());
+    let (result, dispositions) = call_answered(&handle, battery(), &mut rx, async |sent| {
         let foreign = hub.on_response("phone-b", &ok(&sent["id"], battery_result(1)));
         let own = hub.on_response("phone-a", &ok(&sent["id"], battery_result(2)));
         (foreign, own)
-    };
-    let (result, dispositions) = tokio::join!(handle.call(battery()), phone);
+    })
+    .await;
     assert_eq!(
         dispositions,
         (ResponseDisposition::Foreign, ResponseDisposition::Delivered)
@@ -274,14 +292,11 @@ async fn a_response_from_another_phone_cannot_answer_a_request() {
 
 #[tokio::test(start_paused = true)]
 async fn a_result_that_does_not_match_the_catalogue_is_unexpected_output() {
-    let (hub, mut rx, registry) = hub();
-    hub.on_presence("phone-a", true);
-    let handle = kitchen(&registry);
-    let phone = async {
-        let sent = request(&rx.recv().await.unwrap());
+    let (hub, mut rx, _registry, handle) = online();
+    let (result, ()) = call_answered(&handle, battery(), &mut rx, async |sent| {
         hub.on_response("phone-a", &ok(&sent["id"], json!({"level": "full"})));
-    };
-    let (result, ()) = tokio::join!(handle.call(battery()), phone);
+    })
+    .await;
     let err = result.unwrap_err();
     assert!(
         matches!(err, BridgeError::UnexpectedOutput { .. }),
@@ -293,9 +308,7 @@ async fn a_result_that_does_not_match_the_catalogue_is_unexpected_output() {
 
 #[tokio::test(start_paused = true)]
 async fn phone_errors_and_version_mismatches_end_the_call_at_once() {
-    let (hub, mut rx, registry) = hub();
-    hub.on_presence("phone-a", true);
-    let handle = kitchen(&registry);
+    let (hub, mut rx, _registry, handle) = online();
     for (answer, code, retryable, text) in [
         (
             json!({"ok": false, "error": {"code": "permission_denied", "message": "grant camera", "retryable": false}}),
@@ -342,17 +355,14 @@ async fn phone_errors_and_version_mismatches_end_the_call_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_phone_that_drops_after_the_request_went_out_can_still_answer() {
-    let (hub, mut rx, registry) = hub();
-    hub.on_presence("phone-a", true);
-    let handle = kitchen(&registry);
-    let phone = async {
-        let sent = request(&rx.recv().await.unwrap());
+    let (hub, mut rx, _registry, handle) = online();
+    let (result, disposition) = call_answered(&handle, battery(), &mut rx, async |sent| {
         hub.on_presence("phone-a", false);
         tokio::time::sleep(Duration::from_secs(2)).await;
         hub.on_presence("phone-a", true);
         hub.on_response("phone-a", &ok(&sent["id"], battery_result(7)))
-    };
-    let (result, disposition) = tokio::join!(handle.call(battery()), phone);
+    })
+    .await;
     assert_eq!(disposition, ResponseDisposition::Delivered);
     assert_eq!(result.unwrap()["level"], 7);
 }
@@ -369,13 +379,8 @@ async fn presence_registers_and_announces_devices() {
     hub.on_presence("bad/id", true);
     hub.on_presence("phone-z", false);
     hub.on_presence("phone-z", true);
-    let mut seen = Vec::new();
-    while let Ok(event) = availability.try_recv() {
-        seen.push(event);
-    }
-    let name = |n: &str| DeviceName::try_from(n).unwrap();
     assert_eq!(
-        seen,
+        drain(&mut availability),
         [
             DeviceEvent::Availability {
                 device: name("kitchen"),
@@ -496,18 +501,6 @@ fn every_catalogue_action_is_supported() {
     );
 }
 
-fn name(n: &str) -> DeviceName {
-    DeviceName::try_from(n).unwrap()
-}
-
-fn names(registry: &Registry) -> Vec<(String, bool)> {
-    registry
-        .list()
-        .into_iter()
-        .map(|d| (d.name.to_string(), d.online))
-        .collect()
-}
-
 #[tokio::test]
 async fn a_renamed_phone_keeps_its_presence_under_the_new_name() {
     let (hub, _rx, registry) = hub();
@@ -516,25 +509,8 @@ async fn a_renamed_phone_keeps_its_presence_under_the_new_name() {
     let changes = hub.set_names(BTreeMap::from([("phone-a".to_owned(), name("hall"))]));
     assert_eq!(changes, vec![(Some(name("kitchen")), Some(name("hall")))]);
     assert_eq!(names(&registry), vec![("hall".to_owned(), true)]);
-    let seen: Vec<DeviceEvent> = std::iter::from_fn(|| events.try_recv().ok()).collect();
-    assert_eq!(
-        seen,
-        vec![
-            DeviceEvent::Availability {
-                device: name("kitchen"),
-                online: false,
-                detail: Some("renamed to hall".into()),
-            },
-            DeviceEvent::Removed {
-                device: name("kitchen")
-            },
-            DeviceEvent::Availability {
-                device: name("hall"),
-                online: true,
-                detail: None,
-            },
-        ]
-    );
+    let seen = drain(&mut events);
+    assert_eq!(seen, renamed("kitchen", "hall"));
     // Presence now moves the new name.
     hub.on_presence("phone-a", false);
     assert_eq!(names(&registry), vec![("hall".to_owned(), false)]);
@@ -789,9 +765,7 @@ async fn a_request_the_mqtt_side_never_took_is_busy_not_timeout() {
 
 #[tokio::test(start_paused = true)]
 async fn host_files_and_oversized_requests_are_never_published() {
-    let (hub, mut rx, registry) = hub();
-    hub.on_presence("phone-a", true);
-    let handle = kitchen(&registry);
+    let (hub, mut rx, _registry, handle) = online();
     for (command, want) in [
         (
             cmd(

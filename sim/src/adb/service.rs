@@ -6,15 +6,10 @@
 //! anything else with `CLSE`. Pure functions, no I/O.
 
 use crate::shell::Fd;
-
-/// Shell protocol v2 packet id: standard output.
-pub(crate) const V2_STDOUT: u8 = 1;
-/// Shell protocol v2 packet id: standard error.
-pub(crate) const V2_STDERR: u8 = 2;
-/// Shell protocol v2 packet id: exit status (one byte of data).
-pub(crate) const V2_EXIT: u8 = 3;
-/// Size of a v2 packet header (`[id u8][len u32 le]`).
-const V2_HEADER: usize = 5;
+// The packets' format is the bridge's, the host end of the same protocol.
+use droidwarden_bridge::adb::wire::{
+    SHELL_V2_EXIT, SHELL_V2_HEADER, SHELL_V2_STDERR, SHELL_V2_STDOUT, shell_v2_packet,
+};
 
 /// How a service frames its reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,27 +88,19 @@ pub(crate) fn frame_output(
     }
 }
 
-fn v2_packet(id: u8, data: &[u8]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(V2_HEADER + data.len());
-    p.push(id);
-    p.extend_from_slice(&u32::try_from(data.len()).unwrap_or(u32::MAX).to_le_bytes());
-    p.extend_from_slice(data);
-    p
-}
-
 fn frame_v2(chunks: &[(Fd, Vec<u8>)], exit: u8, max: usize) -> Vec<Vec<u8>> {
-    let room = max.saturating_sub(V2_HEADER).max(1);
+    let room = max.saturating_sub(SHELL_V2_HEADER).max(1);
     let mut packets = Vec::new();
     for (fd, bytes) in chunks {
         let id = match fd {
-            Fd::Stdout => V2_STDOUT,
-            Fd::Stderr => V2_STDERR,
+            Fd::Stdout => SHELL_V2_STDOUT,
+            Fd::Stderr => SHELL_V2_STDERR,
         };
         for piece in bytes.chunks(room) {
-            packets.push(v2_packet(id, piece));
+            packets.push(shell_v2_packet(id, piece));
         }
     }
-    packets.push(v2_packet(V2_EXIT, &[exit]));
+    packets.push(shell_v2_packet(SHELL_V2_EXIT, &[exit]));
 
     // Pack consecutive small packets into one payload while they fit.
     let mut payloads: Vec<Vec<u8>> = Vec::new();
@@ -129,6 +116,7 @@ fn frame_v2(chunks: &[(Fd, Vec<u8>)], exit: u8, max: usize) -> Vec<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use droidwarden_bridge::adb::wire::shell_v2_header;
 
     fn check(raw: &str, expected: Option<(ServiceKind, &str)>) {
         let got = parse_service(raw.as_bytes(), true);
@@ -193,12 +181,13 @@ mod tests {
         for p in &payloads {
             let mut rest = &p[..];
             while !rest.is_empty() {
-                let len = u32::from_le_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
-                assert!(rest.len() >= 5 + len, "packet split across payloads");
-                if rest[0] == V2_STDOUT {
-                    data.extend_from_slice(&rest[5..5 + len]);
+                let (header, body) = rest.split_at(SHELL_V2_HEADER);
+                let (id, len) = shell_v2_header(header.try_into().unwrap());
+                assert!(body.len() >= len, "packet split across payloads");
+                if id == SHELL_V2_STDOUT {
+                    data.extend_from_slice(&body[..len]);
                 }
-                rest = &rest[5 + len..];
+                rest = &body[len..];
             }
         }
         assert_eq!(data.len(), 10_000);

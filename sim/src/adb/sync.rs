@@ -7,10 +7,10 @@
 //! arrive split at arbitrary points (the adb server relays them in its own
 //! packets), so the machine keeps what it has not used yet.
 
-/// The most bytes of one `DATA` (adb's `SYNC_DATA_MAX`).
-pub(crate) const SYNC_DATA_MAX: usize = 64 * 1024;
-/// The longest path a request may carry (adb's limit).
-const MAX_PATH: usize = 1024;
+// The messages' format is the bridge's, the host end of the same protocol.
+use droidwarden_bridge::adb::wire::{
+    SYNC_DATA_MAX, SYNC_MAX_PATH, sync_header, sync_message, sync_stat_reply,
+};
 
 /// The files the service reads and writes.
 pub(crate) trait SyncFs {
@@ -54,15 +54,12 @@ pub(crate) struct Reply {
     pub(crate) close: bool,
 }
 
-fn header(id: &[u8; 4], len: u32) -> Vec<u8> {
-    let mut h = id.to_vec();
-    h.extend_from_slice(&len.to_le_bytes());
-    h
-}
-
 fn fail(out: &mut Vec<u8>, message: &str) {
-    out.extend(header(b"FAIL", u32::try_from(message.len()).unwrap_or(0)));
-    out.extend_from_slice(message.as_bytes());
+    out.extend(sync_message(
+        b"FAIL",
+        size32(message.len()),
+        message.as_bytes(),
+    ));
 }
 
 fn size32(len: usize) -> u32 {
@@ -80,14 +77,16 @@ impl SyncMachine {
         let mut used = 0;
         while self.pending.len() - used >= 8 {
             let at = &self.pending[used..];
-            let id = [at[0], at[1], at[2], at[3]];
-            let len = u32::from_le_bytes([at[4], at[5], at[6], at[7]]);
+            let Ok(header) = <[u8; 8]>::try_from(&at[..8]) else {
+                break; // Never: the loop holds eight bytes at least.
+            };
+            let (id, len) = sync_header(header);
             let takes_payload = !matches!(&id, b"DONE" | b"QUIT");
             let payload_len = if takes_payload { len as usize } else { 0 };
             let limit = if &id == b"DATA" {
                 SYNC_DATA_MAX
             } else {
-                MAX_PATH + 16
+                SYNC_MAX_PATH + 16
             };
             if payload_len > limit {
                 fail(&mut reply.bytes, "sync request too large");
@@ -123,10 +122,7 @@ impl SyncMachine {
         match &id {
             b"STAT" => {
                 let (mode, size, mtime) = fs.stat(&text()).unwrap_or((0, 0, 0));
-                out.extend_from_slice(b"STAT");
-                for w in [mode, size, mtime] {
-                    out.extend_from_slice(&w.to_le_bytes());
-                }
+                out.extend(sync_stat_reply(mode, size, mtime));
             }
             b"LIST" => {
                 for (name, mode, size, mtime) in fs.list(&text()) {
@@ -142,10 +138,9 @@ impl SyncMachine {
             b"RECV" => match fs.read(&text()) {
                 Ok(bytes) => {
                     for piece in bytes.chunks(SYNC_DATA_MAX) {
-                        out.extend(header(b"DATA", size32(piece.len())));
-                        out.extend_from_slice(piece);
+                        out.extend(sync_message(b"DATA", size32(piece.len()), piece));
                     }
-                    out.extend(header(b"DONE", 0));
+                    out.extend(sync_message(b"DONE", 0, b""));
                 }
                 Err(why) => fail(out, &why),
             },
@@ -185,7 +180,7 @@ impl SyncMachine {
                     data,
                     failed: None,
                 }) => match fs.write(&path, data, len) {
-                    Ok(()) => out.extend(header(b"OKAY", 0)),
+                    Ok(()) => out.extend(sync_message(b"OKAY", 0, b"")),
                     Err(why) => fail(out, &format!("couldn't create file: {why}")),
                 },
                 Some(Sending {
@@ -253,9 +248,7 @@ mod tests {
     }
 
     fn request(id: &[u8; 4], payload: &[u8]) -> Vec<u8> {
-        let mut r = header(id, size32(payload.len()));
-        r.extend_from_slice(payload);
-        r
+        sync_message(id, size32(payload.len()), payload)
     }
 
     fn send(path: &str, data: &[&[u8]], mtime: u32) -> Vec<u8> {
@@ -263,7 +256,7 @@ mod tests {
         for d in data {
             r.extend(request(b"DATA", d));
         }
-        r.extend(header(b"DONE", mtime));
+        r.extend(sync_message(b"DONE", mtime, b""));
         r
     }
 
@@ -278,7 +271,7 @@ mod tests {
             assert!(!r.close);
             replies.extend(r.bytes);
         }
-        assert_eq!(replies, header(b"OKAY", 0));
+        assert_eq!(replies, sync_message(b"OKAY", 0, b""));
         assert_eq!(
             fs.files.borrow()["/sdcard/Download/a,b ü.txt"],
             (b"hello world".to_vec(), 77)
@@ -289,7 +282,7 @@ mod tests {
         );
         assert_eq!(&r.bytes[..4], b"STAT");
         assert_eq!(u32::from_le_bytes(r.bytes[8..12].try_into().unwrap()), 11);
-        let r = m.feed(&header(b"QUIT", 0), &fs);
+        let r = m.feed(&sync_message(b"QUIT", 0, b""), &fs);
         assert!(r.close);
     }
 
@@ -320,7 +313,7 @@ mod tests {
         let mut m = SyncMachine::default();
         let r = m.feed(&request(b"RECV", b"/sdcard/a"), &fs);
         let mut want = request(b"DATA", b"xyz");
-        want.extend(header(b"DONE", 0));
+        want.extend(sync_message(b"DONE", 0, b""));
         assert_eq!(r.bytes, want);
         let r = m.feed(&request(b"RECV", b"/sdcard/none"), &fs);
         assert_eq!(&r.bytes[..4], b"FAIL");
@@ -329,7 +322,7 @@ mod tests {
         assert!(r.bytes.ends_with(&[
             b'D', b'O', b'N', b'E', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
         ]));
-        let r = m.feed(&header(b"DATA", 1_000_000), &fs);
+        let r = m.feed(&sync_message(b"DATA", 1_000_000, b""), &fs);
         assert!(r.close);
         let mut m = SyncMachine::default();
         assert!(m.feed(&request(b"XXXX", b""), &fs).close);

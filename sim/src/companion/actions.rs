@@ -234,6 +234,13 @@ mod tests {
     use crate::sim::{Sim, SimConfig};
     use droidwarden_services::Catalogue;
 
+    /// The typed command of `service.action` with `params`.
+    fn command(service: &str, action: &str, params: Value) -> Command {
+        Catalogue::get()
+            .parse(service, action, &params)
+            .expect("a valid call")
+    }
+
     async fn sim() -> (SimHandle, Companion) {
         let sim = Sim::start(SimConfig::default()).await.expect("start");
         (sim, Companion::for_tests())
@@ -262,12 +269,7 @@ mod tests {
     #[tokio::test]
     async fn companion_and_adb_views_of_the_state_agree() {
         let (sim, app) = sim().await;
-        let parse = |service: &str, action: &str, params: Value| {
-            Catalogue::get()
-                .parse(service, action, &params)
-                .expect("valid")
-        };
-        let set = parse(
+        let set = command(
             "audio_automation",
             "set_volume",
             json!({"stream": "music", "level": 40}),
@@ -289,12 +291,17 @@ mod tests {
             ]));
 
         sim.update_state(|s| s.battery.level = 12);
-        let battery = perform(&sim, &app, &parse("battery", "status", json!({}))).unwrap();
+        let battery = perform(&sim, &app, &command("battery", "status", json!({}))).unwrap();
         assert_eq!(battery["level_percent"], 12);
 
-        let muted = perform(&sim, &app, &parse("audio_automation", "mute", json!({}))).unwrap();
+        let muted = perform(&sim, &app, &command("audio_automation", "mute", json!({}))).unwrap();
         assert_eq!(muted["level"], 0);
-        let unmuted = perform(&sim, &app, &parse("audio_automation", "unmute", json!({}))).unwrap();
+        let unmuted = perform(
+            &sim,
+            &app,
+            &command("audio_automation", "unmute", json!({})),
+        )
+        .unwrap();
         assert_eq!(unmuted["level"], 40, "unmute restores the level mute saved");
         sim.shutdown().await;
     }
@@ -302,32 +309,26 @@ mod tests {
     #[tokio::test]
     async fn phone_failures_become_wire_errors() {
         let (sim, app) = sim().await;
-        let stop = Catalogue::get()
-            .parse(
-                "app_launcher",
-                "stop",
-                &json!({"package": "com.not.installed"}),
-            )
-            .unwrap();
+        let stop = command(
+            "app_launcher",
+            "stop",
+            json!({"package": "com.not.installed"}),
+        );
         assert_eq!(
             perform(&sim, &app, &stop).unwrap_err().code,
             ErrorCode::NotFound
         );
-        let launch = Catalogue::get()
-            .parse(
-                "app_launcher",
-                "launch",
-                &json!({"package": "com.not.installed"}),
-            )
-            .unwrap();
+        let launch = command(
+            "app_launcher",
+            "launch",
+            json!({"package": "com.not.installed"}),
+        );
         assert_eq!(
             perform(&sim, &app, &launch).unwrap_err().code,
             ErrorCode::NotFound
         );
         sim.update_state(|s| s.cameras.clear());
-        let photo = Catalogue::get()
-            .parse("camera_control", "take_photo", &json!({}))
-            .unwrap();
+        let photo = command("camera_control", "take_photo", json!({}));
         assert_eq!(
             perform(&sim, &app, &photo).unwrap_err().code,
             ErrorCode::UnsupportedAction
@@ -338,26 +339,20 @@ mod tests {
     #[tokio::test]
     async fn tracking_and_photos_are_app_state() {
         let (sim, app) = sim().await;
-        let start = Catalogue::get()
-            .parse("location", "start_tracking", &json!({"interval_s": 15}))
-            .unwrap();
+        let start = command("location", "start_tracking", json!({"interval_s": 15}));
         assert_eq!(
             perform(&sim, &app, &start).unwrap(),
             json!({"tracking": true, "interval_s": 15})
         );
         assert_eq!(*app.tracking.borrow(), Some(15));
-        let stop = Catalogue::get()
-            .parse("location", "stop_tracking", &Value::Null)
-            .unwrap();
+        let stop = command("location", "stop_tracking", Value::Null);
         assert_eq!(
             perform(&sim, &app, &stop).unwrap(),
             json!({"tracking": false})
         );
         assert_eq!(*app.tracking.borrow(), None);
 
-        let photo = Catalogue::get()
-            .parse("camera_control", "take_photo", &json!({}))
-            .unwrap();
+        let photo = command("camera_control", "take_photo", json!({}));
         let path = perform(&sim, &app, &photo).unwrap()["path"]
             .as_str()
             .unwrap()

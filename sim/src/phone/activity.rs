@@ -10,7 +10,7 @@
 use crate::shell::{CommandResult, Output};
 use crate::state::{MediaSession, PhoneState, PlaybackState};
 
-use super::{arg_expected, done, fail, java_exception, ok_text, parse_component, short_component};
+use super::{arg_expected, done, fail, java_exception, ok_text, short_component, split_component};
 
 pub(crate) const ACTION_MAIN: &str = "android.intent.action.MAIN";
 const ACTION_VIEW: &str = "android.intent.action.VIEW";
@@ -130,7 +130,7 @@ impl Intent {
                 "-p" => intent.package = Some(next(&mut i, &a)?),
                 "-n" => {
                     let v = next(&mut i, &a)?;
-                    intent.component = Some(parse_component(&v).ok_or_else(|| {
+                    intent.component = Some(split_component(&v).ok_or_else(|| {
                         format!("java.lang.IllegalArgumentException: Bad component name: {v}")
                     })?);
                 }
@@ -222,7 +222,7 @@ impl Intent {
                 }
                 if arg.contains('/') {
                     if intent.component.is_none() {
-                        intent.component = Some(parse_component(&arg).ok_or_else(|| {
+                        intent.component = Some(split_component(&arg).ok_or_else(|| {
                             format!("java.lang.IllegalArgumentException: Bad component name: {arg}")
                         })?);
                     }
@@ -517,13 +517,8 @@ pub(crate) fn am(st: &mut PhoneState, args: &[String]) -> CommandResult {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Phone;
-    use super::super::tests::run;
+    use super::super::tests::{phone, run};
     use super::*;
-
-    fn phone() -> Phone {
-        Phone::new(PhoneState::default(), None, None)
-    }
 
     #[test]
     fn start_with_wait_cold() {

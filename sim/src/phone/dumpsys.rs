@@ -11,7 +11,7 @@ use crate::clock::{self, android_duration, java_float};
 use crate::shell::CommandResult;
 use crate::state::{BluetoothKind, Facing, PhoneState, Plugged, STREAMS};
 
-use super::{fail, ok_text, short_component};
+use super::{fail, ok_text, short_component, split_component};
 
 /// Services `dumpsys -l` and `cmd -l` list (the ones this phone implements).
 pub(crate) const SERVICES: [&str; 15] = [
@@ -1017,7 +1017,7 @@ fn cameras(st: &PhoneState) -> String {
 /// Android 17 fixture's head and resumed sections.
 fn activities(st: &PhoneState) -> String {
     let fg = &st.foreground;
-    let (pkg, full) = super::parse_component(fg).unwrap_or_else(|| (fg.clone(), fg.clone()));
+    let (pkg, full) = split_component(fg).unwrap_or_else(|| (fg.clone(), fg.clone()));
     let short = short_component(&pkg, &full);
     let home = st.foreground == PhoneState::HOME;
     let uid = st.package(&pkg).map_or(10_000, |p| p.uid);
@@ -1062,7 +1062,7 @@ fn window(st: &PhoneState, args: &[String]) -> String {
     };
     let (wdp, hdp) = (w * 160 / d.density.max(1), h * 160 / d.density.max(1));
     let fg = &st.foreground;
-    let (pkg, full) = super::parse_component(fg).unwrap_or_else(|| (fg.clone(), fg.clone()));
+    let (pkg, full) = split_component(fg).unwrap_or_else(|| (fg.clone(), fg.clone()));
     let short = short_component(&pkg, &full);
     let mut s = String::new();
     let what = args.first().map_or("displays", String::as_str);
@@ -1144,13 +1144,7 @@ fn window(st: &PhoneState, args: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Phone;
-    use super::super::tests::run;
-    use crate::state::PhoneState;
-
-    fn phone() -> Phone {
-        Phone::new(PhoneState::default(), None, None)
-    }
+    use super::super::tests::{phone, run};
 
     #[test]
     fn battery_dump_follows_state() {

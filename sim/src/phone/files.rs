@@ -189,12 +189,11 @@ pub(crate) fn rm(st: &mut PhoneState, args: &[String]) -> CommandResult {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::run;
-    use super::*;
+    use super::super::tests::{phone, run};
 
     #[test]
     fn ls_and_rm_see_the_files() {
-        let p = Phone::new(PhoneState::default(), None, None);
+        let p = phone();
         p.sync_write("/sdcard/Download/grüße €.txt", b"hi".to_vec())
             .unwrap();
         let (out, _, _) = run(&p, "ls /sdcard/Download");

@@ -42,6 +42,8 @@ use crate::log::{CommandLog, LogEntry};
 use crate::replay::Replay;
 use crate::shell::{self, CommandResult, Host, Output, RunOutcome};
 use crate::state::PhoneState;
+// Components are read as the bridge reads them.
+pub(crate) use droidwarden_bridge::adb::parse::split_component;
 
 pub(crate) use files::MAX_FILE;
 
@@ -290,20 +292,6 @@ pub(crate) fn short_component(package: &str, class: &str) -> String {
     }
 }
 
-/// Splits `pkg/cls` (with `cls` possibly `.Short`) into package and full class.
-pub(crate) fn parse_component(component: &str) -> Option<(String, String)> {
-    let (package, class) = component.split_once('/')?;
-    if package.is_empty() || class.is_empty() {
-        return None;
-    }
-    let class = if class.starts_with('.') {
-        format!("{package}{class}")
-    } else {
-        class.to_owned()
-    };
-    Some((package.to_owned(), class))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,7 +306,8 @@ mod tests {
         )
     }
 
-    fn phone() -> Phone {
+    /// A phone in the default state, without companion or screen.
+    pub(crate) fn phone() -> Phone {
         Phone::new(PhoneState::default(), None, None)
     }
 
@@ -387,14 +376,5 @@ mod tests {
         assert_eq!(short_component("com.a", "com.a.Main"), "com.a/.Main");
         assert_eq!(short_component("com.a", "org.b.Main"), "com.a/org.b.Main");
         assert_eq!(short_component("com.a", "com.ab.Main"), "com.a/com.ab.Main");
-        assert_eq!(
-            parse_component("com.a/.Main"),
-            Some(("com.a".to_owned(), "com.a.Main".to_owned()))
-        );
-        assert_eq!(
-            parse_component("com.a/x.Y"),
-            Some(("com.a".to_owned(), "x.Y".to_owned()))
-        );
-        assert_eq!(parse_component("com.a"), None);
     }
 }

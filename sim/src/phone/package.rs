@@ -256,13 +256,7 @@ pub(crate) fn pm(st: &mut PhoneState, args: &[String]) -> CommandResult {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Phone;
-    use super::super::tests::run;
-    use crate::state::PhoneState;
-
-    fn phone() -> Phone {
-        Phone::new(PhoneState::default(), None, None)
-    }
+    use super::super::tests::{phone, run};
 
     #[test]
     fn list_filters() {

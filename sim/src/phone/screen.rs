@@ -354,36 +354,20 @@ fn shade(st: &PhoneState, w: i32, h: i32, out: &mut Vec<Widget>) {
             .id("com.android.systemui:id/expandableNotificationRow")
             .tap(Tap::CloseShade),
         );
-        out.push(
-            Widget::new(
-                3,
-                "android.widget.TextView",
-                SYSTEMUI,
-                [70, top + 15, w - 70, top + 60],
-            )
-            .text(app.clone())
-            .id("android:id/app_name_text"),
-        );
-        out.push(
-            Widget::new(
-                3,
-                "android.widget.TextView",
-                SYSTEMUI,
-                [70, top + 65, w - 70, top + 120],
-            )
-            .text(title.clone())
-            .id("android:id/title"),
-        );
-        out.push(
-            Widget::new(
-                3,
-                "android.widget.TextView",
-                SYSTEMUI,
-                [70, top + 125, w - 70, top + 180],
-            )
-            .text(text.clone())
-            .id("android:id/text"),
-        );
+        // The app, the title and the text, one line each.
+        let lines = [
+            (app, "android:id/app_name_text", 15, 60),
+            (title, "android:id/title", 65, 120),
+            (text, "android:id/text", 125, 180),
+        ];
+        for (line, id, from, to) in lines {
+            let bounds = [70, top + from, w - 70, top + to];
+            out.push(
+                Widget::new(3, "android.widget.TextView", SYSTEMUI, bounds)
+                    .text(line)
+                    .id(id),
+            );
+        }
     }
 }
 

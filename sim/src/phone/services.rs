@@ -713,13 +713,8 @@ pub(crate) fn input(st: &mut PhoneState, args: &[String]) -> CommandResult {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Phone;
-    use super::super::tests::run;
-    use crate::state::{PhoneState, PlaybackState, RingerMode};
-
-    fn phone() -> Phone {
-        Phone::new(PhoneState::default(), None, None)
-    }
+    use super::super::tests::{phone, run};
+    use crate::state::{PlaybackState, RingerMode};
 
     #[test]
     fn wifi_toggles() {

@@ -185,13 +185,7 @@ fn map_of<'a>(st: &'a PhoneState, ns: &str) -> &'a std::collections::BTreeMap<St
 
 #[cfg(test)]
 mod tests {
-    use super::super::Phone;
-    use super::super::tests::run;
-    use crate::state::PhoneState;
-
-    fn phone() -> Phone {
-        Phone::new(PhoneState::default(), None, None)
-    }
+    use super::super::tests::{phone, run};
 
     #[test]
     fn mapped_keys_read_and_write_state() {

@@ -86,18 +86,7 @@ pub(super) async fn intents(sh: &dyn Shell, action: &IntentsAction) -> Result<Va
         IntentsAction::OpenUrl { url } => {
             refuse_dangerous_scheme(url).map_err(wire)?;
             // BROWSABLE: only activities that accept links from a browser.
-            let argv = [
-                "am",
-                "start",
-                "-W",
-                "-a",
-                "android.intent.action.VIEW",
-                "-c",
-                "android.intent.category.BROWSABLE",
-                "-d",
-                url.as_str(),
-            ];
-            let started = am_start(sh, &argv).await?;
+            let started = super::view(sh, url, Some("android.intent.category.BROWSABLE")).await?;
             Ok(json!({ "url": url, "status": started.status, "activity": started.activity }))
         }
         IntentsAction::ShareText { text } => {

@@ -15,14 +15,13 @@ const LIST: &str = "dumpsys notification --noredact";
 #[tokio::test]
 async fn notifications_from_a_real_dump_and_a_filtered_one() {
     let sh = ScriptedShell::default().answer(LIST, REDACTED_17);
-    let v = run(&sh, "notifications", "list", json!({})).await.unwrap();
+    let v = run(&sh, "notifications.list", json!({})).await.unwrap();
     assert_eq!(v["count"], 2);
     assert_eq!(sh.asked(), [LIST]);
     let sh = ScriptedShell::default().answer(LIST, NOREDACT_14);
     let v = run(
         &sh,
-        "notifications",
-        "list",
+        "notifications.list",
         json!({"package": "org.videolan.vlc"}),
     )
     .await
@@ -37,9 +36,7 @@ async fn a_denied_dump_is_permission_denied_even_with_exit_0() {
     // the denial on stdout, exit status 0.
     let denial = "Permission Denial: can't dump NotificationManager from from pid=4242, uid=10190 due to missing android.permission.DUMP permission\n";
     let sh = ScriptedShell::default().answer(LIST, denial);
-    let err = run(&sh, "notifications", "list", json!({}))
-        .await
-        .unwrap_err();
+    let err = run(&sh, "notifications.list", json!({})).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
     // A dump cut by its timeout is retryable, never a short list.
     let cut = format!(
@@ -47,17 +44,14 @@ async fn a_denied_dump_is_permission_denied_even_with_exit_0() {
         &NOREDACT_14[..400]
     );
     let sh = ScriptedShell::default().answer(LIST, &cut);
-    let err = run(&sh, "notifications", "list", json!({}))
-        .await
-        .unwrap_err();
+    let err = run(&sh, "notifications.list", json!({})).await.unwrap_err();
     assert!(err.retryable(), "{err}");
     // An app's text that starts a line with "Error:" is text, not a failure.
     let text = NOREDACT_14.replace("Ref: 100% done; $HOME)", "Error: card declined)");
     let sh = ScriptedShell::default().answer(LIST, &text);
     let v = run(
         &sh,
-        "notifications",
-        "list",
+        "notifications.list",
         json!({"package": "com.example.bank"}),
     )
     .await
@@ -73,59 +67,51 @@ async fn a_denied_dump_is_permission_denied_even_with_exit_0() {
 #[tokio::test]
 async fn the_bridge_refuses_dangerous_schemes_and_dot_dot_by_itself() {
     let sh = ScriptedShell::default();
-    for url in [
+    let schemes = [
         "javascript:alert(1)",
         "FILE:///sdcard/x",
         "content://sms/inbox",
-    ] {
-        let err = run(&sh, "intents", "open_url", json!({ "url": url }))
-            .await
-            .unwrap_err();
-        assert_eq!(err.code(), ErrorCode::Denied, "{url}");
+    ]
+    .map(|url| ("intents.open_url", json!({ "url": url }), ErrorCode::Denied));
+    let dot_dot = [
+        (
+            "files.pull",
+            json!({"path": "/sdcard/Download/../../data/x"}),
+        ),
+        (
+            "app_manager.install",
+            json!({"apk_path": "/data/local/tmp/../x.apk"}),
+        ),
+    ]
+    .map(|(name, params)| (name, params, ErrorCode::InvalidParams));
+    for (name, params, code) in schemes.into_iter().chain(dot_dot) {
+        let shown = params.to_string();
+        let err = run(&sh, name, params).await.unwrap_err();
+        assert_eq!(err.code(), code, "{name} {shown}: {err}");
     }
-    let err = run(
-        &sh,
-        "files",
-        "pull",
-        json!({"path": "/sdcard/Download/../../data/x"}),
-    )
-    .await
-    .unwrap_err();
-    assert_eq!(err.code(), ErrorCode::InvalidParams);
-    let err = run(
-        &sh,
-        "app_manager",
-        "install",
-        json!({"apk_path": "/data/local/tmp/../x.apk"}),
-    )
-    .await
-    .unwrap_err();
-    assert_eq!(err.code(), ErrorCode::InvalidParams);
     assert!(sh.asked().is_empty(), "{:?}", sh.asked());
 }
 
 #[tokio::test]
 async fn pull_checks_the_size_before_reading() {
     let path = "/sdcard/Download/big.bin";
-    let sh = ScriptedShell::default().answer(
-        &format!("stat -L -c %s %F {path}"),
-        &format!("{} regular file\n", MAX_PULL_BYTES + 1),
-    );
-    let err = run(&sh, "files", "pull", json!({ "path": path }))
+    let stat = format!("stat -L -c %s %F {path}");
+    let sh =
+        ScriptedShell::default().answer(&stat, &format!("{} regular file\n", MAX_PULL_BYTES + 1));
+    let err = run(&sh, "files.pull", json!({ "path": path }))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Denied, "{err}");
     assert_eq!(sh.asked().len(), 1);
-    let sh =
-        ScriptedShell::default().answer(&format!("stat -L -c %s %F {path}"), "4096 directory\n");
-    let err = run(&sh, "files", "pull", json!({ "path": path }))
+    let sh = ScriptedShell::default().answer(&stat, "4096 directory\n");
+    let err = run(&sh, "files.pull", json!({ "path": path }))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidParams, "{err}");
     let sh = ScriptedShell::default()
-        .answer(&format!("stat -L -c %s %F {path}"), "5 regular file\n")
+        .answer(&stat, "5 regular file\n")
         .answer(&format!("base64 -w 0 {path}"), "aGVsbG8=\n");
-    let v = run(&sh, "files", "pull", json!({ "path": path }))
+    let v = run(&sh, "files.pull", json!({ "path": path }))
         .await
         .unwrap();
     assert_eq!(v["size_bytes"], 5);
@@ -142,8 +128,7 @@ async fn pm_failures_carry_androids_words() {
     );
     let err = run(
         &sh,
-        "app_manager",
-        "install",
+        "app_manager.install",
         json!({"apk_path": "/data/local/tmp/a.apk"}),
     )
     .await
@@ -157,8 +142,7 @@ async fn pm_failures_carry_androids_words() {
     let sh = ScriptedShell::default().fail("pm path com.gone.app", "", "", 1);
     let err = run(
         &sh,
-        "app_manager",
-        "uninstall",
+        "app_manager.uninstall",
         json!({"package": "com.gone.app"}),
     )
     .await
@@ -172,8 +156,7 @@ async fn extras_are_three_argv_elements_each() {
     let sh = ScriptedShell::default();
     let _ = run(
         &sh,
-        "intents",
-        "start_activity",
+        "intents.start_activity",
         json!({"action": "a.B", "extras": [
             {"key": "n", "type": "int", "value": "7"},
             {"key": "s", "type": "string", "value": "x y; z"},

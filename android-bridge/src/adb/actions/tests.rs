@@ -39,6 +39,12 @@ impl ScriptedShell {
         self
     }
 
+    /// Panics if any command asked so far contains `part`.
+    pub(super) fn never_asked(&self, part: &str) {
+        let asked = self.asked();
+        assert!(asked.iter().all(|c| !c.contains(part)), "{part}: {asked:?}");
+    }
+
     pub(super) fn asked(&self) -> Vec<String> {
         self.asked
             .lock()
@@ -101,12 +107,14 @@ fn cmd(service: &str, action: &str, params: Value) -> Command {
     Catalogue::get().parse(service, action, &params).unwrap()
 }
 
+/// `name` (`service.action`) with `params` on `sh`, its result checked
+/// against the action's documented shape.
 pub(super) async fn run(
     sh: &ScriptedShell,
-    service: &str,
-    action: &str,
+    name: &str,
     params: Value,
 ) -> Result<Value, BridgeError> {
+    let (service, action) = name.split_once('.').expect("service.action");
     let command = cmd(service, action, params);
     let result = execute(sh, &command).await;
     if let Ok(value) = &result {
@@ -121,6 +129,33 @@ pub(super) async fn run(
     result
 }
 
+/// `app_launcher.launch` of `package` (and `activity`, when given).
+async fn launch(
+    sh: &ScriptedShell,
+    package: &str,
+    activity: Option<&str>,
+) -> Result<Value, BridgeError> {
+    let mut params = json!({ "package": package });
+    if let Some(activity) = activity {
+        params["activity"] = json!(activity);
+    }
+    run(sh, "app_launcher.launch", params).await
+}
+
+/// The command that asks for `package`'s launcher activities.
+fn query_launcher(package: &str) -> String {
+    format!(
+        "cmd package query-activities --brief -a android.intent.action.MAIN -c android.intent.category.LAUNCHER {package}"
+    )
+}
+
+/// What `am start -W` prints for a cold start of `component`.
+fn started(component: &str, total_ms: u32, wait_ms: u32) -> String {
+    format!(
+        "Starting: Intent {{ cmp={component} }}\nStatus: ok\nLaunchState: COLD\nActivity: {component}\nTotalTime: {total_ms}\nWaitTime: {wait_ms}\nComplete\n"
+    )
+}
+
 const BATTERY: &str =
     include_str!("../../../fixtures/android/dumpsys-battery/adbjsoncli-emulator-17.txt");
 const AUDIO: &str = include_str!(
@@ -130,9 +165,7 @@ const AUDIO: &str = include_str!(
 #[tokio::test]
 async fn battery_status_reads_dumpsys_battery() {
     let sh = ScriptedShell::default().answer("dumpsys battery", BATTERY);
-    let v = run(&sh, "batteryMonitor", "status", json!({}))
-        .await
-        .unwrap();
+    let v = run(&sh, "batteryMonitor.status", json!({})).await.unwrap();
     assert_eq!(v["level_percent"], 100);
     assert_eq!(sh.asked(), ["dumpsys battery"]);
 }
@@ -141,21 +174,14 @@ async fn battery_status_reads_dumpsys_battery() {
 async fn launch_resolves_the_launcher_activity_first() {
     let sh = ScriptedShell::default()
         .answer(
-            "cmd package query-activities --brief -a android.intent.action.MAIN -c android.intent.category.LAUNCHER org.videolan.vlc",
+            &query_launcher("org.videolan.vlc"),
             "1 activities found:\n  Activity #0:\n    priority=0 preferredOrder=0 match=0x108000 specificIndex=-1 isDefault=false\n    org.videolan.vlc/.StartActivity\n",
         )
         .answer(
             "am start -W -n org.videolan.vlc/.StartActivity",
-            "Starting: Intent { cmp=org.videolan.vlc/.StartActivity }\nStatus: ok\nLaunchState: COLD\nActivity: org.videolan.vlc/.StartActivity\nTotalTime: 412\nWaitTime: 415\nComplete\n",
+            &started("org.videolan.vlc/.StartActivity", 412, 415),
         );
-    let v = run(
-        &sh,
-        "app_launcher",
-        "launch",
-        json!({"package": "org.videolan.vlc"}),
-    )
-    .await
-    .unwrap();
+    let v = launch(&sh, "org.videolan.vlc", None).await.unwrap();
     assert_eq!(v["component"], "org.videolan.vlc/.StartActivity");
     assert_eq!(v["status"], "ok");
     assert_eq!(v["total_time_ms"], 412);
@@ -164,74 +190,51 @@ async fn launch_resolves_the_launcher_activity_first() {
 #[tokio::test]
 async fn launch_with_an_activity_goes_straight_to_am_start() {
     let sh = ScriptedShell::default().answer("am start -W -n com.x.y/.Main", "Status: ok\n");
-    run(
-        &sh,
-        "app_launcher",
-        "launch",
-        json!({"package": "com.x.y", "activity": "Main"}),
-    )
-    .await
-    .unwrap();
+    launch(&sh, "com.x.y", Some("Main")).await.unwrap();
     assert_eq!(sh.asked(), ["am start -W -n com.x.y/.Main"]);
     let sh =
         ScriptedShell::default().answer("am start -W -n com.x.y/com.x.y.ui.Home", "Status: ok\n");
-    run(
-        &sh,
-        "app_launcher",
-        "launch",
-        json!({"package": "com.x.y", "activity": "com.x.y.ui.Home"}),
-    )
-    .await
-    .unwrap();
+    launch(&sh, "com.x.y", Some("com.x.y.ui.Home"))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
 async fn an_unresolvable_launch_is_not_found() {
-    let sh = ScriptedShell::default().answer(
-        "cmd package query-activities --brief -a android.intent.action.MAIN -c android.intent.category.LAUNCHER com.not.there",
-        "No activities found\n",
-    );
-    let err = run(
-        &sh,
-        "app_launcher",
-        "launch",
-        json!({"package": "com.not.there"}),
-    )
-    .await
-    .unwrap_err();
+    let sh =
+        ScriptedShell::default().answer(&query_launcher("com.not.there"), "No activities found\n");
+    let err = launch(&sh, "com.not.there", None).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::NotFound, "{err}");
     let sh = ScriptedShell::default().answer(
         "am start -W -n org.mozilla.fenix/.App",
         include_str!("../../../fixtures/android/am-start-errors/fenix-issue7925-pixel2-10.txt"),
     );
-    let err = run(
-        &sh,
-        "app_launcher",
-        "launch",
-        json!({"package": "org.mozilla.fenix", "activity": ".App"}),
-    )
-    .await
-    .unwrap_err();
+    let err = launch(&sh, "org.mozilla.fenix", Some(".App"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::NotFound, "{err}");
 }
 
 #[tokio::test]
 async fn stopping_an_app_that_is_not_installed_is_not_found() {
     let sh = ScriptedShell::default().fail("pm path com.gone.app", "", "", 1);
-    let err = run(
-        &sh,
-        "app_launcher",
-        "stop",
-        json!({"package": "com.gone.app"}),
-    )
-    .await
-    .unwrap_err();
+    let err = run(&sh, "app_launcher.stop", json!({"package": "com.gone.app"}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::NotFound);
     assert_eq!(
         sh.asked(),
         ["pm path com.gone.app"],
         "nothing is force-stopped"
     );
+}
+
+/// The volume changes `sh` was asked for, in order.
+fn volume_sets(sh: &ScriptedShell) -> Vec<String> {
+    sh.asked()
+        .into_iter()
+        .filter(|c| c.contains("--set"))
+        .collect()
 }
 
 #[tokio::test]
@@ -242,8 +245,7 @@ async fn set_volume_scales_percent_to_the_streams_range_and_reads_back() {
     // STREAM_DTMF in this fixture: min 0, max 15; 50 % of 15 rounds to 8.
     let v = run(
         &sh,
-        "audio_automation",
-        "set_volume",
+        "audio_automation.set_volume",
         json!({"stream": "dtmf", "level": 50}),
     )
     .await
@@ -262,47 +264,33 @@ async fn set_volume_scales_percent_to_the_streams_range_and_reads_back() {
 #[tokio::test]
 async fn mute_remembers_the_level_and_unmute_restores_it() {
     // STREAM_DTMF in this fixture: streamVolume 5, range 0..=15.
+    let set = |level: u8| format!("cmd media_session volume --stream 8 --set {level}");
     let sh = ScriptedShell::default()
         .answer("dumpsys audio", AUDIO)
-        .answer("cmd media_session volume --stream 8 --set 0", "")
-        .answer("cmd media_session volume --stream 8 --set 5", "");
-    run(&sh, "audio_automation", "mute", json!({"stream": "dtmf"}))
+        .answer(&set(0), "")
+        .answer(&set(5), "");
+    run(&sh, "audio_automation.mute", json!({"stream": "dtmf"}))
         .await
         .unwrap();
-    let sets: Vec<String> = sh
-        .asked()
-        .into_iter()
-        .filter(|c| c.contains("--set"))
-        .collect();
-    assert_eq!(sets, ["cmd media_session volume --stream 8 --set 0"]);
+    assert_eq!(volume_sets(&sh), [set(0)]);
     assert_eq!(sh.muted.lock().unwrap().get(&8), Some(&5));
 
     // The phone is now silent on that stream; unmute restores the saved 5.
     let muted_audio = AUDIO.replacen("streamVolume:5", "streamVolume:0", 2);
     let sh2 = ScriptedShell::default()
         .answer("dumpsys audio", &muted_audio)
-        .answer("cmd media_session volume --stream 8 --set 5", "");
+        .answer(&set(5), "");
     *sh2.muted.lock().unwrap() = sh.muted.lock().unwrap().clone();
-    run(
-        &sh2,
-        "audio_automation",
-        "unmute",
-        json!({"stream": "dtmf"}),
-    )
-    .await
-    .unwrap();
-    let sets: Vec<String> = sh2
-        .asked()
-        .into_iter()
-        .filter(|c| c.contains("--set"))
-        .collect();
-    assert_eq!(sets, ["cmd media_session volume --stream 8 --set 5"]);
-    // Nothing remembered and the stream is audible: unmute changes nothing.
-    let sh = ScriptedShell::default().answer("dumpsys audio", AUDIO);
-    run(&sh, "audio_automation", "unmute", json!({"stream": "dtmf"}))
+    run(&sh2, "audio_automation.unmute", json!({"stream": "dtmf"}))
         .await
         .unwrap();
-    assert!(sh.asked().iter().all(|c| !c.contains("--set")));
+    assert_eq!(volume_sets(&sh2), [set(5)]);
+    // Nothing remembered and the stream is audible: unmute changes nothing.
+    let sh = ScriptedShell::default().answer("dumpsys audio", AUDIO);
+    run(&sh, "audio_automation.unmute", json!({"stream": "dtmf"}))
+        .await
+        .unwrap();
+    sh.never_asked("--set");
 }
 
 #[tokio::test]
@@ -313,21 +301,21 @@ async fn phone_errors_become_structured_errors() {
         "java.lang.SecurityException: Permission Denial: not allowed to change wifi state\n",
         1,
     );
-    let err = run(&sh, "wifi_automation", "disable", json!({}))
+    let err = run(&sh, "wifi_automation.disable", json!({}))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
 
     // The scripted shell answers unknown commands like Android's sh.
     let sh = ScriptedShell::default();
-    let err = run(&sh, "camera_control", "camera_info", json!({}))
+    let err = run(&sh, "camera_control.camera_info", json!({}))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::UnsupportedAction, "{err}");
 
     let sh = ScriptedShell::default()
         .answer("dumpsys media.camera", "Can't find service: media.camera\n");
-    let err = run(&sh, "camera_control", "camera_info", json!({}))
+    let err = run(&sh, "camera_control.camera_info", json!({}))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::UnsupportedAction, "{err}");
@@ -338,14 +326,9 @@ async fn phone_errors_become_structured_errors() {
         "Error: something odd\n",
         255,
     );
-    let err = run(
-        &sh,
-        "screen_control",
-        "set_brightness",
-        json!({"level": 10}),
-    )
-    .await
-    .unwrap_err();
+    let err = run(&sh, "screen_control.set_brightness", json!({"level": 10}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::DeviceError, "{err}");
     assert!(err.to_string().contains("something odd"), "{err}");
 }
@@ -363,7 +346,7 @@ async fn play_url_passes_the_url_as_one_argument() {
         &format!("am start -W -a android.intent.action.VIEW -d {url}"),
         "Starting: Intent { act=android.intent.action.VIEW dat=https://example.org/... }\nStatus: ok\n",
     );
-    let v = run(&sh, "media_control", "play_url", json!({"url": url}))
+    let v = run(&sh, "media_control.play_url", json!({"url": url}))
         .await
         .unwrap();
     assert_eq!(v["status"], "ok");
@@ -387,43 +370,24 @@ fn percent_and_index_round_trip() {
     assert_eq!(percent(5, 5, 5), 0);
 }
 
-/// Every action that reads a `dumpsys`, with the dump it reads.
-const DUMPSYS_READS: &[(&str, &str, &str)] = &[
-    ("batteryMonitor", "status", "dumpsys battery"),
-    ("location", "current", "dumpsys location"),
-    ("wifi_automation", "status", "dumpsys wifi"),
-    (
-        "bluetooth_automation",
-        "status",
-        "dumpsys bluetooth_manager",
-    ),
-    (
-        "bluetooth_automation",
-        "paired_devices",
-        "dumpsys bluetooth_manager",
-    ),
-    ("audio_automation", "get_volume", "dumpsys audio"),
-    ("audio_automation", "mute", "dumpsys audio"),
-    ("device_state", "status", "dumpsys power"),
-    ("screen_control", "status", "dumpsys power"),
-    (
-        "motion_detection",
-        "current_motion",
-        "dumpsys sensorservice",
-    ),
-    ("motion_detection", "orientation", "dumpsys window displays"),
-    (
-        "environmental_sensors",
-        "ambient_conditions",
-        "dumpsys sensorservice",
-    ),
-    (
-        "environmental_sensors",
-        "proximity",
-        "dumpsys sensorservice",
-    ),
-    ("camera_control", "camera_info", "dumpsys media.camera"),
-    ("media_control", "status", "dumpsys media_session"),
+/// Every action that reads a `dumpsys`, as `service.action`, with the
+/// service it dumps (`dumpsys SERVICE`).
+const DUMPSYS_READS: &[(&str, &str)] = &[
+    ("batteryMonitor.status", "battery"),
+    ("location.current", "location"),
+    ("wifi_automation.status", "wifi"),
+    ("bluetooth_automation.status", "bluetooth_manager"),
+    ("bluetooth_automation.paired_devices", "bluetooth_manager"),
+    ("audio_automation.get_volume", "audio"),
+    ("audio_automation.mute", "audio"),
+    ("device_state.status", "power"),
+    ("screen_control.status", "power"),
+    ("motion_detection.current_motion", "sensorservice"),
+    ("motion_detection.orientation", "window displays"),
+    ("environmental_sensors.ambient_conditions", "sensorservice"),
+    ("environmental_sensors.proximity", "sensorservice"),
+    ("camera_control.camera_info", "media.camera"),
+    ("media_control.status", "media_session"),
 ];
 
 /// A shell that answers `dump` with `stdout` and every setting with `0`.
@@ -440,9 +404,20 @@ fn with_dump(dump: &str, stdout: &str) -> ScriptedShell {
     sh
 }
 
-fn example(service: &str, action: &str) -> Value {
-    let (_, spec) = Catalogue::get().action(service, action).unwrap();
-    spec.example.clone()
+/// Each of [`DUMPSYS_READS`] with its dump printing `stdout`: the error it
+/// fails with (panics if one succeeds).
+async fn dump_read_errors(stdout: &str) -> Vec<(&'static str, BridgeError)> {
+    let mut errors = Vec::new();
+    for &(name, dump) in DUMPSYS_READS {
+        let (service, action) = name.split_once('.').unwrap();
+        let (_, spec) = Catalogue::get().action(service, action).unwrap();
+        let sh = with_dump(&format!("dumpsys {dump}"), stdout);
+        match run(&sh, name, spec.example.clone()).await {
+            Ok(v) => panic!("{name} read {v} from {stdout:?}"),
+            Err(err) => errors.push((name, err)),
+        }
+    }
+    errors
 }
 
 #[tokio::test]
@@ -452,7 +427,7 @@ async fn a_dump_cut_short_by_its_timeout_is_a_retryable_error_not_a_value() {
         "../../../fixtures/android/dumpsys-battery/droidwarden-timeout-10000ms-mid-line.txt"
     );
     let sh = ScriptedShell::default().answer("dumpsys battery", cut);
-    let err = run(&sh, "batteryMonitor", "status", json!({}))
+    let err = run(&sh, "batteryMonitor.status", json!({}))
         .await
         .unwrap_err();
     assert!(matches!(err, BridgeError::IncompleteOutput { .. }), "{err}");
@@ -472,20 +447,24 @@ async fn a_dump_cut_short_by_its_timeout_is_a_retryable_error_not_a_value() {
         "*** SERVICE 'x' DUMP TIMEOUT (10s) EXPIRED ***",
         "*** SERVICE 'x' DUMP TIMEOUT (10000ms) EXPIRED ***",
     ] {
-        for (service, action, dump) in DUMPSYS_READS {
-            let sh = with_dump(
-                dump,
-                &format!("Header:\n  value: 1\n  cut her\n{marker}\n\n"),
-            );
-            let err = run(&sh, service, action, example(service, action))
-                .await
-                .unwrap_err();
+        let cut = format!("Header:\n  value: 1\n  cut her\n{marker}\n\n");
+        for (name, err) in dump_read_errors(&cut).await {
             assert!(
                 err.retryable() && err.code() == ErrorCode::DeviceError,
-                "{service}.{action}: {err}"
+                "{name}: {err}"
             );
         }
     }
+}
+
+/// `audio_automation.get_volume` of the music stream.
+async fn music_volume(sh: &ScriptedShell) -> Result<Value, BridgeError> {
+    run(
+        sh,
+        "audio_automation.get_volume",
+        json!({"stream": "music"}),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -493,7 +472,7 @@ async fn a_dump_that_stops_mid_line_or_loses_its_service_is_retryable() {
     // The real level is 100; the dump stops at "mBatteryLevel=1".
     let cut = include_str!("../../../fixtures/android/dumpsys-power/droidwarden-cut-mid-line.txt");
     let sh = with_dump("dumpsys power", cut);
-    let err = run(&sh, "device_state", "status", json!({}))
+    let err = run(&sh, "device_state.status", json!({}))
         .await
         .unwrap_err();
     assert!(err.retryable(), "{err}");
@@ -505,14 +484,7 @@ async fn a_dump_that_stops_mid_line_or_loses_its_service_is_retryable() {
         "Error with service 'audio' while dumping: DEAD_OBJECT\n",
         0,
     );
-    let err = run(
-        &sh,
-        "audio_automation",
-        "get_volume",
-        json!({"stream": "music"}),
-    )
-    .await
-    .unwrap_err();
+    let err = music_volume(&sh).await.unwrap_err();
     assert!(err.retryable(), "{err}");
 }
 
@@ -520,32 +492,17 @@ async fn a_dump_that_stops_mid_line_or_loses_its_service_is_retryable() {
 async fn an_empty_dump_is_a_device_error_not_not_found() {
     let empty = include_str!("../../../fixtures/android/dumpsys-audio/droidwarden-empty.txt");
     let sh = ScriptedShell::default().answer("dumpsys audio", empty);
-    let err = run(
-        &sh,
-        "audio_automation",
-        "get_volume",
-        json!({"stream": "music"}),
-    )
-    .await
-    .unwrap_err();
+    let err = music_volume(&sh).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::DeviceError, "{err}");
     assert!(
         err.to_string().contains("`dumpsys audio` printed nothing"),
         "{err}"
     );
 
-    for (service, action, dump) in DUMPSYS_READS {
-        for stdout in ["", "\n"] {
-            let sh = with_dump(dump, stdout);
-            let err = run(&sh, service, action, example(service, action))
-                .await
-                .unwrap_err();
-            assert_eq!(
-                err.code(),
-                ErrorCode::DeviceError,
-                "{service}.{action}: {err}"
-            );
-            assert!(!err.retryable(), "{service}.{action}: {err}");
+    for stdout in ["", "\n"] {
+        for (name, err) in dump_read_errors(stdout).await {
+            assert_eq!(err.code(), ErrorCode::DeviceError, "{name}: {err}");
+            assert!(!err.retryable(), "{name}: {err}");
         }
     }
 }
@@ -553,14 +510,17 @@ async fn an_empty_dump_is_a_device_error_not_not_found() {
 const TWO_LAUNCHERS: &str = include_str!(
     "../../../fixtures/android/cmd-package-query-activities-brief/droidwarden-two-launcher-activities.txt"
 );
-const QUERY_TWO_ICONS: &str = "cmd package query-activities --brief -a android.intent.action.MAIN -c android.intent.category.LAUNCHER com.example.twoicons";
 
 #[tokio::test]
 async fn launching_an_app_with_several_launcher_activities_never_starts_the_chooser() {
     let chooser = include_str!(
         "../../../fixtures/android/cmd-package-resolve-activity-brief/droidwarden-resolver-chooser.txt"
     );
-    let chooser_started = "Starting: Intent { cmp=android/com.android.internal.app.ResolverActivity }\nStatus: ok\nLaunchState: COLD\nActivity: android/com.android.internal.app.ResolverActivity\nTotalTime: 230\nWaitTime: 233\nComplete\n";
+    let chooser_started = started(
+        "android/com.android.internal.app.ResolverActivity",
+        230,
+        233,
+    );
     let sh = ScriptedShell::default()
         // What the phone says when asked the way the bridge used to ask.
         .answer(
@@ -569,27 +529,16 @@ async fn launching_an_app_with_several_launcher_activities_never_starts_the_choo
         )
         .answer(
             "am start -W -n android/com.android.internal.app.ResolverActivity",
-            chooser_started,
+            &chooser_started,
         )
-        .answer(QUERY_TWO_ICONS, TWO_LAUNCHERS)
+        .answer(&query_launcher("com.example.twoicons"), TWO_LAUNCHERS)
         .answer(
             "am start -W -n com.example.twoicons/.MainActivity",
-            "Starting: Intent { cmp=com.example.twoicons/.MainActivity }\nStatus: ok\nLaunchState: COLD\nActivity: com.example.twoicons/.MainActivity\nTotalTime: 300\nWaitTime: 302\nComplete\n",
+            &started("com.example.twoicons/.MainActivity", 300, 302),
         );
-    let v = run(
-        &sh,
-        "app_launcher",
-        "launch",
-        json!({"package": "com.example.twoicons"}),
-    )
-    .await
-    .unwrap();
+    let v = launch(&sh, "com.example.twoicons", None).await.unwrap();
     assert_eq!(v["component"], "com.example.twoicons/.MainActivity");
-    assert!(
-        sh.asked().iter().all(|c| !c.contains("ResolverActivity")),
-        "{:?}",
-        sh.asked()
-    );
+    sh.never_asked("ResolverActivity");
 }
 
 #[tokio::test]
@@ -601,14 +550,9 @@ async fn a_launch_that_leaves_another_packages_activity_on_top_is_not_success() 
             "../../../fixtures/android/am-start/am-start-W-ok-encapp-readme-portal-unknown.txt"
         ),
     );
-    let err = run(
-        &sh,
-        "app_launcher",
-        "launch",
-        json!({"package": "com.facebook.encapp", "activity": ".MainActivity"}),
-    )
-    .await
-    .unwrap_err();
+    let err = launch(&sh, "com.facebook.encapp", Some(".MainActivity"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::DeviceError, "{err}");
     assert!(
         err.to_string().contains(
@@ -619,19 +563,12 @@ async fn a_launch_that_leaves_another_packages_activity_on_top_is_not_success() 
 
     // A query answered with another package's activity is never launched.
     let sh = ScriptedShell::default().answer(
-        QUERY_TWO_ICONS,
+        &query_launcher("com.example.twoicons"),
         "1 activities found:\n  Activity #0:\n    com.other.app/.Main\n",
     );
-    let err = run(
-        &sh,
-        "app_launcher",
-        "launch",
-        json!({"package": "com.example.twoicons"}),
-    )
-    .await
-    .unwrap_err();
+    let err = launch(&sh, "com.example.twoicons", None).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::NotFound, "{err}");
-    assert!(sh.asked().iter().all(|c| !c.starts_with("am start")));
+    sh.never_asked("am start");
 }
 
 const ETH_ROUTE: &str =
@@ -641,24 +578,28 @@ const ETH_ROUTE_GET: &str =
 const ETH_ADDRS: &str =
     include_str!("../../../fixtures/android/ip-addr-show/droidwarden-tvbox-eth0-no-wlan.txt");
 
+/// A shell answering `network.status`'s reads, but for `ip route get`.
+fn network_shell(route: &str, addrs: &str, airplane: bool) -> ScriptedShell {
+    ScriptedShell::default()
+        .answer("ip route", route)
+        .answer("ip addr show", addrs)
+        .answer(
+            "settings get global airplane_mode_on",
+            if airplane { "1\n" } else { "0\n" },
+        )
+}
+
 #[tokio::test]
 async fn network_status_reports_the_default_routes_interface_on_ethernet() {
-    let sh = ScriptedShell::default()
-        .answer("ip route", ETH_ROUTE)
-        .answer("ip route get 8.8.8.8", ETH_ROUTE_GET)
-        .answer("ip addr show", ETH_ADDRS)
-        .answer("settings get global airplane_mode_on", "0\n");
-    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+    let sh =
+        network_shell(ETH_ROUTE, ETH_ADDRS, false).answer("ip route get 8.8.8.8", ETH_ROUTE_GET);
+    let v = run(&sh, "network.status", json!({})).await.unwrap();
     assert_eq!(v["wifi"]["interface"], "eth0");
     assert_eq!(v["wifi"]["ipv4"], "10.0.1.36");
     assert_eq!(v["wifi"]["carrier"], true);
     assert_eq!(v["default_gateway"], "10.0.1.1");
     assert_eq!(v["routes"][0]["interface"], "eth0");
-    assert!(
-        sh.asked().iter().all(|c| !c.contains("wlan0")),
-        "{:?}",
-        sh.asked()
-    );
+    sh.never_asked("wlan0");
 }
 
 #[tokio::test]
@@ -666,49 +607,37 @@ async fn network_status_on_mobile_data_and_offline() {
     let addrs = include_str!(
         "../../../fixtures/android/ip-addr-show/droidwarden-phone-mobile-data-wlan0-off.txt"
     );
-    let sh = ScriptedShell::default()
-        .answer("ip route", "")
+    let sh = network_shell("", addrs, false)
         .answer(
             "ip route get 8.8.8.8",
             include_str!(
                 "../../../fixtures/android/ip-route-get/evidence-dw20260905-huawei-rmnet0-cellular-unknown.txt"
             ),
-        )
-        .answer("ip addr show", addrs)
-        .answer("settings get global airplane_mode_on", "0\n");
-    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+        );
+    let v = run(&sh, "network.status", json!({})).await.unwrap();
     assert_eq!(v["wifi"]["interface"], "rmnet0");
     assert_eq!(v["default_gateway"], "10.121.106.242");
 
     // Offline: no route at all; the Wi-Fi link is shown, down.
-    let sh = ScriptedShell::default()
-        .answer("ip route", "")
-        .fail(
-            "ip route get 8.8.8.8",
-            "",
-            include_str!("../../../fixtures/android/ip-route-get/droidwarden-unreachable.txt"),
-            2,
-        )
-        .answer("ip addr show", addrs)
-        .answer("settings get global airplane_mode_on", "1\n");
-    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+    let sh = network_shell("", addrs, true).fail(
+        "ip route get 8.8.8.8",
+        "",
+        include_str!("../../../fixtures/android/ip-route-get/droidwarden-unreachable.txt"),
+        2,
+    );
+    let v = run(&sh, "network.status", json!({})).await.unwrap();
     assert_eq!(v["wifi"]["interface"], "wlan0");
     assert_eq!(v["wifi"]["up"], false);
     assert_eq!(v["default_gateway"], Value::Null);
     assert_eq!(v["airplane_mode"], true);
 
     // A main table with a default route (Android 4, TV boxes): no lookup.
-    let sh = ScriptedShell::default()
-        .answer(
-            "ip route",
-            "default via 10.0.1.1 dev eth0  metric 204\n10.0.1.0/24 dev eth0  proto kernel  scope link  src 10.0.1.36\n",
-        )
-        .answer("ip addr show", ETH_ADDRS)
-        .answer("settings get global airplane_mode_on", "0\n");
-    let v = run(&sh, "network", "status", json!({})).await.unwrap();
+    let main_table = "default via 10.0.1.1 dev eth0  metric 204\n10.0.1.0/24 dev eth0  proto kernel  scope link  src 10.0.1.36\n";
+    let sh = network_shell(main_table, ETH_ADDRS, false);
+    let v = run(&sh, "network.status", json!({})).await.unwrap();
     assert_eq!(v["wifi"]["interface"], "eth0");
     assert_eq!(v["default_gateway"], "10.0.1.1");
-    assert!(!sh.asked().iter().any(|c| c.starts_with("ip route get")));
+    sh.never_asked("ip route get");
 }
 
 // ---------------------------------------------------------------------------
@@ -730,7 +659,7 @@ async fn ui_tree_follows_the_path_the_tool_printed_and_retries_while_not_idle() 
             &format!("UI hierchary dumped to: {legacy}\n"),
         )
         .answer(&format!("cat {legacy}"), DIALOG_DUMP);
-    let tree = run(&sh, "screen", "ui_tree", json!({})).await.unwrap();
+    let tree = run(&sh, "screen.ui_tree", json!({})).await.unwrap();
     assert!(tree["count"].as_u64().unwrap() > 0);
     // The scripted shell runs `dump && cat` as two commands; the file it
     // asked for is not read as the dump, since the tool wrote elsewhere.
@@ -744,7 +673,7 @@ async fn ui_tree_follows_the_path_the_tool_printed_and_retries_while_not_idle() 
     );
     // The tree is what tap {element} resolves against: its centre.
     let first = &tree["elements"][0];
-    let tapped = run(&sh, "ui_control", "tap", json!({"element": 0})).await;
+    let tapped = run(&sh, "ui_control.tap", json!({"element": 0})).await;
     // `input tap` is not scripted: the phone says the command is missing,
     // after the element was resolved to its centre.
     assert!(tapped.is_err());
@@ -759,9 +688,7 @@ async fn ui_tree_follows_the_path_the_tool_printed_and_retries_while_not_idle() 
         "ERROR: could not get idle state.\n",
         1,
     );
-    let err = run(&busy, "screen", "ui_tree", json!({}))
-        .await
-        .unwrap_err();
+    let err = run(&busy, "screen.ui_tree", json!({})).await.unwrap_err();
     assert!(err.retryable(), "{err}");
     assert_eq!(busy.asked().len(), 3, "three dumps, then the error");
 }
@@ -769,9 +696,7 @@ async fn ui_tree_follows_the_path_the_tool_printed_and_retries_while_not_idle() 
 #[tokio::test]
 async fn foreground_app_reads_the_focused_activity() {
     let sh = ScriptedShell::default().answer("dumpsys window displays", FOCUS);
-    let v = run(&sh, "screen", "foreground_app", json!({}))
-        .await
-        .unwrap();
+    let v = run(&sh, "screen.foreground_app", json!({})).await.unwrap();
     assert_eq!(v["package"], "jp.naver.line.android");
     assert_eq!(
         v["activity"],
@@ -792,14 +717,14 @@ async fn type_text_selects_the_broadcast_ime_for_unicode_and_restores_the_keyboa
             "Broadcasting: Intent { act=ADB_INPUT_B64 flg=0x400000 (has extras) }\nBroadcast completed: result=0\n",
         )
         .answer(&format!("ime set {LATIN}"), "");
-    let v = run(&sh, "ui_control", "type_text", json!({"text": text}))
+    let v = run(&sh, "ui_control.type_text", json!({"text": text}))
         .await
         .unwrap();
     assert_eq!(v, json!({"typed": 7, "method": "ime_broadcast"}));
     assert_eq!(sh.asked().last().unwrap(), &format!("ime set {LATIN}"));
 
     let without = ScriptedShell::default().answer("ime list -s", &format!("{LATIN}\n"));
-    let err = run(&without, "ui_control", "type_text", json!({"text": text}))
+    let err = run(&without, "ui_control.type_text", json!({"text": text}))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::UnsupportedAction);

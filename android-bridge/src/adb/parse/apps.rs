@@ -124,6 +124,22 @@ pub fn component_package(component: &str) -> Option<&str> {
         .filter(|p| !p.is_empty())
 }
 
+/// Splits an activity component `pkg/cls` into its package and full class
+/// name, a class written `.Short` being relative to the package. `None`
+/// without a `/` or with either side empty.
+pub fn split_component(component: &str) -> Option<(String, String)> {
+    let (package, class) = component.split_once('/')?;
+    if package.is_empty() || class.is_empty() {
+        return None;
+    }
+    let class = if class.starts_with('.') {
+        format!("{package}{class}")
+    } else {
+        class.to_owned()
+    };
+    Some((package.to_owned(), class))
+}
+
 /// The system's "open with" chooser: AOSP's
 /// `android/com.android.internal.app.ResolverActivity` or a vendor's own
 /// `…ResolverActivity` / `…ChooserActivity`.
@@ -303,7 +319,23 @@ pub fn pm_path(output: &str) -> Result<Vec<String>, ParseError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::AM_START_ERRORS;
     use super::*;
+
+    #[test]
+    fn components_split_into_package_and_full_class() {
+        assert_eq!(
+            split_component("com.a/.Main"),
+            Some(("com.a".to_owned(), "com.a.Main".to_owned()))
+        );
+        assert_eq!(
+            split_component("com.a/x.Y"),
+            Some(("com.a".to_owned(), "x.Y".to_owned()))
+        );
+        assert_eq!(split_component("com.a"), None);
+        assert_eq!(split_component("com.a/"), None);
+        assert_eq!(split_component("/.Main"), None);
+    }
 
     #[test]
     fn resolve_activity_fixtures() {
@@ -451,27 +483,7 @@ mod tests {
 
     #[test]
     fn am_start_error_fixtures() {
-        let cases = [
-            (
-                include_str!(
-                    "../../../fixtures/android/am-start-errors/fenix-issue7925-pixel2-10.txt"
-                ),
-                "Intent { act=android.intent.action.MAIN cat=[android.intent.category.LAUNCHER] flg=0x10000000 pkg=org.mozilla.fenix.performancetest }",
-            ),
-            (
-                include_str!(
-                    "../../../fixtures/android/am-start-errors/rn-deeplinking-issue1-unknown.txt"
-                ),
-                "Intent { act=android.intent.action.VIEW dat=exp://127.0.0.1:19004/--/details/3 flg=0x10000000 pkg=com.deeplinking }",
-            ),
-            (
-                include_str!(
-                    "../../../fixtures/android/am-start-errors/uniride-issue22-unknown.txt"
-                ),
-                "com.sjsu.se195.uniride/com.sjsu.se195.uniride.SignInActivity",
-            ),
-        ];
-        for (text, what) in cases {
+        for &(text, what) in AM_START_ERRORS {
             assert_eq!(
                 am_start(text),
                 Err(ParseError::NotFound {

@@ -205,6 +205,7 @@ fn looks_like_error(line: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::AM_START_ERRORS;
     use super::*;
 
     fn kind(stdout: &str, stderr: &str, exit: i32) -> Option<FailureKind> {
@@ -304,27 +305,7 @@ mod tests {
 
     #[test]
     fn am_start_error_fixtures_are_not_found() {
-        let cases = [
-            (
-                include_str!(
-                    "../../../fixtures/android/am-start-errors/fenix-issue7925-pixel2-10.txt"
-                ),
-                "Intent { act=android.intent.action.MAIN cat=[android.intent.category.LAUNCHER] flg=0x10000000 pkg=org.mozilla.fenix.performancetest }",
-            ),
-            (
-                include_str!(
-                    "../../../fixtures/android/am-start-errors/rn-deeplinking-issue1-unknown.txt"
-                ),
-                "Intent { act=android.intent.action.VIEW dat=exp://127.0.0.1:19004/--/details/3 flg=0x10000000 pkg=com.deeplinking }",
-            ),
-            (
-                include_str!(
-                    "../../../fixtures/android/am-start-errors/uniride-issue22-unknown.txt"
-                ),
-                "com.sjsu.se195.uniride/com.sjsu.se195.uniride.SignInActivity",
-            ),
-        ];
-        for (text, subject) in cases {
+        for &(text, subject) in AM_START_ERRORS {
             // `am` exits 0 on some releases and 1 on others: both must be caught.
             for exit in [0, 1] {
                 let f = classify_device_error(text, "", exit).expect("failure");

@@ -47,7 +47,7 @@ mod window;
 
 pub use apps::{
     AmStart, PackageEntry, am_start, component_package, launcher_activities, package_list, pm_path,
-    resolve_activity_brief,
+    resolve_activity_brief, split_component,
 };
 pub use audio::{StreamVolume, audio_stream};
 pub use battery::{BatteryStatus, battery};

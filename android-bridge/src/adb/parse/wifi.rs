@@ -14,8 +14,9 @@ use super::text::{leading_int, non_placeholder, reject_device_error, unquote};
 
 const COMMAND: &str = "dumpsys wifi";
 
-/// Wi-Fi state from `dumpsys wifi`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Wi-Fi state from `dumpsys wifi`. The default is off: disabled, not
+/// connected, nothing known.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct WifiStatus {
     /// Wi-Fi is switched on.
     pub enabled: bool,
@@ -65,17 +66,7 @@ pub fn wifi(output: &str) -> Result<WifiStatus, ParseError> {
     reject_device_error(output)?;
     let mut status = active_wifi_info(output)
         .map(parse_wifi_info)
-        .unwrap_or_else(|| WifiStatus {
-            enabled: false,
-            connected: false,
-            ssid: None,
-            bssid: None,
-            ip: None,
-            rssi_dbm: None,
-            link_speed_mbps: None,
-            frequency_mhz: None,
-            mac: None,
-        });
+        .unwrap_or_default();
     if let Some((connected, ssid)) = network_info(output) {
         status.connected |= connected;
         status.ssid = status.ssid.or(ssid);
@@ -267,26 +258,12 @@ fn split_flags(rest: &str) -> (&str, &str) {
 mod tests {
     use super::*;
 
-    fn off() -> WifiStatus {
-        WifiStatus {
-            enabled: false,
-            connected: false,
-            ssid: None,
-            bssid: None,
-            ip: None,
-            rssi_dbm: None,
-            link_speed_mbps: None,
-            frequency_mhz: None,
-            mac: None,
-        }
-    }
-
     #[test]
     fn dumpsys_fixture_disabled_with_graveyard() {
         // The only mWifiInfo line is a stopped client's, under a Graveyard.
         let text =
             include_str!("../../../fixtures/android/dumpsys-wifi/adbjsoncli-emulator-17.txt");
-        assert_eq!(wifi(text), Ok(off()));
+        assert_eq!(wifi(text), Ok(WifiStatus::default()));
     }
 
     #[test]
@@ -300,7 +277,7 @@ mod tests {
                 enabled: true,
                 connected: true,
                 ssid: Some("DexcomR&D".into()),
-                ..off()
+                ..WifiStatus::default()
             })
         );
     }

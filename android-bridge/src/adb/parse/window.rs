@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 
+use super::apps::split_component;
 use super::error::ParseError;
 use super::text::{reject_device_error, token_after};
 
@@ -172,17 +173,7 @@ fn record_component(record: &str) -> Option<(String, String)> {
         if user.is_empty() || !user.chars().all(|c| c.is_ascii_digit()) {
             return None;
         }
-        let (pkg, class) = w[1].split_once('/')?;
-        let class = class.trim_end_matches('}');
-        if pkg.is_empty() {
-            return None;
-        }
-        let class = if class.starts_with('.') {
-            format!("{pkg}{class}")
-        } else {
-            class.to_owned()
-        };
-        Some((pkg.to_owned(), class))
+        split_component(w[1].trim_end_matches('}'))
     })
 }
 
