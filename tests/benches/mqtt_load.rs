@@ -97,6 +97,7 @@ fn main() {
     drop(probe);
     std::thread::sleep(Duration::from_secs(2)); // let discovery traffic settle
     let idle_rss = droidwarden_e2e::rss_kib(daemon.pid());
+    let idle_anon = droidwarden_e2e::rss_anon_kib(daemon.pid());
     let broker_pid = broker.pid().expect("broker running");
     let me = std::process::id();
     let cpu_before = (
@@ -157,6 +158,7 @@ fn main() {
         (start.elapsed(), latencies)
     });
     let loaded_rss = droidwarden_e2e::rss_kib(daemon.pid());
+    let loaded_anon = droidwarden_e2e::rss_anon_kib(daemon.pid());
     let cpu_after = (
         cpu(daemon.pid()),
         cpu(broker_pid),
@@ -183,6 +185,11 @@ fn main() {
         "daemon RSS:   {:.1} MB idle with {phones} phones, {:.1} MB after the load   (target < 30 MB)",
         idle_rss as f64 / 1024.0,
         loaded_rss as f64 / 1024.0
+    );
+    println!(
+        "  of which:   {:.1} → {:.1} MB anonymous (heap, stacks); the rest is mapped code and libraries",
+        idle_anon as f64 / 1024.0,
+        loaded_anon as f64 / 1024.0
     );
     let per_call =
         |before: Duration, after: Duration| (after - before).as_secs_f64() * 1e6 / calls as f64;

@@ -111,11 +111,22 @@ pub fn env_size(name: &str, default: usize) -> usize {
 /// A process's resident memory in KiB (`VmRSS` of `/proc/<pid>/status`),
 /// 0 when it cannot be read.
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// The anonymous part of a process's resident memory in KiB (`RssAnon`:
+/// heap and stacks, without the mapped executable and libraries, whose
+/// pages the kernel shares and can drop), 0 when it cannot be read.
+pub fn rss_anon_kib(pid: u32) -> u64 {
+    status_kib(pid, "RssAnon")
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.split(':').next() == Some(field))
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
