@@ -73,7 +73,7 @@ impl Table {
 
     /// The URIs to read now, or `None` (and the watcher stops) when there
     /// are none.
-    fn to_watch(&mut self) -> Option<Vec<String>> {
+    fn round(&mut self) -> Option<Vec<String>> {
         if self.last.is_empty() {
             self.watching = false;
             return None;
@@ -118,7 +118,7 @@ impl Subscriptions {
             if peer.is_transport_closed() {
                 break;
             }
-            let Some(uris) = self.table.lock().await.to_watch() else {
+            let Some(uris) = self.table.lock().await.round() else {
                 return;
             };
             for uri in uris {
@@ -172,11 +172,11 @@ mod tests {
         assert_eq!(t.add("a", None), Ok(true));
         t.last.remove("a");
         assert!(!t.changed("a", Some(json!(1))));
-        assert_eq!(t.to_watch(), None);
+        assert_eq!(t.round(), None);
         assert!(!t.watching);
         // The next subscription starts a watcher again.
         assert_eq!(t.add("b", None), Ok(true));
-        assert_eq!(t.to_watch(), Some(vec!["b".to_owned()]));
+        assert_eq!(t.round(), Some(vec!["b".to_owned()]));
     }
 
     #[test]
