@@ -29,6 +29,15 @@ server cancels it meanwhile) and is reported ({"op": "elicited", "params": ...})
                                           -> one round with requestState S
                                              (or step N's) and inputResponses
                                              {"approval": A} (none when A is null)
+or {"stdio": [...], "subscribe": "legacy", "steps": [...]}: a 2025-11-25
+session (resources/subscribe). Each notifications/resources/updated is
+reported as it comes ({"op": "updated", "uri": U}), in order with the steps:
+  {"op": "subscribe" | "unsubscribe", "uri": U}
+                                          -> {"op", "uri", "error": null or
+                                             {"code", "message", "data"}}
+  {"op": "call", "name", "arguments"}     -> the result
+  {"op": "wait", "uri": U}                -> once an update for U came that
+                                             no earlier wait took (60 s at most)
 One JSON object per line on stdout, flushed, in step order; progress
 notifications are also passed on as they come ({"op": "progress"}).
 """
@@ -43,6 +52,7 @@ import jsonschema
 from mcp import Client, ClientSession, StdioServerParameters
 from mcp import types
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 
@@ -150,6 +160,55 @@ async def tools_changed(plan):
                                           for t in listed.tools]})
 
 
+async def subscribe(plan):
+    """A 2025-11-25 session subscribing to resources the legacy way."""
+    argv = plan["stdio"]
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    updates = {}
+    taken = {}
+    arrived = anyio.Event()
+
+    async def on_message(message):
+        nonlocal arrived
+        if getattr(message, "method", None) == "notifications/resources/updated":
+            uri = str(message.params.uri)
+            updates[uri] = updates.get(uri, 0) + 1
+            emit({"op": "updated", "uri": uri})
+            arrived.set()
+            arrived = anyio.Event()
+
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            init = await session.initialize()
+            emit({"op": "connected", "protocol": init.protocol_version,
+                  "capabilities": init.capabilities.model_dump(by_alias=True, exclude_none=True)})
+            for step in plan["steps"]:
+                op = step["op"]
+                if op in ("subscribe", "unsubscribe"):
+                    error = None
+                    try:
+                        if op == "subscribe":
+                            await session.subscribe_resource(step["uri"])
+                        else:
+                            await session.unsubscribe_resource(step["uri"])
+                    except MCPError as e:
+                        error = {"code": e.code, "message": e.message, "data": e.data}
+                    emit({"op": op, "uri": step["uri"], "error": error})
+                elif op == "call":
+                    result = await session.call_tool(step["name"], step.get("arguments", {}))
+                    emit({"op": "call", "name": step["name"],
+                          "result": result.model_dump(by_alias=True, exclude_none=True)})
+                elif op == "wait":
+                    uri = step["uri"]
+                    with anyio.fail_after(60):
+                        while updates.get(uri, 0) <= taken.get(uri, 0):
+                            await arrived.wait()
+                    taken[uri] = taken.get(uri, 0) + 1
+                    emit({"op": "waited", "uri": uri})
+                else:
+                    raise ValueError(f"unknown op {op}")
+
+
 async def elicit(plan):
     """Calls whose approvals are answered in this client (elicitation)."""
     answers = list(plan.get("answers", []))
@@ -206,6 +265,9 @@ async def main():
     plan = json.loads(sys.argv[1])
     if "elicit" in plan:
         await elicit(plan)
+        return
+    if "subscribe" in plan:
+        await subscribe(plan)
         return
     if "tools_changed" in plan:
         await tools_changed(plan)

@@ -1198,3 +1198,130 @@ fn the_typescript_sdk_answers_approvals_in_the_client() {
     );
     assert_eq!(client.wait_exit(), 0);
 }
+
+/// The updates a client reported, in order: `(uri, line index)`.
+fn updates(lines: &[Value]) -> Vec<(String, usize)> {
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l["op"] == "updated")
+        .map(|(n, l)| (l["uri"].as_str().unwrap_or_default().to_owned(), n))
+        .collect()
+}
+
+/// A client of protocol 2025-11-25 (the Python SDK's `ClientSession`)
+/// subscribes with `resources/subscribe`: a call that changes a phone's
+/// state brings `notifications/resources/updated`; after
+/// `resources/unsubscribe` a change brings none, while a second phone's
+/// subscription still reports its own (the marker: the watcher reads the
+/// states in the order of their URIs each round, `porch` after `kitchen`,
+/// so an update for the kitchen would come first); an unknown URI is
+/// refused with invalid params.
+#[test]
+fn a_2025_11_25_client_subscribes_to_a_phones_state() {
+    let bus = PrivateBus::session();
+    let env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+    ];
+    let porch = Sim::start(SimOptions::default());
+    let r = rig(
+        &format!(
+            "[[devices]]\nname = \"porch\"\ntransport = \"adb\"\nserial = \"{}\"\n",
+            porch.serial()
+        ),
+        &env,
+    );
+    r.adb.connect(&porch.serial());
+    r.probe
+        .wait_last(&format!("{P}/devices/porch/availability"), WAIT, |m| {
+            m.payload == "online"
+        });
+    bus.wait_for_daemon(WAIT);
+    let client_env = [
+        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
+        ("DROIDWARDEN__DBUS__BUS", "session"),
+        ("HOME", r.adb.home().to_str().expect("home")),
+    ];
+    let kitchen = "droidwarden://devices/kitchen/state";
+    let porch_uri = "droidwarden://devices/porch/state";
+    let battery = |device: &str| {
+        json!({"op": "call", "name": "android_device",
+               "arguments": {"device": device, "service_id": "battery", "action": "status"}})
+    };
+    let mut client = PyClient::start_plan(
+        json!({
+            "stdio": droidwarden_mcp(r.daemon.config_path(), &[]),
+            "subscribe": "legacy",
+            "steps": [
+                {"op": "subscribe", "uri": "droidwarden://devices/nosuch/state"},
+                {"op": "subscribe", "uri": "file:///etc/passwd"},
+                {"op": "subscribe", "uri": kitchen},
+                {"op": "subscribe", "uri": kitchen},
+                {"op": "subscribe", "uri": porch_uri},
+                battery("kitchen"),
+                {"op": "wait", "uri": kitchen},
+                {"op": "unsubscribe", "uri": kitchen},
+                battery("kitchen"),
+                battery("porch"),
+                {"op": "wait", "uri": porch_uri},
+            ],
+        }),
+        &client_env,
+    );
+    assert_eq!(client.wait_exit(), 0, "{}", client.stderr.lock().unwrap());
+    let lines = client.lines.lock().unwrap().clone();
+    let connected = &lines[0];
+    assert_eq!(connected["protocol"], "2025-11-25", "{connected}");
+    assert_eq!(
+        connected["capabilities"]["resources"]["subscribe"], true,
+        "{connected}"
+    );
+    let steps: Vec<&Value> = lines[1..].iter().filter(|l| l["op"] != "updated").collect();
+    // Unknown resources: the spec's invalid params, naming the URI.
+    for (n, uri) in [
+        (0, "droidwarden://devices/nosuch/state"),
+        (1, "file:///etc/passwd"),
+    ] {
+        let refused = steps[n];
+        assert_eq!(refused["op"], "subscribe", "{refused}");
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert_eq!(refused["error"]["data"]["uri"], uri, "{refused}");
+    }
+    // Known ones, twice (idempotent), and the unsubscribe: accepted.
+    for n in [2, 3, 4, 7] {
+        assert_eq!(steps[n]["error"], Value::Null, "{}", steps[n]);
+    }
+    for n in [5, 8, 9] {
+        assert_eq!(steps[n]["result"]["isError"], false, "{}", steps[n]);
+    }
+    let at = |op: &str, uri: &str| {
+        lines
+            .iter()
+            .position(|l| l["op"] == op && l["uri"] == uri)
+            .unwrap_or_else(|| panic!("no {op} {uri} in {lines:?}"))
+    };
+    let subscribed = at("subscribe", kitchen);
+    let unsubscribed = at("unsubscribe", kitchen);
+    let marker = at("waited", porch_uri);
+    let seen = updates(&lines);
+    // The call on the kitchen phone was announced while subscribed …
+    assert!(
+        seen.iter()
+            .any(|(uri, n)| uri == kitchen && *n > subscribed && *n < unsubscribed),
+        "{lines:?}"
+    );
+    // … the one after the unsubscribe was not, though the porch phone's
+    // later change was.
+    assert!(
+        !seen
+            .iter()
+            .any(|(uri, n)| uri == kitchen && *n > unsubscribed),
+        "{lines:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|(uri, n)| uri == porch_uri && *n > unsubscribed && *n < marker),
+        "{lines:?}"
+    );
+}

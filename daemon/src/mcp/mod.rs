@@ -14,6 +14,8 @@
 //!   MCP clients (`CallChecked` on D-Bus).
 //! * `elicit.rs` — an approval asked inside the MCP client (elicitation,
 //!   both protocol eras), recorded as the daemon approval's decision.
+//! * `subscribe.rs` — `resources/subscribe` for clients of protocol
+//!   2025-11-25 and earlier: a watcher per connection.
 //!
 //! See docs/mcp.md.
 
@@ -24,6 +26,7 @@ pub(crate) mod gate;
 mod http;
 mod prompts;
 mod server;
+mod subscribe;
 mod tools;
 
 use crate::cli::Target;

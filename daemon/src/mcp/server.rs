@@ -32,7 +32,7 @@ use rmcp::model::{
     GetPromptResponse, Implementation, ListPromptsResult, ListResourcesResult, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig, SubscriptionFilter,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use serde_json::{Value, json};
@@ -320,6 +320,9 @@ pub(crate) struct PhoneServer {
     /// Calls whose approval a 2026-07-28 client is asked for, until its
     /// retry (`elicit.rs`).
     pending: Arc<super::elicit::Pending>,
+    /// This connection's `resources/subscribe` subscriptions (protocol
+    /// 2025-11-25 and earlier; `subscribe.rs`).
+    subscriptions: Arc<super::subscribe::Subscriptions>,
 }
 
 /// A device call's outcome: done, or the client is asked first.
@@ -339,6 +342,7 @@ impl PhoneServer {
             tasks: None,
             elicitation: true,
             pending: Arc::default(),
+            subscriptions: Arc::default(),
         }
     }
 
@@ -420,7 +424,7 @@ impl PhoneServer {
     }
 
     /// A watched state as it is now (`None`: not readable now).
-    async fn watched_state(&self, uri: &str) -> Option<Value> {
+    pub(super) async fn watched_state(&self, uri: &str) -> Option<Value> {
         let name = device_of(uri)?;
         self.backend.state(name).await.ok().flatten()
     }
@@ -891,6 +895,83 @@ impl ServerHandler for PhoneServer {
                 }
             }
         }
+    }
+
+    // rmcp routes `resources/subscribe` here only for clients of protocol
+    // 2025-11-25 and earlier, which have no `subscriptions/listen`; most
+    // clients in use still speak it, so the legacy method stays offered.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let uri = request.uri;
+        let unknown = || {
+            McpError::invalid_params(
+                format!(
+                    "no such resource: {} (subscribable: {RESOURCE_PREFIX}<device>{RESOURCE_SUFFIX})",
+                    uri.chars().take(200).collect::<String>()
+                ),
+                Some(json!({ "uri": uri.chars().take(200).collect::<String>() })),
+            )
+        };
+        let name = device_of(&uri).ok_or_else(unknown)?;
+        let state = self
+            .backend
+            .state(name)
+            .await
+            .map_err(|e| McpError::internal_error(e.message.clone(), None))?
+            .ok_or_else(unknown)?;
+        let start = self
+            .subscriptions
+            .add(&uri, Some(state))
+            .await
+            .map_err(|super::subscribe::TooMany| {
+                McpError::invalid_params(
+                    format!(
+                        "at most {} resource subscriptions per connection: unsubscribe from one first",
+                        super::subscribe::MAX_SUBSCRIPTIONS
+                    ),
+                    None,
+                )
+            })?;
+        if start {
+            let (server, peer) = (self.clone(), context.peer.clone());
+            let stop = self
+                .tasks
+                .as_ref()
+                .map_or_else(CancellationToken::new, |(_, shutdown)| shutdown.clone());
+            let watch = async move {
+                let subscriptions = Arc::clone(&server.subscriptions);
+                subscriptions
+                    .watch(peer, WATCH_EVERY, stop, |uri| {
+                        let server = server.clone();
+                        async move { server.watched_state(&uri).await }
+                    })
+                    .await;
+            };
+            match &self.tasks {
+                Some((tracker, _)) => {
+                    tracker.spawn(watch);
+                }
+                None => {
+                    tokio::spawn(watch);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // See `subscribe`: the legacy method's other half.
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions.remove(&request.uri).await;
+        Ok(())
     }
 
     async fn read_resource(
