@@ -7,7 +7,7 @@ use droidwarden_agent::message::{Message, Thinking};
 use droidwarden_agent::provider::{Anthropic, ChatRequest, Gemini, OpenAi, Provider};
 use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
 use droidwarden_agent::tools::ToolSpec;
-use droidwarden_agent::tools::schema::{Prop, SchemaNode};
+use droidwarden_agent::tools::schema::{Property, Schema};
 use droidwarden_agent::{AgentError, ModelReply, Secret, ToolCall, Usage};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -60,22 +60,20 @@ fn weather_tool() -> ToolSpec {
     ToolSpec {
         name: "get_weather".into(),
         description: "Get the current weather in a given location".into(),
-        parameters: SchemaNode::object(
+        parameters: Schema::object(
             "",
             vec![
-                Prop::required(
+                Property::required(
                     "location",
-                    SchemaNode::string("The city and state, e.g. San Francisco, CA"),
+                    Schema::string("The city and state, e.g. San Francisco, CA"),
                 ),
-                Prop::optional(
+                Property::optional(
                     "unit",
-                    SchemaNode::enumeration(
-                        "The unit of temperature",
-                        vec!["celsius".into(), "fahrenheit".into()],
-                    ),
+                    Schema::enumeration("The unit of temperature", &["celsius", "fahrenheit"]),
                 ),
             ],
-        ),
+        )
+        .into(),
     }
 }
 

@@ -29,7 +29,7 @@ use crate::tools::ToolSpec;
 use std::sync::Arc;
 
 /// What is sent to the model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ChatRequest {
     /// System prompt (may be empty).
     pub system: String,

@@ -12,7 +12,7 @@ use crate::error::AgentError;
 use crate::host::BoxFuture;
 use crate::message::{Message, ModelReply, Thinking, ToolCall, Usage};
 use crate::secret::Secret;
-use crate::tools::schema::Dialect;
+use crate::tools::schema::{Dialect, Parameters};
 use serde_json::{Value, json};
 
 /// The OpenAI-compatible provider.
@@ -102,9 +102,7 @@ impl OpenAi {
                         "parameters": t.parameters_for(dialect),
                     });
                     // A raw schema (an MCP server's) is not strict-mode shaped.
-                    if self.strict
-                        && !matches!(t.parameters.kind, crate::tools::schema::NodeKind::Raw(_))
-                    {
+                    if self.strict && !matches!(t.parameters, Parameters::Raw(_)) {
                         f["strict"] = json!(true);
                     }
                     json!({"type": "function", "function": f})

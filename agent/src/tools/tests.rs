@@ -1,3 +1,4 @@
+use super::schema::Kind;
 use super::*;
 use serde_json::json;
 
@@ -285,15 +286,15 @@ fn flattened_parameters_merge_compatible_schemas() {
         (json!(0), json!(255))
     );
     // Every parameter name across the catalogue has one kind.
-    let mut seen: BTreeMap<&str, SchemaNode> = BTreeMap::new();
+    let mut seen: BTreeMap<&str, std::mem::Discriminant<Kind>> = BTreeMap::new();
     for s in Catalogue::get().services() {
         for a in &s.actions {
             for prm in &a.params {
-                let node = SchemaNode::from_catalogue(&prm.schema);
+                let kind = std::mem::discriminant(&prm.schema.kind);
                 if let Some(prev) = seen.get(prm.name) {
-                    assert!(prev.same_type(&node), "{} has two kinds", prm.name);
+                    assert_eq!(*prev, kind, "{} has two kinds", prm.name);
                 }
-                seen.insert(prm.name, node);
+                seen.insert(prm.name, kind);
             }
         }
     }
