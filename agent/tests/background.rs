@@ -7,9 +7,7 @@ mod common;
 use common::*;
 use droidwarden_agent::config::{AgentConfig, ProviderKind, RawAgentConfig, RawApprovalConfig};
 use droidwarden_agent::delegation::{Delegates, RawDelegateConfig, validate};
-use droidwarden_agent::testing::{
-    FakeToolHost, RecordedRequest, Responder, ScriptStep, ScriptedLlm,
-};
+use droidwarden_agent::testing::{FakeToolHost, Responder, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{
     Agent, AgentEvent, AskRequest, Delegation, EventKind, ModelReply, StopReason, TaskStatus,
     provider,
@@ -48,38 +46,22 @@ fn config(agents: Vec<RawDelegateConfig>, max_background: Option<usize>) -> Agen
     cfg
 }
 
-/// The user's prompt of a recorded request (the last one: earlier turns
-/// of the session come first).
-fn prompt_of(r: &RecordedRequest) -> String {
-    r.body["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .map(|m| m["content"].to_string())
-        .unwrap_or_default()
-}
-
-fn has_tool_result(r: &RecordedRequest) -> bool {
-    r.body["messages"]
-        .as_array()
-        .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
-}
-
 /// A model: the worker reads the kitchen battery, then answers; the main
 /// agent delegates (`DELEGATE`), asks for the status of `task` (`STATUS`),
 /// then answers with the last tool result it saw.
 fn responder(task: Arc<Mutex<Option<String>>>) -> Responder {
     Responder::new(move |r| {
-        if system_of(r).starts_with("WORKER") {
-            return if has_tool_result(r) {
+        if r.system_prompt().starts_with("WORKER") {
+            return if r.has_tool_result() {
                 ModelReply::text("Kitchen battery at 77 %.")
             } else {
                 calls(vec![dev("w1", "kitchen", "battery", "status")])
             };
         }
-        if has_tool_result(r) {
-            return ModelReply::text(format!("Tool said: {}", last_message(r)));
+        if r.has_tool_result() {
+            return ModelReply::text(format!("Tool said: {}", r.last_message()));
         }
-        let p = prompt_of(r);
+        let p = r.last_user_message();
         if p.contains("DELEGATE") {
             calls(vec![tc(
                 "d1",
@@ -339,7 +321,7 @@ async fn background_tasks_are_bounded_and_refused_without_a_driver() {
     let server = ScriptedLlm::start([]).await.unwrap();
     // Two background delegations in one step, then an answer.
     server.set_fallback(ScriptStep::Compute(Responder::new(|r| {
-        if has_tool_result(r) {
+        if r.has_tool_result() {
             ModelReply::text("ok")
         } else {
             calls(vec![

@@ -91,16 +91,16 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
 
     let reqs = server.requests();
     assert_eq!(reqs.len(), 5);
-    let parent_tools = tools_of(&reqs[0]);
+    let parent_tools = reqs[0].tool_names();
     assert!(
         parent_tools.contains(&"delegate_to_battery-doctor".to_owned()),
         "{parent_tools:?}"
     );
     // The delegate: its own prompt, only its tools, no delegate tool, and
     // only the task and context (not the user's conversation).
-    let child_sys = system_of(&reqs[1]);
+    let child_sys = reqs[1].system_prompt();
     assert!(child_sys.starts_with("DOCTOR-PROMPT"), "{child_sys}");
-    assert_eq!(tools_of(&reqs[1]), vec!["android_device".to_owned()]);
+    assert_eq!(reqs[1].tool_names(), vec!["android_device".to_owned()]);
     let desc = reqs[1].body["tools"][0]["function"]["description"].to_string();
     assert!(
         desc.contains("battery") && !desc.contains("wifi_automation"),
@@ -111,13 +111,13 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
     assert!(child_msgs.contains("charges it at night"));
     assert!(!child_msgs.contains("PARENT-MARKER"), "{child_msgs}");
     // The refusal is what the delegate's model read.
-    let refusal = last_message(&reqs[3]);
+    let refusal = reqs[3].last_message();
     assert!(
         refusal.contains("permission_denied") && refusal.contains("tools of agent battery-doctor"),
         "{refusal}"
     );
     // Its answer is the user's run's tool result.
-    let result = last_message(&reqs[4]);
+    let result = reqs[4].last_message();
     assert!(
         result.contains("Kitchen battery at 77") && result.contains("battery-doctor"),
         "{result}"
@@ -197,9 +197,9 @@ async fn a_failing_delegate_is_a_tool_error_and_the_parent_finishes() {
     assert_eq!(out.text, "Delegation failed twice.");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 5);
-    let first = last_message(&reqs[2]);
+    let first = reqs[2].last_message();
     assert!(first.contains("agent flaky failed"), "{first}");
-    let second = last_message(&reqs[4]);
+    let second = reqs[4].last_message();
     assert!(
         second.contains("agent flaky stopped before answering")
             && second.contains("max_iterations"),
@@ -244,12 +244,19 @@ async fn a_model_delegating_in_a_loop_stops_cleanly() {
     }));
     let reqs = server.requests();
     // A child never gets a delegate tool, and is refused when it tries.
-    for r in reqs.iter().filter(|r| system_of(r).starts_with("LOOPER")) {
-        assert!(tools_of(r).iter().all(|t| !t.starts_with("delegate_to_")));
+    for r in reqs
+        .iter()
+        .filter(|r| r.system_prompt().starts_with("LOOPER"))
+    {
+        assert!(
+            r.tool_names()
+                .iter()
+                .all(|t| !t.starts_with("delegate_to_"))
+        );
     }
     assert!(
         reqs.iter()
-            .any(|r| last_message(r).contains("delegation depth limit reached"))
+            .any(|r| r.last_message().contains("delegation depth limit reached"))
     );
     // Parent: 4 calls; each of its 3 delegations: 3 child calls.
     assert_eq!(reqs.len(), 4 + 3 * 3);
@@ -280,11 +287,12 @@ async fn a_run_without_agents_has_no_delegate_tools() {
     assert_eq!(out.text, "ok");
     let reqs = server.requests();
     assert!(
-        tools_of(&reqs[0])
+        reqs[0]
+            .tool_names()
             .iter()
             .all(|t| !t.starts_with("delegate_to_"))
     );
-    assert!(last_message(&reqs[1]).contains("unknown tool"));
+    assert!(reqs[1].last_message().contains("unknown tool"));
 }
 
 #[tokio::test]
@@ -339,6 +347,6 @@ async fn a_delegates_risky_action_asks_a_person_like_the_parents_would() {
     assert_eq!(out.text, "Wi-Fi stays on: you denied it.");
     assert!(h.calls().is_empty(), "nothing reached the phone");
     let reqs = server.requests();
-    let denied = last_message(&reqs[2]);
+    let denied = reqs[2].last_message();
     assert!(denied.contains("not now"), "{denied}");
 }

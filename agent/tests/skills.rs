@@ -110,19 +110,19 @@ async fn a_user_skill_is_listed_read_and_run_with_only_its_allowed_tools() {
     let reqs = server.requests();
     assert_eq!(reqs.len(), 7);
     // Progressive disclosure: the registry, not the body, in the user's run.
-    let sys = system_of(&reqs[0]);
+    let sys = reqs[0].system_prompt();
     assert!(sys.contains("## Available skills"), "{sys}");
     assert!(sys.contains("- battery-check: Read the kitchen phone's battery."));
     assert!(sys.contains("- bedtime: "), "built-ins are listed too");
     assert!(!sys.contains("SECRET-BODY-MARKER"));
-    assert!(tools_of(&reqs[0]).contains(&"invoke_skill".to_owned()));
+    assert!(reqs[0].tool_names().contains(&"invoke_skill".to_owned()));
     // list_skills and read_skill answered.
-    assert!(last_message(&reqs[1]).contains("battery-check"));
-    assert!(last_message(&reqs[2]).contains("SECRET-BODY-MARKER"));
+    assert!(reqs[1].last_message().contains("battery-check"));
+    assert!(reqs[2].last_message().contains("SECRET-BODY-MARKER"));
     // The skill's run: its body as the system prompt, only its tools.
-    let child_sys = system_of(&reqs[3]);
+    let child_sys = reqs[3].system_prompt();
     assert!(child_sys.contains("SECRET-BODY-MARKER"), "{child_sys}");
-    assert_eq!(tools_of(&reqs[3]), vec!["android_device".to_owned()]);
+    assert_eq!(reqs[3].tool_names(), vec!["android_device".to_owned()]);
     let desc = reqs[3].body["tools"][0]["function"]["description"].to_string();
     assert!(
         desc.contains("battery") && !desc.contains("wifi_automation"),
@@ -130,14 +130,14 @@ async fn a_user_skill_is_listed_read_and_run_with_only_its_allowed_tools() {
     );
     assert!(reqs[3].body["messages"].to_string().contains("kitchen"));
     // The refusal is what the skill's model read.
-    let refusal = last_message(&reqs[5]);
+    let refusal = reqs[5].last_message();
     assert!(
         refusal.contains("permission_denied")
             && refusal.contains("allowed-tools of skill battery-check"),
         "{refusal}"
     );
     // The skill's answer is the user's run's tool result.
-    assert!(last_message(&reqs[6]).contains("Kitchen battery at 77"));
+    assert!(reqs[6].last_message().contains("Kitchen battery at 77"));
 
     // Events: the skill's are tagged and in the same session.
     let evs = drain(&mut events).await;
@@ -188,7 +188,7 @@ async fn skills_invoking_skills_stop_at_the_depth_limit() {
     // A model that always invokes the skill again, until the tool result it
     // reads says why it cannot; then it answers.
     server.set_fallback(ScriptStep::Compute(Responder::new(|r| {
-        let last = last_message(r);
+        let last = r.last_message();
         if last.contains("depth limit") {
             ModelReply::text("depth limit reached")
         } else if last.contains("\"role\":\"tool\"") {
@@ -420,7 +420,11 @@ fn an_action_riskier_than_its_skill_asks_and_a_restart_interrupts_the_skill() {
             .await
             .unwrap();
         assert_eq!(out.text, "The skill was interrupted.");
-        assert!(last_message(&server.requests()[0]).contains("daemon stopped"));
+        assert!(
+            server.requests()[0]
+                .last_message()
+                .contains("daemon stopped")
+        );
         assert!(h.calls().is_empty());
     });
     assert!(first_host.calls().is_empty());

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use droidwarden_agent::config::{AgentConfig, LlmConfig, ProviderKind, RawLlmConfig};
-use droidwarden_agent::testing::{FakeToolHost, RecordedRequest, ScriptedLlm};
+use droidwarden_agent::testing::{FakeToolHost, ScriptedLlm};
 use droidwarden_agent::{
     Agent, AgentEvent, Durability, EventKind, ModelReply, Provider, Store, ToolCall, provider,
 };
@@ -79,35 +79,6 @@ pub(crate) fn dev(id: &str, device: &str, service: &str, action: &str) -> ToolCa
         "android_device",
         json!({"device": device, "service_id": service, "action": action, "parameters": {}}),
     )
-}
-
-/// The system prompt of a recorded OpenAI request.
-pub(crate) fn system_of(r: &RecordedRequest) -> String {
-    r.body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// Tool names offered in a recorded OpenAI request.
-pub(crate) fn tools_of(r: &RecordedRequest) -> Vec<String> {
-    r.body["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .filter_map(|x| x["function"]["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The last message of a recorded request, as text.
-pub(crate) fn last_message(r: &RecordedRequest) -> String {
-    r.body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .map(Value::to_string)
-        .unwrap_or_default()
 }
 
 pub(crate) fn all_events(a: &Agent) -> tokio::sync::mpsc::UnboundedReceiver<AgentEvent> {
