@@ -12,9 +12,11 @@
 //! would be shown twice.
 
 use super::sse::{SseEvent, SseParser};
+use super::{ChatRequest, Provider, TextSink};
 use crate::clock;
 use crate::config::LlmConfig;
 use crate::error::AgentError;
+use crate::host::BoxFuture;
 use crate::images::Image;
 use crate::message::{Message, ModelReply};
 use crate::secret::Secret;
@@ -149,6 +151,54 @@ impl Endpoint {
             stream: self.stream,
         };
         self.http.send(&request, decoder, parse, on_text).await
+    }
+}
+
+/// What one provider's wire format states; the [`Provider`] over HTTP is
+/// written once, below, for all of them.
+pub(crate) trait Wire: Send + Sync + std::fmt::Debug {
+    /// The provider's name (`openai`, `anthropic`, `gemini`).
+    const NAME: &'static str;
+    /// Reads its streamed answers.
+    type Decoder: StreamDecoder + Default;
+    /// Its endpoint settings.
+    fn endpoint(&self) -> &Endpoint;
+    /// Where a request goes.
+    fn url(&self) -> String;
+    /// The headers the API key (`None`: without one) makes.
+    fn headers(key: Option<&str>) -> Vec<(&'static str, String)>;
+    /// The request body.
+    fn body(&self, request: &ChatRequest) -> Value;
+    /// A whole (not streamed) answer.
+    fn parse_full(body: Value) -> Result<ModelReply, Fail>;
+}
+
+impl<W: Wire> Provider for W {
+    fn name(&self) -> &'static str {
+        W::NAME
+    }
+
+    fn vision(&self) -> bool {
+        self.endpoint().vision
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_text: TextSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        Box::pin(async move {
+            self.endpoint()
+                .send(
+                    self.url(),
+                    W::headers,
+                    self.body(request),
+                    W::Decoder::default,
+                    W::parse_full,
+                    on_text,
+                )
+                .await
+        })
     }
 }
 

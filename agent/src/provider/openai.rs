@@ -4,12 +4,11 @@
 //! uses SSE with `stream_options.include_usage`. `reasoning_content` (vLLM,
 //! DeepSeek, llama.cpp) is kept as thinking, apart from the answer.
 
+use super::ChatRequest;
 use super::http::{self, Endpoint, Fail, StreamDecoder, bad};
 use super::sse::SseEvent;
-use super::{ChatRequest, Provider, TextSink};
 use crate::config::LlmConfig;
 use crate::error::AgentError;
-use crate::host::BoxFuture;
 use crate::message::{Message, ModelReply, Thinking, ToolCall, Usage};
 use crate::secret::Secret;
 use crate::tools::schema::{Dialect, Parameters};
@@ -199,7 +198,7 @@ fn usage(body: &Value) -> Usage {
 }
 
 #[derive(Debug, Default)]
-struct Decoder {
+pub(crate) struct Decoder {
     reply: ModelReply,
     reasoning: String,
     done: bool,
@@ -290,35 +289,29 @@ impl StreamDecoder for Decoder {
     }
 }
 
-impl Provider for OpenAi {
-    fn name(&self) -> &'static str {
-        "openai"
+impl http::Wire for OpenAi {
+    const NAME: &'static str = "openai";
+    type Decoder = Decoder;
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.api
     }
 
-    fn vision(&self) -> bool {
-        self.api.vision
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.api.base_url)
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_text: TextSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(async move {
-            self.api
-                .send(
-                    format!("{}/chat/completions", self.api.base_url),
-                    |key| {
-                        key.map(|k| ("authorization", format!("Bearer {k}")))
-                            .into_iter()
-                            .collect()
-                    },
-                    self.request_body(request),
-                    Decoder::default,
-                    parse_full,
-                    on_text,
-                )
-                .await
-        })
+    fn headers(key: Option<&str>) -> Vec<(&'static str, String)> {
+        key.map(|k| ("authorization", format!("Bearer {k}")))
+            .into_iter()
+            .collect()
+    }
+
+    fn body(&self, request: &ChatRequest) -> Value {
+        self.request_body(request)
+    }
+
+    fn parse_full(body: Value) -> Result<ModelReply, Fail> {
+        parse_full(body)
     }
 }
