@@ -325,8 +325,8 @@ impl StreamDecoder for Decoder {
 }
 
 impl http::Wire for Anthropic {
-    const NAME: &'static str = "anthropic";
     type Decoder = Decoder;
+    const PARSE: fn(Value) -> Result<ModelReply, Fail> = parse_full;
 
     fn endpoint(&self) -> &Endpoint {
         &self.api
@@ -344,9 +344,5 @@ impl http::Wire for Anthropic {
 
     fn body(&self, request: &ChatRequest) -> Value {
         self.request_body(request)
-    }
-
-    fn parse_full(body: Value) -> Result<ModelReply, Fail> {
-        parse_full(body)
     }
 }

@@ -232,8 +232,8 @@ impl StreamDecoder for Decoder {
 }
 
 impl http::Wire for Gemini {
-    const NAME: &'static str = "gemini";
     type Decoder = Decoder;
+    const PARSE: fn(Value) -> Result<ModelReply, Fail> = parse_full;
 
     fn endpoint(&self) -> &Endpoint {
         &self.api
@@ -261,9 +261,5 @@ impl http::Wire for Gemini {
 
     fn body(&self, request: &ChatRequest) -> Value {
         self.request_body(request)
-    }
-
-    fn parse_full(body: Value) -> Result<ModelReply, Fail> {
-        parse_full(body)
     }
 }

@@ -157,11 +157,11 @@ impl Endpoint {
 /// What one provider's wire format states; the [`Provider`] over HTTP is
 /// written once, below, for all of them.
 pub(crate) trait Wire: Send + Sync + std::fmt::Debug {
-    /// The provider's name (`openai`, `anthropic`, `gemini`).
-    const NAME: &'static str;
     /// Reads its streamed answers.
     type Decoder: StreamDecoder + Default;
-    /// Its endpoint settings.
+    /// Reads a whole (not streamed) answer.
+    const PARSE: fn(Value) -> Result<ModelReply, Fail>;
+    /// Its endpoint settings (and its name).
     fn endpoint(&self) -> &Endpoint;
     /// Where a request goes.
     fn url(&self) -> String;
@@ -169,13 +169,11 @@ pub(crate) trait Wire: Send + Sync + std::fmt::Debug {
     fn headers(key: Option<&str>) -> Vec<(&'static str, String)>;
     /// The request body.
     fn body(&self, request: &ChatRequest) -> Value;
-    /// A whole (not streamed) answer.
-    fn parse_full(body: Value) -> Result<ModelReply, Fail>;
 }
 
 impl<W: Wire> Provider for W {
     fn name(&self) -> &'static str {
-        W::NAME
+        self.endpoint().http.provider
     }
 
     fn vision(&self) -> bool {
@@ -194,7 +192,7 @@ impl<W: Wire> Provider for W {
                     W::headers,
                     self.body(request),
                     W::Decoder::default,
-                    W::parse_full,
+                    W::PARSE,
                     on_text,
                 )
                 .await

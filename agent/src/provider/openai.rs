@@ -290,8 +290,8 @@ impl StreamDecoder for Decoder {
 }
 
 impl http::Wire for OpenAi {
-    const NAME: &'static str = "openai";
     type Decoder = Decoder;
+    const PARSE: fn(Value) -> Result<ModelReply, Fail> = parse_full;
 
     fn endpoint(&self) -> &Endpoint {
         &self.api
@@ -309,9 +309,5 @@ impl http::Wire for OpenAi {
 
     fn body(&self, request: &ChatRequest) -> Value {
         self.request_body(request)
-    }
-
-    fn parse_full(body: Value) -> Result<ModelReply, Fail> {
-        parse_full(body)
     }
 }
