@@ -41,12 +41,7 @@ fn model(rounds: usize, call: &'static str) -> Arc<ScriptedModel> {
             .count();
         if done < rounds {
             ModelReply {
-                tool_calls: vec![ToolCall {
-                    id: format!("c{done}"),
-                    name: "android_device".into(),
-                    arguments: call.into(),
-                    signature: None,
-                }],
+                tool_calls: vec![ToolCall::new(format!("c{done}"), "android_device", call)],
                 ..ModelReply::default()
             }
         } else {
@@ -73,12 +68,7 @@ fn plan_model(steps: usize) -> Arc<ScriptedModel> {
                 ModelReply::text("found")
             } else {
                 ModelReply {
-                    tool_calls: vec![ToolCall {
-                        id: "c".into(),
-                        name: "android_device".into(),
-                        arguments: READ.into(),
-                        signature: None,
-                    }],
+                    tool_calls: vec![ToolCall::new("c", "android_device", READ)],
                     ..ModelReply::default()
                 }
             }

@@ -50,12 +50,7 @@ fn http_provider(kind: ProviderKind, server: &ScriptedLlm, stream: bool) -> Arc<
 }
 
 fn tc(id: &str, name: &str, args: Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: args.to_string(),
-        signature: None,
-    }
+    ToolCall::new(id, name, args.to_string())
 }
 
 fn calls(list: Vec<ToolCall>) -> ModelReply {

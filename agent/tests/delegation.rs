@@ -4,8 +4,7 @@
 
 mod common;
 use common::*;
-use droidwarden_agent::config::{AgentConfig, RawAgentConfig, RawApprovalConfig};
-use droidwarden_agent::delegation::{RawDelegateConfig, validate};
+use droidwarden_agent::delegation::RawDelegateConfig;
 use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{AgentEvent, AskRequest, EventKind, ModelReply, StopReason};
 use serde_json::json;
@@ -28,22 +27,6 @@ fn delegate(
     }
 }
 
-fn config(agents: Vec<RawDelegateConfig>) -> AgentConfig {
-    let mut cfg = AgentConfig::try_from(RawAgentConfig {
-        tool_retries: Some(0),
-        max_iterations: Some(4),
-        approval: Some(RawApprovalConfig {
-            auto_approve_up_to: Some(serde_json::from_value(json!("low")).unwrap()),
-            timeout_s: Some(3600.0),
-            ..RawApprovalConfig::default()
-        }),
-        ..RawAgentConfig::default()
-    })
-    .unwrap();
-    cfg.agents = validate(agents).unwrap();
-    cfg
-}
-
 #[tokio::test]
 async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
     let dir = tempfile::tempdir().unwrap();
@@ -64,12 +47,15 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
     .await
     .unwrap();
     let h = host();
-    let cfg = config(vec![delegate(
-        "battery-doctor",
-        "DOCTOR-PROMPT: you diagnose batteries.",
-        &["battery"],
+    let cfg = delegating_config(
+        vec![delegate(
+            "battery-doctor",
+            "DOCTOR-PROMPT: you diagnose batteries.",
+            &["battery"],
+            None,
+        )],
         None,
-    )]);
+    );
     let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
     let mut events = all_events(&a);
     let run = a
@@ -181,12 +167,15 @@ async fn a_failing_delegate_is_a_tool_error_and_the_parent_finishes() {
     .await
     .unwrap();
     let h = host();
-    let cfg = config(vec![delegate(
-        "flaky",
-        "You read batteries.",
-        &["battery.status"],
-        Some(1),
-    )]);
+    let cfg = delegating_config(
+        vec![delegate(
+            "flaky",
+            "You read batteries.",
+            &["battery.status"],
+            Some(1),
+        )],
+        None,
+    );
     let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
     let run = a.ask(AskRequest::new("Battery?")).await.unwrap();
     let out = tokio::time::timeout(Duration::from_secs(30), run.drive(CancellationToken::new()))
@@ -223,7 +212,10 @@ async fn a_model_delegating_in_a_loop_stops_cleanly() {
             json!({"task": "delegate again"}),
         )])
     })));
-    let cfg = config(vec![delegate("looper", "LOOPER", &["battery"], Some(3))]);
+    let cfg = delegating_config(
+        vec![delegate("looper", "LOOPER", &["battery"], Some(3))],
+        None,
+    );
     let h = host();
     let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
     let run = a.ask(AskRequest::new("loop")).await.unwrap();
@@ -276,7 +268,13 @@ async fn a_run_without_agents_has_no_delegate_tools() {
     ])
     .await
     .unwrap();
-    let a = agent(dir.path(), config(Vec::new()), http(&server), host()).await;
+    let a = agent(
+        dir.path(),
+        delegating_config(Vec::new(), None),
+        http(&server),
+        host(),
+    )
+    .await;
     let out = a
         .ask(AskRequest::new("hi"))
         .await
@@ -316,12 +314,15 @@ async fn a_delegates_risky_action_asks_a_person_like_the_parents_would() {
     .await
     .unwrap();
     let h = host();
-    let cfg = config(vec![delegate(
-        "radio",
-        "You manage radios.",
-        &["wifi_automation"],
+    let cfg = delegating_config(
+        vec![delegate(
+            "radio",
+            "You manage radios.",
+            &["wifi_automation"],
+            None,
+        )],
         None,
-    )]);
+    );
     let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
     let mut events = all_events(&a);
     let run = a.ask(AskRequest::new("Wi-Fi off please")).await.unwrap();

@@ -78,12 +78,11 @@ fn weather_tool() -> ToolSpec {
 }
 
 fn weather_call() -> ToolCall {
-    ToolCall {
-        id: "toolu_01A09q90qw90lq917835lq9".into(),
-        name: "get_weather".into(),
-        arguments: r#"{"location":"San Francisco, CA","unit":"celsius"}"#.into(),
-        signature: None,
-    }
+    ToolCall::new(
+        "toolu_01A09q90qw90lq917835lq9",
+        "get_weather",
+        r#"{"location":"San Francisco, CA","unit":"celsius"}"#,
+    )
 }
 
 fn conversation() -> ChatRequest {

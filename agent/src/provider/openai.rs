@@ -249,12 +249,11 @@ impl StreamDecoder for Decoder {
                 .unwrap_or(self.reply.tool_calls.len() as u64) as usize;
             while self.reply.tool_calls.len() <= index {
                 let n = self.reply.tool_calls.len();
-                self.reply.tool_calls.push(ToolCall {
-                    id: format!("call_{n}"),
-                    name: String::new(),
-                    arguments: String::new(),
-                    signature: None,
-                });
+                self.reply.tool_calls.push(ToolCall::new(
+                    format!("call_{n}"),
+                    String::new(),
+                    String::new(),
+                ));
             }
             let call = &mut self.reply.tool_calls[index];
             if let Some(id) = tc.get("id").and_then(Value::as_str) {

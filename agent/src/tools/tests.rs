@@ -301,12 +301,7 @@ fn flattened_parameters_merge_compatible_schemas() {
 }
 
 fn call(name: &str, args: &str) -> ToolCall {
-    ToolCall {
-        id: "c1".into(),
-        name: name.into(),
-        arguments: args.into(),
-        signature: None,
-    }
+    ToolCall::new("c1", name, args)
 }
 
 fn check_err(set: &Toolset, name: &str, args: &str, code: ErrorCode, needle: &str) {

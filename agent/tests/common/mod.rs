@@ -5,7 +5,10 @@
 // reason: each test file uses its own subset of these helpers.
 #![allow(dead_code)]
 
-use droidwarden_agent::config::{AgentConfig, LlmConfig, ProviderKind, RawLlmConfig};
+use droidwarden_agent::config::{
+    AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
+};
+use droidwarden_agent::delegation::{RawDelegateConfig, validate};
 use droidwarden_agent::testing::{FakeToolHost, ScriptedLlm};
 use droidwarden_agent::{
     Agent, AgentEvent, Durability, EventKind, ModelReply, Provider, Store, ToolCall, provider,
@@ -27,6 +30,29 @@ pub(crate) fn scripted_llm(server: &ScriptedLlm) -> LlmConfig {
         ..RawLlmConfig::default()
     })
     .unwrap()
+}
+
+/// An agent configuration for delegation tests: `agents`, no tool
+/// retries, 4 iterations, actions up to low risk approved, at most
+/// `max_background` background tasks (`None`: the default).
+pub(crate) fn delegating_config(
+    agents: Vec<RawDelegateConfig>,
+    max_background: Option<usize>,
+) -> AgentConfig {
+    let mut cfg = AgentConfig::try_from(RawAgentConfig {
+        tool_retries: Some(0),
+        max_iterations: Some(4),
+        max_background_tasks: max_background,
+        approval: Some(RawApprovalConfig {
+            auto_approve_up_to: Some(serde_json::from_value(json!("low")).unwrap()),
+            timeout_s: Some(3600.0),
+            ..RawApprovalConfig::default()
+        }),
+        ..RawAgentConfig::default()
+    })
+    .unwrap();
+    cfg.agents = validate(agents).unwrap();
+    cfg
 }
 
 /// The provider for the scripted model.
@@ -58,12 +84,7 @@ pub(crate) async fn agent(
 }
 
 pub(crate) fn tc(id: &str, name: &str, args: Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: args.to_string(),
-        signature: None,
-    }
+    ToolCall::new(id, name, args.to_string())
 }
 
 pub(crate) fn calls(list: Vec<ToolCall>) -> ModelReply {
