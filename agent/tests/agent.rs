@@ -910,7 +910,7 @@ impl Provider for GatedModel {
         &'a self,
         request: &'a droidwarden_agent::ChatRequest,
         _on_text: &'a (dyn Fn(&str) + Send + Sync),
-    ) -> droidwarden_agent::BoxFuture<'a, Result<ModelReply, AgentError>> {
+    ) -> droidwarden_agent::provider::ReplyFuture<'a> {
         use std::sync::atomic::Ordering::SeqCst;
         Box::pin(async move {
             let prompt = request

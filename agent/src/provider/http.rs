@@ -12,11 +12,10 @@
 //! would be shown twice.
 
 use super::sse::{SseEvent, SseParser};
-use super::{ChatRequest, Provider, TextSink};
+use super::{ChatRequest, Provider, ReplyFuture, TextSink};
 use crate::clock;
 use crate::config::LlmConfig;
 use crate::error::AgentError;
-use crate::host::BoxFuture;
 use crate::images::Image;
 use crate::message::{Message, ModelReply};
 use crate::secret::Secret;
@@ -180,11 +179,7 @@ impl<W: Wire> Provider for W {
         self.endpoint().vision
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_text: TextSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
             self.endpoint()
                 .send(

@@ -1,9 +1,8 @@
 //! [`ScriptedModel`]: a provider without HTTP.
 
 use crate::error::AgentError;
-use crate::host::BoxFuture;
 use crate::message::ModelReply;
-use crate::provider::{ChatRequest, Provider, TextSink};
+use crate::provider::{ChatRequest, Provider, ReplyFuture, TextSink};
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
@@ -87,11 +86,7 @@ impl Provider for ScriptedModel {
         "scripted"
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_text: TextSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
             if self.record {
                 self.requests
