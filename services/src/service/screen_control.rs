@@ -95,15 +95,13 @@ pub(super) fn spec() -> ServiceSpec {
         ],
         state: Some(|| Command::Screen(ScreenAction::Status)),
         home_assistant: vec![
-            HaEntity {
-                object_id: "brightness_level",
-                name: "Brightness level",
-                kind: HaKind::Sensor {
-                    field: "brightness",
-                    device_class: None,
-                    unit: None,
-                },
-            },
+            ha_sensor(
+                "brightness_level",
+                "Brightness level",
+                "brightness",
+                None,
+                None,
+            ),
             HaEntity {
                 object_id: "brightness",
                 name: "Brightness",
