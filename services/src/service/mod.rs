@@ -323,6 +323,40 @@ fn package_param() -> Schema {
     )
 }
 
+/// A change to one app: takes `package` and answers it with the boolean
+/// `done` (e.g. `stopped`).
+fn package_action(
+    name: &'static str,
+    risk: Risk,
+    description: &'static str,
+    done: &'static str,
+    example: &'static str,
+) -> ActionSpec {
+    action(name, risk, true, description)
+        .param("package", true, package_param())
+        .returns(vec![
+            req("package", Schema::string("")),
+            req(done, Schema::boolean("")),
+        ])
+        .example(json!({ "package": example }))
+}
+
+/// An action that turns a setting on or off: takes the boolean `enabled`
+/// (`wanted` describes it) and answers the setting's new state as
+/// `field`.
+fn set_flag(
+    name: &'static str,
+    risk: Risk,
+    description: &'static str,
+    wanted: &'static str,
+    field: &'static str,
+) -> ActionSpec {
+    action(name, risk, true, description)
+        .param("enabled", true, Schema::boolean(wanted))
+        .returns(vec![req(field, Schema::boolean(""))])
+        .example(json!({"enabled": true}))
+}
+
 fn media_key(name: &'static str, description: &'static str) -> ActionSpec {
     action(name, Risk::Low, true, description).returns(vec![req(
         "dispatched",
