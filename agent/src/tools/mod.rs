@@ -640,42 +640,52 @@ impl Toolset {
             let _ = write!(description, "\n- {}: {}", s.id, s.description);
             list_actions(&mut description, &s.actions, "\n  - ");
         }
-        let mut props = Vec::new();
-        props.extend(self.device_prop());
-        props.push(Property::required(
-            "service_id",
-            Schema::one_of("the service", self.services.iter().map(|s| s.id)),
-        ));
-        props.push(Property::required(
-            "action",
-            Schema::string("the action of that service, as listed in the tool description"),
-        ));
-        props.push(Property::optional(
-            "parameters",
-            flattened_params(self.services.iter().flat_map(|s| s.actions.iter())),
-        ));
-        ToolSpec {
-            name: TOOLKIT_TOOL.into(),
+        self.device_tool(
+            TOOLKIT_TOOL.into(),
             description,
-            parameters: Schema::object("", props).into(),
-        }
+            [
+                Property::required(
+                    "service_id",
+                    Schema::one_of("the service", self.services.iter().map(|s| s.id)),
+                ),
+                Property::required(
+                    "action",
+                    Schema::string("the action of that service, as listed in the tool description"),
+                ),
+            ],
+            self.services.iter().flat_map(|s| s.actions.iter()),
+        )
     }
 
     fn direct_spec(&self, s: &'static ServiceSpec) -> ToolSpec {
         let mut description = format!("{} Actions:", s.description);
         list_actions(&mut description, &s.actions, "\n- ");
-        let mut props = Vec::new();
-        props.extend(self.device_prop());
-        props.push(Property::required(
-            "action",
-            Schema::one_of("the action", s.actions.iter().map(|a| a.name)),
-        ));
-        props.push(Property::optional(
-            "parameters",
-            flattened_params(s.actions.iter()),
-        ));
+        self.device_tool(
+            format!("{DIRECT_PREFIX}{}", s.id),
+            description,
+            [Property::required(
+                "action",
+                Schema::one_of("the action", s.actions.iter().map(|a| a.name)),
+            )],
+            s.actions.iter(),
+        )
+    }
+
+    /// A tool over device actions: `device` (with several phones), the
+    /// properties that choose the action, and `parameters`, the union of
+    /// those of `actions`.
+    fn device_tool<'a>(
+        &self,
+        name: String,
+        description: String,
+        choice: impl IntoIterator<Item = Property>,
+        actions: impl Iterator<Item = &'a droidwarden_services::ActionSpec>,
+    ) -> ToolSpec {
+        let mut props: Vec<Property> = self.device_prop().into_iter().collect();
+        props.extend(choice);
+        props.push(Property::optional("parameters", flattened_params(actions)));
         ToolSpec {
-            name: format!("{DIRECT_PREFIX}{}", s.id),
+            name,
             description,
             parameters: Schema::object("", props).into(),
         }
