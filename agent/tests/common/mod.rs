@@ -11,7 +11,8 @@ use droidwarden_agent::config::{
 use droidwarden_agent::delegation::{RawDelegateConfig, validate};
 use droidwarden_agent::testing::{FakeToolHost, ScriptedLlm};
 use droidwarden_agent::{
-    Agent, AgentEvent, Durability, EventKind, ModelReply, Provider, Store, ToolCall, provider,
+    Agent, AgentEvent, Durability, EventKind, ModelReply, Provider, RunOutcome, StopReason, Store,
+    ToolCall, provider,
 };
 use serde_json::{Value, json};
 use std::path::Path;
@@ -100,6 +101,42 @@ pub(crate) fn dev(id: &str, device: &str, service: &str, action: &str) -> ToolCa
         "android_device",
         json!({"device": device, "service_id": service, "action": action, "parameters": {}}),
     )
+}
+
+/// The run answered from the kitchen phone's battery (77 %), and that one
+/// read is all that reached the phones.
+pub(crate) fn assert_one_battery_read(out: &RunOutcome, h: &FakeToolHost) {
+    assert_eq!(out.text, "The kitchen phone is at 77 %.");
+    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
+    assert_eq!(h.count("battery", "status"), 1);
+    assert_eq!(h.count("wifi_automation", "disable"), 0);
+    assert_eq!(h.calls().len(), 1);
+}
+
+/// The events of child runs (skills, delegated agents) in `evs`: at least
+/// one, every one tagged `tag` under the run `parent`, and the last a
+/// child run's successful end.
+pub(crate) fn child_events<'a>(
+    evs: &'a [AgentEvent],
+    tag: &str,
+    parent: &str,
+) -> Vec<&'a AgentEvent> {
+    let tagged: Vec<&AgentEvent> = evs.iter().filter(|e| e.skill.is_some()).collect();
+    assert!(!tagged.is_empty());
+    assert!(
+        tagged
+            .iter()
+            .all(|e| e.skill.as_deref() == Some(tag) && e.parent_run.as_deref() == Some(parent)),
+        "{tagged:#?}"
+    );
+    assert!(matches!(
+        tagged.last().map(|e| &e.kind),
+        Some(EventKind::SkillFinished {
+            is_error: false,
+            ..
+        })
+    ));
+    tagged
 }
 
 pub(crate) fn all_events(a: &Agent) -> tokio::sync::mpsc::UnboundedReceiver<AgentEvent> {
