@@ -1,14 +1,16 @@
 //! The agent end to end: scripted models (over HTTP and in process), the
 //! fake tool host, a real SQLite store in a temporary directory.
 
+mod common;
+use common::{agent, battery_phones, calls, run_events, tc};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
 use droidwarden_agent::provider;
 use droidwarden_agent::testing::{FakeToolHost, ScriptStep, ScriptedLlm, ScriptedModel};
 use droidwarden_agent::{
-    Agent, AgentError, AgentEvent, AskRequest, Durability, EventKind, Message, ModelReply,
-    Provider, StopReason, Store, ToolCall, ToolMode,
+    Agent, AgentError, AskRequest, EventKind, Message, ModelReply, Provider, StopReason, ToolCall,
+    ToolMode,
 };
 use droidwarden_services::{ErrorCode, WireError};
 use serde_json::{Value, json};
@@ -26,16 +28,6 @@ fn agent_config(mode: ToolMode, approval: RawApprovalConfig) -> AgentConfig {
     .unwrap()
 }
 
-async fn agent(
-    dir: &std::path::Path,
-    cfg: AgentConfig,
-    provider: Arc<dyn Provider>,
-    host: Arc<FakeToolHost>,
-) -> Agent {
-    let store = Store::open(dir, Durability::Process).await.unwrap();
-    Agent::new(cfg, provider, host, store)
-}
-
 fn http_provider(kind: ProviderKind, server: &ScriptedLlm, stream: bool) -> Arc<dyn Provider> {
     let cfg = LlmConfig::try_from(RawLlmConfig {
         provider: Some(kind),
@@ -47,17 +39,6 @@ fn http_provider(kind: ProviderKind, server: &ScriptedLlm, stream: bool) -> Arc<
     })
     .unwrap();
     provider::from_config(&cfg).unwrap()
-}
-
-fn tc(id: &str, name: &str, args: Value) -> ToolCall {
-    ToolCall::new(id, name, args.to_string())
-}
-
-fn calls(list: Vec<ToolCall>) -> ModelReply {
-    ModelReply {
-        tool_calls: list,
-        ..ModelReply::default()
-    }
 }
 
 /// A device call in the given mode.
@@ -84,31 +65,10 @@ fn device_call(
 }
 
 fn battery_host() -> Arc<FakeToolHost> {
-    Arc::new(FakeToolHost::two_phones().with_handler(|c| {
-        match (c.service.as_str(), c.device.as_deref()) {
-            ("battery", Some("kitchen")) => Ok(json!({"level_percent": 81, "charging": true})),
-            ("battery", Some("bedroom")) => Ok(json!({"level_percent": 42, "charging": false})),
-            _ => Ok(json!({"ok": true})),
-        }
-    }))
-}
-
-async fn collect(
-    mut rx: tokio::sync::broadcast::Receiver<AgentEvent>,
-    run_id: String,
-) -> Vec<EventKind> {
-    let mut out = Vec::new();
-    while let Ok(ev) = rx.recv().await {
-        if ev.run_id != run_id {
-            continue;
-        }
-        let last = matches!(ev.kind, EventKind::Final { .. } | EventKind::Error { .. });
-        out.push(ev.kind);
-        if last {
-            break;
-        }
-    }
-    out
+    battery_phones(
+        json!({"level_percent": 81, "charging": true}),
+        json!({"level_percent": 42, "charging": false}),
+    )
 }
 
 fn tool_messages(messages: &[Value]) -> String {
@@ -157,7 +117,7 @@ async fn multi_step(kind: ProviderKind, mode: ToolMode, stream: bool) {
         ))
         .await
         .unwrap();
-    let events = tokio::spawn(collect(a.subscribe(), run.run_id().to_owned()));
+    let events = tokio::spawn(run_events(a.subscribe(), run.run_id().to_owned()));
     let outcome = run.drive(CancellationToken::new()).await.unwrap();
     let label = format!("{kind:?}/{mode:?}/stream={stream}");
     assert_eq!(outcome.stop_reason, StopReason::FinalAnswer, "{label}");
@@ -445,7 +405,7 @@ async fn a_failing_model_ends_the_run_with_an_error_event() {
     model.push_failure(401);
     let a = agent(dir.path(), AgentConfig::default(), model, battery_host()).await;
     let run = a.ask(AskRequest::new("hi")).await.unwrap();
-    let events = tokio::spawn(collect(a.subscribe(), run.run_id().to_owned()));
+    let events = tokio::spawn(run_events(a.subscribe(), run.run_id().to_owned()));
     let out = run.drive(CancellationToken::new()).await.unwrap();
     assert_eq!(out.stop_reason, StopReason::Error);
     assert!(out.error.is_some());

@@ -2,16 +2,16 @@
 //! over real HTTP (OpenAI wire format), the fake tool host, a real SQLite
 //! store.
 
+mod common;
+use common::{agent, battery_phones, run_events};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
 use droidwarden_agent::testing::{FakeToolHost, RecordedRequest, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{
-    Agent, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider, RunMode,
-    StopReason, Store, ToolCall, provider,
+    AskRequest, EventKind, ModelReply, Provider, RunMode, StopReason, ToolCall, provider,
 };
 use serde_json::{Value, json};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -41,18 +41,7 @@ fn http(server: &ScriptedLlm) -> Arc<dyn Provider> {
 }
 
 fn host() -> Arc<FakeToolHost> {
-    Arc::new(FakeToolHost::two_phones().with_handler(|c| {
-        match (c.service.as_str(), c.device.as_deref()) {
-            ("battery", Some("kitchen")) => Ok(json!({"level_percent": 77})),
-            ("battery", Some("bedroom")) => Ok(json!({"level_percent": 42})),
-            _ => Ok(json!({"ok": true})),
-        }
-    }))
-}
-
-async fn agent(dir: &Path, cfg: AgentConfig, p: Arc<dyn Provider>, h: Arc<FakeToolHost>) -> Agent {
-    let store = Store::open(dir, Durability::Process).await.unwrap();
-    Agent::new(cfg, p, h, store)
+    battery_phones(json!({"level_percent": 77}), json!({"level_percent": 42}))
 }
 
 fn text(t: &str) -> ScriptStep {
@@ -91,24 +80,6 @@ fn plan_ask(prompt: &str) -> AskRequest {
     AskRequest::new(prompt).with_mode(RunMode::Plan)
 }
 
-async fn events_until_final(
-    rx: &mut tokio::sync::broadcast::Receiver<AgentEvent>,
-    run: &str,
-) -> Vec<EventKind> {
-    let mut out = Vec::new();
-    while let Ok(Ok(ev)) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
-        if ev.run_id != run {
-            continue;
-        }
-        let last = matches!(ev.kind, EventKind::Final { .. } | EventKind::Error { .. });
-        out.push(ev.kind);
-        if last {
-            break;
-        }
-    }
-    out
-}
-
 #[tokio::test]
 async fn three_steps_across_two_phones_with_one_replan() {
     let server = ScriptedLlm::start([
@@ -141,7 +112,7 @@ async fn three_steps_across_two_phones_with_one_replan() {
         h.clone(),
     )
     .await;
-    let mut rx = a.subscribe();
+    let rx = a.subscribe();
     let run = a
         .ask(plan_ask("Check both batteries and quiet the bedroom"))
         .await
@@ -198,7 +169,7 @@ async fn three_steps_across_two_phones_with_one_replan() {
         assert!(synth.contains(f), "{synth}");
     }
 
-    let events = events_until_final(&mut rx, &id).await;
+    let events = run_events(rx, id.clone()).await;
     let plans: Vec<(usize, bool)> = events
         .iter()
         .filter_map(|e| match e {

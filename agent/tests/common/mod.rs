@@ -71,6 +71,38 @@ pub(crate) fn host() -> Arc<FakeToolHost> {
     )
 }
 
+/// Two fake phones whose batteries read `kitchen` and `bedroom`; anything
+/// else succeeds.
+pub(crate) fn battery_phones(kitchen: Value, bedroom: Value) -> Arc<FakeToolHost> {
+    Arc::new(FakeToolHost::two_phones().with_handler(move |c| {
+        match (c.service.as_str(), c.device.as_deref()) {
+            ("battery", Some("kitchen")) => Ok(kitchen.clone()),
+            ("battery", Some("bedroom")) => Ok(bedroom.clone()),
+            _ => Ok(json!({"ok": true})),
+        }
+    }))
+}
+
+/// The event kinds of run `run` up to its final or error event (waiting
+/// 10 s at most for each).
+pub(crate) async fn run_events(
+    mut rx: tokio::sync::broadcast::Receiver<AgentEvent>,
+    run: String,
+) -> Vec<EventKind> {
+    let mut out = Vec::new();
+    while let Ok(Ok(ev)) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+        if ev.run_id != run {
+            continue;
+        }
+        let last = matches!(ev.kind, EventKind::Final { .. } | EventKind::Error { .. });
+        out.push(ev.kind);
+        if last {
+            break;
+        }
+    }
+    out
+}
+
 /// An agent over a real SQLite store in `dir`.
 pub(crate) async fn agent(
     dir: &Path,
