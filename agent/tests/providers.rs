@@ -41,18 +41,22 @@ fn config(kind: ProviderKind, base_url: &str, model: &str, stream: bool) -> LlmC
     .unwrap()
 }
 
+/// The model each provider's fixtures were recorded with.
+fn model_of(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Openai => "gpt-4o-mini",
+        ProviderKind::Anthropic => "claude-sonnet-4-5",
+        ProviderKind::Gemini => "gemini-2.5-flash",
+    }
+}
+
 fn provider(kind: ProviderKind, base_url: &str, stream: bool) -> Arc<dyn Provider> {
     let key = Some(Secret::new("test-key"));
+    let cfg = config(kind, base_url, model_of(kind), stream);
     match kind {
-        ProviderKind::Openai => {
-            Arc::new(OpenAi::new(&config(kind, base_url, "gpt-4o-mini", stream), key).unwrap())
-        }
-        ProviderKind::Anthropic => Arc::new(
-            Anthropic::new(&config(kind, base_url, "claude-sonnet-4-5", stream), key).unwrap(),
-        ),
-        ProviderKind::Gemini => {
-            Arc::new(Gemini::new(&config(kind, base_url, "gemini-2.5-flash", stream), key).unwrap())
-        }
+        ProviderKind::Openai => Arc::new(OpenAi::new(&cfg, key).unwrap()),
+        ProviderKind::Anthropic => Arc::new(Anthropic::new(&cfg, key).unwrap()),
+        ProviderKind::Gemini => Arc::new(Gemini::new(&cfg, key).unwrap()),
     }
 }
 
@@ -121,35 +125,32 @@ fn simple_request() -> ChatRequest {
 
 #[test]
 fn request_bodies_match_the_documented_shapes() {
-    let base = "http://127.0.0.1:9";
-    let anthropic = Anthropic::new(
-        &config(ProviderKind::Anthropic, base, "claude-sonnet-4-5", false),
-        None,
-    )
-    .unwrap();
-    assert_eq!(
-        anthropic.request_body(&conversation()),
-        fixture_json("anthropic_request.json")
-    );
-    let gemini = Gemini::new(
-        &config(ProviderKind::Gemini, base, "gemini-2.5-flash", false),
-        None,
-    )
-    .unwrap();
-    assert_eq!(
-        gemini.request_body(&conversation()),
-        fixture_json("gemini_request.json")
-    );
-    let openai = OpenAi::new(
-        &config(ProviderKind::Openai, base, "gpt-4o-mini", false),
-        None,
-    )
-    .unwrap();
-    assert_eq!(
-        openai.request_body(&conversation()),
-        fixture_json("openai_request.json")
-    );
+    for (kind, file) in [
+        (ProviderKind::Anthropic, "anthropic_request.json"),
+        (ProviderKind::Gemini, "gemini_request.json"),
+        (ProviderKind::Openai, "openai_request.json"),
+    ] {
+        let cfg = config(kind, "http://127.0.0.1:9", model_of(kind), false);
+        let body = match kind {
+            ProviderKind::Openai => OpenAi::new(&cfg, None)
+                .unwrap()
+                .request_body(&conversation()),
+            ProviderKind::Anthropic => Anthropic::new(&cfg, None)
+                .unwrap()
+                .request_body(&conversation()),
+            ProviderKind::Gemini => Gemini::new(&cfg, None)
+                .unwrap()
+                .request_body(&conversation()),
+        };
+        assert_eq!(body, fixture_json(file), "{kind:?}");
+    }
 }
+
+/// The usage the recorded weather responses report.
+const RECORDED_USAGE: Usage = Usage {
+    input_tokens: 472,
+    output_tokens: 89,
+};
 
 fn check_weather(reply: &ModelReply, id: &str) {
     assert_eq!(
@@ -175,26 +176,14 @@ fn responses_parse_from_the_documented_shapes() {
         "The user wants the weather; I should call get_weather."
     );
     assert!(r.thinking[0].signature.is_some());
-    assert_eq!(
-        r.usage,
-        Usage {
-            input_tokens: 472,
-            output_tokens: 89
-        }
-    );
+    assert_eq!(r.usage, RECORDED_USAGE);
     assert_eq!(r.stop_reason.as_deref(), Some("tool_use"));
 
     let r = Gemini::parse_response(fixture_json("gemini_response.json")).unwrap();
     check_weather(&r, "gemini_call_0");
     assert_eq!(r.thinking.len(), 1);
     assert_eq!(r.tool_calls[0].signature.as_deref(), Some("CiwBVKhc7vB2"));
-    assert_eq!(
-        r.usage,
-        Usage {
-            input_tokens: 472,
-            output_tokens: 89
-        }
-    );
+    assert_eq!(r.usage, RECORDED_USAGE);
 
     let r = OpenAi::parse_response(fixture_json("openai_response.json")).unwrap();
     check_weather(&r, "call_abc123");
