@@ -2,7 +2,7 @@
 //! fake tool host, a real SQLite store in a temporary directory.
 
 mod common;
-use common::{agent, battery_phones, calls, run_events, tc};
+use common::{agent, answer, battery_phones, calls, process, run_events, tc};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
@@ -233,13 +233,7 @@ async fn malformed_calls_are_answered_with_errors_the_model_corrects() {
         host.clone(),
     )
     .await;
-    let outcome = a
-        .ask(AskRequest::new("Kitchen battery?"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = answer(&a, "Kitchen battery?").await;
     assert_eq!(outcome.text, "Kitchen battery: 81 %.");
     assert_eq!(host.calls().len(), 1, "only the corrected call ran");
     let second = tool_messages(server.requests()[1].body["messages"].as_array().unwrap());
@@ -295,12 +289,7 @@ async fn retryable_device_errors_are_retried() {
         host.clone(),
     )
     .await;
-    a.ask(AskRequest::new("go"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    answer(&a, "go").await;
     // A read is retried; a change that timed out is not repeated (it may have run).
     assert_eq!(host.count("battery", "status"), 2);
     assert_eq!(host.count("audio_automation", "set_volume"), 1);
@@ -362,12 +351,7 @@ async fn calls_run_concurrently_across_devices_and_one_at_a_time_per_device() {
     )
     .await;
     let start = std::time::Instant::now();
-    a.ask(AskRequest::new("status of everything"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    answer(&a, "status of everything").await;
     assert_eq!(host.calls().len(), 4);
     assert_eq!(host.max_in_flight(), 2);
     assert_eq!(host.max_in_flight_per_device(), 1);
@@ -386,13 +370,7 @@ async fn without_tools_a_single_model_call() {
         ..agent_config(ToolMode::Toolkit, RawApprovalConfig::default())
     };
     let a = agent(dir.path(), cfg, model.clone(), host).await;
-    let out = a
-        .ask(AskRequest::new("hi"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    let out = answer(&a, "hi").await;
     assert_eq!(out.text, "Hello!");
     assert_eq!(model.requests().len(), 1);
     assert!(model.requests()[0].tools.is_empty());
@@ -448,14 +426,6 @@ fn wifi_off_model(final_text: &str) -> Arc<ScriptedModel> {
 async fn ask_wifi_off(a: &Agent) -> droidwarden_agent::Run {
     a.ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
         .await
-        .unwrap()
-}
-
-/// A fresh runtime: each stands for one daemon process.
-fn process() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
         .unwrap()
 }
 
@@ -779,13 +749,7 @@ async fn markdown_shows_tool_calls_and_results() {
         ModelReply::text("81 %"),
     ]));
     let a = agent(dir.path(), AgentConfig::default(), model, battery_host()).await;
-    let out = a
-        .ask(AskRequest::new("Kitchen battery?"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    let out = answer(&a, "Kitchen battery?").await;
     let md = a.session_markdown(&out.session_id).await.unwrap();
     for needle in [
         "**Tool call** `android_device` (`c1`)",
@@ -1065,12 +1029,7 @@ async fn the_agent_waits_for_the_phones_own_answer_within_its_call_limit() {
     })
     .unwrap();
     let a = agent(dir.path(), cfg, model.clone(), host).await;
-    a.ask(AskRequest::new("Dim the kitchen phone"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    answer(&a, "Dim the kitchen phone").await;
     let (is_error, content) = tool_result_of(&model, "b");
     assert!(is_error);
     assert!(content.contains("device_offline"), "{content}");

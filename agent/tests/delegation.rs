@@ -256,13 +256,7 @@ async fn a_run_without_agents_has_no_delegate_tools() {
         host(),
     )
     .await;
-    let out = a
-        .ask(AskRequest::new("hi"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    let out = answer(&a, "hi").await;
     assert_eq!(out.text, "ok");
     let reqs = server.requests();
     assert!(

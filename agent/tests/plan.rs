@@ -3,7 +3,7 @@
 //! store.
 
 mod common;
-use common::{agent, battery_phones, run_events};
+use common::{agent, battery_phones, process, run_events};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
@@ -266,13 +266,6 @@ async fn executor_steps_and_model_calls_are_bounded() {
         out.text
     );
     assert_eq!(server.requests().len(), 6);
-}
-
-fn process() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// A plan run stopped mid-plan (waiting for an approval in step 2) goes on

@@ -247,13 +247,6 @@ async fn a_skill_naming_unknown_tools_fails_at_invocation_with_the_names() {
     assert!(server.requests().is_empty());
 }
 
-fn process() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A high-risk skill asks once before it starts; the request survives the
 /// process dying; once approved, its high-risk tool runs under the grant.
 #[test]

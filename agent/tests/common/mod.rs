@@ -11,13 +11,14 @@ use droidwarden_agent::config::{
 use droidwarden_agent::delegation::{RawDelegateConfig, validate};
 use droidwarden_agent::testing::{FakeToolHost, ScriptedLlm};
 use droidwarden_agent::{
-    Agent, AgentEvent, Durability, EventKind, ModelReply, Provider, RunOutcome, StopReason, Store,
-    ToolCall, provider,
+    Agent, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider, RunOutcome,
+    StopReason, Store, ToolCall, provider,
 };
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// `[llm]` for the scripted model (OpenAI wire format, streamed, no
 /// retries).
@@ -169,6 +170,24 @@ pub(crate) fn child_events<'a>(
         })
     ));
     tagged
+}
+
+/// Ask `a` `prompt` and drive the run to its end.
+pub(crate) async fn answer(a: &Agent, prompt: &str) -> RunOutcome {
+    a.ask(AskRequest::new(prompt))
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+/// A runtime of its own: one "process" of a test that restarts the agent.
+pub(crate) fn process() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 pub(crate) fn all_events(a: &Agent) -> tokio::sync::mpsc::UnboundedReceiver<AgentEvent> {
