@@ -2,7 +2,7 @@
 //! fake tool host, a real SQLite store in a temporary directory.
 
 mod common;
-use common::{agent, answer, battery_phones, calls, process, run_events, tc};
+use common::{agent, answer, battery_phones, calls, process, resume_to_end, run_events, tc};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
@@ -654,13 +654,7 @@ fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
         let a = agent(&path, approval_cfg(3600.0), model, host.clone()).await;
         // The CLI answers before the run is resumed.
         a.approve(&approval_id).await.unwrap();
-        let out = a
-            .resume(&run_id)
-            .await
-            .unwrap()
-            .drive(CancellationToken::new())
-            .await
-            .unwrap();
+        let out = resume_to_end(&a, &run_id).await;
         assert_eq!(out.text, "Done.");
         assert_eq!(host.count("wifi_automation", "disable"), 1);
     });

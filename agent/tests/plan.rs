@@ -3,7 +3,7 @@
 //! store.
 
 mod common;
-use common::{agent, battery_phones, process, run_events};
+use common::{agent, battery_phones, process, resume_to_end, run_events};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
@@ -330,13 +330,7 @@ fn a_plan_survives_a_restart_mid_plan() {
         .await;
         let approval = a.pending_approvals().await.unwrap().remove(0);
         a.approve(&approval.approval_id).await.unwrap();
-        let out = a
-            .resume(&run_id)
-            .await
-            .unwrap()
-            .drive(CancellationToken::new())
-            .await
-            .unwrap();
+        let out = resume_to_end(&a, &run_id).await;
         assert_eq!(out.text, "Kitchen at 77 %, Wi-Fi off.");
         assert_eq!(h.count("battery", "status"), 0, "step 1 is not run again");
         assert_eq!(h.count("wifi_automation", "disable"), 1);

@@ -394,13 +394,7 @@ fn an_action_riskier_than_its_skill_asks_and_a_restart_interrupts_the_skill() {
         let a = skilled_agent(&path, config("low"), http(&server), h.clone()).await;
         assert_eq!(a.expire_orphan_approvals().await.unwrap(), 1);
         assert!(a.pending_approvals().await.unwrap().is_empty());
-        let out = a
-            .resume(&run_id)
-            .await
-            .unwrap()
-            .drive(CancellationToken::new())
-            .await
-            .unwrap();
+        let out = resume_to_end(&a, &run_id).await;
         assert_eq!(out.text, "The skill was interrupted.");
         assert!(
             server.requests()[0]

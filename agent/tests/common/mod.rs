@@ -182,6 +182,16 @@ pub(crate) async fn answer(a: &Agent, prompt: &str) -> RunOutcome {
         .unwrap()
 }
 
+/// Resume run `run_id` of `a` and drive it to its end.
+pub(crate) async fn resume_to_end(a: &Agent, run_id: &str) -> RunOutcome {
+    a.resume(run_id)
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap()
+}
+
 /// A runtime of its own: one "process" of a test that restarts the agent.
 pub(crate) fn process() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
