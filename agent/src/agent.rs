@@ -29,7 +29,7 @@ use crate::policy::ApprovalPolicy;
 use crate::provider::{ChatRequest, Provider};
 use crate::skills::{INVOKE_SKILL_TOOL, SkillSet};
 use crate::store::{self, ApprovalStatus, RunInfo, SessionSummary, Store};
-use crate::tools::{Planned, Toolset};
+use crate::tools::{Planned, SkillScope, Toolset};
 use droidwarden_services::{Command, ErrorCode, Risk, WireError};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -992,12 +992,11 @@ fn invoke_skill(
             });
         }
     };
-    let toolset = Toolset::for_skill(
+    let toolset = Toolset::for_child(
         cfg.tool_mode,
         parent_tools.devices(),
         skills.clone(),
-        &skill.name,
-        allowed,
+        SkillScope::skill(&skill.name, allowed),
         call.depth,
         parent_tools.max_depth(),
     );

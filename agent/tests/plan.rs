@@ -9,7 +9,7 @@ use droidwarden_agent::config::{
 };
 use droidwarden_agent::testing::{FakeToolHost, RecordedRequest, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{
-    AskRequest, EventKind, ModelReply, Provider, RunMode, StopReason, ToolCall, provider,
+    Agent, AskRequest, EventKind, ModelReply, Provider, RunMode, StopReason, ToolCall, provider,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -42,6 +42,20 @@ fn http(server: &ScriptedLlm) -> Arc<dyn Provider> {
 
 fn host() -> Arc<FakeToolHost> {
     battery_phones(json!({"level_percent": 77}), json!({"level_percent": 42}))
+}
+
+/// An agent in `dir` with the default settings over `server`, and its
+/// phones.
+async fn default_agent(dir: &std::path::Path, server: &ScriptedLlm) -> (Agent, Arc<FakeToolHost>) {
+    let h = host();
+    let a = agent(
+        dir,
+        config(RawAgentConfig::default()),
+        http(server),
+        h.clone(),
+    )
+    .await;
+    (a, h)
 }
 
 fn text(t: &str) -> ScriptStep {
@@ -104,14 +118,7 @@ async fn three_steps_across_two_phones_with_one_replan() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let h = host();
-    let a = agent(
-        dir.path(),
-        config(RawAgentConfig::default()),
-        http(&server),
-        h.clone(),
-    )
-    .await;
+    let (a, h) = default_agent(dir.path(), &server).await;
     let rx = a.subscribe();
     let run = a
         .ask(plan_ask("Check both batteries and quiet the bedroom"))
@@ -203,14 +210,7 @@ async fn a_bad_plan_is_asked_again_once_then_the_run_fails_cleanly() {
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let h = host();
-    let a = agent(
-        dir.path(),
-        config(RawAgentConfig::default()),
-        http(&server),
-        h.clone(),
-    )
-    .await;
+    let (a, h) = default_agent(dir.path(), &server).await;
     let out = a
         .ask(plan_ask("do everything"))
         .await
@@ -320,14 +320,7 @@ fn a_plan_survives_a_restart_mid_plan() {
         ])
         .await
         .unwrap();
-        let h = host();
-        let a = agent(
-            &path,
-            config(RawAgentConfig::default()),
-            http(&server),
-            h.clone(),
-        )
-        .await;
+        let (a, h) = default_agent(&path, &server).await;
         let approval = a.pending_approvals().await.unwrap().remove(0);
         a.approve(&approval.approval_id).await.unwrap();
         let out = resume_to_end(&a, &run_id).await;

@@ -15,7 +15,7 @@ use crate::graph::{Input, RunState};
 use crate::host::BoxFuture;
 use crate::policy::ApprovalPolicy;
 use crate::store;
-use crate::tools::Toolset;
+use crate::tools::{SkillScope, Toolset};
 use droidwarden_services::{ErrorCode, WireError};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -66,12 +66,12 @@ pub(super) fn delegate(
         .skills()
         .cloned()
         .unwrap_or_else(|| agent.skills());
-    let toolset = Toolset::for_delegate(
+    let toolset = Toolset::for_child(
         cfg.tool_mode,
         parent_tools.devices(),
         Arc::new(skills.subset(&spec.skills)),
-        &spec.name,
-        spec.allowed.clone(),
+        SkillScope::agent(&spec.name, spec.allowed.clone()),
+        1,
         parent_tools.max_depth(),
     );
     let limits = child_limits(cfg, spec.max_iterations, policy, &toolset);

@@ -208,9 +208,9 @@ impl Planned {
     }
 }
 
-/// What a skill's run is limited to.
+/// What a child run (a skill's or a delegated agent's) is limited to.
 #[derive(Debug, Clone, PartialEq)]
-struct SkillScope {
+pub struct SkillScope {
     /// The skill (or `agent <name>` for a delegated agent's run).
     name: String,
     /// How errors name its limits: `allowed-tools of skill <name>` or
@@ -218,6 +218,26 @@ struct SkillScope {
     label: String,
     /// Its resolved `allowed-tools`.
     allowed: AllowedTools,
+}
+
+impl SkillScope {
+    /// Skill `name`'s run: its `allowed-tools`.
+    pub fn skill(name: &str, allowed: AllowedTools) -> Self {
+        Self {
+            name: name.to_owned(),
+            label: format!("allowed-tools of skill {name}"),
+            allowed,
+        }
+    }
+
+    /// Delegated agent `name`'s run (at depth 1): its tools.
+    pub fn agent(name: &str, allowed: AllowedTools) -> Self {
+        Self {
+            name: format!("agent {name}"),
+            label: format!("tools of agent {name}"),
+            allowed,
+        }
+    }
 }
 
 /// The tools for one run: built from the devices at the start of the run.
@@ -277,23 +297,18 @@ impl Toolset {
         Self::build(mode, devices, builtins, Some(skills), None, 0, max_depth)
     }
 
-    /// The tools of skill `name`'s run at `depth`: **only** its
-    /// `allowed-tools` (services and actions outside them are refused when
-    /// planned, before anything reaches a phone).
-    pub fn for_skill(
+    /// The tools of a child run (a skill's or a delegated agent's) at
+    /// `depth`: **only** what `scope` allows (services and actions outside
+    /// it are refused when planned, before anything reaches a phone), plus
+    /// `skills`; never a delegate tool.
+    pub fn for_child(
         mode: ToolMode,
         devices: &[DeviceSummary],
         skills: std::sync::Arc<SkillSet>,
-        name: &str,
-        allowed: AllowedTools,
+        scope: SkillScope,
         depth: u32,
         max_depth: u32,
     ) -> Self {
-        let scope = SkillScope {
-            name: name.to_owned(),
-            label: format!("allowed-tools of skill {name}"),
-            allowed,
-        };
         Self::build(
             mode,
             devices,
@@ -421,32 +436,6 @@ impl Toolset {
         }
         set.specs = specs.into();
         set
-    }
-
-    /// The tools of delegated agent `name`'s run: only `allowed` (plus
-    /// `skills` when it names any), at depth 1, never a delegate tool.
-    pub fn for_delegate(
-        mode: ToolMode,
-        devices: &[DeviceSummary],
-        skills: std::sync::Arc<SkillSet>,
-        name: &str,
-        allowed: AllowedTools,
-        max_depth: u32,
-    ) -> Self {
-        let scope = SkillScope {
-            name: format!("agent {name}"),
-            label: format!("tools of agent {name}"),
-            allowed,
-        };
-        Self::build(
-            mode,
-            devices,
-            false,
-            Some(skills),
-            Some(std::sync::Arc::new(scope)),
-            1,
-            max_depth,
-        )
     }
 
     /// Add one `delegate_to_<name>` tool per agent, and

@@ -590,12 +590,12 @@ fn delegate_calls_take_a_mode_and_status_takes_a_task_id() {
         assert_eq!(err.code, ErrorCode::InvalidParams, "{bad}: {err}");
     }
     // A delegated agent's run has neither tool and is told why.
-    let child = Toolset::for_delegate(
+    let child = Toolset::for_child(
         ToolMode::Toolkit,
         &[all("phone")],
         std::sync::Arc::new(SkillSet::builtin()),
-        "netcheck",
-        agents[0].allowed.clone(),
+        SkillScope::agent("netcheck", agents[0].allowed.clone()),
+        1,
         3,
     );
     assert!(child.specs().iter().all(|s| !s.name.starts_with("delegat")));
