@@ -65,11 +65,23 @@ fn walk(
     }
 }
 
-/// Every keyword of the node is in `allowed`; `why` ends the message for
-/// one that is not.
-fn only_keywords(v: &Value, path: &str, allowed: &[&str], why: &str, errors: &mut Vec<String>) {
+/// The keywords every provider takes.
+const COMMON_KEYWORDS: &[&str] = &[
+    "type",
+    "description",
+    "enum",
+    "properties",
+    "required",
+    "items",
+    "minimum",
+    "maximum",
+];
+
+/// Every keyword of the node is a common one or in `extra`; `why` ends the
+/// message for one that is not.
+fn only_keywords(v: &Value, path: &str, extra: &[&str], why: &str, errors: &mut Vec<String>) {
     for k in keys(v) {
-        if !allowed.contains(&k.as_str()) {
+        if !COMMON_KEYWORDS.contains(&k.as_str()) && !extra.contains(&k.as_str()) {
             errors.push(format!("{path}: keyword {k} {why}"));
         }
     }
@@ -88,19 +100,8 @@ fn required_are_properties(v: &Value, path: &str, errors: &mut Vec<String>) {
 /// OpenAI strict mode: closed objects, every property required, optional
 /// ones nullable, only documented keywords.
 fn openai_strict_node(v: &Value, path: &str, errors: &mut Vec<String>) -> bool {
-    const ALLOWED: &[&str] = &[
-        "type",
-        "description",
-        "enum",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "minimum",
-        "maximum",
-        "anyOf",
-    ];
-    only_keywords(v, path, ALLOWED, "not supported in strict mode", errors);
+    const EXTRA: &[&str] = &["additionalProperties", "anyOf"];
+    only_keywords(v, path, EXTRA, "not supported in strict mode", errors);
     let types: Vec<&str> = match &v["type"] {
         Value::String(s) => vec![s.as_str()],
         Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
@@ -144,20 +145,8 @@ fn openai_strict_node(v: &Value, path: &str, errors: &mut Vec<String>) -> bool {
 
 /// Anthropic: standard JSON Schema with our keywords.
 fn anthropic_node(v: &Value, path: &str, errors: &mut Vec<String>) -> bool {
-    const ALLOWED: &[&str] = &[
-        "type",
-        "description",
-        "enum",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "minimum",
-        "maximum",
-        "pattern",
-        "maxLength",
-    ];
-    only_keywords(v, path, ALLOWED, "is unexpected", errors);
+    const EXTRA: &[&str] = &["additionalProperties", "pattern", "maxLength"];
+    only_keywords(v, path, EXTRA, "is unexpected", errors);
     required_are_properties(v, path, errors);
     true
 }
@@ -165,19 +154,8 @@ fn anthropic_node(v: &Value, path: &str, errors: &mut Vec<String>) -> bool {
 /// Gemini's OpenAPI subset: no additionalProperties, no type arrays, enums
 /// on strings only, objects with properties.
 fn gemini_node(v: &Value, path: &str, errors: &mut Vec<String>) -> bool {
-    const ALLOWED: &[&str] = &[
-        "type",
-        "description",
-        "nullable",
-        "enum",
-        "properties",
-        "required",
-        "items",
-        "minimum",
-        "maximum",
-        "format",
-    ];
-    only_keywords(v, path, ALLOWED, "not in Gemini's schema subset", errors);
+    const EXTRA: &[&str] = &["nullable", "format"];
+    only_keywords(v, path, EXTRA, "not in Gemini's schema subset", errors);
     let Some(t) = v["type"].as_str() else {
         errors.push(format!("{path}: type must be a single string"));
         return false;
