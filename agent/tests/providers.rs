@@ -50,6 +50,11 @@ fn model_of(kind: ProviderKind) -> &'static str {
     }
 }
 
+/// The provider of `kind` for the scripted server.
+fn scripted_provider(server: &ScriptedLlm, kind: ProviderKind, stream: bool) -> Arc<dyn Provider> {
+    provider(kind, &server.base_url(kind), stream)
+}
+
 fn provider(kind: ProviderKind, base_url: &str, stream: bool) -> Arc<dyn Provider> {
     let key = Some(Secret::new("test-key"));
     let cfg = config(kind, base_url, model_of(kind), stream);
@@ -248,7 +253,7 @@ async fn recorded_streams_parse_for_each_provider() {
         }])
         .await
         .unwrap();
-        let p = provider(kind, &server.base_url(kind), true);
+        let p = scripted_provider(&server, kind, true);
         let (reply, streamed) = complete(&p, &simple_request()).await;
         let reply = reply.unwrap_or_else(|e| panic!("{kind:?}: {e}"));
         check_weather(&reply, id);
@@ -297,7 +302,7 @@ async fn each_provider_round_trips_through_the_scripted_server() {
             let server = ScriptedLlm::start([ScriptStep::Reply(scripted.clone())])
                 .await
                 .unwrap();
-            let p = provider(kind, &server.base_url(kind), stream);
+            let p = scripted_provider(&server, kind, stream);
             let (reply, streamed) = complete(&p, &simple_request()).await;
             let reply = reply.unwrap_or_else(|e| panic!("{kind:?} stream={stream}: {e}"));
             assert_eq!(reply.text, "Looking it up.", "{kind:?} {stream}");
@@ -351,11 +356,7 @@ async fn rate_limit_then_success_honours_retry_after() {
     ])
     .await
     .unwrap();
-    let p = provider(
-        ProviderKind::Openai,
-        &server.base_url(ProviderKind::Openai),
-        true,
-    );
+    let p = scripted_provider(&server, ProviderKind::Openai, true);
     let (reply, _) = complete(&p, &simple_request()).await;
     assert_eq!(reply.unwrap().text, "ok");
     let reqs = server.requests();
@@ -376,11 +377,7 @@ async fn server_errors_are_retried_with_backoff() {
     ])
     .await
     .unwrap();
-    let p = provider(
-        ProviderKind::Anthropic,
-        &server.base_url(ProviderKind::Anthropic),
-        false,
-    );
+    let p = scripted_provider(&server, ProviderKind::Anthropic, false);
     assert_eq!(
         complete(&p, &simple_request()).await.0.unwrap().text,
         "fine"
@@ -435,7 +432,7 @@ async fn bad_keys_and_unknown_models_fail_at_once_with_clear_errors() {
     ];
     for (kind, step, needle) in cases {
         let server = ScriptedLlm::start([step]).await.unwrap();
-        let p = provider(kind, &server.base_url(kind), false);
+        let p = scripted_provider(&server, kind, false);
         assert!(
             !format!("{p:?}").contains("test-key"),
             "the key never prints"
@@ -456,11 +453,7 @@ async fn a_retry_after_beyond_the_limit_is_reported_not_waited() {
     let server = ScriptedLlm::start([status(429, Some("3600"), "{}")])
         .await
         .unwrap();
-    let p = provider(
-        ProviderKind::Openai,
-        &server.base_url(ProviderKind::Openai),
-        false,
-    );
+    let p = scripted_provider(&server, ProviderKind::Openai, false);
     let start = Instant::now();
     let err = complete(&p, &simple_request()).await.0.unwrap_err();
     assert!(
@@ -483,7 +476,7 @@ async fn a_stream_cut_before_any_text_is_retried() {
         ])
         .await
         .unwrap();
-        let p = provider(kind, &server.base_url(kind), true);
+        let p = scripted_provider(&server, kind, true);
         let reply = complete(&p, &simple_request()).await.0.unwrap();
         assert_eq!(
             reply.tool_calls[0].arguments, r#"{"location":"Paris"}"#,
@@ -506,11 +499,7 @@ async fn a_stream_cut_after_text_is_reported_not_repeated() {
     ])
     .await
     .unwrap();
-    let p = provider(
-        ProviderKind::Openai,
-        &server.base_url(ProviderKind::Openai),
-        true,
-    );
+    let p = scripted_provider(&server, ProviderKind::Openai, true);
     let (err, streamed) = complete(&p, &simple_request()).await;
     let err = err.unwrap_err();
     assert!(
@@ -552,11 +541,7 @@ async fn the_scripted_server_can_be_slow_and_counts_requests_in_flight() {
         .unwrap();
     server.set_fallback(ScriptStep::Reply(ModelReply::text("again")));
     server.set_delay(Duration::from_millis(300));
-    let p = provider(
-        ProviderKind::Openai,
-        &server.base_url(ProviderKind::Openai),
-        false,
-    );
+    let p = scripted_provider(&server, ProviderKind::Openai, false);
     let started = Instant::now();
     let request = simple_request();
     let sink = |_: &str| {};
