@@ -364,7 +364,7 @@ async fn calls_run_concurrently_across_devices_and_one_at_a_time_per_device() {
 async fn without_tools_a_single_model_call() {
     let dir = tempfile::tempdir().unwrap();
     let host = Arc::new(FakeToolHost::new(Vec::new()));
-    let model = Arc::new(ScriptedModel::new([ModelReply::text("Hello!")]));
+    let model = Arc::new(ScriptedModel::texts(["Hello!"]));
     let cfg = AgentConfig {
         builtin_tools: false,
         ..agent_config(ToolMode::Toolkit, RawApprovalConfig::default())
@@ -565,7 +565,7 @@ fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
     let rt = process();
     rt.block_on(async {
         let host = battery_host();
-        let model = Arc::new(ScriptedModel::new([ModelReply::text("Wi-Fi is off now.")]));
+        let model = Arc::new(ScriptedModel::texts(["Wi-Fi is off now."]));
         let a = agent(&path, approval_cfg(3600.0), model.clone(), host.clone()).await;
         let interrupted = a.interrupted_runs().await.unwrap();
         assert_eq!(interrupted.len(), 1);
@@ -650,7 +650,7 @@ fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
     let rt = process();
     rt.block_on(async {
         let host = battery_host();
-        let model = Arc::new(ScriptedModel::new([ModelReply::text("Done.")]));
+        let model = Arc::new(ScriptedModel::texts(["Done."]));
         let a = agent(&path, approval_cfg(3600.0), model, host.clone()).await;
         // The CLI answers before the run is resumed.
         a.approve(&approval_id).await.unwrap();
@@ -666,13 +666,13 @@ fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
 #[tokio::test]
 async fn memory_retrieves_an_early_fact_beyond_the_window() {
     let dir = tempfile::tempdir().unwrap();
-    let model = Arc::new(ScriptedModel::new([
-        ModelReply::text("Noted: the garage door code is 4711."),
-        ModelReply::text("Music is at 40 %."),
-        ModelReply::text("It is sunny."),
-        ModelReply::text("Bedroom battery is at 42 %."),
-        ModelReply::text("Screen brightness is 128."),
-        ModelReply::text("The garage door code is 4711."),
+    let model = Arc::new(ScriptedModel::texts([
+        "Noted: the garage door code is 4711.",
+        "Music is at 40 %.",
+        "It is sunny.",
+        "Bedroom battery is at 42 %.",
+        "Screen brightness is 128.",
+        "The garage door code is 4711.",
     ]));
     let cfg = AgentConfig {
         memory_turns: 2,
@@ -960,10 +960,7 @@ async fn a_run_waiting_for_approval_holds_no_slot() {
 #[tokio::test]
 async fn resumed_runs_are_never_refused_but_count_against_the_limits() {
     let dir = tempfile::tempdir().unwrap();
-    let model = Arc::new(ScriptedModel::new([
-        ModelReply::text("resumed answer"),
-        ModelReply::text("fresh answer"),
-    ]));
+    let model = Arc::new(ScriptedModel::texts(["resumed answer", "fresh answer"]));
     let cfg = AgentConfig {
         max_concurrent_runs: 1,
         max_queued: 0,

@@ -37,6 +37,11 @@ impl ScriptedModel {
         }
     }
 
+    /// A model that answers `texts` in turn (no tool calls).
+    pub fn texts<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
+        Self::new(texts.into_iter().map(ModelReply::text))
+    }
+
     /// Answer every request with `f(request)`; nothing is recorded (zero
     /// cost, for benchmarks).
     pub fn from_fn(f: impl Fn(&ChatRequest) -> ModelReply + Send + Sync + 'static) -> Self {
