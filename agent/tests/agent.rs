@@ -2,7 +2,10 @@
 //! fake tool host, a real SQLite store in a temporary directory.
 
 mod common;
-use common::{agent, answer, battery_phones, calls, process, resume_to_end, run_events, tc};
+use common::{
+    agent, answer, assert_contains_all, battery_phones, calls, process, resume_to_end, run_events,
+    tc,
+};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
@@ -135,12 +138,7 @@ async fn multi_step(kind: ProviderKind, mode: ToolMode, stream: bool) {
         ProviderKind::Gemini => reqs[2].body["contents"].as_array().unwrap(),
         _ => reqs[2].body["messages"].as_array().unwrap(),
     });
-    for needle in ["81", "42", "39.0", "set_volume"] {
-        assert!(
-            third.contains(needle),
-            "{label}: {needle} missing from {third}"
-        );
-    }
+    assert_contains_all(&label, &third, &["81", "42", "39.0", "set_volume"]);
 
     // Events: each once.
     let events = events.await.unwrap();
@@ -237,14 +235,16 @@ async fn malformed_calls_are_answered_with_errors_the_model_corrects() {
     assert_eq!(outcome.text, "Kitchen battery: 81 %.");
     assert_eq!(host.calls().len(), 1, "only the corrected call ran");
     let second = tool_messages(server.requests()[1].body["messages"].as_array().unwrap());
-    for needle in [
-        "not valid JSON",
-        "unknown tool",
-        "requires parameter",
-        "invalid_params",
-    ] {
-        assert!(second.contains(needle), "{needle} missing: {second}");
-    }
+    assert_contains_all(
+        "the second request's tool results",
+        &second,
+        &[
+            "not valid JSON",
+            "unknown tool",
+            "requires parameter",
+            "invalid_params",
+        ],
+    );
 }
 
 #[tokio::test]
@@ -745,16 +745,18 @@ async fn markdown_shows_tool_calls_and_results() {
     let a = agent(dir.path(), AgentConfig::default(), model, battery_host()).await;
     let out = answer(&a, "Kitchen battery?").await;
     let md = a.session_markdown(&out.session_id).await.unwrap();
-    for needle in [
-        "**Tool call** `android_device` (`c1`)",
-        "\"service_id\": \"battery\"",
-        "**Tool result** `android_device`",
-        "\"level_percent\": 81",
-        "**Assistant** ·",
-        "81 %",
-    ] {
-        assert!(md.contains(needle), "{needle} missing:\n{md}");
-    }
+    assert_contains_all(
+        "the session's markdown",
+        &md,
+        &[
+            "**Tool call** `android_device` (`c1`)",
+            "\"service_id\": \"battery\"",
+            "**Tool result** `android_device`",
+            "\"level_percent\": 81",
+            "**Assistant** ·",
+            "81 %",
+        ],
+    );
 }
 
 #[tokio::test]

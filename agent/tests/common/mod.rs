@@ -136,6 +136,16 @@ pub(crate) fn dev(id: &str, device: &str, service: &str, action: &str) -> ToolCa
     )
 }
 
+/// `text` contains every one of `needles`; `label` names it in a failure.
+pub(crate) fn assert_contains_all(label: &str, text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(
+            text.contains(needle),
+            "{label}: {needle} missing from\n{text}"
+        );
+    }
+}
+
 /// The run answered from the kitchen phone's battery (77 %), and that one
 /// read is all that reached the phones.
 pub(crate) fn assert_one_battery_read(out: &RunOutcome, h: &FakeToolHost) {
