@@ -429,6 +429,33 @@ async fn ask_wifi_off(a: &Agent) -> droidwarden_agent::Run {
         .unwrap()
 }
 
+/// An agent whose model turns the kitchen Wi-Fi off, then answers
+/// `final_text`; approvals time out after `timeout_s`. With its phones and
+/// model.
+async fn wifi_off_agent(
+    dir: &std::path::Path,
+    final_text: &str,
+    timeout_s: f64,
+) -> (Agent, Arc<FakeToolHost>, Arc<ScriptedModel>) {
+    let host = battery_host();
+    let model = wifi_off_model(final_text);
+    let a = agent(dir, approval_cfg(timeout_s), model.clone(), host.clone()).await;
+    (a, host, model)
+}
+
+/// Drive `run` in a task of its own until it asks for an approval: the
+/// task and the approval's id.
+async fn drive_until_approval(
+    run: droidwarden_agent::Run,
+) -> (
+    tokio::task::JoinHandle<Result<droidwarden_agent::RunOutcome, AgentError>>,
+    String,
+) {
+    let mut events = run.events();
+    let driving = tokio::spawn(run.drive(CancellationToken::new()));
+    (driving, wait_for_approval(&mut events).await)
+}
+
 async fn wait_for_approval(events: &mut droidwarden_agent::RunEvents) -> String {
     loop {
         let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
@@ -463,13 +490,8 @@ fn tool_result_of(model: &ScriptedModel, call: &str) -> (bool, String) {
 #[tokio::test]
 async fn approved_actions_run_once() {
     let dir = tempfile::tempdir().unwrap();
-    let host = battery_host();
-    let model = wifi_off_model("Wi-Fi is off.");
-    let a = agent(dir.path(), approval_cfg(300.0), model.clone(), host.clone()).await;
-    let run = ask_wifi_off(&a).await;
-    let mut events = run.events();
-    let driving = tokio::spawn(run.drive(CancellationToken::new()));
-    let id = wait_for_approval(&mut events).await;
+    let (a, host, model) = wifi_off_agent(dir.path(), "Wi-Fi is off.", 300.0).await;
+    let (driving, id) = drive_until_approval(ask_wifi_off(&a).await).await;
     let pending = a.pending_approvals().await.unwrap();
     assert_eq!(pending.len(), 1);
     let p = &pending[0];
@@ -495,13 +517,9 @@ async fn approved_actions_run_once() {
 #[tokio::test]
 async fn denied_actions_reach_the_model_as_the_result() {
     let dir = tempfile::tempdir().unwrap();
-    let host = battery_host();
-    let model = wifi_off_model("I did not turn it off: you declined.");
-    let a = agent(dir.path(), approval_cfg(300.0), model.clone(), host.clone()).await;
-    let run = ask_wifi_off(&a).await;
-    let mut events = run.events();
-    let driving = tokio::spawn(run.drive(CancellationToken::new()));
-    let id = wait_for_approval(&mut events).await;
+    let (a, host, model) =
+        wifi_off_agent(dir.path(), "I did not turn it off: you declined.", 300.0).await;
+    let (driving, id) = drive_until_approval(ask_wifi_off(&a).await).await;
     a.deny(&id, "not during the video call").await.unwrap();
     let out = driving.await.unwrap().unwrap();
     assert_eq!(out.stop_reason, StopReason::FinalAnswer);
@@ -516,9 +534,7 @@ async fn denied_actions_reach_the_model_as_the_result() {
 #[tokio::test(start_paused = true)]
 async fn unanswered_approvals_expire_as_denials() {
     let dir = tempfile::tempdir().unwrap();
-    let host = battery_host();
-    let model = wifi_off_model("The request expired.");
-    let a = agent(dir.path(), approval_cfg(120.0), model.clone(), host.clone()).await;
+    let (a, host, model) = wifi_off_agent(dir.path(), "The request expired.", 120.0).await;
     let run = ask_wifi_off(&a).await;
     let before = tokio::time::Instant::now();
     let out = run.drive(CancellationToken::new()).await.unwrap();
@@ -944,10 +960,7 @@ async fn a_run_waiting_for_approval_holds_no_slot() {
     };
     let host = battery_host();
     let a = agent(dir.path(), cfg, model.clone(), host.clone()).await;
-    let wifi = ask_wifi_off(&a).await;
-    let mut events = wifi.events();
-    let wifi = tokio::spawn(wifi.drive(CancellationToken::new()));
-    let approval = wait_for_approval(&mut events).await;
+    let (wifi, approval) = drive_until_approval(ask_wifi_off(&a).await).await;
     until("the slot to be given back", || a.load() == (0, 0)).await;
     // The one slot is free: another ask runs to its end meanwhile.
     let other = a.ask(AskRequest::new("say hello")).await.unwrap();
