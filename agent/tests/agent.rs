@@ -408,18 +408,26 @@ fn approval_cfg(timeout_s: f64) -> AgentConfig {
     )
 }
 
+/// A model that makes one toolkit call `id` on the kitchen phone, then
+/// answers `texts` in turn.
+fn kitchen_call_model(
+    id: &str,
+    (service, action, params): (&str, &str, Value),
+    texts: &[&str],
+) -> Arc<ScriptedModel> {
+    let call = device_call(ToolMode::Toolkit, id, "kitchen", service, action, params);
+    let answers = texts.iter().map(|t| ModelReply::text(*t));
+    Arc::new(ScriptedModel::new(
+        std::iter::once(calls(vec![call])).chain(answers),
+    ))
+}
+
 fn wifi_off_model(final_text: &str) -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::new([
-        calls(vec![device_call(
-            ToolMode::Toolkit,
-            "w",
-            "kitchen",
-            "wifi_automation",
-            "disable",
-            json!({}),
-        )]),
-        ModelReply::text(final_text),
-    ]))
+    kitchen_call_model(
+        "w",
+        ("wifi_automation", "disable", json!({})),
+        &[final_text],
+    )
 }
 
 /// Ask `a` to turn off the kitchen Wi-Fi (a high-risk action).
@@ -747,17 +755,7 @@ async fn memory_retrieves_an_early_fact_beyond_the_window() {
 #[tokio::test]
 async fn markdown_shows_tool_calls_and_results() {
     let dir = tempfile::tempdir().unwrap();
-    let model = Arc::new(ScriptedModel::new([
-        calls(vec![device_call(
-            ToolMode::Toolkit,
-            "c1",
-            "kitchen",
-            "battery",
-            "status",
-            json!({}),
-        )]),
-        ModelReply::text("81 %"),
-    ]));
+    let model = kitchen_call_model("c1", ("battery", "status", json!({})), &["81 %"]);
     let a = agent(dir.path(), AgentConfig::default(), model, battery_host()).await;
     let out = answer(&a, "Kitchen battery?").await;
     let md = a.session_markdown(&out.session_id).await.unwrap();
@@ -941,18 +939,11 @@ async fn asks_beyond_running_and_queued_are_busy_and_queued_runs_start_in_order(
 #[tokio::test]
 async fn a_run_waiting_for_approval_holds_no_slot() {
     let dir = tempfile::tempdir().unwrap();
-    let model = Arc::new(ScriptedModel::new([
-        calls(vec![device_call(
-            ToolMode::Toolkit,
-            "w",
-            "kitchen",
-            "wifi_automation",
-            "disable",
-            json!({}),
-        )]),
-        ModelReply::text("Meanwhile: hello."),
-        ModelReply::text("Wi-Fi is off."),
-    ]));
+    let model = kitchen_call_model(
+        "w",
+        ("wifi_automation", "disable", json!({})),
+        &["Meanwhile: hello.", "Wi-Fi is off."],
+    );
     let cfg = AgentConfig {
         max_concurrent_runs: 1,
         max_queued: 0,
@@ -1017,17 +1008,11 @@ async fn the_agent_waits_for_the_phones_own_answer_within_its_call_limit() {
                 ))
             }),
     );
-    let model = Arc::new(ScriptedModel::new([
-        calls(vec![device_call(
-            ToolMode::Toolkit,
-            "b",
-            "kitchen",
-            "screen_control",
-            "set_brightness",
-            json!({"level": 10}),
-        )]),
-        ModelReply::text("The kitchen phone is offline."),
-    ]));
+    let model = kitchen_call_model(
+        "b",
+        ("screen_control", "set_brightness", json!({"level": 10})),
+        &["The kitchen phone is offline."],
+    );
     let cfg = AgentConfig::try_from(RawAgentConfig {
         tool_timeout_s: Some(0.2),
         tool_retries: Some(0),
