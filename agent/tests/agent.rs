@@ -3,8 +3,8 @@
 
 mod common;
 use common::{
-    agent, answer, assert_contains_all, battery_phones, calls, process, resume_to_end, run_events,
-    tc,
+    agent, answer, assert_contains_all, battery_phones, calls, dev, dev_with, process,
+    resume_to_end, run_events, tc,
 };
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
@@ -54,11 +54,7 @@ fn device_call(
     params: Value,
 ) -> ToolCall {
     match mode {
-        ToolMode::Toolkit => tc(
-            id,
-            "android_device",
-            json!({"device": device, "service_id": service, "action": action, "parameters": params}),
-        ),
+        ToolMode::Toolkit => dev_with(id, device, service, action, params),
         _ => tc(
             id,
             &format!("android_{service}"),
@@ -217,7 +213,7 @@ async fn malformed_calls_are_answered_with_errors_the_model_corrects() {
             ],
             ..ModelReply::default()
         }),
-        ScriptStep::Reply(calls(vec![device_call(ToolMode::Toolkit, "good", "kitchen", "battery", "status", json!({}))])),
+        ScriptStep::Reply(calls(vec![dev("good", "kitchen", "battery", "status")])),
         ScriptStep::Reply(ModelReply::text("Kitchen battery: 81 %.")),
     ])
     .await
@@ -263,16 +259,8 @@ async fn retryable_device_errors_are_retried() {
     );
     let model = Arc::new(ScriptedModel::new([
         calls(vec![
-            device_call(
-                ToolMode::Toolkit,
-                "c1",
-                "kitchen",
-                "battery",
-                "status",
-                json!({}),
-            ),
-            device_call(
-                ToolMode::Toolkit,
+            dev("c1", "kitchen", "battery", "status"),
+            dev_with(
                 "c2",
                 "bedroom",
                 "audio_automation",
@@ -308,38 +296,10 @@ async fn calls_run_concurrently_across_devices_and_one_at_a_time_per_device() {
     let host = Arc::new(FakeToolHost::two_phones().with_delay(Duration::from_millis(60)));
     let model = Arc::new(ScriptedModel::new([
         calls(vec![
-            device_call(
-                ToolMode::Toolkit,
-                "k1",
-                "kitchen",
-                "battery",
-                "status",
-                json!({}),
-            ),
-            device_call(
-                ToolMode::Toolkit,
-                "k2",
-                "kitchen",
-                "wifi_automation",
-                "status",
-                json!({}),
-            ),
-            device_call(
-                ToolMode::Toolkit,
-                "b1",
-                "bedroom",
-                "battery",
-                "status",
-                json!({}),
-            ),
-            device_call(
-                ToolMode::Toolkit,
-                "b2",
-                "bedroom",
-                "wifi_automation",
-                "status",
-                json!({}),
-            ),
+            dev("k1", "kitchen", "battery", "status"),
+            dev("k2", "kitchen", "wifi_automation", "status"),
+            dev("b1", "bedroom", "battery", "status"),
+            dev("b2", "bedroom", "wifi_automation", "status"),
         ]),
         ModelReply::text("done"),
     ]));
@@ -415,7 +375,7 @@ fn kitchen_call_model(
     (service, action, params): (&str, &str, Value),
     texts: &[&str],
 ) -> Arc<ScriptedModel> {
-    let call = device_call(ToolMode::Toolkit, id, "kitchen", service, action, params);
+    let call = dev_with(id, "kitchen", service, action, params);
     let answers = texts.iter().map(|t| ModelReply::text(*t));
     Arc::new(ScriptedModel::new(
         std::iter::once(calls(vec![call])).chain(answers),

@@ -128,11 +128,23 @@ pub(crate) fn calls(list: Vec<ToolCall>) -> ModelReply {
     }
 }
 
+/// A toolkit call of `service.action` on `device`, without parameters.
 pub(crate) fn dev(id: &str, device: &str, service: &str, action: &str) -> ToolCall {
+    dev_with(id, device, service, action, json!({}))
+}
+
+/// A toolkit call of `service.action` on `device` with `params`.
+pub(crate) fn dev_with(
+    id: &str,
+    device: &str,
+    service: &str,
+    action: &str,
+    params: Value,
+) -> ToolCall {
     tc(
         id,
         "android_device",
-        json!({"device": device, "service_id": service, "action": action, "parameters": {}}),
+        json!({"device": device, "service_id": service, "action": action, "parameters": params}),
     )
 }
 
