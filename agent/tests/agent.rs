@@ -3,7 +3,7 @@
 
 mod common;
 use common::{
-    agent, answer, assert_contains_all, battery_phones, calls, dev, dev_with, process,
+    agent, answer, assert_contains_all, battery_phones, calls, dev, device_call, process,
     resume_to_end, run_events, tc,
 };
 use droidwarden_agent::config::{
@@ -42,25 +42,6 @@ fn http_provider(kind: ProviderKind, server: &ScriptedLlm, stream: bool) -> Arc<
     })
     .unwrap();
     provider::from_config(&cfg).unwrap()
-}
-
-/// A device call in the given mode.
-fn device_call(
-    mode: ToolMode,
-    id: &str,
-    device: &str,
-    service: &str,
-    action: &str,
-    params: Value,
-) -> ToolCall {
-    match mode {
-        ToolMode::Toolkit => dev_with(id, device, service, action, params),
-        _ => tc(
-            id,
-            &format!("android_{service}"),
-            json!({"device": device, "action": action, "parameters": params}),
-        ),
-    }
 }
 
 fn battery_host() -> Arc<FakeToolHost> {
@@ -260,7 +241,8 @@ async fn retryable_device_errors_are_retried() {
     let model = Arc::new(ScriptedModel::new([
         calls(vec![
             dev("c1", "kitchen", "battery", "status"),
-            dev_with(
+            device_call(
+                ToolMode::Toolkit,
                 "c2",
                 "bedroom",
                 "audio_automation",
@@ -375,7 +357,7 @@ fn kitchen_call_model(
     (service, action, params): (&str, &str, Value),
     texts: &[&str],
 ) -> Arc<ScriptedModel> {
-    let call = dev_with(id, "kitchen", service, action, params);
+    let call = device_call(ToolMode::Toolkit, id, "kitchen", service, action, params);
     let answers = texts.iter().map(|t| ModelReply::text(*t));
     Arc::new(ScriptedModel::new(
         std::iter::once(calls(vec![call])).chain(answers),

@@ -12,7 +12,7 @@ use droidwarden_agent::delegation::{RawDelegateConfig, validate};
 use droidwarden_agent::testing::{FakeToolHost, ScriptedLlm};
 use droidwarden_agent::{
     Agent, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider, RunOutcome,
-    StopReason, Store, ToolCall, provider,
+    StopReason, Store, ToolCall, ToolMode, provider,
 };
 use serde_json::{Value, json};
 use std::path::Path;
@@ -130,22 +130,31 @@ pub(crate) fn calls(list: Vec<ToolCall>) -> ModelReply {
 
 /// A toolkit call of `service.action` on `device`, without parameters.
 pub(crate) fn dev(id: &str, device: &str, service: &str, action: &str) -> ToolCall {
-    dev_with(id, device, service, action, json!({}))
+    device_call(ToolMode::Toolkit, id, device, service, action, json!({}))
 }
 
-/// A toolkit call of `service.action` on `device` with `params`.
-pub(crate) fn dev_with(
+/// A call of `service.action` on `device` with `params`, in the tool
+/// `mode`.
+pub(crate) fn device_call(
+    mode: ToolMode,
     id: &str,
     device: &str,
     service: &str,
     action: &str,
     params: Value,
 ) -> ToolCall {
-    tc(
-        id,
-        "android_device",
-        json!({"device": device, "service_id": service, "action": action, "parameters": params}),
-    )
+    match mode {
+        ToolMode::Toolkit => tc(
+            id,
+            "android_device",
+            json!({"device": device, "service_id": service, "action": action, "parameters": params}),
+        ),
+        _ => tc(
+            id,
+            &format!("android_{service}"),
+            json!({"device": device, "action": action, "parameters": params}),
+        ),
+    }
 }
 
 /// `text` contains every one of `needles`; `label` names it in a failure.
