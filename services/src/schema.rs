@@ -4,7 +4,10 @@
 //!
 //! We keep our own type instead of a generic schema library because the
 //! schemas must be inlined (no `$ref`) and stay inside the subset that OpenAI
-//! strict mode, Anthropic and Gemini all accept.
+//! strict mode, Anthropic and Gemini all accept. One renderer writes the
+//! standard form and each provider's subset ([`Rules`], chosen by the
+//! agent); text may be owned, for schemas built at run time (the agent's
+//! tool lists).
 
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -607,6 +610,34 @@ mod tests {
             panic!("patterns")
         };
         assert!(Arc::ptr_eq(a, b));
+    }
+
+    #[test]
+    fn rules_choose_the_keywords() {
+        let schema = Schema::object(
+            "",
+            vec![
+                Property::optional("name", Schema::pattern("", "^[a-z]+$", 5)),
+                Property::optional("empty", Schema::object("", Vec::new())),
+            ],
+        );
+        let strict = Rules {
+            string_facets: false,
+            all_required: true,
+            ..Rules::STANDARD
+        };
+        let s = schema.render(strict).unwrap();
+        assert_eq!(s["required"], json!(["name", "empty"]));
+        assert_eq!(s["properties"]["name"], json!({"type": ["string", "null"]}));
+        let subset = Rules {
+            closed_objects: false,
+            omit_empty_objects: true,
+            ..Rules::STANDARD
+        };
+        let s = schema.render(subset).unwrap();
+        assert_eq!(s["properties"].as_object().unwrap().len(), 1);
+        assert!(s.get("additionalProperties").is_none());
+        assert_eq!(Schema::object("", Vec::new()).render(subset), None);
     }
 
     #[test]
