@@ -3,8 +3,8 @@
 
 mod common;
 use common::{
-    agent, answer, assert_contains_all, battery_phones, calls, dev, device_call, process,
-    resume_to_end, run_events, tc,
+    agent, answer, assert_contains_all, battery_phones, call_step, calls, dev, device_call,
+    process, resume_to_end, run_events, tc, text_step,
 };
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
@@ -76,9 +76,9 @@ async fn multi_step(kind: ProviderKind, mode: ToolMode, stream: bool) {
             ),
             tc("c4", "calculator", json!({"expression": "81 - 42"})),
         ])),
-        ScriptStep::Reply(ModelReply::text(
+        text_step(
             "Kitchen is at 81 %, bedroom at 42 % (39 points apart); bedroom music set to 20 %.",
-        )),
+        ),
     ])
     .await
     .unwrap();
@@ -194,8 +194,8 @@ async fn malformed_calls_are_answered_with_errors_the_model_corrects() {
             ],
             ..ModelReply::default()
         }),
-        ScriptStep::Reply(calls(vec![dev("good", "kitchen", "battery", "status")])),
-        ScriptStep::Reply(ModelReply::text("Kitchen battery: 81 %.")),
+        call_step(dev("good", "kitchen", "battery", "status")),
+        text_step("Kitchen battery: 81 %."),
     ])
     .await
     .unwrap();

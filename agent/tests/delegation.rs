@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use droidwarden_agent::delegation::RawDelegateConfig;
 use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
-use droidwarden_agent::{AskRequest, EventKind, ModelReply, StopReason};
+use droidwarden_agent::{AskRequest, EventKind, StopReason};
 use serde_json::json;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -32,17 +32,17 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedLlm::start([
         // The user's run delegates.
-        ScriptStep::Reply(calls(vec![tc(
+        call_step(tc(
             "d",
             "delegate_to_battery-doctor",
             json!({"task": "Read the kitchen phone's battery.", "context": "The user charges it at night.", "mode": "wait"}),
-        )])),
+        )),
         // The delegate: an allowed read, then a change it may not make.
-        ScriptStep::Reply(calls(vec![dev("c1", "kitchen", "battery", "status")])),
-        ScriptStep::Reply(calls(vec![dev("c2", "kitchen", "wifi_automation", "disable")])),
-        ScriptStep::Reply(ModelReply::text("Kitchen battery at 77 %, not charging.")),
+        call_step(dev("c1", "kitchen", "battery", "status")),
+        call_step(dev("c2", "kitchen", "wifi_automation", "disable")),
+        text_step("Kitchen battery at 77 %, not charging."),
         // The user's run again.
-        ScriptStep::Reply(ModelReply::text("The kitchen phone is at 77 %.")),
+        text_step("The kitchen phone is at 77 %."),
     ])
     .await
     .unwrap();
@@ -126,24 +126,24 @@ async fn a_failing_delegate_is_a_tool_error_and_the_parent_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedLlm::start([
         // 1: the model fails while the delegate works.
-        ScriptStep::Reply(calls(vec![tc(
+        call_step(tc(
             "d1",
             "delegate_to_flaky",
             json!({"task": "Read the battery."}),
-        )])),
+        )),
         ScriptStep::Status {
             status: 500,
             retry_after: None,
             body: json!({"error": {"message": "model exploded"}}).to_string(),
         },
         // 2: the delegate never answers and hits its one-call limit.
-        ScriptStep::Reply(calls(vec![tc(
+        call_step(tc(
             "d2",
             "delegate_to_flaky",
             json!({"task": "Read the battery again."}),
-        )])),
-        ScriptStep::Reply(calls(vec![dev("c1", "kitchen", "battery", "status")])),
-        ScriptStep::Reply(ModelReply::text("Delegation failed twice.")),
+        )),
+        call_step(dev("c1", "kitchen", "battery", "status")),
+        text_step("Delegation failed twice."),
     ])
     .await
     .unwrap();
@@ -240,12 +240,8 @@ async fn a_model_delegating_in_a_loop_stops_cleanly() {
 async fn a_run_without_agents_has_no_delegate_tools() {
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedLlm::start([
-        ScriptStep::Reply(calls(vec![tc(
-            "d",
-            "delegate_to_ghost",
-            json!({"task": "x"}),
-        )])),
-        ScriptStep::Reply(ModelReply::text("ok")),
+        call_step(tc("d", "delegate_to_ghost", json!({"task": "x"}))),
+        text_step("ok"),
     ])
     .await
     .unwrap();
@@ -272,19 +268,14 @@ async fn a_run_without_agents_has_no_delegate_tools() {
 async fn a_delegates_risky_action_asks_a_person_like_the_parents_would() {
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedLlm::start([
-        ScriptStep::Reply(calls(vec![tc(
+        call_step(tc(
             "d",
             "delegate_to_radio",
             json!({"task": "Turn off Wi-Fi on the kitchen phone."}),
-        )])),
-        ScriptStep::Reply(calls(vec![dev(
-            "c1",
-            "kitchen",
-            "wifi_automation",
-            "disable",
-        )])),
-        ScriptStep::Reply(ModelReply::text("The user denied it.")),
-        ScriptStep::Reply(ModelReply::text("Wi-Fi stays on: you denied it.")),
+        )),
+        call_step(dev("c1", "kitchen", "wifi_automation", "disable")),
+        text_step("The user denied it."),
+        text_step("Wi-Fi stays on: you denied it."),
     ])
     .await
     .unwrap();

@@ -3,7 +3,7 @@
 //! store.
 
 mod common;
-use common::{agent, battery_phones, process, resume_to_end, run_events};
+use common::{agent, battery_phones, process, resume_to_end, run_events, text_step};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
@@ -58,12 +58,8 @@ async fn default_agent(dir: &std::path::Path, server: &ScriptedLlm) -> (Agent, A
     (a, h)
 }
 
-fn text(t: &str) -> ScriptStep {
-    ScriptStep::Reply(ModelReply::text(t))
-}
-
 fn json_text(v: Value) -> ScriptStep {
-    text(&v.to_string())
+    text_step(&v.to_string())
 }
 
 fn dev(id: &str, device: &str, service: &str, action: &str, params: Value) -> ScriptStep {
@@ -101,19 +97,19 @@ async fn three_steps_across_two_phones_with_one_replan() {
         json_text(json!({"steps": ["read the kitchen battery", "read the bedroom battery", "set the bedroom music to 20 %"]})),
         // Step 1.
         dev("a", "kitchen", "battery", "status", json!({})),
-        text("kitchen at 77 %"),
+        text_step("kitchen at 77 %"),
         // Refinery: the bedroom is low, mute it instead.
         json_text(json!({"decision": "replan", "steps": ["read the bedroom battery", "mute the bedroom music"]})),
         // Step 2.
         dev("b", "bedroom", "battery", "status", json!({})),
-        text("bedroom at 42 %"),
+        text_step("bedroom at 42 %"),
         json_text(json!({"decision": "continue"})),
         // Step 3.
         dev("c", "bedroom", "audio_automation", "set_volume", json!({"stream": "music", "level": 0})),
-        text("bedroom music at 0 %"),
+        text_step("bedroom music at 0 %"),
         json_text(json!({"decision": "continue"})),
         // Synthesizer.
-        text("Kitchen 77 %, bedroom 42 %; bedroom music silenced."),
+        text_step("Kitchen 77 %, bedroom 42 %; bedroom music silenced."),
     ])
     .await
     .unwrap();
@@ -206,7 +202,7 @@ async fn three_steps_across_two_phones_with_one_replan() {
 #[tokio::test]
 async fn a_bad_plan_is_asked_again_once_then_the_run_fails_cleanly() {
     let huge = json!({"steps": vec!["do it"; 10_000]});
-    let server = ScriptedLlm::start([json_text(huge), text("no plan, sorry")])
+    let server = ScriptedLlm::start([json_text(huge), text_step("no plan, sorry")])
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -280,7 +276,7 @@ fn a_plan_survives_a_restart_mid_plan() {
         let server = ScriptedLlm::start([
             json_text(json!({"steps": ["read the kitchen battery", "turn the kitchen Wi-Fi off"]})),
             dev("a", "kitchen", "battery", "status", json!({})),
-            text("kitchen at 77 %"),
+            text_step("kitchen at 77 %"),
             json_text(json!({"decision": "continue"})),
             dev("w", "kitchen", "wifi_automation", "disable", json!({})),
         ])
@@ -314,9 +310,9 @@ fn a_plan_survives_a_restart_mid_plan() {
     let rt = process();
     rt.block_on(async {
         let server = ScriptedLlm::start([
-            text("Wi-Fi off"),
+            text_step("Wi-Fi off"),
             json_text(json!({"decision": "finish"})),
-            text("Kitchen at 77 %, Wi-Fi off."),
+            text_step("Kitchen at 77 %, Wi-Fi off."),
         ])
         .await
         .unwrap();

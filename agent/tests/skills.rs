@@ -63,30 +63,19 @@ async fn a_user_skill_is_listed_read_and_run_with_only_its_allowed_tools() {
     );
     let server = ScriptedLlm::start([
         // The user's run: list, read, then invoke.
-        ScriptStep::Reply(calls(vec![tc("l", "list_skills", json!({}))])),
-        ScriptStep::Reply(calls(vec![tc(
-            "r",
-            "read_skill",
-            json!({"skill": "battery-check"}),
-        )])),
-        ScriptStep::Reply(calls(vec![tc(
+        call_step(tc("l", "list_skills", json!({}))),
+        call_step(tc("r", "read_skill", json!({"skill": "battery-check"}))),
+        call_step(tc(
             "i",
             "invoke_skill",
             json!({"skill": "battery-check", "input": {"device": "kitchen"}}),
-        )])),
-        // The skill's run: an allowed read, then a change it may not make.
-        ScriptStep::Reply(calls(vec![dev("c1", "kitchen", "battery", "status")])),
-        ScriptStep::Reply(calls(vec![dev(
-            "c2",
-            "kitchen",
-            "wifi_automation",
-            "disable",
-        )])),
-        ScriptStep::Reply(ModelReply::text(
-            "Kitchen battery at 77 %; Wi-Fi was not mine to touch.",
         )),
+        // The skill's run: an allowed read, then a change it may not make.
+        call_step(dev("c1", "kitchen", "battery", "status")),
+        call_step(dev("c2", "kitchen", "wifi_automation", "disable")),
+        text_step("Kitchen battery at 77 %; Wi-Fi was not mine to touch."),
         // The user's run again.
-        ScriptStep::Reply(ModelReply::text("The kitchen phone is at 77 %.")),
+        text_step("The kitchen phone is at 77 %."),
     ])
     .await
     .unwrap();
@@ -295,13 +284,8 @@ fn a_high_risk_skill_waits_for_approval_across_a_restart() {
     let rt = process();
     rt.block_on(async {
         let server = ScriptedLlm::start([
-            ScriptStep::Reply(calls(vec![dev(
-                "w",
-                "kitchen",
-                "wifi_automation",
-                "disable",
-            )])),
-            ScriptStep::Reply(ModelReply::text("Kitchen Wi-Fi is off.")),
+            call_step(dev("w", "kitchen", "wifi_automation", "disable")),
+            text_step("Kitchen Wi-Fi is off."),
         ])
         .await
         .unwrap();
@@ -348,17 +332,8 @@ fn an_action_riskier_than_its_skill_asks_and_a_restart_interrupts_the_skill() {
     let rt = process();
     let run_id = rt.block_on(async {
         let server = ScriptedLlm::start([
-            ScriptStep::Reply(calls(vec![tc(
-                "i",
-                "invoke_skill",
-                json!({"skill": "understated"}),
-            )])),
-            ScriptStep::Reply(calls(vec![dev(
-                "w",
-                "kitchen",
-                "wifi_automation",
-                "disable",
-            )])),
+            call_step(tc("i", "invoke_skill", json!({"skill": "understated"}))),
+            call_step(dev("w", "kitchen", "wifi_automation", "disable")),
         ])
         .await
         .unwrap();
@@ -385,11 +360,9 @@ fn an_action_riskier_than_its_skill_asks_and_a_restart_interrupts_the_skill() {
 
     let rt = process();
     rt.block_on(async {
-        let server = ScriptedLlm::start([ScriptStep::Reply(ModelReply::text(
-            "The skill was interrupted.",
-        ))])
-        .await
-        .unwrap();
+        let server = ScriptedLlm::start([text_step("The skill was interrupted.")])
+            .await
+            .unwrap();
         let h = host();
         let a = skilled_agent(&path, config("low"), http(&server), h.clone()).await;
         assert_eq!(a.expire_orphan_approvals().await.unwrap(), 1);

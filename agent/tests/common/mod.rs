@@ -9,7 +9,7 @@ use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
 use droidwarden_agent::delegation::{RawDelegateConfig, validate};
-use droidwarden_agent::testing::{FakeToolHost, ScriptedLlm};
+use droidwarden_agent::testing::{FakeToolHost, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{
     Agent, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider, RunOutcome,
     StopReason, Store, ToolCall, ToolMode, provider,
@@ -126,6 +126,16 @@ pub(crate) fn calls(list: Vec<ToolCall>) -> ModelReply {
         tool_calls: list,
         ..ModelReply::default()
     }
+}
+
+/// A scripted model step that makes one tool call.
+pub(crate) fn call_step(call: ToolCall) -> ScriptStep {
+    ScriptStep::Reply(calls(vec![call]))
+}
+
+/// A scripted model step that answers `text`.
+pub(crate) fn text_step(text: &str) -> ScriptStep {
+    ScriptStep::Reply(ModelReply::text(text))
 }
 
 /// A toolkit call of `service.action` on `device`, without parameters.
