@@ -4,7 +4,7 @@
 mod common;
 use common::{
     agent, answer, assert_contains_all, battery_phones, call_step, calls, dev, device_call,
-    process, resume_to_end, run_events, tc, text_step,
+    process, resume_to_end, run_events, tc, text_step, wait_for_approval,
 };
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
@@ -29,6 +29,25 @@ fn agent_config(mode: ToolMode, approval: RawApprovalConfig) -> AgentConfig {
         ..RawAgentConfig::default()
     })
     .unwrap()
+}
+
+/// An agent in `dir` in tool `mode`, with default approvals, over the
+/// scripted server as provider `kind` (streaming or not), and its phones.
+async fn http_agent(
+    dir: &std::path::Path,
+    mode: ToolMode,
+    (kind, server, stream): (ProviderKind, &ScriptedLlm, bool),
+) -> (Agent, Arc<FakeToolHost>) {
+    let host = battery_host();
+    let config = agent_config(mode, RawApprovalConfig::default());
+    let a = agent(
+        dir,
+        config,
+        http_provider(kind, server, stream),
+        host.clone(),
+    )
+    .await;
+    (a, host)
 }
 
 fn http_provider(kind: ProviderKind, server: &ScriptedLlm, stream: bool) -> Arc<dyn Provider> {
@@ -83,14 +102,7 @@ async fn multi_step(kind: ProviderKind, mode: ToolMode, stream: bool) {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let host = battery_host();
-    let a = agent(
-        dir.path(),
-        agent_config(mode, RawApprovalConfig::default()),
-        http_provider(kind, &server, stream),
-        host.clone(),
-    )
-    .await;
+    let (a, host) = http_agent(dir.path(), mode, (kind, &server, stream)).await;
     let run = a
         .ask(AskRequest::new(
             "Compare the batteries, then turn the bedroom music down to 20 %.",
@@ -200,12 +212,10 @@ async fn malformed_calls_are_answered_with_errors_the_model_corrects() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let host = battery_host();
-    let a = agent(
+    let (a, host) = http_agent(
         dir.path(),
-        agent_config(ToolMode::Toolkit, RawApprovalConfig::default()),
-        http_provider(ProviderKind::Openai, &server, true),
-        host.clone(),
+        ToolMode::Toolkit,
+        (ProviderKind::Openai, &server, true),
     )
     .await;
     let outcome = answer(&a, "Kitchen battery?").await;
@@ -404,18 +414,6 @@ async fn drive_until_approval(
     let mut events = run.events();
     let driving = tokio::spawn(run.drive(CancellationToken::new()));
     (driving, wait_for_approval(&mut events).await)
-}
-
-async fn wait_for_approval(events: &mut droidwarden_agent::RunEvents) -> String {
-    loop {
-        let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
-            .await
-            .expect("approval requested in time")
-            .expect("open");
-        if let EventKind::ApprovalRequested { approval } = ev.kind {
-            return approval.approval_id;
-        }
-    }
 }
 
 fn tool_result_of(model: &ScriptedModel, call: &str) -> (bool, String) {

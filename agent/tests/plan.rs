@@ -3,7 +3,9 @@
 //! store.
 
 mod common;
-use common::{agent, battery_phones, process, resume_to_end, run_events, text_step};
+use common::{
+    agent, battery_phones, process, resume_to_end, run_events, text_step, wait_for_approval,
+};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
@@ -293,15 +295,7 @@ fn a_plan_survives_a_restart_mid_plan() {
         let id = run.run_id().to_owned();
         let mut events = run.events();
         tokio::spawn(run.drive(CancellationToken::new()));
-        loop {
-            let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
-                .await
-                .unwrap()
-                .unwrap();
-            if matches!(ev.kind, EventKind::ApprovalRequested { .. }) {
-                break;
-            }
-        }
+        wait_for_approval(&mut events).await;
         id
     });
     drop(rt);

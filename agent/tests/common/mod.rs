@@ -241,6 +241,20 @@ pub(crate) fn process() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// The id of the next approval run `events` asks for (10 s at most for
+/// each event).
+pub(crate) async fn wait_for_approval(events: &mut droidwarden_agent::RunEvents) -> String {
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("approval requested in time")
+            .expect("open");
+        if let EventKind::ApprovalRequested { approval } = ev.kind {
+            return approval.approval_id;
+        }
+    }
+}
+
 pub(crate) fn all_events(a: &Agent) -> tokio::sync::mpsc::UnboundedReceiver<AgentEvent> {
     let mut rx = a.subscribe();
     let (tx, out) = tokio::sync::mpsc::unbounded_channel();
