@@ -502,25 +502,18 @@ async fn unanswered_approvals_expire_as_denials() {
 fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_owned();
-    let first_host = battery_host();
 
     // First process: the run asks for approval, then the process dies.
     let rt = process();
-    let (run_id, approval_id) = rt.block_on(async {
-        let a = agent(
-            &path,
-            approval_cfg(3600.0),
-            wifi_off_model("unused"),
-            first_host.clone(),
-        )
-        .await;
+    let (run_id, approval_id, first_host) = rt.block_on(async {
+        let (a, host, _) = wifi_off_agent(&path, "unused", 3600.0).await;
         let run = ask_wifi_off(&a).await;
         let run_id = run.run_id().to_owned();
         let mut events = run.events();
         // Spawned and never awaited: dropped with the runtime, like a kill.
         tokio::spawn(run.drive(CancellationToken::new()));
         let id = wait_for_approval(&mut events).await;
-        (run_id, id)
+        (run_id, id, host)
     });
     drop(rt);
     assert_eq!(first_host.calls().len(), 0);
@@ -589,13 +582,7 @@ fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
     let path = dir.path().to_owned();
     let rt = process();
     let (run_id, approval_id) = rt.block_on(async {
-        let a = agent(
-            &path,
-            approval_cfg(3600.0),
-            wifi_off_model("unused"),
-            battery_host(),
-        )
-        .await;
+        let (a, _, _) = wifi_off_agent(&path, "unused", 3600.0).await;
         let run = ask_wifi_off(&a).await;
         let run_id = run.run_id().to_owned();
         let mut events = run.events();
