@@ -41,12 +41,7 @@ fn model(rounds: usize, call: &'static str) -> Arc<ScriptedModel> {
             .count();
         if done < rounds {
             ModelReply {
-                tool_calls: vec![ToolCall {
-                    id: format!("c{done}"),
-                    name: "android_device".into(),
-                    arguments: call.into(),
-                    signature: None,
-                }],
+                tool_calls: vec![ToolCall::new(format!("c{done}"), "android_device", call)],
                 ..ModelReply::default()
             }
         } else {
@@ -73,12 +68,7 @@ fn plan_model(steps: usize) -> Arc<ScriptedModel> {
                 ModelReply::text("found")
             } else {
                 ModelReply {
-                    tool_calls: vec![ToolCall {
-                        id: "c".into(),
-                        name: "android_device".into(),
-                        arguments: READ.into(),
-                        signature: None,
-                    }],
+                    tool_calls: vec![ToolCall::new("c", "android_device", READ)],
                     ..ModelReply::default()
                 }
             }
@@ -90,11 +80,7 @@ fn plan_model(steps: usize) -> Arc<ScriptedModel> {
 
 /// Plan mode: the cost of one more plan step.
 fn per_plan_step(checkpoint: bool) -> (Duration, Duration, Duration) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
+    runtime().block_on(async {
         const STEPS: usize = 10;
         let make = |dir: std::path::PathBuf, steps: usize| async move {
             let store = Store::open(dir, Durability::Process).await.expect("store");
@@ -116,28 +102,9 @@ fn per_plan_step(checkpoint: bool) -> (Duration, Duration, Duration) {
         let d1 = tempfile::tempdir().expect("tempdir");
         let one = make(d0.path().to_owned(), 1).await;
         let many = make(d1.path().to_owned(), STEPS).await;
-        let time = |a: Agent| async move {
-            let run = || async {
-                let out = a
-                    .ask(AskRequest::new("plan it").with_mode(RunMode::Plan))
-                    .await
-                    .expect("ask")
-                    .drive(CancellationToken::new())
-                    .await
-                    .expect("drive");
-                assert_eq!(out.text, "done");
-            };
-            for _ in 0..10 {
-                run().await;
-            }
-            let start = Instant::now();
-            for _ in 0..100 {
-                run().await;
-            }
-            start.elapsed() / 100
-        };
-        let t0 = time(one).await;
-        let t1 = time(many).await;
+        let plan = || AskRequest::new("plan it").with_mode(RunMode::Plan);
+        let t0 = mean_run_time(&one, 100, plan).await;
+        let t1 = mean_run_time(&many, 100, plan).await;
         (t1.saturating_sub(t0) / (STEPS as u32 - 1), t0, t1)
     })
 }
@@ -163,9 +130,22 @@ async fn agent(
     Agent::new(config, model(rounds, call), host, store)
 }
 
-async fn run_once(a: &Agent) {
+/// The tool-loop benchmarks' request.
+fn read_battery() -> AskRequest {
+    AskRequest::new("read the battery")
+}
+
+/// A current-thread runtime for one measurement.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+async fn run_once(a: &Agent, request: AskRequest) {
     let out = a
-        .ask(AskRequest::new("read the battery"))
+        .ask(request)
         .await
         .expect("ask")
         .drive(CancellationToken::new())
@@ -174,13 +154,13 @@ async fn run_once(a: &Agent) {
     assert_eq!(out.text, "done");
 }
 
-async fn mean_run_time(a: &Agent, runs: usize) -> Duration {
+async fn mean_run_time(a: &Agent, runs: usize, request: fn() -> AskRequest) -> Duration {
     for _ in 0..runs / 10 {
-        run_once(a).await; // warm-up
+        run_once(a, request()).await; // warm-up
     }
     let start = Instant::now();
     for _ in 0..runs {
-        run_once(a).await;
+        run_once(a, request()).await;
     }
     start.elapsed() / runs as u32
 }
@@ -190,11 +170,7 @@ fn per_round(
     checkpoint: bool,
     durability: Durability,
 ) -> (Duration, Duration, Duration) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
+    runtime().block_on(async {
         const ROUNDS: usize = 10;
         let d0 = tempfile::tempdir().expect("tempdir");
         let d1 = tempfile::tempdir().expect("tempdir");
@@ -205,8 +181,8 @@ fn per_round(
         } else {
             200
         };
-        let t0 = mean_run_time(&zero, runs).await;
-        let t1 = mean_run_time(&many, runs).await;
+        let t0 = mean_run_time(&zero, runs, read_battery).await;
+        let t1 = mean_run_time(&many, runs, read_battery).await;
         (t1.saturating_sub(t0) / ROUNDS as u32, t0, t1)
     })
 }
@@ -227,7 +203,7 @@ fn throughput(call: &'static str, checkpoint: bool) -> f64 {
             let mut set = tokio::task::JoinSet::new();
             for _ in 0..SESSIONS {
                 let a = a.clone();
-                set.spawn(async move { run_once(&a).await });
+                set.spawn(async move { run_once(&a, read_battery()).await });
             }
             while let Some(r) = set.join_next().await {
                 r.expect("run");
@@ -240,6 +216,19 @@ fn throughput(call: &'static str, checkpoint: bool) -> f64 {
         }
         (SESSIONS * BATCHES) as f64 / start.elapsed().as_secs_f64()
     })
+}
+
+/// The median of five measurements (the machine is shared).
+fn median_of_five(
+    measure: impl FnMut() -> (Duration, Duration, Duration),
+) -> (Duration, Duration, Duration) {
+    let mut samples: Vec<_> = std::iter::repeat_with(measure).take(5).collect();
+    samples.sort();
+    samples[2]
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
 }
 
 fn main() {
@@ -281,17 +270,12 @@ fn main() {
         if !wanted(label) {
             continue;
         }
-        // The median of five measurements: the machine is shared.
-        let mut samples: Vec<_> = (0..5)
-            .map(|_| per_round(call, checkpoint, durability))
-            .collect();
-        samples.sort();
-        let (r, t0, t1) = samples[2];
+        let (r, t0, t1) = median_of_five(|| per_round(call, checkpoint, durability));
         println!(
             "  per tool round, {label:<42} {:>8.1} µs   (run with 0 rounds {:.1} µs, 10 rounds {:.1} µs)",
-            r.as_secs_f64() * 1e6,
-            t0.as_secs_f64() * 1e6,
-            t1.as_secs_f64() * 1e6
+            micros(r),
+            micros(t0),
+            micros(t1)
         );
     }
     for (label, call, checkpoint) in [
@@ -316,14 +300,12 @@ fn main() {
         if !wanted(label) {
             continue;
         }
-        let mut samples: Vec<_> = (0..5).map(|_| per_plan_step(checkpoint)).collect();
-        samples.sort();
-        let (r, t0, t1) = samples[2];
+        let (r, t0, t1) = median_of_five(|| per_plan_step(checkpoint));
         println!(
             "  per plan step, {label:<43} {:>8.1} µs   (plan of 1 step {:.1} µs, 10 steps {:.1} µs)",
-            r.as_secs_f64() * 1e6,
-            t0.as_secs_f64() * 1e6,
-            t1.as_secs_f64() * 1e6
+            micros(r),
+            micros(t0),
+            micros(t1)
         );
     }
 }

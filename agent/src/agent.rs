@@ -29,7 +29,7 @@ use crate::policy::ApprovalPolicy;
 use crate::provider::{ChatRequest, Provider};
 use crate::skills::{INVOKE_SKILL_TOOL, SkillSet};
 use crate::store::{self, ApprovalStatus, RunInfo, SessionSummary, Store};
-use crate::tools::{Planned, Toolset};
+use crate::tools::{Planned, SkillScope, Toolset};
 use droidwarden_services::{Command, ErrorCode, Risk, WireError};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -992,25 +992,17 @@ fn invoke_skill(
             });
         }
     };
-    let toolset = Toolset::for_skill(
+    let toolset = Toolset::for_child(
         cfg.tool_mode,
         parent_tools.devices(),
         skills.clone(),
-        &skill.name,
-        allowed,
+        SkillScope::skill(&skill.name, allowed),
         call.depth,
         parent_tools.max_depth(),
     );
     let mut child_policy = policy.clone();
     child_policy.auto_approve_up_to = child_policy.auto_approve_up_to.max(call.risk);
-    let max_iterations = skill.max_iterations.unwrap_or(cfg.max_iterations);
-    let limits = RunLimits {
-        max_iterations,
-        max_steps: max_iterations * 4 + 4,
-        max_result_chars: cfg.max_result_chars,
-        approval_timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
-        tools_enabled: !toolset.is_empty(),
-    };
+    let limits = child_limits(cfg, skill.max_iterations, policy, &toolset);
     let input_text = serde_json::to_string_pretty(&call.input).unwrap_or_default();
     let state = RunState::new(
         store::new_id("k-"),
@@ -1085,6 +1077,25 @@ struct Child {
 struct ChildEnd {
     result: Result<Value, WireError>,
     steps: Vec<crate::graph::ToolStep>,
+}
+
+/// The limits of a child run (a skill's or a delegated agent's): its own
+/// iteration limit (`None`: the agent's) with steps to match, the parent's
+/// approval wait, the agent's result size.
+fn child_limits(
+    cfg: &AgentConfig,
+    max_iterations: Option<u32>,
+    policy: &ApprovalPolicy,
+    toolset: &Toolset,
+) -> RunLimits {
+    let max_iterations = max_iterations.unwrap_or(cfg.max_iterations);
+    RunLimits {
+        max_iterations,
+        max_steps: max_iterations * 4 + 4,
+        max_result_chars: cfg.max_result_chars,
+        approval_timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
+        tools_enabled: !toolset.is_empty(),
+    }
 }
 
 /// Drive a child run to its end, bounded by its timeout. Nothing it does

@@ -12,6 +12,10 @@ use std::pin::Pin;
 /// traits in this crate ([`ToolHost`], [`crate::Provider`]).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// What a [`ToolHost`] call gives back: the action's result, or the error
+/// the model is shown.
+pub type ToolFuture<'a> = BoxFuture<'a, Result<Value, WireError>>;
+
 /// A device as the agent sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceSummary {
@@ -50,11 +54,7 @@ pub trait ToolHost: Send + Sync + std::fmt::Debug {
     /// Run `command` on `device` (`None`: the daemon's default device).
     /// The agent bounds the wait with its tool timeout (at least
     /// [`ToolHost::call_limit`] plus a second).
-    fn call<'a>(
-        &'a self,
-        device: Option<&'a str>,
-        command: Command,
-    ) -> BoxFuture<'a, Result<Value, WireError>>;
+    fn call<'a>(&'a self, device: Option<&'a str>, command: Command) -> ToolFuture<'a>;
 
     /// Tools beyond the catalogue (the daemon's MCP servers), offered to
     /// the model as they are. Denied tools are not in this list.
@@ -64,11 +64,7 @@ pub trait ToolHost: Send + Sync + std::fmt::Debug {
 
     /// Run extra tool `name` with `arguments` (a JSON object). The host
     /// bounds the wait itself.
-    fn call_extra<'a>(
-        &'a self,
-        name: &'a str,
-        _arguments: Value,
-    ) -> BoxFuture<'a, Result<Value, WireError>> {
+    fn call_extra<'a>(&'a self, name: &'a str, _arguments: Value) -> ToolFuture<'a> {
         Box::pin(async move {
             Err(WireError::new(
                 droidwarden_services::ErrorCode::InvalidRequest,

@@ -60,7 +60,7 @@ pub use config::{AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawLlmCon
 pub use error::AgentError;
 pub use events::{AgentEvent, EventKind, PendingApproval, StopReason};
 pub use graph::{RunOutcome, ToolStep};
-pub use host::{BoxFuture, DeviceSummary, ToolHost};
+pub use host::{BoxFuture, DeviceSummary, ToolFuture, ToolHost};
 pub use message::{Message, ModelReply, ToolCall, Usage};
 pub use plan::RunMode;
 pub use policy::ApprovalPolicy;

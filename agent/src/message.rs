@@ -48,6 +48,22 @@ pub struct Thinking {
     pub signature: Option<String>,
 }
 
+impl ToolCall {
+    /// A call without a thought signature.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+            signature: None,
+        }
+    }
+}
+
 /// A tool call requested by the model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
@@ -115,12 +131,7 @@ impl ModelReply {
             tool_calls: calls
                 .into_iter()
                 .enumerate()
-                .map(|(i, (name, arguments))| ToolCall {
-                    id: format!("call_{i}"),
-                    name: name.into(),
-                    arguments: arguments.into(),
-                    signature: None,
-                })
+                .map(|(i, (name, arguments))| ToolCall::new(format!("call_{i}"), name, arguments))
                 .collect(),
             ..Self::default()
         }

@@ -1,14 +1,19 @@
 //! The agent end to end: scripted models (over HTTP and in process), the
 //! fake tool host, a real SQLite store in a temporary directory.
 
+mod common;
+use common::{
+    agent, answer, assert_contains_all, battery_phones, call_step, calls, dev, device_call,
+    process, resume_to_end, run_events, tc, text_step, wait_for_approval,
+};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
 use droidwarden_agent::provider;
 use droidwarden_agent::testing::{FakeToolHost, ScriptStep, ScriptedLlm, ScriptedModel};
 use droidwarden_agent::{
-    Agent, AgentError, AgentEvent, AskRequest, Durability, EventKind, Message, ModelReply,
-    Provider, StopReason, Store, ToolCall, ToolMode,
+    Agent, AgentError, AskRequest, EventKind, Message, ModelReply, Provider, StopReason, ToolCall,
+    ToolMode,
 };
 use droidwarden_services::{ErrorCode, WireError};
 use serde_json::{Value, json};
@@ -26,14 +31,23 @@ fn agent_config(mode: ToolMode, approval: RawApprovalConfig) -> AgentConfig {
     .unwrap()
 }
 
-async fn agent(
+/// An agent in `dir` in tool `mode`, with default approvals, over the
+/// scripted server as provider `kind` (streaming or not), and its phones.
+async fn http_agent(
     dir: &std::path::Path,
-    cfg: AgentConfig,
-    provider: Arc<dyn Provider>,
-    host: Arc<FakeToolHost>,
-) -> Agent {
-    let store = Store::open(dir, Durability::Process).await.unwrap();
-    Agent::new(cfg, provider, host, store)
+    mode: ToolMode,
+    (kind, server, stream): (ProviderKind, &ScriptedLlm, bool),
+) -> (Agent, Arc<FakeToolHost>) {
+    let host = battery_host();
+    let config = agent_config(mode, RawApprovalConfig::default());
+    let a = agent(
+        dir,
+        config,
+        http_provider(kind, server, stream),
+        host.clone(),
+    )
+    .await;
+    (a, host)
 }
 
 fn http_provider(kind: ProviderKind, server: &ScriptedLlm, stream: bool) -> Arc<dyn Provider> {
@@ -49,71 +63,11 @@ fn http_provider(kind: ProviderKind, server: &ScriptedLlm, stream: bool) -> Arc<
     provider::from_config(&cfg).unwrap()
 }
 
-fn tc(id: &str, name: &str, args: Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: args.to_string(),
-        signature: None,
-    }
-}
-
-fn calls(list: Vec<ToolCall>) -> ModelReply {
-    ModelReply {
-        tool_calls: list,
-        ..ModelReply::default()
-    }
-}
-
-/// A device call in the given mode.
-fn device_call(
-    mode: ToolMode,
-    id: &str,
-    device: &str,
-    service: &str,
-    action: &str,
-    params: Value,
-) -> ToolCall {
-    match mode {
-        ToolMode::Toolkit => tc(
-            id,
-            "android_device",
-            json!({"device": device, "service_id": service, "action": action, "parameters": params}),
-        ),
-        _ => tc(
-            id,
-            &format!("android_{service}"),
-            json!({"device": device, "action": action, "parameters": params}),
-        ),
-    }
-}
-
 fn battery_host() -> Arc<FakeToolHost> {
-    Arc::new(FakeToolHost::two_phones().with_handler(|c| {
-        match (c.service.as_str(), c.device.as_deref()) {
-            ("battery", Some("kitchen")) => Ok(json!({"level_percent": 81, "charging": true})),
-            ("battery", Some("bedroom")) => Ok(json!({"level_percent": 42, "charging": false})),
-            _ => Ok(json!({"ok": true})),
-        }
-    }))
-}
-
-async fn collect(
-    mut rx: tokio::sync::broadcast::Receiver<AgentEvent>,
-    run_id: String,
-) -> Vec<EventKind> {
-    let mut out = Vec::new();
-    while let Ok(ev) = rx.recv().await {
-        if ev.run_id != run_id {
-            continue;
-        }
-        let last = matches!(ev.kind, EventKind::Final { .. } | EventKind::Error { .. });
-        out.push(ev.kind);
-        if last {
-            break;
-        }
-    }
-    out
+    battery_phones(
+        json!({"level_percent": 81, "charging": true}),
+        json!({"level_percent": 42, "charging": false}),
+    )
 }
 
 fn tool_messages(messages: &[Value]) -> String {
@@ -141,28 +95,21 @@ async fn multi_step(kind: ProviderKind, mode: ToolMode, stream: bool) {
             ),
             tc("c4", "calculator", json!({"expression": "81 - 42"})),
         ])),
-        ScriptStep::Reply(ModelReply::text(
+        text_step(
             "Kitchen is at 81 %, bedroom at 42 % (39 points apart); bedroom music set to 20 %.",
-        )),
+        ),
     ])
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let host = battery_host();
-    let a = agent(
-        dir.path(),
-        agent_config(mode, RawApprovalConfig::default()),
-        http_provider(kind, &server, stream),
-        host.clone(),
-    )
-    .await;
+    let (a, host) = http_agent(dir.path(), mode, (kind, &server, stream)).await;
     let run = a
         .ask(AskRequest::new(
             "Compare the batteries, then turn the bedroom music down to 20 %.",
         ))
         .await
         .unwrap();
-    let events = tokio::spawn(collect(a.subscribe(), run.run_id().to_owned()));
+    let events = tokio::spawn(run_events(a.subscribe(), run.run_id().to_owned()));
     let outcome = run.drive(CancellationToken::new()).await.unwrap();
     let label = format!("{kind:?}/{mode:?}/stream={stream}");
     assert_eq!(outcome.stop_reason, StopReason::FinalAnswer, "{label}");
@@ -180,12 +127,7 @@ async fn multi_step(kind: ProviderKind, mode: ToolMode, stream: bool) {
         ProviderKind::Gemini => reqs[2].body["contents"].as_array().unwrap(),
         _ => reqs[2].body["messages"].as_array().unwrap(),
     });
-    for needle in ["81", "42", "39.0", "set_volume"] {
-        assert!(
-            third.contains(needle),
-            "{label}: {needle} missing from {third}"
-        );
-    }
+    assert_contains_all(&label, &third, &["81", "42", "39.0", "set_volume"]);
 
     // Events: each once.
     let events = events.await.unwrap();
@@ -264,38 +206,32 @@ async fn malformed_calls_are_answered_with_errors_the_model_corrects() {
             ],
             ..ModelReply::default()
         }),
-        ScriptStep::Reply(calls(vec![device_call(ToolMode::Toolkit, "good", "kitchen", "battery", "status", json!({}))])),
-        ScriptStep::Reply(ModelReply::text("Kitchen battery: 81 %.")),
+        call_step(dev("good", "kitchen", "battery", "status")),
+        text_step("Kitchen battery: 81 %."),
     ])
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let host = battery_host();
-    let a = agent(
+    let (a, host) = http_agent(
         dir.path(),
-        agent_config(ToolMode::Toolkit, RawApprovalConfig::default()),
-        http_provider(ProviderKind::Openai, &server, true),
-        host.clone(),
+        ToolMode::Toolkit,
+        (ProviderKind::Openai, &server, true),
     )
     .await;
-    let outcome = a
-        .ask(AskRequest::new("Kitchen battery?"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = answer(&a, "Kitchen battery?").await;
     assert_eq!(outcome.text, "Kitchen battery: 81 %.");
     assert_eq!(host.calls().len(), 1, "only the corrected call ran");
     let second = tool_messages(server.requests()[1].body["messages"].as_array().unwrap());
-    for needle in [
-        "not valid JSON",
-        "unknown tool",
-        "requires parameter",
-        "invalid_params",
-    ] {
-        assert!(second.contains(needle), "{needle} missing: {second}");
-    }
+    assert_contains_all(
+        "the second request's tool results",
+        &second,
+        &[
+            "not valid JSON",
+            "unknown tool",
+            "requires parameter",
+            "invalid_params",
+        ],
+    );
 }
 
 #[tokio::test]
@@ -314,14 +250,7 @@ async fn retryable_device_errors_are_retried() {
     );
     let model = Arc::new(ScriptedModel::new([
         calls(vec![
-            device_call(
-                ToolMode::Toolkit,
-                "c1",
-                "kitchen",
-                "battery",
-                "status",
-                json!({}),
-            ),
+            dev("c1", "kitchen", "battery", "status"),
             device_call(
                 ToolMode::Toolkit,
                 "c2",
@@ -340,12 +269,7 @@ async fn retryable_device_errors_are_retried() {
         host.clone(),
     )
     .await;
-    a.ask(AskRequest::new("go"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    answer(&a, "go").await;
     // A read is retried; a change that timed out is not repeated (it may have run).
     assert_eq!(host.count("battery", "status"), 2);
     assert_eq!(host.count("audio_automation", "set_volume"), 1);
@@ -364,38 +288,10 @@ async fn calls_run_concurrently_across_devices_and_one_at_a_time_per_device() {
     let host = Arc::new(FakeToolHost::two_phones().with_delay(Duration::from_millis(60)));
     let model = Arc::new(ScriptedModel::new([
         calls(vec![
-            device_call(
-                ToolMode::Toolkit,
-                "k1",
-                "kitchen",
-                "battery",
-                "status",
-                json!({}),
-            ),
-            device_call(
-                ToolMode::Toolkit,
-                "k2",
-                "kitchen",
-                "wifi_automation",
-                "status",
-                json!({}),
-            ),
-            device_call(
-                ToolMode::Toolkit,
-                "b1",
-                "bedroom",
-                "battery",
-                "status",
-                json!({}),
-            ),
-            device_call(
-                ToolMode::Toolkit,
-                "b2",
-                "bedroom",
-                "wifi_automation",
-                "status",
-                json!({}),
-            ),
+            dev("k1", "kitchen", "battery", "status"),
+            dev("k2", "kitchen", "wifi_automation", "status"),
+            dev("b1", "bedroom", "battery", "status"),
+            dev("b2", "bedroom", "wifi_automation", "status"),
         ]),
         ModelReply::text("done"),
     ]));
@@ -407,12 +303,7 @@ async fn calls_run_concurrently_across_devices_and_one_at_a_time_per_device() {
     )
     .await;
     let start = std::time::Instant::now();
-    a.ask(AskRequest::new("status of everything"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    answer(&a, "status of everything").await;
     assert_eq!(host.calls().len(), 4);
     assert_eq!(host.max_in_flight(), 2);
     assert_eq!(host.max_in_flight_per_device(), 1);
@@ -425,19 +316,13 @@ async fn calls_run_concurrently_across_devices_and_one_at_a_time_per_device() {
 async fn without_tools_a_single_model_call() {
     let dir = tempfile::tempdir().unwrap();
     let host = Arc::new(FakeToolHost::new(Vec::new()));
-    let model = Arc::new(ScriptedModel::new([ModelReply::text("Hello!")]));
+    let model = Arc::new(ScriptedModel::texts(["Hello!"]));
     let cfg = AgentConfig {
         builtin_tools: false,
         ..agent_config(ToolMode::Toolkit, RawApprovalConfig::default())
     };
     let a = agent(dir.path(), cfg, model.clone(), host).await;
-    let out = a
-        .ask(AskRequest::new("hi"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    let out = answer(&a, "hi").await;
     assert_eq!(out.text, "Hello!");
     assert_eq!(model.requests().len(), 1);
     assert!(model.requests()[0].tools.is_empty());
@@ -450,7 +335,7 @@ async fn a_failing_model_ends_the_run_with_an_error_event() {
     model.push_failure(401);
     let a = agent(dir.path(), AgentConfig::default(), model, battery_host()).await;
     let run = a.ask(AskRequest::new("hi")).await.unwrap();
-    let events = tokio::spawn(collect(a.subscribe(), run.run_id().to_owned()));
+    let events = tokio::spawn(run_events(a.subscribe(), run.run_id().to_owned()));
     let out = run.drive(CancellationToken::new()).await.unwrap();
     assert_eq!(out.stop_reason, StopReason::Error);
     assert!(out.error.is_some());
@@ -475,18 +360,26 @@ fn approval_cfg(timeout_s: f64) -> AgentConfig {
     )
 }
 
+/// A model that makes one toolkit call `id` on the kitchen phone, then
+/// answers `texts` in turn.
+fn kitchen_call_model(
+    id: &str,
+    (service, action, params): (&str, &str, Value),
+    texts: &[&str],
+) -> Arc<ScriptedModel> {
+    let call = device_call(ToolMode::Toolkit, id, "kitchen", service, action, params);
+    let answers = texts.iter().map(|t| ModelReply::text(*t));
+    Arc::new(ScriptedModel::new(
+        std::iter::once(calls(vec![call])).chain(answers),
+    ))
+}
+
 fn wifi_off_model(final_text: &str) -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::new([
-        calls(vec![device_call(
-            ToolMode::Toolkit,
-            "w",
-            "kitchen",
-            "wifi_automation",
-            "disable",
-            json!({}),
-        )]),
-        ModelReply::text(final_text),
-    ]))
+    kitchen_call_model(
+        "w",
+        ("wifi_automation", "disable", json!({})),
+        &[final_text],
+    )
 }
 
 /// Ask `a` to turn off the kitchen Wi-Fi (a high-risk action).
@@ -496,24 +389,31 @@ async fn ask_wifi_off(a: &Agent) -> droidwarden_agent::Run {
         .unwrap()
 }
 
-/// A fresh runtime: each stands for one daemon process.
-fn process() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
+/// An agent whose model turns the kitchen Wi-Fi off, then answers
+/// `final_text`; approvals time out after `timeout_s`. With its phones and
+/// model.
+async fn wifi_off_agent(
+    dir: &std::path::Path,
+    final_text: &str,
+    timeout_s: f64,
+) -> (Agent, Arc<FakeToolHost>, Arc<ScriptedModel>) {
+    let host = battery_host();
+    let model = wifi_off_model(final_text);
+    let a = agent(dir, approval_cfg(timeout_s), model.clone(), host.clone()).await;
+    (a, host, model)
 }
 
-async fn wait_for_approval(events: &mut droidwarden_agent::RunEvents) -> String {
-    loop {
-        let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
-            .await
-            .expect("approval requested in time")
-            .expect("open");
-        if let EventKind::ApprovalRequested { approval } = ev.kind {
-            return approval.approval_id;
-        }
-    }
+/// Drive `run` in a task of its own until it asks for an approval: the
+/// task and the approval's id.
+async fn drive_until_approval(
+    run: droidwarden_agent::Run,
+) -> (
+    tokio::task::JoinHandle<Result<droidwarden_agent::RunOutcome, AgentError>>,
+    String,
+) {
+    let mut events = run.events();
+    let driving = tokio::spawn(run.drive(CancellationToken::new()));
+    (driving, wait_for_approval(&mut events).await)
 }
 
 fn tool_result_of(model: &ScriptedModel, call: &str) -> (bool, String) {
@@ -538,13 +438,8 @@ fn tool_result_of(model: &ScriptedModel, call: &str) -> (bool, String) {
 #[tokio::test]
 async fn approved_actions_run_once() {
     let dir = tempfile::tempdir().unwrap();
-    let host = battery_host();
-    let model = wifi_off_model("Wi-Fi is off.");
-    let a = agent(dir.path(), approval_cfg(300.0), model.clone(), host.clone()).await;
-    let run = ask_wifi_off(&a).await;
-    let mut events = run.events();
-    let driving = tokio::spawn(run.drive(CancellationToken::new()));
-    let id = wait_for_approval(&mut events).await;
+    let (a, host, model) = wifi_off_agent(dir.path(), "Wi-Fi is off.", 300.0).await;
+    let (driving, id) = drive_until_approval(ask_wifi_off(&a).await).await;
     let pending = a.pending_approvals().await.unwrap();
     assert_eq!(pending.len(), 1);
     let p = &pending[0];
@@ -570,13 +465,9 @@ async fn approved_actions_run_once() {
 #[tokio::test]
 async fn denied_actions_reach_the_model_as_the_result() {
     let dir = tempfile::tempdir().unwrap();
-    let host = battery_host();
-    let model = wifi_off_model("I did not turn it off: you declined.");
-    let a = agent(dir.path(), approval_cfg(300.0), model.clone(), host.clone()).await;
-    let run = ask_wifi_off(&a).await;
-    let mut events = run.events();
-    let driving = tokio::spawn(run.drive(CancellationToken::new()));
-    let id = wait_for_approval(&mut events).await;
+    let (a, host, model) =
+        wifi_off_agent(dir.path(), "I did not turn it off: you declined.", 300.0).await;
+    let (driving, id) = drive_until_approval(ask_wifi_off(&a).await).await;
     a.deny(&id, "not during the video call").await.unwrap();
     let out = driving.await.unwrap().unwrap();
     assert_eq!(out.stop_reason, StopReason::FinalAnswer);
@@ -591,9 +482,7 @@ async fn denied_actions_reach_the_model_as_the_result() {
 #[tokio::test(start_paused = true)]
 async fn unanswered_approvals_expire_as_denials() {
     let dir = tempfile::tempdir().unwrap();
-    let host = battery_host();
-    let model = wifi_off_model("The request expired.");
-    let a = agent(dir.path(), approval_cfg(120.0), model.clone(), host.clone()).await;
+    let (a, host, model) = wifi_off_agent(dir.path(), "The request expired.", 120.0).await;
     let run = ask_wifi_off(&a).await;
     let before = tokio::time::Instant::now();
     let out = run.drive(CancellationToken::new()).await.unwrap();
@@ -613,25 +502,18 @@ async fn unanswered_approvals_expire_as_denials() {
 fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_owned();
-    let first_host = battery_host();
 
     // First process: the run asks for approval, then the process dies.
     let rt = process();
-    let (run_id, approval_id) = rt.block_on(async {
-        let a = agent(
-            &path,
-            approval_cfg(3600.0),
-            wifi_off_model("unused"),
-            first_host.clone(),
-        )
-        .await;
+    let (run_id, approval_id, first_host) = rt.block_on(async {
+        let (a, host, _) = wifi_off_agent(&path, "unused", 3600.0).await;
         let run = ask_wifi_off(&a).await;
         let run_id = run.run_id().to_owned();
         let mut events = run.events();
         // Spawned and never awaited: dropped with the runtime, like a kill.
         tokio::spawn(run.drive(CancellationToken::new()));
         let id = wait_for_approval(&mut events).await;
-        (run_id, id)
+        (run_id, id, host)
     });
     drop(rt);
     assert_eq!(first_host.calls().len(), 0);
@@ -640,7 +522,7 @@ fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
     let rt = process();
     rt.block_on(async {
         let host = battery_host();
-        let model = Arc::new(ScriptedModel::new([ModelReply::text("Wi-Fi is off now.")]));
+        let model = Arc::new(ScriptedModel::texts(["Wi-Fi is off now."]));
         let a = agent(&path, approval_cfg(3600.0), model.clone(), host.clone()).await;
         let interrupted = a.interrupted_runs().await.unwrap();
         assert_eq!(interrupted.len(), 1);
@@ -700,13 +582,7 @@ fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
     let path = dir.path().to_owned();
     let rt = process();
     let (run_id, approval_id) = rt.block_on(async {
-        let a = agent(
-            &path,
-            approval_cfg(3600.0),
-            wifi_off_model("unused"),
-            battery_host(),
-        )
-        .await;
+        let (a, _, _) = wifi_off_agent(&path, "unused", 3600.0).await;
         let run = ask_wifi_off(&a).await;
         let run_id = run.run_id().to_owned();
         let mut events = run.events();
@@ -725,17 +601,11 @@ fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
     let rt = process();
     rt.block_on(async {
         let host = battery_host();
-        let model = Arc::new(ScriptedModel::new([ModelReply::text("Done.")]));
+        let model = Arc::new(ScriptedModel::texts(["Done."]));
         let a = agent(&path, approval_cfg(3600.0), model, host.clone()).await;
         // The CLI answers before the run is resumed.
         a.approve(&approval_id).await.unwrap();
-        let out = a
-            .resume(&run_id)
-            .await
-            .unwrap()
-            .drive(CancellationToken::new())
-            .await
-            .unwrap();
+        let out = resume_to_end(&a, &run_id).await;
         assert_eq!(out.text, "Done.");
         assert_eq!(host.count("wifi_automation", "disable"), 1);
     });
@@ -747,13 +617,13 @@ fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
 #[tokio::test]
 async fn memory_retrieves_an_early_fact_beyond_the_window() {
     let dir = tempfile::tempdir().unwrap();
-    let model = Arc::new(ScriptedModel::new([
-        ModelReply::text("Noted: the garage door code is 4711."),
-        ModelReply::text("Music is at 40 %."),
-        ModelReply::text("It is sunny."),
-        ModelReply::text("Bedroom battery is at 42 %."),
-        ModelReply::text("Screen brightness is 128."),
-        ModelReply::text("The garage door code is 4711."),
+    let model = Arc::new(ScriptedModel::texts([
+        "Noted: the garage door code is 4711.",
+        "Music is at 40 %.",
+        "It is sunny.",
+        "Bedroom battery is at 42 %.",
+        "Screen brightness is 128.",
+        "The garage door code is 4711.",
     ]));
     let cfg = AgentConfig {
         memory_turns: 2,
@@ -812,36 +682,22 @@ async fn memory_retrieves_an_early_fact_beyond_the_window() {
 #[tokio::test]
 async fn markdown_shows_tool_calls_and_results() {
     let dir = tempfile::tempdir().unwrap();
-    let model = Arc::new(ScriptedModel::new([
-        calls(vec![device_call(
-            ToolMode::Toolkit,
-            "c1",
-            "kitchen",
-            "battery",
-            "status",
-            json!({}),
-        )]),
-        ModelReply::text("81 %"),
-    ]));
+    let model = kitchen_call_model("c1", ("battery", "status", json!({})), &["81 %"]);
     let a = agent(dir.path(), AgentConfig::default(), model, battery_host()).await;
-    let out = a
-        .ask(AskRequest::new("Kitchen battery?"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    let out = answer(&a, "Kitchen battery?").await;
     let md = a.session_markdown(&out.session_id).await.unwrap();
-    for needle in [
-        "**Tool call** `android_device` (`c1`)",
-        "\"service_id\": \"battery\"",
-        "**Tool result** `android_device`",
-        "\"level_percent\": 81",
-        "**Assistant** ·",
-        "81 %",
-    ] {
-        assert!(md.contains(needle), "{needle} missing:\n{md}");
-    }
+    assert_contains_all(
+        "the session's markdown",
+        &md,
+        &[
+            "**Tool call** `android_device` (`c1`)",
+            "\"service_id\": \"battery\"",
+            "**Tool result** `android_device`",
+            "\"level_percent\": 81",
+            "**Assistant** ·",
+            "81 %",
+        ],
+    );
 }
 
 #[tokio::test]
@@ -915,7 +771,7 @@ impl Provider for GatedModel {
         &'a self,
         request: &'a droidwarden_agent::ChatRequest,
         _on_text: &'a (dyn Fn(&str) + Send + Sync),
-    ) -> droidwarden_agent::BoxFuture<'a, Result<ModelReply, AgentError>> {
+    ) -> droidwarden_agent::provider::ReplyFuture<'a> {
         use std::sync::atomic::Ordering::SeqCst;
         Box::pin(async move {
             let prompt = request
@@ -1010,18 +866,11 @@ async fn asks_beyond_running_and_queued_are_busy_and_queued_runs_start_in_order(
 #[tokio::test]
 async fn a_run_waiting_for_approval_holds_no_slot() {
     let dir = tempfile::tempdir().unwrap();
-    let model = Arc::new(ScriptedModel::new([
-        calls(vec![device_call(
-            ToolMode::Toolkit,
-            "w",
-            "kitchen",
-            "wifi_automation",
-            "disable",
-            json!({}),
-        )]),
-        ModelReply::text("Meanwhile: hello."),
-        ModelReply::text("Wi-Fi is off."),
-    ]));
+    let model = kitchen_call_model(
+        "w",
+        ("wifi_automation", "disable", json!({})),
+        &["Meanwhile: hello.", "Wi-Fi is off."],
+    );
     let cfg = AgentConfig {
         max_concurrent_runs: 1,
         max_queued: 0,
@@ -1029,10 +878,7 @@ async fn a_run_waiting_for_approval_holds_no_slot() {
     };
     let host = battery_host();
     let a = agent(dir.path(), cfg, model.clone(), host.clone()).await;
-    let wifi = ask_wifi_off(&a).await;
-    let mut events = wifi.events();
-    let wifi = tokio::spawn(wifi.drive(CancellationToken::new()));
-    let approval = wait_for_approval(&mut events).await;
+    let (wifi, approval) = drive_until_approval(ask_wifi_off(&a).await).await;
     until("the slot to be given back", || a.load() == (0, 0)).await;
     // The one slot is free: another ask runs to its end meanwhile.
     let other = a.ask(AskRequest::new("say hello")).await.unwrap();
@@ -1047,10 +893,7 @@ async fn a_run_waiting_for_approval_holds_no_slot() {
 #[tokio::test]
 async fn resumed_runs_are_never_refused_but_count_against_the_limits() {
     let dir = tempfile::tempdir().unwrap();
-    let model = Arc::new(ScriptedModel::new([
-        ModelReply::text("resumed answer"),
-        ModelReply::text("fresh answer"),
-    ]));
+    let model = Arc::new(ScriptedModel::texts(["resumed answer", "fresh answer"]));
     let cfg = AgentConfig {
         max_concurrent_runs: 1,
         max_queued: 0,
@@ -1092,17 +935,11 @@ async fn the_agent_waits_for_the_phones_own_answer_within_its_call_limit() {
                 ))
             }),
     );
-    let model = Arc::new(ScriptedModel::new([
-        calls(vec![device_call(
-            ToolMode::Toolkit,
-            "b",
-            "kitchen",
-            "screen_control",
-            "set_brightness",
-            json!({"level": 10}),
-        )]),
-        ModelReply::text("The kitchen phone is offline."),
-    ]));
+    let model = kitchen_call_model(
+        "b",
+        ("screen_control", "set_brightness", json!({"level": 10})),
+        &["The kitchen phone is offline."],
+    );
     let cfg = AgentConfig::try_from(RawAgentConfig {
         tool_timeout_s: Some(0.2),
         tool_retries: Some(0),
@@ -1110,12 +947,7 @@ async fn the_agent_waits_for_the_phones_own_answer_within_its_call_limit() {
     })
     .unwrap();
     let a = agent(dir.path(), cfg, model.clone(), host).await;
-    a.ask(AskRequest::new("Dim the kitchen phone"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    answer(&a, "Dim the kitchen phone").await;
     let (is_error, content) = tool_result_of(&model, "b");
     assert!(is_error);
     assert!(content.contains("device_offline"), "{content}");

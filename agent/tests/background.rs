@@ -5,11 +5,9 @@
 
 mod common;
 use common::*;
-use droidwarden_agent::config::{AgentConfig, ProviderKind, RawAgentConfig, RawApprovalConfig};
-use droidwarden_agent::delegation::{Delegates, RawDelegateConfig, validate};
-use droidwarden_agent::testing::{
-    FakeToolHost, RecordedRequest, Responder, ScriptStep, ScriptedLlm,
-};
+use droidwarden_agent::config::ProviderKind;
+use droidwarden_agent::delegation::{Delegates, RawDelegateConfig};
+use droidwarden_agent::testing::{FakeToolHost, Responder, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{
     Agent, AgentEvent, AskRequest, Delegation, EventKind, ModelReply, StopReason, TaskStatus,
     provider,
@@ -31,55 +29,22 @@ fn worker(mode: Option<&str>) -> RawDelegateConfig {
     }
 }
 
-fn config(agents: Vec<RawDelegateConfig>, max_background: Option<usize>) -> AgentConfig {
-    let mut cfg = AgentConfig::try_from(RawAgentConfig {
-        tool_retries: Some(0),
-        max_iterations: Some(4),
-        max_background_tasks: max_background,
-        approval: Some(RawApprovalConfig {
-            auto_approve_up_to: Some(serde_json::from_value(json!("low")).unwrap()),
-            timeout_s: Some(3600.0),
-            ..RawApprovalConfig::default()
-        }),
-        ..RawAgentConfig::default()
-    })
-    .unwrap();
-    cfg.agents = validate(agents).unwrap();
-    cfg
-}
-
-/// The user's prompt of a recorded request (the last one: earlier turns
-/// of the session come first).
-fn prompt_of(r: &RecordedRequest) -> String {
-    r.body["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .map(|m| m["content"].to_string())
-        .unwrap_or_default()
-}
-
-fn has_tool_result(r: &RecordedRequest) -> bool {
-    r.body["messages"]
-        .as_array()
-        .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
-}
-
 /// A model: the worker reads the kitchen battery, then answers; the main
 /// agent delegates (`DELEGATE`), asks for the status of `task` (`STATUS`),
 /// then answers with the last tool result it saw.
 fn responder(task: Arc<Mutex<Option<String>>>) -> Responder {
     Responder::new(move |r| {
-        if system_of(r).starts_with("WORKER") {
-            return if has_tool_result(r) {
+        if r.system_prompt().starts_with("WORKER") {
+            return if r.has_tool_result() {
                 ModelReply::text("Kitchen battery at 77 %.")
             } else {
                 calls(vec![dev("w1", "kitchen", "battery", "status")])
             };
         }
-        if has_tool_result(r) {
-            return ModelReply::text(format!("Tool said: {}", last_message(r)));
+        if r.has_tool_result() {
+            return ModelReply::text(format!("Tool said: {}", r.last_message()));
         }
-        let p = prompt_of(r);
+        let p = r.last_user_message();
         if p.contains("DELEGATE") {
             calls(vec![tc(
                 "d1",
@@ -122,7 +87,7 @@ async fn a_background_task_answers_at_once_runs_alone_and_reports_its_result() {
     let server = ScriptedLlm::start([]).await.unwrap();
     server.set_fallback(ScriptStep::Compute(responder(task.clone())));
     let h = host();
-    let cfg = config(vec![worker(None)], None);
+    let cfg = delegating_config(vec![worker(None)], None);
     let p = provider::from_config(&scripted_llm(&server)).unwrap();
     let a = agent(dir.path(), cfg, p, h.clone()).await;
     let token = CancellationToken::new();
@@ -207,7 +172,7 @@ async fn a_background_task_on_its_own_failing_model_is_stored_failed() {
     let mut raw = worker(Some("background"));
     raw.model = Some("worker-model".into());
     raw.base_url = Some(own.base_url(ProviderKind::Openai));
-    let cfg = config(vec![raw], None);
+    let cfg = delegating_config(vec![raw], None);
     let main_llm = scripted_llm(&main);
     let own_llm = cfg.agents[0].llm.as_ref().unwrap().apply(&main_llm);
     assert_eq!(own_llm.model, "worker-model");
@@ -264,7 +229,7 @@ async fn shutdown_interrupts_a_task_and_a_restart_reports_one_left_running() {
     let p = provider::from_config(&scripted_llm(&server)).unwrap();
     let a = agent(
         dir.path(),
-        config(vec![worker(Some("background"))], None),
+        delegating_config(vec![worker(Some("background"))], None),
         p.clone(),
         slow.clone(),
     )
@@ -320,7 +285,7 @@ async fn shutdown_interrupts_a_task_and_a_restart_reports_one_left_running() {
     // The next start reports it interrupted, with a reason.
     let b = agent(
         dir.path(),
-        config(vec![worker(Some("background"))], None),
+        delegating_config(vec![worker(Some("background"))], None),
         p,
         slow,
     )
@@ -339,7 +304,7 @@ async fn background_tasks_are_bounded_and_refused_without_a_driver() {
     let server = ScriptedLlm::start([]).await.unwrap();
     // Two background delegations in one step, then an answer.
     server.set_fallback(ScriptStep::Compute(Responder::new(|r| {
-        if has_tool_result(r) {
+        if r.has_tool_result() {
             ModelReply::text("ok")
         } else {
             calls(vec![
@@ -357,7 +322,13 @@ async fn background_tasks_are_bounded_and_refused_without_a_driver() {
         }
     })));
     let p = provider::from_config(&scripted_llm(&server)).unwrap();
-    let a = agent(dir.path(), config(vec![worker(None)], Some(1)), p, host()).await;
+    let a = agent(
+        dir.path(),
+        delegating_config(vec![worker(None)], Some(1)),
+        p,
+        host(),
+    )
+    .await;
 
     // No driver: a clear tool error, the run goes on.
     let run = a.ask(AskRequest::new("go")).await.unwrap();

@@ -4,10 +4,9 @@
 
 mod common;
 use common::*;
-use droidwarden_agent::config::{AgentConfig, RawAgentConfig, RawApprovalConfig};
-use droidwarden_agent::delegation::{RawDelegateConfig, validate};
+use droidwarden_agent::delegation::RawDelegateConfig;
 use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
-use droidwarden_agent::{AgentEvent, AskRequest, EventKind, ModelReply, StopReason};
+use droidwarden_agent::{AskRequest, EventKind, StopReason};
 use serde_json::json;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -28,48 +27,35 @@ fn delegate(
     }
 }
 
-fn config(agents: Vec<RawDelegateConfig>) -> AgentConfig {
-    let mut cfg = AgentConfig::try_from(RawAgentConfig {
-        tool_retries: Some(0),
-        max_iterations: Some(4),
-        approval: Some(RawApprovalConfig {
-            auto_approve_up_to: Some(serde_json::from_value(json!("low")).unwrap()),
-            timeout_s: Some(3600.0),
-            ..RawApprovalConfig::default()
-        }),
-        ..RawAgentConfig::default()
-    })
-    .unwrap();
-    cfg.agents = validate(agents).unwrap();
-    cfg
-}
-
 #[tokio::test]
 async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedLlm::start([
         // The user's run delegates.
-        ScriptStep::Reply(calls(vec![tc(
+        call_step(tc(
             "d",
             "delegate_to_battery-doctor",
             json!({"task": "Read the kitchen phone's battery.", "context": "The user charges it at night.", "mode": "wait"}),
-        )])),
+        )),
         // The delegate: an allowed read, then a change it may not make.
-        ScriptStep::Reply(calls(vec![dev("c1", "kitchen", "battery", "status")])),
-        ScriptStep::Reply(calls(vec![dev("c2", "kitchen", "wifi_automation", "disable")])),
-        ScriptStep::Reply(ModelReply::text("Kitchen battery at 77 %, not charging.")),
+        call_step(dev("c1", "kitchen", "battery", "status")),
+        call_step(dev("c2", "kitchen", "wifi_automation", "disable")),
+        text_step("Kitchen battery at 77 %, not charging."),
         // The user's run again.
-        ScriptStep::Reply(ModelReply::text("The kitchen phone is at 77 %.")),
+        text_step("The kitchen phone is at 77 %."),
     ])
     .await
     .unwrap();
     let h = host();
-    let cfg = config(vec![delegate(
-        "battery-doctor",
-        "DOCTOR-PROMPT: you diagnose batteries.",
-        &["battery"],
+    let cfg = delegating_config(
+        vec![delegate(
+            "battery-doctor",
+            "DOCTOR-PROMPT: you diagnose batteries.",
+            &["battery"],
+            None,
+        )],
         None,
-    )]);
+    );
     let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
     let mut events = all_events(&a);
     let run = a
@@ -81,26 +67,21 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
     let parent = run.run_id().to_owned();
     let session = run.session_id().to_owned();
     let out = run.drive(CancellationToken::new()).await.unwrap();
-    assert_eq!(out.text, "The kitchen phone is at 77 %.");
-    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
-
     // Only the allowed read reached the phone.
-    assert_eq!(h.count("battery", "status"), 1);
-    assert_eq!(h.count("wifi_automation", "disable"), 0);
-    assert_eq!(h.calls().len(), 1);
+    assert_one_battery_read(&out, &h);
 
     let reqs = server.requests();
     assert_eq!(reqs.len(), 5);
-    let parent_tools = tools_of(&reqs[0]);
+    let parent_tools = reqs[0].tool_names();
     assert!(
         parent_tools.contains(&"delegate_to_battery-doctor".to_owned()),
         "{parent_tools:?}"
     );
     // The delegate: its own prompt, only its tools, no delegate tool, and
     // only the task and context (not the user's conversation).
-    let child_sys = system_of(&reqs[1]);
+    let child_sys = reqs[1].system_prompt();
     assert!(child_sys.starts_with("DOCTOR-PROMPT"), "{child_sys}");
-    assert_eq!(tools_of(&reqs[1]), vec!["android_device".to_owned()]);
+    assert_eq!(reqs[1].tool_names(), vec!["android_device".to_owned()]);
     let desc = reqs[1].body["tools"][0]["function"]["description"].to_string();
     assert!(
         desc.contains("battery") && !desc.contains("wifi_automation"),
@@ -111,34 +92,20 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
     assert!(child_msgs.contains("charges it at night"));
     assert!(!child_msgs.contains("PARENT-MARKER"), "{child_msgs}");
     // The refusal is what the delegate's model read.
-    let refusal = last_message(&reqs[3]);
+    let refusal = reqs[3].last_message();
     assert!(
         refusal.contains("permission_denied") && refusal.contains("tools of agent battery-doctor"),
         "{refusal}"
     );
     // Its answer is the user's run's tool result.
-    let result = last_message(&reqs[4]);
+    let result = reqs[4].last_message();
     assert!(
         result.contains("Kitchen battery at 77") && result.contains("battery-doctor"),
         "{result}"
     );
 
     let evs = drain(&mut events).await;
-    let tagged: Vec<&AgentEvent> = evs.iter().filter(|e| e.skill.is_some()).collect();
-    assert!(!tagged.is_empty());
-    assert!(
-        tagged
-            .iter()
-            .all(|e| e.skill.as_deref() == Some("agent:battery-doctor")
-                && e.parent_run.as_deref() == Some(parent.as_str()))
-    );
-    assert!(matches!(
-        tagged.last().map(|e| &e.kind),
-        Some(EventKind::SkillFinished {
-            is_error: false,
-            ..
-        })
-    ));
+    child_events(&evs, "agent:battery-doctor", &parent);
 
     // `session show`: the child's own calls, under the parent's turn.
     let md = a.session_markdown(&session).await.unwrap();
@@ -159,34 +126,37 @@ async fn a_failing_delegate_is_a_tool_error_and_the_parent_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedLlm::start([
         // 1: the model fails while the delegate works.
-        ScriptStep::Reply(calls(vec![tc(
+        call_step(tc(
             "d1",
             "delegate_to_flaky",
             json!({"task": "Read the battery."}),
-        )])),
+        )),
         ScriptStep::Status {
             status: 500,
             retry_after: None,
             body: json!({"error": {"message": "model exploded"}}).to_string(),
         },
         // 2: the delegate never answers and hits its one-call limit.
-        ScriptStep::Reply(calls(vec![tc(
+        call_step(tc(
             "d2",
             "delegate_to_flaky",
             json!({"task": "Read the battery again."}),
-        )])),
-        ScriptStep::Reply(calls(vec![dev("c1", "kitchen", "battery", "status")])),
-        ScriptStep::Reply(ModelReply::text("Delegation failed twice.")),
+        )),
+        call_step(dev("c1", "kitchen", "battery", "status")),
+        text_step("Delegation failed twice."),
     ])
     .await
     .unwrap();
     let h = host();
-    let cfg = config(vec![delegate(
-        "flaky",
-        "You read batteries.",
-        &["battery.status"],
-        Some(1),
-    )]);
+    let cfg = delegating_config(
+        vec![delegate(
+            "flaky",
+            "You read batteries.",
+            &["battery.status"],
+            Some(1),
+        )],
+        None,
+    );
     let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
     let run = a.ask(AskRequest::new("Battery?")).await.unwrap();
     let out = tokio::time::timeout(Duration::from_secs(30), run.drive(CancellationToken::new()))
@@ -197,9 +167,9 @@ async fn a_failing_delegate_is_a_tool_error_and_the_parent_finishes() {
     assert_eq!(out.text, "Delegation failed twice.");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 5);
-    let first = last_message(&reqs[2]);
+    let first = reqs[2].last_message();
     assert!(first.contains("agent flaky failed"), "{first}");
-    let second = last_message(&reqs[4]);
+    let second = reqs[4].last_message();
     assert!(
         second.contains("agent flaky stopped before answering")
             && second.contains("max_iterations"),
@@ -223,7 +193,10 @@ async fn a_model_delegating_in_a_loop_stops_cleanly() {
             json!({"task": "delegate again"}),
         )])
     })));
-    let cfg = config(vec![delegate("looper", "LOOPER", &["battery"], Some(3))]);
+    let cfg = delegating_config(
+        vec![delegate("looper", "LOOPER", &["battery"], Some(3))],
+        None,
+    );
     let h = host();
     let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
     let run = a.ask(AskRequest::new("loop")).await.unwrap();
@@ -244,12 +217,19 @@ async fn a_model_delegating_in_a_loop_stops_cleanly() {
     }));
     let reqs = server.requests();
     // A child never gets a delegate tool, and is refused when it tries.
-    for r in reqs.iter().filter(|r| system_of(r).starts_with("LOOPER")) {
-        assert!(tools_of(r).iter().all(|t| !t.starts_with("delegate_to_")));
+    for r in reqs
+        .iter()
+        .filter(|r| r.system_prompt().starts_with("LOOPER"))
+    {
+        assert!(
+            r.tool_names()
+                .iter()
+                .all(|t| !t.starts_with("delegate_to_"))
+        );
     }
     assert!(
         reqs.iter()
-            .any(|r| last_message(r).contains("delegation depth limit reached"))
+            .any(|r| r.last_message().contains("delegation depth limit reached"))
     );
     // Parent: 4 calls; each of its 3 delegations: 3 child calls.
     assert_eq!(reqs.len(), 4 + 3 * 3);
@@ -260,60 +240,55 @@ async fn a_model_delegating_in_a_loop_stops_cleanly() {
 async fn a_run_without_agents_has_no_delegate_tools() {
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedLlm::start([
-        ScriptStep::Reply(calls(vec![tc(
-            "d",
-            "delegate_to_ghost",
-            json!({"task": "x"}),
-        )])),
-        ScriptStep::Reply(ModelReply::text("ok")),
+        call_step(tc("d", "delegate_to_ghost", json!({"task": "x"}))),
+        text_step("ok"),
     ])
     .await
     .unwrap();
-    let a = agent(dir.path(), config(Vec::new()), http(&server), host()).await;
-    let out = a
-        .ask(AskRequest::new("hi"))
-        .await
-        .unwrap()
-        .drive(CancellationToken::new())
-        .await
-        .unwrap();
+    let a = agent(
+        dir.path(),
+        delegating_config(Vec::new(), None),
+        http(&server),
+        host(),
+    )
+    .await;
+    let out = answer(&a, "hi").await;
     assert_eq!(out.text, "ok");
     let reqs = server.requests();
     assert!(
-        tools_of(&reqs[0])
+        reqs[0]
+            .tool_names()
             .iter()
             .all(|t| !t.starts_with("delegate_to_"))
     );
-    assert!(last_message(&reqs[1]).contains("unknown tool"));
+    assert!(reqs[1].last_message().contains("unknown tool"));
 }
 
 #[tokio::test]
 async fn a_delegates_risky_action_asks_a_person_like_the_parents_would() {
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedLlm::start([
-        ScriptStep::Reply(calls(vec![tc(
+        call_step(tc(
             "d",
             "delegate_to_radio",
             json!({"task": "Turn off Wi-Fi on the kitchen phone."}),
-        )])),
-        ScriptStep::Reply(calls(vec![dev(
-            "c1",
-            "kitchen",
-            "wifi_automation",
-            "disable",
-        )])),
-        ScriptStep::Reply(ModelReply::text("The user denied it.")),
-        ScriptStep::Reply(ModelReply::text("Wi-Fi stays on: you denied it.")),
+        )),
+        call_step(dev("c1", "kitchen", "wifi_automation", "disable")),
+        text_step("The user denied it."),
+        text_step("Wi-Fi stays on: you denied it."),
     ])
     .await
     .unwrap();
     let h = host();
-    let cfg = config(vec![delegate(
-        "radio",
-        "You manage radios.",
-        &["wifi_automation"],
+    let cfg = delegating_config(
+        vec![delegate(
+            "radio",
+            "You manage radios.",
+            &["wifi_automation"],
+            None,
+        )],
         None,
-    )]);
+    );
     let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
     let mut events = all_events(&a);
     let run = a.ask(AskRequest::new("Wi-Fi off please")).await.unwrap();
@@ -339,6 +314,6 @@ async fn a_delegates_risky_action_asks_a_person_like_the_parents_would() {
     assert_eq!(out.text, "Wi-Fi stays on: you denied it.");
     assert!(h.calls().is_empty(), "nothing reached the phone");
     let reqs = server.requests();
-    let denied = last_message(&reqs[2]);
+    let denied = reqs[2].last_message();
     assert!(denied.contains("not now"), "{denied}");
 }

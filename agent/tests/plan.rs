@@ -2,16 +2,18 @@
 //! over real HTTP (OpenAI wire format), the fake tool host, a real SQLite
 //! store.
 
+mod common;
+use common::{
+    agent, battery_phones, process, resume_to_end, run_events, text_step, wait_for_approval,
+};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
 };
 use droidwarden_agent::testing::{FakeToolHost, RecordedRequest, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{
-    Agent, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider, RunMode,
-    StopReason, Store, ToolCall, provider,
+    Agent, AskRequest, EventKind, ModelReply, Provider, RunMode, StopReason, ToolCall, provider,
 };
 use serde_json::{Value, json};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -41,26 +43,25 @@ fn http(server: &ScriptedLlm) -> Arc<dyn Provider> {
 }
 
 fn host() -> Arc<FakeToolHost> {
-    Arc::new(FakeToolHost::two_phones().with_handler(|c| {
-        match (c.service.as_str(), c.device.as_deref()) {
-            ("battery", Some("kitchen")) => Ok(json!({"level_percent": 77})),
-            ("battery", Some("bedroom")) => Ok(json!({"level_percent": 42})),
-            _ => Ok(json!({"ok": true})),
-        }
-    }))
+    battery_phones(json!({"level_percent": 77}), json!({"level_percent": 42}))
 }
 
-async fn agent(dir: &Path, cfg: AgentConfig, p: Arc<dyn Provider>, h: Arc<FakeToolHost>) -> Agent {
-    let store = Store::open(dir, Durability::Process).await.unwrap();
-    Agent::new(cfg, p, h, store)
-}
-
-fn text(t: &str) -> ScriptStep {
-    ScriptStep::Reply(ModelReply::text(t))
+/// An agent in `dir` with the default settings over `server`, and its
+/// phones.
+async fn default_agent(dir: &std::path::Path, server: &ScriptedLlm) -> (Agent, Arc<FakeToolHost>) {
+    let h = host();
+    let a = agent(
+        dir,
+        config(RawAgentConfig::default()),
+        http(server),
+        h.clone(),
+    )
+    .await;
+    (a, h)
 }
 
 fn json_text(v: Value) -> ScriptStep {
-    text(&v.to_string())
+    text_step(&v.to_string())
 }
 
 fn dev(id: &str, device: &str, service: &str, action: &str, params: Value) -> ScriptStep {
@@ -91,24 +92,6 @@ fn plan_ask(prompt: &str) -> AskRequest {
     AskRequest::new(prompt).with_mode(RunMode::Plan)
 }
 
-async fn events_until_final(
-    rx: &mut tokio::sync::broadcast::Receiver<AgentEvent>,
-    run: &str,
-) -> Vec<EventKind> {
-    let mut out = Vec::new();
-    while let Ok(Ok(ev)) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
-        if ev.run_id != run {
-            continue;
-        }
-        let last = matches!(ev.kind, EventKind::Final { .. } | EventKind::Error { .. });
-        out.push(ev.kind);
-        if last {
-            break;
-        }
-    }
-    out
-}
-
 #[tokio::test]
 async fn three_steps_across_two_phones_with_one_replan() {
     let server = ScriptedLlm::start([
@@ -116,32 +99,25 @@ async fn three_steps_across_two_phones_with_one_replan() {
         json_text(json!({"steps": ["read the kitchen battery", "read the bedroom battery", "set the bedroom music to 20 %"]})),
         // Step 1.
         dev("a", "kitchen", "battery", "status", json!({})),
-        text("kitchen at 77 %"),
+        text_step("kitchen at 77 %"),
         // Refinery: the bedroom is low, mute it instead.
         json_text(json!({"decision": "replan", "steps": ["read the bedroom battery", "mute the bedroom music"]})),
         // Step 2.
         dev("b", "bedroom", "battery", "status", json!({})),
-        text("bedroom at 42 %"),
+        text_step("bedroom at 42 %"),
         json_text(json!({"decision": "continue"})),
         // Step 3.
         dev("c", "bedroom", "audio_automation", "set_volume", json!({"stream": "music", "level": 0})),
-        text("bedroom music at 0 %"),
+        text_step("bedroom music at 0 %"),
         json_text(json!({"decision": "continue"})),
         // Synthesizer.
-        text("Kitchen 77 %, bedroom 42 %; bedroom music silenced."),
+        text_step("Kitchen 77 %, bedroom 42 %; bedroom music silenced."),
     ])
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let h = host();
-    let a = agent(
-        dir.path(),
-        config(RawAgentConfig::default()),
-        http(&server),
-        h.clone(),
-    )
-    .await;
-    let mut rx = a.subscribe();
+    let (a, h) = default_agent(dir.path(), &server).await;
+    let rx = a.subscribe();
     let run = a
         .ask(plan_ask("Check both batteries and quiet the bedroom"))
         .await
@@ -198,7 +174,7 @@ async fn three_steps_across_two_phones_with_one_replan() {
         assert!(synth.contains(f), "{synth}");
     }
 
-    let events = events_until_final(&mut rx, &id).await;
+    let events = run_events(rx, id.clone()).await;
     let plans: Vec<(usize, bool)> = events
         .iter()
         .filter_map(|e| match e {
@@ -228,18 +204,11 @@ async fn three_steps_across_two_phones_with_one_replan() {
 #[tokio::test]
 async fn a_bad_plan_is_asked_again_once_then_the_run_fails_cleanly() {
     let huge = json!({"steps": vec!["do it"; 10_000]});
-    let server = ScriptedLlm::start([json_text(huge), text("no plan, sorry")])
+    let server = ScriptedLlm::start([json_text(huge), text_step("no plan, sorry")])
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let h = host();
-    let a = agent(
-        dir.path(),
-        config(RawAgentConfig::default()),
-        http(&server),
-        h.clone(),
-    )
-    .await;
+    let (a, h) = default_agent(dir.path(), &server).await;
     let out = a
         .ask(plan_ask("do everything"))
         .await
@@ -297,13 +266,6 @@ async fn executor_steps_and_model_calls_are_bounded() {
     assert_eq!(server.requests().len(), 6);
 }
 
-fn process() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A plan run stopped mid-plan (waiting for an approval in step 2) goes on
 /// after a restart from its checkpoint: step 1 is not run again.
 #[test]
@@ -316,7 +278,7 @@ fn a_plan_survives_a_restart_mid_plan() {
         let server = ScriptedLlm::start([
             json_text(json!({"steps": ["read the kitchen battery", "turn the kitchen Wi-Fi off"]})),
             dev("a", "kitchen", "battery", "status", json!({})),
-            text("kitchen at 77 %"),
+            text_step("kitchen at 77 %"),
             json_text(json!({"decision": "continue"})),
             dev("w", "kitchen", "wifi_automation", "disable", json!({})),
         ])
@@ -333,15 +295,7 @@ fn a_plan_survives_a_restart_mid_plan() {
         let id = run.run_id().to_owned();
         let mut events = run.events();
         tokio::spawn(run.drive(CancellationToken::new()));
-        loop {
-            let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
-                .await
-                .unwrap()
-                .unwrap();
-            if matches!(ev.kind, EventKind::ApprovalRequested { .. }) {
-                break;
-            }
-        }
+        wait_for_approval(&mut events).await;
         id
     });
     drop(rt);
@@ -350,29 +304,16 @@ fn a_plan_survives_a_restart_mid_plan() {
     let rt = process();
     rt.block_on(async {
         let server = ScriptedLlm::start([
-            text("Wi-Fi off"),
+            text_step("Wi-Fi off"),
             json_text(json!({"decision": "finish"})),
-            text("Kitchen at 77 %, Wi-Fi off."),
+            text_step("Kitchen at 77 %, Wi-Fi off."),
         ])
         .await
         .unwrap();
-        let h = host();
-        let a = agent(
-            &path,
-            config(RawAgentConfig::default()),
-            http(&server),
-            h.clone(),
-        )
-        .await;
+        let (a, h) = default_agent(&path, &server).await;
         let approval = a.pending_approvals().await.unwrap().remove(0);
         a.approve(&approval.approval_id).await.unwrap();
-        let out = a
-            .resume(&run_id)
-            .await
-            .unwrap()
-            .drive(CancellationToken::new())
-            .await
-            .unwrap();
+        let out = resume_to_end(&a, &run_id).await;
         assert_eq!(out.text, "Kitchen at 77 %, Wi-Fi off.");
         assert_eq!(h.count("battery", "status"), 0, "step 1 is not run again");
         assert_eq!(h.count("wifi_automation", "disable"), 1);

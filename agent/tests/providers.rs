@@ -7,7 +7,7 @@ use droidwarden_agent::message::{Message, Thinking};
 use droidwarden_agent::provider::{Anthropic, ChatRequest, Gemini, OpenAi, Provider};
 use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
 use droidwarden_agent::tools::ToolSpec;
-use droidwarden_agent::tools::schema::{Prop, SchemaNode};
+use droidwarden_agent::tools::schema::{Property, Schema};
 use droidwarden_agent::{AgentError, ModelReply, Secret, ToolCall, Usage};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -41,18 +41,27 @@ fn config(kind: ProviderKind, base_url: &str, model: &str, stream: bool) -> LlmC
     .unwrap()
 }
 
+/// The model each provider's fixtures were recorded with.
+fn model_of(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Openai => "gpt-4o-mini",
+        ProviderKind::Anthropic => "claude-sonnet-4-5",
+        ProviderKind::Gemini => "gemini-2.5-flash",
+    }
+}
+
+/// The provider of `kind` for the scripted server.
+fn scripted_provider(server: &ScriptedLlm, kind: ProviderKind, stream: bool) -> Arc<dyn Provider> {
+    provider(kind, &server.base_url(kind), stream)
+}
+
 fn provider(kind: ProviderKind, base_url: &str, stream: bool) -> Arc<dyn Provider> {
     let key = Some(Secret::new("test-key"));
+    let cfg = config(kind, base_url, model_of(kind), stream);
     match kind {
-        ProviderKind::Openai => {
-            Arc::new(OpenAi::new(&config(kind, base_url, "gpt-4o-mini", stream), key).unwrap())
-        }
-        ProviderKind::Anthropic => Arc::new(
-            Anthropic::new(&config(kind, base_url, "claude-sonnet-4-5", stream), key).unwrap(),
-        ),
-        ProviderKind::Gemini => {
-            Arc::new(Gemini::new(&config(kind, base_url, "gemini-2.5-flash", stream), key).unwrap())
-        }
+        ProviderKind::Openai => Arc::new(OpenAi::new(&cfg, key).unwrap()),
+        ProviderKind::Anthropic => Arc::new(Anthropic::new(&cfg, key).unwrap()),
+        ProviderKind::Gemini => Arc::new(Gemini::new(&cfg, key).unwrap()),
     }
 }
 
@@ -60,32 +69,29 @@ fn weather_tool() -> ToolSpec {
     ToolSpec {
         name: "get_weather".into(),
         description: "Get the current weather in a given location".into(),
-        parameters: SchemaNode::object(
+        parameters: Schema::object(
             "",
             vec![
-                Prop::required(
+                Property::required(
                     "location",
-                    SchemaNode::string("The city and state, e.g. San Francisco, CA"),
+                    Schema::string("The city and state, e.g. San Francisco, CA"),
                 ),
-                Prop::optional(
+                Property::optional(
                     "unit",
-                    SchemaNode::enumeration(
-                        "The unit of temperature",
-                        vec!["celsius".into(), "fahrenheit".into()],
-                    ),
+                    Schema::enumeration("The unit of temperature", &["celsius", "fahrenheit"]),
                 ),
             ],
-        ),
+        )
+        .into(),
     }
 }
 
 fn weather_call() -> ToolCall {
-    ToolCall {
-        id: "toolu_01A09q90qw90lq917835lq9".into(),
-        name: "get_weather".into(),
-        arguments: r#"{"location":"San Francisco, CA","unit":"celsius"}"#.into(),
-        signature: None,
-    }
+    ToolCall::new(
+        "toolu_01A09q90qw90lq917835lq9",
+        "get_weather",
+        r#"{"location":"San Francisco, CA","unit":"celsius"}"#,
+    )
 }
 
 fn conversation() -> ChatRequest {
@@ -124,35 +130,32 @@ fn simple_request() -> ChatRequest {
 
 #[test]
 fn request_bodies_match_the_documented_shapes() {
-    let base = "http://127.0.0.1:9";
-    let anthropic = Anthropic::new(
-        &config(ProviderKind::Anthropic, base, "claude-sonnet-4-5", false),
-        None,
-    )
-    .unwrap();
-    assert_eq!(
-        anthropic.request_body(&conversation()),
-        fixture_json("anthropic_request.json")
-    );
-    let gemini = Gemini::new(
-        &config(ProviderKind::Gemini, base, "gemini-2.5-flash", false),
-        None,
-    )
-    .unwrap();
-    assert_eq!(
-        gemini.request_body(&conversation()),
-        fixture_json("gemini_request.json")
-    );
-    let openai = OpenAi::new(
-        &config(ProviderKind::Openai, base, "gpt-4o-mini", false),
-        None,
-    )
-    .unwrap();
-    assert_eq!(
-        openai.request_body(&conversation()),
-        fixture_json("openai_request.json")
-    );
+    for (kind, file) in [
+        (ProviderKind::Anthropic, "anthropic_request.json"),
+        (ProviderKind::Gemini, "gemini_request.json"),
+        (ProviderKind::Openai, "openai_request.json"),
+    ] {
+        let cfg = config(kind, "http://127.0.0.1:9", model_of(kind), false);
+        let body = match kind {
+            ProviderKind::Openai => OpenAi::new(&cfg, None)
+                .unwrap()
+                .request_body(&conversation()),
+            ProviderKind::Anthropic => Anthropic::new(&cfg, None)
+                .unwrap()
+                .request_body(&conversation()),
+            ProviderKind::Gemini => Gemini::new(&cfg, None)
+                .unwrap()
+                .request_body(&conversation()),
+        };
+        assert_eq!(body, fixture_json(file), "{kind:?}");
+    }
 }
+
+/// The usage the recorded weather responses report.
+const RECORDED_USAGE: Usage = Usage {
+    input_tokens: 472,
+    output_tokens: 89,
+};
 
 fn check_weather(reply: &ModelReply, id: &str) {
     assert_eq!(
@@ -178,26 +181,14 @@ fn responses_parse_from_the_documented_shapes() {
         "The user wants the weather; I should call get_weather."
     );
     assert!(r.thinking[0].signature.is_some());
-    assert_eq!(
-        r.usage,
-        Usage {
-            input_tokens: 472,
-            output_tokens: 89
-        }
-    );
+    assert_eq!(r.usage, RECORDED_USAGE);
     assert_eq!(r.stop_reason.as_deref(), Some("tool_use"));
 
     let r = Gemini::parse_response(fixture_json("gemini_response.json")).unwrap();
     check_weather(&r, "gemini_call_0");
     assert_eq!(r.thinking.len(), 1);
     assert_eq!(r.tool_calls[0].signature.as_deref(), Some("CiwBVKhc7vB2"));
-    assert_eq!(
-        r.usage,
-        Usage {
-            input_tokens: 472,
-            output_tokens: 89
-        }
-    );
+    assert_eq!(r.usage, RECORDED_USAGE);
 
     let r = OpenAi::parse_response(fixture_json("openai_response.json")).unwrap();
     check_weather(&r, "call_abc123");
@@ -262,7 +253,7 @@ async fn recorded_streams_parse_for_each_provider() {
         }])
         .await
         .unwrap();
-        let p = provider(kind, &server.base_url(kind), true);
+        let p = scripted_provider(&server, kind, true);
         let (reply, streamed) = complete(&p, &simple_request()).await;
         let reply = reply.unwrap_or_else(|e| panic!("{kind:?}: {e}"));
         check_weather(&reply, id);
@@ -311,7 +302,7 @@ async fn each_provider_round_trips_through_the_scripted_server() {
             let server = ScriptedLlm::start([ScriptStep::Reply(scripted.clone())])
                 .await
                 .unwrap();
-            let p = provider(kind, &server.base_url(kind), stream);
+            let p = scripted_provider(&server, kind, stream);
             let (reply, streamed) = complete(&p, &simple_request()).await;
             let reply = reply.unwrap_or_else(|e| panic!("{kind:?} stream={stream}: {e}"));
             assert_eq!(reply.text, "Looking it up.", "{kind:?} {stream}");
@@ -365,11 +356,7 @@ async fn rate_limit_then_success_honours_retry_after() {
     ])
     .await
     .unwrap();
-    let p = provider(
-        ProviderKind::Openai,
-        &server.base_url(ProviderKind::Openai),
-        true,
-    );
+    let p = scripted_provider(&server, ProviderKind::Openai, true);
     let (reply, _) = complete(&p, &simple_request()).await;
     assert_eq!(reply.unwrap().text, "ok");
     let reqs = server.requests();
@@ -390,11 +377,7 @@ async fn server_errors_are_retried_with_backoff() {
     ])
     .await
     .unwrap();
-    let p = provider(
-        ProviderKind::Anthropic,
-        &server.base_url(ProviderKind::Anthropic),
-        false,
-    );
+    let p = scripted_provider(&server, ProviderKind::Anthropic, false);
     assert_eq!(
         complete(&p, &simple_request()).await.0.unwrap().text,
         "fine"
@@ -449,7 +432,7 @@ async fn bad_keys_and_unknown_models_fail_at_once_with_clear_errors() {
     ];
     for (kind, step, needle) in cases {
         let server = ScriptedLlm::start([step]).await.unwrap();
-        let p = provider(kind, &server.base_url(kind), false);
+        let p = scripted_provider(&server, kind, false);
         assert!(
             !format!("{p:?}").contains("test-key"),
             "the key never prints"
@@ -470,11 +453,7 @@ async fn a_retry_after_beyond_the_limit_is_reported_not_waited() {
     let server = ScriptedLlm::start([status(429, Some("3600"), "{}")])
         .await
         .unwrap();
-    let p = provider(
-        ProviderKind::Openai,
-        &server.base_url(ProviderKind::Openai),
-        false,
-    );
+    let p = scripted_provider(&server, ProviderKind::Openai, false);
     let start = Instant::now();
     let err = complete(&p, &simple_request()).await.0.unwrap_err();
     assert!(
@@ -497,7 +476,7 @@ async fn a_stream_cut_before_any_text_is_retried() {
         ])
         .await
         .unwrap();
-        let p = provider(kind, &server.base_url(kind), true);
+        let p = scripted_provider(&server, kind, true);
         let reply = complete(&p, &simple_request()).await.0.unwrap();
         assert_eq!(
             reply.tool_calls[0].arguments, r#"{"location":"Paris"}"#,
@@ -520,11 +499,7 @@ async fn a_stream_cut_after_text_is_reported_not_repeated() {
     ])
     .await
     .unwrap();
-    let p = provider(
-        ProviderKind::Openai,
-        &server.base_url(ProviderKind::Openai),
-        true,
-    );
+    let p = scripted_provider(&server, ProviderKind::Openai, true);
     let (err, streamed) = complete(&p, &simple_request()).await;
     let err = err.unwrap_err();
     assert!(
@@ -566,11 +541,7 @@ async fn the_scripted_server_can_be_slow_and_counts_requests_in_flight() {
         .unwrap();
     server.set_fallback(ScriptStep::Reply(ModelReply::text("again")));
     server.set_delay(Duration::from_millis(300));
-    let p = provider(
-        ProviderKind::Openai,
-        &server.base_url(ProviderKind::Openai),
-        false,
-    );
+    let p = scripted_provider(&server, ProviderKind::Openai, false);
     let started = Instant::now();
     let request = simple_request();
     let sink = |_: &str| {};

@@ -8,7 +8,7 @@ use droidwarden_agent::config::{AgentConfig, RawAgentConfig, RawApprovalConfig};
 use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::testing::{FakeToolHost, Responder, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{
-    Agent, AgentError, AgentEvent, AskRequest, EventKind, ModelReply, Provider, StopReason,
+    Agent, AgentError, AskRequest, EventKind, ModelReply, Provider, StopReason,
 };
 use droidwarden_services::ErrorCode;
 use serde_json::json;
@@ -63,30 +63,19 @@ async fn a_user_skill_is_listed_read_and_run_with_only_its_allowed_tools() {
     );
     let server = ScriptedLlm::start([
         // The user's run: list, read, then invoke.
-        ScriptStep::Reply(calls(vec![tc("l", "list_skills", json!({}))])),
-        ScriptStep::Reply(calls(vec![tc(
-            "r",
-            "read_skill",
-            json!({"skill": "battery-check"}),
-        )])),
-        ScriptStep::Reply(calls(vec![tc(
+        call_step(tc("l", "list_skills", json!({}))),
+        call_step(tc("r", "read_skill", json!({"skill": "battery-check"}))),
+        call_step(tc(
             "i",
             "invoke_skill",
             json!({"skill": "battery-check", "input": {"device": "kitchen"}}),
-        )])),
-        // The skill's run: an allowed read, then a change it may not make.
-        ScriptStep::Reply(calls(vec![dev("c1", "kitchen", "battery", "status")])),
-        ScriptStep::Reply(calls(vec![dev(
-            "c2",
-            "kitchen",
-            "wifi_automation",
-            "disable",
-        )])),
-        ScriptStep::Reply(ModelReply::text(
-            "Kitchen battery at 77 %; Wi-Fi was not mine to touch.",
         )),
+        // The skill's run: an allowed read, then a change it may not make.
+        call_step(dev("c1", "kitchen", "battery", "status")),
+        call_step(dev("c2", "kitchen", "wifi_automation", "disable")),
+        text_step("Kitchen battery at 77 %; Wi-Fi was not mine to touch."),
         // The user's run again.
-        ScriptStep::Reply(ModelReply::text("The kitchen phone is at 77 %.")),
+        text_step("The kitchen phone is at 77 %."),
     ])
     .await
     .unwrap();
@@ -99,30 +88,25 @@ async fn a_user_skill_is_listed_read_and_run_with_only_its_allowed_tools() {
         .unwrap();
     let parent = run.run_id().to_owned();
     let out = run.drive(CancellationToken::new()).await.unwrap();
-    assert_eq!(out.text, "The kitchen phone is at 77 %.");
-    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
-
     // Nothing outside allowed-tools reached the phone.
-    assert_eq!(h.count("battery", "status"), 1);
-    assert_eq!(h.count("wifi_automation", "disable"), 0);
-    assert_eq!(h.calls().len(), 1);
+    assert_one_battery_read(&out, &h);
 
     let reqs = server.requests();
     assert_eq!(reqs.len(), 7);
     // Progressive disclosure: the registry, not the body, in the user's run.
-    let sys = system_of(&reqs[0]);
+    let sys = reqs[0].system_prompt();
     assert!(sys.contains("## Available skills"), "{sys}");
     assert!(sys.contains("- battery-check: Read the kitchen phone's battery."));
     assert!(sys.contains("- bedtime: "), "built-ins are listed too");
     assert!(!sys.contains("SECRET-BODY-MARKER"));
-    assert!(tools_of(&reqs[0]).contains(&"invoke_skill".to_owned()));
+    assert!(reqs[0].tool_names().contains(&"invoke_skill".to_owned()));
     // list_skills and read_skill answered.
-    assert!(last_message(&reqs[1]).contains("battery-check"));
-    assert!(last_message(&reqs[2]).contains("SECRET-BODY-MARKER"));
+    assert!(reqs[1].last_message().contains("battery-check"));
+    assert!(reqs[2].last_message().contains("SECRET-BODY-MARKER"));
     // The skill's run: its body as the system prompt, only its tools.
-    let child_sys = system_of(&reqs[3]);
+    let child_sys = reqs[3].system_prompt();
     assert!(child_sys.contains("SECRET-BODY-MARKER"), "{child_sys}");
-    assert_eq!(tools_of(&reqs[3]), vec!["android_device".to_owned()]);
+    assert_eq!(reqs[3].tool_names(), vec!["android_device".to_owned()]);
     let desc = reqs[3].body["tools"][0]["function"]["description"].to_string();
     assert!(
         desc.contains("battery") && !desc.contains("wifi_automation"),
@@ -130,25 +114,19 @@ async fn a_user_skill_is_listed_read_and_run_with_only_its_allowed_tools() {
     );
     assert!(reqs[3].body["messages"].to_string().contains("kitchen"));
     // The refusal is what the skill's model read.
-    let refusal = last_message(&reqs[5]);
+    let refusal = reqs[5].last_message();
     assert!(
         refusal.contains("permission_denied")
             && refusal.contains("allowed-tools of skill battery-check"),
         "{refusal}"
     );
     // The skill's answer is the user's run's tool result.
-    assert!(last_message(&reqs[6]).contains("Kitchen battery at 77"));
+    assert!(reqs[6].last_message().contains("Kitchen battery at 77"));
 
     // Events: the skill's are tagged and in the same session.
     let evs = drain(&mut events).await;
-    let tagged: Vec<&AgentEvent> = evs.iter().filter(|e| e.skill.is_some()).collect();
-    assert!(
-        tagged
-            .iter()
-            .all(|e| e.skill.as_deref() == Some("battery-check")
-                && e.parent_run.as_deref() == Some(parent.as_str())
-                && e.session_id == out.session_id)
-    );
+    let tagged = child_events(&evs, "battery-check", &parent);
+    assert!(tagged.iter().all(|e| e.session_id == out.session_id));
     assert!(matches!(
         tagged.first().map(|e| &e.kind),
         Some(EventKind::SkillStarted { depth: 1, .. })
@@ -188,7 +166,7 @@ async fn skills_invoking_skills_stop_at_the_depth_limit() {
     // A model that always invokes the skill again, until the tool result it
     // reads says why it cannot; then it answers.
     server.set_fallback(ScriptStep::Compute(Responder::new(|r| {
-        let last = last_message(r);
+        let last = r.last_message();
         if last.contains("depth limit") {
             ModelReply::text("depth limit reached")
         } else if last.contains("\"role\":\"tool\"") {
@@ -258,13 +236,6 @@ async fn a_skill_naming_unknown_tools_fails_at_invocation_with_the_names() {
     assert!(server.requests().is_empty());
 }
 
-fn process() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A high-risk skill asks once before it starts; the request survives the
 /// process dying; once approved, its high-risk tool runs under the grant.
 #[test]
@@ -313,13 +284,8 @@ fn a_high_risk_skill_waits_for_approval_across_a_restart() {
     let rt = process();
     rt.block_on(async {
         let server = ScriptedLlm::start([
-            ScriptStep::Reply(calls(vec![dev(
-                "w",
-                "kitchen",
-                "wifi_automation",
-                "disable",
-            )])),
-            ScriptStep::Reply(ModelReply::text("Kitchen Wi-Fi is off.")),
+            call_step(dev("w", "kitchen", "wifi_automation", "disable")),
+            text_step("Kitchen Wi-Fi is off."),
         ])
         .await
         .unwrap();
@@ -366,17 +332,8 @@ fn an_action_riskier_than_its_skill_asks_and_a_restart_interrupts_the_skill() {
     let rt = process();
     let run_id = rt.block_on(async {
         let server = ScriptedLlm::start([
-            ScriptStep::Reply(calls(vec![tc(
-                "i",
-                "invoke_skill",
-                json!({"skill": "understated"}),
-            )])),
-            ScriptStep::Reply(calls(vec![dev(
-                "w",
-                "kitchen",
-                "wifi_automation",
-                "disable",
-            )])),
+            call_step(tc("i", "invoke_skill", json!({"skill": "understated"}))),
+            call_step(dev("w", "kitchen", "wifi_automation", "disable")),
         ])
         .await
         .unwrap();
@@ -403,24 +360,20 @@ fn an_action_riskier_than_its_skill_asks_and_a_restart_interrupts_the_skill() {
 
     let rt = process();
     rt.block_on(async {
-        let server = ScriptedLlm::start([ScriptStep::Reply(ModelReply::text(
-            "The skill was interrupted.",
-        ))])
-        .await
-        .unwrap();
+        let server = ScriptedLlm::start([text_step("The skill was interrupted.")])
+            .await
+            .unwrap();
         let h = host();
         let a = skilled_agent(&path, config("low"), http(&server), h.clone()).await;
         assert_eq!(a.expire_orphan_approvals().await.unwrap(), 1);
         assert!(a.pending_approvals().await.unwrap().is_empty());
-        let out = a
-            .resume(&run_id)
-            .await
-            .unwrap()
-            .drive(CancellationToken::new())
-            .await
-            .unwrap();
+        let out = resume_to_end(&a, &run_id).await;
         assert_eq!(out.text, "The skill was interrupted.");
-        assert!(last_message(&server.requests()[0]).contains("daemon stopped"));
+        assert!(
+            server.requests()[0]
+                .last_message()
+                .contains("daemon stopped")
+        );
         assert!(h.calls().is_empty());
     });
     assert!(first_host.calls().is_empty());

@@ -22,8 +22,8 @@ use crate::hub::{Call, Hub};
 use droidwarden_agent::config::SkillsConfig;
 use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::{
-    Agent, AgentConfig, AgentError, AgentEvent, AskRequest, BoxFuture, DeviceSummary, EventKind,
-    LlmConfig, PendingApproval, RunMode, RunOutcome, SessionSummary, Store, ToolHost, ToolStep,
+    Agent, AgentConfig, AgentError, AgentEvent, AskRequest, DeviceSummary, EventKind, LlmConfig,
+    PendingApproval, RunMode, RunOutcome, SessionSummary, Store, ToolFuture, ToolHost, ToolStep,
 };
 use droidwarden_bridge::TransportKind;
 use droidwarden_services::{Command, ErrorCode, WireError};
@@ -104,19 +104,11 @@ impl ToolHost for HubTools {
         self.mcp.tools()
     }
 
-    fn call_extra<'a>(
-        &'a self,
-        name: &'a str,
-        arguments: Value,
-    ) -> BoxFuture<'a, Result<Value, WireError>> {
+    fn call_extra<'a>(&'a self, name: &'a str, arguments: Value) -> ToolFuture<'a> {
         Box::pin(self.mcp.call(name, arguments))
     }
 
-    fn call<'a>(
-        &'a self,
-        device: Option<&'a str>,
-        command: Command,
-    ) -> BoxFuture<'a, Result<Value, WireError>> {
+    fn call<'a>(&'a self, device: Option<&'a str>, command: Command) -> ToolFuture<'a> {
         Box::pin(async move {
             let call = Call {
                 device: device.map(str::to_owned),

@@ -4,12 +4,21 @@
 //!
 //! We keep our own type instead of a generic schema library because the
 //! schemas must be inlined (no `$ref`) and stay inside the subset that OpenAI
-//! strict mode, Anthropic and Gemini all accept.
+//! strict mode, Anthropic and Gemini all accept. One renderer writes the
+//! standard form and each provider's subset ([`Rules`], chosen by the
+//! agent); text may be owned, for schemas built at run time (the agent's
+//! tool lists).
 
 use regex::Regex;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+
+/// Text in a schema (a description, an enumeration value): `&'static` in
+/// the catalogue, owned where a schema is built at run time (the agent's
+/// tool lists name the configured devices and agents).
+pub type Text = Cow<'static, str>;
 
 /// The shape of one JSON value.
 #[derive(Debug, Clone)]
@@ -17,7 +26,7 @@ pub enum Kind {
     /// A string, optionally restricted.
     String {
         /// Allowed values, if the string is an enumeration.
-        values: Option<Vec<&'static str>>,
+        values: Option<Vec<Text>>,
         /// A regular expression the whole string must match.
         pattern: Option<(&'static str, Arc<Regex>)>,
         /// Maximum length in characters.
@@ -46,7 +55,7 @@ pub struct Schema {
     /// What the value is.
     pub kind: Kind,
     /// A one-line description for people and language models.
-    pub description: &'static str,
+    pub description: Text,
     /// Whether `null` is accepted in place of the value (results only).
     pub nullable: bool,
 }
@@ -84,17 +93,45 @@ pub enum ViolationKind {
     Invalid,
 }
 
+/// Which JSON Schema keywords a rendering uses. [`Rules::STANDARD`] uses
+/// them all; a reader that takes a subset (a language model provider's tool
+/// format, chosen by the agent) turns some off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// `pattern` and `maxLength` on strings.
+    pub string_facets: bool,
+    /// `additionalProperties: false` on every object.
+    pub closed_objects: bool,
+    /// Every property listed in `required`, an optional one typed
+    /// `[T, "null"]` instead (OpenAI strict mode).
+    pub all_required: bool,
+    /// Leave out an object without properties (a reader that rejects
+    /// them): the node renders as `None`, and so does an array of them; a
+    /// property whose schema is left out is left out.
+    pub omit_empty_objects: bool,
+}
+
+impl Rules {
+    /// Standard JSON Schema (draft 2020-12 subset, no `$ref`).
+    pub const STANDARD: Rules = Rules {
+        string_facets: true,
+        closed_objects: true,
+        all_required: false,
+        omit_empty_objects: false,
+    };
+}
+
 impl Schema {
-    fn new(kind: Kind, description: &'static str) -> Self {
+    fn new(kind: Kind, description: impl Into<Text>) -> Self {
         Self {
             kind,
-            description,
+            description: description.into(),
             nullable: false,
         }
     }
 
     /// A free string.
-    pub fn string(description: &'static str) -> Self {
+    pub fn string(description: impl Into<Text>) -> Self {
         Self::new(
             Kind::String {
                 values: None,
@@ -113,7 +150,7 @@ impl Schema {
     /// # Panics
     /// If `pattern` is not a valid regular expression; patterns are
     /// compile-time constants checked by the catalogue's tests.
-    pub fn pattern(description: &'static str, pattern: &'static str, max_len: usize) -> Self {
+    pub fn pattern(description: impl Into<Text>, pattern: &'static str, max_len: usize) -> Self {
         Self::new(
             Kind::String {
                 values: None,
@@ -125,10 +162,18 @@ impl Schema {
     }
 
     /// A string enumeration.
-    pub fn enumeration(description: &'static str, values: &[&'static str]) -> Self {
+    pub fn enumeration(description: impl Into<Text>, values: &[&'static str]) -> Self {
+        Self::one_of(description, values.iter().copied())
+    }
+
+    /// A string enumeration of values known at run time.
+    pub fn one_of(
+        description: impl Into<Text>,
+        values: impl IntoIterator<Item = impl Into<Text>>,
+    ) -> Self {
         Self::new(
             Kind::String {
-                values: Some(values.to_vec()),
+                values: Some(values.into_iter().map(Into::into).collect()),
                 pattern: None,
                 max_len: None,
             },
@@ -137,27 +182,27 @@ impl Schema {
     }
 
     /// An integer within inclusive bounds.
-    pub fn integer(description: &'static str, min: Option<i64>, max: Option<i64>) -> Self {
+    pub fn integer(description: impl Into<Text>, min: Option<i64>, max: Option<i64>) -> Self {
         Self::new(Kind::Integer { min, max }, description)
     }
 
     /// Any number.
-    pub fn number(description: &'static str) -> Self {
+    pub fn number(description: impl Into<Text>) -> Self {
         Self::new(Kind::Number, description)
     }
 
     /// A boolean.
-    pub fn boolean(description: &'static str) -> Self {
+    pub fn boolean(description: impl Into<Text>) -> Self {
         Self::new(Kind::Boolean, description)
     }
 
     /// An object with exactly these properties.
-    pub fn object(description: &'static str, properties: Vec<Property>) -> Self {
+    pub fn object(description: impl Into<Text>, properties: Vec<Property>) -> Self {
         Self::new(Kind::Object(properties), description)
     }
 
     /// An array of `items`.
-    pub fn array(description: &'static str, items: Schema) -> Self {
+    pub fn array(description: impl Into<Text>, items: Schema) -> Self {
         Self::new(Kind::Array(Box::new(items)), description)
     }
 
@@ -169,6 +214,17 @@ impl Schema {
 
     /// Render as standard JSON Schema (draft 2020-12 subset, no `$ref`).
     pub fn to_json(&self) -> Value {
+        self.render(Rules::STANDARD)
+            .expect("the standard rules leave no node out")
+    }
+
+    /// Render with `rules`. `None` only when the rules leave this node out
+    /// (an object without properties, under `omit_empty_objects`).
+    pub fn render(&self, rules: Rules) -> Option<Value> {
+        self.render_as(rules, self.nullable)
+    }
+
+    fn render_as(&self, rules: Rules, nullable: bool) -> Option<Value> {
         let mut out = Map::new();
         let type_name = match &self.kind {
             Kind::String {
@@ -177,9 +233,11 @@ impl Schema {
                 max_len,
             } => {
                 if let Some(values) = values {
-                    keywords::enumeration(&mut out, values.iter().copied(), self.nullable);
+                    keywords::enumeration(&mut out, values.iter().map(|v| &**v), nullable);
                 }
-                keywords::string_facets(&mut out, pattern.as_ref().map(|(p, _)| *p), *max_len);
+                if rules.string_facets {
+                    keywords::string_facets(&mut out, pattern.as_ref().map(|(p, _)| *p), *max_len);
+                }
                 "string"
             }
             Kind::Integer { min, max } => {
@@ -189,20 +247,40 @@ impl Schema {
             Kind::Number => "number",
             Kind::Boolean => "boolean",
             Kind::Object(props) => {
-                let properties: Map<String, Value> = props
-                    .iter()
-                    .map(|p| (p.name.to_owned(), p.schema.to_json()))
-                    .collect();
-                let required = props.iter().filter(|p| p.required).map(|p| p.name);
-                keywords::object(&mut out, properties, required, true);
+                let mut properties = Map::new();
+                let mut required = Vec::new();
+                for p in props {
+                    // Where every property is required, an optional one may
+                    // be null instead.
+                    let optional_null = rules.all_required && !p.required;
+                    let Some(rendered) = p
+                        .schema
+                        .render_as(rules, p.schema.nullable || optional_null)
+                    else {
+                        continue;
+                    };
+                    properties.insert(p.name.to_owned(), rendered);
+                    if p.required || rules.all_required {
+                        required.push(p.name);
+                    }
+                }
+                if rules.omit_empty_objects && properties.is_empty() {
+                    return None;
+                }
+                keywords::object(&mut out, properties, required, rules.closed_objects);
                 "object"
             }
             Kind::Array(items) => {
-                out.insert("items".into(), items.to_json());
+                out.insert("items".into(), items.render(rules)?);
                 "array"
             }
         };
-        keywords::finish(out, type_name, self.nullable, self.description)
+        Some(keywords::finish(
+            out,
+            type_name,
+            nullable,
+            &self.description,
+        ))
     }
 
     /// Validate `value`, returning the first violation found.
@@ -236,7 +314,7 @@ impl Schema {
                     invalid(format!("expected a string, got {}", json_type(value)))
                 })?;
                 if let Some(values) = values
-                    && !values.contains(&s)
+                    && !values.iter().any(|v| v == s)
                 {
                     return Err(invalid(format!("must be one of: {}", values.join(", "))));
                 }
@@ -384,16 +462,14 @@ fn compiled(pattern: &'static str) -> Arc<Regex> {
     }))
 }
 
-/// JSON Schema keywords, written the same way by every renderer: the
-/// catalogue's standard rendering above and the agent's per-provider
-/// dialects (`droidwarden_agent::tools::schema`), which choose which of them
-/// a provider accepts.
-pub mod keywords {
+/// JSON Schema keywords, each written in one place for [`Schema::render`]
+/// (whatever [`Rules`] it follows).
+mod keywords {
     use serde_json::{Map, Value, json};
 
     /// `enum`. A nullable enumeration lists `null` too: `enum` restricts
     /// whatever `type` says, so without it `null` would fail.
-    pub fn enumeration<'a>(
+    pub(super) fn enumeration<'a>(
         out: &mut Map<String, Value>,
         values: impl IntoIterator<Item = &'a str>,
         nullable: bool,
@@ -406,7 +482,7 @@ pub mod keywords {
     }
 
     /// `pattern` and `maxLength`, where given.
-    pub fn string_facets(
+    pub(super) fn string_facets(
         out: &mut Map<String, Value>,
         pattern: Option<&str>,
         max_len: Option<usize>,
@@ -420,7 +496,7 @@ pub mod keywords {
     }
 
     /// `minimum` and `maximum` (inclusive), where given.
-    pub fn bounds(out: &mut Map<String, Value>, min: Option<i64>, max: Option<i64>) {
+    pub(super) fn bounds(out: &mut Map<String, Value>, min: Option<i64>, max: Option<i64>) {
         if let Some(m) = min {
             out.insert("minimum".into(), json!(m));
         }
@@ -431,7 +507,7 @@ pub mod keywords {
 
     /// `properties`, `required` and, when `closed`,
     /// `additionalProperties: false`.
-    pub fn object<S: AsRef<str>>(
+    pub(super) fn object<S: AsRef<str>>(
         out: &mut Map<String, Value>,
         properties: Map<String, Value>,
         required: impl IntoIterator<Item = S>,
@@ -447,7 +523,7 @@ pub mod keywords {
 
     /// Add `type` (`[T, "null"]` when nullable) and a non-empty
     /// `description`, and close the node.
-    pub fn finish(
+    pub(super) fn finish(
         mut out: Map<String, Value>,
         type_name: &str,
         nullable: bool,
@@ -534,6 +610,34 @@ mod tests {
             panic!("patterns")
         };
         assert!(Arc::ptr_eq(a, b));
+    }
+
+    #[test]
+    fn rules_choose_the_keywords() {
+        let schema = Schema::object(
+            "",
+            vec![
+                Property::optional("name", Schema::pattern("", "^[a-z]+$", 5)),
+                Property::optional("empty", Schema::object("", Vec::new())),
+            ],
+        );
+        let strict = Rules {
+            string_facets: false,
+            all_required: true,
+            ..Rules::STANDARD
+        };
+        let s = schema.render(strict).unwrap();
+        assert_eq!(s["required"], json!(["name", "empty"]));
+        assert_eq!(s["properties"]["name"], json!({"type": ["string", "null"]}));
+        let subset = Rules {
+            closed_objects: false,
+            omit_empty_objects: true,
+            ..Rules::STANDARD
+        };
+        let s = schema.render(subset).unwrap();
+        assert_eq!(s["properties"].as_object().unwrap().len(), 1);
+        assert!(s.get("additionalProperties").is_none());
+        assert_eq!(Schema::object("", Vec::new()).render(subset), None);
     }
 
     #[test]

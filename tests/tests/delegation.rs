@@ -17,31 +17,6 @@ use std::sync::{Arc, Mutex};
 
 const AGENTS: &str = "[agent]\nmax_iterations = 4\n[[agents]]\nname = \"battery-doctor\"\ndescription = \"Reads a phone's battery.\"\nsystem_prompt = \"DOCTOR: you read batteries.\"\ntools = [\"battery\"]\nmax_iterations = 3\n[[agents]]\nname = \"netcheck\"\ndescription = \"Checks a phone's Wi-Fi.\"\nsystem_prompt = \"NETCHECK: you check Wi-Fi.\"\ntools = [\"wifi_automation.status\"]\nmode = \"background\"\nmax_iterations = 3\n";
 
-fn system_of(r: &RecordedRequest) -> String {
-    r.body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-fn tools_of(r: &RecordedRequest) -> Vec<String> {
-    r.body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-        .collect()
-}
-
-/// The last user message (earlier turns of the session come first).
-fn prompt_of(r: &RecordedRequest) -> String {
-    r.body["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .map(|m| m["content"].to_string())
-        .unwrap_or_default()
-}
-
 /// The last message, when it is a tool result.
 fn tool_result(r: &RecordedRequest) -> Option<String> {
     let last = r.body["messages"].as_array()?.last()?;
@@ -100,9 +75,17 @@ fn wait_mode_reaches_the_phone_a_failing_child_is_a_tool_error_and_a_self_delega
         .expect("session")
         .to_owned();
     let requests = r.llm.requests();
-    assert!(tools_of(&requests[0]).contains(&"delegate_to_battery-doctor".to_owned()));
-    assert!(tools_of(&requests[0]).contains(&"delegation_status".to_owned()));
-    assert!(system_of(&requests[1]).starts_with("DOCTOR"));
+    assert!(
+        requests[0]
+            .tool_names()
+            .contains(&"delegate_to_battery-doctor".to_owned())
+    );
+    assert!(
+        requests[0]
+            .tool_names()
+            .contains(&"delegation_status".to_owned())
+    );
+    assert!(requests[1].system_prompt().starts_with("DOCTOR"));
     // Isolated: the child saw the task and context, not the user's words.
     assert!(
         !requests[1].body["messages"]
@@ -168,9 +151,13 @@ fn wait_mode_reaches_the_phone_a_failing_child_is_a_tool_error_and_a_self_delega
     // Every child was offered no delegate tool.
     for q in loop_requests
         .iter()
-        .filter(|q| system_of(q).starts_with("DOCTOR"))
+        .filter(|q| q.system_prompt().starts_with("DOCTOR"))
     {
-        assert!(tools_of(q).iter().all(|t| !t.starts_with("delegate_to_")));
+        assert!(
+            q.tool_names()
+                .iter()
+                .all(|t| !t.starts_with("delegate_to_"))
+        );
     }
     // Bounded: parent 4 model calls, each of its 3 delegations 3.
     assert_eq!(loop_requests.len(), 4 + 3 * 3);
@@ -183,7 +170,7 @@ fn wait_mode_reaches_the_phone_a_failing_child_is_a_tool_error_and_a_self_delega
 /// of the task in `task` (`STATUS`), and answers with the tool result.
 fn background_model(task: Arc<Mutex<String>>) -> Responder {
     Responder::new(move |r| {
-        if system_of(r).starts_with("NETCHECK") {
+        if r.system_prompt().starts_with("NETCHECK") {
             return match tool_result(r) {
                 None => tool_reply(
                     "android_device",
@@ -195,7 +182,7 @@ fn background_model(task: Arc<Mutex<String>>) -> Responder {
         if let Some(result) = tool_result(r) {
             return ModelReply::text(format!("Result: {result}"));
         }
-        let prompt = prompt_of(r);
+        let prompt = r.last_user_message();
         if prompt.contains("BG") {
             tool_reply(
                 "delegate_to_netcheck",
@@ -290,7 +277,7 @@ fn background_tasks_report_through_status_sessions_reload_and_a_restart() {
     });
     let n = r.llm.requests().len();
     ok_text(&r.ask("b3", "anything new?", None));
-    let offered = tools_of(&r.llm.requests()[n]);
+    let offered = r.llm.requests()[n].tool_names();
     assert!(
         offered.contains(&"delegate_to_scout".to_owned())
             && offered.contains(&"delegate_to_netcheck".to_owned()),

@@ -8,14 +8,14 @@
 //! Wait mode runs it in the parent's slot and returns its answer;
 //! background mode hands it to [`super::background`].
 
-use super::{Agent, Child, Slots, Tag, background, run_child};
+use super::{Agent, Child, Slots, Tag, background, child_limits, run_child};
 use crate::clock::now_ms;
 use crate::delegation::DelegateMode;
-use crate::graph::{Input, RunLimits, RunState};
+use crate::graph::{Input, RunState};
 use crate::host::BoxFuture;
 use crate::policy::ApprovalPolicy;
 use crate::store;
-use crate::tools::Toolset;
+use crate::tools::{SkillScope, Toolset};
 use droidwarden_services::{ErrorCode, WireError};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -66,22 +66,15 @@ pub(super) fn delegate(
         .skills()
         .cloned()
         .unwrap_or_else(|| agent.skills());
-    let toolset = Toolset::for_delegate(
+    let toolset = Toolset::for_child(
         cfg.tool_mode,
         parent_tools.devices(),
         Arc::new(skills.subset(&spec.skills)),
-        &spec.name,
-        spec.allowed.clone(),
+        SkillScope::agent(&spec.name, spec.allowed.clone()),
+        1,
         parent_tools.max_depth(),
     );
-    let max_iterations = spec.max_iterations.unwrap_or(cfg.max_iterations);
-    let limits = RunLimits {
-        max_iterations,
-        max_steps: max_iterations * 4 + 4,
-        max_result_chars: cfg.max_result_chars,
-        approval_timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
-        tools_enabled: !toolset.is_empty(),
-    };
+    let limits = child_limits(cfg, spec.max_iterations, policy, &toolset);
     let prompt = match &call.context {
         Some(context) => format!("{}\n\nContext:\n{context}", call.task),
         None => call.task.clone(),

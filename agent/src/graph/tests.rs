@@ -70,12 +70,7 @@ impl Fixture {
 }
 
 fn call(id: &str, args: serde_json::Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: "android_device".into(),
-        arguments: args.to_string(),
-        signature: None,
-    }
+    ToolCall::new(id, "android_device", args.to_string())
 }
 
 fn reply_calls(calls: Vec<ToolCall>) -> Input {
@@ -153,18 +148,8 @@ fn final_answer_after_one_tool_round() {
 fn invalid_calls_become_readable_tool_errors_and_the_run_continues() {
     let mut f = Fixture::new();
     f.step(Input::Start { now_ms: 0 });
-    let bad_json = ToolCall {
-        id: "c1".into(),
-        name: "android_device".into(),
-        arguments: "{\"service_id\": ".into(),
-        signature: None,
-    };
-    let unknown = ToolCall {
-        id: "c2".into(),
-        name: "rm_rf".into(),
-        arguments: "{}".into(),
-        signature: None,
-    };
+    let bad_json = ToolCall::new("c1", "android_device", "{\"service_id\": ");
+    let unknown = ToolCall::new("c2", "rm_rf", "{}");
     let a = f.step(reply_calls(vec![bad_json, unknown]));
     assert_eq!(
         kinds(&a),
@@ -337,14 +322,7 @@ fn limits_stop_the_run_with_the_reason_recorded() {
     let mut f = Fixture::new();
     f.state.limits.max_iterations = 2;
     f.step(Input::Start { now_ms: 0 });
-    let c = || {
-        reply_calls(vec![ToolCall {
-            id: "t".into(),
-            name: "current_time".into(),
-            arguments: "{}".into(),
-            signature: None,
-        }])
-    };
+    let c = || reply_calls(vec![ToolCall::new("t", "current_time", "{}")]);
     f.step(c());
     f.step(Input::ToolFinished {
         call_id: "t".into(),

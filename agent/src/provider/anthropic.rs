@@ -7,10 +7,9 @@
 
 use super::http::{self, Endpoint, Fail, StreamDecoder, bad};
 use super::sse::SseEvent;
-use super::{ChatRequest, Provider, TextSink, arguments_object};
+use super::{ChatRequest, arguments_object};
 use crate::config::LlmConfig;
 use crate::error::AgentError;
-use crate::host::BoxFuture;
 use crate::message::{Message, ModelReply, Thinking, ToolCall, Usage};
 use crate::secret::Secret;
 use crate::tools::schema::Dialect;
@@ -187,7 +186,7 @@ enum Block {
 }
 
 #[derive(Debug, Default)]
-struct Decoder {
+pub(crate) struct Decoder {
     blocks: Vec<Block>,
     reply: ModelReply,
     stopped: bool,
@@ -325,35 +324,25 @@ impl StreamDecoder for Decoder {
     }
 }
 
-impl Provider for Anthropic {
-    fn name(&self) -> &'static str {
-        "anthropic"
+impl http::Wire for Anthropic {
+    type Decoder = Decoder;
+    const PARSE: fn(Value) -> Result<ModelReply, Fail> = parse_full;
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.api
     }
 
-    fn vision(&self) -> bool {
-        self.api.vision
+    fn url(&self) -> String {
+        format!("{}/v1/messages", self.api.base_url)
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_text: TextSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(async move {
-            self.api
-                .send(
-                    format!("{}/v1/messages", self.api.base_url),
-                    |key| {
-                        let version = ("anthropic-version", ANTHROPIC_VERSION.to_owned());
-                        let key = key.map(|k| ("x-api-key", k.to_owned()));
-                        std::iter::once(version).chain(key).collect()
-                    },
-                    self.request_body(request),
-                    Decoder::default,
-                    parse_full,
-                    on_text,
-                )
-                .await
-        })
+    fn headers(key: Option<&str>) -> Vec<(&'static str, String)> {
+        let version = ("anthropic-version", ANTHROPIC_VERSION.to_owned());
+        let key = key.map(|k| ("x-api-key", k.to_owned()));
+        std::iter::once(version).chain(key).collect()
+    }
+
+    fn body(&self, request: &ChatRequest) -> Value {
+        self.request_body(request)
     }
 }

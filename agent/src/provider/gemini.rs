@@ -7,10 +7,9 @@
 
 use super::http::{self, Endpoint, Fail, StreamDecoder, bad};
 use super::sse::SseEvent;
-use super::{ChatRequest, Provider, TextSink, arguments_object};
+use super::{ChatRequest, arguments_object};
 use crate::config::LlmConfig;
 use crate::error::AgentError;
-use crate::host::BoxFuture;
 use crate::message::{Message, ModelReply, Thinking, ToolCall, Usage};
 use crate::secret::Secret;
 use crate::tools::schema::Dialect;
@@ -136,7 +135,7 @@ fn parse_full(body: Value) -> Result<ModelReply, Fail> {
 }
 
 #[derive(Debug, Default)]
-struct Decoder {
+pub(crate) struct Decoder {
     reply: ModelReply,
     thinking: String,
     thinking_signature: Option<String>,
@@ -232,46 +231,35 @@ impl StreamDecoder for Decoder {
     }
 }
 
-impl Provider for Gemini {
-    fn name(&self) -> &'static str {
-        "gemini"
+impl http::Wire for Gemini {
+    type Decoder = Decoder;
+    const PARSE: fn(Value) -> Result<ModelReply, Fail> = parse_full;
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.api
     }
 
-    fn vision(&self) -> bool {
-        self.api.vision
+    fn url(&self) -> String {
+        if self.api.stream {
+            format!(
+                "{}/v1beta/models/{}:streamGenerateContent?alt=sse",
+                self.api.base_url, self.api.model
+            )
+        } else {
+            format!(
+                "{}/v1beta/models/{}:generateContent",
+                self.api.base_url, self.api.model
+            )
+        }
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_text: TextSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(async move {
-            let url = if self.api.stream {
-                format!(
-                    "{}/v1beta/models/{}:streamGenerateContent?alt=sse",
-                    self.api.base_url, self.api.model
-                )
-            } else {
-                format!(
-                    "{}/v1beta/models/{}:generateContent",
-                    self.api.base_url, self.api.model
-                )
-            };
-            self.api
-                .send(
-                    url,
-                    |key| {
-                        key.map(|k| ("x-goog-api-key", k.to_owned()))
-                            .into_iter()
-                            .collect()
-                    },
-                    self.request_body(request),
-                    Decoder::default,
-                    parse_full,
-                    on_text,
-                )
-                .await
-        })
+    fn headers(key: Option<&str>) -> Vec<(&'static str, String)> {
+        key.map(|k| ("x-goog-api-key", k.to_owned()))
+            .into_iter()
+            .collect()
+    }
+
+    fn body(&self, request: &ChatRequest) -> Value {
+        self.request_body(request)
     }
 }

@@ -12,6 +12,7 @@
 //! would be shown twice.
 
 use super::sse::{SseEvent, SseParser};
+use super::{ChatRequest, Provider, ReplyFuture, TextSink};
 use crate::clock;
 use crate::config::LlmConfig;
 use crate::error::AgentError;
@@ -149,6 +150,48 @@ impl Endpoint {
             stream: self.stream,
         };
         self.http.send(&request, decoder, parse, on_text).await
+    }
+}
+
+/// What one provider's wire format states; the [`Provider`] over HTTP is
+/// written once, below, for all of them.
+pub(crate) trait Wire: Send + Sync + std::fmt::Debug {
+    /// Reads its streamed answers.
+    type Decoder: StreamDecoder + Default;
+    /// Reads a whole (not streamed) answer.
+    const PARSE: fn(Value) -> Result<ModelReply, Fail>;
+    /// Its endpoint settings (and its name).
+    fn endpoint(&self) -> &Endpoint;
+    /// Where a request goes.
+    fn url(&self) -> String;
+    /// The headers the API key (`None`: without one) makes.
+    fn headers(key: Option<&str>) -> Vec<(&'static str, String)>;
+    /// The request body.
+    fn body(&self, request: &ChatRequest) -> Value;
+}
+
+impl<W: Wire> Provider for W {
+    fn name(&self) -> &'static str {
+        self.endpoint().http.provider
+    }
+
+    fn vision(&self) -> bool {
+        self.endpoint().vision
+    }
+
+    fn complete<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>) -> ReplyFuture<'a> {
+        Box::pin(async move {
+            self.endpoint()
+                .send(
+                    self.url(),
+                    W::headers,
+                    self.body(request),
+                    W::Decoder::default,
+                    W::PARSE,
+                    on_text,
+                )
+                .await
+        })
     }
 }
 

@@ -29,7 +29,7 @@ use crate::tools::ToolSpec;
 use std::sync::Arc;
 
 /// What is sent to the model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ChatRequest {
     /// System prompt (may be empty).
     pub system: String,
@@ -42,6 +42,9 @@ pub struct ChatRequest {
 /// The text callback: each piece of answer text as it streams in (the
 /// whole text at once when not streaming).
 pub type TextSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
+/// What a model call gives back.
+pub type ReplyFuture<'a> = BoxFuture<'a, Result<ModelReply, AgentError>>;
 
 /// A language model.
 pub trait Provider: Send + Sync + std::fmt::Debug {
@@ -56,11 +59,7 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// [`AgentError::Connect`], [`AgentError::Timeout`],
     /// [`AgentError::StreamCut`] or [`AgentError::BadResponse`], after the
     /// configured retries.
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_text: TextSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>>;
+    fn complete<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>) -> ReplyFuture<'a>;
 
     /// Whether the model takes images (`[llm] vision`); without, the agent
     /// answers a screenshot call with the screen's UI tree.

@@ -4,15 +4,14 @@
 //! uses SSE with `stream_options.include_usage`. `reasoning_content` (vLLM,
 //! DeepSeek, llama.cpp) is kept as thinking, apart from the answer.
 
+use super::ChatRequest;
 use super::http::{self, Endpoint, Fail, StreamDecoder, bad};
 use super::sse::SseEvent;
-use super::{ChatRequest, Provider, TextSink};
 use crate::config::LlmConfig;
 use crate::error::AgentError;
-use crate::host::BoxFuture;
 use crate::message::{Message, ModelReply, Thinking, ToolCall, Usage};
 use crate::secret::Secret;
-use crate::tools::schema::Dialect;
+use crate::tools::schema::{Dialect, Parameters};
 use serde_json::{Value, json};
 
 /// The OpenAI-compatible provider.
@@ -102,9 +101,7 @@ impl OpenAi {
                         "parameters": t.parameters_for(dialect),
                     });
                     // A raw schema (an MCP server's) is not strict-mode shaped.
-                    if self.strict
-                        && !matches!(t.parameters.kind, crate::tools::schema::NodeKind::Raw(_))
-                    {
+                    if self.strict && !matches!(t.parameters, Parameters::Raw(_)) {
                         f["strict"] = json!(true);
                     }
                     json!({"type": "function", "function": f})
@@ -201,7 +198,7 @@ fn usage(body: &Value) -> Usage {
 }
 
 #[derive(Debug, Default)]
-struct Decoder {
+pub(crate) struct Decoder {
     reply: ModelReply,
     reasoning: String,
     done: bool,
@@ -252,12 +249,11 @@ impl StreamDecoder for Decoder {
                 .unwrap_or(self.reply.tool_calls.len() as u64) as usize;
             while self.reply.tool_calls.len() <= index {
                 let n = self.reply.tool_calls.len();
-                self.reply.tool_calls.push(ToolCall {
-                    id: format!("call_{n}"),
-                    name: String::new(),
-                    arguments: String::new(),
-                    signature: None,
-                });
+                self.reply.tool_calls.push(ToolCall::new(
+                    format!("call_{n}"),
+                    String::new(),
+                    String::new(),
+                ));
             }
             let call = &mut self.reply.tool_calls[index];
             if let Some(id) = tc.get("id").and_then(Value::as_str) {
@@ -292,35 +288,25 @@ impl StreamDecoder for Decoder {
     }
 }
 
-impl Provider for OpenAi {
-    fn name(&self) -> &'static str {
-        "openai"
+impl http::Wire for OpenAi {
+    type Decoder = Decoder;
+    const PARSE: fn(Value) -> Result<ModelReply, Fail> = parse_full;
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.api
     }
 
-    fn vision(&self) -> bool {
-        self.api.vision
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.api.base_url)
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_text: TextSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(async move {
-            self.api
-                .send(
-                    format!("{}/chat/completions", self.api.base_url),
-                    |key| {
-                        key.map(|k| ("authorization", format!("Bearer {k}")))
-                            .into_iter()
-                            .collect()
-                    },
-                    self.request_body(request),
-                    Decoder::default,
-                    parse_full,
-                    on_text,
-                )
-                .await
-        })
+    fn headers(key: Option<&str>) -> Vec<(&'static str, String)> {
+        key.map(|k| ("authorization", format!("Bearer {k}")))
+            .into_iter()
+            .collect()
+    }
+
+    fn body(&self, request: &ChatRequest) -> Value {
+        self.request_body(request)
     }
 }

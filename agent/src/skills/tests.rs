@@ -40,46 +40,49 @@ fn builtin_skills_all_load_and_resolve() {
 
 #[test]
 fn parse_errors_name_the_problem() {
-    let check = |dir: &str, text: &str, want: &str| {
-        let err = Skill::parse(dir, text, SkillSource::Builtin).unwrap_err();
+    // Front matter over the body "b".
+    let front = |matter: &str| doc(matter, "b");
+    for (dir, text, want) in [
+        ("a", "no front matter".to_owned(), "must start with"),
+        ("a", "---\nname: a\n".to_owned(), "not closed"),
+        (
+            "a",
+            front("name: a\ndescription: x\nallowed-tool: battery"),
+            "allowed-tool",
+        ),
+        ("a", front("name: b\ndescription: x"), "directory name"),
+        ("../x", front("name: ../x\ndescription: x"), "lowercase"),
+        ("a", front("name: a\ndescription: \"\""), "description"),
+        ("a", doc("name: a\ndescription: x", ""), "empty"),
+        (
+            "a",
+            front("name: a\ndescription: x\nrisk: extreme"),
+            "front matter",
+        ),
+        (
+            "a",
+            front("name: a\ndescription: x\nmax_iterations: 0"),
+            "max_iterations",
+        ),
+        (
+            "a",
+            front("name: a\ndescription: x\ntimeout_s: -1"),
+            "timeout_s",
+        ),
+        (
+            "a",
+            front("name: a\ndescription: x\nparameters: {type: string}"),
+            "parameters",
+        ),
+        (
+            "a",
+            front("name: a\ndescription: [unclosed"),
+            "front matter",
+        ),
+    ] {
+        let err = Skill::parse(dir, &text, SkillSource::Builtin).unwrap_err();
         assert!(err.contains(want), "{dir}: {err:?} should contain {want:?}");
-    };
-    check("a", "no front matter", "must start with");
-    check("a", "---\nname: a\n", "not closed");
-    check(
-        "a",
-        &doc("name: a\ndescription: x\nallowed-tool: battery", "b"),
-        "allowed-tool",
-    );
-    check("a", &doc("name: b\ndescription: x", "b"), "directory name");
-    check("../x", &doc("name: ../x\ndescription: x", "b"), "lowercase");
-    check("a", &doc("name: a\ndescription: \"\"", "b"), "description");
-    check("a", &doc("name: a\ndescription: x", ""), "empty");
-    check(
-        "a",
-        &doc("name: a\ndescription: x\nrisk: extreme", "b"),
-        "front matter",
-    );
-    check(
-        "a",
-        &doc("name: a\ndescription: x\nmax_iterations: 0", "b"),
-        "max_iterations",
-    );
-    check(
-        "a",
-        &doc("name: a\ndescription: x\ntimeout_s: -1", "b"),
-        "timeout_s",
-    );
-    check(
-        "a",
-        &doc("name: a\ndescription: x\nparameters: {type: string}", "b"),
-        "parameters",
-    );
-    check(
-        "a",
-        &doc("name: a\ndescription: [unclosed", "b"),
-        "front matter",
-    );
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! [`FakeToolHost`]: devices and results without phones.
 
-use crate::host::{BoxFuture, DeviceSummary, ToolHost};
+use crate::host::{DeviceSummary, ToolFuture, ToolHost};
 use droidwarden_services::{Catalogue, Command, WireError};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
@@ -180,11 +180,7 @@ impl ToolHost for FakeToolHost {
         self.call_limit
     }
 
-    fn call<'a>(
-        &'a self,
-        device: Option<&'a str>,
-        command: Command,
-    ) -> BoxFuture<'a, Result<Value, WireError>> {
+    fn call<'a>(&'a self, device: Option<&'a str>, command: Command) -> ToolFuture<'a> {
         Box::pin(async move {
             let (service, action) = (command.service_id(), command.action_name());
             let call = FakeCall {

@@ -1,9 +1,8 @@
 //! [`ScriptedModel`]: a provider without HTTP.
 
 use crate::error::AgentError;
-use crate::host::BoxFuture;
 use crate::message::ModelReply;
-use crate::provider::{ChatRequest, Provider, TextSink};
+use crate::provider::{ChatRequest, Provider, ReplyFuture, TextSink};
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
@@ -36,6 +35,11 @@ impl ScriptedModel {
             requests: Mutex::new(Vec::new()),
             record: true,
         }
+    }
+
+    /// A model that answers `texts` in turn (no tool calls).
+    pub fn texts<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
+        Self::new(texts.into_iter().map(ModelReply::text))
     }
 
     /// Answer every request with `f(request)`; nothing is recorded (zero
@@ -87,11 +91,7 @@ impl Provider for ScriptedModel {
         "scripted"
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_text: TextSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
             if self.record {
                 self.requests

@@ -89,6 +89,52 @@ impl RecordedRequest {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     }
+
+    /// The system prompt of an OpenAI request (the first message's text).
+    pub fn system_prompt(&self) -> String {
+        self.body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The tool names an OpenAI request offers, in order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The last user message's content as JSON text (earlier turns of the
+    /// session come first); empty when there is none.
+    pub fn last_user_message(&self) -> String {
+        self.messages()
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .map(|m| m["content"].to_string())
+            .unwrap_or_default()
+    }
+
+    /// The last message as JSON text; empty when there is none.
+    pub fn last_message(&self) -> String {
+        self.messages()
+            .last()
+            .map(Value::to_string)
+            .unwrap_or_default()
+    }
+
+    /// Whether the request carries any tool result (OpenAI `tool` role).
+    pub fn has_tool_result(&self) -> bool {
+        self.messages().iter().any(|m| m["role"] == "tool")
+    }
+
+    fn messages(&self) -> &[Value] {
+        self.body["messages"].as_array().map_or(&[], Vec::as_slice)
+    }
 }
 
 #[derive(Debug, Default)]

@@ -41,12 +41,7 @@ mod tests {
     }
 
     fn call(name: &str, args: &str) -> ToolCall {
-        ToolCall {
-            id: "c1".into(),
-            name: name.into(),
-            arguments: args.into(),
-            signature: None,
-        }
+        ToolCall::new("c1", name, args)
     }
 
     #[test]

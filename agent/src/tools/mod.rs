@@ -32,7 +32,7 @@ use crate::host::DeviceSummary;
 use crate::message::ToolCall;
 use crate::skills::{AllowedTools, INVOKE_SKILL_TOOL, LIST_SKILLS_TOOL, READ_SKILL_TOOL, SkillSet};
 use droidwarden_services::{Catalogue, Command, ErrorCode, Risk, ServiceSpec, WireError};
-use schema::{Dialect, NodeKind, Prop, SchemaNode};
+use schema::{Dialect, Parameters, Property, Schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -58,14 +58,14 @@ pub enum ToolMode {
 }
 
 /// A tool as offered to a provider.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ToolSpec {
     /// Tool name.
     pub name: String,
     /// Description for the model.
     pub description: String,
-    /// Parameters (an object node).
-    pub parameters: SchemaNode,
+    /// Parameters (an object schema).
+    pub parameters: Parameters,
 }
 
 impl ToolSpec {
@@ -208,9 +208,9 @@ impl Planned {
     }
 }
 
-/// What a skill's run is limited to.
+/// What a child run (a skill's or a delegated agent's) is limited to.
 #[derive(Debug, Clone, PartialEq)]
-struct SkillScope {
+pub struct SkillScope {
     /// The skill (or `agent <name>` for a delegated agent's run).
     name: String,
     /// How errors name its limits: `allowed-tools of skill <name>` or
@@ -218,6 +218,26 @@ struct SkillScope {
     label: String,
     /// Its resolved `allowed-tools`.
     allowed: AllowedTools,
+}
+
+impl SkillScope {
+    /// Skill `name`'s run: its `allowed-tools`.
+    pub fn skill(name: &str, allowed: AllowedTools) -> Self {
+        Self {
+            name: name.to_owned(),
+            label: format!("allowed-tools of skill {name}"),
+            allowed,
+        }
+    }
+
+    /// Delegated agent `name`'s run (at depth 1): its tools.
+    pub fn agent(name: &str, allowed: AllowedTools) -> Self {
+        Self {
+            name: format!("agent {name}"),
+            label: format!("tools of agent {name}"),
+            allowed,
+        }
+    }
 }
 
 /// The tools for one run: built from the devices at the start of the run.
@@ -277,23 +297,18 @@ impl Toolset {
         Self::build(mode, devices, builtins, Some(skills), None, 0, max_depth)
     }
 
-    /// The tools of skill `name`'s run at `depth`: **only** its
-    /// `allowed-tools` (services and actions outside them are refused when
-    /// planned, before anything reaches a phone).
-    pub fn for_skill(
+    /// The tools of a child run (a skill's or a delegated agent's) at
+    /// `depth`: **only** what `scope` allows (services and actions outside
+    /// it are refused when planned, before anything reaches a phone), plus
+    /// `skills`; never a delegate tool.
+    pub fn for_child(
         mode: ToolMode,
         devices: &[DeviceSummary],
         skills: std::sync::Arc<SkillSet>,
-        name: &str,
-        allowed: AllowedTools,
+        scope: SkillScope,
         depth: u32,
         max_depth: u32,
     ) -> Self {
-        let scope = SkillScope {
-            name: name.to_owned(),
-            label: format!("allowed-tools of skill {name}"),
-            allowed,
-        };
         Self::build(
             mode,
             devices,
@@ -363,20 +378,20 @@ impl Toolset {
             specs.push(ToolSpec {
                 name: TIME_TOOL.into(),
                 description: "The current date and time (UTC) and the weekday.".into(),
-                parameters: SchemaNode::object("", Vec::new()),
+                parameters: Schema::object("", Vec::new()).into(),
             });
         }
         if calculator {
             specs.push(ToolSpec {
                 name: CALCULATOR_TOOL.into(),
                 description: "Evaluate an arithmetic expression: numbers, + - * / % ^, parentheses, sqrt abs ln log10 log2 exp sin cos tan floor ceil round pow min max, pi, e.".into(),
-                parameters: SchemaNode::object(
+                parameters: Schema::object(
                     "",
-                    vec![Prop::required(
+                    vec![Property::required(
                         "expression",
-                        SchemaNode::string("e.g. (40 * 255) / 100"),
+                        Schema::string("e.g. (40 * 255) / 100"),
                     )],
-                ),
+                ).into(),
             });
         }
         // A user's run with no device and no built-in tool stays a single
@@ -386,70 +401,41 @@ impl Toolset {
             specs.push(ToolSpec {
                 name: LIST_SKILLS_TOOL.into(),
                 description: "List the skills (packaged procedures) you can run: name, description, tools and risk.".into(),
-                parameters: SchemaNode::object("", Vec::new()),
+                parameters: Schema::object("", Vec::new()).into(),
             });
             specs.push(ToolSpec {
                 name: READ_SKILL_TOOL.into(),
                 description: "Read a skill's full instructions, or one of its reference files.".into(),
-                parameters: SchemaNode::object(
+                parameters: Schema::object(
                     "",
                     vec![
-                        Prop::required("skill", SchemaNode::string("the skill's name")),
-                        Prop::optional(
+                        Property::required("skill", Schema::string("the skill's name")),
+                        Property::optional(
                             "file",
-                            SchemaNode::string("a file listed in the skill's references; leave out for its instructions"),
+                            Schema::string("a file listed in the skill's references; leave out for its instructions"),
                         ),
                     ],
-                ),
+                ).into(),
             });
         }
         if has_skills && invoke {
             specs.push(ToolSpec {
                 name: INVOKE_SKILL_TOOL.into(),
                 description: "Run a skill: it works on its own, with only the tools it declares, and returns its result. input is an object of the skill's parameters, e.g. {\"device\": \"kitchen\"}.".into(),
-                parameters: SchemaNode::object(
+                parameters: Schema::object(
                     "",
                     vec![
-                        Prop::required("skill", SchemaNode::string("the skill's name")),
-                        Prop::optional(
+                        Property::required("skill", Schema::string("the skill's name")),
+                        Property::optional(
                             "input",
-                            SchemaNode::new(
-                                NodeKind::Object(Vec::new()),
-                                "the skill's input (its parameters)",
-                            ),
+                            Schema::object("the skill's input (its parameters)", Vec::new()),
                         ),
                     ],
-                ),
+                ).into(),
             });
         }
         set.specs = specs.into();
         set
-    }
-
-    /// The tools of delegated agent `name`'s run: only `allowed` (plus
-    /// `skills` when it names any), at depth 1, never a delegate tool.
-    pub fn for_delegate(
-        mode: ToolMode,
-        devices: &[DeviceSummary],
-        skills: std::sync::Arc<SkillSet>,
-        name: &str,
-        allowed: AllowedTools,
-        max_depth: u32,
-    ) -> Self {
-        let scope = SkillScope {
-            name: format!("agent {name}"),
-            label: format!("tools of agent {name}"),
-            allowed,
-        };
-        Self::build(
-            mode,
-            devices,
-            false,
-            Some(skills),
-            Some(std::sync::Arc::new(scope)),
-            1,
-            max_depth,
-        )
     }
 
     /// Add one `delegate_to_<name>` tool per agent, and
@@ -480,38 +466,38 @@ impl Toolset {
                     a.description.trim(),
                     a.allowed.describe()
                 ),
-                parameters: SchemaNode::object(
+                parameters: Schema::object(
                     "",
                     vec![
-                        Prop::required("task", SchemaNode::string("what the agent should do")),
-                        Prop::optional(
+                        Property::required("task", Schema::string("what the agent should do")),
+                        Property::optional(
                             "context",
-                            SchemaNode::string("facts from this conversation it needs"),
+                            Schema::string("facts from this conversation it needs"),
                         ),
-                        Prop::optional(
+                        Property::optional(
                             "mode",
-                            SchemaNode::enumeration(
+                            Schema::one_of(
                                 format!(
                                     "wait for the answer, or run in the background (default: {})",
                                     a.mode.as_str()
                                 ),
-                                vec!["wait".into(), "background".into()],
+                                ["wait", "background"],
                             ),
                         ),
                     ],
-                ),
+                ).into(),
             });
         }
         specs.push(ToolSpec {
             name: crate::delegation::STATUS_TOOL.into(),
             description: "Where a task delegated in the background is: running, succeeded (with the agent's answer), failed or interrupted (with the error). Tasks of this conversation only.".into(),
-            parameters: SchemaNode::object(
+            parameters: Schema::object(
                 "",
-                vec![Prop::required(
+                vec![Property::required(
                     "task_id",
-                    SchemaNode::string("the task_id the delegate_to_* call returned"),
+                    Schema::string("the task_id the delegate_to_* call returned"),
                 )],
-            ),
+            ).into(),
         });
         self.delegates = agents.iter().map(|a| a.name.clone()).collect();
         self.specs = specs.into();
@@ -551,7 +537,7 @@ impl Toolset {
             specs.push(ToolSpec {
                 name: t.name,
                 description: t.description,
-                parameters: SchemaNode::new(NodeKind::Raw(t.schema), ""),
+                parameters: Parameters::Raw(t.schema),
             });
         }
         self.specs = specs.into();
@@ -603,13 +589,13 @@ impl Toolset {
         &self.devices
     }
 
-    fn device_prop(&self) -> Option<Prop> {
+    fn device_prop(&self) -> Option<Property> {
         (self.devices.len() > 1).then(|| {
-            Prop::optional(
+            Property::optional(
                 "device",
-                SchemaNode::enumeration(
+                Schema::one_of(
                     "which phone; may be left out when only one phone offers the service",
-                    self.devices.iter().map(|d| d.name.clone()).collect(),
+                    self.devices.iter().map(|d| d.name.clone()),
                 ),
             )
         })
@@ -643,50 +629,54 @@ impl Toolset {
             let _ = write!(description, "\n- {}: {}", s.id, s.description);
             list_actions(&mut description, &s.actions, "\n  - ");
         }
-        let mut props = Vec::new();
-        props.extend(self.device_prop());
-        props.push(Prop::required(
-            "service_id",
-            SchemaNode::enumeration(
-                "the service",
-                self.services.iter().map(|s| s.id.to_owned()).collect(),
-            ),
-        ));
-        props.push(Prop::required(
-            "action",
-            SchemaNode::string("the action of that service, as listed in the tool description"),
-        ));
-        props.push(Prop::optional(
-            "parameters",
-            flattened_params(self.services.iter().flat_map(|s| s.actions.iter())),
-        ));
-        ToolSpec {
-            name: TOOLKIT_TOOL.into(),
+        self.device_tool(
+            TOOLKIT_TOOL.into(),
             description,
-            parameters: SchemaNode::object("", props),
-        }
+            [
+                Property::required(
+                    "service_id",
+                    Schema::one_of("the service", self.services.iter().map(|s| s.id)),
+                ),
+                Property::required(
+                    "action",
+                    Schema::string("the action of that service, as listed in the tool description"),
+                ),
+            ],
+            self.services.iter().flat_map(|s| s.actions.iter()),
+        )
     }
 
     fn direct_spec(&self, s: &'static ServiceSpec) -> ToolSpec {
         let mut description = format!("{} Actions:", s.description);
         list_actions(&mut description, &s.actions, "\n- ");
-        let mut props = Vec::new();
-        props.extend(self.device_prop());
-        props.push(Prop::required(
-            "action",
-            SchemaNode::enumeration(
-                "the action",
-                s.actions.iter().map(|a| a.name.to_owned()).collect(),
-            ),
-        ));
-        props.push(Prop::optional(
-            "parameters",
-            flattened_params(s.actions.iter()),
-        ));
-        ToolSpec {
-            name: format!("{DIRECT_PREFIX}{}", s.id),
+        self.device_tool(
+            format!("{DIRECT_PREFIX}{}", s.id),
             description,
-            parameters: SchemaNode::object("", props),
+            [Property::required(
+                "action",
+                Schema::one_of("the action", s.actions.iter().map(|a| a.name)),
+            )],
+            s.actions.iter(),
+        )
+    }
+
+    /// A tool over device actions: `device` (with several phones), the
+    /// properties that choose the action, and `parameters`, the union of
+    /// those of `actions`.
+    fn device_tool<'a>(
+        &self,
+        name: String,
+        description: String,
+        choice: impl IntoIterator<Item = Property>,
+        actions: impl Iterator<Item = &'a droidwarden_services::ActionSpec>,
+    ) -> ToolSpec {
+        let mut props: Vec<Property> = self.device_prop().into_iter().collect();
+        props.extend(choice);
+        props.push(Property::optional("parameters", flattened_params(actions)));
+        ToolSpec {
+            name,
+            description,
+            parameters: Schema::object("", props).into(),
         }
     }
 
@@ -1077,15 +1067,15 @@ fn param_list(a: &droidwarden_services::ActionSpec) -> String {
 /// with the actions that take it (`*`: required there).
 fn flattened_params<'a>(
     actions: impl Iterator<Item = &'a droidwarden_services::ActionSpec>,
-) -> SchemaNode {
-    let mut merged: BTreeMap<&str, (SchemaNode, Vec<String>)> = BTreeMap::new();
+) -> Schema {
+    let mut merged: BTreeMap<&'static str, (Schema, Vec<String>)> = BTreeMap::new();
     for a in actions {
         for p in &a.params {
-            let node = SchemaNode::from_catalogue(&p.schema);
+            let node = p.schema.clone();
             let used = format!("{}{}", a.name, if p.required { "*" } else { "" });
             match merged.get_mut(p.name) {
                 Some((existing, users)) => {
-                    existing.merge(&node);
+                    schema::merge(existing, &node);
                     if !users.contains(&used) {
                         users.push(used);
                     }
@@ -1100,16 +1090,16 @@ fn flattened_params<'a>(
         .into_iter()
         .map(|(name, (mut node, users))| {
             node.description = if node.description.is_empty() {
-                format!("for {}", users.join(", "))
+                format!("for {}", users.join(", ")).into()
             } else {
-                format!("{} (for {})", node.description, users.join(", "))
+                format!("{} (for {})", node.description, users.join(", ")).into()
             };
-            Prop::optional(name, node)
+            Property::optional(name, node)
         })
         .collect();
-    SchemaNode::new(
-        NodeKind::Object(props),
+    Schema::object(
         "the action's parameters; * marks a parameter the action requires",
+        props,
     )
 }
 

@@ -1,5 +1,6 @@
-//! Tool parameter schemas, built once in a neutral form and rendered for
-//! each provider's rules.
+//! Tool parameter schemas: the catalogue's own [`Schema`] type (one
+//! representation and one renderer, in `droidwarden_services::schema`),
+//! rendered with the rules of each provider.
 //!
 //! The three providers accept different subsets of JSON Schema:
 //!
@@ -17,289 +18,109 @@
 //! Validation never depends on what a provider enforced: every call is
 //! checked again by the catalogue before it runs.
 
-use droidwarden_services::schema::keywords;
-use serde_json::{Map, Value};
+pub use droidwarden_services::schema::{Kind, Property, Rules, Schema};
+use serde_json::Value;
 
 /// Which provider's rules to render for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
     /// OpenAI Chat Completions with `strict: true`.
     OpenAiStrict,
-    /// Anthropic Messages `input_schema`.
+    /// Anthropic Messages `input_schema` (standard JSON Schema; also what
+    /// OpenAI takes without strict mode).
     Anthropic,
     /// Gemini `functionDeclarations[].parameters`.
     Gemini,
 }
 
-/// One schema node.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SchemaNode {
-    /// The shape.
-    pub kind: NodeKind,
-    /// Description for the model (may be empty).
-    pub description: String,
+impl Dialect {
+    /// The JSON Schema keywords this provider accepts.
+    pub fn rules(self) -> Rules {
+        match self {
+            Dialect::Anthropic => Rules::STANDARD,
+            Dialect::OpenAiStrict => Rules {
+                string_facets: false,
+                all_required: true,
+                ..Rules::STANDARD
+            },
+            Dialect::Gemini => Rules {
+                string_facets: false,
+                closed_objects: false,
+                omit_empty_objects: true,
+                ..Rules::STANDARD
+            },
+        }
+    }
 }
 
-/// The shapes a node can have.
-#[derive(Debug, Clone, PartialEq)]
-pub enum NodeKind {
-    /// A string, optionally an enumeration, a pattern and a maximum length.
-    String {
-        /// Allowed values.
-        values: Option<Vec<String>>,
-        /// Regular expression (rendered for Anthropic only).
-        pattern: Option<String>,
-        /// Maximum length (rendered for Anthropic only).
-        max_len: Option<usize>,
-    },
-    /// An integer with inclusive bounds.
-    Integer {
-        /// Minimum.
-        min: Option<i64>,
-        /// Maximum.
-        max: Option<i64>,
-    },
-    /// Any number.
-    Number,
-    /// A boolean.
-    Boolean,
-    /// An object with known properties and no others.
-    Object(Vec<Prop>),
-    /// An array.
-    Array(Box<SchemaNode>),
+/// A tool's parameters.
+#[derive(Debug, Clone)]
+pub enum Parameters {
+    /// A schema we build (from the catalogue, or for a built-in tool).
+    Schema(Schema),
     /// A JSON Schema given whole by someone else (an MCP server's tool
     /// `inputSchema`), rendered as it is for every provider.
     Raw(Value),
 }
 
-/// A property of an object node.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Prop {
-    /// Name.
-    pub name: String,
-    /// Whether it must be given.
-    pub required: bool,
-    /// Its schema.
-    pub schema: SchemaNode,
+impl From<Schema> for Parameters {
+    fn from(schema: Schema) -> Self {
+        Parameters::Schema(schema)
+    }
 }
 
-impl SchemaNode {
-    /// A node of `kind` with a description.
-    pub fn new(kind: NodeKind, description: impl Into<String>) -> Self {
-        Self {
-            kind,
-            description: description.into(),
+impl Parameters {
+    /// Render for a provider. `None` only for Gemini when the schema is an
+    /// object without properties (Gemini rejects those: leave it out).
+    pub fn render(&self, dialect: Dialect) -> Option<Value> {
+        match self {
+            Parameters::Schema(schema) => schema.render(dialect.rules()),
+            Parameters::Raw(schema) => Some(schema.clone()),
         }
     }
+}
 
-    /// A free string.
-    pub fn string(description: impl Into<String>) -> Self {
-        Self::new(
-            NodeKind::String {
-                values: None,
-                pattern: None,
-                max_len: None,
-            },
-            description,
-        )
+/// Merge `other` into `into`, two schemas for the same parameter name used
+/// by different actions: the same kind keeps the looser bounds and the
+/// union of enum values; different kinds keep `into` (the catalogue
+/// validates anyway).
+pub fn merge(into: &mut Schema, other: &Schema) {
+    fn looser<T: Copy>(a: Option<T>, b: Option<T>, pick: fn(T, T) -> T) -> Option<T> {
+        Some(pick(a?, b?))
     }
-
-    /// A string enumeration.
-    pub fn enumeration(description: impl Into<String>, values: Vec<String>) -> Self {
-        Self::new(
-            NodeKind::String {
-                values: Some(values),
-                pattern: None,
-                max_len: None,
-            },
-            description,
-        )
-    }
-
-    /// An object.
-    pub fn object(description: impl Into<String>, props: Vec<Prop>) -> Self {
-        Self::new(NodeKind::Object(props), description)
-    }
-
-    /// Convert a catalogue schema.
-    pub fn from_catalogue(schema: &droidwarden_services::schema::Schema) -> Self {
-        use droidwarden_services::schema::Kind;
-        let kind = match &schema.kind {
+    match (&mut into.kind, &other.kind) {
+        (Kind::Integer { min, max }, Kind::Integer { min: m2, max: x2 }) => {
+            *min = looser(*min, *m2, i64::min);
+            *max = looser(*max, *x2, i64::max);
+        }
+        (
             Kind::String {
                 values,
                 pattern,
                 max_len,
-            } => NodeKind::String {
-                values: values
-                    .as_ref()
-                    .map(|v| v.iter().map(|s| (*s).to_owned()).collect()),
-                pattern: pattern.as_ref().map(|(p, _)| (*p).to_owned()),
-                max_len: *max_len,
             },
-            Kind::Integer { min, max } => NodeKind::Integer {
-                min: *min,
-                max: *max,
+            Kind::String {
+                values: v2,
+                pattern: p2,
+                max_len: l2,
             },
-            Kind::Number => NodeKind::Number,
-            Kind::Boolean => NodeKind::Boolean,
-            Kind::Object(props) => NodeKind::Object(
-                props
-                    .iter()
-                    .map(|p| Prop {
-                        name: p.name.to_owned(),
-                        required: p.required,
-                        schema: Self::from_catalogue(&p.schema),
-                    })
-                    .collect(),
-            ),
-            Kind::Array(items) => NodeKind::Array(Box::new(Self::from_catalogue(items))),
-        };
-        Self::new(kind, schema.description)
-    }
-
-    /// Merge two schemas for the same parameter name used by different
-    /// actions: same kind keeps the looser bounds and the union of enum
-    /// values; different kinds keep `self` (the catalogue validates anyway).
-    pub fn merge(&mut self, other: &SchemaNode) {
-        match (&mut self.kind, &other.kind) {
-            (NodeKind::Integer { min, max }, NodeKind::Integer { min: m2, max: x2 }) => {
-                *min = match (*min, *m2) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    _ => None,
-                };
-                *max = match (*max, *x2) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    _ => None,
-                };
-            }
-            (
-                NodeKind::String {
-                    values,
-                    pattern,
-                    max_len,
-                },
-                NodeKind::String {
-                    values: v2,
-                    pattern: p2,
-                    max_len: l2,
-                },
-            ) => {
-                *values = match (values.take(), v2) {
-                    (Some(mut a), Some(b)) => {
-                        for v in b {
-                            if !a.contains(v) {
-                                a.push(v.clone());
-                            }
+        ) => {
+            *values = match (values.take(), v2) {
+                (Some(mut a), Some(b)) => {
+                    for v in b {
+                        if !a.contains(v) {
+                            a.push(v.clone());
                         }
-                        Some(a)
                     }
-                    _ => None,
-                };
-                if pattern.as_ref() != p2.as_ref() {
-                    *pattern = None;
+                    Some(a)
                 }
-                *max_len = match (*max_len, *l2) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    _ => None,
-                };
+                _ => None,
+            };
+            if pattern.as_ref().map(|(p, _)| *p) != p2.as_ref().map(|(p, _)| *p) {
+                *pattern = None;
             }
-            _ => {}
+            *max_len = looser(*max_len, *l2, usize::max);
         }
-    }
-
-    /// Whether two nodes have the same kind of value (ignoring bounds).
-    pub fn same_type(&self, other: &SchemaNode) -> bool {
-        std::mem::discriminant(&self.kind) == std::mem::discriminant(&other.kind)
-    }
-
-    /// Render for a provider. `None` only for Gemini when the node is an
-    /// object without properties (Gemini rejects those: leave it out).
-    pub fn render(&self, dialect: Dialect) -> Option<Value> {
-        self.render_inner(dialect, false)
-    }
-
-    fn render_inner(&self, dialect: Dialect, nullable: bool) -> Option<Value> {
-        if let NodeKind::Raw(schema) = &self.kind {
-            return Some(schema.clone());
-        }
-        let strict = dialect == Dialect::OpenAiStrict;
-        let mut out = Map::new();
-        let type_name = match &self.kind {
-            NodeKind::String {
-                values,
-                pattern,
-                max_len,
-            } => {
-                if let Some(values) = values {
-                    keywords::enumeration(
-                        &mut out,
-                        values.iter().map(String::as_str),
-                        nullable && strict,
-                    );
-                }
-                if dialect == Dialect::Anthropic {
-                    keywords::string_facets(&mut out, pattern.as_deref(), *max_len);
-                }
-                "string"
-            }
-            NodeKind::Integer { min, max } => {
-                keywords::bounds(&mut out, *min, *max);
-                "integer"
-            }
-            NodeKind::Number => "number",
-            NodeKind::Boolean => "boolean",
-            NodeKind::Array(items) => {
-                out.insert("items".into(), items.render_inner(dialect, false)?);
-                "array"
-            }
-            NodeKind::Object(props) => {
-                let mut properties = Map::new();
-                let mut required = Vec::new();
-                for p in props {
-                    // In strict mode an optional property is required but
-                    // may be null.
-                    let Some(rendered) = p.schema.render_inner(dialect, strict && !p.required)
-                    else {
-                        continue;
-                    };
-                    properties.insert(p.name.clone(), rendered);
-                    if p.required || strict {
-                        required.push(p.name.as_str());
-                    }
-                }
-                if dialect == Dialect::Gemini && properties.is_empty() {
-                    return None;
-                }
-                keywords::object(&mut out, properties, required, dialect != Dialect::Gemini);
-                "object"
-            }
-            NodeKind::Raw(_) => unreachable!("rendered above"),
-        };
-        Some(keywords::finish(
-            out,
-            type_name,
-            nullable && strict,
-            &self.description,
-        ))
-    }
-}
-
-impl Prop {
-    /// A required property.
-    pub fn required(name: impl Into<String>, schema: SchemaNode) -> Self {
-        Self {
-            name: name.into(),
-            required: true,
-            schema,
-        }
-    }
-
-    /// An optional property.
-    pub fn optional(name: impl Into<String>, schema: SchemaNode) -> Self {
-        Self {
-            name: name.into(),
-            required: false,
-            schema,
-        }
+        _ => {}
     }
 }

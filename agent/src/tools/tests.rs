@@ -1,3 +1,4 @@
+use super::schema::Kind;
 use super::*;
 use serde_json::json;
 
@@ -45,32 +46,68 @@ fn keys(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// OpenAI strict mode: closed objects, every property required, optional
-/// ones nullable, only documented keywords.
-fn check_openai_strict(v: &Value, path: &str, errors: &mut Vec<String>) {
-    const ALLOWED: &[&str] = &[
-        "type",
-        "description",
-        "enum",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "minimum",
-        "maximum",
-        "anyOf",
-    ];
+/// Check every node of a rendered schema with `node` (which answers
+/// whether to look inside), descending into properties and items.
+fn walk(
+    v: &Value,
+    path: &str,
+    errors: &mut Vec<String>,
+    node: fn(&Value, &str, &mut Vec<String>) -> bool,
+) {
+    if !node(v, path, errors) {
+        return;
+    }
+    for k in keys(&v["properties"]) {
+        walk(&v["properties"][&k], &format!("{path}.{k}"), errors, node);
+    }
+    if let Some(items) = v.get("items") {
+        walk(items, &format!("{path}[]"), errors, node);
+    }
+}
+
+/// The keywords every provider takes.
+const COMMON_KEYWORDS: &[&str] = &[
+    "type",
+    "description",
+    "enum",
+    "properties",
+    "required",
+    "items",
+    "minimum",
+    "maximum",
+];
+
+/// Every keyword of the node is a common one or in `extra`; `why` ends the
+/// message for one that is not.
+fn only_keywords(v: &Value, path: &str, extra: &[&str], why: &str, errors: &mut Vec<String>) {
     for k in keys(v) {
-        if !ALLOWED.contains(&k.as_str()) {
-            errors.push(format!("{path}: keyword {k} not supported in strict mode"));
+        if !COMMON_KEYWORDS.contains(&k.as_str()) && !extra.contains(&k.as_str()) {
+            errors.push(format!("{path}: keyword {k} {why}"));
         }
     }
+}
+
+/// Every name in `required` is a property.
+fn required_are_properties(v: &Value, path: &str, errors: &mut Vec<String>) {
+    let props = keys(&v["properties"]);
+    for r in v["required"].as_array().into_iter().flatten() {
+        if !props.iter().any(|p| Some(p.as_str()) == r.as_str()) {
+            errors.push(format!("{path}: required {r} is not a property"));
+        }
+    }
+}
+
+/// OpenAI strict mode: closed objects, every property required, optional
+/// ones nullable, only documented keywords.
+fn openai_strict_node(v: &Value, path: &str, errors: &mut Vec<String>) -> bool {
+    const EXTRA: &[&str] = &["additionalProperties", "anyOf"];
+    only_keywords(v, path, EXTRA, "not supported in strict mode", errors);
     let types: Vec<&str> = match &v["type"] {
         Value::String(s) => vec![s.as_str()],
         Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
         _ => {
             errors.push(format!("{path}: no type"));
-            return;
+            return false;
         }
     };
     if let Value::Array(a) = &v["type"]
@@ -85,91 +122,43 @@ fn check_openai_strict(v: &Value, path: &str, errors: &mut Vec<String>) {
         errors.push(format!("{path}: nullable enum without null"));
     }
     if types.contains(&"object") {
-        let props = keys(&v["properties"]);
+        let mut props = keys(&v["properties"]);
         let mut required: Vec<String> = v["required"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|x| x.as_str().map(str::to_owned))
             .collect();
-        let mut p = props.clone();
-        p.sort();
+        props.sort();
         required.sort();
-        if p != required {
+        if props != required {
             errors.push(format!(
-                "{path}: required {required:?} must list every property {p:?}"
+                "{path}: required {required:?} must list every property {props:?}"
             ));
         }
         if v["additionalProperties"] != json!(false) {
             errors.push(format!("{path}: additionalProperties must be false"));
         }
-        for k in props {
-            check_openai_strict(&v["properties"][&k], &format!("{path}.{k}"), errors);
-        }
     }
-    if let Some(items) = v.get("items") {
-        check_openai_strict(items, &format!("{path}[]"), errors);
-    }
+    true
 }
 
-fn check_anthropic(v: &Value, path: &str, errors: &mut Vec<String>) {
-    const ALLOWED: &[&str] = &[
-        "type",
-        "description",
-        "enum",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "minimum",
-        "maximum",
-        "pattern",
-        "maxLength",
-    ];
-    for k in keys(v) {
-        if !ALLOWED.contains(&k.as_str()) {
-            errors.push(format!("{path}: unexpected keyword {k}"));
-        }
-    }
-    if v["type"] == "object" {
-        let props = keys(&v["properties"]);
-        for r in v["required"].as_array().into_iter().flatten() {
-            if !props.iter().any(|p| Some(p.as_str()) == r.as_str()) {
-                errors.push(format!("{path}: required {r} is not a property"));
-            }
-        }
-        for k in props {
-            check_anthropic(&v["properties"][&k], &format!("{path}.{k}"), errors);
-        }
-    }
-    if let Some(items) = v.get("items") {
-        check_anthropic(items, &format!("{path}[]"), errors);
-    }
+/// Anthropic: standard JSON Schema with our keywords.
+fn anthropic_node(v: &Value, path: &str, errors: &mut Vec<String>) -> bool {
+    const EXTRA: &[&str] = &["additionalProperties", "pattern", "maxLength"];
+    only_keywords(v, path, EXTRA, "is unexpected", errors);
+    required_are_properties(v, path, errors);
+    true
 }
 
 /// Gemini's OpenAPI subset: no additionalProperties, no type arrays, enums
 /// on strings only, objects with properties.
-fn check_gemini(v: &Value, path: &str, errors: &mut Vec<String>) {
-    const ALLOWED: &[&str] = &[
-        "type",
-        "description",
-        "nullable",
-        "enum",
-        "properties",
-        "required",
-        "items",
-        "minimum",
-        "maximum",
-        "format",
-    ];
-    for k in keys(v) {
-        if !ALLOWED.contains(&k.as_str()) {
-            errors.push(format!("{path}: keyword {k} not in Gemini's schema subset"));
-        }
-    }
+fn gemini_node(v: &Value, path: &str, errors: &mut Vec<String>) -> bool {
+    const EXTRA: &[&str] = &["nullable", "format"];
+    only_keywords(v, path, EXTRA, "not in Gemini's schema subset", errors);
     let Some(t) = v["type"].as_str() else {
         errors.push(format!("{path}: type must be a single string"));
-        return;
+        return false;
     };
     if !["string", "number", "integer", "boolean", "array", "object"].contains(&t) {
         errors.push(format!("{path}: unknown type {t}"));
@@ -178,22 +167,51 @@ fn check_gemini(v: &Value, path: &str, errors: &mut Vec<String>) {
         errors.push(format!("{path}: enum on a non-string"));
     }
     if t == "object" {
-        let props = keys(&v["properties"]);
-        if props.is_empty() {
+        if keys(&v["properties"]).is_empty() {
             errors.push(format!("{path}: object without properties"));
         }
-        for r in v["required"].as_array().into_iter().flatten() {
-            if !props.iter().any(|p| Some(p.as_str()) == r.as_str()) {
-                errors.push(format!("{path}: required {r} is not a property"));
-            }
-        }
-        for k in props {
-            check_gemini(&v["properties"][&k], &format!("{path}.{k}"), errors);
-        }
+        required_are_properties(v, path, errors);
     }
-    if let Some(items) = v.get("items") {
-        check_gemini(items, &format!("{path}[]"), errors);
-    }
+    true
+}
+
+#[test]
+fn the_provider_checks_catch_what_each_provider_rejects() {
+    let bad = json!({
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "pattern": "^x$"},
+            "b": {"type": "object", "properties": {}, "required": ["c"]},
+        },
+        "required": ["a"],
+    });
+    let errors = |node| {
+        let mut errors = Vec::new();
+        walk(&bad, "t", &mut errors, node);
+        errors
+    };
+    assert_eq!(
+        errors(openai_strict_node),
+        [
+            "t: required [\"a\"] must list every property [\"a\", \"b\"]",
+            "t: additionalProperties must be false",
+            "t.a: keyword pattern not supported in strict mode",
+            "t.b: required [\"c\"] must list every property []",
+            "t.b: additionalProperties must be false",
+        ]
+    );
+    assert_eq!(
+        errors(anthropic_node),
+        ["t.b: required \"c\" is not a property"]
+    );
+    assert_eq!(
+        errors(gemini_node),
+        [
+            "t.a: keyword pattern not in Gemini's schema subset",
+            "t.b: object without properties",
+            "t.b: required \"c\" is not a property",
+        ]
+    );
 }
 
 #[test]
@@ -206,14 +224,14 @@ fn generated_schemas_follow_each_providers_rules() {
                 .parameters_for(Dialect::OpenAiStrict)
                 .expect("always rendered");
             assert_eq!(openai["type"], "object");
-            check_openai_strict(&openai, &spec.name, &mut errors);
+            walk(&openai, &spec.name, &mut errors, openai_strict_node);
             let anthropic = spec
                 .parameters_for(Dialect::Anthropic)
                 .expect("always rendered");
             assert_eq!(anthropic["type"], "object");
-            check_anthropic(&anthropic, &spec.name, &mut errors);
+            walk(&anthropic, &spec.name, &mut errors, anthropic_node);
             match spec.parameters_for(Dialect::Gemini) {
-                Some(g) => check_gemini(&g, &spec.name, &mut errors),
+                Some(g) => walk(&g, &spec.name, &mut errors, gemini_node),
                 None => assert_eq!(
                     spec.name, TIME_TOOL,
                     "only parameterless tools omit parameters"
@@ -285,27 +303,22 @@ fn flattened_parameters_merge_compatible_schemas() {
         (json!(0), json!(255))
     );
     // Every parameter name across the catalogue has one kind.
-    let mut seen: BTreeMap<&str, SchemaNode> = BTreeMap::new();
+    let mut seen: BTreeMap<&str, std::mem::Discriminant<Kind>> = BTreeMap::new();
     for s in Catalogue::get().services() {
         for a in &s.actions {
             for prm in &a.params {
-                let node = SchemaNode::from_catalogue(&prm.schema);
+                let kind = std::mem::discriminant(&prm.schema.kind);
                 if let Some(prev) = seen.get(prm.name) {
-                    assert!(prev.same_type(&node), "{} has two kinds", prm.name);
+                    assert_eq!(*prev, kind, "{} has two kinds", prm.name);
                 }
-                seen.insert(prm.name, node);
+                seen.insert(prm.name, kind);
             }
         }
     }
 }
 
 fn call(name: &str, args: &str) -> ToolCall {
-    ToolCall {
-        id: "c1".into(),
-        name: name.into(),
-        arguments: args.into(),
-        signature: None,
-    }
+    ToolCall::new("c1", name, args)
 }
 
 fn check_err(set: &Toolset, name: &str, args: &str, code: ErrorCode, needle: &str) {
@@ -555,12 +568,12 @@ fn delegate_calls_take_a_mode_and_status_takes_a_task_id() {
         assert_eq!(err.code, ErrorCode::InvalidParams, "{bad}: {err}");
     }
     // A delegated agent's run has neither tool and is told why.
-    let child = Toolset::for_delegate(
+    let child = Toolset::for_child(
         ToolMode::Toolkit,
         &[all("phone")],
         std::sync::Arc::new(SkillSet::builtin()),
-        "netcheck",
-        agents[0].allowed.clone(),
+        SkillScope::agent("netcheck", agents[0].allowed.clone()),
+        1,
         3,
     );
     assert!(child.specs().iter().all(|s| !s.name.starts_with("delegat")));

@@ -64,21 +64,19 @@ fn state(mode: RunMode, max_steps: u32) -> RunState {
 }
 
 fn device(id: &str, service: &str, action: &str) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: "android_device".into(),
-        arguments: json!({"service_id": service, "action": action}).to_string(),
-        signature: None,
-    }
+    ToolCall::new(
+        id,
+        "android_device",
+        json!({"service_id": service, "action": action}).to_string(),
+    )
 }
 
 fn skill(id: &str, name: &str) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: "invoke_skill".into(),
-        arguments: json!({"skill": name, "input": {}}).to_string(),
-        signature: None,
-    }
+    ToolCall::new(
+        id,
+        "invoke_skill",
+        json!({"skill": name, "input": {}}).to_string(),
+    )
 }
 
 fn calls(list: Vec<ToolCall>) -> Input {

@@ -5,15 +5,20 @@
 // reason: each test file uses its own subset of these helpers.
 #![allow(dead_code)]
 
-use droidwarden_agent::config::{AgentConfig, LlmConfig, ProviderKind, RawLlmConfig};
-use droidwarden_agent::testing::{FakeToolHost, RecordedRequest, ScriptedLlm};
+use droidwarden_agent::config::{
+    AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
+};
+use droidwarden_agent::delegation::{RawDelegateConfig, validate};
+use droidwarden_agent::testing::{FakeToolHost, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{
-    Agent, AgentEvent, Durability, EventKind, ModelReply, Provider, Store, ToolCall, provider,
+    Agent, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider, RunOutcome,
+    StopReason, Store, ToolCall, ToolMode, provider,
 };
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// `[llm]` for the scripted model (OpenAI wire format, streamed, no
 /// retries).
@@ -27,6 +32,29 @@ pub(crate) fn scripted_llm(server: &ScriptedLlm) -> LlmConfig {
         ..RawLlmConfig::default()
     })
     .unwrap()
+}
+
+/// An agent configuration for delegation tests: `agents`, no tool
+/// retries, 4 iterations, actions up to low risk approved, at most
+/// `max_background` background tasks (`None`: the default).
+pub(crate) fn delegating_config(
+    agents: Vec<RawDelegateConfig>,
+    max_background: Option<usize>,
+) -> AgentConfig {
+    let mut cfg = AgentConfig::try_from(RawAgentConfig {
+        tool_retries: Some(0),
+        max_iterations: Some(4),
+        max_background_tasks: max_background,
+        approval: Some(RawApprovalConfig {
+            auto_approve_up_to: Some(serde_json::from_value(json!("low")).unwrap()),
+            timeout_s: Some(3600.0),
+            ..RawApprovalConfig::default()
+        }),
+        ..RawAgentConfig::default()
+    })
+    .unwrap();
+    cfg.agents = validate(agents).unwrap();
+    cfg
 }
 
 /// The provider for the scripted model.
@@ -44,6 +72,38 @@ pub(crate) fn host() -> Arc<FakeToolHost> {
     )
 }
 
+/// Two fake phones whose batteries read `kitchen` and `bedroom`; anything
+/// else succeeds.
+pub(crate) fn battery_phones(kitchen: Value, bedroom: Value) -> Arc<FakeToolHost> {
+    Arc::new(FakeToolHost::two_phones().with_handler(move |c| {
+        match (c.service.as_str(), c.device.as_deref()) {
+            ("battery", Some("kitchen")) => Ok(kitchen.clone()),
+            ("battery", Some("bedroom")) => Ok(bedroom.clone()),
+            _ => Ok(json!({"ok": true})),
+        }
+    }))
+}
+
+/// The event kinds of run `run` up to its final or error event (waiting
+/// 10 s at most for each).
+pub(crate) async fn run_events(
+    mut rx: tokio::sync::broadcast::Receiver<AgentEvent>,
+    run: String,
+) -> Vec<EventKind> {
+    let mut out = Vec::new();
+    while let Ok(Ok(ev)) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+        if ev.run_id != run {
+            continue;
+        }
+        let last = matches!(ev.kind, EventKind::Final { .. } | EventKind::Error { .. });
+        out.push(ev.kind);
+        if last {
+            break;
+        }
+    }
+    out
+}
+
 /// An agent over a real SQLite store in `dir`.
 pub(crate) async fn agent(
     dir: &Path,
@@ -58,12 +118,7 @@ pub(crate) async fn agent(
 }
 
 pub(crate) fn tc(id: &str, name: &str, args: Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: args.to_string(),
-        signature: None,
-    }
+    ToolCall::new(id, name, args.to_string())
 }
 
 pub(crate) fn calls(list: Vec<ToolCall>) -> ModelReply {
@@ -73,41 +128,131 @@ pub(crate) fn calls(list: Vec<ToolCall>) -> ModelReply {
     }
 }
 
+/// A scripted model step that makes one tool call.
+pub(crate) fn call_step(call: ToolCall) -> ScriptStep {
+    ScriptStep::Reply(calls(vec![call]))
+}
+
+/// A scripted model step that answers `text`.
+pub(crate) fn text_step(text: &str) -> ScriptStep {
+    ScriptStep::Reply(ModelReply::text(text))
+}
+
+/// A toolkit call of `service.action` on `device`, without parameters.
 pub(crate) fn dev(id: &str, device: &str, service: &str, action: &str) -> ToolCall {
-    tc(
-        id,
-        "android_device",
-        json!({"device": device, "service_id": service, "action": action, "parameters": {}}),
-    )
+    device_call(ToolMode::Toolkit, id, device, service, action, json!({}))
 }
 
-/// The system prompt of a recorded OpenAI request.
-pub(crate) fn system_of(r: &RecordedRequest) -> String {
-    r.body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
+/// A call of `service.action` on `device` with `params`, in the tool
+/// `mode`.
+pub(crate) fn device_call(
+    mode: ToolMode,
+    id: &str,
+    device: &str,
+    service: &str,
+    action: &str,
+    params: Value,
+) -> ToolCall {
+    match mode {
+        ToolMode::Toolkit => tc(
+            id,
+            "android_device",
+            json!({"device": device, "service_id": service, "action": action, "parameters": params}),
+        ),
+        _ => tc(
+            id,
+            &format!("android_{service}"),
+            json!({"device": device, "action": action, "parameters": params}),
+        ),
+    }
 }
 
-/// Tool names offered in a recorded OpenAI request.
-pub(crate) fn tools_of(r: &RecordedRequest) -> Vec<String> {
-    r.body["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .filter_map(|x| x["function"]["name"].as_str().map(str::to_owned))
-                .collect()
+/// `text` contains every one of `needles`; `label` names it in a failure.
+pub(crate) fn assert_contains_all(label: &str, text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(
+            text.contains(needle),
+            "{label}: {needle} missing from\n{text}"
+        );
+    }
+}
+
+/// The run answered from the kitchen phone's battery (77 %), and that one
+/// read is all that reached the phones.
+pub(crate) fn assert_one_battery_read(out: &RunOutcome, h: &FakeToolHost) {
+    assert_eq!(out.text, "The kitchen phone is at 77 %.");
+    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
+    assert_eq!(h.count("battery", "status"), 1);
+    assert_eq!(h.count("wifi_automation", "disable"), 0);
+    assert_eq!(h.calls().len(), 1);
+}
+
+/// The events of child runs (skills, delegated agents) in `evs`: at least
+/// one, every one tagged `tag` under the run `parent`, and the last a
+/// child run's successful end.
+pub(crate) fn child_events<'a>(
+    evs: &'a [AgentEvent],
+    tag: &str,
+    parent: &str,
+) -> Vec<&'a AgentEvent> {
+    let tagged: Vec<&AgentEvent> = evs.iter().filter(|e| e.skill.is_some()).collect();
+    assert!(!tagged.is_empty());
+    assert!(
+        tagged
+            .iter()
+            .all(|e| e.skill.as_deref() == Some(tag) && e.parent_run.as_deref() == Some(parent)),
+        "{tagged:#?}"
+    );
+    assert!(matches!(
+        tagged.last().map(|e| &e.kind),
+        Some(EventKind::SkillFinished {
+            is_error: false,
+            ..
         })
-        .unwrap_or_default()
+    ));
+    tagged
 }
 
-/// The last message of a recorded request, as text.
-pub(crate) fn last_message(r: &RecordedRequest) -> String {
-    r.body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .map(Value::to_string)
-        .unwrap_or_default()
+/// Ask `a` `prompt` and drive the run to its end.
+pub(crate) async fn answer(a: &Agent, prompt: &str) -> RunOutcome {
+    a.ask(AskRequest::new(prompt))
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+/// Resume run `run_id` of `a` and drive it to its end.
+pub(crate) async fn resume_to_end(a: &Agent, run_id: &str) -> RunOutcome {
+    a.resume(run_id)
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+/// A runtime of its own: one "process" of a test that restarts the agent.
+pub(crate) fn process() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The id of the next approval run `events` asks for (10 s at most for
+/// each event).
+pub(crate) async fn wait_for_approval(events: &mut droidwarden_agent::RunEvents) -> String {
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("approval requested in time")
+            .expect("open");
+        if let EventKind::ApprovalRequested { approval } = ev.kind {
+            return approval.approval_id;
+        }
+    }
 }
 
 pub(crate) fn all_events(a: &Agent) -> tokio::sync::mpsc::UnboundedReceiver<AgentEvent> {

@@ -46,18 +46,13 @@ pub(super) fn spec() -> ServiceSpec {
                 opt("total_time_ms", Schema::integer("", Some(0), None)),
             ])
             .example(json!({"package": "org.videolan.vlc"})),
-            action(
+            package_action(
                 "stop",
                 Risk::Medium,
-                true,
                 "Force-stop an app by package name.",
-            )
-            .param("package", true, package_param())
-            .returns(vec![
-                req("package", Schema::string("")),
-                req("stopped", Schema::boolean("")),
-            ])
-            .example(json!({"package": "org.videolan.vlc"})),
+                "stopped",
+                "org.videolan.vlc",
+            ),
         ],
         state: None,
         home_assistant: Vec::new(),

@@ -39,19 +39,14 @@ pub(super) fn spec() -> ServiceSpec {
             )
             .returns(vec![
                 req("count", Schema::integer("", Some(0), None)),
-                req(
+                list_of(
                     "packages",
-                    Schema::array(
-                        "",
-                        Schema::object(
-                            "",
-                            vec![
-                                req("package", Schema::string("")),
-                                opt("path", Schema::string("APK path")),
-                                req("system_app", Schema::boolean("")),
-                            ],
-                        ),
-                    ),
+                    "",
+                    vec![
+                        req("package", Schema::string("")),
+                        opt("path", Schema::string("APK path")),
+                        req("system_app", Schema::boolean("")),
+                    ],
                 ),
             ])
             .example(json!({"include_system": false})),

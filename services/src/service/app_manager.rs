@@ -53,30 +53,8 @@ pub(super) fn spec() -> ServiceSpec {
                 req("installed", Schema::boolean("")),
             ])
             .example(json!({"apk_path": "/data/local/tmp/game.apk"})),
-            action(
-                "uninstall",
-                Risk::High,
-                true,
-                "Uninstall an app and delete its data.",
-            )
-            .param("package", true, package_param())
-            .returns(vec![
-                req("package", Schema::string("")),
-                req("uninstalled", Schema::boolean("")),
-            ])
-            .example(json!({"package": "com.example.game"})),
-            action(
-                "clear_data",
-                Risk::High,
-                true,
-                "Erase all of an app's data (accounts, settings, caches), as a fresh install.",
-            )
-            .param("package", true, package_param())
-            .returns(vec![
-                req("package", Schema::string("")),
-                req("cleared", Schema::boolean("")),
-            ])
-            .example(json!({"package": "com.example.notes"})),
+            package_action("uninstall", Risk::High, "Uninstall an app and delete its data.", "uninstalled", "com.example.game"),
+            package_action("clear_data", Risk::High, "Erase all of an app's data (accounts, settings, caches), as a fresh install.", "cleared", "com.example.notes"),
         ],
         state: None,
         home_assistant: Vec::new(),

@@ -136,15 +136,13 @@ pub(super) fn spec() -> ServiceSpec {
             })
         }),
         home_assistant: vec![
-            HaEntity {
-                object_id: "media_volume_level",
-                name: "Media volume level",
-                kind: HaKind::Sensor {
-                    field: "level",
-                    device_class: None,
-                    unit: Some("%"),
-                },
-            },
+            ha_sensor(
+                "media_volume_level",
+                "Media volume level",
+                "level",
+                None,
+                Some("%"),
+            ),
             HaEntity {
                 object_id: "media_volume",
                 name: "Media volume",

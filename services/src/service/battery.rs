@@ -31,8 +31,8 @@ pub(super) fn spec() -> ServiceSpec {
             ])],
         state: Some(|| Command::Battery(BatteryAction::Status)),
         home_assistant: vec![
-            HaEntity { object_id: "battery", name: "Battery", kind: HaKind::Sensor { field: "level_percent", device_class: Some("battery"), unit: Some("%") } },
-            HaEntity { object_id: "charging", name: "Charging", kind: HaKind::BinarySensor { field: "charging", device_class: Some("battery_charging") } },
+            ha_sensor("battery", "Battery", "level_percent", Some("battery"), Some("%")),
+            ha_binary("charging", "Charging", "charging", Some("battery_charging")),
         ],
         companion_event: Some("battery"),
     }

@@ -17,6 +17,11 @@ actions!(
 );
 
 pub(super) fn spec() -> ServiceSpec {
+    let [enable, disable] = switch_actions(
+        "Bluetooth is on",
+        (Risk::Medium, "Turn Bluetooth on."),
+        (Risk::Medium, "Turn Bluetooth off."),
+    );
     ServiceSpec {
         node_type: "bluetoothAutomation",
         id: "bluetooth_automation",
@@ -34,43 +39,29 @@ pub(super) fn spec() -> ServiceSpec {
                 opt("name", Schema::string("")),
                 opt("address", Schema::string("")),
             ]),
-            action("enable", Risk::Medium, true, "Turn Bluetooth on.")
-                .returns(toggle_result("Bluetooth is on")),
-            action("disable", Risk::Medium, true, "Turn Bluetooth off.")
-                .returns(toggle_result("Bluetooth is on")),
+            enable,
+            disable,
             action(
                 "paired_devices",
                 Risk::Low,
                 false,
                 "List bonded (paired) Bluetooth devices.",
             )
-            .returns(vec![req(
+            .returns(vec![list_of(
                 "devices",
-                Schema::array(
-                    "",
-                    Schema::object(
-                        "",
-                        vec![
-                            req("address", Schema::string("")),
-                            opt(
-                                "name",
-                                Schema::string("null when the phone has no name for it"),
-                            ),
-                        ],
+                "",
+                vec![
+                    req("address", Schema::string("")),
+                    opt(
+                        "name",
+                        Schema::string("null when the phone has no name for it"),
                     ),
-                ),
+                ],
             )]),
         ],
         state: Some(|| Command::Bluetooth(BluetoothAction::Status)),
         home_assistant: vec![
-            HaEntity {
-                object_id: "bluetooth_on",
-                name: "Bluetooth on",
-                kind: HaKind::BinarySensor {
-                    field: "enabled",
-                    device_class: None,
-                },
-            },
+            ha_binary("bluetooth_on", "Bluetooth on", "enabled", None),
             ha_switch(
                 "bluetooth",
                 "Bluetooth",

@@ -29,18 +29,13 @@ pub(super) fn spec() -> ServiceSpec {
             )
             .returns(vec![
                 req("count", Schema::integer("", Some(0), None)),
-                req(
+                list_of(
                     "cameras",
-                    Schema::array(
-                        "",
-                        Schema::object(
-                            "",
-                            vec![
-                                req("id", Schema::string("")),
-                                req("facing", Schema::string("back, front or external")),
-                            ],
-                        ),
-                    ),
+                    "",
+                    vec![
+                        req("id", Schema::string("")),
+                        req("facing", Schema::string("back, front or external")),
+                    ],
                 ),
             ]),
             action(

@@ -47,19 +47,7 @@ pub(super) fn spec() -> ServiceSpec {
                 .returns(vec![req("screen_on", Schema::boolean(""))]),
             action("screen_off", Risk::Medium, true, "Turn the screen off.")
                 .returns(vec![req("screen_on", Schema::boolean(""))]),
-            action(
-                "power_save",
-                Risk::Medium,
-                true,
-                "Turn battery saver on or off.",
-            )
-            .param(
-                "enabled",
-                true,
-                Schema::boolean("whether battery saver should be on"),
-            )
-            .returns(vec![req("power_save", Schema::boolean(""))])
-            .example(json!({"enabled": true})),
+            set_flag("power_save", Risk::Medium, "Turn battery saver on or off.", "whether battery saver should be on", "power_save"),
             action(
                 "storage",
                 Risk::Low,

@@ -38,24 +38,19 @@ pub(super) fn spec() -> ServiceSpec {
                 "Read media sessions: which app is playing, state, title and artist.",
             )
             .returns(vec![
-                req(
+                list_of(
                     "sessions",
-                    Schema::array(
-                        "",
-                        Schema::object(
-                            "",
-                            vec![
-                                req("package", Schema::string("")),
-                                req("active", Schema::boolean("")),
-                                req(
-                                    "state",
-                                    Schema::string("playing, paused, stopped, buffering, none"),
-                                ),
-                                opt("title", Schema::string("")),
-                                opt("artist", Schema::string("")),
-                            ],
+                    "",
+                    vec![
+                        req("package", Schema::string("")),
+                        req("active", Schema::boolean("")),
+                        req(
+                            "state",
+                            Schema::string("playing, paused, stopped, buffering, none"),
                         ),
-                    ),
+                        opt("title", Schema::string("")),
+                        opt("artist", Schema::string("")),
+                    ],
                 ),
                 req("playing", Schema::boolean("whether any session is playing")),
             ]),
@@ -87,20 +82,10 @@ pub(super) fn spec() -> ServiceSpec {
         ],
         state: Some(|| Command::Media(MediaAction::Status)),
         home_assistant: vec![
-            HaEntity {
-                object_id: "media_play",
-                name: "Play",
-                kind: HaKind::Button {
-                    press: || Command::Media(MediaAction::Play),
-                },
-            },
-            HaEntity {
-                object_id: "media_pause",
-                name: "Pause",
-                kind: HaKind::Button {
-                    press: || Command::Media(MediaAction::Pause),
-                },
-            },
+            ha_button("media_play", "Play", || Command::Media(MediaAction::Play)),
+            ha_button("media_pause", "Pause", || {
+                Command::Media(MediaAction::Pause)
+            }),
         ],
         companion_event: Some("media"),
     }

@@ -287,6 +287,23 @@ fn toggle_result(what: &'static str) -> Vec<Property> {
     vec![req("enabled", Schema::boolean(what))]
 }
 
+/// The `enable` and `disable` actions of an on/off service, each with its
+/// risk and description, both answering `enabled` (`is_on` describes it).
+fn switch_actions(
+    is_on: &'static str,
+    enable: (Risk, &'static str),
+    disable: (Risk, &'static str),
+) -> [ActionSpec; 2] {
+    [("enable", enable), ("disable", disable)].map(|(name, (risk, description))| {
+        action(name, risk, true, description).returns(toggle_result(is_on))
+    })
+}
+
+/// A result field listing objects with these fields.
+fn list_of(name: &'static str, description: &'static str, fields: Vec<Property>) -> Property {
+    req(name, Schema::array(description, Schema::object("", fields)))
+}
+
 fn vec3() -> Schema {
     Schema::object(
         "x, y, z",
@@ -306,11 +323,90 @@ fn package_param() -> Schema {
     )
 }
 
+/// A change to one app: takes `package` and answers it with the boolean
+/// `done` (e.g. `stopped`).
+fn package_action(
+    name: &'static str,
+    risk: Risk,
+    description: &'static str,
+    done: &'static str,
+    example: &'static str,
+) -> ActionSpec {
+    action(name, risk, true, description)
+        .param("package", true, package_param())
+        .returns(vec![
+            req("package", Schema::string("")),
+            req(done, Schema::boolean("")),
+        ])
+        .example(json!({ "package": example }))
+}
+
+/// An action that turns a setting on or off: takes the boolean `enabled`
+/// (`wanted` describes it) and answers the setting's new state as
+/// `field`.
+fn set_flag(
+    name: &'static str,
+    risk: Risk,
+    description: &'static str,
+    wanted: &'static str,
+    field: &'static str,
+) -> ActionSpec {
+    action(name, risk, true, description)
+        .param("enabled", true, Schema::boolean(wanted))
+        .returns(vec![req(field, Schema::boolean(""))])
+        .example(json!({"enabled": true}))
+}
+
 fn media_key(name: &'static str, description: &'static str) -> ActionSpec {
     action(name, Risk::Low, true, description).returns(vec![req(
         "dispatched",
         Schema::string("the media key sent"),
     )])
+}
+
+/// A Home Assistant reading of a state field.
+fn ha_sensor(
+    object_id: &'static str,
+    name: &'static str,
+    field: &'static str,
+    device_class: Option<&'static str>,
+    unit: Option<&'static str>,
+) -> HaEntity {
+    HaEntity {
+        object_id,
+        name,
+        kind: HaKind::Sensor {
+            field,
+            device_class,
+            unit,
+        },
+    }
+}
+
+/// A Home Assistant on/off reading of a boolean state field.
+fn ha_binary(
+    object_id: &'static str,
+    name: &'static str,
+    field: &'static str,
+    device_class: Option<&'static str>,
+) -> HaEntity {
+    HaEntity {
+        object_id,
+        name,
+        kind: HaKind::BinarySensor {
+            field,
+            device_class,
+        },
+    }
+}
+
+/// A Home Assistant button that sends `press`.
+fn ha_button(object_id: &'static str, name: &'static str, press: fn() -> Command) -> HaEntity {
+    HaEntity {
+        object_id,
+        name,
+        kind: HaKind::Button { press },
+    }
 }
 
 /// A Home Assistant switch over a service's `enabled` state, turned on and

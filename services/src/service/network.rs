@@ -26,12 +26,12 @@ pub(super) fn spec() -> ServiceSpec {
                     req("ipv6", Schema::array("IPv6 addresses", Schema::string(""))),
                     opt("mac", Schema::string("MAC address")),
                 ])),
-                req("routes", Schema::array("routing table", Schema::object("", vec![
+                list_of("routes", "routing table", vec![
                     req("destination", Schema::string("")),
                     opt("gateway", Schema::string("")),
                     opt("interface", Schema::string("")),
                     opt("source", Schema::string("")),
-                ]))),
+                ]),
                 opt("default_gateway", Schema::string("gateway of the default route")),
                 req("airplane_mode", Schema::boolean("")),
             ])],

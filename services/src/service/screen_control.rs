@@ -64,19 +64,13 @@ pub(super) fn spec() -> ServiceSpec {
                 Schema::integer("", Some(0), Some(255)),
             )])
             .example(json!({"level": 128})),
-            action(
+            set_flag(
                 "auto_brightness",
                 Risk::Low,
-                true,
                 "Turn automatic brightness on or off.",
-            )
-            .param(
-                "enabled",
-                true,
-                Schema::boolean("whether auto brightness should be on"),
-            )
-            .returns(vec![req("auto_brightness", Schema::boolean(""))])
-            .example(json!({"enabled": true})),
+                "whether auto brightness should be on",
+                "auto_brightness",
+            ),
             action(
                 "set_timeout",
                 Risk::Low,
@@ -95,15 +89,13 @@ pub(super) fn spec() -> ServiceSpec {
         ],
         state: Some(|| Command::Screen(ScreenAction::Status)),
         home_assistant: vec![
-            HaEntity {
-                object_id: "brightness_level",
-                name: "Brightness level",
-                kind: HaKind::Sensor {
-                    field: "brightness",
-                    device_class: None,
-                    unit: None,
-                },
-            },
+            ha_sensor(
+                "brightness_level",
+                "Brightness level",
+                "brightness",
+                None,
+                None,
+            ),
             HaEntity {
                 object_id: "brightness",
                 name: "Brightness",

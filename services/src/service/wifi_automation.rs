@@ -17,6 +17,14 @@ actions!(
 );
 
 pub(super) fn spec() -> ServiceSpec {
+    let [enable, disable] = switch_actions(
+        "Wi-Fi is on",
+        (Risk::Medium, "Turn Wi-Fi on."),
+        (
+            Risk::High,
+            "Turn Wi-Fi off. May cut the daemon off from a phone reached over Wi-Fi.",
+        ),
+    );
     ServiceSpec {
         node_type: "wifiAutomation",
         id: "wifi_automation",
@@ -34,21 +42,21 @@ pub(super) fn spec() -> ServiceSpec {
                     opt("frequency_mhz", Schema::integer("", None, None)),
                     opt("mac", Schema::string("")),
                 ]),
-            action("enable", Risk::Medium, true, "Turn Wi-Fi on.").returns(toggle_result("Wi-Fi is on")),
-            action("disable", Risk::High, true, "Turn Wi-Fi off. May cut the daemon off from a phone reached over Wi-Fi.").returns(toggle_result("Wi-Fi is on")),
+            enable,
+            disable,
             action("scan", Risk::Low, false, "Scan for Wi-Fi networks and list them with signal strength and security.")
-                .returns(vec![req("networks", Schema::array("", Schema::object("", vec![
+                .returns(vec![list_of("networks", "", vec![
                     req("ssid", Schema::string("empty for a hidden network")),
                     req("bssid", Schema::string("")),
                     req("frequency_mhz", Schema::integer("", None, None)),
                     req("rssi_dbm", Schema::integer("", None, None)),
                     req("security", Schema::string("capability flags")),
                     opt("age_s", Schema::number("seconds since the network was last seen")),
-                ])))]),
+                ])]),
         ],
         state: Some(|| Command::Wifi(WifiAction::Status)),
         home_assistant: vec![
-            HaEntity { object_id: "wifi_connected", name: "Wi-Fi connected", kind: HaKind::BinarySensor { field: "connected", device_class: Some("connectivity") } },
+            ha_binary("wifi_connected", "Wi-Fi connected", "connected", Some("connectivity")),
             ha_switch("wifi", "Wi-Fi", || Command::Wifi(WifiAction::Enable), || Command::Wifi(WifiAction::Disable)),
         ],
         companion_event: Some("wifi"),
