@@ -226,15 +226,23 @@ fn rig(extra: &str, env: &[(&str, &str)]) -> Rig {
     }
 }
 
-#[test]
-fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
+/// A private session bus and a rig whose daemon serves its D-Bus API there
+/// (ready once the daemon owns its name). The bus comes first, so that
+/// `let (bus, r) = …` drops the daemon before its bus.
+fn rig_on_bus(extra: &str) -> (PrivateBus, Rig) {
     let bus = PrivateBus::session();
     let env = [
         ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
         ("DROIDWARDEN__DBUS__BUS", "session"),
     ];
-    let r = rig("", &env);
+    let r = rig(extra, &env);
     bus.wait_for_daemon(WAIT);
+    (bus, r)
+}
+
+#[test]
+fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
+    let (bus, r) = rig_on_bus("");
     let (probe, kitchen, adb, config, daemon) =
         (&r.probe, &r.kitchen, &r.adb, &r.config, &r.daemon);
     let cli = Droidwarden::new(adb, config);
@@ -372,13 +380,7 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
 
 #[test]
 fn clients_hear_that_the_tools_changed_when_a_phone_comes() {
-    let bus = PrivateBus::session();
-    let env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-    ];
-    let r = rig("", &env);
-    bus.wait_for_daemon(WAIT);
+    let (bus, r) = rig_on_bus("");
     let client_env = [
         ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
         ("DROIDWARDEN__DBUS__BUS", "session"),
@@ -445,13 +447,7 @@ fn inspector(server: &[String], env: &[(&str, &str)], method_args: &[&str], home
 
 #[test]
 fn the_mcp_inspector_cli_lists_and_calls_through_the_daemon() {
-    let bus = PrivateBus::session();
-    let env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-    ];
-    let r = rig("", &env);
-    bus.wait_for_daemon(WAIT);
+    let (bus, r) = rig_on_bus("");
     let server = droidwarden_mcp(r.daemon.config_path(), &[]);
     let home = r.adb.home();
     let server_env = [
@@ -880,13 +876,7 @@ fn error_code(line: &Value) -> &str {
 /// call.
 #[test]
 fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
-    let bus = PrivateBus::session();
-    let env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-    ];
-    let r = rig("", &env);
-    bus.wait_for_daemon(WAIT);
+    let (bus, r) = rig_on_bus("");
     let cli = Droidwarden::new(&r.adb, &r.config);
     let client_env = [
         ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
@@ -1219,25 +1209,16 @@ fn updates(lines: &[Value]) -> Vec<(String, usize)> {
 /// refused with invalid params.
 #[test]
 fn a_2025_11_25_client_subscribes_to_a_phones_state() {
-    let bus = PrivateBus::session();
-    let env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-    ];
     let porch = Sim::start(SimOptions::default());
-    let r = rig(
-        &format!(
-            "[[devices]]\nname = \"porch\"\ntransport = \"adb\"\nserial = \"{}\"\n",
-            porch.serial()
-        ),
-        &env,
-    );
+    let (bus, r) = rig_on_bus(&format!(
+        "[[devices]]\nname = \"porch\"\ntransport = \"adb\"\nserial = \"{}\"\n",
+        porch.serial()
+    ));
     r.adb.connect(&porch.serial());
     r.probe
         .wait_last(&format!("{P}/devices/porch/availability"), WAIT, |m| {
             m.payload == "online"
         });
-    bus.wait_for_daemon(WAIT);
     let client_env = [
         ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
         ("DROIDWARDEN__DBUS__BUS", "session"),
