@@ -195,6 +195,7 @@ pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
                 client,
                 approval_wait: config.agent.approval.timeout,
                 bounds: std::sync::Mutex::default(),
+                policy: config.agent.approval.clone(),
             },
             Err(e) => {
                 eprintln!("droidwarden mcp: {}", e.message);

@@ -70,6 +70,10 @@ pub(crate) enum Backend {
         approval_wait: Duration,
         /// The daemon's bound on a call, per device, as last asked.
         bounds: BoundCache,
+        /// `[agent.approval]` as this process read it: which calls may
+        /// wait for a person, so that only those take the path that can
+        /// ask the client (the daemon's own policy still decides).
+        policy: ApprovalPolicy,
     },
     /// Inside the daemon (the Streamable HTTP endpoint): the hub, and the
     /// agent for approvals.
@@ -152,6 +156,33 @@ impl Backend {
             .collect())
     }
 
+    /// Whether `command` may wait for a person's approval (then the call
+    /// takes the path that can ask the client: elicitation). A call the
+    /// policy allows or refuses outright skips that path's extra round
+    /// trip.
+    fn may_ask(&self, command: &Command) -> bool {
+        let policy = match self {
+            Self::Daemon { policy, .. } => policy,
+            Self::Hub {
+                assistant: Some(assistant),
+                ..
+            } => &assistant.agent().approval_policy(),
+            // No one to ask: such a call is refused, not asked about.
+            Self::Hub {
+                assistant: None, ..
+            }
+            | Self::Local { .. } => return false,
+        };
+        matches!(
+            policy.decide(
+                command.service_id(),
+                command.action_name(),
+                command.spec().risk
+            ),
+            Verdict::Ask
+        )
+    }
+
     /// Run `command` on `device` under the approval policy.
     async fn call(&self, device: Option<&str>, command: Command) -> Result<Value, WireError> {
         match self {
@@ -159,6 +190,7 @@ impl Backend {
                 client,
                 approval_wait,
                 bounds,
+                ..
             } => {
                 let key = device.unwrap_or_default().to_owned();
                 let cached = bounds
@@ -478,7 +510,7 @@ impl PhoneServer {
         let command = call.0;
         let service = command.service_id();
         let action = command.action_name();
-        let mode = if self.elicitation {
+        let mode = if self.elicitation && self.backend.may_ask(&command) {
             super::elicit::mode(context)
         } else {
             None
