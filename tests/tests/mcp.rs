@@ -133,6 +133,15 @@ impl PyClient {
         }
     }
 
+    /// Line `n` is the client's form (`elicited`) and line `n + 1` the
+    /// call's result, refused as `denied`: that result.
+    fn asked_then_denied(&self, n: usize) -> Value {
+        assert_eq!(self.line(n)["op"], "elicited", "{}", self.line(n));
+        let denied = self.line(n + 1);
+        assert_eq!(error_code(&denied), "denied", "{denied}");
+        denied
+    }
+
     /// The first progress notification's message.
     fn wait_progress(&self) -> String {
         wait_for("a progress notification", WAIT, || {
@@ -1017,9 +1026,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
     let ran = legacy.line(2);
     assert_eq!(ran["result"]["isError"], false, "{ran}");
     assert_eq!(sim_count(&r.kitchen, "svc wifi enable"), 1, "approved: ran");
-    assert_eq!(legacy.line(3)["op"], "elicited");
-    let denied = legacy.line(4);
-    assert_eq!(error_code(&denied), "denied", "{denied}");
+    let denied = legacy.asked_then_denied(3);
     let reason = denied["result"]["structuredContent"]["error"]["message"]
         .as_str()
         .unwrap_or_default();
@@ -1113,9 +1120,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
         lines.iter().any(|l| l["op"] == "withdrawn").then_some(())
     });
     std::fs::write(&held, "").expect("release the held answer");
-    assert_eq!(legacy.line(3)["op"], "elicited");
-    let denied = legacy.line(4);
-    assert_eq!(error_code(&denied), "denied", "{denied}");
+    legacy.asked_then_denied(3);
     assert_eq!(
         sim_count(&r.kitchen, "svc wifi disable"),
         1,
@@ -1174,9 +1179,7 @@ fn the_typescript_sdk_answers_approvals_in_the_client() {
         1,
         "approved: ran"
     );
-    assert_eq!(client.line(3)["op"], "elicited");
-    let declined = client.line(4);
-    assert_eq!(error_code(&declined), "denied", "{declined}");
+    client.asked_then_denied(3);
     r.probe.wait("the denial's event", WAIT, |m| {
         m.topic == format!("{P}/sessions/mcp/events")
             && m.payload.contains("declined in the MCP client")

@@ -223,22 +223,11 @@ impl Client {
     ) -> Result<Value, WireError> {
         let limit = approval_wait + bound + CALL_MARGIN;
         let params = command.params_json().to_string();
-        let body = (
-            device.unwrap_or(""),
-            command.service_id(),
-            command.action_name(),
-            params.as_str(),
-        );
+        let body = call_args(device, command, &params);
         let reply = self.invoke::<_, String>("CallChecked", &body, limit + CALL_MARGIN);
         match tokio::time::timeout(limit, reply).await {
             Ok(result) => parse(&result?),
-            Err(_) => Err(WireError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "the droidwarden daemon did not answer CallChecked within {:.1} s; the call was not cancelled and may still run (check `droidwarden status`)",
-                    limit.as_secs_f64()
-                ),
-            )),
+            Err(_) => Err(not_answered("CallChecked", limit)),
         }
     }
 
@@ -260,13 +249,8 @@ impl Client {
         let mut signals = self.signals("CallAwaitsApproval", &ticket).await?;
         let limit = approval_wait + bound + CALL_MARGIN;
         let params = command.params_json().to_string();
-        let body = (
-            device.unwrap_or(""),
-            command.service_id(),
-            command.action_name(),
-            params.as_str(),
-            ticket.as_str(),
-        );
+        let (device_arg, service, action, params_arg) = call_args(device, command, &params);
+        let body = (device_arg, service, action, params_arg, ticket.as_str());
         let reply = self.invoke::<_, String>("CallCheckedTicket", &body, limit + CALL_MARGIN);
         let watch = async {
             let mut on_approval = Some(on_approval);
@@ -295,13 +279,7 @@ impl Client {
                     .await
             }
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(WireError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "the droidwarden daemon did not answer CallCheckedTicket within {:.1} s; the call was not cancelled and may still run (check `droidwarden status`)",
-                    limit.as_secs_f64()
-                ),
-            )),
+            Err(_) => Err(not_answered("CallCheckedTicket", limit)),
         }
     }
 
@@ -320,7 +298,17 @@ impl Client {
             .and_then(|b| b.arg(0, arg0))
             .map(|b| b.build())
             .map_err(|e| WireError::new(ErrorCode::Internal, format!("match rule: {e}")))?;
-        let stream = zbus::MessageStream::for_match_rule(rule, &self.conn, Some(16));
+        self.stream(rule, 16).await
+    }
+
+    /// The messages matching `rule` (at most `capacity` queued), once the
+    /// bus or the daemon accepted the rule.
+    async fn stream(
+        &self,
+        rule: zbus::MatchRule<'_>,
+        capacity: usize,
+    ) -> Result<zbus::MessageStream, WireError> {
+        let stream = zbus::MessageStream::for_match_rule(rule, &self.conn, Some(capacity));
         match tokio::time::timeout(QUICK, stream).await {
             Ok(Ok(stream)) => Ok(stream),
             Ok(Err(e)) => Err(self.to_wire("AddMatch", e)),
@@ -346,18 +334,7 @@ impl Client {
             .and_then(|b| b.member("SessionEvent"))
             .map(|b| b.build())
             .map_err(|e| WireError::new(ErrorCode::Internal, format!("match rule: {e}")))?;
-        let stream = zbus::MessageStream::for_match_rule(rule, &self.conn, Some(1024));
-        match tokio::time::timeout(QUICK, stream).await {
-            Ok(Ok(stream)) => Ok(stream),
-            Ok(Err(e)) => Err(self.to_wire("AddMatch", e)),
-            Err(_) => Err(WireError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "{} did not accept a match rule within {QUICK:?}",
-                    self.place()
-                ),
-            )),
-        }
+        self.stream(rule, 1024).await
     }
 
     /// `Ask(session, prompt)`: the session id.
@@ -577,4 +554,30 @@ fn ticket() -> String {
         return format!("{}-{n}", std::process::id());
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The arguments of `CallChecked`: device (empty for the only one),
+/// service, action, parameters as JSON.
+fn call_args<'a>(
+    device: Option<&'a str>,
+    command: &droidwarden_services::Command,
+    params: &'a str,
+) -> (&'a str, &'static str, &'static str, &'a str) {
+    (
+        device.unwrap_or(""),
+        command.service_id(),
+        command.action_name(),
+        params,
+    )
+}
+
+/// A checked call the daemon did not answer within `limit`.
+fn not_answered(method: &str, limit: Duration) -> WireError {
+    WireError::new(
+        ErrorCode::Timeout,
+        format!(
+            "the droidwarden daemon did not answer {method} within {:.1} s; the call was not cancelled and may still run (check `droidwarden status`)",
+            limit.as_secs_f64()
+        ),
+    )
 }
