@@ -12,11 +12,11 @@ protocol 2026-07-28, unscoped on earlier versions). Each start appends
 this process's pid to the file named by MCP_PID_FILE (when set).
 """
 
-import os
 import sys
 
 import uvicorn
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
+from mcp_test_tools import add_unlock, record_pid
 
 server = MCPServer("droidwarden-test-http-tools")
 
@@ -26,20 +26,7 @@ def add(a: int, b: int) -> str:
     return f"{a} + {b} = {a + b}"
 
 
-def late(text: str) -> str:
-    return f"LATE {text}"
-
-
-@server.tool(description="Unlock one more tool (late) and announce the change.")
-async def unlock(ctx: Context) -> str:
-    server.add_tool(late, description="A tool added at runtime.")
-    await ctx.notify_tools_changed()
-    try:
-        # Sessions of protocol versions before 2026-07-28.
-        await ctx.request_context.session.send_tool_list_changed()
-    except Exception:  # noqa: BLE001 - not such a session
-        pass
-    return "unlocked late"
+add_unlock(server)
 
 
 class BearerOnly:
@@ -67,9 +54,6 @@ class BearerOnly:
 
 if __name__ == "__main__":
     port, token = int(sys.argv[1]), sys.argv[2]
-    pid_file = os.environ.get("MCP_PID_FILE")
-    if pid_file:
-        with open(pid_file, "a", encoding="utf-8") as f:
-            f.write(f"{os.getpid()}\n")
+    record_pid()
     app = BearerOnly(server.streamable_http_app(), token)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

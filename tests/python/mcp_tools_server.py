@@ -9,9 +9,8 @@ file named by MCP_PID_FILE (when set), so a test can kill it and see it
 restarted.
 """
 
-import os
-
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
+from mcp_test_tools import add_unlock, record_pid
 from mcp.types import ToolAnnotations
 
 server = MCPServer("droidwarden-test-tools")
@@ -35,26 +34,9 @@ def secret() -> str:
     return "the secret is 42"
 
 
-def late(text: str) -> str:
-    return f"LATE {text}"
-
-
-@server.tool(description="Unlock one more tool (late) and announce the change.")
-async def unlock(ctx: Context) -> str:
-    server.add_tool(late, description="A tool added at runtime.")
-    # At protocol 2026-07-28, on the client's subscriptions/listen stream.
-    await ctx.notify_tools_changed()
-    try:
-        # Sessions of earlier protocol versions.
-        await ctx.request_context.session.send_tool_list_changed()
-    except Exception:  # noqa: BLE001 - not such a session
-        pass
-    return "unlocked late"
+add_unlock(server)
 
 
 if __name__ == "__main__":
-    pid_file = os.environ.get("MCP_PID_FILE")
-    if pid_file:
-        with open(pid_file, "a", encoding="utf-8") as f:
-            f.write(f"{os.getpid()}\n")
+    record_pid()
     server.run("stdio")
