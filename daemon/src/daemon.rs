@@ -297,7 +297,9 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         shutdown.clone(),
         mqtt_stop.clone(),
     ));
-    tracker.spawn(mqtt::run_publisher(
+    // Stopped apart from the rest, before the goodbye (see the shutdown).
+    let publisher_stop = CancellationToken::new();
+    let mut publisher = tracker.spawn(mqtt::run_publisher(
         Arc::clone(&link),
         centre.subscribe(
             "MQTT",
@@ -306,7 +308,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
                 ..Streams::ALL
             },
         ),
-        mqtt_stop.clone(),
+        publisher_stop.clone(),
     ));
     tracker.spawn(mqtt::run_companion_requests(
         Arc::clone(&link),
@@ -422,7 +424,16 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         "shutting down: no new commands; waiting for calls in flight"
     );
     shutdown.cancel();
-    link.shutdown(CALL_GRACE).await;
+    link.finish_calls(CALL_GRACE).await;
+    // The statuses those calls ended with go out before the goodbye.
+    publisher_stop.cancel();
+    if tokio::time::timeout(FLUSH_GRACE, &mut publisher)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the last statuses were not published within {FLUSH_GRACE:?}");
+    }
+    link.goodbye().await;
     // The event loop ends by itself once it has sent the DISCONNECT that
     // follows the goodbye; it is only cut short if the broker is gone.
     if tokio::time::timeout(FLUSH_GRACE, &mut event_loop)

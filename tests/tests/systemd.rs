@@ -268,6 +268,10 @@ fn sigterm_says_stopping_first_and_lets_the_call_in_flight_finish() {
         .json();
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(r.service.wait_exit(WAIT), Some(0), "{}", r.service.log());
+    // The call's last status went out before the goodbye: nothing retained
+    // says `executing` for a daemon that has stopped.
+    r.probe
+        .wait_last(&status_topic, WAIT, |m| m.json()["state"] == "success");
     r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
         m.payload == "offline"
     });

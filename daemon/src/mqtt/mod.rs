@@ -63,6 +63,7 @@ use dedupe::{Decision, Dedupe};
 use droidwarden_bridge::backoff::Backoff;
 use droidwarden_bridge::companion::{CompanionHub, Outgoing};
 use droidwarden_services::WireError;
+use futures_util::FutureExt;
 use router::{Action, CompanionMessage, Inbound, Input, Job, Outbound, Reply, ReplyTo, Router};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{
@@ -279,9 +280,8 @@ pub(crate) async fn run_event_loop(
                 let _ = incoming.send(publish).await;
             }
             Ok(MqttEvent::Outgoing(rumqttc::Outgoing::Disconnect)) => {
-                // The broker closes the socket next; polling on would only
-                // report that as a lost connection.
                 tracing::debug!("disconnect sent");
+                await_close(&mut eventloop).await;
                 return;
             }
             Ok(_) => {}
@@ -302,6 +302,22 @@ pub(crate) async fn run_event_loop(
         }
     }
 }
+
+/// After our DISCONNECT, read until the broker closes the connection
+/// (bounded by [`CLOSE_WAIT`]). Dropping the socket at once, with the
+/// broker's acknowledgements still unread in it, makes the kernel reset the
+/// connection, and a reset can discard what the broker had not read yet:
+/// the last replies, written just before the DISCONNECT. Messages that
+/// arrive meanwhile stay unacknowledged, for the next process.
+async fn await_close(eventloop: &mut EventLoop) {
+    let closed = async { while eventloop.poll().await.is_ok() {} };
+    if tokio::time::timeout(CLOSE_WAIT, closed).await.is_err() {
+        tracing::debug!("the broker did not close the connection within {CLOSE_WAIT:?}");
+    }
+}
+
+/// How long [`await_close`] waits for the broker to close the connection.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 /// 100 ms doubling to 10 s, with up to 25 % jitter so that many daemons do
 /// not reconnect in lockstep.
@@ -382,24 +398,38 @@ pub(crate) async fn run_publisher(mqtt: Arc<Mqtt>, mut events: Events, stop: Can
     mqtt.perform(actions).await;
     loop {
         let event = tokio::select! {
-            () = stop.cancelled() => return,
+            () = stop.cancelled() => {
+                // What is already on the streams goes out before the
+                // goodbye: the statuses of the calls that shutdown let finish.
+                while let Some(Some(event)) =
+                    tokio::task::unconstrained(events.next()).now_or_never()
+                {
+                    publish_event(&mqtt, &event).await;
+                }
+                return;
+            }
             event = events.next() => match event { Some(e) => e, None => return },
         };
-        let actions = match &event {
-            // Every device's availability again: some change was missed.
-            Event::Lagged {
-                stream: Stream::Devices,
-                ..
-            } => mqtt.step(Input::Devices(&mqtt.devices())),
-            event => {
-                let info = Router::wants_info(event)
-                    .and_then(|device| mqtt.hub.registry().get(device.as_str()))
-                    .map(|handle| handle.info());
-                mqtt.step(Input::Event { event, info })
-            }
-        };
-        mqtt.perform(actions).await;
+        publish_event(&mqtt, &event).await;
     }
+}
+
+/// Publish what one event of the centre says.
+async fn publish_event(mqtt: &Mqtt, event: &Event) {
+    let actions = match event {
+        // Every device's availability again: some change was missed.
+        Event::Lagged {
+            stream: Stream::Devices,
+            ..
+        } => mqtt.step(Input::Devices(&mqtt.devices())),
+        event => {
+            let info = Router::wants_info(event)
+                .and_then(|device| mqtt.hub.registry().get(device.as_str()))
+                .map(|handle| handle.info());
+            mqtt.step(Input::Event { event, info })
+        }
+    };
+    mqtt.perform(actions).await;
 }
 
 /// Publish the companion hub's requests until `stop`.
@@ -878,15 +908,14 @@ impl Mqtt {
         }
     }
 
-    /// Stop taking commands, let calls in flight finish (bounded by
-    /// `grace`), then say goodbye: `offline` on the availability topic and a
-    /// clean disconnect (which suppresses the will).
+    /// Stop taking commands and let calls in flight finish (bounded by
+    /// `grace`); their replies are queued for the broker when this returns.
     ///
     /// The command subscriptions are kept: with a persistent session the
     /// broker queues the commands published while the daemon is stopped,
     /// and the dispatcher leaves those arriving during the shutdown
     /// unacknowledged, for the next process.
-    pub(crate) async fn shutdown(&self, grace: Duration) {
+    pub(crate) async fn finish_calls(&self, grace: Duration) {
         self.calls.close();
         if tokio::time::timeout(grace, self.calls.wait())
             .await
@@ -894,6 +923,13 @@ impl Mqtt {
         {
             tracing::warn!("calls still running after {grace:?}; stopping anyway");
         }
+    }
+
+    /// Say goodbye: `offline` on the availability topic and a clean
+    /// disconnect (which suppresses the will). Call it after
+    /// [`Mqtt::finish_calls`] and once [`run_publisher`] has drained, so the
+    /// last calls' statuses go out before it.
+    pub(crate) async fn goodbye(&self) {
         let actions = self.step(Input::Goodbye);
         self.perform(actions).await;
         let _ = self.client.disconnect().await;
