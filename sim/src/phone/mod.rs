@@ -205,20 +205,6 @@ pub(crate) fn dispatch(st: &mut PhoneState, argv: &[String], stdin: &[u8]) -> Co
         "am" => activity::am(st, args),
         "pm" => package::pm(st, args),
         "input" => services::input(st, args),
-        "getprop" => tools::getprop(st, args),
-        "cat" => tools::cat(st, args, stdin),
-        "ip" => tools::ip(st, args),
-        "echo" => tools::echo(args),
-        "true" => CommandResult::default(),
-        "false" => CommandResult::new(Output::default(), 1),
-        "sleep" => tools::sleep(args),
-        "id" => tools::id(),
-        "uptime" => tools::uptime(st),
-        "df" => tools::df(st),
-        "wm" => tools::wm(st, args),
-        "grep" => tools::grep(st, args, stdin),
-        "head" | "tail" => tools::head_tail(st, base, args, stdin),
-        "wc" => tools::wc(st, args, stdin),
         "stat" => content::stat(st, args),
         "base64" => content::base64(st, args),
         "ls" => files::ls(st, args),
@@ -226,7 +212,9 @@ pub(crate) fn dispatch(st: &mut PhoneState, argv: &[String], stdin: &[u8]) -> Co
         "screencap" => screen::screencap(st, args),
         "uiautomator" => screen::uiautomator(st, args),
         "ime" => screen::ime(st, args),
-        _ => not_found(st, name),
+        // The small toybox tools list themselves, so a new one is written
+        // in one place.
+        _ => tools::run(st, base, args, stdin).unwrap_or_else(|| not_found(st, name)),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Toybox-style tools: `getprop`, `cat`, `ip`, `echo`, `sleep`, `id`,
-//! `uptime`, `wm` and the filters used in pipes (`grep`, `head`, `tail`,
-//! `wc`). Outputs follow the real device fixtures; values come from the state.
+//! `uptime`, `df`, `wm` and the filters used in pipes (`grep`, `head`,
+//! `tail`, `wc`), listed in [`run`]. Outputs follow the real device
+//! fixtures; values come from the state.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,6 +13,33 @@ use crate::shell::{CommandResult, Output};
 use crate::state::PhoneState;
 
 use super::{done, fail, ok_text};
+
+/// Runs `tool` when it is one of these; `None` when the phone has no such
+/// tool here (the dispatcher tries the others, then says "not found").
+pub(crate) fn run(
+    st: &PhoneState,
+    tool: &str,
+    args: &[String],
+    stdin: &[u8],
+) -> Option<CommandResult> {
+    Some(match tool {
+        "getprop" => getprop(st, args),
+        "cat" => cat(st, args, stdin),
+        "ip" => ip(st, args),
+        "echo" => echo(args),
+        "true" => CommandResult::default(),
+        "false" => CommandResult::new(Output::default(), 1),
+        "sleep" => sleep(args),
+        "id" => id(),
+        "uptime" => uptime(st),
+        "df" => df(st),
+        "wm" => wm(st, args),
+        "grep" => grep(st, args, stdin),
+        "head" | "tail" => head_tail(st, tool, args, stdin),
+        "wc" => wc(st, args, stdin),
+        _ => return None,
+    })
+}
 
 /// All system properties, sorted, as `getprop` lists them.
 pub(crate) fn properties(st: &PhoneState) -> BTreeMap<String, String> {
