@@ -15,6 +15,19 @@
 //! handles; the daemon decides what to spawn.
 #![deny(missing_docs)]
 
+/// A real device output kept in `android-bridge/fixtures/android/`, by its
+/// path there (`SOURCES.md` in that folder says where each comes from).
+#[cfg(test)]
+macro_rules! fixture {
+    ($path:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/android/",
+            $path
+        ))
+    };
+}
+
 pub mod adb;
 pub mod backoff;
 pub mod companion;

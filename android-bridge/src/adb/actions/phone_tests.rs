@@ -6,10 +6,8 @@ use super::tests::{ScriptedShell, run};
 use super::*;
 use droidwarden_services::ErrorCode;
 
-const REDACTED_17: &str =
-    include_str!("../../../fixtures/android/dumpsys-notification/adbjsoncli-emulator-17.txt");
-const NOREDACT_14: &str =
-    include_str!("../../../fixtures/android/dumpsys-notification/noredact-composed-14.txt");
+const REDACTED_17: &str = fixture!("dumpsys-notification/adbjsoncli-emulator-17.txt");
+const NOREDACT_14: &str = fixture!("dumpsys-notification/noredact-composed-14.txt");
 const LIST: &str = "dumpsys notification --noredact";
 
 #[tokio::test]

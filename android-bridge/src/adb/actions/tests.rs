@@ -156,11 +156,8 @@ fn started(component: &str, total_ms: u32, wait_ms: u32) -> String {
     )
 }
 
-const BATTERY: &str =
-    include_str!("../../../fixtures/android/dumpsys-battery/adbjsoncli-emulator-17.txt");
-const AUDIO: &str = include_str!(
-    "../../../fixtures/android/dumpsys-audio/redroid-rockchip-issue17-streams-fragment.txt"
-);
+const BATTERY: &str = fixture!("dumpsys-battery/adbjsoncli-emulator-17.txt");
+const AUDIO: &str = fixture!("dumpsys-audio/redroid-rockchip-issue17-streams-fragment.txt");
 
 #[tokio::test]
 async fn battery_status_reads_dumpsys_battery() {
@@ -207,7 +204,7 @@ async fn an_unresolvable_launch_is_not_found() {
     assert_eq!(err.code(), ErrorCode::NotFound, "{err}");
     let sh = ScriptedShell::default().answer(
         "am start -W -n org.mozilla.fenix/.App",
-        include_str!("../../../fixtures/android/am-start-errors/fenix-issue7925-pixel2-10.txt"),
+        fixture!("am-start-errors/fenix-issue7925-pixel2-10.txt"),
     );
     let err = launch(&sh, "org.mozilla.fenix", Some(".App"))
         .await
@@ -423,9 +420,7 @@ async fn dump_read_errors(stdout: &str) -> Vec<(&'static str, BridgeError)> {
 #[tokio::test]
 async fn a_dump_cut_short_by_its_timeout_is_a_retryable_error_not_a_value() {
     // The real value is 5000 mV; the dump stops at "voltage: 50".
-    let cut = include_str!(
-        "../../../fixtures/android/dumpsys-battery/droidwarden-timeout-10000ms-mid-line.txt"
-    );
+    let cut = fixture!("dumpsys-battery/droidwarden-timeout-10000ms-mid-line.txt");
     let sh = ScriptedShell::default().answer("dumpsys battery", cut);
     let err = run(&sh, "batteryMonitor.status", json!({}))
         .await
@@ -470,7 +465,7 @@ async fn music_volume(sh: &ScriptedShell) -> Result<Value, BridgeError> {
 #[tokio::test]
 async fn a_dump_that_stops_mid_line_or_loses_its_service_is_retryable() {
     // The real level is 100; the dump stops at "mBatteryLevel=1".
-    let cut = include_str!("../../../fixtures/android/dumpsys-power/droidwarden-cut-mid-line.txt");
+    let cut = fixture!("dumpsys-power/droidwarden-cut-mid-line.txt");
     let sh = with_dump("dumpsys power", cut);
     let err = run(&sh, "device_state.status", json!({}))
         .await
@@ -490,7 +485,7 @@ async fn a_dump_that_stops_mid_line_or_loses_its_service_is_retryable() {
 
 #[tokio::test]
 async fn an_empty_dump_is_a_device_error_not_not_found() {
-    let empty = include_str!("../../../fixtures/android/dumpsys-audio/droidwarden-empty.txt");
+    let empty = fixture!("dumpsys-audio/droidwarden-empty.txt");
     let sh = ScriptedShell::default().answer("dumpsys audio", empty);
     let err = music_volume(&sh).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::DeviceError, "{err}");
@@ -507,15 +502,12 @@ async fn an_empty_dump_is_a_device_error_not_not_found() {
     }
 }
 
-const TWO_LAUNCHERS: &str = include_str!(
-    "../../../fixtures/android/cmd-package-query-activities-brief/droidwarden-two-launcher-activities.txt"
-);
+const TWO_LAUNCHERS: &str =
+    fixture!("cmd-package-query-activities-brief/droidwarden-two-launcher-activities.txt");
 
 #[tokio::test]
 async fn launching_an_app_with_several_launcher_activities_never_starts_the_chooser() {
-    let chooser = include_str!(
-        "../../../fixtures/android/cmd-package-resolve-activity-brief/droidwarden-resolver-chooser.txt"
-    );
+    let chooser = fixture!("cmd-package-resolve-activity-brief/droidwarden-resolver-chooser.txt");
     let chooser_started = started(
         "android/com.android.internal.app.ResolverActivity",
         230,
@@ -546,9 +538,7 @@ async fn a_launch_that_leaves_another_packages_activity_on_top_is_not_success() 
     // Real output: `Activity:` names the Portal's launcher, not encapp.
     let sh = ScriptedShell::default().answer(
         "am start -W -n com.facebook.encapp/.MainActivity",
-        include_str!(
-            "../../../fixtures/android/am-start/am-start-W-ok-encapp-readme-portal-unknown.txt"
-        ),
+        fixture!("am-start/am-start-W-ok-encapp-readme-portal-unknown.txt"),
     );
     let err = launch(&sh, "com.facebook.encapp", Some(".MainActivity"))
         .await
@@ -571,12 +561,9 @@ async fn a_launch_that_leaves_another_packages_activity_on_top_is_not_success() 
     sh.never_asked("am start");
 }
 
-const ETH_ROUTE: &str =
-    include_str!("../../../fixtures/android/ip-route/gateway-pr17-eth0-android-unknown.txt");
-const ETH_ROUTE_GET: &str =
-    include_str!("../../../fixtures/android/ip-route-get/gateway-pr17-eth0-android-unknown.txt");
-const ETH_ADDRS: &str =
-    include_str!("../../../fixtures/android/ip-addr-show/droidwarden-tvbox-eth0-no-wlan.txt");
+const ETH_ROUTE: &str = fixture!("ip-route/gateway-pr17-eth0-android-unknown.txt");
+const ETH_ROUTE_GET: &str = fixture!("ip-route-get/gateway-pr17-eth0-android-unknown.txt");
+const ETH_ADDRS: &str = fixture!("ip-addr-show/droidwarden-tvbox-eth0-no-wlan.txt");
 
 /// A shell answering `network.status`'s reads, but for `ip route get`.
 fn network_shell(route: &str, addrs: &str, airplane: bool) -> ScriptedShell {
@@ -604,16 +591,11 @@ async fn network_status_reports_the_default_routes_interface_on_ethernet() {
 
 #[tokio::test]
 async fn network_status_on_mobile_data_and_offline() {
-    let addrs = include_str!(
-        "../../../fixtures/android/ip-addr-show/droidwarden-phone-mobile-data-wlan0-off.txt"
+    let addrs = fixture!("ip-addr-show/droidwarden-phone-mobile-data-wlan0-off.txt");
+    let sh = network_shell("", addrs, false).answer(
+        "ip route get 8.8.8.8",
+        fixture!("ip-route-get/evidence-dw20260905-huawei-rmnet0-cellular-unknown.txt"),
     );
-    let sh = network_shell("", addrs, false)
-        .answer(
-            "ip route get 8.8.8.8",
-            include_str!(
-                "../../../fixtures/android/ip-route-get/evidence-dw20260905-huawei-rmnet0-cellular-unknown.txt"
-            ),
-        );
     let v = run(&sh, "network.status", json!({})).await.unwrap();
     assert_eq!(v["wifi"]["interface"], "rmnet0");
     assert_eq!(v["default_gateway"], "10.121.106.242");
@@ -622,7 +604,7 @@ async fn network_status_on_mobile_data_and_offline() {
     let sh = network_shell("", addrs, true).fail(
         "ip route get 8.8.8.8",
         "",
-        include_str!("../../../fixtures/android/ip-route-get/droidwarden-unreachable.txt"),
+        fixture!("ip-route-get/droidwarden-unreachable.txt"),
         2,
     );
     let v = run(&sh, "network.status", json!({})).await.unwrap();
@@ -643,11 +625,9 @@ async fn network_status_on_mobile_data_and_offline() {
 // ---------------------------------------------------------------------------
 // The screen, over real uiautomator output.
 
-const DIALOG_DUMP: &str =
-    include_str!("../../../fixtures/android/uiautomator-dump/autotickexitbox-dialog-unknown.xml");
-const FOCUS: &str = include_str!(
-    "../../../fixtures/android/dumpsys-window-grep-focus/appium-adb-issue797-galaxy-flip4-mFocusedApp-12.txt"
-);
+const DIALOG_DUMP: &str = fixture!("uiautomator-dump/autotickexitbox-dialog-unknown.xml");
+const FOCUS: &str =
+    fixture!("dumpsys-window-grep-focus/appium-adb-issue797-galaxy-flip4-mFocusedApp-12.txt");
 const LATIN: &str = "com.google.android.inputmethod.latin/com.android.inputmethod.latin.LatinIME";
 
 #[tokio::test]

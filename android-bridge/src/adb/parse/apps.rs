@@ -341,22 +341,16 @@ mod tests {
     fn resolve_activity_fixtures() {
         let cases = [
             (
-                include_str!(
-                    "../../../fixtures/android/cmd-package-resolve-activity-brief/facebook-cheatsheet-unknown.txt"
-                ),
+                fixture!("cmd-package-resolve-activity-brief/facebook-cheatsheet-unknown.txt"),
                 "com.facebook.katana/.LoginActivity",
             ),
             (
-                include_str!(
-                    "../../../fixtures/android/cmd-package-resolve-activity-brief/ocentra-proof-emulator-15.txt"
-                ),
+                fixture!("cmd-package-resolve-activity-brief/ocentra-proof-emulator-15.txt"),
                 "ca.ocentra.parent.agent/.MainActivity",
             ),
             // Without --brief (the fragment is cut inside ApplicationInfo).
             (
-                include_str!(
-                    "../../../fixtures/android/cmd-package-resolve-activity/airsdk-issue1430-11plus.txt"
-                ),
+                fixture!("cmd-package-resolve-activity/airsdk-issue1430-11plus.txt"),
                 "air.com.distriqt.test/air.com.distriqt.test.AIRAppEntry",
             ),
         ];
@@ -385,9 +379,8 @@ mod tests {
 
     #[test]
     fn resolve_activity_never_returns_the_chooser() {
-        let chooser = include_str!(
-            "../../../fixtures/android/cmd-package-resolve-activity-brief/droidwarden-resolver-chooser.txt"
-        );
+        let chooser =
+            fixture!("cmd-package-resolve-activity-brief/droidwarden-resolver-chooser.txt");
         assert!(matches!(
             resolve_activity_brief(chooser),
             Err(ParseError::Malformed { .. })
@@ -402,9 +395,8 @@ mod tests {
 
     #[test]
     fn query_activities_fixtures_and_forms() {
-        let two = include_str!(
-            "../../../fixtures/android/cmd-package-query-activities-brief/droidwarden-two-launcher-activities.txt"
-        );
+        let two =
+            fixture!("cmd-package-query-activities-brief/droidwarden-two-launcher-activities.txt");
         assert_eq!(
             launcher_activities(two),
             Ok(vec![
@@ -412,9 +404,7 @@ mod tests {
                 "com.example.twoicons/com.example.twoicons.widgets.ConfigureActivity".to_owned(),
             ])
         );
-        let none = include_str!(
-            "../../../fixtures/android/cmd-package-query-activities-brief/droidwarden-none.txt"
-        );
+        let none = fixture!("cmd-package-query-activities-brief/droidwarden-none.txt");
         assert_eq!(
             launcher_activities(none),
             Err(ParseError::NotFound {
@@ -453,9 +443,7 @@ mod tests {
 
     #[test]
     fn am_start_fixtures() {
-        let ok = include_str!(
-            "../../../fixtures/android/am-start/am-start-W-ok-encapp-readme-portal-unknown.txt"
-        );
+        let ok = fixture!("am-start/am-start-W-ok-encapp-readme-portal-unknown.txt");
         assert_eq!(
             am_start(ok),
             Ok(AmStart {
@@ -466,9 +454,7 @@ mod tests {
                 wait_time_ms: Some(1482),
             })
         );
-        let timeout = include_str!(
-            "../../../fixtures/android/am-start/am-start-W-timeout-argent-pr691-unknown.txt"
-        );
+        let timeout = fixture!("am-start/am-start-W-timeout-argent-pr691-unknown.txt");
         assert_eq!(
             am_start(timeout),
             Ok(AmStart {
@@ -519,9 +505,7 @@ mod tests {
 
     #[test]
     fn package_list_fixtures() {
-        let full = include_str!(
-            "../../../fixtures/android/pm-list-packages-f/metasploit-pr14140-genymotion-unknown.txt"
-        );
+        let full = fixture!("pm-list-packages-f/metasploit-pr14140-genymotion-unknown.txt");
         let entries = package_list(full).expect("parses");
         assert_eq!(entries.len(), 16);
         assert_eq!(
@@ -543,9 +527,7 @@ mod tests {
         assert_eq!(entries[10].package, "android");
         assert_eq!(entries.iter().filter(|e| e.system_app).count(), 15);
 
-        let short = include_str!(
-            "../../../fixtures/android/pm-list-packages/cmd-package-list-grep-encapp-readme-unknown.txt"
-        );
+        let short = fixture!("pm-list-packages/cmd-package-list-grep-encapp-readme-unknown.txt");
         assert_eq!(
             package_list(short),
             Ok(vec![PackageEntry {
@@ -585,8 +567,7 @@ package:/data/app/com.x-1/base.apk=com.x  installer=com.android.vending
 
     #[test]
     fn pm_path_fixture() {
-        let split =
-            include_str!("../../../fixtures/android/pm-path/adbutils-pr91-split-apk-11plus.txt");
+        let split = fixture!("pm-path/adbutils-pr91-split-apk-11plus.txt");
         assert_eq!(
             pm_path(split),
             Ok(vec![

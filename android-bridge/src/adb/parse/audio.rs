@@ -232,8 +232,8 @@ mod tests {
 
     #[test]
     fn shield_grep_fixture_uses_the_hdmi_entry() {
-        let text = include_str!(
-            "../../../fixtures/android/dumpsys-audio-grep-stream-music/python-androidtv-issue148-shield-unknown.txt"
+        let text = fixture!(
+            "dumpsys-audio-grep-stream-music/python-androidtv-issue148-shield-unknown.txt"
         );
         assert_eq!(
             audio_stream(text, "STREAM_MUSIC"),
@@ -253,9 +253,7 @@ mod tests {
 
     #[test]
     fn redroid_fixture_prefers_stream_volume() {
-        let text = include_str!(
-            "../../../fixtures/android/dumpsys-audio/redroid-rockchip-issue17-streams-fragment.txt"
-        );
+        let text = fixture!("dumpsys-audio/redroid-rockchip-issue17-streams-fragment.txt");
         let cases = [
             (
                 "STREAM_BLUETOOTH_SCO",
@@ -286,9 +284,7 @@ mod tests {
 
     #[test]
     fn graphene_fixture_volume_groups() {
-        let text = include_str!(
-            "../../../fixtures/android/dumpsys-audio/grapheneos-issue5743-volume-groups-fragment.txt"
-        );
+        let text = fixture!("dumpsys-audio/grapheneos-issue5743-volume-groups-fragment.txt");
         let cases = [
             ("STREAM_MUSIC", volume("STREAM_MUSIC", 25, 0, 25)),
             ("STREAM_DTMF", volume("STREAM_DTMF", 4, 0, 15)),

@@ -166,27 +166,19 @@ mod tests {
     fn fixtures() {
         let cases = [
             (
-                include_str!(
-                    "../../../fixtures/android/dumpsys-battery/adbjsoncli-emulator-17.txt"
-                ),
+                fixture!("dumpsys-battery/adbjsoncli-emulator-17.txt"),
                 status(100, "not_charging", "good", None, 25.0, 5000),
             ),
             (
-                include_str!(
-                    "../../../fixtures/android/dumpsys-battery/appium-adb-issue133-unknown.txt"
-                ),
+                fixture!("dumpsys-battery/appium-adb-issue133-unknown.txt"),
                 status(89, "charging", "good", Some("ac"), 0.0, 0),
             ),
             (
-                include_str!(
-                    "../../../fixtures/android/dumpsys-battery/clusterfuzz-pr4327-unknown.txt"
-                ),
+                fixture!("dumpsys-battery/clusterfuzz-pr4327-unknown.txt"),
                 status(80, "not_charging", "overheat", Some("ac"), 18.0, 4200),
             ),
             (
-                include_str!(
-                    "../../../fixtures/android/dumpsys-battery/syzkaller-issue79-unknown.txt"
-                ),
+                fixture!("dumpsys-battery/syzkaller-issue79-unknown.txt"),
                 status(19, "charging", "good", Some("ac"), 27.5, 3764),
             ),
         ];

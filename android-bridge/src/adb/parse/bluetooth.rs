@@ -111,9 +111,7 @@ mod tests {
 
     #[test]
     fn redmi_fixture() {
-        let text = include_str!(
-            "../../../fixtures/android/dumpsys-bluetooth_manager/redmi10a-lineage20-13.txt"
-        );
+        let text = fixture!("dumpsys-bluetooth_manager/redmi10a-lineage20-13.txt");
         assert_eq!(
             bluetooth(text),
             Ok(BluetoothStatus {
@@ -132,9 +130,7 @@ mod tests {
 
     #[test]
     fn oneplus_fixture_turning_off() {
-        let text = include_str!(
-            "../../../fixtures/android/dumpsys-bluetooth_manager/oneplus12-turning-off-head6-unknown.txt"
-        );
+        let text = fixture!("dumpsys-bluetooth_manager/oneplus12-turning-off-head6-unknown.txt");
         assert_eq!(
             bluetooth(text),
             Ok(BluetoothStatus {

@@ -40,9 +40,7 @@ mod tests {
 
     #[test]
     fn bluetooth_enable_fixture() {
-        let text = include_str!(
-            "../../../fixtures/android/cmd-bluetooth_manager-enable/adbjsoncli-emulator-17.txt"
-        );
+        let text = fixture!("cmd-bluetooth_manager-enable/adbjsoncli-emulator-17.txt");
         assert_eq!(cmd_success(text), Ok(()));
     }
 

@@ -317,18 +317,15 @@ mod tests {
 
     #[test]
     fn missing_service_fixtures() {
-        let install = include_str!(
-            "../../../fixtures/android/errors/adb-root-issue6-cmd-cant-find-service-package-9.txt"
-        );
+        let install = fixture!("errors/adb-root-issue6-cmd-cant-find-service-package-9.txt");
         let f = classify_device_error(install, "", 1).expect("failure");
         assert_eq!(f.kind, FailureKind::MissingService("package".into()));
         assert_eq!(
             f.message,
             "adb: failed to install .apk: cmd: Can't find service: package"
         );
-        let dumpsys = include_str!(
-            "../../../fixtures/android/errors/dumpsys-cant-find-service-telephony-adbjsoncli-emulator-17.txt"
-        );
+        let dumpsys =
+            fixture!("errors/dumpsys-cant-find-service-telephony-adbjsoncli-emulator-17.txt");
         for exit in [0, 1] {
             let f = classify_device_error(dumpsys, "", exit).expect("failure");
             assert_eq!(f.kind, FailureKind::MissingService("telephony".into()));
@@ -338,12 +335,8 @@ mod tests {
 
     #[test]
     fn monkey_fixtures() {
-        let syskeys_out = include_str!(
-            "../../../fixtures/android/monkey-launch/airtest-wzry-syskeys-stdout-unknown.txt"
-        );
-        let syskeys_err = include_str!(
-            "../../../fixtures/android/monkey-launch/airtest-wzry-syskeys-stderr-unknown.txt"
-        );
+        let syskeys_out = fixture!("monkey-launch/airtest-wzry-syskeys-stdout-unknown.txt");
+        let syskeys_err = fixture!("monkey-launch/airtest-wzry-syskeys-stderr-unknown.txt");
         let f = classify_device_error(syskeys_out, syskeys_err, 1).expect("failure");
         assert_eq!(f.kind, FailureKind::Other);
         assert_eq!(
@@ -351,18 +344,14 @@ mod tests {
             "** SYS_KEYS has no physical keys but with factor 2.0%."
         );
 
-        let missing = include_str!(
-            "../../../fixtures/android/monkey-launch/ftandroid-test-not-installed-emulator-unknown.txt"
-        );
+        let missing = fixture!("monkey-launch/ftandroid-test-not-installed-emulator-unknown.txt");
         for exit in [0, 252] {
             let f = classify_device_error(missing, "", exit).expect("failure");
             assert_eq!(f.kind, FailureKind::NotFound("activity".into()));
             assert_eq!(f.message, "** No activities found to run, monkey aborted.");
         }
 
-        let ok = include_str!(
-            "../../../fixtures/android/monkey-launch/react-native-owl-log-unknown.txt"
-        );
+        let ok = fixture!("monkey-launch/react-native-owl-log-unknown.txt");
         assert_eq!(classify_device_error(ok, "", 0), None);
         assert_eq!(classify_device_error(syskeys_out, "", 0), None);
     }

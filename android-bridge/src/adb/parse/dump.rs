@@ -108,19 +108,14 @@ fn shorten(text: &str) -> String {
 mod tests {
     use super::*;
 
-    const WIFI_TIMEOUT: &str = include_str!(
-        "../../../fixtures/android/dumpsys-wifi/droidwarden-timeout-10000ms-mid-line.txt"
-    );
-    const BATTERY_TIMEOUT_MS: &str = include_str!(
-        "../../../fixtures/android/dumpsys-battery/droidwarden-timeout-10000ms-mid-line.txt"
-    );
-    const BATTERY_TIMEOUT_SECONDS: &str = include_str!(
-        "../../../fixtures/android/dumpsys-battery/droidwarden-timeout-10s-android8.txt"
-    );
+    const WIFI_TIMEOUT: &str = fixture!("dumpsys-wifi/droidwarden-timeout-10000ms-mid-line.txt");
+    const BATTERY_TIMEOUT_MS: &str =
+        fixture!("dumpsys-battery/droidwarden-timeout-10000ms-mid-line.txt");
+    const BATTERY_TIMEOUT_SECONDS: &str =
+        fixture!("dumpsys-battery/droidwarden-timeout-10s-android8.txt");
     /// Android 7.0's form, which names neither the service nor the limit.
     const TIMEOUT_ANDROID_7_0: &str = "Current Battery Service state:\n  AC powered: true\n  lev\n*** SERVICE DUMP TIMEOUT EXPIRED ***\n\n";
-    const POWER_CUT: &str =
-        include_str!("../../../fixtures/android/dumpsys-power/droidwarden-cut-mid-line.txt");
+    const POWER_CUT: &str = fixture!("dumpsys-power/droidwarden-cut-mid-line.txt");
 
     fn incomplete(stdout: &str, stderr: &str) -> bool {
         matches!(
@@ -209,12 +204,10 @@ mod tests {
     #[test]
     fn whole_real_dumps_pass() {
         for text in [
-            include_str!("../../../fixtures/android/dumpsys-wifi/adbjsoncli-emulator-17.txt"),
-            include_str!("../../../fixtures/android/dumpsys-battery/adbjsoncli-emulator-17.txt"),
-            include_str!(
-                "../../../fixtures/android/dumpsys-audio/redroid-rockchip-issue17-streams-fragment.txt"
-            ),
-            include_str!("../../../fixtures/android/dumpsys-power/adbjsoncli-emulator-17.txt"),
+            fixture!("dumpsys-wifi/adbjsoncli-emulator-17.txt"),
+            fixture!("dumpsys-battery/adbjsoncli-emulator-17.txt"),
+            fixture!("dumpsys-audio/redroid-rockchip-issue17-streams-fragment.txt"),
+            fixture!("dumpsys-power/adbjsoncli-emulator-17.txt"),
         ] {
             assert_eq!(dump_complete("dumpsys x", text, ""), Ok(()));
         }

@@ -139,8 +139,7 @@ mod tests {
 
     #[test]
     fn fixture_prefers_gps() {
-        let text =
-            include_str!("../../../fixtures/android/dumpsys-location/adbjsoncli-emulator-17.txt");
+        let text = fixture!("dumpsys-location/adbjsoncli-emulator-17.txt");
         assert_eq!(
             location(text),
             Ok(Some(fix(

@@ -172,9 +172,7 @@ mod tests {
 
     #[test]
     fn fixture_telecom_session_only() {
-        let text = include_str!(
-            "../../../fixtures/android/dumpsys-media_session/adbjsoncli-emulator-17.txt"
-        );
+        let text = fixture!("dumpsys-media_session/adbjsoncli-emulator-17.txt");
         assert_eq!(
             media_sessions(text),
             Ok(vec![session(

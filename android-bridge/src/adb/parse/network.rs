@@ -279,9 +279,7 @@ mod tests {
 
     #[test]
     fn ip_addr_fixtures() {
-        let down = include_str!(
-            "../../../fixtures/android/ip-addr-show-wlan0/emulator-runner-issue211-ci-emulator-10.txt"
-        );
+        let down = fixture!("ip-addr-show-wlan0/emulator-runner-issue211-ci-emulator-10.txt");
         assert_eq!(
             ip_addr(down),
             Ok(LinkInfo {
@@ -294,9 +292,7 @@ mod tests {
                 mac: Some("02:00:00:00:00:00".into()),
             })
         );
-        let up = include_str!(
-            "../../../fixtures/android/ip-addr-show-wlan0/emulator-runner-issue211-local-emulator-unknown.txt"
-        );
+        let up = fixture!("ip-addr-show-wlan0/emulator-runner-issue211-local-emulator-unknown.txt");
         assert_eq!(
             ip_addr(up),
             Ok(LinkInfo {
@@ -344,8 +340,7 @@ mod tests {
 
     #[test]
     fn ip_route_fixture_and_default_route() {
-        let hotspot =
-            include_str!("../../../fixtures/android/ip-route/adb-wifi-issue4-hotspot-unknown.txt");
+        let hotspot = fixture!("ip-route/adb-wifi-issue4-hotspot-unknown.txt");
         assert_eq!(
             ip_route(hotspot),
             Ok(vec![Route {
@@ -364,16 +359,10 @@ mod tests {
         assert!(ip_route("garbage here\n").is_err());
     }
 
-    const ETH_ROUTE: &str =
-        include_str!("../../../fixtures/android/ip-route/gateway-pr17-eth0-android-unknown.txt");
-    const ETH_ROUTE_GET: &str = include_str!(
-        "../../../fixtures/android/ip-route-get/gateway-pr17-eth0-android-unknown.txt"
-    );
-    const ETH_ADDRS: &str =
-        include_str!("../../../fixtures/android/ip-addr-show/droidwarden-tvbox-eth0-no-wlan.txt");
-    const MOBILE_ADDRS: &str = include_str!(
-        "../../../fixtures/android/ip-addr-show/droidwarden-phone-mobile-data-wlan0-off.txt"
-    );
+    const ETH_ROUTE: &str = fixture!("ip-route/gateway-pr17-eth0-android-unknown.txt");
+    const ETH_ROUTE_GET: &str = fixture!("ip-route-get/gateway-pr17-eth0-android-unknown.txt");
+    const ETH_ADDRS: &str = fixture!("ip-addr-show/droidwarden-tvbox-eth0-no-wlan.txt");
+    const MOBILE_ADDRS: &str = fixture!("ip-addr-show/droidwarden-phone-mobile-data-wlan0-off.txt");
 
     #[test]
     fn ip_route_get_fixtures() {
@@ -386,18 +375,14 @@ mod tests {
                 "10.0.1.36",
             ),
             (
-                include_str!(
-                    "../../../fixtures/android/ip-route-get/evidence-dw20260905-huawei-rmnet0-cellular-unknown.txt"
-                ),
+                fixture!("ip-route-get/evidence-dw20260905-huawei-rmnet0-cellular-unknown.txt"),
                 "1.1.1.1",
                 Some("10.121.106.242"),
                 "rmnet0",
                 "10.121.106.242",
             ),
             (
-                include_str!(
-                    "../../../fixtures/android/ip-route-get/evidence-dw20260905-huawei-wlan0-wifi-unknown.txt"
-                ),
+                fixture!("ip-route-get/evidence-dw20260905-huawei-wlan0-wifi-unknown.txt"),
                 "1.1.1.1",
                 Some("10.10.0.1"),
                 "wlan0",
@@ -483,9 +468,7 @@ mod tests {
 
     #[test]
     fn airplane_mode_fixture_and_forms() {
-        let fixture = include_str!(
-            "../../../fixtures/android/cmd-connectivity-airplane-mode/adbjsoncli-emulator-17.txt"
-        );
+        let fixture = fixture!("cmd-connectivity-airplane-mode/adbjsoncli-emulator-17.txt");
         assert_eq!(airplane_mode(fixture), Ok(false));
         for (input, expected) in [
             ("enabled\n", Some(true)),

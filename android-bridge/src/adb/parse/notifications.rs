@@ -334,17 +334,12 @@ fn text_value(lines: &[&str], at: usize, raw: &str) -> (TextValue, usize) {
 mod tests {
     use super::*;
 
-    const REDACTED_17: &str =
-        include_str!("../../../fixtures/android/dumpsys-notification/adbjsoncli-emulator-17.txt");
-    const NOREDACT_14: &str =
-        include_str!("../../../fixtures/android/dumpsys-notification/noredact-composed-14.txt");
-    const REDACTED_LENGTH_17: &str = include_str!(
-        "../../../fixtures/android/dumpsys-notification/redacted-length-composed-17.txt"
-    );
-    const OLD_7: &str =
-        include_str!("../../../fixtures/android/dumpsys-notification/noredact-composed-7.txt");
-    const EMPTY: &str =
-        include_str!("../../../fixtures/android/dumpsys-notification/empty-composed-14.txt");
+    const REDACTED_17: &str = fixture!("dumpsys-notification/adbjsoncli-emulator-17.txt");
+    const NOREDACT_14: &str = fixture!("dumpsys-notification/noredact-composed-14.txt");
+    const REDACTED_LENGTH_17: &str =
+        fixture!("dumpsys-notification/redacted-length-composed-17.txt");
+    const OLD_7: &str = fixture!("dumpsys-notification/noredact-composed-7.txt");
+    const EMPTY: &str = fixture!("dumpsys-notification/empty-composed-14.txt");
 
     #[test]
     fn real_redacted_dump_from_android_17() {

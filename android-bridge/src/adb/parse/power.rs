@@ -76,8 +76,7 @@ mod tests {
 
     #[test]
     fn fixtures() {
-        let emulator =
-            include_str!("../../../fixtures/android/dumpsys-power/adbjsoncli-emulator-17.txt");
+        let emulator = fixture!("dumpsys-power/adbjsoncli-emulator-17.txt");
         assert_eq!(
             power(emulator),
             Ok(PowerState {
@@ -88,9 +87,7 @@ mod tests {
                 battery_saver: None,
             })
         );
-        let samsung = include_str!(
-            "../../../fixtures/android/dumpsys-power/uiautomator2-issue444-samsung-fragment.txt"
-        );
+        let samsung = fixture!("dumpsys-power/uiautomator2-issue444-samsung-fragment.txt");
         assert_eq!(
             power(samsung),
             Ok(PowerState {

@@ -297,8 +297,7 @@ pub fn proximity(dump: &SensorDump) -> Proximity {
 mod tests {
     use super::*;
 
-    const FIXTURE: &str =
-        include_str!("../../../fixtures/android/dumpsys-sensorservice/adbjsoncli-emulator-17.txt");
+    const FIXTURE: &str = fixture!("dumpsys-sensorservice/adbjsoncli-emulator-17.txt");
 
     /// The fixture's sensor list followed by a plausible `Recent Sensor
     /// events:` section in AOSP's format (the fixture stops before it).

@@ -51,9 +51,7 @@ mod tests {
 
     #[test]
     fn getprop_single_fixture() {
-        let model = include_str!(
-            "../../../fixtures/android/getprop-single/aafm-issue23-gt-p7510-ro.product.model.txt"
-        );
+        let model = fixture!("getprop-single/aafm-issue23-gt-p7510-ro.product.model.txt");
         assert_eq!(getprop_value(model), Ok(Some("GT-P7510".into())));
         assert_eq!(getprop_value("\n"), Ok(None));
     }

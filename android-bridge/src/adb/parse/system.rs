@@ -371,7 +371,7 @@ mod tests {
 
     #[test]
     fn getprop_fixture() {
-        let text = include_str!("../../../fixtures/android/getprop/adbjsoncli-emulator-17.txt");
+        let text = fixture!("getprop/adbjsoncli-emulator-17.txt");
         let props = getprop(text).expect("parses");
         assert_eq!(props.len(), 100);
         let get = |k: &str| props.get(k).map(String::as_str);
@@ -433,9 +433,7 @@ mod tests {
 
     #[test]
     fn meminfo_fixture() {
-        let text = include_str!(
-            "../../../fixtures/android/proc-meminfo/rockchip-tvbox-perf-report-meminfo-unknown.txt"
-        );
+        let text = fixture!("proc-meminfo/rockchip-tvbox-perf-report-meminfo-unknown.txt");
         assert_eq!(
             meminfo(text),
             Ok(MemInfo {
@@ -457,8 +455,7 @@ mod tests {
 
     #[test]
     fn uptime_forms() {
-        let fixture =
-            include_str!("../../../fixtures/android/uptime/oneplus12-incident-report-unknown.txt");
+        let fixture = fixture!("uptime/oneplus12-incident-report-unknown.txt");
         let cases = [
             ("12345.67 23456.78\n", Some(12345.67)),
             (fixture, Some(45_900.0)),
@@ -482,10 +479,7 @@ mod tests {
 
     #[test]
     fn df_in_every_form_android_prints() {
-        let old = df(include_str!(
-            "../../../fixtures/android/df/aafm-issue30-samsung-android4-old-format.txt"
-        ))
-        .unwrap();
+        let old = df(fixture!("df/aafm-issue30-samsung-android4-old-format.txt")).unwrap();
         assert_eq!(old.len(), 8);
         let (data, external) = storage_volumes(&old);
         let data = data.unwrap();
@@ -495,10 +489,7 @@ mod tests {
         assert_eq!(data.use_percent, 70);
         assert_eq!(external.unwrap().mount, "/mnt/sdcard");
 
-        let human = df(include_str!(
-            "../../../fixtures/android/df/aconf-issue47-atv-a7-madrom-df-h-unknown.txt"
-        ))
-        .unwrap();
+        let human = df(fixture!("df/aconf-issue47-atv-a7-madrom-df-h-unknown.txt")).unwrap();
         assert_eq!(human.len(), 13);
         let (data, external) = storage_volumes(&human);
         let data = data.unwrap();

@@ -12,15 +12,15 @@ use super::*;
 /// found: an activity `am` could not resolve.
 pub(super) const AM_START_ERRORS: &[(&str, &str)] = &[
     (
-        include_str!("../../../fixtures/android/am-start-errors/fenix-issue7925-pixel2-10.txt"),
+        fixture!("am-start-errors/fenix-issue7925-pixel2-10.txt"),
         "Intent { act=android.intent.action.MAIN cat=[android.intent.category.LAUNCHER] flg=0x10000000 pkg=org.mozilla.fenix.performancetest }",
     ),
     (
-        include_str!("../../../fixtures/android/am-start-errors/rn-deeplinking-issue1-unknown.txt"),
+        fixture!("am-start-errors/rn-deeplinking-issue1-unknown.txt"),
         "Intent { act=android.intent.action.VIEW dat=exp://127.0.0.1:19004/--/details/3 flg=0x10000000 pkg=com.deeplinking }",
     ),
     (
-        include_str!("../../../fixtures/android/am-start-errors/uniride-issue22-unknown.txt"),
+        fixture!("am-start-errors/uniride-issue22-unknown.txt"),
         "com.sjsu.se195.uniride/com.sjsu.se195.uniride.SignInActivity",
     ),
 ];

@@ -416,15 +416,9 @@ mod dump_then_cat_tests {
 mod tests {
     use super::*;
 
-    const DIALOG: &str = include_str!(
-        "../../../fixtures/android/uiautomator-dump/autotickexitbox-dialog-unknown.xml"
-    );
-    const FEED: &str = include_str!(
-        "../../../fixtures/android/uiautomator-dump/bluestacks-doomscroller-landscape-unknown.xml"
-    );
-    const GAME: &str = include_str!(
-        "../../../fixtures/android/uiautomator-dump/jeremy-mossa-scripts-game-landscape-unknown.xml"
-    );
+    const DIALOG: &str = fixture!("uiautomator-dump/autotickexitbox-dialog-unknown.xml");
+    const FEED: &str = fixture!("uiautomator-dump/bluestacks-doomscroller-landscape-unknown.xml");
+    const GAME: &str = fixture!("uiautomator-dump/jeremy-mossa-scripts-game-landscape-unknown.xml");
 
     #[test]
     fn a_dialog_lists_its_text_and_buttons() {
@@ -516,9 +510,7 @@ mod tests {
 
     #[test]
     fn window_size() {
-        let fixture = include_str!(
-            "../../../fixtures/android/wm-size/dipendrasharma-guide-example-unknown.txt"
-        );
+        let fixture = fixture!("wm-size/dipendrasharma-guide-example-unknown.txt");
         assert_eq!(wm_size(fixture), Ok((720, 1600)));
         assert_eq!(
             wm_size("Physical size: 1080x2400\nOverride size: 720x1600\n"),

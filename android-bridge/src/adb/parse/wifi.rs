@@ -261,16 +261,13 @@ mod tests {
     #[test]
     fn dumpsys_fixture_disabled_with_graveyard() {
         // The only mWifiInfo line is a stopped client's, under a Graveyard.
-        let text =
-            include_str!("../../../fixtures/android/dumpsys-wifi/adbjsoncli-emulator-17.txt");
+        let text = fixture!("dumpsys-wifi/adbjsoncli-emulator-17.txt");
         assert_eq!(wifi(text), Ok(WifiStatus::default()));
     }
 
     #[test]
     fn network_info_grep_fixture() {
-        let text = include_str!(
-            "../../../fixtures/android/dumpsys-wifi-grep/libimobiledevice-issue753-mNetworkInfo-unknown.txt"
-        );
+        let text = fixture!("dumpsys-wifi-grep/libimobiledevice-issue753-mNetworkInfo-unknown.txt");
         assert_eq!(
             wifi(text),
             Ok(WifiStatus {

@@ -181,14 +181,10 @@ fn record_component(record: &str) -> Option<(String, String)> {
 mod tests {
     use super::*;
 
-    const DISPLAYS: &str = include_str!(
-        "../../../fixtures/android/dumpsys-window/adbjsoncli-emulator-17-window-displays-head.txt"
-    );
-    const ANDROID4: &str =
-        include_str!("../../../fixtures/android/dumpsys-window/uiautomator2-issue200-android4.txt");
-    const KODI: &str = include_str!(
-        "../../../fixtures/android/dumpsys-window/python-androidtv-pr329-kodi-tv-unknown.txt"
-    );
+    const DISPLAYS: &str =
+        fixture!("dumpsys-window/adbjsoncli-emulator-17-window-displays-head.txt");
+    const ANDROID4: &str = fixture!("dumpsys-window/uiautomator2-issue200-android4.txt");
+    const KODI: &str = fixture!("dumpsys-window/python-androidtv-pr329-kodi-tv-unknown.txt");
 
     fn orientation(rotation_deg: u16, name: &str) -> Orientation {
         Orientation {
@@ -252,27 +248,23 @@ mod tests {
             // `dumpsys window windows` has no focus lines in this fragment.
             (KODI, None),
             (
-                include_str!(
-                    "../../../fixtures/android/dumpsys-window-grep-focus/appium-adb-issue797-galaxy-flip4-mCurrentFocus-12.txt"
+                fixture!(
+                    "dumpsys-window-grep-focus/appium-adb-issue797-galaxy-flip4-mCurrentFocus-12.txt"
                 ),
                 Some("jp.naver.line.android"),
             ),
             (
-                include_str!(
-                    "../../../fixtures/android/dumpsys-window-grep-focus/appium-adb-issue797-galaxy-flip4-mFocusedApp-12.txt"
+                fixture!(
+                    "dumpsys-window-grep-focus/appium-adb-issue797-galaxy-flip4-mFocusedApp-12.txt"
                 ),
                 Some("jp.naver.line.android"),
             ),
             (
-                include_str!(
-                    "../../../fixtures/android/dumpsys-activity-activities/adbjsoncli-emulator-17-head.txt"
-                ),
+                fixture!("dumpsys-activity-activities/adbjsoncli-emulator-17-head.txt"),
                 Some("com.google.android.apps.nexuslauncher"),
             ),
             (
-                include_str!(
-                    "../../../fixtures/android/dumpsys-activity-activities/adbjsoncli-emulator-17-resumed-section.txt"
-                ),
+                fixture!("dumpsys-activity-activities/adbjsoncli-emulator-17-resumed-section.txt"),
                 Some("com.google.android.apps.nexuslauncher"),
             ),
             ("  mCurrentFocus=Window{abc u0 NotificationShade}\n", None),
