@@ -434,6 +434,27 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// Why a text is not a JSON object; each caller words the message for its
+/// own input ("tool arguments …", "request …").
+#[derive(Debug, thiserror::Error)]
+pub enum NotAnObject {
+    /// It does not parse as JSON.
+    #[error("is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// It is JSON of another type, named as [`json_type`] names it.
+    #[error("is JSON {0} instead of an object")]
+    Other(&'static str),
+}
+
+/// Parse `text` as a JSON object.
+pub fn object_from_slice(text: &[u8]) -> Result<Map<String, Value>, NotAnObject> {
+    match serde_json::from_slice::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(NotAnObject::Other(json_type(&other))),
+        Err(e) => Err(NotAnObject::NotJson(e)),
+    }
+}
+
 /// The JSON type name of a value, for error messages.
 pub fn json_type(value: &Value) -> &'static str {
     match value {
@@ -549,6 +570,17 @@ mod keywords {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_object_parses_and_anything_else_is_named() {
+        let map = object_from_slice(br#"{"a": 1}"#).unwrap();
+        assert_eq!(map["a"], 1);
+        let err = object_from_slice(b"[1]").unwrap_err();
+        assert_eq!(err.to_string(), "is JSON an array instead of an object");
+        let err = object_from_slice(b"{").unwrap_err();
+        assert!(matches!(err, NotAnObject::NotJson(_)), "{err}");
+        assert!(err.to_string().starts_with("is not JSON: "), "{err}");
+    }
 
     fn params() -> Schema {
         Schema::object(

@@ -91,14 +91,8 @@ fn object(payload: &[u8], what: &str) -> Result<Map<String, Value>, Unreadable> 
             payload.len()
         )));
     }
-    match serde_json::from_slice::<Value>(payload) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(other) => Err(Unreadable(format!(
-            "{what} is JSON {} instead of an object",
-            droidwarden_services::schema::json_type(&other)
-        ))),
-        Err(e) => Err(Unreadable(format!("{what} is not JSON: {e}"))),
-    }
+    droidwarden_services::schema::object_from_slice(payload)
+        .map_err(|e| Unreadable(format!("{what} {e}")))
 }
 
 /// Decode a response: the request id it answers and what it says.

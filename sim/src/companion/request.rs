@@ -31,11 +31,8 @@ pub(crate) fn respond(
             payload.len()
         ));
     }
-    let map = match serde_json::from_slice::<Value>(payload) {
-        Ok(Value::Object(map)) => map,
-        Ok(_) => return Err("request is not a JSON object".into()),
-        Err(e) => return Err(format!("request is not JSON: {e}")),
-    };
+    let map = droidwarden_services::schema::object_from_slice(payload)
+        .map_err(|e| format!("request {e}"))?;
     let id = match map.get("id") {
         Some(Value::String(id)) if !id.is_empty() && id.len() <= 128 => id.clone(),
         _ => return Err("request has no usable id".into()),
