@@ -34,7 +34,7 @@ mod wire;
 pub use catalogue::{ActionSpec, Catalogue, ParamSpec, Risk, ServiceSpec};
 pub use command::{RingerMode, Stream};
 pub use error::CatalogueError;
-pub use names::{CompanionId, DeviceName, NameError, PackageName};
+pub use names::{CompanionId, DeviceName, NameError, PackageName, unique_suffix};
 pub use policy::{
     HostFiles, MAX_CONFIGURABLE_BYTES, PhonePolicy, PolicyConfigError, REFUSED_SCHEMES,
     RawPhoneServices, check_push_shape, normalize_number, plain_absolute_path,

@@ -185,3 +185,17 @@ mod tests {
         }
     }
 }
+
+/// A suffix no other call in this process, and no other process, is given:
+/// the process id, the wall clock in nanoseconds and a counter, in hex
+/// (`1f3a-18c2b3d4e5f60718-0`). For names of temporary files and of
+/// handles that must not collide, not for secrets: it is guessable.
+pub fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{:x}-{nanos:x}-{n:x}", std::process::id())
+}

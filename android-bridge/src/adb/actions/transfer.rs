@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use std::path::Path;
 #[cfg(test)]
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Where an APK from the daemon's machine is put while it is installed:
@@ -279,17 +278,11 @@ async fn push_bytes(
     .await
 }
 
-/// A name in [`INSTALL_TEMP_DIR`] no other install uses: the process id,
-/// the time and a counter.
+/// A name in [`INSTALL_TEMP_DIR`] no other install uses.
 fn temp_apk_path() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
     format!(
-        "{INSTALL_TEMP_DIR}/droidwarden-{}-{nanos:x}-{n}.apk",
-        std::process::id()
+        "{INSTALL_TEMP_DIR}/droidwarden-{}.apk",
+        droidwarden_services::unique_suffix()
     )
 }
 
@@ -387,12 +380,8 @@ mod tests {
     /// A fresh directory under the system's temporary directory.
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
-            "dw-transfer-{name}-{}-{:x}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
+            "dw-transfer-{name}-{}",
+            droidwarden_services::unique_suffix()
         ));
         std::fs::create_dir_all(&dir).unwrap();
         dir
