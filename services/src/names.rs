@@ -155,6 +155,20 @@ name_type!(
     }
 );
 
+/// A suffix no other call in this process, and no other process, is given:
+/// the process id, the wall clock in nanoseconds and a counter, in hex
+/// (`1f3a-18c2b3d4e5f60718-0`). For names of temporary files and of
+/// handles that must not collide, not for secrets: it is guessable.
+pub fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{:x}-{nanos:x}-{n:x}", std::process::id())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,18 +198,4 @@ mod tests {
             assert!(PackageName::try_from(bad).is_err(), "{bad}");
         }
     }
-}
-
-/// A suffix no other call in this process, and no other process, is given:
-/// the process id, the wall clock in nanoseconds and a counter, in hex
-/// (`1f3a-18c2b3d4e5f60718-0`). For names of temporary files and of
-/// handles that must not collide, not for secrets: it is guessable.
-pub fn unique_suffix() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{:x}-{nanos:x}-{n:x}", std::process::id())
 }
