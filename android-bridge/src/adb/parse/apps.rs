@@ -321,6 +321,7 @@ pub fn pm_path(output: &str) -> Result<Vec<String>, ParseError> {
 mod tests {
     use super::super::tests::AM_START_ERRORS;
     use super::*;
+    use crate::adb::parse::failure;
 
     #[test]
     fn components_split_into_package_and_full_class() {
@@ -367,24 +368,21 @@ mod tests {
                 what: "activity".into()
             })
         );
-        assert!(matches!(
-            resolve_activity_brief("priority=0 preferredOrder=0\n"),
-            Err(ParseError::MissingField { .. })
-        ));
-        assert!(matches!(
-            resolve_activity_brief("cmd: Can't find service: package\n"),
-            Err(ParseError::Device(_))
-        ));
+        assert_eq!(
+            failure(resolve_activity_brief("priority=0 preferredOrder=0\n")),
+            "missing_field"
+        );
+        assert_eq!(
+            failure(resolve_activity_brief("cmd: Can't find service: package\n")),
+            "device"
+        );
     }
 
     #[test]
     fn resolve_activity_never_returns_the_chooser() {
         let chooser =
             fixture!("cmd-package-resolve-activity-brief/droidwarden-resolver-chooser.txt");
-        assert!(matches!(
-            resolve_activity_brief(chooser),
-            Err(ParseError::Malformed { .. })
-        ));
+        assert_eq!(failure(resolve_activity_brief(chooser)), "malformed");
         for vendor in [
             "priority=0\ncom.huawei.android.internal.app/.HwResolverActivity\n",
             "priority=0\nandroid/com.android.internal.app.ChooserActivity\n",
@@ -428,14 +426,14 @@ mod tests {
                 "com.a/com.a.Second".to_owned()
             ])
         );
-        assert!(matches!(
-            launcher_activities("1 activities found:\n  Activity #0:\n"),
-            Err(ParseError::Malformed { .. })
-        ));
-        assert!(matches!(
-            launcher_activities("cmd: Can't find service: package\n"),
-            Err(ParseError::Device(_))
-        ));
+        assert_eq!(
+            failure(launcher_activities("1 activities found:\n  Activity #0:\n")),
+            "malformed"
+        );
+        assert_eq!(
+            failure(launcher_activities("cmd: Can't find service: package\n")),
+            "device"
+        );
         assert_eq!(component_package("com.a/.Main"), Some("com.a"));
         assert_eq!(component_package("/.Main"), None);
         assert_eq!(component_package("com.a"), None);
@@ -491,7 +489,7 @@ mod tests {
         let brought = "Starting: Intent { cmp=com.x/.Main }\nWarning: Activity not started, its current task has been brought to the front\n";
         assert_eq!(am_start(brought).map(|s| s.status), Ok("ok".into()));
         let denied = "Starting: Intent { cmp=com.x/.Secret }\njava.lang.SecurityException: Permission Denial: starting Intent { cmp=com.x/.Secret } not exported from uid 10099\n";
-        assert!(matches!(am_start(denied), Err(ParseError::Device(_))));
+        assert_eq!(failure(am_start(denied)), "device");
         let unknown = "Starting: Intent { cmp=com.x/.Main }\nError: Activity not started, unknown error code 102\n";
         assert_eq!(
             am_start(unknown),
@@ -500,7 +498,7 @@ mod tests {
                 message: "Error: Activity not started, unknown error code 102".into(),
             }))
         );
-        assert!(matches!(am_start(""), Err(ParseError::MissingField { .. })));
+        assert_eq!(failure(am_start("")), "missing_field");
     }
 
     #[test]

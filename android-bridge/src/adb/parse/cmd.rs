@@ -37,6 +37,7 @@ pub fn cmd_success(output: &str) -> Result<(), ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adb::parse::failure;
 
     #[test]
     fn bluetooth_enable_fixture() {
@@ -47,17 +48,14 @@ mod tests {
     #[test]
     fn other_outcomes() {
         assert_eq!(cmd_success("disable: Success\n"), Ok(()));
-        assert!(matches!(
-            cmd_success("enable: Failed (bluetooth is restricted)\n"),
-            Err(ParseError::Malformed { .. })
-        ));
-        assert!(matches!(
-            cmd_success(""),
-            Err(ParseError::MissingField { .. })
-        ));
-        assert!(matches!(
-            cmd_success("cmd: Can't find service: bluetooth_manager\n"),
-            Err(ParseError::Device(_))
-        ));
+        assert_eq!(
+            failure(cmd_success("enable: Failed (bluetooth is restricted)\n")),
+            "malformed"
+        );
+        assert_eq!(failure(cmd_success("")), "missing_field");
+        assert_eq!(
+            failure(cmd_success("cmd: Can't find service: bluetooth_manager\n")),
+            "device"
+        );
     }
 }

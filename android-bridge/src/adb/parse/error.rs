@@ -61,3 +61,17 @@ impl ParseError {
         }
     }
 }
+
+/// Which way a parse failed, as a short name (`ok` when it did not), so
+/// tests can list inputs and the failure each must give.
+#[cfg(test)]
+pub(crate) fn failure<T>(result: Result<T, ParseError>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(ParseError::MissingField { .. }) => "missing_field",
+        Err(ParseError::Malformed { .. }) => "malformed",
+        Err(ParseError::NotFound { .. }) => "not_found",
+        Err(ParseError::Device(_)) => "device",
+        Err(ParseError::Incomplete { .. }) => "incomplete",
+    }
+}

@@ -153,6 +153,7 @@ fn description(metadata: &str) -> (Option<String>, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adb::parse::failure;
 
     fn session(
         package: &str,
@@ -244,10 +245,7 @@ MEDIA SESSION SERVICE (dumpsys media_session)
         ] {
             assert_eq!(playback_state(value), expected, "{value}");
         }
-        assert!(matches!(
-            media_sessions("hello"),
-            Err(ParseError::MissingField { .. })
-        ));
+        assert_eq!(failure(media_sessions("hello")), "missing_field");
         assert_eq!(
             media_sessions("  Sessions Stack - have 0 sessions:\n"),
             Ok(vec![])

@@ -57,6 +57,8 @@ pub use cmd::cmd_success;
 pub use device_error::{DeviceFailure, FailureKind, classify_device_error};
 pub use dump::dump_complete;
 pub use error::ParseError;
+#[cfg(test)]
+pub(crate) use error::failure;
 pub use location::{Fix, location};
 pub use media::{MediaSession, media_sessions};
 pub use network::{

@@ -276,6 +276,7 @@ pub fn airplane_mode(output: &str) -> Result<bool, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adb::parse::failure;
 
     #[test]
     fn ip_addr_fixtures() {
@@ -335,7 +336,7 @@ mod tests {
                 what: "Device \"wlan0\" does not exist".into()
             })
         );
-        assert!(matches!(ip_addr(""), Err(ParseError::MissingField { .. })));
+        assert_eq!(failure(ip_addr("")), "missing_field");
     }
 
     #[test]
@@ -409,14 +410,11 @@ mod tests {
                 "{text}"
             );
         }
-        assert!(matches!(
-            ip_route_get("unreachable 8.8.8.8 table 1021 uid 2000\n"),
-            Err(ParseError::NotFound { .. })
-        ));
-        assert!(matches!(
-            ip_route_get(""),
-            Err(ParseError::MissingField { .. })
-        ));
+        assert_eq!(
+            failure(ip_route_get("unreachable 8.8.8.8 table 1021 uid 2000\n")),
+            "not_found"
+        );
+        assert_eq!(failure(ip_route_get("")), "missing_field");
     }
 
     #[test]

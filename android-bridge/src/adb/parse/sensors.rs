@@ -296,6 +296,7 @@ pub fn proximity(dump: &SensorDump) -> Proximity {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adb::parse::failure;
 
     const FIXTURE: &str = fixture!("dumpsys-sensorservice/adbjsoncli-emulator-17.txt");
 
@@ -422,10 +423,7 @@ ICM45631 Accelerometer: last 1 events
 ";
         let dump = sensors(text).expect("parses");
         assert_eq!(motion(&dump).moving, Some(false));
-        assert!(matches!(
-            sensors("garbage"),
-            Err(ParseError::MissingField { .. })
-        ));
+        assert_eq!(failure(sensors("garbage")), "missing_field");
         assert_eq!(
             sensors("Sensor List:\n"),
             Ok(SensorDump {
