@@ -287,6 +287,7 @@ pub(crate) async fn run_event_loop(
             Ok(_) => {}
             Err(e) => {
                 mqtt.ready.send_replace(false);
+                mqtt.step(Input::Disconnected);
                 failures = failures.saturating_add(1);
                 let delay = backoff(failures);
                 if failures == 1 {

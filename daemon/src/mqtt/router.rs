@@ -249,6 +249,8 @@ pub(crate) enum Action {
 pub(crate) enum Input<'a> {
     /// The connection came up (the first time or again).
     Connected,
+    /// The connection was lost.
+    Disconnected,
     /// A message arrived.
     Inbound(&'a Inbound),
     /// An event of the centre. `info` is the device's, when
@@ -305,6 +307,10 @@ pub(crate) struct Router {
     in_flight: HashMap<String, Vec<Option<ResponseTo>>>,
     /// False once shutdown has begun.
     taking_commands: bool,
+    /// Whether the connection is up ([`Input::Connected`] came and no
+    /// [`Input::Disconnected`] since). While it is down, a retained value
+    /// is only kept: the replay at the next connection sends it, once.
+    connected: bool,
     /// Automations whose topics (and discovery configs) are published.
     automations_known: BTreeSet<String>,
 }
@@ -324,6 +330,7 @@ impl Router {
             volume_steps: BTreeMap::new(),
             in_flight: HashMap::new(),
             taking_commands: true,
+            connected: false,
             automations_known: BTreeSet::new(),
         }
     }
@@ -350,6 +357,7 @@ impl Router {
         let mut out = Vec::new();
         match input {
             Input::Connected => self.connected(&mut out),
+            Input::Disconnected => self.connected = false,
             Input::Inbound(inbound) => self.inbound(inbound, &mut out),
             Input::Event { event, info } => self.event(event, info, &mut out),
             Input::Devices(devices) => {
@@ -402,6 +410,7 @@ impl Router {
     /// `online` and republish every retained topic (an embedded or
     /// restarted broker keeps nothing).
     fn connected(&mut self, out: &mut Vec<Action>) {
+        self.connected = true;
         out.push(Action::Subscribe(
             RULES
                 .iter()
@@ -698,9 +707,14 @@ impl Router {
     ) {
         if retain {
             if payload.is_empty() {
+                // A clearing goes out even while disconnected (queued by
+                // the client): the replay cannot say what to remove.
                 self.retained.remove(&topic);
             } else {
                 self.retained.insert(topic.clone(), payload.clone());
+                if !self.connected {
+                    return;
+                }
             }
         }
         out.push(Action::Publish(Outbound {
@@ -1065,7 +1079,14 @@ mod tests {
     use crate::hub::{StateEvent, StatusEvent};
     use droidwarden_bridge::TransportKind;
 
+    /// A router whose connection is up.
     fn router(discovery: bool) -> Router {
+        let mut r = unconnected(discovery);
+        r.step(Input::Connected);
+        r
+    }
+
+    fn unconnected(discovery: bool) -> Router {
         Router::new(
             Settings {
                 prefix: "dw".into(),
@@ -1076,6 +1097,34 @@ mod tests {
             &[],
             SystemTime::UNIX_EPOCH,
         )
+    }
+
+    #[test]
+    fn retained_values_set_before_the_connection_go_out_once_with_it() {
+        let mut r = unconnected(true);
+        let start = published(&r.step(Input::Start {
+            approvals: vec![("r-1-a".into(), json!({"approval_id": "r-1-a"}))],
+            previous: vec!["old".into()],
+            devices: &[info("kitchen", None)],
+        }));
+        // Only the clearings of a device gone since the last run go out
+        // now: the replay can say what to publish, not what to remove.
+        assert!(!start.is_empty());
+        assert!(
+            start.iter().all(|(t, p, _)| p.is_empty()
+                && (t.contains("droidwarden_old/") || t.starts_with("dw/devices/old/"))),
+            "{start:?}"
+        );
+        let connected = published(&r.step(Input::Connected));
+        let topics: Vec<&str> = connected.iter().map(|(t, _, _)| t.as_str()).collect();
+        assert!(topics.contains(&"dw/approvals/r-1-a"));
+        assert!(topics.contains(&"dw/devices/kitchen/availability"));
+        assert!(topics.iter().any(|t| t.starts_with("homeassistant/")));
+        // Connected: published at once. Lost: kept for the next replay.
+        let again = r.step(Input::Devices(&[info("kitchen", None)]));
+        assert_eq!(published(&again).len(), 1);
+        r.step(Input::Disconnected);
+        assert!(r.step(Input::Devices(&[info("kitchen", None)])).is_empty());
     }
 
     fn msg(topic: &str, payload: &str) -> Inbound {
