@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use droidwarden_agent::delegation::RawDelegateConfig;
 use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
-use droidwarden_agent::{AskRequest, EventKind, StopReason};
+use droidwarden_agent::{AskRequest, StopReason};
 use serde_json::json;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -293,16 +293,8 @@ async fn a_delegates_risky_action_asks_a_person_like_the_parents_would() {
     let mut events = all_events(&a);
     let run = a.ask(AskRequest::new("Wi-Fi off please")).await.unwrap();
     let driven = tokio::spawn(run.drive(CancellationToken::new()));
-    let approval = loop {
-        let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
-            .await
-            .expect("approval requested in time")
-            .expect("open");
-        if let EventKind::ApprovalRequested { approval } = ev.kind {
-            assert_eq!(ev.skill.as_deref(), Some("agent:radio"));
-            break approval;
-        }
-    };
+    let (approval, skill) = next_approval(&mut events).await;
+    assert_eq!(skill.as_deref(), Some("agent:radio"));
     assert_eq!(approval.service, "wifi_automation");
     assert_eq!(approval.action, "disable");
     a.deny(&approval.approval_id, "not now").await.unwrap();
