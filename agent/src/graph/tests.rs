@@ -3,28 +3,13 @@
 
 use super::*;
 use crate::host::DeviceSummary;
+use crate::testing::full_device;
 use crate::tools::ToolMode;
 use droidwarden_services::Risk;
 use serde_json::json;
 
 fn devices() -> Vec<DeviceSummary> {
-    let all: Vec<String> = droidwarden_services::Catalogue::get()
-        .services()
-        .iter()
-        .map(|s| s.id.to_owned())
-        .collect();
-    vec![
-        DeviceSummary {
-            name: "kitchen".into(),
-            services: all.clone(),
-            online: true,
-        },
-        DeviceSummary {
-            name: "bedroom".into(),
-            services: all,
-            online: true,
-        },
-    ]
+    vec![full_device("kitchen"), full_device("bedroom")]
 }
 
 struct Fixture {
