@@ -233,52 +233,33 @@ impl Agent {
 
     /// The approval policy runs started or resumed from now on use.
     pub fn approval_policy(&self) -> Arc<ApprovalPolicy> {
-        match self.inner.policy.read() {
-            Ok(p) => Arc::clone(&p),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        current(&self.inner.policy)
     }
 
     /// Replace the approval policy (a configuration reload). Runs already
     /// going keep the policy they started with.
     pub fn set_approval_policy(&self, policy: ApprovalPolicy) {
-        let mut slot = self
-            .inner
-            .policy
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *slot = Arc::new(policy);
+        replace(&self.inner.policy, policy);
     }
 
     /// The skills runs started or resumed from now on see (the built-in
     /// skills until [`Agent::set_skills`] is called).
     pub fn skills(&self) -> Arc<SkillSet> {
-        match self.inner.skills.read() {
-            Ok(s) => Arc::clone(&s),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        current(&self.inner.skills)
     }
 
     /// Replace the skills (loaded by the daemon with
     /// [`SkillSet::load`], at start-up and on reload). Runs already going
     /// keep the set they started with.
     pub fn set_skills(&self, skills: SkillSet) {
-        let mut slot = self
-            .inner
-            .skills
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *slot = Arc::new(skills);
+        replace(&self.inner.skills, skills);
     }
 
     /// The `[[agents]]` runs started from now on may delegate to (the
     /// configuration's, without own providers, until
     /// [`Agent::set_agents`]).
     pub fn agents(&self) -> Arc<crate::delegation::Delegates> {
-        match self.inner.delegates.read() {
-            Ok(d) => Arc::clone(&d),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        current(&self.inner.delegates)
     }
 
     /// Replace the agents (at start-up, to give agents their own
@@ -286,12 +267,7 @@ impl Agent {
     /// already delegated keep running with the definition they started
     /// with.
     pub fn set_agents(&self, agents: crate::delegation::Delegates) {
-        let mut slot = self
-            .inner
-            .delegates
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *slot = Arc::new(agents);
+        replace(&self.inner.delegates, agents);
     }
 
     /// Have `spawn` drive every background delegation from now on (the
@@ -746,6 +722,24 @@ struct Loop {
     provider: Arc<dyn Provider>,
     tag: Tag,
     shutdown: CancellationToken,
+}
+
+/// What a swappable setting holds now (a poisoned lock still holds it:
+/// a writer only swaps the `Arc`).
+fn current<T>(slot: &RwLock<Arc<T>>) -> Arc<T> {
+    Arc::clone(
+        &slot
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+}
+
+/// Swap a setting for the runs started from now on; runs going keep
+/// their `Arc` of the old one.
+fn replace<T>(slot: &RwLock<Arc<T>>, value: T) {
+    *slot
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(value);
 }
 
 /// Feed the state machine and perform its actions until the run finishes.

@@ -222,6 +222,20 @@ fn i(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// A session's id, title and times (columns 0 to 3), without counts or
+/// tasks.
+fn session_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionSummary> {
+    Ok(SessionSummary {
+        id: r.get(0)?,
+        title: r.get(1)?,
+        created_at: u(r.get(2)?),
+        updated_at: u(r.get(3)?),
+        turns: 0,
+        active_runs: 0,
+        tasks: Vec::new(),
+    })
+}
+
 fn u(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
@@ -594,13 +608,9 @@ impl Store {
             )?;
             let rows = stmt.query_map([], |r| {
                 Ok(SessionSummary {
-                    id: r.get(0)?,
-                    title: r.get(1)?,
-                    created_at: u(r.get(2)?),
-                    updated_at: u(r.get(3)?),
                     turns: u(r.get(4)?),
                     active_runs: u(r.get(5)?),
-                    tasks: Vec::new(),
+                    ..session_of(r)?
                 })
             })?;
             let mut out = rows.collect::<Result<Vec<_>, _>>()?;
@@ -639,17 +649,7 @@ impl Store {
                 .query_row(
                     "SELECT id, title, created_at, updated_at FROM sessions WHERE id = ?1",
                     params![id],
-                    |r| {
-                        Ok(SessionSummary {
-                            id: r.get(0)?,
-                            title: r.get(1)?,
-                            created_at: u(r.get(2)?),
-                            updated_at: u(r.get(3)?),
-                            turns: 0,
-                            active_runs: 0,
-                            tasks: Vec::new(),
-                        })
-                    },
+                    session_of,
                 )
                 .optional()?
                 .ok_or_else(|| AgentError::UnknownSession(id.clone()))?;

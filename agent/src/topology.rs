@@ -177,10 +177,7 @@ pub fn mermaid_with_agents(
     agents: &[(String, DelegateMode)],
 ) -> String {
     let mut s = String::from("flowchart TD\n");
-    let mut nodes: Vec<Node> = edges(mode).iter().flat_map(|e| [e.0, e.1]).collect();
-    nodes.sort();
-    nodes.dedup();
-    for n in &nodes {
+    for n in &nodes(mode) {
         let _ = writeln!(s, "    {}[\"{}\"]", n.id(), n.label());
     }
     for (from, to, label) in edges(mode) {
@@ -214,6 +211,14 @@ pub fn mermaid_with_agents(
     s
 }
 
+/// The nodes the edges of `mode` join, each once, in order.
+fn nodes(mode: RunMode) -> Vec<Node> {
+    let mut nodes: Vec<Node> = edges(mode).iter().flat_map(|e| [e.0, e.1]).collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
+
 /// The node of the stored background tasks.
 const TASKS: &str = "tasks";
 
@@ -229,10 +234,7 @@ pub fn dot_with_agents(
     agents: &[(String, DelegateMode)],
 ) -> String {
     let mut s = String::from("digraph agent {\n    rankdir=TB;\n");
-    let mut nodes: Vec<Node> = edges(mode).iter().flat_map(|e| [e.0, e.1]).collect();
-    nodes.sort();
-    nodes.dedup();
-    for n in &nodes {
+    for n in &nodes(mode) {
         let _ = writeln!(s, "    {} [label=\"{}\"];", n.id(), n.label());
     }
     for (from, to, label) in edges(mode) {

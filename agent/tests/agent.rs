@@ -4,7 +4,7 @@
 mod common;
 use common::{
     agent, answer, assert_contains_all, battery_phones, call_step, calls, dev, device_call,
-    process, resume_to_end, run_events, tc, text_step, wait_for_approval,
+    drive_until_approval, process, resume_to_end, run_events, tc, text_step,
 };
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
@@ -403,19 +403,6 @@ async fn wifi_off_agent(
     (a, host, model)
 }
 
-/// Drive `run` in a task of its own until it asks for an approval: the
-/// task and the approval's id.
-async fn drive_until_approval(
-    run: droidwarden_agent::Run,
-) -> (
-    tokio::task::JoinHandle<Result<droidwarden_agent::RunOutcome, AgentError>>,
-    String,
-) {
-    let mut events = run.events();
-    let driving = tokio::spawn(run.drive(CancellationToken::new()));
-    (driving, wait_for_approval(&mut events).await)
-}
-
 fn tool_result_of(model: &ScriptedModel, call: &str) -> (bool, String) {
     model
         .requests()
@@ -439,7 +426,8 @@ fn tool_result_of(model: &ScriptedModel, call: &str) -> (bool, String) {
 async fn approved_actions_run_once() {
     let dir = tempfile::tempdir().unwrap();
     let (a, host, model) = wifi_off_agent(dir.path(), "Wi-Fi is off.", 300.0).await;
-    let (driving, id) = drive_until_approval(ask_wifi_off(&a).await).await;
+    let (driving, id) =
+        drive_until_approval(ask_wifi_off(&a).await, CancellationToken::new()).await;
     let pending = a.pending_approvals().await.unwrap();
     assert_eq!(pending.len(), 1);
     let p = &pending[0];
@@ -467,7 +455,8 @@ async fn denied_actions_reach_the_model_as_the_result() {
     let dir = tempfile::tempdir().unwrap();
     let (a, host, model) =
         wifi_off_agent(dir.path(), "I did not turn it off: you declined.", 300.0).await;
-    let (driving, id) = drive_until_approval(ask_wifi_off(&a).await).await;
+    let (driving, id) =
+        drive_until_approval(ask_wifi_off(&a).await, CancellationToken::new()).await;
     a.deny(&id, "not during the video call").await.unwrap();
     let out = driving.await.unwrap().unwrap();
     assert_eq!(out.stop_reason, StopReason::FinalAnswer);
@@ -509,10 +498,8 @@ fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
         let (a, host, _) = wifi_off_agent(&path, "unused", 3600.0).await;
         let run = ask_wifi_off(&a).await;
         let run_id = run.run_id().to_owned();
-        let mut events = run.events();
-        // Spawned and never awaited: dropped with the runtime, like a kill.
-        tokio::spawn(run.drive(CancellationToken::new()));
-        let id = wait_for_approval(&mut events).await;
+        // Driven and never awaited: dropped with the runtime, like a kill.
+        let (_driving, id) = drive_until_approval(run, CancellationToken::new()).await;
         (run_id, id, host)
     });
     drop(rt);
@@ -585,10 +572,8 @@ fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
         let (a, _, _) = wifi_off_agent(&path, "unused", 3600.0).await;
         let run = ask_wifi_off(&a).await;
         let run_id = run.run_id().to_owned();
-        let mut events = run.events();
         let token = CancellationToken::new();
-        let driving = tokio::spawn(run.drive(token.clone()));
-        let id = wait_for_approval(&mut events).await;
+        let (driving, id) = drive_until_approval(run, token.clone()).await;
         // A clean shutdown this time.
         token.cancel();
         assert!(matches!(
@@ -878,7 +863,8 @@ async fn a_run_waiting_for_approval_holds_no_slot() {
     };
     let host = battery_host();
     let a = agent(dir.path(), cfg, model.clone(), host.clone()).await;
-    let (wifi, approval) = drive_until_approval(ask_wifi_off(&a).await).await;
+    let (wifi, approval) =
+        drive_until_approval(ask_wifi_off(&a).await, CancellationToken::new()).await;
     until("the slot to be given back", || a.load() == (0, 0)).await;
     // The one slot is free: another ask runs to its end meanwhile.
     let other = a.ask(AskRequest::new("say hello")).await.unwrap();

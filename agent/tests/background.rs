@@ -60,6 +60,13 @@ fn responder(task: Arc<Mutex<Option<String>>>) -> Responder {
     })
 }
 
+/// A scripted model server that answers as [`responder`] does.
+async fn responding(task: Arc<Mutex<Option<String>>>) -> ScriptedLlm {
+    let server = ScriptedLlm::start([]).await.unwrap();
+    server.set_fallback(ScriptStep::Compute(responder(task)));
+    server
+}
+
 /// Spawn every delegation on the runtime with `token`.
 fn drive_with(a: &Agent, token: &CancellationToken) {
     let token = token.clone();
@@ -84,8 +91,7 @@ async fn finished(rx: &mut tokio::sync::mpsc::UnboundedReceiver<AgentEvent>) -> 
 async fn a_background_task_answers_at_once_runs_alone_and_reports_its_result() {
     let dir = tempfile::tempdir().unwrap();
     let task = Arc::new(Mutex::new(None));
-    let server = ScriptedLlm::start([]).await.unwrap();
-    server.set_fallback(ScriptStep::Compute(responder(task.clone())));
+    let server = responding(task.clone()).await;
     let h = host();
     let cfg = delegating_config(vec![worker(None)], None);
     let p = provider::from_config(&scripted_llm(&server)).unwrap();
@@ -160,8 +166,7 @@ async fn a_background_task_answers_at_once_runs_alone_and_reports_its_result() {
 async fn a_background_task_on_its_own_failing_model_is_stored_failed() {
     let dir = tempfile::tempdir().unwrap();
     let task = Arc::new(Mutex::new(None));
-    let main = ScriptedLlm::start([]).await.unwrap();
-    main.set_fallback(ScriptStep::Compute(responder(task)));
+    let main = responding(task).await;
     // The worker has its own model (another endpoint), which refuses.
     let own = ScriptedLlm::start([]).await.unwrap();
     own.set_fallback(ScriptStep::Status {
@@ -222,8 +227,7 @@ async fn a_background_task_on_its_own_failing_model_is_stored_failed() {
 async fn shutdown_interrupts_a_task_and_a_restart_reports_one_left_running() {
     let dir = tempfile::tempdir().unwrap();
     let task = Arc::new(Mutex::new(None));
-    let server = ScriptedLlm::start([]).await.unwrap();
-    server.set_fallback(ScriptStep::Compute(responder(task)));
+    let server = responding(task).await;
     // A phone that takes a minute: the task is mid-call when stopped.
     let slow = Arc::new(FakeToolHost::two_phones().with_delay(Duration::from_secs(60)));
     let p = provider::from_config(&scripted_llm(&server)).unwrap();

@@ -5,9 +5,11 @@
 mod common;
 use common::*;
 use droidwarden_agent::delegation::RawDelegateConfig;
-use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
-use droidwarden_agent::{AskRequest, EventKind, StopReason};
+use droidwarden_agent::testing::{FakeToolHost, Responder, ScriptStep, ScriptedLlm};
+use droidwarden_agent::{Agent, AskRequest, StopReason};
 use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +27,18 @@ fn delegate(
         max_iterations,
         ..RawDelegateConfig::default()
     }
+}
+
+/// An agent that may delegate to `delegate`, on the scripted model and a
+/// fresh fake phone host.
+async fn with_delegate(
+    dir: &Path,
+    server: &ScriptedLlm,
+    delegate: RawDelegateConfig,
+) -> (Agent, Arc<FakeToolHost>) {
+    let h = host();
+    let cfg = delegating_config(vec![delegate], None);
+    (agent(dir, cfg, http(server), h.clone()).await, h)
 }
 
 #[tokio::test]
@@ -46,17 +60,17 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
     ])
     .await
     .unwrap();
-    let h = host();
-    let cfg = delegating_config(
-        vec![delegate(
+    let (a, h) = with_delegate(
+        dir.path(),
+        &server,
+        delegate(
             "battery-doctor",
             "DOCTOR-PROMPT: you diagnose batteries.",
             &["battery"],
             None,
-        )],
-        None,
-    );
-    let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
+        ),
+    )
+    .await;
     let mut events = all_events(&a);
     let run = a
         .ask(AskRequest::new(
@@ -147,17 +161,12 @@ async fn a_failing_delegate_is_a_tool_error_and_the_parent_finishes() {
     ])
     .await
     .unwrap();
-    let h = host();
-    let cfg = delegating_config(
-        vec![delegate(
-            "flaky",
-            "You read batteries.",
-            &["battery.status"],
-            Some(1),
-        )],
-        None,
-    );
-    let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
+    let (a, h) = with_delegate(
+        dir.path(),
+        &server,
+        delegate("flaky", "You read batteries.", &["battery.status"], Some(1)),
+    )
+    .await;
     let run = a.ask(AskRequest::new("Battery?")).await.unwrap();
     let out = tokio::time::timeout(Duration::from_secs(30), run.drive(CancellationToken::new()))
         .await
@@ -193,12 +202,8 @@ async fn a_model_delegating_in_a_loop_stops_cleanly() {
             json!({"task": "delegate again"}),
         )])
     })));
-    let cfg = delegating_config(
-        vec![delegate("looper", "LOOPER", &["battery"], Some(3))],
-        None,
-    );
-    let h = host();
-    let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
+    let delegate = delegate("looper", "LOOPER", &["battery"], Some(3));
+    let (a, h) = with_delegate(dir.path(), &server, delegate).await;
     let run = a.ask(AskRequest::new("loop")).await.unwrap();
     let out = tokio::time::timeout(Duration::from_secs(30), run.drive(CancellationToken::new()))
         .await
@@ -279,30 +284,17 @@ async fn a_delegates_risky_action_asks_a_person_like_the_parents_would() {
     ])
     .await
     .unwrap();
-    let h = host();
-    let cfg = delegating_config(
-        vec![delegate(
-            "radio",
-            "You manage radios.",
-            &["wifi_automation"],
-            None,
-        )],
-        None,
-    );
-    let a = agent(dir.path(), cfg, http(&server), h.clone()).await;
+    let (a, h) = with_delegate(
+        dir.path(),
+        &server,
+        delegate("radio", "You manage radios.", &["wifi_automation"], None),
+    )
+    .await;
     let mut events = all_events(&a);
     let run = a.ask(AskRequest::new("Wi-Fi off please")).await.unwrap();
     let driven = tokio::spawn(run.drive(CancellationToken::new()));
-    let approval = loop {
-        let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
-            .await
-            .expect("approval requested in time")
-            .expect("open");
-        if let EventKind::ApprovalRequested { approval } = ev.kind {
-            assert_eq!(ev.skill.as_deref(), Some("agent:radio"));
-            break approval;
-        }
-    };
+    let (approval, skill) = next_approval(&mut events).await;
+    assert_eq!(skill.as_deref(), Some("agent:radio"));
     assert_eq!(approval.service, "wifi_automation");
     assert_eq!(approval.action, "disable");
     a.deny(&approval.approval_id, "not now").await.unwrap();

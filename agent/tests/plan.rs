@@ -4,7 +4,7 @@
 
 mod common;
 use common::{
-    agent, battery_phones, process, resume_to_end, run_events, text_step, wait_for_approval,
+    agent, battery_phones, drive_until_approval, process, resume_to_end, run_events, text_step,
 };
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
@@ -293,9 +293,7 @@ fn a_plan_survives_a_restart_mid_plan() {
         .await;
         let run = a.ask(plan_ask("battery, then Wi-Fi off")).await.unwrap();
         let id = run.run_id().to_owned();
-        let mut events = run.events();
-        tokio::spawn(run.drive(CancellationToken::new()));
-        wait_for_approval(&mut events).await;
+        let (_driving, _) = drive_until_approval(run, CancellationToken::new()).await;
         id
     });
     drop(rt);

@@ -260,15 +260,7 @@ fn a_high_risk_skill_waits_for_approval_across_a_restart() {
         let run_id = run.run_id().to_owned();
         let mut events = run.events();
         tokio::spawn(run.drive(CancellationToken::new()));
-        let approval = loop {
-            let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
-                .await
-                .unwrap()
-                .unwrap();
-            if let EventKind::ApprovalRequested { approval } = ev.kind {
-                break approval;
-            }
-        };
+        let (approval, _) = next_approval(&mut events).await;
         assert_eq!(approval.service, "skill");
         assert_eq!(approval.action, "radio-silence");
         assert_eq!(approval.params, json!({"device": "kitchen"}));
@@ -342,18 +334,10 @@ fn an_action_riskier_than_its_skill_asks_and_a_restart_interrupts_the_skill() {
         let run = a.ask(AskRequest::new("go quiet")).await.unwrap();
         let id = run.run_id().to_owned();
         tokio::spawn(run.drive(CancellationToken::new()));
-        loop {
-            let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
-                .await
-                .unwrap()
-                .unwrap();
-            if let EventKind::ApprovalRequested { approval } = &ev.kind {
-                // The skill's own action, tagged with the skill.
-                assert_eq!(approval.service, "wifi_automation");
-                assert_eq!(ev.skill.as_deref(), Some("understated"));
-                break;
-            }
-        }
+        // The skill's own action, tagged with the skill.
+        let (approval, skill) = next_approval(&mut events).await;
+        assert_eq!(approval.service, "wifi_automation");
+        assert_eq!(skill.as_deref(), Some("understated"));
         id
     });
     drop(rt);

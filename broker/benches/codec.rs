@@ -518,13 +518,7 @@ fn decode_case(name: &str, packet: &[u8], version: ProtocolVersion) {
         ProtocolVersion::V5 => layer_v5,
         _ => layer_v4,
     };
-    // Each must read the packet, and the layer must give what we give, or
-    // the comparison means nothing.
-    let ours_one = codec::decode(&mut BytesMut::from(packet), Some(version), MAX);
-    let Ok(Some(ours_one)) = ours_one else {
-        panic!("{name}: our codec refused it");
-    };
-    assert_eq!(layer(&mut BytesMut::from(packet)), Some(ours_one), "{name}");
+    same_as_ours(name, packet, Some(version), layer);
 
     let ours: Way<'_> = Box::new(|| {
         let mut buf = repeated(packet);
@@ -557,51 +551,52 @@ fn decode_case(name: &str, packet: &[u8], version: ProtocolVersion) {
             }
         })
     });
-    compare(
-        name,
-        vec![
-            ("ours", ours),
-            ("rumqttc", theirs),
-            ("rumqttc+layer", layered),
-        ],
-    );
+    compare_decoders(name, ours, theirs, layered);
 }
 
 fn decode_connect_case(name: &str, packet: &[u8]) {
-    let ours_one = codec::decode(&mut BytesMut::from(packet), None, MAX);
+    same_as_ours(name, packet, None, layer_connect_v5);
+    // A CONNECT is only ever the first packet: decode one per buffer.
+    let ours = each_in_own_buffer(packet, |buf| codec::decode(buf, None, MAX).ok());
+    let theirs = each_in_own_buffer(packet, |buf| v5::Packet::read(buf, None).ok());
+    let layered = each_in_own_buffer(packet, layer_connect_v5);
+    compare_decoders(name, ours, theirs, layered);
+}
+
+/// Checks that our codec reads `packet` (after a CONNECT of `version`;
+/// `None`: as the first packet) and that `layer` gives what we give, or
+/// the comparison means nothing.
+fn same_as_ours(
+    name: &str,
+    packet: &[u8],
+    version: Option<ProtocolVersion>,
+    layer: fn(&mut BytesMut) -> Option<ClientPacket>,
+) {
+    let ours_one = codec::decode(&mut BytesMut::from(packet), version, MAX);
     let Ok(Some(ours_one)) = ours_one else {
         panic!("{name}: our codec refused it");
     };
-    assert_eq!(
-        layer_connect_v5(&mut BytesMut::from(packet)),
-        Some(ours_one),
-        "{name}"
-    );
-    // A CONNECT is only ever the first packet: decode one per buffer.
-    let ours: Way<'_> = Box::new(|| {
+    assert_eq!(layer(&mut BytesMut::from(packet)), Some(ours_one), "{name}");
+}
+
+/// Decoding `BATCH` copies of `packet` with `decode`, each copy in a
+/// buffer of its own.
+fn each_in_own_buffer<'a, T>(
+    packet: &'a [u8],
+    decode: impl Fn(&mut BytesMut) -> T + 'a,
+) -> Way<'a> {
+    Box::new(move || {
         let mut bufs = vec![BytesMut::from(packet); BATCH];
         per_packet(|| {
             for buf in &mut bufs {
-                black_box(codec::decode(buf, None, MAX).ok());
+                black_box(decode(buf));
             }
         })
-    });
-    let theirs: Way<'_> = Box::new(|| {
-        let mut bufs = vec![BytesMut::from(packet); BATCH];
-        per_packet(|| {
-            for buf in &mut bufs {
-                black_box(v5::Packet::read(buf, None).ok());
-            }
-        })
-    });
-    let layered: Way<'_> = Box::new(|| {
-        let mut bufs = vec![BytesMut::from(packet); BATCH];
-        per_packet(|| {
-            for buf in &mut bufs {
-                black_box(layer_connect_v5(buf));
-            }
-        })
-    });
+    })
+}
+
+/// Prints our decoder beside `rumqttc`'s, bare and with the layer.
+fn compare_decoders<'a>(name: &str, ours: Way<'a>, theirs: Way<'a>, layered: Way<'a>) {
     compare(
         name,
         vec![

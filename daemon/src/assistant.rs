@@ -398,26 +398,20 @@ impl Assistant {
         session: Option<String>,
         origin: Option<Origin>,
     ) -> Result<Started, WireError> {
-        if self.inner.shutdown.is_cancelled() {
-            let mut e = WireError::new(ErrorCode::Internal, "the daemon is shutting down");
-            e.retryable = true;
-            return Err(e);
-        }
+        self.accepting_runs()?;
         let run = self
             .inner
             .agent
             .run_skill(skill, input, session, origin.map(|o| o.tag()))
             .await
             .map_err(|e| e.to_wire())?;
-        let (session, run_id) = (run.session_id().to_owned(), run.run_id().to_owned());
-        tracing::info!(session, run = run_id, skill, "skill run started");
-        let (tx, done) = oneshot::channel();
-        self.drive(run, tx);
-        Ok(Started {
-            session,
-            run: run_id,
-            done,
-        })
+        tracing::info!(
+            session = run.session_id(),
+            run = run.run_id(),
+            skill,
+            "skill run started"
+        );
+        Ok(self.launch(run))
     }
 
     /// Resume every run a previous process left unfinished.
@@ -471,11 +465,7 @@ impl Assistant {
         origin: Option<Origin>,
         mode: Option<RunMode>,
     ) -> Result<Started, WireError> {
-        if self.inner.shutdown.is_cancelled() {
-            let mut e = WireError::new(ErrorCode::Internal, "the daemon is shutting down");
-            e.retryable = true;
-            return Err(e);
-        }
+        self.accepting_runs()?;
         let mut request = AskRequest::new(prompt);
         request.session_id = session;
         request.origin = origin.map(|o| o.tag());
@@ -486,15 +476,35 @@ impl Assistant {
             .ask(request)
             .await
             .map_err(|e| e.to_wire())?;
+        tracing::info!(
+            session = run.session_id(),
+            run = run.run_id(),
+            "agent run started"
+        );
+        Ok(self.launch(run))
+    }
+
+    /// Refuse a new run once shutdown is under way (retryable: the next
+    /// process takes it).
+    fn accepting_runs(&self) -> Result<(), WireError> {
+        if self.inner.shutdown.is_cancelled() {
+            let mut e = WireError::new(ErrorCode::Internal, "the daemon is shutting down");
+            e.retryable = true;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Drive a run just started; `done` of the answer hears its outcome.
+    fn launch(&self, run: droidwarden_agent::Run) -> Started {
         let (session, run_id) = (run.session_id().to_owned(), run.run_id().to_owned());
-        tracing::info!(session, run = run_id, "agent run started");
         let (tx, done) = oneshot::channel();
         self.drive(run, tx);
-        Ok(Started {
+        Started {
             session,
             run: run_id,
             done,
-        })
+        }
     }
 
     fn drive(&self, run: droidwarden_agent::Run, tx: oneshot::Sender<Result<Answer, WireError>>) {
@@ -532,18 +542,8 @@ impl Assistant {
     /// `not_found` for an unknown id, `invalid_request` when it was already
     /// answered or has expired.
     pub(crate) async fn approve(&self, approval_id: &str) -> Result<PendingApproval, WireError> {
-        let approval = self
-            .inner
-            .agent
-            .approve(approval_id)
-            .await
-            .map_err(|e| e.to_wire())?;
-        tracing::info!(
-            approval = approval_id,
-            session = approval.session,
-            "approval granted"
-        );
-        Ok(approval)
+        let answer = self.inner.agent.approve(approval_id).await;
+        answered(approval_id, answer, "granted")
     }
 
     /// Deny a pending request; `reason` reaches the model.
@@ -555,18 +555,8 @@ impl Assistant {
         approval_id: &str,
         reason: &str,
     ) -> Result<PendingApproval, WireError> {
-        let approval = self
-            .inner
-            .agent
-            .deny(approval_id, reason)
-            .await
-            .map_err(|e| e.to_wire())?;
-        tracing::info!(
-            approval = approval_id,
-            session = approval.session,
-            "approval denied"
-        );
-        Ok(approval)
+        let answer = self.inner.agent.deny(approval_id, reason).await;
+        answered(approval_id, answer, "denied")
     }
 
     /// Requests waiting for an answer, oldest first.
@@ -723,6 +713,22 @@ pub(crate) async fn load_skills(config: &SkillsConfig, state_dir: &Path) -> Skil
             SkillSet::builtin()
         }
     }
+}
+
+/// An approval the agent answered (`verdict`: granted or denied), logged;
+/// or the agent's refusal, as a wire error.
+fn answered(
+    approval_id: &str,
+    answer: Result<PendingApproval, AgentError>,
+    verdict: &str,
+) -> Result<PendingApproval, WireError> {
+    let approval = answer.map_err(|e| e.to_wire())?;
+    tracing::info!(
+        approval = approval_id,
+        session = approval.session,
+        "approval {verdict}"
+    );
+    Ok(approval)
 }
 
 fn answer_of(outcome: RunOutcome) -> Result<Answer, WireError> {

@@ -802,14 +802,7 @@ mod tests {
             // line buffering lets the SUBACK line through at once.
             let mut child = Command::new("stdbuf")
                 .args(["-oL", "mosquitto_sub"])
-                .args([
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    &addr.port().to_string(),
-                    "-V",
-                    version,
-                ])
+                .args(to_broker(addr, version))
                 .args(["-d", "-F", "MSG %q %r %t %p"])
                 .args(args)
                 .stdin(Stdio::null())
@@ -855,27 +848,45 @@ mod tests {
         }
     }
 
+    /// The mosquitto client arguments that reach the broker at `addr`
+    /// with protocol `version` (`mqttv311`, `mqttv5`).
+    fn to_broker(addr: SocketAddr, version: &str) -> [String; 6] {
+        [
+            "-h".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            addr.port().to_string(),
+            "-V".into(),
+            version.into(),
+        ]
+    }
+
+    /// `mosquitto_pub` with `args` to the broker at `addr`, expected to
+    /// succeed.
     async fn mosquitto_pub(addr: SocketAddr, version: &str, args: &[&str]) {
-        let status = timeout(
+        let status = mosquitto_pub_output(addr, version, args).await.status;
+        assert!(status.success(), "mosquitto_pub {args:?}: {status}");
+    }
+
+    /// How `mosquitto_pub` with `args` to the broker at `addr` ended, and
+    /// what it said.
+    async fn mosquitto_pub_output(
+        addr: SocketAddr,
+        version: &str,
+        args: &[&str],
+    ) -> std::process::Output {
+        timeout(
             DEADLINE,
             Command::new("mosquitto_pub")
-                .args([
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    &addr.port().to_string(),
-                    "-V",
-                    version,
-                ])
+                .args(to_broker(addr, version))
                 .args(args)
                 .stdin(Stdio::null())
                 .kill_on_drop(true)
-                .status(),
+                .output(),
         )
         .await
         .expect("mosquitto_pub within the deadline")
-        .expect("mosquitto_pub runs");
-        assert!(status.success(), "mosquitto_pub {args:?}: {status}");
+        .expect("mosquitto_pub runs")
     }
 
     /// Whether the connection of `events` closes within `limit`.
@@ -956,10 +967,16 @@ mod tests {
 
     /// Reads until the broker closes the connection; returns what it sent.
     async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+        read_until_closed_within(DEADLINE, stream).await
+    }
+
+    /// All the broker sends on `stream` until it closes the connection,
+    /// which it must do within `limit`.
+    async fn read_until_closed_within(limit: Duration, stream: &mut TcpStream) -> Vec<u8> {
         let mut all = Vec::new();
-        timeout(DEADLINE, stream.read_to_end(&mut all))
+        timeout(limit, stream.read_to_end(&mut all))
             .await
-            .expect("the broker closes the connection within the deadline")
+            .expect("the broker closes the connection within the limit")
             .expect("a clean close");
         all
     }
@@ -1226,20 +1243,12 @@ mod tests {
             assert_eq!(read_until_closed(&mut client).await, connack, "{login:?}");
         }
         // MQTT 5 clients get MQTT 5 reason codes.
-        let refused = timeout(
-            DEADLINE,
-            Command::new("mosquitto_pub")
-                .args(["-h", "127.0.0.1", "-p", &broker.addr.port().to_string()])
-                .args([
-                    "-V", "mqttv5", "-u", "ha", "-P", "wrong", "-t", "x", "-m", "y",
-                ])
-                .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .output(),
+        let refused = mosquitto_pub_output(
+            broker.addr,
+            "mqttv5",
+            &["-u", "ha", "-P", "wrong", "-t", "x", "-m", "y"],
         )
-        .await
-        .expect("mosquitto_pub within the deadline")
-        .expect("mosquitto_pub runs");
+        .await;
         assert!(!refused.status.success());
         let stderr = String::from_utf8_lossy(&refused.stderr).to_lowercase();
         assert!(stderr.contains("bad user name or password"), "{stderr}");
@@ -1321,12 +1330,11 @@ mod tests {
         let mut client = TcpStream::connect(broker.addr).await.unwrap();
         // A CONNECT announcing 1 MiB: more than any CONNECT needs.
         client.write_all(&[0x10, 0x80, 0x80, 0x40]).await.unwrap();
-        let mut sent = Vec::new();
-        timeout(CUT_OFF, client.read_to_end(&mut sent))
-            .await
-            .expect("closed at once")
-            .expect("a clean close");
-        assert!(sent.is_empty());
+        assert!(
+            read_until_closed_within(CUT_OFF, &mut client)
+                .await
+                .is_empty()
+        );
         // 1 MiB of bytes streamed at it: cut off, not buffered.
         let flood = TcpStream::connect(broker.addr).await.unwrap();
         let (mut rd, mut wr) = flood.into_split();
@@ -1359,12 +1367,11 @@ mod tests {
         }
         // Connections are accepted in order: this one finds no place left.
         let mut extra = TcpStream::connect(broker.addr).await.unwrap();
-        let mut sent = Vec::new();
-        timeout(CUT_OFF, extra.read_to_end(&mut sent))
-            .await
-            .expect("closed at once")
-            .expect("a clean close");
-        assert!(sent.is_empty());
+        assert!(
+            read_until_closed_within(CUT_OFF, &mut extra)
+                .await
+                .is_empty()
+        );
         drop(idle);
         // Places come back: a real client connects again.
         let (_client, _events) = rumqttc_client(broker.addr, "after-the-flood", |_| {}).await;

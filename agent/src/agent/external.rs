@@ -97,15 +97,12 @@ impl Agent {
             .await
             .map_err(|e| e.to_wire())?;
         on_open(&approval);
-        let _ = self.inner.events.send(AgentEvent {
-            run_id: approval.run_id.clone(),
-            session_id: approval.session.clone(),
-            skill: None,
-            parent_run: None,
-            kind: EventKind::ApprovalRequested {
+        self.announce(
+            &approval,
+            EventKind::ApprovalRequested {
                 approval: approval.clone(),
             },
-        });
+        );
         let answer = await_approval(
             &self.inner,
             approval.call_id.clone(),
@@ -122,12 +119,9 @@ impl Agent {
         };
         // Close the request for everyone who shows open ones, as a run's
         // tool result does.
-        let _ = self.inner.events.send(AgentEvent {
-            run_id: approval.run_id.clone(),
-            session_id: approval.session.clone(),
-            skill: None,
-            parent_run: None,
-            kind: EventKind::ToolResult {
+        self.announce(
+            &approval,
+            EventKind::ToolResult {
                 call_id: approval.call_id.clone(),
                 tool: format!("{}.{}", approval.service, approval.action),
                 is_error: answer != ExternalAnswer::Approved,
@@ -138,7 +132,18 @@ impl Agent {
                     }),
                 },
             },
-        });
+        );
         Ok(answer)
+    }
+
+    /// Send `kind` as an event of the external request's own run.
+    fn announce(&self, approval: &PendingApproval, kind: EventKind) {
+        let _ = self.inner.events.send(AgentEvent {
+            run_id: approval.run_id.clone(),
+            session_id: approval.session.clone(),
+            skill: None,
+            parent_run: None,
+            kind,
+        });
     }
 }

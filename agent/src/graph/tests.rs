@@ -3,28 +3,13 @@
 
 use super::*;
 use crate::host::DeviceSummary;
+use crate::testing::full_device;
 use crate::tools::ToolMode;
 use droidwarden_services::Risk;
 use serde_json::json;
 
 fn devices() -> Vec<DeviceSummary> {
-    let all: Vec<String> = droidwarden_services::Catalogue::get()
-        .services()
-        .iter()
-        .map(|s| s.id.to_owned())
-        .collect();
-    vec![
-        DeviceSummary {
-            name: "kitchen".into(),
-            services: all.clone(),
-            online: true,
-        },
-        DeviceSummary {
-            name: "bedroom".into(),
-            services: all,
-            online: true,
-        },
-    ]
+    vec![full_device("kitchen"), full_device("bedroom")]
 }
 
 struct Fixture {
@@ -83,6 +68,14 @@ fn reply_calls(calls: Vec<ToolCall>) -> Input {
     }
 }
 
+/// The outcome of `actions`, which must be the run's end alone.
+fn finished(actions: &[Action]) -> &RunOutcome {
+    let [Action::Finish(out)] = actions else {
+        panic!("{actions:?}")
+    };
+    out
+}
+
 fn kinds(actions: &[Action]) -> Vec<&'static str> {
     actions
         .iter()
@@ -133,9 +126,7 @@ fn final_answer_after_one_tool_round() {
         reply: ModelReply::text("80 %"),
         now_ms: 30,
     });
-    let [Action::Finish(out)] = a.as_slice() else {
-        panic!("{a:?}")
-    };
+    let out = finished(&a);
     assert_eq!(
         (out.text.as_str(), out.stop_reason),
         ("80 %", StopReason::FinalAnswer)
@@ -330,9 +321,7 @@ fn limits_stop_the_run_with_the_reason_recorded() {
         now_ms: 1,
     });
     let a = f.step(c());
-    let [Action::Finish(out)] = a.as_slice() else {
-        panic!("{a:?}")
-    };
+    let out = finished(&a);
     assert_eq!(out.stop_reason, StopReason::MaxIterations);
 
     let mut f = Fixture::new();
@@ -346,9 +335,7 @@ fn limits_stop_the_run_with_the_reason_recorded() {
     });
     assert_eq!(kinds(&a), ["tool_result", "checkpoint", "call_model"]);
     let a = f.step(c());
-    let [Action::Finish(out)] = a.as_slice() else {
-        panic!("{a:?}")
-    };
+    let out = finished(&a);
     assert_eq!(out.stop_reason, StopReason::StepLimit);
 }
 
@@ -358,9 +345,7 @@ fn without_tools_a_single_model_call() {
     f.state.limits.tools_enabled = false;
     f.step(Input::Start { now_ms: 0 });
     let a = f.step(reply_calls(vec![call("c1", json!({}))]));
-    let [Action::Finish(out)] = a.as_slice() else {
-        panic!("{a:?}")
-    };
+    let out = finished(&a);
     assert_eq!(out.stop_reason, StopReason::FinalAnswer);
 }
 
@@ -372,9 +357,7 @@ fn model_failure_finishes_with_the_error() {
         error: WireError::new(ErrorCode::Timeout, "slow"),
         now_ms: 5,
     });
-    let [Action::Finish(out)] = a.as_slice() else {
-        panic!("{a:?}")
-    };
+    let out = finished(&a);
     assert_eq!(out.stop_reason, StopReason::Error);
     assert_eq!(out.error.as_ref().unwrap().code, ErrorCode::Timeout);
 }

@@ -63,6 +63,14 @@ impl Parser<'_> {
         }
     }
 
+    /// `parse` one level deeper (refused beyond `MAX_DEPTH`).
+    fn nested(&mut self, parse: fn(&mut Self) -> Result<f64, String>) -> Result<f64, String> {
+        self.enter()?;
+        let v = parse(self)?;
+        self.depth -= 1;
+        Ok(v)
+    }
+
     // expr := term (('+' | '-') term)*
     fn expr(&mut self) -> Result<f64, String> {
         let mut v = self.term()?;
@@ -92,19 +100,10 @@ impl Parser<'_> {
     // unary := ('-' | '+') unary | power
     fn unary(&mut self) -> Result<f64, String> {
         match self.peek() {
-            Some(b'-') => {
+            Some(sign @ (b'-' | b'+')) => {
                 self.pos += 1;
-                self.enter()?;
-                let v = -self.unary()?;
-                self.depth -= 1;
-                Ok(v)
-            }
-            Some(b'+') => {
-                self.pos += 1;
-                self.enter()?;
-                let v = self.unary()?;
-                self.depth -= 1;
-                Ok(v)
+                let v = self.nested(Self::unary)?;
+                Ok(if sign == b'-' { -v } else { v })
             }
             _ => self.power(),
         }
@@ -115,9 +114,7 @@ impl Parser<'_> {
         let base = self.atom()?;
         if self.peek() == Some(b'^') {
             self.pos += 1;
-            self.enter()?;
-            let exp = self.unary()?;
-            self.depth -= 1;
+            let exp = self.nested(Self::unary)?;
             return Ok(base.powf(exp));
         }
         Ok(base)
@@ -127,9 +124,7 @@ impl Parser<'_> {
         match self.peek() {
             Some(b'(') => {
                 self.pos += 1;
-                self.enter()?;
-                let v = self.expr()?;
-                self.depth -= 1;
+                let v = self.nested(Self::expr)?;
                 self.expect(b')')?;
                 Ok(v)
             }

@@ -4,11 +4,11 @@
 
 use super::*;
 use crate::graph::{Input, RunLimits, StepEnv, step};
-use crate::host::DeviceSummary;
 use crate::message::{ModelReply, ToolCall};
 use crate::plan::{PlanLimits, PlanState};
 use crate::policy::ApprovalPolicy;
 use crate::skills::SkillSet;
+use crate::testing::full_device;
 use crate::tools::{ToolMode, Toolset};
 use droidwarden_services::{ErrorCode, WireError};
 use serde_json::json;
@@ -16,16 +16,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 fn toolset() -> Toolset {
-    let all: Vec<String> = droidwarden_services::Catalogue::get()
-        .services()
-        .iter()
-        .map(|s| s.id.to_owned())
-        .collect();
-    let devices = vec![DeviceSummary {
-        name: "kitchen".into(),
-        services: all,
-        online: true,
-    }];
+    let devices = vec![full_device("kitchen")];
     Toolset::with_skills(
         ToolMode::Toolkit,
         &devices,

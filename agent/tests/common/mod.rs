@@ -11,8 +11,8 @@ use droidwarden_agent::config::{
 use droidwarden_agent::delegation::{RawDelegateConfig, validate};
 use droidwarden_agent::testing::{FakeToolHost, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{
-    Agent, AgentEvent, AskRequest, Durability, EventKind, ModelReply, Provider, RunOutcome,
-    StopReason, Store, ToolCall, ToolMode, provider,
+    Agent, AgentEvent, AskRequest, Durability, EventKind, ModelReply, PendingApproval, Provider,
+    RunOutcome, StopReason, Store, ToolCall, ToolMode, provider,
 };
 use serde_json::{Value, json};
 use std::path::Path;
@@ -241,18 +241,58 @@ pub(crate) fn process() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// The id of the next approval run `events` asks for (10 s at most for
-/// each event).
-pub(crate) async fn wait_for_approval(events: &mut droidwarden_agent::RunEvents) -> String {
+/// A stream of agent events: one run's, or every run's ([`all_events`]).
+pub(crate) trait EventSource {
+    /// The next event; `None` once the stream has ended.
+    async fn next_event(&mut self) -> Option<AgentEvent>;
+}
+
+impl EventSource for droidwarden_agent::RunEvents {
+    async fn next_event(&mut self) -> Option<AgentEvent> {
+        self.recv().await
+    }
+}
+
+impl EventSource for tokio::sync::mpsc::UnboundedReceiver<AgentEvent> {
+    async fn next_event(&mut self) -> Option<AgentEvent> {
+        self.recv().await
+    }
+}
+
+/// The next approval request among `events` (10 s at most for each
+/// event), and the skill or agent (`agent:<name>`) whose run asks.
+pub(crate) async fn next_approval(
+    events: &mut impl EventSource,
+) -> (PendingApproval, Option<String>) {
     loop {
-        let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
+        let ev = tokio::time::timeout(Duration::from_secs(10), events.next_event())
             .await
             .expect("approval requested in time")
             .expect("open");
         if let EventKind::ApprovalRequested { approval } = ev.kind {
-            return approval.approval_id;
+            return (approval, ev.skill);
         }
     }
+}
+
+/// The id of the next approval run `events` asks for (10 s at most for
+/// each event).
+pub(crate) async fn wait_for_approval(events: &mut droidwarden_agent::RunEvents) -> String {
+    next_approval(events).await.0.approval_id
+}
+
+/// Drive `run` in a task of its own, stopped by `token`, until it asks
+/// for an approval: the task and the approval's id.
+pub(crate) async fn drive_until_approval(
+    run: droidwarden_agent::Run,
+    token: CancellationToken,
+) -> (
+    tokio::task::JoinHandle<Result<RunOutcome, droidwarden_agent::AgentError>>,
+    String,
+) {
+    let mut events = run.events();
+    let driving = tokio::spawn(run.drive(token));
+    (driving, wait_for_approval(&mut events).await)
 }
 
 pub(crate) fn all_events(a: &Agent) -> tokio::sync::mpsc::UnboundedReceiver<AgentEvent> {

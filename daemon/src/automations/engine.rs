@@ -850,6 +850,10 @@ mod tests {
     }
 
     /// A state read of `service` on `device`, at `now`.
+    fn availability(e: &mut Engine, now: Timestamp, device: &str, online: bool) -> Vec<Output> {
+        e.step(now, Input::Availability { device, online }).unwrap()
+    }
+
     fn on_state(
         e: &mut Engine,
         now: Timestamp,
@@ -1030,17 +1034,7 @@ mod tests {
         for k in 0..10 {
             let now = start.checked_add((5 * k).seconds()).unwrap();
             let online = k % 2 == 1;
-            total += runs(
-                &e.step(
-                    now,
-                    Input::Availability {
-                        device: "kitchen",
-                        online,
-                    },
-                )
-                .unwrap(),
-            )
-            .len();
+            total += runs(&availability(&mut e, now, "kitchen", online)).len();
             total += runs(&e.step(now, Input::Tick).unwrap()).len();
         }
         assert_eq!(total, 0, "nothing while it flaps");
@@ -1053,30 +1047,9 @@ mod tests {
         assert_eq!(runs(&e.step(release, Input::Tick).unwrap()).len(), 1);
         // A flap that ends offline does not run it.
         let later = t("2026-01-01T01:00:00Z");
-        e.step(
-            later,
-            Input::Availability {
-                device: "kitchen",
-                online: false,
-            },
-        )
-        .unwrap();
-        e.step(
-            later,
-            Input::Availability {
-                device: "kitchen",
-                online: true,
-            },
-        )
-        .unwrap();
-        e.step(
-            later,
-            Input::Availability {
-                device: "kitchen",
-                online: false,
-            },
-        )
-        .unwrap();
+        for online in [false, true, false] {
+            availability(&mut e, later, "kitchen", online);
+        }
         let release = e.next_wake().unwrap();
         assert!(runs(&e.step(release, Input::Tick).unwrap()).is_empty());
     }
@@ -1150,14 +1123,7 @@ mod tests {
             [Status::Skipped],
             "kitchen not known online"
         );
-        e.step(
-            night,
-            Input::Availability {
-                device: "kitchen",
-                online: true,
-            },
-        )
-        .unwrap();
+        availability(&mut e, night, "kitchen", true);
         let mut ran = 0;
         for _ in 0..4 {
             ran += runs(&e.step(night, Input::Mqtt { topic: "home/go" }).unwrap()).len();

@@ -341,6 +341,19 @@ enum Done {
     Expired { name: String, run: u64 },
 }
 
+impl Done {
+    /// How run `run` of automation `name` ended, given its status and
+    /// detail.
+    fn finisher(name: String, run: u64) -> impl Fn(Status, Value) -> Done + Send + 'static {
+        move |status, detail| Done::Finished {
+            name: name.clone(),
+            run,
+            status,
+            detail,
+        }
+    }
+}
+
 /// A call waiting for a person.
 #[derive(Debug)]
 struct Waiting {
@@ -496,12 +509,7 @@ impl Driver {
             return;
         };
         let done = self.done.clone();
-        let finish = move |status, detail| Done::Finished {
-            name: name.clone(),
-            run,
-            status,
-            detail,
-        };
+        let finish = Done::finisher(name, run);
         match automation.action.clone() {
             Action::Call(call) => {
                 let mut policy = self.approval.clone();
@@ -746,13 +754,7 @@ impl Driver {
                     .map_err(|_| not_found(&name))?;
                 self.perform(out, false).await;
                 if approve {
-                    let finish = move |status, detail| Done::Finished {
-                        name: name.clone(),
-                        run,
-                        status,
-                        detail,
-                    };
-                    self.call(finish, waiting.call);
+                    self.call(Done::finisher(name, run), waiting.call);
                 }
                 Ok(json!({"run": run, "approved": approve}))
             }

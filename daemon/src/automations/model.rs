@@ -485,14 +485,19 @@ fn device_field(key: &str, obj: &Value, cx: &Context) -> Result<String, String> 
         let known: Vec<&str> = cx.devices.iter().map(String::as_str).collect();
         return Err(format!(
             "{key}.device: {device:?} is not a configured device ([[devices]]: {})",
-            if known.is_empty() {
-                "none".to_owned()
-            } else {
-                known.join(", ")
-            }
+            listed(&known)
         ));
     }
     Ok(device.to_owned())
+}
+
+/// `items` for an error message: comma-separated, or `none`.
+fn listed(items: &[&str]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(", ")
+    }
 }
 
 /// Only these keys (beside `kind`) in a table.
@@ -504,11 +509,7 @@ fn only(key: &str, obj: &Value, allowed: &[&str]) -> Result<(), String> {
         if k != "kind" && !allowed.contains(&k.as_str()) {
             return Err(format!(
                 "{key}.{k}: unknown key (expected {})",
-                if allowed.is_empty() {
-                    "none".to_owned()
-                } else {
-                    allowed.join(", ")
-                }
+                listed(allowed)
             ));
         }
     }

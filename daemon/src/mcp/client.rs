@@ -843,59 +843,69 @@ mod tests {
         assert!(check_servers(vec![raw]).unwrap_err().contains("a-z"));
     }
 
+    /// A server named `s` with these parts.
+    fn server(command: Option<&str>, url: Option<&str>, token_file: Option<&str>) -> RawServer {
+        RawServer {
+            name: Some("s".into()),
+            command: command.map(Into::into),
+            url: url.map(Into::into),
+            token_file: token_file.map(Into::into),
+            ..RawServer::default()
+        }
+    }
+
     #[test]
     fn exactly_one_of_command_and_url() {
-        let both = RawServer {
-            name: Some("s".into()),
-            command: Some("srv".into()),
-            url: Some("http://127.0.0.1:9/mcp".into()),
-            ..RawServer::default()
-        };
-        let err = check_servers(vec![both]).unwrap_err();
-        assert!(err.starts_with("mcp.servers[0].url: set either"), "{err}");
-        let neither = RawServer {
-            name: Some("s".into()),
-            ..RawServer::default()
-        };
-        let err = check_servers(vec![neither]).unwrap_err();
-        assert!(err.starts_with("mcp.servers[0].command: required"), "{err}");
-        assert!(err.contains("url"), "{err}");
-        let args_with_url = RawServer {
-            name: Some("s".into()),
-            url: Some("http://127.0.0.1:9/mcp".into()),
-            args: Some(vec!["x".into()]),
-            ..RawServer::default()
-        };
-        let err = check_servers(vec![args_with_url]).unwrap_err();
-        assert!(err.starts_with("mcp.servers[0].args"), "{err}");
-        let token_with_command = RawServer {
-            name: Some("s".into()),
-            command: Some("srv".into()),
-            token_file: Some("/etc/t".into()),
-            ..RawServer::default()
-        };
-        let err = check_servers(vec![token_with_command]).unwrap_err();
-        assert!(err.starts_with("mcp.servers[0].token_file"), "{err}");
-        let bad_url = RawServer {
-            name: Some("s".into()),
-            url: Some("tools.example.org".into()),
-            ..RawServer::default()
-        };
-        let err = check_servers(vec![bad_url]).unwrap_err();
-        assert!(err.starts_with("mcp.servers[0].url"), "{err}");
-        let clear = RawServer {
-            name: Some("s".into()),
-            url: Some("http://tools.example.org/mcp".into()),
-            token_file: Some("/etc/t".into()),
-            ..RawServer::default()
-        };
-        assert!(check_servers(vec![clear]).unwrap_err().contains("https"));
-        let ok = RawServer {
-            name: Some("s".into()),
-            url: Some("https://tools.example.org/mcp".into()),
-            token_file: Some("/etc/t".into()),
-            ..RawServer::default()
-        };
+        let local = Some("http://127.0.0.1:9/mcp");
+        let cases = [
+            (
+                "both",
+                server(Some("srv"), local, None),
+                "mcp.servers[0].url: set either",
+                "",
+            ),
+            (
+                "neither",
+                server(None, None, None),
+                "mcp.servers[0].command: required",
+                "url",
+            ),
+            (
+                "args with url",
+                RawServer {
+                    args: Some(vec!["x".into()]),
+                    ..server(None, local, None)
+                },
+                "mcp.servers[0].args",
+                "",
+            ),
+            (
+                "token with command",
+                server(Some("srv"), None, Some("/etc/t")),
+                "mcp.servers[0].token_file",
+                "",
+            ),
+            (
+                "bad url",
+                server(None, Some("tools.example.org"), None),
+                "mcp.servers[0].url",
+                "",
+            ),
+            (
+                "token in the clear",
+                server(None, Some("http://tools.example.org/mcp"), Some("/etc/t")),
+                "",
+                "https",
+            ),
+        ];
+        for (case, raw, prefix, needle) in cases {
+            let err = check_servers(vec![raw]).unwrap_err();
+            assert!(
+                err.starts_with(prefix) && err.contains(needle),
+                "{case}: {err}"
+            );
+        }
+        let ok = server(None, Some("https://tools.example.org/mcp"), Some("/etc/t"));
         let cfg = check_servers(vec![ok]).unwrap().remove(0);
         assert_eq!(
             cfg.transport,

@@ -407,6 +407,21 @@ impl PhoneServer {
         self
     }
 
+    /// The state of the device the resource `uri` names; `unknown()` for
+    /// a URI that names no device, or a device without a state.
+    async fn resource_state(
+        &self,
+        uri: &str,
+        unknown: impl Fn() -> McpError,
+    ) -> Result<Value, McpError> {
+        let name = device_of(uri).ok_or_else(&unknown)?;
+        self.backend
+            .state(name)
+            .await
+            .map_err(|e| McpError::internal_error(e.message.clone(), None))?
+            .ok_or_else(unknown)
+    }
+
     /// What the tool list depends on: each phone's name and services
     /// (`None`: not readable now).
     async fn tools_key(&self) -> Option<Vec<(String, Vec<String>)>> {
@@ -720,6 +735,11 @@ fn device_of(uri: &str) -> Option<&str> {
         .filter(|name| !name.is_empty())
 }
 
+/// A client's URI as an error shows it: its first 200 characters.
+fn shown(uri: &str) -> String {
+    uri.chars().take(200).collect()
+}
+
 fn tool_error(error: &WireError) -> CallToolResult {
     CallToolResult::structured_error(json!({ "error": error }))
 }
@@ -943,18 +963,12 @@ impl ServerHandler for PhoneServer {
             McpError::invalid_params(
                 format!(
                     "no such resource: {} (subscribable: {RESOURCE_PREFIX}<device>{RESOURCE_SUFFIX})",
-                    uri.chars().take(200).collect::<String>()
+                    shown(&uri)
                 ),
-                Some(json!({ "uri": uri.chars().take(200).collect::<String>() })),
+                Some(json!({ "uri": shown(&uri) })),
             )
         };
-        let name = device_of(&uri).ok_or_else(unknown)?;
-        let state = self
-            .backend
-            .state(name)
-            .await
-            .map_err(|e| McpError::internal_error(e.message.clone(), None))?
-            .ok_or_else(unknown)?;
+        let state = self.resource_state(&uri, unknown).await?;
         let start = self
             .subscriptions
             .add(&uri, Some(state))
@@ -1012,21 +1026,9 @@ impl ServerHandler for PhoneServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let not_found = || {
-            McpError::resource_not_found(
-                format!(
-                    "no such resource: {}",
-                    request.uri.chars().take(200).collect::<String>()
-                ),
-                None,
-            )
+            McpError::resource_not_found(format!("no such resource: {}", shown(&request.uri)), None)
         };
-        let name = device_of(&request.uri).ok_or_else(not_found)?;
-        let state = self
-            .backend
-            .state(name)
-            .await
-            .map_err(|e| McpError::internal_error(e.message.clone(), None))?
-            .ok_or_else(not_found)?;
+        let state = self.resource_state(&request.uri, not_found).await?;
         Ok(
             ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
                 uri: request.uri.clone(),
