@@ -47,13 +47,7 @@ fn stash() -> std::sync::MutexGuard<'static, Stash> {
 }
 
 fn new_ref() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("img-{:x}-{n}", nanos & 0xffff_ffff_ffff)
+    format!("img-{}", droidwarden_services::unique_suffix())
 }
 
 /// Moves an image out of a tool result into the stash, leaving a

@@ -22,6 +22,7 @@
 //! like every run. [`view`] is what each stage sends to the model.
 
 use crate::message::Message;
+use droidwarden_services::schema::NotAnObject;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -202,11 +203,10 @@ fn json_object(text: &str) -> Result<serde_json::Map<String, Value>, String> {
         (Some(a), Some(b)) if a < b => &trimmed[a..=b],
         _ => return Err("the answer holds no JSON object".into()),
     };
-    match serde_json::from_str::<Value>(span) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err("the answer is not a JSON object".into()),
-        Err(e) => Err(format!("the JSON does not parse: {e}")),
-    }
+    droidwarden_services::schema::object_from_slice(span.as_bytes()).map_err(|e| match e {
+        NotAnObject::Other(_) => "the answer is not a JSON object".into(),
+        NotAnObject::NotJson(e) => format!("the JSON does not parse: {e}"),
+    })
 }
 
 /// Validate a list of steps: 1 to `max` non-empty strings (or objects with

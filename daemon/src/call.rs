@@ -10,7 +10,7 @@
 use crate::cli::Target;
 use crate::config::Config;
 use droidwarden_bridge::{BridgeError, Registry, adb::AdbTransport};
-use droidwarden_services::schema::Kind;
+use droidwarden_services::schema::{Kind, NotAnObject};
 use droidwarden_services::{Catalogue, CatalogueError, Command, ErrorCode, WireError};
 use serde_json::{Map, Value, json};
 use std::process::ExitCode;
@@ -102,17 +102,17 @@ fn parse_command(args: &CallArgs) -> Result<Command, WireError> {
         .map_err(WireError::from)?;
     let mut params = match &args.params {
         None => Map::new(),
-        Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(map)) => map,
-            Ok(other) => {
+        Some(text) => match droidwarden_services::schema::object_from_slice(text.as_bytes()) {
+            Ok(map) => map,
+            Err(NotAnObject::Other(got)) => {
                 return Err(CatalogueError::ParamsNotObject {
                     service: service.id.into(),
                     action: action.name.into(),
-                    got: droidwarden_services::schema::json_type(&other),
+                    got,
                 }
                 .into());
             }
-            Err(e) => {
+            Err(NotAnObject::NotJson(e)) => {
                 return Err(WireError::new(
                     ErrorCode::InvalidParams,
                     format!("--params is not valid JSON: {e}"),

@@ -31,6 +31,7 @@ use crate::clock;
 use crate::host::DeviceSummary;
 use crate::message::ToolCall;
 use crate::skills::{AllowedTools, INVOKE_SKILL_TOOL, LIST_SKILLS_TOOL, READ_SKILL_TOOL, SkillSet};
+use droidwarden_services::schema::NotAnObject;
 use droidwarden_services::{Catalogue, Command, ErrorCode, Risk, ServiceSpec, WireError};
 use schema::{Dialect, Parameters, Property, Schema};
 use serde::{Deserialize, Serialize};
@@ -1004,14 +1005,12 @@ fn parse_arguments(text: &str) -> Result<Map<String, Value>, WireError> {
     if text.trim().is_empty() {
         return Ok(Map::new());
     }
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(other) => Err(invalid(format!(
-            "tool arguments must be a JSON object, got {}",
-            droidwarden_services::schema::json_type(&other)
-        ))),
-        Err(e) => Err(invalid(format!("tool arguments are not valid JSON: {e}"))),
-    }
+    droidwarden_services::schema::object_from_slice(text.as_bytes()).map_err(|e| match e {
+        NotAnObject::Other(got) => {
+            invalid(format!("tool arguments must be a JSON object, got {got}"))
+        }
+        NotAnObject::NotJson(e) => invalid(format!("tool arguments are not valid JSON: {e}")),
+    })
 }
 
 fn only_keys(args: &Map<String, Value>, allowed: &[&str]) -> Result<(), WireError> {

@@ -547,11 +547,7 @@ fn ticket() -> String {
     if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
         // Unique enough within this process's calls: it only pairs a
         // call with its signal.
-        let n = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        return format!("{}-{n}", std::process::id());
+        return droidwarden_services::unique_suffix();
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
