@@ -29,8 +29,8 @@
 //! public API, so the same file builds against older bridges for
 //! comparisons.
 
+use droidwarden_e2e::SimOptions;
 use droidwarden_e2e::adb_bench::{InProcessPhone, ms};
-use droidwarden_e2e::{Sim, SimOptions};
 use droidwarden_services::Catalogue;
 use serde_json::json;
 use std::net::SocketAddrV4;
@@ -201,8 +201,7 @@ fn main() {
     let mut serials = vec![serial.clone()];
     let mut sims = Vec::new();
     for _ in 1..phones {
-        let more = Sim::start(SimOptions::default());
-        adb.connect(&more.serial());
+        let more = adb.phone(SimOptions::default());
         serials.push(more.serial());
         sims.push(more);
     }

@@ -5,10 +5,10 @@
 //! Each bus lives in its own temporary directory and is killed on drop;
 //! nothing touches the machine's session or system bus.
 
-use crate::wait_for;
+use crate::{KillOnDrop, wait_for};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ const TOOL_LIMIT: Duration = Duration::from_secs(60);
 pub struct PrivateBus {
     /// The address to give clients (`DBUS_SESSION_BUS_ADDRESS`, `--address`).
     pub address: String,
-    child: Child,
+    _child: KillOnDrop,
     dir: tempfile::TempDir,
 }
 
@@ -96,7 +96,7 @@ impl PrivateBus {
         }
         let bus = Self {
             address,
-            child,
+            _child: child.into(),
             dir,
         };
         wait_for("the bus to answer", Duration::from_secs(10), || {
@@ -203,18 +203,11 @@ impl PrivateBus {
     }
 }
 
-impl Drop for PrivateBus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// `gdbus monitor --dest org.droidwarden.Daemon1`: every signal the daemon
 /// sends, one line each, recorded. Killed on drop.
 #[derive(Debug)]
 pub struct Monitor {
-    child: Child,
+    _child: KillOnDrop,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
@@ -238,7 +231,10 @@ impl Monitor {
                 }
             });
         }
-        let monitor = Self { child, lines };
+        let monitor = Self {
+            _child: child.into(),
+            lines,
+        };
         // gdbus says who owns the name once its match rules are in place;
         // signals sent after that line are seen.
         monitor.wait("the monitor to be ready", |l| l.contains("is owned by"));
@@ -264,13 +260,6 @@ impl Monitor {
         wait_for(what, Duration::from_secs(30), || {
             self.lines().into_iter().find(|l| pred(l))
         })
-    }
-}
-
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

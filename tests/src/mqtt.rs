@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A real mosquitto broker on a free loopback port, killed on drop.
 #[derive(Debug)]
@@ -203,14 +203,12 @@ impl Daemon {
         .expect("write config");
         let log = state_dir.path().join("daemon.log");
         let log_file = std::fs::File::create(&log).expect("log file");
-        let child = crate::daemon_command(adb, config.path())
-            .env("DROIDWARDEN__DBUS__BUS", "none")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .expect("spawn droidwarden daemon");
+        let child = crate::spawn_daemon(
+            crate::daemon_command(adb, config.path())
+                .env("DROIDWARDEN__DBUS__BUS", "none")
+                .envs(env.iter().copied()),
+            log_file,
+        );
         Self {
             child,
             _config: config,
@@ -241,16 +239,12 @@ impl Daemon {
         if let Some(mut input) = child.stdin.take() {
             let _ = input.write_all(stdin.as_bytes());
         }
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            if let Ok(Some(_)) = child.try_wait() {
-                return child.wait_with_output().expect("mqtt-user output");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if crate::wait_exit(&mut child, Duration::from_secs(30)).is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("droidwarden mqtt-user {args:?} did not finish within 30 s");
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("droidwarden mqtt-user {args:?} did not finish within 30 s");
+        child.wait_with_output().expect("mqtt-user output")
     }
 
     /// Add a user of the embedded broker and return its (generated)
@@ -299,30 +293,12 @@ impl Daemon {
     /// Wait (bounded) for the daemon to exit by itself; its exit status, or
     /// `None` if it is still running at the deadline.
     pub fn wait_exit(&mut self, deadline: Duration) -> Option<i32> {
-        let start = Instant::now();
-        while start.elapsed() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        crate::wait_exit(&mut self.child, deadline).and_then(|s| s.code())
     }
 
     /// Send SIGTERM and wait (bounded) for the exit status.
     pub fn terminate(&mut self) -> Option<i32> {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        None
+        crate::terminate(&mut self.child, Duration::from_secs(30)).and_then(|s| s.code())
     }
 }
 

@@ -102,9 +102,7 @@ impl PhoneRig {
             });
             (sim, "alice")
         } else {
-            let sim = Sim::start(options.sim);
-            adb.connect(&sim.serial());
-            (sim, "phone")
+            (adb.phone(options.sim), "phone")
         };
         let mut rig = Self {
             daemon: None,

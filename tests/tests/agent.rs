@@ -10,7 +10,7 @@ use droidwarden_agent::testing::{Responder, ScriptStep};
 use droidwarden_e2e::agent_rig::{self, P, Rig, WAIT, sim_commands_with, tool_results};
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::Daemon;
-use droidwarden_e2e::{Droidwarden, binary, wait_for};
+use droidwarden_e2e::{Droidwarden, KillOnDrop, binary, wait_for};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -484,7 +484,7 @@ fn a_long_session_still_recalls_an_early_fact() {
 
 /// `droidwarden ask` in the background, its output lines collected.
 struct Background {
-    child: std::process::Child,
+    child: KillOnDrop,
     lines: Arc<Mutex<Vec<String>>>,
     /// Kept until the process ends.
     _config: tempfile::NamedTempFile,
@@ -520,7 +520,7 @@ fn spawn_ask(config: &str, bus_address: &str, home: &std::path::Path, args: &[&s
         });
     }
     Background {
-        child,
+        child: child.into(),
         lines,
         _config: config_file,
     }
@@ -534,16 +534,7 @@ impl Background {
     }
 
     fn wait_exit(&mut self) -> i32 {
-        wait_for("droidwarden ask to exit", WAIT, || {
-            self.child.try_wait().ok().flatten().and_then(|s| s.code())
-        })
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.exit_code("droidwarden ask", WAIT)
     }
 }
 

@@ -12,7 +12,7 @@ use droidwarden_agent::testing::ScriptStep;
 use droidwarden_agent::{ModelReply, ProviderKind};
 use droidwarden_e2e::mqtt::{Daemon, NO_POLLS};
 use droidwarden_e2e::phone_rig::{P, PhoneRig, PhoneRigOptions, WAIT};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, run_with_timeout, wait_for};
+use droidwarden_e2e::{AdbServer, SimOptions, binary, run_with_timeout, wait_for};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::Duration;
@@ -552,8 +552,7 @@ const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
 #[test]
 fn the_cli_manages_automations_through_the_daemon() {
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let runtime = tempfile::tempdir().expect("runtime dir");
     let config = format!(
         "[broker]\nlisten = \"127.0.0.1:{port}\"\n{NO_POLLS}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n\n[[automations]]\nname = \"wifi_off\"\ndescription = \"Wi-Fi off by hand\"\ntrigger = {{ kind = \"manual\" }}\naction = {{ kind = \"call\", device = \"phone\", service = \"wifi_automation\", action = \"disable\" }}\n",

@@ -22,8 +22,7 @@ fn rig(extra: &str) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let adb_sim = Sim::start(SimOptions::default());
-    adb.connect(&adb_sim.serial());
+    let adb_sim = adb.phone(SimOptions::default());
     let alice = Sim::start(SimOptions {
         companion: Some((broker.port, "alice-pixel".into())),
         no_adb: true,

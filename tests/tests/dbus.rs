@@ -24,11 +24,10 @@ struct Rig {
 fn rig(mqtt: &str) -> Rig {
     let bus = PrivateBus::session();
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
+    let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..SimOptions::default()
     });
-    adb.connect(&sim.serial());
     let config = format!(
         "{mqtt}\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
         serial = sim.serial()
@@ -325,8 +324,7 @@ fn introspection_methods_properties_signals_and_errors() {
     );
 
     // A second phone: availability signals and DeviceCount.
-    let sim2 = Sim::start(SimOptions::default());
-    r.adb.connect(&sim2.serial());
+    let sim2 = r.adb.phone(SimOptions::default());
     let serial2 = sim2.serial();
     monitor.wait("the second phone online", |l| {
         l.contains(&format!("DeviceAvailabilityChanged ('{serial2}', true)"))

@@ -42,11 +42,10 @@ struct Out {
 fn rig() -> Rig {
     let (rt, llm) = droidwarden_e2e::scripted_model();
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
+    let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..SimOptions::default()
     });
-    adb.connect(&sim.serial());
     let config = config(&sim, &llm);
     let runtime = tempfile::tempdir().expect("runtime dir");
     let daemon = start(
@@ -279,8 +278,7 @@ fn a_stale_socket_file_is_replaced() {
         .block_on(ScriptedLlm::start(Vec::new()))
         .expect("scripted model");
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let state = tempfile::tempdir().expect("state");
     // A socket nobody listens on: what a killed daemon leaves.
     let stale = state.path().join("api.sock");

@@ -287,8 +287,7 @@ fn home_assistant_sees_the_phones_volume_steps_and_errors_for_unknown_devices() 
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let config = droidwarden_e2e::mqtt::one_phone_config(broker.port, &sim.serial(), "");
     let _daemon = Daemon::start(&adb, &config);
     let volume_config = "homeassistant/number/droidwarden_phone/media_volume/config";

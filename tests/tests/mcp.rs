@@ -12,12 +12,12 @@ use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::npm::npm_bin;
 use droidwarden_e2e::{
-    AdbServer, Droidwarden, Sim, SimOptions, binary, run_with_timeout, wait_for,
+    AdbServer, Droidwarden, KillOnDrop, Sim, SimOptions, binary, run_with_timeout, wait_for,
 };
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ fn client_script() -> PathBuf {
 
 /// The Python client, running a plan; its JSON lines are collected.
 struct PyClient {
-    child: Child,
+    child: KillOnDrop,
     lines: Arc<Mutex<Vec<Value>>>,
     stderr: Arc<Mutex<String>>,
 }
@@ -102,7 +102,7 @@ impl PyClient {
             });
         }
         Self {
-            child,
+            child: child.into(),
             lines,
             stderr,
         }
@@ -154,16 +154,7 @@ impl PyClient {
     }
 
     fn wait_exit(&mut self) -> i32 {
-        wait_for("the MCP client to exit", WAIT, || {
-            self.child.try_wait().ok().flatten().and_then(|s| s.code())
-        })
-    }
-}
-
-impl Drop for PyClient {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.exit_code("the MCP client", WAIT)
     }
 }
 
@@ -211,8 +202,7 @@ fn rig(extra: &str, env: &[(&str, &str)]) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let kitchen = Sim::start(SimOptions::default());
-    adb.connect(&kitchen.serial());
+    let kitchen = adb.phone(SimOptions::default());
     let config = format!(
         "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{extra}\n",
         broker.port,
@@ -412,8 +402,7 @@ fn clients_hear_that_the_tools_changed_when_a_phone_comes() {
     // A second phone comes: both hear it, and the tools name it. The first
     // announcement each client gets is this one: one that came before the
     // phone (nothing had changed) would be followed by a list of one phone.
-    let hall = Sim::start(SimOptions::default());
-    r.adb.connect(&hall.serial());
+    let _hall = r.adb.phone(SimOptions::default());
     for client in [&legacy, &modern] {
         let updated = client.line(1);
         assert_eq!(updated["op"], "updated", "{updated}");
@@ -676,8 +665,7 @@ fn the_python_sdk_over_streamable_http_with_a_token_and_approvals() {
 #[test]
 fn local_mode_refuses_what_needs_approval_and_serves_direct_tools() {
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let config = format!(
         "[adb]\nconnect = [\"{s}\"]\n[mcp]\ntool_mode = \"direct\"\n[[devices]]\nname = \"pixel\"\ntransport = \"adb\"\nserial = \"{s}\"\n",
         s = sim.serial()
@@ -734,7 +722,7 @@ fn local_mode_refuses_what_needs_approval_and_serves_direct_tools() {
 /// Raw JSON-RPC lines to `droidwarden mcp --local`, one reply line read
 /// back for each request.
 struct RawServer {
-    child: Child,
+    child: KillOnDrop,
     out: BufReader<std::process::ChildStdout>,
 }
 
@@ -753,18 +741,10 @@ impl RawServer {
     }
 }
 
-impl Drop for RawServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn hostile_json_rpc_gets_errors_and_the_server_keeps_serving() {
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let config_file = tempfile::NamedTempFile::new().expect("config");
     std::fs::write(
         config_file.path(),
@@ -787,7 +767,10 @@ fn hostile_json_rpc_gets_errors_and_the_server_keeps_serving() {
         .spawn()
         .expect("droidwarden mcp");
     let out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut s = RawServer { child, out };
+    let mut s = RawServer {
+        child: child.into(),
+        out,
+    };
     s.send(
         &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},

@@ -14,10 +14,12 @@ use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
 use droidwarden_e2e::agent_rig::tool_results;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::npm::npm_bin;
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
+use droidwarden_e2e::{
+    AdbServer, KillOnDrop, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for,
+};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const P: &str = "droidwarden";
@@ -68,8 +70,7 @@ fn rig_with(servers: impl FnOnce(&Path) -> String) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let kitchen = Sim::start(SimOptions::default());
-    adb.connect(&kitchen.serial());
+    let kitchen = adb.phone(SimOptions::default());
     let dir = tempfile::tempdir().expect("dir");
     let pid_file = dir.path().join("pids");
     let servers = servers(&pid_file);
@@ -346,7 +347,7 @@ fn log_lines(r: &Rig, words: &[&str]) -> usize {
 /// tests/python/mcp_http_tools_server.py on a port, requiring a token;
 /// killed on drop.
 struct HttpServer {
-    child: Child,
+    child: KillOnDrop,
     port: u16,
     token: String,
 }
@@ -370,17 +371,10 @@ impl HttpServer {
             std::net::TcpStream::connect(("127.0.0.1", port)).ok()
         });
         Self {
-            child,
+            child: child.into(),
             port,
             token: token.to_owned(),
         }
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

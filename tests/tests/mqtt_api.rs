@@ -30,11 +30,10 @@ fn rig(extra: &str) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
+    let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..Default::default()
     });
-    adb.connect(&sim.serial());
     let config = config_for(&broker, &sim, "phone", extra);
     let daemon = Daemon::start(&adb, &config);
     probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
@@ -491,8 +490,7 @@ fn a_tls_broker_with_a_password() {
 fn the_embedded_broker_serves_when_no_broker_is_configured() {
     let port = droidwarden_e2e::free_port();
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let config = format!(
         "[broker]\nlisten = \"127.0.0.1:{port}\"\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{}\"\n",
         sim.serial()

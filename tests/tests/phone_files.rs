@@ -278,8 +278,8 @@ fn refused_pushes_send_the_phone_nothing() {
     );
 
     // Without host_dirs, no host file is sent at all.
-    let (adb, sim) = (AdbServer::start(), Sim::start(SimOptions::default()));
-    adb.connect(&sim.serial());
+    let adb = AdbServer::start();
+    let sim = adb.phone(SimOptions::default());
     let dw = Droidwarden::new(
         &adb,
         &format!(

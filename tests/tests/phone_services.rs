@@ -825,11 +825,10 @@ fn companion_phones_list_notifications_and_push_their_changes() {
 #[test]
 fn shell_run_on_android_6_reports_the_exit_status_through_the_trailer() {
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
+    let sim = adb.phone(SimOptions {
         android: Some("6".into()),
         ..SimOptions::default()
     });
-    adb.connect(&sim.serial());
     let config = format!(
         "[adb]\nconnect = [\"{serial}\"]\n{ENABLED}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
         serial = sim.serial()

@@ -35,11 +35,10 @@ fn rig(env: &[(&str, &str)]) -> (Rig, Notice) {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
+    let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..Default::default()
     });
-    adb.connect(&sim.serial());
     let notify = NotifySocket::new();
     let socket = notify.path().to_str().expect("a UTF-8 path").to_owned();
     let mut env = env.to_vec();

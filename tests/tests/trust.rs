@@ -4,7 +4,7 @@
 //! real adb server and an emulated phone.
 
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
+use droidwarden_e2e::{AdbServer, SimOptions, binary, free_port, run_with_timeout, wait_for};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
@@ -158,8 +158,7 @@ fn text_from_a_phone_reaches_the_log_escaped() {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     // No state polls: the sim's one-shot fault must meet our call.
     let config = droidwarden_e2e::mqtt::one_phone_config(
         broker.port,

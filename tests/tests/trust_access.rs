@@ -31,8 +31,7 @@ struct Rig {
 fn rig() -> Rig {
     let port = free_port();
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let config = format!(
         "[broker]\nlisten = \"127.0.0.1:{port}\"\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
         sim.serial()

@@ -26,8 +26,7 @@ fn rig() -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     // No polling: the command log holds only what the tests ask for.
     let config = droidwarden_e2e::mqtt::one_phone_config(
         broker.port,
@@ -182,8 +181,7 @@ fn a_retained_command_never_runs_at_start_or_restart() {
     probe.publish_retained(&format!("{P}/devices/phone/ha/brightness/set"), "34");
     drop(probe);
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let mut r = Rig {
         probe: Probe::connect(broker.port),
         config: String::new(),
