@@ -120,6 +120,33 @@ impl Rig {
         }
     }
 
+    /// SIGKILL the daemon (no shutdown at all, no goodbye) and start it
+    /// again on the same state directory; returns once the new daemon and
+    /// both phones are online. The broker's will (`offline`) is awaited
+    /// first, so the `online` seen next is the new daemon's, published
+    /// after its subscriptions (an answer sent then reaches it).
+    ///
+    /// # Panics
+    /// When no daemon is running or the new one does not come online.
+    pub fn kill_and_restart(&mut self) {
+        let state = self.daemon.take().expect("daemon running").kill();
+        let availability = format!("{P}/availability");
+        self.probe
+            .wait_last(&availability, WAIT, |m| m.payload == "offline");
+        self.daemon = Some(Daemon::start_with_state(&self.adb, &self.config, state));
+        self.probe
+            .wait_last(&availability, WAIT, |m| m.payload == "online");
+        self.wait_online();
+    }
+
+    /// Wait until the approval request `id` is published, still pending.
+    pub fn wait_pending_approval(&self, id: &str) {
+        self.probe
+            .wait_last(&format!("{P}/approvals/{id}"), WAIT, |m| {
+                !m.payload.is_empty() && m.json()["approval_id"] == id
+            });
+    }
+
     /// Queue model replies.
     pub fn script(&self, steps: impl IntoIterator<Item = ScriptStep>) {
         for step in steps {
@@ -182,6 +209,18 @@ pub fn call(tool: &str, args: Value) -> ScriptStep {
 /// A model reply with text only.
 pub fn text(t: &str) -> ScriptStep {
     ScriptStep::Reply(ModelReply::text(t))
+}
+
+/// The text of a successful reply.
+///
+/// # Panics
+/// When the reply is not `ok`, showing it.
+pub fn ok_text(reply: &Value) -> String {
+    assert_eq!(reply["ok"], true, "{reply}");
+    reply["result"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Commands in the sim's log with every one of `words` as an argument.

@@ -7,9 +7,8 @@
 
 use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{Responder, ScriptStep};
-use droidwarden_e2e::agent_rig::{self, P, Rig, WAIT, sim_commands_with, tool_results};
+use droidwarden_e2e::agent_rig::{self, P, Rig, WAIT, ok_text, sim_commands_with, tool_results};
 use droidwarden_e2e::dbus::PrivateBus;
-use droidwarden_e2e::mqtt::Daemon;
 use droidwarden_e2e::{Droidwarden, KillOnDrop, binary, wait_for};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
@@ -397,30 +396,14 @@ fn a_run_waiting_for_approval_survives_a_killed_daemon() {
     r.ask_async("survivor", "turn off the kitchen wifi");
     let approval = r.wait_approval();
     let id = approval["approval_id"].as_str().expect("id").to_owned();
-    // SIGKILL: no shutdown, no goodbye; the broker publishes the will.
-    // Waiting for it means the `online` seen next is the new daemon's,
-    // published after its subscriptions (so the answer below reaches it).
-    let state = r.daemon.take().expect("daemon").kill();
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "offline"
-    });
-    let daemon = Daemon::start_with_state(&r.adb, &r.config, state);
-    r.daemon = Some(daemon);
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    r.wait_online();
+    r.kill_and_restart();
     // The request is still pending and still published.
-    r.probe
-        .wait_last(&format!("{P}/approvals/{id}"), WAIT, |m| {
-            !m.payload.is_empty() && m.json()["approval_id"] == id.as_str()
-        });
+    r.wait_pending_approval(&id);
     assert_eq!(r.kitchen.state()["wifi"]["enabled"], true);
     r.answer(&id, "approve", None);
     // The resumed run completes and its requester still gets the reply.
     let reply = r.wait_reply("survivor");
-    assert_eq!(reply["ok"], true, "{reply}");
-    assert_eq!(reply["result"]["text"], "done: wifi is off");
+    assert_eq!(ok_text(&reply), "done: wifi is off");
     assert_eq!(r.kitchen.state()["wifi"]["enabled"], false);
     assert_eq!(
         sim_commands_with(&r.kitchen, &["wifi", "disable"]),

@@ -8,7 +8,9 @@
 use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep};
 use droidwarden_e2e::Droidwarden;
-use droidwarden_e2e::agent_rig::{P, Rig, WAIT, call, dev, rig_full, sim_commands_with, text};
+use droidwarden_e2e::agent_rig::{
+    P, Rig, WAIT, call, dev, ok_text, rig_full, sim_commands_with, text,
+};
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::Daemon;
 use serde_json::{Value, json};
@@ -25,14 +27,6 @@ fn tool_result(r: &RecordedRequest) -> Option<String> {
 
 fn tool_reply(tool: &str, args: Value) -> ModelReply {
     ModelReply::tool_calls(vec![(tool.to_owned(), args.to_string())])
-}
-
-fn ok_text(reply: &Value) -> String {
-    assert_eq!(reply["ok"], true, "{reply}");
-    reply["result"]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// Wait for an event of `kind` on the session's topic matching `pred`.

@@ -7,10 +7,9 @@
 use droidwarden_agent::testing::ScriptStep;
 use droidwarden_e2e::Droidwarden;
 use droidwarden_e2e::agent_rig::{
-    P, WAIT, dev, rig, rig_with, sim_commands_with, text, write_skill,
+    P, WAIT, dev, ok_text, rig, rig_with, sim_commands_with, text, write_skill,
 };
 use droidwarden_e2e::dbus::PrivateBus;
-use droidwarden_e2e::mqtt::Daemon;
 use serde_json::{Value, json};
 use std::process::Command;
 
@@ -52,9 +51,8 @@ fn a_user_skill_runs_with_only_its_tools_and_a_malformed_one_is_skipped() {
     ]);
     let before = sim_commands_with(&r.kitchen, &["dumpsys", "battery"]);
     let reply = r.skill("k1", "kitchen-battery", json!({}));
-    assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(
-        reply["result"]["text"],
+        ok_text(&reply),
         "Kitchen battery read; turning Wi-Fi off is not allowed for this skill."
     );
     // The allowed read reached the phone; the refused change did not.
@@ -123,12 +121,7 @@ fn a_high_risk_skill_waits_for_approval_across_sigkill_and_skills_reload_on_sigh
         json!({"id": "quiet", "skill": "radio-silence", "input": {"device": "kitchen"}})
             .to_string(),
     );
-    let approval = r
-        .probe
-        .wait("an approval request", WAIT, |m| {
-            m.topic.starts_with(&format!("{P}/approvals/")) && !m.payload.is_empty()
-        })
-        .json();
+    let approval = r.probe.wait_approval(P, "an approval request", |_| true);
     assert_eq!(approval["service"], "skill");
     assert_eq!(approval["action"], "radio-silence");
     assert_eq!(approval["risk"], "high");
@@ -138,27 +131,12 @@ fn a_high_risk_skill_waits_for_approval_across_sigkill_and_skills_reload_on_sigh
         "nothing ran before the approval"
     );
 
-    let state = r.daemon.take().expect("daemon").kill();
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "offline"
-    });
-    r.daemon = Some(Daemon::start_with_state(&r.adb, &r.config, state));
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    r.wait_online();
-    r.probe
-        .wait_last(&format!("{P}/approvals/{id}"), WAIT, |m| {
-            !m.payload.is_empty() && m.json()["approval_id"] == id.as_str()
-        });
+    r.kill_and_restart();
+    r.wait_pending_approval(&id);
     assert_eq!(r.kitchen.state()["wifi"]["enabled"], true);
-    r.probe.publish(
-        &format!("{P}/cmd/approve"),
-        json!({"approval_id": id, "decision": "approve"}).to_string(),
-    );
+    r.probe.answer_approval(P, &id, "approve");
     let reply = r.wait_reply("quiet");
-    assert_eq!(reply["ok"], true, "{reply}");
-    assert_eq!(reply["result"]["text"], "Kitchen Wi-Fi is off.");
+    assert_eq!(ok_text(&reply), "Kitchen Wi-Fi is off.");
     assert_eq!(r.kitchen.state()["wifi"]["enabled"], false);
     assert_eq!(sim_commands_with(&r.kitchen, &["wifi", "disable"]), 1);
 
@@ -215,11 +193,7 @@ fn a_plan_mode_ask_runs_three_steps_across_two_phones_with_one_replan() {
         "ask",
         json!({"id": "p1", "prompt": "how are the batteries?", "mode": "plan"}),
     );
-    assert_eq!(reply["ok"], true, "{reply}");
-    assert_eq!(
-        reply["result"]["text"],
-        "Kitchen 81 %, hall 23 % with Wi-Fi on."
-    );
+    assert_eq!(ok_text(&reply), "Kitchen 81 %, hall 23 % with Wi-Fi on.");
     assert_eq!(
         sim_commands_with(&r.kitchen, &["dumpsys", "battery"]),
         kitchen_before + 1
