@@ -19,6 +19,43 @@ pub const PATH: &str = "/org/droidwarden/Daemon1";
 /// Its interface.
 pub const INTERFACE: &str = "org.droidwarden.Daemon1";
 
+/// An address where no D-Bus is (a path where no socket is): set as a
+/// bus address, the daemon and the CLI find no bus there, as on a server
+/// without one.
+pub const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
+
+/// The daemon's environment with `[dbus] bus = "auto"` and neither bus
+/// reachable, so that it serves its API on its private socket only, under
+/// `runtime` as `XDG_RUNTIME_DIR`. (The harness cannot remove variables
+/// from the daemon's environment; an address where no bus is does the
+/// same.)
+///
+/// # Panics
+/// When `runtime` is not UTF-8.
+pub fn no_bus_env(runtime: &Path) -> [(&'static str, &str); 4] {
+    [
+        ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
+        ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
+        ("DROIDWARDEN__DBUS__BUS", "auto"),
+        (
+            "XDG_RUNTIME_DIR",
+            runtime.to_str().expect("a UTF-8 runtime dir"),
+        ),
+    ]
+}
+
+/// A CLI command in the environment of a root shell on a fresh server:
+/// no session bus, an unusable system bus, no systemd runtime directory,
+/// `runtime` as `XDG_RUNTIME_DIR` (where a daemon started with
+/// [`no_bus_env`] has its socket).
+pub fn without_bus<'a>(cmd: &'a mut Command, runtime: &Path) -> &'a mut Command {
+    cmd.env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env_remove("RUNTIME_DIRECTORY")
+        .env_remove("DROIDWARDEN__DBUS__BUS")
+        .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
+        .env("XDG_RUNTIME_DIR", runtime)
+}
+
 /// How long one tool run may take.
 const TOOL_LIMIT: Duration = Duration::from_secs(60);
 

@@ -6,7 +6,7 @@ use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
 use serde_json::Value;
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -182,6 +182,18 @@ impl Daemon {
         state_dir: tempfile::TempDir,
     ) -> Self {
         Self::start_with_env(adb, config_toml, state_dir, &[])
+    }
+
+    /// Start the daemon with `[dbus] bus = "auto"` and no bus reachable
+    /// ([`no_bus_env`](crate::dbus::no_bus_env)): it serves its API on its
+    /// private socket only, under `runtime` as `XDG_RUNTIME_DIR`.
+    pub fn start_without_bus(adb: &AdbServer, config_toml: &str, runtime: &Path) -> Self {
+        Self::start_with_env(
+            adb,
+            config_toml,
+            tempfile::tempdir().expect("state dir"),
+            &crate::dbus::no_bus_env(runtime),
+        )
     }
 
     /// Start the daemon with extra environment variables, e.g.

@@ -546,9 +546,6 @@ fn configuration_errors_name_the_key() {
     assert_eq!(code, 0, "{stderr}");
 }
 
-/// Neither bus can be reached: the CLI and the daemon meet on the socket.
-const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
-
 #[test]
 fn the_cli_manages_automations_through_the_daemon() {
     let adb = AdbServer::start();
@@ -559,18 +556,8 @@ fn the_cli_manages_automations_through_the_daemon() {
         port = droidwarden_e2e::free_port(),
         serial = sim.serial(),
     );
-    let rt = runtime.path().to_str().expect("utf-8").to_owned();
-    let daemon = Daemon::start_with_env(
-        &adb,
-        &config,
-        tempfile::tempdir().expect("state"),
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
-            ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
-            ("DROIDWARDEN__DBUS__BUS", "auto"),
-            ("XDG_RUNTIME_DIR", &rt),
-        ],
-    );
+    // Neither bus can be reached: the CLI and the daemon meet on the socket.
+    let daemon = Daemon::start_without_bus(&adb, &config, runtime.path());
     let socket = daemon.state_dir.path().join("api.sock");
     wait_for("the socket", WAIT, || socket.exists().then_some(()));
     let cli = |args: &[&str]| {
@@ -578,11 +565,8 @@ fn the_cli_manages_automations_through_the_daemon() {
         cmd.arg("--config")
             .arg(daemon.config_path())
             .args(args)
-            .env("HOME", adb.home())
-            .env_remove("DBUS_SESSION_BUS_ADDRESS")
-            .env_remove("DROIDWARDEN__DBUS__BUS")
-            .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
-            .env("XDG_RUNTIME_DIR", runtime.path());
+            .env("HOME", adb.home());
+        droidwarden_e2e::dbus::without_bus(&mut cmd, runtime.path());
         let out = run_with_timeout(cmd, Duration::from_secs(60));
         (
             out.status.code().unwrap_or(-1),

@@ -8,7 +8,7 @@
 //! by `scripts/test`) lists the tools and calls `battery status` too, and
 //! reads the skills as prompts.
 
-use droidwarden_e2e::dbus::PrivateBus;
+use droidwarden_e2e::dbus::{PrivateBus, no_bus_env};
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::npm::npm_bin;
 use droidwarden_e2e::{
@@ -22,8 +22,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const P: &str = "droidwarden";
-/// No bus can be reached there.
-const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
 const WAIT: Duration = Duration::from_secs(60);
 
 fn client_script() -> PathBuf {
@@ -1121,19 +1119,9 @@ fn the_typescript_sdk_answers_approvals_in_the_client() {
     // No bus at all: the daemon serves its API on its private socket, and
     // `droidwarden mcp` finds it there.
     let runtime = tempfile::tempdir().expect("runtime dir");
-    let runtime_dir = runtime.path().to_str().expect("runtime dir").to_owned();
-    let env = [
-        ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
-        ("DROIDWARDEN__DBUS__BUS", "auto"),
-        ("XDG_RUNTIME_DIR", runtime_dir.as_str()),
-    ];
+    let env = no_bus_env(runtime.path());
     let r = rig("", &env);
-    let client_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
-        ("DROIDWARDEN__DBUS__BUS", "auto"),
-        ("XDG_RUNTIME_DIR", runtime_dir.as_str()),
-        ("HOME", r.adb.home().to_str().expect("home")),
-    ];
+    let client_env = [&env[..], &[("HOME", r.adb.home().to_str().expect("home"))]].concat();
     let device = "android_device";
     let mut client = PyClient::start_node(
         json!({

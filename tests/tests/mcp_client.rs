@@ -12,6 +12,7 @@
 use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
 use droidwarden_e2e::agent_rig::tool_results;
+use droidwarden_e2e::dbus::NO_BUS;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::npm::npm_bin;
 use droidwarden_e2e::{
@@ -24,8 +25,6 @@ use std::time::Duration;
 
 const P: &str = "droidwarden";
 const WAIT: Duration = Duration::from_secs(30);
-/// An address where no D-Bus is.
-const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
 
 /// Field order is drop order: the daemon (and its MCP server) stops first.
 struct Rig {
@@ -109,17 +108,7 @@ serial = "{serial}"
     // private socket only (what `droidwarden approve --socket` reaches).
     let runtime = dir.path().join("runtime");
     std::fs::create_dir(&runtime).expect("runtime dir");
-    let daemon = Daemon::start_with_env(
-        &adb,
-        &config,
-        tempfile::tempdir().expect("state"),
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
-            ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
-            ("DROIDWARDEN__DBUS__BUS", "auto"),
-            ("XDG_RUNTIME_DIR", runtime.to_str().expect("utf-8 path")),
-        ],
-    );
+    let daemon = Daemon::start_without_bus(&adb, &config, &runtime);
     probe.wait_last(&format!("{P}/devices/kitchen/availability"), WAIT, |m| {
         m.payload == "online"
     });
