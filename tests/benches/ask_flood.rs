@@ -49,9 +49,11 @@ fn main() {
         llm.addr()
     );
     let daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/availability"), Duration::from_secs(30), |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(
+        &format!("{P}/availability"),
+        Duration::from_secs(30),
+        "online",
+    );
     let pid = daemon.pid();
     println!(
         "ask flood: {flood} asks per round, model delay {delay:?}, max_concurrent_runs = {running}, max_queued = {queued}; RSS at rest {} KiB",

@@ -51,10 +51,10 @@ fn main() {
         ],
     );
     bus.wait_for_daemon(Duration::from_secs(60));
-    probe.wait_last(
+    probe.wait_payload(
         "droidwarden/devices/phone/availability",
         Duration::from_secs(60),
-        |m| m.payload == "online",
+        "online",
     );
 
     // MCP: `droidwarden mcp` on pipes.

@@ -113,10 +113,11 @@ impl Rig {
     /// Wait until both phones are online.
     pub fn wait_online(&self) {
         for device in ["kitchen", "hall"] {
-            self.probe
-                .wait_last(&format!("{P}/devices/{device}/availability"), WAIT, |m| {
-                    m.payload == "online"
-                });
+            self.probe.wait_payload(
+                &format!("{P}/devices/{device}/availability"),
+                WAIT,
+                "online",
+            );
         }
     }
 
@@ -131,11 +132,9 @@ impl Rig {
     pub fn kill_and_restart(&mut self) {
         let state = self.daemon.take().expect("daemon running").kill();
         let availability = format!("{P}/availability");
-        self.probe
-            .wait_last(&availability, WAIT, |m| m.payload == "offline");
+        self.probe.wait_payload(&availability, WAIT, "offline");
         self.daemon = Some(Daemon::start_with_state(&self.adb, &self.config, state));
-        self.probe
-            .wait_last(&availability, WAIT, |m| m.payload == "online");
+        self.probe.wait_payload(&availability, WAIT, "online");
         self.wait_online();
     }
 

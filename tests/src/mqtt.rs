@@ -484,6 +484,21 @@ impl Probe {
         )
     }
 
+    /// Wait until the last message on `topic` is `payload` (an
+    /// availability topic saying `online` or `offline`).
+    pub fn wait_payload(&self, topic: &str, deadline: Duration, payload: &str) -> Message {
+        wait_for(
+            &format!("the latest message on {topic} to be {payload:?}"),
+            deadline,
+            || {
+                self.on(topic)
+                    .last()
+                    .filter(|m| m.payload == payload)
+                    .cloned()
+            },
+        )
+    }
+
     /// Wait for a pending approval request (under `<prefix>/approvals/`)
     /// whose JSON satisfies `pred`; that JSON.
     pub fn wait_approval(&self, prefix: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
@@ -534,6 +549,12 @@ impl Probe {
             || self.on(&reply_topic).get(before).map(Message::json),
         )
     }
+}
+
+/// The body of a `cmd/call` request: `action` of `service` on `device`
+/// with `params`, answered on `<prefix>/reply/<id>`.
+pub fn call_request(id: &str, device: &str, service: &str, action: &str, params: Value) -> Value {
+    serde_json::json!({"id": id, "device": device, "service": service, "action": action, "params": params})
 }
 
 /// No state polls: a sim's command log holds only what a test asks for,

@@ -97,9 +97,11 @@ impl PhoneRig {
                 no_adb: true,
                 ..options.sim
             });
-            probe.wait_last(&format!("{P}/companion/{COMPANION_ID}/online"), WAIT, |m| {
-                m.payload == "online"
-            });
+            probe.wait_payload(
+                &format!("{P}/companion/{COMPANION_ID}/online"),
+                WAIT,
+                "online",
+            );
             (sim, "alice")
         } else {
             (adb.phone(options.sim), "phone")
@@ -171,10 +173,10 @@ impl PhoneRig {
 
     /// Wait until the phone is online.
     pub fn wait_online(&self) {
-        self.probe.wait_last(
+        self.probe.wait_payload(
             &format!("{P}/devices/{}/availability", self.device),
             WAIT,
-            |m| m.payload == "online",
+            "online",
         );
     }
 

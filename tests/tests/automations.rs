@@ -469,11 +469,11 @@ action = { kind = "notify", message = "good night" }
         format!("{P}/automations/night-mode/run")
     );
     let enabled = format!("{P}/automations/night-mode/enabled");
-    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "ON");
+    r.probe.wait_payload(&enabled, WAIT, "ON");
     // The switch turns it off; the button runs it (by hand, even disabled).
     r.probe
         .publish(&format!("{P}/automations/night-mode/set"), "OFF");
-    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "OFF");
+    r.probe.wait_payload(&enabled, WAIT, "OFF");
     r.probe
         .publish(&format!("{P}/automations/night-mode/run"), "PRESS");
     let done = r.wait_status("night-mode", "success", 1);
@@ -485,7 +485,7 @@ action = { kind = "notify", message = "good night" }
     assert_eq!(shown["result"]["enabled"], false, "{shown}");
     r.probe
         .publish(&format!("{P}/automations/night-mode/set"), "ON");
-    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "ON");
+    r.probe.wait_payload(&enabled, WAIT, "ON");
 }
 
 /// `droidwarden config check` on a configuration: status and standard error.

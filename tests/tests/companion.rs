@@ -1,9 +1,9 @@
 //! Companion phones through the daemon: a real mosquitto, `droidwarden
 //! daemon`, and emulated phones in companion mode beside an ADB one.
 
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, call_request};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 const P: &str = "droidwarden";
@@ -29,21 +29,15 @@ fn rig(extra: &str) -> Rig {
         model: Some("Pixel 9".into()),
         ..Default::default()
     });
-    probe.wait_last(&format!("{P}/companion/alice-pixel/online"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/companion/alice-pixel/online"), WAIT, "online");
     let config = format!(
         "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{extra}\n[[devices]]\nname = \"tablet\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
         broker.port,
         adb_sim.serial()
     );
     let daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    probe.wait_last(&format!("{P}/devices/tablet/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "online");
+    probe.wait_payload(&format!("{P}/devices/tablet/availability"), WAIT, "online");
     Rig {
         probe,
         adb_sim,
@@ -54,17 +48,13 @@ fn rig(extra: &str) -> Rig {
     }
 }
 
-fn call(id: &str, device: &str, service: &str, action: &str, params: Value) -> Value {
-    json!({"id": id, "device": device, "service": service, "action": action, "params": params})
-}
-
 #[test]
 fn adb_and_companion_phones_side_by_side() {
     let r = rig("");
     let reply = r.probe.request(
         P,
         "call",
-        call("a1", "alice", "wifi_automation", "disable", json!({})),
+        call_request("a1", "alice", "wifi_automation", "disable", json!({})),
     );
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(r.alice.state()["wifi"]["enabled"], false);
@@ -86,13 +76,13 @@ fn adb_and_companion_phones_side_by_side() {
     let reply = r.probe.request(
         P,
         "call",
-        call("a2", "alice", "system_info", "info", json!({})),
+        call_request("a2", "alice", "system_info", "info", json!({})),
     );
     assert_eq!(reply["result"]["model"], "Pixel 9", "{reply}");
     let reply = r.probe.request(
         P,
         "call",
-        call("t1", "tablet", "battery", "status", json!({})),
+        call_request("t1", "tablet", "battery", "status", json!({})),
     );
     assert_eq!(reply["ok"], true, "{reply}");
 
@@ -100,7 +90,7 @@ fn adb_and_companion_phones_side_by_side() {
     let reply = r.probe.request(
         P,
         "call",
-        call(
+        call_request(
             "a3",
             "alice",
             "location",
@@ -112,7 +102,7 @@ fn adb_and_companion_phones_side_by_side() {
     let reply = r.probe.request(
         P,
         "call",
-        call("t2", "tablet", "location", "start_tracking", json!({})),
+        call_request("t2", "tablet", "location", "start_tracking", json!({})),
     );
     assert_eq!(reply["error"]["code"], "unsupported_action", "{reply}");
 
@@ -120,7 +110,7 @@ fn adb_and_companion_phones_side_by_side() {
     let reply = r.probe.request(
         P,
         "call",
-        call(
+        call_request(
             "a4",
             "alice",
             "app_launcher",
@@ -151,12 +141,10 @@ fn a_request_for_an_offline_phone_waits_for_it_to_come_back() {
     let r = rig("");
     r.alice.control(json!({"op": "companion", "online": false}));
     r.probe
-        .wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-            m.payload == "offline"
-        });
+        .wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "offline");
     r.probe.publish(
         &format!("{P}/cmd/call"),
-        call("q1", "alice", "bluetooth_automation", "disable", json!({})).to_string(),
+        call_request("q1", "alice", "bluetooth_automation", "disable", json!({})).to_string(),
     );
     // Give the daemon time to queue it; no reply may come while offline.
     wait_for("the call to be executing", WAIT, || {
@@ -185,14 +173,12 @@ fn a_queued_request_fails_after_its_time_to_live() {
     let r = rig("[companion]\nqueue_ttl_ms = 1000\nrequest_timeout_ms = 2000");
     r.alice.control(json!({"op": "companion", "online": false}));
     r.probe
-        .wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-            m.payload == "offline"
-        });
+        .wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "offline");
     let start = Instant::now();
     let reply = r.probe.request(
         P,
         "call",
-        call("ttl1", "alice", "battery", "status", json!({})),
+        call_request("ttl1", "alice", "battery", "status", json!({})),
     );
     assert_eq!(reply["error"]["code"], "device_offline", "{reply}");
     assert!(
@@ -202,14 +188,12 @@ fn a_queued_request_fails_after_its_time_to_live() {
     );
     r.alice.control(json!({"op": "companion", "online": true}));
     r.probe
-        .wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-            m.payload == "online"
-        });
+        .wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "online");
     // The expired request is not performed late.
     let reply = r.probe.request(
         P,
         "call",
-        call("ttl2", "alice", "battery", "status", json!({})),
+        call_request("ttl2", "alice", "battery", "status", json!({})),
     );
     assert_eq!(reply["ok"], true, "{reply}");
 }
@@ -223,7 +207,7 @@ fn duplicate_responses_from_a_phone_are_applied_once() {
         let reply = r.probe.request(
             P,
             "call",
-            call(&format!("d{i}"), "alice", "battery", "status", json!({})),
+            call_request(&format!("d{i}"), "alice", "battery", "status", json!({})),
         );
         assert_eq!(reply["ok"], true, "{reply}");
     }

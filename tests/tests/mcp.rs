@@ -208,9 +208,7 @@ fn rig(extra: &str, env: &[(&str, &str)]) -> Rig {
         serial = kitchen.serial(),
     );
     let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
-    probe.wait_last(&format!("{P}/devices/kitchen/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/devices/kitchen/availability"), WAIT, "online");
     Rig {
         daemon,
         probe,
@@ -1190,9 +1188,7 @@ fn a_2025_11_25_client_subscribes_to_a_phones_state() {
     ));
     r.adb.connect(&porch.serial());
     r.probe
-        .wait_last(&format!("{P}/devices/porch/availability"), WAIT, |m| {
-            m.payload == "online"
-        });
+        .wait_payload(&format!("{P}/devices/porch/availability"), WAIT, "online");
     let client_env = [
         ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
         ("DROIDWARDEN__DBUS__BUS", "session"),

@@ -109,9 +109,7 @@ serial = "{serial}"
     let runtime = dir.path().join("runtime");
     std::fs::create_dir(&runtime).expect("runtime dir");
     let daemon = Daemon::start_without_bus(&adb, &config, &runtime);
-    probe.wait_last(&format!("{P}/devices/kitchen/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/devices/kitchen/availability"), WAIT, "online");
     Rig {
         daemon,
         probe,

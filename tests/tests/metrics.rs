@@ -2,7 +2,7 @@
 //! the official Python client's OpenMetrics parser (an implementation
 //! nobody here wrote), after real calls on an emulated phone.
 
-use droidwarden_e2e::mqtt::{Daemon, Probe};
+use droidwarden_e2e::mqtt::{Daemon, Probe, call_request};
 use droidwarden_e2e::{AdbServer, SimOptions, free_port, run_with_timeout, wait_for};
 use serde_json::{Value, json};
 use std::io::{Read as _, Write as _};
@@ -72,9 +72,7 @@ fn a_scrape_counts_calls_devices_and_broker_clients() {
         TcpStream::connect(("127.0.0.1", metrics)).ok()
     });
     let admin = Probe::connect_as(broker, "droidwarden", &daemon.mqtt_secret());
-    admin.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    admin.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
     for (id, service, action, params) in [
         ("m1", "battery", "status", json!({})),
         ("m2", "wifi_automation", "disable", json!({})),
@@ -88,7 +86,7 @@ fn a_scrape_counts_calls_devices_and_broker_clients() {
         admin.request(
             P,
             "call",
-            json!({"id": id, "device": "phone", "service": service, "action": action, "params": params}),
+            call_request(id, "phone", service, action, params),
         );
     }
     let samples = wait_for("the three calls in a scrape", WAIT, || {

@@ -405,7 +405,7 @@ fn install_from_the_host_sends_installs_and_removes_the_apk() {
 
 #[test]
 fn companion_phones_take_content_but_not_host_files() {
-    use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+    use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, call_request};
     use std::time::Duration;
     const P: &str = "droidwarden";
     const WAIT: Duration = Duration::from_secs(30);
@@ -418,9 +418,7 @@ fn companion_phones_take_content_but_not_host_files() {
         no_adb: true,
         ..Default::default()
     });
-    probe.wait_last(&format!("{P}/companion/alice-pixel/online"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/companion/alice-pixel/online"), WAIT, "online");
     let host = tempfile::tempdir().unwrap();
     let file = write_host(host.path(), "a.txt", b"from the host");
     let config = format!(
@@ -429,14 +427,12 @@ fn companion_phones_take_content_but_not_host_files() {
         host.path().display()
     );
     let _daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "online");
     let call = |id: &str, service: &str, action: &str, params: Value| {
         probe.request(
             P,
             "call",
-            json!({"id": id, "device": "alice", "service": service, "action": action, "params": params}),
+            call_request(id, "alice", service, action, params),
         )
     };
     let pushed = call(

@@ -3,10 +3,10 @@
 //! and an emulated phone. Also `systemd-analyze verify` on the unit files,
 //! and the sysusers/tmpfiles snippets applied to a scratch root.
 
-use droidwarden_e2e::mqtt::{Mosquitto, Probe, phone_config};
+use droidwarden_e2e::mqtt::{Mosquitto, Probe, call_request, phone_config};
 use droidwarden_e2e::systemd::{Notice, NotifySocket, Service};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, wait_for};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -58,10 +58,6 @@ fn rig(env: &[(&str, &str)]) -> (Rig, Notice) {
     )
 }
 
-fn call(id: &str, device: &str, service: &str, action: &str, params: Value) -> Value {
-    json!({"id": id, "device": device, "service": service, "action": action, "params": params})
-}
-
 /// CLOCK_BOOTTIME in µs, from /proc/uptime (to 10 ms): CLOCK_BOOTTIME is
 /// never less than CLOCK_MONOTONIC.
 fn boottime_usec() -> u128 {
@@ -81,7 +77,7 @@ fn ready_comes_once_mqtt_serves_with_a_status_and_the_watchdog_is_fed() {
     let reply = r.probe.request(
         P,
         "call",
-        call("r1", "phone", "battery", "status", json!({})),
+        call_request("r1", "phone", "battery", "status", json!({})),
     );
     assert_eq!(reply["ok"], true, "{reply}");
     let status = ready.get("STATUS").expect("a STATUS with READY");
@@ -156,9 +152,7 @@ fn sighup_applies_a_new_device_name() {
 
     // The phone serves under its new name, and Home Assistant follows.
     r.probe
-        .wait_last(&format!("{P}/devices/kitchen/availability"), WAIT, |m| {
-            m.payload == "online"
-        });
+        .wait_payload(&format!("{P}/devices/kitchen/availability"), WAIT, "online");
     r.probe
         .wait_last(new_discovery, WAIT, |m| !m.payload.is_empty());
     r.probe
@@ -171,13 +165,13 @@ fn sighup_applies_a_new_device_name() {
     let reply = r.probe.request(
         P,
         "call",
-        call("k1", "kitchen", "battery", "status", json!({})),
+        call_request("k1", "kitchen", "battery", "status", json!({})),
     );
     assert_eq!(reply["ok"], true, "{reply}");
     let reply = r.probe.request(
         P,
         "call",
-        call("k2", "phone", "battery", "status", json!({})),
+        call_request("k2", "phone", "battery", "status", json!({})),
     );
     assert_eq!(reply["error"]["code"], "device_not_found", "{reply}");
     assert!(r.service.log().contains("device renamed"));
@@ -208,7 +202,7 @@ fn a_broken_configuration_is_refused_by_name_and_the_daemon_keeps_serving() {
     let reply = r.probe.request(
         P,
         "call",
-        call("b1", "phone", "battery", "status", json!({})),
+        call_request("b1", "phone", "battery", "status", json!({})),
     );
     assert_eq!(reply["ok"], true, "{reply}");
 
@@ -232,7 +226,7 @@ fn a_broken_configuration_is_refused_by_name_and_the_daemon_keeps_serving() {
     let reply = r.probe.request(
         P,
         "call",
-        call("b2", "phone", "battery", "status", json!({})),
+        call_request("b2", "phone", "battery", "status", json!({})),
     );
     assert_eq!(reply["ok"], true, "{reply}");
 }
@@ -246,7 +240,7 @@ fn sigterm_says_stopping_first_and_lets_the_call_in_flight_finish() {
     let reply_topic = format!("{P}/reply/t1");
     r.probe.publish(
         &format!("{P}/cmd/call"),
-        call("t1", "phone", "battery", "status", json!({})).to_string(),
+        call_request("t1", "phone", "battery", "status", json!({})).to_string(),
     );
     r.probe.wait("the call to start", WAIT, |m| {
         m.topic == status_topic && m.json()["state"] == "executing"
@@ -267,9 +261,8 @@ fn sigterm_says_stopping_first_and_lets_the_call_in_flight_finish() {
         .json();
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(r.service.wait_exit(WAIT), Some(0), "{}", r.service.log());
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "offline"
-    });
+    r.probe
+        .wait_payload(&format!("{P}/availability"), WAIT, "offline");
     let notices = r.notify.notices();
     let stopping = notices
         .iter()

@@ -126,9 +126,7 @@ fn state_files_are_private_whatever_the_umask() {
         terminate(&mut child, WAIT);
     };
     let child = daemon("000");
-    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/availability"), WAIT, "online");
     wait_for("the agent's database", WAIT, || {
         std::fs::read_dir(state.join("agent"))
             .ok()

@@ -41,9 +41,7 @@ fn rig() -> Rig {
         TcpStream::connect(("127.0.0.1", port)).ok()
     });
     let admin = Probe::connect_as(port, "droidwarden", &daemon.mqtt_secret());
-    admin.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    admin.wait_payload(&format!("{P}/availability"), WAIT, "online");
     Rig {
         port,
         admin,
@@ -232,9 +230,7 @@ fn automation_reads_everything_but_the_phones() {
     let ha = r.daemon.add_mqtt_user(&["ha", "--role", "automation"]);
     let probe = Probe::connect_as(r.port, "ha", &ha);
     // Retained: the daemon's availability and discovery arrive.
-    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/availability"), WAIT, "online");
     probe.wait("discovery", WAIT, |m| m.topic.starts_with("homeassistant/"));
     r.admin
         .publish(&format!("{P}/companion/alice-pixel/request"), "secret");
@@ -290,9 +286,7 @@ fn phones_speak_and_listen_only_for_themselves() {
         ..Default::default()
     });
     r.admin
-        .wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-            m.payload == "online"
-        });
+        .wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "online");
     let reply = r.admin.request(
         P,
         "call",

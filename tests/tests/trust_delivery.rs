@@ -57,9 +57,7 @@ impl Rig {
                 .then_some(())
         });
         self.probe
-            .wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-                m.payload == "online"
-            });
+            .wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
         // The commands subscription is acknowledged: a request is answered.
         let marker = format!("ready-{}", droidwarden_e2e::free_port());
         let reply = self.probe.request(P, "devices", json!({"id": marker}));
@@ -229,9 +227,8 @@ fn commands_sent_while_the_daemon_is_down_run_once_after_it_returns() {
     r.sim.clear_log();
     let state = r.kill();
     // The broker has noticed: it published the daemon's will.
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "offline"
-    });
+    r.probe
+        .wait_payload(&format!("{P}/availability"), WAIT, "offline");
     let levels: Vec<u64> = (1..=20).map(|i| i + 10).collect();
     for level in &levels {
         r.send_call(&set_brightness(&format!("away-{level}"), *level));

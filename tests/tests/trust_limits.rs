@@ -31,9 +31,7 @@ const QUIET: &str = "[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 
 
 /// Wait for the daemon's own `online` (published after it subscribed).
 fn wait_daemon_online(probe: &Probe) {
-    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/availability"), WAIT, "online");
 }
 
 /// Every reply on `reply/<prefix>…`, by id, once `count` have come.
@@ -164,9 +162,7 @@ fn changes_queued_for_an_offline_companion_are_device_offline_and_counted_by_the
         &[],
     );
     wait_daemon_online(&probe);
-    probe.wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-        m.payload == "offline"
-    });
+    probe.wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "offline");
     // 70 changes at once: 64 fit the phone's queue of unsent calls.
     for i in 0..70 {
         probe.publish(
