@@ -173,11 +173,13 @@ impl Rig {
 
     /// The events published so far on a session's topic.
     pub fn events(&self, session: &str) -> Vec<Value> {
-        self.probe
-            .on(&format!("{P}/sessions/{session}/events"))
-            .iter()
-            .map(|m| m.json())
-            .collect()
+        self.probe.session_events(P, session)
+    }
+
+    /// Wait until a session has published its `final` event; every event
+    /// it published by then.
+    pub fn wait_final(&self, session: &str) -> Vec<Value> {
+        self.probe.wait_session_end(P, session, WAIT)
     }
 
     /// Wait for the reply to request `id`.

@@ -499,6 +499,31 @@ impl Probe {
         )
     }
 
+    /// The events published so far on the agent session `session`
+    /// (`<prefix>/sessions/<session>/events`), as JSON.
+    pub fn session_events(&self, prefix: &str, session: &str) -> Vec<Value> {
+        self.on(&format!("{prefix}/sessions/{session}/events"))
+            .iter()
+            .map(Message::json)
+            .collect()
+    }
+
+    /// Wait until the agent session `session` has published its `final`
+    /// event; every event it published by then.
+    pub fn wait_session_end(&self, prefix: &str, session: &str, deadline: Duration) -> Vec<Value> {
+        wait_for(
+            &format!("the final event of session {session}"),
+            deadline,
+            || {
+                let events = self.session_events(prefix, session);
+                events
+                    .iter()
+                    .any(|e| e["event"] == "final")
+                    .then_some(events)
+            },
+        )
+    }
+
     /// Wait for a pending approval request (under `<prefix>/approvals/`)
     /// whose JSON satisfies `pred`; that JSON.
     pub fn wait_approval(&self, prefix: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {

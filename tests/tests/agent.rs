@@ -165,13 +165,7 @@ fn multi_step(mode: &str) {
     }
     // Progress events on the session topic, each once.
     let session = result["session"].as_str().expect("session");
-    let events = wait_for("the final event", WAIT, || {
-        let events = r.events(session);
-        events
-            .iter()
-            .any(|e| e["event"] == "final")
-            .then_some(events)
-    });
+    let events = r.wait_final(session);
     let count = |kind: &str| events.iter().filter(|e| e["event"] == kind).count();
     assert_eq!(count("tool_call"), 2, "{events:?}");
     assert_eq!(count("tool_result"), 2, "{events:?}");

@@ -475,18 +475,7 @@ fn screen_task(kind: ProviderKind, mode: &str) {
         assert!(!text.contains("data_base64"), "base64 text in a request");
     }
     let session = reply["result"]["session"].as_str().expect("session");
-    let events = droidwarden_e2e::wait_for("the final event", WAIT, || {
-        let events: Vec<Value> = r
-            .probe
-            .on(&format!("{P}/sessions/{session}/events"))
-            .iter()
-            .map(|m| m.json())
-            .collect();
-        events
-            .iter()
-            .any(|e| e["event"] == "final")
-            .then_some(events)
-    });
+    let events = r.probe.wait_session_end(P, session, WAIT);
     let shot = events
         .iter()
         .find(|e| e["event"] == "tool_result" && e.to_string().contains("img-"))

@@ -78,13 +78,7 @@ fn a_user_skill_runs_with_only_its_tools_and_a_malformed_one_is_skipped() {
     );
     // Events on the session topic, the skill's tagged with it.
     let session = reply["result"]["session"].as_str().expect("session");
-    droidwarden_e2e::wait_for("the final event", WAIT, || {
-        r.events(session)
-            .iter()
-            .any(|e| e["event"] == "final")
-            .then_some(())
-    });
-    let events = r.events(session);
+    let events = r.wait_final(session);
     assert!(
         events
             .iter()
@@ -208,13 +202,7 @@ fn a_plan_mode_ask_runs_three_steps_across_two_phones_with_one_replan() {
     assert!(requests[2].body["messages"].to_string().contains("81"));
     assert!(requests[5].body["messages"].to_string().contains("23"));
     let session = reply["result"]["session"].as_str().expect("session");
-    droidwarden_e2e::wait_for("the final event", WAIT, || {
-        r.events(session)
-            .iter()
-            .any(|e| e["event"] == "final")
-            .then_some(())
-    });
-    let events = r.events(session);
+    let events = r.wait_final(session);
     let kinds: Vec<&str> = events
         .iter()
         .filter_map(|e| e["event"].as_str())
