@@ -131,10 +131,24 @@ impl PyClient {
         }
     }
 
+    /// Line `n` is the client's form (`elicited`): that line.
+    fn asked(&self, n: usize) -> Value {
+        let asked = self.line(n);
+        assert_eq!(asked["op"], "elicited", "{asked}");
+        asked
+    }
+
+    /// Line `n` is a call's result that is no error: that result.
+    fn ran(&self, n: usize) -> Value {
+        let ran = self.line(n);
+        assert_eq!(ran["result"]["isError"], false, "{ran}");
+        ran
+    }
+
     /// Line `n` is the client's form (`elicited`) and line `n + 1` the
     /// call's result, refused as `denied`: that result.
     fn asked_then_denied(&self, n: usize) -> Value {
-        assert_eq!(self.line(n)["op"], "elicited", "{}", self.line(n));
+        self.asked(n);
         let denied = self.line(n + 1);
         assert_eq!(error_code(&denied), "denied", "{denied}");
         denied
@@ -848,6 +862,15 @@ fn wifi(action: &str) -> Value {
     json!({"service_id": "wifi_automation", "action": action})
 }
 
+/// Plan steps: one `android_device` Wi-Fi call for each of `actions`, in
+/// order.
+fn wifi_calls(actions: &[&str]) -> Value {
+    actions
+        .iter()
+        .map(|a| json!({"op": "call", "name": "android_device", "arguments": wifi(a)}))
+        .collect()
+}
+
 /// The structured error code of a tool result line.
 fn error_code(line: &Value) -> &str {
     line["result"]["structuredContent"]["error"]["code"]
@@ -902,8 +925,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
     );
 
     // Approved in the client: the daemon's request, answered, and run.
-    let asked = client.line(1);
-    assert_eq!(asked["op"], "elicited", "{asked}");
+    let asked = client.asked(1);
     let message = asked["params"]["message"].as_str().expect("message");
     let request = r
         .probe
@@ -919,8 +941,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
         asked["params"]["requestedSchema"]["properties"]["approve"]["type"],
         "boolean"
     );
-    let ran = client.line(2);
-    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    let ran = client.ran(2);
     assert_eq!(ran["result"]["structuredContent"]["action"], "disable");
     assert_eq!(
         sim_count(&r.kitchen, "svc wifi disable"),
@@ -937,7 +958,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
     });
 
     // Declined in the client: denied, recorded with the reason, not run.
-    assert_eq!(client.line(3)["op"], "elicited");
+    client.asked(3);
     let declined = client.line(4);
     assert_eq!(declined["result"]["isError"], true, "{declined}");
     assert_eq!(error_code(&declined), "denied", "{declined}");
@@ -993,17 +1014,13 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
             "elicit": "legacy",
             "answers": [approve, {"action": "accept",
                                   "content": {"approve": false, "reason": "not tonight"}}],
-            "steps": [
-                {"op": "call", "name": device, "arguments": wifi("enable")},
-                {"op": "call", "name": device, "arguments": wifi("disable")},
-            ],
+            "steps": wifi_calls(&["enable", "disable"]),
         }),
         &client_env,
     );
     assert_eq!(legacy.line(0)["protocol"], "2025-11-25");
-    assert_eq!(legacy.line(1)["op"], "elicited");
-    let ran = legacy.line(2);
-    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    legacy.asked(1);
+    legacy.ran(2);
     assert_eq!(sim_count(&r.kitchen, "svc wifi enable"), 1, "approved: ran");
     let denied = legacy.asked_then_denied(3);
     let reason = denied["result"]["structuredContent"]["error"]["message"]
@@ -1033,21 +1050,19 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
     wait_for("the MCP endpoint", WAIT, || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
     });
-    let device = "android_device";
     let approve = json!({"action": "accept", "content": {"approve": true}});
     let mut modern = PyClient::start_plan(
         json!({
             "http": url,
             "elicit": "auto",
             "answers": [approve],
-            "steps": [{"op": "call", "name": device, "arguments": wifi("disable")}],
+            "steps": wifi_calls(&["disable"]),
         }),
         &[],
     );
     assert_eq!(modern.line(0)["protocol"], "2026-07-28");
-    assert_eq!(modern.line(1)["op"], "elicited");
-    let ran = modern.line(2);
-    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    modern.asked(1);
+    modern.ran(2);
     assert_eq!(
         sim_count(&r.kitchen, "svc wifi disable"),
         1,
@@ -1065,16 +1080,12 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
                 {"action": "decline", "hold": held.display().to_string()},
                 {"action": "decline"},
             ],
-            "steps": [
-                {"op": "call", "name": device, "arguments": wifi("enable")},
-                {"op": "call", "name": device, "arguments": wifi("disable")},
-            ],
+            "steps": wifi_calls(&["enable", "disable"]),
         }),
         &[],
     );
     assert_eq!(legacy.line(0)["protocol"], "2025-11-25");
-    let asked = legacy.line(1);
-    assert_eq!(asked["op"], "elicited", "{asked}");
+    legacy.asked(1);
     // While the client's form is open, the approval is given on MQTT.
     let request = r
         .probe
@@ -1086,8 +1097,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
         &format!("{P}/cmd/approve"),
         json!({"approval_id": request["approval_id"], "decision": "approve"}).to_string(),
     );
-    let ran = legacy.line(2);
-    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    legacy.ran(2);
     assert_eq!(
         sim_count(&r.kitchen, "svc wifi enable"),
         1,
@@ -1120,7 +1130,6 @@ fn the_typescript_sdk_answers_approvals_in_the_client() {
     let env = no_bus_env(runtime.path());
     let r = rig("", &env);
     let client_env = [&env[..], &[("HOME", r.adb.home().to_str().expect("home"))]].concat();
-    let device = "android_device";
     let mut client = PyClient::start_node(
         json!({
             "stdio": droidwarden_mcp(r.daemon.config_path(), &[]),
@@ -1128,20 +1137,15 @@ fn the_typescript_sdk_answers_approvals_in_the_client() {
                 {"action": "accept", "content": {"approve": true}},
                 {"action": "decline"},
             ],
-            "steps": [
-                {"op": "call", "name": device, "arguments": wifi("disable")},
-                {"op": "call", "name": device, "arguments": wifi("enable")},
-            ],
+            "steps": wifi_calls(&["disable", "enable"]),
         }),
         &client_env,
     );
     assert_eq!(client.line(0)["protocol"], "2025-11-25");
-    let asked = client.line(1);
-    assert_eq!(asked["op"], "elicited", "{asked}");
+    let asked = client.asked(1);
     let message = asked["params"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("wifi_automation.disable"), "{message}");
-    let ran = client.line(2);
-    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    let ran = client.ran(2);
     assert_eq!(ran["result"]["structuredContent"]["action"], "disable");
     assert_eq!(
         sim_count(&r.kitchen, "svc wifi disable"),
