@@ -494,20 +494,15 @@ fn hostile_parameters_are_rejected_or_arrive_as_one_literal_argument() {
 #[test]
 fn android_errors_become_structured_errors() {
     let (_adb, sim, dw) = one_phone("");
-    let run = dw.call(
-        "phone",
-        "app_launcher",
-        "launch",
-        json!({"package": "com.not.installed"}),
-    );
-    assert_eq!(run.json["error"]["code"], "not_found", "{}", run.stdout);
-    let run = dw.call(
-        "phone",
-        "app_launcher",
-        "stop",
-        json!({"package": "com.not.installed"}),
-    );
-    assert_eq!(run.json["error"]["code"], "not_found", "{}", run.stdout);
+    for action in ["launch", "stop"] {
+        let run = dw.call(
+            "phone",
+            "app_launcher",
+            action,
+            json!({"package": "com.not.installed"}),
+        );
+        assert_eq!(run.error_code(), "not_found", "{action}: {}", run.stdout);
+    }
 
     // The exit status comes from the shell v2 exit packet (adb_client's
     // shell_command drops it; see android-bridge's `adb::exchange`).
