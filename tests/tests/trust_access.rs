@@ -72,17 +72,20 @@ fn login<'a>(user: &'a str, password: &'a str) -> [&'a str; 4] {
     ["-u", user, "-P", password]
 }
 
+/// [`mosquitto`] logged in as `user`.
+fn mosquitto_as(program: &str, port: u16, user: &str, password: &str, args: &[&str]) -> Output {
+    mosquitto(program, port, &[&login(user, password)[..], args].concat())
+}
+
 /// Publishes `payload` on `topic` with QoS 1 as `user` (MQTT 3.1.1, where a
 /// refused PUBLISH is acknowledged and dropped).
 fn publish_as(port: u16, user: &str, password: &str, topic: &str, payload: &str) {
-    let out = mosquitto(
+    let out = mosquitto_as(
         "mosquitto_pub",
         port,
-        &[
-            &login(user, password)[..],
-            &["-V", "mqttv311", "-q", "1", "-t", topic, "-m", payload],
-        ]
-        .concat(),
+        user,
+        password,
+        &["-V", "mqttv311", "-q", "1", "-t", topic, "-m", payload],
     );
     assert!(out.status.success(), "{topic}: {}", text(&out));
 }
@@ -101,14 +104,12 @@ fn clients_without_valid_credentials_are_refused() {
         "{}",
         text(&anonymous)
     );
-    let wrong = mosquitto(
+    let wrong = mosquitto_as(
         "mosquitto_pub",
         r.port,
-        &[
-            &login("droidwarden", "not-the-password")[..],
-            &["-V", "mqttv5", "-t", "x", "-m", "y"],
-        ]
-        .concat(),
+        "droidwarden",
+        "not-the-password",
+        &["-V", "mqttv5", "-t", "x", "-m", "y"],
     );
     assert!(!wrong.status.success());
     assert!(
@@ -117,14 +118,12 @@ fn clients_without_valid_credentials_are_refused() {
         text(&wrong)
     );
     let secret = r.daemon.mqtt_secret();
-    let right = mosquitto(
+    let right = mosquitto_as(
         "mosquitto_pub",
         r.port,
-        &[
-            &login("droidwarden", &secret)[..],
-            &["-V", "mqttv5", "-t", "x", "-m", "y"],
-        ]
-        .concat(),
+        "droidwarden",
+        &secret,
+        &["-V", "mqttv5", "-t", "x", "-m", "y"],
     );
     assert!(right.status.success(), "{}", text(&right));
     // The daemon itself got in with its generated account, and its
@@ -246,22 +245,20 @@ fn automation_reads_everything_but_the_phones() {
         "automation saw a phone's topic"
     );
     // Subscribing to the phones' topics is refused outright.
-    let out = mosquitto(
+    let out = mosquitto_as(
         "mosquitto_sub",
         r.port,
+        "ha",
+        &ha,
         &[
-            &login("ha", &ha)[..],
-            &[
-                "-V",
-                "mqttv5",
-                "-d",
-                "-t",
-                &format!("{P}/companion/#"),
-                "-W",
-                "10",
-            ],
-        ]
-        .concat(),
+            "-V",
+            "mqttv5",
+            "-d",
+            "-t",
+            &format!("{P}/companion/#"),
+            "-W",
+            "10",
+        ],
     );
     assert!(
         text(&out).contains("subscribed (mid: 1): 135"),
@@ -296,24 +293,22 @@ fn phones_speak_and_listen_only_for_themselves() {
 
     // Bob cannot answer for alice: MQTT 5 says "not authorized" (135), and
     // the message goes nowhere.
-    let forged = mosquitto(
+    let forged = mosquitto_as(
         "mosquitto_pub",
         r.port,
+        "bob",
+        &bob,
         &[
-            &login("bob", &bob)[..],
-            &[
-                "-V",
-                "mqttv5",
-                "-d",
-                "-q",
-                "1",
-                "-t",
-                &format!("{P}/companion/alice-pixel/response"),
-                "-m",
-                "{}",
-            ],
-        ]
-        .concat(),
+            "-V",
+            "mqttv5",
+            "-d",
+            "-q",
+            "1",
+            "-t",
+            &format!("{P}/companion/alice-pixel/response"),
+            "-m",
+            "{}",
+        ],
     );
     assert!(text(&forged).contains("rc:135"), "{}", text(&forged));
     publish_as(
@@ -333,22 +328,20 @@ fn phones_speak_and_listen_only_for_themselves() {
     );
     // Nor listen to alice's requests: refused in both versions.
     for (version, code) in [("mqttv5", "135"), ("mqttv311", "128")] {
-        let out = mosquitto(
+        let out = mosquitto_as(
             "mosquitto_sub",
             r.port,
+            "bob",
+            &bob,
             &[
-                &login("bob", &bob)[..],
-                &[
-                    "-V",
-                    version,
-                    "-d",
-                    "-t",
-                    &format!("{P}/companion/alice-pixel/request"),
-                    "-W",
-                    "10",
-                ],
-            ]
-            .concat(),
+                "-V",
+                version,
+                "-d",
+                "-t",
+                &format!("{P}/companion/alice-pixel/request"),
+                "-W",
+                "10",
+            ],
         );
         assert!(
             text(&out).contains(&format!("subscribed (mid: 1): {code}")),
@@ -357,25 +350,23 @@ fn phones_speak_and_listen_only_for_themselves() {
         );
     }
     // A Will on another phone's topic is refused at CONNECT.
-    let will = mosquitto(
+    let will = mosquitto_as(
         "mosquitto_pub",
         r.port,
+        "bob",
+        &bob,
         &[
-            &login("bob", &bob)[..],
-            &[
-                "-V",
-                "mqttv5",
-                "--will-topic",
-                &format!("{P}/companion/alice-pixel/online"),
-                "--will-payload",
-                "offline",
-                "-t",
-                &format!("{P}/companion/bob/online"),
-                "-m",
-                "online",
-            ],
-        ]
-        .concat(),
+            "-V",
+            "mqttv5",
+            "--will-topic",
+            &format!("{P}/companion/alice-pixel/online"),
+            "--will-payload",
+            "offline",
+            "-t",
+            &format!("{P}/companion/bob/online"),
+            "-m",
+            "online",
+        ],
     );
     assert!(!will.status.success());
     assert!(text(&will).contains("not authorized"), "{}", text(&will));
@@ -435,21 +426,19 @@ fn mqtt_user_add_list_remove_round_trip() {
     // …and forgets removed ones the same way.
     let removed = r.daemon.mqtt_user(&["remove", "kitchen"], "");
     assert!(removed.status.success(), "{}", text(&removed));
-    let refused = mosquitto(
+    let refused = mosquitto_as(
         "mosquitto_pub",
         r.port,
+        "kitchen",
+        "chosen-password",
         &[
-            &login("kitchen", "chosen-password")[..],
-            &[
-                "-V",
-                "mqttv311",
-                "-t",
-                &format!("{P}/companion/kitchen/online"),
-                "-m",
-                "x",
-            ],
-        ]
-        .concat(),
+            "-V",
+            "mqttv311",
+            "-t",
+            &format!("{P}/companion/kitchen/online"),
+            "-m",
+            "x",
+        ],
     );
     assert!(!refused.status.success());
     let after: Value =
