@@ -562,6 +562,24 @@ impl Probe {
         .json()
     }
 
+    /// `cmd/call` of `action` of `service` on `device` as request `id`
+    /// ([`call_request`]), and its reply.
+    pub fn call(
+        &self,
+        prefix: &str,
+        id: &str,
+        device: &str,
+        service: &str,
+        action: &str,
+        params: Value,
+    ) -> Value {
+        self.request(
+            prefix,
+            "call",
+            call_request(id, device, service, action, params),
+        )
+    }
+
     /// Publish a command and wait for its reply on `<prefix>/reply/<id>`.
     pub fn request(&self, prefix: &str, command: &str, body: Value) -> Value {
         let id = body["id"].as_str().expect("the body has an id").to_owned();

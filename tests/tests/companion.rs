@@ -51,11 +51,9 @@ fn rig(extra: &str) -> Rig {
 #[test]
 fn adb_and_companion_phones_side_by_side() {
     let r = rig("");
-    let reply = r.probe.request(
-        P,
-        "call",
-        call_request("a1", "alice", "wifi_automation", "disable", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "a1", "alice", "wifi_automation", "disable", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(r.alice.state()["wifi"]["enabled"], false);
     assert_eq!(
@@ -73,50 +71,38 @@ fn adb_and_companion_phones_side_by_side() {
         .collect();
     assert_eq!(statuses, ["executing", "success"]);
 
-    let reply = r.probe.request(
-        P,
-        "call",
-        call_request("a2", "alice", "system_info", "info", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "a2", "alice", "system_info", "info", json!({}));
     assert_eq!(reply["result"]["model"], "Pixel 9", "{reply}");
-    let reply = r.probe.request(
-        P,
-        "call",
-        call_request("t1", "tablet", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "t1", "tablet", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
 
     // Tracking needs the app: it works on alice, and is refused over ADB.
-    let reply = r.probe.request(
+    let reply = r.probe.call(
         P,
-        "call",
-        call_request(
-            "a3",
-            "alice",
-            "location",
-            "start_tracking",
-            json!({"interval_s": 30}),
-        ),
+        "a3",
+        "alice",
+        "location",
+        "start_tracking",
+        json!({"interval_s": 30}),
     );
     assert_eq!(reply["result"]["tracking"], true, "{reply}");
-    let reply = r.probe.request(
-        P,
-        "call",
-        call_request("t2", "tablet", "location", "start_tracking", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "t2", "tablet", "location", "start_tracking", json!({}));
     assert_eq!(reply["error"]["code"], "unsupported_action", "{reply}");
 
     // Phone errors travel back as they are.
-    let reply = r.probe.request(
+    let reply = r.probe.call(
         P,
-        "call",
-        call_request(
-            "a4",
-            "alice",
-            "app_launcher",
-            "stop",
-            json!({"package": "com.not.there"}),
-        ),
+        "a4",
+        "alice",
+        "app_launcher",
+        "stop",
+        json!({"package": "com.not.there"}),
     );
     assert_eq!(reply["error"]["code"], "not_found", "{reply}");
 }
@@ -175,11 +161,9 @@ fn a_queued_request_fails_after_its_time_to_live() {
     r.probe
         .wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "offline");
     let start = Instant::now();
-    let reply = r.probe.request(
-        P,
-        "call",
-        call_request("ttl1", "alice", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "ttl1", "alice", "battery", "status", json!({}));
     assert_eq!(reply["error"]["code"], "device_offline", "{reply}");
     assert!(
         start.elapsed() < Duration::from_secs(5),
@@ -190,11 +174,9 @@ fn a_queued_request_fails_after_its_time_to_live() {
     r.probe
         .wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "online");
     // The expired request is not performed late.
-    let reply = r.probe.request(
-        P,
-        "call",
-        call_request("ttl2", "alice", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "ttl2", "alice", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
 }
 
@@ -204,11 +186,9 @@ fn duplicate_responses_from_a_phone_are_applied_once() {
     r.alice
         .control(json!({"op": "companion_duplicates", "enabled": true}));
     for i in 0..5 {
-        let reply = r.probe.request(
-            P,
-            "call",
-            call_request(&format!("d{i}"), "alice", "battery", "status", json!({})),
-        );
+        let reply = r
+            .probe
+            .call(P, &format!("d{i}"), "alice", "battery", "status", json!({}));
         assert_eq!(reply["ok"], true, "{reply}");
     }
     for i in 0..5 {

@@ -2,7 +2,7 @@
 //! the official Python client's OpenMetrics parser (an implementation
 //! nobody here wrote), after real calls on an emulated phone.
 
-use droidwarden_e2e::mqtt::{Daemon, Probe, call_request};
+use droidwarden_e2e::mqtt::{Daemon, Probe};
 use droidwarden_e2e::{AdbServer, SimOptions, free_port, run_with_timeout, wait_for};
 use serde_json::{Value, json};
 use std::io::{Read as _, Write as _};
@@ -83,11 +83,7 @@ fn a_scrape_counts_calls_devices_and_broker_clients() {
             json!({"package": "com.example.missing"}),
         ),
     ] {
-        admin.request(
-            P,
-            "call",
-            call_request(id, "phone", service, action, params),
-        );
+        admin.call(P, id, "phone", service, action, params);
     }
     let samples = wait_for("the three calls in a scrape", WAIT, || {
         let (head, body) = get(metrics, "/metrics");

@@ -405,7 +405,7 @@ fn install_from_the_host_sends_installs_and_removes_the_apk() {
 
 #[test]
 fn companion_phones_take_content_but_not_host_files() {
-    use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, call_request};
+    use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
     use std::time::Duration;
     const P: &str = "droidwarden";
     const WAIT: Duration = Duration::from_secs(30);
@@ -429,11 +429,7 @@ fn companion_phones_take_content_but_not_host_files() {
     let _daemon = Daemon::start(&adb, &config);
     probe.wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "online");
     let call = |id: &str, service: &str, action: &str, params: Value| {
-        probe.request(
-            P,
-            "call",
-            call_request(id, "alice", service, action, params),
-        )
+        probe.call(P, id, "alice", service, action, params)
     };
     let pushed = call(
         "f1",

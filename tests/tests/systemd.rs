@@ -74,11 +74,9 @@ fn boottime_usec() -> u128 {
 fn ready_comes_once_mqtt_serves_with_a_status_and_the_watchdog_is_fed() {
     let (r, ready) = rig(&[("WATCHDOG_USEC", "1000000")]);
     // Ready means ready: the first command is answered.
-    let reply = r.probe.request(
-        P,
-        "call",
-        call_request("r1", "phone", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "r1", "phone", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
     let status = ready.get("STATUS").expect("a STATUS with READY");
     assert!(status.ends_with("devices online"), "{status}");
@@ -162,17 +160,13 @@ fn sighup_applies_a_new_device_name() {
         .wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
             m.payload.is_empty()
         });
-    let reply = r.probe.request(
-        P,
-        "call",
-        call_request("k1", "kitchen", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "k1", "kitchen", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
-    let reply = r.probe.request(
-        P,
-        "call",
-        call_request("k2", "phone", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "k2", "phone", "battery", "status", json!({}));
     assert_eq!(reply["error"]["code"], "device_not_found", "{reply}");
     assert!(r.service.log().contains("device renamed"));
 }
@@ -199,11 +193,9 @@ fn a_broken_configuration_is_refused_by_name_and_the_daemon_keeps_serving() {
         (log.contains("configuration reload failed") && log.contains("adb.workers_per_device"))
             .then_some(())
     });
-    let reply = r.probe.request(
-        P,
-        "call",
-        call_request("b1", "phone", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "b1", "phone", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
 
     // A key read only at start: logged by name, the running value kept.
@@ -223,11 +215,9 @@ fn a_broken_configuration_is_refused_by_name_and_the_daemon_keeps_serving() {
         let log = r.service.log();
         (log.contains("needs a restart") && log.contains("mqtt.topic_prefix")).then_some(())
     });
-    let reply = r.probe.request(
-        P,
-        "call",
-        call_request("b2", "phone", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "b2", "phone", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
 }
 
