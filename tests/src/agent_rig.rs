@@ -74,12 +74,12 @@ pub fn rig_full(skills: tempfile::TempDir, env: &[(&str, &str)], extra: &str) ->
     let kitchen = adb.phone(SimOptions::default());
     let hall = adb.phone(SimOptions::default());
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{}[adb]\npoll_interval_ms = 300\nconnect = [\"{}\", \"{}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n[agent.skills]\ndirs = [\"{}\"]\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"hall\"\ntransport = \"adb\"\nserial = \"{}\"\n{extra}",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{}[adb]\npoll_interval_ms = 300\nconnect = [\"{}\", \"{}\"]\n{}[agent.skills]\ndirs = [\"{}\"]\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"hall\"\ntransport = \"adb\"\nserial = \"{}\"\n{extra}",
         broker.port,
         crate::mqtt::NO_POLLS,
         kitchen.serial(),
         hall.serial(),
-        llm.addr(),
+        crate::scripted_llm_config(&llm, droidwarden_agent::ProviderKind::Openai),
         skills.path().display(),
         kitchen.serial(),
         hall.serial(),

@@ -740,6 +740,18 @@ impl Droidwarden {
     }
 }
 
+/// `[llm]` for the scripted model `llm`, speaking `kind`'s wire format.
+pub fn scripted_llm_config(
+    llm: &droidwarden_agent::testing::ScriptedLlm,
+    kind: droidwarden_agent::ProviderKind,
+) -> String {
+    format!(
+        "[llm]\nprovider = \"{}\"\nbase_url = \"{}\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n",
+        kind.as_str(),
+        llm.base_url(kind)
+    )
+}
+
 /// The scripted model server (`droidwarden_agent::testing::ScriptedLlm`) on
 /// a runtime of its own, for the synchronous tests: keep the runtime as
 /// long as the server is needed.

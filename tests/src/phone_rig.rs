@@ -5,7 +5,7 @@
 //! through the companion app.
 
 use crate::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe, one_phone_config};
-use crate::{AdbServer, Sim, SimOptions};
+use crate::{AdbServer, Sim, SimOptions, scripted_llm_config};
 use droidwarden_agent::ProviderKind;
 use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
 use serde_json::{Value, json};
@@ -57,15 +57,6 @@ pub struct PhoneRig {
     /// The phone's device name: `phone` (ADB) or `alice` (companion).
     pub device: &'static str,
     next: Cell<u32>,
-}
-
-/// `[llm]` for the scripted model `llm` speaking `kind`'s wire format.
-pub fn scripted_llm_config(llm: &ScriptedLlm, kind: ProviderKind) -> String {
-    format!(
-        "[llm]\nprovider = \"{}\"\nbase_url = \"{}\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n",
-        kind.as_str(),
-        llm.base_url(kind)
-    )
 }
 
 impl PhoneRig {

@@ -6,11 +6,13 @@
 //! daemon binary, the real adb server, an emulated phone and a scripted
 //! language model; no bus is reachable at all.
 
-use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use droidwarden_agent::{ModelReply, ProviderKind};
 use droidwarden_e2e::dbus::{no_bus_env, without_bus};
 use droidwarden_e2e::mqtt::Daemon;
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
+use droidwarden_e2e::{
+    AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, scripted_llm_config, wait_for,
+};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
@@ -62,10 +64,10 @@ fn rig() -> Rig {
 
 fn config(sim: &Sim, llm: &ScriptedLlm) -> String {
     format!(
-        "[broker]\nlisten = \"127.0.0.1:{port}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{llm}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n",
+        "[broker]\nlisten = \"127.0.0.1:{port}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{llm}",
         port = free_port(),
         serial = sim.serial(),
-        llm = llm.addr(),
+        llm = scripted_llm_config(llm, ProviderKind::Openai),
     )
 }
 

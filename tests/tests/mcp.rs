@@ -8,11 +8,13 @@
 //! by `scripts/test`) lists the tools and calls `battery status` too, and
 //! reads the skills as prompts.
 
+use droidwarden_agent::ProviderKind;
 use droidwarden_e2e::dbus::{PrivateBus, no_bus_env};
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe};
 use droidwarden_e2e::npm::npm_bin;
 use droidwarden_e2e::{
-    AdbServer, Droidwarden, KillOnDrop, Sim, SimOptions, binary, run_with_timeout, wait_for,
+    AdbServer, Droidwarden, KillOnDrop, Sim, SimOptions, binary, run_with_timeout,
+    scripted_llm_config, wait_for,
 };
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -216,9 +218,9 @@ fn rig(extra: &str, env: &[(&str, &str)]) -> Rig {
     let adb = AdbServer::start();
     let kitchen = adb.phone(SimOptions::default());
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{extra}\n",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{NO_POLLS}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n{}[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{extra}\n",
         broker.port,
-        llm.addr(),
+        scripted_llm_config(&llm, ProviderKind::Openai),
         serial = kitchen.serial(),
     );
     let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);

@@ -9,14 +9,15 @@
 //! real HTTP, mosquitto, the adb server and one emulated phone. Needs PyPI
 //! `mcp` and the npm packages of tests/npm (`scripts/test` installs them).
 
-use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
+use droidwarden_agent::{ModelReply, ProviderKind};
 use droidwarden_e2e::agent_rig::tool_results;
 use droidwarden_e2e::dbus::NO_BUS;
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe};
 use droidwarden_e2e::npm::npm_bin;
 use droidwarden_e2e::{
-    AdbServer, KillOnDrop, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for,
+    AdbServer, KillOnDrop, Sim, SimOptions, binary, free_port, run_with_timeout,
+    scripted_llm_config, wait_for,
 };
 use serde_json::{Value, json};
 use std::path::Path;
@@ -78,23 +79,10 @@ fn rig_with(servers: impl FnOnce(&Path) -> String) -> Rig {
 url = "mqtt://127.0.0.1:{port}"
 [mqtt.homeassistant]
 discovery = false
-[poll]
-battery = 0
-wifi_automation = 0
-bluetooth_automation = 0
-airplane_mode = 0
-audio_automation = 0
-screen_control = 0
-device_state = 0
-[adb]
+{NO_POLLS}[adb]
 poll_interval_ms = 300
 connect = ["{serial}"]
-[llm]
-provider = "openai"
-base_url = "http://{llm}/v1"
-model = "scripted"
-max_retry_wait_s = 5
-{servers}
+{llm}{servers}
 [[devices]]
 name = "kitchen"
 transport = "adb"
@@ -102,7 +90,7 @@ serial = "{serial}"
 "#,
         port = broker.port,
         serial = kitchen.serial(),
-        llm = llm.addr(),
+        llm = scripted_llm_config(&llm, ProviderKind::Openai),
     );
     // `[dbus] bus = "auto"` with no bus reachable: the daemon serves its
     // private socket only (what `droidwarden approve --socket` reaches).
