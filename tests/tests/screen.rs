@@ -25,15 +25,21 @@ impl Screen for PhoneRig {
     /// The index of the first element of a fresh `ui_tree` matching `pred`.
     fn element(&self, pred: impl Fn(&Value) -> bool) -> u64 {
         let tree = self.ok("screen", "ui_tree", json!({}));
-        tree["elements"]
-            .as_array()
-            .expect("elements")
-            .iter()
-            .find(|e| pred(e))
-            .unwrap_or_else(|| panic!("no such element in {}", tree["text"]))["index"]
-            .as_u64()
-            .expect("index")
+        find_element(&tree, pred)["index"].as_u64().expect("index")
     }
+}
+
+/// The first element of the `ui_tree` result `tree` matching `pred`.
+///
+/// # Panics
+/// When none does, showing the tree.
+fn find_element(tree: &Value, pred: impl Fn(&Value) -> bool) -> &Value {
+    tree["elements"]
+        .as_array()
+        .expect("elements")
+        .iter()
+        .find(|e| pred(e))
+        .unwrap_or_else(|| panic!("no such element in {}", tree["text"]))
 }
 
 fn decode(result: &Value) -> image::DynamicImage {
@@ -118,20 +124,9 @@ fn tap_by_ui_tree_index_turns_wifi_off_and_the_wifi_service_agrees() {
     );
 
     let tree = r.ok("screen", "ui_tree", json!({}));
-    let switch = tree["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["class"] == "Switch")
-        .expect("the Wi-Fi switch");
+    let switch = find_element(&tree, |e| e["class"] == "Switch");
     assert_eq!(switch["checked"], true, "{}", tree["text"]);
-    let wifi = tree["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["text"] == "Wi-Fi")
-        .expect("the Wi-Fi row")["index"]
-        .clone();
+    let wifi = find_element(&tree, |e| e["text"] == "Wi-Fi")["index"].clone();
     let unknown = r.call("ui_control", "tap", json!({"element": 999}));
     assert_eq!(unknown["error"]["code"], "invalid_params", "{unknown}");
     r.ok("ui_control", "tap", json!({"element": wifi}));
@@ -537,13 +532,7 @@ fn a_companion_phone_offers_the_same_screen_actions_through_the_protocol() {
     let img = decode(&shot);
     assert_eq!((img.width(), img.height()), (230, 512));
     let tree = r.ok("screen", "ui_tree", json!({}));
-    let settings = tree["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["text"] == "Settings")
-        .expect("Settings")["index"]
-        .clone();
+    let settings = find_element(&tree, |e| e["text"] == "Settings")["index"].clone();
     r.ok("ui_control", "tap", json!({"element": settings}));
     assert_eq!(
         r.ok("screen", "foreground_app", json!({}))["package"],
