@@ -195,6 +195,18 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// Send the signal `name` (`HUP`, `TERM`, `INT`) to process `pid`.
+///
+/// # Panics
+/// When `kill` fails.
+pub fn send_signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args(["-s", name, &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -s {name} {pid} failed");
+}
+
 /// Run `cmd` with no stdin, collecting its output; kill it and panic if it
 /// runs longer than `limit`.
 ///
@@ -671,11 +683,19 @@ impl Run {
 /// server, and a runner of `droidwarden` whose configuration has `extra`
 /// sections: for `droidwarden call`, no daemon.
 pub fn local_phone(serial: &str, extra: &str) -> (AdbServer, Sim, Droidwarden) {
+    local_phone_with(
+        SimOptions {
+            serial: Some(serial.into()),
+            ..SimOptions::default()
+        },
+        extra,
+    )
+}
+
+/// [`local_phone`] with an emulated phone as `options` say.
+pub fn local_phone_with(options: SimOptions, extra: &str) -> (AdbServer, Sim, Droidwarden) {
     let adb = AdbServer::start();
-    let sim = adb.phone(SimOptions {
-        serial: Some(serial.into()),
-        ..SimOptions::default()
-    });
+    let sim = adb.phone(options);
     let config = format!(
         "[adb]\nconnect = [\"{serial}\"]\n{extra}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
         serial = sim.serial()

@@ -288,6 +288,15 @@ impl Daemon {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Send SIGHUP (reload) and wait until the log says `logged` (e.g.
+    /// `skills reloaded`).
+    pub fn reload(&self, logged: &str, deadline: Duration) {
+        crate::send_signal(self.pid(), "HUP");
+        wait_for(&format!("{logged:?} in the daemon's log"), deadline, || {
+            self.log().contains(logged).then_some(())
+        });
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -6,7 +6,7 @@
 use crate::{AdbServer, wait_for};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -227,11 +227,7 @@ impl Service {
 
     /// Send a signal by name (`HUP`, `TERM`, `INT`).
     pub fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args(["-s", name, &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -s {name} failed");
+        crate::send_signal(self.child.id(), name);
     }
 
     /// Wait (bounded) for the process to exit; its exit code.

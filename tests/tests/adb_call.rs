@@ -22,14 +22,7 @@ fn one_phone(extra_config: &str) -> (AdbServer, Sim, Droidwarden) {
 
 /// [`one_phone`] with a sim of these options, named `phone` in the config.
 fn one_phone_with(options: SimOptions, extra_config: &str) -> (AdbServer, Sim, Droidwarden) {
-    let adb = AdbServer::start();
-    let sim = adb.phone(options);
-    let config = format!(
-        "[adb]\nconnect = [\"{serial}\"]\n{extra_config}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
-        serial = sim.serial()
-    );
-    let dw = Droidwarden::new(&adb, &config);
-    (adb, sim, dw)
+    droidwarden_e2e::local_phone_with(options, extra_config)
 }
 
 fn pointer<'a>(value: &'a Value, path: &str) -> &'a Value {

@@ -14,7 +14,6 @@ use droidwarden_e2e::agent_rig::{
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::Daemon;
 use serde_json::{Value, json};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 const AGENTS: &str = "[agent]\nmax_iterations = 4\n[[agents]]\nname = \"battery-doctor\"\ndescription = \"Reads a phone's battery.\"\nsystem_prompt = \"DOCTOR: you read batteries.\"\ntools = [\"battery\"]\nmax_iterations = 3\n[[agents]]\nname = \"netcheck\"\ndescription = \"Checks a phone's Wi-Fi.\"\nsystem_prompt = \"NETCHECK: you check Wi-Fi.\"\ntools = [\"wifi_automation.status\"]\nmode = \"background\"\nmax_iterations = 3\n";
@@ -261,14 +260,7 @@ fn background_tasks_report_through_status_sessions_reload_and_a_restart() {
     let mut file = std::fs::read_to_string(&path).expect("config");
     file.push_str("\n[[agents]]\nname = \"scout\"\ndescription = \"Looks around.\"\nsystem_prompt = \"SCOUT\"\ntools = [\"battery.status\"]\n");
     std::fs::write(&path, file).expect("config");
-    let hup = Command::new("kill")
-        .args(["-HUP", &r.daemon().pid().to_string()])
-        .status()
-        .expect("kill -HUP");
-    assert!(hup.success());
-    droidwarden_e2e::wait_for("agents reloaded", WAIT, || {
-        r.daemon().log().contains("agents reloaded").then_some(())
-    });
+    r.daemon().reload("agents reloaded", WAIT);
     let n = r.llm.requests().len();
     ok_text(&r.ask("b3", "anything new?", None));
     let offered = r.llm.requests()[n].tool_names();

@@ -278,15 +278,7 @@ fn refused_pushes_send_the_phone_nothing() {
     );
 
     // Without host_dirs, no host file is sent at all.
-    let adb = AdbServer::start();
-    let sim = adb.phone(SimOptions::default());
-    let dw = Droidwarden::new(
-        &adb,
-        &format!(
-            "[adb]\nconnect = [\"{s}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{s}\"\n",
-            s = sim.serial()
-        ),
-    );
+    let (_adb, sim, dw) = droidwarden_e2e::local_phone_with(SimOptions::default(), "");
     sim.clear_log();
     let run = dw.call(
         "phone",

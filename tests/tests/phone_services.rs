@@ -824,16 +824,13 @@ fn companion_phones_list_notifications_and_push_their_changes() {
 /// only, and a hostile argument is still one literal argument.
 #[test]
 fn shell_run_on_android_6_reports_the_exit_status_through_the_trailer() {
-    let adb = AdbServer::start();
-    let sim = adb.phone(SimOptions {
-        android: Some("6".into()),
-        ..SimOptions::default()
-    });
-    let config = format!(
-        "[adb]\nconnect = [\"{serial}\"]\n{ENABLED}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
-        serial = sim.serial()
+    let (_adb, _sim, dw) = droidwarden_e2e::local_phone_with(
+        SimOptions {
+            android: Some("6".into()),
+            ..SimOptions::default()
+        },
+        ENABLED,
     );
-    let dw = Droidwarden::new(&adb, &config);
     let run = dw.call(
         "phone",
         "shell",

@@ -11,7 +11,6 @@ use droidwarden_e2e::agent_rig::{
 };
 use droidwarden_e2e::dbus::PrivateBus;
 use serde_json::{Value, json};
-use std::process::Command;
 
 #[test]
 fn a_user_skill_runs_with_only_its_tools_and_a_malformed_one_is_skipped() {
@@ -142,14 +141,7 @@ fn a_high_risk_skill_waits_for_approval_across_sigkill_and_skills_reload_on_sigh
         "health",
         "---\nname: health\ndescription: Battery only.\nallowed-tools: battery.status\n---\nSay hello.\n",
     );
-    let hup = Command::new("kill")
-        .args(["-HUP", &r.daemon().pid().to_string()])
-        .status()
-        .expect("kill");
-    assert!(hup.success());
-    droidwarden_e2e::wait_for("skills reloaded", WAIT, || {
-        r.daemon().log().contains("skills reloaded").then_some(())
-    });
+    r.daemon().reload("skills reloaded", WAIT);
     r.script([text("hello")]);
     let found = r.skill("after", "health", json!({}));
     assert_eq!(found["ok"], true, "{found}");

@@ -624,11 +624,7 @@ fn a_removed_user_is_disconnected() {
     wait_line("received suback");
     let removed = r.daemon.mqtt_user(&["remove", "leaving"], "");
     assert!(removed.status.success(), "{}", text(&removed));
-    let hup = Command::new("kill")
-        .args(["-HUP", &r.daemon.pid().to_string()])
-        .status()
-        .expect("kill");
-    assert!(hup.success());
+    droidwarden_e2e::send_signal(r.daemon.pid(), "HUP");
     // MQTT 5 clients are told why: DISCONNECT with "not authorized".
     wait_line("received disconnect (135)");
     let _ = sub.kill();
