@@ -70,6 +70,23 @@ impl Rig {
             .publish(&format!("{P}/cmd/call"), body.to_string());
     }
 
+    /// Publish a brightness change to each of `levels` (request ids
+    /// `<tag>-<level>`) without waiting.
+    fn send_levels(&self, tag: &str, levels: &[u64]) {
+        for level in levels {
+            self.send_call(&set_brightness(&format!("{tag}-{level}"), *level));
+        }
+    }
+
+    /// Wait for the replies to [`send_levels`](Self::send_levels): each a
+    /// success.
+    fn wait_levels_ok(&self, tag: &str, levels: &[u64]) {
+        for level in levels {
+            let reply = self.wait_reply(&format!("{tag}-{level}"));
+            assert_eq!(reply["ok"], true, "{reply}");
+        }
+    }
+
     /// SIGKILL the daemon (no shutdown at all) and keep its state.
     fn kill(&mut self) -> tempfile::TempDir {
         self.daemon.take().expect("a daemon").kill()
@@ -127,13 +144,8 @@ fn fifty_changes_over_mqtt_run_in_the_order_they_were_sent() {
     let r = rig();
     r.sim.clear_log();
     let levels: Vec<u64> = (1..=50).collect();
-    for level in &levels {
-        r.send_call(&set_brightness(&format!("order-{level}"), *level));
-    }
-    for level in &levels {
-        let reply = r.wait_reply(&format!("order-{level}"));
-        assert_eq!(reply["ok"], true, "{reply}");
-    }
+    r.send_levels("order", &levels);
+    r.wait_levels_ok("order", &levels);
     assert_eq!(
         r.brightness_log(),
         levels,
@@ -230,44 +242,34 @@ fn commands_sent_while_the_daemon_is_down_run_once_after_it_returns() {
     r.probe
         .wait_payload(&format!("{P}/availability"), WAIT, "offline");
     let levels: Vec<u64> = (1..=20).map(|i| i + 10).collect();
-    for level in &levels {
-        r.send_call(&set_brightness(&format!("away-{level}"), *level));
-    }
-    r.start(state);
-    for level in &levels {
-        let reply = r.wait_reply(&format!("away-{level}"));
-        assert_eq!(reply["ok"], true, "{reply}");
-    }
-    barrier(&r, "away-barrier");
-    for level in &levels {
-        assert_eq!(r.replies(&format!("away-{level}")).len(), 1, "away-{level}");
-    }
-    let log = r.brightness_log();
-    assert_eq!(
-        &log[..levels.len()],
-        &levels[..],
-        "each change once, in order"
-    );
-    assert_eq!(log[levels.len()..], [200]);
+    run_once_after_restart(&mut r, state, "away", &levels);
 
     // The same across a clean stop (SIGTERM): the session and its
     // subscriptions outlive the process.
     r.sim.clear_log();
     let state = r.stop();
     let levels: Vec<u64> = (1..=10).map(|i| i + 50).collect();
-    for level in &levels {
-        r.send_call(&set_brightness(&format!("stopped-{level}"), *level));
-    }
+    run_once_after_restart(&mut r, state, "stopped", &levels);
+}
+
+/// Brightness changes to `levels` (ids `<tag>-<level>`) sent while the
+/// daemon is down, restarted on `state`: each answered once with success,
+/// and the phone ran each once, in order, before the barrier's.
+fn run_once_after_restart(r: &mut Rig, state: tempfile::TempDir, tag: &str, levels: &[u64]) {
+    r.send_levels(tag, levels);
     r.start(state);
-    for level in &levels {
-        let reply = r.wait_reply(&format!("stopped-{level}"));
-        assert_eq!(reply["ok"], true, "{reply}");
+    r.wait_levels_ok(tag, levels);
+    barrier(r, &format!("{tag}-barrier"));
+    for level in levels {
+        assert_eq!(
+            r.replies(&format!("{tag}-{level}")).len(),
+            1,
+            "{tag}-{level}"
+        );
     }
-    barrier(&r, "stopped-barrier");
-    let log = r.brightness_log();
     assert_eq!(
-        log,
-        [&levels[..], &[200]].concat(),
+        r.brightness_log(),
+        [levels, &[200]].concat(),
         "each change once, in order"
     );
 }
