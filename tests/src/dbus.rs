@@ -234,6 +234,15 @@ impl PrivateBus {
         });
     }
 
+    /// The environment that serves the daemon's D-Bus API on this bus, and
+    /// that points a CLI or MCP client at it there.
+    pub fn daemon_env(&self) -> [(&'static str, &str); 2] {
+        [
+            ("DBUS_SESSION_BUS_ADDRESS", self.address.as_str()),
+            ("DROIDWARDEN__DBUS__BUS", "session"),
+        ]
+    }
+
     /// Watch the daemon's signals with `gdbus monitor`, from now on.
     pub fn monitor(&self) -> Monitor {
         Monitor::start(&self.address)

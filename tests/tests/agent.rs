@@ -518,13 +518,7 @@ impl Background {
 #[test]
 fn the_cli_and_dbus_ask_approve_and_show_sessions() {
     let bus = PrivateBus::session();
-    let r = rig_with(
-        "",
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-            ("DROIDWARDEN__DBUS__BUS", "session"),
-        ],
-    );
+    let r = rig_with("", &bus.daemon_env());
     bus.wait_for_daemon(WAIT);
     let monitor = bus.monitor();
     let cli = Droidwarden::new(&r.adb, &r.config);

@@ -48,6 +48,21 @@ fn rig(extra: &str) -> Rig {
     }
 }
 
+impl Rig {
+    /// Take alice's app off the network (`false`) or bring it back, and
+    /// wait until the daemon's availability for alice says so.
+    fn set_alice_online(&self, online: bool) {
+        self.alice
+            .control(json!({"op": "companion", "online": online}));
+        let availability = if online { "online" } else { "offline" };
+        self.probe.wait_payload(
+            &format!("{P}/devices/alice/availability"),
+            WAIT,
+            availability,
+        );
+    }
+}
+
 #[test]
 fn adb_and_companion_phones_side_by_side() {
     let r = rig("");
@@ -125,9 +140,7 @@ fn phone_events_update_state() {
 #[test]
 fn a_request_for_an_offline_phone_waits_for_it_to_come_back() {
     let r = rig("");
-    r.alice.control(json!({"op": "companion", "online": false}));
-    r.probe
-        .wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "offline");
+    r.set_alice_online(false);
     r.probe.publish(
         &format!("{P}/cmd/call"),
         call_request("q1", "alice", "bluetooth_automation", "disable", json!({})).to_string(),
@@ -157,9 +170,7 @@ fn a_request_for_an_offline_phone_waits_for_it_to_come_back() {
 #[test]
 fn a_queued_request_fails_after_its_time_to_live() {
     let r = rig("[companion]\nqueue_ttl_ms = 1000\nrequest_timeout_ms = 2000");
-    r.alice.control(json!({"op": "companion", "online": false}));
-    r.probe
-        .wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "offline");
+    r.set_alice_online(false);
     let start = Instant::now();
     let reply = r
         .probe
@@ -170,9 +181,7 @@ fn a_queued_request_fails_after_its_time_to_live() {
         "{:?}",
         start.elapsed()
     );
-    r.alice.control(json!({"op": "companion", "online": true}));
-    r.probe
-        .wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "online");
+    r.set_alice_online(true);
     // The expired request is not performed late.
     let reply = r
         .probe

@@ -193,10 +193,7 @@ fn background_model(task: Arc<Mutex<String>>) -> Responder {
 #[test]
 fn background_tasks_report_through_status_sessions_reload_and_a_restart() {
     let bus = PrivateBus::session();
-    let env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-    ];
+    let env = bus.daemon_env();
     let mut r = rig_full(tempfile::tempdir().expect("skills"), &env, AGENTS);
     bus.wait_for_daemon(WAIT);
     let task = Arc::new(Mutex::new(String::new()));

@@ -242,10 +242,7 @@ fn rig(extra: &str, env: &[(&str, &str)]) -> Rig {
 /// `let (bus, r) = …` drops the daemon before its bus.
 fn rig_on_bus(extra: &str) -> (PrivateBus, Rig) {
     let bus = PrivateBus::session();
-    let env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-    ];
+    let env = bus.daemon_env();
     let r = rig(extra, &env);
     bus.wait_for_daemon(WAIT);
     (bus, r)
@@ -258,10 +255,10 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
         (&r.probe, &r.kitchen, &r.adb, &r.config, &r.daemon);
     let cli = Droidwarden::new(adb, config);
     let client_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-        ("HOME", adb.home().to_str().expect("home")),
-    ];
+        &bus.daemon_env()[..],
+        &[("HOME", adb.home().to_str().expect("home"))],
+    ]
+    .concat();
     let mut client = PyClient::start(
         &droidwarden_mcp(daemon.config_path(), &[]),
         json!([
@@ -393,10 +390,10 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
 fn clients_hear_that_the_tools_changed_when_a_phone_comes() {
     let (bus, r) = rig_on_bus("");
     let client_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-        ("HOME", r.adb.home().to_str().expect("home")),
-    ];
+        &bus.daemon_env()[..],
+        &[("HOME", r.adb.home().to_str().expect("home"))],
+    ]
+    .concat();
     let server = droidwarden_mcp(r.daemon.config_path(), &[]);
     // A 2025-11-25 session (unscoped notifications) and a 2026-07-28 one
     // (subscriptions/listen).
@@ -461,10 +458,10 @@ fn the_mcp_inspector_cli_lists_and_calls_through_the_daemon() {
     let server = droidwarden_mcp(r.daemon.config_path(), &[]);
     let home = r.adb.home();
     let server_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-        ("HOME", home.to_str().expect("home")),
-    ];
+        &bus.daemon_env()[..],
+        &[("HOME", home.to_str().expect("home"))],
+    ]
+    .concat();
 
     // tools/list, with the Inspector's schema portability check (exit 6 on
     // an error-severity problem).
@@ -892,10 +889,10 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
     let (bus, r) = rig_on_bus("");
     let cli = Droidwarden::new(&r.adb, &r.config);
     let client_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-        ("HOME", r.adb.home().to_str().expect("home")),
-    ];
+        &bus.daemon_env()[..],
+        &[("HOME", r.adb.home().to_str().expect("home"))],
+    ]
+    .concat();
     let device = "android_device";
     let approve = json!({"action": "accept", "content": {"approve": true}});
     let mut client = PyClient::start_plan(
@@ -1196,10 +1193,10 @@ fn a_2025_11_25_client_subscribes_to_a_phones_state() {
     r.probe
         .wait_payload(&format!("{P}/devices/porch/availability"), WAIT, "online");
     let client_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-        ("HOME", r.adb.home().to_str().expect("home")),
-    ];
+        &bus.daemon_env()[..],
+        &[("HOME", r.adb.home().to_str().expect("home"))],
+    ]
+    .concat();
     let kitchen = "droidwarden://devices/kitchen/state";
     let porch_uri = "droidwarden://devices/porch/state";
     let battery = |device: &str| {

@@ -88,12 +88,10 @@ fn a_user_skill_runs_with_only_its_tools_and_a_malformed_one_is_skipped() {
         && e["is_error"] == true));
 
     // Bad requests get clear errors.
-    let unknown = r.skill("k2", "no-such-skill", json!({}));
-    assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
-    let broken = r.skill("k3", "broken", json!({}));
-    assert_eq!(broken["error"]["code"], "not_found", "{broken}");
-    let hostile = r.skill("k4", "../etc", json!({}));
-    assert_eq!(hostile["error"]["code"], "not_found", "{hostile}");
+    for (id, skill) in [("k2", "no-such-skill"), ("k3", "broken"), ("k4", "../etc")] {
+        let reply = r.skill(id, skill, json!({}));
+        assert_eq!(reply["error"]["code"], "not_found", "{skill}: {reply}");
+    }
 }
 
 #[test]
@@ -229,13 +227,7 @@ fn the_cli_lists_shows_and_runs_skills() {
     );
     write_skill(dir.path(), "broken", "no front matter\n");
     let bus = PrivateBus::session();
-    let r = rig_with(
-        dir,
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-            ("DROIDWARDEN__DBUS__BUS", "session"),
-        ],
-    );
+    let r = rig_with(dir, &bus.daemon_env());
     bus.wait_for_daemon(WAIT);
     let cli = Droidwarden::new(&r.adb, &r.config);
 

@@ -104,13 +104,17 @@ fn clients_without_valid_credentials_are_refused() {
         "{}",
         text(&anonymous)
     );
-    let wrong = mosquitto_as(
-        "mosquitto_pub",
-        r.port,
-        "droidwarden",
-        "not-the-password",
-        &["-V", "mqttv5", "-t", "x", "-m", "y"],
-    );
+    // The daemon's own account, with a wrong and with the right password.
+    let as_daemon = |password: &str| {
+        mosquitto_as(
+            "mosquitto_pub",
+            r.port,
+            "droidwarden",
+            password,
+            &["-V", "mqttv5", "-t", "x", "-m", "y"],
+        )
+    };
+    let wrong = as_daemon("not-the-password");
     assert!(!wrong.status.success());
     assert!(
         text(&wrong).contains("bad user name or password"),
@@ -118,13 +122,7 @@ fn clients_without_valid_credentials_are_refused() {
         text(&wrong)
     );
     let secret = r.daemon.mqtt_secret();
-    let right = mosquitto_as(
-        "mosquitto_pub",
-        r.port,
-        "droidwarden",
-        &secret,
-        &["-V", "mqttv5", "-t", "x", "-m", "y"],
-    );
+    let right = as_daemon(&secret);
     assert!(right.status.success(), "{}", text(&right));
     // The daemon itself got in with its generated account, and its
     // secrets are private and never logged.

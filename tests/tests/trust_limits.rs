@@ -213,10 +213,7 @@ fn the_cli_waits_for_the_daemons_own_answer_on_a_queued_companion_call() {
         &broker,
         &adb,
         "request_timeout_ms = 1000\nqueue_ttl_ms = 8000",
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", &bus.address),
-            ("DROIDWARDEN__DBUS__BUS", "session"),
-        ],
+        &bus.daemon_env(),
     );
     bus.wait_for_daemon(WAIT);
     wait_daemon_online(&probe);
