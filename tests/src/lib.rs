@@ -4,7 +4,11 @@
 //!   killed on drop.
 //! - [`Sim`]: a `droidwarden-sim` process (an emulated phone) with its
 //!   control port, killed on drop.
-//! - [`Droidwarden`]: runs the `droidwarden` binary against them.
+//! - [`Droidwarden`]: runs the `droidwarden` binary against them;
+//!   [`local_phone`] and [`local_phone_with`]: a phone and a runner for
+//!   `droidwarden call` without a daemon.
+//! - [`KillOnDrop`], [`wait_exit`], [`terminate`], [`send_signal`]: child
+//!   processes, bounded and never left running.
 //! - [`mqtt`]: mosquitto, the daemon as a process, and a probe client;
 //!   [`systemd`]: a notify socket and the daemon run as a service would be;
 //!   [`npm`]: the MCP programs from npm (reference server, Inspector CLI);
