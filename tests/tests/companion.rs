@@ -157,12 +157,7 @@ fn a_request_for_an_offline_phone_waits_for_it_to_come_back() {
     });
     assert!(r.probe.on(&format!("{P}/reply/q1")).is_empty());
     r.alice.control(json!({"op": "companion", "online": true}));
-    let reply = r
-        .probe
-        .wait("the queued reply", WAIT, |m| {
-            m.topic == format!("{P}/reply/q1")
-        })
-        .json();
+    let reply = r.probe.wait_reply(P, "q1");
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(r.alice.state()["bluetooth"]["enabled"], false);
 }

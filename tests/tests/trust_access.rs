@@ -177,12 +177,7 @@ fn only_admins_and_granted_users_answer_approvals() {
         &format!("{P}/cmd/devices"),
         r#"{"id":"dev-ha"}"#,
     );
-    let reply = r
-        .admin
-        .wait("the reply to ha's devices", WAIT, |m| {
-            m.topic == format!("{P}/reply/dev-ha")
-        })
-        .json();
+    let reply = r.admin.wait_reply(P, "dev-ha");
     assert_eq!(reply["ok"], true, "{reply}");
     // What ha published before cmd/devices would have reached the admin's
     // `#` before it: nothing did.
@@ -205,12 +200,7 @@ fn only_admins_and_granted_users_answer_approvals() {
         &format!("{P}/cmd/approve"),
         &approve("ap-granted"),
     );
-    let reply = r
-        .admin
-        .wait("the reply to the granted approval", WAIT, |m| {
-            m.topic == format!("{P}/reply/ap-granted")
-        })
-        .json();
+    let reply = r.admin.wait_reply(P, "ap-granted");
     assert_eq!(reply["ok"], false, "{reply}");
     let reply: Value = r.admin.request(
         P,
