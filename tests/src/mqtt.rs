@@ -472,6 +472,11 @@ impl Probe {
             .collect()
     }
 
+    /// The payloads on `topic` as JSON, in order.
+    pub fn on_json(&self, topic: &str) -> Vec<Value> {
+        self.on(topic).iter().map(Message::json).collect()
+    }
+
     /// Wait for a message matching `pred` (already seen or new).
     pub fn wait(&self, what: &str, deadline: Duration, pred: impl Fn(&Message) -> bool) -> Message {
         wait_for(what, deadline, || {
@@ -511,10 +516,7 @@ impl Probe {
     /// The events published so far on the agent session `session`
     /// (`<prefix>/sessions/<session>/events`), as JSON.
     pub fn session_events(&self, prefix: &str, session: &str) -> Vec<Value> {
-        self.on(&format!("{prefix}/sessions/{session}/events"))
-            .iter()
-            .map(Message::json)
-            .collect()
+        self.on_json(&format!("{prefix}/sessions/{session}/events"))
     }
 
     /// Wait until the agent session `session` has published its `final`

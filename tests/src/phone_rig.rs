@@ -66,6 +66,18 @@ impl PhoneRig {
         Self::start_with(PhoneRigOptions::default(), extra)
     }
 
+    /// A rig whose phone (`alice`) is reached through its companion app,
+    /// the configuration ending with `extra`; returns once it is online.
+    pub fn start_companion(extra: &str) -> Self {
+        Self::start_with(
+            PhoneRigOptions {
+                companion: true,
+                ..PhoneRigOptions::default()
+            },
+            extra,
+        )
+    }
+
     /// A rig as `options` say, the configuration ending with `extra`;
     /// returns once the phone is online.
     ///

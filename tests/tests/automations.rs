@@ -53,11 +53,7 @@ trait Automations {
 impl Automations for Rig {
     /// The run outcomes published for `name`, parsed, in order.
     fn runs(&self, name: &str) -> Vec<Value> {
-        self.probe
-            .on(&format!("{P}/automations/{name}/runs"))
-            .iter()
-            .map(|m| m.json())
-            .collect()
+        self.probe.on_json(&format!("{P}/automations/{name}/runs"))
     }
 
     /// Outcomes of `name` with this status.

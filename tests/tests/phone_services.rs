@@ -765,13 +765,9 @@ fn the_agent_needs_approval_for_the_shell_and_for_installs() {
 /// (`notification_posted`, `notification_removed`) on the daemon's MQTT.
 #[test]
 fn companion_phones_list_notifications_and_push_their_changes() {
-    use droidwarden_e2e::phone_rig::{P, PhoneRig, PhoneRigOptions, WAIT};
+    use droidwarden_e2e::phone_rig::{P, PhoneRig, WAIT};
 
-    let options = PhoneRigOptions {
-        companion: true,
-        ..PhoneRigOptions::default()
-    };
-    let r = PhoneRig::start_with(options, "");
+    let r = PhoneRig::start_companion("");
     let (probe, alice) = (&r.probe, &r.sim);
     let listed = r.call("notifications", "list", json!({}));
     assert_eq!(listed["ok"], true, "{listed}");

@@ -522,11 +522,7 @@ fn a_model_without_vision_gets_the_ui_tree_for_a_screenshot() {
 
 #[test]
 fn a_companion_phone_offers_the_same_screen_actions_through_the_protocol() {
-    let options = PhoneRigOptions {
-        companion: true,
-        ..PhoneRigOptions::default()
-    };
-    let r = PhoneRig::start_with(options, "");
+    let r = PhoneRig::start_companion("");
     let alice = &r.sim;
     let shot = r.ok("screen", "screenshot", json!({"max_side": 512}));
     let img = decode(&shot);

@@ -112,11 +112,7 @@ impl Rig {
     }
 
     fn replies(&self, id: &str) -> Vec<Value> {
-        self.probe
-            .on(&format!("{P}/reply/{id}"))
-            .iter()
-            .map(|m| m.json())
-            .collect()
+        self.probe.on_json(&format!("{P}/reply/{id}"))
     }
 
     fn wait_reply(&self, id: &str) -> Value {
