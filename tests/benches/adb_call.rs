@@ -29,8 +29,8 @@
 //! public API, so the same file builds against older bridges for
 //! comparisons.
 
+use droidwarden_e2e::SimOptions;
 use droidwarden_e2e::adb_bench::{InProcessPhone, ms};
-use droidwarden_e2e::{Sim, SimOptions};
 use droidwarden_services::Catalogue;
 use serde_json::json;
 use std::net::SocketAddrV4;
@@ -177,22 +177,24 @@ fn main() {
     )
     .remove(0);
     println!();
-    println!(
-        "ours / spawn-per-action: {:.3}  (target <= 0.25)",
-        ms(ours.median) / ms(spawn.median)
-    );
-    println!(
-        "ours / raw round trip:   {:.3}  (target <= 1.1)",
-        ms(ours.median) / ms(raw.median)
-    );
-    println!(
-        "ours as a runtime task / raw round trip: {:.3}  (how the daemon runs calls)",
-        ms(ours_task.median) / ms(raw.median)
-    );
-    println!(
-        "adb_client alone / raw:  {:.3}  (its shell_command asks the server for the device's features before every command)",
-        ms(library.median) / ms(raw.median)
-    );
+    for (ratio, over, under, note) in [
+        ("ours / spawn-per-action: ", &ours, &spawn, "target <= 0.25"),
+        ("ours / raw round trip:   ", &ours, &raw, "target <= 1.1"),
+        (
+            "ours as a runtime task / raw round trip: ",
+            &ours_task,
+            &raw,
+            "how the daemon runs calls",
+        ),
+        (
+            "adb_client alone / raw:  ",
+            &library,
+            &raw,
+            "its shell_command asks the server for the device's features before every command",
+        ),
+    ] {
+        println!("{ratio}{:.3}  ({note})", ms(over.median) / ms(under.median));
+    }
     let _ = (ours.p90, ours_task.p90, spawn.p90, raw.p90);
 
     // Calls at once, over several phones.
@@ -201,8 +203,7 @@ fn main() {
     let mut serials = vec![serial.clone()];
     let mut sims = Vec::new();
     for _ in 1..phones {
-        let more = Sim::start(SimOptions::default());
-        adb.connect(&more.serial());
+        let more = adb.phone(SimOptions::default());
         serials.push(more.serial());
         sims.push(more);
     }

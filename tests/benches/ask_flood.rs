@@ -17,10 +17,10 @@
 //! `FLOOD` (500), `ROUNDS` (3), `DELAY_MS` (200), `RUNNING` (4) and
 //! `QUEUED` (32) override the sizes.
 
-use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::ScriptStep;
+use droidwarden_agent::{ModelReply, ProviderKind};
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, free_port};
+use droidwarden_e2e::{AdbServer, free_port, scripted_llm_config};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -44,14 +44,16 @@ fn main() {
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\n[agent]\nmax_concurrent_runs = {running}\nmax_queued = {queued}\n",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{}[agent]\nmax_concurrent_runs = {running}\nmax_queued = {queued}\n",
         broker.port,
-        llm.addr()
+        scripted_llm_config(&llm, ProviderKind::Openai)
     );
     let daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/availability"), Duration::from_secs(30), |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(
+        &format!("{P}/availability"),
+        Duration::from_secs(30),
+        "online",
+    );
     let pid = daemon.pid();
     println!(
         "ask flood: {flood} asks per round, model delay {delay:?}, max_concurrent_runs = {running}, max_queued = {queued}; RSS at rest {} KiB",

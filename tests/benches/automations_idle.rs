@@ -21,21 +21,9 @@
 //! droidwarden-e2e --bench automations_idle`).
 
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, env_size, wait_for};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions, cpu_time, env_size, wait_for};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
-
-/// CPU time (user + system) a process has used.
-fn cpu(pid: u32) -> Duration {
-    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            let after = s.rsplit_once(')')?.1.split_whitespace().collect::<Vec<_>>();
-            Some(after.get(11)?.parse::<u64>().ok()? + after.get(12)?.parse::<u64>().ok()?)
-        })
-        .unwrap_or(0);
-    Duration::from_millis(ticks * 10) // USER_HZ is 100 on Linux
-}
 
 /// `n` automations of the four kinds, none of which fires while idle.
 fn automations(n: usize) -> String {
@@ -115,9 +103,9 @@ fn measure(
     std::thread::sleep(warmup);
     let pid = daemon.pid();
     sim.clear_log();
-    let (c0, t0) = (cpu(pid), Instant::now());
+    let (c0, t0) = (cpu_time(pid), Instant::now());
     std::thread::sleep(window);
-    let (c1, t1) = (cpu(pid), Instant::now());
+    let (c1, t1) = (cpu_time(pid), Instant::now());
     let share = (c1 - c0).as_secs_f64() / (t1 - t0).as_secs_f64() * 100.0;
     let polls = sim
         .commands()
@@ -142,8 +130,7 @@ fn main() {
     let warmup = Duration::from_secs(env_size("WARMUP_S", 5) as u64);
     let broker = Mosquitto::start();
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     println!("baseline: no automations");
     let base = measure(&broker, &adb, &sim, "", warmup, window);
     println!("{n} automations (cron, interval, thresholds, changes)");

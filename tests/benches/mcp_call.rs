@@ -19,7 +19,7 @@
 
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, one_phone_config};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, env_size};
+use droidwarden_e2e::{AdbServer, SimOptions, binary, env_size};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -38,8 +38,7 @@ fn main() {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let config = one_phone_config(broker.port, &sim.serial(), "");
     let daemon = Daemon::start_with_env(
         &adb,
@@ -52,10 +51,10 @@ fn main() {
         ],
     );
     bus.wait_for_daemon(Duration::from_secs(60));
-    probe.wait_last(
+    probe.wait_payload(
         "droidwarden/devices/phone/availability",
         Duration::from_secs(60),
-        |m| m.payload == "online",
+        "online",
     );
 
     // MCP: `droidwarden mcp` on pipes.

@@ -17,24 +17,12 @@
 //! `[companion] max_auto_devices` would refuse.
 
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, free_port, wait_for};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions, cpu_time, free_port, wait_for};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::Packet;
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-
-/// CPU time (user + system) a process has used.
-fn cpu(pid: u32) -> Duration {
-    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            let after = s.rsplit_once(')')?.1.split_whitespace().collect::<Vec<_>>();
-            Some(after.get(11)?.parse::<u64>().ok()? + after.get(12)?.parse::<u64>().ok()?)
-        })
-        .unwrap_or(0);
-    Duration::from_millis(ticks * 10) // USER_HZ is 100 on Linux
-}
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -101,10 +89,10 @@ fn main() {
     let broker_pid = broker.pid().expect("broker running");
     let me = std::process::id();
     let cpu_before = (
-        cpu(daemon.pid()),
-        cpu(broker_pid),
-        sims.iter().map(|s| cpu(s.pid())).sum::<Duration>(),
-        cpu(me),
+        cpu_time(daemon.pid()),
+        cpu_time(broker_pid),
+        sims.iter().map(|s| cpu_time(s.pid())).sum::<Duration>(),
+        cpu_time(me),
     );
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -160,10 +148,10 @@ fn main() {
     let loaded_rss = droidwarden_e2e::rss_kib(daemon.pid());
     let loaded_anon = droidwarden_e2e::rss_anon_kib(daemon.pid());
     let cpu_after = (
-        cpu(daemon.pid()),
-        cpu(broker_pid),
-        sims.iter().map(|s| cpu(s.pid())).sum::<Duration>(),
-        cpu(me),
+        cpu_time(daemon.pid()),
+        cpu_time(broker_pid),
+        sims.iter().map(|s| cpu_time(s.pid())).sum::<Duration>(),
+        cpu_time(me),
     );
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];

@@ -53,12 +53,10 @@ fn main() {
     let sims: Vec<Sim> = ["Pixel 8", "Pixel 9"]
         .into_iter()
         .map(|model| {
-            let sim = Sim::start(SimOptions {
+            adb.phone(SimOptions {
                 model: Some(model.into()),
                 ..Default::default()
-            });
-            adb.connect(&sim.serial());
-            sim
+            })
         })
         .collect();
     let mut config = format!("[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n", broker.port);

@@ -44,9 +44,8 @@ impl InProcessPhone {
     /// When any part does not come up or the phone is not listed.
     pub fn start() -> Self {
         let adb = AdbServer::start();
-        let sim = Sim::start(SimOptions::default());
+        let sim = adb.phone(SimOptions::default());
         let serial = sim.serial();
-        adb.connect(&serial);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()

@@ -71,17 +71,15 @@ pub fn rig_full(skills: tempfile::TempDir, env: &[(&str, &str)], extra: &str) ->
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let kitchen = Sim::start(SimOptions::default());
-    let hall = Sim::start(SimOptions::default());
-    adb.connect(&kitchen.serial());
-    adb.connect(&hall.serial());
+    let kitchen = adb.phone(SimOptions::default());
+    let hall = adb.phone(SimOptions::default());
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{}[adb]\npoll_interval_ms = 300\nconnect = [\"{}\", \"{}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n[agent.skills]\ndirs = [\"{}\"]\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"hall\"\ntransport = \"adb\"\nserial = \"{}\"\n{extra}",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{}[adb]\npoll_interval_ms = 300\nconnect = [\"{}\", \"{}\"]\n{}[agent.skills]\ndirs = [\"{}\"]\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"hall\"\ntransport = \"adb\"\nserial = \"{}\"\n{extra}",
         broker.port,
         crate::mqtt::NO_POLLS,
         kitchen.serial(),
         hall.serial(),
-        llm.addr(),
+        crate::scripted_llm_config(&llm, droidwarden_agent::ProviderKind::Openai),
         skills.path().display(),
         kitchen.serial(),
         hall.serial(),
@@ -115,11 +113,37 @@ impl Rig {
     /// Wait until both phones are online.
     pub fn wait_online(&self) {
         for device in ["kitchen", "hall"] {
-            self.probe
-                .wait_last(&format!("{P}/devices/{device}/availability"), WAIT, |m| {
-                    m.payload == "online"
-                });
+            self.probe.wait_payload(
+                &format!("{P}/devices/{device}/availability"),
+                WAIT,
+                "online",
+            );
         }
+    }
+
+    /// SIGKILL the daemon (no shutdown at all, no goodbye) and start it
+    /// again on the same state directory; returns once the new daemon and
+    /// both phones are online. The broker's will (`offline`) is awaited
+    /// first, so the `online` seen next is the new daemon's, published
+    /// after its subscriptions (an answer sent then reaches it).
+    ///
+    /// # Panics
+    /// When no daemon is running or the new one does not come online.
+    pub fn kill_and_restart(&mut self) {
+        let state = self.daemon.take().expect("daemon running").kill();
+        let availability = format!("{P}/availability");
+        self.probe.wait_payload(&availability, WAIT, "offline");
+        self.daemon = Some(Daemon::start_with_state(&self.adb, &self.config, state));
+        self.probe.wait_payload(&availability, WAIT, "online");
+        self.wait_online();
+    }
+
+    /// Wait until the approval request `id` is published, still pending.
+    pub fn wait_pending_approval(&self, id: &str) {
+        self.probe
+            .wait_last(&format!("{P}/approvals/{id}"), WAIT, |m| {
+                !m.payload.is_empty() && m.json()["approval_id"] == id
+            });
     }
 
     /// Queue model replies.
@@ -149,11 +173,13 @@ impl Rig {
 
     /// The events published so far on a session's topic.
     pub fn events(&self, session: &str) -> Vec<Value> {
-        self.probe
-            .on(&format!("{P}/sessions/{session}/events"))
-            .iter()
-            .map(|m| m.json())
-            .collect()
+        self.probe.session_events(P, session)
+    }
+
+    /// Wait until a session has published its `final` event; every event
+    /// it published by then.
+    pub fn wait_final(&self, session: &str) -> Vec<Value> {
+        self.probe.wait_session_end(P, session, WAIT)
     }
 
     /// Wait for the reply to request `id`.
@@ -184,6 +210,18 @@ pub fn call(tool: &str, args: Value) -> ScriptStep {
 /// A model reply with text only.
 pub fn text(t: &str) -> ScriptStep {
     ScriptStep::Reply(ModelReply::text(t))
+}
+
+/// The text of a successful reply.
+///
+/// # Panics
+/// When the reply is not `ok`, showing it.
+pub fn ok_text(reply: &Value) -> String {
+    assert_eq!(reply["ok"], true, "{reply}");
+    reply["result"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Commands in the sim's log with every one of `words` as an argument.

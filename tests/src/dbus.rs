@@ -5,10 +5,10 @@
 //! Each bus lives in its own temporary directory and is killed on drop;
 //! nothing touches the machine's session or system bus.
 
-use crate::wait_for;
+use crate::{KillOnDrop, wait_for};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +19,43 @@ pub const PATH: &str = "/org/droidwarden/Daemon1";
 /// Its interface.
 pub const INTERFACE: &str = "org.droidwarden.Daemon1";
 
+/// An address where no D-Bus is (a path where no socket is): set as a
+/// bus address, the daemon and the CLI find no bus there, as on a server
+/// without one.
+pub const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
+
+/// The daemon's environment with `[dbus] bus = "auto"` and neither bus
+/// reachable, so that it serves its API on its private socket only, under
+/// `runtime` as `XDG_RUNTIME_DIR`. (The harness cannot remove variables
+/// from the daemon's environment; an address where no bus is does the
+/// same.)
+///
+/// # Panics
+/// When `runtime` is not UTF-8.
+pub fn no_bus_env(runtime: &Path) -> [(&'static str, &str); 4] {
+    [
+        ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
+        ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
+        ("DROIDWARDEN__DBUS__BUS", "auto"),
+        (
+            "XDG_RUNTIME_DIR",
+            runtime.to_str().expect("a UTF-8 runtime dir"),
+        ),
+    ]
+}
+
+/// A CLI command in the environment of a root shell on a fresh server:
+/// no session bus, an unusable system bus, no systemd runtime directory,
+/// `runtime` as `XDG_RUNTIME_DIR` (where a daemon started with
+/// [`no_bus_env`] has its socket).
+pub fn without_bus<'a>(cmd: &'a mut Command, runtime: &Path) -> &'a mut Command {
+    cmd.env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env_remove("RUNTIME_DIRECTORY")
+        .env_remove("DROIDWARDEN__DBUS__BUS")
+        .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
+        .env("XDG_RUNTIME_DIR", runtime)
+}
+
 /// How long one tool run may take.
 const TOOL_LIMIT: Duration = Duration::from_secs(60);
 
@@ -27,7 +64,7 @@ const TOOL_LIMIT: Duration = Duration::from_secs(60);
 pub struct PrivateBus {
     /// The address to give clients (`DBUS_SESSION_BUS_ADDRESS`, `--address`).
     pub address: String,
-    child: Child,
+    _child: KillOnDrop,
     dir: tempfile::TempDir,
 }
 
@@ -96,7 +133,7 @@ impl PrivateBus {
         }
         let bus = Self {
             address,
-            child,
+            _child: child.into(),
             dir,
         };
         wait_for("the bus to answer", Duration::from_secs(10), || {
@@ -197,16 +234,18 @@ impl PrivateBus {
         });
     }
 
+    /// The environment that serves the daemon's D-Bus API on this bus, and
+    /// that points a CLI or MCP client at it there.
+    pub fn daemon_env(&self) -> [(&'static str, &str); 2] {
+        [
+            ("DBUS_SESSION_BUS_ADDRESS", self.address.as_str()),
+            ("DROIDWARDEN__DBUS__BUS", "session"),
+        ]
+    }
+
     /// Watch the daemon's signals with `gdbus monitor`, from now on.
     pub fn monitor(&self) -> Monitor {
         Monitor::start(&self.address)
-    }
-}
-
-impl Drop for PrivateBus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -214,7 +253,7 @@ impl Drop for PrivateBus {
 /// sends, one line each, recorded. Killed on drop.
 #[derive(Debug)]
 pub struct Monitor {
-    child: Child,
+    _child: KillOnDrop,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
@@ -238,7 +277,10 @@ impl Monitor {
                 }
             });
         }
-        let monitor = Self { child, lines };
+        let monitor = Self {
+            _child: child.into(),
+            lines,
+        };
         // gdbus says who owns the name once its match rules are in place;
         // signals sent after that line are seen.
         monitor.wait("the monitor to be ready", |l| l.contains("is owned by"));
@@ -264,13 +306,6 @@ impl Monitor {
         wait_for(what, Duration::from_secs(30), || {
             self.lines().into_iter().find(|l| pred(l))
         })
-    }
-}
-
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

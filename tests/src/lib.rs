@@ -4,7 +4,11 @@
 //!   killed on drop.
 //! - [`Sim`]: a `droidwarden-sim` process (an emulated phone) with its
 //!   control port, killed on drop.
-//! - [`Droidwarden`]: runs the `droidwarden` binary against them.
+//! - [`Droidwarden`]: runs the `droidwarden` binary against them;
+//!   [`local_phone`] and [`local_phone_with`]: a phone and a runner for
+//!   `droidwarden call` without a daemon.
+//! - [`KillOnDrop`], [`wait_exit`], [`terminate`], [`send_signal`]: child
+//!   processes, bounded and never left running.
 //! - [`mqtt`]: mosquitto, the daemon as a process, and a probe client;
 //!   [`systemd`]: a notify socket and the daemon run as a service would be;
 //!   [`npm`]: the MCP programs from npm (reference server, Inspector CLI);
@@ -29,7 +33,7 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read as _, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,20 +62,33 @@ pub fn documented_block(doc: &str, marker: &str) -> String {
 /// `info`).
 pub fn daemon_command(adb: &AdbServer, config: &Path) -> Command {
     let mut cmd = Command::new(binary("droidwarden"));
-    cmd.arg("--config")
-        .arg(config)
-        .arg("daemon")
-        .env("HOME", adb.home())
-        .env(
-            "DROIDWARDEN__ADB__SERVER",
-            format!("127.0.0.1:{}", adb.port),
-        )
-        .env("DROIDWARDEN__ADB__START_SERVER", "false")
-        .env(
-            "RUST_LOG",
-            std::env::var("DAEMON_LOG").unwrap_or_else(|_| "info".into()),
-        );
+    cmd.arg("--config").arg(config).arg("daemon");
+    adb.client_env(&mut cmd).env(
+        "RUST_LOG",
+        std::env::var("DAEMON_LOG").unwrap_or_else(|_| "info".into()),
+    );
     cmd
+}
+
+/// Spawn a `droidwarden daemon` command with no input, its output
+/// discarded and its log (standard error) going to `log_file`.
+///
+/// # Panics
+/// When it cannot be spawned.
+pub(crate) fn spawn_daemon(cmd: &mut Command, log_file: std::fs::File) -> Child {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .spawn()
+        .expect("spawn droidwarden daemon")
+}
+
+/// Point a `droidwarden` command at the adb server on `port` whose keys
+/// are under `home`, never starting a server of its own.
+fn adb_client_env<'a>(cmd: &'a mut Command, home: &Path, port: u16) -> &'a mut Command {
+    cmd.env("HOME", home)
+        .env("DROIDWARDEN__ADB__SERVER", format!("127.0.0.1:{port}"))
+        .env("DROIDWARDEN__ADB__START_SERVER", "false")
 }
 
 /// A port that was free a moment ago on 127.0.0.1.
@@ -121,6 +138,19 @@ pub fn rss_anon_kib(pid: u32) -> u64 {
     status_kib(pid, "RssAnon")
 }
 
+/// CPU time (user + system) a process has used so far (`utime` and
+/// `stime` of `/proc/<pid>/stat`), zero when it cannot be read.
+pub fn cpu_time(pid: u32) -> Duration {
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let after = s.rsplit_once(')')?.1.split_whitespace().collect::<Vec<_>>();
+            Some(after.get(11)?.parse::<u64>().ok()? + after.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10) // USER_HZ is 100 on Linux
+}
+
 fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -167,6 +197,18 @@ pub fn binary(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// Send the signal `name` (`HUP`, `TERM`, `INT`) to process `pid`.
+///
+/// # Panics
+/// When `kill` fails.
+pub fn send_signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args(["-s", name, &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -s {name} {pid} failed");
 }
 
 /// Run `cmd` with no stdin, collecting its output; kill it and panic if it
@@ -233,6 +275,80 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
     }
 }
 
+/// Wait (bounded, polling every 10 ms) for `child` to exit: its status,
+/// or `None` when it still runs at `deadline`.
+pub fn wait_exit(child: &mut Child, deadline: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if start.elapsed() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Send SIGTERM to `child` and wait (bounded) for its exit status; when it
+/// overruns `deadline`, kill it and return `None`.
+pub fn terminate(child: &mut Child, deadline: Duration) -> Option<ExitStatus> {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = wait_exit(child, deadline);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    status
+}
+
+/// A child process that is killed and reaped when dropped (an emulated
+/// phone, a bus, a client under test), so that a failing test leaves
+/// nothing running; it derefs to the [`Child`].
+#[derive(Debug)]
+pub struct KillOnDrop(Child);
+
+impl From<Child> for KillOnDrop {
+    fn from(child: Child) -> Self {
+        Self(child)
+    }
+}
+
+impl KillOnDrop {
+    /// Its exit code once it exits by itself (-1 when a signal ended it).
+    ///
+    /// # Panics
+    /// When it still runs after `deadline`, naming `what`.
+    pub fn exit_code(&mut self, what: &str, deadline: Duration) -> i32 {
+        wait_exit(&mut self.0, deadline)
+            .unwrap_or_else(|| panic!("{what} did not exit within {deadline:?}"))
+            .code()
+            .unwrap_or(-1)
+    }
+}
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The real adb server, isolated: its own `HOME` (keys) and port.
 #[derive(Debug)]
 pub struct AdbServer {
@@ -283,6 +399,23 @@ impl AdbServer {
         self.home.path()
     }
 
+    /// Point a `droidwarden` command at this server (its `HOME` and port),
+    /// never starting a server of its own.
+    pub fn client_env<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
+        adb_client_env(cmd, self.home(), self.port)
+    }
+
+    /// Start an emulated phone as `options` say and wait until this server
+    /// lists it as a `device`.
+    ///
+    /// # Panics
+    /// When the sim does not start or does not come online.
+    pub fn phone(&self, options: SimOptions) -> Sim {
+        let sim = Sim::start(options);
+        self.connect(&sim.serial());
+        sim
+    }
+
     /// `adb connect` to `serial` (`127.0.0.1:PORT`) and wait until it is a
     /// `device`.
     pub fn connect(&self, serial: &str) {
@@ -321,20 +454,15 @@ impl AdbServer {
 
 impl Drop for AdbServer {
     fn drop(&mut self) {
-        if let Ok(mut child) = self
+        if let Ok(child) = self
             .adb(&["kill-server"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
         {
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(5) {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = child.kill();
+            // Killed on drop if it overruns.
+            let mut child = KillOnDrop::from(child);
+            wait_exit(&mut child, Duration::from_secs(5));
         }
     }
 }
@@ -367,7 +495,7 @@ pub struct Sim {
     pub adb_port: u16,
     /// Its control port on 127.0.0.1.
     pub control_port: u16,
-    child: Child,
+    child: KillOnDrop,
     _log_dir: tempfile::TempDir,
     /// The file the sim appends its command log to.
     pub log_file: PathBuf,
@@ -449,7 +577,7 @@ impl Sim {
         Self {
             adb_port: port_of("adb="),
             control_port: port_of("control="),
-            child,
+            child: child.into(),
             _log_dir: log_dir,
             log_file,
         }
@@ -522,13 +650,6 @@ impl Sim {
     }
 }
 
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Runs the `droidwarden` binary against a given adb server.
 #[derive(Debug)]
 pub struct Droidwarden {
@@ -566,12 +687,19 @@ impl Run {
 /// server, and a runner of `droidwarden` whose configuration has `extra`
 /// sections: for `droidwarden call`, no daemon.
 pub fn local_phone(serial: &str, extra: &str) -> (AdbServer, Sim, Droidwarden) {
+    local_phone_with(
+        SimOptions {
+            serial: Some(serial.into()),
+            ..SimOptions::default()
+        },
+        extra,
+    )
+}
+
+/// [`local_phone`] with an emulated phone as `options` say.
+pub fn local_phone_with(options: SimOptions, extra: &str) -> (AdbServer, Sim, Droidwarden) {
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
-        serial: Some(serial.into()),
-        ..SimOptions::default()
-    });
-    adb.connect(&sim.serial());
+    let sim = adb.phone(options);
     let config = format!(
         "[adb]\nconnect = [\"{serial}\"]\n{extra}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
         serial = sim.serial()
@@ -615,14 +743,8 @@ impl Droidwarden {
         cmd.arg("--config")
             .arg(self.config.path())
             .args(args)
-            .envs(env.iter().copied())
-            .env("HOME", &self.home)
-            .env(
-                "DROIDWARDEN__ADB__SERVER",
-                format!("127.0.0.1:{}", self.adb_port),
-            )
-            .env("DROIDWARDEN__ADB__START_SERVER", "false")
-            .env_remove("RUST_LOG");
+            .envs(env.iter().copied());
+        adb_client_env(&mut cmd, &self.home, self.adb_port).env_remove("RUST_LOG");
         let out = run_with_timeout(cmd, Duration::from_secs(60));
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         Run {
@@ -640,6 +762,18 @@ impl Droidwarden {
             "call", "--device", device, service, action, "--params", &params,
         ])
     }
+}
+
+/// `[llm]` for the scripted model `llm`, speaking `kind`'s wire format.
+pub fn scripted_llm_config(
+    llm: &droidwarden_agent::testing::ScriptedLlm,
+    kind: droidwarden_agent::ProviderKind,
+) -> String {
+    format!(
+        "[llm]\nprovider = \"{}\"\nbase_url = \"{}\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n",
+        kind.as_str(),
+        llm.base_url(kind)
+    )
 }
 
 /// The scripted model server (`droidwarden_agent::testing::ScriptedLlm`) on

@@ -6,10 +6,10 @@ use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
 use serde_json::Value;
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A real mosquitto broker on a free loopback port, killed on drop.
 #[derive(Debug)]
@@ -184,6 +184,18 @@ impl Daemon {
         Self::start_with_env(adb, config_toml, state_dir, &[])
     }
 
+    /// Start the daemon with `[dbus] bus = "auto"` and no bus reachable
+    /// ([`no_bus_env`](crate::dbus::no_bus_env)): it serves its API on its
+    /// private socket only, under `runtime` as `XDG_RUNTIME_DIR`.
+    pub fn start_without_bus(adb: &AdbServer, config_toml: &str, runtime: &Path) -> Self {
+        Self::start_with_env(
+            adb,
+            config_toml,
+            tempfile::tempdir().expect("state dir"),
+            &crate::dbus::no_bus_env(runtime),
+        )
+    }
+
     /// Start the daemon with extra environment variables, e.g.
     /// `DBUS_SESSION_BUS_ADDRESS` and `DROIDWARDEN__DBUS__BUS=session`.
     /// Without them the daemon runs with `[dbus] bus = "none"`, so that no
@@ -203,14 +215,12 @@ impl Daemon {
         .expect("write config");
         let log = state_dir.path().join("daemon.log");
         let log_file = std::fs::File::create(&log).expect("log file");
-        let child = crate::daemon_command(adb, config.path())
-            .env("DROIDWARDEN__DBUS__BUS", "none")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .expect("spawn droidwarden daemon");
+        let child = crate::spawn_daemon(
+            crate::daemon_command(adb, config.path())
+                .env("DROIDWARDEN__DBUS__BUS", "none")
+                .envs(env.iter().copied()),
+            log_file,
+        );
         Self {
             child,
             _config: config,
@@ -241,16 +251,12 @@ impl Daemon {
         if let Some(mut input) = child.stdin.take() {
             let _ = input.write_all(stdin.as_bytes());
         }
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            if let Ok(Some(_)) = child.try_wait() {
-                return child.wait_with_output().expect("mqtt-user output");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if crate::wait_exit(&mut child, Duration::from_secs(30)).is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("droidwarden mqtt-user {args:?} did not finish within 30 s");
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("droidwarden mqtt-user {args:?} did not finish within 30 s");
+        child.wait_with_output().expect("mqtt-user output")
     }
 
     /// Add a user of the embedded broker and return its (generated)
@@ -282,6 +288,15 @@ impl Daemon {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Send SIGHUP (reload) and wait until the log says `logged` (e.g.
+    /// `skills reloaded`).
+    pub fn reload(&self, logged: &str, deadline: Duration) {
+        crate::send_signal(self.pid(), "HUP");
+        wait_for(&format!("{logged:?} in the daemon's log"), deadline, || {
+            self.log().contains(logged).then_some(())
+        });
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -299,30 +314,12 @@ impl Daemon {
     /// Wait (bounded) for the daemon to exit by itself; its exit status, or
     /// `None` if it is still running at the deadline.
     pub fn wait_exit(&mut self, deadline: Duration) -> Option<i32> {
-        let start = Instant::now();
-        while start.elapsed() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        crate::wait_exit(&mut self.child, deadline).and_then(|s| s.code())
     }
 
     /// Send SIGTERM and wait (bounded) for the exit status.
     pub fn terminate(&mut self) -> Option<i32> {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        None
+        crate::terminate(&mut self.child, Duration::from_secs(30)).and_then(|s| s.code())
     }
 }
 
@@ -475,6 +472,11 @@ impl Probe {
             .collect()
     }
 
+    /// The payloads on `topic` as JSON, in order.
+    pub fn on_json(&self, topic: &str) -> Vec<Value> {
+        self.on(topic).iter().map(Message::json).collect()
+    }
+
     /// Wait for a message matching `pred` (already seen or new).
     pub fn wait(&self, what: &str, deadline: Duration, pred: impl Fn(&Message) -> bool) -> Message {
         wait_for(what, deadline, || {
@@ -493,6 +495,43 @@ impl Probe {
             &format!("the latest message on {topic} to match"),
             deadline,
             || self.on(topic).last().filter(|m| pred(m)).cloned(),
+        )
+    }
+
+    /// Wait until the last message on `topic` is `payload` (an
+    /// availability topic saying `online` or `offline`).
+    pub fn wait_payload(&self, topic: &str, deadline: Duration, payload: &str) -> Message {
+        wait_for(
+            &format!("the latest message on {topic} to be {payload:?}"),
+            deadline,
+            || {
+                self.on(topic)
+                    .last()
+                    .filter(|m| m.payload == payload)
+                    .cloned()
+            },
+        )
+    }
+
+    /// The events published so far on the agent session `session`
+    /// (`<prefix>/sessions/<session>/events`), as JSON.
+    pub fn session_events(&self, prefix: &str, session: &str) -> Vec<Value> {
+        self.on_json(&format!("{prefix}/sessions/{session}/events"))
+    }
+
+    /// Wait until the agent session `session` has published its `final`
+    /// event; every event it published by then.
+    pub fn wait_session_end(&self, prefix: &str, session: &str, deadline: Duration) -> Vec<Value> {
+        wait_for(
+            &format!("the final event of session {session}"),
+            deadline,
+            || {
+                let events = self.session_events(prefix, session);
+                events
+                    .iter()
+                    .any(|e| e["event"] == "final")
+                    .then_some(events)
+            },
         )
     }
 
@@ -534,6 +573,24 @@ impl Probe {
         .json()
     }
 
+    /// `cmd/call` of `action` of `service` on `device` as request `id`
+    /// ([`call_request`]), and its reply.
+    pub fn call(
+        &self,
+        prefix: &str,
+        id: &str,
+        device: &str,
+        service: &str,
+        action: &str,
+        params: Value,
+    ) -> Value {
+        self.request(
+            prefix,
+            "call",
+            call_request(id, device, service, action, params),
+        )
+    }
+
     /// Publish a command and wait for its reply on `<prefix>/reply/<id>`.
     pub fn request(&self, prefix: &str, command: &str, body: Value) -> Value {
         let id = body["id"].as_str().expect("the body has an id").to_owned();
@@ -546,6 +603,12 @@ impl Probe {
             || self.on(&reply_topic).get(before).map(Message::json),
         )
     }
+}
+
+/// The body of a `cmd/call` request: `action` of `service` on `device`
+/// with `params`, answered on `<prefix>/reply/<id>`.
+pub fn call_request(id: &str, device: &str, service: &str, action: &str, params: Value) -> Value {
+    serde_json::json!({"id": id, "device": device, "service": service, "action": action, "params": params})
 }
 
 /// No state polls: a sim's command log holds only what a test asks for,

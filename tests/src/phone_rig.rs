@@ -5,7 +5,7 @@
 //! through the companion app.
 
 use crate::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe, one_phone_config};
-use crate::{AdbServer, Sim, SimOptions};
+use crate::{AdbServer, Sim, SimOptions, scripted_llm_config};
 use droidwarden_agent::ProviderKind;
 use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
 use serde_json::{Value, json};
@@ -59,20 +59,23 @@ pub struct PhoneRig {
     next: Cell<u32>,
 }
 
-/// `[llm]` for the scripted model `llm` speaking `kind`'s wire format.
-pub fn scripted_llm_config(llm: &ScriptedLlm, kind: ProviderKind) -> String {
-    format!(
-        "[llm]\nprovider = \"{}\"\nbase_url = \"{}\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n",
-        kind.as_str(),
-        llm.base_url(kind)
-    )
-}
-
 impl PhoneRig {
     /// A rig without discovery or model, the configuration ending with
     /// `extra`; returns once the phone is online.
     pub fn start(extra: &str) -> Self {
         Self::start_with(PhoneRigOptions::default(), extra)
+    }
+
+    /// A rig whose phone (`alice`) is reached through its companion app,
+    /// the configuration ending with `extra`; returns once it is online.
+    pub fn start_companion(extra: &str) -> Self {
+        Self::start_with(
+            PhoneRigOptions {
+                companion: true,
+                ..PhoneRigOptions::default()
+            },
+            extra,
+        )
     }
 
     /// A rig as `options` say, the configuration ending with `extra`;
@@ -97,14 +100,14 @@ impl PhoneRig {
                 no_adb: true,
                 ..options.sim
             });
-            probe.wait_last(&format!("{P}/companion/{COMPANION_ID}/online"), WAIT, |m| {
-                m.payload == "online"
-            });
+            probe.wait_payload(
+                &format!("{P}/companion/{COMPANION_ID}/online"),
+                WAIT,
+                "online",
+            );
             (sim, "alice")
         } else {
-            let sim = Sim::start(options.sim);
-            adb.connect(&sim.serial());
-            (sim, "phone")
+            (adb.phone(options.sim), "phone")
         };
         let mut rig = Self {
             daemon: None,
@@ -173,10 +176,10 @@ impl PhoneRig {
 
     /// Wait until the phone is online.
     pub fn wait_online(&self) {
-        self.probe.wait_last(
+        self.probe.wait_payload(
             &format!("{P}/devices/{}/availability", self.device),
             WAIT,
-            |m| m.payload == "online",
+            "online",
         );
     }
 

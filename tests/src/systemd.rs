@@ -6,7 +6,7 @@
 use crate::{AdbServer, wait_for};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -190,12 +190,7 @@ impl Service {
         for (key, value) in env {
             cmd.env(key, value);
         }
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .expect("spawn droidwarden daemon");
+        let child = crate::spawn_daemon(&mut cmd, log_file);
         Self {
             child,
             config,
@@ -232,39 +227,19 @@ impl Service {
 
     /// Send a signal by name (`HUP`, `TERM`, `INT`).
     pub fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args(["-s", name, &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -s {name} failed");
+        crate::send_signal(self.child.id(), name);
     }
 
     /// Wait (bounded) for the process to exit; its exit code.
     pub fn wait_exit(&mut self, deadline: Duration) -> Option<i32> {
-        let child = &mut self.child;
-        let start = Instant::now();
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status.code();
-            }
-            if start.elapsed() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        crate::wait_exit(&mut self.child, deadline).and_then(|s| s.code())
     }
 }
 
 impl Drop for Service {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
-            if self.wait_exit(Duration::from_secs(30)).is_none() {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-            }
+            crate::terminate(&mut self.child, Duration::from_secs(30));
         }
         if std::thread::panicking() {
             eprintln!("--- daemon log ---\n{}", self.log());

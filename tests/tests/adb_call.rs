@@ -22,15 +22,7 @@ fn one_phone(extra_config: &str) -> (AdbServer, Sim, Droidwarden) {
 
 /// [`one_phone`] with a sim of these options, named `phone` in the config.
 fn one_phone_with(options: SimOptions, extra_config: &str) -> (AdbServer, Sim, Droidwarden) {
-    let adb = AdbServer::start();
-    let sim = Sim::start(options);
-    adb.connect(&sim.serial());
-    let config = format!(
-        "[adb]\nconnect = [\"{serial}\"]\n{extra_config}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
-        serial = sim.serial()
-    );
-    let dw = Droidwarden::new(&adb, &config);
-    (adb, sim, dw)
+    droidwarden_e2e::local_phone_with(options, extra_config)
 }
 
 fn pointer<'a>(value: &'a Value, path: &str) -> &'a Value {
@@ -278,19 +270,17 @@ fn results_reflect_the_phones_state() {
 #[test]
 fn two_phones_at_once_and_device_selection() {
     let adb = AdbServer::start();
-    let a = Sim::start(SimOptions {
+    let a = adb.phone(SimOptions {
         serial: Some("AAA".into()),
         model: Some("Tab A".into()),
         ..Default::default()
     });
-    let b = Sim::start(SimOptions {
+    let b = adb.phone(SimOptions {
         serial: Some("BBB".into()),
         model: Some("Pixel 9".into()),
         android: Some("15".into()),
         ..Default::default()
     });
-    adb.connect(&a.serial());
-    adb.connect(&b.serial());
     let config = format!(
         "[[devices]]\nname = \"kitchen-tablet\"\ntransport = \"adb\"\nserial = \"{}\"\n",
         a.serial()
@@ -497,20 +487,15 @@ fn hostile_parameters_are_rejected_or_arrive_as_one_literal_argument() {
 #[test]
 fn android_errors_become_structured_errors() {
     let (_adb, sim, dw) = one_phone("");
-    let run = dw.call(
-        "phone",
-        "app_launcher",
-        "launch",
-        json!({"package": "com.not.installed"}),
-    );
-    assert_eq!(run.json["error"]["code"], "not_found", "{}", run.stdout);
-    let run = dw.call(
-        "phone",
-        "app_launcher",
-        "stop",
-        json!({"package": "com.not.installed"}),
-    );
-    assert_eq!(run.json["error"]["code"], "not_found", "{}", run.stdout);
+    for action in ["launch", "stop"] {
+        let run = dw.call(
+            "phone",
+            "app_launcher",
+            action,
+            json!({"package": "com.not.installed"}),
+        );
+        assert_eq!(run.error_code(), "not_found", "{action}: {}", run.stdout);
+    }
 
     // The exit status comes from the shell v2 exit packet (adb_client's
     // shell_command drops it; see android-bridge's `adb::exchange`).
@@ -653,11 +638,10 @@ fn a_replayed_bug_report_is_reproduced() {
     )
     .unwrap();
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
+    let sim = adb.phone(SimOptions {
         replay: Some(dir.path().to_path_buf()),
         ..Default::default()
     });
-    adb.connect(&sim.serial());
     let dw = Droidwarden::new(&adb, "");
     let run = dw.call(&sim.serial(), "battery", "status", json!({}));
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
@@ -673,8 +657,7 @@ fn the_adb_server_is_never_started_on_the_default_port_behind_our_back() {
     // adb_client runs `adb start-server` (port 5037) before every server
     // request on loopback; the bridge hands it a no-op program instead.
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let _sim = adb.phone(SimOptions::default());
     let default_port_was_free = std::net::TcpStream::connect("127.0.0.1:5037").is_err();
     let dw = Droidwarden::new(&adb, "");
     for _ in 0..3 {

@@ -7,10 +7,9 @@
 
 use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{Responder, ScriptStep};
-use droidwarden_e2e::agent_rig::{self, P, Rig, WAIT, sim_commands_with, tool_results};
+use droidwarden_e2e::agent_rig::{self, P, Rig, WAIT, ok_text, sim_commands_with, tool_results};
 use droidwarden_e2e::dbus::PrivateBus;
-use droidwarden_e2e::mqtt::Daemon;
-use droidwarden_e2e::{Droidwarden, binary, wait_for};
+use droidwarden_e2e::{Droidwarden, KillOnDrop, binary, wait_for};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -166,13 +165,7 @@ fn multi_step(mode: &str) {
     }
     // Progress events on the session topic, each once.
     let session = result["session"].as_str().expect("session");
-    let events = wait_for("the final event", WAIT, || {
-        let events = r.events(session);
-        events
-            .iter()
-            .any(|e| e["event"] == "final")
-            .then_some(events)
-    });
+    let events = r.wait_final(session);
     let count = |kind: &str| events.iter().filter(|e| e["event"] == kind).count();
     assert_eq!(count("tool_call"), 2, "{events:?}");
     assert_eq!(count("tool_result"), 2, "{events:?}");
@@ -397,30 +390,14 @@ fn a_run_waiting_for_approval_survives_a_killed_daemon() {
     r.ask_async("survivor", "turn off the kitchen wifi");
     let approval = r.wait_approval();
     let id = approval["approval_id"].as_str().expect("id").to_owned();
-    // SIGKILL: no shutdown, no goodbye; the broker publishes the will.
-    // Waiting for it means the `online` seen next is the new daemon's,
-    // published after its subscriptions (so the answer below reaches it).
-    let state = r.daemon.take().expect("daemon").kill();
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "offline"
-    });
-    let daemon = Daemon::start_with_state(&r.adb, &r.config, state);
-    r.daemon = Some(daemon);
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    r.wait_online();
+    r.kill_and_restart();
     // The request is still pending and still published.
-    r.probe
-        .wait_last(&format!("{P}/approvals/{id}"), WAIT, |m| {
-            !m.payload.is_empty() && m.json()["approval_id"] == id.as_str()
-        });
+    r.wait_pending_approval(&id);
     assert_eq!(r.kitchen.state()["wifi"]["enabled"], true);
     r.answer(&id, "approve", None);
     // The resumed run completes and its requester still gets the reply.
     let reply = r.wait_reply("survivor");
-    assert_eq!(reply["ok"], true, "{reply}");
-    assert_eq!(reply["result"]["text"], "done: wifi is off");
+    assert_eq!(ok_text(&reply), "done: wifi is off");
     assert_eq!(r.kitchen.state()["wifi"]["enabled"], false);
     assert_eq!(
         sim_commands_with(&r.kitchen, &["wifi", "disable"]),
@@ -484,7 +461,7 @@ fn a_long_session_still_recalls_an_early_fact() {
 
 /// `droidwarden ask` in the background, its output lines collected.
 struct Background {
-    child: std::process::Child,
+    child: KillOnDrop,
     lines: Arc<Mutex<Vec<String>>>,
     /// Kept until the process ends.
     _config: tempfile::NamedTempFile,
@@ -520,7 +497,7 @@ fn spawn_ask(config: &str, bus_address: &str, home: &std::path::Path, args: &[&s
         });
     }
     Background {
-        child,
+        child: child.into(),
         lines,
         _config: config_file,
     }
@@ -534,29 +511,14 @@ impl Background {
     }
 
     fn wait_exit(&mut self) -> i32 {
-        wait_for("droidwarden ask to exit", WAIT, || {
-            self.child.try_wait().ok().flatten().and_then(|s| s.code())
-        })
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.exit_code("droidwarden ask", WAIT)
     }
 }
 
 #[test]
 fn the_cli_and_dbus_ask_approve_and_show_sessions() {
     let bus = PrivateBus::session();
-    let r = rig_with(
-        "",
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-            ("DROIDWARDEN__DBUS__BUS", "session"),
-        ],
-    );
+    let r = rig_with("", &bus.daemon_env());
     bus.wait_for_daemon(WAIT);
     let monitor = bus.monitor();
     let cli = Droidwarden::new(&r.adb, &r.config);

@@ -12,7 +12,7 @@ use droidwarden_agent::testing::ScriptStep;
 use droidwarden_agent::{ModelReply, ProviderKind};
 use droidwarden_e2e::mqtt::{Daemon, NO_POLLS};
 use droidwarden_e2e::phone_rig::{P, PhoneRig, PhoneRigOptions, WAIT};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, run_with_timeout, wait_for};
+use droidwarden_e2e::{AdbServer, SimOptions, binary, run_with_timeout, wait_for};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::Duration;
@@ -53,11 +53,7 @@ trait Automations {
 impl Automations for Rig {
     /// The run outcomes published for `name`, parsed, in order.
     fn runs(&self, name: &str) -> Vec<Value> {
-        self.probe
-            .on(&format!("{P}/automations/{name}/runs"))
-            .iter()
-            .map(|m| m.json())
-            .collect()
+        self.probe.on_json(&format!("{P}/automations/{name}/runs"))
     }
 
     /// Outcomes of `name` with this status.
@@ -469,11 +465,11 @@ action = { kind = "notify", message = "good night" }
         format!("{P}/automations/night-mode/run")
     );
     let enabled = format!("{P}/automations/night-mode/enabled");
-    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "ON");
+    r.probe.wait_payload(&enabled, WAIT, "ON");
     // The switch turns it off; the button runs it (by hand, even disabled).
     r.probe
         .publish(&format!("{P}/automations/night-mode/set"), "OFF");
-    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "OFF");
+    r.probe.wait_payload(&enabled, WAIT, "OFF");
     r.probe
         .publish(&format!("{P}/automations/night-mode/run"), "PRESS");
     let done = r.wait_status("night-mode", "success", 1);
@@ -485,7 +481,7 @@ action = { kind = "notify", message = "good night" }
     assert_eq!(shown["result"]["enabled"], false, "{shown}");
     r.probe
         .publish(&format!("{P}/automations/night-mode/set"), "ON");
-    r.probe.wait_last(&enabled, WAIT, |m| m.payload == "ON");
+    r.probe.wait_payload(&enabled, WAIT, "ON");
 }
 
 /// `droidwarden config check` on a configuration: status and standard error.
@@ -546,32 +542,18 @@ fn configuration_errors_name_the_key() {
     assert_eq!(code, 0, "{stderr}");
 }
 
-/// Neither bus can be reached: the CLI and the daemon meet on the socket.
-const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
-
 #[test]
 fn the_cli_manages_automations_through_the_daemon() {
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let runtime = tempfile::tempdir().expect("runtime dir");
     let config = format!(
         "[broker]\nlisten = \"127.0.0.1:{port}\"\n{NO_POLLS}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n\n[[automations]]\nname = \"wifi_off\"\ndescription = \"Wi-Fi off by hand\"\ntrigger = {{ kind = \"manual\" }}\naction = {{ kind = \"call\", device = \"phone\", service = \"wifi_automation\", action = \"disable\" }}\n",
         port = droidwarden_e2e::free_port(),
         serial = sim.serial(),
     );
-    let rt = runtime.path().to_str().expect("utf-8").to_owned();
-    let daemon = Daemon::start_with_env(
-        &adb,
-        &config,
-        tempfile::tempdir().expect("state"),
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
-            ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
-            ("DROIDWARDEN__DBUS__BUS", "auto"),
-            ("XDG_RUNTIME_DIR", &rt),
-        ],
-    );
+    // Neither bus can be reached: the CLI and the daemon meet on the socket.
+    let daemon = Daemon::start_without_bus(&adb, &config, runtime.path());
     let socket = daemon.state_dir.path().join("api.sock");
     wait_for("the socket", WAIT, || socket.exists().then_some(()));
     let cli = |args: &[&str]| {
@@ -579,11 +561,8 @@ fn the_cli_manages_automations_through_the_daemon() {
         cmd.arg("--config")
             .arg(daemon.config_path())
             .args(args)
-            .env("HOME", adb.home())
-            .env_remove("DBUS_SESSION_BUS_ADDRESS")
-            .env_remove("DROIDWARDEN__DBUS__BUS")
-            .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
-            .env("XDG_RUNTIME_DIR", runtime.path());
+            .env("HOME", adb.home());
+        droidwarden_e2e::dbus::without_bus(&mut cmd, runtime.path());
         let out = run_with_timeout(cmd, Duration::from_secs(60));
         (
             out.status.code().unwrap_or(-1),

@@ -1,9 +1,9 @@
 //! Companion phones through the daemon: a real mosquitto, `droidwarden
 //! daemon`, and emulated phones in companion mode beside an ADB one.
 
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, call_request};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 const P: &str = "droidwarden";
@@ -22,29 +22,22 @@ fn rig(extra: &str) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let adb_sim = Sim::start(SimOptions::default());
-    adb.connect(&adb_sim.serial());
+    let adb_sim = adb.phone(SimOptions::default());
     let alice = Sim::start(SimOptions {
         companion: Some((broker.port, "alice-pixel".into())),
         no_adb: true,
         model: Some("Pixel 9".into()),
         ..Default::default()
     });
-    probe.wait_last(&format!("{P}/companion/alice-pixel/online"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/companion/alice-pixel/online"), WAIT, "online");
     let config = format!(
         "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{extra}\n[[devices]]\nname = \"tablet\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
         broker.port,
         adb_sim.serial()
     );
     let daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    probe.wait_last(&format!("{P}/devices/tablet/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "online");
+    probe.wait_payload(&format!("{P}/devices/tablet/availability"), WAIT, "online");
     Rig {
         probe,
         adb_sim,
@@ -55,18 +48,27 @@ fn rig(extra: &str) -> Rig {
     }
 }
 
-fn call(id: &str, device: &str, service: &str, action: &str, params: Value) -> Value {
-    json!({"id": id, "device": device, "service": service, "action": action, "params": params})
+impl Rig {
+    /// Take alice's app off the network (`false`) or bring it back, and
+    /// wait until the daemon's availability for alice says so.
+    fn set_alice_online(&self, online: bool) {
+        self.alice
+            .control(json!({"op": "companion", "online": online}));
+        let availability = if online { "online" } else { "offline" };
+        self.probe.wait_payload(
+            &format!("{P}/devices/alice/availability"),
+            WAIT,
+            availability,
+        );
+    }
 }
 
 #[test]
 fn adb_and_companion_phones_side_by_side() {
     let r = rig("");
-    let reply = r.probe.request(
-        P,
-        "call",
-        call("a1", "alice", "wifi_automation", "disable", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "a1", "alice", "wifi_automation", "disable", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(r.alice.state()["wifi"]["enabled"], false);
     assert_eq!(
@@ -84,50 +86,38 @@ fn adb_and_companion_phones_side_by_side() {
         .collect();
     assert_eq!(statuses, ["executing", "success"]);
 
-    let reply = r.probe.request(
-        P,
-        "call",
-        call("a2", "alice", "system_info", "info", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "a2", "alice", "system_info", "info", json!({}));
     assert_eq!(reply["result"]["model"], "Pixel 9", "{reply}");
-    let reply = r.probe.request(
-        P,
-        "call",
-        call("t1", "tablet", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "t1", "tablet", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
 
     // Tracking needs the app: it works on alice, and is refused over ADB.
-    let reply = r.probe.request(
+    let reply = r.probe.call(
         P,
-        "call",
-        call(
-            "a3",
-            "alice",
-            "location",
-            "start_tracking",
-            json!({"interval_s": 30}),
-        ),
+        "a3",
+        "alice",
+        "location",
+        "start_tracking",
+        json!({"interval_s": 30}),
     );
     assert_eq!(reply["result"]["tracking"], true, "{reply}");
-    let reply = r.probe.request(
-        P,
-        "call",
-        call("t2", "tablet", "location", "start_tracking", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "t2", "tablet", "location", "start_tracking", json!({}));
     assert_eq!(reply["error"]["code"], "unsupported_action", "{reply}");
 
     // Phone errors travel back as they are.
-    let reply = r.probe.request(
+    let reply = r.probe.call(
         P,
-        "call",
-        call(
-            "a4",
-            "alice",
-            "app_launcher",
-            "stop",
-            json!({"package": "com.not.there"}),
-        ),
+        "a4",
+        "alice",
+        "app_launcher",
+        "stop",
+        json!({"package": "com.not.there"}),
     );
     assert_eq!(reply["error"]["code"], "not_found", "{reply}");
 }
@@ -150,14 +140,10 @@ fn phone_events_update_state() {
 #[test]
 fn a_request_for_an_offline_phone_waits_for_it_to_come_back() {
     let r = rig("");
-    r.alice.control(json!({"op": "companion", "online": false}));
-    r.probe
-        .wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-            m.payload == "offline"
-        });
+    r.set_alice_online(false);
     r.probe.publish(
         &format!("{P}/cmd/call"),
-        call("q1", "alice", "bluetooth_automation", "disable", json!({})).to_string(),
+        call_request("q1", "alice", "bluetooth_automation", "disable", json!({})).to_string(),
     );
     // Give the daemon time to queue it; no reply may come while offline.
     wait_for("the call to be executing", WAIT, || {
@@ -171,12 +157,7 @@ fn a_request_for_an_offline_phone_waits_for_it_to_come_back() {
     });
     assert!(r.probe.on(&format!("{P}/reply/q1")).is_empty());
     r.alice.control(json!({"op": "companion", "online": true}));
-    let reply = r
-        .probe
-        .wait("the queued reply", WAIT, |m| {
-            m.topic == format!("{P}/reply/q1")
-        })
-        .json();
+    let reply = r.probe.wait_reply(P, "q1");
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(r.alice.state()["bluetooth"]["enabled"], false);
 }
@@ -184,34 +165,22 @@ fn a_request_for_an_offline_phone_waits_for_it_to_come_back() {
 #[test]
 fn a_queued_request_fails_after_its_time_to_live() {
     let r = rig("[companion]\nqueue_ttl_ms = 1000\nrequest_timeout_ms = 2000");
-    r.alice.control(json!({"op": "companion", "online": false}));
-    r.probe
-        .wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-            m.payload == "offline"
-        });
+    r.set_alice_online(false);
     let start = Instant::now();
-    let reply = r.probe.request(
-        P,
-        "call",
-        call("ttl1", "alice", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "ttl1", "alice", "battery", "status", json!({}));
     assert_eq!(reply["error"]["code"], "device_offline", "{reply}");
     assert!(
         start.elapsed() < Duration::from_secs(5),
         "{:?}",
         start.elapsed()
     );
-    r.alice.control(json!({"op": "companion", "online": true}));
-    r.probe
-        .wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-            m.payload == "online"
-        });
+    r.set_alice_online(true);
     // The expired request is not performed late.
-    let reply = r.probe.request(
-        P,
-        "call",
-        call("ttl2", "alice", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "ttl2", "alice", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
 }
 
@@ -221,11 +190,9 @@ fn duplicate_responses_from_a_phone_are_applied_once() {
     r.alice
         .control(json!({"op": "companion_duplicates", "enabled": true}));
     for i in 0..5 {
-        let reply = r.probe.request(
-            P,
-            "call",
-            call(&format!("d{i}"), "alice", "battery", "status", json!({})),
-        );
+        let reply = r
+            .probe
+            .call(P, &format!("d{i}"), "alice", "battery", "status", json!({}));
         assert_eq!(reply["ok"], true, "{reply}");
     }
     for i in 0..5 {

@@ -2,7 +2,7 @@
 //! emulated phones, `droidwarden daemon` as a process, and the standard
 //! tools (busctl, gdbus call, gdbus monitor) and the CLI as clients.
 
-use droidwarden_e2e::dbus::{Monitor, PrivateBus, gdbus_string, signal_args};
+use droidwarden_e2e::dbus::{Monitor, NO_BUS, PrivateBus, gdbus_string, signal_args};
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions, free_port, wait_for};
 use serde_json::{Value, json};
@@ -24,11 +24,10 @@ struct Rig {
 fn rig(mqtt: &str) -> Rig {
     let bus = PrivateBus::session();
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
+    let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..SimOptions::default()
     });
-    adb.connect(&sim.serial());
     let config = format!(
         "{mqtt}\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
         serial = sim.serial()
@@ -54,10 +53,7 @@ fn start_daemon(adb: &AdbServer, config: &str, bus: &PrivateBus) -> Daemon {
         adb,
         config,
         tempfile::tempdir().expect("state dir"),
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", &bus.address),
-            ("DROIDWARDEN__DBUS__BUS", "session"),
-        ],
+        &bus.daemon_env(),
     )
 }
 
@@ -325,8 +321,7 @@ fn introspection_methods_properties_signals_and_errors() {
     );
 
     // A second phone: availability signals and DeviceCount.
-    let sim2 = Sim::start(SimOptions::default());
-    r.adb.connect(&sim2.serial());
+    let sim2 = r.adb.phone(SimOptions::default());
     let serial2 = sim2.serial();
     monitor.wait("the second phone online", |l| {
         l.contains(&format!("DeviceAvailabilityChanged ('{serial2}', true)"))
@@ -479,17 +474,21 @@ fn the_cli_asks_the_daemon_and_says_when_it_is_not_running() {
 #[test]
 fn a_missing_bus_stops_the_daemon_only_when_chosen_explicitly() {
     let adb = AdbServer::start();
-    let nowhere = "unix:path=/nonexistent/droidwarden-test-bus";
-    let config = format!("{}\n[adb]\npoll_interval_ms = 300", embedded_broker());
-    let mut explicit = Daemon::start_with_env(
-        &adb,
-        &config,
-        tempfile::tempdir().unwrap(),
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", nowhere),
-            ("DROIDWARDEN__DBUS__BUS", "session"),
-        ],
-    );
+    // A daemon (on a broker of its own) with `[dbus] bus = mode` and a
+    // session bus address where no bus is.
+    let start = |mode: &str| {
+        let config = format!("{}\n[adb]\npoll_interval_ms = 300", embedded_broker());
+        Daemon::start_with_env(
+            &adb,
+            &config,
+            tempfile::tempdir().unwrap(),
+            &[
+                ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
+                ("DROIDWARDEN__DBUS__BUS", mode),
+            ],
+        )
+    };
+    let mut explicit = start("session");
     wait_for("the daemon to give up", WAIT, || {
         explicit
             .log()
@@ -498,16 +497,7 @@ fn a_missing_bus_stops_the_daemon_only_when_chosen_explicitly() {
     });
     assert_eq!(explicit.terminate(), Some(1), "{}", explicit.log());
 
-    let config = format!("{}\n[adb]\npoll_interval_ms = 300", embedded_broker());
-    let mut auto = Daemon::start_with_env(
-        &adb,
-        &config,
-        tempfile::tempdir().unwrap(),
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", nowhere),
-            ("DROIDWARDEN__DBUS__BUS", "auto"),
-        ],
-    );
+    let mut auto = start("auto");
     // Without a bus, `auto` serves the API on the private socket alone
     // (tests/tests/dbus_socket.rs).
     wait_for("the daemon to run without a bus", WAIT, || {

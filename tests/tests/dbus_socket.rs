@@ -6,19 +6,20 @@
 //! daemon binary, the real adb server, an emulated phone and a scripted
 //! language model; no bus is reachable at all.
 
-use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+use droidwarden_agent::{ModelReply, ProviderKind};
+use droidwarden_e2e::dbus::{no_bus_env, without_bus};
 use droidwarden_e2e::mqtt::Daemon;
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
+use droidwarden_e2e::{
+    AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, scripted_llm_config, wait_for,
+};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
-/// Neither bus can be reached: a path where no socket is.
-const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
 
 /// The daemon with the default `[dbus] bus = "auto"` and no bus anywhere.
 struct Rig {
@@ -42,19 +43,13 @@ struct Out {
 fn rig() -> Rig {
     let (rt, llm) = droidwarden_e2e::scripted_model();
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
+    let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..SimOptions::default()
     });
-    adb.connect(&sim.serial());
     let config = config(&sim, &llm);
     let runtime = tempfile::tempdir().expect("runtime dir");
-    let daemon = start(
-        &adb,
-        &config,
-        tempfile::tempdir().expect("state"),
-        runtime.path(),
-    );
+    let daemon = Daemon::start_without_bus(&adb, &config, runtime.path());
     let rig = Rig {
         daemon,
         sim,
@@ -69,37 +64,10 @@ fn rig() -> Rig {
 
 fn config(sim: &Sim, llm: &ScriptedLlm) -> String {
     format!(
-        "[broker]\nlisten = \"127.0.0.1:{port}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{llm}/v1\"\nmodel = \"scripted\"\nmax_retry_wait_s = 5\n",
+        "[broker]\nlisten = \"127.0.0.1:{port}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{llm}",
         port = free_port(),
         serial = sim.serial(),
-        llm = llm.addr(),
-    )
-}
-
-/// The environment of a root shell on a fresh server: no session bus, an
-/// unusable system bus, no systemd runtime directory.
-fn no_bus(cmd: &mut Command, runtime: &Path) {
-    cmd.env_remove("DBUS_SESSION_BUS_ADDRESS")
-        .env_remove("RUNTIME_DIRECTORY")
-        .env_remove("DROIDWARDEN__DBUS__BUS")
-        .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
-        .env("XDG_RUNTIME_DIR", runtime);
-}
-
-fn start(adb: &AdbServer, config: &str, state: tempfile::TempDir, runtime: &Path) -> Daemon {
-    let runtime = runtime.to_str().expect("utf-8 path");
-    // The harness cannot remove variables; an address where no bus is
-    // does the same for the daemon (zbus cannot connect: no bus).
-    Daemon::start_with_env(
-        adb,
-        config,
-        state,
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
-            ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
-            ("DROIDWARDEN__DBUS__BUS", "auto"),
-            ("XDG_RUNTIME_DIR", runtime),
-        ],
+        llm = scripted_llm_config(llm, ProviderKind::Openai),
     )
 }
 
@@ -115,7 +83,7 @@ impl Rig {
             .arg(self.daemon.config_path())
             .args(args)
             .env("HOME", self.adb.home());
-        no_bus(&mut cmd, self.runtime.path());
+        without_bus(&mut cmd, self.runtime.path());
         let out = run_with_timeout(cmd, Duration::from_secs(60));
         Out {
             code: out.status.code().unwrap_or(-1),
@@ -227,7 +195,7 @@ fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
                 "DROIDWARDEN__ADB__SERVER",
                 format!("127.0.0.1:{}", r.adb.port),
             );
-        no_bus(&mut cmd, r.runtime.path());
+        without_bus(&mut cmd, r.runtime.path());
         run_with_timeout(cmd, Duration::from_secs(30))
     };
     assert!(!second.status.success(), "a second daemon must not start");
@@ -259,7 +227,7 @@ fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
         .arg(daemon.config_path())
         .args(["devices"])
         .env("HOME", r.adb.home());
-    no_bus(&mut cmd, r.runtime.path());
+    without_bus(&mut cmd, r.runtime.path());
     let out = run_with_timeout(cmd, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -271,23 +239,21 @@ fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
 
 #[test]
 fn a_stale_socket_file_is_replaced() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let llm = rt
-        .block_on(ScriptedLlm::start(Vec::new()))
-        .expect("scripted model");
+    let (_rt, llm) = droidwarden_e2e::scripted_model();
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let state = tempfile::tempdir().expect("state");
     // A socket nobody listens on: what a killed daemon leaves.
     let stale = state.path().join("api.sock");
     drop(std::os::unix::net::UnixListener::bind(&stale).expect("bind"));
     assert!(stale.exists());
     let runtime = tempfile::tempdir().expect("runtime");
-    let daemon = start(&adb, &config(&sim, &llm), state, runtime.path());
+    let daemon = Daemon::start_with_env(
+        &adb,
+        &config(&sim, &llm),
+        state,
+        &no_bus_env(runtime.path()),
+    );
     wait_for("the daemon on its socket", WAIT, || {
         daemon
             .log()

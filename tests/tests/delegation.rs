@@ -8,11 +8,12 @@
 use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep};
 use droidwarden_e2e::Droidwarden;
-use droidwarden_e2e::agent_rig::{P, Rig, WAIT, call, dev, rig_full, sim_commands_with, text};
+use droidwarden_e2e::agent_rig::{
+    P, Rig, WAIT, call, dev, ok_text, rig_full, sim_commands_with, text,
+};
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::Daemon;
 use serde_json::{Value, json};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 const AGENTS: &str = "[agent]\nmax_iterations = 4\n[[agents]]\nname = \"battery-doctor\"\ndescription = \"Reads a phone's battery.\"\nsystem_prompt = \"DOCTOR: you read batteries.\"\ntools = [\"battery\"]\nmax_iterations = 3\n[[agents]]\nname = \"netcheck\"\ndescription = \"Checks a phone's Wi-Fi.\"\nsystem_prompt = \"NETCHECK: you check Wi-Fi.\"\ntools = [\"wifi_automation.status\"]\nmode = \"background\"\nmax_iterations = 3\n";
@@ -25,14 +26,6 @@ fn tool_result(r: &RecordedRequest) -> Option<String> {
 
 fn tool_reply(tool: &str, args: Value) -> ModelReply {
     ModelReply::tool_calls(vec![(tool.to_owned(), args.to_string())])
-}
-
-fn ok_text(reply: &Value) -> String {
-    assert_eq!(reply["ok"], true, "{reply}");
-    reply["result"]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// Wait for an event of `kind` on the session's topic matching `pred`.
@@ -200,10 +193,7 @@ fn background_model(task: Arc<Mutex<String>>) -> Responder {
 #[test]
 fn background_tasks_report_through_status_sessions_reload_and_a_restart() {
     let bus = PrivateBus::session();
-    let env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-    ];
+    let env = bus.daemon_env();
     let mut r = rig_full(tempfile::tempdir().expect("skills"), &env, AGENTS);
     bus.wait_for_daemon(WAIT);
     let task = Arc::new(Mutex::new(String::new()));
@@ -267,14 +257,7 @@ fn background_tasks_report_through_status_sessions_reload_and_a_restart() {
     let mut file = std::fs::read_to_string(&path).expect("config");
     file.push_str("\n[[agents]]\nname = \"scout\"\ndescription = \"Looks around.\"\nsystem_prompt = \"SCOUT\"\ntools = [\"battery.status\"]\n");
     std::fs::write(&path, file).expect("config");
-    let hup = Command::new("kill")
-        .args(["-HUP", &r.daemon().pid().to_string()])
-        .status()
-        .expect("kill -HUP");
-    assert!(hup.success());
-    droidwarden_e2e::wait_for("agents reloaded", WAIT, || {
-        r.daemon().log().contains("agents reloaded").then_some(())
-    });
+    r.daemon().reload("agents reloaded", WAIT);
     let n = r.llm.requests().len();
     ok_text(&r.ask("b3", "anything new?", None));
     let offered = r.llm.requests()[n].tool_names();

@@ -105,9 +105,7 @@ fn the_adb_server_is_started_when_adb_appears_and_again_each_time_it_is_killed()
     // Installed while the daemon runs.
     let real = which("adb");
     std::os::unix::fs::symlink(&real, &program).unwrap();
-    probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
     // Killed, twice: started again each time (so quickly that the phone
     // may never be seen offline), and the phone is back on it.
     for round in 1..=2 {
@@ -132,9 +130,7 @@ fn the_adb_server_is_started_when_adb_appears_and_again_each_time_it_is_killed()
                     .then_some(())
             },
         );
-        probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-            m.payload == "online"
-        });
+        probe.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
     }
     let log = daemon.log();
     // Said by the start-up, the server starter and the poller: once each,
@@ -272,9 +268,7 @@ fn subscribers_of_the_embedded_broker_see_the_daemon_go_offline() {
         .unwrap_or_default()
         .to_owned();
     let probe = Probe::connect_as(port, "watcher", &password);
-    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/availability"), WAIT, "online");
     assert_eq!(daemon.terminate(), Some(0), "{}", daemon.log());
     // The goodbye reaches a subscriber before the broker itself stops.
     probe.wait(&format!("{P}/availability offline"), WAIT, |m| {
@@ -287,8 +281,7 @@ fn home_assistant_sees_the_phones_volume_steps_and_errors_for_unknown_devices() 
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let config = droidwarden_e2e::mqtt::one_phone_config(broker.port, &sim.serial(), "");
     let _daemon = Daemon::start(&adb, &config);
     let volume_config = "homeassistant/number/droidwarden_phone/media_volume/config";

@@ -8,22 +8,22 @@
 //! by `scripts/test`) lists the tools and calls `battery status` too, and
 //! reads the skills as prompts.
 
-use droidwarden_e2e::dbus::PrivateBus;
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_agent::ProviderKind;
+use droidwarden_e2e::dbus::{PrivateBus, no_bus_env};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe};
 use droidwarden_e2e::npm::npm_bin;
 use droidwarden_e2e::{
-    AdbServer, Droidwarden, Sim, SimOptions, binary, run_with_timeout, wait_for,
+    AdbServer, Droidwarden, KillOnDrop, Sim, SimOptions, binary, run_with_timeout,
+    scripted_llm_config, wait_for,
 };
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const P: &str = "droidwarden";
-/// No bus can be reached there.
-const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
 const WAIT: Duration = Duration::from_secs(60);
 
 fn client_script() -> PathBuf {
@@ -32,7 +32,7 @@ fn client_script() -> PathBuf {
 
 /// The Python client, running a plan; its JSON lines are collected.
 struct PyClient {
-    child: Child,
+    child: KillOnDrop,
     lines: Arc<Mutex<Vec<Value>>>,
     stderr: Arc<Mutex<String>>,
 }
@@ -102,7 +102,7 @@ impl PyClient {
             });
         }
         Self {
-            child,
+            child: child.into(),
             lines,
             stderr,
         }
@@ -133,10 +133,24 @@ impl PyClient {
         }
     }
 
+    /// Line `n` is the client's form (`elicited`): that line.
+    fn asked(&self, n: usize) -> Value {
+        let asked = self.line(n);
+        assert_eq!(asked["op"], "elicited", "{asked}");
+        asked
+    }
+
+    /// Line `n` is a call's result that is no error: that result.
+    fn ran(&self, n: usize) -> Value {
+        let ran = self.line(n);
+        assert_eq!(ran["result"]["isError"], false, "{ran}");
+        ran
+    }
+
     /// Line `n` is the client's form (`elicited`) and line `n + 1` the
     /// call's result, refused as `denied`: that result.
     fn asked_then_denied(&self, n: usize) -> Value {
-        assert_eq!(self.line(n)["op"], "elicited", "{}", self.line(n));
+        self.asked(n);
         let denied = self.line(n + 1);
         assert_eq!(error_code(&denied), "denied", "{denied}");
         denied
@@ -154,16 +168,7 @@ impl PyClient {
     }
 
     fn wait_exit(&mut self) -> i32 {
-        wait_for("the MCP client to exit", WAIT, || {
-            self.child.try_wait().ok().flatten().and_then(|s| s.code())
-        })
-    }
-}
-
-impl Drop for PyClient {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.exit_code("the MCP client", WAIT)
     }
 }
 
@@ -211,18 +216,15 @@ fn rig(extra: &str, env: &[(&str, &str)]) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let kitchen = Sim::start(SimOptions::default());
-    adb.connect(&kitchen.serial());
+    let kitchen = adb.phone(SimOptions::default());
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{extra}\n",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{NO_POLLS}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n{}[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{extra}\n",
         broker.port,
-        llm.addr(),
+        scripted_llm_config(&llm, ProviderKind::Openai),
         serial = kitchen.serial(),
     );
     let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
-    probe.wait_last(&format!("{P}/devices/kitchen/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/devices/kitchen/availability"), WAIT, "online");
     Rig {
         daemon,
         probe,
@@ -240,10 +242,7 @@ fn rig(extra: &str, env: &[(&str, &str)]) -> Rig {
 /// `let (bus, r) = …` drops the daemon before its bus.
 fn rig_on_bus(extra: &str) -> (PrivateBus, Rig) {
     let bus = PrivateBus::session();
-    let env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-    ];
+    let env = bus.daemon_env();
     let r = rig(extra, &env);
     bus.wait_for_daemon(WAIT);
     (bus, r)
@@ -256,10 +255,10 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
         (&r.probe, &r.kitchen, &r.adb, &r.config, &r.daemon);
     let cli = Droidwarden::new(adb, config);
     let client_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-        ("HOME", adb.home().to_str().expect("home")),
-    ];
+        &bus.daemon_env()[..],
+        &[("HOME", adb.home().to_str().expect("home"))],
+    ]
+    .concat();
     let mut client = PyClient::start(
         &droidwarden_mcp(daemon.config_path(), &[]),
         json!([
@@ -391,10 +390,10 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
 fn clients_hear_that_the_tools_changed_when_a_phone_comes() {
     let (bus, r) = rig_on_bus("");
     let client_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-        ("HOME", r.adb.home().to_str().expect("home")),
-    ];
+        &bus.daemon_env()[..],
+        &[("HOME", r.adb.home().to_str().expect("home"))],
+    ]
+    .concat();
     let server = droidwarden_mcp(r.daemon.config_path(), &[]);
     // A 2025-11-25 session (unscoped notifications) and a 2026-07-28 one
     // (subscriptions/listen).
@@ -412,8 +411,7 @@ fn clients_hear_that_the_tools_changed_when_a_phone_comes() {
     // A second phone comes: both hear it, and the tools name it. The first
     // announcement each client gets is this one: one that came before the
     // phone (nothing had changed) would be followed by a list of one phone.
-    let hall = Sim::start(SimOptions::default());
-    r.adb.connect(&hall.serial());
+    let _hall = r.adb.phone(SimOptions::default());
     for client in [&legacy, &modern] {
         let updated = client.line(1);
         assert_eq!(updated["op"], "updated", "{updated}");
@@ -460,10 +458,10 @@ fn the_mcp_inspector_cli_lists_and_calls_through_the_daemon() {
     let server = droidwarden_mcp(r.daemon.config_path(), &[]);
     let home = r.adb.home();
     let server_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-        ("HOME", home.to_str().expect("home")),
-    ];
+        &bus.daemon_env()[..],
+        &[("HOME", home.to_str().expect("home"))],
+    ]
+    .concat();
 
     // tools/list, with the Inspector's schema portability check (exit 6 on
     // an error-severity problem).
@@ -676,8 +674,7 @@ fn the_python_sdk_over_streamable_http_with_a_token_and_approvals() {
 #[test]
 fn local_mode_refuses_what_needs_approval_and_serves_direct_tools() {
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let config = format!(
         "[adb]\nconnect = [\"{s}\"]\n[mcp]\ntool_mode = \"direct\"\n[[devices]]\nname = \"pixel\"\ntransport = \"adb\"\nserial = \"{s}\"\n",
         s = sim.serial()
@@ -734,7 +731,7 @@ fn local_mode_refuses_what_needs_approval_and_serves_direct_tools() {
 /// Raw JSON-RPC lines to `droidwarden mcp --local`, one reply line read
 /// back for each request.
 struct RawServer {
-    child: Child,
+    child: KillOnDrop,
     out: BufReader<std::process::ChildStdout>,
 }
 
@@ -753,18 +750,10 @@ impl RawServer {
     }
 }
 
-impl Drop for RawServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn hostile_json_rpc_gets_errors_and_the_server_keeps_serving() {
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let config_file = tempfile::NamedTempFile::new().expect("config");
     std::fs::write(
         config_file.path(),
@@ -787,7 +776,10 @@ fn hostile_json_rpc_gets_errors_and_the_server_keeps_serving() {
         .spawn()
         .expect("droidwarden mcp");
     let out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut s = RawServer { child, out };
+    let mut s = RawServer {
+        child: child.into(),
+        out,
+    };
     s.send(
         &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
@@ -869,6 +861,15 @@ fn wifi(action: &str) -> Value {
     json!({"service_id": "wifi_automation", "action": action})
 }
 
+/// Plan steps: one `android_device` Wi-Fi call for each of `actions`, in
+/// order.
+fn wifi_calls(actions: &[&str]) -> Value {
+    actions
+        .iter()
+        .map(|a| json!({"op": "call", "name": "android_device", "arguments": wifi(a)}))
+        .collect()
+}
+
 /// The structured error code of a tool result line.
 fn error_code(line: &Value) -> &str {
     line["result"]["structuredContent"]["error"]["code"]
@@ -888,10 +889,10 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
     let (bus, r) = rig_on_bus("");
     let cli = Droidwarden::new(&r.adb, &r.config);
     let client_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-        ("HOME", r.adb.home().to_str().expect("home")),
-    ];
+        &bus.daemon_env()[..],
+        &[("HOME", r.adb.home().to_str().expect("home"))],
+    ]
+    .concat();
     let device = "android_device";
     let approve = json!({"action": "accept", "content": {"approve": true}});
     let mut client = PyClient::start_plan(
@@ -923,8 +924,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
     );
 
     // Approved in the client: the daemon's request, answered, and run.
-    let asked = client.line(1);
-    assert_eq!(asked["op"], "elicited", "{asked}");
+    let asked = client.asked(1);
     let message = asked["params"]["message"].as_str().expect("message");
     let request = r
         .probe
@@ -940,8 +940,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
         asked["params"]["requestedSchema"]["properties"]["approve"]["type"],
         "boolean"
     );
-    let ran = client.line(2);
-    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    let ran = client.ran(2);
     assert_eq!(ran["result"]["structuredContent"]["action"], "disable");
     assert_eq!(
         sim_count(&r.kitchen, "svc wifi disable"),
@@ -958,7 +957,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
     });
 
     // Declined in the client: denied, recorded with the reason, not run.
-    assert_eq!(client.line(3)["op"], "elicited");
+    client.asked(3);
     let declined = client.line(4);
     assert_eq!(declined["result"]["isError"], true, "{declined}");
     assert_eq!(error_code(&declined), "denied", "{declined}");
@@ -1014,17 +1013,13 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
             "elicit": "legacy",
             "answers": [approve, {"action": "accept",
                                   "content": {"approve": false, "reason": "not tonight"}}],
-            "steps": [
-                {"op": "call", "name": device, "arguments": wifi("enable")},
-                {"op": "call", "name": device, "arguments": wifi("disable")},
-            ],
+            "steps": wifi_calls(&["enable", "disable"]),
         }),
         &client_env,
     );
     assert_eq!(legacy.line(0)["protocol"], "2025-11-25");
-    assert_eq!(legacy.line(1)["op"], "elicited");
-    let ran = legacy.line(2);
-    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    legacy.asked(1);
+    legacy.ran(2);
     assert_eq!(sim_count(&r.kitchen, "svc wifi enable"), 1, "approved: ran");
     let denied = legacy.asked_then_denied(3);
     let reason = denied["result"]["structuredContent"]["error"]["message"]
@@ -1054,21 +1049,19 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
     wait_for("the MCP endpoint", WAIT, || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
     });
-    let device = "android_device";
     let approve = json!({"action": "accept", "content": {"approve": true}});
     let mut modern = PyClient::start_plan(
         json!({
             "http": url,
             "elicit": "auto",
             "answers": [approve],
-            "steps": [{"op": "call", "name": device, "arguments": wifi("disable")}],
+            "steps": wifi_calls(&["disable"]),
         }),
         &[],
     );
     assert_eq!(modern.line(0)["protocol"], "2026-07-28");
-    assert_eq!(modern.line(1)["op"], "elicited");
-    let ran = modern.line(2);
-    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    modern.asked(1);
+    modern.ran(2);
     assert_eq!(
         sim_count(&r.kitchen, "svc wifi disable"),
         1,
@@ -1086,16 +1079,12 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
                 {"action": "decline", "hold": held.display().to_string()},
                 {"action": "decline"},
             ],
-            "steps": [
-                {"op": "call", "name": device, "arguments": wifi("enable")},
-                {"op": "call", "name": device, "arguments": wifi("disable")},
-            ],
+            "steps": wifi_calls(&["enable", "disable"]),
         }),
         &[],
     );
     assert_eq!(legacy.line(0)["protocol"], "2025-11-25");
-    let asked = legacy.line(1);
-    assert_eq!(asked["op"], "elicited", "{asked}");
+    legacy.asked(1);
     // While the client's form is open, the approval is given on MQTT.
     let request = r
         .probe
@@ -1107,8 +1096,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
         &format!("{P}/cmd/approve"),
         json!({"approval_id": request["approval_id"], "decision": "approve"}).to_string(),
     );
-    let ran = legacy.line(2);
-    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    legacy.ran(2);
     assert_eq!(
         sim_count(&r.kitchen, "svc wifi enable"),
         1,
@@ -1138,20 +1126,9 @@ fn the_typescript_sdk_answers_approvals_in_the_client() {
     // No bus at all: the daemon serves its API on its private socket, and
     // `droidwarden mcp` finds it there.
     let runtime = tempfile::tempdir().expect("runtime dir");
-    let runtime_dir = runtime.path().to_str().expect("runtime dir").to_owned();
-    let env = [
-        ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
-        ("DROIDWARDEN__DBUS__BUS", "auto"),
-        ("XDG_RUNTIME_DIR", runtime_dir.as_str()),
-    ];
+    let env = no_bus_env(runtime.path());
     let r = rig("", &env);
-    let client_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
-        ("DROIDWARDEN__DBUS__BUS", "auto"),
-        ("XDG_RUNTIME_DIR", runtime_dir.as_str()),
-        ("HOME", r.adb.home().to_str().expect("home")),
-    ];
-    let device = "android_device";
+    let client_env = [&env[..], &[("HOME", r.adb.home().to_str().expect("home"))]].concat();
     let mut client = PyClient::start_node(
         json!({
             "stdio": droidwarden_mcp(r.daemon.config_path(), &[]),
@@ -1159,20 +1136,15 @@ fn the_typescript_sdk_answers_approvals_in_the_client() {
                 {"action": "accept", "content": {"approve": true}},
                 {"action": "decline"},
             ],
-            "steps": [
-                {"op": "call", "name": device, "arguments": wifi("disable")},
-                {"op": "call", "name": device, "arguments": wifi("enable")},
-            ],
+            "steps": wifi_calls(&["disable", "enable"]),
         }),
         &client_env,
     );
     assert_eq!(client.line(0)["protocol"], "2025-11-25");
-    let asked = client.line(1);
-    assert_eq!(asked["op"], "elicited", "{asked}");
+    let asked = client.asked(1);
     let message = asked["params"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("wifi_automation.disable"), "{message}");
-    let ran = client.line(2);
-    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    let ran = client.ran(2);
     assert_eq!(ran["result"]["structuredContent"]["action"], "disable");
     assert_eq!(
         sim_count(&r.kitchen, "svc wifi disable"),
@@ -1219,14 +1191,12 @@ fn a_2025_11_25_client_subscribes_to_a_phones_state() {
     ));
     r.adb.connect(&porch.serial());
     r.probe
-        .wait_last(&format!("{P}/devices/porch/availability"), WAIT, |m| {
-            m.payload == "online"
-        });
+        .wait_payload(&format!("{P}/devices/porch/availability"), WAIT, "online");
     let client_env = [
-        ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-        ("DROIDWARDEN__DBUS__BUS", "session"),
-        ("HOME", r.adb.home().to_str().expect("home")),
-    ];
+        &bus.daemon_env()[..],
+        &[("HOME", r.adb.home().to_str().expect("home"))],
+    ]
+    .concat();
     let kitchen = "droidwarden://devices/kitchen/state";
     let porch_uri = "droidwarden://devices/porch/state";
     let battery = |device: &str| {

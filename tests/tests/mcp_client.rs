@@ -9,21 +9,23 @@
 //! real HTTP, mosquitto, the adb server and one emulated phone. Needs PyPI
 //! `mcp` and the npm packages of tests/npm (`scripts/test` installs them).
 
-use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
+use droidwarden_agent::{ModelReply, ProviderKind};
 use droidwarden_e2e::agent_rig::tool_results;
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::dbus::NO_BUS;
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe};
 use droidwarden_e2e::npm::npm_bin;
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
+use droidwarden_e2e::{
+    AdbServer, KillOnDrop, Sim, SimOptions, binary, free_port, run_with_timeout,
+    scripted_llm_config, wait_for,
+};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const P: &str = "droidwarden";
 const WAIT: Duration = Duration::from_secs(30);
-/// An address where no D-Bus is.
-const NO_BUS: &str = "unix:path=/nonexistent/droidwarden-test/bus";
 
 /// Field order is drop order: the daemon (and its MCP server) stops first.
 struct Rig {
@@ -68,8 +70,7 @@ fn rig_with(servers: impl FnOnce(&Path) -> String) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let kitchen = Sim::start(SimOptions::default());
-    adb.connect(&kitchen.serial());
+    let kitchen = adb.phone(SimOptions::default());
     let dir = tempfile::tempdir().expect("dir");
     let pid_file = dir.path().join("pids");
     let servers = servers(&pid_file);
@@ -78,23 +79,10 @@ fn rig_with(servers: impl FnOnce(&Path) -> String) -> Rig {
 url = "mqtt://127.0.0.1:{port}"
 [mqtt.homeassistant]
 discovery = false
-[poll]
-battery = 0
-wifi_automation = 0
-bluetooth_automation = 0
-airplane_mode = 0
-audio_automation = 0
-screen_control = 0
-device_state = 0
-[adb]
+{NO_POLLS}[adb]
 poll_interval_ms = 300
 connect = ["{serial}"]
-[llm]
-provider = "openai"
-base_url = "http://{llm}/v1"
-model = "scripted"
-max_retry_wait_s = 5
-{servers}
+{llm}{servers}
 [[devices]]
 name = "kitchen"
 transport = "adb"
@@ -102,26 +90,14 @@ serial = "{serial}"
 "#,
         port = broker.port,
         serial = kitchen.serial(),
-        llm = llm.addr(),
+        llm = scripted_llm_config(&llm, ProviderKind::Openai),
     );
     // `[dbus] bus = "auto"` with no bus reachable: the daemon serves its
     // private socket only (what `droidwarden approve --socket` reaches).
     let runtime = dir.path().join("runtime");
     std::fs::create_dir(&runtime).expect("runtime dir");
-    let daemon = Daemon::start_with_env(
-        &adb,
-        &config,
-        tempfile::tempdir().expect("state"),
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", NO_BUS),
-            ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
-            ("DROIDWARDEN__DBUS__BUS", "auto"),
-            ("XDG_RUNTIME_DIR", runtime.to_str().expect("utf-8 path")),
-        ],
-    );
-    probe.wait_last(&format!("{P}/devices/kitchen/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    let daemon = Daemon::start_without_bus(&adb, &config, &runtime);
+    probe.wait_payload(&format!("{P}/devices/kitchen/availability"), WAIT, "online");
     Rig {
         daemon,
         probe,
@@ -346,7 +322,7 @@ fn log_lines(r: &Rig, words: &[&str]) -> usize {
 /// tests/python/mcp_http_tools_server.py on a port, requiring a token;
 /// killed on drop.
 struct HttpServer {
-    child: Child,
+    child: KillOnDrop,
     port: u16,
     token: String,
 }
@@ -370,17 +346,10 @@ impl HttpServer {
             std::net::TcpStream::connect(("127.0.0.1", port)).ok()
         });
         Self {
-            child,
+            child: child.into(),
             port,
             token: token.to_owned(),
         }
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -3,7 +3,7 @@
 //! nobody here wrote), after real calls on an emulated phone.
 
 use droidwarden_e2e::mqtt::{Daemon, Probe};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, free_port, run_with_timeout, wait_for};
+use droidwarden_e2e::{AdbServer, SimOptions, free_port, run_with_timeout, wait_for};
 use serde_json::{Value, json};
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -58,11 +58,10 @@ fn value(samples: &[Value], name: &str, labels: &[(&str, &str)]) -> Option<f64> 
 #[test]
 fn a_scrape_counts_calls_devices_and_broker_clients() {
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
+    let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..Default::default()
     });
-    adb.connect(&sim.serial());
     let (broker, metrics) = (free_port(), free_port());
     let config = format!(
         "[broker]\nlisten = \"127.0.0.1:{broker}\"\n[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
@@ -73,9 +72,7 @@ fn a_scrape_counts_calls_devices_and_broker_clients() {
         TcpStream::connect(("127.0.0.1", metrics)).ok()
     });
     let admin = Probe::connect_as(broker, "droidwarden", &daemon.mqtt_secret());
-    admin.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    admin.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
     for (id, service, action, params) in [
         ("m1", "battery", "status", json!({})),
         ("m2", "wifi_automation", "disable", json!({})),
@@ -86,11 +83,7 @@ fn a_scrape_counts_calls_devices_and_broker_clients() {
             json!({"package": "com.example.missing"}),
         ),
     ] {
-        admin.request(
-            P,
-            "call",
-            json!({"id": id, "device": "phone", "service": service, "action": action, "params": params}),
-        );
+        admin.call(P, id, "phone", service, action, params);
     }
     let samples = wait_for("the three calls in a scrape", WAIT, || {
         let (head, body) = get(metrics, "/metrics");

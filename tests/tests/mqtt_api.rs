@@ -1,7 +1,7 @@
 //! The daemon's MQTT side end to end: a real mosquitto, the real adb server,
 //! emulated phones, `droidwarden daemon` as a process, and a probe client.
 
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, phone_config};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, call_request, phone_config};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -30,19 +30,14 @@ fn rig(extra: &str) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
+    let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..Default::default()
     });
-    adb.connect(&sim.serial());
     let config = config_for(&broker, &sim, "phone", extra);
     let daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/availability"), WAIT, "online");
+    probe.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
     Rig {
         broker,
         probe,
@@ -52,8 +47,9 @@ fn rig(extra: &str) -> Rig {
     }
 }
 
+/// A `cmd/call` body for the phone.
 fn call(id: &str, service: &str, action: &str, params: Value) -> Value {
-    json!({"id": id, "device": "phone", "service": service, "action": action, "params": params})
+    call_request(id, "phone", service, action, params)
 }
 
 #[test]
@@ -339,13 +335,13 @@ fn an_adb_phone_that_disappears_goes_offline_and_comes_back() {
     let r = rig("");
     let topic = format!("{P}/devices/phone/availability");
     r.sim.control(json!({"op": "listen", "enabled": false}));
-    r.probe.wait_last(&topic, WAIT, |m| m.payload == "offline");
+    r.probe.wait_payload(&topic, WAIT, "offline");
     let reply = r
         .probe
         .request(P, "call", call("off1", "battery", "status", json!({})));
     assert_eq!(reply["error"]["code"], "device_offline", "{reply}");
     r.sim.control(json!({"op": "listen", "enabled": true}));
-    r.probe.wait_last(&topic, WAIT, |m| m.payload == "online");
+    r.probe.wait_payload(&topic, WAIT, "online");
     let reply = r
         .probe
         .request(P, "call", call("on1", "battery", "status", json!({})));
@@ -397,18 +393,16 @@ fn the_broker_restarts_and_every_accepted_command_gets_exactly_one_reply() {
             "{id} must get exactly one reply"
         );
     }
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    r.probe
+        .wait_payload(&format!("{P}/availability"), WAIT, "online");
 }
 
 #[test]
 fn sigterm_says_offline_and_exits_cleanly() {
     let mut r = rig("");
     assert_eq!(r.daemon.terminate(), Some(0), "{}", r.daemon.log());
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "offline"
-    });
+    r.probe
+        .wait_payload(&format!("{P}/availability"), WAIT, "offline");
     assert!(r.daemon.log().contains("stopped"));
 }
 
@@ -475,9 +469,7 @@ fn a_tls_broker_with_a_password() {
         "[mqtt]\nurl = \"mqtts://127.0.0.1:{tls}\"\nca_file = \"{d}/ca.crt\"\nusername = \"dw\"\npassword_file = \"{d}/secret\"\n"
     );
     let daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/availability"), WAIT, "online");
     let reply = probe.request(P, "devices", json!({"id": "tls-1"}));
     assert_eq!(reply["ok"], true, "{reply}");
     assert!(
@@ -491,8 +483,7 @@ fn a_tls_broker_with_a_password() {
 fn the_embedded_broker_serves_when_no_broker_is_configured() {
     let port = droidwarden_e2e::free_port();
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let config = format!(
         "[broker]\nlisten = \"127.0.0.1:{port}\"\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{}\"\n",
         sim.serial()
@@ -503,9 +494,7 @@ fn the_embedded_broker_serves_when_no_broker_is_configured() {
     });
     // It requires a login: the daemon's own account (admin) will do.
     let probe = Probe::connect_as(port, "droidwarden", &daemon.mqtt_secret());
-    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/availability"), WAIT, "online");
     let reply = probe.request(P, "call", call("emb-1", "battery", "status", json!({})));
     assert_eq!(reply["ok"], true, "{reply}");
     probe.wait("discovery on the embedded broker", WAIT, |m| {

@@ -278,15 +278,7 @@ fn refused_pushes_send_the_phone_nothing() {
     );
 
     // Without host_dirs, no host file is sent at all.
-    let (adb, sim) = (AdbServer::start(), Sim::start(SimOptions::default()));
-    adb.connect(&sim.serial());
-    let dw = Droidwarden::new(
-        &adb,
-        &format!(
-            "[adb]\nconnect = [\"{s}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{s}\"\n",
-            s = sim.serial()
-        ),
-    );
+    let (_adb, sim, dw) = droidwarden_e2e::local_phone_with(SimOptions::default(), "");
     sim.clear_log();
     let run = dw.call(
         "phone",
@@ -418,9 +410,7 @@ fn companion_phones_take_content_but_not_host_files() {
         no_adb: true,
         ..Default::default()
     });
-    probe.wait_last(&format!("{P}/companion/alice-pixel/online"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/companion/alice-pixel/online"), WAIT, "online");
     let host = tempfile::tempdir().unwrap();
     let file = write_host(host.path(), "a.txt", b"from the host");
     let config = format!(
@@ -429,15 +419,9 @@ fn companion_phones_take_content_but_not_host_files() {
         host.path().display()
     );
     let _daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "online");
     let call = |id: &str, service: &str, action: &str, params: Value| {
-        probe.request(
-            P,
-            "call",
-            json!({"id": id, "device": "alice", "service": service, "action": action, "params": params}),
-        )
+        probe.call(P, id, "alice", service, action, params)
     };
     let pushed = call(
         "f1",

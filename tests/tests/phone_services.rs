@@ -765,13 +765,9 @@ fn the_agent_needs_approval_for_the_shell_and_for_installs() {
 /// (`notification_posted`, `notification_removed`) on the daemon's MQTT.
 #[test]
 fn companion_phones_list_notifications_and_push_their_changes() {
-    use droidwarden_e2e::phone_rig::{P, PhoneRig, PhoneRigOptions, WAIT};
+    use droidwarden_e2e::phone_rig::{P, PhoneRig, WAIT};
 
-    let options = PhoneRigOptions {
-        companion: true,
-        ..PhoneRigOptions::default()
-    };
-    let r = PhoneRig::start_with(options, "");
+    let r = PhoneRig::start_companion("");
     let (probe, alice) = (&r.probe, &r.sim);
     let listed = r.call("notifications", "list", json!({}));
     assert_eq!(listed["ok"], true, "{listed}");
@@ -824,17 +820,13 @@ fn companion_phones_list_notifications_and_push_their_changes() {
 /// only, and a hostile argument is still one literal argument.
 #[test]
 fn shell_run_on_android_6_reports_the_exit_status_through_the_trailer() {
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
-        android: Some("6".into()),
-        ..SimOptions::default()
-    });
-    adb.connect(&sim.serial());
-    let config = format!(
-        "[adb]\nconnect = [\"{serial}\"]\n{ENABLED}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
-        serial = sim.serial()
+    let (_adb, _sim, dw) = droidwarden_e2e::local_phone_with(
+        SimOptions {
+            android: Some("6".into()),
+            ..SimOptions::default()
+        },
+        ENABLED,
     );
-    let dw = Droidwarden::new(&adb, &config);
     let run = dw.call(
         "phone",
         "shell",

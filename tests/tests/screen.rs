@@ -25,15 +25,21 @@ impl Screen for PhoneRig {
     /// The index of the first element of a fresh `ui_tree` matching `pred`.
     fn element(&self, pred: impl Fn(&Value) -> bool) -> u64 {
         let tree = self.ok("screen", "ui_tree", json!({}));
-        tree["elements"]
-            .as_array()
-            .expect("elements")
-            .iter()
-            .find(|e| pred(e))
-            .unwrap_or_else(|| panic!("no such element in {}", tree["text"]))["index"]
-            .as_u64()
-            .expect("index")
+        find_element(&tree, pred)["index"].as_u64().expect("index")
     }
+}
+
+/// The first element of the `ui_tree` result `tree` matching `pred`.
+///
+/// # Panics
+/// When none does, showing the tree.
+fn find_element(tree: &Value, pred: impl Fn(&Value) -> bool) -> &Value {
+    tree["elements"]
+        .as_array()
+        .expect("elements")
+        .iter()
+        .find(|e| pred(e))
+        .unwrap_or_else(|| panic!("no such element in {}", tree["text"]))
 }
 
 fn decode(result: &Value) -> image::DynamicImage {
@@ -118,20 +124,9 @@ fn tap_by_ui_tree_index_turns_wifi_off_and_the_wifi_service_agrees() {
     );
 
     let tree = r.ok("screen", "ui_tree", json!({}));
-    let switch = tree["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["class"] == "Switch")
-        .expect("the Wi-Fi switch");
+    let switch = find_element(&tree, |e| e["class"] == "Switch");
     assert_eq!(switch["checked"], true, "{}", tree["text"]);
-    let wifi = tree["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["text"] == "Wi-Fi")
-        .expect("the Wi-Fi row")["index"]
-        .clone();
+    let wifi = find_element(&tree, |e| e["text"] == "Wi-Fi")["index"].clone();
     let unknown = r.call("ui_control", "tap", json!({"element": 999}));
     assert_eq!(unknown["error"]["code"], "invalid_params", "{unknown}");
     r.ok("ui_control", "tap", json!({"element": wifi}));
@@ -475,18 +470,7 @@ fn screen_task(kind: ProviderKind, mode: &str) {
         assert!(!text.contains("data_base64"), "base64 text in a request");
     }
     let session = reply["result"]["session"].as_str().expect("session");
-    let events = droidwarden_e2e::wait_for("the final event", WAIT, || {
-        let events: Vec<Value> = r
-            .probe
-            .on(&format!("{P}/sessions/{session}/events"))
-            .iter()
-            .map(|m| m.json())
-            .collect();
-        events
-            .iter()
-            .any(|e| e["event"] == "final")
-            .then_some(events)
-    });
+    let events = r.probe.wait_session_end(P, session, WAIT);
     let shot = events
         .iter()
         .find(|e| e["event"] == "tool_result" && e.to_string().contains("img-"))
@@ -538,23 +522,13 @@ fn a_model_without_vision_gets_the_ui_tree_for_a_screenshot() {
 
 #[test]
 fn a_companion_phone_offers_the_same_screen_actions_through_the_protocol() {
-    let options = PhoneRigOptions {
-        companion: true,
-        ..PhoneRigOptions::default()
-    };
-    let r = PhoneRig::start_with(options, "");
+    let r = PhoneRig::start_companion("");
     let alice = &r.sim;
     let shot = r.ok("screen", "screenshot", json!({"max_side": 512}));
     let img = decode(&shot);
     assert_eq!((img.width(), img.height()), (230, 512));
     let tree = r.ok("screen", "ui_tree", json!({}));
-    let settings = tree["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["text"] == "Settings")
-        .expect("Settings")["index"]
-        .clone();
+    let settings = find_element(&tree, |e| e["text"] == "Settings")["index"].clone();
     r.ok("ui_control", "tap", json!({"element": settings}));
     assert_eq!(
         r.ok("screen", "foreground_app", json!({}))["package"],

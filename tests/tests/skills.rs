@@ -7,12 +7,10 @@
 use droidwarden_agent::testing::ScriptStep;
 use droidwarden_e2e::Droidwarden;
 use droidwarden_e2e::agent_rig::{
-    P, WAIT, dev, rig, rig_with, sim_commands_with, text, write_skill,
+    P, WAIT, dev, ok_text, rig, rig_with, sim_commands_with, text, write_skill,
 };
 use droidwarden_e2e::dbus::PrivateBus;
-use droidwarden_e2e::mqtt::Daemon;
 use serde_json::{Value, json};
-use std::process::Command;
 
 #[test]
 fn a_user_skill_runs_with_only_its_tools_and_a_malformed_one_is_skipped() {
@@ -52,9 +50,8 @@ fn a_user_skill_runs_with_only_its_tools_and_a_malformed_one_is_skipped() {
     ]);
     let before = sim_commands_with(&r.kitchen, &["dumpsys", "battery"]);
     let reply = r.skill("k1", "kitchen-battery", json!({}));
-    assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(
-        reply["result"]["text"],
+        ok_text(&reply),
         "Kitchen battery read; turning Wi-Fi off is not allowed for this skill."
     );
     // The allowed read reached the phone; the refused change did not.
@@ -80,13 +77,7 @@ fn a_user_skill_runs_with_only_its_tools_and_a_malformed_one_is_skipped() {
     );
     // Events on the session topic, the skill's tagged with it.
     let session = reply["result"]["session"].as_str().expect("session");
-    droidwarden_e2e::wait_for("the final event", WAIT, || {
-        r.events(session)
-            .iter()
-            .any(|e| e["event"] == "final")
-            .then_some(())
-    });
-    let events = r.events(session);
+    let events = r.wait_final(session);
     assert!(
         events
             .iter()
@@ -97,12 +88,10 @@ fn a_user_skill_runs_with_only_its_tools_and_a_malformed_one_is_skipped() {
         && e["is_error"] == true));
 
     // Bad requests get clear errors.
-    let unknown = r.skill("k2", "no-such-skill", json!({}));
-    assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
-    let broken = r.skill("k3", "broken", json!({}));
-    assert_eq!(broken["error"]["code"], "not_found", "{broken}");
-    let hostile = r.skill("k4", "../etc", json!({}));
-    assert_eq!(hostile["error"]["code"], "not_found", "{hostile}");
+    for (id, skill) in [("k2", "no-such-skill"), ("k3", "broken"), ("k4", "../etc")] {
+        let reply = r.skill(id, skill, json!({}));
+        assert_eq!(reply["error"]["code"], "not_found", "{skill}: {reply}");
+    }
 }
 
 #[test]
@@ -123,12 +112,7 @@ fn a_high_risk_skill_waits_for_approval_across_sigkill_and_skills_reload_on_sigh
         json!({"id": "quiet", "skill": "radio-silence", "input": {"device": "kitchen"}})
             .to_string(),
     );
-    let approval = r
-        .probe
-        .wait("an approval request", WAIT, |m| {
-            m.topic.starts_with(&format!("{P}/approvals/")) && !m.payload.is_empty()
-        })
-        .json();
+    let approval = r.probe.wait_approval(P, "an approval request", |_| true);
     assert_eq!(approval["service"], "skill");
     assert_eq!(approval["action"], "radio-silence");
     assert_eq!(approval["risk"], "high");
@@ -138,27 +122,12 @@ fn a_high_risk_skill_waits_for_approval_across_sigkill_and_skills_reload_on_sigh
         "nothing ran before the approval"
     );
 
-    let state = r.daemon.take().expect("daemon").kill();
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "offline"
-    });
-    r.daemon = Some(Daemon::start_with_state(&r.adb, &r.config, state));
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
-    r.wait_online();
-    r.probe
-        .wait_last(&format!("{P}/approvals/{id}"), WAIT, |m| {
-            !m.payload.is_empty() && m.json()["approval_id"] == id.as_str()
-        });
+    r.kill_and_restart();
+    r.wait_pending_approval(&id);
     assert_eq!(r.kitchen.state()["wifi"]["enabled"], true);
-    r.probe.publish(
-        &format!("{P}/cmd/approve"),
-        json!({"approval_id": id, "decision": "approve"}).to_string(),
-    );
+    r.probe.answer_approval(P, &id, "approve");
     let reply = r.wait_reply("quiet");
-    assert_eq!(reply["ok"], true, "{reply}");
-    assert_eq!(reply["result"]["text"], "Kitchen Wi-Fi is off.");
+    assert_eq!(ok_text(&reply), "Kitchen Wi-Fi is off.");
     assert_eq!(r.kitchen.state()["wifi"]["enabled"], false);
     assert_eq!(sim_commands_with(&r.kitchen, &["wifi", "disable"]), 1);
 
@@ -170,14 +139,7 @@ fn a_high_risk_skill_waits_for_approval_across_sigkill_and_skills_reload_on_sigh
         "health",
         "---\nname: health\ndescription: Battery only.\nallowed-tools: battery.status\n---\nSay hello.\n",
     );
-    let hup = Command::new("kill")
-        .args(["-HUP", &r.daemon().pid().to_string()])
-        .status()
-        .expect("kill");
-    assert!(hup.success());
-    droidwarden_e2e::wait_for("skills reloaded", WAIT, || {
-        r.daemon().log().contains("skills reloaded").then_some(())
-    });
+    r.daemon().reload("skills reloaded", WAIT);
     r.script([text("hello")]);
     let found = r.skill("after", "health", json!({}));
     assert_eq!(found["ok"], true, "{found}");
@@ -215,11 +177,7 @@ fn a_plan_mode_ask_runs_three_steps_across_two_phones_with_one_replan() {
         "ask",
         json!({"id": "p1", "prompt": "how are the batteries?", "mode": "plan"}),
     );
-    assert_eq!(reply["ok"], true, "{reply}");
-    assert_eq!(
-        reply["result"]["text"],
-        "Kitchen 81 %, hall 23 % with Wi-Fi on."
-    );
+    assert_eq!(ok_text(&reply), "Kitchen 81 %, hall 23 % with Wi-Fi on.");
     assert_eq!(
         sim_commands_with(&r.kitchen, &["dumpsys", "battery"]),
         kitchen_before + 1
@@ -234,13 +192,7 @@ fn a_plan_mode_ask_runs_three_steps_across_two_phones_with_one_replan() {
     assert!(requests[2].body["messages"].to_string().contains("81"));
     assert!(requests[5].body["messages"].to_string().contains("23"));
     let session = reply["result"]["session"].as_str().expect("session");
-    droidwarden_e2e::wait_for("the final event", WAIT, || {
-        r.events(session)
-            .iter()
-            .any(|e| e["event"] == "final")
-            .then_some(())
-    });
-    let events = r.events(session);
+    let events = r.wait_final(session);
     let kinds: Vec<&str> = events
         .iter()
         .filter_map(|e| e["event"].as_str())
@@ -275,13 +227,7 @@ fn the_cli_lists_shows_and_runs_skills() {
     );
     write_skill(dir.path(), "broken", "no front matter\n");
     let bus = PrivateBus::session();
-    let r = rig_with(
-        dir,
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", bus.address.as_str()),
-            ("DROIDWARDEN__DBUS__BUS", "session"),
-        ],
-    );
+    let r = rig_with(dir, &bus.daemon_env());
     bus.wait_for_daemon(WAIT);
     let cli = Droidwarden::new(&r.adb, &r.config);
 

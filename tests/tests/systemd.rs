@@ -3,10 +3,10 @@
 //! and an emulated phone. Also `systemd-analyze verify` on the unit files,
 //! and the sysusers/tmpfiles snippets applied to a scratch root.
 
-use droidwarden_e2e::mqtt::{Mosquitto, Probe, phone_config};
+use droidwarden_e2e::mqtt::{Mosquitto, Probe, call_request, phone_config};
 use droidwarden_e2e::systemd::{Notice, NotifySocket, Service};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, wait_for};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -35,11 +35,10 @@ fn rig(env: &[(&str, &str)]) -> (Rig, Notice) {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions {
+    let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..Default::default()
     });
-    adb.connect(&sim.serial());
     let notify = NotifySocket::new();
     let socket = notify.path().to_str().expect("a UTF-8 path").to_owned();
     let mut env = env.to_vec();
@@ -59,10 +58,6 @@ fn rig(env: &[(&str, &str)]) -> (Rig, Notice) {
     )
 }
 
-fn call(id: &str, device: &str, service: &str, action: &str, params: Value) -> Value {
-    json!({"id": id, "device": device, "service": service, "action": action, "params": params})
-}
-
 /// CLOCK_BOOTTIME in µs, from /proc/uptime (to 10 ms): CLOCK_BOOTTIME is
 /// never less than CLOCK_MONOTONIC.
 fn boottime_usec() -> u128 {
@@ -79,11 +74,9 @@ fn boottime_usec() -> u128 {
 fn ready_comes_once_mqtt_serves_with_a_status_and_the_watchdog_is_fed() {
     let (r, ready) = rig(&[("WATCHDOG_USEC", "1000000")]);
     // Ready means ready: the first command is answered.
-    let reply = r.probe.request(
-        P,
-        "call",
-        call("r1", "phone", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "r1", "phone", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
     let status = ready.get("STATUS").expect("a STATUS with READY");
     assert!(status.ends_with("devices online"), "{status}");
@@ -157,9 +150,7 @@ fn sighup_applies_a_new_device_name() {
 
     // The phone serves under its new name, and Home Assistant follows.
     r.probe
-        .wait_last(&format!("{P}/devices/kitchen/availability"), WAIT, |m| {
-            m.payload == "online"
-        });
+        .wait_payload(&format!("{P}/devices/kitchen/availability"), WAIT, "online");
     r.probe
         .wait_last(new_discovery, WAIT, |m| !m.payload.is_empty());
     r.probe
@@ -169,17 +160,13 @@ fn sighup_applies_a_new_device_name() {
         .wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
             m.payload.is_empty()
         });
-    let reply = r.probe.request(
-        P,
-        "call",
-        call("k1", "kitchen", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "k1", "kitchen", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
-    let reply = r.probe.request(
-        P,
-        "call",
-        call("k2", "phone", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "k2", "phone", "battery", "status", json!({}));
     assert_eq!(reply["error"]["code"], "device_not_found", "{reply}");
     assert!(r.service.log().contains("device renamed"));
 }
@@ -206,11 +193,9 @@ fn a_broken_configuration_is_refused_by_name_and_the_daemon_keeps_serving() {
         (log.contains("configuration reload failed") && log.contains("adb.workers_per_device"))
             .then_some(())
     });
-    let reply = r.probe.request(
-        P,
-        "call",
-        call("b1", "phone", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "b1", "phone", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
 
     // A key read only at start: logged by name, the running value kept.
@@ -230,11 +215,9 @@ fn a_broken_configuration_is_refused_by_name_and_the_daemon_keeps_serving() {
         let log = r.service.log();
         (log.contains("needs a restart") && log.contains("mqtt.topic_prefix")).then_some(())
     });
-    let reply = r.probe.request(
-        P,
-        "call",
-        call("b2", "phone", "battery", "status", json!({})),
-    );
+    let reply = r
+        .probe
+        .call(P, "b2", "phone", "battery", "status", json!({}));
     assert_eq!(reply["ok"], true, "{reply}");
 }
 
@@ -247,7 +230,7 @@ fn sigterm_says_stopping_first_and_lets_the_call_in_flight_finish() {
     let reply_topic = format!("{P}/reply/t1");
     r.probe.publish(
         &format!("{P}/cmd/call"),
-        call("t1", "phone", "battery", "status", json!({})).to_string(),
+        call_request("t1", "phone", "battery", "status", json!({})).to_string(),
     );
     r.probe.wait("the call to start", WAIT, |m| {
         m.topic == status_topic && m.json()["state"] == "executing"
@@ -272,9 +255,8 @@ fn sigterm_says_stopping_first_and_lets_the_call_in_flight_finish() {
     // says `executing` for a daemon that has stopped.
     r.probe
         .wait_last(&status_topic, WAIT, |m| m.json()["state"] == "success");
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "offline"
-    });
+    r.probe
+        .wait_payload(&format!("{P}/availability"), WAIT, "offline");
     let notices = r.notify.notices();
     let stopping = notices
         .iter()

@@ -4,7 +4,8 @@
 //! real adb server and an emulated phone.
 
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
+use droidwarden_e2e::phone_rig::PhoneRig;
+use droidwarden_e2e::{AdbServer, binary, free_port, run_with_timeout, terminate, wait_for};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
@@ -108,34 +109,24 @@ fn state_files_are_private_whatever_the_umask() {
     // The daemon under `sh -c "umask 000; exec …"`: a permissive umask, as
     // a root shell or a careless service manager may hand it down.
     let daemon = |umask: &str| {
-        Command::new("sh")
-            .arg("-c")
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
             .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
             .arg(binary("droidwarden"))
             .arg("--config")
             .arg(file.path())
             .arg("daemon")
-            .env("HOME", adb.home())
-            .env(
-                "DROIDWARDEN__ADB__SERVER",
-                format!("127.0.0.1:{}", adb.port),
-            )
-            .env("DROIDWARDEN__ADB__START_SERVER", "false")
-            .env("DROIDWARDEN__DBUS__BUS", "none")
+            .env("DROIDWARDEN__DBUS__BUS", "none");
+        adb.client_env(&mut cmd)
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap()
     };
     let stop = |mut child: std::process::Child| {
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let _ = child.wait();
+        terminate(&mut child, WAIT);
     };
     let child = daemon("000");
-    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/availability"), WAIT, "online");
     wait_for("the agent's database", WAIT, || {
         std::fs::read_dir(state.join("agent"))
             .ok()
@@ -155,36 +146,22 @@ fn state_files_are_private_whatever_the_umask() {
 
 #[test]
 fn text_from_a_phone_reaches_the_log_escaped() {
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
-    // No state polls: the sim's one-shot fault must meet our call.
-    let config = droidwarden_e2e::mqtt::one_phone_config(
-        broker.port,
-        &sim.serial(),
-        droidwarden_e2e::mqtt::NO_POLLS,
-    );
-    let daemon = Daemon::start(&adb, &config);
-    probe.wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    // No state polls (the rig has none): the sim's one-shot fault must
+    // meet our call.
+    let r = PhoneRig::start("");
     // The phone answers with terminal escapes (clear screen, set the
     // window title, an 8-bit CSI), a forged log line and a right-to-left
     // override; the daemon logs the failure.
     let hostile = "boom\u{1b}[2J\u{1b}]0;owned\u{7}\u{9b}31m\r\n2026-11-23T00:00:00Z  INFO forged line \u{202e}gpj.exe";
-    let answer = sim.control(json!({"op": "fault", "kind": "fail", "exit": 1, "stderr": hostile}));
+    let answer = r
+        .sim
+        .control(json!({"op": "fault", "kind": "fail", "exit": 1, "stderr": hostile}));
     assert_eq!(answer["ok"], true, "{answer}");
-    let reply = probe.request(
-        P,
-        "call",
-        json!({"id": "h1", "device": "phone", "service": "wifi_automation", "action": "disable"}),
-    );
+    let reply = r.call("wifi_automation", "disable", json!({}));
     assert_eq!(reply["ok"], false, "{reply}");
     // The reply is JSON, which escapes by itself; the log must too.
     let log = wait_for("the failure in the log", WAIT, || {
-        let log = daemon.log();
+        let log = r.daemon().log();
         log.contains("call failed").then_some(log)
     });
     for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}', '\r'] {

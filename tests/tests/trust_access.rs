@@ -31,8 +31,7 @@ struct Rig {
 fn rig() -> Rig {
     let port = free_port();
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     let config = format!(
         "[broker]\nlisten = \"127.0.0.1:{port}\"\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
         sim.serial()
@@ -42,9 +41,7 @@ fn rig() -> Rig {
         TcpStream::connect(("127.0.0.1", port)).ok()
     });
     let admin = Probe::connect_as(port, "droidwarden", &daemon.mqtt_secret());
-    admin.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    admin.wait_payload(&format!("{P}/availability"), WAIT, "online");
     Rig {
         port,
         admin,
@@ -75,17 +72,20 @@ fn login<'a>(user: &'a str, password: &'a str) -> [&'a str; 4] {
     ["-u", user, "-P", password]
 }
 
+/// [`mosquitto`] logged in as `user`.
+fn mosquitto_as(program: &str, port: u16, user: &str, password: &str, args: &[&str]) -> Output {
+    mosquitto(program, port, &[&login(user, password)[..], args].concat())
+}
+
 /// Publishes `payload` on `topic` with QoS 1 as `user` (MQTT 3.1.1, where a
 /// refused PUBLISH is acknowledged and dropped).
 fn publish_as(port: u16, user: &str, password: &str, topic: &str, payload: &str) {
-    let out = mosquitto(
+    let out = mosquitto_as(
         "mosquitto_pub",
         port,
-        &[
-            &login(user, password)[..],
-            &["-V", "mqttv311", "-q", "1", "-t", topic, "-m", payload],
-        ]
-        .concat(),
+        user,
+        password,
+        &["-V", "mqttv311", "-q", "1", "-t", topic, "-m", payload],
     );
     assert!(out.status.success(), "{topic}: {}", text(&out));
 }
@@ -104,15 +104,17 @@ fn clients_without_valid_credentials_are_refused() {
         "{}",
         text(&anonymous)
     );
-    let wrong = mosquitto(
-        "mosquitto_pub",
-        r.port,
-        &[
-            &login("droidwarden", "not-the-password")[..],
+    // The daemon's own account, with a wrong and with the right password.
+    let as_daemon = |password: &str| {
+        mosquitto_as(
+            "mosquitto_pub",
+            r.port,
+            "droidwarden",
+            password,
             &["-V", "mqttv5", "-t", "x", "-m", "y"],
-        ]
-        .concat(),
-    );
+        )
+    };
+    let wrong = as_daemon("not-the-password");
     assert!(!wrong.status.success());
     assert!(
         text(&wrong).contains("bad user name or password"),
@@ -120,15 +122,7 @@ fn clients_without_valid_credentials_are_refused() {
         text(&wrong)
     );
     let secret = r.daemon.mqtt_secret();
-    let right = mosquitto(
-        "mosquitto_pub",
-        r.port,
-        &[
-            &login("droidwarden", &secret)[..],
-            &["-V", "mqttv5", "-t", "x", "-m", "y"],
-        ]
-        .concat(),
-    );
+    let right = as_daemon(&secret);
     assert!(right.status.success(), "{}", text(&right));
     // The daemon itself got in with its generated account, and its
     // secrets are private and never logged.
@@ -183,12 +177,7 @@ fn only_admins_and_granted_users_answer_approvals() {
         &format!("{P}/cmd/devices"),
         r#"{"id":"dev-ha"}"#,
     );
-    let reply = r
-        .admin
-        .wait("the reply to ha's devices", WAIT, |m| {
-            m.topic == format!("{P}/reply/dev-ha")
-        })
-        .json();
+    let reply = r.admin.wait_reply(P, "dev-ha");
     assert_eq!(reply["ok"], true, "{reply}");
     // What ha published before cmd/devices would have reached the admin's
     // `#` before it: nothing did.
@@ -211,12 +200,7 @@ fn only_admins_and_granted_users_answer_approvals() {
         &format!("{P}/cmd/approve"),
         &approve("ap-granted"),
     );
-    let reply = r
-        .admin
-        .wait("the reply to the granted approval", WAIT, |m| {
-            m.topic == format!("{P}/reply/ap-granted")
-        })
-        .json();
+    let reply = r.admin.wait_reply(P, "ap-granted");
     assert_eq!(reply["ok"], false, "{reply}");
     let reply: Value = r.admin.request(
         P,
@@ -233,9 +217,7 @@ fn automation_reads_everything_but_the_phones() {
     let ha = r.daemon.add_mqtt_user(&["ha", "--role", "automation"]);
     let probe = Probe::connect_as(r.port, "ha", &ha);
     // Retained: the daemon's availability and discovery arrive.
-    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/availability"), WAIT, "online");
     probe.wait("discovery", WAIT, |m| m.topic.starts_with("homeassistant/"));
     r.admin
         .publish(&format!("{P}/companion/alice-pixel/request"), "secret");
@@ -251,22 +233,20 @@ fn automation_reads_everything_but_the_phones() {
         "automation saw a phone's topic"
     );
     // Subscribing to the phones' topics is refused outright.
-    let out = mosquitto(
+    let out = mosquitto_as(
         "mosquitto_sub",
         r.port,
+        "ha",
+        &ha,
         &[
-            &login("ha", &ha)[..],
-            &[
-                "-V",
-                "mqttv5",
-                "-d",
-                "-t",
-                &format!("{P}/companion/#"),
-                "-W",
-                "10",
-            ],
-        ]
-        .concat(),
+            "-V",
+            "mqttv5",
+            "-d",
+            "-t",
+            &format!("{P}/companion/#"),
+            "-W",
+            "10",
+        ],
     );
     assert!(
         text(&out).contains("subscribed (mid: 1): 135"),
@@ -291,9 +271,7 @@ fn phones_speak_and_listen_only_for_themselves() {
         ..Default::default()
     });
     r.admin
-        .wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-            m.payload == "online"
-        });
+        .wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "online");
     let reply = r.admin.request(
         P,
         "call",
@@ -303,24 +281,22 @@ fn phones_speak_and_listen_only_for_themselves() {
 
     // Bob cannot answer for alice: MQTT 5 says "not authorized" (135), and
     // the message goes nowhere.
-    let forged = mosquitto(
+    let forged = mosquitto_as(
         "mosquitto_pub",
         r.port,
+        "bob",
+        &bob,
         &[
-            &login("bob", &bob)[..],
-            &[
-                "-V",
-                "mqttv5",
-                "-d",
-                "-q",
-                "1",
-                "-t",
-                &format!("{P}/companion/alice-pixel/response"),
-                "-m",
-                "{}",
-            ],
-        ]
-        .concat(),
+            "-V",
+            "mqttv5",
+            "-d",
+            "-q",
+            "1",
+            "-t",
+            &format!("{P}/companion/alice-pixel/response"),
+            "-m",
+            "{}",
+        ],
     );
     assert!(text(&forged).contains("rc:135"), "{}", text(&forged));
     publish_as(
@@ -340,22 +316,20 @@ fn phones_speak_and_listen_only_for_themselves() {
     );
     // Nor listen to alice's requests: refused in both versions.
     for (version, code) in [("mqttv5", "135"), ("mqttv311", "128")] {
-        let out = mosquitto(
+        let out = mosquitto_as(
             "mosquitto_sub",
             r.port,
+            "bob",
+            &bob,
             &[
-                &login("bob", &bob)[..],
-                &[
-                    "-V",
-                    version,
-                    "-d",
-                    "-t",
-                    &format!("{P}/companion/alice-pixel/request"),
-                    "-W",
-                    "10",
-                ],
-            ]
-            .concat(),
+                "-V",
+                version,
+                "-d",
+                "-t",
+                &format!("{P}/companion/alice-pixel/request"),
+                "-W",
+                "10",
+            ],
         );
         assert!(
             text(&out).contains(&format!("subscribed (mid: 1): {code}")),
@@ -364,25 +338,23 @@ fn phones_speak_and_listen_only_for_themselves() {
         );
     }
     // A Will on another phone's topic is refused at CONNECT.
-    let will = mosquitto(
+    let will = mosquitto_as(
         "mosquitto_pub",
         r.port,
+        "bob",
+        &bob,
         &[
-            &login("bob", &bob)[..],
-            &[
-                "-V",
-                "mqttv5",
-                "--will-topic",
-                &format!("{P}/companion/alice-pixel/online"),
-                "--will-payload",
-                "offline",
-                "-t",
-                &format!("{P}/companion/bob/online"),
-                "-m",
-                "online",
-            ],
-        ]
-        .concat(),
+            "-V",
+            "mqttv5",
+            "--will-topic",
+            &format!("{P}/companion/alice-pixel/online"),
+            "--will-payload",
+            "offline",
+            "-t",
+            &format!("{P}/companion/bob/online"),
+            "-m",
+            "online",
+        ],
     );
     assert!(!will.status.success());
     assert!(text(&will).contains("not authorized"), "{}", text(&will));
@@ -442,21 +414,19 @@ fn mqtt_user_add_list_remove_round_trip() {
     // …and forgets removed ones the same way.
     let removed = r.daemon.mqtt_user(&["remove", "kitchen"], "");
     assert!(removed.status.success(), "{}", text(&removed));
-    let refused = mosquitto(
+    let refused = mosquitto_as(
         "mosquitto_pub",
         r.port,
+        "kitchen",
+        "chosen-password",
         &[
-            &login("kitchen", "chosen-password")[..],
-            &[
-                "-V",
-                "mqttv311",
-                "-t",
-                &format!("{P}/companion/kitchen/online"),
-                "-m",
-                "x",
-            ],
-        ]
-        .concat(),
+            "-V",
+            "mqttv311",
+            "-t",
+            &format!("{P}/companion/kitchen/online"),
+            "-m",
+            "x",
+        ],
     );
     assert!(!refused.status.success());
     let after: Value =
@@ -642,11 +612,7 @@ fn a_removed_user_is_disconnected() {
     wait_line("received suback");
     let removed = r.daemon.mqtt_user(&["remove", "leaving"], "");
     assert!(removed.status.success(), "{}", text(&removed));
-    let hup = Command::new("kill")
-        .args(["-HUP", &r.daemon.pid().to_string()])
-        .status()
-        .expect("kill");
-    assert!(hup.success());
+    droidwarden_e2e::send_signal(r.daemon.pid(), "HUP");
     // MQTT 5 clients are told why: DISCONNECT with "not authorized".
     wait_line("received disconnect (135)");
     let _ = sub.kill();

@@ -5,7 +5,7 @@
 //! What a phone really ran is read from the sim's command log, never from
 //! the daemon's own word.
 
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe, one_phone_config};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -22,26 +22,25 @@ struct Rig {
     config: String,
 }
 
-fn rig() -> Rig {
-    let broker = Mosquitto::start();
+/// Everything but the daemon, on `broker`.
+fn world(broker: Mosquitto) -> Rig {
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
+    let sim = adb.phone(SimOptions::default());
     // No polling: the command log holds only what the tests ask for.
-    let config = droidwarden_e2e::mqtt::one_phone_config(
-        broker.port,
-        &sim.serial(),
-        droidwarden_e2e::mqtt::NO_POLLS,
-    );
-    let mut rig = Rig {
+    let config = one_phone_config(broker.port, &sim.serial(), NO_POLLS);
+    Rig {
         broker,
         probe,
         sim,
         daemon: None,
         adb,
         config,
-    };
+    }
+}
+
+fn rig() -> Rig {
+    let mut rig = world(Mosquitto::start());
     rig.start(tempfile::tempdir().expect("state dir"));
     rig
 }
@@ -58,13 +57,34 @@ impl Rig {
                 .then_some(())
         });
         self.probe
-            .wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
-                m.payload == "online"
-            });
+            .wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
         // The commands subscription is acknowledged: a request is answered.
         let marker = format!("ready-{}", droidwarden_e2e::free_port());
         let reply = self.probe.request(P, "devices", json!({"id": marker}));
         assert_eq!(reply["ok"], true, "{reply}");
+    }
+
+    /// Publish a `cmd/call` body without waiting for its reply.
+    fn send_call(&self, body: &Value) {
+        self.probe
+            .publish(&format!("{P}/cmd/call"), body.to_string());
+    }
+
+    /// Publish a brightness change to each of `levels` (request ids
+    /// `<tag>-<level>`) without waiting.
+    fn send_levels(&self, tag: &str, levels: &[u64]) {
+        for level in levels {
+            self.send_call(&set_brightness(&format!("{tag}-{level}"), *level));
+        }
+    }
+
+    /// Wait for the replies to [`send_levels`](Self::send_levels): each a
+    /// success.
+    fn wait_levels_ok(&self, tag: &str, levels: &[u64]) {
+        for level in levels {
+            let reply = self.wait_reply(&format!("{tag}-{level}"));
+            assert_eq!(reply["ok"], true, "{reply}");
+        }
     }
 
     /// SIGKILL the daemon (no shutdown at all) and keep its state.
@@ -92,11 +112,7 @@ impl Rig {
     }
 
     fn replies(&self, id: &str) -> Vec<Value> {
-        self.probe
-            .on(&format!("{P}/reply/{id}"))
-            .iter()
-            .map(|m| m.json())
-            .collect()
+        self.probe.on_json(&format!("{P}/reply/{id}"))
     }
 
     fn wait_reply(&self, id: &str) -> Value {
@@ -106,21 +122,16 @@ impl Rig {
     }
 }
 
-fn set_brightness(id: &str, level: u64) -> String {
+/// The `cmd/call` body setting the phone's brightness to `level`.
+fn set_brightness(id: &str, level: u64) -> Value {
     json!({"id": id, "device": "phone", "service": "screen_control",
            "action": "set_brightness", "params": {"level": level}})
-    .to_string()
 }
 
 /// A write on the phone after everything before it: once it is answered,
 /// every earlier command on the phone has started (the order guarantee).
 fn barrier(r: &Rig, id: &str) {
-    let reply = r.probe.request(
-        P,
-        "call",
-        json!({"id": id, "device": "phone", "service": "screen_control",
-               "action": "set_brightness", "params": {"level": 200}}),
-    );
+    let reply = r.probe.request(P, "call", set_brightness(id, 200));
     assert_eq!(reply["ok"], true, "{reply}");
 }
 
@@ -129,16 +140,8 @@ fn fifty_changes_over_mqtt_run_in_the_order_they_were_sent() {
     let r = rig();
     r.sim.clear_log();
     let levels: Vec<u64> = (1..=50).collect();
-    for level in &levels {
-        r.probe.publish(
-            &format!("{P}/cmd/call"),
-            set_brightness(&format!("order-{level}"), *level),
-        );
-    }
-    for level in &levels {
-        let reply = r.wait_reply(&format!("order-{level}"));
-        assert_eq!(reply["ok"], true, "{reply}");
-    }
+    r.send_levels("order", &levels);
+    r.wait_levels_ok("order", &levels);
     assert_eq!(
         r.brightness_log(),
         levels,
@@ -178,21 +181,13 @@ fn a_retained_command_never_runs_at_start_or_restart() {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     // Published (retained) before any daemon exists.
-    probe.publish_retained(&format!("{P}/cmd/call"), set_brightness("retained-1", 33));
+    probe.publish_retained(
+        &format!("{P}/cmd/call"),
+        set_brightness("retained-1", 33).to_string(),
+    );
     probe.publish_retained(&format!("{P}/devices/phone/ha/brightness/set"), "34");
     drop(probe);
-    let adb = AdbServer::start();
-    let sim = Sim::start(SimOptions::default());
-    adb.connect(&sim.serial());
-    let mut r = Rig {
-        probe: Probe::connect(broker.port),
-        config: String::new(),
-        broker,
-        sim,
-        daemon: None,
-        adb,
-    };
-    r.config = rig_config(&r);
+    let mut r = world(broker);
     r.start(tempfile::tempdir().expect("state dir"));
     barrier(&r, "retained-barrier-1");
     let state = r.stop();
@@ -206,25 +201,17 @@ fn a_retained_command_never_runs_at_start_or_restart() {
     assert!(r.replies("retained-1").is_empty());
 }
 
-fn rig_config(r: &Rig) -> String {
-    format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
-        r.broker.port,
-        serial = r.sim.serial()
-    )
-}
-
 #[test]
 fn a_repeated_id_is_not_run_again_after_a_kill_and_restart() {
     let mut r = rig();
     r.sim.clear_log();
     let body = set_brightness("once-1", 77);
-    r.probe.publish(&format!("{P}/cmd/call"), body.clone());
+    r.send_call(&body);
     let first = r.wait_reply("once-1");
     assert_eq!(first["ok"], true, "{first}");
     let state = r.kill();
     r.start(state);
-    r.probe.publish(&format!("{P}/cmd/call"), body);
+    r.send_call(&body);
     wait_for("the repeat's reply", WAIT, || {
         (r.replies("once-1").len() >= 2).then_some(())
     });
@@ -248,54 +235,37 @@ fn commands_sent_while_the_daemon_is_down_run_once_after_it_returns() {
     r.sim.clear_log();
     let state = r.kill();
     // The broker has noticed: it published the daemon's will.
-    r.probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "offline"
-    });
+    r.probe
+        .wait_payload(&format!("{P}/availability"), WAIT, "offline");
     let levels: Vec<u64> = (1..=20).map(|i| i + 10).collect();
-    for level in &levels {
-        r.probe.publish(
-            &format!("{P}/cmd/call"),
-            set_brightness(&format!("away-{level}"), *level),
-        );
-    }
-    r.start(state);
-    for level in &levels {
-        let reply = r.wait_reply(&format!("away-{level}"));
-        assert_eq!(reply["ok"], true, "{reply}");
-    }
-    barrier(&r, "away-barrier");
-    for level in &levels {
-        assert_eq!(r.replies(&format!("away-{level}")).len(), 1, "away-{level}");
-    }
-    let log = r.brightness_log();
-    assert_eq!(
-        &log[..levels.len()],
-        &levels[..],
-        "each change once, in order"
-    );
-    assert_eq!(log[levels.len()..], [200]);
+    run_once_after_restart(&mut r, state, "away", &levels);
 
     // The same across a clean stop (SIGTERM): the session and its
     // subscriptions outlive the process.
     r.sim.clear_log();
     let state = r.stop();
     let levels: Vec<u64> = (1..=10).map(|i| i + 50).collect();
-    for level in &levels {
-        r.probe.publish(
-            &format!("{P}/cmd/call"),
-            set_brightness(&format!("stopped-{level}"), *level),
+    run_once_after_restart(&mut r, state, "stopped", &levels);
+}
+
+/// Brightness changes to `levels` (ids `<tag>-<level>`) sent while the
+/// daemon is down, restarted on `state`: each answered once with success,
+/// and the phone ran each once, in order, before the barrier's.
+fn run_once_after_restart(r: &mut Rig, state: tempfile::TempDir, tag: &str, levels: &[u64]) {
+    r.send_levels(tag, levels);
+    r.start(state);
+    r.wait_levels_ok(tag, levels);
+    barrier(r, &format!("{tag}-barrier"));
+    for level in levels {
+        assert_eq!(
+            r.replies(&format!("{tag}-{level}")).len(),
+            1,
+            "{tag}-{level}"
         );
     }
-    r.start(state);
-    for level in &levels {
-        let reply = r.wait_reply(&format!("stopped-{level}"));
-        assert_eq!(reply["ok"], true, "{reply}");
-    }
-    barrier(&r, "stopped-barrier");
-    let log = r.brightness_log();
     assert_eq!(
-        log,
-        [&levels[..], &[200]].concat(),
+        r.brightness_log(),
+        [levels, &[200]].concat(),
         "each change once, in order"
     );
 }
@@ -309,7 +279,7 @@ fn a_response_topic_outside_the_responses_prefix_is_refused() {
             .args(["-h", "127.0.0.1", "-p", &r.broker.port.to_string()])
             .args(["-V", "mqttv5", "-q", "1", "-t", &format!("{P}/cmd/call")])
             .args(["-D", "publish", "response-topic", response_topic])
-            .args(["-m", &set_brightness(id, level)])
+            .args(["-m", &set_brightness(id, level).to_string()])
             .status()
             .expect("mosquitto_pub");
         assert!(status.success());
@@ -343,8 +313,7 @@ fn a_call_cut_short_by_a_kill_is_reported_as_error_after_restart() {
     let status_topic = format!("{P}/devices/phone/services/screen_control/status");
     r.sim
         .control(json!({"op": "fault", "kind": "delay", "ms": 10000}));
-    r.probe
-        .publish(&format!("{P}/cmd/call"), set_brightness("slow-1", 99));
+    r.send_call(&set_brightness("slow-1", 99));
     r.probe
         .wait_last(&status_topic, WAIT, |m| m.json()["state"] == "executing");
     let state = r.kill();
@@ -366,8 +335,7 @@ fn a_call_cut_short_by_a_kill_is_reported_as_error_after_restart() {
         "{body}"
     );
     // Its id is not run again either: its first run may have taken effect.
-    r.probe
-        .publish(&format!("{P}/cmd/call"), set_brightness("slow-1", 99));
+    r.send_call(&set_brightness("slow-1", 99));
     let reply = r.wait_reply("slow-1");
     assert_eq!(reply["ok"], false, "{reply}");
     assert!(

@@ -13,11 +13,13 @@
 //! * `droidwarden call` waits for the daemon's own answer on such a phone.
 //! * An unusable state directory exits 73, a configuration error 78.
 
-use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::ScriptStep;
+use droidwarden_agent::{ModelReply, ProviderKind};
 use droidwarden_e2e::dbus::PrivateBus;
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Droidwarden, binary, free_port, run_with_timeout, wait_for};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe};
+use droidwarden_e2e::{
+    AdbServer, Droidwarden, binary, free_port, run_with_timeout, scripted_llm_config, wait_for,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -27,13 +29,13 @@ const P: &str = "droidwarden";
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Polling and discovery off: only what a test does reaches the broker.
-const QUIET: &str = "[mqtt.homeassistant]\ndiscovery = false\n[poll]\nbattery = 0\nwifi_automation = 0\nbluetooth_automation = 0\nairplane_mode = 0\naudio_automation = 0\nscreen_control = 0\ndevice_state = 0\n";
+fn quiet() -> String {
+    format!("[mqtt.homeassistant]\ndiscovery = false\n{NO_POLLS}")
+}
 
 /// Wait for the daemon's own `online` (published after it subscribed).
 fn wait_daemon_online(probe: &Probe) {
-    probe.wait_last(&format!("{P}/availability"), WAIT, |m| {
-        m.payload == "online"
-    });
+    probe.wait_payload(&format!("{P}/availability"), WAIT, "online");
 }
 
 /// Every reply on `reply/<prefix>…`, by id, once `count` have come.
@@ -68,9 +70,10 @@ fn a_flood_of_asks_is_bounded_busy_beyond_the_limits() {
     let probe = Probe::connect(broker.port);
     let adb = AdbServer::start();
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{QUIET}[llm]\nprovider = \"openai\"\nbase_url = \"http://{}/v1\"\nmodel = \"scripted\"\n[agent]\nmax_concurrent_runs = {RUNNING}\nmax_queued = {QUEUED}\n",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}{}[agent]\nmax_concurrent_runs = {RUNNING}\nmax_queued = {QUEUED}\n",
         broker.port,
-        llm.addr(),
+        quiet(),
+        scripted_llm_config(&llm, ProviderKind::Openai),
     );
     let daemon = Daemon::start(&adb, &config);
     wait_daemon_online(&probe);
@@ -145,8 +148,9 @@ fn offline_companion(
     env: &[(&str, &str)],
 ) -> (Daemon, String) {
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{QUIET}[calls]\ntimeout_ms = 1000\n[companion]\n{companion}\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
-        broker.port
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}[calls]\ntimeout_ms = 1000\n[companion]\n{companion}\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
+        broker.port,
+        quiet(),
     );
     let daemon = Daemon::start_with_env(adb, &config, tempfile::tempdir().expect("state"), env);
     (daemon, config)
@@ -164,9 +168,7 @@ fn changes_queued_for_an_offline_companion_are_device_offline_and_counted_by_the
         &[],
     );
     wait_daemon_online(&probe);
-    probe.wait_last(&format!("{P}/devices/alice/availability"), WAIT, |m| {
-        m.payload == "offline"
-    });
+    probe.wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "offline");
     // 70 changes at once: 64 fit the phone's queue of unsent calls.
     for i in 0..70 {
         probe.publish(
@@ -211,10 +213,7 @@ fn the_cli_waits_for_the_daemons_own_answer_on_a_queued_companion_call() {
         &broker,
         &adb,
         "request_timeout_ms = 1000\nqueue_ttl_ms = 8000",
-        &[
-            ("DBUS_SESSION_BUS_ADDRESS", &bus.address),
-            ("DROIDWARDEN__DBUS__BUS", "session"),
-        ],
+        &bus.daemon_env(),
     );
     bus.wait_for_daemon(WAIT);
     wait_daemon_online(&probe);
