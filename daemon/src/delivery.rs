@@ -15,10 +15,12 @@
 //! reach it over a bounded channel; the thread lingers a millisecond after
 //! the first (longer, up to 4 ms, while requests keep coming), takes
 //! everything pending and runs it in one transaction (group commit).
-//! Admissions and flushes hear back only after that transaction committed;
-//! replies and the calls-in-flight rows are queued without waiting (in order,
-//! so a call's end never precedes its begin, and a call that begins and ends
-//! within one batch writes nothing). WAL with `synchronous=NORMAL`: a commit
+//! Admissions, replies and flushes hear back only after that transaction
+//! committed: a reply is published only once it is recorded, so a repeat
+//! after a kill gets that reply, never "interrupted". The calls-in-flight
+//! rows are queued without waiting (in order, so a call's end never
+//! precedes its begin, and a call that begins and ends within one batch
+//! writes nothing). WAL with `synchronous=NORMAL`: a commit
 //! survives the process being killed (not a power cut), and costs no fsync,
 //! so a batch is tens of microseconds.
 //!
@@ -103,11 +105,25 @@ impl From<rusqlite::Error> for StoreError {
 type Done<T> = oneshot::Sender<Result<T, String>>;
 
 enum Request {
-    Admit { id: String, done: Done<Admit> },
-    Reply { id: String, reply: String },
-    Begin { key: u64, call: Interrupted },
-    End { key: u64 },
-    Flush { done: Done<()> },
+    Admit {
+        id: String,
+        done: Done<Admit>,
+    },
+    Reply {
+        id: String,
+        reply: String,
+        done: Done<()>,
+    },
+    Begin {
+        key: u64,
+        call: Interrupted,
+    },
+    End {
+        key: u64,
+    },
+    Flush {
+        done: Done<()>,
+    },
 }
 
 /// A cloneable handle to the store's thread.
@@ -208,15 +224,15 @@ impl DeliveryStore {
         self.ask(|done| Request::Admit { id, done }).await
     }
 
-    /// Record the reply of an accepted id (in the next batch; not awaited:
-    /// the reply is already in memory for repeats until the caller is done).
+    /// Record the reply of an accepted id, committed before this returns:
+    /// the caller publishes the reply after it, so a reply anyone saw is
+    /// the one a repeat gets after a kill. Under load the wait is the
+    /// batch's linger (1–4 ms), shared by every call in the batch.
     pub(crate) async fn record_reply(&self, id: &str, reply: &str) {
-        let request = Request::Reply {
-            id: id.to_owned(),
-            reply: reply.to_owned(),
-        };
-        if self.tx.send(request).await.is_err() {
-            tracing::warn!(id, "the delivery store is closed; reply not recorded");
+        let (id, reply) = (id.to_owned(), reply.to_owned());
+        let logged = id.clone();
+        if let Err(e) = self.ask(|done| Request::Reply { id, reply, done }).await {
+            tracing::warn!(id = logged, error = %e, "reply not recorded");
         }
     }
 
@@ -433,14 +449,15 @@ impl Worker {
                     let result = self.admit(&id, now).map_err(|e| e.to_string());
                     pending.push(Pending::Admit(done, result));
                 }
-                Request::Reply { id, reply } => {
-                    if let Err(e) = exec(
+                Request::Reply { id, reply, done } => {
+                    let result = exec(
                         &self.conn,
                         "UPDATE ids SET reply = ?2 WHERE id = ?1",
                         params![id, reply],
-                    ) {
-                        tracing::warn!(id, error = %e, "cannot record a reply");
-                    }
+                    )
+                    .map(drop)
+                    .map_err(|e| format!("cannot record the reply of {id}: {e}"));
+                    pending.push(Pending::Unit(done, result));
                 }
                 Request::Begin { key, call } => {
                     let result = exec(

@@ -87,8 +87,8 @@ impl Dedupe {
         }
     }
 
-    /// Record the reply of a command that ran, so later repeats get it
-    /// (queued in order before any later [`Self::check`] of the id).
+    /// Record the reply of a command that ran, so later repeats get it,
+    /// even after a kill (committed before this returns).
     pub(crate) async fn record(&self, id: &str, reply: &Reply) {
         self.store.record_reply(id, reply).await;
     }
