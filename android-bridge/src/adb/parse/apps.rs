@@ -372,10 +372,13 @@ mod tests {
             failure(resolve_activity_brief("priority=0 preferredOrder=0\n")),
             "missing_field"
         );
-        assert_eq!(
-            failure(resolve_activity_brief("cmd: Can't find service: package\n")),
-            "device"
-        );
+    }
+
+    #[test]
+    fn a_missing_package_service_is_a_device_error() {
+        let missing = "cmd: Can't find service: package\n";
+        assert_eq!(failure(resolve_activity_brief(missing)), "device");
+        assert_eq!(failure(launcher_activities(missing)), "device");
     }
 
     #[test]
@@ -429,10 +432,6 @@ mod tests {
         assert_eq!(
             failure(launcher_activities("1 activities found:\n  Activity #0:\n")),
             "malformed"
-        );
-        assert_eq!(
-            failure(launcher_activities("cmd: Can't find service: package\n")),
-            "device"
         );
         assert_eq!(component_package("com.a/.Main"), Some("com.a"));
         assert_eq!(component_package("/.Main"), None);
