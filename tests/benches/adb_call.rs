@@ -11,7 +11,9 @@
 //!    peers do,
 //! 3. a raw adb-server round trip: one hand-written TCP exchange
 //!    (`host:transport:SERIAL`, then `shell,v2,raw:…`), the floor any client
-//!    of the adb server pays.
+//!    of the adb server pays; and the same exchange on tokio's sockets as a
+//!    task, the floor of an async client, which splits a call's cost over
+//!    the raw one into the runtime's I/O and the bridge's own work.
 //!
 //! `adb_client`'s own `shell_command` is timed too, for reference. The
 //! in-process ways run interleaved, one of each per round, so that noise on
@@ -148,17 +150,19 @@ fn main() {
             assert!(rig.raw("shell,v2,raw:dumpsys battery", 4096).len() > 100);
         })
     };
+    let mut raw_task = || rig.raw_as_task("shell,v2,raw:dumpsys battery");
     let stats = interleaved(
         &mut [
             ("droidwarden call, in-process, warm", &mut ours),
             ("droidwarden call as a runtime task", &mut ours_task),
             ("adb_client shell_command alone", &mut library),
             ("raw adb-server round trip", &mut raw),
+            ("raw round trip, tokio sockets, as a task", &mut raw_task),
         ],
         ROUNDS,
     );
-    let [ours, ours_task, library, raw] =
-        <[Stats; 4]>::try_from(stats).unwrap_or_else(|_| unreachable!("four ways measured"));
+    let [ours, ours_task, library, raw, raw_task] =
+        <[Stats; 5]>::try_from(stats).unwrap_or_else(|_| unreachable!("five ways measured"));
     let mut spawn_once = || {
         time(&mut || {
             let out = adb
@@ -187,6 +191,18 @@ fn main() {
             "how the daemon runs calls",
         ),
         (
+            "raw with tokio sockets as a task / raw: ",
+            &raw_task,
+            &raw,
+            "what async I/O itself costs on this runtime",
+        ),
+        (
+            "ours as a runtime task / raw with tokio sockets as a task: ",
+            &ours_task,
+            &raw_task,
+            "the bridge's own work",
+        ),
+        (
             "adb_client alone / raw:  ",
             &library,
             &raw,
@@ -195,7 +211,7 @@ fn main() {
     ] {
         println!("{ratio}{:.3}  ({note})", ms(over.median) / ms(under.median));
     }
-    let _ = (ours.p90, ours_task.p90, spawn.p90, raw.p90);
+    let _ = (ours.p90, ours_task.p90, spawn.p90, raw.p90, raw_task.p90);
 
     // Calls at once, over several phones.
     let phones = env_number("PHONES", 4).max(1);

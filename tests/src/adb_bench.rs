@@ -94,6 +94,42 @@ impl InProcessPhone {
         self.runtime.block_on(task).expect("the call's task")
     }
 
+    /// The same raw exchange as [`Self::raw`] with tokio's sockets, as a
+    /// task on the runtime, timed inside the task: the floor of any async
+    /// client, so that a call's cost over [`Self::raw`] splits into the
+    /// runtime's I/O and the bridge's own work.
+    ///
+    /// # Panics
+    /// When the server refuses a request or the connection fails.
+    pub fn raw_as_task(&self, service: &'static str) -> Duration {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        async fn request(stream: &mut tokio::net::TcpStream, request: &str) {
+            let framed = format!("{:04x}{request}", request.len());
+            stream
+                .write_all(framed.as_bytes())
+                .await
+                .expect("write request");
+            let mut status = [0u8; 4];
+            stream.read_exact(&mut status).await.expect("read status");
+            assert_eq!(&status, b"OKAY", "adb server refused {request}");
+        }
+        let (server, transport) = (self.server(), format!("host:transport:{}", self.serial));
+        let task = self.runtime.spawn(async move {
+            let start = Instant::now();
+            let mut stream = tokio::net::TcpStream::connect(server)
+                .await
+                .expect("connect adb server");
+            stream.set_nodelay(true).expect("nodelay");
+            request(&mut stream, &transport).await;
+            request(&mut stream, service).await;
+            let mut reply = Vec::with_capacity(4096);
+            stream.read_to_end(&mut reply).await.expect("read reply");
+            assert!(reply.len() > 100);
+            start.elapsed()
+        });
+        self.runtime.block_on(task).expect("the raw task")
+    }
+
     /// One raw exchange with the adb server on a connection of its own:
     /// `host:transport:SERIAL`, then `service` (`exec:…`,
     /// `shell,v2,raw:…`); the reply, read into a buffer of `capacity`
