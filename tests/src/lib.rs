@@ -103,16 +103,22 @@ pub fn free_port() -> u16 {
 ///
 /// # Panics
 /// When the deadline passes, naming `what`.
-pub fn wait_for<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+pub fn wait_for<T>(what: &str, deadline: Duration, check: impl FnMut() -> Option<T>) -> T {
+    poll_until(deadline, check)
+        .unwrap_or_else(|| panic!("timed out after {deadline:?} waiting for {what}"))
+}
+
+/// The readiness poller every wait of the harness uses: `check` every
+/// 20 ms until it gives a value, or `None` once `deadline` has passed.
+pub fn poll_until<T>(deadline: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
     loop {
         if let Some(value) = check() {
-            return value;
+            return Some(value);
         }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
+        if start.elapsed() >= deadline {
+            return None;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -252,21 +258,14 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
     };
     let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
     let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("poll child") {
-            break status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            let stderr = stderr();
-            panic!(
-                "{cmd:?} did not finish within {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    let Some(status) = wait_exit(&mut child, limit) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        let stderr = stderr();
+        panic!(
+            "{cmd:?} did not finish within {limit:?}; stderr: {}",
+            String::from_utf8_lossy(&stderr)
+        );
     };
     Output {
         status,
@@ -275,19 +274,10 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
     }
 }
 
-/// Wait (bounded, polling every 10 ms) for `child` to exit: its status,
+/// Wait (bounded, with [`poll_until`]) for `child` to exit: its status,
 /// or `None` when it still runs at `deadline`.
 pub fn wait_exit(child: &mut Child, deadline: Duration) -> Option<ExitStatus> {
-    let start = Instant::now();
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        if start.elapsed() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll_until(deadline, || child.try_wait().ok().flatten())
 }
 
 /// Send SIGTERM to `child` and wait (bounded) for its exit status; when it
