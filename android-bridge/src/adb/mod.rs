@@ -890,7 +890,7 @@ impl AdbDevice {
     async fn run(&self, argv: &[&str]) -> Result<ShellOutput, BridgeError> {
         let (stdout, stderr, exit) = self.exchange(argv).await?;
         Ok(ShellOutput {
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stdout: utf8(stdout),
             stderr,
             exit,
         })
@@ -905,7 +905,7 @@ impl AdbDevice {
         );
         let (stdout, stderr, exit) = self.exchange_line(line).await?;
         Ok(ShellOutput {
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stdout: utf8(stdout),
             stderr,
             exit,
         })
@@ -935,11 +935,7 @@ impl AdbDevice {
                 self.dropped("the connection closed before the command finished".into())
             })?,
         };
-        Ok((
-            stdout,
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-            exit,
-        ))
+        Ok((stdout, utf8(out.stderr), exit))
     }
 
     fn exchange_error(&self, e: ExchangeError) -> BridgeError {
@@ -972,6 +968,13 @@ impl AdbDevice {
             reason,
         }
     }
+}
+
+/// `bytes` as text, without a copy when they are valid UTF-8 (as a
+/// command's output almost always is); invalid sequences become U+FFFD.
+fn utf8(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes)
+        .unwrap_or_else(|invalid| String::from_utf8_lossy(invalid.as_bytes()).into_owned())
 }
 
 impl Device for AdbDevice {

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::error::ParseError;
-use super::text::{colon_field, parse_bool, reject_device_error};
+use super::text::{ColonFields, parse_bool, reject_device_error};
 
 const COMMAND: &str = "dumpsys battery";
 
@@ -47,8 +47,9 @@ pub struct BatteryStatus {
 /// [`ParseError::Device`] when the output is a device error message.
 pub fn battery(output: &str) -> Result<BatteryStatus, ParseError> {
     reject_device_error(output)?;
-    let level = int_field(output, "level")?;
-    let scale = int_field(output, "scale")?;
+    let fields = ColonFields::of(output);
+    let level = int_field(&fields, "level")?;
+    let scale = int_field(&fields, "scale")?;
     if scale <= 0 {
         return Err(ParseError::malformed(
             COMMAND,
@@ -56,8 +57,9 @@ pub fn battery(output: &str) -> Result<BatteryStatus, ParseError> {
             &scale.to_string(),
         ));
     }
-    let status_code = int_field(output, "status")?;
-    let present = colon_field(output, "present")
+    let status_code = int_field(&fields, "status")?;
+    let present = fields
+        .get("present")
         .ok_or(ParseError::MissingField {
             command: COMMAND,
             field: "present",
@@ -68,20 +70,21 @@ pub fn battery(output: &str) -> Result<BatteryStatus, ParseError> {
         level,
         scale,
         status: status_name(status_code).to_owned(),
-        health: health_name(int_field(output, "health")?).to_owned(),
-        plugged: plugged(output),
+        health: health_name(int_field(&fields, "health")?).to_owned(),
+        plugged: plugged(&fields),
         charging: status_code == 2,
         present,
-        temperature_c: optional_int(output, "temperature").map(|t| t as f64 / 10.0),
-        voltage_mv: optional_int(output, "voltage"),
-        technology: colon_field(output, "technology")
+        temperature_c: optional_int(&fields, "temperature").map(|t| t as f64 / 10.0),
+        voltage_mv: optional_int(&fields, "voltage"),
+        technology: fields
+            .get("technology")
             .filter(|t| !t.is_empty())
             .map(str::to_owned),
     })
 }
 
-fn int_field(output: &str, field: &'static str) -> Result<i64, ParseError> {
-    let value = colon_field(output, field).ok_or(ParseError::MissingField {
+fn int_field(fields: &ColonFields<'_>, field: &'static str) -> Result<i64, ParseError> {
+    let value = fields.get(field).ok_or(ParseError::MissingField {
         command: COMMAND,
         field,
     })?;
@@ -90,8 +93,8 @@ fn int_field(output: &str, field: &'static str) -> Result<i64, ParseError> {
         .map_err(|_| ParseError::malformed(COMMAND, field, value))
 }
 
-fn optional_int(output: &str, field: &str) -> Option<i64> {
-    colon_field(output, field)?.parse().ok()
+fn optional_int(fields: &ColonFields<'_>, field: &str) -> Option<i64> {
+    fields.get(field)?.parse().ok()
 }
 
 fn percent(level: i64, scale: i64) -> u8 {
@@ -123,7 +126,7 @@ fn health_name(code: i64) -> &'static str {
     }
 }
 
-fn plugged(output: &str) -> Option<String> {
+fn plugged(fields: &ColonFields<'_>) -> Option<String> {
     [
         ("AC powered", "ac"),
         ("USB powered", "usb"),
@@ -131,7 +134,7 @@ fn plugged(output: &str) -> Option<String> {
         ("Dock powered", "dock"),
     ]
     .into_iter()
-    .find(|(key, _)| colon_field(output, key).and_then(parse_bool) == Some(true))
+    .find(|(key, _)| fields.get(key).and_then(parse_bool) == Some(true))
     .map(|(_, name)| name.to_owned())
 }
 

@@ -18,8 +18,32 @@ pub(crate) fn colon_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 
 /// The value of `line` if it reads `key: value` (after trimming).
 pub(crate) fn colon_value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let (k, v) = colon_pair(line)?;
+    (k == key).then_some(v)
+}
+
+/// `line` as a trimmed `(key, value)` pair split at its first `:`.
+fn colon_pair(line: &str) -> Option<(&str, &str)> {
     let (k, v) = line.trim().split_once(':')?;
-    (k.trim_end() == key).then_some(v.trim())
+    Some((k.trim_end(), v.trim()))
+}
+
+/// Every `key: value` line of a text, split once, for parsers that look up
+/// many keys: [`ColonFields::get`] answers as [`colon_field`] does, without
+/// a scan of the whole text per key (eleven scans were a quarter of a
+/// `battery.status` call's own time; `docs/benchmarks.md`).
+pub(crate) struct ColonFields<'a>(Vec<(&'a str, &'a str)>);
+
+impl<'a> ColonFields<'a> {
+    /// The `key: value` lines of `text`, in order.
+    pub(crate) fn of(text: &'a str) -> Self {
+        Self(text.lines().filter_map(colon_pair).collect())
+    }
+
+    /// The value of the first line whose key is `key`.
+    pub(crate) fn get(&self, key: &str) -> Option<&'a str> {
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
 }
 
 /// The first whitespace-delimited token after `key` where `key` starts a word.
@@ -132,6 +156,22 @@ mod tests {
         let text = "  Max charging voltage: 0\n  voltage: 4200\n";
         assert_eq!(colon_field(text, "voltage"), Some("4200"));
         assert_eq!(colon_field(text, "volt"), None);
+    }
+
+    #[test]
+    fn colon_fields_answer_as_colon_field_does() {
+        let text = "state:\n  voltage : 4200 \n  Max charging voltage: 0\nvoltage: 1\nno colon\n";
+        let fields = ColonFields::of(text);
+        for key in [
+            "voltage",
+            "Max charging voltage",
+            "state",
+            "volt",
+            "no colon",
+            "",
+        ] {
+            assert_eq!(fields.get(key), colon_field(text, key), "{key:?}");
+        }
     }
 
     #[test]
