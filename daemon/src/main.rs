@@ -113,12 +113,17 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    // `mcp` serves one client, one request after another: one thread
-    // saves a hand-off between threads on every message.
-    let mut builder = if matches!(args.command, cli::Command::Mcp(_)) {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
+    // Only the daemon serves many callers at once. Every other command is
+    // one client doing one thing at a time (`mcp` serves one client, one
+    // request after another), and one thread that drives its own I/O saves
+    // a hand-off between threads at every wait: a `call --local` of
+    // `battery.status` takes about 8 % less time than one awaited from
+    // outside two worker threads
+    // (`docs/benchmarks.md`, "adb_call").
+    let mut builder = if matches!(args.command, cli::Command::Daemon) {
         tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
     };
     let runtime = match builder.enable_all().thread_name("droidwarden").build() {
         Ok(rt) => rt,

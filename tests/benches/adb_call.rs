@@ -1,12 +1,14 @@
 //! Benchmark: one action (`battery.status`, i.e. `dumpsys battery`) on an
 //! emulated phone behind the real adb server, three ways:
 //!
-//! 1. a warm droidwarden call in-process (`DeviceHandle::call`), awaited
-//!    with `block_on` from the bench's own thread, and the same call as a
-//!    task on the runtime, timed inside the task: that is how the daemon
-//!    runs calls (MQTT and D-Bus handlers are tasks on the runtime's
-//!    workers), and what a call costs there when the hand-offs between the
-//!    bench's thread and the runtime are left out,
+//! 1. a warm droidwarden call in-process (`DeviceHandle::call`), three
+//!    ways: as a task on a two-worker runtime, timed inside the task, which
+//!    is how the daemon runs calls (MQTT and D-Bus handlers are tasks on the
+//!    runtime's workers); awaited with `block_on` on a current-thread
+//!    runtime, which is how `droidwarden call --local` runs one; and awaited
+//!    with `block_on` from the bench's own thread on the two-worker runtime,
+//!    which pays a hand-off between threads at every wait (no command runs
+//!    that way any more: it shows what the current thread saves),
 //! 2. spawning `adb -s SERIAL shell dumpsys battery` per action, as most
 //!    peers do,
 //! 3. a raw adb-server round trip: one hand-written TCP exchange
@@ -144,6 +146,17 @@ fn main() {
         })
     };
     let mut ours_task = || rig.call_as_task(&command);
+    let local = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("current-thread runtime");
+    let mut ours_local = || {
+        time(&mut || {
+            local
+                .block_on(device.call(&command))
+                .expect("call succeeds");
+        })
+    };
     let mut library = || time(&mut || library_call(serial, server));
     let mut raw = || {
         time(&mut || {
@@ -153,16 +166,17 @@ fn main() {
     let mut raw_task = || rig.raw_as_task("shell,v2,raw:dumpsys battery");
     let stats = interleaved(
         &mut [
-            ("droidwarden call, in-process, warm", &mut ours),
+            ("droidwarden call, block_on beside 2 workers", &mut ours),
             ("droidwarden call as a runtime task", &mut ours_task),
+            ("droidwarden call, current-thread block_on", &mut ours_local),
             ("adb_client shell_command alone", &mut library),
             ("raw adb-server round trip", &mut raw),
             ("raw round trip, tokio sockets, as a task", &mut raw_task),
         ],
         ROUNDS,
     );
-    let [ours, ours_task, library, raw, raw_task] =
-        <[Stats; 5]>::try_from(stats).unwrap_or_else(|_| unreachable!("five ways measured"));
+    let [ours, ours_task, ours_local, library, raw, raw_task] =
+        <[Stats; 6]>::try_from(stats).unwrap_or_else(|_| unreachable!("six ways measured"));
     let mut spawn_once = || {
         time(&mut || {
             let out = adb
@@ -182,13 +196,29 @@ fn main() {
     .remove(0);
     println!();
     for (ratio, over, under, note) in [
-        ("ours / spawn-per-action: ", &ours, &spawn, "target <= 0.25"),
-        ("ours / raw round trip:   ", &ours, &raw, "target <= 1.1"),
+        (
+            "ours (call --local) / spawn-per-action: ",
+            &ours_local,
+            &spawn,
+            "target <= 0.25",
+        ),
         (
             "ours as a runtime task / raw round trip: ",
             &ours_task,
             &raw,
-            "how the daemon runs calls",
+            "target <= 1.1; how the daemon runs calls",
+        ),
+        (
+            "ours on a current-thread runtime / raw round trip: ",
+            &ours_local,
+            &raw,
+            "target <= 1.1; how `droidwarden call --local` runs a call",
+        ),
+        (
+            "ours, block_on from outside the workers / raw round trip: ",
+            &ours,
+            &raw,
+            "a hand-off between threads at every wait; no command runs calls so",
         ),
         (
             "raw with tokio sockets as a task / raw: ",
@@ -211,7 +241,14 @@ fn main() {
     ] {
         println!("{ratio}{:.3}  ({note})", ms(over.median) / ms(under.median));
     }
-    let _ = (ours.p90, ours_task.p90, spawn.p90, raw.p90, raw_task.p90);
+    let _ = (
+        ours.p90,
+        ours_task.p90,
+        ours_local.p90,
+        spawn.p90,
+        raw.p90,
+        raw_task.p90,
+    );
 
     // Calls at once, over several phones.
     let phones = env_number("PHONES", 4).max(1);
