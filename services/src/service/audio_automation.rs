@@ -58,9 +58,16 @@ fn volume() -> Vec<Property> {
         req("stream", stream_schema("")),
         req(
             "level",
-            Schema::integer("volume in percent of the stream's range", Some(0), Some(100)),
+            Schema::integer(
+                "volume in percent of the stream's range",
+                Some(0),
+                Some(100),
+            ),
         ),
-        req("index", Schema::integer("Android's volume index", None, None)),
+        req(
+            "index",
+            Schema::integer("Android's volume index", None, None),
+        ),
         req("min", Schema::integer("", None, None)),
         req("max", Schema::integer("", None, None)),
         req("muted", Schema::boolean("")),

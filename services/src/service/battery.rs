@@ -31,7 +31,13 @@ pub(super) fn spec() -> ServiceSpec {
         actions: BatteryAction::specs(),
         state: Some(|| Command::Battery(BatteryAction::Status)),
         home_assistant: vec![
-            ha_sensor("battery", "Battery", "level_percent", Some("battery"), Some("%")),
+            ha_sensor(
+                "battery",
+                "Battery",
+                "level_percent",
+                Some("battery"),
+                Some("%"),
+            ),
             ha_binary("charging", "Charging", "charging", Some("battery_charging")),
         ],
         companion_event: Some("battery"),

@@ -47,8 +47,18 @@ pub(super) fn spec() -> ServiceSpec {
         actions: WifiAction::specs(),
         state: Some(|| Command::Wifi(WifiAction::Status)),
         home_assistant: vec![
-            ha_binary("wifi_connected", "Wi-Fi connected", "connected", Some("connectivity")),
-            ha_switch("wifi", "Wi-Fi", || Command::Wifi(WifiAction::Enable), || Command::Wifi(WifiAction::Disable)),
+            ha_binary(
+                "wifi_connected",
+                "Wi-Fi connected",
+                "connected",
+                Some("connectivity"),
+            ),
+            ha_switch(
+                "wifi",
+                "Wi-Fi",
+                || Command::Wifi(WifiAction::Enable),
+                || Command::Wifi(WifiAction::Disable),
+            ),
         ],
         companion_event: Some("wifi"),
     }
