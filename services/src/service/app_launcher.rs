@@ -5,18 +5,29 @@ use super::*;
 actions!(
     /// `app_launcher` actions.
     AppLauncherAction {
-        /// Start an app.
-        Launch = "launch" {
+        Launch = "launch" (Medium, changes)
+            "Start an installed app by package name, optionally a specific activity."
+        {
             /// The package to start.
-            package: PackageName,
+            package: PackageName = package_param(),
             /// A specific activity (`.Main` or a full class name).
-            activity: Option<String>,
-        },
-        /// Force-stop an app.
-        Stop = "stop" {
+            activity: Option<String> =
+                Schema::pattern("activity class, e.g. .MainActivity", ACTIVITY_PATTERN, 255),
+        }
+        returns(vec![
+            req("package", Schema::string("")),
+            req("component", Schema::string("the started package/activity")),
+            req("status", Schema::string("ok or timeout")),
+            opt("launch_state", Schema::string("COLD, WARM or HOT")),
+            opt("total_time_ms", Schema::integer("", Some(0), None)),
+        ])
+        example(Self::Launch { package: example_package("org.videolan.vlc"), activity: None }),
+        Stop = "stop" (Medium, changes) "Force-stop an app by package name." {
             /// The package to stop.
-            package: PackageName,
-        },
+            package: PackageName = package_param(),
+        }
+        returns(package_done("stopped"))
+        example(Self::Stop { package: example_package("org.videolan.vlc") }),
     }
 );
 
@@ -25,35 +36,7 @@ pub(super) fn spec() -> ServiceSpec {
         node_type: "appLauncher",
         id: "app_launcher",
         description: "Start and stop apps.",
-        actions: vec![
-            action(
-                "launch",
-                Risk::Medium,
-                true,
-                "Start an installed app by package name, optionally a specific activity.",
-            )
-            .param("package", true, package_param())
-            .param(
-                "activity",
-                false,
-                Schema::pattern("activity class, e.g. .MainActivity", ACTIVITY_PATTERN, 255),
-            )
-            .returns(vec![
-                req("package", Schema::string("")),
-                req("component", Schema::string("the started package/activity")),
-                req("status", Schema::string("ok or timeout")),
-                opt("launch_state", Schema::string("COLD, WARM or HOT")),
-                opt("total_time_ms", Schema::integer("", Some(0), None)),
-            ])
-            .example(json!({"package": "org.videolan.vlc"})),
-            package_action(
-                "stop",
-                Risk::Medium,
-                "Force-stop an app by package name.",
-                "stopped",
-                "org.videolan.vlc",
-            ),
-        ],
+        actions: AppLauncherAction::specs(),
         state: None,
         home_assistant: Vec::new(),
         companion_event: None,

@@ -5,13 +5,29 @@ use super::*;
 actions!(
     /// `app_list` actions.
     AppListAction {
-        /// List installed packages.
-        List = "list" {
+        List = "list" (Low, reads)
+            "List installed packages; user apps only unless include_system is true."
+        {
             /// Include system packages.
-            include_system: Option<bool>,
+            include_system: Option<bool> =
+                Schema::boolean("include system packages (default false)"),
             /// Include disabled packages.
-            include_disabled: Option<bool>,
-        },
+            include_disabled: Option<bool> =
+                Schema::boolean("include disabled packages (default false)"),
+        }
+        returns(vec![
+            req("count", Schema::integer("", Some(0), None)),
+            list_of(
+                "packages",
+                "",
+                vec![
+                    req("package", Schema::string("")),
+                    opt("path", Schema::string("APK path")),
+                    req("system_app", Schema::boolean("")),
+                ],
+            ),
+        ])
+        example(Self::List { include_system: Some(false), include_disabled: None }),
     }
 );
 
@@ -20,37 +36,7 @@ pub(super) fn spec() -> ServiceSpec {
         node_type: "appList",
         id: "app_list",
         description: "Installed apps.",
-        actions: vec![
-            action(
-                "list",
-                Risk::Low,
-                false,
-                "List installed packages; user apps only unless include_system is true.",
-            )
-            .param(
-                "include_system",
-                false,
-                Schema::boolean("include system packages (default false)"),
-            )
-            .param(
-                "include_disabled",
-                false,
-                Schema::boolean("include disabled packages (default false)"),
-            )
-            .returns(vec![
-                req("count", Schema::integer("", Some(0), None)),
-                list_of(
-                    "packages",
-                    "",
-                    vec![
-                        req("package", Schema::string("")),
-                        opt("path", Schema::string("APK path")),
-                        req("system_app", Schema::boolean("")),
-                    ],
-                ),
-            ])
-            .example(json!({"include_system": false})),
-        ],
+        actions: AppListAction::specs(),
         state: None,
         home_assistant: Vec::new(),
         companion_event: None,

@@ -5,13 +5,27 @@ use super::*;
 actions!(
     /// `camera_control` actions.
     CameraAction {
-        /// Cameras and which way they face.
-        CameraInfo = "camera_info",
-        /// Take a photo (companion app).
-        TakePhoto = "take_photo" {
+        CameraInfo = "camera_info" (Low, reads) "List the cameras and which way each faces."
+        returns(vec![
+            req("count", Schema::integer("", Some(0), None)),
+            list_of(
+                "cameras",
+                "",
+                vec![
+                    req("id", Schema::string("")),
+                    req("facing", Schema::string("back, front or external")),
+                ],
+            ),
+        ]),
+        TakePhoto = "take_photo" (High, changes)
+            "Take a photo and store it on the phone (companion app only)."
+        {
             /// File name for the photo.
-            filename: Option<String>,
-        },
+            filename: Option<String> =
+                Schema::pattern("file name, e.g. door.jpg", FILENAME_PATTERN, 128),
+        }
+        returns(vec![req("path", Schema::string("where the photo was stored"))])
+        example(Self::TakePhoto { filename: Some("door.jpg".into()) }),
     }
 );
 
@@ -20,41 +34,7 @@ pub(super) fn spec() -> ServiceSpec {
         node_type: "cameraControl",
         id: "camera_control",
         description: "Cameras.",
-        actions: vec![
-            action(
-                "camera_info",
-                Risk::Low,
-                false,
-                "List the cameras and which way each faces.",
-            )
-            .returns(vec![
-                req("count", Schema::integer("", Some(0), None)),
-                list_of(
-                    "cameras",
-                    "",
-                    vec![
-                        req("id", Schema::string("")),
-                        req("facing", Schema::string("back, front or external")),
-                    ],
-                ),
-            ]),
-            action(
-                "take_photo",
-                Risk::High,
-                true,
-                "Take a photo and store it on the phone (companion app only).",
-            )
-            .param(
-                "filename",
-                false,
-                Schema::pattern("file name, e.g. door.jpg", FILENAME_PATTERN, 128),
-            )
-            .returns(vec![req(
-                "path",
-                Schema::string("where the photo was stored"),
-            )])
-            .example(json!({"filename": "door.jpg"})),
-        ],
+        actions: CameraAction::specs(),
         state: None,
         home_assistant: Vec::new(),
         companion_event: None,

@@ -14,26 +14,57 @@ const MAX_INLINE_BASE64: usize = MAX_INLINE_PUSH_BYTES.div_ceil(3) * 4;
 actions!(
     /// `files` actions.
     FilesAction {
-        /// Read one file.
-        Pull = "pull" {
+        Pull = "pull" (Medium, reads)
+            "Read a file from the phone and return its content in base64. Only files under the directories the daemon allows (by default /sdcard/Download), and only up to its size limit (1 MiB by default)."
+        {
             /// The file's absolute path on the phone.
-            path: String,
-        },
-        /// Write one file.
-        Push = "push" {
+            path: String = phone_file(),
+        }
+        returns(vec![
+            req("path", Schema::string("")),
+            req("size_bytes", Schema::integer("", Some(0), None)),
+            req("content_base64", Schema::string("the file's bytes, standard base64")),
+        ])
+        example(Self::Pull { path: "/sdcard/Download/shopping.txt".into() }),
+        Push = "push" (High, changes)
+            "Write a file on the phone, under the directories the daemon allows (by default /sdcard/Download). Give exactly one of: text (written as UTF-8), content_base64 (any bytes), or host_path (a file on the daemon's machine, under the host directories the daemon allows; none by default). An existing file is replaced only with overwrite: true. Sizes are bounded (1 MiB inline, 16 MiB from the host by default)."
+        {
             /// The file's absolute path on the phone.
-            path: String,
+            path: String = phone_file(),
             /// The content as text (written as UTF-8).
-            text: Option<String>,
+            text: Option<String> = text_param("the file's content as text", MAX_INLINE_PUSH_BYTES),
             /// The content as standard base64, for bytes that are not text.
-            content_base64: Option<String>,
+            content_base64: Option<String> = Schema::pattern(
+                "the file's content as standard base64",
+                r"^[A-Za-z0-9+/]*={0,2}$",
+                MAX_INLINE_BASE64,
+            ),
             /// A file on the daemon's machine to send instead.
-            host_path: Option<String>,
+            host_path: Option<String> = host_path_param(
+                "absolute path of a file on the daemon's machine, e.g. /srv/droidwarden/share/map.pdf",
+            ),
             /// Replace a file that is already there (default: refuse).
-            overwrite: Option<bool>,
-        },
+            overwrite: Option<bool> = Schema::boolean("replace an existing file (default false)"),
+        }
+        returns(vec![
+            req("path", Schema::string("where the file is on the phone")),
+            req("size_bytes", Schema::integer("", Some(0), None)),
+            req("replaced", Schema::boolean("whether a file was there before")),
+        ])
+        example(Self::Push {
+            path: "/sdcard/Download/todo.txt".into(),
+            text: Some("call the plumber\n".into()),
+            content_base64: None,
+            host_path: None,
+            overwrite: None,
+        }),
     }
 );
+
+/// The file `pull` reads and `push` writes.
+fn phone_file() -> Schema {
+    phone_path_param("absolute path on the phone, e.g. /sdcard/Download/list.txt")
+}
 
 impl FilesAction {
     /// For `push`, how many of `text`, `content_base64` and `host_path`
@@ -73,66 +104,7 @@ pub(super) fn spec() -> ServiceSpec {
         node_type: "fileTransfer",
         id: "files",
         description: "Read and write files in the directories of the phone the daemon allows.",
-        actions: vec![
-            action(
-                "pull",
-                Risk::Medium,
-                false,
-                "Read a file from the phone and return its content in base64. Only files under the directories the daemon allows (by default /sdcard/Download), and only up to its size limit (1 MiB by default).",
-            )
-            .param(
-                "path",
-                true,
-                phone_path_param("absolute path on the phone, e.g. /sdcard/Download/list.txt"),
-            )
-            .returns(vec![
-                req("path", Schema::string("")),
-                req("size_bytes", Schema::integer("", Some(0), None)),
-                req("content_base64", Schema::string("the file's bytes, standard base64")),
-            ])
-            .example(json!({"path": "/sdcard/Download/shopping.txt"})),
-            action(
-                "push",
-                Risk::High,
-                true,
-                "Write a file on the phone, under the directories the daemon allows (by default /sdcard/Download). Give exactly one of: text (written as UTF-8), content_base64 (any bytes), or host_path (a file on the daemon's machine, under the host directories the daemon allows; none by default). An existing file is replaced only with overwrite: true. Sizes are bounded (1 MiB inline, 16 MiB from the host by default).",
-            )
-            .param(
-                "path",
-                true,
-                phone_path_param("absolute path on the phone, e.g. /sdcard/Download/list.txt"),
-            )
-            .param(
-                "text",
-                false,
-                text_param("the file's content as text", MAX_INLINE_PUSH_BYTES),
-            )
-            .param(
-                "content_base64",
-                false,
-                Schema::pattern(
-                    "the file's content as standard base64",
-                    r"^[A-Za-z0-9+/]*={0,2}$",
-                    MAX_INLINE_BASE64,
-                ),
-            )
-            .param(
-                "host_path",
-                false,
-                host_path_param("absolute path of a file on the daemon's machine, e.g. /srv/droidwarden/share/map.pdf"),
-            )
-            .param(
-                "overwrite",
-                false,
-                Schema::boolean("replace an existing file (default false)"),
-            )
-            .returns(vec![
-                req("path", Schema::string("where the file is on the phone")),
-                req("size_bytes", Schema::integer("", Some(0), None)),
-                req("replaced", Schema::boolean("whether a file was there before")),
-            ])
-            .example(json!({"path": "/sdcard/Download/todo.txt", "text": "call the plumber\n"})),
-        ],
+        actions: FilesAction::specs(),
         state: None,
         home_assistant: Vec::new(),
         companion_event: None,

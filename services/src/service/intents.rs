@@ -5,27 +5,75 @@ use super::*;
 actions!(
     /// `intents` actions.
     IntentsAction {
-        /// Open a link in the app that handles it.
-        OpenUrl = "open_url" {
+        OpenUrl = "open_url" (Medium, changes)
+            "Open a link in the app that handles it (browser, maps, store). Only the schemes the daemon allows (http and https by default) are accepted; javascript:, file:, content: and intent: links are always refused."
+        {
             /// The link; its scheme must be on the daemon's allowlist.
-            url: String,
-        },
-        /// Offer text to the apps that accept shared text.
-        ShareText = "share_text" {
+            url: String =
+                Schema::pattern("the link, e.g. https://example.org/page", ANY_URL_PATTERN, 2048),
+        }
+        returns(vec![
+            req("url", Schema::string("")),
+            req("status", Schema::string("ok or timeout")),
+            opt("activity", Schema::string("the activity that opened it")),
+        ])
+        example(Self::OpenUrl { url: "https://example.org/".into() }),
+        ShareText = "share_text" (Medium, changes)
+            "Share text: shows Android's share sheet with the text, for the person to pick an app."
+        {
             /// The text to share.
-            text: String,
-        },
-        /// Start an activity with an explicit intent.
-        StartActivity = "start_activity" {
+            text: String = text_param("the text to share", 4000),
+        }
+        returns(vec![
+            req("shared", Schema::boolean("the share sheet was shown")),
+            req("length", Schema::integer("characters shared", Some(0), None)),
+        ])
+        example(Self::ShareText { text: "Meet at 7, usual place".into() }),
+        StartActivity = "start_activity" (High, changes)
+            "Start an activity with an explicit intent: a component and/or an action, an optional data URI and typed extras. Needs at least a component or an action."
+        {
             /// `package/.Activity` or `package/full.Class`.
-            component: Option<String>,
+            component: Option<String> = Schema::pattern(
+                "package/.Activity or package/full.ClassName",
+                COMPONENT_PATTERN,
+                511,
+            ),
             /// The intent action, e.g. `android.intent.action.VIEW`.
-            action: Option<String>,
+            action: Option<String> = Schema::pattern(
+                "intent action, e.g. android.intent.action.VIEW",
+                INTENT_ACTION_PATTERN,
+                255,
+            ),
             /// The intent's data URI.
-            data: Option<String>,
+            data: Option<String> =
+                Schema::pattern("data URI, e.g. geo:0,0?q=cafe", ANY_URL_PATTERN, 2048),
             /// Typed extras.
-            extras: Option<Vec<Extra>>,
-        },
+            extras: Option<Vec<Extra>> = Schema::array(
+                "extras, each {key, type, value}",
+                Schema::object(
+                    "one extra",
+                    vec![
+                        req("key", Schema::pattern("the extra's key", EXTRA_KEY_PATTERN, 255)),
+                        req("type", Schema::enumeration("the value's type", &ExtraType::NAMES)),
+                        req("value", text_param("the value, written as a string: \"42\", \"true\", \"1.5\"", 4000)),
+                    ],
+                ),
+            ),
+        }
+        returns(vec![
+            req("component", Schema::string("what was asked for")),
+            req("status", Schema::string("ok or timeout")),
+            opt("activity", Schema::string("the activity on top afterwards")),
+        ])
+        example(Self::StartActivity {
+            component: Some("com.example.notes/.MainActivity".into()),
+            action: None,
+            data: None,
+            extras: Some(vec![
+                Extra { key: "note_id".into(), kind: ExtraType::Int, value: "42".into() },
+                Extra { key: "title".into(), kind: ExtraType::String, value: "Shopping".into() },
+            ]),
+        }),
     }
 );
 
@@ -135,85 +183,7 @@ pub(super) fn spec() -> ServiceSpec {
         node_type: "intentLauncher",
         id: "intents",
         description: "Open links, share text and start activities with intents.",
-        actions: vec![
-            action(
-                "open_url",
-                Risk::Medium,
-                true,
-                "Open a link in the app that handles it (browser, maps, store). Only the schemes the daemon allows (http and https by default) are accepted; javascript:, file:, content: and intent: links are always refused.",
-            )
-            .param(
-                "url",
-                true,
-                Schema::pattern("the link, e.g. https://example.org/page", ANY_URL_PATTERN, 2048),
-            )
-            .returns(vec![
-                req("url", Schema::string("")),
-                req("status", Schema::string("ok or timeout")),
-                opt("activity", Schema::string("the activity that opened it")),
-            ])
-            .example(json!({"url": "https://example.org/"})),
-            action(
-                "share_text",
-                Risk::Medium,
-                true,
-                "Share text: shows Android's share sheet with the text, for the person to pick an app.",
-            )
-            .param("text", true, text_param("the text to share", 4000))
-            .returns(vec![
-                req("shared", Schema::boolean("the share sheet was shown")),
-                req("length", Schema::integer("characters shared", Some(0), None)),
-            ])
-            .example(json!({"text": "Meet at 7, usual place"})),
-            action(
-                "start_activity",
-                Risk::High,
-                true,
-                "Start an activity with an explicit intent: a component and/or an action, an optional data URI and typed extras. Needs at least a component or an action.",
-            )
-            .param(
-                "component",
-                false,
-                Schema::pattern("package/.Activity or package/full.ClassName", COMPONENT_PATTERN, 511),
-            )
-            .param(
-                "action",
-                false,
-                Schema::pattern("intent action, e.g. android.intent.action.VIEW", INTENT_ACTION_PATTERN, 255),
-            )
-            .param(
-                "data",
-                false,
-                Schema::pattern("data URI, e.g. geo:0,0?q=cafe", ANY_URL_PATTERN, 2048),
-            )
-            .param(
-                "extras",
-                false,
-                Schema::array(
-                    "extras, each {key, type, value}",
-                    Schema::object(
-                        "one extra",
-                        vec![
-                            req("key", Schema::pattern("the extra's key", EXTRA_KEY_PATTERN, 255)),
-                            req("type", Schema::enumeration("the value's type", &ExtraType::NAMES)),
-                            req("value", text_param("the value, written as a string: \"42\", \"true\", \"1.5\"", 4000)),
-                        ],
-                    ),
-                ),
-            )
-            .returns(vec![
-                req("component", Schema::string("what was asked for")),
-                req("status", Schema::string("ok or timeout")),
-                opt("activity", Schema::string("the activity on top afterwards")),
-            ])
-            .example(json!({
-                "component": "com.example.notes/.MainActivity",
-                "extras": [
-                    {"key": "note_id", "type": "int", "value": "42"},
-                    {"key": "title", "type": "string", "value": "Shopping"},
-                ],
-            })),
-        ],
+        actions: IntentsAction::specs(),
         state: None,
         home_assistant: Vec::new(),
         companion_event: None,

@@ -11,8 +11,9 @@
 //! protocol's state events.
 //!
 //! Adding a service: a new module here and one line in `services!`.
-//! Adding an action: a variant in the module's action enum and its
-//! [`ActionSpec`] in the module's `spec()`, in the same order.
+//! Adding an action: one entry in the module's `actions!`, which holds its
+//! name, parameters and their schemas, risk, description, result and
+//! example (see the macro).
 
 // Every module builds its spec from the same vocabulary.
 use crate::catalogue::{
@@ -26,17 +27,45 @@ use crate::schema::{Property, Schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// One action enum per service: `Variant = "wire_name"`, with named
-/// parameter fields. Generates the serde shape `{"action", "params"}`,
-/// [`name`](BatteryAction::name) and `NAMES` (declaration order, which is
-/// also the order of the service's [`ActionSpec`]s; a test checks it).
+/// One action enum per service, and each action's catalogue entry, from
+/// one declaration per action:
+///
+/// ```text
+/// Variant = "wire_name" (Risk, reads | changes) "catalogue description" {
+///     /// Field doc.
+///     field: Type = parameter_schema,
+/// } returns(result_properties) example(Self::Variant { field: value }),
+/// ```
+///
+/// The field block, `returns` and `example` are optional (no parameters,
+/// an empty result object, `{}`). A parameter is required unless its type
+/// is an `Option` ([`ParamType`]); its name is the field's. The description
+/// is also the variant's rustdoc.
+///
+/// Generates the enum with the serde shape `{"action", "params"}`,
+/// [`name`](BatteryAction::name), `NAMES` and the [`ActionSpec`]s in
+/// declaration order (`specs`, for the module's `spec()`).
 macro_rules! actions {
-    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $wire:literal $({ $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? })?),* $(,)? }) => {
+    (@mutates reads) => { false };
+    (@mutates changes) => { true };
+    (@or $default:expr) => { $default };
+    (@or $default:expr, $given:expr) => { $given };
+    (
+        $(#[$doc:meta])*
+        $name:ident {
+            $(
+                $variant:ident = $wire:literal ($risk:ident, $effect:ident) $description:literal
+                $({ $($(#[$fdoc:meta])* $field:ident : $ty:ty = $schema:expr),* $(,)? })?
+                $(returns($result:expr))?
+                $(example($example:expr))?
+            ),* $(,)?
+        }
+    ) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
         #[serde(tag = "action", content = "params", deny_unknown_fields)]
         pub enum $name {
-            $($(#[$vdoc])* #[serde(rename = $wire)] $variant $({ $($(#[$fdoc])* $field: $ty),* })?),*
+            $(#[doc = $description] #[serde(rename = $wire)] $variant $({ $($(#[$fdoc])* $field: $ty),* })?),*
         }
 
         impl $name {
@@ -49,9 +78,63 @@ macro_rules! actions {
                     $(Self::$variant { .. } => $wire),*
                 }
             }
+
+            /// Every action's catalogue entry, in declaration order.
+            fn specs() -> Vec<ActionSpec> {
+                vec![$(
+                    ActionSpec {
+                        name: $wire,
+                        description: $description,
+                        risk: Risk::$risk,
+                        mutates: actions!(@mutates $effect),
+                        params: vec![$($(ParamSpec {
+                            name: stringify!($field),
+                            required: <$ty as ParamType>::REQUIRED,
+                            schema: $schema,
+                        }),*)?],
+                        result: Schema::object("", actions!(@or Vec::new() $(, $result)?)),
+                        example: actions!(@or json!({}) $(, params_of(&$example))?),
+                    }
+                ),*]
+            }
         }
     };
 }
+
+/// Whether a parameter must be given follows from its field's type: an
+/// `Option` may be left out, every other type must be there.
+trait ParamType {
+    /// Whether the parameter must be given.
+    const REQUIRED: bool;
+}
+
+impl<T> ParamType for Option<T> {
+    const REQUIRED: bool = false;
+}
+
+/// The types of required parameters. A field of a type not listed here
+/// does not compile: add it (or wrap it in `Option`).
+macro_rules! required_params {
+    ($($ty:ty),* $(,)?) => {
+        $(impl ParamType for $ty {
+            const REQUIRED: bool = true;
+        })*
+    };
+}
+
+required_params!(
+    bool,
+    u8,
+    u32,
+    String,
+    PackageName,
+    Stream,
+    RingerMode,
+    Argv,
+    Point,
+    ScrollDirection,
+    Key,
+);
 
 mod airplane_mode;
 mod app_launcher;
@@ -122,9 +205,10 @@ macro_rules! services {
                 }
             }
 
-            fn inner_json(&self) -> serde_json::Result<Value> {
+            /// The parameters as a JSON object, absent optional ones left out.
+            pub fn params_json(&self) -> Value {
                 match self {
-                    $(Self::$variant(a) => serde_json::to_value(a)),*
+                    $(Self::$variant(a) => params_of(a)),*
                 }
             }
 
@@ -214,20 +298,6 @@ impl Command {
         self.spec().mutates
     }
 
-    /// The parameters as a JSON object, with absent optional parameters left out.
-    pub fn params_json(&self) -> Value {
-        // Serializing enums of strings, integers and booleans cannot fail.
-        let mut inner = self.inner_json().unwrap_or(Value::Null);
-        let mut params = match inner.get_mut("params") {
-            Some(p) => p.take(),
-            None => Value::Object(Default::default()),
-        };
-        if let Some(obj) = params.as_object_mut() {
-            obj.retain(|_, v| !v.is_null());
-        }
-        params
-    }
-
     /// Whether this is its service's state read (see [`ServiceSpec::state`]).
     pub fn is_state_read(&self) -> bool {
         self.service().state.is_some_and(|state| state() == *self)
@@ -237,37 +307,19 @@ impl Command {
 // ---------------------------------------------------------------------------
 // Helpers that keep each action to a few lines.
 
-fn action(name: &'static str, risk: Risk, mutates: bool, description: &'static str) -> ActionSpec {
-    ActionSpec {
-        name,
-        description,
-        risk,
-        mutates,
-        params: Vec::new(),
-        result: Schema::object("", Vec::new()),
-        example: json!({}),
+/// An action's parameters (`{"action", "params"}` serialized) as a JSON
+/// object, absent optional parameters left out.
+fn params_of(action: &impl Serialize) -> Value {
+    // Serializing enums of strings, integers and booleans cannot fail.
+    let mut tagged = serde_json::to_value(action).unwrap_or(Value::Null);
+    let mut params = match tagged.get_mut("params") {
+        Some(p) => p.take(),
+        None => Value::Object(Default::default()),
+    };
+    if let Some(obj) = params.as_object_mut() {
+        obj.retain(|_, v| !v.is_null());
     }
-}
-
-impl ActionSpec {
-    fn param(mut self, name: &'static str, required: bool, schema: Schema) -> Self {
-        self.params.push(ParamSpec {
-            name,
-            required,
-            schema,
-        });
-        self
-    }
-
-    fn returns(mut self, properties: Vec<Property>) -> Self {
-        self.result = Schema::object("", properties);
-        self
-    }
-
-    fn example(mut self, example: Value) -> Self {
-        self.example = example;
-        self
-    }
+    params
 }
 
 fn req(name: &'static str, schema: Schema) -> Property {
@@ -285,18 +337,6 @@ fn stream_schema(description: &'static str) -> Schema {
 
 fn toggle_result(what: &'static str) -> Vec<Property> {
     vec![req("enabled", Schema::boolean(what))]
-}
-
-/// The `enable` and `disable` actions of an on/off service, each with its
-/// risk and description, both answering `enabled` (`is_on` describes it).
-fn switch_actions(
-    is_on: &'static str,
-    enable: (Risk, &'static str),
-    disable: (Risk, &'static str),
-) -> [ActionSpec; 2] {
-    [("enable", enable), ("disable", disable)].map(|(name, (risk, description))| {
-        action(name, risk, true, description).returns(toggle_result(is_on))
-    })
 }
 
 /// A result field listing objects with these fields.
@@ -323,45 +363,25 @@ fn package_param() -> Schema {
     )
 }
 
-/// A change to one app: takes `package` and answers it with the boolean
+/// The result of a change to one app: the `package` and the boolean
 /// `done` (e.g. `stopped`).
-fn package_action(
-    name: &'static str,
-    risk: Risk,
-    description: &'static str,
-    done: &'static str,
-    example: &'static str,
-) -> ActionSpec {
-    action(name, risk, true, description)
-        .param("package", true, package_param())
-        .returns(vec![
-            req("package", Schema::string("")),
-            req(done, Schema::boolean("")),
-        ])
-        .example(json!({ "package": example }))
+fn package_done(done: &'static str) -> Vec<Property> {
+    vec![
+        req("package", Schema::string("")),
+        req(done, Schema::boolean("")),
+    ]
 }
 
-/// An action that turns a setting on or off: takes the boolean `enabled`
-/// (`wanted` describes it) and answers the setting's new state as
-/// `field`.
-fn set_flag(
-    name: &'static str,
-    risk: Risk,
-    description: &'static str,
-    wanted: &'static str,
-    field: &'static str,
-) -> ActionSpec {
-    action(name, risk, true, description)
-        .param("enabled", true, Schema::boolean(wanted))
-        .returns(vec![req(field, Schema::boolean(""))])
-        .example(json!({"enabled": true}))
+/// A package name for an example. The names are literals and every test
+/// that reads the catalogue builds every example, so a bad one cannot get
+/// past the tests.
+fn example_package(name: &'static str) -> PackageName {
+    PackageName::try_from(name).expect("example package names are valid")
 }
 
-fn media_key(name: &'static str, description: &'static str) -> ActionSpec {
-    action(name, Risk::Low, true, description).returns(vec![req(
-        "dispatched",
-        Schema::string("the media key sent"),
-    )])
+/// What a media key action answers.
+fn dispatched() -> Vec<Property> {
+    vec![req("dispatched", Schema::string("the media key sent"))]
 }
 
 /// A Home Assistant reading of a state field.

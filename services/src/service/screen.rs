@@ -41,24 +41,64 @@ pub const UI_TREE_MAX_NODES: u32 = 200;
 actions!(
     /// `screen` actions.
     ScreenReaderAction {
-        /// Capture the screen, scaled for a model.
-        Screenshot = "screenshot" {
+        Screenshot = "screenshot" (Medium, reads)
+            "Capture the screen as an image scaled so its longest side is max_side pixels (default 1024, JPEG). The result gives the original size and the scale factor: a point (x, y) in the image is (x / scale, y / scale) on the screen, which is what ui_control.tap takes. Everything on screen is captured, private content included."
+        {
             /// Longest side of the returned image in pixels (default 1024).
-            max_side: Option<u32>,
+            max_side: Option<u32> = Schema::integer(
+                "longest side of the returned image in pixels (default 1024)",
+                Some(64),
+                Some(4096),
+            ),
             /// `jpeg` (default) or `png`.
-            format: Option<ImageFormat>,
+            format: Option<ImageFormat> =
+                Schema::enumeration("image format (default jpeg)", &["jpeg", "png"]),
             /// JPEG quality 1-100 (default 80).
-            quality: Option<u8>,
-        },
-        /// The numbered list of on-screen elements.
-        UiTree = "ui_tree" {
+            quality: Option<u8> = Schema::integer("JPEG quality (default 80)", Some(1), Some(100)),
+        }
+        returns(vec![
+            req("format", Schema::enumeration("", &["jpeg", "png"])),
+            req("mime_type", Schema::string("image/jpeg or image/png")),
+            req("width", Schema::integer("width of the returned image", Some(1), None)),
+            req("height", Schema::integer("height of the returned image", Some(1), None)),
+            req("original_width", Schema::integer("screen width in pixels", Some(1), None)),
+            req("original_height", Schema::integer("screen height in pixels", Some(1), None)),
+            req("scale", Schema::number("returned size / screen size; screen x = image x / scale")),
+            req("bytes", Schema::integer("size of the encoded image", Some(0), None)),
+            req("data_base64", Schema::string("the encoded image, base64")),
+        ])
+        example(Self::Screenshot {
+            max_side: Some(1024),
+            format: Some(ImageFormat::Jpeg),
+            quality: None,
+        }),
+        UiTree = "ui_tree" (Medium, reads)
+            "List the elements on screen, numbered: index, class, text or content description, resource id, bounds [left, top, right, bottom] in screen pixels, centre, and whether each is clickable, checked, enabled, focused or scrollable. Pass an index to ui_control.tap as element. Cheaper than a screenshot and exact for text."
+        {
             /// Only elements visible to the user (default true).
-            visible_only: Option<bool>,
+            visible_only: Option<bool> = Schema::boolean(
+                "only elements that show something or can be used (default true); false lists every layout node",
+            ),
             /// At most this many elements (default 200).
-            max_nodes: Option<u32>,
-        },
-        /// The app and activity in front.
-        ForegroundApp = "foreground_app",
+            max_nodes: Option<u32> =
+                Schema::integer("at most this many elements (default 200)", Some(1), Some(2000)),
+        }
+        returns(vec![
+            req("count", Schema::integer("elements listed", Some(0), None)),
+            req("total", Schema::integer("nodes in the dump", Some(0), None)),
+            req("truncated", Schema::boolean("max_nodes cut the list short")),
+            req("screen_width", Schema::integer("", Some(0), None).or_null()),
+            req("screen_height", Schema::integer("", Some(0), None).or_null()),
+            req("elements", Schema::array("", ui_element())),
+            req("text", Schema::string("the same list, one line per element, for reading")),
+        ])
+        example(Self::UiTree { visible_only: Some(true), max_nodes: None }),
+        ForegroundApp = "foreground_app" (Low, reads) "Read which app and activity are in front."
+        returns(vec![
+            req("package", Schema::string("")),
+            req("activity", Schema::string("the activity class")),
+            req("component", Schema::string("package/activity")),
+        ]),
     }
 );
 
@@ -67,81 +107,7 @@ pub(super) fn spec() -> ServiceSpec {
         node_type: "screenReader",
         id: "screen",
         description: "See the screen: a screenshot, the list of on-screen elements, the app in front.",
-        actions: vec![
-            action(
-                "screenshot",
-                Risk::Medium,
-                false,
-                "Capture the screen as an image scaled so its longest side is max_side pixels (default 1024, JPEG). The result gives the original size and the scale factor: a point (x, y) in the image is (x / scale, y / scale) on the screen, which is what ui_control.tap takes. Everything on screen is captured, private content included.",
-            )
-            .param(
-                "max_side",
-                false,
-                Schema::integer("longest side of the returned image in pixels (default 1024)", Some(64), Some(4096)),
-            )
-            .param(
-                "format",
-                false,
-                Schema::enumeration("image format (default jpeg)", &["jpeg", "png"]),
-            )
-            .param(
-                "quality",
-                false,
-                Schema::integer("JPEG quality (default 80)", Some(1), Some(100)),
-            )
-            .returns(vec![
-                req("format", Schema::enumeration("", &["jpeg", "png"])),
-                req("mime_type", Schema::string("image/jpeg or image/png")),
-                req("width", Schema::integer("width of the returned image", Some(1), None)),
-                req("height", Schema::integer("height of the returned image", Some(1), None)),
-                req("original_width", Schema::integer("screen width in pixels", Some(1), None)),
-                req("original_height", Schema::integer("screen height in pixels", Some(1), None)),
-                req("scale", Schema::number("returned size / screen size; screen x = image x / scale")),
-                req("bytes", Schema::integer("size of the encoded image", Some(0), None)),
-                req("data_base64", Schema::string("the encoded image, base64")),
-            ])
-            .example(json!({"max_side": 1024, "format": "jpeg"})),
-            action(
-                "ui_tree",
-                Risk::Medium,
-                false,
-                "List the elements on screen, numbered: index, class, text or content description, resource id, bounds [left, top, right, bottom] in screen pixels, centre, and whether each is clickable, checked, enabled, focused or scrollable. Pass an index to ui_control.tap as element. Cheaper than a screenshot and exact for text.",
-            )
-            .param(
-                "visible_only",
-                false,
-                Schema::boolean("only elements that show something or can be used (default true); false lists every layout node"),
-            )
-            .param(
-                "max_nodes",
-                false,
-                Schema::integer("at most this many elements (default 200)", Some(1), Some(2000)),
-            )
-            .returns(vec![
-                req("count", Schema::integer("elements listed", Some(0), None)),
-                req("total", Schema::integer("nodes in the dump", Some(0), None)),
-                req("truncated", Schema::boolean("max_nodes cut the list short")),
-                req("screen_width", Schema::integer("", Some(0), None).or_null()),
-                req("screen_height", Schema::integer("", Some(0), None).or_null()),
-                req("elements", Schema::array("", ui_element())),
-                req("text", Schema::string("the same list, one line per element, for reading")),
-            ])
-            .example(json!({"visible_only": true})),
-            action(
-                "foreground_app",
-                Risk::Low,
-                false,
-                "Read which app and activity are in front.",
-            )
-            .returns(vec![
-                req("package", Schema::string("")),
-                req("activity", Schema::string("the activity class")),
-                req("component", Schema::string("package/activity")),
-            ]),
-        ],
-        // What is in front is the screen's state: polled with
-        // `[poll] screen = N`, published on the state topic, and what an
-        // automation's `changed`/`becomes` trigger on `screen.package` sees.
+        actions: ScreenReaderAction::specs(),
         state: Some(|| Command::ScreenReader(ScreenReaderAction::ForegroundApp)),
         home_assistant: Vec::new(),
         companion_event: None,

@@ -5,25 +5,36 @@ use super::*;
 actions!(
     /// `screen_control` actions.
     ScreenAction {
-        /// Brightness, auto brightness, timeout, screen state.
-        Status = "status",
-        /// Set the brightness.
-        SetBrightness = "set_brightness" {
+        Status = "status" (Low, reads)
+            "Read the screen: brightness (0-255), auto brightness, timeout in ms, on or off."
+        returns(vec![
+            req("brightness", Schema::integer("", Some(0), Some(255)).or_null()),
+            req("auto_brightness", Schema::boolean("")),
+            req("timeout_ms", Schema::integer("", Some(0), None).or_null()),
+            req("screen_on", Schema::boolean("")),
+        ]),
+        SetBrightness = "set_brightness" (Low, changes) "Set the screen brightness, 0-255." {
             /// 0–255.
-            level: u8,
-        },
-        /// Automatic brightness on or off.
-        AutoBrightness = "auto_brightness" {
+            level: u8 = Schema::integer("brightness 0-255", Some(0), Some(255)),
+        }
+        returns(vec![req("brightness", Schema::integer("", Some(0), Some(255)))])
+        example(Self::SetBrightness { level: 128 }),
+        AutoBrightness = "auto_brightness" (Low, changes) "Turn automatic brightness on or off." {
             /// Whether automatic brightness should be on.
-            enabled: bool,
-        },
-        /// Set the screen-off timeout.
-        SetTimeout = "set_timeout" {
+            enabled: bool = Schema::boolean("whether auto brightness should be on"),
+        }
+        returns(vec![req("auto_brightness", Schema::boolean(""))])
+        example(Self::AutoBrightness { enabled: true }),
+        SetTimeout = "set_timeout" (Low, changes)
+            "Set the screen-off timeout in milliseconds (5000 to 86400000)."
+        {
             /// Milliseconds.
-            ms: u32,
-        },
-        /// Wake the screen.
-        Wake = "wake",
+            ms: u32 = Schema::integer("timeout in milliseconds", Some(5_000), Some(86_400_000)),
+        }
+        returns(vec![req("timeout_ms", Schema::integer("", Some(0), None))])
+        example(Self::SetTimeout { ms: 60000 }),
+        Wake = "wake" (Low, changes) "Wake the screen."
+        returns(vec![req("screen_on", Schema::boolean(""))]),
     }
 );
 
@@ -32,61 +43,7 @@ pub(super) fn spec() -> ServiceSpec {
         node_type: "screenControlAutomation",
         id: "screen_control",
         description: "Brightness and screen timeout.",
-        actions: vec![
-            action(
-                "status",
-                Risk::Low,
-                false,
-                "Read the screen: brightness (0-255), auto brightness, timeout in ms, on or off.",
-            )
-            .returns(vec![
-                req(
-                    "brightness",
-                    Schema::integer("", Some(0), Some(255)).or_null(),
-                ),
-                req("auto_brightness", Schema::boolean("")),
-                req("timeout_ms", Schema::integer("", Some(0), None).or_null()),
-                req("screen_on", Schema::boolean("")),
-            ]),
-            action(
-                "set_brightness",
-                Risk::Low,
-                true,
-                "Set the screen brightness, 0-255.",
-            )
-            .param(
-                "level",
-                true,
-                Schema::integer("brightness 0-255", Some(0), Some(255)),
-            )
-            .returns(vec![req(
-                "brightness",
-                Schema::integer("", Some(0), Some(255)),
-            )])
-            .example(json!({"level": 128})),
-            set_flag(
-                "auto_brightness",
-                Risk::Low,
-                "Turn automatic brightness on or off.",
-                "whether auto brightness should be on",
-                "auto_brightness",
-            ),
-            action(
-                "set_timeout",
-                Risk::Low,
-                true,
-                "Set the screen-off timeout in milliseconds (5000 to 86400000).",
-            )
-            .param(
-                "ms",
-                true,
-                Schema::integer("timeout in milliseconds", Some(5_000), Some(86_400_000)),
-            )
-            .returns(vec![req("timeout_ms", Schema::integer("", Some(0), None))])
-            .example(json!({"ms": 60000})),
-            action("wake", Risk::Low, true, "Wake the screen.")
-                .returns(vec![req("screen_on", Schema::boolean(""))]),
-        ],
+        actions: ScreenAction::specs(),
         state: Some(|| Command::Screen(ScreenAction::Status)),
         home_assistant: vec![
             ha_sensor(

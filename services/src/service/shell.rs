@@ -5,11 +5,24 @@ use super::*;
 actions!(
     /// `shell` actions.
     ShellAction {
-        /// Run a program with arguments.
-        Run = "run" {
+        Run = "run" (Critical, changes)
+            "Run a program with arguments on the phone (argv: program first, one element per argument; no shell syntax: pipes, redirections and variables are passed literally). Returns the exit status and output."
+        {
             /// The program and its arguments, one element each.
-            argv: Argv,
-        },
+            argv: Argv = Schema::array(
+                "program and arguments, at most 64 elements",
+                text_param("one argument", 1024),
+            ),
+        }
+        returns(vec![
+            req("exit", Schema::integer("exit status", None, None)),
+            req("stdout", Schema::string("standard output, at most 64 KiB")),
+            req("stderr", Schema::string("standard error, at most 64 KiB")),
+            req("truncated", Schema::boolean("output was cut at 64 KiB")),
+        ])
+        example(Self::Run {
+            argv: Argv(vec!["getprop".into(), "ro.build.version.release".into()]),
+        }),
     }
 );
 
@@ -56,29 +69,7 @@ pub(super) fn spec() -> ServiceSpec {
         node_type: "shellRunner",
         id: "shell",
         description: "Run one program on the phone, as the adb shell user. Off unless enabled in the daemon's configuration; every run needs a person's approval.",
-        actions: vec![
-            action(
-                "run",
-                Risk::Critical,
-                true,
-                "Run a program with arguments on the phone (argv: program first, one element per argument; no shell syntax: pipes, redirections and variables are passed literally). Returns the exit status and output.",
-            )
-            .param(
-                "argv",
-                true,
-                Schema::array(
-                    "program and arguments, at most 64 elements",
-                    text_param("one argument", 1024),
-                ),
-            )
-            .returns(vec![
-                req("exit", Schema::integer("exit status", None, None)),
-                req("stdout", Schema::string("standard output, at most 64 KiB")),
-                req("stderr", Schema::string("standard error, at most 64 KiB")),
-                req("truncated", Schema::boolean("output was cut at 64 KiB")),
-            ])
-            .example(json!({"argv": ["getprop", "ro.build.version.release"]})),
-        ],
+        actions: ShellAction::specs(),
         state: None,
         home_assistant: Vec::new(),
         companion_event: None,

@@ -5,18 +5,28 @@ use super::*;
 actions!(
     /// `telephony` actions.
     TelephonyAction {
-        /// Write a text message.
-        SmsSend = "sms_send" {
+        SmsSend = "sms_send" (High, changes)
+            "Open the phone's messaging app with a text message to an allowed number, ready to send (Android lets no shell command send it silently)."
+        {
             /// The recipient's number.
-            number: String,
+            number: String = phone_number_param(),
             /// The message.
-            text: String,
-        },
-        /// Call a number.
-        Dial = "dial" {
+            text: String = text_param("the message", 1600),
+        }
+        returns(vec![
+            req("number", Schema::string("")),
+            req("status", Schema::string("composed: the message waits in the messaging app")),
+        ])
+        example(Self::SmsSend { number: "+4915112345678".into(), text: "On my way".into() }),
+        Dial = "dial" (High, changes) "Call an allowed number at once." {
             /// The number to call.
-            number: String,
-        },
+            number: String = phone_number_param(),
+        }
+        returns(vec![
+            req("number", Schema::string("")),
+            req("calling", Schema::boolean("")),
+        ])
+        example(Self::Dial { number: "+4915112345678".into() }),
     }
 );
 
@@ -25,33 +35,7 @@ pub(super) fn spec() -> ServiceSpec {
         node_type: "telephony",
         id: "telephony",
         description: "Text messages and phone calls, to the numbers the daemon allows. Off unless enabled in the daemon's configuration.",
-        actions: vec![
-            action(
-                "sms_send",
-                Risk::High,
-                true,
-                "Open the phone's messaging app with a text message to an allowed number, ready to send (Android lets no shell command send it silently).",
-            )
-            .param("number", true, phone_number_param())
-            .param("text", true, text_param("the message", 1600))
-            .returns(vec![
-                req("number", Schema::string("")),
-                req("status", Schema::string("composed: the message waits in the messaging app")),
-            ])
-            .example(json!({"number": "+4915112345678", "text": "On my way"})),
-            action(
-                "dial",
-                Risk::High,
-                true,
-                "Call an allowed number at once.",
-            )
-            .param("number", true, phone_number_param())
-            .returns(vec![
-                req("number", Schema::string("")),
-                req("calling", Schema::boolean("")),
-            ])
-            .example(json!({"number": "+4915112345678"})),
-        ],
+        actions: TelephonyAction::specs(),
         state: None,
         home_assistant: Vec::new(),
         companion_event: None,

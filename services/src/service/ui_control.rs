@@ -192,52 +192,85 @@ pub const TYPE_TEXT_MAX: usize = 2000;
 actions!(
     /// `ui_control` actions.
     UiControlAction {
-        /// Tap a point or an element of the latest UI tree.
-        Tap = "tap" {
+        Tap = "tap" (Medium, changes)
+            "Tap the screen at (x, y) in screen pixels, or the centre of an element by its index in the latest screen.ui_tree (call ui_tree again after the screen changes; an index from an older tree is refused)."
+        {
             /// Screen x (with y).
-            x: Option<u32>,
+            x: Option<u32> = target_x(),
             /// Screen y (with x).
-            y: Option<u32>,
+            y: Option<u32> = target_y(),
             /// An index from the latest `screen.ui_tree` (instead of x, y).
-            element: Option<u32>,
-        },
-        /// Touch and hold a point or an element.
-        LongPress = "long_press" {
+            element: Option<u32> = target_element(),
+        }
+        returns(touched())
+        example(Self::Tap { x: Some(540), y: Some(1200), element: None }),
+        LongPress = "long_press" (Medium, changes)
+            "Touch and hold at (x, y) or on an element of the latest screen.ui_tree."
+        {
             /// Screen x (with y).
-            x: Option<u32>,
+            x: Option<u32> = target_x(),
             /// Screen y (with x).
-            y: Option<u32>,
+            y: Option<u32> = target_y(),
             /// An index from the latest `screen.ui_tree` (instead of x, y).
-            element: Option<u32>,
+            element: Option<u32> = target_element(),
             /// How long to hold (default 800 ms).
-            duration_ms: Option<u32>,
-        },
-        /// Drag a finger from one point to another.
-        Swipe = "swipe" {
+            duration_ms: Option<u32> =
+                Schema::integer("how long to hold (default 800)", Some(100), Some(10_000)),
+        }
+        returns(touched())
+        example(Self::LongPress { x: Some(540), y: Some(1200), element: None, duration_ms: None }),
+        Swipe = "swipe" (Medium, changes) "Drag a finger from one screen point to another." {
             /// Where the finger lands.
-            from: Point,
+            from: Point = point("where the finger lands"),
             /// Where it lifts.
-            to: Point,
+            to: Point = point("where the finger lifts"),
             /// How long the movement takes (default 300 ms).
-            duration_ms: Option<u32>,
-        },
-        /// Scroll the content in the middle of the screen.
-        Scroll = "scroll" {
+            duration_ms: Option<u32> =
+                Schema::integer("duration of the movement (default 300)", Some(10), Some(10_000)),
+        }
+        returns(vec![
+            req("from", point("")),
+            req("to", point("")),
+            req("duration_ms", Schema::integer("", Some(0), None)),
+        ])
+        example(Self::Swipe {
+            from: Point { x: 540, y: 1600 },
+            to: Point { x: 540, y: 600 },
+            duration_ms: None,
+        }),
+        Scroll = "scroll" (Medium, changes)
+            "Scroll the middle of the screen: down shows what is below, up what is above."
+        {
             /// Which content to bring into view.
-            direction: ScrollDirection,
-        },
-        /// Press a navigation or editing key.
-        Key = "key" {
+            direction: ScrollDirection = Schema::enumeration(
+                "which content to bring into view",
+                &ScrollDirection::ALL.map(ScrollDirection::as_str),
+            ),
+        }
+        returns(vec![req("direction", Schema::string(""))])
+        example(Self::Scroll { direction: ScrollDirection::Down }),
+        Key = "key" (Medium, changes)
+            "Press a key: back, home, recents, enter, tab, delete (backspace), volume and d-pad keys. The power button is ui_control.power."
+        {
             /// The key.
-            key: Key,
-        },
-        /// Press the power button.
-        Power = "power",
-        /// Type text into the focused field.
-        TypeText = "type_text" {
+            key: Key = Schema::enumeration("the key", &Key::ALL.map(Key::as_str)),
+        }
+        returns(key_pressed())
+        example(Self::Key { key: Key::Back }),
+        Power = "power" (High, changes)
+            "Press the power button: turns the screen off or on, and a long press may offer to shut the phone down."
+        returns(key_pressed()),
+        TypeText = "type_text" (Medium, changes)
+            "Type text into the focused text field (tap the field first). Any Unicode text, spaces, quotes and emoji included, up to 2000 characters."
+        {
             /// Any Unicode text.
-            text: String,
-        },
+            text: String = Schema::pattern("the text to type", TEXT_PATTERN, TYPE_TEXT_MAX),
+        }
+        returns(vec![
+            req("typed", Schema::integer("characters typed", Some(0), None)),
+            req("method", Schema::string("how: input_text, clipboard_paste or ime_broadcast")),
+        ])
+        example(Self::TypeText { text: "hello".into() }),
     }
 );
 
@@ -246,149 +279,65 @@ actions!(
 const TEXT_PATTERN: &str = r"^[^\x00-\x08\x0B-\x1F\x7F]*$";
 
 pub(super) fn spec() -> ServiceSpec {
-    let target = |a: ActionSpec| {
-        a.param(
-            "x",
-            false,
-            Schema::integer("screen x in pixels (give x and y, or element)", Some(0), Some(20_000)),
-        )
-        .param(
-            "y",
-            false,
-            Schema::integer("screen y in pixels", Some(0), Some(20_000)),
-        )
-        .param(
-            "element",
-            false,
-            Schema::integer(
-                "index of an element in the latest screen.ui_tree of this phone; its centre is used",
-                Some(0),
-                Some(100_000),
-            ),
-        )
-    };
-    let point = |description| {
-        Schema::object(
-            description,
-            vec![
-                req(
-                    "x",
-                    Schema::integer("screen x in pixels", Some(0), Some(20_000)),
-                ),
-                req(
-                    "y",
-                    Schema::integer("screen y in pixels", Some(0), Some(20_000)),
-                ),
-            ],
-        )
-    };
-    let touched = || {
-        vec![
-            req("x", Schema::integer("", Some(0), None)),
-            req("y", Schema::integer("", Some(0), None)),
-            opt(
-                "element",
-                Schema::integer("the element tapped", Some(0), None),
-            ),
-        ]
-    };
     ServiceSpec {
         node_type: "uiControl",
         id: "ui_control",
         description: "Touch and type on the screen: tap, long press, swipe, scroll, keys, text.",
-        actions: vec![
-            target(action(
-                "tap",
-                Risk::Medium,
-                true,
-                "Tap the screen at (x, y) in screen pixels, or the centre of an element by its index in the latest screen.ui_tree (call ui_tree again after the screen changes; an index from an older tree is refused).",
-            ))
-            .returns(touched())
-            .example(json!({"x": 540, "y": 1200})),
-            target(action(
-                "long_press",
-                Risk::Medium,
-                true,
-                "Touch and hold at (x, y) or on an element of the latest screen.ui_tree.",
-            ))
-            .param(
-                "duration_ms",
-                false,
-                Schema::integer("how long to hold (default 800)", Some(100), Some(10_000)),
-            )
-            .returns(touched())
-            .example(json!({"x": 540, "y": 1200})),
-            action(
-                "swipe",
-                Risk::Medium,
-                true,
-                "Drag a finger from one screen point to another.",
-            )
-            .param("from", true, point("where the finger lands"))
-            .param("to", true, point("where the finger lifts"))
-            .param(
-                "duration_ms",
-                false,
-                Schema::integer("duration of the movement (default 300)", Some(10), Some(10_000)),
-            )
-            .returns(vec![
-                req("from", point("")),
-                req("to", point("")),
-                req("duration_ms", Schema::integer("", Some(0), None)),
-            ])
-            .example(json!({"from": {"x": 540, "y": 1600}, "to": {"x": 540, "y": 600}})),
-            action(
-                "scroll",
-                Risk::Medium,
-                true,
-                "Scroll the middle of the screen: down shows what is below, up what is above.",
-            )
-            .param(
-                "direction",
-                true,
-                Schema::enumeration("which content to bring into view", &ScrollDirection::ALL.map(ScrollDirection::as_str)),
-            )
-            .returns(vec![req("direction", Schema::string(""))])
-            .example(json!({"direction": "down"})),
-            action(
-                "key",
-                Risk::Medium,
-                true,
-                "Press a key: back, home, recents, enter, tab, delete (backspace), volume and d-pad keys. The power button is ui_control.power.",
-            )
-            .param(
-                "key",
-                true,
-                Schema::enumeration("the key", &Key::ALL.map(Key::as_str)),
-            )
-            .returns(vec![req("key", Schema::string("the key pressed"))])
-            .example(json!({"key": "back"})),
-            action(
-                "power",
-                Risk::High,
-                true,
-                "Press the power button: turns the screen off or on, and a long press may offer to shut the phone down.",
-            )
-            .returns(vec![req("key", Schema::string("the key pressed"))]),
-            action(
-                "type_text",
-                Risk::Medium,
-                true,
-                "Type text into the focused text field (tap the field first). Any Unicode text, spaces, quotes and emoji included, up to 2000 characters.",
-            )
-            .param(
-                "text",
-                true,
-                Schema::pattern("the text to type", TEXT_PATTERN, TYPE_TEXT_MAX),
-            )
-            .returns(vec![
-                req("typed", Schema::integer("characters typed", Some(0), None)),
-                req("method", Schema::string("how: input_text, clipboard_paste or ime_broadcast")),
-            ])
-            .example(json!({"text": "hello"})),
-        ],
+        actions: UiControlAction::specs(),
         state: None,
         home_assistant: Vec::new(),
         companion_event: None,
     }
+}
+
+/// Where `tap` and `long_press` touch: x with y, or an element.
+fn target_x() -> Schema {
+    Schema::integer(
+        "screen x in pixels (give x and y, or element)",
+        Some(0),
+        Some(20_000),
+    )
+}
+
+fn target_y() -> Schema {
+    Schema::integer("screen y in pixels", Some(0), Some(20_000))
+}
+
+fn target_element() -> Schema {
+    Schema::integer(
+        "index of an element in the latest screen.ui_tree of this phone; its centre is used",
+        Some(0),
+        Some(100_000),
+    )
+}
+
+/// A screen point, `{x, y}`.
+fn point(description: &'static str) -> Schema {
+    Schema::object(
+        description,
+        vec![
+            req(
+                "x",
+                Schema::integer("screen x in pixels", Some(0), Some(20_000)),
+            ),
+            req("y", target_y()),
+        ],
+    )
+}
+
+/// What `tap` and `long_press` answer.
+fn touched() -> Vec<Property> {
+    vec![
+        req("x", Schema::integer("", Some(0), None)),
+        req("y", Schema::integer("", Some(0), None)),
+        opt(
+            "element",
+            Schema::integer("the element tapped", Some(0), None),
+        ),
+    ]
+}
+
+/// What the key actions answer.
+fn key_pressed() -> Vec<Property> {
+    vec![req("key", Schema::string("the key pressed"))]
 }
