@@ -426,16 +426,7 @@ fn parse_call(
     action: &str,
     params_json: &str,
 ) -> Result<crate::hub::Call, WireError> {
-    let params = if params_json.trim().is_empty() {
-        Value::Object(serde_json::Map::new())
-    } else {
-        serde_json::from_str(params_json).map_err(|e| {
-            WireError::new(
-                ErrorCode::InvalidParams,
-                format!("params_json is not valid JSON: {e}"),
-            )
-        })?
-    };
+    let params = json_arg("params_json", params_json)?;
     let request = CallRequest {
         device: (!device.is_empty()).then(|| device.to_owned()),
         service: service.to_owned(),
@@ -444,6 +435,20 @@ fn parse_call(
     };
     tracing::debug!(?request, "D-Bus call");
     request.parse()
+}
+
+/// A method's JSON argument `name`: the text parsed, or `{}` when it is
+/// empty (D-Bus has no optional arguments).
+fn json_arg(name: &str, text: &str) -> Result<Value, WireError> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    serde_json::from_str(text).map_err(|e| {
+        WireError::new(
+            ErrorCode::InvalidParams,
+            format!("{name} is not valid JSON: {e}"),
+        )
+    })
 }
 
 fn lock(table: &Mutex<StatusTable>) -> std::sync::MutexGuard<'_, StatusTable> {
@@ -624,13 +629,7 @@ impl Daemon1 {
         options_json: &str,
     ) -> Result<String, DbusError> {
         let bad = |m: String| WireError::new(ErrorCode::InvalidParams, m);
-        let options: Value = if options_json.trim().is_empty() {
-            Value::Object(serde_json::Map::new())
-        } else {
-            serde_json::from_str(options_json)
-                .map_err(|e| bad(format!("options_json is not valid JSON: {e}")))?
-        };
-        let Value::Object(mut options) = options else {
+        let Value::Object(mut options) = json_arg("options_json", options_json)? else {
             return Err(bad("options_json must be a JSON object".into()).into());
         };
         let mode = match options.remove("mode") {
@@ -671,16 +670,7 @@ impl Daemon1 {
         skill: &str,
         input_json: &str,
     ) -> Result<String, DbusError> {
-        let input = if input_json.trim().is_empty() {
-            Value::Object(serde_json::Map::new())
-        } else {
-            serde_json::from_str(input_json).map_err(|e| {
-                WireError::new(
-                    ErrorCode::InvalidParams,
-                    format!("input_json is not valid JSON: {e}"),
-                )
-            })?
-        };
+        let input = json_arg("input_json", input_json)?;
         let session = (!session.is_empty()).then(|| session.to_owned());
         let started = self
             .assistant()?
