@@ -11,7 +11,7 @@
 
 use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{ModelReply, ProviderKind};
-use droidwarden_e2e::agent_rig::tool_results;
+use droidwarden_e2e::agent_rig::{self, answer_from_results};
 use droidwarden_e2e::dbus::NO_BUS;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe};
 use droidwarden_e2e::npm::npm_bin;
@@ -137,19 +137,15 @@ impl Rig {
     /// Ask the model to call `tool` with `arguments`, then to answer with
     /// the tool result it was sent (as JSON text).
     fn script_call(&self, tool: &str, arguments: Value) {
-        self.llm.push(ScriptStep::Reply(ModelReply::tool_calls([(
-            tool.to_owned(),
-            arguments.to_string(),
-        )])));
-        self.llm.push(ScriptStep::Compute(Responder::new(|request| {
-            ModelReply::text(
-                tool_results(request)
-                    .last()
-                    .map(Value::to_string)
-                    .unwrap_or_default(),
-            )
-        })));
+        self.llm.push(agent_rig::call(tool, arguments));
+        self.llm.push(answer_with_last_result());
     }
+}
+
+/// A model that answers with the last tool result it was sent, as JSON
+/// text.
+fn answer_with_last_result() -> ScriptStep {
+    answer_from_results(|results| results.last().map(Value::to_string).unwrap_or_default())
 }
 
 fn reply_result(reply: &Value) -> Value {
@@ -502,14 +498,7 @@ timeout_s = 5
         assert!(killed.success());
         ModelReply::tool_calls([("mcp_web_add", r#"{"a": 1, "b": 1}"#)])
     })));
-    r.llm.push(ScriptStep::Compute(Responder::new(|request| {
-        ModelReply::text(
-            tool_results(request)
-                .last()
-                .map(Value::to_string)
-                .unwrap_or_default(),
-        )
-    })));
+    r.llm.push(answer_with_last_result());
     r.ask_async("gone", "add 1 and 1");
     let reply = r.wait_reply("gone");
     assert!(
@@ -533,8 +522,7 @@ timeout_s = 5
         (log_lines(&r, &["MCP server connection lost", "web"]) > 0).then_some(())
     });
     let before = r.llm.requests().len();
-    r.llm
-        .push(ScriptStep::Reply(ModelReply::text("nothing to do")));
+    r.llm.push(agent_rig::text("nothing to do"));
     r.ask_async("meanwhile", "what can you do?");
     r.wait_reply("meanwhile");
     let names = offered(&r, before);
