@@ -428,13 +428,19 @@ fn parse_call(
 ) -> Result<crate::hub::Call, WireError> {
     let params = json_arg("params_json", params_json)?;
     let request = CallRequest {
-        device: (!device.is_empty()).then(|| device.to_owned()),
+        device: optional(device),
         service: service.to_owned(),
         action: action.to_owned(),
         params,
     };
     tracing::debug!(?request, "D-Bus call");
     request.parse()
+}
+
+/// A string argument that may be left out: D-Bus has no optional
+/// arguments, so the empty string stands for none.
+fn optional(arg: &str) -> Option<String> {
+    (!arg.is_empty()).then(|| arg.to_owned())
 }
 
 /// A method's JSON argument `name`: the text parsed, or `{}` when it is
@@ -612,7 +618,7 @@ impl Daemon1 {
     /// that session, ending with a `final` or `error` event.
     #[zbus(out_args("session"))]
     async fn ask(&self, session: &str, prompt: &str) -> Result<String, DbusError> {
-        let session = (!session.is_empty()).then(|| session.to_owned());
+        let session = optional(session);
         let started = self.assistant()?.ask(prompt, session, None, None).await?;
         tracing::debug!(session = started.session, run = started.run, "D-Bus Ask");
         Ok(started.session)
@@ -640,7 +646,7 @@ impl Daemon1 {
         if let Some(key) = options.keys().next() {
             return Err(bad(format!("unknown option {key:?}; options: mode")).into());
         }
-        let session = (!session.is_empty()).then(|| session.to_owned());
+        let session = optional(session);
         let started = self.assistant()?.ask(prompt, session, None, mode).await?;
         tracing::debug!(
             session = started.session,
@@ -671,7 +677,7 @@ impl Daemon1 {
         input_json: &str,
     ) -> Result<String, DbusError> {
         let input = json_arg("input_json", input_json)?;
-        let session = (!session.is_empty()).then(|| session.to_owned());
+        let session = optional(session);
         let started = self
             .assistant()?
             .run_skill(skill, input, session, None)
