@@ -136,13 +136,13 @@ impl Rig {
 
     /// Ask as request `id`, the model scripted to call `tool` with
     /// `arguments` and to answer with the tool result it was sent: that
-    /// result.
+    /// result. (The prompt only names the tool: the model does not read it.)
     ///
     /// # Panics
     /// When the run fails or its answer is not that JSON.
-    fn tool_result(&self, id: &str, prompt: &str, tool: &str, arguments: Value) -> Value {
+    fn tool_result(&self, id: &str, tool: &str, arguments: Value) -> Value {
         self.script_call(tool, arguments);
-        self.ask_async(id, prompt);
+        self.ask_async(id, &format!("use {tool}"));
         let reply = self.wait_reply(id);
         assert_eq!(reply["ok"], true, "{reply}");
         reply_result(&reply)
@@ -172,12 +172,7 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
     let r = rig();
 
     // 1. The harmless tool runs at once and its result reaches the model.
-    let result = r.tool_result(
-        "echo-1",
-        "echo hello",
-        "mcp_tools_echo",
-        json!({"text": "hello"}),
-    );
+    let result = r.tool_result("echo-1", "mcp_tools_echo", json!({"text": "hello"}));
     assert_eq!(result["content"], "ECHO HELLO (5 chars)", "{result}");
     assert_eq!(result["server"], "tools");
 
@@ -206,12 +201,7 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
     );
 
     // 3. A denied tool called anyway is refused before any server sees it.
-    let result = r.tool_result(
-        "secret-1",
-        "tell me the secret",
-        "mcp_tools_secret",
-        json!({}),
-    );
+    let result = r.tool_result("secret-1", "mcp_tools_secret", json!({}));
     assert!(
         result["error"]["message"]
             .as_str()
@@ -268,12 +258,7 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
 
     // 5. Long results are cut at max_result_chars (100).
     let long = "x".repeat(300);
-    let result = r.tool_result(
-        "echo-long",
-        "echo a lot",
-        "mcp_tools_echo",
-        json!({"text": long}),
-    );
+    let result = r.tool_result("echo-long", "mcp_tools_echo", json!({"text": long}));
     assert_eq!(result["truncated"], true, "{result}");
     assert_eq!(
         result["content"].as_str().map(|s| s.chars().count()),
@@ -282,17 +267,12 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
 
     // 6. Over stdio too, a tool added at runtime and announced with
     // notifications/tools/list_changed is offered to the next run.
-    let result = r.tool_result("unlock", "unlock", "mcp_tools_unlock", json!({}));
+    let result = r.tool_result("unlock", "mcp_tools_unlock", json!({}));
     assert_eq!(result["content"], "unlocked late", "{result}");
     wait_for("the daemon to list the new tool", WAIT, || {
         (log_lines(&r, &["MCP server tools changed", "mcp_tools_late"]) > 0).then_some(())
     });
-    let result = r.tool_result(
-        "late",
-        "call the late tool",
-        "mcp_tools_late",
-        json!({"text": "y"}),
-    );
+    let result = r.tool_result("late", "mcp_tools_late", json!({"text": "y"}));
     assert_eq!(result["content"], "LATE y", "{result}");
 
     // 7. The server is killed: the daemon restarts it and a later call works.
@@ -307,14 +287,8 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
         (r.daemon.log().matches("MCP server up").count() >= 2).then_some(())
     });
     assert_eq!(r.pids().len(), 2, "{:?}", r.pids());
-    r.script_call("mcp_tools_echo", json!({"text": "again"}));
-    r.ask_async("echo-2", "echo again");
-    let reply = r.wait_reply("echo-2");
-    assert_eq!(
-        reply_result(&reply)["content"],
-        "ECHO AGAIN (5 chars)",
-        "{reply}"
-    );
+    let result = r.tool_result("echo-2", "mcp_tools_echo", json!({"text": "again"}));
+    assert_eq!(result["content"], "ECHO AGAIN (5 chars)", "{result}");
 }
 
 /// The names of the tools offered in the `n`-th model request.
@@ -410,12 +384,7 @@ timeout_s = 5
     let mut http = http;
 
     // 1. The reference server's get-sum, over stdio.
-    let result = r.tool_result(
-        "sum",
-        "add 2 and 40",
-        "mcp_everything_get-sum",
-        json!({"a": 2, "b": 40}),
-    );
+    let result = r.tool_result("sum", "mcp_everything_get-sum", json!({"a": 2, "b": 40}));
     assert_eq!(result["server"], "everything", "{result}");
     assert_eq!(result["content"], "The sum of 2 and 40 is 42.", "{result}");
     let names = offered(&r, 0);
@@ -477,12 +446,11 @@ timeout_s = 5
     // the bearer token: the server answers 401 without it).
     let result = r.tool_result(
         "echo",
-        "echo hi there",
         "mcp_everything_echo",
         json!({"message": "hi there"}),
     );
     assert_eq!(result["content"], "Echo: hi there", "{result}");
-    let result = r.tool_result("add", "add 2 and 3", "mcp_web_add", json!({"a": 2, "b": 3}));
+    let result = r.tool_result("add", "mcp_web_add", json!({"a": 2, "b": 3}));
     assert_eq!(result["content"], "2 + 3 = 5", "{result}");
     assert!(
         !r.daemon.log().contains(&http.token),
@@ -491,18 +459,13 @@ timeout_s = 5
 
     // 3. The server adds a tool at runtime and says so: the daemon lists
     // again, and the next run is offered the new tool and can call it.
-    let result = r.tool_result("unlock", "unlock", "mcp_web_unlock", json!({}));
+    let result = r.tool_result("unlock", "mcp_web_unlock", json!({}));
     assert_eq!(result["content"], "unlocked late", "{result}");
     wait_for("the daemon to list the new tool", WAIT, || {
         (log_lines(&r, &["MCP server tools changed", "mcp_web_late"]) > 0).then_some(())
     });
     let before = r.llm.requests().len();
-    let result = r.tool_result(
-        "late",
-        "call the late tool",
-        "mcp_web_late",
-        json!({"text": "x"}),
-    );
+    let result = r.tool_result("late", "mcp_web_late", json!({"text": "x"}));
     assert_eq!(result["content"], "LATE x", "{result}");
     assert!(
         offered(&r, before).iter().any(|n| n == "mcp_web_late"),
@@ -566,12 +529,7 @@ timeout_s = 5
     wait_for("the daemon to reconnect", WAIT, || {
         (log_lines(&r, &["MCP server up", "web"]) > ups).then_some(())
     });
-    let result = r.tool_result(
-        "back",
-        "add 20 and 22",
-        "mcp_web_add",
-        json!({"a": 20, "b": 22}),
-    );
+    let result = r.tool_result("back", "mcp_web_add", json!({"a": 20, "b": 22}));
     assert_eq!(result["content"], "20 + 22 = 42", "{result}");
     drop(http);
 }
@@ -620,7 +578,7 @@ timeout_s = 20
 
     // 1. The first run is offered the one tool; calling it makes the
     // server register a second one and say so.
-    let result = r.tool_result("unlock", "unlock", "mcp_ts_unlock", json!({}));
+    let result = r.tool_result("unlock", "mcp_ts_unlock", json!({}));
     assert_eq!(result["content"], "unlocked late", "{result}");
     let names = offered(&r, 0);
     assert!(names.iter().any(|n| n == "mcp_ts_unlock"), "{names:?}");
@@ -683,12 +641,7 @@ timeout_s = 20
 
     // 4. The next run is offered the new tool, with its schema, and calls it.
     let before = r.llm.requests().len();
-    let result = r.tool_result(
-        "late",
-        "call the late tool",
-        "mcp_ts_late",
-        json!({"text": "z"}),
-    );
+    let result = r.tool_result("late", "mcp_ts_late", json!({"text": "z"}));
     assert_eq!(result["content"], "LATE z", "{result}");
     let tools = r.llm.requests()[before].body["tools"].clone();
     let late = tools
