@@ -20,7 +20,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -74,6 +74,13 @@ fn seconds_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
 }
 
+/// `metric`, registered under `name`: the registry keeps a clone that
+/// shares its value, so what is counted on the one returned is encoded.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 /// Every metric, and the registry that encodes them.
 #[derive(Debug)]
 pub(crate) struct Metrics {
@@ -95,95 +102,78 @@ pub(crate) struct Metrics {
 impl Metrics {
     pub(crate) fn new() -> Self {
         let mut registry = Registry::with_prefix("droidwarden");
-        let calls = Family::<CallLabels, Counter>::default();
-        registry.register(
-            "calls",
-            "Calls on a phone, by device, service, action and outcome (success or the error code)",
-            calls.clone(),
-        );
-        let call_seconds =
-            Family::<ServiceLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                seconds_buckets,
-            );
-        registry.register(
-            "call_duration_seconds",
-            "How long calls took, from executing to success or error (a queued call's wait included)",
-            call_seconds.clone(),
-        );
-        let in_flight = Family::<DeviceLabels, Gauge>::default();
-        registry.register(
-            "calls_in_flight",
-            "Calls started and not finished, per device (waiting in a queue or running)",
-            in_flight.clone(),
-        );
-        let devices_known = Gauge::default();
-        registry.register(
-            "devices_known",
-            "Devices the daemon knows",
-            devices_known.clone(),
-        );
-        let devices_online = Gauge::default();
-        registry.register(
-            "devices_online",
-            "Devices online now",
-            devices_online.clone(),
-        );
-        let agent_runs = Family::<OutcomeLabels, Counter>::default();
-        registry.register(
-            "agent_runs",
-            "Agent runs finished, by outcome (final or error)",
-            agent_runs.clone(),
-        );
-        let agent_run_seconds = seconds_buckets();
-        registry.register(
-            "agent_run_duration_seconds",
-            "Agent runs, from their first event to their answer or error",
-            agent_run_seconds.clone(),
-        );
-        let model_seconds = seconds_buckets();
-        registry.register(
-            "llm_response_seconds",
-            "The language model's latency within a run: from a tool result to the model's next step",
-            model_seconds.clone(),
-        );
-        let agent_tokens = Family::<TokenLabels, Counter>::default();
-        registry.register(
-            "llm_tokens",
-            "Tokens the language model reported, by kind (input or output)",
-            agent_tokens.clone(),
-        );
-        let agent_active_runs = Gauge::default();
-        registry.register(
-            "agent_active_runs",
-            "Agent runs being driven now",
-            agent_active_runs.clone(),
-        );
-        let agent_pending_approvals = Gauge::default();
-        registry.register(
-            "agent_pending_approvals",
-            "Agent actions waiting for a person's approval",
-            agent_pending_approvals.clone(),
-        );
-        let broker_clients = Gauge::default();
-        registry.register(
-            "broker_clients",
-            "Clients connected to the embedded MQTT broker",
-            broker_clients.clone(),
-        );
+        let r = &mut registry;
         Self {
+            calls: registered(
+                r,
+                "calls",
+                "Calls on a phone, by device, service, action and outcome (success or the error code)",
+                Family::<CallLabels, Counter>::default(),
+            ),
+            call_seconds: registered(
+                r,
+                "call_duration_seconds",
+                "How long calls took, from executing to success or error (a queued call's wait included)",
+                Family::<ServiceLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                    seconds_buckets,
+                ),
+            ),
+            in_flight: registered(
+                r,
+                "calls_in_flight",
+                "Calls started and not finished, per device (waiting in a queue or running)",
+                Family::<DeviceLabels, Gauge>::default(),
+            ),
+            devices_known: registered(
+                r,
+                "devices_known",
+                "Devices the daemon knows",
+                Gauge::default(),
+            ),
+            devices_online: registered(r, "devices_online", "Devices online now", Gauge::default()),
+            agent_runs: registered(
+                r,
+                "agent_runs",
+                "Agent runs finished, by outcome (final or error)",
+                Family::<OutcomeLabels, Counter>::default(),
+            ),
+            agent_run_seconds: registered(
+                r,
+                "agent_run_duration_seconds",
+                "Agent runs, from their first event to their answer or error",
+                seconds_buckets(),
+            ),
+            model_seconds: registered(
+                r,
+                "llm_response_seconds",
+                "The language model's latency within a run: from a tool result to the model's next step",
+                seconds_buckets(),
+            ),
+            agent_tokens: registered(
+                r,
+                "llm_tokens",
+                "Tokens the language model reported, by kind (input or output)",
+                Family::<TokenLabels, Counter>::default(),
+            ),
+            agent_active_runs: registered(
+                r,
+                "agent_active_runs",
+                "Agent runs being driven now",
+                Gauge::default(),
+            ),
+            agent_pending_approvals: registered(
+                r,
+                "agent_pending_approvals",
+                "Agent actions waiting for a person's approval",
+                Gauge::default(),
+            ),
+            broker_clients: registered(
+                r,
+                "broker_clients",
+                "Clients connected to the embedded MQTT broker",
+                Gauge::default(),
+            ),
             registry,
-            calls,
-            call_seconds,
-            in_flight,
-            devices_known,
-            devices_online,
-            agent_runs,
-            agent_run_seconds,
-            model_seconds,
-            agent_tokens,
-            agent_active_runs,
-            agent_pending_approvals,
-            broker_clients,
         }
     }
 

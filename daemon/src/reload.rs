@@ -54,9 +54,12 @@ impl Plan {
 
 /// The new approval policy with the running phone-services part: the hub
 /// keeps its `[phone_services]` until a restart, so the agent does too.
-fn approval_keeping_phone(running: &Config, new: &Config) -> droidwarden_agent::ApprovalPolicy {
-    let mut approval = new.agent.approval.clone();
-    approval.phone = running.agent.approval.phone.clone();
+fn approval_keeping_phone(
+    running: &droidwarden_agent::ApprovalPolicy,
+    new: &droidwarden_agent::ApprovalPolicy,
+) -> droidwarden_agent::ApprovalPolicy {
+    let mut approval = new.clone();
+    approval.phone = running.phone.clone();
     approval
 }
 
@@ -176,7 +179,8 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
         companion_names: running.companion.names != new.companion.names,
         poll: running.poll != new.poll,
         // `[phone_services]` inside it needs a restart (above), like the hub's.
-        approval_policy: running.agent.approval != approval_keeping_phone(running, new),
+        approval_policy: running.agent.approval
+            != approval_keeping_phone(&running.agent.approval, &new.agent.approval),
         needs_restart: restart,
     }
 }
@@ -241,7 +245,7 @@ pub(crate) fn apply(
     }
     if plan.approval_policy {
         let mut agent = new.agent.clone();
-        agent.approval.phone = running.agent.approval.phone.clone();
+        agent.approval = approval_keeping_phone(&running.agent.approval, &new.agent.approval);
         if let Some(assistant) = live.assistant {
             assistant.set_approval_policy(&agent);
             tracing::info!(policy = ?agent.approval, "approval policy changed");

@@ -7,7 +7,7 @@
 use crate::mqtt::{Daemon, Mosquitto, Probe};
 use crate::{AdbServer, Sim, SimOptions};
 use droidwarden_agent::ModelReply;
-use droidwarden_agent::testing::{RecordedRequest, ScriptStep, ScriptedLlm};
+use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep, ScriptedLlm};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -230,6 +230,14 @@ pub fn sim_commands_with(sim: &Sim, words: &[&str]) -> usize {
         .iter()
         .filter(|argv| words.iter().all(|w| argv.iter().any(|a| a == w)))
         .count()
+}
+
+/// A model reply made from the tool results it was sent (see
+/// [`tool_results`]), when the request comes.
+pub fn answer_from_results(f: impl Fn(&[Value]) -> String + Send + Sync + 'static) -> ScriptStep {
+    ScriptStep::Compute(Responder::new(move |request| {
+        ModelReply::text(f(&tool_results(request)))
+    }))
 }
 
 /// The tool results in a request (OpenAI `role: tool` messages), parsed.

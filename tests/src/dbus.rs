@@ -114,14 +114,8 @@ impl PrivateBus {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn dbus-daemon (apt-get install dbus-daemon)");
-        let stdout = child.stdout.take().expect("dbus-daemon stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
+        let line =
+            crate::first_stdout_line(&mut child, Duration::from_secs(20)).unwrap_or_default();
         let address = line.trim().to_owned();
         if address.is_empty() {
             let _ = child.kill();

@@ -274,6 +274,23 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
     }
 }
 
+/// The first line `child` writes on its piped standard output (its
+/// readiness line), read on a thread so that the wait is bounded by
+/// `limit`; `None` when none came in time.
+///
+/// # Panics
+/// When the child's standard output is not piped.
+pub fn first_stdout_line(child: &mut Child, limit: Duration) -> Option<String> {
+    let stdout = child.stdout.take().expect("a piped standard output");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    rx.recv_timeout(limit).ok()
+}
+
 /// Wait (bounded, with [`poll_until`]) for `child` to exit: its status,
 /// or `None` when it still runs at `deadline`.
 pub fn wait_exit(child: &mut Child, deadline: Duration) -> Option<ExitStatus> {
@@ -541,15 +558,7 @@ impl Sim {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn droidwarden-sim");
-        let stdout = child.stdout.take().expect("sim stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
+        let line = first_stdout_line(&mut child, Duration::from_secs(20))
             .expect("the sim's ready line within 20 s");
         let port_of = |key: &str| -> u16 {
             let addr = line

@@ -605,6 +605,16 @@ impl Probe {
     }
 }
 
+/// The result of a reply that must be a success (of [`Probe::call`] or
+/// [`Probe::request`]).
+///
+/// # Panics
+/// When the reply is an error, showing it.
+pub fn ok_result(reply: Value) -> Value {
+    assert_eq!(reply["ok"], true, "{reply}");
+    reply["result"].clone()
+}
+
 /// The body of a `cmd/call` request: `action` of `service` on `device`
 /// with `params`, answered on `<prefix>/reply/<id>`.
 pub fn call_request(id: &str, device: &str, service: &str, action: &str, params: Value) -> Value {

@@ -183,11 +183,7 @@ fn every_action_the_adb_transport_supports_works_on_an_emulated_phone() {
                 "{}.{} should be refused",
                 cap.service, cap.action
             );
-            assert_eq!(
-                run.json["error"]["code"], "unsupported_action",
-                "{}",
-                run.stdout
-            );
+            assert_eq!(run.error_code(), "unsupported_action", "{}", run.stdout);
             continue;
         }
         assert_eq!(
@@ -308,11 +304,7 @@ fn two_phones_at_once_and_device_selection() {
 
     let run = dw.run(&["call", "battery", "status"]);
     assert_eq!(run.code, 1);
-    assert_eq!(
-        run.json["error"]["code"], "device_ambiguous",
-        "{}",
-        run.stdout
-    );
+    assert_eq!(run.error_code(), "device_ambiguous", "{}", run.stdout);
 
     let info = |device: &str| dw.call(device, "system_info", "info", json!({})).json;
     assert_eq!(info("kitchen-tablet")["model"], "Tab A");
@@ -328,7 +320,7 @@ fn two_phones_at_once_and_device_selection() {
     );
 
     let run = dw.call("garage", "battery", "status", json!({}));
-    assert_eq!(run.json["error"]["code"], "device_not_found");
+    assert_eq!(run.error_code(), "device_not_found");
     assert!(
         run.json["error"]["message"]
             .as_str()
@@ -397,7 +389,8 @@ fn hostile_parameters_are_rejected_or_arrive_as_one_literal_argument() {
             );
         } else {
             assert_eq!(
-                run.json["error"]["code"], "invalid_params",
+                run.error_code(),
+                "invalid_params",
                 "{url:?}: {}",
                 run.stdout
             );
@@ -430,7 +423,8 @@ fn hostile_parameters_are_rejected_or_arrive_as_one_literal_argument() {
         ] {
             let run = dw.call("phone", "app_launcher", action, params);
             assert_eq!(
-                run.json["error"]["code"], "invalid_params",
+                run.error_code(),
+                "invalid_params",
                 "{package:?}: {}",
                 run.stdout
             );
@@ -442,7 +436,8 @@ fn hostile_parameters_are_rejected_or_arrive_as_one_literal_argument() {
             json!({ "package": "org.videolan.vlc", "activity": package }),
         );
         assert_eq!(
-            run.json["error"]["code"], "invalid_params",
+            run.error_code(),
+            "invalid_params",
             "{package:?}: {}",
             run.stdout
         );
@@ -477,7 +472,8 @@ fn hostile_parameters_are_rejected_or_arrive_as_one_literal_argument() {
     ] {
         let run = dw.run(words);
         assert_eq!(
-            run.json["error"]["code"], "invalid_params",
+            run.error_code(),
+            "invalid_params",
             "{words:?}: {}",
             run.stdout
         );
@@ -501,16 +497,12 @@ fn android_errors_become_structured_errors() {
     // shell_command drops it; see android-bridge's `adb::exchange`).
     sim.control(json!({"op": "fault", "kind": "fail", "exit": 1, "stderr": "java.lang.SecurityException: Permission Denial: nope"}));
     let run = dw.call("phone", "wifi_automation", "disable", json!({}));
-    assert_eq!(
-        run.json["error"]["code"], "permission_denied",
-        "{}",
-        run.stdout
-    );
+    assert_eq!(run.error_code(), "permission_denied", "{}", run.stdout);
     sim.control(
         json!({"op": "fault", "kind": "fail", "exit": 3, "stderr": "Error: the radio is on fire"}),
     );
     let run = dw.call("phone", "wifi_automation", "disable", json!({}));
-    assert_eq!(run.json["error"]["code"], "device_error", "{}", run.stdout);
+    assert_eq!(run.error_code(), "device_error", "{}", run.stdout);
     assert!(
         run.json["error"]["message"]
             .as_str()
@@ -552,7 +544,7 @@ fn a_phone_before_android_7_is_served_over_plain_shell() {
         json!({"op": "fault", "kind": "fail", "exit": 3, "stderr": "Error: the radio is on fire"}),
     );
     let run = dw.call(serial, "wifi_automation", "enable", json!({}));
-    assert_eq!(run.json["error"]["code"], "device_error", "{}", run.stdout);
+    assert_eq!(run.error_code(), "device_error", "{}", run.stdout);
     assert!(
         run.json["error"]["message"]
             .as_str()
@@ -570,7 +562,7 @@ fn a_slow_phone_times_out_within_the_configured_timeout() {
     let start = Instant::now();
     let run = dw.call("phone", "battery", "status", json!({}));
     let took = start.elapsed();
-    assert_eq!(run.json["error"]["code"], "timeout", "{}", run.stdout);
+    assert_eq!(run.error_code(), "timeout", "{}", run.stdout);
     assert_eq!(run.json["error"]["retryable"], true);
     assert!(
         took < Duration::from_millis(3500),
@@ -611,11 +603,7 @@ fn a_dropped_connection_is_offline_and_the_phone_comes_back() {
         .unwrap();
     assert_eq!(phone["online"], false, "{phone}");
     let run = dw.call("phone", "battery", "status", json!({}));
-    assert_eq!(
-        run.json["error"]["code"], "device_offline",
-        "{}",
-        run.stdout
-    );
+    assert_eq!(run.error_code(), "device_offline", "{}", run.stdout);
 
     sim.control(json!({"op": "listen", "enabled": true}));
     wait_for("the phone to answer again", Duration::from_secs(30), || {
@@ -678,11 +666,7 @@ fn an_unreachable_adb_server_is_a_clear_error() {
     drop(adb);
     let run = dw.run(&["call", "battery", "status"]);
     assert_eq!(run.code, 1);
-    assert_eq!(
-        run.json["error"]["code"], "device_offline",
-        "{}",
-        run.stdout
-    );
+    assert_eq!(run.error_code(), "device_offline", "{}", run.stdout);
     assert_eq!(run.json["error"]["retryable"], true);
     assert!(
         run.json["error"]["message"]

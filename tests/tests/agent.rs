@@ -7,7 +7,9 @@
 
 use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{Responder, ScriptStep};
-use droidwarden_e2e::agent_rig::{self, P, Rig, WAIT, ok_text, sim_commands_with, tool_results};
+use droidwarden_e2e::agent_rig::{
+    self, P, Rig, WAIT, answer_from_results, ok_text, sim_commands_with,
+};
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::{Droidwarden, KillOnDrop, binary, wait_for};
 use serde_json::{Value, json};
@@ -68,13 +70,6 @@ fn tools_reply(calls: Vec<(String, String)>) -> ScriptStep {
 
 fn text_reply(text: &str) -> ScriptStep {
     ScriptStep::Reply(ModelReply::text(text))
-}
-
-/// A model that answers from the tool results it was sent.
-fn answer_from_results(f: impl Fn(&[Value]) -> String + Send + Sync + 'static) -> ScriptStep {
-    ScriptStep::Compute(Responder::new(move |request| {
-        ModelReply::text(f(&tool_results(request)))
-    }))
 }
 
 fn multi_step(mode: &str) {

@@ -1,7 +1,7 @@
 //! Companion phones through the daemon: a real mosquitto, `droidwarden
 //! daemon`, and emulated phones in companion mode beside an ADB one.
 
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, call_request};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, call_request, ok_result};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -66,10 +66,10 @@ impl Rig {
 #[test]
 fn adb_and_companion_phones_side_by_side() {
     let r = rig("");
-    let reply = r
-        .probe
-        .call(P, "a1", "alice", "wifi_automation", "disable", json!({}));
-    assert_eq!(reply["ok"], true, "{reply}");
+    ok_result(
+        r.probe
+            .call(P, "a1", "alice", "wifi_automation", "disable", json!({})),
+    );
     assert_eq!(r.alice.state()["wifi"]["enabled"], false);
     assert_eq!(
         r.adb_sim.state()["wifi"]["enabled"],
@@ -90,10 +90,10 @@ fn adb_and_companion_phones_side_by_side() {
         .probe
         .call(P, "a2", "alice", "system_info", "info", json!({}));
     assert_eq!(reply["result"]["model"], "Pixel 9", "{reply}");
-    let reply = r
-        .probe
-        .call(P, "t1", "tablet", "battery", "status", json!({}));
-    assert_eq!(reply["ok"], true, "{reply}");
+    ok_result(
+        r.probe
+            .call(P, "t1", "tablet", "battery", "status", json!({})),
+    );
 
     // Tracking needs the app: it works on alice, and is refused over ADB.
     let reply = r.probe.call(
@@ -178,10 +178,10 @@ fn a_queued_request_fails_after_its_time_to_live() {
     );
     r.set_alice_online(true);
     // The expired request is not performed late.
-    let reply = r
-        .probe
-        .call(P, "ttl2", "alice", "battery", "status", json!({}));
-    assert_eq!(reply["ok"], true, "{reply}");
+    ok_result(
+        r.probe
+            .call(P, "ttl2", "alice", "battery", "status", json!({})),
+    );
 }
 
 #[test]
@@ -190,10 +190,10 @@ fn duplicate_responses_from_a_phone_are_applied_once() {
     r.alice
         .control(json!({"op": "companion_duplicates", "enabled": true}));
     for i in 0..5 {
-        let reply = r
-            .probe
-            .call(P, &format!("d{i}"), "alice", "battery", "status", json!({}));
-        assert_eq!(reply["ok"], true, "{reply}");
+        ok_result(
+            r.probe
+                .call(P, &format!("d{i}"), "alice", "battery", "status", json!({})),
+        );
     }
     for i in 0..5 {
         assert_eq!(r.probe.on(&format!("{P}/reply/d{i}")).len(), 1);

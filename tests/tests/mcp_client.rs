@@ -11,7 +11,7 @@
 
 use droidwarden_agent::testing::{Responder, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{ModelReply, ProviderKind};
-use droidwarden_e2e::agent_rig::tool_results;
+use droidwarden_e2e::agent_rig::{self, answer_from_results};
 use droidwarden_e2e::dbus::NO_BUS;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe};
 use droidwarden_e2e::npm::npm_bin;
@@ -134,22 +134,32 @@ impl Rig {
             .json()
     }
 
+    /// Ask as request `id`, the model scripted to call `tool` with
+    /// `arguments` and to answer with the tool result it was sent: that
+    /// result. (The prompt only names the tool: the model does not read it.)
+    ///
+    /// # Panics
+    /// When the run fails or its answer is not that JSON.
+    fn tool_result(&self, id: &str, tool: &str, arguments: Value) -> Value {
+        self.script_call(tool, arguments);
+        self.ask_async(id, &format!("use {tool}"));
+        let reply = self.wait_reply(id);
+        assert_eq!(reply["ok"], true, "{reply}");
+        reply_result(&reply)
+    }
+
     /// Ask the model to call `tool` with `arguments`, then to answer with
     /// the tool result it was sent (as JSON text).
     fn script_call(&self, tool: &str, arguments: Value) {
-        self.llm.push(ScriptStep::Reply(ModelReply::tool_calls([(
-            tool.to_owned(),
-            arguments.to_string(),
-        )])));
-        self.llm.push(ScriptStep::Compute(Responder::new(|request| {
-            ModelReply::text(
-                tool_results(request)
-                    .last()
-                    .map(Value::to_string)
-                    .unwrap_or_default(),
-            )
-        })));
+        self.llm.push(agent_rig::call(tool, arguments));
+        self.llm.push(answer_with_last_result());
     }
+}
+
+/// A model that answers with the last tool result it was sent, as JSON
+/// text.
+fn answer_with_last_result() -> ScriptStep {
+    answer_from_results(|results| results.last().map(Value::to_string).unwrap_or_default())
 }
 
 fn reply_result(reply: &Value) -> Value {
@@ -162,12 +172,8 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
     let r = rig();
 
     // 1. The harmless tool runs at once and its result reaches the model.
-    r.script_call("mcp_tools_echo", json!({"text": "hello"}));
-    r.ask_async("echo-1", "echo hello");
-    let reply = r.wait_reply("echo-1");
-    assert_eq!(reply["ok"], true, "{reply}");
-    let result = reply_result(&reply);
-    assert_eq!(result["content"], "ECHO HELLO (5 chars)", "{reply}");
+    let result = r.tool_result("echo-1", "mcp_tools_echo", json!({"text": "hello"}));
+    assert_eq!(result["content"], "ECHO HELLO (5 chars)", "{result}");
     assert_eq!(result["server"], "tools");
 
     // 2. The tools the model was offered: echo and wipe with the server's
@@ -195,17 +201,14 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
     );
 
     // 3. A denied tool called anyway is refused before any server sees it.
-    r.script_call("mcp_tools_secret", json!({}));
-    r.ask_async("secret-1", "tell me the secret");
-    let reply = r.wait_reply("secret-1");
-    let result = reply_result(&reply);
+    let result = r.tool_result("secret-1", "mcp_tools_secret", json!({}));
     assert!(
         result["error"]["message"]
             .as_str()
             .is_some_and(|m| m.contains("unknown tool")),
-        "{reply}"
+        "{result}"
     );
-    assert!(!reply.to_string().contains("42"), "{reply}");
+    assert!(!result.to_string().contains("42"), "{result}");
 
     // 4. The destructive one waits for approval, then runs.
     r.script_call("mcp_tools_wipe", json!({"box": "b7"}));
@@ -255,9 +258,7 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
 
     // 5. Long results are cut at max_result_chars (100).
     let long = "x".repeat(300);
-    r.script_call("mcp_tools_echo", json!({"text": long}));
-    r.ask_async("echo-long", "echo a lot");
-    let result = reply_result(&r.wait_reply("echo-long"));
+    let result = r.tool_result("echo-long", "mcp_tools_echo", json!({"text": long}));
     assert_eq!(result["truncated"], true, "{result}");
     assert_eq!(
         result["content"].as_str().map(|s| s.chars().count()),
@@ -266,17 +267,13 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
 
     // 6. Over stdio too, a tool added at runtime and announced with
     // notifications/tools/list_changed is offered to the next run.
-    r.script_call("mcp_tools_unlock", json!({}));
-    r.ask_async("unlock", "unlock");
-    let reply = r.wait_reply("unlock");
-    assert_eq!(reply_result(&reply)["content"], "unlocked late", "{reply}");
+    let result = r.tool_result("unlock", "mcp_tools_unlock", json!({}));
+    assert_eq!(result["content"], "unlocked late", "{result}");
     wait_for("the daemon to list the new tool", WAIT, || {
         (log_lines(&r, &["MCP server tools changed", "mcp_tools_late"]) > 0).then_some(())
     });
-    r.script_call("mcp_tools_late", json!({"text": "y"}));
-    r.ask_async("late", "call the late tool");
-    let reply = r.wait_reply("late");
-    assert_eq!(reply_result(&reply)["content"], "LATE y", "{reply}");
+    let result = r.tool_result("late", "mcp_tools_late", json!({"text": "y"}));
+    assert_eq!(result["content"], "LATE y", "{result}");
 
     // 7. The server is killed: the daemon restarts it and a later call works.
     let pids = r.pids();
@@ -290,14 +287,8 @@ fn mcp_server_tools_are_offered_called_approved_and_survive_a_restart() {
         (r.daemon.log().matches("MCP server up").count() >= 2).then_some(())
     });
     assert_eq!(r.pids().len(), 2, "{:?}", r.pids());
-    r.script_call("mcp_tools_echo", json!({"text": "again"}));
-    r.ask_async("echo-2", "echo again");
-    let reply = r.wait_reply("echo-2");
-    assert_eq!(
-        reply_result(&reply)["content"],
-        "ECHO AGAIN (5 chars)",
-        "{reply}"
-    );
+    let result = r.tool_result("echo-2", "mcp_tools_echo", json!({"text": "again"}));
+    assert_eq!(result["content"], "ECHO AGAIN (5 chars)", "{result}");
 }
 
 /// The names of the tools offered in the `n`-th model request.
@@ -393,12 +384,9 @@ timeout_s = 5
     let mut http = http;
 
     // 1. The reference server's get-sum, over stdio.
-    r.script_call("mcp_everything_get-sum", json!({"a": 2, "b": 40}));
-    r.ask_async("sum", "add 2 and 40");
-    let reply = r.wait_reply("sum");
-    let result = reply_result(&reply);
-    assert_eq!(result["server"], "everything", "{reply}");
-    assert_eq!(result["content"], "The sum of 2 and 40 is 42.", "{reply}");
+    let result = r.tool_result("sum", "mcp_everything_get-sum", json!({"a": 2, "b": 40}));
+    assert_eq!(result["server"], "everything", "{result}");
+    assert_eq!(result["content"], "The sum of 2 and 40 is 42.", "{result}");
     let names = offered(&r, 0);
     for name in [
         "mcp_everything_echo",
@@ -456,14 +444,14 @@ timeout_s = 5
 
     // 2. Its echo, and the Python server's add over Streamable HTTP (with
     // the bearer token: the server answers 401 without it).
-    r.script_call("mcp_everything_echo", json!({"message": "hi there"}));
-    r.ask_async("echo", "echo hi there");
-    let result = reply_result(&r.wait_reply("echo"));
+    let result = r.tool_result(
+        "echo",
+        "mcp_everything_echo",
+        json!({"message": "hi there"}),
+    );
     assert_eq!(result["content"], "Echo: hi there", "{result}");
-    r.script_call("mcp_web_add", json!({"a": 2, "b": 3}));
-    r.ask_async("add", "add 2 and 3");
-    let reply = r.wait_reply("add");
-    assert_eq!(reply_result(&reply)["content"], "2 + 3 = 5", "{reply}");
+    let result = r.tool_result("add", "mcp_web_add", json!({"a": 2, "b": 3}));
+    assert_eq!(result["content"], "2 + 3 = 5", "{result}");
     assert!(
         !r.daemon.log().contains(&http.token),
         "the bearer token reached the log"
@@ -471,18 +459,14 @@ timeout_s = 5
 
     // 3. The server adds a tool at runtime and says so: the daemon lists
     // again, and the next run is offered the new tool and can call it.
-    r.script_call("mcp_web_unlock", json!({}));
-    r.ask_async("unlock", "unlock");
-    let reply = r.wait_reply("unlock");
-    assert_eq!(reply_result(&reply)["content"], "unlocked late", "{reply}");
+    let result = r.tool_result("unlock", "mcp_web_unlock", json!({}));
+    assert_eq!(result["content"], "unlocked late", "{result}");
     wait_for("the daemon to list the new tool", WAIT, || {
         (log_lines(&r, &["MCP server tools changed", "mcp_web_late"]) > 0).then_some(())
     });
     let before = r.llm.requests().len();
-    r.script_call("mcp_web_late", json!({"text": "x"}));
-    r.ask_async("late", "call the late tool");
-    let reply = r.wait_reply("late");
-    assert_eq!(reply_result(&reply)["content"], "LATE x", "{reply}");
+    let result = r.tool_result("late", "mcp_web_late", json!({"text": "x"}));
+    assert_eq!(result["content"], "LATE x", "{result}");
     assert!(
         offered(&r, before).iter().any(|n| n == "mcp_web_late"),
         "{:?}",
@@ -502,14 +486,7 @@ timeout_s = 5
         assert!(killed.success());
         ModelReply::tool_calls([("mcp_web_add", r#"{"a": 1, "b": 1}"#)])
     })));
-    r.llm.push(ScriptStep::Compute(Responder::new(|request| {
-        ModelReply::text(
-            tool_results(request)
-                .last()
-                .map(Value::to_string)
-                .unwrap_or_default(),
-        )
-    })));
+    r.llm.push(answer_with_last_result());
     r.ask_async("gone", "add 1 and 1");
     let reply = r.wait_reply("gone");
     assert!(
@@ -533,8 +510,7 @@ timeout_s = 5
         (log_lines(&r, &["MCP server connection lost", "web"]) > 0).then_some(())
     });
     let before = r.llm.requests().len();
-    r.llm
-        .push(ScriptStep::Reply(ModelReply::text("nothing to do")));
+    r.llm.push(agent_rig::text("nothing to do"));
     r.ask_async("meanwhile", "what can you do?");
     r.wait_reply("meanwhile");
     let names = offered(&r, before);
@@ -553,10 +529,8 @@ timeout_s = 5
     wait_for("the daemon to reconnect", WAIT, || {
         (log_lines(&r, &["MCP server up", "web"]) > ups).then_some(())
     });
-    r.script_call("mcp_web_add", json!({"a": 20, "b": 22}));
-    r.ask_async("back", "add 20 and 22");
-    let reply = r.wait_reply("back");
-    assert_eq!(reply_result(&reply)["content"], "20 + 22 = 42", "{reply}");
+    let result = r.tool_result("back", "mcp_web_add", json!({"a": 20, "b": 22}));
+    assert_eq!(result["content"], "20 + 22 = 42", "{result}");
     drop(http);
 }
 
@@ -604,10 +578,8 @@ timeout_s = 20
 
     // 1. The first run is offered the one tool; calling it makes the
     // server register a second one and say so.
-    r.script_call("mcp_ts_unlock", json!({}));
-    r.ask_async("unlock", "unlock");
-    let reply = r.wait_reply("unlock");
-    assert_eq!(reply_result(&reply)["content"], "unlocked late", "{reply}");
+    let result = r.tool_result("unlock", "mcp_ts_unlock", json!({}));
+    assert_eq!(result["content"], "unlocked late", "{result}");
     let names = offered(&r, 0);
     assert!(names.iter().any(|n| n == "mcp_ts_unlock"), "{names:?}");
     assert!(!names.iter().any(|n| n == "mcp_ts_late"), "{names:?}");
@@ -669,10 +641,8 @@ timeout_s = 20
 
     // 4. The next run is offered the new tool, with its schema, and calls it.
     let before = r.llm.requests().len();
-    r.script_call("mcp_ts_late", json!({"text": "z"}));
-    r.ask_async("late", "call the late tool");
-    let reply = r.wait_reply("late");
-    assert_eq!(reply_result(&reply)["content"], "LATE z", "{reply}");
+    let result = r.tool_result("late", "mcp_ts_late", json!({"text": "z"}));
+    assert_eq!(result["content"], "LATE z", "{result}");
     let tools = r.llm.requests()[before].body["tools"].clone();
     let late = tools
         .as_array()

@@ -3,7 +3,7 @@
 //! and an emulated phone. Also `systemd-analyze verify` on the unit files,
 //! and the sysusers/tmpfiles snippets applied to a scratch root.
 
-use droidwarden_e2e::mqtt::{Mosquitto, Probe, call_request, phone_config};
+use droidwarden_e2e::mqtt::{Mosquitto, Probe, call_request, ok_result, phone_config};
 use droidwarden_e2e::systemd::{Notice, NotifySocket, Service};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, wait_for};
 use serde_json::json;
@@ -74,10 +74,10 @@ fn boottime_usec() -> u128 {
 fn ready_comes_once_mqtt_serves_with_a_status_and_the_watchdog_is_fed() {
     let (r, ready) = rig(&[("WATCHDOG_USEC", "1000000")]);
     // Ready means ready: the first command is answered.
-    let reply = r
-        .probe
-        .call(P, "r1", "phone", "battery", "status", json!({}));
-    assert_eq!(reply["ok"], true, "{reply}");
+    ok_result(
+        r.probe
+            .call(P, "r1", "phone", "battery", "status", json!({})),
+    );
     let status = ready.get("STATUS").expect("a STATUS with READY");
     assert!(status.ends_with("devices online"), "{status}");
     assert!(
@@ -160,10 +160,10 @@ fn sighup_applies_a_new_device_name() {
         .wait_last(&format!("{P}/devices/phone/availability"), WAIT, |m| {
             m.payload.is_empty()
         });
-    let reply = r
-        .probe
-        .call(P, "k1", "kitchen", "battery", "status", json!({}));
-    assert_eq!(reply["ok"], true, "{reply}");
+    ok_result(
+        r.probe
+            .call(P, "k1", "kitchen", "battery", "status", json!({})),
+    );
     let reply = r
         .probe
         .call(P, "k2", "phone", "battery", "status", json!({}));
@@ -193,10 +193,10 @@ fn a_broken_configuration_is_refused_by_name_and_the_daemon_keeps_serving() {
         (log.contains("configuration reload failed") && log.contains("adb.workers_per_device"))
             .then_some(())
     });
-    let reply = r
-        .probe
-        .call(P, "b1", "phone", "battery", "status", json!({}));
-    assert_eq!(reply["ok"], true, "{reply}");
+    ok_result(
+        r.probe
+            .call(P, "b1", "phone", "battery", "status", json!({})),
+    );
 
     // A key read only at start: logged by name, the running value kept.
     let from = r.notify.count();
@@ -215,10 +215,10 @@ fn a_broken_configuration_is_refused_by_name_and_the_daemon_keeps_serving() {
         let log = r.service.log();
         (log.contains("needs a restart") && log.contains("mqtt.topic_prefix")).then_some(())
     });
-    let reply = r
-        .probe
-        .call(P, "b2", "phone", "battery", "status", json!({}));
-    assert_eq!(reply["ok"], true, "{reply}");
+    ok_result(
+        r.probe
+            .call(P, "b2", "phone", "battery", "status", json!({})),
+    );
 }
 
 #[test]

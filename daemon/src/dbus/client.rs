@@ -285,20 +285,30 @@ impl Client {
 
     /// The daemon's signal `member` whose first argument is `arg0`.
     async fn signals(&self, member: &str, arg0: &str) -> Result<zbus::MessageStream, WireError> {
+        self.stream(self.signal_rule(member, Some(arg0))?, 16).await
+    }
+
+    /// The match rule for the daemon's signal `member` (and, with `arg0`,
+    /// only those whose first argument is that). On the socket there is no
+    /// bus name to match the sender by.
+    fn signal_rule<'m>(
+        &self,
+        member: &'m str,
+        arg0: Option<&'m str>,
+    ) -> Result<zbus::MatchRule<'m>, WireError> {
         let mut rule = zbus::MatchRule::builder().msg_type(zbus::message::Type::Signal);
         if self.socket.is_none() {
-            rule = rule
-                .sender(NAME)
-                .map_err(|e| WireError::new(ErrorCode::Internal, format!("match rule: {e}")))?;
+            rule = rule.sender(NAME).map_err(bad_rule)?;
         }
-        let rule = rule
+        rule = rule
             .path(PATH)
             .and_then(|b| b.interface(INTERFACE))
             .and_then(|b| b.member(member))
-            .and_then(|b| b.arg(0, arg0))
-            .map(|b| b.build())
-            .map_err(|e| WireError::new(ErrorCode::Internal, format!("match rule: {e}")))?;
-        self.stream(rule, 16).await
+            .map_err(bad_rule)?;
+        if let Some(arg0) = arg0 {
+            rule = rule.arg(0, arg0).map_err(bad_rule)?;
+        }
+        Ok(rule.build())
     }
 
     /// The messages matching `rule` (at most `capacity` queued), once the
@@ -326,15 +336,8 @@ impl Client {
     /// id is only known once `Ask` returns). Subscribe before calling
     /// [`Client::ask`] so that no event is missed.
     pub(crate) async fn session_events(&self) -> Result<zbus::MessageStream, WireError> {
-        let rule = zbus::MatchRule::builder()
-            .msg_type(zbus::message::Type::Signal)
-            .sender(NAME)
-            .and_then(|b| b.path(PATH))
-            .and_then(|b| b.interface(INTERFACE))
-            .and_then(|b| b.member("SessionEvent"))
-            .map(|b| b.build())
-            .map_err(|e| WireError::new(ErrorCode::Internal, format!("match rule: {e}")))?;
-        self.stream(rule, 1024).await
+        self.stream(self.signal_rule("SessionEvent", None)?, 1024)
+            .await
     }
 
     /// `Ask(session, prompt)`: the session id.
@@ -565,6 +568,11 @@ fn call_args<'a>(
         command.action_name(),
         params,
     )
+}
+
+/// A match rule zbus refused (a name or path it does not accept).
+fn bad_rule(e: zbus::Error) -> WireError {
+    WireError::new(ErrorCode::Internal, format!("match rule: {e}"))
 }
 
 /// A checked call the daemon did not answer within `limit`.

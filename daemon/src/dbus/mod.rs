@@ -426,24 +426,35 @@ fn parse_call(
     action: &str,
     params_json: &str,
 ) -> Result<crate::hub::Call, WireError> {
-    let params = if params_json.trim().is_empty() {
-        Value::Object(serde_json::Map::new())
-    } else {
-        serde_json::from_str(params_json).map_err(|e| {
-            WireError::new(
-                ErrorCode::InvalidParams,
-                format!("params_json is not valid JSON: {e}"),
-            )
-        })?
-    };
+    let params = json_arg("params_json", params_json)?;
     let request = CallRequest {
-        device: (!device.is_empty()).then(|| device.to_owned()),
+        device: optional(device),
         service: service.to_owned(),
         action: action.to_owned(),
         params,
     };
     tracing::debug!(?request, "D-Bus call");
     request.parse()
+}
+
+/// A string argument that may be left out: D-Bus has no optional
+/// arguments, so the empty string stands for none.
+fn optional(arg: &str) -> Option<String> {
+    (!arg.is_empty()).then(|| arg.to_owned())
+}
+
+/// A method's JSON argument `name`: the text parsed, or `{}` when it is
+/// empty (D-Bus has no optional arguments).
+fn json_arg(name: &str, text: &str) -> Result<Value, WireError> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    serde_json::from_str(text).map_err(|e| {
+        WireError::new(
+            ErrorCode::InvalidParams,
+            format!("{name} is not valid JSON: {e}"),
+        )
+    })
 }
 
 fn lock(table: &Mutex<StatusTable>) -> std::sync::MutexGuard<'_, StatusTable> {
@@ -607,7 +618,7 @@ impl Daemon1 {
     /// that session, ending with a `final` or `error` event.
     #[zbus(out_args("session"))]
     async fn ask(&self, session: &str, prompt: &str) -> Result<String, DbusError> {
-        let session = (!session.is_empty()).then(|| session.to_owned());
+        let session = optional(session);
         let started = self.assistant()?.ask(prompt, session, None, None).await?;
         tracing::debug!(session = started.session, run = started.run, "D-Bus Ask");
         Ok(started.session)
@@ -624,13 +635,7 @@ impl Daemon1 {
         options_json: &str,
     ) -> Result<String, DbusError> {
         let bad = |m: String| WireError::new(ErrorCode::InvalidParams, m);
-        let options: Value = if options_json.trim().is_empty() {
-            Value::Object(serde_json::Map::new())
-        } else {
-            serde_json::from_str(options_json)
-                .map_err(|e| bad(format!("options_json is not valid JSON: {e}")))?
-        };
-        let Value::Object(mut options) = options else {
+        let Value::Object(mut options) = json_arg("options_json", options_json)? else {
             return Err(bad("options_json must be a JSON object".into()).into());
         };
         let mode = match options.remove("mode") {
@@ -641,7 +646,7 @@ impl Daemon1 {
         if let Some(key) = options.keys().next() {
             return Err(bad(format!("unknown option {key:?}; options: mode")).into());
         }
-        let session = (!session.is_empty()).then(|| session.to_owned());
+        let session = optional(session);
         let started = self.assistant()?.ask(prompt, session, None, mode).await?;
         tracing::debug!(
             session = started.session,
@@ -671,17 +676,8 @@ impl Daemon1 {
         skill: &str,
         input_json: &str,
     ) -> Result<String, DbusError> {
-        let input = if input_json.trim().is_empty() {
-            Value::Object(serde_json::Map::new())
-        } else {
-            serde_json::from_str(input_json).map_err(|e| {
-                WireError::new(
-                    ErrorCode::InvalidParams,
-                    format!("input_json is not valid JSON: {e}"),
-                )
-            })?
-        };
-        let session = (!session.is_empty()).then(|| session.to_owned());
+        let input = json_arg("input_json", input_json)?;
+        let session = optional(session);
         let started = self
             .assistant()?
             .run_skill(skill, input, session, None)

@@ -454,6 +454,12 @@ pub(crate) async fn run_companion_requests(
 
 /// The reply to an agent run once it ends; `None` when the daemon's
 /// shutdown interrupted it (it resumes at the next start and replies then).
+/// The origin of an agent run a request with this id starts: its reply
+/// goes to the request's reply topic.
+fn origin(id: Option<&str>) -> Option<Origin> {
+    id.map(|id| Origin::Mqtt(id.to_owned()))
+}
+
 async fn run_reply(
     id: Option<&str>,
     started: Result<assistant::Started, WireError>,
@@ -470,6 +476,11 @@ async fn run_reply(
 }
 
 impl Mqtt {
+    /// The agent, or the error of a daemon without one.
+    fn assistant(&self) -> Result<&Assistant, WireError> {
+        self.assistant.as_ref().ok_or_else(assistant::disabled)
+    }
+
     /// Becomes true when the broker first acknowledges our subscriptions
     /// (start-up readiness: commands can reach us).
     pub(crate) fn subscribed(&self) -> watch::Receiver<bool> {
@@ -832,11 +843,11 @@ impl Mqtt {
                 mode,
                 ..
             } => {
-                let Some(assistant) = &self.assistant else {
-                    return Some(api::error_reply(id, &assistant::disabled()));
+                let started = async {
+                    let assistant = self.assistant()?;
+                    assistant.ask(&prompt, session, origin(id), mode).await
                 };
-                let origin = id.map(|id| Origin::Mqtt(id.to_owned()));
-                return run_reply(id, assistant.ask(&prompt, session, origin, mode).await).await;
+                return run_reply(id, started.await).await;
             }
             Request::Skill {
                 skill,
@@ -844,15 +855,13 @@ impl Mqtt {
                 session,
                 ..
             } => {
-                let Some(assistant) = &self.assistant else {
-                    return Some(api::error_reply(id, &assistant::disabled()));
+                let started = async {
+                    let assistant = self.assistant()?;
+                    assistant
+                        .run_skill(&skill, input, session, origin(id))
+                        .await
                 };
-                let origin = id.map(|id| Origin::Mqtt(id.to_owned()));
-                return run_reply(
-                    id,
-                    assistant.run_skill(&skill, input, session, origin).await,
-                )
-                .await;
+                return run_reply(id, started.await).await;
             }
             Request::Approve {
                 approval_id,
@@ -990,8 +999,9 @@ async fn answer_approval(
             Err(error) => api::error_reply(id, &error),
         };
     }
-    let Some(assistant) = &mqtt.assistant else {
-        return api::error_reply(id, &assistant::disabled());
+    let assistant = match mqtt.assistant() {
+        Ok(assistant) => assistant,
+        Err(error) => return api::error_reply(id, &error),
     };
     let answered = if approve {
         assistant.approve(approval_id).await
