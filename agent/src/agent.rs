@@ -45,9 +45,29 @@ pub const MAX_PROMPT_CHARS: usize = 32_000;
 
 /// A person's answer to an approval request, delivered to a waiting run.
 #[derive(Debug)]
-enum Answer {
-    Approved,
-    Denied(String),
+struct Answer {
+    approved: bool,
+    /// Why not, when denied.
+    reason: Option<String>,
+    /// Who answered ([`Agent::approve`]).
+    by: String,
+}
+
+/// Longest recorded name of who answered an approval, in characters.
+const MAX_DECIDER_CHARS: usize = 200;
+
+/// `by` as it is recorded: control characters dropped (it reaches logs,
+/// markdown and terminals), at most [`MAX_DECIDER_CHARS`], never empty.
+fn decider(by: &str) -> String {
+    let clean: String = by
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_DECIDER_CHARS)
+        .collect();
+    match clean.trim() {
+        "" => "unknown".to_owned(),
+        trimmed => trimmed.to_owned(),
+    }
 }
 
 #[derive(Debug)]
@@ -516,18 +536,26 @@ impl Agent {
             .collect())
     }
 
-    /// Approve a pending request. The decision is stored first, so it holds
-    /// even if the waiting run is not running right now (it reads the
-    /// decision when resumed).
+    /// Approve a pending request on behalf of `by`, who answered, as the
+    /// way in that carried the answer knows them (`D-Bus uid 1000`,
+    /// `MQTT`, …): it is stored with the decision, logged, and sent in the
+    /// [`EventKind::ApprovalAnswered`] event. The decision is stored first,
+    /// so it holds even if the waiting run is not running right now (it
+    /// reads the decision when resumed).
     ///
     /// # Errors
     /// [`AgentError::UnknownApproval`], or [`AgentError::ApprovalClosed`]
     /// when it was already answered or has expired.
-    pub async fn approve(&self, approval_id: &str) -> Result<PendingApproval, AgentError> {
-        self.answer(approval_id, Answer::Approved).await
+    pub async fn approve(
+        &self,
+        approval_id: &str,
+        by: &str,
+    ) -> Result<PendingApproval, AgentError> {
+        self.answer(approval_id, true, None, by).await
     }
 
-    /// Deny a pending request; `reason` reaches the model.
+    /// Deny a pending request on behalf of `by` (as in [`Agent::approve`]);
+    /// `reason` reaches the model.
     ///
     /// # Errors
     /// As [`Agent::approve`].
@@ -535,29 +563,42 @@ impl Agent {
         &self,
         approval_id: &str,
         reason: &str,
+        by: &str,
     ) -> Result<PendingApproval, AgentError> {
         let reason = if reason.trim().is_empty() {
             "denied by the user".to_owned()
         } else {
             reason.chars().take(500).collect()
         };
-        self.answer(approval_id, Answer::Denied(reason)).await
+        self.answer(approval_id, false, Some(reason), by).await
     }
 
     async fn answer(
         &self,
         approval_id: &str,
-        answer: Answer,
+        approved: bool,
+        reason: Option<String>,
+        by: &str,
     ) -> Result<PendingApproval, AgentError> {
-        let (approved, reason) = match &answer {
-            Answer::Approved => (true, None),
-            Answer::Denied(r) => (false, Some(r.clone())),
-        };
+        let by = decider(by);
         let approval = self
             .inner
             .store
-            .decide(approval_id.to_owned(), approved, reason)
+            .decide(approval_id.to_owned(), approved, reason.clone(), by.clone())
             .await?;
+        tracing::info!(
+            approval = approval_id,
+            approved,
+            by = %by,
+            service = %approval.service,
+            action = %approval.action,
+            "approval answered"
+        );
+        let answer = Answer {
+            approved,
+            reason,
+            by,
+        };
         let waiter = self
             .inner
             .waiters
@@ -593,12 +634,12 @@ impl Agent {
     /// [`AgentError::UnknownSession`] or a store error.
     pub async fn session_markdown(&self, session_id: &str) -> Result<String, AgentError> {
         store::check_id(session_id)?;
-        let (summary, turns, active, children) = self
+        let detail = self
             .inner
             .store
             .session_detail(session_id.to_owned())
             .await?;
-        Ok(markdown::render(&summary, &turns, &active, &children))
+        Ok(markdown::render(&detail))
     }
 
     fn emit(&self, state: &RunState, tag: &Tag, kind: EventKind) {
@@ -1346,30 +1387,36 @@ fn await_approval(
         if let Ok(mut w) = inner.waiters.lock() {
             w.insert(approval_id.clone(), tx);
         }
+        let expired = || (false, Some("the approval request expired".into()), None);
         let decided = |s: ApprovalStatus| match s {
-            ApprovalStatus::Approved => Some((true, None)),
-            ApprovalStatus::Denied(r) => Some((false, Some(r))),
-            ApprovalStatus::Expired => Some((false, Some("the approval request expired".into()))),
+            ApprovalStatus::Approved(by) => Some((true, None, by)),
+            ApprovalStatus::Denied(r, by) => Some((false, Some(r), by)),
+            ApprovalStatus::Expired => Some(expired()),
             ApprovalStatus::Pending => None,
         };
+        let unavailable = |e: AgentError| {
+            (
+                false,
+                Some(format!("approval state unavailable: {e}")),
+                None,
+            )
+        };
         let stored = inner.store.approval_status(approval_id.clone()).await;
-        let (approved, reason) = match stored.map(decided) {
+        let (approved, reason, by) = match stored.map(decided) {
             Ok(Some(d)) => d,
             Ok(None) => {
                 let remaining = Duration::from_millis(expires_at.saturating_sub(now_ms()));
                 match tokio::time::timeout(remaining, rx).await {
-                    Ok(Ok(Answer::Approved)) => (true, None),
-                    Ok(Ok(Answer::Denied(r))) => (false, Some(r)),
+                    Ok(Ok(answer)) => (answer.approved, answer.reason, Some(answer.by)),
                     // Timer ran out (or the waiter was replaced): expire,
                     // unless an answer landed in the store meanwhile.
                     Ok(Err(_)) | Err(_) => match inner.store.expire(approval_id.clone()).await {
-                        Ok(s) => decided(s)
-                            .unwrap_or((false, Some("the approval request expired".into()))),
-                        Err(e) => (false, Some(format!("approval state unavailable: {e}"))),
+                        Ok(s) => decided(s).unwrap_or_else(expired),
+                        Err(e) => unavailable(e),
                     },
                 }
             }
-            Err(e) => (false, Some(format!("approval state unavailable: {e}"))),
+            Err(e) => unavailable(e),
         };
         if let Ok(mut w) = inner.waiters.lock() {
             w.remove(&approval_id);
@@ -1378,6 +1425,7 @@ fn await_approval(
             call_id,
             approved,
             reason,
+            by,
             now_ms: now_ms(),
         }
     })

@@ -99,6 +99,20 @@ pub enum EventKind {
         /// The request.
         approval: PendingApproval,
     },
+    /// An approval request was answered, or it expired.
+    ApprovalAnswered {
+        /// The request.
+        approval_id: String,
+        /// The tool call it was for.
+        call_id: String,
+        /// Whether the call may run.
+        approved: bool,
+        /// Who answered, as the way in that carried the answer names them
+        /// (e.g. `D-Bus uid 1000`, `MQTT`); `None` when it expired.
+        by: Option<String>,
+        /// Why not, when it was denied or expired.
+        reason: Option<String>,
+    },
     /// A piece of the answer text, as streamed.
     TextDelta {
         /// The text.

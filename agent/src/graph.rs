@@ -240,6 +240,8 @@ pub enum Input {
         approved: bool,
         /// Why not, for the model.
         reason: Option<String>,
+        /// Who answered; `None` when it expired.
+        by: Option<String>,
         /// Now, unix ms.
         now_ms: u64,
     },
@@ -408,13 +410,26 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
             call_id,
             approved,
             reason,
+            by,
             now_ms,
         } => {
-            let Some(i) = state.calls.iter().position(|s| {
-                s.call.id == call_id && matches!(s.status, CallStatus::AwaitingApproval { .. })
+            let Some((i, approval_id)) = state.calls.iter().enumerate().find_map(|(i, s)| match &s
+                .status
+            {
+                CallStatus::AwaitingApproval { approval_id, .. } if s.call.id == call_id => {
+                    Some((i, approval_id.clone()))
+                }
+                _ => None,
             }) else {
                 return Vec::new();
             };
+            let answered = Action::Emit(EventKind::ApprovalAnswered {
+                approval_id,
+                call_id: call_id.clone(),
+                approved,
+                by,
+                reason: reason.clone(),
+            });
             let outcome = if approved {
                 // Only validated calls ask for approval; a checkpoint that
                 // says otherwise is answered with an error, not trusted.
@@ -435,6 +450,7 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
                 Ok(planned) => {
                     state.calls[i].status = CallStatus::Executing;
                     vec![
+                        answered,
                         Action::Checkpoint {
                             approvals: Vec::new(),
                         },
@@ -442,7 +458,7 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
                     ]
                 }
                 Err(error) => {
-                    let mut out = vec![complete_call(state, i, Err(error))];
+                    let mut out = vec![answered, complete_call(state, i, Err(error))];
                     out.extend(after_result(state, now_ms));
                     out
                 }

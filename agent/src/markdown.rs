@@ -3,9 +3,9 @@
 //! Runs still in progress (or interrupted) come last.
 
 use crate::clock::rfc3339;
-use crate::graph::{CallStatus, RunState};
+use crate::graph::CallStatus;
 use crate::message::{Message, TimedMessage};
-use crate::store::{ChildRecord, SessionSummary, TurnRecord};
+use crate::store::{ApprovalRecord, ChildRecord, SessionDetail};
 use std::fmt::Write as _;
 
 fn fence(text: &str) -> String {
@@ -18,7 +18,25 @@ fn fence(text: &str) -> String {
     }
 }
 
-fn messages(out: &mut String, list: &[TimedMessage]) {
+/// The line that says how the approval of a call ended, if it asked for one.
+fn approval(out: &mut String, approvals: &[ApprovalRecord], call_id: &str) {
+    let Some(a) = approvals.iter().find(|a| a.call_id == call_id) else {
+        return;
+    };
+    let mut line = format!("**Approval** `{}`: {}", a.approval_id, a.status);
+    if let Some(by) = &a.decided_by {
+        let _ = write!(line, " by {by}");
+    }
+    if let Some(at) = a.decided_at {
+        let _ = write!(line, " · {}", rfc3339(at));
+    }
+    if let Some(reason) = a.reason.as_deref().filter(|_| a.status == "denied") {
+        let _ = write!(line, " — {reason}");
+    }
+    let _ = write!(out, "{line}\n\n");
+}
+
+fn messages(out: &mut String, list: &[TimedMessage], approvals: &[ApprovalRecord]) {
     for m in list {
         let at = rfc3339(m.at_ms);
         match &m.message {
@@ -52,6 +70,7 @@ fn messages(out: &mut String, list: &[TimedMessage]) {
                         c.id,
                         fence(&c.arguments)
                     );
+                    approval(out, approvals, &c.id);
                 }
             }
             Message::Tool {
@@ -107,12 +126,14 @@ fn children(out: &mut String, all: &[ChildRecord], parent: &str, depth: usize) {
 }
 
 /// Render a session.
-pub(crate) fn render(
-    session: &SessionSummary,
-    turns: &[TurnRecord],
-    active: &[RunState],
-    child_runs: &[ChildRecord],
-) -> String {
+pub(crate) fn render(detail: &SessionDetail) -> String {
+    let SessionDetail {
+        summary: session,
+        turns,
+        active,
+        children: child_runs,
+        approvals,
+    } = detail;
     let mut out = format!(
         "# Session {}\n\n*{}* — started {}, last activity {}\n\n",
         session.id,
@@ -130,12 +151,12 @@ pub(crate) fn render(
             crate::store::stop_reason(&t.stop_reason)
                 .map_or(t.stop_reason.clone(), |r| format!("{r:?}"))
         );
-        messages(&mut out, &t.messages);
+        messages(&mut out, &t.messages, approvals);
         children(&mut out, child_runs, &t.run_id, 0);
     }
     for r in active {
         let _ = write!(out, "## In progress — run `{}`\n\n", r.run_id);
-        messages(&mut out, &r.messages);
+        messages(&mut out, &r.messages, approvals);
         children(&mut out, child_runs, &r.run_id, 0);
         for slot in &r.calls {
             let status = match &slot.status {

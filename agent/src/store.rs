@@ -97,9 +97,34 @@ pub struct RunInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ApprovalStatus {
     Pending,
-    Approved,
-    Denied(String),
+    /// Approved by whom (`None` in rows stored before it was recorded).
+    Approved(Option<String>),
+    /// Denied, why, and by whom.
+    Denied(String, Option<String>),
     Expired,
+}
+
+/// How an approval request of a session ended (or that it is still open),
+/// for the session's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ApprovalRecord {
+    pub(crate) approval_id: String,
+    pub(crate) call_id: String,
+    /// `pending`, `approved`, `denied` or `expired`.
+    pub(crate) status: String,
+    pub(crate) reason: Option<String>,
+    pub(crate) decided_at: Option<u64>,
+    pub(crate) decided_by: Option<String>,
+}
+
+/// Everything stored about one session, for its markdown.
+#[derive(Debug)]
+pub(crate) struct SessionDetail {
+    pub(crate) summary: SessionSummary,
+    pub(crate) turns: Vec<TurnRecord>,
+    pub(crate) active: Vec<RunState>,
+    pub(crate) children: Vec<ChildRecord>,
+    pub(crate) approvals: Vec<ApprovalRecord>,
 }
 
 /// One finished turn, as stored.
@@ -158,7 +183,8 @@ CREATE TABLE IF NOT EXISTS approvals (
     expires_at INTEGER NOT NULL,
     status TEXT NOT NULL,          -- pending | approved | denied | expired
     reason TEXT,
-    decided_at INTEGER
+    decided_at INTEGER,
+    decided_by TEXT                -- who answered (see Agent::approve)
 );
 CREATE INDEX IF NOT EXISTS approvals_by_status ON approvals(status);
 ";
@@ -501,12 +527,14 @@ impl Store {
             .await
     }
 
-    /// Answer a pending approval. Returns the request.
+    /// Answer a pending approval, recording who answered. Returns the
+    /// request.
     pub(crate) async fn decide(
         &self,
         id: String,
         approved: bool,
         reason: Option<String>,
+        by: String,
     ) -> Result<PendingApproval, AgentError> {
         self.call(move |conn| {
             let tx = conn.savepoint()?;
@@ -533,12 +561,14 @@ impl Store {
                 });
             }
             tx.execute(
-                "UPDATE approvals SET status = ?2, reason = ?3, decided_at = ?4 WHERE id = ?1",
+                "UPDATE approvals SET status = ?2, reason = ?3, decided_at = ?4, decided_by = ?5
+                 WHERE id = ?1",
                 params![
                     id,
                     if approved { "approved" } else { "denied" },
                     reason,
-                    i(now)
+                    i(now),
+                    by
                 ],
             )?;
             tx.commit()?;
@@ -632,18 +662,7 @@ impl Store {
     }
 
     /// A session's finished turns and unfinished runs.
-    pub(crate) async fn session_detail(
-        &self,
-        id: String,
-    ) -> Result<
-        (
-            SessionSummary,
-            Vec<TurnRecord>,
-            Vec<RunState>,
-            Vec<ChildRecord>,
-        ),
-        AgentError,
-    > {
+    pub(crate) async fn session_detail(&self, id: String) -> Result<SessionDetail, AgentError> {
         self.call(move |conn| {
             let summary = conn
                 .query_row(
@@ -685,10 +704,43 @@ impl Store {
             let mut summary = summary;
             summary.tasks = tasks::of_session(conn, Some(&id))?;
             let children = children::of_session(conn, &id)?;
-            Ok((summary, turns, active, children))
+            let mut stmt = conn.prepare(
+                "SELECT id, call_id, status, reason, decided_at, decided_by FROM approvals
+                 WHERE session_id = ?1 ORDER BY requested_at",
+            )?;
+            let approvals = stmt
+                .query_map(params![id], |r| {
+                    Ok(ApprovalRecord {
+                        approval_id: r.get(0)?,
+                        call_id: r.get(1)?,
+                        status: r.get(2)?,
+                        reason: r.get(3)?,
+                        decided_at: r.get::<_, Option<i64>>(4)?.map(u),
+                        decided_by: r.get(5)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(SessionDetail {
+                summary,
+                turns,
+                active,
+                children,
+                approvals,
+            })
         })
         .await
     }
+}
+
+/// `ALTER TABLE table ADD COLUMN column TEXT` unless it is there already.
+fn add_missing_column(conn: &Connection, table: &str, column: &str) -> Result<(), AgentError> {
+    let present = conn
+        .prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
+        .exists(params![table, column])?;
+    if !present {
+        conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))?;
+    }
+    Ok(())
 }
 
 fn open_connection(
@@ -715,29 +767,32 @@ fn open_connection(
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(tasks::SCHEMA)?;
     conn.execute_batch(children::SCHEMA)?;
-    // Databases created before runs had an origin.
-    let has_origin: bool = conn
-        .prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'origin'")?
-        .exists([])?;
-    if !has_origin {
-        conn.execute_batch("ALTER TABLE runs ADD COLUMN origin TEXT")?;
-    }
+    // Databases created before runs had an origin, or approvals recorded
+    // who answered them.
+    add_missing_column(&conn, "runs", "origin")?;
+    add_missing_column(&conn, "approvals", "decided_by")?;
     Ok(conn)
 }
 
 fn read_status(conn: &Connection, id: &str) -> Result<Option<ApprovalStatus>, AgentError> {
     Ok(conn
         .query_row(
-            "SELECT status, reason FROM approvals WHERE id = ?1",
+            "SELECT status, reason, decided_by FROM approvals WHERE id = ?1",
             params![id],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                ))
+            },
         )
         .optional()?
-        .map(|(status, reason)| match status.as_str() {
+        .map(|(status, reason, by)| match status.as_str() {
             "pending" => ApprovalStatus::Pending,
-            "approved" => ApprovalStatus::Approved,
+            "approved" => ApprovalStatus::Approved(by),
             "expired" => ApprovalStatus::Expired,
-            _ => ApprovalStatus::Denied(reason.unwrap_or_else(|| "denied".into())),
+            _ => ApprovalStatus::Denied(reason.unwrap_or_else(|| "denied".into()), by),
         }))
 }
 
@@ -944,6 +999,46 @@ mod tests {
             Some("\"what\" OR \"the\" OR \"garage\" OR \"door\" OR \"code\" OR \"near\"")
         );
         assert_eq!(fts_query("a b"), None);
+    }
+
+    /// A store written before runs had an origin and approvals recorded
+    /// who answered opens, gains both columns, and keeps its rows.
+    #[test]
+    fn an_older_store_gains_the_new_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sqlite3");
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch(
+            "CREATE TABLE runs (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+                 created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+                 status TEXT NOT NULL, state TEXT NOT NULL);
+             CREATE TABLE approvals (id TEXT PRIMARY KEY, run_id TEXT NOT NULL,
+                 session_id TEXT NOT NULL, call_id TEXT NOT NULL, device TEXT,
+                 service TEXT NOT NULL, action TEXT NOT NULL, params TEXT NOT NULL,
+                 risk TEXT NOT NULL, requested_at INTEGER NOT NULL,
+                 expires_at INTEGER NOT NULL, status TEXT NOT NULL, reason TEXT,
+                 decided_at INTEGER);
+             INSERT INTO approvals VALUES ('a1', 'r1', 's1', 'c1', NULL, 'wifi_automation',
+                 'disable', '{}', 'high', 1, 2, 'approved', NULL, 2);",
+        )
+        .unwrap();
+        drop(old);
+        let conn = open_connection(dir.path(), &path, Durability::Process).unwrap();
+        for (table, column) in [("runs", "origin"), ("approvals", "decided_by")] {
+            let present: bool = conn
+                .prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")
+                .unwrap()
+                .exists(params![table, column])
+                .unwrap();
+            assert!(present, "{table}.{column}");
+        }
+        assert_eq!(
+            read_status(&conn, "a1").unwrap(),
+            Some(ApprovalStatus::Approved(None))
+        );
+        drop(conn);
+        // Opening again finds the columns there and leaves them.
+        open_connection(dir.path(), &path, Durability::Process).unwrap();
     }
 
     #[test]

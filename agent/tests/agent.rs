@@ -3,8 +3,8 @@
 
 mod common;
 use common::{
-    agent, answer, assert_contains_all, battery_phones, call_step, calls, dev, device_call,
-    drive_until_approval, process, resume_to_end, run_events, tc, text_step,
+    agent, all_events, answer, assert_contains_all, battery_phones, call_step, calls, dev,
+    device_call, drain, drive_until_approval, process, resume_to_end, run_events, tc, text_step,
 };
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
@@ -426,6 +426,7 @@ fn tool_result_of(model: &ScriptedModel, call: &str) -> (bool, String) {
 async fn approved_actions_run_once() {
     let dir = tempfile::tempdir().unwrap();
     let (a, host, model) = wifi_off_agent(dir.path(), "Wi-Fi is off.", 300.0).await;
+    let mut events = all_events(&a);
     let (driving, id) =
         drive_until_approval(ask_wifi_off(&a).await, CancellationToken::new()).await;
     let pending = a.pending_approvals().await.unwrap();
@@ -438,13 +439,37 @@ async fn approved_actions_run_once() {
     assert_eq!(p.risk, droidwarden_services::Risk::High);
     assert!(p.expires_at > p.requested_at);
     assert_eq!(host.calls().len(), 0, "nothing runs before approval");
-    a.approve(&id).await.unwrap();
+    // Who answered is cleaned of control characters before it is kept.
+    a.approve(&id, " D-Bus uid 1000\n\u{1b}[2J").await.unwrap();
     let out = driving.await.unwrap().unwrap();
     assert_eq!(out.text, "Wi-Fi is off.");
+    let answered = drain(&mut events)
+        .await
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::ApprovalAnswered {
+                approval_id,
+                approved,
+                by,
+                ..
+            } => Some((approval_id, approved, by)),
+            _ => None,
+        });
+    assert_eq!(
+        answered,
+        Some((id.clone(), true, Some("D-Bus uid 1000[2J".to_owned())))
+    );
+    let history = a.session_markdown(&out.session_id).await.unwrap();
+    assert!(
+        history.contains(&format!(
+            "**Approval** `{id}`: approved by D-Bus uid 1000[2J · "
+        )),
+        "{history}"
+    );
     assert_eq!(host.count("wifi_automation", "disable"), 1);
     assert!(!tool_result_of(&model, "w").0);
     assert!(matches!(
-        a.approve(&id).await,
+        a.approve(&id, "test").await,
         Err(AgentError::ApprovalClosed { .. })
     ));
     assert!(a.pending_approvals().await.unwrap().is_empty());
@@ -457,9 +482,21 @@ async fn denied_actions_reach_the_model_as_the_result() {
         wifi_off_agent(dir.path(), "I did not turn it off: you declined.", 300.0).await;
     let (driving, id) =
         drive_until_approval(ask_wifi_off(&a).await, CancellationToken::new()).await;
-    a.deny(&id, "not during the video call").await.unwrap();
+    a.deny(&id, "not during the video call", "MQTT")
+        .await
+        .unwrap();
     let out = driving.await.unwrap().unwrap();
     assert_eq!(out.stop_reason, StopReason::FinalAnswer);
+    let history = a.session_markdown(&out.session_id).await.unwrap();
+    let line = history
+        .lines()
+        .find(|l| l.starts_with(&format!("**Approval** `{id}`")))
+        .unwrap_or_else(|| panic!("no approval line in {history}"));
+    assert!(
+        line.starts_with(&format!("**Approval** `{id}`: denied by MQTT · "))
+            && line.ends_with(" — not during the video call"),
+        "{line}"
+    );
     assert_eq!(host.calls().len(), 0);
     let (is_error, content) = tool_result_of(&model, "w");
     assert!(
@@ -525,7 +562,7 @@ fn a_run_interrupted_while_waiting_for_approval_resumes_after_a_restart() {
             Err(AgentError::RunBusy(_))
         ));
         let driving = tokio::spawn(run.drive(CancellationToken::new()));
-        a.approve(&approval_id).await.unwrap();
+        a.approve(&approval_id, "test").await.unwrap();
         let out = driving.await.unwrap().unwrap();
         assert_eq!(out.text, "Wi-Fi is off now.");
         assert_eq!(
@@ -589,7 +626,7 @@ fn an_approval_given_while_the_daemon_is_down_is_honoured_on_resume() {
         let model = Arc::new(ScriptedModel::texts(["Done."]));
         let a = agent(&path, approval_cfg(3600.0), model, host.clone()).await;
         // The CLI answers before the run is resumed.
-        a.approve(&approval_id).await.unwrap();
+        a.approve(&approval_id, "test").await.unwrap();
         let out = resume_to_end(&a, &run_id).await;
         assert_eq!(out.text, "Done.");
         assert_eq!(host.count("wifi_automation", "disable"), 1);
@@ -704,7 +741,7 @@ async fn bad_requests_are_rejected() {
         Err(AgentError::InvalidId(_))
     ));
     assert!(matches!(
-        a.approve("nope").await,
+        a.approve("nope", "test").await,
         Err(AgentError::UnknownApproval(_))
     ));
 }
@@ -870,7 +907,7 @@ async fn a_run_waiting_for_approval_holds_no_slot() {
     let other = a.ask(AskRequest::new("say hello")).await.unwrap();
     let out = other.drive(CancellationToken::new()).await.unwrap();
     assert_eq!(out.text, "Meanwhile: hello.");
-    a.approve(&approval).await.unwrap();
+    a.approve(&approval, "test").await.unwrap();
     let out = wifi.await.unwrap().unwrap();
     assert_eq!(out.text, "Wi-Fi is off.");
     assert_eq!(host.count("wifi_automation", "disable"), 1);

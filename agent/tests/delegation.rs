@@ -297,7 +297,9 @@ async fn a_delegates_risky_action_asks_a_person_like_the_parents_would() {
     assert_eq!(skill.as_deref(), Some("agent:radio"));
     assert_eq!(approval.service, "wifi_automation");
     assert_eq!(approval.action, "disable");
-    a.deny(&approval.approval_id, "not now").await.unwrap();
+    a.deny(&approval.approval_id, "not now", "test")
+        .await
+        .unwrap();
     let out = tokio::time::timeout(Duration::from_secs(30), driven)
         .await
         .expect("finishes")

@@ -64,9 +64,22 @@ async fn external_requests_are_announced_answered_and_expire() {
     let pending = agent.pending_approvals().await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].approval_id, approval.approval_id);
-    agent.approve(&approval.approval_id).await.unwrap();
+    agent
+        .approve(&approval.approval_id, "D-Bus uid 1000 (:1.7)")
+        .await
+        .unwrap();
     let answer = waiting.await.unwrap().unwrap();
     assert_eq!(answer, ExternalAnswer::Approved);
+    // Who answered, announced.
+    let answered = tokio::time::timeout(Duration::from_secs(10), events.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(&answered.kind, EventKind::ApprovalAnswered { approval_id, approved: true, by: Some(by), .. }
+            if *approval_id == approval.approval_id && by == "D-Bus uid 1000 (:1.7)"),
+        "{answered:?}"
+    );
     // The request is closed for everyone showing open ones.
     let closed = tokio::time::timeout(Duration::from_secs(10), events.recv())
         .await
@@ -90,7 +103,7 @@ async fn external_requests_are_announced_answered_and_expire() {
             break approval.approval_id;
         }
     };
-    agent.deny(&id, "not now").await.unwrap();
+    agent.deny(&id, "not now", "test").await.unwrap();
     assert_eq!(
         waiting.await.unwrap().unwrap(),
         ExternalAnswer::Denied("not now".into())

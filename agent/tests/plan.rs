@@ -310,7 +310,7 @@ fn a_plan_survives_a_restart_mid_plan() {
         .unwrap();
         let (a, h) = default_agent(&path, &server).await;
         let approval = a.pending_approvals().await.unwrap().remove(0);
-        a.approve(&approval.approval_id).await.unwrap();
+        a.approve(&approval.approval_id, "test").await.unwrap();
         let out = resume_to_end(&a, &run_id).await;
         assert_eq!(out.text, "Kitchen at 77 %, Wi-Fi off.");
         assert_eq!(h.count("battery", "status"), 0, "step 1 is not run again");

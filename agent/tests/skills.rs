@@ -286,7 +286,7 @@ fn a_high_risk_skill_waits_for_approval_across_a_restart() {
         let pending = a.pending_approvals().await.unwrap();
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].approval_id, approval_id);
-        a.approve(&approval_id).await.unwrap();
+        a.approve(&approval_id, "test").await.unwrap();
         let run = a.resume(&run_id).await.unwrap();
         let mut events = all_events(&a);
         let out = run.drive(CancellationToken::new()).await.unwrap();

@@ -536,17 +536,22 @@ impl Assistant {
         });
     }
 
-    /// Approve a pending request.
+    /// Approve a pending request on behalf of `by`, as the way in that
+    /// carried the answer names the person (`droidwarden_agent::Agent::approve`).
     ///
     /// # Errors
     /// `not_found` for an unknown id, `invalid_request` when it was already
     /// answered or has expired.
-    pub(crate) async fn approve(&self, approval_id: &str) -> Result<PendingApproval, WireError> {
-        let answer = self.inner.agent.approve(approval_id).await;
+    pub(crate) async fn approve(
+        &self,
+        approval_id: &str,
+        by: &str,
+    ) -> Result<PendingApproval, WireError> {
+        let answer = self.inner.agent.approve(approval_id, by).await;
         answered(approval_id, answer, "granted")
     }
 
-    /// Deny a pending request; `reason` reaches the model.
+    /// Deny a pending request on behalf of `by`; `reason` reaches the model.
     ///
     /// # Errors
     /// As [`Assistant::approve`].
@@ -554,8 +559,9 @@ impl Assistant {
         &self,
         approval_id: &str,
         reason: &str,
+        by: &str,
     ) -> Result<PendingApproval, WireError> {
-        let answer = self.inner.agent.deny(approval_id, reason).await;
+        let answer = self.inner.agent.deny(approval_id, reason, by).await;
         answered(approval_id, answer, "denied")
     }
 

@@ -169,11 +169,16 @@ fn status_kib(pid: u32, field: &str) -> u64 {
 }
 
 /// Whether the tests run as root (some checks need another user, or only
-/// make sense without root's rights): `/proc/self` belongs to the
-/// process's effective user.
+/// make sense without root's rights).
 pub fn is_root() -> bool {
+    own_uid() == Some(0)
+}
+
+/// The tests' effective uid: `/proc/self` belongs to the process's
+/// effective user.
+pub fn own_uid() -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
 }
 
 /// The directory holding the workspace's binaries (`target/debug`).

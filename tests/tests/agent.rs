@@ -11,7 +11,7 @@ use droidwarden_e2e::agent_rig::{
     self, P, Rig, WAIT, answer_from_results, ok_text, sim_commands_with,
 };
 use droidwarden_e2e::dbus::PrivateBus;
-use droidwarden_e2e::{Droidwarden, KillOnDrop, binary, wait_for};
+use droidwarden_e2e::{Droidwarden, KillOnDrop, binary, own_uid, wait_for};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -319,6 +319,15 @@ fn approvals_are_published_and_approve_deny_and_expiry_reach_the_run() {
         1,
         "{events:?}"
     );
+    // Who answered, in the session's events.
+    let answered: Vec<_> = events
+        .iter()
+        .filter(|e| e["event"] == "approval_answered")
+        .collect();
+    assert_eq!(answered.len(), 1, "{events:?}");
+    assert_eq!(answered[0]["approval_id"], id.as_str(), "{events:?}");
+    assert_eq!(answered[0]["approved"], true, "{events:?}");
+    assert_eq!(answered[0]["by"], "MQTT", "{events:?}");
     // Answering again is refused with a reason.
     r.probe.publish(
         &format!("{P}/cmd/approve"),
@@ -585,10 +594,16 @@ fn the_cli_and_dbus_ask_approve_and_show_sessions() {
     );
     let shown = cli.run_on_bus(&bus.address, &["session", "show", "cli-1"]);
     assert_eq!(shown.code, 0, "{}", shown.stderr);
+    // Who answered: the CLI's uid, as the bus daemon vouches for it.
+    let approved_by = format!(
+        "**Approval** `{id}`: approved by D-Bus uid {} (:",
+        own_uid().expect("own uid")
+    );
     for needle in [
         "turn off the hall wifi",
         "android_device",
         "Hall wifi is off.",
+        &approved_by,
     ] {
         assert!(shown.stdout.contains(needle), "{needle}: {}", shown.stdout);
     }

@@ -237,6 +237,63 @@ fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
     assert!(stderr.contains("--local"), "{stderr}");
 }
 
+impl Rig {
+    /// `gdbus call` of `method` with `args` on the socket (an independent
+    /// D-Bus client): its output, or its error text.
+    fn gdbus(&self, method: &str, args: &[&str]) -> Result<String, String> {
+        let mut cmd = Command::new("gdbus");
+        cmd.args(["call", "--address"])
+            .arg(format!("unix:path={}", self.socket().display()))
+            .args([
+                "--dest",
+                "org.droidwarden.Daemon1",
+                "--object-path",
+                "/org/droidwarden/Daemon1",
+                "--method",
+                &format!("org.droidwarden.Daemon1.{method}"),
+            ])
+            .args(args);
+        let out = run_with_timeout(cmd, Duration::from_secs(30));
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+}
+
+/// An approval answered on the socket is recorded with the peer's uid,
+/// which the kernel gives (there is no bus daemon to vouch for it).
+#[test]
+fn an_approval_answered_on_the_socket_records_the_peers_uid() {
+    let r = rig();
+    r.llm.push(droidwarden_e2e::agent_rig::call(
+        "android_device",
+        serde_json::json!({"device": "phone", "service_id": "wifi_automation", "action": "disable", "parameters": {}}),
+    ));
+    r.llm
+        .push(ScriptStep::Reply(ModelReply::text("Wi-Fi is off.")));
+    let asked = r.gdbus("Ask", &["", "turn wifi off"]).expect("Ask");
+    let session = asked
+        .split('\'')
+        .nth(1)
+        .unwrap_or_else(|| panic!("a session id in {asked}"))
+        .to_owned();
+    // gdbus prints the JSON array inside a quoted string: ('[{"approval_id":"…",…}]',)
+    let id = wait_for("the approval request", WAIT, || {
+        let listed = r.gdbus("ListApprovals", &[]).ok()?;
+        let (_, rest) = listed.split_once("\"approval_id\":\"")?;
+        Some(rest.split('"').next()?.to_owned())
+    });
+    r.gdbus("Approve", &[&id]).expect("Approve");
+    let uid = droidwarden_e2e::own_uid().expect("own uid");
+    let expected = format!("**Approval** `{id}`: approved by API socket uid {uid} · ");
+    wait_for("the approval in the session's history", WAIT, || {
+        let markdown = r.gdbus("ShowSession", &[&session]).ok()?;
+        (markdown.contains(&expected) && markdown.contains("Wi-Fi is off.")).then_some(())
+    });
+}
+
 #[test]
 fn a_stale_socket_file_is_replaced() {
     let (_rt, llm) = droidwarden_e2e::scripted_model();

@@ -955,6 +955,17 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
     r.probe.wait("the approval's outcome event", WAIT, |m| {
         m.topic == format!("{P}/sessions/mcp/events") && m.payload.contains(r#""approved":true"#)
     });
+    // Who answered: `droidwarden mcp`'s uid, as the bus daemon vouches.
+    let by = format!(
+        r#""by":"D-Bus uid {} (:"#,
+        droidwarden_e2e::own_uid().expect("own uid")
+    );
+    r.probe
+        .wait("who answered, in the session's events", WAIT, |m| {
+            m.topic == format!("{P}/sessions/mcp/events")
+                && m.payload.contains(r#""event":"approval_answered""#)
+                && m.payload.contains(&by)
+        });
 
     // Declined in the client: denied, recorded with the reason, not run.
     client.asked(3);
@@ -1156,6 +1167,17 @@ fn the_typescript_sdk_answers_approvals_in_the_client() {
         m.topic == format!("{P}/sessions/mcp/events")
             && m.payload.contains("declined in the MCP client")
     });
+    // Who answered: `droidwarden mcp`'s uid, from the socket's peer.
+    let by = format!(
+        r#""by":"API socket uid {}""#,
+        droidwarden_e2e::own_uid().expect("own uid")
+    );
+    r.probe
+        .wait("who answered, in the session's events", WAIT, |m| {
+            m.topic == format!("{P}/sessions/mcp/events")
+                && m.payload.contains(r#""event":"approval_answered""#)
+                && m.payload.contains(&by)
+        });
     assert_eq!(
         sim_count(&r.kitchen, "svc wifi enable"),
         0,

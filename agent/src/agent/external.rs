@@ -111,9 +111,27 @@ impl Agent {
         )
         .await;
         let answer = match answer {
-            Input::ApprovalAnswered { approved: true, .. } => ExternalAnswer::Approved,
-            Input::ApprovalAnswered { reason, .. } => {
-                ExternalAnswer::Denied(reason.unwrap_or_else(|| "denied by the user".into()))
+            Input::ApprovalAnswered {
+                approved,
+                reason,
+                by,
+                ..
+            } => {
+                self.announce(
+                    &approval,
+                    EventKind::ApprovalAnswered {
+                        approval_id: approval.approval_id.clone(),
+                        call_id: approval.call_id.clone(),
+                        approved,
+                        by,
+                        reason: reason.clone(),
+                    },
+                );
+                if approved {
+                    ExternalAnswer::Approved
+                } else {
+                    ExternalAnswer::Denied(reason.unwrap_or_else(|| "denied by the user".into()))
+                }
             }
             _ => ExternalAnswer::Denied("no answer".into()),
         };

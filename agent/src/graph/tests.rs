@@ -87,6 +87,7 @@ fn kinds(actions: &[Action]) -> Vec<&'static str> {
             Action::Emit(EventKind::ToolCall { .. }) => "tool_call",
             Action::Emit(EventKind::ToolResult { .. }) => "tool_result",
             Action::Emit(EventKind::ApprovalRequested { .. }) => "approval_requested",
+            Action::Emit(EventKind::ApprovalAnswered { .. }) => "approval_answered",
             Action::Emit(_) => "emit",
             Action::Finish(_) => "finish",
         })
@@ -219,22 +220,40 @@ fn approval_flow_approve_and_deny() {
         call_id: "c1".into(),
         approved: true,
         reason: None,
+        by: Some("D-Bus uid 1000".into()),
         now_ms: 50,
     });
-    assert_eq!(kinds(&a), ["checkpoint", "execute"]);
+    assert_eq!(kinds(&a), ["approval_answered", "checkpoint", "execute"]);
+    assert!(
+        matches!(&a[0], Action::Emit(EventKind::ApprovalAnswered { approval_id, call_id, approved: true, by: Some(by), reason: None })
+            if approval_id == "r1-a1" && call_id == "c1" && by == "D-Bus uid 1000"),
+        "{:?}",
+        a[0]
+    );
     let a = f.step(Input::ApprovalAnswered {
         call_id: "c3".into(),
         approved: false,
         reason: Some("not now".into()),
+        by: Some("MQTT".into()),
         now_ms: 60,
     });
-    assert_eq!(kinds(&a), ["tool_result", "checkpoint"]);
+    assert_eq!(
+        kinds(&a),
+        ["approval_answered", "tool_result", "checkpoint"]
+    );
+    assert!(
+        matches!(&a[0], Action::Emit(EventKind::ApprovalAnswered { approved: false, by: Some(by), reason: Some(reason), .. })
+            if by == "MQTT" && reason == "not now"),
+        "{:?}",
+        a[0]
+    );
     // A second answer for the same call is ignored.
     assert!(
         f.step(Input::ApprovalAnswered {
             call_id: "c3".into(),
             approved: true,
             reason: None,
+            by: Some("MQTT".into()),
             now_ms: 61
         })
         .is_empty()
@@ -273,9 +292,18 @@ fn an_approved_call_without_a_validated_form_is_answered_with_an_error() {
         call_id: "c1".into(),
         approved: true,
         reason: None,
+        by: None,
         now_ms: 50,
     });
-    assert_eq!(kinds(&a), ["tool_result", "checkpoint", "call_model"]);
+    assert_eq!(
+        kinds(&a),
+        [
+            "approval_answered",
+            "tool_result",
+            "checkpoint",
+            "call_model"
+        ]
+    );
     let answered = f.state.messages.iter().find_map(|m| match &m.message {
         Message::Tool {
             call_id,

@@ -100,6 +100,7 @@ fn answer(id: &str, approved: bool) -> Input {
         call_id: id.into(),
         approved,
         reason: None,
+        by: Some("test".into()),
         now_ms: 1,
     }
 }

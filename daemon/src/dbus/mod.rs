@@ -388,6 +388,41 @@ async fn device_count_changed(
 
 /// Send one signal on every target, each bounded by [`EMIT_TIMEOUT`]; a
 /// socket client that does not take it in time is disconnected.
+/// Who made a call, as an approval's record names them: on a bus, the
+/// caller's uid as the bus daemon vouches for it, with its unique name
+/// (`D-Bus uid 1000 (:1.42)`); on the private socket, the peer's uid from
+/// the kernel (`API socket uid 1000`). What cannot be learned within a
+/// second is said so, not guessed.
+async fn caller(connection: &zbus::Connection, header: &zbus::message::Header<'_>) -> String {
+    const ASK: Duration = Duration::from_secs(1);
+    if connection.unique_name().is_none() {
+        // Peer to peer: no bus, no names; the socket knows the peer.
+        return match tokio::time::timeout(ASK, connection.peer_creds()).await {
+            Ok(Ok(credentials)) => match credentials.unix_user_id() {
+                Some(uid) => format!("API socket uid {uid}"),
+                None => "API socket, uid unknown".into(),
+            },
+            _ => "API socket, uid unknown".into(),
+        };
+    }
+    let Some(sender) = header.sender() else {
+        return "D-Bus, sender unknown".into();
+    };
+    let uid = tokio::time::timeout(ASK, async {
+        let bus = zbus::fdo::DBusProxy::new(connection).await.ok()?;
+        bus.get_connection_unix_user(sender.clone().into())
+            .await
+            .ok()
+    })
+    .await
+    .ok()
+    .flatten();
+    match uid {
+        Some(uid) => format!("D-Bus uid {uid} ({sender})"),
+        None => format!("D-Bus {sender}, uid unknown"),
+    }
+}
+
 async fn emit_all<F, Fut>(targets: Vec<p2p::Target>, peers: &p2p::Peers, what: &str, emit: F)
 where
     F: Fn(SignalEmitter<'static>) -> Fut,
@@ -699,15 +734,30 @@ impl Daemon1 {
         Ok(serde_json::to_string(&pending).unwrap_or_else(|_| "[]".into()))
     }
 
-    /// Approve a pending request: the waiting run goes on.
-    async fn approve(&self, approval_id: &str) -> Result<(), DbusError> {
-        self.assistant()?.approve(approval_id).await?;
+    /// Approve a pending request: the waiting run goes on. The caller's
+    /// uid is recorded as who answered.
+    async fn approve(
+        &self,
+        approval_id: &str,
+        #[zbus(connection)] connection: &zbus::Connection,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+    ) -> Result<(), DbusError> {
+        let by = caller(connection, &header).await;
+        self.assistant()?.approve(approval_id, &by).await?;
         Ok(())
     }
 
     /// Deny a pending request; `reason` (may be empty) reaches the model.
-    async fn deny(&self, approval_id: &str, reason: &str) -> Result<(), DbusError> {
-        self.assistant()?.deny(approval_id, reason).await?;
+    /// The caller's uid is recorded as who answered.
+    async fn deny(
+        &self,
+        approval_id: &str,
+        reason: &str,
+        #[zbus(connection)] connection: &zbus::Connection,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+    ) -> Result<(), DbusError> {
+        let by = caller(connection, &header).await;
+        self.assistant()?.deny(approval_id, reason, &by).await?;
         Ok(())
     }
 

@@ -39,8 +39,21 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
 /// Who is named as having decided, in the daemon's log and a denial's
-/// reason.
+/// reason, when the client did not give its name.
 pub(crate) const DECIDER: &str = "mcp client (elicitation)";
+
+/// Who is recorded as having answered an elicitation: the MCP client by
+/// the name it introduced itself with (its own word, quoted as given).
+pub(crate) fn decider(context: &RequestContext<RoleServer>) -> String {
+    match context
+        .client_info()
+        .map(|info| info.name)
+        .filter(|name| !name.trim().is_empty())
+    {
+        Some(name) => format!("MCP client {name:?} (elicitation)"),
+        None => DECIDER.to_owned(),
+    }
+}
 /// The key of the one input request in an `InputRequiredResult`.
 pub(crate) const INPUT_KEY: &str = "approval";
 /// The structured error code of a bad `requestState`.
@@ -411,7 +424,7 @@ impl Drop for Running {
 /// Record `answer` as approval `approval_id`'s decision through `apply`
 /// (the daemon's Approve or Deny); refused (answered elsewhere first,
 /// expired) is logged and otherwise ignored.
-pub(crate) async fn record<F, Fut>(approval_id: &str, answer: &Answer, apply: F)
+pub(crate) async fn record<F, Fut>(approval_id: &str, answer: &Answer, by: &str, apply: F)
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<(), WireError>>,
@@ -420,7 +433,7 @@ where
         Ok(()) => tracing::info!(
             approval = approval_id,
             approved = *answer == Answer::Approve,
-            by = DECIDER,
+            by,
             "approval answered in the MCP client"
         ),
         Err(e) => tracing::info!(
@@ -439,13 +452,14 @@ pub(crate) async fn answer_in_daemon(
     assistant: Option<&Assistant>,
     approval_id: &str,
     answer: &Answer,
+    by: &str,
 ) -> Result<(), WireError> {
     let Some(assistant) = assistant else {
         return Err(crate::assistant::disabled());
     };
     match answer {
-        Answer::Approve => assistant.approve(approval_id).await.map(|_| ()),
-        Answer::Deny(reason) => assistant.deny(approval_id, reason).await.map(|_| ()),
+        Answer::Approve => assistant.approve(approval_id, by).await.map(|_| ()),
+        Answer::Deny(reason) => assistant.deny(approval_id, reason, by).await.map(|_| ()),
     }
 }
 

@@ -280,11 +280,13 @@ impl Backend {
     }
 
     /// Record the client's answer as the approval's decision (D-Bus
-    /// `Approve`/`Deny`, or the agent's in the daemon).
+    /// `Approve`/`Deny`, where the daemon records this process's uid as who
+    /// answered, or the agent's in the daemon, which records `by`).
     async fn answer(
         &self,
         approval_id: &str,
         answer: &super::elicit::Answer,
+        by: &str,
     ) -> Result<(), WireError> {
         use super::elicit::Answer;
         match self {
@@ -293,7 +295,7 @@ impl Backend {
                 Answer::Deny(reason) => client.deny(approval_id, reason).await,
             },
             Self::Hub { assistant, .. } => {
-                super::elicit::answer_in_daemon(assistant.as_ref(), approval_id, answer).await
+                super::elicit::answer_in_daemon(assistant.as_ref(), approval_id, answer, by).await
             }
             Self::Local { .. } => Err(WireError::new(
                 ErrorCode::InvalidRequest,
@@ -606,8 +608,9 @@ impl PhoneServer {
                     Ok(answer) => {
                         let answer = super::elicit::read(&answer);
                         let backend = &self.backend;
-                        super::elicit::record(&approval_id, &answer, || {
-                            backend.answer(&approval_id, &answer)
+                        let by = super::elicit::decider(context);
+                        super::elicit::record(&approval_id, &answer, &by, || {
+                            backend.answer(&approval_id, &answer, &by)
                         })
                         .await;
                     }
@@ -674,7 +677,8 @@ impl PhoneServer {
         let answer = super::elicit::read_response(request.input_responses.as_ref());
         let id = waiting.approval_id.clone();
         let backend = &self.backend;
-        super::elicit::record(&id, &answer, || backend.answer(&id, &answer)).await;
+        let by = super::elicit::decider(context);
+        super::elicit::record(&id, &answer, &by, || backend.answer(&id, &answer, &by)).await;
         match with_progress(waiting.task.result(), context).await {
             Ok(result) => CallToolResult::structured(wrap(
                 waiting.device.clone(),

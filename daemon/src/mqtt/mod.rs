@@ -977,6 +977,10 @@ impl Drop for Finish {
     }
 }
 
+/// Who is recorded as having answered an approval over MQTT. MQTT does not
+/// say who published a message, so the way in is all that is known.
+const MQTT_DECIDER: &str = "MQTT";
+
 async fn answer_approval(
     mqtt: &Mqtt,
     id: Option<&str>,
@@ -1004,10 +1008,14 @@ async fn answer_approval(
         Err(error) => return api::error_reply(id, &error),
     };
     let answered = if approve {
-        assistant.approve(approval_id).await
+        assistant.approve(approval_id, MQTT_DECIDER).await
     } else {
         assistant
-            .deny(approval_id, reason.as_deref().unwrap_or_default())
+            .deny(
+                approval_id,
+                reason.as_deref().unwrap_or_default(),
+                MQTT_DECIDER,
+            )
             .await
     };
     match answered {
