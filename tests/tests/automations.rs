@@ -230,7 +230,8 @@ action = { kind = "call", device = "phone", service = "wifi_automation", action 
         json!({"id": "a2", "approval_id": "automation:wifi_off", "decision": "deny"}),
     );
     assert_eq!(denied["ok"], true, "{denied}");
-    r.wait_status("wifi_off", "denied", 1);
+    let denials = r.wait_status("wifi_off", "denied", 1);
+    assert_eq!(denials[0]["detail"]["by"], "MQTT", "{denials:?}");
     assert_eq!(r.ran("wifi"), ran);
 }
 
@@ -600,7 +601,19 @@ fn the_cli_manages_automations_through_the_daemon() {
         (s["waiting_approval"] == true).then_some(())
     });
     assert_eq!(sim.state()["wifi"]["enabled"], true);
-    json(&["automations", "approve", "wifi_off"]);
+    // Who answered: the CLI's uid (on the bus or the private socket).
+    let answered = json(&["automations", "approve", "wifi_off"]);
+    let by = answered["by"].as_str().unwrap_or_default();
+    assert!(
+        by.contains(&format!(
+            " uid {} ",
+            droidwarden_e2e::own_uid().expect("own uid")
+        )) || by.ends_with(&format!(
+            " uid {}",
+            droidwarden_e2e::own_uid().expect("own uid")
+        )),
+        "{answered}"
+    );
     wait_for("the approved run", WAIT, || {
         let s = json(&["automations", "show", "wifi_off"]);
         (s["last"]["status"] == "success").then_some(())

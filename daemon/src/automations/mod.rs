@@ -130,8 +130,17 @@ pub(crate) enum Op {
     Run(String),
     Enable(String),
     Disable(String),
-    Approve(String),
-    Deny(String),
+    /// Approve the call the automation waits with, on behalf of `by`
+    /// (who asked, as the way in names them: `D-Bus uid 1000 (:1.42)`, `MQTT`).
+    Approve {
+        name: String,
+        by: String,
+    },
+    /// Deny it, on behalf of `by`.
+    Deny {
+        name: String,
+        by: String,
+    },
     Add(Value),
     Remove(String),
     /// A message on an MQTT trigger topic (from the MQTT side only).
@@ -139,11 +148,12 @@ pub(crate) enum Op {
 }
 
 impl Op {
-    /// Parse `{"op": "...", "name": "...", "definition": {...}}`.
+    /// Parse `{"op": "...", "name": "...", "definition": {...}}` from `by`
+    /// (who sent it, recorded with an approval's answer).
     ///
     /// # Errors
     /// `invalid_request` naming what is wrong.
-    pub(crate) fn parse(body: &Value) -> Result<Self, WireError> {
+    pub(crate) fn parse(body: &Value, by: &str) -> Result<Self, WireError> {
         let bad = |m: String| WireError::new(ErrorCode::InvalidRequest, m);
         let op = body.get("op").and_then(Value::as_str).ok_or_else(|| {
             bad("op: missing (list, show, run, enable, disable, approve, deny, add, remove)".into())
@@ -160,8 +170,14 @@ impl Op {
             "run" => Self::Run(name()?),
             "enable" => Self::Enable(name()?),
             "disable" => Self::Disable(name()?),
-            "approve" => Self::Approve(name()?),
-            "deny" => Self::Deny(name()?),
+            "approve" => Self::Approve {
+                name: name()?,
+                by: by.to_owned(),
+            },
+            "deny" => Self::Deny {
+                name: name()?,
+                by: by.to_owned(),
+            },
             "remove" => Self::Remove(name()?),
             "add" => Self::Add(
                 body.get("definition")
@@ -720,11 +736,11 @@ impl Driver {
                 let (a, r, enabled) = self.engine.get(&name).ok_or_else(|| not_found(&name))?;
                 Ok(summary(a, r, enabled, self.added.contains_key(&name)))
             }
-            op @ (Op::Approve(_) | Op::Deny(_)) => {
-                let (Op::Approve(name) | Op::Deny(name)) = &op else {
+            op @ (Op::Approve { .. } | Op::Deny { .. }) => {
+                let approve = matches!(op, Op::Approve { .. });
+                let (Op::Approve { name, by } | Op::Deny { name, by }) = op else {
                     return Ok(Value::Null);
                 };
-                let (name, approve) = (name.clone(), matches!(op, Op::Approve(_)));
                 self.engine.get(&name).ok_or_else(|| not_found(&name))?;
                 let Some(waiting) = self.waiting.remove(&name) else {
                     return Err(WireError::new(
@@ -735,10 +751,14 @@ impl Driver {
                     ));
                 };
                 let run = waiting.run;
+                tracing::info!(automation = %name, run, approve, by = %by, "automation approval answered");
                 let (status, detail) = if approve {
-                    (Status::Running, json!({"approved": true}))
+                    (Status::Running, json!({"approved": true, "by": by}))
                 } else {
-                    (Status::Denied, json!({"denied": "denied by a person"}))
+                    (
+                        Status::Denied,
+                        json!({"denied": "denied by a person", "by": by}),
+                    )
                 };
                 let out = self
                     .engine
@@ -756,7 +776,7 @@ impl Driver {
                 if approve {
                     self.call(Done::finisher(name, run), waiting.call);
                 }
-                Ok(json!({"run": run, "approved": approve}))
+                Ok(json!({"run": run, "approved": approve, "by": by}))
             }
             Op::Add(definition) => {
                 let automation = model::parse("definition", &definition, &self.context)

@@ -772,15 +772,32 @@ impl Daemon1 {
     /// "run" | "enable" | "disable" | "approve" | "deny" | "add" |
     /// "remove", "name": …, "definition": {…}}` (docs/automations.md); the
     /// answer is JSON.
+    /// The caller is recorded as who answered an approval.
     #[zbus(out_args("answer_json"))]
-    async fn automation(&self, request_json: &str) -> Result<String, DbusError> {
+    async fn automation(
+        &self,
+        request_json: &str,
+        #[zbus(connection)] connection: &zbus::Connection,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+    ) -> Result<String, DbusError> {
         let body: Value = serde_json::from_str(request_json).map_err(|e| {
             DbusError(WireError::new(
                 ErrorCode::InvalidRequest,
                 format!("the request is not JSON: {e}"),
             ))
         })?;
-        let op = automations::Op::parse(&body)?;
+        // Only an answer to an approval records who sent it: the bus is
+        // asked for the caller's uid then, not on every request.
+        let answers = matches!(
+            body.get("op").and_then(Value::as_str),
+            Some("approve" | "deny")
+        );
+        let by = if answers {
+            caller(connection, &header).await
+        } else {
+            String::new()
+        };
+        let op = automations::Op::parse(&body, &by)?;
         Ok(self.automations.request(op).await?.to_string())
     }
 

@@ -267,13 +267,15 @@ fn parse_automation(id: Option<String>, obj: Map<String, Value>) -> Result<Reque
             format!("unknown field {key:?}; cmd/automation takes id, op, name, definition"),
         ));
     }
-    let op = crate::automations::Op::parse(&Value::Object(obj)).map_err(|error| Rejected {
-        id: id.clone(),
-        error,
-    })?;
+    let op = crate::automations::Op::parse(&Value::Object(obj), super::MQTT_DECIDER).map_err(
+        |error| Rejected {
+            id: id.clone(),
+            error,
+        },
+    )?;
     if matches!(
         op,
-        crate::automations::Op::Approve(_) | crate::automations::Op::Deny(_)
+        crate::automations::Op::Approve { .. } | crate::automations::Op::Deny { .. }
     ) {
         return Err(invalid(
             id,

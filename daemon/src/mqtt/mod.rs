@@ -991,9 +991,15 @@ async fn answer_approval(
     // An automation's call waiting for approval (docs/automations.md).
     if let Some(name) = approval_id.strip_prefix("automation:") {
         let op = if approve {
-            crate::automations::Op::Approve(name.to_owned())
+            crate::automations::Op::Approve {
+                name: name.to_owned(),
+                by: MQTT_DECIDER.to_owned(),
+            }
         } else {
-            crate::automations::Op::Deny(name.to_owned())
+            crate::automations::Op::Deny {
+                name: name.to_owned(),
+                by: MQTT_DECIDER.to_owned(),
+            }
         };
         return match mqtt.automations.request(op).await {
             Ok(_) => api::ok_reply(
