@@ -1079,6 +1079,15 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
         "approved: ran"
     );
     assert_eq!(modern.wait_exit(), 0);
+    // Answered in the daemon's own MCP endpoint: recorded as the client,
+    // by the name it gave (quoted, as it is the client's word).
+    r.probe
+        .wait("who answered, in the session's events", WAIT, |m| {
+            m.topic == format!("{P}/sessions/mcp/events")
+                && m.payload.contains(r#""event":"approval_answered""#)
+                && m.payload.contains(r#""by":"MCP client \""#)
+                && m.payload.contains(r#"(elicitation)""#)
+        });
 
     let hold = tempfile::tempdir().expect("dir");
     let held = hold.path().join("answer-now");
@@ -1113,6 +1122,16 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
         1,
         "approved elsewhere: ran"
     );
+    r.probe
+        .wait("answered on MQTT, in the session's events", WAIT, |m| {
+            m.topic == format!("{P}/sessions/mcp/events")
+                && m.payload.contains(r#""event":"approval_answered""#)
+                && m.payload.contains(&format!(
+                    r#""approval_id":"{}""#,
+                    request["approval_id"].as_str().unwrap_or_default()
+                ))
+                && m.payload.contains(r#""by":"MQTT""#)
+        });
     // The client's form was withdrawn (notifications/cancelled).
     wait_for("the elicitation withdrawn", WAIT, || {
         let lines = legacy.lines.lock().unwrap();
