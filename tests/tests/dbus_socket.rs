@@ -127,29 +127,7 @@ fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
     );
 
     // The standard tools, which take any --address for a bus's, work too.
-    let out = run_with_timeout(
-        {
-            let mut cmd = Command::new("gdbus");
-            cmd.args(["call", "--address"])
-                .arg(format!("unix:path={}", r.socket().display()))
-                .args([
-                    "--dest",
-                    "org.droidwarden.Daemon1",
-                    "--object-path",
-                    "/org/droidwarden/Daemon1",
-                    "--method",
-                    "org.droidwarden.Daemon1.ListDevices",
-                ]);
-            cmd
-        },
-        Duration::from_secs(30),
-    );
-    let reply = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let reply = r.gdbus("ListDevices", &[]).expect("ListDevices");
     assert!(reply.contains("Pixel 8"), "{reply}");
 
     // `--socket` names the socket explicitly, and only that one is tried.

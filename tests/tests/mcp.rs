@@ -850,6 +850,17 @@ fn hostile_json_rpc_gets_errors_and_the_server_keeps_serving() {
 }
 
 /// How many commands the sim ran that contain `word`.
+/// Wait for the `mcp` session's `approval_answered` event whose JSON
+/// contains every one of `parts` (who answered, as the daemon recorded it).
+fn answered_by(r: &Rig, parts: &[&str]) {
+    r.probe
+        .wait("who answered, in the session's events", WAIT, |m| {
+            m.topic == format!("{P}/sessions/mcp/events")
+                && m.payload.contains(r#""event":"approval_answered""#)
+                && parts.iter().all(|part| m.payload.contains(part))
+        });
+}
+
 fn sim_count(sim: &Sim, word: &str) -> usize {
     sim.commands()
         .iter()
@@ -960,12 +971,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
         r#""by":"D-Bus uid {} (:"#,
         droidwarden_e2e::own_uid().expect("own uid")
     );
-    r.probe
-        .wait("who answered, in the session's events", WAIT, |m| {
-            m.topic == format!("{P}/sessions/mcp/events")
-                && m.payload.contains(r#""event":"approval_answered""#)
-                && m.payload.contains(&by)
-        });
+    answered_by(&r, &[&by]);
 
     // Declined in the client: denied, recorded with the reason, not run.
     client.asked(3);
@@ -1081,13 +1087,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
     assert_eq!(modern.wait_exit(), 0);
     // Answered in the daemon's own MCP endpoint: recorded as the client,
     // by the name it gave (quoted, as it is the client's word).
-    r.probe
-        .wait("who answered, in the session's events", WAIT, |m| {
-            m.topic == format!("{P}/sessions/mcp/events")
-                && m.payload.contains(r#""event":"approval_answered""#)
-                && m.payload.contains(r#""by":"MCP client \""#)
-                && m.payload.contains(r#"(elicitation)""#)
-        });
+    answered_by(&r, &[r#""by":"MCP client \""#, r#"(elicitation)""#]);
 
     let hold = tempfile::tempdir().expect("dir");
     let held = hold.path().join("answer-now");
@@ -1122,16 +1122,11 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
         1,
         "approved elsewhere: ran"
     );
-    r.probe
-        .wait("answered on MQTT, in the session's events", WAIT, |m| {
-            m.topic == format!("{P}/sessions/mcp/events")
-                && m.payload.contains(r#""event":"approval_answered""#)
-                && m.payload.contains(&format!(
-                    r#""approval_id":"{}""#,
-                    request["approval_id"].as_str().unwrap_or_default()
-                ))
-                && m.payload.contains(r#""by":"MQTT""#)
-        });
+    let approval_id = format!(
+        r#""approval_id":"{}""#,
+        request["approval_id"].as_str().unwrap_or_default()
+    );
+    answered_by(&r, &[&approval_id, r#""by":"MQTT""#]);
     // The client's form was withdrawn (notifications/cancelled).
     wait_for("the elicitation withdrawn", WAIT, || {
         let lines = legacy.lines.lock().unwrap();
@@ -1191,12 +1186,7 @@ fn the_typescript_sdk_answers_approvals_in_the_client() {
         r#""by":"API socket uid {}""#,
         droidwarden_e2e::own_uid().expect("own uid")
     );
-    r.probe
-        .wait("who answered, in the session's events", WAIT, |m| {
-            m.topic == format!("{P}/sessions/mcp/events")
-                && m.payload.contains(r#""event":"approval_answered""#)
-                && m.payload.contains(&by)
-        });
+    answered_by(&r, &[&by]);
     assert_eq!(
         sim_count(&r.kitchen, "svc wifi enable"),
         0,
