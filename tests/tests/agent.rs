@@ -300,7 +300,11 @@ fn approvals_are_published_and_approve_deny_and_expiry_reach_the_run() {
         "nothing ran yet"
     );
     assert_eq!(sim_commands_with(&r.kitchen, &["wifi", "disable"]), 0);
-    r.answer(&id, "approve", None);
+    // Home automation names who pressed the button (`by`, its own word).
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"approval_id": id, "decision": "approve", "by": "Alice"}).to_string(),
+    );
     let reply = r.wait_reply("approve-me");
     assert_eq!(reply["result"]["text"], "wifi is off", "{reply}");
     assert_eq!(r.kitchen.state()["wifi"]["enabled"], false);
@@ -327,7 +331,7 @@ fn approvals_are_published_and_approve_deny_and_expiry_reach_the_run() {
     assert_eq!(answered.len(), 1, "{events:?}");
     assert_eq!(answered[0]["approval_id"], id.as_str(), "{events:?}");
     assert_eq!(answered[0]["approved"], true, "{events:?}");
-    assert_eq!(answered[0]["by"], "MQTT", "{events:?}");
+    assert_eq!(answered[0]["by"], r#"MQTT, as "Alice""#, "{events:?}");
     // Answering again is refused with a reason.
     r.probe.publish(
         &format!("{P}/cmd/approve"),

@@ -47,6 +47,9 @@ pub(crate) enum Request {
         approval_id: String,
         approve: bool,
         reason: Option<String>,
+        /// Who answered, as the sender says (MQTT does not say who
+        /// published): recorded as `MQTT, as "…"`.
+        by: Option<String>,
     },
 }
 
@@ -285,6 +288,9 @@ fn parse_automation(id: Option<String>, obj: Map<String, Value>) -> Result<Reque
     Ok(Request::Automation { id, op })
 }
 
+/// Longest `by` of `cmd/approve`, in characters.
+const MAX_BY_CHARS: usize = 100;
+
 fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
     let fields = (|| -> Result<Request, String> {
         let approval_id = text_field(&mut obj, "approval_id", true)?.unwrap_or_default();
@@ -300,12 +306,20 @@ fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Requ
             None => return Err("decision is required".into()),
         };
         let reason = text_field(&mut obj, "reason", false)?;
-        no_more_fields(&obj, "approve", "id, approval_id, decision, reason")?;
+        let by = text_field(&mut obj, "by", false)?.filter(|by| !by.trim().is_empty());
+        if by
+            .as_ref()
+            .is_some_and(|by| by.chars().count() > MAX_BY_CHARS)
+        {
+            return Err(format!("by is longer than {MAX_BY_CHARS} characters"));
+        }
+        no_more_fields(&obj, "approve", "id, approval_id, decision, reason, by")?;
         Ok(Request::Approve {
             id: id.clone(),
             approval_id,
             approve,
             reason,
+            by,
         })
     })();
     fields.map_err(|message| invalid(id, message))
@@ -512,6 +526,21 @@ mod tests {
             r#"{"decision":"approve"}"#,
             Err((None, "approval_id is required")),
         );
+        check(
+            Approve,
+            r#"{"approval_id":"r-1-a1","decision":"approve","by":"Alice"}"#,
+            Ok(()),
+        );
+        check(
+            Approve,
+            r#"{"id":"b","approval_id":"r-1-a1","decision":"approve","by":7}"#,
+            Err((Some("b"), "by must be a string")),
+        );
+        let long_by = format!(
+            r#"{{"id":"b","approval_id":"r-1-a1","decision":"approve","by":"{}"}}"#,
+            "a".repeat(101)
+        );
+        check(Approve, &long_by, Err((Some("b"), "by is longer than 100")));
         check(Devices, r#"{"id":"d1"}"#, Ok(()));
         check(
             Devices,

@@ -746,6 +746,7 @@ impl Mqtt {
                         approval_id,
                         approve,
                         reason,
+                        by,
                         ..
                     } => {
                         let reply = answer_approval(
@@ -754,6 +755,7 @@ impl Mqtt {
                             &approval_id,
                             approve,
                             &reason,
+                            by.as_deref(),
                         )
                         .await;
                         // An approval needs no reply unless it asked for
@@ -867,8 +869,9 @@ impl Mqtt {
                 approval_id,
                 approve,
                 reason,
+                by,
                 ..
-            } => answer_approval(self, id, &approval_id, approve, &reason).await,
+            } => answer_approval(self, id, &approval_id, approve, &reason, by.as_deref()).await,
             Request::Automation { op, .. } => match self.automations.request(op).await {
                 Ok(answer) => api::ok_reply(id, &answer),
                 Err(error) => api::error_reply(id, &error),
@@ -981,24 +984,35 @@ impl Drop for Finish {
 /// say who published a message, so the way in is all that is known.
 const MQTT_DECIDER: &str = "MQTT";
 
+/// Who answered over MQTT: the way in, and the name the sender gave in
+/// `by` (its own word, quoted as given: e.g. Home Assistant's user).
+fn mqtt_decider(by: Option<&str>) -> String {
+    match by {
+        Some(name) => format!("{MQTT_DECIDER}, as {name:?}"),
+        None => MQTT_DECIDER.to_owned(),
+    }
+}
+
 async fn answer_approval(
     mqtt: &Mqtt,
     id: Option<&str>,
     approval_id: &str,
     approve: bool,
     reason: &Option<String>,
+    by: Option<&str>,
 ) -> Value {
+    let by = mqtt_decider(by);
     // An automation's call waiting for approval (docs/automations.md).
     if let Some(name) = approval_id.strip_prefix("automation:") {
         let op = if approve {
             crate::automations::Op::Approve {
                 name: name.to_owned(),
-                by: MQTT_DECIDER.to_owned(),
+                by: by.clone(),
             }
         } else {
             crate::automations::Op::Deny {
                 name: name.to_owned(),
-                by: MQTT_DECIDER.to_owned(),
+                by: by.clone(),
             }
         };
         return match mqtt.automations.request(op).await {
@@ -1014,14 +1028,10 @@ async fn answer_approval(
         Err(error) => return api::error_reply(id, &error),
     };
     let answered = if approve {
-        assistant.approve(approval_id, MQTT_DECIDER).await
+        assistant.approve(approval_id, &by).await
     } else {
         assistant
-            .deny(
-                approval_id,
-                reason.as_deref().unwrap_or_default(),
-                MQTT_DECIDER,
-            )
+            .deny(approval_id, reason.as_deref().unwrap_or_default(), &by)
             .await
     };
     match answered {
