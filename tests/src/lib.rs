@@ -372,32 +372,37 @@ pub struct AdbServer {
 impl AdbServer {
     /// Start a server and wait until it accepts connections.
     ///
+    /// A port [`free_port`] found free can be taken by another test's
+    /// process before adb binds it (the tests run in parallel), so a start
+    /// that fails is tried again on another port, three times in all.
+    ///
     /// # Panics
     /// When `adb` is not installed or the server does not come up.
     pub fn start() -> Self {
-        let home = tempfile::tempdir().expect("temp HOME");
-        let port = free_port();
-        let server = Self { port, home };
-        let out = run_with_timeout(server.adb(&["start-server"]), Duration::from_secs(20));
-        assert!(
-            out.status.success(),
-            "adb start-server: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        wait_for("the adb server", Duration::from_secs(10), || {
-            TcpStream::connect(("127.0.0.1", port)).ok()
-        });
-        server
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            let (home, port) = (tempfile::tempdir().expect("temp HOME"), free_port());
+            // Not a `Self` until it started: dropping one sends
+            // `kill-server` to its port, which may be another test's now.
+            let start = adb_command(home.path(), port, &["start-server"]);
+            let out = run_with_timeout(start, Duration::from_secs(20));
+            if out.status.success() {
+                wait_for("the adb server", Duration::from_secs(10), || {
+                    TcpStream::connect(("127.0.0.1", port)).ok()
+                });
+                return Self { port, home };
+            }
+            failures.push(format!(
+                "port {port}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        panic!("adb start-server failed three times: {failures:#?}");
     }
 
     /// A `Command` for the `adb` client talking to this server.
     pub fn adb(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new("adb");
-        cmd.env("HOME", self.home.path())
-            .env("ANDROID_ADB_SERVER_PORT", self.port.to_string())
-            .args(["-P", &self.port.to_string()])
-            .args(args);
-        cmd
+        adb_command(self.home.path(), self.port, args)
     }
 
     /// Run `adb args…` and return stdout.
@@ -462,6 +467,16 @@ impl AdbServer {
             },
         );
     }
+}
+
+/// `adb args…` for the server on `port` with keys in `home`.
+fn adb_command(home: &Path, port: u16, args: &[&str]) -> Command {
+    let mut cmd = Command::new("adb");
+    cmd.env("HOME", home)
+        .env("ANDROID_ADB_SERVER_PORT", port.to_string())
+        .args(["-P", &port.to_string()])
+        .args(args);
+    cmd
 }
 
 impl Drop for AdbServer {
