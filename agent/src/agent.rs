@@ -18,7 +18,7 @@ pub use background::Delegation;
 use crate::clock::now_ms;
 use crate::config::AgentConfig;
 use crate::error::AgentError;
-use crate::events::{AgentEvent, EventKind, PendingApproval};
+use crate::events::{AgentEvent, ApprovalOutcome, EventKind, PendingApproval};
 use crate::graph::{Action, Input, RunLimits, RunOutcome, RunState, StepEnv, step};
 use crate::host::{BoxFuture, ToolHost};
 use crate::limit::{Admission, RunLimiter, Slot};
@@ -609,6 +609,15 @@ impl Agent {
             let _ = tx.send(answer);
         }
         Ok(approval)
+    }
+
+    /// The `limit` approval requests answered (or expired) last, the most
+    /// recent first, each with who answered and when.
+    ///
+    /// # Errors
+    /// A store error.
+    pub async fn approval_history(&self, limit: usize) -> Result<Vec<ApprovalOutcome>, AgentError> {
+        self.inner.store.approval_history(limit).await
     }
 
     /// Approval requests waiting for an answer.

@@ -70,6 +70,24 @@ pub struct PendingApproval {
     pub expires_at: u64,
 }
 
+/// An approval request and how it ended, for the record: who answered
+/// and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalOutcome {
+    /// The request.
+    #[serde(flatten)]
+    pub request: PendingApproval,
+    /// `pending`, `approved`, `denied` or `expired`.
+    pub status: String,
+    /// Why it was denied.
+    pub reason: Option<String>,
+    /// When it was answered or expired, unix milliseconds.
+    pub decided_at: Option<u64>,
+    /// Who answered ([`crate::Agent::approve`]); `None` while pending, when
+    /// it expired, or for answers stored before this was recorded.
+    pub decided_by: Option<String>,
+}
+
 /// The kinds of event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]

@@ -3,9 +3,10 @@
 //! Runs still in progress (or interrupted) come last.
 
 use crate::clock::rfc3339;
+use crate::events::ApprovalOutcome;
 use crate::graph::CallStatus;
 use crate::message::{Message, TimedMessage};
-use crate::store::{ApprovalRecord, ChildRecord, SessionDetail};
+use crate::store::{ChildRecord, SessionDetail};
 use std::fmt::Write as _;
 
 fn fence(text: &str) -> String {
@@ -19,11 +20,11 @@ fn fence(text: &str) -> String {
 }
 
 /// The line that says how the approval of a call ended, if it asked for one.
-fn approval(out: &mut String, approvals: &[ApprovalRecord], call_id: &str) {
-    let Some(a) = approvals.iter().find(|a| a.call_id == call_id) else {
+fn approval(out: &mut String, approvals: &[ApprovalOutcome], call_id: &str) {
+    let Some(a) = approvals.iter().find(|a| a.request.call_id == call_id) else {
         return;
     };
-    let mut line = format!("**Approval** `{}`: {}", a.approval_id, a.status);
+    let mut line = format!("**Approval** `{}`: {}", a.request.approval_id, a.status);
     if let Some(by) = &a.decided_by {
         let _ = write!(line, " by {by}");
     }
@@ -36,7 +37,7 @@ fn approval(out: &mut String, approvals: &[ApprovalRecord], call_id: &str) {
     let _ = write!(out, "{line}\n\n");
 }
 
-fn messages(out: &mut String, list: &[TimedMessage], approvals: &[ApprovalRecord]) {
+fn messages(out: &mut String, list: &[TimedMessage], approvals: &[ApprovalOutcome]) {
     for m in list {
         let at = rfc3339(m.at_ms);
         match &m.message {

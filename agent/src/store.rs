@@ -15,7 +15,7 @@
 
 use crate::clock;
 use crate::error::AgentError;
-use crate::events::{PendingApproval, StopReason};
+use crate::events::{ApprovalOutcome, PendingApproval, StopReason};
 use crate::graph::{RunOutcome, RunState};
 use crate::message::{Message, TimedMessage};
 use droidwarden_services::Risk;
@@ -104,19 +104,6 @@ pub(crate) enum ApprovalStatus {
     Expired,
 }
 
-/// How an approval request of a session ended (or that it is still open),
-/// for the session's history.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ApprovalRecord {
-    pub(crate) approval_id: String,
-    pub(crate) call_id: String,
-    /// `pending`, `approved`, `denied` or `expired`.
-    pub(crate) status: String,
-    pub(crate) reason: Option<String>,
-    pub(crate) decided_at: Option<u64>,
-    pub(crate) decided_by: Option<String>,
-}
-
 /// Everything stored about one session, for its markdown.
 #[derive(Debug)]
 pub(crate) struct SessionDetail {
@@ -124,7 +111,7 @@ pub(crate) struct SessionDetail {
     pub(crate) turns: Vec<TurnRecord>,
     pub(crate) active: Vec<RunState>,
     pub(crate) children: Vec<ChildRecord>,
-    pub(crate) approvals: Vec<ApprovalRecord>,
+    pub(crate) approvals: Vec<ApprovalOutcome>,
 }
 
 /// One finished turn, as stored.
@@ -627,6 +614,23 @@ impl Store {
         .await
     }
 
+    /// The `limit` approval requests answered (or expired) last, the most
+    /// recent first.
+    pub(crate) async fn approval_history(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<ApprovalOutcome>, AgentError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.call(move |conn| {
+            outcomes(
+                conn,
+                "WHERE status != 'pending' ORDER BY decided_at DESC, requested_at DESC LIMIT ?1",
+                params![limit],
+            )
+        })
+        .await
+    }
+
     /// Every session, most recent first.
     pub async fn sessions(&self) -> Result<Vec<SessionSummary>, AgentError> {
         self.call(|conn| {
@@ -704,22 +708,11 @@ impl Store {
             let mut summary = summary;
             summary.tasks = tasks::of_session(conn, Some(&id))?;
             let children = children::of_session(conn, &id)?;
-            let mut stmt = conn.prepare(
-                "SELECT id, call_id, status, reason, decided_at, decided_by FROM approvals
-                 WHERE session_id = ?1 ORDER BY requested_at",
+            let approvals = outcomes(
+                conn,
+                "WHERE session_id = ?1 ORDER BY requested_at",
+                params![id],
             )?;
-            let approvals = stmt
-                .query_map(params![id], |r| {
-                    Ok(ApprovalRecord {
-                        approval_id: r.get(0)?,
-                        call_id: r.get(1)?,
-                        status: r.get(2)?,
-                        reason: r.get(3)?,
-                        decided_at: r.get::<_, Option<i64>>(4)?.map(u),
-                        decided_by: r.get(5)?,
-                    })
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
             Ok(SessionDetail {
                 summary,
                 turns,
@@ -794,6 +787,42 @@ fn read_status(conn: &Connection, id: &str) -> Result<Option<ApprovalStatus>, Ag
             "expired" => ApprovalStatus::Expired,
             _ => ApprovalStatus::Denied(reason.unwrap_or_else(|| "denied".into()), by),
         }))
+}
+
+/// The approval requests that `filter` (`WHERE … ORDER BY …`, with
+/// `params`) selects, each with how it ended.
+fn outcomes(
+    conn: &Connection,
+    filter: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<ApprovalOutcome>, AgentError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT id, status, reason, decided_at, decided_by FROM approvals {filter}"
+    ))?;
+    let rows = stmt
+        .query_map(params, |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, Option<i64>>(3)?,
+                r.get::<_, Option<String>>(4)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (id, status, reason, decided_at, decided_by) in rows {
+        if let Some(request) = read_approval(conn, &id)? {
+            out.push(ApprovalOutcome {
+                request,
+                status,
+                reason,
+                decided_at: decided_at.map(u),
+                decided_by,
+            });
+        }
+    }
+    Ok(out)
 }
 
 fn read_approval(conn: &Connection, id: &str) -> Result<Option<PendingApproval>, AgentError> {

@@ -466,6 +466,21 @@ async fn approved_actions_run_once() {
         )),
         "{history}"
     );
+    let answered = a.approval_history(10).await.unwrap();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    let last = &answered[0];
+    assert_eq!(
+        (
+            last.request.approval_id.as_str(),
+            last.status.as_str(),
+            last.decided_by.as_deref()
+        ),
+        (id.as_str(), "approved", Some("D-Bus uid 1000[2J"))
+    );
+    assert!(
+        last.decided_at
+            .is_some_and(|at| at >= last.request.requested_at)
+    );
     assert_eq!(host.count("wifi_automation", "disable"), 1);
     assert!(!tool_result_of(&model, "w").0);
     assert!(matches!(

@@ -377,6 +377,47 @@ pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> 
     )
 }
 
+/// `droidwarden approvals --history`.
+pub(crate) async fn approval_history(
+    config: &Config,
+    bus: Option<Bus>,
+    json: bool,
+    limit: u32,
+) -> ExitCode {
+    let listed = async {
+        daemon(bus, config, false)
+            .await?
+            .approval_history(limit)
+            .await
+    };
+    let header = "ANSWERED  OUTCOME  BY  ACTION ON DEVICE  ID";
+    print_list(
+        listed.await,
+        json,
+        ("approvals", header, "no approval request answered yet"),
+        |a| {
+            let when = a["decided_at"]
+                .as_u64()
+                .map_or_else(|| "-".to_owned(), droidwarden_agent::clock::rfc3339);
+            let outcome = match (a["status"].as_str(), a["reason"].as_str()) {
+                (Some("denied"), Some(reason)) => {
+                    format!("denied ({})", short(&Value::from(reason)))
+                }
+                (Some(status), _) => status.to_owned(),
+                (None, _) => "?".to_owned(),
+            };
+            format!(
+                "{when}  {outcome}  {}  {}.{} on {}  {}",
+                a["decided_by"].as_str().unwrap_or("-"),
+                a["service"].as_str().unwrap_or_default(),
+                a["action"].as_str().unwrap_or_default(),
+                a["device"].as_str().unwrap_or("default device"),
+                a["approval_id"].as_str().unwrap_or_default(),
+            )
+        },
+    )
+}
+
 /// `droidwarden approve ID` and `droidwarden deny ID [--reason …]`.
 pub(crate) async fn answer(
     config: &Config,

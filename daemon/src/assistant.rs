@@ -565,6 +565,22 @@ impl Assistant {
         answered(approval_id, answer, "denied")
     }
 
+    /// The `limit` requests answered (or expired) last, the most recent
+    /// first, with who answered and when.
+    ///
+    /// # Errors
+    /// A store error.
+    pub(crate) async fn approval_history(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<droidwarden_agent::ApprovalOutcome>, WireError> {
+        self.inner
+            .agent
+            .approval_history(limit)
+            .await
+            .map_err(|e| e.to_wire())
+    }
+
     /// Requests waiting for an answer, oldest first.
     ///
     /// # Errors

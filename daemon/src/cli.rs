@@ -100,6 +100,13 @@ pub(crate) enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// The requests answered (or expired) last instead, with who
+        /// answered and when.
+        #[arg(long)]
+        history: bool,
+        /// How many answered requests `--history` shows (most recent first).
+        #[arg(long, default_value_t = 20, requires = "history", value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: u32,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
@@ -321,7 +328,18 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
             bus,
             prompt,
         } => agent_cli::ask(&config, bus, session, &prompt.join(" "), json, plan).await,
-        Command::Approvals { json, bus } => agent_cli::approvals(&config, bus, json).await,
+        Command::Approvals {
+            json,
+            history: false,
+            bus,
+            ..
+        } => agent_cli::approvals(&config, bus, json).await,
+        Command::Approvals {
+            json,
+            history: true,
+            limit,
+            bus,
+        } => agent_cli::approval_history(&config, bus, json, limit).await,
         Command::Approve { id, bus } => agent_cli::answer(&config, bus, &id, None).await,
         Command::Deny { id, reason, bus } => {
             agent_cli::answer(&config, bus, &id, Some(reason.as_deref().unwrap_or(""))).await

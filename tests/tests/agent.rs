@@ -611,6 +611,35 @@ fn the_cli_and_dbus_ask_approve_and_show_sessions() {
     ] {
         assert!(shown.stdout.contains(needle), "{needle}: {}", shown.stdout);
     }
+    // The record of answered requests: who answered, and when.
+    let history = cli.run_on_bus(&bus.address, &["approvals", "--history", "--json"]);
+    assert_eq!(history.code, 0, "{}", history.stderr);
+    let last = &history.json["approvals"][0];
+    assert_eq!(last["approval_id"], id.as_str(), "{}", history.stdout);
+    assert_eq!(last["status"], "approved", "{}", history.stdout);
+    assert!(
+        last["decided_by"].as_str().is_some_and(
+            |by| by.starts_with(&format!("D-Bus uid {} (:", own_uid().expect("own uid")))
+        ),
+        "{}",
+        history.stdout
+    );
+    assert!(
+        last["decided_at"]
+            .as_str()
+            .is_some_and(|at| at.ends_with('Z')),
+        "{}",
+        history.stdout
+    );
+    let table = cli.run_on_bus(&bus.address, &["approvals", "--history", "--limit", "1"]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert!(
+        table.stdout.contains("  approved  D-Bus uid ")
+            && table.stdout.contains("wifi_automation.disable on hall")
+            && table.stdout.contains(&id),
+        "{}",
+        table.stdout
+    );
     let missing = cli.run_on_bus(&bus.address, &["session", "show", "nope"]);
     assert_ne!(missing.code, 0);
     // D-Bus Ask returns the session at once; the answer comes as signals.

@@ -127,6 +127,7 @@ fn introspection_methods_properties_signals_and_errors() {
         (".Status", "method", "-", "s"),
         (".Ask", "method", "ss", "s"),
         (".ListApprovals", "method", "-", "s"),
+        (".ApprovalHistory", "method", "u", "s"),
         (".Approve", "method", "s", "-"),
         (".Deny", "method", "ss", "-"),
         (".ListSessions", "method", "-", "s"),
@@ -644,6 +645,7 @@ fn the_system_bus_policy_limits_owning_and_calling() {
         ("org.droidwarden.Daemon1.Deny", &["r-1-a1", "no"][..]),
         ("org.droidwarden.Daemon1.ListSessions", &[][..]),
         ("org.droidwarden.Daemon1.ShowSession", &["s-1"][..]),
+        ("org.droidwarden.Daemon1.ApprovalHistory", &["5"][..]),
     ] {
         let err = outsider(method, args).expect_err("not for everyone");
         assert!(

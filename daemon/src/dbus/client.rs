@@ -386,6 +386,12 @@ impl Client {
         parse(&text)
     }
 
+    /// `ApprovalHistory(limit)`, parsed.
+    pub(crate) async fn approval_history(&self, limit: u32) -> Result<Value, WireError> {
+        let text: String = self.invoke("ApprovalHistory", &(limit,), QUICK).await?;
+        parse(&text)
+    }
+
     /// `Approve(id)`.
     pub(crate) async fn approve(&self, approval_id: &str) -> Result<(), WireError> {
         self.invoke("Approve", &(approval_id,), QUICK).await

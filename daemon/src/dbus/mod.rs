@@ -734,6 +734,20 @@ impl Daemon1 {
         Ok(serde_json::to_string(&pending).unwrap_or_else(|_| "[]".into()))
     }
 
+    /// The `limit` approval requests answered (or expired) last, the most
+    /// recent first, as a JSON array: each request's fields with `status`,
+    /// `reason`, `decided_at` and `decided_by` (who answered). `limit` 0
+    /// means 50; at most 1,000.
+    #[zbus(out_args("history_json"))]
+    async fn approval_history(&self, limit: u32) -> Result<String, DbusError> {
+        let limit = match limit {
+            0 => 50,
+            n => usize::try_from(n).unwrap_or(usize::MAX).min(1000),
+        };
+        let answered = self.assistant()?.approval_history(limit).await?;
+        Ok(serde_json::to_string(&answered).unwrap_or_else(|_| "[]".into()))
+    }
+
     /// Approve a pending request: the waiting run goes on. The caller's
     /// uid is recorded as who answered.
     async fn approve(
