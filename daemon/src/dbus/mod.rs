@@ -386,8 +386,6 @@ async fn device_count_changed(
     }
 }
 
-/// Send one signal on every target, each bounded by [`EMIT_TIMEOUT`]; a
-/// socket client that does not take it in time is disconnected.
 /// Who made a call, as an approval's record names them: on a bus, the
 /// caller's uid as the bus daemon vouches for it, with its unique name
 /// (`D-Bus uid 1000 (:1.42)`); on the private socket, the peer's uid from
@@ -423,6 +421,8 @@ async fn caller(connection: &zbus::Connection, header: &zbus::message::Header<'_
     }
 }
 
+/// Send one signal on every target, each bounded by [`EMIT_TIMEOUT`]; a
+/// socket client that does not take it in time is disconnected.
 async fn emit_all<F, Fut>(targets: Vec<p2p::Target>, peers: &p2p::Peers, what: &str, emit: F)
 where
     F: Fn(SignalEmitter<'static>) -> Fut,
