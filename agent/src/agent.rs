@@ -1620,3 +1620,19 @@ async fn call_device(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn who_answered_is_recorded_clean_bounded_and_never_empty() {
+        assert_eq!(decider("D-Bus uid 1000 (:1.42)"), "D-Bus uid 1000 (:1.42)");
+        assert_eq!(decider("  MQTT\r\n"), "MQTT");
+        assert_eq!(decider("a\u{1b}[31mb\u{7}"), "a[31mb");
+        assert_eq!(decider(""), "unknown");
+        assert_eq!(decider("\n\t "), "unknown");
+        let long = "é".repeat(MAX_DECIDER_CHARS + 50);
+        assert_eq!(decider(&long).chars().count(), MAX_DECIDER_CHARS);
+    }
+}
