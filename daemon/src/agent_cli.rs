@@ -350,6 +350,16 @@ fn print_list(
     }
 }
 
+/// An approval request's action as a line shows it: `service.action on device`.
+fn action_on(a: &Value) -> String {
+    format!(
+        "{}.{} on {}",
+        a["service"].as_str().unwrap_or_default(),
+        a["action"].as_str().unwrap_or_default(),
+        a["device"].as_str().unwrap_or("default device"),
+    )
+}
+
 /// `droidwarden approvals`.
 pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
     let listed = async { daemon(bus, config, false).await?.list_approvals().await };
@@ -364,11 +374,9 @@ pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> 
                 .map(|t| t.saturating_sub(now_ms()) / 1000)
                 .unwrap_or(0);
             format!(
-                "{}  {}.{} on {}  risk {}  {}  (session {}, expires in {expires_in} s)",
+                "{}  {}  risk {}  {}  (session {}, expires in {expires_in} s)",
                 a["approval_id"].as_str().unwrap_or_default(),
-                a["service"].as_str().unwrap_or_default(),
-                a["action"].as_str().unwrap_or_default(),
-                a["device"].as_str().unwrap_or("default device"),
+                action_on(a),
                 a["risk"].as_str().unwrap_or_default(),
                 short(&a["params"]),
                 a["session"].as_str().unwrap_or_default(),
@@ -407,11 +415,9 @@ pub(crate) async fn approval_history(
                 (None, _) => "?".to_owned(),
             };
             format!(
-                "{when}  {outcome}  {}  {}.{} on {}  {}",
+                "{when}  {outcome}  {}  {}  {}",
                 a["decided_by"].as_str().unwrap_or("-"),
-                a["service"].as_str().unwrap_or_default(),
-                a["action"].as_str().unwrap_or_default(),
-                a["device"].as_str().unwrap_or("default device"),
+                action_on(a),
                 a["approval_id"].as_str().unwrap_or_default(),
             )
         },

@@ -330,16 +330,16 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         } => agent_cli::ask(&config, bus, session, &prompt.join(" "), json, plan).await,
         Command::Approvals {
             json,
-            history: false,
-            bus,
-            ..
-        } => agent_cli::approvals(&config, bus, json).await,
-        Command::Approvals {
-            json,
-            history: true,
+            history,
             limit,
             bus,
-        } => agent_cli::approval_history(&config, bus, json, limit).await,
+        } => {
+            if history {
+                agent_cli::approval_history(&config, bus, json, limit).await
+            } else {
+                agent_cli::approvals(&config, bus, json).await
+            }
+        }
         Command::Approve { id, bus } => agent_cli::answer(&config, bus, &id, None).await,
         Command::Deny { id, reason, bus } => {
             agent_cli::answer(&config, bus, &id, Some(reason.as_deref().unwrap_or(""))).await

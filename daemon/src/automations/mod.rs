@@ -130,15 +130,12 @@ pub(crate) enum Op {
     Run(String),
     Enable(String),
     Disable(String),
-    /// Approve the call the automation waits with, on behalf of `by`
-    /// (who asked, as the way in names them: `D-Bus uid 1000 (:1.42)`, `MQTT`).
-    Approve {
+    /// Approve (or deny) the call the automation waits with, on behalf of
+    /// `by` (who asked, as the way in names them: `D-Bus uid 1000 (:1.42)`,
+    /// `MQTT`).
+    Answer {
         name: String,
-        by: String,
-    },
-    /// Deny it, on behalf of `by`.
-    Deny {
-        name: String,
+        approve: bool,
         by: String,
     },
     Add(Value),
@@ -170,12 +167,9 @@ impl Op {
             "run" => Self::Run(name()?),
             "enable" => Self::Enable(name()?),
             "disable" => Self::Disable(name()?),
-            "approve" => Self::Approve {
+            "approve" | "deny" => Self::Answer {
                 name: name()?,
-                by: by.to_owned(),
-            },
-            "deny" => Self::Deny {
-                name: name()?,
+                approve: op == "approve",
                 by: by.to_owned(),
             },
             "remove" => Self::Remove(name()?),
@@ -736,11 +730,7 @@ impl Driver {
                 let (a, r, enabled) = self.engine.get(&name).ok_or_else(|| not_found(&name))?;
                 Ok(summary(a, r, enabled, self.added.contains_key(&name)))
             }
-            op @ (Op::Approve { .. } | Op::Deny { .. }) => {
-                let approve = matches!(op, Op::Approve { .. });
-                let (Op::Approve { name, by } | Op::Deny { name, by }) = op else {
-                    return Ok(Value::Null);
-                };
+            Op::Answer { name, approve, by } => {
                 self.engine.get(&name).ok_or_else(|| not_found(&name))?;
                 let Some(waiting) = self.waiting.remove(&name) else {
                     return Err(WireError::new(

@@ -276,10 +276,7 @@ fn parse_automation(id: Option<String>, obj: Map<String, Value>) -> Result<Reque
             error,
         },
     )?;
-    if matches!(
-        op,
-        crate::automations::Op::Approve { .. } | crate::automations::Op::Deny { .. }
-    ) {
+    if matches!(op, crate::automations::Op::Answer { .. }) {
         return Err(invalid(
             id,
             "approve and deny go to cmd/approve, with approval_id \"automation:<name>\"",

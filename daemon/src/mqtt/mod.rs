@@ -1004,16 +1004,10 @@ async fn answer_approval(
     let by = mqtt_decider(by);
     // An automation's call waiting for approval (docs/automations.md).
     if let Some(name) = approval_id.strip_prefix("automation:") {
-        let op = if approve {
-            crate::automations::Op::Approve {
-                name: name.to_owned(),
-                by: by.clone(),
-            }
-        } else {
-            crate::automations::Op::Deny {
-                name: name.to_owned(),
-                by: by.clone(),
-            }
+        let op = crate::automations::Op::Answer {
+            name: name.to_owned(),
+            approve,
+            by,
         };
         return match mqtt.automations.request(op).await {
             Ok(_) => api::ok_reply(

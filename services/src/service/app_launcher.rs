@@ -21,13 +21,13 @@ actions!(
             opt("launch_state", Schema::string("COLD, WARM or HOT")),
             opt("total_time_ms", Schema::integer("", Some(0), None)),
         ])
-        example(Self::Launch { package: example_package("org.videolan.vlc"), activity: None }),
+        example(Self::Launch { package: "org.videolan.vlc".try_into()?, activity: None }),
         Stop = "stop" (Medium, changes) "Force-stop an app by package name." {
             /// The package to stop.
             package: PackageName = package_param(),
         }
         returns(package_done("stopped"))
-        example(Self::Stop { package: example_package("org.videolan.vlc") }),
+        example(Self::Stop { package: "org.videolan.vlc".try_into()? }),
     }
 );
 

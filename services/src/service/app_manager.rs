@@ -25,7 +25,7 @@ actions!(
             package: PackageName = package_param(),
         }
         returns(package_done("uninstalled"))
-        example(Self::Uninstall { package: example_package("com.example.game") }),
+        example(Self::Uninstall { package: "com.example.game".try_into()? }),
         ClearData = "clear_data" (High, changes)
             "Erase all of an app's data (accounts, settings, caches), as a fresh install."
         {
@@ -33,7 +33,7 @@ actions!(
             package: PackageName = package_param(),
         }
         returns(package_done("cleared"))
-        example(Self::ClearData { package: example_package("com.example.notes") }),
+        example(Self::ClearData { package: "com.example.notes".try_into()? }),
     }
 );
 

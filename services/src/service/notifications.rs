@@ -38,7 +38,7 @@ actions!(
                 ),
             ),
         ])
-        example(Self::List { package: Some(example_package("com.example.bank")) }),
+        example(Self::List { package: Some("com.example.bank".try_into()?) }),
     }
 );
 
