@@ -40,5 +40,6 @@ pub use policy::{
     RawPhoneServices, check_push_shape, normalize_number, plain_absolute_path,
     refuse_dangerous_scheme, url_scheme,
 };
+pub use schema::Record;
 pub use service::*;
 pub use wire::{ErrorCode, WireError};

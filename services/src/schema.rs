@@ -426,6 +426,18 @@ impl Property {
     }
 }
 
+/// A result record: a type whose JSON is an action's result or part of one,
+/// declared with its schema in one place (the service modules' `records!`).
+pub trait Record: serde::Serialize {
+    /// The record's fields, in declaration order.
+    fn properties() -> Vec<Property>;
+
+    /// The record as an object schema.
+    fn schema(description: impl Into<Text>) -> Schema {
+        Schema::object(description, Self::properties())
+    }
+}
+
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_owned()

@@ -13,8 +13,8 @@ use crate::error::BridgeError;
 use droidwarden_services::{
     AirplaneModeAction, AppLauncherAction, AppListAction, AudioAction, BatteryAction,
     BluetoothAction, CameraAction, Command, DeviceStateAction, EnvironmentAction, LocationAction,
-    MediaAction, MotionAction, NetworkAction, RingerMode, ScreenAction, Stream, SystemInfoAction,
-    WifiAction,
+    MediaAction, MotionAction, NetworkAction, PowerSave, PowerStatus, Record, RingerMode,
+    ScreenAction, ScreenPower, Storage, Stream, SystemInfoAction, WifiAction,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -174,6 +174,12 @@ fn to_json(value: impl Serialize) -> Result<Value, BridgeError> {
     serde_json::to_value(value).map_err(|e| BridgeError::Internal(e.to_string()))
 }
 
+/// An action's result: a record of the catalogue, so its fields are the
+/// ones the catalogue documents.
+fn answer(result: impl Record) -> Result<Value, BridgeError> {
+    to_json(result)
+}
+
 async fn setting(
     sh: &dyn Shell,
     namespace: &str,
@@ -208,7 +214,7 @@ pub async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeE
     screen::forget_tree(sh, command);
     match command {
         Command::Battery(BatteryAction::Status) => {
-            to_json(read(sh, &["dumpsys", "battery"], parse::battery).await?)
+            answer(read(sh, &["dumpsys", "battery"], parse::battery).await?)
         }
         Command::Network(NetworkAction::Status) => network_status(sh).await,
         Command::SystemInfo(SystemInfoAction::Info) => system_info(sh).await,
@@ -627,21 +633,21 @@ async fn device_state(sh: &dyn Shell, action: &DeviceStateAction) -> Result<Valu
             let power = read(sh, &["dumpsys", "power"], parse::power).await?;
             let low_power = setting(sh, "global", "low_power").await?;
             let power_save = low_power.map(|v| v == "1").or(power.battery_saver);
-            Ok(json!({
-                "screen_on": power.screen_on,
-                "wakefulness": power.wakefulness,
-                "plugged": power.plugged,
-                "power_save": power_save,
-                "battery_level": power.battery_level,
-            }))
+            answer(PowerStatus {
+                screen_on: power.screen_on,
+                wakefulness: power.wakefulness,
+                plugged: power.plugged,
+                power_save,
+                battery_level: power.battery_level,
+            })
         }
         DeviceStateAction::ScreenOn => {
             keyevent(sh, "KEYCODE_WAKEUP").await?;
-            Ok(json!({ "screen_on": true }))
+            answer(ScreenPower { screen_on: true })
         }
         DeviceStateAction::ScreenOff => {
             keyevent(sh, "KEYCODE_SLEEP").await?;
-            Ok(json!({ "screen_on": false }))
+            answer(ScreenPower { screen_on: false })
         }
         DeviceStateAction::PowerSave { enabled } => {
             ok(
@@ -649,12 +655,17 @@ async fn device_state(sh: &dyn Shell, action: &DeviceStateAction) -> Result<Valu
                 &["cmd", "power", "set-mode", if *enabled { "1" } else { "0" }],
             )
             .await?;
-            Ok(json!({ "power_save": enabled }))
+            answer(PowerSave {
+                power_save: *enabled,
+            })
         }
         DeviceStateAction::Storage => {
             let all = read(sh, &["df"], parse::df).await?;
             let (data, external) = parse::storage_volumes(&all);
-            Ok(json!({ "data": data, "external": external }))
+            answer(Storage {
+                data: data.cloned(),
+                external: external.cloned(),
+            })
         }
     }
 }

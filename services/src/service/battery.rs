@@ -7,21 +7,44 @@ actions!(
     BatteryAction {
         Status = "status" (Low, reads)
             "Read the battery: level in percent, charging status, plug type, health, temperature and voltage."
-        returns(vec![
-            req("level_percent", Schema::integer("charge in percent", Some(0), Some(100))),
-            req("level", Schema::integer("raw level", None, None)),
-            req("scale", Schema::integer("raw scale", None, None)),
-            req("status", Schema::enumeration("charging status", &["charging", "discharging", "not_charging", "full", "unknown"])),
-            req("health", Schema::enumeration("battery health", &["good", "overheat", "dead", "over_voltage", "failure", "cold", "unknown"])),
-            opt("plugged", Schema::enumeration("power source", &["ac", "usb", "wireless", "dock"])),
-            req("charging", Schema::boolean("whether it is charging")),
-            req("present", Schema::boolean("whether a battery is present")),
-            opt("temperature_c", Schema::number("temperature in °C")),
-            opt("voltage_mv", Schema::integer("voltage in mV", None, None)),
-            opt("technology", Schema::string("battery chemistry")),
-        ]),
+        -> BatteryStatus,
     }
 );
+
+records! {
+    /// What `battery.status` answers, read from `dumpsys battery`.
+    BatteryStatus {
+        /// `level * 100 / scale`, clamped to 0–100.
+        level_percent: u8 = Schema::integer("charge in percent", Some(0), Some(100)),
+        /// The raw `level` value.
+        level: i64 = Schema::integer("raw level", None, None),
+        /// The raw `scale` value (the level of a full battery, usually 100).
+        scale: i64 = Schema::integer("raw scale", None, None),
+        /// `charging`, `discharging`, `not_charging`, `full` or `unknown`.
+        status: String = Schema::enumeration(
+            "charging status",
+            &["charging", "discharging", "not_charging", "full", "unknown"],
+        ),
+        /// `good`, `overheat`, `dead`, `over_voltage`, `failure`, `cold` or `unknown`.
+        health: String = Schema::enumeration(
+            "battery health",
+            &["good", "overheat", "dead", "over_voltage", "failure", "cold", "unknown"],
+        ),
+        /// The power source: `ac`, `usb`, `wireless` or `dock`; `None` on battery.
+        plugged: Option<String> =
+            Schema::enumeration("power source", &["ac", "usb", "wireless", "dock"]),
+        /// Whether the battery status is `charging`.
+        charging: bool = Schema::boolean("whether it is charging"),
+        /// Whether a battery is present.
+        present: bool = Schema::boolean("whether a battery is present"),
+        /// Battery temperature in °C (Android prints tenths of a degree).
+        temperature_c: Option<f64> = Schema::number("temperature in °C"),
+        /// Battery voltage in millivolts.
+        voltage_mv: Option<i64> = Schema::integer("voltage in mV", None, None),
+        /// Battery chemistry, e.g. `Li-ion`.
+        technology: Option<String> = Schema::string("battery chemistry"),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

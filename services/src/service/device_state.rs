@@ -7,31 +7,73 @@ actions!(
     DeviceStateAction {
         Status = "status" (Low, reads)
             "Read power state: screen on or off, wakefulness, plugged in, battery saver."
-        returns(vec![
-            req("screen_on", Schema::boolean("")),
-            req("wakefulness", Schema::string("Awake, Asleep, Dreaming, Dozing")),
-            req("plugged", Schema::boolean("")),
-            opt("power_save", Schema::boolean("battery saver")),
-            opt("battery_level", Schema::integer("", None, None)),
-        ]),
-        ScreenOn = "screen_on" (Low, changes) "Wake the screen."
-        returns(vec![req("screen_on", Schema::boolean(""))]),
-        ScreenOff = "screen_off" (Medium, changes) "Turn the screen off."
-        returns(vec![req("screen_on", Schema::boolean(""))]),
+        -> PowerStatus,
+        ScreenOn = "screen_on" (Low, changes) "Wake the screen." -> ScreenPower,
+        ScreenOff = "screen_off" (Medium, changes) "Turn the screen off." -> ScreenPower,
         PowerSave = "power_save" (Medium, changes) "Turn battery saver on or off." {
             /// Whether battery saver should be on.
             enabled: bool = Schema::boolean("whether battery saver should be on"),
-        }
-        returns(vec![req("power_save", Schema::boolean(""))])
+        } -> PowerSave
         example(Self::PowerSave { enabled: true }),
         Storage = "storage" (Low, reads)
             "Read storage: size, used and available bytes and percent used of app data (/data) and of shared storage (/storage/emulated, the \"SD card\"); null when the phone has none."
-        returns(vec![
-            req("data", storage_volume("app data, /data").or_null()),
-            req("external", storage_volume("shared storage").or_null()),
-        ]),
+        -> Storage,
     }
 );
+
+records! {
+    /// What `device_state.status` answers.
+    PowerStatus {
+        /// Whether the screen is on.
+        screen_on: bool = Schema::boolean(""),
+        /// `Awake`, `Asleep`, `Dreaming` or `Dozing`.
+        wakefulness: String = Schema::string("Awake, Asleep, Dreaming, Dozing"),
+        /// Whether the phone is plugged in.
+        plugged: bool = Schema::boolean(""),
+        /// Whether battery saver is on, when the phone says.
+        power_save: Option<bool> = Schema::boolean("battery saver"),
+        /// The battery level, when `dumpsys power` prints it.
+        battery_level: Option<i64> = Schema::integer("", None, None),
+    }
+
+    /// What waking the screen or turning it off answers.
+    ScreenPower {
+        /// Whether the screen is now on.
+        screen_on: bool = Schema::boolean(""),
+    }
+
+    /// What `device_state.power_save` answers.
+    PowerSave {
+        /// Whether battery saver is now on.
+        power_save: bool = Schema::boolean(""),
+    }
+
+    /// What `device_state.storage` answers.
+    Storage {
+        /// App data, `/data`; `None` when the phone has none.
+        data: Option<Filesystem> = Filesystem::schema("app data, /data"),
+        /// Shared storage (`/storage/emulated`, the "SD card"); `None` when
+        /// the phone has none.
+        external: Option<Filesystem> = Filesystem::schema("shared storage"),
+    }
+
+    /// One mounted filesystem from `df`, in bytes.
+    Filesystem {
+        /// Where it is mounted, e.g. `/data`.
+        mount: String = Schema::string("mount point"),
+        /// The device or filesystem name, e.g. `/dev/block/dm-5`.
+        filesystem: String = Schema::string("device or filesystem"),
+        /// Total size.
+        size_bytes: u64 = Schema::integer("", Some(0), None),
+        /// Used.
+        used_bytes: u64 = Schema::integer("", Some(0), None),
+        /// Available to apps.
+        available_bytes: u64 = Schema::integer("", Some(0), None),
+        /// Used, in percent of the size (rounded; `df`'s own figure when it
+        /// prints one).
+        use_percent: u8 = Schema::integer("", Some(0), Some(100)),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {
@@ -43,18 +85,4 @@ pub(super) fn spec() -> ServiceSpec {
         home_assistant: Vec::new(),
         companion_event: None,
     }
-}
-
-fn storage_volume(description: &'static str) -> Schema {
-    Schema::object(
-        description,
-        vec![
-            req("mount", Schema::string("mount point")),
-            req("filesystem", Schema::string("device or filesystem")),
-            req("size_bytes", Schema::integer("", Some(0), None)),
-            req("used_bytes", Schema::integer("", Some(0), None)),
-            req("available_bytes", Schema::integer("", Some(0), None)),
-            req("use_percent", Schema::integer("", Some(0), Some(100))),
-        ],
-    )
 }

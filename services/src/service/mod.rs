@@ -23,7 +23,7 @@ use crate::catalogue::{
 use crate::command::{RingerMode, Stream};
 use crate::home_assistant::{HaEntity, HaKind, HaStep};
 use crate::names::{NameError, PackageName};
-use crate::schema::{Property, Schema};
+use crate::schema::{Property, Record, Schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -56,6 +56,7 @@ macro_rules! actions {
             $(
                 $variant:ident = $wire:literal ($risk:ident, $effect:ident) $description:literal
                 $({ $($(#[$fdoc:meta])* $field:ident : $ty:ty = $schema:expr),* $(,)? })?
+                $(-> $record:ident)?
                 $(returns($result:expr))?
                 $(example($example:expr))?
             ),* $(,)?
@@ -92,13 +93,56 @@ macro_rules! actions {
                             required: <$ty as ParamType>::REQUIRED,
                             schema: $schema,
                         }),*)?],
-                        result: Schema::object("", actions!(@or Vec::new() $(, $result)?)),
+                        result: Schema::object(
+                            "",
+                            actions!(@or Vec::new() $(, $result)? $(, <$record as Record>::properties())?),
+                        ),
                         example: actions!(@or json!({}) $(, example_of(|| Ok($example)))?),
                     }
                 ),*]
             }
         }
     };
+}
+
+/// A result record: a struct whose JSON is an action's result (or one part
+/// of it), with its schema from the same declaration, so the bridge that
+/// fills it in and the catalogue that documents it cannot name a field
+/// differently:
+///
+/// ```text
+/// /// Rustdoc.
+/// Name {
+///     /// Field doc.
+///     field: Type = schema,
+/// }
+/// ```
+///
+/// A field is required; an `Option` field may be `null` ([`ResultField`]).
+/// Generates the struct (public fields, serde) and its [`Record`] impl.
+macro_rules! records {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident {
+            $($(#[$fdoc:meta])* $field:ident : $ty:ty = $schema:expr),* $(,)?
+        }
+    )*) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        pub struct $name {
+            $($(#[$fdoc])* pub $field: $ty,)*
+        }
+
+        impl Record for $name {
+            fn properties() -> Vec<Property> {
+                vec![$(result_field::<$ty>(stringify!($field), $schema)),*]
+            }
+        }
+
+        impl ResultField for $name {
+            const NULLABLE: bool = false;
+        }
+    )*};
 }
 
 /// Whether a parameter must be given follows from its field's type: an
@@ -136,6 +180,47 @@ required_params!(
     Key,
 );
 
+/// Whether a result field may be `null` follows from its type: an `Option`
+/// may, every other type may not.
+trait ResultField {
+    /// Whether the field may be `null`.
+    const NULLABLE: bool;
+}
+
+impl<T> ResultField for Option<T> {
+    const NULLABLE: bool = true;
+}
+
+impl<T> ResultField for Vec<T> {
+    const NULLABLE: bool = false;
+}
+
+/// The types of result fields that are never `null`. A field of a type not
+/// listed here (nor a record) does not compile: add it.
+macro_rules! result_fields {
+    ($($ty:ty),* $(,)?) => {
+        $(impl ResultField for $ty {
+            const NULLABLE: bool = false;
+        })*
+    };
+}
+
+result_fields!(bool, u8, u16, u32, u64, i64, f64, String);
+
+/// A result field's property: always present, `null` allowed for an `Option`.
+fn result_field<T: ResultField>(name: &'static str, schema: Schema) -> Property {
+    if T::NULLABLE {
+        Property::required(name, schema.or_null())
+    } else {
+        Property::required(name, schema)
+    }
+}
+
+/// A result field listing records of type `R`.
+fn list<R: Record>(description: &'static str) -> Schema {
+    Schema::array(description, R::schema(""))
+}
+
 mod airplane_mode;
 mod app_launcher;
 mod app_list;
@@ -169,7 +254,7 @@ pub use ui_control::{Key, Point, ScrollDirection, TYPE_TEXT_MAX};
 /// Generates [`Command`], its lookups, and the catalogue's service list.
 macro_rules! services {
     ($($variant:ident($module:ident::$action:ident)),* $(,)?) => {
-        $(pub use $module::$action;)*
+        $(pub use $module::*;)*
 
         /// A validated, typed request for one service action.
         ///

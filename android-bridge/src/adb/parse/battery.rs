@@ -4,39 +4,12 @@
 //! Service state:`; newer ones add lines (`Dock powered`, `Charging state`,
 //! one-space-indented broadcast times) that are ignored here.
 
-use serde::Serialize;
+pub use droidwarden_services::BatteryStatus;
 
 use super::error::ParseError;
 use super::text::{ColonFields, parse_bool, reject_device_error};
 
 const COMMAND: &str = "dumpsys battery";
-
-/// The battery as `dumpsys battery` reports it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BatteryStatus {
-    /// `level * 100 / scale`, clamped to 0–100.
-    pub level_percent: u8,
-    /// The raw `level` value.
-    pub level: i64,
-    /// The raw `scale` value (the level of a full battery, usually 100).
-    pub scale: i64,
-    /// `charging`, `discharging`, `not_charging`, `full` or `unknown`.
-    pub status: String,
-    /// `good`, `overheat`, `dead`, `over_voltage`, `failure`, `cold` or `unknown`.
-    pub health: String,
-    /// The power source: `ac`, `usb`, `wireless` or `dock`; `None` on battery.
-    pub plugged: Option<String>,
-    /// Whether the battery status is `charging`.
-    pub charging: bool,
-    /// Whether a battery is present.
-    pub present: bool,
-    /// Battery temperature in °C (Android prints tenths of a degree).
-    pub temperature_c: Option<f64>,
-    /// Battery voltage in millivolts.
-    pub voltage_mv: Option<i64>,
-    /// Battery chemistry, e.g. `Li-ion`.
-    pub technology: Option<String>,
-}
 
 /// Parses `dumpsys battery`.
 ///

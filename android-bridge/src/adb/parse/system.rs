@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+pub use droidwarden_services::Filesystem;
 use serde::Serialize;
 
 use super::error::ParseError;
@@ -211,24 +212,6 @@ fn uptime_part(part: &str) -> Option<u64> {
         _ => return None,
     };
     n.checked_mul(unit)
-}
-
-/// One mounted filesystem from `df`, in bytes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Filesystem {
-    /// Where it is mounted, e.g. `/data`.
-    pub mount: String,
-    /// The device or filesystem name, e.g. `/dev/block/dm-5`.
-    pub filesystem: String,
-    /// Total size.
-    pub size_bytes: u64,
-    /// Used.
-    pub used_bytes: u64,
-    /// Available to apps.
-    pub available_bytes: u64,
-    /// Used, in percent of the size (rounded; `df`'s own figure when it
-    /// prints one).
-    pub use_percent: u8,
 }
 
 /// Parse `df` in the forms Android prints: toybox `df` (`1K-blocks Used
