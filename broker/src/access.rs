@@ -71,7 +71,18 @@ pub struct Policy {
     /// Let clients in without credentials, with every right (the old,
     /// unauthenticated behaviour).
     pub anonymous: bool,
+    /// The user (the daemon's own account) that is told who published each
+    /// command: a `<prefix>/cmd/…` message delivered to its sessions over
+    /// MQTT 5 carries the publisher's login in the [`PUBLISHER_PROPERTY`]
+    /// user property, set by the broker, never as a client sent it.
+    /// `None`: nobody is told.
+    pub vouch_to: Option<String>,
 }
+
+/// The user property in which the broker tells [`Policy::vouch_to`] who
+/// published a command: the login the publisher's connection was
+/// authenticated as. Absent when the publisher was anonymous.
+pub const PUBLISHER_PROPERTY: &str = "droidwarden-publisher";
 
 impl Policy {
     /// Anonymous access with every right, prefix `droidwarden`: a broker
@@ -82,7 +93,22 @@ impl Policy {
             prefix: "droidwarden".into(),
             ha_prefix: "homeassistant".into(),
             anonymous: true,
+            vouch_to: None,
         }
+    }
+
+    /// Whether `topic` is a command to the daemon (`<prefix>/cmd/…`).
+    #[must_use]
+    pub fn is_command(&self, topic: &str) -> bool {
+        topic
+            .strip_prefix(self.prefix.as_str())
+            .is_some_and(|rest| rest.starts_with("/cmd/"))
+    }
+
+    /// Whether `who` is told who published each command.
+    #[must_use]
+    pub fn is_told_publishers(&self, who: &Principal) -> bool {
+        who.user.is_some() && who.user == self.vouch_to
     }
 
     /// The MQTT 5 Response Information the broker hands out: the topic
@@ -243,6 +269,7 @@ mod tests {
             prefix: "dw".into(),
             ha_prefix: "homeassistant".into(),
             anonymous: false,
+            vouch_to: None,
         }
     }
 

@@ -25,7 +25,7 @@ pub mod codec;
 pub mod state;
 pub mod topic;
 
-pub use access::{Grants, Policy, Principal, Role};
+pub use access::{Grants, PUBLISHER_PROPERTY, Policy, Principal, Role};
 /// The buffer types the codec reads and writes, re-exported so that drivers
 /// use the same `bytes` version.
 pub use bytes::{Bytes, BytesMut};

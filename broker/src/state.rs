@@ -18,7 +18,7 @@
 //! linear in the number of subscriptions, which is right for the tens of
 //! clients a home installation has, and keeps the code obviously correct.
 
-use crate::access::{Grants, Policy, Principal, Role};
+use crate::access::{Grants, PUBLISHER_PROPERTY, Policy, Principal, Role};
 use crate::codec::{
     ClientPacket, ConnAck, Connect, DecodeError, Disconnect, LastWill, ProtocolVersion, Publish,
     PublishProperties, QoS, RetainHandling, ServerPacket, Subscribe, SubscriptionOptions,
@@ -196,6 +196,12 @@ pub enum Action {
     Denied(Denied),
 }
 
+/// Who published a message: its client identifier and login.
+struct Publisher<'a> {
+    client_id: &'a str,
+    user: Option<String>,
+}
+
 /// A published message as the broker holds it, shared by every delivery.
 #[derive(Debug)]
 struct Message {
@@ -208,6 +214,10 @@ struct Message {
     expires_at: Option<Instant>,
     /// Client identifier of the publisher, for the No Local option.
     publisher: String,
+    /// The login the publisher connected as (`None`: anonymous).
+    publisher_user: Option<String>,
+    /// A command to the daemon ([`Policy::is_command`]), set by `route`.
+    command: bool,
 }
 
 impl Message {
@@ -215,7 +225,7 @@ impl Message {
     /// after its Message Expiry Interval, when it has one.
     fn published(
         now: Instant,
-        publisher: &str,
+        publisher: Publisher<'_>,
         topic: String,
         payload: Bytes,
         qos: QoS,
@@ -232,7 +242,9 @@ impl Message {
             retain,
             properties,
             expires_at,
-            publisher: publisher.to_owned(),
+            publisher: publisher.client_id.to_owned(),
+            publisher_user: publisher.user,
+            command: false,
         }
     }
 
@@ -271,6 +283,9 @@ struct Session {
     version: ProtocolVersion,
     /// The user that owns the session (`None`: anonymous).
     user: Option<String>,
+    /// Whether its commands carry who published them
+    /// ([`Policy::vouch_to`]).
+    told_publishers: bool,
     /// What the client may publish and read.
     grants: Arc<Grants>,
     subscriptions: BTreeMap<String, Subscription>,
@@ -295,6 +310,7 @@ impl Session {
             conn: None,
             version,
             user: None,
+            told_publishers: false,
             grants: Arc::new(Grants::default()),
             subscriptions: BTreeMap::new(),
             will: None,
@@ -374,6 +390,18 @@ impl Session {
             properties
                 .subscription_identifiers
                 .clone_from(&o.subscription_ids);
+            if self.told_publishers && o.message.command {
+                // Only the broker says who published: a property of that
+                // name from the client is dropped, not forwarded.
+                properties
+                    .user_properties
+                    .retain(|(name, _)| name != PUBLISHER_PROPERTY);
+                if let Some(user) = &o.message.publisher_user {
+                    properties
+                        .user_properties
+                        .push((PUBLISHER_PROPERTY.to_owned(), user.clone()));
+                }
+            }
         }
         let packet = ServerPacket::Publish(Publish {
             dup,
@@ -657,6 +685,7 @@ impl Broker {
         };
         session.conn = Some(conn);
         session.version = c.version;
+        session.told_publishers = self.policy.is_told_publishers(&principal);
         session.user = principal.user;
         session.grants = grants;
         session.will = c.will;
@@ -769,9 +798,13 @@ impl Broker {
                 topic: p.topic.clone(),
             }));
         } else if !duplicate {
+            let publisher = Publisher {
+                client_id,
+                user: session.user.clone(),
+            };
             let message = Message::published(
                 now,
-                client_id,
+                publisher,
                 p.topic,
                 p.payload,
                 qos,
@@ -799,7 +832,8 @@ impl Broker {
     }
 
     /// Retains (or clears) and forwards a message to every matching session.
-    fn route(&mut self, now: Instant, message: Message, out: &mut Vec<Action>) {
+    fn route(&mut self, now: Instant, mut message: Message, out: &mut Vec<Action>) {
+        message.command = self.policy.is_command(&message.topic);
         let message = Arc::new(message);
         if message.retain {
             if message.payload.is_empty() {
@@ -1050,9 +1084,15 @@ impl Broker {
         will: LastWill,
         out: &mut Vec<Action>,
     ) {
+        // A Will is published after its client is gone: it is not said to
+        // be anyone's (a told session sees no publisher, only the way in).
+        let publisher = Publisher {
+            client_id,
+            user: None,
+        };
         let message = Message::published(
             now,
-            client_id,
+            publisher,
             will.topic,
             will.payload,
             will.qos,

@@ -244,6 +244,12 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
                     .clone()
                     .unwrap_or_else(|| "homeassistant".into()),
                 anonymous,
+                // The daemon learns who published each command, for the
+                // record of who answered an approval.
+                vouch_to: mqtt_settings
+                    .credentials
+                    .as_ref()
+                    .map(|c| c.username.clone()),
             },
             users_file: Some(config.state_dir.join(crate::mqtt_users::USERS_FILE)),
         };

@@ -33,6 +33,8 @@ pub struct Rig {
     pub llm: ScriptedLlm,
     /// The adb server.
     pub adb: AdbServer,
+    /// The port of the mosquitto broker the daemon uses.
+    pub mqtt_port: u16,
     _broker: Mosquitto,
     _rt: tokio::runtime::Runtime,
     /// The daemon's configuration (TOML).
@@ -92,6 +94,7 @@ pub fn rig_full(skills: tempfile::TempDir, env: &[(&str, &str)], extra: &str) ->
         hall,
         llm,
         adb,
+        mqtt_port: broker.port,
         _broker: broker,
         _rt: rt,
         config,

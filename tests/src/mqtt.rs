@@ -149,6 +149,10 @@ impl Drop for Mosquitto {
     }
 }
 
+/// `[broker]` configuration for an embedded broker on a loopback port of
+/// the kernel's choosing; [`Daemon::embedded_broker_port`] tells which.
+pub const ANY_BROKER_PORT: &str = "[broker]\nlisten = \"127.0.0.1:0\"\n";
+
 /// `droidwarden daemon` as a process, stopped with SIGTERM on drop.
 #[derive(Debug)]
 pub struct Daemon {
@@ -281,6 +285,28 @@ impl Daemon {
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty())
         })
+    }
+
+    /// The port the daemon's embedded broker listens on, from its log.
+    /// Configure `[broker] listen` with [`ANY_BROKER_PORT`]: the broker
+    /// binds a port of the kernel's choosing, which no other test can take
+    /// between choosing and binding (as with a port found free first).
+    ///
+    /// # Panics
+    /// When the log does not say within 30 s.
+    pub fn embedded_broker_port(&self) -> u16 {
+        wait_for(
+            "the embedded broker to listen",
+            Duration::from_secs(30),
+            || {
+                let log = self.log();
+                let line = log
+                    .lines()
+                    .find(|l| l.contains("embedded MQTT broker listening"))?;
+                let bound = line.split("bound=").nth(1)?.split_whitespace().next()?;
+                bound.rsplit(':').next()?.parse().ok()
+            },
+        )
     }
 
     /// The daemon's log so far.

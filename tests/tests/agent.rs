@@ -301,10 +301,23 @@ fn approvals_are_published_and_approve_deny_and_expiry_reach_the_run() {
     );
     assert_eq!(sim_commands_with(&r.kitchen, &["wifi", "disable"]), 0);
     // Home automation names who pressed the button (`by`, its own word).
-    r.probe.publish(
-        &format!("{P}/cmd/approve"),
-        json!({"approval_id": id, "decision": "approve", "by": "Alice"}).to_string(),
-    );
+    // It also claims a login in the property the embedded broker vouches
+    // with: from another broker (mosquitto here) the daemon does not read
+    // it. Sent with mosquitto's own client, MQTT 5.
+    let approve = json!({"approval_id": id, "decision": "approve", "by": "Alice"});
+    let mut pub_cmd = Command::new("mosquitto_pub");
+    pub_cmd.args(["-h", "127.0.0.1", "-p", &r.mqtt_port.to_string()]);
+    pub_cmd.args(["-V", "mqttv5", "-q", "1", "-t", &format!("{P}/cmd/approve")]);
+    pub_cmd.args([
+        "-D",
+        "publish",
+        "user-property",
+        "droidwarden-publisher",
+        "root",
+    ]);
+    pub_cmd.args(["-m", &approve.to_string()]);
+    let out = droidwarden_e2e::run_with_timeout(pub_cmd, WAIT);
+    assert!(out.status.success(), "{out:?}");
     let reply = r.wait_reply("approve-me");
     assert_eq!(reply["result"]["text"], "wifi is off", "{reply}");
     assert_eq!(r.kitchen.state()["wifi"]["enabled"], false);

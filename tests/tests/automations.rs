@@ -549,8 +549,8 @@ fn the_cli_manages_automations_through_the_daemon() {
     let sim = adb.phone(SimOptions::default());
     let runtime = tempfile::tempdir().expect("runtime dir");
     let config = format!(
-        "[broker]\nlisten = \"127.0.0.1:{port}\"\n{NO_POLLS}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n\n[[automations]]\nname = \"wifi_off\"\ndescription = \"Wi-Fi off by hand\"\ntrigger = {{ kind = \"manual\" }}\naction = {{ kind = \"call\", device = \"phone\", service = \"wifi_automation\", action = \"disable\" }}\n",
-        port = droidwarden_e2e::free_port(),
+        "{broker}{NO_POLLS}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n\n[[automations]]\nname = \"wifi_off\"\ndescription = \"Wi-Fi off by hand\"\ntrigger = {{ kind = \"manual\" }}\naction = {{ kind = \"call\", device = \"phone\", service = \"wifi_automation\", action = \"disable\" }}\n",
+        broker = droidwarden_e2e::mqtt::ANY_BROKER_PORT,
         serial = sim.serial(),
     );
     // Neither bus can be reached: the CLI and the daemon meet on the socket.

@@ -4,7 +4,7 @@
 
 use droidwarden_e2e::dbus::{Monitor, NO_BUS, PrivateBus, gdbus_string, signal_args};
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions, free_port, wait_for};
+use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions, wait_for};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -58,7 +58,7 @@ fn start_daemon(adb: &AdbServer, config: &str, bus: &PrivateBus) -> Daemon {
 }
 
 fn embedded_broker() -> String {
-    format!("[broker]\nlisten = \"127.0.0.1:{}\"\n", free_port())
+    droidwarden_e2e::mqtt::ANY_BROKER_PORT.to_owned()
 }
 
 fn list_devices(bus: &PrivateBus) -> Value {

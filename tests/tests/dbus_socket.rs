@@ -11,7 +11,7 @@ use droidwarden_agent::{ModelReply, ProviderKind};
 use droidwarden_e2e::dbus::{no_bus_env, without_bus};
 use droidwarden_e2e::mqtt::Daemon;
 use droidwarden_e2e::{
-    AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, scripted_llm_config, wait_for,
+    AdbServer, Sim, SimOptions, binary, run_with_timeout, scripted_llm_config, wait_for,
 };
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt as _;
@@ -64,8 +64,8 @@ fn rig() -> Rig {
 
 fn config(sim: &Sim, llm: &ScriptedLlm) -> String {
     format!(
-        "[broker]\nlisten = \"127.0.0.1:{port}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{llm}",
-        port = free_port(),
+        "{broker}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{llm}",
+        broker = droidwarden_e2e::mqtt::ANY_BROKER_PORT,
         serial = sim.serial(),
         llm = scripted_llm_config(llm, ProviderKind::Openai),
     )

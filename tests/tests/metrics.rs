@@ -2,7 +2,7 @@
 //! the official Python client's OpenMetrics parser (an implementation
 //! nobody here wrote), after real calls on an emulated phone.
 
-use droidwarden_e2e::mqtt::{Daemon, Probe};
+use droidwarden_e2e::mqtt::{ANY_BROKER_PORT, Daemon, Probe};
 use droidwarden_e2e::{AdbServer, SimOptions, free_port, run_with_timeout, wait_for};
 use serde_json::{Value, json};
 use std::io::{Read as _, Write as _};
@@ -62,15 +62,16 @@ fn a_scrape_counts_calls_devices_and_broker_clients() {
         model: Some("Pixel 8".into()),
         ..Default::default()
     });
-    let (broker, metrics) = (free_port(), free_port());
+    let metrics = free_port();
     let config = format!(
-        "[broker]\nlisten = \"127.0.0.1:{broker}\"\n[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        "{ANY_BROKER_PORT}[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
         serial = sim.serial()
     );
     let daemon = Daemon::start(&adb, &config);
     wait_for("the metrics port", WAIT, || {
         TcpStream::connect(("127.0.0.1", metrics)).ok()
     });
+    let broker = daemon.embedded_broker_port();
     let admin = Probe::connect_as(broker, "droidwarden", &daemon.mqtt_secret());
     admin.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
     for (id, service, action, params) in [

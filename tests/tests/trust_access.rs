@@ -3,10 +3,8 @@
 //! `droidwarden mqtt-user`, and real clients (`mosquitto_pub`,
 //! `mosquitto_sub`, `rumqttc` probes, an emulated companion phone).
 
-use droidwarden_e2e::mqtt::{Daemon, Probe};
-use droidwarden_e2e::{
-    AdbServer, Sim, SimOptions, documented_block, free_port, run_with_timeout, wait_for,
-};
+use droidwarden_e2e::mqtt::{ANY_BROKER_PORT, Daemon, Probe};
+use droidwarden_e2e::{AdbServer, Sim, SimOptions, documented_block, run_with_timeout, wait_for};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -29,17 +27,19 @@ struct Rig {
 /// The daemon with its embedded broker (authentication on, the default),
 /// an ADB phone `phone` and a companion phone `alice` (`alice-pixel`).
 fn rig() -> Rig {
-    let port = free_port();
+    rig_with("")
+}
+
+/// [`rig`] with `extra` configuration.
+fn rig_with(extra: &str) -> Rig {
     let adb = AdbServer::start();
     let sim = adb.phone(SimOptions::default());
     let config = format!(
-        "[broker]\nlisten = \"127.0.0.1:{port}\"\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
+        "{ANY_BROKER_PORT}[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n{extra}",
         sim.serial()
     );
     let daemon = Daemon::start(&adb, &config);
-    wait_for("the embedded broker", WAIT, || {
-        TcpStream::connect(("127.0.0.1", port)).ok()
-    });
+    let port = daemon.embedded_broker_port();
     let admin = Probe::connect_as(port, "droidwarden", &daemon.mqtt_secret());
     admin.wait_payload(&format!("{P}/availability"), WAIT, "online");
     Rig {
@@ -209,6 +209,93 @@ fn only_admins_and_granted_users_answer_approvals() {
     );
     assert_eq!(reply["ok"], false, "{reply}");
     assert!(reply["error"]["code"].is_string(), "{reply}");
+}
+
+#[test]
+fn an_approval_records_the_login_the_embedded_broker_vouches_for() {
+    let r = rig_with(
+        r#"
+[[automations]]
+name = "wifi_off"
+trigger = { kind = "mqtt", topic = "home/bedtime" }
+action = { kind = "call", device = "phone", service = "wifi_automation", action = "disable" }
+"#,
+    );
+    let approver =
+        r.daemon
+            .add_mqtt_user(&["ha-approver", "--role", "automation", "--grant", "approve"]);
+    let runs = format!("{P}/automations/wifi_off/runs");
+    let waiting = |n: usize| {
+        wait_for("the automation to wait for approval", WAIT, || {
+            let found = r
+                .admin
+                .on_json(&runs)
+                .into_iter()
+                .filter(|run| run["status"] == "waiting_approval")
+                .count();
+            (found >= n).then_some(())
+        });
+    };
+    let denied_by = |n: usize| {
+        wait_for("the denial", WAIT, || {
+            r.admin
+                .on_json(&runs)
+                .into_iter()
+                .filter(|run| run["status"] == "denied")
+                .nth(n)
+                .map(|run| run["detail"]["by"].clone())
+        })
+    };
+    let run = r.admin.request(
+        P,
+        "automation",
+        json!({"id": "run-1", "op": "run", "name": "wifi_off"}),
+    );
+    assert_eq!(run["ok"], true, "{run}");
+    waiting(1);
+    // Another MQTT implementation (mosquitto_pub, MQTT 5) answers, and
+    // tries to say it is someone else in the broker's own property.
+    let deny = json!({"approval_id": "automation:wifi_off", "decision": "deny", "by": "Alice"});
+    let out = mosquitto_as(
+        "mosquitto_pub",
+        r.port,
+        "ha-approver",
+        &approver,
+        &[
+            "-V",
+            "mqttv5",
+            "-q",
+            "1",
+            "-D",
+            "publish",
+            "user-property",
+            "droidwarden-publisher",
+            "root",
+            "-t",
+            &format!("{P}/cmd/approve"),
+            "-m",
+            &deny.to_string(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(denied_by(0), r#"MQTT user "ha-approver", as "Alice""#);
+
+    // MQTT 3.1.1 has no properties: the broker still knows the login.
+    let run = r.admin.request(
+        P,
+        "automation",
+        json!({"id": "run-2", "op": "run", "name": "wifi_off"}),
+    );
+    assert_eq!(run["ok"], true, "{run}");
+    waiting(2);
+    publish_as(
+        r.port,
+        "ha-approver",
+        &approver,
+        &format!("{P}/cmd/approve"),
+        &json!({"approval_id": "automation:wifi_off", "decision": "deny"}).to_string(),
+    );
+    assert_eq!(denied_by(1), r#"MQTT user "ha-approver""#);
 }
 
 #[test]

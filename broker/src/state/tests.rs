@@ -29,6 +29,7 @@ impl Harness {
             prefix: "dw".into(),
             ha_prefix: "homeassistant".into(),
             anonymous: false,
+            vouch_to: Some("daemon".into()),
         };
         Harness {
             broker: Broker::new(Limits::default(), policy),
@@ -1045,4 +1046,90 @@ fn exceeding_the_receive_maximum_with_qos2_disconnects() {
         assert!(!closes(&h.packet(2, ClientPacket::Publish(p)), 2));
         h.packet(2, ClientPacket::PubRel { packet_id: id });
     }
+}
+
+/// The user properties of the PUBLISH packets sent to `conn`.
+fn user_properties(actions: &[Action], conn: ConnId) -> Vec<Vec<(String, String)>> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                conn: c,
+                packet: ServerPacket::Publish(p),
+            } if *c == conn => Some(p.properties.user_properties.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_daemon_is_told_who_published_a_command_and_nobody_can_forge_it() {
+    let mut h = Harness::authenticated();
+    let daemon = user("daemon", Role::Admin);
+    h.login(1, V5, daemon, |c| c.client_id = "droidwarden".into());
+    h.subscribe(1, "dw/#", QoS::AtMostOnce);
+    // Another admin reading everything, and a v3.1.1 session of the
+    // daemon's own user (no properties in that version).
+    h.login(2, V5, user("alice", Role::Admin), |_| {});
+    h.subscribe(2, "dw/#", QoS::AtMostOnce);
+    h.login(3, V3, user("daemon", Role::Admin), |_| {});
+    h.subscribe(3, "dw/#", QoS::AtMostOnce);
+    h.login(
+        4,
+        V5,
+        user("ha", Role::Automation { approve: true }),
+        |_| {},
+    );
+
+    let mut approve = publish("dw/cmd/approve", "{}", QoS::AtMostOnce, false);
+    approve.properties.user_properties = vec![
+        ("k".into(), "v".into()),
+        (PUBLISHER_PROPERTY.into(), "root".into()),
+    ];
+    let actions = h.packet(4, ClientPacket::Publish(approve.clone()));
+    assert_eq!(
+        user_properties(&actions, 1),
+        vec![vec![
+            ("k".to_owned(), "v".to_owned()),
+            (PUBLISHER_PROPERTY.to_owned(), "ha".to_owned()),
+        ]],
+        "the daemon's session hears the login, never the client's word"
+    );
+    assert_eq!(
+        user_properties(&actions, 2),
+        vec![approve.properties.user_properties.clone()],
+        "every other session gets the user properties as published"
+    );
+    assert_eq!(published(&actions, 3).len(), 1);
+    assert_eq!(user_properties(&actions, 3), vec![Vec::new()]);
+
+    // Only commands are stamped: elsewhere the daemon reads what was sent.
+    let mut other = publish("dw/devices/x/ha/y/set", "ON", QoS::AtMostOnce, false);
+    other.properties.user_properties = vec![(PUBLISHER_PROPERTY.into(), "root".into())];
+    let actions = h.packet(4, ClientPacket::Publish(other.clone()));
+    assert_eq!(
+        user_properties(&actions, 1),
+        vec![other.properties.user_properties.clone()]
+    );
+    // A topic that only starts like the prefix is not a command.
+    assert!(!h.broker.policy.is_command("dwx/cmd/approve"));
+    assert!(h.broker.policy.is_command("dw/cmd/call"));
+}
+
+#[test]
+fn a_will_on_a_command_topic_is_nobody_s_word() {
+    let mut h = Harness::authenticated();
+    h.login(1, V5, user("daemon", Role::Admin), |_| {});
+    h.subscribe(1, "dw/cmd/#", QoS::AtMostOnce);
+    let mut forged = will("dw/cmd/approve", "{}");
+    forged.properties.user_properties = vec![(PUBLISHER_PROPERTY.into(), "root".into())];
+    h.login(2, V5, user("ha", Role::Automation { approve: true }), |c| {
+        c.will = Some(forged);
+    });
+    let actions = h.step(Input::Lost {
+        conn: 2,
+        cause: LossCause::PeerClosed,
+    });
+    assert_eq!(published(&actions, 1).len(), 1, "{actions:?}");
+    assert_eq!(user_properties(&actions, 1), vec![Vec::new()]);
 }

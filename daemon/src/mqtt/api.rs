@@ -47,9 +47,11 @@ pub(crate) enum Request {
         approval_id: String,
         approve: bool,
         reason: Option<String>,
-        /// Who answered, as the sender says (MQTT does not say who
-        /// published): recorded as `MQTT, as "…"`.
+        /// Who answered, as the sender says: recorded as `…, as "…"`.
         by: Option<String>,
+        /// The login that published it, when the daemon's own broker
+        /// vouches for it ([`super::router::Inbound::publisher`]).
+        login: Option<String>,
     },
 }
 
@@ -317,6 +319,7 @@ fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Requ
             approve,
             reason,
             by,
+            login: None,
         })
     })();
     fields.map_err(|message| invalid(id, message))

@@ -125,6 +125,11 @@ pub(crate) struct Mqtt {
     /// reach us from then on. Never goes back to false; it tells start-up
     /// readiness (systemd's READY=1), not the connection's health.
     subscribed: watch::Sender<bool>,
+    /// The broker is the daemon's embedded one, logged in to with the
+    /// daemon's account: it says who published each command
+    /// (`droidwarden_broker::Policy::vouch_to`). Another broker cannot be
+    /// trusted to, so its user properties are never read as such.
+    told_publishers: bool,
 }
 
 /// Create the client; the returned event loop must be driven by
@@ -212,6 +217,8 @@ pub(crate) fn connect(
         resync: Notify::new(),
         ready: watch::channel(false).0,
         subscribed: watch::channel(false).0,
+        told_publishers: matches!(settings.broker, BrokerTarget::Embedded { .. })
+            && settings.credentials.is_some(),
     });
     Ok((mqtt, eventloop))
 }
@@ -365,21 +372,29 @@ pub(crate) async fn run_dispatch(
             taking_commands = false;
             mqtt.step(Input::StopCommands);
         }
-        let inbound = inbound(&publish);
+        let inbound = inbound(&publish, mqtt.told_publishers);
         let actions = mqtt.step(Input::Inbound(&inbound));
         mqtt.perform_routed(actions, &publish);
     }
 }
 
-/// The router's view of a publish.
-fn inbound(publish: &Publish) -> Inbound {
+/// The router's view of a publish. `told_publisher`: the broker is the
+/// daemon's own, which tells who published each command.
+fn inbound(publish: &Publish, told_publisher: bool) -> Inbound {
     let properties = publish.properties.as_ref();
+    let publisher = properties.filter(|_| told_publisher).and_then(|p| {
+        p.user_properties
+            .iter()
+            .find(|(name, _)| name == droidwarden_broker::PUBLISHER_PROPERTY)
+            .map(|(_, user)| user.clone())
+    });
     Inbound {
         topic: String::from_utf8_lossy(&publish.topic).into_owned(),
         payload: publish.payload.clone(),
         retain: publish.retain,
         response_topic: properties.and_then(|p| p.response_topic.clone()),
         correlation: properties.and_then(|p| p.correlation_data.clone()),
+        publisher,
     }
 }
 
@@ -747,6 +762,7 @@ impl Mqtt {
                         approve,
                         reason,
                         by,
+                        login,
                         ..
                     } => {
                         let reply = answer_approval(
@@ -755,7 +771,7 @@ impl Mqtt {
                             &approval_id,
                             approve,
                             &reason,
-                            by.as_deref(),
+                            mqtt_decider(login.as_deref(), by.as_deref()),
                         )
                         .await;
                         // An approval needs no reply unless it asked for
@@ -870,8 +886,12 @@ impl Mqtt {
                 approve,
                 reason,
                 by,
+                login,
                 ..
-            } => answer_approval(self, id, &approval_id, approve, &reason, by.as_deref()).await,
+            } => {
+                let by = mqtt_decider(login.as_deref(), by.as_deref());
+                answer_approval(self, id, &approval_id, approve, &reason, by).await
+            }
             Request::Automation { op, .. } => match self.automations.request(op).await {
                 Ok(answer) => api::ok_reply(id, &answer),
                 Err(error) => api::error_reply(id, &error),
@@ -980,16 +1000,21 @@ impl Drop for Finish {
     }
 }
 
-/// Who is recorded as having answered an approval over MQTT. MQTT does not
-/// say who published a message, so the way in is all that is known.
+/// Who is recorded as having answered an approval over MQTT when nothing
+/// more is known: the way in.
 const MQTT_DECIDER: &str = "MQTT";
 
-/// Who answered over MQTT: the way in, and the name the sender gave in
-/// `by` (its own word, quoted as given: e.g. Home Assistant's user).
-fn mqtt_decider(by: Option<&str>) -> String {
-    match by {
-        Some(name) => format!("{MQTT_DECIDER}, as {name:?}"),
+/// Who answered over MQTT: the login the daemon's own broker vouches for
+/// (`MQTT user "ha"`), else only the way in; then the name the sender gave
+/// in `by` (its own word, quoted as given: e.g. Home Assistant's user).
+fn mqtt_decider(login: Option<&str>, by: Option<&str>) -> String {
+    let way_in = match login {
+        Some(user) => format!("{MQTT_DECIDER} user {user:?}"),
         None => MQTT_DECIDER.to_owned(),
+    };
+    match by {
+        Some(name) => format!("{way_in}, as {name:?}"),
+        None => way_in,
     }
 }
 
@@ -999,9 +1024,8 @@ async fn answer_approval(
     approval_id: &str,
     approve: bool,
     reason: &Option<String>,
-    by: Option<&str>,
+    by: String,
 ) -> Value {
-    let by = mqtt_decider(by);
     // An automation's call waiting for approval (docs/automations.md).
     if let Some(name) = approval_id.strip_prefix("automation:") {
         let op = crate::automations::Op::Answer {

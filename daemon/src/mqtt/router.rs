@@ -151,6 +151,11 @@ pub(crate) struct Inbound {
     pub(crate) response_topic: Option<String>,
     /// The MQTT 5 correlation data.
     pub(crate) correlation: Option<Bytes>,
+    /// The login it was published with, as the daemon's own embedded
+    /// broker vouches for it (`droidwarden_broker::PUBLISHER_PROPERTY`);
+    /// `None` when the broker is another one, which the daemon cannot
+    /// trust to say.
+    pub(crate) publisher: Option<String>,
 }
 
 /// Something to publish.
@@ -550,6 +555,21 @@ impl Router {
             }
         };
         let request = match api::parse(kind, &m.payload, max, response.is_some()) {
+            Ok(Request::Approve {
+                id,
+                approval_id,
+                approve,
+                reason,
+                by,
+                login: _,
+            }) => Request::Approve {
+                id,
+                approval_id,
+                approve,
+                reason,
+                by,
+                login: m.publisher.clone(),
+            },
             Ok(request) => request,
             Err(rejected) => {
                 tracing::warn!(topic, id = rejected.id.as_deref(), error = %rejected.error.message, "rejected a command");
