@@ -11,10 +11,14 @@ use super::shell::ShellOutput;
 use crate::device::BoxFuture;
 use crate::error::BridgeError;
 use droidwarden_services::{
-    AirplaneModeAction, AppLauncherAction, AppListAction, AudioAction, BatteryAction,
-    BluetoothAction, CameraAction, Command, DeviceStateAction, EnvironmentAction, LocationAction,
-    MediaAction, MotionAction, NetworkAction, PowerSave, PowerStatus, Record, RingerMode,
-    ScreenAction, ScreenPower, Storage, Stream, SystemInfoAction, WifiAction,
+    AirplaneModeAction, AirplaneToggle, AppLaunch, AppLauncherAction, AppListAction, AppStopped,
+    AudioAction, AudioMute, AudioVolume, AutoBrightness, BatteryAction, BluetoothAction,
+    BluetoothAdapter, BluetoothDevice, BluetoothToggle, CameraAction, CameraList, Command,
+    DeviceStateAction, EnvironmentAction, InstalledApps, LocationAction, MediaAction, MediaKey,
+    MediaStatus, MotionAction, NetworkAction, NetworkStatus, PairedDevices, PlayUrl, PowerSave,
+    PowerStatus, Record, Ringer, RingerMode, ScreenAction, ScreenBrightness, ScreenPower,
+    ScreenStatus, ScreenTimeout, Storage, Stream, SystemInfo, SystemInfoAction, WifiAction,
+    WifiScan, WifiToggle,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -223,7 +227,7 @@ pub async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeE
             let fix = fix.ok_or_else(|| BridgeError::NotFound {
                 message: "the phone has no last known location (is location turned off?)".into(),
             })?;
-            to_json(fix)
+            answer(fix)
         }
         Command::Location(LocationAction::StartTracking { .. } | LocationAction::StopTracking)
         | Command::Camera(CameraAction::TakePhoto { .. }) => Err(unsupported(sh, command)),
@@ -240,7 +244,10 @@ pub async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeE
                 });
             }
             ok(sh, &["am", "force-stop", package]).await?;
-            Ok(json!({ "package": package, "stopped": true }))
+            answer(AppStopped {
+                package: package.to_owned(),
+                stopped: true,
+            })
         }
         Command::AppList(AppListAction::List {
             include_system,
@@ -254,7 +261,10 @@ pub async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeE
                 argv.push("-e");
             }
             let packages = read(sh, &argv, parse::package_list).await?;
-            Ok(json!({ "count": packages.len(), "packages": to_json(packages)? }))
+            answer(InstalledApps {
+                count: packages.len() as u64,
+                packages,
+            })
         }
         Command::Wifi(action) => wifi(sh, action).await,
         Command::Bluetooth(action) => bluetooth(sh, action).await,
@@ -277,25 +287,28 @@ pub async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeE
                 AirplaneModeAction::Enable => true,
                 AirplaneModeAction::Disable => false,
             };
-            Ok(json!({ "enabled": enabled }))
+            answer(AirplaneToggle { enabled })
         }
         Command::Motion(MotionAction::CurrentMotion) => {
             let dump = read(sh, &["dumpsys", "sensorservice"], parse::sensors).await?;
-            to_json(parse::motion(&dump))
+            answer(parse::motion(&dump))
         }
         Command::Motion(MotionAction::Orientation) => {
-            to_json(read(sh, &["dumpsys", "window", "displays"], parse::rotation).await?)
+            answer(read(sh, &["dumpsys", "window", "displays"], parse::rotation).await?)
         }
         Command::Environment(action) => {
             let dump = read(sh, &["dumpsys", "sensorservice"], parse::sensors).await?;
             match action {
-                EnvironmentAction::AmbientConditions => to_json(parse::ambient(&dump)),
-                EnvironmentAction::Proximity => to_json(parse::proximity(&dump)),
+                EnvironmentAction::AmbientConditions => answer(parse::ambient(&dump)),
+                EnvironmentAction::Proximity => answer(parse::proximity(&dump)),
             }
         }
         Command::Camera(CameraAction::CameraInfo) => {
             let cameras = read(sh, &["dumpsys", "media.camera"], parse::cameras).await?;
-            Ok(json!({ "count": cameras.len(), "cameras": to_json(cameras)? }))
+            answer(CameraList {
+                count: cameras.len() as u64,
+                cameras,
+            })
         }
         Command::Media(action) => media(sh, action).await,
         Command::Notifications(action) => phone::notifications(sh, action).await,
@@ -342,18 +355,18 @@ async fn network_status(sh: &dyn Shell) -> Result<Value, BridgeError> {
         detail: "no network interface other than loopback".into(),
     })?;
     let airplane = setting(sh, "global", "airplane_mode_on").await?;
-    Ok(json!({
-        "wifi": to_json(link)?,
-        "routes": to_json(routes)?,
-        "default_gateway": default.and_then(|r| r.gateway),
-        "airplane_mode": airplane.as_deref() == Some("1"),
-    }))
+    answer(NetworkStatus {
+        wifi: link.clone(),
+        routes,
+        default_gateway: default.and_then(|r| r.gateway),
+        airplane_mode: airplane.as_deref() == Some("1"),
+    })
 }
 
 /// The route the phone would use to reach the internet, from `ip route get`
 /// (policy rules included); `None` when there is none (offline: `Network is
 /// unreachable`, a non-zero exit) or the phone will not say.
-async fn default_route(sh: &dyn Shell) -> Result<Option<parse::Route>, BridgeError> {
+async fn default_route(sh: &dyn Shell) -> Result<Option<parse::NetworkRoute>, BridgeError> {
     match read(
         sh,
         &["ip", "route", "get", ROUTE_PROBE],
@@ -384,11 +397,19 @@ async fn system_info(sh: &dyn Shell) -> Result<Value, BridgeError> {
     let uptime = read(sh, &["cat", "/proc/uptime"], parse::uptime_seconds)
         .await
         .ok();
-    let mut out = to_json(facts)?;
-    out["memory_total_kb"] = json!(memory.as_ref().map(|m| m.total_kb));
-    out["memory_available_kb"] = json!(memory.and_then(|m| m.available_kb));
-    out["uptime_s"] = json!(uptime);
-    Ok(out)
+    answer(SystemInfo {
+        model: facts.model,
+        manufacturer: facts.manufacturer,
+        brand: facts.brand,
+        device: facts.device,
+        android_version: facts.android_version,
+        sdk: facts.sdk,
+        build_id: facts.build_id,
+        serial: facts.serial,
+        memory_total_kb: memory.as_ref().map(|m| m.total_kb),
+        memory_available_kb: memory.and_then(|m| m.available_kb),
+        uptime_s: uptime,
+    })
 }
 
 /// `pkg/.Main` for `.Main` or `Main`; a fully qualified class stays as it is.
@@ -434,13 +455,13 @@ async fn launch(
             exit: None,
         });
     }
-    Ok(json!({
-        "package": package,
-        "component": component,
-        "status": started.status,
-        "launch_state": started.launch_state,
-        "total_time_ms": started.total_time_ms,
-    }))
+    answer(AppLaunch {
+        package: package.to_owned(),
+        component,
+        status: started.status,
+        launch_state: started.launch_state,
+        total_time_ms: started.total_time_ms,
+    })
 }
 
 /// The first launcher activity of `package`, from `cmd package
@@ -476,7 +497,7 @@ async fn launcher_activity(sh: &dyn Shell, package: &str) -> Result<String, Brid
 
 async fn wifi(sh: &dyn Shell, action: &WifiAction) -> Result<Value, BridgeError> {
     match action {
-        WifiAction::Status => to_json(read(sh, &["dumpsys", "wifi"], parse::wifi).await?),
+        WifiAction::Status => answer(read(sh, &["dumpsys", "wifi"], parse::wifi).await?),
         WifiAction::Enable | WifiAction::Disable => {
             let enable = matches!(action, WifiAction::Enable);
             ok(
@@ -484,13 +505,13 @@ async fn wifi(sh: &dyn Shell, action: &WifiAction) -> Result<Value, BridgeError>
                 &["svc", "wifi", if enable { "enable" } else { "disable" }],
             )
             .await?;
-            Ok(json!({ "enabled": enable }))
+            answer(WifiToggle { enabled: enable })
         }
         WifiAction::Scan => {
             ok(sh, &["cmd", "wifi", "start-scan"]).await?;
             let networks =
                 read(sh, &["cmd", "wifi", "list-scan-results"], parse::wifi_scan).await?;
-            Ok(json!({ "networks": to_json(networks)? }))
+            answer(WifiScan { networks })
         }
     }
 }
@@ -500,24 +521,30 @@ async fn bluetooth(sh: &dyn Shell, action: &BluetoothAction) -> Result<Value, Br
     match action {
         BluetoothAction::Status => {
             let bt = dump().await?;
-            Ok(
-                json!({ "enabled": bt.enabled, "state": bt.state, "name": bt.name, "address": bt.address }),
-            )
+            answer(BluetoothAdapter {
+                enabled: bt.enabled,
+                state: bt.state,
+                name: bt.name,
+                address: bt.address,
+            })
         }
         BluetoothAction::PairedDevices => {
             let bt = dump().await?;
-            let devices: Vec<Value> = bt
+            let devices = bt
                 .bonded
-                .iter()
-                .map(|d| json!({ "address": d.address, "name": d.name }))
+                .into_iter()
+                .map(|d| BluetoothDevice {
+                    address: d.address,
+                    name: d.name,
+                })
                 .collect();
-            Ok(json!({ "devices": devices }))
+            answer(PairedDevices { devices })
         }
         BluetoothAction::Enable | BluetoothAction::Disable => {
             let enable = matches!(action, BluetoothAction::Enable);
             let verb = if enable { "enable" } else { "disable" };
             read(sh, &["cmd", "bluetooth_manager", verb], parse::cmd_success).await?;
-            Ok(json!({ "enabled": enable }))
+            answer(BluetoothToggle { enabled: enable })
         }
     }
 }
@@ -533,37 +560,33 @@ fn index_for(level: u8, min: i64, max: i64) -> i64 {
     min + ((i64::from(level) * (max - min)) as f64 / 100.0).round() as i64
 }
 
-async fn volume(sh: &dyn Shell, stream: Stream) -> Result<Value, BridgeError> {
+async fn volume(sh: &dyn Shell, stream: Stream) -> Result<AudioVolume, BridgeError> {
     let v = read(sh, &["dumpsys", "audio"], |out| {
         parse::audio_stream(out, stream.dumpsys_name())
     })
     .await?;
-    Ok(json!({
-        "stream": stream.as_str(),
-        "level": percent(v.index, v.min, v.max),
-        "index": v.index,
-        "min": v.min,
-        "max": v.max,
-        "muted": v.muted,
-    }))
+    Ok(AudioVolume {
+        stream: stream.as_str().to_owned(),
+        level: percent(v.index, v.min, v.max),
+        index: v.index,
+        min: v.min,
+        max: v.max,
+        muted: v.muted,
+    })
 }
 
 async fn audio(sh: &dyn Shell, action: &AudioAction) -> Result<Value, BridgeError> {
     match action {
-        AudioAction::GetVolume { stream } => volume(sh, *stream).await,
+        AudioAction::GetVolume { stream } => answer(volume(sh, *stream).await?),
         AudioAction::SetVolume { stream, level } => {
             let current = volume(sh, *stream).await?;
-            let (min, max) = (
-                current["min"].as_i64().unwrap_or(0),
-                current["max"].as_i64().unwrap_or(0),
-            );
-            set_volume(sh, *stream, index_for(*level, min, max)).await?;
-            volume(sh, *stream).await
+            set_volume(sh, *stream, index_for(*level, current.min, current.max)).await?;
+            answer(volume(sh, *stream).await?)
         }
         AudioAction::Mute { stream } | AudioAction::Unmute { stream } => {
             let stream = stream.unwrap_or(Stream::Music);
             let mute = matches!(action, AudioAction::Mute { .. });
-            mute_stream(sh, stream, mute).await
+            answer(mute_stream(sh, stream, mute).await?)
         }
         AudioAction::RingerMode { mode } => {
             let arg = match mode {
@@ -572,7 +595,9 @@ async fn audio(sh: &dyn Shell, action: &AudioAction) -> Result<Value, BridgeErro
                 RingerMode::Silent => "SILENT",
             };
             ok(sh, &["cmd", "audio", "set-ringer-mode", arg]).await?;
-            Ok(json!({ "mode": mode.as_str() }))
+            answer(Ringer {
+                mode: mode.as_str().to_owned(),
+            })
         }
     }
 }
@@ -597,13 +622,10 @@ async fn set_volume(sh: &dyn Shell, stream: Stream, index: i64) -> Result<(), Br
 /// the level it had; unmuting restores that level, or half the range when
 /// nothing was remembered (the daemon was restarted, or the phone was muted
 /// by hand).
-async fn mute_stream(sh: &dyn Shell, stream: Stream, mute: bool) -> Result<Value, BridgeError> {
-    let current = volume(sh, stream).await?;
-    let (index, min, max) = (
-        current["index"].as_i64().unwrap_or(0),
-        current["min"].as_i64().unwrap_or(0),
-        current["max"].as_i64().unwrap_or(0),
-    );
+async fn mute_stream(sh: &dyn Shell, stream: Stream, mute: bool) -> Result<AudioMute, BridgeError> {
+    let AudioVolume {
+        index, min, max, ..
+    } = volume(sh, stream).await?;
     let id = stream.android_id();
     let target = {
         let mut saved = sh.muted_levels().lock().unwrap_or_else(|e| e.into_inner());
@@ -624,7 +646,11 @@ async fn mute_stream(sh: &dyn Shell, stream: Stream, mute: bool) -> Result<Value
         set_volume(sh, stream, target).await?;
     }
     let after = volume(sh, stream).await?;
-    Ok(json!({ "stream": stream.as_str(), "muted": mute, "level": after["level"] }))
+    Ok(AudioMute {
+        stream: after.stream,
+        muted: mute,
+        level: after.level,
+    })
 }
 
 async fn device_state(sh: &dyn Shell, action: &DeviceStateAction) -> Result<Value, BridgeError> {
@@ -678,16 +704,16 @@ async fn screen(sh: &dyn Shell, action: &ScreenAction) -> Result<Value, BridgeEr
             let mode = setting(sh, "system", "screen_brightness_mode").await?;
             let timeout = int(setting(sh, "system", "screen_off_timeout").await?);
             let power = read(sh, &["dumpsys", "power"], parse::power).await?;
-            Ok(json!({
-                "brightness": brightness,
-                "auto_brightness": mode.as_deref() == Some("1"),
-                "timeout_ms": timeout,
-                "screen_on": power.screen_on,
-            }))
+            answer(ScreenStatus {
+                brightness,
+                auto_brightness: mode.as_deref() == Some("1"),
+                timeout_ms: timeout,
+                screen_on: power.screen_on,
+            })
         }
         ScreenAction::SetBrightness { level } => {
             put_setting(sh, "screen_brightness", &level.to_string()).await?;
-            Ok(json!({ "brightness": level }))
+            answer(ScreenBrightness { brightness: *level })
         }
         ScreenAction::AutoBrightness { enabled } => {
             put_setting(
@@ -696,15 +722,17 @@ async fn screen(sh: &dyn Shell, action: &ScreenAction) -> Result<Value, BridgeEr
                 if *enabled { "1" } else { "0" },
             )
             .await?;
-            Ok(json!({ "auto_brightness": enabled }))
+            answer(AutoBrightness {
+                auto_brightness: *enabled,
+            })
         }
         ScreenAction::SetTimeout { ms } => {
             put_setting(sh, "screen_off_timeout", &ms.to_string()).await?;
-            Ok(json!({ "timeout_ms": ms }))
+            answer(ScreenTimeout { timeout_ms: *ms })
         }
         ScreenAction::Wake => {
             keyevent(sh, "KEYCODE_WAKEUP").await?;
-            Ok(json!({ "screen_on": true }))
+            answer(ScreenPower { screen_on: true })
         }
     }
 }
@@ -729,11 +757,14 @@ async fn media(sh: &dyn Shell, action: &MediaAction) -> Result<Value, BridgeErro
         MediaAction::Status => {
             let sessions = read(sh, &["dumpsys", "media_session"], parse::media_sessions).await?;
             let playing = sessions.iter().any(|s| s.state == "playing");
-            return Ok(json!({ "sessions": to_json(sessions)?, "playing": playing }));
+            return answer(MediaStatus { sessions, playing });
         }
         MediaAction::PlayUrl { url } => {
             let started = view(sh, url, None).await?;
-            return Ok(json!({ "url": url, "status": started.status }));
+            return answer(PlayUrl {
+                url: url.clone(),
+                status: started.status,
+            });
         }
         MediaAction::Play => "play",
         MediaAction::Pause => "pause",
@@ -742,7 +773,9 @@ async fn media(sh: &dyn Shell, action: &MediaAction) -> Result<Value, BridgeErro
         MediaAction::Stop => "stop",
     };
     ok(sh, &["cmd", "media_session", "dispatch", key]).await?;
-    Ok(json!({ "dispatched": key }))
+    answer(MediaKey {
+        dispatched: key.to_owned(),
+    })
 }
 
 mod phone;

@@ -6,17 +6,22 @@ actions!(
     /// `airplane_mode` actions.
     AirplaneModeAction {
         Status = "status" (Low, reads) "Read whether airplane mode is on."
-        returns(toggle_result(IS_ON)),
+        -> AirplaneToggle,
         Enable = "enable" (High, changes)
             "Turn airplane mode on. Cuts all radios; a phone reached over the network will drop."
-        returns(toggle_result(IS_ON)),
+        -> AirplaneToggle,
         Disable = "disable" (Medium, changes) "Turn airplane mode off."
-        returns(toggle_result(IS_ON)),
+        -> AirplaneToggle,
     }
 );
 
-/// What `enabled` means in the actions' results.
-const IS_ON: &str = "airplane mode is on";
+records! {
+    /// What every `airplane_mode` action answers.
+    AirplaneToggle {
+        /// Whether airplane mode is (now) on.
+        enabled: bool = Schema::boolean("airplane mode is on"),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

@@ -15,21 +15,31 @@ actions!(
             include_disabled: Option<bool> =
                 Schema::boolean("include disabled packages (default false)"),
         }
-        returns(vec![
-            req("count", Schema::integer("", Some(0), None)),
-            list_of(
-                "packages",
-                "",
-                vec![
-                    req("package", Schema::string("")),
-                    opt("path", Schema::string("APK path")),
-                    req("system_app", Schema::boolean("")),
-                ],
-            ),
-        ])
+        -> InstalledApps
         example(Self::List { include_system: Some(false), include_disabled: None }),
     }
 );
+
+records! {
+    /// What `app_list.list` answers.
+    InstalledApps {
+        /// How many packages are listed.
+        count: u64 = Schema::integer("", Some(0), None),
+        /// The packages, as `pm list packages -f` lists them.
+        packages: Vec<InstalledPackage> = list::<InstalledPackage>(""),
+    }
+
+    /// One line of `pm list packages [-f]`.
+    InstalledPackage {
+        /// The package name.
+        package: String = Schema::string(""),
+        /// The base APK path (only with `-f`).
+        path: Option<String> = Schema::string("APK path"),
+        /// The APK lives on a system partition. Always `false` without `-f`,
+        /// since the listing does not say.
+        system_app: bool = Schema::boolean(""),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

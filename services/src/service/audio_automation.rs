@@ -11,7 +11,7 @@ actions!(
             /// The stream.
             stream: Stream = stream_schema("the audio stream"),
         }
-        returns(volume())
+        -> AudioVolume
         example(Self::GetVolume { stream: Stream::Music }),
         SetVolume = "set_volume" (Low, changes)
             "Set one stream's volume in percent (0-100) of its range."
@@ -21,7 +21,7 @@ actions!(
             /// 0–100.
             level: u8 = Schema::integer("volume in percent", Some(0), Some(100)),
         }
-        returns(volume())
+        -> AudioVolume
         example(Self::SetVolume { stream: Stream::Music, level: 40 }),
         Mute = "mute" (Medium, changes)
             "Mute a stream (music unless given); unmute restores its level."
@@ -29,7 +29,7 @@ actions!(
             /// The stream.
             stream: Option<Stream> = muted_stream(),
         }
-        returns(muted())
+        -> AudioMute
         example(Self::Mute { stream: Some(Stream::Music) }),
         Unmute = "unmute" (Low, changes)
             "Unmute a stream (music unless given), restoring the level it had."
@@ -37,58 +37,59 @@ actions!(
             /// The stream.
             stream: Option<Stream> = muted_stream(),
         }
-        returns(muted())
+        -> AudioMute
         example(Self::Unmute { stream: Some(Stream::Music) }),
         RingerMode = "ringer_mode" (Medium, changes) "Set the ringer: normal, vibrate or silent." {
             /// The mode.
             mode: RingerMode =
                 Schema::enumeration("ringer mode", &RingerMode::ALL.map(RingerMode::as_str)),
         }
-        returns(vec![req(
-            "mode",
-            Schema::enumeration("", &RingerMode::ALL.map(RingerMode::as_str)),
-        )])
+        -> Ringer
         example(Self::RingerMode { mode: RingerMode::Vibrate }),
     }
 );
 
-/// What the volume actions answer.
-fn volume() -> Vec<Property> {
-    vec![
-        req("stream", stream_schema("")),
-        req(
-            "level",
-            Schema::integer(
-                "volume in percent of the stream's range",
-                Some(0),
-                Some(100),
-            ),
+records! {
+    /// What the volume actions answer: one stream's volume.
+    AudioVolume {
+        /// The stream, e.g. `music`.
+        stream: String = stream_schema(""),
+        /// The volume in percent of the stream's range.
+        level: i64 = Schema::integer(
+            "volume in percent of the stream's range",
+            Some(0),
+            Some(100),
         ),
-        req(
-            "index",
-            Schema::integer("Android's volume index", None, None),
-        ),
-        req("min", Schema::integer("", None, None)),
-        req("max", Schema::integer("", None, None)),
-        req("muted", Schema::boolean("")),
-    ]
+        /// Android's volume index.
+        index: i64 = Schema::integer("Android's volume index", None, None),
+        /// The lowest index.
+        min: i64 = Schema::integer("", None, None),
+        /// The highest index.
+        max: i64 = Schema::integer("", None, None),
+        /// Whether the stream is muted.
+        muted: bool = Schema::boolean(""),
+    }
+
+    /// What `mute` and `unmute` answer.
+    AudioMute {
+        /// The stream, e.g. `music`.
+        stream: String = stream_schema(""),
+        /// Whether the stream is now muted.
+        muted: bool = Schema::boolean(""),
+        /// The volume in percent after the change.
+        level: i64 = Schema::integer("volume in percent after the change", Some(0), Some(100)),
+    }
+
+    /// What `audio_automation.ringer_mode` answers.
+    Ringer {
+        /// The ringer mode now set.
+        mode: String = Schema::enumeration("", &RingerMode::ALL.map(RingerMode::as_str)),
+    }
 }
 
 /// The stream `mute` and `unmute` act on.
 fn muted_stream() -> Schema {
     stream_schema("stream (default music)")
-}
-
-/// What `mute` and `unmute` answer.
-fn muted() -> Vec<Property> {
-    vec![
-        req("stream", stream_schema("")),
-        req("muted", Schema::boolean("")),
-        req(
-            "level",
-            Schema::integer("volume in percent after the change", Some(0), Some(100)),
-        ),
-    ]
 }
 
 pub(super) fn spec() -> ServiceSpec {

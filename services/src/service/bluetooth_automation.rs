@@ -7,30 +7,49 @@ actions!(
     BluetoothAction {
         Status = "status" (Low, reads)
             "Read Bluetooth: on or off, adapter state, name and address."
-        returns(vec![
-            req("enabled", Schema::boolean("")),
-            req("state", Schema::string("ON, OFF, TURNING_ON, TURNING_OFF")),
-            opt("name", Schema::string("")),
-            opt("address", Schema::string("")),
-        ]),
+        -> BluetoothAdapter,
         Enable = "enable" (Medium, changes) "Turn Bluetooth on."
-        returns(toggle_result(IS_ON)),
+        -> BluetoothToggle,
         Disable = "disable" (Medium, changes) "Turn Bluetooth off."
-        returns(toggle_result(IS_ON)),
+        -> BluetoothToggle,
         PairedDevices = "paired_devices" (Low, reads) "List bonded (paired) Bluetooth devices."
-        returns(vec![list_of(
-            "devices",
-            "",
-            vec![
-                req("address", Schema::string("")),
-                opt("name", Schema::string("null when the phone has no name for it")),
-            ],
-        )]),
+        -> PairedDevices,
     }
 );
 
-/// What `enabled` means in the switch actions' results.
-const IS_ON: &str = "Bluetooth is on";
+records! {
+    /// What `bluetooth_automation.status` answers: the adapter's state.
+    BluetoothAdapter {
+        /// Bluetooth is switched on.
+        enabled: bool = Schema::boolean(""),
+        /// Adapter state as printed: `ON`, `OFF`, `TURNING_ON`, `TURNING_OFF`, `BLE_ON`, …
+        state: String = Schema::string("ON, OFF, TURNING_ON, TURNING_OFF"),
+        /// The adapter's advertised name.
+        name: Option<String> = Schema::string(""),
+        /// The adapter's hardware address (vendors may mask part of it).
+        address: Option<String> = Schema::string(""),
+    }
+
+    /// What turning Bluetooth on or off answers.
+    BluetoothToggle {
+        /// Whether Bluetooth is now on.
+        enabled: bool = Schema::boolean("Bluetooth is on"),
+    }
+
+    /// What `bluetooth_automation.paired_devices` answers.
+    PairedDevices {
+        /// The bonded devices.
+        devices: Vec<BluetoothDevice> = list::<BluetoothDevice>(""),
+    }
+
+    /// A paired Bluetooth device.
+    BluetoothDevice {
+        /// The device's hardware address.
+        address: String = Schema::string(""),
+        /// The device's name, when known.
+        name: Option<String> = Schema::string("null when the phone has no name for it"),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

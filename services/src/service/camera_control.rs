@@ -6,17 +6,7 @@ actions!(
     /// `camera_control` actions.
     CameraAction {
         CameraInfo = "camera_info" (Low, reads) "List the cameras and which way each faces."
-        returns(vec![
-            req("count", Schema::integer("", Some(0), None)),
-            list_of(
-                "cameras",
-                "",
-                vec![
-                    req("id", Schema::string("")),
-                    req("facing", Schema::string("back, front or external")),
-                ],
-            ),
-        ]),
+        -> CameraList,
         TakePhoto = "take_photo" (High, changes)
             "Take a photo and store it on the phone (companion app only)."
         {
@@ -24,10 +14,34 @@ actions!(
             filename: Option<String> =
                 Schema::pattern("file name, e.g. door.jpg", FILENAME_PATTERN, 128),
         }
-        returns(vec![req("path", Schema::string("where the photo was stored"))])
+        -> CameraPhoto
         example(Self::TakePhoto { filename: Some("door.jpg".into()) }),
     }
 );
+
+records! {
+    /// What `camera_control.camera_info` answers.
+    CameraList {
+        /// How many cameras are listed.
+        count: u64 = Schema::integer("", Some(0), None),
+        /// The cameras, in the order the phone first mentions them.
+        cameras: Vec<CameraInfo> = list::<CameraInfo>(""),
+    }
+
+    /// A camera and which way it faces.
+    CameraInfo {
+        /// The camera id, e.g. `0`.
+        id: String = Schema::string(""),
+        /// `back`, `front`, `external`, or `unknown` when the dump does not say.
+        facing: String = Schema::string("back, front or external"),
+    }
+
+    /// What `camera_control.take_photo` answers.
+    CameraPhoto {
+        /// Where the photo was stored on the phone.
+        path: String = Schema::string("where the photo was stored"),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

@@ -7,22 +7,40 @@ actions!(
     EnvironmentAction {
         AmbientConditions = "ambient_conditions" (Low, reads)
             "Read ambient light (lux), pressure (hPa), temperature (°C) and humidity (%) where the phone has the sensors."
-        returns(vec![
-            opt("light_lux", Schema::number("")),
-            opt("pressure_hpa", Schema::number("")),
-            opt("temperature_c", Schema::number("")),
-            opt("humidity_percent", Schema::number("")),
-            req("available", Schema::array("sensor kinds present", Schema::string(""))),
-        ]),
+        -> AmbientConditions,
         Proximity = "proximity" (Low, reads)
             "Read the proximity sensor: distance in cm and whether something is near."
-        returns(vec![
-            req("available", Schema::boolean("")),
-            opt("distance_cm", Schema::number("")),
-            opt("near", Schema::boolean("")),
-        ]),
+        -> ProximityReading,
     }
 );
+
+records! {
+    /// Ambient conditions from the newest environmental sensor events:
+    /// what `environmental_sensors.ambient_conditions` answers.
+    AmbientConditions {
+        /// Illuminance in lux.
+        light_lux: Option<f64> = Schema::number(""),
+        /// Air pressure in hPa.
+        pressure_hpa: Option<f64> = Schema::number(""),
+        /// Ambient temperature in °C.
+        temperature_c: Option<f64> = Schema::number(""),
+        /// Relative humidity in %.
+        humidity_percent: Option<f64> = Schema::number(""),
+        /// Which of `light`, `pressure`, `temperature`, `humidity` the phone has.
+        available: Vec<String> = Schema::array("sensor kinds present", Schema::string("")),
+    }
+
+    /// The proximity sensor's newest reading: what
+    /// `environmental_sensors.proximity` answers.
+    ProximityReading {
+        /// The phone has a proximity sensor.
+        available: bool = Schema::boolean(""),
+        /// Distance in cm (many sensors only report 0 or their maximum range).
+        distance_cm: Option<f64> = Schema::number(""),
+        /// Something is closer than 1 cm.
+        near: Option<bool> = Schema::boolean(""),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

@@ -7,15 +7,7 @@ actions!(
     LocationAction {
         Current = "current" (Medium, reads)
             "Read the phone's last known position (latitude, longitude, accuracy, provider)."
-        returns(vec![
-            req("provider", Schema::string("gps, fused or network")),
-            req("latitude", Schema::number("")),
-            req("longitude", Schema::number("")),
-            opt("altitude_m", Schema::number("")),
-            opt("accuracy_m", Schema::number("")),
-            opt("speed_mps", Schema::number("")),
-            opt("bearing_deg", Schema::number("")),
-        ]),
+        -> LocationFix,
         StartTracking = "start_tracking" (High, changes)
             "Start pushing position updates at an interval (companion app only)."
         {
@@ -23,16 +15,48 @@ actions!(
             interval_s: Option<u32> =
                 Schema::integer("seconds between updates", Some(10), Some(86_400)),
         }
-        returns(vec![
-            req("tracking", Schema::boolean("")),
-            opt("interval_s", Schema::integer("", None, None)),
-        ])
+        -> TrackingStarted
         example(Self::StartTracking { interval_s: Some(60) }),
         StopTracking = "stop_tracking" (Low, changes)
             "Stop pushing position updates (companion app only)."
-        returns(vec![req("tracking", Schema::boolean(""))]),
+        -> TrackingStopped,
     }
 );
+
+records! {
+    /// A location fix: what `location.current` answers and the `location`
+    /// event carries.
+    LocationFix {
+        /// The provider that produced the fix: `gps`, `fused`, `network`, …
+        provider: String = Schema::string("gps, fused or network"),
+        /// Latitude in degrees.
+        latitude: f64 = Schema::number(""),
+        /// Longitude in degrees.
+        longitude: f64 = Schema::number(""),
+        /// Altitude above the WGS84 ellipsoid, in metres.
+        altitude_m: Option<f64> = Schema::number(""),
+        /// Horizontal accuracy radius, in metres.
+        accuracy_m: Option<f64> = Schema::number(""),
+        /// Speed over ground, in metres per second.
+        speed_mps: Option<f64> = Schema::number(""),
+        /// Bearing, in degrees.
+        bearing_deg: Option<f64> = Schema::number(""),
+    }
+
+    /// What `location.start_tracking` answers.
+    TrackingStarted {
+        /// Whether position updates are being pushed (`true`).
+        tracking: bool = Schema::boolean(""),
+        /// Seconds between updates.
+        interval_s: Option<u32> = Schema::integer("", None, None),
+    }
+
+    /// What `location.stop_tracking` answers.
+    TrackingStopped {
+        /// Whether position updates are being pushed (`false`).
+        tracking: bool = Schema::boolean(""),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

@@ -205,7 +205,7 @@ macro_rules! result_fields {
     };
 }
 
-result_fields!(bool, u8, u16, u32, u64, i64, f64, String);
+result_fields!(bool, u8, u16, u32, u64, i32, i64, f64, String);
 
 /// A result field's property: always present, `null` allowed for an `Option`.
 fn result_field<T: ResultField>(name: &'static str, schema: Schema) -> Property {
@@ -547,9 +547,9 @@ mod tests {
         let services = Catalogue::get().services();
         let names = action_names();
         assert_eq!(services.len(), names.len());
-        for (spec, names) in services.iter().zip(names) {
-            let spec_names: Vec<&str> = spec.actions.iter().map(|a| a.name).collect();
-            assert_eq!(spec_names, names, "{}", spec.id);
+        for (service, names) in services.iter().zip(names) {
+            let spec_names: Vec<&str> = service.actions.iter().map(|a| a.name).collect();
+            assert_eq!(spec_names, names, "{}", service.id);
         }
     }
 }

@@ -7,25 +7,49 @@ actions!(
     MotionAction {
         CurrentMotion = "current_motion" (Low, reads)
             "Read the accelerometer and gyroscope and whether the phone is moving."
-        returns(vec![
-            opt("accelerometer", vec3()),
-            opt("gyroscope", vec3()),
-            opt("moving", Schema::boolean("")),
-        ]),
+        -> MotionReading,
         Orientation = "orientation" (Low, reads)
             "Read the screen rotation (0, 90, 180, 270) and orientation."
-        returns(vec![
-            req("rotation_deg", Schema::integer("", Some(0), Some(270))),
-            req(
-                "orientation",
-                Schema::enumeration(
-                    "",
-                    &["portrait", "landscape", "reverse_portrait", "reverse_landscape"],
-                ),
-            ),
-        ]),
+        -> DeviceOrientation,
     }
 );
+
+records! {
+    /// Whether the phone is moving, from the newest accelerometer and
+    /// gyroscope events: what `motion_detection.current_motion` answers.
+    MotionReading {
+        /// Acceleration in m/s², gravity included.
+        accelerometer: Option<Vec3> = Vec3::schema("x, y, z"),
+        /// Angular speed in rad/s.
+        gyroscope: Option<Vec3> = Vec3::schema("x, y, z"),
+        /// `|acceleration|` differs from 9.81 by more than 0.5, or `|rotation|` is
+        /// above 0.1; `None` without either reading.
+        moving: Option<bool> = Schema::boolean(""),
+    }
+
+    /// A three-axis reading.
+    #[derive(Copy)]
+    Vec3 {
+        /// X axis.
+        x: f64 = Schema::number(""),
+        /// Y axis.
+        y: f64 = Schema::number(""),
+        /// Z axis.
+        z: f64 = Schema::number(""),
+    }
+
+    /// Screen rotation and the orientation it gives: what
+    /// `motion_detection.orientation` answers.
+    DeviceOrientation {
+        /// Clockwise rotation from the display's natural orientation: 0, 90, 180 or 270.
+        rotation_deg: u16 = Schema::integer("", Some(0), Some(270)),
+        /// `portrait`, `landscape`, `reverse_portrait` or `reverse_landscape`.
+        orientation: String = Schema::enumeration(
+            "",
+            &["portrait", "landscape", "reverse_portrait", "reverse_landscape"],
+        ),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

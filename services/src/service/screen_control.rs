@@ -7,23 +7,18 @@ actions!(
     ScreenAction {
         Status = "status" (Low, reads)
             "Read the screen: brightness (0-255), auto brightness, timeout in ms, on or off."
-        returns(vec![
-            req("brightness", Schema::integer("", Some(0), Some(255)).or_null()),
-            req("auto_brightness", Schema::boolean("")),
-            req("timeout_ms", Schema::integer("", Some(0), None).or_null()),
-            req("screen_on", Schema::boolean("")),
-        ]),
+        -> ScreenStatus,
         SetBrightness = "set_brightness" (Low, changes) "Set the screen brightness, 0-255." {
             /// 0–255.
             level: u8 = Schema::integer("brightness 0-255", Some(0), Some(255)),
         }
-        returns(vec![req("brightness", Schema::integer("", Some(0), Some(255)))])
+        -> ScreenBrightness
         example(Self::SetBrightness { level: 128 }),
         AutoBrightness = "auto_brightness" (Low, changes) "Turn automatic brightness on or off." {
             /// Whether automatic brightness should be on.
             enabled: bool = Schema::boolean("whether auto brightness should be on"),
         }
-        returns(vec![req("auto_brightness", Schema::boolean(""))])
+        -> AutoBrightness
         example(Self::AutoBrightness { enabled: true }),
         SetTimeout = "set_timeout" (Low, changes)
             "Set the screen-off timeout in milliseconds (5000 to 86400000)."
@@ -31,12 +26,45 @@ actions!(
             /// Milliseconds.
             ms: u32 = Schema::integer("timeout in milliseconds", Some(5_000), Some(86_400_000)),
         }
-        returns(vec![req("timeout_ms", Schema::integer("", Some(0), None))])
+        -> ScreenTimeout
         example(Self::SetTimeout { ms: 60000 }),
         Wake = "wake" (Low, changes) "Wake the screen."
-        returns(vec![req("screen_on", Schema::boolean(""))]),
+        -> ScreenPower,
     }
 );
+
+records! {
+    /// What `screen_control.status` answers, from the system settings and
+    /// `dumpsys power`.
+    ScreenStatus {
+        /// `screen_brightness`, 0–255; `None` when the setting is unset.
+        brightness: Option<i64> = Schema::integer("", Some(0), Some(255)),
+        /// Whether `screen_brightness_mode` is automatic.
+        auto_brightness: bool = Schema::boolean(""),
+        /// `screen_off_timeout` in milliseconds; `None` when the setting is unset.
+        timeout_ms: Option<i64> = Schema::integer("", Some(0), None),
+        /// Whether the screen is on.
+        screen_on: bool = Schema::boolean(""),
+    }
+
+    /// What `screen_control.set_brightness` answers.
+    ScreenBrightness {
+        /// The brightness now set, 0–255.
+        brightness: u8 = Schema::integer("", Some(0), Some(255)),
+    }
+
+    /// What `screen_control.auto_brightness` answers.
+    AutoBrightness {
+        /// Whether automatic brightness is now on.
+        auto_brightness: bool = Schema::boolean(""),
+    }
+
+    /// What `screen_control.set_timeout` answers.
+    ScreenTimeout {
+        /// The screen-off timeout now set, in milliseconds.
+        timeout_ms: u32 = Schema::integer("", Some(0), None),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

@@ -7,21 +7,38 @@ actions!(
     SystemInfoAction {
         Info = "info" (Low, reads)
             "Read device facts: model, manufacturer, Android version and SDK level, build, memory and uptime."
-        returns(vec![
-            req("model", Schema::string("")),
-            req("manufacturer", Schema::string("")),
-            req("brand", Schema::string("")),
-            req("device", Schema::string("")),
-            req("android_version", Schema::string("")),
-            opt("sdk", Schema::integer("API level", None, None)),
-            req("build_id", Schema::string("")),
-            opt("serial", Schema::string("")),
-            opt("memory_total_kb", Schema::integer("", Some(0), None)),
-            opt("memory_available_kb", Schema::integer("", Some(0), None)),
-            opt("uptime_s", Schema::number("seconds since boot")),
-        ]),
+        -> SystemInfo,
     }
 );
+
+records! {
+    /// What `system_info.info` answers: system properties, `/proc/meminfo`
+    /// and `/proc/uptime`.
+    SystemInfo {
+        /// `ro.product.model`, e.g. `Pixel 8`.
+        model: String = Schema::string(""),
+        /// `ro.product.manufacturer`.
+        manufacturer: String = Schema::string(""),
+        /// `ro.product.brand`.
+        brand: String = Schema::string(""),
+        /// `ro.product.device` (the device code name).
+        device: String = Schema::string(""),
+        /// `ro.build.version.release`, e.g. `14`.
+        android_version: String = Schema::string(""),
+        /// `ro.build.version.sdk`, e.g. 34.
+        sdk: Option<u32> = Schema::integer("API level", None, None),
+        /// `ro.build.id`.
+        build_id: String = Schema::string(""),
+        /// `ro.serialno`.
+        serial: Option<String> = Schema::string(""),
+        /// `MemTotal`; `None` when the phone hides `/proc/meminfo`.
+        memory_total_kb: Option<u64> = Schema::integer("", Some(0), None),
+        /// `MemAvailable` (kernels before 3.14 lack it).
+        memory_available_kb: Option<u64> = Schema::integer("", Some(0), None),
+        /// Seconds since boot, from `/proc/uptime`.
+        uptime_s: Option<f64> = Schema::number("seconds since boot"),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

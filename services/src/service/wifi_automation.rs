@@ -7,37 +7,73 @@ actions!(
     WifiAction {
         Status = "status" (Low, reads)
             "Read Wi-Fi: on or off, connected network (SSID, BSSID, signal, speed, frequency) and IP address."
-        returns(vec![
-            req("enabled", Schema::boolean("")),
-            req("connected", Schema::boolean("")),
-            opt("ssid", Schema::string("")),
-            opt("bssid", Schema::string("")),
-            opt("ip", Schema::string("")),
-            opt("rssi_dbm", Schema::integer("signal strength", None, None)),
-            opt("link_speed_mbps", Schema::integer("", None, None)),
-            opt("frequency_mhz", Schema::integer("", None, None)),
-            opt("mac", Schema::string("")),
-        ]),
+        -> WifiStatus,
         Enable = "enable" (Medium, changes) "Turn Wi-Fi on."
-        returns(toggle_result(IS_ON)),
+        -> WifiToggle,
         Disable = "disable" (High, changes)
             "Turn Wi-Fi off. May cut the daemon off from a phone reached over Wi-Fi."
-        returns(toggle_result(IS_ON)),
+        -> WifiToggle,
         Scan = "scan" (Low, reads)
             "Scan for Wi-Fi networks and list them with signal strength and security."
-        returns(vec![list_of("networks", "", vec![
-            req("ssid", Schema::string("empty for a hidden network")),
-            req("bssid", Schema::string("")),
-            req("frequency_mhz", Schema::integer("", None, None)),
-            req("rssi_dbm", Schema::integer("", None, None)),
-            req("security", Schema::string("capability flags")),
-            opt("age_s", Schema::number("seconds since the network was last seen")),
-        ])]),
+        -> WifiScan,
     }
 );
 
-/// What `enabled` means in the switch actions' results.
-const IS_ON: &str = "Wi-Fi is on";
+records! {
+    /// Wi-Fi state from `dumpsys wifi`: what `wifi_automation.status`
+    /// answers and the `wifi` event carries. The default is off: disabled,
+    /// not connected, nothing known.
+    #[derive(Default)]
+    WifiStatus {
+        /// Wi-Fi is switched on.
+        enabled: bool = Schema::boolean(""),
+        /// Associated and authenticated to a network (supplicant `COMPLETED`).
+        connected: bool = Schema::boolean(""),
+        /// Network name, quotes removed.
+        ssid: Option<String> = Schema::string(""),
+        /// Access point hardware address.
+        bssid: Option<String> = Schema::string(""),
+        /// The phone's IPv4 address on the network.
+        ip: Option<String> = Schema::string(""),
+        /// Signal strength in dBm.
+        rssi_dbm: Option<i32> = Schema::integer("signal strength", None, None),
+        /// Link speed in Mbit/s.
+        link_speed_mbps: Option<i32> = Schema::integer("", None, None),
+        /// Channel frequency in MHz.
+        frequency_mhz: Option<i32> = Schema::integer("", None, None),
+        /// The phone's Wi-Fi hardware address as Wi-Fi reports it.
+        mac: Option<String> = Schema::string(""),
+    }
+
+    /// What turning Wi-Fi on or off answers.
+    WifiToggle {
+        /// Whether Wi-Fi is now on.
+        enabled: bool = Schema::boolean("Wi-Fi is on"),
+    }
+
+    /// What `wifi_automation.scan` answers.
+    WifiScan {
+        /// The access points found.
+        networks: Vec<WifiNetwork> = list::<WifiNetwork>(""),
+    }
+
+    /// One access point from `cmd wifi list-scan-results`.
+    WifiNetwork {
+        /// Network name; empty for a hidden network.
+        ssid: String = Schema::string("empty for a hidden network"),
+        /// Access point hardware address.
+        bssid: String = Schema::string(""),
+        /// Channel frequency in MHz.
+        frequency_mhz: i32 = Schema::integer("", None, None),
+        /// Signal strength in dBm.
+        rssi_dbm: i32 = Schema::integer("", None, None),
+        /// Capability flags as printed, e.g. `[WPA2-PSK-CCMP][RSN-PSK-CCMP][ESS]`.
+        security: String = Schema::string("capability flags"),
+        /// Seconds since the access point was last seen; `None` when unknown or
+        /// printed as `>1000.0`.
+        age_s: Option<f64> = Schema::number("seconds since the network was last seen"),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

@@ -15,8 +15,11 @@ use droidwarden_bridge::BridgeError;
 use droidwarden_bridge::adb::actions::{self as adb_actions, Shell};
 use droidwarden_bridge::adb::{ShellOutput as AdbOutput, parse, quote};
 use droidwarden_bridge::device::BoxFuture;
-use droidwarden_services::{CameraAction, Command, ErrorCode, LocationAction, WireError};
-use serde_json::{Value, json};
+use droidwarden_services::{
+    CameraAction, CameraPhoto, Command, ErrorCode, LocationAction, Record, TrackingStarted,
+    TrackingStopped, WireError,
+};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
@@ -133,11 +136,14 @@ pub(crate) fn perform(sim: &SimHandle, app: &Companion, command: &Command) -> Ou
         Command::Location(LocationAction::StartTracking { interval_s }) => {
             let interval = interval_s.unwrap_or(DEFAULT_TRACKING_S);
             app.tracking.send_replace(Some(interval));
-            Ok(json!({ "tracking": true, "interval_s": interval }))
+            answer(TrackingStarted {
+                tracking: true,
+                interval_s: Some(interval),
+            })
         }
         Command::Location(LocationAction::StopTracking) => {
             app.tracking.send_replace(None);
-            Ok(json!({ "tracking": false }))
+            answer(TrackingStopped { tracking: false })
         }
         Command::Camera(CameraAction::TakePhoto { filename }) => take_photo(sim, app, filename),
         other => {
@@ -208,7 +214,13 @@ fn take_photo(sim: &SimHandle, app: &Companion, filename: &Option<String>) -> Ou
     };
     let path = format!("/sdcard/DCIM/Camera/{name}");
     app.photos().push(path.clone());
-    Ok(json!({ "path": path }))
+    answer(CameraPhoto { path })
+}
+
+/// An action's result: a record of the catalogue, so its fields are the
+/// ones the catalogue documents.
+fn answer(result: impl Record) -> Outcome<Value> {
+    serde_json::to_value(result).map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))
 }
 
 /// Every action's result over a default phone, by `service.action`, for the
@@ -233,6 +245,7 @@ mod tests {
     use super::*;
     use crate::sim::{Sim, SimConfig};
     use droidwarden_services::Catalogue;
+    use serde_json::json;
 
     /// The typed command of `service.action` with `params`.
     fn command(service: &str, action: &str, params: Value) -> Command {

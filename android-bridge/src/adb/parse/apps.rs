@@ -8,6 +8,7 @@
 //! launching reads the whole list from `query-activities` instead
 //! ([`launcher_activities`]).
 
+pub use droidwarden_services::InstalledPackage;
 use serde::Serialize;
 
 use super::device_error::{DeviceFailure, FailureKind, classify_device_error};
@@ -27,18 +28,6 @@ pub struct AmStart {
     pub total_time_ms: Option<u64>,
     /// `WaitTime:` in milliseconds.
     pub wait_time_ms: Option<u64>,
-}
-
-/// One line of `pm list packages [-f]`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PackageEntry {
-    /// The package name.
-    pub package: String,
-    /// The base APK path (only with `-f`).
-    pub path: Option<String>,
-    /// The APK lives on a system partition. Always `false` without `-f`,
-    /// since the listing does not say.
-    pub system_app: bool,
 }
 
 /// Parses `cmd package resolve-activity --brief …` into `pkg/.Activity`.
@@ -262,9 +251,9 @@ const SYSTEM_PARTITIONS: &[&str] = &[
 /// # Errors
 /// [`ParseError::Malformed`] when the output has text but no `package:` line,
 /// [`ParseError::Device`] for a device error message.
-pub fn package_list(output: &str) -> Result<Vec<PackageEntry>, ParseError> {
+pub fn package_list(output: &str) -> Result<Vec<InstalledPackage>, ParseError> {
     reject_device_error(output)?;
-    let entries: Vec<PackageEntry> = output.lines().filter_map(package_line).collect();
+    let entries: Vec<InstalledPackage> = output.lines().filter_map(package_line).collect();
     if entries.is_empty() && !output.trim().is_empty() {
         return Err(ParseError::malformed(
             "pm list packages",
@@ -275,7 +264,7 @@ pub fn package_list(output: &str) -> Result<Vec<PackageEntry>, ParseError> {
     Ok(entries)
 }
 
-fn package_line(line: &str) -> Option<PackageEntry> {
+fn package_line(line: &str) -> Option<InstalledPackage> {
     // `-U` and `-i` append ` uid:N` / `  installer=X` after whitespace.
     let main = line
         .trim()
@@ -283,12 +272,12 @@ fn package_line(line: &str) -> Option<PackageEntry> {
         .split_whitespace()
         .next()?;
     let entry = match main.rsplit_once('=') {
-        Some((path, name)) if path.starts_with('/') && !name.is_empty() => PackageEntry {
+        Some((path, name)) if path.starts_with('/') && !name.is_empty() => InstalledPackage {
             package: name.to_owned(),
             path: Some(path.to_owned()),
             system_app: SYSTEM_PARTITIONS.iter().any(|p| path.starts_with(p)),
         },
-        _ => PackageEntry {
+        _ => InstalledPackage {
             package: main.to_owned(),
             path: None,
             system_app: false,
@@ -507,7 +496,7 @@ mod tests {
         assert_eq!(entries.len(), 16);
         assert_eq!(
             entries[0],
-            PackageEntry {
+            InstalledPackage {
                 package: "com.android.providers.downloads".into(),
                 path: Some("/system/priv-app/DownloadProvider/DownloadProvider.apk".into()),
                 system_app: true,
@@ -515,7 +504,7 @@ mod tests {
         );
         assert_eq!(
             entries[2],
-            PackageEntry {
+            InstalledPackage {
                 package: "com.phonegap.camerasample".into(),
                 path: Some("/data/app/com.phonegap.camerasample-2/base.apk".into()),
                 system_app: false,
@@ -527,7 +516,7 @@ mod tests {
         let short = fixture!("pm-list-packages/cmd-package-list-grep-encapp-readme-unknown.txt");
         assert_eq!(
             package_list(short),
-            Ok(vec![PackageEntry {
+            Ok(vec![InstalledPackage {
                 package: "com.facebook.encapp".into(),
                 path: None,
                 system_app: false

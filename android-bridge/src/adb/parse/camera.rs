@@ -11,19 +11,10 @@
 //!   `android.lens.facing (80005): byte[1]` followed by `[BACK ]` (or `[1 ]`);
 //! - `Device 0 maps to "0"` in the global section lists the public ids.
 
-use serde::Serialize;
+pub use droidwarden_services::CameraInfo;
 
 use super::error::ParseError;
 use super::text::reject_device_error;
-
-/// A camera and which way it faces.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CameraInfo {
-    /// The camera id, e.g. `0`.
-    pub id: String,
-    /// `back`, `front`, `external`, or `unknown` when the dump does not say.
-    pub facing: String,
-}
 
 /// Parses `dumpsys media.camera`, cameras in the order first mentioned.
 ///

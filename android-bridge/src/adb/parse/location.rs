@@ -7,29 +7,10 @@
 //! coordinates with the default locale, so a German phone prints
 //! `52,520008,13,404954`; that is read too.
 
-use serde::Serialize;
+pub use droidwarden_services::LocationFix;
 
 use super::error::ParseError;
 use super::text::reject_device_error;
-
-/// A location fix.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Fix {
-    /// The provider that produced the fix: `gps`, `fused`, `network`, …
-    pub provider: String,
-    /// Latitude in degrees.
-    pub latitude: f64,
-    /// Longitude in degrees.
-    pub longitude: f64,
-    /// Altitude above the WGS84 ellipsoid, in metres.
-    pub altitude_m: Option<f64>,
-    /// Horizontal accuracy radius, in metres.
-    pub accuracy_m: Option<f64>,
-    /// Speed over ground, in metres per second.
-    pub speed_mps: Option<f64>,
-    /// Bearing, in degrees.
-    pub bearing_deg: Option<f64>,
-}
 
 /// Providers in order of preference.
 const PREFERENCE: &[&str] = &["gps", "fused", "network"];
@@ -42,7 +23,7 @@ const PREFERENCE: &[&str] = &["gps", "fused", "network"];
 /// # Errors
 /// [`ParseError::MissingField`] when the output has no location state at all,
 /// [`ParseError::Device`] for a device error message.
-pub fn location(output: &str) -> Result<Option<Fix>, ParseError> {
+pub fn location(output: &str) -> Result<Option<LocationFix>, ParseError> {
     reject_device_error(output)?;
     let known = [
         "last location=",
@@ -55,8 +36,8 @@ pub fn location(output: &str) -> Result<Option<Fix>, ParseError> {
             field: "last location",
         });
     }
-    let fixes: Vec<Fix> = output.lines().filter_map(fix_line).collect();
-    let rank = |f: &Fix| {
+    let fixes: Vec<LocationFix> = output.lines().filter_map(fix_line).collect();
+    let rank = |f: &LocationFix| {
         PREFERENCE
             .iter()
             .position(|p| *p == f.provider)
@@ -67,7 +48,7 @@ pub fn location(output: &str) -> Result<Option<Fix>, ParseError> {
 }
 
 /// A `Location[…]` on a `last location=` line or a `Last Known Locations` entry.
-fn fix_line(line: &str) -> Option<Fix> {
+fn fix_line(line: &str) -> Option<LocationFix> {
     let at = line.find("Location[")?;
     let before = line[..at].trim_end();
     let wanted = before.ends_with("last location=") || before.ends_with(':');
@@ -78,11 +59,11 @@ fn fix_line(line: &str) -> Option<Fix> {
 }
 
 /// `gps 37.421998,-122.084000 hAcc=5.0 et=… alt=5.0 vel=0.0 bear=0.0 {Bundle…}]`
-fn parse_location(body: &str) -> Option<Fix> {
+fn parse_location(body: &str) -> Option<LocationFix> {
     let mut tokens = body.split_whitespace();
     let provider = tokens.next()?.to_owned();
     let (latitude, longitude) = coordinates(tokens.next()?)?;
-    let mut fix = Fix {
+    let mut fix = LocationFix {
         provider,
         latitude,
         longitude,
@@ -125,8 +106,8 @@ fn coordinates(token: &str) -> Option<(f64, f64)> {
 mod tests {
     use super::*;
 
-    fn fix(provider: &str, lat: f64, lon: f64, rest: [Option<f64>; 4]) -> Fix {
-        Fix {
+    fn fix(provider: &str, lat: f64, lon: f64, rest: [Option<f64>; 4]) -> LocationFix {
+        LocationFix {
             provider: provider.into(),
             latitude: lat,
             longitude: lon,

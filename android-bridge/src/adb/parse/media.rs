@@ -15,27 +15,10 @@
 //! `MediaDescription.toString()`, i.e. title, subtitle and description joined
 //! by `, `: a title that itself contains `, ` cannot be told apart.
 
-use serde::Serialize;
+pub use droidwarden_services::MediaSession;
 
 use super::error::ParseError;
 use super::text::{non_placeholder, parse_bool, reject_device_error};
-
-/// One media session.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MediaSession {
-    /// The package that owns the session.
-    pub package: String,
-    /// The session is active (accepts media buttons and transport controls).
-    pub active: bool,
-    /// `playing`, `paused`, `stopped`, `buffering`, `none`, `error`,
-    /// `connecting`, `fast_forwarding`, `rewinding`, `skipping_to_previous`,
-    /// `skipping_to_next`, `skipping_to_queue_item`, or `unknown`.
-    pub state: String,
-    /// Title of the current item.
-    pub title: Option<String>,
-    /// Artist (the description's subtitle) of the current item.
-    pub artist: Option<String>,
-}
 
 /// Parses `dumpsys media_session` into its sessions, in printed order.
 ///

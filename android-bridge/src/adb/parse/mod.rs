@@ -46,8 +46,8 @@ mod wifi;
 mod window;
 
 pub use apps::{
-    AmStart, PackageEntry, am_start, component_package, launcher_activities, package_list, pm_path,
-    resolve_activity_brief, split_component,
+    AmStart, InstalledPackage, am_start, component_package, launcher_activities, package_list,
+    pm_path, resolve_activity_brief, split_component,
 };
 pub use audio::{StreamVolume, audio_stream};
 pub use battery::{BatteryStatus, battery};
@@ -59,16 +59,17 @@ pub use dump::dump_complete;
 pub use error::ParseError;
 #[cfg(test)]
 pub(crate) use error::failure;
-pub use location::{Fix, location};
+pub use location::{LocationFix, location};
 pub use media::{MediaSession, media_sessions};
 pub use network::{
-    LinkInfo, Route, airplane_mode, ip_addr, ip_addrs, ip_route, ip_route_get, uplink,
+    NetworkLink, NetworkRoute, airplane_mode, ip_addr, ip_addrs, ip_route, ip_route_get, uplink,
 };
 pub use notifications::{Notification, NotificationList, notifications};
 pub use pm::{InstallFailure, InstallFailureKind, install_failure, pm_outcome};
 pub use power::{PowerState, power};
 pub use sensors::{
-    Ambient, Motion, Proximity, SensorDump, SensorInfo, Vec3, ambient, motion, proximity, sensors,
+    AmbientConditions, MotionReading, ProximityReading, SensorDump, SensorInfo, Vec3, ambient,
+    motion, proximity, sensors,
 };
 pub use settings::{getprop_value, setting_value};
 pub use system::*;
@@ -76,8 +77,8 @@ pub use ui::{
     DumpOutcome, PNG_SIGNATURE, UiElement, UiTree, dump_outcome, dump_then_cat_outcome,
     screencap_png, ui_elements, wm_size, xml_slice,
 };
-pub use wifi::{ScanResult, WifiStatus, wifi, wifi_scan};
-pub use window::{Orientation, focused_app, focused_component, rotation};
+pub use wifi::{WifiNetwork, WifiStatus, wifi, wifi_scan};
+pub use window::{DeviceOrientation, focused_app, focused_component, rotation};
 
 #[cfg(test)]
 mod tests;

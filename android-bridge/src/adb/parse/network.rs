@@ -14,42 +14,10 @@
 //! packet would take, rules included ([`ip_route_get`]). [`uplink`] then
 //! picks that interface's link from `ip addr show`.
 
-use serde::Serialize;
+pub use droidwarden_services::{NetworkLink, NetworkRoute};
 
 use super::error::ParseError;
 use super::text::{reject_device_error, token_after};
-
-/// One network interface as `ip addr show` reports it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LinkInfo {
-    /// Interface name, e.g. `wlan0` (any `@peer` suffix removed).
-    pub interface: String,
-    /// The interface is administratively up (`UP` flag) and its state is not `DOWN`.
-    pub up: bool,
-    /// A link is present: no `NO-CARRIER` flag, and `LOWER_UP` or state `UP`.
-    pub carrier: bool,
-    /// First IPv4 address, without the prefix length.
-    pub ipv4: Option<String>,
-    /// Prefix length of [`LinkInfo::ipv4`].
-    pub prefix_len: Option<u8>,
-    /// IPv6 addresses, without prefix lengths.
-    pub ipv6: Vec<String>,
-    /// Hardware address from the `link/ether` line.
-    pub mac: Option<String>,
-}
-
-/// One line of `ip route`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Route {
-    /// Destination prefix, or `default`.
-    pub destination: String,
-    /// Next hop (`via`).
-    pub gateway: Option<String>,
-    /// Output interface (`dev`).
-    pub interface: Option<String>,
-    /// Preferred source address (`src`).
-    pub source: Option<String>,
-}
 
 /// Parses `ip addr show IFACE` (the first interface if several are listed).
 ///
@@ -57,7 +25,7 @@ pub struct Route {
 /// [`ParseError::NotFound`] for `Device "X" does not exist.`,
 /// [`ParseError::MissingField`] when there is no link line, and
 /// [`ParseError::Device`] for a device error message.
-pub fn ip_addr(output: &str) -> Result<LinkInfo, ParseError> {
+pub fn ip_addr(output: &str) -> Result<NetworkLink, ParseError> {
     ip_addrs(output)?
         .into_iter()
         .next()
@@ -73,14 +41,14 @@ pub fn ip_addr(output: &str) -> Result<LinkInfo, ParseError> {
 /// [`ParseError::NotFound`] for `Device "X" does not exist.`,
 /// [`ParseError::MissingField`] when there is no link line, and
 /// [`ParseError::Device`] for a device error message.
-pub fn ip_addrs(output: &str) -> Result<Vec<LinkInfo>, ParseError> {
+pub fn ip_addrs(output: &str) -> Result<Vec<NetworkLink>, ParseError> {
     reject_device_error(output)?;
     if let Some(line) = output.lines().find(|l| l.contains("does not exist")) {
         return Err(ParseError::NotFound {
             what: line.trim().trim_end_matches('.').to_owned(),
         });
     }
-    let mut links: Vec<LinkInfo> = Vec::new();
+    let mut links: Vec<NetworkLink> = Vec::new();
     for line in output.lines() {
         if let Some(header) = link_header(line) {
             links.push(header);
@@ -106,7 +74,10 @@ pub fn ip_addrs(output: &str) -> Result<Vec<LinkInfo>, ParseError> {
 /// else the first connected link with an IPv4 address, else the first
 /// Wi-Fi or Ethernet link, else the first link that is not loopback. `None`
 /// only when there is no such link at all.
-pub fn uplink<'a>(links: &'a [LinkInfo], default_interface: Option<&str>) -> Option<&'a LinkInfo> {
+pub fn uplink<'a>(
+    links: &'a [NetworkLink],
+    default_interface: Option<&str>,
+) -> Option<&'a NetworkLink> {
     let named = |name: &str| links.iter().find(|l| l.interface == name);
     let real = || links.iter().filter(|l| l.interface != "lo");
     default_interface
@@ -125,7 +96,7 @@ pub fn uplink<'a>(links: &'a [LinkInfo], default_interface: Option<&str>) -> Opt
 }
 
 /// `3: wlan0: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 … state DOWN …`
-fn link_header(line: &str) -> Option<LinkInfo> {
+fn link_header(line: &str) -> Option<NetworkLink> {
     let mut tokens = line.split_whitespace();
     let index = tokens.next()?.strip_suffix(':')?;
     if index.is_empty() || !index.chars().all(|c| c.is_ascii_digit()) {
@@ -141,7 +112,7 @@ fn link_header(line: &str) -> Option<LinkInfo> {
         .collect();
     let state = token_after(line, "state ").unwrap_or("UNKNOWN");
     let has = |f: &str| flags.contains(&f);
-    Some(LinkInfo {
+    Some(NetworkLink {
         interface,
         up: has("UP") && state != "DOWN",
         carrier: !has("NO-CARRIER") && (has("LOWER_UP") || state == "UP"),
@@ -152,7 +123,7 @@ fn link_header(line: &str) -> Option<LinkInfo> {
     })
 }
 
-fn address_line(info: &mut LinkInfo, line: &str) {
+fn address_line(info: &mut NetworkLink, line: &str) {
     let mut tokens = line.split_whitespace();
     match (tokens.next(), tokens.next()) {
         (Some("link/ether"), Some(mac)) => info.mac = Some(mac.to_owned()),
@@ -192,9 +163,9 @@ const ROUTE_TYPES: &[&str] = &[
 /// # Errors
 /// [`ParseError::Malformed`] when the output has text but no route line, and
 /// [`ParseError::Device`] for a device error message.
-pub fn ip_route(output: &str) -> Result<Vec<Route>, ParseError> {
+pub fn ip_route(output: &str) -> Result<Vec<NetworkRoute>, ParseError> {
     reject_device_error(output)?;
-    let routes: Vec<Route> = output.lines().filter_map(route_line).collect();
+    let routes: Vec<NetworkRoute> = output.lines().filter_map(route_line).collect();
     if routes.is_empty() && !output.trim().is_empty() {
         return Err(ParseError::malformed("ip route", "no route line", output));
     }
@@ -213,7 +184,7 @@ pub fn ip_route(output: &str) -> Result<Vec<Route>, ParseError> {
 /// message. (No route at all is
 /// `RTNETLINK answers: Network is unreachable` with a non-zero exit status,
 /// which the caller sees before this parser.)
-pub fn ip_route_get(output: &str) -> Result<Route, ParseError> {
+pub fn ip_route_get(output: &str) -> Result<NetworkRoute, ParseError> {
     reject_device_error(output)?;
     let first = output.split_whitespace().next().unwrap_or_default();
     if ["unreachable", "prohibit", "blackhole", "throw"].contains(&first) {
@@ -235,7 +206,7 @@ pub fn ip_route_get(output: &str) -> Result<Route, ParseError> {
 }
 
 /// `default via 10.0.2.2 dev wlan0 …` or `10.0.2.0/24 dev wlan0 … src 10.0.2.16`.
-fn route_line(line: &str) -> Option<Route> {
+fn route_line(line: &str) -> Option<NetworkRoute> {
     let tokens: Vec<&str> = line.split_whitespace().collect();
     let skip = usize::from(tokens.first().is_some_and(|t| ROUTE_TYPES.contains(t)));
     let destination = (*tokens.get(skip)?).to_owned();
@@ -245,7 +216,7 @@ fn route_line(line: &str) -> Option<Route> {
             .find(|w| w[0] == key)
             .map(|w| w[1].to_owned())
     };
-    let route = Route {
+    let route = NetworkRoute {
         destination,
         gateway: after("via"),
         interface: after("dev"),
@@ -283,7 +254,7 @@ mod tests {
         let down = fixture!("ip-addr-show-wlan0/emulator-runner-issue211-ci-emulator-10.txt");
         assert_eq!(
             ip_addr(down),
-            Ok(LinkInfo {
+            Ok(NetworkLink {
                 interface: "wlan0".into(),
                 up: false,
                 carrier: false,
@@ -296,7 +267,7 @@ mod tests {
         let up = fixture!("ip-addr-show-wlan0/emulator-runner-issue211-local-emulator-unknown.txt");
         assert_eq!(
             ip_addr(up),
-            Ok(LinkInfo {
+            Ok(NetworkLink {
                 interface: "wlan0".into(),
                 up: true,
                 carrier: true,
@@ -344,7 +315,7 @@ mod tests {
         let hotspot = fixture!("ip-route/adb-wifi-issue4-hotspot-unknown.txt");
         assert_eq!(
             ip_route(hotspot),
-            Ok(vec![Route {
+            Ok(vec![NetworkRoute {
                 destination: "192.168.43.0/24".into(),
                 gateway: None,
                 interface: Some("swlan0".into()),
@@ -401,7 +372,7 @@ mod tests {
         for (text, destination, gateway, interface, source) in cases {
             assert_eq!(
                 ip_route_get(text),
-                Ok(Route {
+                Ok(NetworkRoute {
                     destination: destination.into(),
                     gateway: gateway.map(str::to_owned),
                     interface: Some(interface.into()),

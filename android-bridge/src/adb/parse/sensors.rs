@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 
+pub use droidwarden_services::{AmbientConditions, MotionReading, ProximityReading, Vec3};
 use serde::Serialize;
 
 use super::error::ParseError;
@@ -46,61 +47,6 @@ pub struct SensorDump {
     /// Per type string, the values of the newest event of the default sensor
     /// of that type (the first listed that has events).
     pub recent: BTreeMap<String, Vec<f64>>,
-}
-
-/// A three-axis reading.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Vec3 {
-    /// X axis.
-    pub x: f64,
-    /// Y axis.
-    pub y: f64,
-    /// Z axis.
-    pub z: f64,
-}
-
-impl Vec3 {
-    fn magnitude(self) -> f64 {
-        (self.x * self.x + self.y * self.y + self.z * self.z).sqrt()
-    }
-}
-
-/// Whether the phone is moving, from the newest accelerometer and gyroscope events.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Motion {
-    /// Acceleration in m/s², gravity included.
-    pub accelerometer: Option<Vec3>,
-    /// Angular speed in rad/s.
-    pub gyroscope: Option<Vec3>,
-    /// `|acceleration|` differs from 9.81 by more than 0.5, or `|rotation|` is
-    /// above 0.1; `None` without either reading.
-    pub moving: Option<bool>,
-}
-
-/// Ambient conditions from the newest environmental sensor events.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Ambient {
-    /// Illuminance in lux.
-    pub light_lux: Option<f64>,
-    /// Air pressure in hPa.
-    pub pressure_hpa: Option<f64>,
-    /// Ambient temperature in °C.
-    pub temperature_c: Option<f64>,
-    /// Relative humidity in %.
-    pub humidity_percent: Option<f64>,
-    /// Which of `light`, `pressure`, `temperature`, `humidity` the phone has.
-    pub available: Vec<String>,
-}
-
-/// The proximity sensor's newest reading.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Proximity {
-    /// The phone has a proximity sensor.
-    pub available: bool,
-    /// Distance in cm (many sensors only report 0 or their maximum range).
-    pub distance_cm: Option<f64>,
-    /// Something is closer than 1 cm.
-    pub near: Option<bool>,
 }
 
 const COMMAND: &str = "dumpsys sensorservice";
@@ -245,17 +191,22 @@ fn has(dump: &SensorDump, kind: &str) -> bool {
 /// Standard gravity, m/s².
 const GRAVITY: f64 = 9.81;
 
+/// The length of a three-axis reading.
+fn magnitude(v: Vec3) -> f64 {
+    (v.x * v.x + v.y * v.y + v.z * v.z).sqrt()
+}
+
 /// Motion from the newest accelerometer and gyroscope events.
-pub fn motion(dump: &SensorDump) -> Motion {
+pub fn motion(dump: &SensorDump) -> MotionReading {
     let accelerometer = vec3(dump, ACCELEROMETER);
     let gyroscope = vec3(dump, GYROSCOPE);
-    let shaking = accelerometer.map(|a| (a.magnitude() - GRAVITY).abs() > 0.5);
-    let turning = gyroscope.map(|g| g.magnitude() > 0.1);
+    let shaking = accelerometer.map(|a| (magnitude(a) - GRAVITY).abs() > 0.5);
+    let turning = gyroscope.map(|g| magnitude(g) > 0.1);
     let moving = match (shaking, turning) {
         (None, None) => None,
         (a, g) => Some(a.unwrap_or(false) || g.unwrap_or(false)),
     };
-    Motion {
+    MotionReading {
         accelerometer,
         gyroscope,
         moving,
@@ -263,7 +214,7 @@ pub fn motion(dump: &SensorDump) -> Motion {
 }
 
 /// Ambient light, pressure, temperature and humidity from the newest events.
-pub fn ambient(dump: &SensorDump) -> Ambient {
+pub fn ambient(dump: &SensorDump) -> AmbientConditions {
     let available = [
         (LIGHT, "light"),
         (PRESSURE, "pressure"),
@@ -274,7 +225,7 @@ pub fn ambient(dump: &SensorDump) -> Ambient {
     .filter(|(kind, _)| has(dump, kind))
     .map(|(_, short)| short.to_owned())
     .collect();
-    Ambient {
+    AmbientConditions {
         light_lux: first_value(dump, LIGHT),
         pressure_hpa: first_value(dump, PRESSURE),
         temperature_c: first_value(dump, TEMPERATURE),
@@ -284,9 +235,9 @@ pub fn ambient(dump: &SensorDump) -> Ambient {
 }
 
 /// The proximity sensor's newest distance.
-pub fn proximity(dump: &SensorDump) -> Proximity {
+pub fn proximity(dump: &SensorDump) -> ProximityReading {
     let distance_cm = first_value(dump, PROXIMITY);
-    Proximity {
+    ProximityReading {
         available: has(dump, PROXIMITY),
         distance_cm,
         near: distance_cm.map(|d| d < 1.0),
@@ -357,7 +308,7 @@ Active sensors:
         assert!(dump.recent.is_empty());
         assert_eq!(
             motion(&dump),
-            Motion {
+            MotionReading {
                 accelerometer: None,
                 gyroscope: None,
                 moving: None
@@ -369,7 +320,7 @@ Active sensors:
         );
         assert_eq!(
             proximity(&dump),
-            Proximity {
+            ProximityReading {
                 available: true,
                 distance_cm: None,
                 near: None
@@ -405,7 +356,7 @@ Active sensors:
         );
         assert_eq!(
             proximity(&dump),
-            Proximity {
+            ProximityReading {
                 available: true,
                 distance_cm: Some(0.0),
                 near: Some(true)

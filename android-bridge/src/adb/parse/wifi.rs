@@ -7,54 +7,12 @@
 //! dumps *stopped* client instances under `… Graveyard` headings; their
 //! `mWifiInfo` describes a past connection and is ignored.
 
-use serde::Serialize;
+pub use droidwarden_services::{WifiNetwork, WifiStatus};
 
 use super::error::ParseError;
 use super::text::{leading_int, non_placeholder, reject_device_error, unquote};
 
 const COMMAND: &str = "dumpsys wifi";
-
-/// Wi-Fi state from `dumpsys wifi`. The default is off: disabled, not
-/// connected, nothing known.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct WifiStatus {
-    /// Wi-Fi is switched on.
-    pub enabled: bool,
-    /// Associated and authenticated to a network (supplicant `COMPLETED`).
-    pub connected: bool,
-    /// Network name, quotes removed.
-    pub ssid: Option<String>,
-    /// Access point hardware address.
-    pub bssid: Option<String>,
-    /// The phone's IPv4 address on the network.
-    pub ip: Option<String>,
-    /// Signal strength in dBm.
-    pub rssi_dbm: Option<i32>,
-    /// Link speed in Mbit/s.
-    pub link_speed_mbps: Option<i32>,
-    /// Channel frequency in MHz.
-    pub frequency_mhz: Option<i32>,
-    /// The phone's Wi-Fi hardware address as Wi-Fi reports it.
-    pub mac: Option<String>,
-}
-
-/// One access point from `cmd wifi list-scan-results`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ScanResult {
-    /// Access point hardware address.
-    pub bssid: String,
-    /// Network name; empty for a hidden network.
-    pub ssid: String,
-    /// Channel frequency in MHz.
-    pub frequency_mhz: i32,
-    /// Signal strength in dBm.
-    pub rssi_dbm: i32,
-    /// Capability flags as printed, e.g. `[WPA2-PSK-CCMP][RSN-PSK-CCMP][ESS]`.
-    pub security: String,
-    /// Seconds since the access point was last seen; `None` when unknown or
-    /// printed as `>1000.0`.
-    pub age_s: Option<f64>,
-}
 
 /// Parses `dumpsys wifi` (or the `mNetworkInfo` line grepped from it).
 ///
@@ -189,13 +147,13 @@ fn enabled_state(output: &str) -> Option<bool> {
 /// # Errors
 /// [`ParseError::Malformed`] when the output has text but neither a header nor
 /// a row, [`ParseError::Device`] for a device error message.
-pub fn wifi_scan(output: &str) -> Result<Vec<ScanResult>, ParseError> {
+pub fn wifi_scan(output: &str) -> Result<Vec<WifiNetwork>, ParseError> {
     reject_device_error(output)?;
     // AOSP's WifiShellCommand prints this instead of a table when the list is empty.
     if output.trim() == "No scan results" {
         return Ok(Vec::new());
     }
-    let rows: Vec<ScanResult> = output.lines().filter_map(scan_row).collect();
+    let rows: Vec<WifiNetwork> = output.lines().filter_map(scan_row).collect();
     let has_header = output.lines().any(|l| l.trim_start().starts_with("BSSID"));
     if rows.is_empty() && !has_header && !output.trim().is_empty() {
         return Err(ParseError::malformed(
@@ -207,7 +165,7 @@ pub fn wifi_scan(output: &str) -> Result<Vec<ScanResult>, ParseError> {
     Ok(rows)
 }
 
-fn scan_row(line: &str) -> Option<ScanResult> {
+fn scan_row(line: &str) -> Option<WifiNetwork> {
     let (fields, rest) = leading_fields(line, 4)?;
     let bssid = fields[0];
     if bssid.len() != 17 || bssid.matches(':').count() != 5 {
@@ -221,7 +179,7 @@ fn scan_row(line: &str) -> Option<ScanResult> {
         .ok()
         .filter(|a: &f64| a.is_finite());
     let (ssid, security) = split_flags(rest.trim_end());
-    Some(ScanResult {
+    Some(WifiNetwork {
         bssid: bssid.to_owned(),
         ssid: unquote(ssid.trim()).to_owned(),
         frequency_mhz,
@@ -324,7 +282,7 @@ mWifiInfo SSID: \"Old\", BSSID: 00:00:00:00:00:01, MAC: 02:00:00:00:00:00, IP: n
         let rows = wifi_scan(text).expect("parses");
         assert_eq!(
             rows[0],
-            ScanResult {
+            WifiNetwork {
                 bssid: "aa:bb:cc:dd:ee:01".into(),
                 ssid: "HomeNet".into(),
                 frequency_mhz: 5180,

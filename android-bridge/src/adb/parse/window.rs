@@ -7,22 +7,13 @@
 //! `mFocusedApp=ActivityRecord{… u0 pkg/.Act t7}`; multi-display phones print
 //! one of each per display, `null` for a display without focus.
 
-use serde::Serialize;
+pub use droidwarden_services::DeviceOrientation;
 
 use super::apps::split_component;
 use super::error::ParseError;
 use super::text::{reject_device_error, token_after};
 
 const COMMAND: &str = "dumpsys window displays";
-
-/// Screen rotation and the orientation it gives.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Orientation {
-    /// Clockwise rotation from the display's natural orientation: 0, 90, 180 or 270.
-    pub rotation_deg: u16,
-    /// `portrait`, `landscape`, `reverse_portrait` or `reverse_landscape`.
-    pub orientation: String,
-}
 
 /// Parses the rotation of the first display in `dumpsys window displays`.
 ///
@@ -38,7 +29,7 @@ pub struct Orientation {
 /// [`ParseError::MissingField`] without a rotation field,
 /// [`ParseError::Malformed`] for a rotation that is not a quarter turn, and
 /// [`ParseError::Device`] for a device error message.
-pub fn rotation(output: &str) -> Result<Orientation, ParseError> {
+pub fn rotation(output: &str) -> Result<DeviceOrientation, ParseError> {
     reject_device_error(output)?;
     let raw = output
         .lines()
@@ -50,7 +41,7 @@ pub fn rotation(output: &str) -> Result<Orientation, ParseError> {
     let rotation_deg =
         degrees(raw).ok_or_else(|| ParseError::malformed(COMMAND, "mRotation", raw))?;
     let landscape_natural = natural_landscape(output, rotation_deg).unwrap_or(false);
-    Ok(Orientation {
+    Ok(DeviceOrientation {
         rotation_deg,
         orientation: orientation_name(rotation_deg, landscape_natural).to_owned(),
     })
@@ -186,8 +177,8 @@ mod tests {
     const ANDROID4: &str = fixture!("dumpsys-window/uiautomator2-issue200-android4.txt");
     const KODI: &str = fixture!("dumpsys-window/python-androidtv-pr329-kodi-tv-unknown.txt");
 
-    fn orientation(rotation_deg: u16, name: &str) -> Orientation {
-        Orientation {
+    fn orientation(rotation_deg: u16, name: &str) -> DeviceOrientation {
+        DeviceOrientation {
             rotation_deg,
             orientation: name.into(),
         }
