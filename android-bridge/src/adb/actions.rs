@@ -176,7 +176,7 @@ fn to_json(value: impl Serialize) -> Result<Value, BridgeError> {
 
 /// An action's result: a record of the catalogue, so its fields are the
 /// ones the catalogue documents.
-fn answer(result: impl Record) -> Result<Value, BridgeError> {
+pub(super) fn answer(result: impl Record) -> Result<Value, BridgeError> {
     to_json(result)
 }
 
