@@ -206,6 +206,9 @@ macro_rules! result_fields {
 }
 
 result_fields!(bool, u8, u16, u32, u64, i64, f64, String);
+// The screen's types: element counts, coordinates and bounds (`screen`'s
+// `UiTree`), screen points (`ui_control`'s `Swiped`).
+result_fields!(i32, usize, [i32; 2], [i32; 4], Point);
 
 /// A result field's property: always present, `null` allowed for an `Option`.
 fn result_field<T: ResultField>(name: &'static str, schema: Schema) -> Property {
