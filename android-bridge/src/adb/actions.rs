@@ -20,8 +20,7 @@ use droidwarden_services::{
     ScreenStatus, ScreenTimeout, Storage, Stream, SystemInfo, SystemInfoAction, WifiAction,
     WifiScan, WifiToggle,
 };
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -174,14 +173,10 @@ async fn read<T>(
     parsed(sh.device_name(), argv, parser(&out))
 }
 
-fn to_json(value: impl Serialize) -> Result<Value, BridgeError> {
-    serde_json::to_value(value).map_err(|e| BridgeError::Internal(e.to_string()))
-}
-
 /// An action's result: a record of the catalogue, so its fields are the
 /// ones the catalogue documents.
-fn answer(result: impl Record) -> Result<Value, BridgeError> {
-    to_json(result)
+pub(super) fn answer(result: impl Record) -> Result<Value, BridgeError> {
+    serde_json::to_value(result).map_err(|e| BridgeError::Internal(e.to_string()))
 }
 
 async fn setting(

@@ -14,17 +14,13 @@ actions!(
             host_path: Option<String> =
                 host_path_param("absolute path of the .apk on the daemon's machine"),
         }
-        returns(vec![
-            req("apk_path", Schema::string("the path given (on the phone, or on the daemon's machine with host_path)")),
-            req("from_host", Schema::boolean("whether the APK came from the daemon's machine")),
-            req("installed", Schema::boolean("")),
-        ])
+        -> AppInstalled
         example(Self::Install { apk_path: Some("/data/local/tmp/game.apk".into()), host_path: None }),
         Uninstall = "uninstall" (High, changes) "Uninstall an app and delete its data." {
             /// The package to remove.
             package: PackageName = package_param(),
         }
-        returns(package_done("uninstalled"))
+        -> AppUninstalled
         example(Self::Uninstall { package: "com.example.game".try_into()? }),
         ClearData = "clear_data" (High, changes)
             "Erase all of an app's data (accounts, settings, caches), as a fresh install."
@@ -32,10 +28,41 @@ actions!(
             /// The package whose data is erased.
             package: PackageName = package_param(),
         }
-        returns(package_done("cleared"))
+        -> AppDataCleared
         example(Self::ClearData { package: "com.example.notes".try_into()? }),
     }
 );
+
+records! {
+    /// What `app_manager.install` answers.
+    AppInstalled {
+        /// The path given: `apk_path` on the phone, or `host_path` on the
+        /// daemon's machine.
+        apk_path: String = Schema::string(
+            "the path given (on the phone, or on the daemon's machine with host_path)",
+        ),
+        /// Whether the APK came from the daemon's machine (`host_path`).
+        from_host: bool = Schema::boolean("whether the APK came from the daemon's machine"),
+        /// Whether the app is installed (always `true`: a failure is an error).
+        installed: bool = Schema::boolean(""),
+    }
+
+    /// What `app_manager.uninstall` answers.
+    AppUninstalled {
+        /// The package removed.
+        package: String = Schema::string(""),
+        /// Whether it was uninstalled (always `true`: a failure is an error).
+        uninstalled: bool = Schema::boolean(""),
+    }
+
+    /// What `app_manager.clear_data` answers.
+    AppDataCleared {
+        /// The package whose data was erased.
+        package: String = Schema::string(""),
+        /// Whether its data was erased (always `true`: a failure is an error).
+        cleared: bool = Schema::boolean(""),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

@@ -20,11 +20,7 @@ actions!(
             /// The file's absolute path on the phone.
             path: String = phone_file(),
         }
-        returns(vec![
-            req("path", Schema::string("")),
-            req("size_bytes", Schema::integer("", Some(0), None)),
-            req("content_base64", Schema::string("the file's bytes, standard base64")),
-        ])
+        -> FilePulled
         example(Self::Pull { path: "/sdcard/Download/shopping.txt".into() }),
         Push = "push" (High, changes)
             "Write a file on the phone, under the directories the daemon allows (by default /sdcard/Download). Give exactly one of: text (written as UTF-8), content_base64 (any bytes), or host_path (a file on the daemon's machine, under the host directories the daemon allows; none by default). An existing file is replaced only with overwrite: true. Sizes are bounded (1 MiB inline, 16 MiB from the host by default)."
@@ -46,11 +42,7 @@ actions!(
             /// Replace a file that is already there (default: refuse).
             overwrite: Option<bool> = Schema::boolean("replace an existing file (default false)"),
         }
-        returns(vec![
-            req("path", Schema::string("where the file is on the phone")),
-            req("size_bytes", Schema::integer("", Some(0), None)),
-            req("replaced", Schema::boolean("whether a file was there before")),
-        ])
+        -> FilePushed
         example(Self::Push {
             path: "/sdcard/Download/todo.txt".into(),
             text: Some("call the plumber\n".into()),
@@ -97,6 +89,28 @@ pub fn base64_decoded_len(text: &str) -> Option<usize> {
     }
     let pad = text.len() - text.trim_end_matches('=').len();
     (pad <= 2).then(|| text.len() / 4 * 3 - pad)
+}
+
+records! {
+    /// What `files.pull` answers.
+    FilePulled {
+        /// The file's path on the phone, as given.
+        path: String = Schema::string(""),
+        /// The file's size.
+        size_bytes: u64 = Schema::integer("", Some(0), None),
+        /// The file's bytes, standard base64.
+        content_base64: String = Schema::string("the file's bytes, standard base64"),
+    }
+
+    /// What `files.push` answers.
+    FilePushed {
+        /// Where the file is on the phone.
+        path: String = Schema::string("where the file is on the phone"),
+        /// The bytes written.
+        size_bytes: u64 = Schema::integer("", Some(0), None),
+        /// Whether a file was there before (and was replaced).
+        replaced: bool = Schema::boolean("whether a file was there before"),
+    }
 }
 
 pub(super) fn spec() -> ServiceSpec {

@@ -12,11 +12,7 @@ actions!(
             url: String =
                 Schema::pattern("the link, e.g. https://example.org/page", ANY_URL_PATTERN, 2048),
         }
-        returns(vec![
-            req("url", Schema::string("")),
-            req("status", Schema::string("ok or timeout")),
-            opt("activity", Schema::string("the activity that opened it")),
-        ])
+        -> UrlOpened
         example(Self::OpenUrl { url: "https://example.org/".into() }),
         ShareText = "share_text" (Medium, changes)
             "Share text: shows Android's share sheet with the text, for the person to pick an app."
@@ -24,10 +20,7 @@ actions!(
             /// The text to share.
             text: String = text_param("the text to share", 4000),
         }
-        returns(vec![
-            req("shared", Schema::boolean("the share sheet was shown")),
-            req("length", Schema::integer("characters shared", Some(0), None)),
-        ])
+        -> TextShared
         example(Self::ShareText { text: "Meet at 7, usual place".into() }),
         StartActivity = "start_activity" (High, changes)
             "Start an activity with an explicit intent: a component and/or an action, an optional data URI and typed extras. Needs at least a component or an action."
@@ -60,11 +53,7 @@ actions!(
                 ),
             ),
         }
-        returns(vec![
-            req("component", Schema::string("what was asked for")),
-            req("status", Schema::string("ok or timeout")),
-            opt("activity", Schema::string("the activity on top afterwards")),
-        ])
+        -> ActivityStarted
         example(Self::StartActivity {
             component: Some("com.example.notes/.MainActivity".into()),
             action: None,
@@ -175,6 +164,36 @@ impl From<Extra> for RawExtra {
             kind: e.kind,
             value: e.value,
         }
+    }
+}
+
+records! {
+    /// What `intents.open_url` answers.
+    UrlOpened {
+        /// The link, as given.
+        url: String = Schema::string(""),
+        /// `am start`'s status: `ok` or `timeout`.
+        status: String = Schema::string("ok or timeout"),
+        /// The activity that opened it, when `am start` names one.
+        activity: Option<String> = Schema::string("the activity that opened it"),
+    }
+
+    /// What `intents.share_text` answers.
+    TextShared {
+        /// Whether the share sheet was shown.
+        shared: bool = Schema::boolean("the share sheet was shown"),
+        /// The characters shared.
+        length: u64 = Schema::integer("characters shared", Some(0), None),
+    }
+
+    /// What `intents.start_activity` answers.
+    ActivityStarted {
+        /// What was asked for: the component, else the intent action.
+        component: String = Schema::string("what was asked for"),
+        /// `am start`'s status: `ok` or `timeout`.
+        status: String = Schema::string("ok or timeout"),
+        /// The activity on top afterwards, when `am start` names one.
+        activity: Option<String> = Schema::string("the activity on top afterwards"),
     }
 }
 

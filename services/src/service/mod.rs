@@ -34,13 +34,15 @@ use serde_json::{Value, json};
 /// Variant = "wire_name" (Risk, reads | changes) "catalogue description" {
 ///     /// Field doc.
 ///     field: Type = parameter_schema,
-/// } returns(result_properties) example(Self::Variant { field: value }),
+/// } -> ResultRecord example(Self::Variant { field: value }),
 /// ```
 ///
-/// The field block, `returns` and `example` are optional (no parameters,
+/// The field block, the result and `example` are optional (no parameters,
 /// an empty result object, `{}`). A parameter is required unless its type
-/// is an `Option` ([`ParamType`]); its name is the field's. The description
-/// is also the variant's rustdoc.
+/// is an `Option` ([`ParamType`]); its name is the field's. The result is a
+/// record of [`records!`], whose fields are both what the catalogue
+/// documents and what a transport fills in. The description is also the
+/// variant's rustdoc.
 ///
 /// Generates the enum with the serde shape `{"action", "params"}`,
 /// [`name`](BatteryAction::name), `NAMES` and the [`ActionSpec`]s in
@@ -57,7 +59,6 @@ macro_rules! actions {
                 $variant:ident = $wire:literal ($risk:ident, $effect:ident) $description:literal
                 $({ $($(#[$fdoc:meta])* $field:ident : $ty:ty = $schema:expr),* $(,)? })?
                 $(-> $record:ident)?
-                $(returns($result:expr))?
                 $(example($example:expr))?
             ),* $(,)?
         }
@@ -95,7 +96,7 @@ macro_rules! actions {
                         }),*)?],
                         result: Schema::object(
                             "",
-                            actions!(@or Vec::new() $(, $result)? $(, <$record as Record>::properties())?),
+                            actions!(@or Vec::new() $(, <$record as Record>::properties())?),
                         ),
                         example: actions!(@or json!({}) $(, example_of(|| Ok($example)))?),
                     }
@@ -206,6 +207,9 @@ macro_rules! result_fields {
 }
 
 result_fields!(bool, u8, u16, u32, u64, i32, i64, f64, String);
+// The screen's types: element counts, coordinates and bounds (`screen`'s
+// `UiTree`), screen points (`ui_control`'s `Swiped`).
+result_fields!(usize, [i32; 2], [i32; 4], Point);
 
 /// A result field's property: always present, `null` allowed for an `Option`.
 fn result_field<T: ResultField>(name: &'static str, schema: Schema) -> Property {
@@ -411,33 +415,8 @@ fn req(name: &'static str, schema: Schema) -> Property {
     Property::required(name, schema)
 }
 
-/// A result field a device may leave out: present, possibly `null`.
-fn opt(name: &'static str, schema: Schema) -> Property {
-    Property::required(name, schema.or_null())
-}
-
 fn stream_schema(description: &'static str) -> Schema {
     Schema::enumeration(description, &Stream::ALL.map(Stream::as_str))
-}
-
-fn toggle_result(what: &'static str) -> Vec<Property> {
-    vec![req("enabled", Schema::boolean(what))]
-}
-
-/// A result field listing objects with these fields.
-fn list_of(name: &'static str, description: &'static str, fields: Vec<Property>) -> Property {
-    req(name, Schema::array(description, Schema::object("", fields)))
-}
-
-fn vec3() -> Schema {
-    Schema::object(
-        "x, y, z",
-        vec![
-            req("x", Schema::number("")),
-            req("y", Schema::number("")),
-            req("z", Schema::number("")),
-        ],
-    )
 }
 
 fn package_param() -> Schema {
@@ -446,15 +425,6 @@ fn package_param() -> Schema {
         PACKAGE_PATTERN,
         255,
     )
-}
-
-/// The result of a change to one app: the `package` and the boolean
-/// `done` (e.g. `stopped`).
-fn package_done(done: &'static str) -> Vec<Property> {
-    vec![
-        req("package", Schema::string("")),
-        req(done, Schema::boolean("")),
-    ]
 }
 
 /// An action's example as its parameters. Names in an example are checked
@@ -466,11 +436,6 @@ fn example_of<T: Serialize>(build: impl FnOnce() -> Result<T, NameError>) -> Val
         Ok(example) => params_of(&example),
         Err(e) => json!({ "invalid_example": e.to_string() }),
     }
-}
-
-/// What a media key action answers.
-fn dispatched() -> Vec<Property> {
-    vec![req("dispatched", Schema::string("the media key sent"))]
 }
 
 /// A Home Assistant reading of a state field.

@@ -56,17 +56,7 @@ actions!(
             /// JPEG quality 1-100 (default 80).
             quality: Option<u8> = Schema::integer("JPEG quality (default 80)", Some(1), Some(100)),
         }
-        returns(vec![
-            req("format", Schema::enumeration("", &["jpeg", "png"])),
-            req("mime_type", Schema::string("image/jpeg or image/png")),
-            req("width", Schema::integer("width of the returned image", Some(1), None)),
-            req("height", Schema::integer("height of the returned image", Some(1), None)),
-            req("original_width", Schema::integer("screen width in pixels", Some(1), None)),
-            req("original_height", Schema::integer("screen height in pixels", Some(1), None)),
-            req("scale", Schema::number("returned size / screen size; screen x = image x / scale")),
-            req("bytes", Schema::integer("size of the encoded image", Some(0), None)),
-            req("data_base64", Schema::string("the encoded image, base64")),
-        ])
+        -> ScreenCapture
         example(Self::Screenshot {
             max_side: Some(1024),
             format: Some(ImageFormat::Jpeg),
@@ -83,24 +73,101 @@ actions!(
             max_nodes: Option<u32> =
                 Schema::integer("at most this many elements (default 200)", Some(1), Some(2000)),
         }
-        returns(vec![
-            req("count", Schema::integer("elements listed", Some(0), None)),
-            req("total", Schema::integer("nodes in the dump", Some(0), None)),
-            req("truncated", Schema::boolean("max_nodes cut the list short")),
-            req("screen_width", Schema::integer("", Some(0), None).or_null()),
-            req("screen_height", Schema::integer("", Some(0), None).or_null()),
-            req("elements", Schema::array("", ui_element())),
-            req("text", Schema::string("the same list, one line per element, for reading")),
-        ])
+        -> UiTree
         example(Self::UiTree { visible_only: Some(true), max_nodes: None }),
         ForegroundApp = "foreground_app" (Low, reads) "Read which app and activity are in front."
-        returns(vec![
-            req("package", Schema::string("")),
-            req("activity", Schema::string("the activity class")),
-            req("component", Schema::string("package/activity")),
-        ]),
+        -> ForegroundActivity,
     }
 );
+
+records! {
+    /// What `screen.screenshot` answers: the encoded image and how it maps
+    /// onto the screen.
+    ScreenCapture {
+        /// `jpeg` or `png`.
+        format: String = Schema::enumeration("", &["jpeg", "png"]),
+        /// `image/jpeg` or `image/png`.
+        mime_type: String = Schema::string("image/jpeg or image/png"),
+        /// The returned image's width in pixels.
+        width: u32 = Schema::integer("width of the returned image", Some(1), None),
+        /// The returned image's height in pixels.
+        height: u32 = Schema::integer("height of the returned image", Some(1), None),
+        /// The screen's width in pixels.
+        original_width: u32 = Schema::integer("screen width in pixels", Some(1), None),
+        /// The screen's height in pixels.
+        original_height: u32 = Schema::integer("screen height in pixels", Some(1), None),
+        /// Returned size / screen size: screen x = image x / scale.
+        scale: f64 = Schema::number("returned size / screen size; screen x = image x / scale"),
+        /// The size of the encoded image.
+        bytes: u64 = Schema::integer("size of the encoded image", Some(0), None),
+        /// The encoded image, standard base64.
+        data_base64: String = Schema::string("the encoded image, base64"),
+    }
+
+    /// What `screen.ui_tree` answers: the numbered element list of one dump.
+    UiTree {
+        /// Elements listed.
+        count: usize = Schema::integer("elements listed", Some(0), None),
+        /// Nodes in the dump.
+        total: usize = Schema::integer("nodes in the dump", Some(0), None),
+        /// Whether `max_nodes` cut the list short.
+        truncated: bool = Schema::boolean("max_nodes cut the list short"),
+        /// The screen's width, from the root node's bounds.
+        screen_width: Option<i32> = Schema::integer("", Some(0), None),
+        /// The screen's height.
+        screen_height: Option<i32> = Schema::integer("", Some(0), None),
+        /// The elements, in document order.
+        elements: Vec<UiElement> = Schema::array("", UiElement::schema("one on-screen element")),
+        /// One line per element, for reading.
+        text: String = Schema::string("the same list, one line per element, for reading"),
+    }
+
+    /// One element of the screen, as a model reads it.
+    UiElement {
+        /// Its number in this list: what `ui_control.tap {element}` takes.
+        index: u32 = Schema::integer("pass to ui_control.tap as element", Some(0), None),
+        /// The class's short name (`Button` for `android.widget.Button`).
+        class: String = Schema::string("short class name, e.g. Button"),
+        /// Its text, if any.
+        text: Option<String> = Schema::string(""),
+        /// Its content description, if any.
+        description: Option<String> = Schema::string("content description"),
+        /// Its resource id, if any.
+        resource_id: Option<String> = Schema::string(""),
+        /// The app it belongs to.
+        package: Option<String> = Schema::string(""),
+        /// `[left, top, right, bottom]` in screen pixels.
+        bounds: [i32; 4] = Schema::array(
+            "[left, top, right, bottom] in screen pixels",
+            Schema::integer("", None, None),
+        ),
+        /// The centre, `[x, y]`.
+        center: [i32; 2] =
+            Schema::array("[x, y] in screen pixels", Schema::integer("", None, None)),
+        /// Whether tapping it does something.
+        clickable: bool = Schema::boolean(""),
+        /// Whether it has an on/off state.
+        checkable: bool = Schema::boolean(""),
+        /// Whether it is on.
+        checked: bool = Schema::boolean(""),
+        /// Whether it takes input.
+        enabled: bool = Schema::boolean(""),
+        /// Whether it has the input focus.
+        focused: bool = Schema::boolean(""),
+        /// Whether it scrolls.
+        scrollable: bool = Schema::boolean(""),
+    }
+
+    /// What `screen.foreground_app` answers: the app and activity in front.
+    ForegroundActivity {
+        /// The app's package.
+        package: String = Schema::string(""),
+        /// The activity class.
+        activity: String = Schema::string("the activity class"),
+        /// `package/activity`.
+        component: String = Schema::string("package/activity"),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {
@@ -112,38 +179,4 @@ pub(super) fn spec() -> ServiceSpec {
         home_assistant: Vec::new(),
         companion_event: None,
     }
-}
-
-fn ui_element() -> Schema {
-    Schema::object(
-        "one on-screen element",
-        vec![
-            req(
-                "index",
-                Schema::integer("pass to ui_control.tap as element", Some(0), None),
-            ),
-            req("class", Schema::string("short class name, e.g. Button")),
-            opt("text", Schema::string("")),
-            opt("description", Schema::string("content description")),
-            opt("resource_id", Schema::string("")),
-            opt("package", Schema::string("")),
-            req(
-                "bounds",
-                Schema::array(
-                    "[left, top, right, bottom] in screen pixels",
-                    Schema::integer("", None, None),
-                ),
-            ),
-            req(
-                "center",
-                Schema::array("[x, y] in screen pixels", Schema::integer("", None, None)),
-            ),
-            req("clickable", Schema::boolean("")),
-            req("checkable", Schema::boolean("")),
-            req("checked", Schema::boolean("")),
-            req("enabled", Schema::boolean("")),
-            req("focused", Schema::boolean("")),
-            req("scrollable", Schema::boolean("")),
-        ],
-    )
 }

@@ -14,12 +14,7 @@ actions!(
                 text_param("one argument", 1024),
             ),
         }
-        returns(vec![
-            req("exit", Schema::integer("exit status", None, None)),
-            req("stdout", Schema::string("standard output, at most 64 KiB")),
-            req("stderr", Schema::string("standard error, at most 64 KiB")),
-            req("truncated", Schema::boolean("output was cut at 64 KiB")),
-        ])
+        -> ShellRun
         example(Self::Run {
             argv: Argv(vec!["getprop".into(), "ro.build.version.release".into()]),
         }),
@@ -61,6 +56,20 @@ impl TryFrom<Vec<String>> for Argv {
 impl From<Argv> for Vec<String> {
     fn from(argv: Argv) -> Self {
         argv.0
+    }
+}
+
+records! {
+    /// What `shell.run` answers.
+    ShellRun {
+        /// The program's exit status.
+        exit: i64 = Schema::integer("exit status", None, None),
+        /// Standard output, at most 64 KiB (cut at a character boundary).
+        stdout: String = Schema::string("standard output, at most 64 KiB"),
+        /// Standard error, at most 64 KiB (cut at a character boundary).
+        stderr: String = Schema::string("standard error, at most 64 KiB"),
+        /// Whether either stream was cut at 64 KiB.
+        truncated: bool = Schema::boolean("output was cut at 64 KiB"),
     }
 }
 

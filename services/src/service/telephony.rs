@@ -13,22 +13,34 @@ actions!(
             /// The message.
             text: String = text_param("the message", 1600),
         }
-        returns(vec![
-            req("number", Schema::string("")),
-            req("status", Schema::string("composed: the message waits in the messaging app")),
-        ])
+        -> SmsComposed
         example(Self::SmsSend { number: "+4915112345678".into(), text: "On my way".into() }),
         Dial = "dial" (High, changes) "Call an allowed number at once." {
             /// The number to call.
             number: String = phone_number_param(),
         }
-        returns(vec![
-            req("number", Schema::string("")),
-            req("calling", Schema::boolean("")),
-        ])
+        -> CallPlaced
         example(Self::Dial { number: "+4915112345678".into() }),
     }
 );
+
+records! {
+    /// What `telephony.sms_send` answers.
+    SmsComposed {
+        /// The recipient's number, as given.
+        number: String = Schema::string(""),
+        /// `composed`: the message waits in the messaging app.
+        status: String = Schema::string("composed: the message waits in the messaging app"),
+    }
+
+    /// What `telephony.dial` answers.
+    CallPlaced {
+        /// The number called, as given.
+        number: String = Schema::string(""),
+        /// Whether the call was started (always `true`: a failure is an error).
+        calling: bool = Schema::boolean(""),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {

@@ -202,7 +202,7 @@ actions!(
             /// An index from the latest `screen.ui_tree` (instead of x, y).
             element: Option<u32> = target_element(),
         }
-        returns(touched())
+        -> Touched
         example(Self::Tap { x: Some(540), y: Some(1200), element: None }),
         LongPress = "long_press" (Medium, changes)
             "Touch and hold at (x, y) or on an element of the latest screen.ui_tree."
@@ -217,7 +217,7 @@ actions!(
             duration_ms: Option<u32> =
                 Schema::integer("how long to hold (default 800)", Some(100), Some(10_000)),
         }
-        returns(touched())
+        -> Touched
         example(Self::LongPress { x: Some(540), y: Some(1200), element: None, duration_ms: None }),
         Swipe = "swipe" (Medium, changes) "Drag a finger from one screen point to another." {
             /// Where the finger lands.
@@ -228,11 +228,7 @@ actions!(
             duration_ms: Option<u32> =
                 Schema::integer("duration of the movement (default 300)", Some(10), Some(10_000)),
         }
-        returns(vec![
-            req("from", point("")),
-            req("to", point("")),
-            req("duration_ms", Schema::integer("", Some(0), None)),
-        ])
+        -> Swiped
         example(Self::Swipe {
             from: Point { x: 540, y: 1600 },
             to: Point { x: 540, y: 600 },
@@ -247,7 +243,7 @@ actions!(
                 &ScrollDirection::ALL.map(ScrollDirection::as_str),
             ),
         }
-        returns(vec![req("direction", Schema::string(""))])
+        -> Scrolled
         example(Self::Scroll { direction: ScrollDirection::Down }),
         Key = "key" (Medium, changes)
             "Press a key: back, home, recents, enter, tab, delete (backspace), volume and d-pad keys. The power button is ui_control.power."
@@ -255,21 +251,18 @@ actions!(
             /// The key.
             key: Key = Schema::enumeration("the key", &Key::ALL.map(Key::as_str)),
         }
-        returns(key_pressed())
+        -> KeyPressed
         example(Self::Key { key: Key::Back }),
         Power = "power" (High, changes)
             "Press the power button: turns the screen off or on, and a long press may offer to shut the phone down."
-        returns(key_pressed()),
+        -> KeyPressed,
         TypeText = "type_text" (Medium, changes)
             "Type text into the focused text field (tap the field first). Any Unicode text, spaces, quotes and emoji included, up to 2000 characters."
         {
             /// Any Unicode text.
             text: String = Schema::pattern("the text to type", TEXT_PATTERN, TYPE_TEXT_MAX),
         }
-        returns(vec![
-            req("typed", Schema::integer("characters typed", Some(0), None)),
-            req("method", Schema::string("how: input_text, clipboard_paste or ime_broadcast")),
-        ])
+        -> TextTyped
         example(Self::TypeText { text: "hello".into() }),
     }
 );
@@ -277,6 +270,48 @@ actions!(
 /// Matches any text without NUL or the other C0 controls except tab and
 /// newline (which a text field takes).
 const TEXT_PATTERN: &str = r"^[^\x00-\x08\x0B-\x1F\x7F]*$";
+
+records! {
+    /// What `tap` and `long_press` answer: where the finger went.
+    Touched {
+        /// Screen x in pixels.
+        x: u32 = Schema::integer("", Some(0), None),
+        /// Screen y in pixels.
+        y: u32 = Schema::integer("", Some(0), None),
+        /// The element of the latest `screen.ui_tree` touched, when one was given.
+        element: Option<u32> = Schema::integer("the element tapped", Some(0), None),
+    }
+
+    /// What `swipe` answers.
+    Swiped {
+        /// Where the finger landed.
+        from: Point = point(""),
+        /// Where it lifted.
+        to: Point = point(""),
+        /// How long the movement took.
+        duration_ms: u32 = Schema::integer("", Some(0), None),
+    }
+
+    /// What `scroll` answers.
+    Scrolled {
+        /// The direction given: `up`, `down`, `left` or `right`.
+        direction: String = Schema::string(""),
+    }
+
+    /// What `key` and `power` answer.
+    KeyPressed {
+        /// The key pressed: a `key` name, or `power`.
+        key: String = Schema::string("the key pressed"),
+    }
+
+    /// What `type_text` answers.
+    TextTyped {
+        /// The characters typed.
+        typed: u64 = Schema::integer("characters typed", Some(0), None),
+        /// How: `input_text`, `clipboard_paste` or `ime_broadcast`.
+        method: String = Schema::string("how: input_text, clipboard_paste or ime_broadcast"),
+    }
+}
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {
@@ -323,21 +358,4 @@ fn point(description: &'static str) -> Schema {
             req("y", target_y()),
         ],
     )
-}
-
-/// What `tap` and `long_press` answer.
-fn touched() -> Vec<Property> {
-    vec![
-        req("x", Schema::integer("", Some(0), None)),
-        req("y", Schema::integer("", Some(0), None)),
-        opt(
-            "element",
-            Schema::integer("the element tapped", Some(0), None),
-        ),
-    ]
-}
-
-/// What the key actions answer.
-fn key_pressed() -> Vec<Property> {
-    vec![req("key", Schema::string("the key pressed"))]
 }

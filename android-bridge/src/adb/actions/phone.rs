@@ -10,14 +10,16 @@
 //! whatever the configuration says are repeated here, so a transport used
 //! on its own refuses them too.
 
-use super::{Shell, ok, parsed, read, to_json};
+use super::{Shell, answer, ok, parsed, read};
 use crate::adb::parse;
 use crate::error::BridgeError;
 use droidwarden_services::{
-    AppManagerAction, ErrorCode, FilesAction, IntentsAction, NotificationsAction, ShellAction,
-    TelephonyAction, WireError, plain_absolute_path, refuse_dangerous_scheme,
+    ActivityStarted, AppDataCleared, AppInstalled, AppManagerAction, AppUninstalled, CallPlaced,
+    ErrorCode, FilePulled, FilesAction, IntentsAction, NotificationList, NotificationsAction,
+    ShellAction, ShellRun, SmsComposed, TelephonyAction, TextShared, UrlOpened, WireError,
+    plain_absolute_path, refuse_dangerous_scheme,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The largest file `files.pull` returns (before base64).
 pub const MAX_PULL_BYTES: u64 = 1024 * 1024;
@@ -66,11 +68,11 @@ pub(super) async fn notifications(
     if let Some(package) = package {
         list.notifications.retain(|n| n.package == package.as_str());
     }
-    Ok(json!({
-        "count": list.notifications.len(),
-        "redacted": list.redacted,
-        "notifications": to_json(&list.notifications)?,
-    }))
+    answer(NotificationList {
+        count: list.notifications.len() as u64,
+        redacted: list.redacted,
+        notifications: list.notifications,
+    })
 }
 
 async fn am_start(sh: &dyn Shell, argv: &[&str]) -> Result<parse::AmStart, BridgeError> {
@@ -87,7 +89,11 @@ pub(super) async fn intents(sh: &dyn Shell, action: &IntentsAction) -> Result<Va
             refuse_dangerous_scheme(url).map_err(wire)?;
             // BROWSABLE: only activities that accept links from a browser.
             let started = super::view(sh, url, Some("android.intent.category.BROWSABLE")).await?;
-            Ok(json!({ "url": url, "status": started.status, "activity": started.activity }))
+            answer(UrlOpened {
+                url: url.clone(),
+                status: started.status,
+                activity: started.activity,
+            })
         }
         IntentsAction::ShareText { text } => {
             let argv = [
@@ -103,7 +109,10 @@ pub(super) async fn intents(sh: &dyn Shell, action: &IntentsAction) -> Result<Va
                 text.as_str(),
             ];
             am_start(sh, &argv).await?;
-            Ok(json!({ "shared": true, "length": text.chars().count() }))
+            answer(TextShared {
+                shared: true,
+                length: text.chars().count() as u64,
+            })
         }
         IntentsAction::StartActivity {
             component,
@@ -135,9 +144,11 @@ pub(super) async fn intents(sh: &dyn Shell, action: &IntentsAction) -> Result<Va
             }
             let started = am_start(sh, &argv).await?;
             let asked = component.as_deref().or(action.as_deref()).unwrap_or("");
-            Ok(
-                json!({ "component": asked, "status": started.status, "activity": started.activity }),
-            )
+            answer(ActivityStarted {
+                component: asked.to_owned(),
+                status: started.status,
+                activity: started.activity,
+            })
         }
     }
 }
@@ -192,7 +203,11 @@ pub(super) async fn files(sh: &dyn Shell, action: &FilesAction) -> Result<Value,
             format!("{path} grew past {MAX_PULL_BYTES} bytes while it was read"),
         ));
     }
-    Ok(json!({ "path": path, "size_bytes": decoded, "content_base64": encoded }))
+    answer(FilePulled {
+        path: path.clone(),
+        size_bytes: decoded as u64,
+        content_base64: encoded,
+    })
 }
 
 /// The number of bytes a standard base64 text encodes.
@@ -281,7 +296,11 @@ pub(super) async fn app_manager(
                 ));
             }
             super::transfer::install(sh, apk_path).await?;
-            Ok(json!({ "apk_path": apk_path, "from_host": false, "installed": true }))
+            answer(AppInstalled {
+                apk_path: apk_path.clone(),
+                from_host: false,
+                installed: true,
+            })
         }
         AppManagerAction::Install { .. } => Err(refused(
             ErrorCode::InvalidParams,
@@ -290,12 +309,18 @@ pub(super) async fn app_manager(
         AppManagerAction::Uninstall { package } => {
             installed(sh, package.as_str()).await?;
             pm(sh, "pm uninstall", &["pm", "uninstall", package.as_str()]).await?;
-            Ok(json!({ "package": package, "uninstalled": true }))
+            answer(AppUninstalled {
+                package: package.as_str().to_owned(),
+                uninstalled: true,
+            })
         }
         AppManagerAction::ClearData { package } => {
             installed(sh, package.as_str()).await?;
             pm(sh, "pm clear", &["pm", "clear", package.as_str()]).await?;
-            Ok(json!({ "package": package, "cleared": true }))
+            answer(AppDataCleared {
+                package: package.as_str().to_owned(),
+                cleared: true,
+            })
         }
     }
 }
@@ -323,7 +348,10 @@ pub(super) async fn telephony(
                 "true",
             ];
             am_start(sh, &argv).await?;
-            Ok(json!({ "number": number, "status": "composed" }))
+            answer(SmsComposed {
+                number: number.clone(),
+                status: "composed".into(),
+            })
         }
         TelephonyAction::Dial { number } => {
             let uri = format!("tel:{number}");
@@ -337,7 +365,10 @@ pub(super) async fn telephony(
                 &uri,
             ];
             am_start(sh, &argv).await?;
-            Ok(json!({ "number": number, "calling": true }))
+            answer(CallPlaced {
+                number: number.clone(),
+                calling: true,
+            })
         }
     }
 }
@@ -360,12 +391,12 @@ pub(super) async fn shell(sh: &dyn Shell, action: &ShellAction) -> Result<Value,
     let out = sh.run(&argv).await?;
     let (stdout, cut_out) = bounded(&out.stdout, MAX_SHELL_OUTPUT);
     let (stderr, cut_err) = bounded(&out.stderr, MAX_SHELL_OUTPUT);
-    Ok(json!({
-        "exit": out.exit,
-        "stdout": stdout,
-        "stderr": stderr,
-        "truncated": cut_out || cut_err,
-    }))
+    answer(ShellRun {
+        exit: i64::from(out.exit),
+        stdout: stdout.to_owned(),
+        stderr: stderr.to_owned(),
+        truncated: cut_out || cut_err,
+    })
 }
 
 #[cfg(test)]

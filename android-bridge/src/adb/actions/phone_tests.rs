@@ -5,6 +5,7 @@
 use super::tests::{ScriptedShell, run};
 use super::*;
 use droidwarden_services::ErrorCode;
+use serde_json::json;
 
 const REDACTED_17: &str = fixture!("dumpsys-notification/adbjsoncli-emulator-17.txt");
 const NOREDACT_14: &str = fixture!("dumpsys-notification/noredact-composed-14.txt");

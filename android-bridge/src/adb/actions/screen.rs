@@ -26,8 +26,9 @@
 use super::*;
 use base64::Engine as _;
 use droidwarden_services::{
-    CatalogueError, ImageFormat, Key, SCREENSHOT_MAX_SIDE, SCREENSHOT_QUALITY, ScreenReaderAction,
-    ScrollDirection, UI_TREE_MAX_NODES, UiControlAction,
+    CatalogueError, ForegroundActivity, ImageFormat, Key, KeyPressed, SCREENSHOT_MAX_SIDE,
+    SCREENSHOT_QUALITY, ScreenCapture, ScreenReaderAction, ScrollDirection, Scrolled, Swiped,
+    TextTyped, Touched, UI_TREE_MAX_NODES, UiControlAction,
 };
 use std::time::{Duration, Instant};
 
@@ -81,19 +82,19 @@ pub struct Screenshot {
 }
 
 impl Screenshot {
-    /// The `screen.screenshot` result.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "format": self.format.as_str(),
-            "mime_type": self.format.mime(),
-            "width": self.width,
-            "height": self.height,
-            "original_width": self.original_width,
-            "original_height": self.original_height,
-            "scale": self.scale,
-            "bytes": self.bytes.len(),
-            "data_base64": base64::engine::general_purpose::STANDARD.encode(&self.bytes),
-        })
+    /// The `screen.screenshot` result: the image in base64 and its sizes.
+    pub fn capture(&self) -> ScreenCapture {
+        ScreenCapture {
+            format: self.format.as_str().to_owned(),
+            mime_type: self.format.mime().to_owned(),
+            width: self.width,
+            height: self.height,
+            original_width: self.original_width,
+            original_height: self.original_height,
+            scale: self.scale,
+            bytes: self.bytes.len() as u64,
+            data_base64: base64::engine::general_purpose::STANDARD.encode(&self.bytes),
+        }
     }
 }
 
@@ -185,12 +186,14 @@ pub(super) async fn screen_reader(
             let format = format.unwrap_or(ImageFormat::Jpeg);
             let quality = quality.unwrap_or(SCREENSHOT_QUALITY);
             sh.offload(Box::new(move || {
-                render_screenshot(&png, max_side, format, quality)
-                    .map(|s| s.to_json())
-                    .map_err(|detail| BridgeError::UnexpectedOutput {
-                        command: "screencap -p".into(),
-                        detail,
-                    })
+                let shot =
+                    render_screenshot(&png, max_side, format, quality).map_err(|detail| {
+                        BridgeError::UnexpectedOutput {
+                            command: "screencap -p".into(),
+                            detail,
+                        }
+                    })?;
+                answer(shot.capture())
             }))
             .await
         }
@@ -211,7 +214,7 @@ pub(super) async fn screen_reader(
                 screen: tree.screen_width.zip(tree.screen_height),
                 at: Instant::now(),
             });
-            to_json(tree)
+            answer(tree)
         }
         ScreenReaderAction::ForegroundApp => {
             let argv = ["dumpsys", "window", "displays"];
@@ -220,7 +223,11 @@ pub(super) async fn screen_reader(
                 message: "no app has the focus (the screen may be off or locked)".into(),
             })?;
             let component = format!("{package}/{activity}");
-            Ok(json!({ "package": package, "activity": activity, "component": component }))
+            answer(ForegroundActivity {
+                package,
+                activity,
+                component,
+            })
         }
     }
 }
@@ -338,7 +345,11 @@ pub(super) async fn ui_control(
             forget(sh);
             let (xs, ys) = (x.to_string(), y.to_string());
             ok(sh, &["input", "tap", &xs, &ys]).await?;
-            Ok(json!({ "x": x, "y": y, "element": element }))
+            answer(Touched {
+                x,
+                y,
+                element: *element,
+            })
         }
         UiControlAction::LongPress {
             x,
@@ -351,7 +362,11 @@ pub(super) async fn ui_control(
             let (xs, ys) = (x.to_string(), y.to_string());
             let ms = duration_ms.unwrap_or(800).to_string();
             ok(sh, &["input", "swipe", &xs, &ys, &xs, &ys, &ms]).await?;
-            Ok(json!({ "x": x, "y": y, "element": element }))
+            answer(Touched {
+                x,
+                y,
+                element: *element,
+            })
         }
         UiControlAction::Swipe {
             from,
@@ -360,11 +375,11 @@ pub(super) async fn ui_control(
         } => {
             let ms = duration_ms.unwrap_or(300);
             swipe(sh, (from.x, from.y), (to.x, to.y), ms).await?;
-            Ok(json!({
-                "from": {"x": from.x, "y": from.y},
-                "to": {"x": to.x, "y": to.y},
-                "duration_ms": ms,
-            }))
+            answer(Swiped {
+                from: *from,
+                to: *to,
+                duration_ms: ms,
+            })
         }
         UiControlAction::Scroll { direction } => {
             let known = snapshot(sh).as_ref().and_then(|t| t.screen);
@@ -382,17 +397,23 @@ pub(super) async fn ui_control(
                 ScrollDirection::Left => ((cx - dx, cy), (cx + dx, cy)),
             };
             swipe(sh, from, to, 300).await?;
-            Ok(json!({ "direction": direction.as_str() }))
+            answer(Scrolled {
+                direction: direction.as_str().to_owned(),
+            })
         }
         UiControlAction::Key { key } => {
             forget(sh);
             keyevent(sh, key.android_keycode()).await?;
-            Ok(json!({ "key": key.as_str() }))
+            answer(KeyPressed {
+                key: key.as_str().to_owned(),
+            })
         }
         UiControlAction::Power => {
             forget(sh);
             keyevent(sh, "KEYCODE_POWER").await?;
-            Ok(json!({ "key": "power" }))
+            answer(KeyPressed {
+                key: "power".to_owned(),
+            })
         }
         UiControlAction::TypeText { text } => type_text(sh, text).await,
     }
@@ -456,7 +477,7 @@ fn plain_pieces<'t>(text: &'t str) -> Option<Vec<Piece<'t>>> {
 }
 
 async fn type_text(sh: &dyn Shell, text: &str) -> Result<Value, BridgeError> {
-    let typed = text.chars().count();
+    let typed = text.chars().count() as u64;
     if let Some(pieces) = plain_pieces(text) {
         for piece in pieces {
             match piece {
@@ -464,7 +485,10 @@ async fn type_text(sh: &dyn Shell, text: &str) -> Result<Value, BridgeError> {
                 Piece::Key(k) => keyevent(sh, k.android_keycode()).await?,
             }
         }
-        return Ok(json!({ "typed": typed, "method": "input_text" }));
+        return answer(TextTyped {
+            typed,
+            method: "input_text".to_owned(),
+        });
     }
     let imes = ok(sh, &["ime", "list", "-s"]).await?;
     if !imes.lines().any(|l| l.trim() == ADB_IME) {
@@ -505,7 +529,10 @@ async fn type_text(sh: &dyn Shell, text: &str) -> Result<Value, BridgeError> {
             detail: out.chars().take(200).collect(),
         });
     }
-    Ok(json!({ "typed": typed, "method": "ime_broadcast" }))
+    answer(TextTyped {
+        typed,
+        method: "ime_broadcast".to_owned(),
+    })
 }
 
 #[cfg(test)]

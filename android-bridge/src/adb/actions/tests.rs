@@ -3,6 +3,7 @@
 
 use super::*;
 use droidwarden_services::{Catalogue, ErrorCode};
+use serde_json::json;
 
 /// Answers each command line (argv joined by spaces) from a script and
 /// records what it was asked, in order.

@@ -5,13 +5,13 @@
 //! that need the file system (symbolic links resolved, the size read from
 //! the open file), and streamed, so an APK is never held in memory whole.
 
-use super::{Shell, parse};
+use super::{Shell, answer, parse};
 use crate::error::BridgeError;
 use droidwarden_services::{
-    ErrorCode, FilesAction, HostFiles, MAX_INLINE_PUSH_BYTES, WireError, check_push_shape,
-    plain_absolute_path,
+    AppInstalled, ErrorCode, FilePushed, FilesAction, HostFiles, MAX_INLINE_PUSH_BYTES, WireError,
+    check_push_shape, plain_absolute_path,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::Path;
 #[cfg(test)]
 use std::path::PathBuf;
@@ -237,9 +237,11 @@ pub(super) async fn push(sh: &dyn Shell, action: &FilesAction) -> Result<Value, 
         }
     };
     match pushed {
-        Pushed::Written { bytes, replaced } => {
-            Ok(json!({ "path": path, "size_bytes": bytes, "replaced": replaced }))
-        }
+        Pushed::Written { bytes, replaced } => answer(FilePushed {
+            path: path.clone(),
+            size_bytes: bytes,
+            replaced,
+        }),
         Pushed::Exists { is_dir: true } => Err(refused(
             ErrorCode::InvalidParams,
             format!("{path} is a directory on the phone; name the file inside it"),
@@ -333,7 +335,11 @@ pub(super) async fn install_from_host(
         }
     }
     outcome?;
-    Ok(json!({ "apk_path": host_path, "from_host": true, "installed": true }))
+    answer(AppInstalled {
+        apk_path: host_path.to_owned(),
+        from_host: true,
+        installed: true,
+    })
 }
 
 /// `pm install -r PATH`, its refusals as structured errors.

@@ -64,7 +64,7 @@ pub use media::{MediaSession, media_sessions};
 pub use network::{
     NetworkLink, NetworkRoute, airplane_mode, ip_addr, ip_addrs, ip_route, ip_route_get, uplink,
 };
-pub use notifications::{Notification, NotificationList, notifications};
+pub use notifications::{Notification, NotificationDump, notifications};
 pub use pm::{InstallFailure, InstallFailureKind, install_failure, pm_outcome};
 pub use power::{PowerState, power};
 pub use sensors::{

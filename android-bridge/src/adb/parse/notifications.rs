@@ -24,29 +24,16 @@
 //! Whatever follows the list (the listeners, snoozed and historical
 //! notifications, ranking config) is not read.
 
+pub use droidwarden_services::Notification;
+
 use super::error::ParseError;
-use serde::Serialize;
 
-/// One posted notification.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Notification {
-    /// The notification's key, `user|package|id|tag|uid`.
-    pub key: String,
-    /// The posting app.
-    pub package: String,
-    /// `android.title`, when the app set one and the phone showed it.
-    pub title: Option<String>,
-    /// `android.text` (else `android.bigText`), when present and shown.
-    pub text: Option<String>,
-    /// When it was posted or last updated, Unix epoch ms.
-    pub posted_ms: Option<u64>,
-    /// Whether it cannot be swiped away (`ONGOING_EVENT`).
-    pub ongoing: bool,
-}
-
-/// The notification list and whether the phone hid any contents.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NotificationList {
+/// The notification list and whether the phone hid any contents. The
+/// result of `notifications.list` is built from it
+/// ([`droidwarden_services::NotificationList`], with the count, after an
+/// optional filter by package).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotificationDump {
     /// The notifications, newest first.
     pub notifications: Vec<Notification>,
     /// Some title or text was redacted.
@@ -84,7 +71,7 @@ struct Record {
 /// [`ParseError::MissingField`] when the output is not a notification
 /// manager dump (no `Notification List` and no record), and
 /// [`ParseError::Malformed`] for a record header without a package.
-pub fn notifications(out: &str) -> Result<NotificationList, ParseError> {
+pub fn notifications(out: &str) -> Result<NotificationDump, ParseError> {
     let lines: Vec<&str> = out.lines().collect();
     let Some(start) = lines.iter().position(|l| {
         let t = l.trim();
@@ -95,7 +82,7 @@ pub fn notifications(out: &str) -> Result<NotificationList, ParseError> {
             // A manager dump without a list section: nothing posted
             // (old releases print no header when the list is empty).
             if !out.contains("NotificationRecord(") {
-                return Ok(NotificationList {
+                return Ok(NotificationDump {
                     notifications: Vec::new(),
                     redacted: false,
                 });
@@ -115,7 +102,7 @@ fn indent(line: &str) -> usize {
     line.len() - line.trim_start().len()
 }
 
-fn parse_records(lines: &[&str], from: usize) -> Result<NotificationList, ParseError> {
+fn parse_records(lines: &[&str], from: usize) -> Result<NotificationDump, ParseError> {
     let list_indent = from
         .checked_sub(1)
         .and_then(|i| lines.get(i))
@@ -221,7 +208,7 @@ fn parse_records(lines: &[&str], from: usize) -> Result<NotificationList, ParseE
         .collect();
     // Newest first; the dump's own order (ranking) breaks ties.
     notifications.sort_by_key(|n| std::cmp::Reverse(n.posted_ms));
-    Ok(NotificationList {
+    Ok(NotificationDump {
         notifications,
         redacted,
     })

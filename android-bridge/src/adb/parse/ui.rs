@@ -21,7 +21,7 @@
 //! [`ui_elements`] turns the XML into the compact numbered list a model
 //! reads; the numbers are what `ui_control.tap {element}` takes.
 
-use serde::Serialize;
+pub use droidwarden_services::{UiElement, UiTree};
 
 use super::error::ParseError;
 
@@ -117,58 +117,6 @@ pub fn xml_slice(text: &str) -> Option<&str> {
     let start = text.find("<?xml").or_else(|| text.find("<hierarchy"))?;
     let end = text.rfind("</hierarchy>")? + "</hierarchy>".len();
     (end > start).then(|| &text[start..end])
-}
-
-/// One element of the screen, as a model reads it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UiElement {
-    /// Its number in this list: what `ui_control.tap {element}` takes.
-    pub index: u32,
-    /// The class's short name (`Button` for `android.widget.Button`).
-    pub class: String,
-    /// Its text, if any.
-    pub text: Option<String>,
-    /// Its content description, if any.
-    pub description: Option<String>,
-    /// Its resource id, if any.
-    pub resource_id: Option<String>,
-    /// The app it belongs to.
-    pub package: Option<String>,
-    /// `[left, top, right, bottom]` in screen pixels.
-    pub bounds: [i32; 4],
-    /// The centre, `[x, y]`.
-    pub center: [i32; 2],
-    /// Whether tapping it does something.
-    pub clickable: bool,
-    /// Whether it has an on/off state.
-    pub checkable: bool,
-    /// Whether it is on.
-    pub checked: bool,
-    /// Whether it takes input.
-    pub enabled: bool,
-    /// Whether it has the input focus.
-    pub focused: bool,
-    /// Whether it scrolls.
-    pub scrollable: bool,
-}
-
-/// The numbered element list of one dump.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UiTree {
-    /// Elements listed.
-    pub count: usize,
-    /// Nodes in the dump.
-    pub total: usize,
-    /// Whether `max_nodes` cut the list short.
-    pub truncated: bool,
-    /// The screen's width, from the root node's bounds.
-    pub screen_width: Option<i32>,
-    /// The screen's height.
-    pub screen_height: Option<i32>,
-    /// The elements, in document order.
-    pub elements: Vec<UiElement>,
-    /// One line per element, for reading.
-    pub text: String,
 }
 
 /// Parses a `uiautomator dump` XML document into a numbered list.
