@@ -559,3 +559,55 @@ fn each_service_declares_its_state_entities_and_companion_event_consistently() {
     let location = Catalogue::get().service("location").unwrap();
     assert!(location.state.is_some() && location.companion_event == Some("location"));
 }
+
+/// A Home Assistant entity shows a field of its service's state: the field
+/// must be in the state read's result record, of a kind the entity can
+/// show. A misspelt field would leave the entity `unknown` for ever.
+#[test]
+fn every_home_assistant_entity_shows_a_field_of_its_services_state() {
+    use droidwarden_services::home_assistant::{HaKind, HaStep};
+    use droidwarden_services::schema::Kind;
+    let mut checked = 0;
+    for spec in Catalogue::get().services() {
+        let properties = match spec.state.map(|state| &state().spec().result.kind) {
+            Some(Kind::Object(properties)) => properties.as_slice(),
+            _ => &[],
+        };
+        let kind_of = |field: &str| {
+            properties
+                .iter()
+                .find(|p| p.name == field)
+                .map(|p| &p.schema.kind)
+                .unwrap_or_else(|| panic!("{}: the state has no field {field:?}", spec.id))
+        };
+        for entity in &spec.home_assistant {
+            let (field, fits): (&str, fn(&Kind) -> bool) = match &entity.kind {
+                HaKind::Sensor { field, .. } => (field, |k| {
+                    matches!(k, Kind::Integer { .. } | Kind::Number | Kind::String { .. })
+                }),
+                HaKind::BinarySensor { field, .. } | HaKind::Switch { field, .. } => {
+                    (field, |k| matches!(k, Kind::Boolean))
+                }
+                HaKind::Number { field, step, .. } => {
+                    if *step == HaStep::PhoneSteps {
+                        assert!(
+                            matches!(kind_of("max"), Kind::Integer { .. }),
+                            "{}: steps need the state's max",
+                            entity.object_id
+                        );
+                    }
+                    (field, |k| matches!(k, Kind::Integer { .. } | Kind::Number))
+                }
+                HaKind::Button { .. } => continue,
+            };
+            let kind = kind_of(field);
+            assert!(
+                fits(kind),
+                "{}: {field} is {kind:?}, which this entity cannot show",
+                entity.object_id
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "only {checked} entities show a field");
+}

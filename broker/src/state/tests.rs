@@ -155,21 +155,27 @@ fn will(topic: &str, payload: &str) -> LastWill {
     }
 }
 
+/// The PUBLISH packets sent to `conn`.
+fn publishes(actions: &[Action], conn: ConnId) -> impl Iterator<Item = &Publish> {
+    actions.iter().filter_map(move |a| match a {
+        Action::Send {
+            conn: c,
+            packet: ServerPacket::Publish(p),
+        } if *c == conn => Some(p),
+        _ => None,
+    })
+}
+
 /// The PUBLISH packets sent to `conn`, as (topic, payload, qos, retain).
 fn published(actions: &[Action], conn: ConnId) -> Vec<(String, String, QoS, bool)> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Send {
-                conn: c,
-                packet: ServerPacket::Publish(p),
-            } if *c == conn => Some((
+    publishes(actions, conn)
+        .map(|p| {
+            (
                 p.topic.clone(),
                 String::from_utf8_lossy(&p.payload).into_owned(),
                 p.qos,
                 p.retain,
-            )),
-            _ => None,
+            )
         })
         .collect()
 }
@@ -1050,15 +1056,8 @@ fn exceeding_the_receive_maximum_with_qos2_disconnects() {
 
 /// The user properties of the PUBLISH packets sent to `conn`.
 fn user_properties(actions: &[Action], conn: ConnId) -> Vec<Vec<(String, String)>> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Send {
-                conn: c,
-                packet: ServerPacket::Publish(p),
-            } if *c == conn => Some(p.properties.user_properties.clone()),
-            _ => None,
-        })
+    publishes(actions, conn)
+        .map(|p| p.properties.user_properties.clone())
         .collect()
 }
 
