@@ -383,6 +383,19 @@ pub struct Probe {
     client: Client,
     seen: Arc<Mutex<Vec<Message>>>,
     subscribed: Arc<Mutex<bool>>,
+    /// Set on drop: the connection thread stops instead of reconnecting.
+    closed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for Probe {
+    /// Disconnects for good. (A probe that reconnected after being dropped
+    /// would take its client identifier back from whoever has it now: on a
+    /// broker with `use_username_as_clientid`, any later client of the same
+    /// user.)
+    fn drop(&mut self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.client.try_disconnect();
+    }
 }
 
 impl std::fmt::Debug for Probe {
@@ -431,6 +444,7 @@ impl Probe {
         }
         let (client, mut connection) = Client::new(options, 10_000);
         let seen: Arc<Mutex<Vec<Message>>> = Arc::default();
+        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let connected = Arc::new(Mutex::new(false));
         let subscribed = Arc::new(Mutex::new(false));
         {
@@ -438,8 +452,12 @@ impl Probe {
             let connected = Arc::clone(&connected);
             let subscribed = Arc::clone(&subscribed);
             let client = client.clone();
+            let closed = Arc::clone(&closed);
             std::thread::spawn(move || {
                 for event in connection.iter() {
+                    if closed.load(std::sync::atomic::Ordering::SeqCst) {
+                        return;
+                    }
                     match event {
                         Ok(Event::Incoming(Packet::ConnAck(_))) => {
                             let _ = client.try_subscribe("#", QoS::AtLeastOnce);
@@ -468,6 +486,7 @@ impl Probe {
             client,
             seen,
             subscribed,
+            closed,
         }
     }
 
