@@ -2,7 +2,7 @@
 //! process, and a probe client that records what it sees.
 
 use crate::{AdbServer, binary, free_port, wait_for};
-use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
+use rumqttc::{Client, Event, MqttOptions, Outgoing, Packet, QoS};
 use serde_json::Value;
 use std::io::Write;
 use std::net::TcpStream;
@@ -454,11 +454,13 @@ impl Probe {
             let client = client.clone();
             let closed = Arc::clone(&closed);
             std::thread::spawn(move || {
+                let is_closed = || closed.load(std::sync::atomic::Ordering::SeqCst);
                 for event in connection.iter() {
-                    if closed.load(std::sync::atomic::Ordering::SeqCst) {
-                        return;
-                    }
                     match event {
+                        // Dropped: our DISCONNECT is out, after everything
+                        // published before it; or the connection ended.
+                        Ok(Event::Outgoing(Outgoing::Disconnect)) => return,
+                        Err(_) if is_closed() => return,
                         Ok(Event::Incoming(Packet::ConnAck(_))) => {
                             let _ = client.try_subscribe("#", QoS::AtLeastOnce);
                             *connected.lock().unwrap() = true;
