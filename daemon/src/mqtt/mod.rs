@@ -756,31 +756,13 @@ impl Mqtt {
         let key = match (&to.id, owns_id) {
             (Some(id), true) => id.clone(),
             _ => {
-                let reply = match request {
-                    Request::Approve {
-                        approval_id,
-                        approve,
-                        reason,
-                        by,
-                        login,
-                        ..
-                    } => {
-                        let reply = answer_approval(
-                            &self,
-                            to.id.as_deref(),
-                            &approval_id,
-                            approve,
-                            &reason,
-                            mqtt_decider(login.as_deref(), by.as_deref()),
-                        )
-                        .await;
-                        // An approval needs no reply unless it asked for
-                        // one or was refused.
-                        (to.id.is_some() || to.response.is_some() || reply["ok"] == false)
-                            .then_some(reply)
-                    }
-                    request => self.execute(to.id.as_deref(), request, admitted).await,
-                };
+                let approval = matches!(request, Request::Approve { .. });
+                let reply = self.execute(to.id.as_deref(), request, admitted).await;
+                // An approval needs no reply unless it asked for one or was
+                // refused.
+                let reply = reply.filter(|reply| {
+                    !approval || to.id.is_some() || to.response.is_some() || reply["ok"] == false
+                });
                 if let Some(reply) = reply {
                     self.reply(&to, reply.to_string().into_bytes()).await;
                 }
