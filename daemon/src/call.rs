@@ -161,6 +161,22 @@ mod tests {
         parse_command(&Wrapper::parse_from(argv).args)
     }
 
+    /// The example `droidwarden services SERVICE ACTION` prints is a call
+    /// that works: its words give back the catalogue's example.
+    #[test]
+    fn every_printed_example_parses_to_the_catalogues_example() {
+        for service in Catalogue::get().services() {
+            for action in &service.actions {
+                let pairs = crate::services_cli::example_pairs(&action.example);
+                let mut words = vec![service.id, action.name];
+                words.extend(pairs.iter().map(String::as_str));
+                let cmd = parse(&words)
+                    .unwrap_or_else(|e| panic!("{}.{}: {}", service.id, action.name, e.message));
+                assert_eq!(cmd.params_json(), action.example, "{words:?}");
+            }
+        }
+    }
+
     #[test]
     fn pairs_are_typed_by_the_schema() {
         let cmd = parse(&["audioAutomation", "set_volume", "stream=music", "level=40"]).unwrap();

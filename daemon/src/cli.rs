@@ -16,8 +16,8 @@ use crate::call;
 use crate::config::{Config, DbusBus};
 use crate::dbus::{Bus, client::Client};
 use clap::{Parser, Subcommand};
-use droidwarden_bridge::{Registry, TransportKind, adb::AdbTransport};
-use droidwarden_services::{Catalogue, ErrorCode, WireError};
+use droidwarden_bridge::{Registry, adb::AdbTransport};
+use droidwarden_services::{ErrorCode, WireError};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,9 +44,15 @@ pub(crate) struct Args {
 pub(crate) enum Command {
     /// Run the daemon: keep devices connected and watched until stopped.
     Daemon,
-    /// List the service catalogue: services, actions, parameters and risk.
+    /// List the service catalogue: services, actions, parameters and risk;
+    /// with a service (and an action), each action in full: parameters,
+    /// result fields and an example call.
     Services {
-        /// Print JSON with every action's parameter and result schema.
+        /// A service id or node type, e.g. `battery` or `batteryMonitor`.
+        service: Option<String>,
+        /// One of its actions, e.g. `status`.
+        action: Option<String>,
+        /// Print JSON with the parameter and result schemas.
         #[arg(long)]
         json: bool,
     },
@@ -311,10 +317,17 @@ pub(crate) enum ConfigCommand {
 
 pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
     match command {
-        Command::Services { json } => {
-            print_services(json);
-            ExitCode::SUCCESS
-        }
+        Command::Services {
+            service,
+            action,
+            json,
+        } => match crate::services_cli::render(service.as_deref(), action.as_deref(), json) {
+            Ok(text) => {
+                out!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        },
         Command::Daemon => crate::daemon::run(config).await,
         Command::Devices { json, target } if target.local => devices_local(config, json).await,
         Command::Devices { json, target } => devices(config, target.bus, json).await,
@@ -375,70 +388,6 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
-        }
-    }
-}
-
-/// The catalogue as JSON, with the transports that can perform each
-/// action: `droidwarden services --json` and D-Bus `ListServices()`.
-pub(crate) fn services_json() -> Vec<Value> {
-    Catalogue::get()
-        .services()
-        .iter()
-        .map(|s| {
-            let mut v = s.to_json();
-            if let Some(actions) = v["actions"].as_array_mut() {
-                for a in actions {
-                    let name = a["name"].as_str().unwrap_or_default().to_owned();
-                    let transports: Vec<&str> = [TransportKind::Adb, TransportKind::Companion]
-                        .into_iter()
-                        .filter(|t| t.unsupported_reason(s.id, &name).is_none())
-                        .map(TransportKind::as_str)
-                        .collect();
-                    a["transports"] = json!(transports);
-                }
-            }
-            v
-        })
-        .collect()
-}
-
-fn print_services(as_json: bool) {
-    let catalogue = Catalogue::get();
-    if as_json {
-        print_json(&json!({ "services": services_json() }));
-        return;
-    }
-    for s in catalogue.services() {
-        outln!("{} ({}) — {}", s.id, s.node_type, s.description);
-        for a in &s.actions {
-            let params: Vec<String> = a
-                .params
-                .iter()
-                .map(|p| {
-                    if p.required {
-                        p.name.to_owned()
-                    } else {
-                        format!("{}?", p.name)
-                    }
-                })
-                .collect();
-            let adb = match TransportKind::Adb.unsupported_reason(s.id, a.name) {
-                Some(_) => " [companion only]",
-                None => "",
-            };
-            outln!(
-                "  {:<20} {:<6} {}{}{}",
-                a.name,
-                a.risk.as_str(),
-                if params.is_empty() {
-                    String::new()
-                } else {
-                    format!("{{{}}} ", params.join(", "))
-                },
-                a.description,
-                adb
-            );
         }
     }
 }

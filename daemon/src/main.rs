@@ -64,6 +64,7 @@ mod poll;
 mod private;
 mod reload;
 mod sequencer; // Arrival order per device.
+mod services_cli; // `droidwarden services [SERVICE [ACTION]]`.
 mod skills_cli; // `droidwarden skills`, `skill run` (docs/skills.md).
 mod systemd;
 

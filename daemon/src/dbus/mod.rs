@@ -533,7 +533,7 @@ impl Daemon1 {
     /// `droidwarden services --json`).
     #[zbus(out_args("services_json"))]
     async fn list_services(&self) -> String {
-        Value::Array(crate::cli::services_json()).to_string()
+        Value::Array(crate::services_cli::services_json()).to_string()
     }
 
     /// Perform one action. `device` empty: the only online device.
