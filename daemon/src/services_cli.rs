@@ -331,7 +331,11 @@ mod tests {
             line(&text, "mount"),
             (6, "mount string — mount point".into())
         );
-        assert_eq!(line(&text, "use_percent").1, "use_percent integer 0–100");
+        // Described by the record field's doc where its schema says nothing.
+        assert_eq!(
+            line(&text, "size_bytes").1,
+            "size_bytes integer ≥ 0 — Total size."
+        );
         let text = render(Some("audio_automation"), Some("set_volume"), false).unwrap();
         assert_eq!(line(&text, "stream").0, 4, "{text}");
         assert!(

@@ -30,7 +30,7 @@ records! {
             "battery health",
             &["good", "overheat", "dead", "over_voltage", "failure", "cold", "unknown"],
         ),
-        /// The power source: `ac`, `usb`, `wireless` or `dock`; `None` on battery.
+        /// The power source: `ac`, `usb`, `wireless` or `dock`; null on battery.
         plugged: Option<String> =
             Schema::enumeration("power source", &["ac", "usb", "wireless", "dock"]),
         /// Whether the battery status is `charging`.

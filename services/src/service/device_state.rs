@@ -50,9 +50,9 @@ records! {
 
     /// What `device_state.storage` answers.
     Storage {
-        /// App data, `/data`; `None` when the phone has none.
+        /// App data, `/data`; null when the phone has none.
         data: Option<Filesystem> = Filesystem::schema("app data, /data"),
-        /// Shared storage (`/storage/emulated`, the "SD card"); `None` when
+        /// Shared storage (`/storage/emulated`, the "SD card"); null when
         /// the phone has none.
         external: Option<Filesystem> = Filesystem::schema("shared storage"),
     }

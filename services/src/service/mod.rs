@@ -120,23 +120,28 @@ macro_rules! actions {
 /// ```
 ///
 /// A field is required; an `Option` field may be `null` ([`ResultField`]).
-/// Generates the struct (public fields, serde) and its [`Record`] impl.
+/// A field's doc comment is also its description in the catalogue where
+/// its schema gives none, so each field is described once. Generates the
+/// struct (public fields, serde) and its [`Record`] impl.
 macro_rules! records {
     ($(
         $(#[$doc:meta])*
         $name:ident {
-            $($(#[$fdoc:meta])* $field:ident : $ty:ty = $schema:expr),* $(,)?
+            $($(#[doc = $fdoc:literal])* $field:ident : $ty:ty = $schema:expr),* $(,)?
         }
     )*) => {$(
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
         pub struct $name {
-            $($(#[$fdoc])* pub $field: $ty,)*
+            $($(#[doc = $fdoc])* pub $field: $ty,)*
         }
 
         impl Record for $name {
             fn properties() -> Vec<Property> {
-                vec![$(result_field::<$ty>(stringify!($field), $schema)),*]
+                vec![$(result_field::<$ty>(
+                    stringify!($field),
+                    described($schema, &[$($fdoc),*]),
+                )),*]
             }
         }
 
@@ -210,6 +215,16 @@ result_fields!(bool, u8, u16, u32, u64, i32, i64, f64, String);
 // The screen's types: element counts, coordinates and bounds (`screen`'s
 // `UiTree`), screen points (`ui_control`'s `Swiped`).
 result_fields!(usize, [i32; 2], [i32; 4], Point);
+
+/// `schema`, described by `doc` (a field's doc comment, line by line) when
+/// it says nothing itself.
+fn described(mut schema: Schema, doc: &[&'static str]) -> Schema {
+    if schema.description.is_empty() {
+        let text: Vec<&str> = doc.iter().map(|line| line.trim()).collect();
+        schema.description = text.join(" ").into();
+    }
+    schema
+}
 
 /// A result field's property: always present, `null` allowed for an `Option`.
 fn result_field<T: ResultField>(name: &'static str, schema: Schema) -> Property {
@@ -516,5 +531,25 @@ mod tests {
             let spec_names: Vec<&str> = service.actions.iter().map(|a| a.name).collect();
             assert_eq!(spec_names, names, "{}", service.id);
         }
+    }
+
+    /// A record field is described once: by its schema, or else by its doc
+    /// comment (lines joined).
+    #[test]
+    fn a_record_field_without_a_description_is_described_by_its_doc() {
+        let fields = Filesystem::properties();
+        let description = |name: &str| {
+            fields
+                .iter()
+                .find(|p| p.name == name)
+                .map(|p| p.schema.description.to_string())
+                .unwrap_or_default()
+        };
+        assert_eq!(description("mount"), "mount point");
+        assert_eq!(description("size_bytes"), "Total size.");
+        assert_eq!(
+            description("use_percent"),
+            "Used, in percent of the size (rounded; `df`'s own figure when it prints one)."
+        );
     }
 }

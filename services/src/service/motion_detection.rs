@@ -23,7 +23,7 @@ records! {
         /// Angular speed in rad/s.
         gyroscope: Option<Vec3> = Vec3::schema("x, y, z"),
         /// `|acceleration|` differs from 9.81 by more than 0.5, or `|rotation|` is
-        /// above 0.1; `None` without either reading.
+        /// above 0.1; null without either reading.
         moving: Option<bool> = Schema::boolean(""),
     }
 

@@ -36,7 +36,7 @@ records! {
         carrier: bool = Schema::boolean("connected to a network"),
         /// First IPv4 address, without the prefix length.
         ipv4: Option<String> = Schema::string("IPv4 address"),
-        /// Prefix length of [`NetworkLink::ipv4`].
+        /// Prefix length of `ipv4`.
         prefix_len: Option<u8> = Schema::integer("", Some(0), Some(32)),
         /// IPv6 addresses, without prefix lengths.
         ipv6: Vec<String> = Schema::array("IPv6 addresses", Schema::string("")),

@@ -37,11 +37,11 @@ records! {
     /// What `screen_control.status` answers, from the system settings and
     /// `dumpsys power`.
     ScreenStatus {
-        /// `screen_brightness`, 0–255; `None` when the setting is unset.
+        /// `screen_brightness`, 0–255; null when the setting is unset.
         brightness: Option<i64> = Schema::integer("", Some(0), Some(255)),
         /// Whether `screen_brightness_mode` is automatic.
         auto_brightness: bool = Schema::boolean(""),
-        /// `screen_off_timeout` in milliseconds; `None` when the setting is unset.
+        /// `screen_off_timeout` in milliseconds; null when the setting is unset.
         timeout_ms: Option<i64> = Schema::integer("", Some(0), None),
         /// Whether the screen is on.
         screen_on: bool = Schema::boolean(""),

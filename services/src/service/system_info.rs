@@ -31,7 +31,7 @@ records! {
         build_id: String = Schema::string(""),
         /// `ro.serialno`.
         serial: Option<String> = Schema::string(""),
-        /// `MemTotal`; `None` when the phone hides `/proc/meminfo`.
+        /// `MemTotal`; null when the phone hides `/proc/meminfo`.
         memory_total_kb: Option<u64> = Schema::integer("", Some(0), None),
         /// `MemAvailable` (kernels before 3.14 lack it).
         memory_available_kb: Option<u64> = Schema::integer("", Some(0), None),

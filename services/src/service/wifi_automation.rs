@@ -69,7 +69,7 @@ records! {
         rssi_dbm: i32 = Schema::integer("", None, None),
         /// Capability flags as printed, e.g. `[WPA2-PSK-CCMP][RSN-PSK-CCMP][ESS]`.
         security: String = Schema::string("capability flags"),
-        /// Seconds since the access point was last seen; `None` when unknown or
+        /// Seconds since the access point was last seen; null when unknown or
         /// printed as `>1000.0`.
         age_s: Option<f64> = Schema::number("seconds since the network was last seen"),
     }
