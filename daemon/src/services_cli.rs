@@ -71,16 +71,15 @@ pub(crate) fn render(
         None => spec.actions.iter().collect(),
     };
     if as_json {
-        let mut v = service_json(spec);
-        if action.is_some() {
-            v["actions"]
-                .as_array()
-                .and_then(|all| all.iter().find(|a| a["name"] == actions[0].name))
+        let whole = service_json(spec);
+        let one = action.and_then(|_| {
+            whole["actions"]
+                .as_array()?
+                .iter()
+                .find(|a| a["name"] == actions[0].name)
                 .cloned()
-                .map(|one| v = one)
-                .unwrap_or_default();
-        }
-        return Ok(pretty(&v));
+        });
+        return Ok(pretty(one.as_ref().unwrap_or(&whole)));
     }
     let mut out = String::new();
     let _ = writeln!(
