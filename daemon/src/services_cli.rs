@@ -214,7 +214,7 @@ fn field(out: &mut String, depth: usize, name: &str, schema: &Schema) {
 }
 
 /// A schema's type in a few words: `integer 0–100`, `one of: a, b`,
-/// `list of objects`, `… or null`.
+/// `list of objects`, `list, each integer`, `…, or null`.
 fn type_of(schema: &Schema) -> String {
     let base = match &schema.kind {
         Kind::String {
@@ -236,7 +236,7 @@ fn type_of(schema: &Schema) -> String {
         Kind::Object(_) => "object".to_owned(),
         Kind::Array(items) => match &items.kind {
             Kind::Object(_) => "list of objects".to_owned(),
-            _ => format!("list of {}", type_of(items)),
+            _ => format!("list, each {}", type_of(items)),
         },
     };
     if schema.nullable {
@@ -344,6 +344,13 @@ mod tests {
         assert!(
             text.contains("Example: droidwarden call audio_automation set_volume"),
             "{text}"
+        );
+        let shell = render(Some("shell"), Some("run"), false).unwrap();
+        assert!(
+            line(&shell, "argv")
+                .1
+                .starts_with("argv list, each string (at most 1024 characters)"),
+            "{shell}"
         );
     }
 
