@@ -711,3 +711,55 @@ async fn type_text_selects_the_broadcast_ime_for_unicode_and_restores_the_keyboa
     assert_eq!(err.code(), ErrorCode::UnsupportedAction);
     assert_eq!(without.asked(), ["ime list -s"]);
 }
+
+/// `docs/adb-commands.md` says what each action runs: every catalogue
+/// action has a row in its command table (`service.action {params}`, or
+/// `service.a / b` for several), and every row names a real action. A new
+/// action cannot go undocumented; a renamed one cannot leave a stale row.
+#[test]
+fn the_command_table_documents_every_action() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/adb-commands.md"
+    ))
+    .expect("docs/adb-commands.md");
+    let table = doc
+        .split("| service.action |")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("the command table");
+    let mut documented = std::collections::BTreeSet::new();
+    for row in table.lines().skip(2) {
+        let cell = row
+            .trim_start_matches('|')
+            .split(" | ")
+            .next()
+            .unwrap_or("");
+        let names = cell.split('{').next().unwrap_or("").trim();
+        let mut parts = names.split(" / ");
+        let first = parts.next().unwrap_or("");
+        let (service, action) = first
+            .split_once('.')
+            .unwrap_or_else(|| panic!("a row that names no action: {row}"));
+        documented.insert(format!("{service}.{action}"));
+        for more in parts {
+            documented.insert(format!("{service}.{}", more.trim()));
+        }
+    }
+    let catalogue: std::collections::BTreeSet<String> = Catalogue::get()
+        .services()
+        .iter()
+        .flat_map(|s| {
+            s.actions
+                .iter()
+                .map(move |a| format!("{}.{}", s.id, a.name))
+        })
+        .collect();
+    let undocumented: Vec<_> = catalogue.difference(&documented).collect();
+    let stale: Vec<_> = documented.difference(&catalogue).collect();
+    assert!(
+        undocumented.is_empty(),
+        "no row in docs/adb-commands.md: {undocumented:?}"
+    );
+    assert!(stale.is_empty(), "rows for no catalogue action: {stale:?}");
+}
