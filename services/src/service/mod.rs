@@ -39,7 +39,7 @@ use serde_json::{Value, json};
 ///
 /// The field block, the result and `example` are optional (no parameters,
 /// an empty result object, `{}`). A parameter is required unless its type
-/// is an `Option` ([`ParamType`]); its name is the field's. The result is a
+/// is an `Option` ([`FieldType`]); its name is the field's. The result is a
 /// record of [`records!`], whose fields are both what the catalogue
 /// documents and what a transport fills in. The description is also the
 /// variant's rustdoc.
@@ -91,7 +91,7 @@ macro_rules! actions {
                         mutates: actions!(@mutates $effect),
                         params: vec![$($(ParamSpec {
                             name: stringify!($field),
-                            required: <$ty as ParamType>::REQUIRED,
+                            required: !<$ty as FieldType>::OPTIONAL,
                             schema: $schema,
                         }),*)?],
                         result: Schema::object(
@@ -119,7 +119,7 @@ macro_rules! actions {
 /// }
 /// ```
 ///
-/// A field is required; an `Option` field may be `null` ([`ResultField`]).
+/// A field is required; an `Option` field may be `null` ([`FieldType`]).
 /// A field's doc comment is also its description in the catalogue where
 /// its schema gives none, so each field is described once. Generates the
 /// struct (public fields, serde) and its [`Record`] impl.
@@ -145,76 +145,52 @@ macro_rules! records {
             }
         }
 
-        impl ResultField for $name {
-            const NULLABLE: bool = false;
+        impl FieldType for $name {
+            const OPTIONAL: bool = false;
         }
     )*};
 }
 
-/// Whether a parameter must be given follows from its field's type: an
-/// `Option` may be left out, every other type must be there.
-trait ParamType {
-    /// Whether the parameter must be given.
-    const REQUIRED: bool;
+/// Whether a field is optional follows from its type: an `Option` is, every
+/// other type is not. A parameter is required unless optional; a result
+/// field may be `null` only if optional.
+trait FieldType {
+    /// Whether the type is an `Option`.
+    const OPTIONAL: bool;
 }
 
-impl<T> ParamType for Option<T> {
-    const REQUIRED: bool = false;
+impl<T> FieldType for Option<T> {
+    const OPTIONAL: bool = true;
 }
 
-/// The types of required parameters. A field of a type not listed here
-/// does not compile: add it (or wrap it in `Option`).
-macro_rules! required_params {
+impl<T> FieldType for Vec<T> {
+    const OPTIONAL: bool = false;
+}
+
+/// The types of fields that are never optional (records add themselves).
+/// A field of a type not listed here does not compile: add it (or wrap it
+/// in `Option`).
+macro_rules! field_types {
     ($($ty:ty),* $(,)?) => {
-        $(impl ParamType for $ty {
-            const REQUIRED: bool = true;
+        $(impl FieldType for $ty {
+            const OPTIONAL: bool = false;
         })*
     };
 }
 
-required_params!(
-    bool,
-    u8,
-    u32,
-    String,
+field_types!(bool, u8, u16, u32, u64, usize, i32, i64, f64, String);
+// Parameter types of the catalogue's own.
+field_types!(
     PackageName,
     Stream,
     RingerMode,
     Argv,
     Point,
     ScrollDirection,
-    Key,
+    Key
 );
-
-/// Whether a result field may be `null` follows from its type: an `Option`
-/// may, every other type may not.
-trait ResultField {
-    /// Whether the field may be `null`.
-    const NULLABLE: bool;
-}
-
-impl<T> ResultField for Option<T> {
-    const NULLABLE: bool = true;
-}
-
-impl<T> ResultField for Vec<T> {
-    const NULLABLE: bool = false;
-}
-
-/// The types of result fields that are never `null`. A field of a type not
-/// listed here (nor a record) does not compile: add it.
-macro_rules! result_fields {
-    ($($ty:ty),* $(,)?) => {
-        $(impl ResultField for $ty {
-            const NULLABLE: bool = false;
-        })*
-    };
-}
-
-result_fields!(bool, u8, u16, u32, u64, i32, i64, f64, String);
-// The screen's types: element counts, coordinates and bounds (`screen`'s
-// `UiTree`), screen points (`ui_control`'s `Swiped`).
-result_fields!(usize, [i32; 2], [i32; 4], Point);
+// The screen's bounds and centres (`screen`'s `UiTree`).
+field_types!([i32; 2], [i32; 4]);
 
 /// `schema`, described by `doc` (a field's doc comment, line by line) when
 /// it says nothing itself.
@@ -227,8 +203,8 @@ fn described(mut schema: Schema, doc: &[&'static str]) -> Schema {
 }
 
 /// A result field's property: always present, `null` allowed for an `Option`.
-fn result_field<T: ResultField>(name: &'static str, schema: Schema) -> Property {
-    if T::NULLABLE {
+fn result_field<T: FieldType>(name: &'static str, schema: Schema) -> Property {
+    if T::OPTIONAL {
         Property::required(name, schema.or_null())
     } else {
         Property::required(name, schema)
