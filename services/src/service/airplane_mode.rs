@@ -19,7 +19,7 @@ records! {
     /// What every `airplane_mode` action answers.
     AirplaneToggle {
         /// Whether airplane mode is (now) on.
-        enabled: bool = Schema::boolean("airplane mode is on"),
+        enabled: bool,
     }
 }
 

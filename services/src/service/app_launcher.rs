@@ -9,16 +9,15 @@ actions!(
             "Start an installed app by package name, optionally a specific activity."
         {
             /// The package to start.
-            package: PackageName = package_param(),
-            /// A specific activity (`.Main` or a full class name).
-            activity: Option<String> =
-                Schema::pattern("activity class, e.g. .MainActivity", ACTIVITY_PATTERN, 255),
+            package: PackageName,
+            /// Activity class, e.g. `.MainActivity`.
+            activity: Option<String> = Schema::pattern("", ACTIVITY_PATTERN, 255),
         }
         -> AppLaunch
         example(Self::Launch { package: "org.videolan.vlc".try_into()?, activity: None }),
         Stop = "stop" (Medium, changes) "Force-stop an app by package name." {
             /// The package to stop.
-            package: PackageName = package_param(),
+            package: PackageName,
         }
         -> AppStopped
         example(Self::Stop { package: "org.videolan.vlc".try_into()? }),
@@ -29,23 +28,23 @@ records! {
     /// What `app_launcher.launch` answers, from `am start -W`.
     AppLaunch {
         /// The package started.
-        package: String = Schema::string(""),
+        package: String,
         /// The component started, `package/activity`.
-        component: String = Schema::string("the started package/activity"),
+        component: String,
         /// `ok`, `timeout`, or whatever `am start` printed as `Status:`.
-        status: String = Schema::string("ok or timeout"),
+        status: String,
         /// `LaunchState:` as printed, e.g. `COLD`, `WARM`, `HOT`.
-        launch_state: Option<String> = Schema::string("COLD, WARM or HOT"),
+        launch_state: Option<String>,
         /// `TotalTime:` in milliseconds.
-        total_time_ms: Option<u64> = Schema::integer("", Some(0), None),
+        total_time_ms: Option<u64>,
     }
 
     /// What `app_launcher.stop` answers.
     AppStopped {
         /// The package stopped.
-        package: String = Schema::string(""),
+        package: String,
         /// Whether it was stopped (`true`).
-        stopped: bool = Schema::boolean(""),
+        stopped: bool,
     }
 }
 

@@ -8,12 +8,10 @@ actions!(
         List = "list" (Low, reads)
             "List installed packages; user apps only unless include_system is true."
         {
-            /// Include system packages.
-            include_system: Option<bool> =
-                Schema::boolean("include system packages (default false)"),
-            /// Include disabled packages.
-            include_disabled: Option<bool> =
-                Schema::boolean("include disabled packages (default false)"),
+            /// Include system packages (default false).
+            include_system: Option<bool>,
+            /// Include disabled packages (default false).
+            include_disabled: Option<bool>,
         }
         -> InstalledApps
         example(Self::List { include_system: Some(false), include_disabled: None }),
@@ -24,20 +22,20 @@ records! {
     /// What `app_list.list` answers.
     InstalledApps {
         /// How many packages are listed.
-        count: u64 = Schema::integer("", Some(0), None),
+        count: u64,
         /// The packages, as `pm list packages -f` lists them.
-        packages: Vec<InstalledPackage> = list::<InstalledPackage>(""),
+        packages: Vec<InstalledPackage>,
     }
 
     /// One line of `pm list packages [-f]`.
     InstalledPackage {
         /// The package name.
-        package: String = Schema::string(""),
-        /// The base APK path (only with `-f`).
-        path: Option<String> = Schema::string("APK path"),
+        package: String,
+        /// The base APK path, when the listing gives it (`pm list packages -f`).
+        path: Option<String>,
         /// The APK lives on a system partition. Always `false` without `-f`,
         /// since the listing does not say.
-        system_app: bool = Schema::boolean(""),
+        system_app: bool,
     }
 }
 

@@ -18,7 +18,7 @@ actions!(
         example(Self::Install { apk_path: Some("/data/local/tmp/game.apk".into()), host_path: None }),
         Uninstall = "uninstall" (High, changes) "Uninstall an app and delete its data." {
             /// The package to remove.
-            package: PackageName = package_param(),
+            package: PackageName,
         }
         -> AppUninstalled
         example(Self::Uninstall { package: "com.example.game".try_into()? }),
@@ -26,7 +26,7 @@ actions!(
             "Erase all of an app's data (accounts, settings, caches), as a fresh install."
         {
             /// The package whose data is erased.
-            package: PackageName = package_param(),
+            package: PackageName,
         }
         -> AppDataCleared
         example(Self::ClearData { package: "com.example.notes".try_into()? }),
@@ -38,29 +38,27 @@ records! {
     AppInstalled {
         /// The path given: `apk_path` on the phone, or `host_path` on the
         /// daemon's machine.
-        apk_path: String = Schema::string(
-            "the path given (on the phone, or on the daemon's machine with host_path)",
-        ),
+        apk_path: String,
         /// Whether the APK came from the daemon's machine (`host_path`).
-        from_host: bool = Schema::boolean("whether the APK came from the daemon's machine"),
+        from_host: bool,
         /// Whether the app is installed (always `true`: a failure is an error).
-        installed: bool = Schema::boolean(""),
+        installed: bool,
     }
 
     /// What `app_manager.uninstall` answers.
     AppUninstalled {
         /// The package removed.
-        package: String = Schema::string(""),
+        package: String,
         /// Whether it was uninstalled (always `true`: a failure is an error).
-        uninstalled: bool = Schema::boolean(""),
+        uninstalled: bool,
     }
 
     /// What `app_manager.clear_data` answers.
     AppDataCleared {
         /// The package whose data was erased.
-        package: String = Schema::string(""),
+        package: String,
         /// Whether its data was erased (always `true`: a failure is an error).
-        cleared: bool = Schema::boolean(""),
+        cleared: bool,
     }
 }
 

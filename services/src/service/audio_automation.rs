@@ -18,8 +18,8 @@ actions!(
         {
             /// The stream.
             stream: Stream = stream_schema("the audio stream"),
-            /// 0–100.
-            level: u8 = Schema::integer("volume in percent", Some(0), Some(100)),
+            /// Volume in percent.
+            level: u8 = Schema::integer("", Some(0), Some(100)),
         }
         -> AudioVolume
         example(Self::SetVolume { stream: Stream::Music, level: 40 }),
@@ -40,9 +40,8 @@ actions!(
         -> AudioMute
         example(Self::Unmute { stream: Some(Stream::Music) }),
         RingerMode = "ringer_mode" (Medium, changes) "Set the ringer: normal, vibrate or silent." {
-            /// The mode.
-            mode: RingerMode =
-                Schema::enumeration("ringer mode", &RingerMode::ALL.map(RingerMode::as_str)),
+            /// Ringer mode.
+            mode: RingerMode,
         }
         -> Ringer
         example(Self::RingerMode { mode: RingerMode::Vibrate }),
@@ -61,13 +60,13 @@ records! {
             Some(100),
         ),
         /// Android's volume index.
-        index: i64 = Schema::integer("Android's volume index", None, None),
+        index: i64,
         /// The lowest index.
-        min: i64 = Schema::integer("", None, None),
+        min: i64,
         /// The highest index.
-        max: i64 = Schema::integer("", None, None),
+        max: i64,
         /// Whether the stream is muted.
-        muted: bool = Schema::boolean(""),
+        muted: bool,
     }
 
     /// What `mute` and `unmute` answer.
@@ -75,9 +74,9 @@ records! {
         /// The stream, e.g. `music`.
         stream: String = stream_schema(""),
         /// Whether the stream is now muted.
-        muted: bool = Schema::boolean(""),
+        muted: bool,
         /// The volume in percent after the change.
-        level: i64 = Schema::integer("volume in percent after the change", Some(0), Some(100)),
+        level: i64 = Schema::integer("", Some(0), Some(100)),
     }
 
     /// What `audio_automation.ringer_mode` answers.

@@ -14,12 +14,12 @@ actions!(
 records! {
     /// What `battery.status` answers, read from `dumpsys battery`.
     BatteryStatus {
-        /// `level * 100 / scale`, clamped to 0–100.
-        level_percent: u8 = Schema::integer("charge in percent", Some(0), Some(100)),
+        /// Charge in percent: `level * 100 / scale`, clamped to 0–100.
+        level_percent: u8 = Schema::integer("", Some(0), Some(100)),
         /// The raw `level` value.
-        level: i64 = Schema::integer("raw level", None, None),
+        level: i64,
         /// The raw `scale` value (the level of a full battery, usually 100).
-        scale: i64 = Schema::integer("raw scale", None, None),
+        scale: i64,
         /// `charging`, `discharging`, `not_charging`, `full` or `unknown`.
         status: String = Schema::enumeration(
             "charging status",
@@ -31,18 +31,17 @@ records! {
             &["good", "overheat", "dead", "over_voltage", "failure", "cold", "unknown"],
         ),
         /// The power source: `ac`, `usb`, `wireless` or `dock`; null on battery.
-        plugged: Option<String> =
-            Schema::enumeration("power source", &["ac", "usb", "wireless", "dock"]),
+        plugged: Option<String> = Schema::enumeration("", &["ac", "usb", "wireless", "dock"]),
         /// Whether the battery status is `charging`.
-        charging: bool = Schema::boolean("whether it is charging"),
+        charging: bool,
         /// Whether a battery is present.
-        present: bool = Schema::boolean("whether a battery is present"),
+        present: bool,
         /// Battery temperature in °C (Android prints tenths of a degree).
-        temperature_c: Option<f64> = Schema::number("temperature in °C"),
+        temperature_c: Option<f64>,
         /// Battery voltage in millivolts.
-        voltage_mv: Option<i64> = Schema::integer("voltage in mV", None, None),
+        voltage_mv: Option<i64>,
         /// Battery chemistry, e.g. `Li-ion`.
-        technology: Option<String> = Schema::string("battery chemistry"),
+        technology: Option<String>,
     }
 }
 

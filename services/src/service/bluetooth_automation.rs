@@ -21,33 +21,33 @@ records! {
     /// What `bluetooth_automation.status` answers: the adapter's state.
     BluetoothAdapter {
         /// Bluetooth is switched on.
-        enabled: bool = Schema::boolean(""),
+        enabled: bool,
         /// Adapter state as printed: `ON`, `OFF`, `TURNING_ON`, `TURNING_OFF`, `BLE_ON`, …
-        state: String = Schema::string("ON, OFF, TURNING_ON, TURNING_OFF"),
+        state: String,
         /// The adapter's advertised name.
-        name: Option<String> = Schema::string(""),
+        name: Option<String>,
         /// The adapter's hardware address (vendors may mask part of it).
-        address: Option<String> = Schema::string(""),
+        address: Option<String>,
     }
 
     /// What turning Bluetooth on or off answers.
     BluetoothToggle {
         /// Whether Bluetooth is now on.
-        enabled: bool = Schema::boolean("Bluetooth is on"),
+        enabled: bool,
     }
 
     /// What `bluetooth_automation.paired_devices` answers.
     PairedDevices {
         /// The bonded devices.
-        devices: Vec<BluetoothDevice> = list::<BluetoothDevice>(""),
+        devices: Vec<BluetoothDevice>,
     }
 
     /// A paired Bluetooth device.
     BluetoothDevice {
         /// The device's hardware address.
-        address: String = Schema::string(""),
+        address: String,
         /// The device's name, when known.
-        name: Option<String> = Schema::string("null when the phone has no name for it"),
+        name: Option<String>,
     }
 }
 

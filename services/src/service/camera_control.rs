@@ -10,9 +10,8 @@ actions!(
         TakePhoto = "take_photo" (High, changes)
             "Take a photo and store it on the phone (companion app only)."
         {
-            /// File name for the photo.
-            filename: Option<String> =
-                Schema::pattern("file name, e.g. door.jpg", FILENAME_PATTERN, 128),
+            /// File name, e.g. `door.jpg`.
+            filename: Option<String> = Schema::pattern("", FILENAME_PATTERN, 128),
         }
         -> CameraPhoto
         example(Self::TakePhoto { filename: Some("door.jpg".into()) }),
@@ -23,23 +22,23 @@ records! {
     /// What `camera_control.camera_info` answers.
     CameraList {
         /// How many cameras are listed.
-        count: u64 = Schema::integer("", Some(0), None),
+        count: u64,
         /// The cameras, in the order the phone first mentions them.
-        cameras: Vec<CameraInfo> = list::<CameraInfo>(""),
+        cameras: Vec<CameraInfo>,
     }
 
     /// A camera and which way it faces.
     CameraInfo {
         /// The camera id, e.g. `0`.
-        id: String = Schema::string(""),
+        id: String,
         /// `back`, `front`, `external`, or `unknown` when the dump does not say.
-        facing: String = Schema::string("back, front or external"),
+        facing: String,
     }
 
     /// What `camera_control.take_photo` answers.
     CameraPhoto {
         /// Where the photo was stored on the phone.
-        path: String = Schema::string("where the photo was stored"),
+        path: String,
     }
 }
 

@@ -12,7 +12,7 @@ actions!(
         ScreenOff = "screen_off" (Medium, changes) "Turn the screen off." -> ScreenPower,
         PowerSave = "power_save" (Medium, changes) "Turn battery saver on or off." {
             /// Whether battery saver should be on.
-            enabled: bool = Schema::boolean("whether battery saver should be on"),
+            enabled: bool,
         } -> PowerSave
         example(Self::PowerSave { enabled: true }),
         Storage = "storage" (Low, reads)
@@ -25,50 +25,50 @@ records! {
     /// What `device_state.status` answers.
     PowerStatus {
         /// Whether the screen is on.
-        screen_on: bool = Schema::boolean(""),
+        screen_on: bool,
         /// `Awake`, `Asleep`, `Dreaming` or `Dozing`.
-        wakefulness: String = Schema::string("Awake, Asleep, Dreaming, Dozing"),
+        wakefulness: String,
         /// Whether the phone is plugged in.
-        plugged: bool = Schema::boolean(""),
+        plugged: bool,
         /// Whether battery saver is on, when the phone says.
-        power_save: Option<bool> = Schema::boolean("battery saver"),
+        power_save: Option<bool>,
         /// The battery level, when `dumpsys power` prints it.
-        battery_level: Option<i64> = Schema::integer("", None, None),
+        battery_level: Option<i64>,
     }
 
     /// What waking the screen or turning it off answers.
     ScreenPower {
         /// Whether the screen is now on.
-        screen_on: bool = Schema::boolean(""),
+        screen_on: bool,
     }
 
     /// What `device_state.power_save` answers.
     PowerSave {
         /// Whether battery saver is now on.
-        power_save: bool = Schema::boolean(""),
+        power_save: bool,
     }
 
     /// What `device_state.storage` answers.
     Storage {
         /// App data, `/data`; null when the phone has none.
-        data: Option<Filesystem> = Filesystem::schema("app data, /data"),
+        data: Option<Filesystem>,
         /// Shared storage (`/storage/emulated`, the "SD card"); null when
         /// the phone has none.
-        external: Option<Filesystem> = Filesystem::schema("shared storage"),
+        external: Option<Filesystem>,
     }
 
     /// One mounted filesystem from `df`, in bytes.
     Filesystem {
         /// Where it is mounted, e.g. `/data`.
-        mount: String = Schema::string("mount point"),
+        mount: String,
         /// The device or filesystem name, e.g. `/dev/block/dm-5`.
-        filesystem: String = Schema::string("device or filesystem"),
+        filesystem: String,
         /// Total size.
-        size_bytes: u64 = Schema::integer("", Some(0), None),
+        size_bytes: u64,
         /// Used.
-        used_bytes: u64 = Schema::integer("", Some(0), None),
+        used_bytes: u64,
         /// Available to apps.
-        available_bytes: u64 = Schema::integer("", Some(0), None),
+        available_bytes: u64,
         /// Used, in percent of the size (rounded; `df`'s own figure when it
         /// prints one).
         use_percent: u8 = Schema::integer("", Some(0), Some(100)),

@@ -19,26 +19,26 @@ records! {
     /// what `environmental_sensors.ambient_conditions` answers.
     AmbientConditions {
         /// Illuminance in lux.
-        light_lux: Option<f64> = Schema::number(""),
+        light_lux: Option<f64>,
         /// Air pressure in hPa.
-        pressure_hpa: Option<f64> = Schema::number(""),
+        pressure_hpa: Option<f64>,
         /// Ambient temperature in °C.
-        temperature_c: Option<f64> = Schema::number(""),
+        temperature_c: Option<f64>,
         /// Relative humidity in %.
-        humidity_percent: Option<f64> = Schema::number(""),
+        humidity_percent: Option<f64>,
         /// Which of `light`, `pressure`, `temperature`, `humidity` the phone has.
-        available: Vec<String> = Schema::array("sensor kinds present", Schema::string("")),
+        available: Vec<String>,
     }
 
     /// The proximity sensor's newest reading: what
     /// `environmental_sensors.proximity` answers.
     ProximityReading {
         /// The phone has a proximity sensor.
-        available: bool = Schema::boolean(""),
+        available: bool,
         /// Distance in cm (many sensors only report 0 or their maximum range).
-        distance_cm: Option<f64> = Schema::number(""),
+        distance_cm: Option<f64>,
         /// Something is closer than 1 cm.
-        near: Option<bool> = Schema::boolean(""),
+        near: Option<bool>,
     }
 }
 

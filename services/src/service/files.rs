@@ -29,9 +29,9 @@ actions!(
             path: String = phone_file(),
             /// The content as text (written as UTF-8).
             text: Option<String> = text_param("the file's content as text", MAX_INLINE_PUSH_BYTES),
-            /// The content as standard base64, for bytes that are not text.
+            /// The file's content as standard base64.
             content_base64: Option<String> = Schema::pattern(
-                "the file's content as standard base64",
+                "",
                 r"^[A-Za-z0-9+/]*={0,2}$",
                 MAX_INLINE_BASE64,
             ),
@@ -39,8 +39,8 @@ actions!(
             host_path: Option<String> = host_path_param(
                 "absolute path of a file on the daemon's machine, e.g. /srv/droidwarden/share/map.pdf",
             ),
-            /// Replace a file that is already there (default: refuse).
-            overwrite: Option<bool> = Schema::boolean("replace an existing file (default false)"),
+            /// Replace an existing file (default false).
+            overwrite: Option<bool>,
         }
         -> FilePushed
         example(Self::Push {
@@ -95,21 +95,21 @@ records! {
     /// What `files.pull` answers.
     FilePulled {
         /// The file's path on the phone, as given.
-        path: String = Schema::string(""),
+        path: String,
         /// The file's size.
-        size_bytes: u64 = Schema::integer("", Some(0), None),
+        size_bytes: u64,
         /// The file's bytes, standard base64.
-        content_base64: String = Schema::string("the file's bytes, standard base64"),
+        content_base64: String,
     }
 
     /// What `files.push` answers.
     FilePushed {
         /// Where the file is on the phone.
-        path: String = Schema::string("where the file is on the phone"),
+        path: String,
         /// The bytes written.
-        size_bytes: u64 = Schema::integer("", Some(0), None),
+        size_bytes: u64,
         /// Whether a file was there before (and was replaced).
-        replaced: bool = Schema::boolean("whether a file was there before"),
+        replaced: bool,
     }
 }
 

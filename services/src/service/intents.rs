@@ -8,9 +8,8 @@ actions!(
         OpenUrl = "open_url" (Medium, changes)
             "Open a link in the app that handles it (browser, maps, store). Only the schemes the daemon allows (http and https by default) are accepted; javascript:, file:, content: and intent: links are always refused."
         {
-            /// The link; its scheme must be on the daemon's allowlist.
-            url: String =
-                Schema::pattern("the link, e.g. https://example.org/page", ANY_URL_PATTERN, 2048),
+            /// The link, e.g. `https://example.org/page`.
+            url: String = Schema::pattern("", ANY_URL_PATTERN, 2048),
         }
         -> UrlOpened
         example(Self::OpenUrl { url: "https://example.org/".into() }),
@@ -25,33 +24,22 @@ actions!(
         StartActivity = "start_activity" (High, changes)
             "Start an activity with an explicit intent: a component and/or an action, an optional data URI and typed extras. Needs at least a component or an action."
         {
-            /// `package/.Activity` or `package/full.Class`.
+            /// `package/.Activity` or `package/full.ClassName`.
             component: Option<String> = Schema::pattern(
-                "package/.Activity or package/full.ClassName",
+                "",
                 COMPONENT_PATTERN,
                 511,
             ),
-            /// The intent action, e.g. `android.intent.action.VIEW`.
+            /// Intent action, e.g. `android.intent.action.VIEW`.
             action: Option<String> = Schema::pattern(
-                "intent action, e.g. android.intent.action.VIEW",
+                "",
                 INTENT_ACTION_PATTERN,
                 255,
             ),
-            /// The intent's data URI.
-            data: Option<String> =
-                Schema::pattern("data URI, e.g. geo:0,0?q=cafe", ANY_URL_PATTERN, 2048),
-            /// Typed extras.
-            extras: Option<Vec<Extra>> = Schema::array(
-                "extras, each {key, type, value}",
-                Schema::object(
-                    "one extra",
-                    vec![
-                        req("key", Schema::pattern("the extra's key", EXTRA_KEY_PATTERN, 255)),
-                        req("type", Schema::enumeration("the value's type", &ExtraType::NAMES)),
-                        req("value", text_param("the value, written as a string: \"42\", \"true\", \"1.5\"", 4000)),
-                    ],
-                ),
-            ),
+            /// Data URI, e.g. `geo:0,0?q=cafe`.
+            data: Option<String> = Schema::pattern("", ANY_URL_PATTERN, 2048),
+            /// Extras, each {key, type, value}.
+            extras: Option<Vec<Extra>>,
         }
         -> ActivityStarted
         example(Self::StartActivity {
@@ -107,6 +95,20 @@ pub struct Extra {
     kind: ExtraType,
     value: String,
 }
+
+field_types!(
+    Extra => Schema::object(
+        "one extra",
+        vec![
+            req("key", Schema::pattern("the extra's key", EXTRA_KEY_PATTERN, 255)),
+            req("type", Schema::enumeration("the value's type", &ExtraType::NAMES)),
+            req(
+                "value",
+                text_param("the value, written as a string: \"42\", \"true\", \"1.5\"", 4000),
+            ),
+        ],
+    ),
+);
 
 impl Extra {
     /// The extra's key.
@@ -171,29 +173,29 @@ records! {
     /// What `intents.open_url` answers.
     UrlOpened {
         /// The link, as given.
-        url: String = Schema::string(""),
+        url: String,
         /// `am start`'s status: `ok` or `timeout`.
-        status: String = Schema::string("ok or timeout"),
+        status: String,
         /// The activity that opened it, when `am start` names one.
-        activity: Option<String> = Schema::string("the activity that opened it"),
+        activity: Option<String>,
     }
 
     /// What `intents.share_text` answers.
     TextShared {
         /// Whether the share sheet was shown.
-        shared: bool = Schema::boolean("the share sheet was shown"),
+        shared: bool,
         /// The characters shared.
-        length: u64 = Schema::integer("characters shared", Some(0), None),
+        length: u64,
     }
 
     /// What `intents.start_activity` answers.
     ActivityStarted {
         /// What was asked for: the component, else the intent action.
-        component: String = Schema::string("what was asked for"),
+        component: String,
         /// `am start`'s status: `ok` or `timeout`.
-        status: String = Schema::string("ok or timeout"),
+        status: String,
         /// The activity on top afterwards, when `am start` names one.
-        activity: Option<String> = Schema::string("the activity on top afterwards"),
+        activity: Option<String>,
     }
 }
 

@@ -12,8 +12,7 @@ actions!(
             "Start pushing position updates at an interval (companion app only)."
         {
             /// Seconds between updates.
-            interval_s: Option<u32> =
-                Schema::integer("seconds between updates", Some(10), Some(86_400)),
+            interval_s: Option<u32> = Schema::integer("", Some(10), Some(86_400)),
         }
         -> TrackingStarted
         example(Self::StartTracking { interval_s: Some(60) }),
@@ -28,33 +27,33 @@ records! {
     /// event carries.
     LocationFix {
         /// The provider that produced the fix: `gps`, `fused`, `network`, …
-        provider: String = Schema::string("gps, fused or network"),
+        provider: String,
         /// Latitude in degrees.
-        latitude: f64 = Schema::number(""),
+        latitude: f64,
         /// Longitude in degrees.
-        longitude: f64 = Schema::number(""),
+        longitude: f64,
         /// Altitude above the WGS84 ellipsoid, in metres.
-        altitude_m: Option<f64> = Schema::number(""),
+        altitude_m: Option<f64>,
         /// Horizontal accuracy radius, in metres.
-        accuracy_m: Option<f64> = Schema::number(""),
+        accuracy_m: Option<f64>,
         /// Speed over ground, in metres per second.
-        speed_mps: Option<f64> = Schema::number(""),
+        speed_mps: Option<f64>,
         /// Bearing, in degrees.
-        bearing_deg: Option<f64> = Schema::number(""),
+        bearing_deg: Option<f64>,
     }
 
     /// What `location.start_tracking` answers.
     TrackingStarted {
         /// Whether position updates are being pushed (`true`).
-        tracking: bool = Schema::boolean(""),
+        tracking: bool,
         /// Seconds between updates.
-        interval_s: Option<u32> = Schema::integer("", None, None),
+        interval_s: Option<u32>,
     }
 
     /// What `location.stop_tracking` answers.
     TrackingStopped {
         /// Whether position updates are being pushed (`false`).
-        tracking: bool = Schema::boolean(""),
+        tracking: bool,
     }
 }
 

@@ -16,9 +16,9 @@ actions!(
         PlayUrl = "play_url" (Medium, changes)
             "Open an http or https URL for playback in the phone's default app."
         {
-            /// The URL.
+            /// An http(s) URL; non-ASCII characters percent-encoded.
             url: String = Schema::pattern(
-                "http(s) URL; non-ASCII characters percent-encoded",
+                "",
                 URL_PATTERN,
                 2048,
             ),
@@ -32,39 +32,39 @@ records! {
     /// What `media_control.status` answers, from `dumpsys media_session`.
     MediaStatus {
         /// The media sessions, in printed order.
-        sessions: Vec<MediaSession> = list::<MediaSession>(""),
+        sessions: Vec<MediaSession>,
         /// Whether any session is playing.
-        playing: bool = Schema::boolean("whether any session is playing"),
+        playing: bool,
     }
 
     /// One media session.
     MediaSession {
         /// The package that owns the session.
-        package: String = Schema::string(""),
+        package: String,
         /// The session is active (accepts media buttons and transport controls).
-        active: bool = Schema::boolean(""),
+        active: bool,
         /// `playing`, `paused`, `stopped`, `buffering`, `none`, `error`,
         /// `connecting`, `fast_forwarding`, `rewinding`, `skipping_to_previous`,
         /// `skipping_to_next`, `skipping_to_queue_item`, or `unknown`.
-        state: String = Schema::string("playing, paused, stopped, buffering, none"),
+        state: String,
         /// Title of the current item.
-        title: Option<String> = Schema::string(""),
+        title: Option<String>,
         /// Artist (the description's subtitle) of the current item.
-        artist: Option<String> = Schema::string(""),
+        artist: Option<String>,
     }
 
     /// What the media key actions answer.
     MediaKey {
         /// The media key sent, e.g. `play`.
-        dispatched: String = Schema::string("the media key sent"),
+        dispatched: String,
     }
 
     /// What `media_control.play_url` answers.
     PlayUrl {
         /// The URL opened.
-        url: String = Schema::string(""),
+        url: String,
         /// `ok`, `timeout`, or whatever `am start` printed as `Status:`.
-        status: String = Schema::string(""),
+        status: String,
     }
 }
 

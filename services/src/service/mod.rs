@@ -39,7 +39,9 @@ use serde_json::{Value, json};
 ///
 /// The field block, the result and `example` are optional (no parameters,
 /// an empty result object, `{}`). A parameter is required unless its type
-/// is an `Option` ([`FieldType`]); its name is the field's. The result is a
+/// is an `Option`, and its schema is its type's unless `= schema` says
+/// otherwise ([`FieldType`]); its name is the field's, and its doc comment
+/// describes it where the schema does not. The result is a
 /// record of [`records!`], whose fields are both what the catalogue
 /// documents and what a transport fills in. The description is also the
 /// variant's rustdoc.
@@ -57,7 +59,7 @@ macro_rules! actions {
         $name:ident {
             $(
                 $variant:ident = $wire:literal ($risk:ident, $effect:ident) $description:literal
-                $({ $($(#[$fdoc:meta])* $field:ident : $ty:ty = $schema:expr),* $(,)? })?
+                $({ $($(#[doc = $fdoc:literal])* $field:ident : $ty:ty $(= $schema:expr)?),* $(,)? })?
                 $(-> $record:ident)?
                 $(example($example:expr))?
             ),* $(,)?
@@ -67,7 +69,7 @@ macro_rules! actions {
         #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
         #[serde(tag = "action", content = "params", deny_unknown_fields)]
         pub enum $name {
-            $(#[doc = $description] #[serde(rename = $wire)] $variant $({ $($(#[$fdoc])* $field: $ty),* })?),*
+            $(#[doc = $description] #[serde(rename = $wire)] $variant $({ $($(#[doc = $fdoc])* $field: $ty),* })?),*
         }
 
         impl $name {
@@ -92,7 +94,7 @@ macro_rules! actions {
                         params: vec![$($(ParamSpec {
                             name: stringify!($field),
                             required: !<$ty as FieldType>::OPTIONAL,
-                            schema: $schema,
+                            schema: field_schema!($ty, [$($fdoc),*] $(, $schema)?),
                         }),*)?],
                         result: Schema::object(
                             "",
@@ -115,19 +117,22 @@ macro_rules! actions {
 /// /// Rustdoc.
 /// Name {
 ///     /// Field doc.
-///     field: Type = schema,
+///     field: Type,
+///     /// Field doc.
+///     bounded: u8 = Schema::integer("", Some(0), Some(100)),
 /// }
 /// ```
 ///
-/// A field is required; an `Option` field may be `null` ([`FieldType`]).
-/// A field's doc comment is also its description in the catalogue where
-/// its schema gives none, so each field is described once. Generates the
-/// struct (public fields, serde) and its [`Record`] impl.
+/// A field is required; an `Option` field may be `null`. Its schema is its
+/// type's ([`FieldType`]) unless `= schema` says otherwise, for bounds or
+/// allowed values. Its doc comment is its description in the catalogue
+/// where its schema gives none, so each field is described once.
+/// Generates the struct (public fields, serde) and its [`Record`] impl.
 macro_rules! records {
     ($(
         $(#[$doc:meta])*
         $name:ident {
-            $($(#[doc = $fdoc:literal])* $field:ident : $ty:ty = $schema:expr),* $(,)?
+            $($(#[doc = $fdoc:literal])* $field:ident : $ty:ty $(= $schema:expr)?),* $(,)?
         }
     )*) => {$(
         $(#[$doc])*
@@ -140,57 +145,96 @@ macro_rules! records {
             fn properties() -> Vec<Property> {
                 vec![$(result_field::<$ty>(
                     stringify!($field),
-                    described($schema, &[$($fdoc),*]),
+                    field_schema!($ty, [$($fdoc),*] $(, $schema)?),
                 )),*]
             }
         }
 
         impl FieldType for $name {
             const OPTIONAL: bool = false;
+
+            fn schema() -> Schema {
+                <$name as Record>::schema("")
+            }
         }
     )*};
 }
 
-/// Whether a field is optional follows from its type: an `Option` is, every
-/// other type is not. A parameter is required unless optional; a result
-/// field may be `null` only if optional.
+/// A field's schema: `$schema` when given, else its type's; described by
+/// its doc comment (`$doc`) when the schema says nothing itself.
+macro_rules! field_schema {
+    ($ty:ty, $doc:expr) => {
+        described(<$ty as FieldType>::schema(), &$doc)
+    };
+    ($ty:ty, $doc:expr, $schema:expr) => {
+        described($schema, &$doc)
+    };
+}
+
+/// What a field's type says about it, for parameters and results alike:
+/// whether it is optional (an `Option` is, every other type is not; a
+/// parameter is required unless optional, a result field may be `null` only
+/// if optional), and its schema unless the field gives one.
 trait FieldType {
     /// Whether the type is an `Option`.
     const OPTIONAL: bool;
+
+    /// The schema of a field of this type, without a description.
+    fn schema() -> Schema;
 }
 
-impl<T> FieldType for Option<T> {
+impl<T: FieldType> FieldType for Option<T> {
     const OPTIONAL: bool = true;
+
+    fn schema() -> Schema {
+        T::schema()
+    }
 }
 
-impl<T> FieldType for Vec<T> {
+impl<T: FieldType> FieldType for Vec<T> {
     const OPTIONAL: bool = false;
+
+    fn schema() -> Schema {
+        Schema::array("", T::schema())
+    }
 }
 
-/// The types of fields that are never optional (records add themselves).
-/// A field of a type not listed here does not compile: add it (or wrap it
-/// in `Option`).
+/// The types of fields that are never optional, with their schemas
+/// (records, and parameter types that live in a service module, add
+/// themselves). A field of a type not listed does not compile: add it (or
+/// wrap it in `Option`).
 macro_rules! field_types {
-    ($($ty:ty),* $(,)?) => {
+    ($($ty:ty => $schema:expr),* $(,)?) => {
         $(impl FieldType for $ty {
             const OPTIONAL: bool = false;
+
+            fn schema() -> Schema {
+                $schema
+            }
         })*
     };
 }
 
-field_types!(bool, u8, u16, u32, u64, usize, i32, i64, f64, String);
+field_types!(
+    bool => Schema::boolean(""),
+    u8 => Schema::integer("", Some(0), Some(255)),
+    u16 => Schema::integer("", Some(0), Some(65_535)),
+    u32 => Schema::integer("", Some(0), None),
+    u64 => Schema::integer("", Some(0), None),
+    usize => Schema::integer("", Some(0), None),
+    i32 => Schema::integer("", None, None),
+    i64 => Schema::integer("", None, None),
+    f64 => Schema::number(""),
+    String => Schema::string(""),
+    [i32; 2] => Schema::array("", Schema::integer("", None, None)),
+    [i32; 4] => Schema::array("", Schema::integer("", None, None)),
+);
 // Parameter types of the catalogue's own.
 field_types!(
-    PackageName,
-    Stream,
-    RingerMode,
-    Argv,
-    Point,
-    ScrollDirection,
-    Key
+    PackageName => package_param(),
+    Stream => Schema::enumeration("", &Stream::ALL.map(Stream::as_str)),
+    RingerMode => Schema::enumeration("", &RingerMode::ALL.map(RingerMode::as_str)),
 );
-// The screen's bounds and centres (`screen`'s `UiTree`).
-field_types!([i32; 2], [i32; 4]);
 
 /// `schema`, described by `doc` (a field's doc comment, line by line) when
 /// it says nothing itself.
@@ -209,11 +253,6 @@ fn result_field<T: FieldType>(name: &'static str, schema: Schema) -> Property {
     } else {
         Property::required(name, schema)
     }
-}
-
-/// A result field listing records of type `R`.
-fn list<R: Record>(description: &'static str) -> Schema {
-    Schema::array(description, R::schema(""))
 }
 
 mod airplane_mode;
@@ -509,23 +548,36 @@ mod tests {
         }
     }
 
-    /// A record field is described once: by its schema, or else by its doc
-    /// comment (lines joined).
+    /// A field's schema is its type's unless it gives one; it is described
+    /// once: by its schema, or else by its doc comment (lines joined).
     #[test]
-    fn a_record_field_without_a_description_is_described_by_its_doc() {
-        let fields = Filesystem::properties();
-        let description = |name: &str| {
-            fields
-                .iter()
-                .find(|p| p.name == name)
-                .map(|p| p.schema.description.to_string())
-                .unwrap_or_default()
+    fn a_record_fields_schema_follows_its_type_and_its_doc_describes_it() {
+        let property = |fields: &[Property], name: &str| {
+            let field = fields.iter().find(|p| p.name == name);
+            field.map(|p| p.schema.to_json()).unwrap_or_default()
         };
-        assert_eq!(description("mount"), "mount point");
-        assert_eq!(description("size_bytes"), "Total size.");
+        let disk = Filesystem::properties();
         assert_eq!(
-            description("use_percent"),
+            property(&disk, "mount"),
+            json!({"type": "string", "description": "Where it is mounted, e.g. `/data`."})
+        );
+        assert_eq!(
+            property(&disk, "size_bytes"),
+            json!({"type": "integer", "minimum": 0, "description": "Total size."})
+        );
+        assert_eq!(
+            property(&disk, "use_percent")["description"],
             "Used, in percent of the size (rounded; `df`'s own figure when it prints one)."
         );
+        let battery = BatteryStatus::properties();
+        assert_eq!(
+            property(&battery, "status")["description"],
+            "charging status",
+            "a schema's own description wins"
+        );
+        assert_eq!(property(&battery, "level_percent")["maximum"], 100);
+        let wifi = WifiScan::properties();
+        assert_eq!(property(&wifi, "networks")["type"], "array");
+        assert_eq!(property(&wifi, "networks")["items"]["type"], "object");
     }
 }

@@ -19,23 +19,23 @@ records! {
     /// gyroscope events: what `motion_detection.current_motion` answers.
     MotionReading {
         /// Acceleration in m/s², gravity included.
-        accelerometer: Option<Vec3> = Vec3::schema("x, y, z"),
+        accelerometer: Option<Vec3>,
         /// Angular speed in rad/s.
-        gyroscope: Option<Vec3> = Vec3::schema("x, y, z"),
+        gyroscope: Option<Vec3>,
         /// `|acceleration|` differs from 9.81 by more than 0.5, or `|rotation|` is
         /// above 0.1; null without either reading.
-        moving: Option<bool> = Schema::boolean(""),
+        moving: Option<bool>,
     }
 
     /// A three-axis reading.
     #[derive(Copy)]
     Vec3 {
         /// X axis.
-        x: f64 = Schema::number(""),
+        x: f64,
         /// Y axis.
-        y: f64 = Schema::number(""),
+        y: f64,
         /// Z axis.
-        z: f64 = Schema::number(""),
+        z: f64,
     }
 
     /// Screen rotation and the orientation it gives: what

@@ -14,46 +14,45 @@ actions!(
 records! {
     /// What `network.status` answers.
     NetworkStatus {
-        /// The link of the default route's interface.
-        wifi: NetworkLink = NetworkLink::schema(
-            "the link of the default route's interface (Wi-Fi, Ethernet or mobile data; wlan0 when there is no default route)",
-        ),
+        /// The link of the default route's interface (Wi-Fi, Ethernet or
+        /// mobile data; `wlan0` when there is no default route).
+        wifi: NetworkLink,
         /// The main routing table.
-        routes: Vec<NetworkRoute> = list::<NetworkRoute>("routing table"),
+        routes: Vec<NetworkRoute>,
         /// The gateway of the default route, when there is one.
-        default_gateway: Option<String> = Schema::string("gateway of the default route"),
+        default_gateway: Option<String>,
         /// Whether airplane mode is on.
-        airplane_mode: bool = Schema::boolean(""),
+        airplane_mode: bool,
     }
 
     /// One network interface as `ip addr show` reports it.
     NetworkLink {
         /// Interface name, e.g. `wlan0` (any `@peer` suffix removed).
-        interface: String = Schema::string(""),
+        interface: String,
         /// The interface is administratively up (`UP` flag) and its state is not `DOWN`.
-        up: bool = Schema::boolean("link administratively up"),
+        up: bool,
         /// A link is present: no `NO-CARRIER` flag, and `LOWER_UP` or state `UP`.
-        carrier: bool = Schema::boolean("connected to a network"),
+        carrier: bool,
         /// First IPv4 address, without the prefix length.
-        ipv4: Option<String> = Schema::string("IPv4 address"),
+        ipv4: Option<String>,
         /// Prefix length of `ipv4`.
         prefix_len: Option<u8> = Schema::integer("", Some(0), Some(32)),
         /// IPv6 addresses, without prefix lengths.
-        ipv6: Vec<String> = Schema::array("IPv6 addresses", Schema::string("")),
+        ipv6: Vec<String>,
         /// Hardware address from the `link/ether` line.
-        mac: Option<String> = Schema::string("MAC address"),
+        mac: Option<String>,
     }
 
     /// One line of `ip route`.
     NetworkRoute {
         /// Destination prefix, or `default`.
-        destination: String = Schema::string(""),
+        destination: String,
         /// Next hop (`via`).
-        gateway: Option<String> = Schema::string(""),
+        gateway: Option<String>,
         /// Output interface (`dev`).
-        interface: Option<String> = Schema::string(""),
+        interface: Option<String>,
         /// Preferred source address (`src`).
-        source: Option<String> = Schema::string(""),
+        source: Option<String>,
     }
 }
 

@@ -20,31 +20,27 @@ records! {
     /// What `notifications.list` answers.
     NotificationList {
         /// How many notifications are listed.
-        count: u64 = Schema::integer("", Some(0), None),
+        count: u64,
         /// Whether the phone hid the contents of some notifications.
-        redacted: bool = Schema::boolean("the phone hid the contents of some notifications"),
-        /// The notifications, newest first.
-        notifications: Vec<Notification> = Schema::array(
-            "posted notifications, newest first",
-            Notification::schema("a notification"),
-        ),
+        redacted: bool,
+        /// The posted notifications, newest first.
+        notifications: Vec<Notification>,
     }
 
     /// One posted notification.
     Notification {
         /// The notification's key, `user|package|id|tag|uid`.
-        key: String = Schema::string("the notification's key"),
+        key: String,
         /// The posting app.
-        package: String = Schema::string("the posting app"),
+        package: String,
         /// `android.title`, when the app set one and the phone showed it.
-        title: Option<String> = Schema::string(""),
+        title: Option<String>,
         /// `android.text` (else `android.bigText`), when present and shown.
-        text: Option<String> = Schema::string(""),
+        text: Option<String>,
         /// When it was posted or last updated, Unix epoch ms.
-        posted_ms: Option<u64> =
-            Schema::integer("when it was posted, Unix epoch ms", Some(0), None),
+        posted_ms: Option<u64>,
         /// Whether it cannot be swiped away (`ONGOING_EVENT`).
-        ongoing: bool = Schema::boolean("cannot be swiped away"),
+        ongoing: bool,
     }
 }
 

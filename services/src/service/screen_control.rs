@@ -9,22 +9,22 @@ actions!(
             "Read the screen: brightness (0-255), auto brightness, timeout in ms, on or off."
         -> ScreenStatus,
         SetBrightness = "set_brightness" (Low, changes) "Set the screen brightness, 0-255." {
-            /// 0–255.
-            level: u8 = Schema::integer("brightness 0-255", Some(0), Some(255)),
+            /// Brightness 0-255.
+            level: u8 = Schema::integer("", Some(0), Some(255)),
         }
         -> ScreenBrightness
         example(Self::SetBrightness { level: 128 }),
         AutoBrightness = "auto_brightness" (Low, changes) "Turn automatic brightness on or off." {
-            /// Whether automatic brightness should be on.
-            enabled: bool = Schema::boolean("whether auto brightness should be on"),
+            /// Whether auto brightness should be on.
+            enabled: bool,
         }
         -> AutoBrightness
         example(Self::AutoBrightness { enabled: true }),
         SetTimeout = "set_timeout" (Low, changes)
             "Set the screen-off timeout in milliseconds (5000 to 86400000)."
         {
-            /// Milliseconds.
-            ms: u32 = Schema::integer("timeout in milliseconds", Some(5_000), Some(86_400_000)),
+            /// Timeout in milliseconds.
+            ms: u32 = Schema::integer("", Some(5_000), Some(86_400_000)),
         }
         -> ScreenTimeout
         example(Self::SetTimeout { ms: 60000 }),
@@ -40,11 +40,11 @@ records! {
         /// `screen_brightness`, 0–255; null when the setting is unset.
         brightness: Option<i64> = Schema::integer("", Some(0), Some(255)),
         /// Whether `screen_brightness_mode` is automatic.
-        auto_brightness: bool = Schema::boolean(""),
+        auto_brightness: bool,
         /// `screen_off_timeout` in milliseconds; null when the setting is unset.
         timeout_ms: Option<i64> = Schema::integer("", Some(0), None),
         /// Whether the screen is on.
-        screen_on: bool = Schema::boolean(""),
+        screen_on: bool,
     }
 
     /// What `screen_control.set_brightness` answers.
@@ -56,13 +56,13 @@ records! {
     /// What `screen_control.auto_brightness` answers.
     AutoBrightness {
         /// Whether automatic brightness is now on.
-        auto_brightness: bool = Schema::boolean(""),
+        auto_brightness: bool,
     }
 
     /// What `screen_control.set_timeout` answers.
     ScreenTimeout {
         /// The screen-off timeout now set, in milliseconds.
-        timeout_ms: u32 = Schema::integer("", Some(0), None),
+        timeout_ms: u32,
     }
 }
 

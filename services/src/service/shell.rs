@@ -9,10 +9,7 @@ actions!(
             "Run a program with arguments on the phone (argv: program first, one element per argument; no shell syntax: pipes, redirections and variables are passed literally). Returns the exit status and output."
         {
             /// The program and its arguments, one element each.
-            argv: Argv = Schema::array(
-                "program and arguments, at most 64 elements",
-                text_param("one argument", 1024),
-            ),
+            argv: Argv,
         }
         -> ShellRun
         example(Self::Run {
@@ -36,6 +33,13 @@ impl Argv {
         &self.0
     }
 }
+
+field_types!(
+    Argv => Schema::array(
+        "program and arguments, at most 64 elements",
+        text_param("one argument", 1024),
+    ),
+);
 
 impl TryFrom<Vec<String>> for Argv {
     type Error = String;
@@ -63,13 +67,13 @@ records! {
     /// What `shell.run` answers.
     ShellRun {
         /// The program's exit status.
-        exit: i64 = Schema::integer("exit status", None, None),
+        exit: i64,
         /// Standard output, at most 64 KiB (cut at a character boundary).
-        stdout: String = Schema::string("standard output, at most 64 KiB"),
+        stdout: String,
         /// Standard error, at most 64 KiB (cut at a character boundary).
-        stderr: String = Schema::string("standard error, at most 64 KiB"),
+        stderr: String,
         /// Whether either stream was cut at 64 KiB.
-        truncated: bool = Schema::boolean("output was cut at 64 KiB"),
+        truncated: bool,
     }
 }
 

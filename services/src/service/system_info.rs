@@ -16,27 +16,27 @@ records! {
     /// and `/proc/uptime`.
     SystemInfo {
         /// `ro.product.model`, e.g. `Pixel 8`.
-        model: String = Schema::string(""),
+        model: String,
         /// `ro.product.manufacturer`.
-        manufacturer: String = Schema::string(""),
+        manufacturer: String,
         /// `ro.product.brand`.
-        brand: String = Schema::string(""),
+        brand: String,
         /// `ro.product.device` (the device code name).
-        device: String = Schema::string(""),
+        device: String,
         /// `ro.build.version.release`, e.g. `14`.
-        android_version: String = Schema::string(""),
-        /// `ro.build.version.sdk`, e.g. 34.
-        sdk: Option<u32> = Schema::integer("API level", None, None),
+        android_version: String,
+        /// The API level, `ro.build.version.sdk`, e.g. 34.
+        sdk: Option<u32>,
         /// `ro.build.id`.
-        build_id: String = Schema::string(""),
+        build_id: String,
         /// `ro.serialno`.
-        serial: Option<String> = Schema::string(""),
+        serial: Option<String>,
         /// `MemTotal`; null when the phone hides `/proc/meminfo`.
-        memory_total_kb: Option<u64> = Schema::integer("", Some(0), None),
+        memory_total_kb: Option<u64>,
         /// `MemAvailable` (kernels before 3.14 lack it).
-        memory_available_kb: Option<u64> = Schema::integer("", Some(0), None),
+        memory_available_kb: Option<u64>,
         /// Seconds since boot, from `/proc/uptime`.
-        uptime_s: Option<f64> = Schema::number("seconds since boot"),
+        uptime_s: Option<f64>,
     }
 }
 

@@ -28,17 +28,17 @@ records! {
     /// What `telephony.sms_send` answers.
     SmsComposed {
         /// The recipient's number, as given.
-        number: String = Schema::string(""),
+        number: String,
         /// `composed`: the message waits in the messaging app.
-        status: String = Schema::string("composed: the message waits in the messaging app"),
+        status: String,
     }
 
     /// What `telephony.dial` answers.
     CallPlaced {
         /// The number called, as given.
-        number: String = Schema::string(""),
+        number: String,
         /// Whether the call was started (always `true`: a failure is an error).
-        calling: bool = Schema::boolean(""),
+        calling: bool,
     }
 }
 

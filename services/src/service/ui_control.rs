@@ -213,9 +213,8 @@ actions!(
             y: Option<u32> = target_y(),
             /// An index from the latest `screen.ui_tree` (instead of x, y).
             element: Option<u32> = target_element(),
-            /// How long to hold (default 800 ms).
-            duration_ms: Option<u32> =
-                Schema::integer("how long to hold (default 800)", Some(100), Some(10_000)),
+            /// How long to hold (default 800).
+            duration_ms: Option<u32> = Schema::integer("", Some(100), Some(10_000)),
         }
         -> Touched
         example(Self::LongPress { x: Some(540), y: Some(1200), element: None, duration_ms: None }),
@@ -224,9 +223,8 @@ actions!(
             from: Point = point("where the finger lands"),
             /// Where it lifts.
             to: Point = point("where the finger lifts"),
-            /// How long the movement takes (default 300 ms).
-            duration_ms: Option<u32> =
-                Schema::integer("duration of the movement (default 300)", Some(10), Some(10_000)),
+            /// Duration of the movement (default 300).
+            duration_ms: Option<u32> = Schema::integer("", Some(10), Some(10_000)),
         }
         -> Swiped
         example(Self::Swipe {
@@ -238,10 +236,7 @@ actions!(
             "Scroll the middle of the screen: down shows what is below, up what is above."
         {
             /// Which content to bring into view.
-            direction: ScrollDirection = Schema::enumeration(
-                "which content to bring into view",
-                &ScrollDirection::ALL.map(ScrollDirection::as_str),
-            ),
+            direction: ScrollDirection,
         }
         -> Scrolled
         example(Self::Scroll { direction: ScrollDirection::Down }),
@@ -249,7 +244,7 @@ actions!(
             "Press a key: back, home, recents, enter, tab, delete (backspace), volume and d-pad keys. The power button is ui_control.power."
         {
             /// The key.
-            key: Key = Schema::enumeration("the key", &Key::ALL.map(Key::as_str)),
+            key: Key,
         }
         -> KeyPressed
         example(Self::Key { key: Key::Back }),
@@ -259,8 +254,8 @@ actions!(
         TypeText = "type_text" (Medium, changes)
             "Type text into the focused text field (tap the field first). Any Unicode text, spaces, quotes and emoji included, up to 2000 characters."
         {
-            /// Any Unicode text.
-            text: String = Schema::pattern("the text to type", TEXT_PATTERN, TYPE_TEXT_MAX),
+            /// The text to type.
+            text: String = Schema::pattern("", TEXT_PATTERN, TYPE_TEXT_MAX),
         }
         -> TextTyped
         example(Self::TypeText { text: "hello".into() }),
@@ -275,11 +270,11 @@ records! {
     /// What `tap` and `long_press` answer: where the finger went.
     Touched {
         /// Screen x in pixels.
-        x: u32 = Schema::integer("", Some(0), None),
+        x: u32,
         /// Screen y in pixels.
-        y: u32 = Schema::integer("", Some(0), None),
+        y: u32,
         /// The element of the latest `screen.ui_tree` touched, when one was given.
-        element: Option<u32> = Schema::integer("the element tapped", Some(0), None),
+        element: Option<u32>,
     }
 
     /// What `swipe` answers.
@@ -289,27 +284,27 @@ records! {
         /// Where it lifted.
         to: Point = point(""),
         /// How long the movement took.
-        duration_ms: u32 = Schema::integer("", Some(0), None),
+        duration_ms: u32,
     }
 
     /// What `scroll` answers.
     Scrolled {
         /// The direction given: `up`, `down`, `left` or `right`.
-        direction: String = Schema::string(""),
+        direction: String,
     }
 
     /// What `key` and `power` answer.
     KeyPressed {
         /// The key pressed: a `key` name, or `power`.
-        key: String = Schema::string("the key pressed"),
+        key: String,
     }
 
     /// What `type_text` answers.
     TextTyped {
         /// The characters typed.
-        typed: u64 = Schema::integer("characters typed", Some(0), None),
+        typed: u64,
         /// How: `input_text`, `clipboard_paste` or `ime_broadcast`.
-        method: String = Schema::string("how: input_text, clipboard_paste or ime_broadcast"),
+        method: String,
     }
 }
 
@@ -345,6 +340,12 @@ fn target_element() -> Schema {
         Some(100_000),
     )
 }
+
+field_types!(
+    Point => point(""),
+    ScrollDirection => Schema::enumeration("", &ScrollDirection::ALL.map(ScrollDirection::as_str)),
+    Key => Schema::enumeration("", &Key::ALL.map(Key::as_str)),
+);
 
 /// A screen point, `{x, y}`.
 fn point(description: &'static str) -> Schema {

@@ -26,52 +26,52 @@ records! {
     #[derive(Default)]
     WifiStatus {
         /// Wi-Fi is switched on.
-        enabled: bool = Schema::boolean(""),
+        enabled: bool,
         /// Associated and authenticated to a network (supplicant `COMPLETED`).
-        connected: bool = Schema::boolean(""),
+        connected: bool,
         /// Network name, quotes removed.
-        ssid: Option<String> = Schema::string(""),
+        ssid: Option<String>,
         /// Access point hardware address.
-        bssid: Option<String> = Schema::string(""),
+        bssid: Option<String>,
         /// The phone's IPv4 address on the network.
-        ip: Option<String> = Schema::string(""),
+        ip: Option<String>,
         /// Signal strength in dBm.
-        rssi_dbm: Option<i32> = Schema::integer("signal strength", None, None),
+        rssi_dbm: Option<i32>,
         /// Link speed in Mbit/s.
-        link_speed_mbps: Option<i32> = Schema::integer("", None, None),
+        link_speed_mbps: Option<i32>,
         /// Channel frequency in MHz.
-        frequency_mhz: Option<i32> = Schema::integer("", None, None),
+        frequency_mhz: Option<i32>,
         /// The phone's Wi-Fi hardware address as Wi-Fi reports it.
-        mac: Option<String> = Schema::string(""),
+        mac: Option<String>,
     }
 
     /// What turning Wi-Fi on or off answers.
     WifiToggle {
         /// Whether Wi-Fi is now on.
-        enabled: bool = Schema::boolean("Wi-Fi is on"),
+        enabled: bool,
     }
 
     /// What `wifi_automation.scan` answers.
     WifiScan {
         /// The access points found.
-        networks: Vec<WifiNetwork> = list::<WifiNetwork>(""),
+        networks: Vec<WifiNetwork>,
     }
 
     /// One access point from `cmd wifi list-scan-results`.
     WifiNetwork {
         /// Network name; empty for a hidden network.
-        ssid: String = Schema::string("empty for a hidden network"),
+        ssid: String,
         /// Access point hardware address.
-        bssid: String = Schema::string(""),
+        bssid: String,
         /// Channel frequency in MHz.
-        frequency_mhz: i32 = Schema::integer("", None, None),
+        frequency_mhz: i32,
         /// Signal strength in dBm.
-        rssi_dbm: i32 = Schema::integer("", None, None),
+        rssi_dbm: i32,
         /// Capability flags as printed, e.g. `[WPA2-PSK-CCMP][RSN-PSK-CCMP][ESS]`.
-        security: String = Schema::string("capability flags"),
+        security: String,
         /// Seconds since the access point was last seen; null when unknown or
         /// printed as `>1000.0`.
-        age_s: Option<f64> = Schema::number("seconds since the network was last seen"),
+        age_s: Option<f64>,
     }
 }
 
