@@ -10,12 +10,8 @@ use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{RecordedRequest, Responder, ScriptStep, ScriptedLlm};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::time::Duration;
 
-/// The daemon's MQTT topic prefix.
-pub const P: &str = "droidwarden";
-/// How long the rig waits for anything.
-pub const WAIT: Duration = Duration::from_secs(30);
+pub use crate::{P, WAIT};
 
 /// Field order is drop order: the daemon stops before the phones, the
 /// broker and the model go.

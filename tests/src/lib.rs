@@ -21,6 +21,12 @@
 //! executable (`target/<profile>/`); `scripts/test` builds them first.
 #![deny(missing_docs)]
 
+/// The daemon's default MQTT topic prefix, which every harness config keeps.
+pub const P: &str = "droidwarden";
+/// How long a test waits for what the daemon does: generous, since a
+/// loaded two-core CI machine runs several daemons at once.
+pub const WAIT: Duration = Duration::from_secs(30);
+
 pub mod adb_bench;
 pub mod agent_rig;
 pub mod dbus;

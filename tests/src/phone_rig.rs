@@ -10,12 +10,8 @@ use droidwarden_agent::ProviderKind;
 use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
 use serde_json::{Value, json};
 use std::cell::Cell;
-use std::time::Duration;
 
-/// The daemon's MQTT topic prefix.
-pub const P: &str = "droidwarden";
-/// How long the rig waits for anything.
-pub const WAIT: Duration = Duration::from_secs(30);
+pub use crate::{P, WAIT};
 /// The companion id of the phone in companion mode.
 pub const COMPANION_ID: &str = "alice-pixel";
 

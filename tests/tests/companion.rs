@@ -3,11 +3,9 @@
 
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, call_request, ok_result};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
+use droidwarden_e2e::{P, WAIT};
 use serde_json::json;
 use std::time::{Duration, Instant};
-
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
 
 struct Rig {
     probe: Probe,

@@ -2,13 +2,11 @@
 //! emulated phones, `droidwarden daemon` as a process, and the standard
 //! tools (busctl, gdbus call, gdbus monitor) and the CLI as clients.
 
+use droidwarden_e2e::WAIT;
 use droidwarden_e2e::dbus::{Monitor, NO_BUS, PrivateBus, gdbus_string, signal_args};
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions, wait_for};
 use serde_json::{Value, json};
-use std::time::Duration;
-
-const WAIT: Duration = Duration::from_secs(30);
 
 /// A phone named `phone`, the daemon on a private session bus, and a
 /// runner for the CLI against it.

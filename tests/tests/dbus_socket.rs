@@ -8,6 +8,7 @@
 
 use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
 use droidwarden_agent::{ModelReply, ProviderKind};
+use droidwarden_e2e::WAIT;
 use droidwarden_e2e::dbus::{no_bus_env, without_bus};
 use droidwarden_e2e::mqtt::Daemon;
 use droidwarden_e2e::{
@@ -18,8 +19,6 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
-
-const WAIT: Duration = Duration::from_secs(30);
 
 /// The daemon with the default `[dbus] bus = "auto"` and no bus anywhere.
 struct Rig {

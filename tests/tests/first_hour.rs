@@ -2,6 +2,7 @@
 //! installed yet, is installed later, or its server is killed. Real daemon
 //! binary, the real adb program and server, an emulated phone, mosquitto.
 
+use droidwarden_e2e::P;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
 use serde_json::Value;
@@ -9,7 +10,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-const P: &str = "droidwarden";
 const WAIT: Duration = Duration::from_secs(45);
 
 #[test]

@@ -9,6 +9,7 @@
 //! reads the skills as prompts.
 
 use droidwarden_agent::ProviderKind;
+use droidwarden_e2e::P;
 use droidwarden_e2e::dbus::{PrivateBus, no_bus_env};
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe};
 use droidwarden_e2e::npm::npm_bin;
@@ -23,7 +24,6 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const P: &str = "droidwarden";
 const WAIT: Duration = Duration::from_secs(60);
 
 fn client_script() -> PathBuf {

@@ -19,13 +19,11 @@ use droidwarden_e2e::{
     AdbServer, KillOnDrop, Sim, SimOptions, binary, free_port, run_with_timeout,
     scripted_llm_config, wait_for,
 };
+use droidwarden_e2e::{P, WAIT};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
 
 /// Field order is drop order: the daemon (and its MCP server) stops first.
 struct Rig {

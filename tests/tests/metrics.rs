@@ -4,14 +4,11 @@
 
 use droidwarden_e2e::mqtt::{ANY_BROKER_PORT, Daemon, Probe};
 use droidwarden_e2e::{AdbServer, SimOptions, free_port, run_with_timeout, wait_for};
+use droidwarden_e2e::{P, WAIT};
 use serde_json::{Value, json};
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::process::Command;
-use std::time::Duration;
-
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
 
 fn get(port: u16, path: &str) -> (String, String) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("metrics port");

@@ -3,11 +3,8 @@
 
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, call_request, phone_config};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
+use droidwarden_e2e::{P, WAIT};
 use serde_json::{Value, json};
-use std::time::Duration;
-
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
 
 struct Rig {
     broker: Mosquitto,

@@ -7,6 +7,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+use droidwarden_e2e::P;
 use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -399,7 +400,6 @@ fn install_from_the_host_sends_installs_and_removes_the_apk() {
 fn companion_phones_take_content_but_not_host_files() {
     use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
     use std::time::Duration;
-    const P: &str = "droidwarden";
     const WAIT: Duration = Duration::from_secs(30);
 
     let broker = Mosquitto::start();

@@ -6,13 +6,11 @@
 use droidwarden_e2e::mqtt::{Mosquitto, Probe, call_request, ok_result, phone_config};
 use droidwarden_e2e::systemd::{Notice, NotifySocket, Service};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, wait_for};
+use droidwarden_e2e::{P, WAIT};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
 
 /// Fields drop in order: the daemon stops first, while the notify socket,
 /// the broker and the adb server it talks to are still there.

@@ -6,14 +6,11 @@
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
 use droidwarden_e2e::phone_rig::PhoneRig;
 use droidwarden_e2e::{AdbServer, binary, free_port, run_with_timeout, terminate, wait_for};
+use droidwarden_e2e::{P, WAIT};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
-
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn credentials_in_the_mqtt_url_never_reach_the_logs_or_errors() {

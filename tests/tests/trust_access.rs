@@ -5,15 +5,13 @@
 
 use droidwarden_e2e::mqtt::{ANY_BROKER_PORT, Daemon, Probe};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, documented_block, run_with_timeout, wait_for};
+use droidwarden_e2e::{P, WAIT};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 use std::time::Duration;
-
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
 
 struct Rig {
     port: u16,

@@ -5,12 +5,12 @@
 //! What a phone really ran is read from the sim's command log, never from
 //! the daemon's own word.
 
+use droidwarden_e2e::P;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe, one_phone_config};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, wait_for};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-const P: &str = "droidwarden";
 const WAIT: Duration = Duration::from_secs(60);
 
 struct Rig {

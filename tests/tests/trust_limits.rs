@@ -20,13 +20,11 @@ use droidwarden_e2e::mqtt::{Daemon, Mosquitto, NO_POLLS, Probe};
 use droidwarden_e2e::{
     AdbServer, Droidwarden, binary, free_port, run_with_timeout, scripted_llm_config, wait_for,
 };
+use droidwarden_e2e::{P, WAIT};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const P: &str = "droidwarden";
-const WAIT: Duration = Duration::from_secs(30);
 
 /// Polling and discovery off: only what a test does reaches the broker.
 fn quiet() -> String {
