@@ -307,11 +307,15 @@ mod tests {
         assert!(text.contains("  Parameters: none"), "{text}");
         assert_eq!(
             line(&text, "level_percent"),
-            (4, "level_percent integer 0–100 — charge in percent".into())
+            (
+                4,
+                "level_percent integer 0–100 — Charge in percent: `level * 100 / scale`, clamped to 0–100."
+                    .into()
+            )
         );
         assert_eq!(
             line(&text, "plugged").1,
-            "plugged one of: ac, usb, wireless, dock, or null — power source"
+            "plugged one of: ac, usb, wireless, dock, or null — The power source: `ac`, `usb`, `wireless` or `dock`; null on battery."
         );
         assert!(
             text.contains("Example: droidwarden call battery status\n"),
@@ -324,13 +328,19 @@ mod tests {
         let text = render(Some("deviceStateAutomation"), Some("storage"), false).unwrap();
         assert_eq!(
             line(&text, "data"),
-            (4, "data object, or null — app data, /data".into())
+            (
+                4,
+                "data object, or null — App data, `/data`; null when the phone has none.".into()
+            )
         );
         assert_eq!(
             line(&text, "mount"),
-            (6, "mount string — mount point".into())
+            (
+                6,
+                "mount string — Where it is mounted, e.g. `/data`.".into()
+            )
         );
-        // Described by the record field's doc where its schema says nothing.
+        // A bound that follows from the field's type (`u64`).
         assert_eq!(
             line(&text, "size_bytes").1,
             "size_bytes integer ≥ 0 — Total size."
