@@ -12,6 +12,7 @@
 use crate::cli::{daemon, fail, fail_as, print_json};
 use crate::config::Config;
 use crate::dbus::Bus;
+use droidwarden_services::time::now_ms;
 use droidwarden_services::{ErrorCode, WireError};
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -517,11 +518,4 @@ pub(crate) async fn show_session(config: &Config, bus: Option<Bus>, id: &str) ->
         }
         Err(e) => fail(&e),
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }

@@ -30,8 +30,9 @@
 //! Expired rows are pruned at most once a second while requests come, and
 //! at start.
 
+use droidwarden_services::time;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -142,11 +143,9 @@ pub(crate) struct Limits {
     pub(crate) max_ids: u64,
 }
 
+/// Now, in Unix milliseconds, as the store's columns hold it.
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    i64::try_from(time::now_ms()).unwrap_or(i64::MAX)
 }
 
 impl DeliveryStore {

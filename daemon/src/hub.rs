@@ -23,13 +23,13 @@
 use crate::delivery::{self, DeliveryStore};
 use crate::sequencer::{Sequencer, Ticket};
 use droidwarden_bridge::{DeviceHandle, Registry};
-use droidwarden_services::{Catalogue, Command, DeviceName, ErrorCode, WireError};
+use droidwarden_services::{Catalogue, Command, DeviceName, ErrorCode, WireError, time};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::broadcast;
 
 /// Where a call is in its life.
@@ -422,10 +422,7 @@ impl Hub {
             device: device.to_string(),
             service: service.to_owned(),
             action: action.to_owned(),
-            started_ms: started_at
-                .duration_since(UNIX_EPOCH)
-                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-                .unwrap_or(0),
+            started_ms: i64::try_from(time::epoch_ms(started_at)).unwrap_or(i64::MAX),
         };
         match store.begin(key, call).await {
             Ok(()) => Some(key),

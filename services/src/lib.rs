@@ -18,7 +18,9 @@
 //! parameters are errors that name the parameter.
 //!
 //! Architecture invariant: this crate does no I/O, spawns nothing and knows
-//! no transport. It is vocabulary shared by every other crate.
+//! no transport. It is vocabulary shared by every other crate, and so holds
+//! the little every crate computes alike: names and their charsets, and
+//! wall-clock time ([`time`]).
 #![deny(missing_docs)]
 
 mod catalogue;
@@ -29,6 +31,7 @@ mod names;
 mod policy;
 pub mod schema;
 mod service;
+pub mod time;
 mod wire;
 
 pub use catalogue::{ActionSpec, Catalogue, ParamSpec, Risk, ServiceSpec};

@@ -184,11 +184,7 @@ async fn companion_sim_at(url: &str, id: &str, adb: bool) -> SimHandle {
 }
 
 fn request(id: &str, service: &str, action: &str, params: Value) -> Value {
-    let deadline = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_millis() as u64
-        + 60_000;
+    let deadline = droidwarden_services::time::now_ms() + 60_000;
     json!({"v": 1, "id": id, "service": service, "action": action, "params": params, "deadline_ms": deadline})
 }
 

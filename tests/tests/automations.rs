@@ -330,11 +330,8 @@ action = { kind = "notify", message = "tick" }
     // run was due five minutes ago (as if it had been down since).
     let state_dir = r.daemon.take().unwrap().kill();
     let mut doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    doc["records"]["tick"]["next_due_ms"] = json!(now_ms - 5 * 60_000);
+    let due_ms = droidwarden_services::time::now_ms() - 5 * 60_000;
+    doc["records"]["tick"]["next_due_ms"] = json!(due_ms);
     std::fs::write(&file, doc.to_string()).unwrap();
     let config = r.config(every_minute);
     r.daemon = Some(Daemon::start_with_state(&r.adb, &config, state_dir));

@@ -41,6 +41,7 @@ use crate::device::{
     BoxFuture, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind, Turn,
 };
 use crate::error::BridgeError;
+use droidwarden_services::time::epoch_ms;
 use droidwarden_services::{Command, DeviceName};
 use pending::Pending;
 use protocol::{Reply, clip};
@@ -50,7 +51,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 
@@ -170,12 +171,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section is a short map operation that cannot leave the
     // data half-changed; a poisoned lock still holds a valid table.
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn epoch_ms(at: SystemTime) -> u64 {
-    at.duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 /// What every companion device shares with the hub.

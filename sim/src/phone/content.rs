@@ -9,6 +9,8 @@ use super::{CommandResult, done, fail, ok_text};
 use crate::content::{PostedNotification, StartedIntent};
 use crate::shell::Output;
 use crate::state::PhoneState;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use std::fmt::Write as _;
 
 /// The messaging app `SENDTO sms:` opens.
@@ -141,28 +143,6 @@ pub(crate) fn stat(st: &PhoneState, args: &[String]) -> CommandResult {
     done(out, status)
 }
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-fn encode(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
-            if i <= chunk.len() {
-                s.push(char::from(B64[((n >> shift) & 63) as usize]));
-            } else {
-                s.push('=');
-            }
-        }
-    }
-    s
-}
-
 /// toybox `base64 [-w COLUMNS] FILE` (encode only; 76 columns by default).
 pub(crate) fn base64(st: &PhoneState, args: &[String]) -> CommandResult {
     let mut wrap = 76usize;
@@ -190,7 +170,7 @@ pub(crate) fn base64(st: &PhoneState, args: &[String]) -> CommandResult {
         };
         return fail("", &format!("base64: {file}: {why}\n"), 1);
     };
-    let encoded = encode(&bytes);
+    let encoded = STANDARD.encode(&bytes);
     let mut text = String::new();
     if wrap == 0 {
         text.push_str(&encoded);
@@ -280,17 +260,4 @@ pub(crate) fn pm_clear(st: &mut PhoneState, args: &[String]) -> CommandResult {
     st.content.notifications.retain(|n| n.package != pkg);
     st.content.cleared.push(pkg);
     ok_text("Success\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64_matches_the_standard_alphabet() {
-        assert_eq!(encode(b""), "");
-        assert_eq!(encode(b"hi"), "aGk=");
-        assert_eq!(encode(b"hello"), "aGVsbG8=");
-        assert_eq!(encode(&[0xff, 0xd8, 0xff]), "/9j/");
-    }
 }
