@@ -184,6 +184,46 @@ fn schemas_render_as_closed_objects() {
     }
 }
 
+/// Every described property of a rendered schema, with the path where it
+/// stands, and its description (empty when it has none).
+fn descriptions(schema: &Value, at: &str, out: &mut Vec<(String, String)>) {
+    if let Some(props) = schema["properties"].as_object() {
+        for (name, sub) in props {
+            let path = format!("{at}.{name}");
+            let text = sub["description"].as_str().unwrap_or_default();
+            out.push((path.clone(), text.to_owned()));
+            descriptions(sub, &path, out);
+        }
+    }
+    if schema["items"].is_object() {
+        descriptions(&schema["items"], &format!("{at}[]"), out);
+    }
+}
+
+/// A field's doc comment is its catalogue description unless its schema
+/// gives one, so rustdoc must be written for the caller: every parameter
+/// and result field is described, and no description speaks Rust.
+#[test]
+fn every_field_is_described_for_the_caller() {
+    let mut found = Vec::new();
+    for spec in Catalogue::get().services() {
+        for action in &spec.actions {
+            let at = format!("{}.{}", spec.id, action.name);
+            descriptions(&action.params_schema().to_json(), &at, &mut found);
+            descriptions(&action.result.to_json(), &at, &mut found);
+        }
+    }
+    assert!(found.len() > 300, "only {} fields", found.len());
+    for (at, text) in found {
+        assert!(!text.trim().is_empty(), "{at} has no description");
+        for rust in [
+            "None", "Some(", "[`", "Self::", "crate::", "Vec<", "Option<",
+        ] {
+            assert!(!text.contains(rust), "{at} speaks Rust ({rust}): {text}");
+        }
+    }
+}
+
 /// Every `pattern` in a rendered schema, with the path where it stands.
 fn patterns(schema: &Value, at: &str, out: &mut Vec<(String, String)>) {
     if let Some(p) = schema["pattern"].as_str() {
