@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::device_error::{DeviceFailure, FailureKind, classify_device_error};
 use super::error::ParseError;
-use super::text::{failure_error, reject_device_error};
+use super::text::{failure_error, listing, reject_device_error};
 
 /// The outcome of `am start [-W]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -252,16 +252,7 @@ const SYSTEM_PARTITIONS: &[&str] = &[
 /// [`ParseError::Malformed`] when the output has text but no `package:` line,
 /// [`ParseError::Device`] for a device error message.
 pub fn package_list(output: &str) -> Result<Vec<InstalledPackage>, ParseError> {
-    reject_device_error(output)?;
-    let entries: Vec<InstalledPackage> = output.lines().filter_map(package_line).collect();
-    if entries.is_empty() && !output.trim().is_empty() {
-        return Err(ParseError::malformed(
-            "pm list packages",
-            "no package: line",
-            output,
-        ));
-    }
-    Ok(entries)
+    listing(output, "pm list packages", "no package: line", package_line)
 }
 
 fn package_line(line: &str) -> Option<InstalledPackage> {
@@ -293,17 +284,10 @@ fn package_line(line: &str) -> Option<InstalledPackage> {
 /// [`ParseError::Malformed`] when the output has text but no `package:` line,
 /// [`ParseError::Device`] for a device error message.
 pub fn pm_path(output: &str) -> Result<Vec<String>, ParseError> {
-    reject_device_error(output)?;
-    let paths: Vec<String> = output
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("package:"))
-        .map(|p| p.trim().to_owned())
-        .filter(|p| !p.is_empty())
-        .collect();
-    if paths.is_empty() && !output.trim().is_empty() {
-        return Err(ParseError::malformed("pm path", "no package: line", output));
-    }
-    Ok(paths)
+    listing(output, "pm path", "no package: line", |line| {
+        let path = line.trim().strip_prefix("package:")?.trim();
+        (!path.is_empty()).then(|| path.to_owned())
+    })
 }
 
 #[cfg(test)]

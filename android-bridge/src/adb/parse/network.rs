@@ -17,7 +17,7 @@
 pub use droidwarden_services::{NetworkLink, NetworkRoute};
 
 use super::error::ParseError;
-use super::text::{reject_device_error, token_after};
+use super::text::{listing, reject_device_error, token_after};
 
 /// Parses `ip addr show IFACE` (the first interface if several are listed).
 ///
@@ -164,12 +164,7 @@ const ROUTE_TYPES: &[&str] = &[
 /// [`ParseError::Malformed`] when the output has text but no route line, and
 /// [`ParseError::Device`] for a device error message.
 pub fn ip_route(output: &str) -> Result<Vec<NetworkRoute>, ParseError> {
-    reject_device_error(output)?;
-    let routes: Vec<NetworkRoute> = output.lines().filter_map(route_line).collect();
-    if routes.is_empty() && !output.trim().is_empty() {
-        return Err(ParseError::malformed("ip route", "no route line", output));
-    }
-    Ok(routes)
+    listing(output, "ip route", "no route line", route_line)
 }
 
 /// Parses `ip route get ADDRESS`: the route the kernel would use, e.g.

@@ -139,6 +139,24 @@ pub(crate) fn reject_device_error(output: &str) -> Result<(), ParseError> {
     }
 }
 
+/// A listing: one item per line that `line` reads, other lines skipped.
+/// No output is an empty list; output of which no line reads is malformed
+/// (`expected` says what `command` prints), and so is the device's own
+/// error message ([`reject_device_error`]).
+pub(crate) fn listing<T>(
+    output: &str,
+    command: &'static str,
+    expected: &str,
+    line: impl FnMut(&str) -> Option<T>,
+) -> Result<Vec<T>, ParseError> {
+    reject_device_error(output)?;
+    let items: Vec<T> = output.lines().filter_map(line).collect();
+    if items.is_empty() && !output.trim().is_empty() {
+        return Err(ParseError::malformed(command, expected, output));
+    }
+    Ok(items)
+}
+
 /// A device failure as a parse error: "not found" keeps its own variant.
 pub(crate) fn failure_error(failure: DeviceFailure) -> ParseError {
     match failure.kind {
