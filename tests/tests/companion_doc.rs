@@ -36,14 +36,89 @@ fn sections(doc: &str) -> Vec<(String, Vec<Value>)> {
     out
 }
 
+/// `value` on one line, keys sorted, as the document writes a property.
+fn compact(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let fields: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{}: {}", Value::from(k.as_str()), compact(v)))
+                .collect();
+            format!("{{{}}}", fields.join(", "))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(compact).collect();
+            format!("[{}]", items.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A schema as the document lays it out: a line per top-level key, a line
+/// per property.
+fn layout(schema: &Value) -> String {
+    const ORDER: [&str; 5] = [
+        "type",
+        "description",
+        "properties",
+        "required",
+        "additionalProperties",
+    ];
+    let Value::Object(top) = schema else {
+        return compact(schema);
+    };
+    let mut keys: Vec<&String> = top.keys().collect();
+    keys.sort_by_key(|k| ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()));
+    let lines: Vec<String> = keys
+        .into_iter()
+        .map(|key| match (key.as_str(), &top[key]) {
+            ("properties", Value::Object(props)) => {
+                let mut props: Vec<_> = props.iter().collect();
+                props.sort_by(|a, b| a.0.cmp(b.0));
+                let props: Vec<String> = props
+                    .into_iter()
+                    .map(|(name, v)| format!("    {}: {}", Value::from(name.as_str()), compact(v)))
+                    .collect();
+                format!("  \"properties\": {{\n{}\n  }}", props.join(",\n"))
+            }
+            (_, value) => format!("  {}: {}", Value::from(key.as_str()), compact(value)),
+        })
+        .collect();
+    format!("{{\n{}\n}}", lines.join(",\n"))
+}
+
+/// `doc` with the JSON blocks of each listed action replaced by `expected`'s.
+fn rewritten(doc: &str, expected: &[(String, Vec<Value>)]) -> String {
+    let mut parts = doc.split("\n#### `");
+    let mut out = parts.next().unwrap_or_default().to_owned();
+    for part in parts {
+        let name = part.split_once('`').map_or("", |(n, _)| n);
+        let mut blocks = expected
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.iter())
+            .into_iter()
+            .flatten();
+        let mut pieces = part.split("```json\n");
+        out.push_str("\n#### `");
+        out.push_str(pieces.next().unwrap_or_default());
+        for piece in pieces {
+            let rest = piece.split_once("\n```").map_or("", |(_, rest)| rest);
+            let body = blocks.next().map(layout).unwrap_or_default();
+            out.push_str(&format!("```json\n{body}\n```{rest}"));
+        }
+    }
+    out
+}
+
+/// With `DROIDWARDEN_BLESS=1` the document's blocks are first rewritten from
+/// the catalogue (after a change to the schemas), then checked as always.
 #[test]
 fn the_documented_action_schemas_are_the_catalogues() {
-    let doc = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../docs/companion-protocol.md"
-    ))
-    .expect("docs/companion-protocol.md");
-    let documented = sections(&doc);
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/companion-protocol.md");
+    let mut doc = std::fs::read_to_string(path).expect("docs/companion-protocol.md");
     let mut expected = Vec::new();
     for service in LISTED {
         let spec = Catalogue::get()
@@ -58,6 +133,11 @@ fn the_documented_action_schemas_are_the_catalogues() {
             ));
         }
     }
+    if std::env::var_os("DROIDWARDEN_BLESS").is_some_and(|v| v == "1") {
+        doc = rewritten(&doc, &expected);
+        std::fs::write(path, &doc).expect("docs/companion-protocol.md written");
+    }
+    let documented = sections(&doc);
     let names =
         |list: &[(String, Vec<Value>)]| list.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
     assert_eq!(
