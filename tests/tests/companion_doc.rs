@@ -36,18 +36,20 @@ fn sections(doc: &str) -> Vec<(String, Vec<Value>)> {
     out
 }
 
+/// `"key": value` for each entry of `map`, keys sorted, values on one line.
+fn entries(map: &serde_json::Map<String, Value>) -> Vec<String> {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    entries
+        .into_iter()
+        .map(|(k, v)| format!("{}: {}", Value::from(k.as_str()), compact(v)))
+        .collect()
+}
+
 /// `value` on one line, keys sorted, as the document writes a property.
 fn compact(value: &Value) -> String {
     match value {
-        Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            let fields: Vec<String> = entries
-                .into_iter()
-                .map(|(k, v)| format!("{}: {}", Value::from(k.as_str()), compact(v)))
-                .collect();
-            format!("{{{}}}", fields.join(", "))
-        }
+        Value::Object(map) => format!("{{{}}}", entries(map).join(", ")),
         Value::Array(items) => {
             let items: Vec<String> = items.iter().map(compact).collect();
             format!("[{}]", items.join(", "))
@@ -75,12 +77,9 @@ fn layout(schema: &Value) -> String {
         .into_iter()
         .map(|key| match (key.as_str(), &top[key]) {
             ("properties", Value::Object(props)) => {
-                let mut props: Vec<_> = props.iter().collect();
-                props.sort_by(|a, b| a.0.cmp(b.0));
-                let props: Vec<String> = props
-                    .into_iter()
-                    .map(|(name, v)| format!("    {}: {}", Value::from(name.as_str()), compact(v)))
-                    .collect();
+                // An empty object keeps its blank line, as the document has it.
+                let props: Vec<String> =
+                    entries(props).iter().map(|e| format!("    {e}")).collect();
                 format!("  \"properties\": {{\n{}\n  }}", props.join(",\n"))
             }
             (_, value) => format!("  {}: {}", Value::from(key.as_str()), compact(value)),
