@@ -44,16 +44,15 @@ pub fn parse_http_date(s: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// The calendar itself is tested in `droidwarden_services::time`.
     #[test]
-    fn dates_round_trip() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(784_111_777_000), "1994-11-06T08:49:37Z");
+    fn http_dates_and_weekdays() {
         assert_eq!(
             parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
             Some(784_111_777_000)
         );
         assert_eq!(weekday(784_111_777_000), "Sunday");
-        assert_eq!(rfc3339(1_795_347_868_000), "2026-11-22T11:44:28Z");
+        assert_eq!(weekday(1_795_347_868_000), "Sunday");
         assert_eq!(parse_http_date("yesterday"), None);
     }
 }

@@ -7,6 +7,7 @@
 //! `--json`, the same selection as JSON (the whole catalogue without names).
 
 use droidwarden_bridge::TransportKind;
+use droidwarden_bridge::adb::quote;
 use droidwarden_services::schema::{Kind, Property, Schema};
 use droidwarden_services::{ActionSpec, Catalogue, ServiceSpec, WireError};
 use serde_json::{Value, json};
@@ -247,11 +248,11 @@ fn type_of(schema: &Schema) -> String {
 }
 
 /// An example's parameters as `droidwarden call` words: ` key=value` each,
-/// quoted for a POSIX shell where needed.
+/// quoted for a POSIX shell where needed (the bridge's own quoting).
 fn example_words(example: &Value) -> String {
     example_pairs(example)
         .iter()
-        .map(|pair| format!(" {}", shell_word(pair)))
+        .map(|pair| format!(" {}", quote(pair)))
         .collect()
 }
 
@@ -268,17 +269,6 @@ pub(crate) fn example_pairs(example: &Value) -> Vec<String> {
             other => format!("{key}={other}"),
         })
         .collect()
-}
-
-fn shell_word(word: &str) -> String {
-    let plain = word
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "._-/:=@,+".contains(c));
-    if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
 }
 
 #[cfg(test)]

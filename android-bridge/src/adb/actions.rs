@@ -561,7 +561,7 @@ async fn volume(sh: &dyn Shell, stream: Stream) -> Result<AudioVolume, BridgeErr
     })
     .await?;
     Ok(AudioVolume {
-        stream: stream.as_str().to_owned(),
+        stream,
         level: percent(v.index, v.min, v.max),
         index: v.index,
         min: v.min,
@@ -590,9 +590,7 @@ async fn audio(sh: &dyn Shell, action: &AudioAction) -> Result<Value, BridgeErro
                 RingerMode::Silent => "SILENT",
             };
             ok(sh, &["cmd", "audio", "set-ringer-mode", arg]).await?;
-            answer(Ringer {
-                mode: mode.as_str().to_owned(),
-            })
+            answer(Ringer { mode: *mode })
         }
     }
 }

@@ -8,16 +8,16 @@ actions!(
         GetVolume = "get_volume" (Low, reads)
             "Read one stream's volume in percent (0-100) and its mute state."
         {
-            /// The stream.
-            stream: Stream = stream_schema("the audio stream"),
+            /// The audio stream.
+            stream: Stream,
         }
         -> AudioVolume
         example(Self::GetVolume { stream: Stream::Music }),
         SetVolume = "set_volume" (Low, changes)
             "Set one stream's volume in percent (0-100) of its range."
         {
-            /// The stream.
-            stream: Stream = stream_schema("the audio stream"),
+            /// The audio stream.
+            stream: Stream,
             /// Volume in percent.
             level: u8 = Schema::integer("", Some(0), Some(100)),
         }
@@ -52,7 +52,7 @@ records! {
     /// What the volume actions answer: one stream's volume.
     AudioVolume {
         /// The stream, e.g. `music`.
-        stream: String = stream_schema(""),
+        stream: Stream,
         /// The volume in percent of the stream's range.
         level: i64 = Schema::integer(
             "volume in percent of the stream's range",
@@ -72,7 +72,7 @@ records! {
     /// What `mute` and `unmute` answer.
     AudioMute {
         /// The stream, e.g. `music`.
-        stream: String = stream_schema(""),
+        stream: Stream,
         /// Whether the stream is now muted.
         muted: bool,
         /// The volume in percent after the change.
@@ -82,7 +82,7 @@ records! {
     /// What `audio_automation.ringer_mode` answers.
     Ringer {
         /// The ringer mode now set.
-        mode: String = Schema::enumeration("", &RingerMode::ALL.map(RingerMode::as_str)),
+        mode: RingerMode,
     }
 }
 

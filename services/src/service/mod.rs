@@ -232,7 +232,7 @@ field_types!(
 // Parameter types of the catalogue's own.
 field_types!(
     PackageName => package_param(),
-    Stream => Schema::enumeration("", &Stream::ALL.map(Stream::as_str)),
+    Stream => stream_schema(""),
     RingerMode => Schema::enumeration("", &RingerMode::ALL.map(RingerMode::as_str)),
 );
 

@@ -83,7 +83,7 @@ records! {
     /// onto the screen.
     ScreenCapture {
         /// `jpeg` or `png`.
-        format: String = Schema::enumeration("", &["jpeg", "png"]),
+        format: ImageFormat,
         /// `image/jpeg` or `image/png`.
         mime_type: String,
         /// The returned image's width in pixels.

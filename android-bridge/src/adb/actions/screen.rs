@@ -85,7 +85,7 @@ impl Screenshot {
     /// The `screen.screenshot` result: the image in base64 and its sizes.
     pub fn capture(&self) -> ScreenCapture {
         ScreenCapture {
-            format: self.format.as_str().to_owned(),
+            format: self.format,
             mime_type: self.format.mime().to_owned(),
             width: self.width,
             height: self.height,
