@@ -633,9 +633,10 @@ fn a_replayed_bug_report_is_reproduced() {
     let dw = Droidwarden::new(&adb, "");
     let run = dw.call(&sim.serial(), "battery", "status", json!({}));
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    let expected =
-        droidwarden_bridge::adb::parse::battery(&std::fs::read_to_string(fixture).unwrap())
-            .unwrap();
+    let expected = droidwarden_bridge::adb::actions::battery::battery(
+        &std::fs::read_to_string(fixture).unwrap(),
+    )
+    .unwrap();
     assert_eq!(run.json["level_percent"], expected.level_percent);
     assert_eq!(run.json["status"], expected.status);
 }

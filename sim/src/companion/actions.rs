@@ -172,7 +172,7 @@ pub(crate) fn current_fix(sim: &SimHandle, logged: bool) -> Outcome<Value> {
     if let Some(f) = parse::classify_device_error(&text, &out.stderr_text(), i32::from(out.exit)) {
         return Err(WireError::new(ErrorCode::DeviceError, f.message));
     }
-    let fix = parse::location(&text)
+    let fix = adb_actions::location::location(&text)
         .map_err(|e| WireError::new(ErrorCode::DeviceError, e.to_string()))?
         .ok_or_else(|| {
             WireError::new(
@@ -187,7 +187,7 @@ pub(crate) fn current_fix(sim: &SimHandle, logged: bool) -> Outcome<Value> {
 /// carries it), read without logging a device command.
 pub(crate) fn battery_snapshot(sim: &SimHandle) -> Outcome<Value> {
     let out = sim.peek(&["dumpsys", "battery"]);
-    let battery = parse::battery(&out.stdout_text())
+    let battery = adb_actions::battery::battery(&out.stdout_text())
         .map_err(|e| WireError::new(ErrorCode::DeviceError, e.to_string()))?;
     serde_json::to_value(battery).map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))
 }

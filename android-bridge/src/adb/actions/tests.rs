@@ -352,22 +352,6 @@ async fn play_url_passes_the_url_as_one_argument() {
     assert_eq!(asked[0].last().unwrap(), url, "the URL is one argv element");
 }
 
-#[test]
-fn percent_and_index_round_trip() {
-    for (min, max) in [(0, 15), (1, 7), (0, 25), (0, 100)] {
-        for level in [0u8, 1, 33, 50, 99, 100] {
-            let index = index_for(level, min, max);
-            assert!((min..=max).contains(&index));
-            let back = percent(index, min, max);
-            assert!(
-                (back - i64::from(level)).abs() <= 100 / (max - min) + 1,
-                "{level} {min}..{max} → {index} → {back}"
-            );
-        }
-    }
-    assert_eq!(percent(5, 5, 5), 0);
-}
-
 /// Every action that reads a `dumpsys`, as `service.action`, with the
 /// service it dumps (`dumpsys SERVICE`).
 const DUMPSYS_READS: &[(&str, &str)] = &[

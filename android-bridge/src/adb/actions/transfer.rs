@@ -349,7 +349,7 @@ pub(super) async fn install(sh: &dyn Shell, apk: &str) -> Result<(), BridgeError
     if let Some(failure) = parse::install_failure(&out.stdout) {
         return Err(install_refused(&failure));
     }
-    super::phone::pm_result(sh, "pm install", &argv, &out)
+    super::app_manager::pm_result(sh, "pm install", &argv, &out)
 }
 
 /// The wire error of a `pm install` refusal: the code keeps the package

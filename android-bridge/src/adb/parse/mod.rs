@@ -23,48 +23,28 @@
 //! before its parser.
 
 mod apps;
-mod audio;
-mod battery;
-mod bluetooth;
-mod camera;
 mod cmd;
 mod device_error;
 mod dump;
 mod error;
-mod location;
-mod media;
-mod network;
-mod notifications;
 mod pm;
 mod power;
 mod sensors;
 mod settings;
-mod system;
-mod text;
+pub(crate) mod text;
 mod ui;
-mod wifi;
 mod window;
 
 pub use apps::{
     AmStart, InstalledPackage, am_start, component_package, launcher_activities, package_list,
     pm_path, resolve_activity_brief, split_component,
 };
-pub use audio::{StreamVolume, audio_stream};
-pub use battery::{BatteryStatus, battery};
-pub use bluetooth::{BluetoothStatus, BondedDevice, bluetooth};
-pub use camera::{CameraInfo, cameras};
 pub use cmd::cmd_success;
 pub use device_error::{DeviceFailure, FailureKind, classify_device_error};
 pub use dump::dump_complete;
 pub use error::ParseError;
 #[cfg(test)]
 pub(crate) use error::failure;
-pub use location::{LocationFix, location};
-pub use media::{MediaSession, media_sessions};
-pub use network::{
-    NetworkLink, NetworkRoute, airplane_mode, ip_addr, ip_addrs, ip_route, ip_route_get, uplink,
-};
-pub use notifications::{Notification, NotificationDump, notifications};
 pub use pm::{InstallFailure, InstallFailureKind, install_failure, pm_outcome};
 pub use power::{PowerState, power};
 pub use sensors::{
@@ -72,13 +52,11 @@ pub use sensors::{
     motion, proximity, sensors,
 };
 pub use settings::{getprop_value, setting_value};
-pub use system::*;
 pub use ui::{
     DumpOutcome, PNG_SIGNATURE, UiElement, UiTree, dump_outcome, dump_then_cat_outcome,
     screencap_png, ui_elements, wm_size, xml_slice,
 };
-pub use wifi::{WifiNetwork, WifiStatus, wifi, wifi_scan};
 pub use window::{DeviceOrientation, focused_app, focused_component, rotation};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

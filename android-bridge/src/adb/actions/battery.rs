@@ -1,13 +1,22 @@
+//! The `battery` service over ADB.
+//!
 //! `dumpsys battery`: charge level, charging state and health.
 //!
 //! Every Android release prints `key: value` lines under `Current Battery
 //! Service state:`; newer ones add lines (`Dock powered`, `Charging state`,
 //! one-space-indented broadcast times) that are ignored here.
 
-pub use droidwarden_services::BatteryStatus;
+use super::*;
+use crate::adb::parse::ParseError;
+use crate::adb::parse::text::{ColonFields, parse_bool, reject_device_error};
+use droidwarden_services::BatteryAction;
 
-use super::error::ParseError;
-use super::text::{ColonFields, parse_bool, reject_device_error};
+pub(super) async fn run(sh: &dyn Shell, action: &BatteryAction) -> Result<Value, BridgeError> {
+    let BatteryAction::Status = action;
+    answer(read(sh, &["dumpsys", "battery"], battery).await?)
+}
+
+pub use droidwarden_services::BatteryStatus;
 
 const COMMAND: &str = "dumpsys battery";
 
@@ -187,5 +196,12 @@ mod tests {
             })
         );
         assert_eq!(failure(battery("Can't find service: battery\n")), "device");
+    }
+
+    #[test]
+    fn reads_any_text_without_panicking() {
+        crate::adb::parse::tests::each_sample(|text| {
+            let _ = battery(text);
+        });
     }
 }

@@ -1,3 +1,6 @@
+//! The `media_control` service over ADB: media keys through `cmd
+//! media_session dispatch`, a URL played through a view intent.
+//!
 //! Media sessions: `dumpsys media_session`.
 //!
 //! Each session record prints indented `key=value` lines, starting (after the
@@ -15,10 +18,38 @@
 //! `MediaDescription.toString()`, i.e. title, subtitle and description joined
 //! by `, `: a title that itself contains `, ` cannot be told apart.
 
-pub use droidwarden_services::MediaSession;
+use super::*;
+use crate::adb::parse::ParseError;
+use crate::adb::parse::text::{non_placeholder, parse_bool, reject_device_error};
+use droidwarden_services::{MediaAction, MediaKey, MediaStatus, PlayUrl};
 
-use super::error::ParseError;
-use super::text::{non_placeholder, parse_bool, reject_device_error};
+pub(super) async fn run(sh: &dyn Shell, action: &MediaAction) -> Result<Value, BridgeError> {
+    let key = match action {
+        MediaAction::Status => {
+            let sessions = read(sh, &["dumpsys", "media_session"], media_sessions).await?;
+            let playing = sessions.iter().any(|s| s.state == "playing");
+            return answer(MediaStatus { sessions, playing });
+        }
+        MediaAction::PlayUrl { url } => {
+            let started = super::intents::view(sh, url, None).await?;
+            return answer(PlayUrl {
+                url: url.clone(),
+                status: started.status,
+            });
+        }
+        MediaAction::Play => "play",
+        MediaAction::Pause => "pause",
+        MediaAction::Next => "next",
+        MediaAction::Previous => "previous",
+        MediaAction::Stop => "stop",
+    };
+    ok(sh, &["cmd", "media_session", "dispatch", key]).await?;
+    answer(MediaKey {
+        dispatched: key.to_owned(),
+    })
+}
+
+pub use droidwarden_services::MediaSession;
 
 /// Parses `dumpsys media_session` into its sessions, in printed order.
 ///
@@ -233,5 +264,12 @@ MEDIA SESSION SERVICE (dumpsys media_session)
             media_sessions("  Sessions Stack - have 0 sessions:\n"),
             Ok(vec![])
         );
+    }
+
+    #[test]
+    fn reads_any_text_without_panicking() {
+        crate::adb::parse::tests::each_sample(|text| {
+            let _ = media_sessions(text);
+        });
     }
 }

@@ -1,3 +1,5 @@
+//! The `notifications` service over ADB.
+//!
 //! `dumpsys notification --noredact`: the notifications currently posted.
 //!
 //! The dump starts with `Current Notification Manager state:` and lists the
@@ -24,9 +26,56 @@
 //! Whatever follows the list (the listeners, snoozed and historical
 //! notifications, ranking config) is not read.
 
-pub use droidwarden_services::Notification;
+use super::*;
+use crate::adb::parse::ParseError;
+use droidwarden_services::{NotificationList, NotificationsAction};
 
-use super::error::ParseError;
+pub(super) async fn run(
+    sh: &dyn Shell,
+    action: &NotificationsAction,
+) -> Result<Value, BridgeError> {
+    let NotificationsAction::List { package } = action;
+    let argv = ["dumpsys", "notification", "--noredact"];
+    let out = sh.run(&argv).await?;
+    // Notification texts are the apps' words and may span lines that start
+    // at column 0 with anything ("Error: payment failed"): only a failed
+    // exit, stderr, or a denial in place of the dump's header is an error.
+    let denied = out
+        .stdout
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .is_some_and(|l| l.starts_with("Permission Denial"));
+    if out.exit != 0 || denied {
+        let stdout = if denied { out.stdout.as_str() } else { "" };
+        let failure =
+            parse::classify_device_error(stdout, &out.stderr, out.exit.max(i32::from(denied)))
+                .unwrap_or(parse::DeviceFailure {
+                    kind: parse::FailureKind::Other,
+                    message: format!("`dumpsys notification` exited {}", out.exit),
+                });
+        return Err(super::from_failure(
+            sh.device_name(),
+            failure,
+            Some(out.exit),
+        ));
+    }
+    parsed(
+        sh.device_name(),
+        &argv,
+        parse::dump_complete(&argv.join(" "), &out.stdout, &out.stderr),
+    )?;
+    let mut list = parsed(sh.device_name(), &argv, notifications(&out.stdout))?;
+    if let Some(package) = package {
+        list.notifications.retain(|n| n.package == package.as_str());
+    }
+    answer(NotificationList {
+        count: list.notifications.len() as u64,
+        redacted: list.redacted,
+        notifications: list.notifications,
+    })
+}
+
+pub use droidwarden_services::Notification;
 
 /// The notification list and whether the phone hid any contents. The
 /// result of `notifications.list` is built from it
@@ -41,6 +90,7 @@ pub struct NotificationDump {
 }
 
 const COMMAND: &str = "dumpsys notification --noredact";
+
 /// `ONGOING_EVENT` in `Notification.flags`.
 const FLAG_ONGOING_EVENT: u64 = 0x2;
 
@@ -436,5 +486,12 @@ mod tests {
         assert!(
             notifications("  Notification List:\n    NotificationRecord(0x1: user=0)\n").is_err()
         );
+    }
+
+    #[test]
+    fn reads_any_text_without_panicking() {
+        crate::adb::parse::tests::each_sample(|text| {
+            let _ = notifications(text);
+        });
     }
 }

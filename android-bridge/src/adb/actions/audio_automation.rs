@@ -1,3 +1,6 @@
+//! The `audio_automation` service over ADB: volumes read from `dumpsys
+//! audio` and set through `cmd media_session volume`, and the ringer mode.
+//!
 //! Stream volumes from `dumpsys audio`.
 //!
 //! Each stream has a block:
@@ -19,10 +22,113 @@
 //! instead of `Muted`. Newer releases also print volume groups
 //! (`- VOLUME GROUP AUDIO_STREAM_MUSIC:`), used when no stream block matches.
 
+use super::*;
+use crate::adb::parse::ParseError;
+use crate::adb::parse::text::{colon_value, parse_bool, reject_device_error};
+use droidwarden_services::{AudioAction, AudioMute, AudioVolume, Ringer, RingerMode, Stream};
 use serde::Serialize;
 
-use super::error::ParseError;
-use super::text::{colon_value, parse_bool, reject_device_error};
+pub(super) async fn run(sh: &dyn Shell, action: &AudioAction) -> Result<Value, BridgeError> {
+    match action {
+        AudioAction::GetVolume { stream } => answer(volume(sh, *stream).await?),
+        AudioAction::SetVolume { stream, level } => {
+            let current = volume(sh, *stream).await?;
+            set_volume(sh, *stream, index_for(*level, current.min, current.max)).await?;
+            answer(volume(sh, *stream).await?)
+        }
+        AudioAction::Mute { stream } | AudioAction::Unmute { stream } => {
+            let stream = stream.unwrap_or(Stream::Music);
+            let mute = matches!(action, AudioAction::Mute { .. });
+            answer(mute_stream(sh, stream, mute).await?)
+        }
+        AudioAction::RingerMode { mode } => {
+            let arg = match mode {
+                RingerMode::Normal => "NORMAL",
+                RingerMode::Vibrate => "VIBRATE",
+                RingerMode::Silent => "SILENT",
+            };
+            ok(sh, &["cmd", "audio", "set-ringer-mode", arg]).await?;
+            answer(Ringer { mode: *mode })
+        }
+    }
+}
+
+fn percent(index: i64, min: i64, max: i64) -> i64 {
+    if max <= min {
+        return 0;
+    }
+    (((index - min) * 100) as f64 / (max - min) as f64).round() as i64
+}
+
+fn index_for(level: u8, min: i64, max: i64) -> i64 {
+    min + ((i64::from(level) * (max - min)) as f64 / 100.0).round() as i64
+}
+
+async fn volume(sh: &dyn Shell, stream: Stream) -> Result<AudioVolume, BridgeError> {
+    let v = read(sh, &["dumpsys", "audio"], |out| {
+        audio_stream(out, stream.dumpsys_name())
+    })
+    .await?;
+    Ok(AudioVolume {
+        stream,
+        level: percent(v.index, v.min, v.max),
+        index: v.index,
+        min: v.min,
+        max: v.max,
+        muted: v.muted,
+    })
+}
+
+/// Set `stream`'s volume index (between its min and max).
+async fn set_volume(sh: &dyn Shell, stream: Stream, index: i64) -> Result<(), BridgeError> {
+    let (id, index) = (stream.android_id().to_string(), index.to_string());
+    let argv = [
+        "cmd",
+        "media_session",
+        "volume",
+        "--stream",
+        &id,
+        "--set",
+        &index,
+    ];
+    ok(sh, &argv).await.map(drop)
+}
+
+/// Android's shell volume tool only knows `--adj raise|same|lower` (it
+/// rejects `mute`), so muting sets the stream to its minimum and remembers
+/// the level it had; unmuting restores that level, or half the range when
+/// nothing was remembered (the daemon was restarted, or the phone was muted
+/// by hand).
+async fn mute_stream(sh: &dyn Shell, stream: Stream, mute: bool) -> Result<AudioMute, BridgeError> {
+    let AudioVolume {
+        index, min, max, ..
+    } = volume(sh, stream).await?;
+    let id = stream.android_id();
+    let target = {
+        let mut saved = sh.muted_levels().lock().unwrap_or_else(|e| e.into_inner());
+        if mute {
+            if index > min {
+                saved.insert(id, index);
+            }
+            Some(min)
+        } else {
+            match saved.remove(&id) {
+                Some(level) => Some(level),
+                None if index <= min => Some(index_for(50, min, max)),
+                None => None,
+            }
+        }
+    };
+    if let Some(target) = target.filter(|t| *t != index) {
+        set_volume(sh, stream, target).await?;
+    }
+    let after = volume(sh, stream).await?;
+    Ok(AudioMute {
+        stream: after.stream,
+        muted: mute,
+        level: after.level,
+    })
+}
 
 const COMMAND: &str = "dumpsys audio";
 
@@ -316,5 +422,30 @@ mod tests {
         let v = audio_stream(text, "STREAM_MUSIC").expect("parses");
         assert_eq!((v.index, v.muted), (9, true));
         assert_eq!(failure(audio_stream("", "music")), "not_found");
+    }
+
+    #[test]
+    fn reads_any_text_without_panicking() {
+        crate::adb::parse::tests::each_sample(|text| {
+            for stream in ["STREAM_MUSIC", "ring", "", "VOLUME GROUP"] {
+                let _ = audio_stream(text, stream);
+            }
+        });
+    }
+
+    #[test]
+    fn percent_and_index_round_trip() {
+        for (min, max) in [(0, 15), (1, 7), (0, 25), (0, 100)] {
+            for level in [0u8, 1, 33, 50, 99, 100] {
+                let index = index_for(level, min, max);
+                assert!((min..=max).contains(&index));
+                let back = percent(index, min, max);
+                assert!(
+                    (back - i64::from(level)).abs() <= 100 / (max - min) + 1,
+                    "{level} {min}..{max} → {index} → {back}"
+                );
+            }
+        }
+        assert_eq!(percent(5, 5, 5), 0);
     }
 }

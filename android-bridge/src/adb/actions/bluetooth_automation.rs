@@ -1,3 +1,6 @@
+//! The `bluetooth_automation` service over ADB; switching uses
+//! `cmd bluetooth_manager enable|disable`.
+//!
 //! Bluetooth: `dumpsys bluetooth_manager`.
 //!
 //! The dump opens with a `Bluetooth Status` block (`enabled:`, `state:`,
@@ -5,10 +8,48 @@
 //! `AdapterProperties` block whose `Bonded devices:` list reads
 //! `ADDRESS [ TYPE ] NAME`, one device per line.
 
+use super::*;
+use crate::adb::parse::ParseError;
+use crate::adb::parse::text::{
+    colon_field, indent, non_placeholder, parse_bool, reject_device_error,
+};
+use droidwarden_services::{
+    BluetoothAction, BluetoothAdapter, BluetoothDevice, BluetoothToggle, PairedDevices,
+};
 use serde::Serialize;
 
-use super::error::ParseError;
-use super::text::{colon_field, indent, non_placeholder, parse_bool, reject_device_error};
+pub(super) async fn run(sh: &dyn Shell, action: &BluetoothAction) -> Result<Value, BridgeError> {
+    let dump = || read(sh, &["dumpsys", "bluetooth_manager"], bluetooth);
+    match action {
+        BluetoothAction::Status => {
+            let bt = dump().await?;
+            answer(BluetoothAdapter {
+                enabled: bt.enabled,
+                state: bt.state,
+                name: bt.name,
+                address: bt.address,
+            })
+        }
+        BluetoothAction::PairedDevices => {
+            let bt = dump().await?;
+            let devices = bt
+                .bonded
+                .into_iter()
+                .map(|d| BluetoothDevice {
+                    address: d.address,
+                    name: d.name,
+                })
+                .collect();
+            answer(PairedDevices { devices })
+        }
+        BluetoothAction::Enable | BluetoothAction::Disable => {
+            let enable = matches!(action, BluetoothAction::Enable);
+            let verb = if enable { "enable" } else { "disable" };
+            read(sh, &["cmd", "bluetooth_manager", verb], parse::cmd_success).await?;
+            answer(BluetoothToggle { enabled: enable })
+        }
+    }
+}
 
 const COMMAND: &str = "dumpsys bluetooth_manager";
 
@@ -180,5 +221,12 @@ AdapterProperties
         );
         assert_eq!((status.name, status.address), (None, None));
         assert_eq!(failure(bluetooth("")), "missing_field");
+    }
+
+    #[test]
+    fn reads_any_text_without_panicking() {
+        crate::adb::parse::tests::each_sample(|text| {
+            let _ = bluetooth(text);
+        });
     }
 }

@@ -1,3 +1,5 @@
+//! The `location` service over ADB (tracking needs the companion app).
+//!
 //! `dumpsys location`: the last known fix.
 //!
 //! Android 12+ prints `last location=Location[PROVIDER LAT,LON hAcc=… et=…
@@ -7,10 +9,27 @@
 //! coordinates with the default locale, so a German phone prints
 //! `52,520008,13,404954`; that is read too.
 
-pub use droidwarden_services::LocationFix;
+use super::*;
+use crate::adb::parse::ParseError;
+use crate::adb::parse::text::reject_device_error;
+use droidwarden_services::{Command, LocationAction};
 
-use super::error::ParseError;
-use super::text::reject_device_error;
+pub(super) async fn run(sh: &dyn Shell, action: &LocationAction) -> Result<Value, BridgeError> {
+    match action {
+        LocationAction::Current => {
+            let fix = read(sh, &["dumpsys", "location"], location).await?;
+            let fix = fix.ok_or_else(|| BridgeError::NotFound {
+                message: "the phone has no last known location (is location turned off?)".into(),
+            })?;
+            answer(fix)
+        }
+        LocationAction::StartTracking { .. } | LocationAction::StopTracking => {
+            Err(unsupported(sh, &Command::Location(action.clone())))
+        }
+    }
+}
+
+pub use droidwarden_services::LocationFix;
 
 /// Providers in order of preference.
 const PREFERENCE: &[&str] = &["gps", "fused", "network"];
@@ -172,5 +191,12 @@ Location Manager State:
                 [Some(34.0), Some(20.0), None, None]
             )))
         );
+    }
+
+    #[test]
+    fn reads_any_text_without_panicking() {
+        crate::adb::parse::tests::each_sample(|text| {
+            let _ = location(text);
+        });
     }
 }

@@ -1,3 +1,6 @@
+//! The `wifi_automation` service over ADB; switching uses `svc wifi`, a
+//! scan `cmd wifi start-scan` then `list-scan-results`.
+//!
 //! Wi-Fi: `dumpsys wifi` and `cmd wifi list-scan-results`.
 //!
 //! `dumpsys wifi` is thousands of lines; what matters is the `Wi-Fi is
@@ -7,10 +10,32 @@
 //! dumps *stopped* client instances under `… Graveyard` headings; their
 //! `mWifiInfo` describes a past connection and is ignored.
 
-pub use droidwarden_services::{WifiNetwork, WifiStatus};
+use super::*;
+use crate::adb::parse::ParseError;
+use crate::adb::parse::text::{leading_int, non_placeholder, reject_device_error, unquote};
+use droidwarden_services::{WifiAction, WifiScan, WifiToggle};
 
-use super::error::ParseError;
-use super::text::{leading_int, non_placeholder, reject_device_error, unquote};
+pub(super) async fn run(sh: &dyn Shell, action: &WifiAction) -> Result<Value, BridgeError> {
+    match action {
+        WifiAction::Status => answer(read(sh, &["dumpsys", "wifi"], wifi).await?),
+        WifiAction::Enable | WifiAction::Disable => {
+            let enable = matches!(action, WifiAction::Enable);
+            ok(
+                sh,
+                &["svc", "wifi", if enable { "enable" } else { "disable" }],
+            )
+            .await?;
+            answer(WifiToggle { enabled: enable })
+        }
+        WifiAction::Scan => {
+            ok(sh, &["cmd", "wifi", "start-scan"]).await?;
+            let networks = read(sh, &["cmd", "wifi", "list-scan-results"], wifi_scan).await?;
+            answer(WifiScan { networks })
+        }
+    }
+}
+
+pub use droidwarden_services::{WifiNetwork, WifiStatus};
 
 const COMMAND: &str = "dumpsys wifi";
 
@@ -301,5 +326,13 @@ mWifiInfo SSID: \"Old\", BSSID: 00:00:00:00:00:01, MAC: 02:00:00:00:00:00, IP: n
         assert_eq!(rows.len(), 4);
         assert_eq!(wifi_scan(""), Ok(vec![]));
         assert!(wifi_scan("Wi-Fi scanner not ready\n").is_err());
+    }
+
+    #[test]
+    fn reads_any_text_without_panicking() {
+        crate::adb::parse::tests::each_sample(|text| {
+            let _ = wifi(text);
+            let _ = wifi_scan(text);
+        });
     }
 }

@@ -1,3 +1,6 @@
+//! The `camera_control` service over ADB (taking a photo needs the
+//! companion app).
+//!
 //! Cameras: `dumpsys media.camera`.
 //!
 //! The camera service dump has changed shape several times; the parser reads
@@ -11,10 +14,25 @@
 //!   `android.lens.facing (80005): byte[1]` followed by `[BACK ]` (or `[1 ]`);
 //! - `Device 0 maps to "0"` in the global section lists the public ids.
 
-pub use droidwarden_services::CameraInfo;
+use super::*;
+use crate::adb::parse::ParseError;
+use crate::adb::parse::text::reject_device_error;
+use droidwarden_services::{CameraAction, CameraList, Command};
 
-use super::error::ParseError;
-use super::text::reject_device_error;
+pub(super) async fn run(sh: &dyn Shell, action: &CameraAction) -> Result<Value, BridgeError> {
+    match action {
+        CameraAction::CameraInfo => {
+            let cameras = read(sh, &["dumpsys", "media.camera"], cameras).await?;
+            answer(CameraList {
+                count: cameras.len() as u64,
+                cameras,
+            })
+        }
+        CameraAction::TakePhoto { .. } => Err(unsupported(sh, &Command::Camera(action.clone()))),
+    }
+}
+
+pub use droidwarden_services::CameraInfo;
 
 /// Parses `dumpsys media.camera`, cameras in the order first mentioned.
 ///
@@ -219,5 +237,12 @@ Camera 1 static information:
             failure(cameras("Can't find service: media.camera\n")),
             "device"
         );
+    }
+
+    #[test]
+    fn reads_any_text_without_panicking() {
+        crate::adb::parse::tests::each_sample(|text| {
+            let _ = cameras(text);
+        });
     }
 }

@@ -1,0 +1,305 @@
+//! The `ui_control` service over ADB: touches, swipes, keys and text. The
+//! decisions behind `tap {element}` and `type_text` are in the doc of
+//! `screen.rs`, which keeps the UI tree a `tap {element}` refers to.
+
+use super::screen::snapshot;
+use super::*;
+use base64::Engine as _;
+use droidwarden_services::{
+    CatalogueError, Key, KeyPressed, ScrollDirection, Scrolled, Swiped, TextTyped, Touched,
+    UiControlAction,
+};
+
+/// The IME `type_text` uses for text `input text` cannot type.
+pub const ADB_IME: &str = "com.android.adbkeyboard/.AdbIME";
+
+/// The broadcast action that IME types from (base64 of UTF-8).
+pub const ADB_IME_B64_ACTION: &str = "ADB_INPUT_B64";
+
+/// At most this many characters go into one `input text`.
+const INPUT_TEXT_CHUNK: usize = 100;
+
+fn invalid(action: &str, param: &str, reason: String) -> BridgeError {
+    BridgeError::Catalogue(CatalogueError::InvalidParameter {
+        service: "ui_control".into(),
+        action: action.into(),
+        param: param.into(),
+        reason,
+    })
+}
+
+/// The point a touch goes to: `(x, y)`, or the centre of `element`.
+fn target(
+    sh: &dyn Shell,
+    action: &str,
+    x: Option<u32>,
+    y: Option<u32>,
+    element: Option<u32>,
+) -> Result<(u32, u32), BridgeError> {
+    match (x, y, element) {
+        (Some(x), Some(y), None) => Ok((x, y)),
+        (None, None, Some(index)) => {
+            let guard = snapshot(sh);
+            let device = sh.device_name();
+            let Some(tree) = guard.as_ref().filter(|t| t.at.elapsed() < SNAPSHOT_TTL) else {
+                return Err(invalid(
+                    action,
+                    "element",
+                    format!(
+                        "element {index} cannot be resolved: no screen.ui_tree of {device} is current (none was read, the screen changed since, or it is older than {} s); call screen.ui_tree and use an index from it",
+                        SNAPSHOT_TTL.as_secs()
+                    ),
+                ));
+            };
+            let b = tree.bounds.get(index as usize).ok_or_else(|| {
+                invalid(
+                    action,
+                    "element",
+                    format!(
+                        "element {index} is not in the latest screen.ui_tree of {device}, which has {} elements (0 to {})",
+                        tree.bounds.len(),
+                        tree.bounds.len().saturating_sub(1)
+                    ),
+                )
+            })?;
+            let cx = ((b[0] + b[2]) / 2).max(0);
+            let cy = ((b[1] + b[3]) / 2).max(0);
+            Ok((cx as u32, cy as u32))
+        }
+        (_, _, Some(_)) => Err(invalid(
+            action,
+            "element",
+            "give either element or x and y, not both".into(),
+        )),
+        _ => Err(invalid(
+            action,
+            if x.is_none() { "x" } else { "y" },
+            "give x and y together, or element".into(),
+        )),
+    }
+}
+
+/// `ui_control.*`.
+pub(super) async fn run(sh: &dyn Shell, action: &UiControlAction) -> Result<Value, BridgeError> {
+    match action {
+        UiControlAction::Tap { x, y, element } => {
+            let (x, y) = target(sh, "tap", *x, *y, *element)?;
+            forget(sh);
+            let (xs, ys) = (x.to_string(), y.to_string());
+            ok(sh, &["input", "tap", &xs, &ys]).await?;
+            answer(Touched {
+                x,
+                y,
+                element: *element,
+            })
+        }
+        UiControlAction::LongPress {
+            x,
+            y,
+            element,
+            duration_ms,
+        } => {
+            let (x, y) = target(sh, "long_press", *x, *y, *element)?;
+            forget(sh);
+            let (xs, ys) = (x.to_string(), y.to_string());
+            let ms = duration_ms.unwrap_or(800).to_string();
+            ok(sh, &["input", "swipe", &xs, &ys, &xs, &ys, &ms]).await?;
+            answer(Touched {
+                x,
+                y,
+                element: *element,
+            })
+        }
+        UiControlAction::Swipe {
+            from,
+            to,
+            duration_ms,
+        } => {
+            let ms = duration_ms.unwrap_or(300);
+            swipe(sh, (from.x, from.y), (to.x, to.y), ms).await?;
+            answer(Swiped {
+                from: *from,
+                to: *to,
+                duration_ms: ms,
+            })
+        }
+        UiControlAction::Scroll { direction } => {
+            let known = snapshot(sh).as_ref().and_then(|t| t.screen);
+            let (w, h) = match known {
+                Some((w, h)) => (w.max(1) as u32, h.max(1) as u32),
+                None => read(sh, &["wm", "size"], parse::wm_size).await?,
+            };
+            let (cx, cy) = (w / 2, h / 2);
+            let (dx, dy) = (w / 4, h / 4);
+            // The finger moves against the content: to see below, drag up.
+            let (from, to) = match direction {
+                ScrollDirection::Down => ((cx, cy + dy), (cx, cy - dy)),
+                ScrollDirection::Up => ((cx, cy - dy), (cx, cy + dy)),
+                ScrollDirection::Right => ((cx + dx, cy), (cx - dx, cy)),
+                ScrollDirection::Left => ((cx - dx, cy), (cx + dx, cy)),
+            };
+            swipe(sh, from, to, 300).await?;
+            answer(Scrolled {
+                direction: direction.as_str().to_owned(),
+            })
+        }
+        UiControlAction::Key { key } => {
+            forget(sh);
+            keyevent(sh, key.android_keycode()).await?;
+            answer(KeyPressed {
+                key: key.as_str().to_owned(),
+            })
+        }
+        UiControlAction::Power => {
+            forget(sh);
+            keyevent(sh, "KEYCODE_POWER").await?;
+            answer(KeyPressed {
+                key: "power".to_owned(),
+            })
+        }
+        UiControlAction::TypeText { text } => type_text(sh, text).await,
+    }
+}
+
+fn forget(sh: &dyn Shell) {
+    snapshot(sh).take();
+}
+
+async fn swipe(
+    sh: &dyn Shell,
+    from: (u32, u32),
+    to: (u32, u32),
+    ms: u32,
+) -> Result<(), BridgeError> {
+    forget(sh);
+    let args = [from.0, from.1, to.0, to.1, ms].map(|n| n.to_string());
+    let mut argv = vec!["input", "swipe"];
+    argv.extend(args.iter().map(String::as_str));
+    ok(sh, &argv).await.map(drop)
+}
+
+/// One step of typing without an IME.
+#[derive(Debug, PartialEq, Eq)]
+enum Piece<'a> {
+    /// `input text` of this (printable ASCII, at most one `%`, at its end).
+    Text(&'a str),
+    /// A key event.
+    Key(Key),
+}
+
+/// Splits `text` into what `input text` and key events can type, or `None`
+/// when it has a character neither can (non-ASCII, controls but `\n`, `\t`).
+fn plain_pieces<'t>(text: &'t str) -> Option<Vec<Piece<'t>>> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let flush = |pieces: &mut Vec<Piece<'t>>, from: usize, to: usize| {
+        if to > from {
+            pieces.push(Piece::Text(&text[from..to]));
+        }
+    };
+    for (i, c) in text.char_indices() {
+        match c {
+            ' '..='~' => {
+                let len = i + 1 - start;
+                if c == '%' || len >= INPUT_TEXT_CHUNK {
+                    flush(&mut pieces, start, i + 1);
+                    start = i + 1;
+                }
+            }
+            '\n' | '\t' => {
+                flush(&mut pieces, start, i);
+                pieces.push(Piece::Key(if c == '\n' { Key::Enter } else { Key::Tab }));
+                start = i + 1;
+            }
+            _ => return None,
+        }
+    }
+    flush(&mut pieces, start, text.len());
+    Some(pieces)
+}
+
+async fn type_text(sh: &dyn Shell, text: &str) -> Result<Value, BridgeError> {
+    let typed = text.chars().count() as u64;
+    if let Some(pieces) = plain_pieces(text) {
+        for piece in pieces {
+            match piece {
+                Piece::Text(t) => ok(sh, &["input", "text", t]).await.map(drop)?,
+                Piece::Key(k) => keyevent(sh, k.android_keycode()).await?,
+            }
+        }
+        return answer(TextTyped {
+            typed,
+            method: "input_text".to_owned(),
+        });
+    }
+    let imes = ok(sh, &["ime", "list", "-s"]).await?;
+    if !imes.lines().any(|l| l.trim() == ADB_IME) {
+        return Err(BridgeError::MissingOnPhone {
+            device: sh.device_name().to_owned(),
+            message: format!(
+                "the text has characters `input text` cannot type (non-ASCII or control characters) and the ADB keyboard IME ({ADB_IME}) is not installed; install and enable the ADB Keyboard app, or use the companion app; nothing was typed"
+            ),
+        });
+    }
+    let current = setting(sh, "secure", "default_input_method").await?;
+    let switch = current.as_deref() != Some(ADB_IME);
+    if switch {
+        ok(sh, &["ime", "set", ADB_IME]).await?;
+    }
+    let b64 = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
+    let sent = ok(
+        sh,
+        &[
+            "am",
+            "broadcast",
+            "-a",
+            ADB_IME_B64_ACTION,
+            "--es",
+            "msg",
+            &b64,
+        ],
+    )
+    .await;
+    if switch && let Some(previous) = current.as_deref().filter(|p| !p.is_empty()) {
+        // Restore the user's keyboard even when the broadcast failed.
+        ok(sh, &["ime", "set", previous]).await?;
+    }
+    let out = sent?;
+    if !out.contains("Broadcast completed") {
+        return Err(BridgeError::UnexpectedOutput {
+            command: format!("am broadcast -a {ADB_IME_B64_ACTION} --es msg …"),
+            detail: out.chars().take(200).collect(),
+        });
+    }
+    answer(TextTyped {
+        typed,
+        method: "ime_broadcast".to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_splits_after_every_percent_and_keys_for_newlines() {
+        assert_eq!(
+            plain_pieces("100% sure %s\nok\tgo"),
+            Some(vec![
+                Piece::Text("100%"),
+                Piece::Text(" sure %"),
+                Piece::Text("s"),
+                Piece::Key(Key::Enter),
+                Piece::Text("ok"),
+                Piece::Key(Key::Tab),
+                Piece::Text("go"),
+            ])
+        );
+        assert_eq!(plain_pieces(""), Some(vec![]));
+        assert_eq!(plain_pieces("Grüße"), None);
+        assert_eq!(plain_pieces("a\u{7}"), None);
+        let long = "a".repeat(250);
+        let pieces = plain_pieces(&long).unwrap();
+        assert_eq!(pieces.len(), 3);
+    }
+}
