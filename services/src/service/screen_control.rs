@@ -30,6 +30,9 @@ actions!(
         example(Self::SetTimeout { ms: 60000 }),
         Wake = "wake" (Low, changes) "Wake the screen."
         -> ScreenPower,
+        Display = "display" (Low, reads)
+            "Read the display: its size in pixels and its density in dpi, as apps see them (a size or density overridden with `wm` wins over the physical one)."
+        -> DisplayInfo,
     }
 );
 
@@ -63,6 +66,17 @@ records! {
     ScreenTimeout {
         /// The screen-off timeout now set, in milliseconds.
         timeout_ms: u32,
+    }
+
+    /// What `screen_control.display` answers.
+    DisplayInfo {
+        /// Width in pixels, in the display's natural orientation.
+        width: u32,
+        /// Height in pixels, in the display's natural orientation.
+        height: u32,
+        /// Density in dots per inch; a length of `n` dp is `n * density_dpi
+        /// / 160` pixels.
+        density_dpi: u32,
     }
 }
 
