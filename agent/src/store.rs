@@ -18,7 +18,6 @@ use crate::error::AgentError;
 use crate::events::{ApprovalOutcome, PendingApproval, StopReason};
 use crate::graph::{RunOutcome, RunState};
 use crate::message::{Message, TimedMessage};
-use droidwarden_services::Risk;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -597,21 +596,8 @@ impl Store {
 
     /// Approval requests still waiting for an answer.
     pub async fn pending_approvals(&self) -> Result<Vec<PendingApproval>, AgentError> {
-        self.call(|conn| {
-            let ids: Vec<String> = {
-                let mut stmt = conn.prepare(
-                    "SELECT id FROM approvals WHERE status = 'pending' ORDER BY requested_at",
-                )?;
-                stmt.query_map([], |r| r.get(0))?
-                    .collect::<Result<Vec<_>, _>>()?
-            };
-            let mut out = Vec::new();
-            for id in ids {
-                out.extend(read_approval(conn, &id)?);
-            }
-            Ok(out)
-        })
-        .await
+        self.call(|conn| approvals(conn, "WHERE status = 'pending' ORDER BY requested_at", []))
+            .await
     }
 
     /// The `limit` approval requests answered (or expired) last, the most
@@ -789,6 +775,53 @@ fn read_status(conn: &Connection, id: &str) -> Result<Option<ApprovalStatus>, Ag
         }))
 }
 
+/// The columns [`approval_row`] reads, in its order.
+const APPROVAL_COLUMNS: &str = "id, run_id, session_id, call_id, device, service, action, \
+     params, risk, requested_at, expires_at";
+
+/// The approval request in a row that starts with [`APPROVAL_COLUMNS`].
+fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingApproval> {
+    Ok(PendingApproval {
+        approval_id: r.get(0)?,
+        run_id: r.get(1)?,
+        session: r.get(2)?,
+        call_id: r.get(3)?,
+        device: r.get(4)?,
+        service: r.get(5)?,
+        action: r.get(6)?,
+        params: decoded(7, serde_json::from_str(&r.get::<_, String>(7)?))?,
+        risk: decoded(
+            8,
+            serde_json::from_value(serde_json::Value::String(r.get(8)?)),
+        )?,
+        requested_at: u(r.get(9)?),
+        expires_at: u(r.get(10)?),
+    })
+}
+
+/// A column's JSON, or the error that says which column did not decode.
+fn decoded<T>(column: usize, json: serde_json::Result<T>) -> rusqlite::Result<T> {
+    json.map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+/// The approval requests that `filter` (`WHERE … ORDER BY …`, with
+/// `params`) selects.
+fn approvals(
+    conn: &Connection,
+    filter: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<PendingApproval>, AgentError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approvals {filter}"
+    ))?;
+    let rows = stmt
+        .query_map(params, approval_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
 /// The approval requests that `filter` (`WHERE … ORDER BY …`, with
 /// `params`) selects, each with how it ended.
 fn outcomes(
@@ -797,86 +830,24 @@ fn outcomes(
     params: impl rusqlite::Params,
 ) -> Result<Vec<ApprovalOutcome>, AgentError> {
     let mut stmt = conn.prepare(&format!(
-        "SELECT id, status, reason, decided_at, decided_by FROM approvals {filter}"
+        "SELECT {APPROVAL_COLUMNS}, status, reason, decided_at, decided_by FROM approvals {filter}"
     ))?;
     let rows = stmt
         .query_map(params, |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, Option<String>>(2)?,
-                r.get::<_, Option<i64>>(3)?,
-                r.get::<_, Option<String>>(4)?,
-            ))
+            Ok(ApprovalOutcome {
+                request: approval_row(r)?,
+                status: r.get(11)?,
+                reason: r.get(12)?,
+                decided_at: r.get::<_, Option<i64>>(13)?.map(u),
+                decided_by: r.get(14)?,
+            })
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    let mut out = Vec::with_capacity(rows.len());
-    for (id, status, reason, decided_at, decided_by) in rows {
-        if let Some(request) = read_approval(conn, &id)? {
-            out.push(ApprovalOutcome {
-                request,
-                status,
-                reason,
-                decided_at: decided_at.map(u),
-                decided_by,
-            });
-        }
-    }
-    Ok(out)
+    Ok(rows)
 }
 
 fn read_approval(conn: &Connection, id: &str) -> Result<Option<PendingApproval>, AgentError> {
-    let row = conn
-        .query_row(
-            "SELECT id, run_id, session_id, call_id, device, service, action, params, risk,
-                requested_at, expires_at FROM approvals WHERE id = ?1",
-            params![id],
-            |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, Option<String>>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, String>(6)?,
-                    r.get::<_, String>(7)?,
-                    r.get::<_, String>(8)?,
-                    r.get::<_, i64>(9)?,
-                    r.get::<_, i64>(10)?,
-                ))
-            },
-        )
-        .optional()?;
-    let Some((
-        approval_id,
-        run_id,
-        session,
-        call_id,
-        device,
-        service,
-        action,
-        params,
-        risk,
-        req,
-        exp,
-    )) = row
-    else {
-        return Ok(None);
-    };
-    Ok(Some(PendingApproval {
-        approval_id,
-        run_id,
-        session,
-        call_id,
-        device,
-        service,
-        action,
-        params: serde_json::from_str(&params)?,
-        risk: serde_json::from_value::<Risk>(serde_json::Value::String(risk))?,
-        requested_at: u(req),
-        expires_at: u(exp),
-    }))
+    Ok(approvals(conn, "WHERE id = ?1", params![id])?.pop())
 }
 
 /// The last `window` unarchived turns as user / assistant messages.

@@ -8,7 +8,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use droidwarden_e2e::P;
-use droidwarden_e2e::{AdbServer, Droidwarden, Sim, SimOptions};
+use droidwarden_e2e::{AdbServer, Droidwarden, Run, Sim, SimOptions};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -49,6 +49,11 @@ fn phone_file(sim: &Sim, path: &str) -> Option<Vec<u8>> {
         .map(|a| a.iter().map(|b| b.as_u64().unwrap() as u8).collect())
 }
 
+/// `files.push` on the phone with `params`.
+fn push(dw: &Droidwarden, params: Value) -> Run {
+    dw.call("phone", "files", "push", params)
+}
+
 fn pull(dw: &Droidwarden, path: &str) -> Vec<u8> {
     let run = dw.call("phone", "files", "pull", json!({ "path": path }));
     assert_eq!(run.code, 0, "pull {path}: {}{}", run.stdout, run.stderr);
@@ -67,12 +72,7 @@ fn write_host(dir: &Path, name: &str, bytes: &[u8]) -> String {
 fn push_writes_exact_bytes_under_the_exact_name_and_pull_reads_them_back() {
     let s = one_phone("max_push_bytes = 200000\n");
     s.sim.clear_log();
-    let run = s.dw.call(
-        "phone",
-        "files",
-        "push",
-        json!({"path": HOSTILE_NAME, "text": TEXT}),
-    );
+    let run = push(&s.dw, json!({"path": HOSTILE_NAME, "text": TEXT}));
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert_eq!(run.json["path"], HOSTILE_NAME);
     assert_eq!(run.json["size_bytes"], TEXT.len());
@@ -114,12 +114,7 @@ fn push_writes_exact_bytes_under_the_exact_name_and_pull_reads_them_back() {
     assert_eq!(stat.json["stdout"], format!("{}\n", TEXT.len()));
 
     // An existing file is kept unless overwrite says otherwise.
-    let again = s.dw.call(
-        "phone",
-        "files",
-        "push",
-        json!({"path": HOSTILE_NAME, "text": "other"}),
-    );
+    let again = push(&s.dw, json!({"path": HOSTILE_NAME, "text": "other"}));
     assert_eq!(again.error_code(), "denied", "{}", again.stdout);
     assert!(
         again.error_message().contains("overwrite"),
@@ -127,30 +122,21 @@ fn push_writes_exact_bytes_under_the_exact_name_and_pull_reads_them_back() {
         again.stdout
     );
     assert_eq!(phone_file(&s.sim, HOSTILE_NAME).unwrap(), TEXT.as_bytes());
-    let replaced = s.dw.call(
-        "phone",
-        "files",
-        "push",
+    let replaced = push(
+        &s.dw,
         json!({"path": HOSTILE_NAME, "text": "other", "overwrite": true}),
     );
     assert_eq!(replaced.code, 0, "{}{}", replaced.stdout, replaced.stderr);
     assert_eq!(replaced.json["replaced"], true);
     assert_eq!(pull(&s.dw, HOSTILE_NAME), b"other");
     // A directory is no file.
-    let dir = s.dw.call(
-        "phone",
-        "files",
-        "push",
-        json!({"path": "/sdcard/Download", "text": "x"}),
-    );
+    let dir = push(&s.dw, json!({"path": "/sdcard/Download", "text": "x"}));
     assert_eq!(dir.error_code(), "denied", "{}", dir.stdout);
 
     // Any bytes, in base64.
     let bytes: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
-    let run = s.dw.call(
-        "phone",
-        "files",
-        "push",
+    let run = push(
+        &s.dw,
         json!({"path": "/sdcard/Download/bytes.bin", "content_base64": B64.encode(&bytes)}),
     );
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
@@ -160,10 +146,8 @@ fn push_writes_exact_bytes_under_the_exact_name_and_pull_reads_them_back() {
     // under a non-ASCII name in a sub-directory.
     let big: Vec<u8> = (0..150_000u32).map(|i| (i * 7 % 256) as u8).collect();
     let host = write_host(s.host.path(), "sub/karte ü.bin", &big);
-    let run = s.dw.call(
-        "phone",
-        "files",
-        "push",
+    let run = push(
+        &s.dw,
         json!({"path": "/sdcard/Download/karte ü.bin", "host_path": host}),
     );
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
@@ -248,7 +232,7 @@ fn refused_pushes_send_the_phone_nothing() {
         (to(dl, json!({"host_path": "relative/x"})), "invalid_params"),
     ] {
         s.sim.clear_log();
-        let run = s.dw.call("phone", "files", "push", params.clone());
+        let run = push(&s.dw, params.clone());
         assert_eq!(
             run.error_code(),
             want,
@@ -265,10 +249,8 @@ fn refused_pushes_send_the_phone_nothing() {
     assert!(phone_file(&s.sim, dl).is_none());
 
     // Allowed by the daemon, refused by the phone: its words come back.
-    let run = s.dw.call(
-        "phone",
-        "files",
-        "push",
+    let run = push(
+        &s.dw,
         json!({"path": "/system/etc/hosts", "text": "127.0.0.1 evil\n"}),
     );
     assert_eq!(run.error_code(), "device_error", "{}", run.stdout);
@@ -281,12 +263,7 @@ fn refused_pushes_send_the_phone_nothing() {
     // Without host_dirs, no host file is sent at all.
     let (_adb, sim, dw) = droidwarden_e2e::local_phone_with(SimOptions::default(), "");
     sim.clear_log();
-    let run = dw.call(
-        "phone",
-        "files",
-        "push",
-        to(dl, json!({"host_path": inside})),
-    );
+    let run = push(&dw, to(dl, json!({"host_path": inside})));
     assert_eq!(run.error_code(), "denied", "{}", run.stdout);
     assert!(run.error_message().contains("host_dirs"), "{}", run.stdout);
     assert!(sim.commands().is_empty());
