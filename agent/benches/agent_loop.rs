@@ -40,10 +40,11 @@ fn model(rounds: usize, call: &'static str) -> Arc<ScriptedModel> {
             .filter(|m| matches!(m, Message::Tool { .. }))
             .count();
         if done < rounds {
-            ModelReply {
-                tool_calls: vec![ToolCall::new(format!("c{done}"), "android_device", call)],
-                ..ModelReply::default()
-            }
+            ModelReply::with_calls(vec![ToolCall::new(
+                format!("c{done}"),
+                "android_device",
+                call,
+            )])
         } else {
             ModelReply::text("done")
         }
@@ -67,10 +68,7 @@ fn plan_model(steps: usize) -> Arc<ScriptedModel> {
             {
                 ModelReply::text("found")
             } else {
-                ModelReply {
-                    tool_calls: vec![ToolCall::new("c", "android_device", READ)],
-                    ..ModelReply::default()
-                }
+                ModelReply::with_calls(vec![ToolCall::new("c", "android_device", READ)])
             }
         } else {
             ModelReply::text("done")

@@ -390,10 +390,7 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
                 // A direct skill run: the skill call stands in for the
                 // first model reply; no model call is made or counted.
                 state.phase = Phase::AwaitingModel;
-                let reply = ModelReply {
-                    tool_calls: vec![call],
-                    ..ModelReply::default()
-                };
+                let reply = ModelReply::with_calls(vec![call]);
                 model_replied(state, env, reply, now_ms)
             }
             (Phase::Ready, _) => agent_step(state, false),

@@ -124,17 +124,24 @@ impl ModelReply {
         }
     }
 
+    /// An answer that calls these tools.
+    pub fn with_calls(calls: Vec<ToolCall>) -> Self {
+        Self {
+            tool_calls: calls,
+            ..Self::default()
+        }
+    }
+
     /// An answer that calls tools: `(name, arguments JSON text)` pairs; ids
     /// are `call_0`, `call_1` ….
     pub fn tool_calls<S: Into<String>>(calls: impl IntoIterator<Item = (S, S)>) -> Self {
-        Self {
-            tool_calls: calls
+        Self::with_calls(
+            calls
                 .into_iter()
                 .enumerate()
                 .map(|(i, (name, arguments))| ToolCall::new(format!("call_{i}"), name, arguments))
                 .collect(),
-            ..Self::default()
-        }
+        )
     }
 }
 

@@ -813,13 +813,12 @@ fn approvals(
     filter: &str,
     params: impl rusqlite::Params,
 ) -> Result<Vec<PendingApproval>, AgentError> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {APPROVAL_COLUMNS} FROM approvals {filter}"
-    ))?;
-    let rows = stmt
-        .query_map(params, approval_row)?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    rows(
+        conn,
+        &format!("SELECT {APPROVAL_COLUMNS} FROM approvals {filter}"),
+        params,
+        approval_row,
+    )
 }
 
 /// The approval requests that `filter` (`WHERE … ORDER BY …`, with
@@ -829,19 +828,30 @@ fn outcomes(
     filter: &str,
     params: impl rusqlite::Params,
 ) -> Result<Vec<ApprovalOutcome>, AgentError> {
-    let mut stmt = conn.prepare(&format!(
+    let sql = format!(
         "SELECT {APPROVAL_COLUMNS}, status, reason, decided_at, decided_by FROM approvals {filter}"
-    ))?;
+    );
+    rows(conn, &sql, params, |r| {
+        Ok(ApprovalOutcome {
+            request: approval_row(r)?,
+            status: r.get(11)?,
+            reason: r.get(12)?,
+            decided_at: r.get::<_, Option<i64>>(13)?.map(u),
+            decided_by: r.get(14)?,
+        })
+    })
+}
+
+/// Every row `sql` (with `params`) selects, each read by `row`.
+fn rows<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, AgentError> {
+    let mut stmt = conn.prepare(sql)?;
     let rows = stmt
-        .query_map(params, |r| {
-            Ok(ApprovalOutcome {
-                request: approval_row(r)?,
-                status: r.get(11)?,
-                reason: r.get(12)?,
-                decided_at: r.get::<_, Option<i64>>(13)?.map(u),
-                decided_by: r.get(14)?,
-            })
-        })?
+        .query_map(params, row)?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }

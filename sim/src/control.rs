@@ -215,22 +215,11 @@ pub(crate) async fn serve(
     cancel: CancellationToken,
     tracker: TaskTracker,
 ) {
-    loop {
-        let accepted = tokio::select! {
-            () = cancel.cancelled() => return,
-            r = listener.accept() => r,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                tracing::debug!(%peer, "control client");
-                tracker.spawn(serve_client(stream, handle.clone(), cancel.clone()));
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "control accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+    crate::sim::accept_until(&listener, &cancel, "control", |stream, peer| {
+        tracing::debug!(%peer, "control client");
+        tracker.spawn(serve_client(stream, handle.clone(), cancel.clone()));
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -171,22 +171,38 @@ async fn accept_loop(
     generation: CancellationToken,
     tracker: TaskTracker,
 ) {
+    accept_until(&listener, &generation, "adb", |stream, _| {
+        tracker.spawn(crate::adb::serve_connection(
+            stream,
+            Arc::clone(&shared),
+            tracker.clone(),
+            generation.clone(),
+        ));
+    })
+    .await;
+}
+
+/// Accepts connections on `listener` and hands each to `serve` until
+/// `cancel` is cancelled; `what` names the server in log messages.
+///
+/// A failed accept is logged and followed by a short pause: such failures
+/// (e.g. running out of file descriptors) usually persist for a while, and
+/// retrying at once would spin the CPU and flood the log.
+pub(crate) async fn accept_until(
+    listener: &TcpListener,
+    cancel: &CancellationToken,
+    what: &'static str,
+    mut serve: impl FnMut(TcpStream, SocketAddr),
+) {
     loop {
         let accepted = tokio::select! {
-            () = generation.cancelled() => return,
+            () = cancel.cancelled() => return,
             r = listener.accept() => r,
         };
         match accepted {
-            Ok((stream, _)) => {
-                tracker.spawn(crate::adb::serve_connection(
-                    stream,
-                    Arc::clone(&shared),
-                    tracker.clone(),
-                    generation.clone(),
-                ));
-            }
+            Ok((stream, peer)) => serve(stream, peer),
             Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
+                tracing::warn!(server = what, error = %e, "accept failed");
                 // Back off briefly (e.g. out of file descriptors) instead of spinning.
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }

@@ -90,6 +90,11 @@ impl AdbServer {
     async fn shell(&self, serial: &str, command: &str) -> Output {
         self.run(&["-s", serial, "shell", command]).await
     }
+
+    /// The stdout of `adb -s SERIAL shell COMMAND`, decoded lossily.
+    async fn shell_text(&self, serial: &str, command: &str) -> String {
+        text(&self.shell(serial, command).await.stdout)
+    }
 }
 
 impl Drop for AdbServer {
@@ -198,7 +203,9 @@ async fn real_adb_server_drives_the_phone() {
     adb.shell(&serial, "svc wifi disable").await;
     assert!(!sim.state().wifi.enabled);
     assert!(
-        text(&adb.shell(&serial, "dumpsys wifi").await.stdout).contains("\nWi-Fi is disabled\n")
+        adb.shell_text(&serial, "dumpsys wifi")
+            .await
+            .contains("\nWi-Fi is disabled\n")
     );
 
     // Faults: a delay, a failure, then a dropped connection.
@@ -253,20 +260,17 @@ async fn real_adb_server_authenticates_and_tells_phones_apart() {
     .await;
     let a = adb.connect(first.adb_addr().expect("adb on")).await;
     let b = adb.connect(second.adb_addr().expect("adb on")).await;
+    assert_eq!(adb.shell_text(&a, "getprop ro.serialno").await, "FIRST01\n");
     assert_eq!(
-        text(&adb.shell(&a, "getprop ro.serialno").await.stdout),
-        "FIRST01\n"
-    );
-    assert_eq!(
-        text(&adb.shell(&a, "getprop ro.build.version.sdk").await.stdout),
+        adb.shell_text(&a, "getprop ro.build.version.sdk").await,
         "33\n"
     );
     assert_eq!(
-        text(&adb.shell(&b, "getprop ro.serialno").await.stdout),
+        adb.shell_text(&b, "getprop ro.serialno").await,
         "SECOND02\n"
     );
     assert_eq!(
-        text(&adb.shell(&b, "getprop ro.product.model").await.stdout),
+        adb.shell_text(&b, "getprop ro.product.model").await,
         "Other\n"
     );
     first.shutdown().await;

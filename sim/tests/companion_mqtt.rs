@@ -151,6 +151,18 @@ impl Mqtt {
             .await
             .expect("publish");
     }
+
+    /// Publishes a request for `service.action` on phone-1's request topic.
+    async fn send(&self, id: &str, service: &str, action: &str, params: Value) {
+        self.publish(&topic("request"), request(id, service, action, params))
+            .await;
+    }
+
+    /// Sends a request and returns the next JSON on phone-1's response topic.
+    async fn call(&mut self, id: &str, service: &str, action: &str, params: Value) -> Value {
+        self.send(id, service, action, params).await;
+        self.json(&topic("response")).await
+    }
 }
 
 fn text(p: &Publish) -> String {
@@ -212,13 +224,7 @@ async fn requests_are_answered_from_the_same_state_the_adb_side_serves() {
     assert_eq!(text(&online), "online");
     assert!(online.retain, "presence is retained");
 
-    daemon
-        .publish(
-            &topic("request"),
-            request("r1", "battery", "status", json!({})),
-        )
-        .await;
-    let response = daemon.json(&topic("response")).await;
+    let response = daemon.call("r1", "battery", "status", json!({})).await;
     assert_eq!(response["v"], 1);
     assert_eq!(response["id"], "r1");
     assert_eq!(response["ok"], true, "{response}");
@@ -226,18 +232,14 @@ async fn requests_are_answered_from_the_same_state_the_adb_side_serves() {
     check_result("battery", "status", &response["result"]);
 
     // A change through the companion is what ADB sees, and the reverse.
-    daemon
-        .publish(
-            &topic("request"),
-            request(
-                "r2",
-                "screen_control",
-                "set_brightness",
-                json!({"level": 17}),
-            ),
+    let response = daemon
+        .call(
+            "r2",
+            "screen_control",
+            "set_brightness",
+            json!({"level": 17}),
         )
         .await;
-    let response = daemon.json(&topic("response")).await;
     assert_eq!(response["result"], json!({"brightness": 17}));
     assert_eq!(
         sim.execute("settings get system screen_brightness")
@@ -254,18 +256,14 @@ async fn requests_are_answered_from_the_same_state_the_adb_side_serves() {
     check_result("battery", "status", &body);
 
     // Bad requests are answered with the catalogue's error codes.
-    daemon
-        .publish(
-            &topic("request"),
-            request(
-                "r3",
-                "audio_automation",
-                "set_volume",
-                json!({"stream": "music", "level": 400}),
-            ),
+    let response = daemon
+        .call(
+            "r3",
+            "audio_automation",
+            "set_volume",
+            json!({"stream": "music", "level": 400}),
         )
         .await;
-    let response = daemon.json(&topic("response")).await;
     assert_eq!(response["ok"], false);
     assert_eq!(response["error"]["code"], "invalid_params");
     daemon
@@ -282,18 +280,14 @@ async fn requests_are_answered_from_the_same_state_the_adb_side_serves() {
         exit: 1,
         stderr: "boom".into(),
     });
-    daemon
-        .publish(
-            &topic("request"),
-            request(
-                "r5",
-                "screen_control",
-                "set_brightness",
-                json!({"level": 99}),
-            ),
+    let response = daemon
+        .call(
+            "r5",
+            "screen_control",
+            "set_brightness",
+            json!({"level": 99}),
         )
         .await;
-    let response = daemon.json(&topic("response")).await;
     assert_eq!(response["id"], "r5");
     assert_eq!(response["error"]["code"], "device_error");
     assert!(
@@ -303,77 +297,50 @@ async fn requests_are_answered_from_the_same_state_the_adb_side_serves() {
     );
     assert_eq!(sim.state().display.brightness, 17, "nothing was performed");
     sim.set_fault(Fault::Drop);
-    daemon
-        .publish(
-            &topic("request"),
-            request("r6", "battery", "status", json!({})),
-        )
-        .await;
-    daemon
-        .publish(
-            &topic("request"),
-            request("r7", "battery", "status", json!({})),
-        )
-        .await;
+    daemon.send("r6", "battery", "status", json!({})).await;
     assert_eq!(
-        daemon.json(&topic("response")).await["id"],
+        daemon.call("r7", "battery", "status", json!({})).await["id"],
         "r7",
         "r6 was dropped"
     );
     sim.set_fault(Fault::Delay(Duration::from_millis(300)));
     let sent = Instant::now();
-    daemon
-        .publish(
-            &topic("request"),
-            request("r7b", "battery", "status", json!({})),
-        )
-        .await;
-    assert_eq!(daemon.json(&topic("response")).await["id"], "r7b");
+    assert_eq!(
+        daemon.call("r7b", "battery", "status", json!({})).await["id"],
+        "r7b"
+    );
     assert!(sent.elapsed() >= Duration::from_millis(300), "delayed");
     sim.set_fault(Fault::Clear);
 
     // Companion-only actions.
-    daemon
-        .publish(
-            &topic("request"),
-            request(
+    assert_eq!(
+        daemon
+            .call(
                 "r8",
                 "location",
                 "start_tracking",
-                json!({"interval_s": 10}),
-            ),
-        )
-        .await;
-    assert_eq!(
-        daemon.json(&topic("response")).await["result"],
+                json!({"interval_s": 10})
+            )
+            .await["result"],
         json!({"tracking": true, "interval_s": 10})
     );
     let fix = daemon.json(&topic("event/location")).await;
     check_result("location", "current", &fix);
-    daemon
-        .publish(
-            &topic("request"),
-            request(
+    assert_eq!(
+        daemon
+            .call(
                 "r9",
                 "camera_control",
                 "take_photo",
-                json!({"filename": "door.jpg"}),
-            ),
-        )
-        .await;
-    assert_eq!(
-        daemon.json(&topic("response")).await["result"],
+                json!({"filename": "door.jpg"})
+            )
+            .await["result"],
         json!({"path": "/sdcard/DCIM/Camera/door.jpg"})
     );
 
     // Duplicates on: every response twice.
     sim.set_companion_duplicates(true).expect("companion mode");
-    daemon
-        .publish(
-            &topic("request"),
-            request("r10", "battery", "status", json!({})),
-        )
-        .await;
+    daemon.send("r10", "battery", "status", json!({})).await;
     let first = daemon.json(&topic("response")).await;
     let second = daemon.json(&topic("response")).await;
     assert_eq!(

@@ -446,11 +446,7 @@ impl AdbServer {
             &format!("{serial} to be online"),
             Duration::from_secs(20),
             || {
-                let devices = self.run(&["devices"]);
-                if devices
-                    .lines()
-                    .any(|l| l.starts_with(serial) && l.ends_with("\tdevice"))
-                {
+                if self.lists_device(serial) {
                     return Some(());
                 }
                 self.run(&["connect", serial]);
@@ -464,14 +460,15 @@ impl AdbServer {
         wait_for(
             &format!("{serial} to go offline"),
             Duration::from_secs(20),
-            || {
-                let devices = self.run(&["devices"]);
-                (!devices
-                    .lines()
-                    .any(|l| l.starts_with(serial) && l.ends_with("\tdevice")))
-                .then_some(())
-            },
+            || (!self.lists_device(serial)).then_some(()),
         );
+    }
+
+    /// Whether `adb devices` lists `serial` as a `device`.
+    fn lists_device(&self, serial: &str) -> bool {
+        self.run(&["devices"])
+            .lines()
+            .any(|l| l.starts_with(serial) && l.ends_with("\tdevice"))
     }
 }
 
@@ -705,6 +702,13 @@ impl Run {
     /// The error message of a failed call, empty for a result.
     pub fn error_message(&self) -> &str {
         self.json["error"]["message"].as_str().unwrap_or("")
+    }
+
+    /// The call failed with `code` and a message containing `part`.
+    #[track_caller]
+    pub fn assert_error(&self, code: &str, part: &str) {
+        assert_eq!(self.error_code(), code, "{}", self.stdout);
+        assert!(self.error_message().contains(part), "{}", self.stdout);
     }
 }
 

@@ -320,13 +320,7 @@ fn two_phones_at_once_and_device_selection() {
     );
 
     let run = dw.call("garage", "battery", "status", json!({}));
-    assert_eq!(run.error_code(), "device_not_found");
-    assert!(
-        run.json["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("kitchen-tablet")
-    );
+    run.assert_error("device_not_found", "kitchen-tablet");
 
     // One phone gone: the other is chosen without --device.
     let a_serial = a.serial();
@@ -502,13 +496,7 @@ fn android_errors_become_structured_errors() {
         json!({"op": "fault", "kind": "fail", "exit": 3, "stderr": "Error: the radio is on fire"}),
     );
     let run = dw.call("phone", "wifi_automation", "disable", json!({}));
-    assert_eq!(run.error_code(), "device_error", "{}", run.stdout);
-    assert!(
-        run.json["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("radio is on fire")
-    );
+    run.assert_error("device_error", "radio is on fire");
     assert_eq!(sim.state()["wifi"]["enabled"], true);
 }
 
@@ -544,14 +532,7 @@ fn a_phone_before_android_7_is_served_over_plain_shell() {
         json!({"op": "fault", "kind": "fail", "exit": 3, "stderr": "Error: the radio is on fire"}),
     );
     let run = dw.call(serial, "wifi_automation", "enable", json!({}));
-    assert_eq!(run.error_code(), "device_error", "{}", run.stdout);
-    assert!(
-        run.json["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("radio is on fire")),
-        "{}",
-        run.stdout
-    );
+    run.assert_error("device_error", "radio is on fire");
     assert_eq!(sim.state()["wifi"]["enabled"], false);
 }
 
@@ -667,14 +648,8 @@ fn an_unreachable_adb_server_is_a_clear_error() {
     drop(adb);
     let run = dw.run(&["call", "battery", "status"]);
     assert_eq!(run.code, 1);
-    assert_eq!(run.error_code(), "device_offline", "{}", run.stdout);
+    run.assert_error("device_offline", "adb server");
     assert_eq!(run.json["error"]["retryable"], true);
-    assert!(
-        run.json["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("adb server")
-    );
 }
 
 #[test]

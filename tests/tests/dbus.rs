@@ -452,7 +452,7 @@ fn the_cli_asks_the_daemon_and_says_when_it_is_not_running() {
     let run =
         r.dw.run_on_bus(&addr, &["call", "wifi_automation", "enable"]);
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
-    let message = run.json["error"]["message"].as_str().unwrap_or_default();
+    let message = run.error_message();
     assert!(
         message.contains(not_running) && message.contains("--local"),
         "{}",

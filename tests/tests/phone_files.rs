@@ -115,12 +115,7 @@ fn push_writes_exact_bytes_under_the_exact_name_and_pull_reads_them_back() {
 
     // An existing file is kept unless overwrite says otherwise.
     let again = push(&s.dw, json!({"path": HOSTILE_NAME, "text": "other"}));
-    assert_eq!(again.error_code(), "denied", "{}", again.stdout);
-    assert!(
-        again.error_message().contains("overwrite"),
-        "{}",
-        again.stdout
-    );
+    again.assert_error("denied", "overwrite");
     assert_eq!(phone_file(&s.sim, HOSTILE_NAME).unwrap(), TEXT.as_bytes());
     let replaced = push(
         &s.dw,
@@ -253,19 +248,13 @@ fn refused_pushes_send_the_phone_nothing() {
         &s.dw,
         json!({"path": "/system/etc/hosts", "text": "127.0.0.1 evil\n"}),
     );
-    assert_eq!(run.error_code(), "device_error", "{}", run.stdout);
-    assert!(
-        run.error_message().contains("Read-only file system"),
-        "{}",
-        run.stdout
-    );
+    run.assert_error("device_error", "Read-only file system");
 
     // Without host_dirs, no host file is sent at all.
     let (_adb, sim, dw) = droidwarden_e2e::local_phone_with(SimOptions::default(), "");
     sim.clear_log();
     let run = push(&dw, to(dl, json!({"host_path": inside})));
-    assert_eq!(run.error_code(), "denied", "{}", run.stdout);
-    assert!(run.error_message().contains("host_dirs"), "{}", run.stdout);
+    run.assert_error("denied", "host_dirs");
     assert!(sim.commands().is_empty());
 }
 
@@ -326,12 +315,7 @@ fn install_from_the_host_sends_installs_and_removes_the_apk() {
         "install",
         json!({ "host_path": bad }),
     );
-    assert_eq!(run.error_code(), "invalid_params", "{}", run.stdout);
-    assert!(
-        run.error_message().contains("INSTALL_PARSE_FAILED_NOT_APK"),
-        "{}",
-        run.stdout
-    );
+    run.assert_error("invalid_params", "INSTALL_PARSE_FAILED_NOT_APK");
     assert!(run.error_message().contains("not an APK"), "{}", run.stdout);
     assert!(temp_files().is_empty(), "{:?}", temp_files());
 

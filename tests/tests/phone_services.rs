@@ -44,7 +44,7 @@ fn open_url_refuses_dangerous_and_unlisted_schemes_before_the_phone() {
         sim.clear_log();
         let run = dw.call("phone", "intents", "open_url", json!({ "url": url }));
         assert_eq!(run.error_code(), want, "{url}: {}", run.stdout);
-        let message = run.json["error"]["message"].as_str().unwrap_or("");
+        let message = run.error_message();
         if want == "denied" && !url.starts_with("market") {
             assert!(message.contains("never opened"), "{url}: {message}");
         }
@@ -96,13 +96,7 @@ fn shell_is_disabled_by_default_and_runs_argv_literally_when_enabled() {
     let (_adb, sim, dw) = one_phone("");
     let argv = json!(["echo", "a b; id", "$HOME", "`reboot`", "'q'"]);
     let run = dw.call("phone", "shell", "run", json!({ "argv": argv }));
-    assert_eq!(run.error_code(), "disabled", "{}", run.stdout);
-    assert!(
-        run.json["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("[phone_services.shell] enabled = true")
-    );
+    run.assert_error("disabled", "[phone_services.shell] enabled = true");
     assert_eq!(run.json["error"]["retryable"], false);
     assert!(sim.commands().is_empty());
     // A command string for `sh -c` is not an argv.

@@ -138,34 +138,43 @@ fn a_flood_of_asks_is_bounded_busy_beyond_the_limits() {
     drop(daemon);
 }
 
-/// A daemon with one companion phone, `alice`, that never comes online.
-fn offline_companion(
-    broker: &Mosquitto,
-    adb: &AdbServer,
-    companion: &str,
-    env: &[(&str, &str)],
-) -> (Daemon, String) {
+/// A running daemon with one companion phone, `alice`, that never comes
+/// online; fields in drop order (the daemon first, the broker last).
+struct OfflineCompanion {
+    _daemon: Daemon,
+    config: String,
+    adb: AdbServer,
+    probe: Probe,
+    _broker: Mosquitto,
+}
+
+/// Start a broker, a probe, an adb server and a daemon with `[companion]`
+/// settings `companion` and the extra environment `env`, and wait until the
+/// daemon is online.
+fn offline_companion(companion: &str, env: &[(&str, &str)]) -> OfflineCompanion {
+    let broker = Mosquitto::start();
+    let probe = Probe::connect(broker.port);
+    let adb = AdbServer::start();
     let config = format!(
         "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}[calls]\ntimeout_ms = 1000\n[companion]\n{companion}\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
         broker.port,
         quiet(),
     );
-    let daemon = Daemon::start_with_env(adb, &config, tempfile::tempdir().expect("state"), env);
-    (daemon, config)
+    let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
+    wait_daemon_online(&probe);
+    OfflineCompanion {
+        _daemon: daemon,
+        config,
+        adb,
+        probe,
+        _broker: broker,
+    }
 }
 
 #[test]
 fn changes_queued_for_an_offline_companion_are_device_offline_and_counted_by_the_queue_limit() {
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
-    let (_daemon, _) = offline_companion(
-        &broker,
-        &adb,
-        "request_timeout_ms = 1000\nqueue_ttl_ms = 3000",
-        &[],
-    );
-    wait_daemon_online(&probe);
+    let phone = offline_companion("request_timeout_ms = 1000\nqueue_ttl_ms = 3000", &[]);
+    let probe = &phone.probe;
     probe.wait_payload(&format!("{P}/devices/alice/availability"), WAIT, "offline");
     // 70 changes at once: 64 fit the phone's queue of unsent calls.
     for i in 0..70 {
@@ -176,7 +185,7 @@ fn changes_queued_for_an_offline_companion_are_device_offline_and_counted_by_the
             .to_string(),
         );
     }
-    let replies = wait_replies(&probe, "q-", 70, WAIT);
+    let replies = wait_replies(probe, "q-", 70, WAIT);
     let mut refused = 0;
     for reply in replies.values() {
         let error = &reply["error"];
@@ -202,19 +211,13 @@ fn changes_queued_for_an_offline_companion_are_device_offline_and_counted_by_the
 #[test]
 fn the_cli_waits_for_the_daemons_own_answer_on_a_queued_companion_call() {
     let bus = PrivateBus::session();
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
     // The CLI used to give up after `[calls] timeout_ms` + 5 s = 6 s with a
     // retryable timeout while the change stayed queued for 8 s.
-    let (_daemon, config) = offline_companion(
-        &broker,
-        &adb,
+    let phone = offline_companion(
         "request_timeout_ms = 1000\nqueue_ttl_ms = 8000",
         &bus.daemon_env(),
     );
     bus.wait_for_daemon(WAIT);
-    wait_daemon_online(&probe);
     // The daemon's bound: max(queue, answer) + answer + 1 s.
     let reply = bus
         .gdbus_call("CallTimeout", &["alice"])
@@ -225,7 +228,7 @@ fn the_cli_waits_for_the_daemons_own_answer_on_a_queued_companion_call() {
         .expect("CallTimeout");
     assert!(reply.contains("(uint64 0,)"), "{reply}");
 
-    let dw = Droidwarden::new(&adb, &config);
+    let dw = Droidwarden::new(&phone.adb, &phone.config);
     let started = Instant::now();
     let run = dw.run_on_bus(
         &bus.address,

@@ -60,10 +60,7 @@ fn call(id: &str, args: serde_json::Value) -> ToolCall {
 
 fn reply_calls(calls: Vec<ToolCall>) -> Input {
     Input::ModelReplied {
-        reply: ModelReply {
-            tool_calls: calls,
-            ..ModelReply::default()
-        },
+        reply: ModelReply::with_calls(calls),
         now_ms: 10,
     }
 }

@@ -129,11 +129,14 @@ pub(super) fn of_session(
     conn: &Connection,
     session: Option<&str>,
 ) -> Result<Vec<Task>, AgentError> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM tasks WHERE ?1 IS NULL OR session_id = ?1 ORDER BY created_at, id"
-    ))?;
-    let rows = stmt.query_map(params![session], read)?;
-    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    super::rows(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM tasks WHERE ?1 IS NULL OR session_id = ?1 ORDER BY created_at, id"
+        ),
+        params![session],
+        read,
+    )
 }
 
 impl Store {

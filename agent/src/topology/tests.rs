@@ -72,10 +72,7 @@ fn skill(id: &str, name: &str) -> ToolCall {
 
 fn calls(list: Vec<ToolCall>) -> Input {
     Input::ModelReplied {
-        reply: ModelReply {
-            tool_calls: list,
-            ..ModelReply::default()
-        },
+        reply: ModelReply::with_calls(list),
         now_ms: 1,
     }
 }

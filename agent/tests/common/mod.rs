@@ -122,10 +122,7 @@ pub(crate) fn tc(id: &str, name: &str, args: Value) -> ToolCall {
 }
 
 pub(crate) fn calls(list: Vec<ToolCall>) -> ModelReply {
-    ModelReply {
-        tool_calls: list,
-        ..ModelReply::default()
-    }
+    ModelReply::with_calls(list)
 }
 
 /// A scripted model step that makes one tool call.

@@ -63,6 +63,20 @@ fn kitchen(registry: &Registry) -> DeviceHandle {
     registry.get("kitchen").expect("registered")
 }
 
+/// One task per command, each calling `handle` with it, in order.
+fn spawn_calls(
+    handle: &DeviceHandle,
+    commands: impl IntoIterator<Item = Command>,
+) -> Vec<tokio::task::JoinHandle<Result<Value, BridgeError>>> {
+    commands
+        .into_iter()
+        .map(|c| {
+            let handle = handle.clone();
+            tokio::spawn(async move { handle.call(&c).await })
+        })
+        .collect()
+}
+
 /// A hub whose phone `phone-a` (device `kitchen`) is online, and the
 /// kitchen's handle.
 fn online() -> (
@@ -196,12 +210,7 @@ async fn a_queued_request_fails_with_device_offline_when_its_ttl_passes() {
 async fn the_offline_queue_is_bounded() {
     let (hub, _rx, registry) = hub();
     let handle = kitchen(&registry);
-    let waiting: Vec<_> = (0..QUEUE_LIMIT)
-        .map(|_| {
-            let handle = handle.clone();
-            tokio::spawn(async move { handle.call(battery()).await })
-        })
-        .collect();
+    let waiting = spawn_calls(&handle, (0..QUEUE_LIMIT).map(|_| battery().clone()));
     tokio::time::sleep(Duration::from_secs(1)).await;
     let err = handle.call(battery()).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::DeviceOffline);
@@ -576,12 +585,7 @@ async fn queued_changes_that_were_never_sent_are_device_offline_not_timeout() {
     let (hub, mut rx, registry) = hub();
     let handle = kitchen(&registry);
     let started = Instant::now();
-    let calls: Vec<_> = (0..3)
-        .map(|level| {
-            let handle = handle.clone();
-            tokio::spawn(async move { handle.call(&brightness(level)).await })
-        })
-        .collect();
+    let calls = spawn_calls(&handle, (0..3).map(brightness));
     for call in calls {
         let err = call.await.unwrap().unwrap_err();
         assert_eq!(err.code(), ErrorCode::DeviceOffline, "{err}");
@@ -605,12 +609,7 @@ async fn queued_changes_that_were_never_sent_are_device_offline_not_timeout() {
 async fn queued_changes_go_out_in_order_and_only_a_sent_one_can_time_out() {
     let (hub, mut rx, registry) = hub();
     let handle = kitchen(&registry);
-    let calls: Vec<_> = (1..=2)
-        .map(|level| {
-            let handle = handle.clone();
-            tokio::spawn(async move { handle.call(&brightness(level)).await })
-        })
-        .collect();
+    let calls = spawn_calls(&handle, (1..=2).map(brightness));
     tokio::time::sleep(Duration::from_secs(10)).await;
     hub.on_presence("phone-a", true);
     let first = request(&rx.recv().await.unwrap());
@@ -635,13 +634,10 @@ async fn queued_changes_go_out_in_order_and_only_a_sent_one_can_time_out() {
 async fn the_queue_limit_counts_changes_waiting_for_their_turn() {
     let (hub, mut rx, registry) = hub();
     let handle = kitchen(&registry);
-    let waiting: Vec<_> = (0..QUEUE_LIMIT)
-        .map(|i| {
-            let handle = handle.clone();
-            let level = i64::try_from(i).unwrap();
-            tokio::spawn(async move { handle.call(&brightness(level)).await })
-        })
-        .collect();
+    let waiting = spawn_calls(
+        &handle,
+        (0..QUEUE_LIMIT).map(|i| brightness(i64::try_from(i).unwrap())),
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     for extra in [brightness(99), battery().clone()] {
         let err = handle.call(&extra).await.unwrap_err();
@@ -744,12 +740,7 @@ async fn a_request_the_mqtt_side_never_took_is_busy_not_timeout() {
     hub.on_presence("phone-a", true);
     let handle = kitchen(&registry);
     // Fill the channel: nobody reads it.
-    let fillers: Vec<_> = (0..OUTGOING_CAPACITY)
-        .map(|_| {
-            let handle = handle.clone();
-            tokio::spawn(async move { handle.call(battery()).await })
-        })
-        .collect();
+    let fillers = spawn_calls(&handle, (0..OUTGOING_CAPACITY).map(|_| battery().clone()));
     tokio::time::sleep(Duration::from_millis(10)).await;
     let err = handle.call(battery()).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Busy, "{err}");

@@ -200,13 +200,7 @@ impl Session {
     /// Hands over a service's framed output; the stream closes once the host
     /// has acknowledged every payload.
     pub(crate) fn on_output(&mut self, local_id: u32, payloads: Vec<Vec<u8>>) -> Vec<Action> {
-        let Some(s) = self.streams.get_mut(&local_id) else {
-            return Vec::new();
-        };
-        s.pending
-            .extend(payloads.into_iter().filter(|p| !p.is_empty()));
-        s.finished = true;
-        self.pump(local_id)
+        self.on_reply(local_id, payloads, true)
     }
 
     /// Hands over an interactive stream's answer; with `close`, the stream

@@ -814,38 +814,33 @@ mod tests {
     #[test]
     fn media_dispatch() {
         let p = phone();
-        run(&p, "cmd media_session dispatch play");
+        let after = |cmd: &str| {
+            run(&p, cmd);
+            p.state().media.expect("a media session")
+        };
         assert_eq!(
-            p.state().media.map(|m| m.state),
-            Some(PlaybackState::Playing)
-        );
-        run(&p, "cmd media_session dispatch next");
-        assert_eq!(
-            p.state().media.map(|m| m.title),
-            Some("Clair de Lune".to_owned())
-        );
-        run(
-            &p,
-            "cmd media_session dispatch previous; cmd media_session dispatch previous",
+            after("cmd media_session dispatch play").state,
+            PlaybackState::Playing
         );
         assert_eq!(
-            p.state().media.map(|m| m.title),
-            Some("Take Five".to_owned())
+            after("cmd media_session dispatch next").title,
+            "Clair de Lune"
         );
-        run(&p, "cmd media_session dispatch pause");
         assert_eq!(
-            p.state().media.map(|m| m.state),
-            Some(PlaybackState::Paused)
+            after("cmd media_session dispatch previous; cmd media_session dispatch previous").title,
+            "Take Five"
         );
-        run(&p, "input keyevent KEYCODE_MEDIA_PLAY_PAUSE");
         assert_eq!(
-            p.state().media.map(|m| m.state),
-            Some(PlaybackState::Playing)
+            after("cmd media_session dispatch pause").state,
+            PlaybackState::Paused
         );
-        run(&p, "cmd media_session dispatch stop");
         assert_eq!(
-            p.state().media.map(|m| m.state),
-            Some(PlaybackState::Stopped)
+            after("input keyevent KEYCODE_MEDIA_PLAY_PAUSE").state,
+            PlaybackState::Playing
+        );
+        assert_eq!(
+            after("cmd media_session dispatch stop").state,
+            PlaybackState::Stopped
         );
         assert_eq!(run(&p, "cmd media_session dispatch dance").2, 255);
     }

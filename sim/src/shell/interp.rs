@@ -391,6 +391,10 @@ mod tests {
         )
     }
 
+    fn stdout(src: &str) -> String {
+        sh(src).0
+    }
+
     fn argv(words: &[&str]) -> Vec<String> {
         words.iter().map(|w| (*w).to_owned()).collect()
     }
@@ -402,10 +406,11 @@ mod tests {
         assert_eq!(status, 0);
         let (out, _, status, _) = sh("false");
         assert_eq!((out.as_str(), status), ("", 1));
-        let (out, _, _, _) = sh("true && echo a || echo b; false && echo c || echo d");
-        assert_eq!(out, "a\nd\n");
-        let (out, _, _, _) = sh("! true; echo $?; ! false; echo \"$?\"");
-        assert_eq!(out, "1\n0\n");
+        assert_eq!(
+            stdout("true && echo a || echo b; false && echo c || echo d"),
+            "a\nd\n"
+        );
+        assert_eq!(stdout("! true; echo $?; ! false; echo \"$?\""), "1\n0\n");
     }
 
     #[test]
@@ -460,13 +465,10 @@ mod tests {
             argv(&["echo", "uid=2000(shell)", "gid=2000(shell)"])
         );
         // Backticks, nested quotes.
-        let (out, _, _, _) = sh("echo `echo a` \"[$(echo \"b  c\")]\"");
-        assert_eq!(out, "a [b  c]\n");
+        assert_eq!(stdout("echo `echo a` \"[$(echo \"b  c\")]\""), "a [b  c]\n");
         // $? inside a substitution and the substitution's own status.
-        let (out, _, _, _) = sh("false; echo $(echo $?)");
-        assert_eq!(out, "1\n");
-        let (out, _, _, _) = sh("$(false); echo $?");
-        assert_eq!(out, "1\n");
+        assert_eq!(stdout("false; echo $(echo $?)"), "1\n");
+        assert_eq!(stdout("$(false); echo $?"), "1\n");
     }
 
     #[test]
@@ -489,8 +491,7 @@ mod tests {
         assert_eq!(err, "e1\n");
         assert_eq!(status, 0);
         assert_eq!(log, vec![argv(&["fail"]), argv(&["cat"])]);
-        let (out, _, _, _) = sh("fail 2>&1 | cat");
-        assert_eq!(out, "o1\ne1\no2\n");
+        assert_eq!(stdout("fail 2>&1 | cat"), "o1\ne1\no2\n");
     }
 
     #[test]
@@ -538,8 +539,7 @@ mod tests {
 
     #[test]
     fn parameters() {
-        let (out, _, _, _) = sh("echo $HOME \"$USER\" x${NOPE}y");
-        assert_eq!(out, "/ shell xy\n");
+        assert_eq!(stdout("echo $HOME \"$USER\" x${NOPE}y"), "/ shell xy\n");
     }
 
     #[test]

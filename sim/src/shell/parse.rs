@@ -195,6 +195,15 @@ impl Lexer<'_> {
         c
     }
 
+    /// Consumes `c` if it is the next character; tells whether it did.
+    fn eat(&mut self, c: char) -> bool {
+        let next = self.peek() == Some(c);
+        if next {
+            self.pos += 1;
+        }
+        next
+    }
+
     /// Lexes until the end, or with `in_subst` until the `)` closing a `$(`.
     fn tokens(&mut self, in_subst: bool) -> Result<Vec<Token>, ParseError> {
         let mut tokens = Vec::new();
@@ -225,25 +234,16 @@ impl Lexer<'_> {
                     }
                     tokens.push(Token::Op(Op::Semi));
                 }
-                '&' => {
+                '&' | '|' => {
                     self.bump();
                     flush(&mut word, &mut tokens);
-                    if self.peek() == Some('&') {
-                        self.bump();
-                        tokens.push(Token::Op(Op::AndIf));
-                    } else {
-                        tokens.push(Token::Op(Op::Amp));
-                    }
-                }
-                '|' => {
-                    self.bump();
-                    flush(&mut word, &mut tokens);
-                    if self.peek() == Some('|') {
-                        self.bump();
-                        tokens.push(Token::Op(Op::OrIf));
-                    } else {
-                        tokens.push(Token::Op(Op::Pipe));
-                    }
+                    let op = match (c, self.eat(c)) {
+                        ('&', true) => Op::AndIf,
+                        ('&', false) => Op::Amp,
+                        (_, true) => Op::OrIf,
+                        (_, false) => Op::Pipe,
+                    };
+                    tokens.push(Token::Op(op));
                 }
                 '(' => return Err(ParseError::Unexpected("(".to_owned())),
                 ')' => {
@@ -263,32 +263,21 @@ impl Lexer<'_> {
                     }
                     self.bump();
                     let op = if c == '>' {
-                        match self.peek() {
-                            Some('>') => {
-                                self.bump();
-                                RedirOp::Append
-                            }
-                            Some('&') => {
-                                self.bump();
-                                RedirOp::DupOut
-                            }
-                            Some('|') => {
-                                self.bump();
-                                RedirOp::Out
-                            }
-                            _ => RedirOp::Out,
+                        if self.eat('>') {
+                            RedirOp::Append
+                        } else if self.eat('&') {
+                            RedirOp::DupOut
+                        } else {
+                            // `>|` is a plain `>`.
+                            self.eat('|');
+                            RedirOp::Out
                         }
+                    } else if self.eat('&') {
+                        RedirOp::DupIn
+                    } else if self.peek() == Some('<') {
+                        return Err(ParseError::Unsupported("here-document".to_owned()));
                     } else {
-                        match self.peek() {
-                            Some('&') => {
-                                self.bump();
-                                RedirOp::DupIn
-                            }
-                            Some('<') => {
-                                return Err(ParseError::Unsupported("here-document".to_owned()));
-                            }
-                            _ => RedirOp::In,
-                        }
+                        RedirOp::In
                     };
                     tokens.push(Token::Redir { fd, op });
                 }
