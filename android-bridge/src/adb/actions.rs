@@ -225,6 +225,18 @@ async fn put_setting(sh: &dyn Shell, key: &str, value: &str) -> Result<(), Bridg
         .map(drop)
 }
 
+/// `package` is installed (`pm path` names its APK), or `not_found`.
+async fn installed(sh: &dyn Shell, package: &str) -> Result<(), BridgeError> {
+    let out = sh.run(&["pm", "path", package]).await?;
+    let paths = parse::pm_path(&out.stdout).unwrap_or_default();
+    if out.exit != 0 || paths.is_empty() {
+        return Err(BridgeError::NotFound {
+            message: format!("package {package} is not installed"),
+        });
+    }
+    Ok(())
+}
+
 async fn keyevent(sh: &dyn Shell, key: &str) -> Result<(), BridgeError> {
     ok(sh, &["input", "keyevent", key]).await.map(drop)
 }

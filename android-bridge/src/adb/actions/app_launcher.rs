@@ -11,13 +11,7 @@ pub(super) async fn run(sh: &dyn Shell, action: &AppLauncherAction) -> Result<Va
         }
         AppLauncherAction::Stop { package } => {
             let package = package.as_str();
-            let out = sh.run(&["pm", "path", package]).await?;
-            let paths = parse::pm_path(&out.stdout).unwrap_or_default();
-            if out.exit != 0 || paths.is_empty() {
-                return Err(BridgeError::NotFound {
-                    message: format!("package {package} is not installed"),
-                });
-            }
+            installed(sh, package).await?;
             ok(sh, &["am", "force-stop", package]).await?;
             answer(AppStopped {
                 package: package.to_owned(),

@@ -53,17 +53,6 @@ pub(super) async fn run(sh: &dyn Shell, action: &AppManagerAction) -> Result<Val
     }
 }
 
-async fn installed(sh: &dyn Shell, package: &str) -> Result<(), BridgeError> {
-    let out = sh.run(&["pm", "path", package]).await?;
-    let paths = parse::pm_path(&out.stdout).unwrap_or_default();
-    if out.exit != 0 || paths.is_empty() {
-        return Err(BridgeError::NotFound {
-            message: format!("package {package} is not installed"),
-        });
-    }
-    Ok(())
-}
-
 async fn pm(sh: &dyn Shell, command: &'static str, argv: &[&str]) -> Result<(), BridgeError> {
     let out = sh.run(argv).await?;
     pm_result(sh, command, argv, &out)

@@ -69,18 +69,12 @@ pub(super) async fn run(sh: &dyn Shell, action: &ScreenAction) -> Result<Value, 
 /// positive number, [`ParseError::Device`] for a device error message.
 pub fn wm_density(output: &str) -> Result<u32, ParseError> {
     reject_device_error(output)?;
-    let density = |key: &str| {
-        output.lines().find_map(|l| {
-            let dpi: u32 = l.trim().strip_prefix(key)?.trim().parse().ok()?;
-            (dpi > 0).then_some(dpi)
-        })
-    };
-    density("Override density:")
-        .or_else(|| density("Physical density:"))
-        .ok_or(ParseError::MissingField {
-            command: "wm density",
-            field: "Physical density:",
-        })
+    parse::wm_value(
+        output,
+        "wm density",
+        ("Override density:", "Physical density:"),
+        |v| v.parse().ok().filter(|dpi: &u32| *dpi > 0),
+    )
 }
 
 #[cfg(test)]

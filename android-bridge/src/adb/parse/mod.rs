@@ -52,6 +52,7 @@ pub use sensors::{
     motion, proximity, sensors,
 };
 pub use settings::{getprop_value, setting_value};
+pub(crate) use ui::wm_value;
 pub use ui::{
     DumpOutcome, PNG_SIGNATURE, UiElement, UiTree, dump_outcome, dump_then_cat_outcome,
     screencap_png, ui_elements, wm_size, xml_slice,

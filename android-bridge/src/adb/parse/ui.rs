@@ -270,17 +270,39 @@ fn bounds(text: &str) -> Option<[i32; 4]> {
 /// # Errors
 /// [`ParseError::MissingField`] without a size line.
 pub fn wm_size(output: &str) -> Result<(u32, u32), ParseError> {
-    let size = |key: &str| {
-        output.lines().find_map(|l| {
-            let (w, h) = l.trim().strip_prefix(key)?.trim().split_once('x')?;
+    wm_value(
+        output,
+        "wm size",
+        ("Override size:", "Physical size:"),
+        |v| {
+            let (w, h) = v.split_once('x')?;
             Some((w.trim().parse().ok()?, h.trim().parse().ok()?))
-        })
+        },
+    )
+}
+
+/// What a `wm` query (`wm size`, `wm density`) prints: the value after
+/// `override_key` when an override is set, else after `physical_key`, each
+/// read by `read`.
+///
+/// # Errors
+/// [`ParseError::MissingField`] when neither line reads.
+pub(crate) fn wm_value<T>(
+    output: &str,
+    command: &'static str,
+    (override_key, physical_key): (&str, &'static str),
+    read: impl Fn(&str) -> Option<T>,
+) -> Result<T, ParseError> {
+    let value = |key: &str| {
+        output
+            .lines()
+            .find_map(|l| read(l.trim().strip_prefix(key)?.trim()))
     };
-    size("Override size:")
-        .or_else(|| size("Physical size:"))
+    value(override_key)
+        .or_else(|| value(physical_key))
         .ok_or(ParseError::MissingField {
-            command: "wm size",
-            field: "Physical size:",
+            command,
+            field: physical_key,
         })
 }
 
