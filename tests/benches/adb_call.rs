@@ -5,7 +5,8 @@
 //!    ways: as a task on a two-worker runtime, timed inside the task, which
 //!    is how the daemon runs calls (MQTT and D-Bus handlers are tasks on the
 //!    runtime's workers); awaited with `block_on` on a current-thread
-//!    runtime, which is how `droidwarden call --local` runs one; and awaited
+//!    runtime, through a transport of its own, which is how `droidwarden
+//!    call --local` runs one; and awaited
 //!    with `block_on` from the bench's own thread on the two-worker runtime,
 //!    which pays a hand-off between threads at every wait (no command runs
 //!    that way any more: it shows what the current thread saves),
@@ -18,8 +19,9 @@
 //!    the raw one into the runtime's I/O and the bridge's own work.
 //!
 //! `adb_client`'s own `shell_command` is timed too, for reference. The
-//! in-process ways run interleaved, one of each per round, so that noise on
-//! a shared machine falls on all of them alike.
+//! in-process ways run interleaved, one of each per round in an order that
+//! changes each round, so that noise on a shared machine, and whatever one
+//! way leaves behind, fall on all of them alike.
 //!
 //! Then calls at once: `PHONES` emulated phones (default 4), bursts of
 //! `BURST` calls (default 64) spread over them, on the same two-worker
@@ -104,7 +106,8 @@ type Way<'a> = (&'a str, &'a mut dyn FnMut() -> Duration);
 
 /// Time each way once per round, the ways interleaved, so that whatever
 /// else the machine does (frequency changes, neighbours on a shared host)
-/// weighs on every way alike instead of on whichever ran in a bad second.
+/// weighs on every way alike instead of on whichever ran in a bad second;
+/// the order changes from round to round.
 fn interleaved(ways: &mut [Way<'_>], rounds: usize) -> Vec<Stats> {
     for (_, f) in ways.iter_mut() {
         for _ in 0..WARMUP {
@@ -112,9 +115,20 @@ fn interleaved(ways: &mut [Way<'_>], rounds: usize) -> Vec<Stats> {
         }
     }
     let mut samples = vec![Vec::with_capacity(rounds); ways.len()];
+    let mut order: Vec<usize> = (0..ways.len()).collect();
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
     for _ in 0..rounds {
-        for (i, (_, f)) in ways.iter_mut().enumerate() {
-            samples[i].push(f());
+        // A new order each round (Fisher–Yates on xorshift), so that no way
+        // always runs right after the same other one, whose leftovers (a
+        // connection still closing, say) it would always meet.
+        for i in (1..order.len()).rev() {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            order.swap(i, (seed % (i as u64 + 1)) as usize);
+        }
+        for &i in &order {
+            samples[i].push((ways[i].1)());
         }
     }
     ways.iter()
@@ -150,10 +164,12 @@ fn main() {
         .enable_all()
         .build()
         .expect("current-thread runtime");
+    // A transport of its own, as `call --local` has.
+    let (_local_transport, _local_registry, local_device) = rig.own_transport(&local);
     let mut ours_local = || {
         time(&mut || {
             local
-                .block_on(device.call(&command))
+                .block_on(local_device.call(&command))
                 .expect("call succeeds");
         })
     };

@@ -51,17 +51,7 @@ impl InProcessPhone {
             .enable_all()
             .build()
             .expect("runtime");
-        let registry = Arc::new(Registry::new());
-        let transport = AdbTransport::new(
-            AdbConfig {
-                server: SocketAddrV4::new([127, 0, 0, 1].into(), adb.port),
-                start_server: false,
-                ..AdbConfig::default()
-            },
-            Arc::clone(&registry),
-        );
-        runtime.block_on(transport.refresh()).expect("list devices");
-        let device = registry.select(Some(&serial)).expect("the sim is listed");
+        let (transport, registry, device) = listed(&runtime, adb.port, &serial);
         Self {
             device,
             transport,
@@ -71,6 +61,21 @@ impl InProcessPhone {
             sim,
             adb,
         }
+    }
+
+    /// The phone through a transport of its own on `runtime`, as a
+    /// process that makes one call has it (`droidwarden call --local`):
+    /// nothing shared with [`Self::device`]'s transport, such as the
+    /// connection it keeps opened ahead. Keep the transport while the
+    /// handle is used.
+    ///
+    /// # Panics
+    /// When the phone is not listed.
+    pub fn own_transport(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+    ) -> (AdbTransport, Arc<Registry>, DeviceHandle) {
+        listed(runtime, self.adb.port, &self.serial)
     }
 
     /// The adb server's address.
@@ -147,6 +152,27 @@ impl InProcessPhone {
         stream.read_to_end(&mut reply).expect("read reply");
         reply
     }
+}
+
+/// A transport for the adb server on `port`, on `runtime`, that has
+/// listed the phone `serial`; its registry; the phone's handle.
+fn listed(
+    runtime: &tokio::runtime::Runtime,
+    port: u16,
+    serial: &str,
+) -> (AdbTransport, Arc<Registry>, DeviceHandle) {
+    let registry = Arc::new(Registry::new());
+    let transport = AdbTransport::new(
+        AdbConfig {
+            server: SocketAddrV4::new([127, 0, 0, 1].into(), port),
+            start_server: false,
+            ..AdbConfig::default()
+        },
+        Arc::clone(&registry),
+    );
+    runtime.block_on(transport.refresh()).expect("list devices");
+    let device = registry.select(Some(serial)).expect("the sim is listed");
+    (transport, registry, device)
 }
 
 /// Send one request and expect `OKAY`.

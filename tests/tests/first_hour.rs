@@ -3,9 +3,9 @@
 //! binary, the real adb program and server, an emulated phone, mosquitto.
 
 use droidwarden_e2e::P;
-use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
+use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe, call_request};
 use droidwarden_e2e::{AdbServer, Sim, SimOptions, binary, free_port, run_with_timeout, wait_for};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -106,6 +106,16 @@ fn the_adb_server_is_started_when_adb_appears_and_again_each_time_it_is_killed()
     let real = which("adb");
     std::os::unix::fs::symlink(&real, &program).unwrap();
     probe.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
+    // A call leaves a connection to the server opened for the next one.
+    let battery = |id: &str| {
+        let reply = probe.request(
+            P,
+            "call",
+            call_request(id, "phone", "battery", "status", json!({})),
+        );
+        assert_eq!(reply["ok"], true, "{reply}");
+    };
+    battery("before");
     // Killed, twice: started again each time (so quickly that the phone
     // may never be seen offline), and the phone is back on it.
     for round in 1..=2 {
@@ -131,6 +141,9 @@ fn the_adb_server_is_started_when_adb_appears_and_again_each_time_it_is_killed()
             },
         );
         probe.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
+        // The connection opened to the killed server is not used: calls
+        // go to the new one.
+        battery(&format!("round-{round}"));
     }
     let log = daemon.log();
     // Said by the start-up, the server starter and the poller: once each,

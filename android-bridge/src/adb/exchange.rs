@@ -24,12 +24,21 @@
 //! or device that is silent, or trickles bytes, cannot stretch it. A caller
 //! that gives up earlier drops the future, and with it the connection, at
 //! once: nothing keeps running on its behalf.
+//!
+//! Opening the TCP connection is an eighth of a call's time on loopback
+//! (the handshake runs inside `connect(2)`, then the server accepts). A
+//! [`Dialer`] therefore keeps one connection to the server opened ahead of
+//! need: a finished command opens the next one off the caller's path.
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
+use tokio::runtime::RuntimeFlavor;
 use tokio::time::Instant;
 
 use super::wire::{SHELL_V2_EXIT, SHELL_V2_HEADER, SHELL_V2_STDERR, SHELL_V2_STDOUT};
@@ -88,7 +97,7 @@ pub(crate) enum ExchangeError {
 
 /// Run `command` on the device with `serial`, finishing by `deadline`.
 pub(crate) async fn shell(
-    server: SocketAddrV4,
+    server: &Arc<Dialer>,
     serial: &str,
     command: &str,
     protocol: Protocol,
@@ -96,15 +105,15 @@ pub(crate) async fn shell(
 ) -> Result<Exchange, ExchangeError> {
     bounded(deadline, async {
         let mut conn = Conn::to_device(server, serial).await?;
-        match protocol {
+        let out = match protocol {
             Protocol::V2 => {
                 conn.request(&format!("shell,v2,raw:{command}")).await?;
-                let out = conn.read_v2().await?;
-                close_later(conn);
-                Ok(out)
+                conn.read_v2().await?
             }
-            Protocol::V1 => conn.read_raw(&format!("shell:{command}")).await,
-        }
+            Protocol::V1 => conn.read_raw(&format!("shell:{command}")).await?,
+        };
+        server.finish(conn);
+        Ok(out)
     })
     .await
 }
@@ -114,14 +123,16 @@ pub(crate) async fn shell(
 /// For devices without shell protocol v2, whose `shell:` goes through a
 /// terminal that turns every `\n` into `\r\n`.
 pub(crate) async fn exec(
-    server: SocketAddrV4,
+    server: &Arc<Dialer>,
     serial: &str,
     command: &str,
     deadline: Instant,
 ) -> Result<Exchange, ExchangeError> {
     bounded(deadline, async {
         let mut conn = Conn::to_device(server, serial).await?;
-        conn.read_raw(&format!("exec:{command}")).await
+        let out = conn.read_raw(&format!("exec:{command}")).await?;
+        server.finish(conn);
+        Ok(out)
     })
     .await
 }
@@ -130,7 +141,7 @@ pub(crate) async fn exec(
 /// `known`, or else learned from its features first. One deadline covers
 /// both exchanges. Returns the protocol used with the output.
 pub(crate) async fn run(
-    server: SocketAddrV4,
+    server: &Arc<Dialer>,
     serial: &str,
     line: String,
     known: Option<Protocol>,
@@ -151,14 +162,13 @@ pub(crate) async fn run(
 
 /// The device's features as the adb server knows them (`shell_v2`, `cmd`, …).
 pub(crate) async fn features(
-    server: SocketAddrV4,
+    server: &Dialer,
     serial: &str,
     deadline: Instant,
 ) -> Result<Vec<String>, ExchangeError> {
     let body = bounded(deadline, async {
-        let mut conn = Conn::open(server).await?;
-        conn.request(&format!("host-serial:{serial}:features"))
-            .await?;
+        let mut conn =
+            Conn::first_request(server, &format!("host-serial:{serial}:features")).await?;
         conn.read_hex_body().await
     })
     .await?;
@@ -179,20 +189,136 @@ pub(crate) fn protocol_for(features: &[String]) -> Protocol {
     }
 }
 
-/// Close `conn` off the caller's path, once its command has answered.
+/// How long opening a spare connection may take before it is given up
+/// (the next call then connects itself).
+const SPARE_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The adb server's address, and one connection to it opened ahead of need.
 ///
-/// A v2 exchange ends at the exit status, while the device is still closing
-/// its end, so our close comes first; on loopback the kernel then delivers
-/// the FIN to the adb server, and wakes it, inside `close(2)` itself. That
-/// was 30–37 µs of every call's time (`docs/benchmarks.md`, "Where a call's
-/// time goes"). A task of its own does it instead; outside a runtime the
-/// close happens here. Exchanges read to the end (`shell:`, `exec:`) close
-/// after the server and cost nothing to close.
-fn close_later(conn: Conn) {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => drop(runtime.spawn(async move { drop(conn) })),
-        Err(_) => drop(conn),
+/// After a command has answered, [`Dialer::finish`] closes its connection
+/// and opens the next call's, both in a short task of their own: on
+/// loopback the kernel runs a close's FIN and a connect's handshake inside
+/// the system call. Connecting took 47–66 µs of a call's 350–450 µs;
+/// taking the spare takes 5–9 µs (`docs/benchmarks.md`, "A connection
+/// opened ahead").
+///
+/// The spare is kept as a `std` socket, not registered with any runtime, so
+/// whichever runtime takes it (the daemon's, or `call --local`'s) registers
+/// it. The adb server keeps an idle connection open indefinitely; one it
+/// has closed since (it was restarted) is seen before use, and a fresh
+/// connection is opened instead. One that dies in between fails its first
+/// request, which is then sent once more on a fresh connection: nothing
+/// has reached a device by then.
+///
+/// Only a server on this host gets a spare. Across a network, a router may
+/// forget an idle connection without telling either end, and a call on it
+/// would wait out its whole timeout.
+#[derive(Debug)]
+pub(crate) struct Dialer {
+    addr: SocketAddrV4,
+    /// Whether spares are kept: the server is on this host.
+    ahead: bool,
+    spare: Mutex<Option<std::net::TcpStream>>,
+    /// Set while a spare is being opened, so that commands finishing
+    /// together open one, not one each.
+    opening: AtomicBool,
+}
+
+impl Dialer {
+    /// A dialer for the adb server at `addr`, with no spare yet.
+    pub(crate) fn new(addr: SocketAddrV4) -> Arc<Self> {
+        Arc::new(Self {
+            addr,
+            ahead: addr.ip().is_loopback(),
+            spare: Mutex::new(None),
+            opening: AtomicBool::new(false),
+        })
     }
+
+    /// A connection: the spare when there is a live one (`true`), else a
+    /// fresh one (`false`).
+    async fn connect(&self) -> io::Result<(TcpStream, bool)> {
+        if let Some(spare) = self.take_spare() {
+            return Ok((spare, true));
+        }
+        Ok((fresh(self.addr).await?, false))
+    }
+
+    /// The spare, unless the server has closed it (or, against the
+    /// protocol, sent something on it).
+    fn take_spare(&self) -> Option<TcpStream> {
+        let spare = self
+            .spare
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        match spare.peek(&mut [0u8; 1]) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => TcpStream::from_std(spare).ok(),
+            _ => None,
+        }
+    }
+
+    /// Close `conn`, whose command has answered, and open a spare if there
+    /// is none: in a task of their own when on a runtime (a connection
+    /// dropped outside one just closes).
+    ///
+    /// A current-thread runtime opens no spare: there the task runs on the
+    /// thread of the calls, so it could only delay the next one, and its
+    /// main user, `call --local`, makes one call and exits.
+    pub(crate) fn finish(self: &Arc<Self>, conn: Conn) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return drop(conn);
+        };
+        let dialer =
+            (runtime.runtime_flavor() != RuntimeFlavor::CurrentThread).then(|| Arc::clone(self));
+        drop(runtime.spawn(async move {
+            drop(conn);
+            if let Some(dialer) = dialer {
+                dialer.open_spare().await;
+            }
+        }));
+    }
+
+    async fn open_spare(&self) {
+        if !self.ahead || self.has_spare() || self.opening.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Cleared however this ends, a runtime shutting down included.
+        let _opening = Opening(&self.opening);
+        let opened = tokio::time::timeout(SPARE_CONNECT_TIMEOUT, fresh(self.addr)).await;
+        if let Ok(Ok(stream)) = opened
+            && let Ok(stream) = stream.into_std()
+        {
+            let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+            if spare.is_none() {
+                *spare = Some(stream);
+            }
+        }
+    }
+
+    fn has_spare(&self) -> bool {
+        self.spare
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+}
+
+/// [`Dialer::opening`] while set by one task; cleared when dropped.
+struct Opening<'a>(&'a AtomicBool);
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// A new connection to `addr`, with Nagle's delay off (every request is
+/// one small write that waits for its answer).
+async fn fresh(addr: SocketAddrV4) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 fn out_of_time() -> io::Error {
@@ -222,23 +348,35 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub(super) async fn open(server: SocketAddrV4) -> io::Result<Self> {
-        let stream = TcpStream::connect(server).await?;
-        stream.set_nodelay(true)?;
-        Ok(Self {
+    fn new(stream: TcpStream) -> Self {
+        Self {
             stream: BufReader::with_capacity(READ_BUFFER, stream),
-        })
+        }
+    }
+
+    /// A connection whose first request, `text`, the server has accepted.
+    /// A spare connection that fails it (the server closed it since it was
+    /// checked) is replaced by a fresh one, and `text` sent once more: a
+    /// first request only picks a device or asks the server, so nothing
+    /// has been done twice.
+    async fn first_request(server: &Dialer, text: &str) -> Result<Self, ExchangeError> {
+        let (stream, spare) = server.connect().await?;
+        let mut conn = Self::new(stream);
+        match conn.request(text).await {
+            Ok(()) => Ok(conn),
+            Err(ExchangeError::Io(_)) if spare => {
+                let mut conn = Self::new(fresh(server.addr).await?);
+                conn.request(text).await?;
+                Ok(conn)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// A connection switched to the device with `serial`
     /// (`host:transport:SERIAL`), ready for a service request.
-    pub(super) async fn to_device(
-        server: SocketAddrV4,
-        serial: &str,
-    ) -> Result<Self, ExchangeError> {
-        let mut conn = Self::open(server).await?;
-        conn.request(&format!("host:transport:{serial}")).await?;
-        Ok(conn)
+    pub(super) async fn to_device(server: &Dialer, serial: &str) -> Result<Self, ExchangeError> {
+        Self::first_request(server, &format!("host:transport:{serial}")).await
     }
 
     /// Request `service` and take its raw output until the device closes
@@ -409,7 +547,7 @@ mod tests {
     /// `timeout`.
     async fn battery(addr: SocketAddrV4, timeout: Duration) -> Result<Exchange, ExchangeError> {
         shell(
-            addr,
+            &Dialer::new(addr),
             "emu-1",
             "dumpsys battery",
             Protocol::V2,
@@ -457,6 +595,195 @@ mod tests {
             .expect("the server saw the close within a second")
             .unwrap();
         assert!(closed.unwrap(), "an orderly close, not an error");
+    }
+
+    /// A server that answers every command `id` with its connection's
+    /// number (0 for the first accepted) on stdout, or, for a connection
+    /// whose number `drop_on_request` picks, reads the first request and
+    /// closes without an answer. Returns its address and the number of
+    /// connections accepted so far.
+    async fn numbering_server(
+        drop_on_request: fn(usize) -> bool,
+    ) -> (SocketAddrV4, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::AtomicUsize;
+        let (listener, addr) = loopback().await;
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            loop {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let number = count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    if drop_on_request(number) {
+                        let _ = read_request(&mut conn).await;
+                        return;
+                    }
+                    accept_requests(&mut conn, 2).await;
+                    let mut reply = shell_v2_packet(SHELL_V2_STDOUT, number.to_string().as_bytes());
+                    reply.extend(shell_v2_packet(SHELL_V2_EXIT, &[0]));
+                    conn.write_all(&reply).await.unwrap();
+                    let _ = conn.read(&mut [0u8; 1]).await;
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    /// `id` through `dialer`: the number of the connection that carried it.
+    async fn connection_number(dialer: &Arc<Dialer>) -> usize {
+        let out = shell(dialer, "emu-1", "id", Protocol::V2, within(SECOND))
+            .await
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().parse().unwrap()
+    }
+
+    /// Wait until `dialer` holds a spare.
+    async fn spare_opened(dialer: &Dialer) {
+        tokio::time::timeout(SECOND, async {
+            while !dialer.has_spare() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("a spare connection within a second");
+    }
+
+    /// The command after a finished one goes out on the connection opened
+    /// ahead for it, not on a new one; and it opens the next.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_next_command_goes_out_on_the_connection_opened_ahead() {
+        let (addr, accepted) = numbering_server(|_| false).await;
+        let dialer = Dialer::new(addr);
+        assert_eq!(connection_number(&dialer).await, 0);
+        spare_opened(&dialer).await;
+        assert_eq!(connection_number(&dialer).await, 1, "the spare carried it");
+        spare_opened(&dialer).await;
+        assert_eq!(connection_number(&dialer).await, 2);
+        spare_opened(&dialer).await;
+        // Three commands and one spare: a spare is opened only when none
+        // is held.
+        tokio::time::timeout(SECOND, async {
+            while accepted.load(Ordering::SeqCst) < 4 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the server accepted the spare");
+        assert_eq!(accepted.load(Ordering::SeqCst), 4);
+    }
+
+    /// A spare the server has closed since (it was restarted) is seen
+    /// before use, and the command goes out on a fresh connection to the
+    /// server now listening.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_spare_the_server_closed_is_not_used() {
+        let (listener, addr) = loopback().await;
+        let dialer = Dialer::new(addr);
+        let first = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            accept_requests(&mut conn, 2).await;
+            conn.write_all(&shell_v2_packet(SHELL_V2_EXIT, &[0]))
+                .await
+                .unwrap();
+            // The spare: accepted, then the server goes away.
+            let (spare, _) = listener.accept().await.unwrap();
+            drop((spare, listener));
+        });
+        let out = shell(&dialer, "emu-1", "id", Protocol::V2, within(SECOND))
+            .await
+            .unwrap();
+        assert_eq!(out.exit, Some(0));
+        first.await.unwrap();
+        spare_opened(&dialer).await;
+        // A new server on the same port; only it must see the command.
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            accept_requests(&mut conn, 2).await;
+            conn.write_all(&shell_v2_packet(SHELL_V2_EXIT, &[7]))
+                .await
+                .unwrap();
+            let _ = conn.read(&mut [0u8; 1]).await;
+        });
+        // Until the server's close has reached the spare (kept, not taken).
+        let closed = || {
+            let spare = dialer.spare.lock().unwrap();
+            let spare = spare.as_ref().expect("the spare is still held");
+            !matches!(spare.peek(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+        };
+        tokio::time::timeout(SECOND, async {
+            while !closed() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the close reached the spare within a second");
+        assert!(
+            dialer.take_spare().is_none(),
+            "a closed spare is not handed out"
+        );
+        let out = shell(&dialer, "emu-1", "id", Protocol::V2, within(SECOND))
+            .await
+            .unwrap();
+        assert_eq!(out.exit, Some(7));
+    }
+
+    /// A spare that dies between its check and its first request (the
+    /// request went out, no answer came) is replaced, and the request sent
+    /// again on a fresh connection: the command runs once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_spare_that_fails_its_first_request_is_replaced() {
+        let (addr, accepted) = numbering_server(|n| n == 1).await;
+        let dialer = Dialer::new(addr);
+        assert_eq!(connection_number(&dialer).await, 0);
+        spare_opened(&dialer).await;
+        assert_eq!(connection_number(&dialer).await, 2, "a fresh connection");
+        assert!(accepted.load(Ordering::SeqCst) >= 3);
+    }
+
+    /// A current-thread runtime closes a finished command's connection
+    /// but opens no spare.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_current_thread_runtime_opens_no_spare() {
+        let (addr, accepted) = numbering_server(|_| false).await;
+        let dialer = Dialer::new(addr);
+        assert_eq!(connection_number(&dialer).await, 0);
+        // The close task runs, and would have opened a spare by now.
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(!dialer.has_spare());
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(connection_number(&dialer).await, 1);
+    }
+
+    /// A server on another host gets no spare (a router may drop an idle
+    /// connection silently); one on this host does.
+    #[test]
+    fn only_a_server_on_this_host_gets_a_spare() {
+        assert!(Dialer::new(SocketAddrV4::new([127, 0, 0, 1].into(), 5037)).ahead);
+        assert!(!Dialer::new(SocketAddrV4::new([192, 168, 1, 20].into(), 5037)).ahead);
+    }
+
+    /// A fresh connection that fails its first request is an error: only
+    /// a spare is retried.
+    #[tokio::test]
+    async fn a_fresh_connection_that_fails_its_first_request_is_an_error() {
+        let (addr, _) = numbering_server(|_| true).await;
+        let err = shell(
+            &Dialer::new(addr),
+            "emu-1",
+            "id",
+            Protocol::V2,
+            within(SECOND),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof),
+            "{err:?}"
+        );
     }
 
     #[tokio::test]
@@ -559,7 +886,10 @@ mod tests {
         });
         let mut calls = tokio::task::JoinSet::new();
         for _ in 0..CALLS {
-            calls.spawn(shell(addr, "emu-1", "id", Protocol::V2, within(SECOND * 5)));
+            let dialer = Dialer::new(addr);
+            calls.spawn(async move {
+                shell(&dialer, "emu-1", "id", Protocol::V2, within(SECOND * 5)).await
+            });
         }
         let mut got: Vec<usize> = calls
             .join_all()
@@ -584,9 +914,15 @@ mod tests {
                 .unwrap();
         })
         .await;
-        let err = shell(addr, "emu-1", "id", Protocol::V2, within(SECOND))
-            .await
-            .unwrap_err();
+        let err = shell(
+            &Dialer::new(addr),
+            "emu-1",
+            "id",
+            Protocol::V2,
+            within(SECOND),
+        )
+        .await
+        .unwrap_err();
         assert!(
             matches!(&err, ExchangeError::Refused(m) if m == "device unauthorized"),
             "{err:?}"
@@ -602,7 +938,7 @@ mod tests {
         )
         .await;
         let out = shell(
-            addr,
+            &Dialer::new(addr),
             "emu-1",
             "id ; echo __dw_rc=$?",
             Protocol::V1,
@@ -635,9 +971,15 @@ mod tests {
             }
         })
         .await;
-        let err = shell(addr, "emu-1", "yes", Protocol::V1, within(SECOND * 10))
-            .await
-            .unwrap_err();
+        let err = shell(
+            &Dialer::new(addr),
+            "emu-1",
+            "yes",
+            Protocol::V1,
+            within(SECOND * 10),
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(err, ExchangeError::TooLarge), "{err:?}");
     }
 
@@ -649,7 +991,9 @@ mod tests {
             false,
         )
         .await;
-        let features = features(addr, "emu-1", within(SECOND)).await.unwrap();
+        let features = features(&Dialer::new(addr), "emu-1", within(SECOND))
+            .await
+            .unwrap();
         assert_eq!(features, ["cmd", "shell_v2", "stat_v2"]);
         assert_eq!(protocol_for(&features), Protocol::V2);
         assert_eq!(protocol_for(&[]), Protocol::V1);
@@ -669,9 +1013,15 @@ mod tests {
             assert_eq!(read_request(&mut conn).await, "shell:id ; echo __dw_rc=$?");
             conn.write_all(b"OKAYx\n__dw_rc=0\n").await.unwrap();
         });
-        let (protocol, out) = run(addr, "emu-1", "id".into(), None, within(SECOND))
-            .await
-            .unwrap();
+        let (protocol, out) = run(
+            &Dialer::new(addr),
+            "emu-1",
+            "id".into(),
+            None,
+            within(SECOND),
+        )
+        .await
+        .unwrap();
         assert_eq!(protocol, Protocol::V1);
         assert_eq!(out.stdout, b"x\n__dw_rc=0\n");
         assert_eq!(out.exit, None);

@@ -54,7 +54,7 @@ use crate::error::BridgeError;
 use adb_client::RustADBError;
 use adb_client::server::{ADBServer, DeviceLong, DeviceState};
 use droidwarden_services::{Command, DeviceName};
-use exchange::{ExchangeError, Protocol};
+use exchange::{Dialer, ExchangeError, Protocol};
 use serde_json::Value;
 pub use shell::{ShellOutput, quote};
 use std::collections::{BTreeMap, HashMap};
@@ -173,6 +173,9 @@ pub struct AdbTransport {
     /// `adb_client` requests whose blocking thread has not returned yet
     /// (see [`MAX_HOST_REQUESTS`]).
     host_requests: Arc<AtomicUsize>,
+    /// The adb server every device's exchanges go to (one spare connection
+    /// for them all).
+    dialer: Arc<Dialer>,
 }
 
 /// Attempts to start the adb server: at once the first time it is found
@@ -252,6 +255,7 @@ impl AdbTransport {
             connect: std::mem::take(&mut config.connect),
             poll_interval: config.poll_interval,
         };
+        let dialer = Dialer::new(config.server);
         let transport = Self {
             config,
             registry,
@@ -260,6 +264,7 @@ impl AdbTransport {
             server_start: Mutex::new(ServerStart::default()),
             adb_missing: Arc::new(AtomicBool::new(false)),
             host_requests: Arc::new(AtomicUsize::new(0)),
+            dialer,
         };
         let named: Vec<String> = transport.live().names.keys().cloned().collect();
         for serial in named {
@@ -601,7 +606,7 @@ impl AdbTransport {
         let device = Arc::new(AdbDevice {
             name: name.clone(),
             serial: serial.to_owned(),
-            server: self.config.server,
+            server: Arc::clone(&self.dialer),
             call_timeout: self.config.call_timeout,
             status: Mutex::new(status),
             slots: Semaphore::new(self.config.workers_per_device.max(1)),
@@ -773,7 +778,7 @@ impl Status {
 pub struct AdbDevice {
     name: DeviceName,
     serial: String,
-    server: SocketAddrV4,
+    server: Arc<Dialer>,
     call_timeout: Duration,
     /// Written by the transport's refresh and by calls that see the device
     /// drop; only held for field updates, never across an await.
@@ -803,7 +808,7 @@ impl AdbDevice {
             .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
         let remote = file.remote;
         let sent = sync::send(
-            self.server,
+            &self.server,
             &self.serial,
             sync::Outgoing {
                 remote,
@@ -861,7 +866,7 @@ impl AdbDevice {
         let deadline = tokio::time::Instant::now() + self.call_timeout + EXCHANGE_GRACE;
         tracing::debug!(device = %self.name, command = %line, "adb exec-out");
         let _slot = self.slot(deadline).await?;
-        let out = exchange::exec(self.server, &self.serial, &line, deadline)
+        let out = exchange::exec(&self.server, &self.serial, &line, deadline)
             .await
             .map_err(|e| self.exchange_error(e))?;
         Ok(actions::BinaryOutput {
@@ -922,7 +927,7 @@ impl AdbDevice {
         let known = self.status().protocol;
         tracing::debug!(device = %self.name, command = %line, "adb shell");
         let _slot = self.slot(deadline).await?;
-        let (protocol, out) = exchange::run(self.server, &self.serial, line, known, deadline)
+        let (protocol, out) = exchange::run(&self.server, &self.serial, line, known, deadline)
             .await
             .map_err(|e| self.exchange_error(e))?;
         if known.is_none() {
@@ -1182,11 +1187,13 @@ mod tests {
         tokio::spawn(async move {
             loop {
                 let (mut conn, _) = listener.accept().await.unwrap();
-                let now = count.fetch_add(1, Ordering::SeqCst) + 1;
-                peak.fetch_max(now, Ordering::SeqCst);
-                let count = Arc::clone(&count);
+                let (count, peak) = (Arc::clone(&count), Arc::clone(&peak));
                 tokio::spawn(async move {
+                    // A command is in flight once its requests came: a
+                    // connection opened ahead of need sends none yet.
                     test_support::accept_requests(&mut conn, 2).await;
+                    let now = count.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     count.fetch_sub(1, Ordering::SeqCst);
                     // stdout "ok", then exit status 0.

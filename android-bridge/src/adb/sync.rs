@@ -20,8 +20,7 @@
 //! and removes what it wrote; a connection closed before `DONE` leaves no
 //! file either.
 
-use super::exchange::{Conn, ExchangeError, bounded};
-use std::net::SocketAddrV4;
+use super::exchange::{Conn, Dialer, ExchangeError, bounded};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -79,7 +78,7 @@ pub(crate) enum Sent {
 }
 
 /// Open the file service of the device with `serial`.
-async fn open(server: SocketAddrV4, serial: &str) -> Result<Conn, ExchangeError> {
+async fn open(server: &Dialer, serial: &str) -> Result<Conn, ExchangeError> {
     let mut conn = Conn::to_device(server, serial).await?;
     conn.request("sync:").await?;
     Ok(conn)
@@ -88,7 +87,7 @@ async fn open(server: SocketAddrV4, serial: &str) -> Result<Conn, ExchangeError>
 /// Look `remote` up, then write the file unless [`Outgoing::replace`] is false
 /// and something is there: one connection, one deadline.
 pub(crate) async fn send(
-    server: SocketAddrV4,
+    server: &Dialer,
     serial: &str,
     file: Outgoing<'_>,
     deadline: Instant,
@@ -225,6 +224,7 @@ mod tests {
     use super::*;
     use crate::adb::wire::sync_stat_reply;
     use crate::test_support::{loopback, read_request};
+    use std::net::SocketAddrV4;
     use std::time::Duration;
     use tokio::net::TcpStream;
 
@@ -280,7 +280,7 @@ mod tests {
             max,
             replace,
         };
-        send(addr, "emu-1", outgoing, deadline()).await
+        send(&Dialer::new(addr), "emu-1", outgoing, deadline()).await
     }
 
     #[tokio::test]
