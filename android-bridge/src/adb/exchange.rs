@@ -629,11 +629,14 @@ mod tests {
         (addr, accepted)
     }
 
+    /// `id` on `emu-1` through `dialer`, shell v2, within a second.
+    async fn id(dialer: &Arc<Dialer>) -> Result<Exchange, ExchangeError> {
+        shell(dialer, "emu-1", "id", Protocol::V2, within(SECOND)).await
+    }
+
     /// `id` through `dialer`: the number of the connection that carried it.
     async fn connection_number(dialer: &Arc<Dialer>) -> usize {
-        let out = shell(dialer, "emu-1", "id", Protocol::V2, within(SECOND))
-            .await
-            .unwrap();
+        let out = id(dialer).await.unwrap();
         String::from_utf8(out.stdout).unwrap().parse().unwrap()
     }
 
@@ -689,9 +692,7 @@ mod tests {
             let (spare, _) = listener.accept().await.unwrap();
             drop((spare, listener));
         });
-        let out = shell(&dialer, "emu-1", "id", Protocol::V2, within(SECOND))
-            .await
-            .unwrap();
+        let out = id(&dialer).await.unwrap();
         assert_eq!(out.exit, Some(0));
         first.await.unwrap();
         spare_opened(&dialer).await;
@@ -722,9 +723,7 @@ mod tests {
             dialer.take_spare().is_none(),
             "a closed spare is not handed out"
         );
-        let out = shell(&dialer, "emu-1", "id", Protocol::V2, within(SECOND))
-            .await
-            .unwrap();
+        let out = id(&dialer).await.unwrap();
         assert_eq!(out.exit, Some(7));
     }
 
@@ -771,15 +770,7 @@ mod tests {
     #[tokio::test]
     async fn a_fresh_connection_that_fails_its_first_request_is_an_error() {
         let (addr, _) = numbering_server(|_| true).await;
-        let err = shell(
-            &Dialer::new(addr),
-            "emu-1",
-            "id",
-            Protocol::V2,
-            within(SECOND),
-        )
-        .await
-        .unwrap_err();
+        let err = id(&Dialer::new(addr)).await.unwrap_err();
         assert!(
             matches!(&err, ExchangeError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof),
             "{err:?}"
@@ -914,15 +905,7 @@ mod tests {
                 .unwrap();
         })
         .await;
-        let err = shell(
-            &Dialer::new(addr),
-            "emu-1",
-            "id",
-            Protocol::V2,
-            within(SECOND),
-        )
-        .await
-        .unwrap_err();
+        let err = id(&Dialer::new(addr)).await.unwrap_err();
         assert!(
             matches!(&err, ExchangeError::Refused(m) if m == "device unauthorized"),
             "{err:?}"
