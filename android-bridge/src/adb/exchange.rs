@@ -103,34 +103,47 @@ pub(crate) async fn shell(
     protocol: Protocol,
     deadline: Instant,
 ) -> Result<Exchange, ExchangeError> {
-    bounded(deadline, async {
-        let mut conn = Conn::to_device(server, serial).await?;
-        let out = match protocol {
-            Protocol::V2 => {
-                conn.request(&format!("shell,v2,raw:{command}")).await?;
-                conn.read_v2().await?
-            }
-            Protocol::V1 => conn.read_raw(&format!("shell:{command}")).await?,
-        };
-        server.finish(conn);
-        Ok(out)
-    })
-    .await
+    let service = match protocol {
+        Protocol::V2 => format!("shell,v2,raw:{command}"),
+        Protocol::V1 => format!("shell:{command}"),
+    };
+    on_device(server, serial, &service, protocol, deadline).await
 }
 
 /// Run `command` through the `exec:` service (`adb exec-out`): no terminal,
-/// so binary output arrives unchanged, but no exit status and stderr merged.
-/// For devices without shell protocol v2, whose `shell:` goes through a
-/// terminal that turns every `\n` into `\r\n`.
+/// so binary output arrives unchanged, but no exit status and stderr merged
+/// (framed as [`Protocol::V1`]). For devices without shell protocol v2,
+/// whose `shell:` goes through a terminal that turns every `\n` into `\r\n`.
 pub(crate) async fn exec(
     server: &Arc<Dialer>,
     serial: &str,
     command: &str,
     deadline: Instant,
 ) -> Result<Exchange, ExchangeError> {
+    let service = format!("exec:{command}");
+    on_device(server, serial, &service, Protocol::V1, deadline).await
+}
+
+/// Request `service` of the device with `serial` and read its output as
+/// `framing` frames it: v2 packets up to the exit status, or raw bytes
+/// until the device closes the stream.
+async fn on_device(
+    server: &Arc<Dialer>,
+    serial: &str,
+    service: &str,
+    framing: Protocol,
+    deadline: Instant,
+) -> Result<Exchange, ExchangeError> {
     bounded(deadline, async {
         let mut conn = Conn::to_device(server, serial).await?;
-        let out = conn.read_raw(&format!("exec:{command}")).await?;
+        conn.request(service).await?;
+        let out = match framing {
+            Protocol::V2 => conn.read_v2().await?,
+            Protocol::V1 => Exchange {
+                stdout: conn.read_to_end().await?,
+                ..Exchange::default()
+            },
+        };
         server.finish(conn);
         Ok(out)
     })
@@ -377,17 +390,6 @@ impl Conn {
     /// (`host:transport:SERIAL`), ready for a service request.
     pub(super) async fn to_device(server: &Dialer, serial: &str) -> Result<Self, ExchangeError> {
         Self::first_request(server, &format!("host:transport:{serial}")).await
-    }
-
-    /// Request `service` and take its raw output until the device closes
-    /// the stream: standard output only, no exit status (`shell:`, `exec:`).
-    async fn read_raw(&mut self, service: &str) -> Result<Exchange, ExchangeError> {
-        self.request(service).await?;
-        let stdout = self.read_to_end().await?;
-        Ok(Exchange {
-            stdout,
-            ..Exchange::default()
-        })
     }
 
     /// Send one request and read the server's `OKAY` (or its `FAIL`).
@@ -920,10 +922,11 @@ mod tests {
             false,
         )
         .await;
+        let line = "id ; echo __dw_rc=$?";
         let out = shell(
             &Dialer::new(addr),
             "emu-1",
-            "id ; echo __dw_rc=$?",
+            line,
             Protocol::V1,
             within(SECOND),
         )
