@@ -235,6 +235,10 @@ pub(crate) struct Dialer {
     /// Set while a spare is being opened, so that commands finishing
     /// together open one, not one each.
     opening: AtomicBool,
+    /// Told each time a spare is stored, so that tests wait for that
+    /// instead of polling.
+    #[cfg(test)]
+    stored: tokio::sync::Notify,
 }
 
 impl Dialer {
@@ -245,6 +249,8 @@ impl Dialer {
             ahead: addr.ip().is_loopback(),
             spare: Mutex::new(None),
             opening: AtomicBool::new(false),
+            #[cfg(test)]
+            stored: tokio::sync::Notify::new(),
         })
     }
 
@@ -305,6 +311,8 @@ impl Dialer {
             let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
             if spare.is_none() {
                 *spare = Some(stream);
+                #[cfg(test)]
+                self.stored.notify_one();
             }
         }
     }
@@ -599,22 +607,28 @@ mod tests {
         assert!(closed.unwrap(), "an orderly close, not an error");
     }
 
+    /// What [`numbering_server`] saw of a connection, by its number.
+    #[derive(Debug, PartialEq)]
+    enum Seen {
+        Accepted(usize),
+        /// The client closed it, after its command was answered.
+        Closed(usize),
+    }
+
     /// A server that answers every command `id` with its connection's
     /// number (0 for the first accepted) on stdout, or, for a connection
     /// whose number `drop_on_request` picks, reads the first request and
-    /// closes without an answer. Returns its address and the number of
-    /// connections accepted so far.
+    /// closes without an answer. Returns its address and what it sees.
     async fn numbering_server(
         drop_on_request: fn(usize) -> bool,
-    ) -> (SocketAddrV4, Arc<std::sync::atomic::AtomicUsize>) {
-        use std::sync::atomic::AtomicUsize;
+    ) -> (SocketAddrV4, tokio::sync::mpsc::UnboundedReceiver<Seen>) {
         let (listener, addr) = loopback().await;
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let count = Arc::clone(&accepted);
+        let (seen, events) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
-            loop {
+            for number in 0.. {
                 let (mut conn, _) = listener.accept().await.unwrap();
-                let number = count.fetch_add(1, Ordering::SeqCst);
+                let _ = seen.send(Seen::Accepted(number));
+                let seen = seen.clone();
                 tokio::spawn(async move {
                     if drop_on_request(number) {
                         let _ = read_request(&mut conn).await;
@@ -624,11 +638,21 @@ mod tests {
                     let mut reply = shell_v2_packet(SHELL_V2_STDOUT, number.to_string().as_bytes());
                     reply.extend(shell_v2_packet(SHELL_V2_EXIT, &[0]));
                     conn.write_all(&reply).await.unwrap();
-                    let _ = conn.read(&mut [0u8; 1]).await;
+                    if conn.read(&mut [0u8; 1]).await.is_ok_and(|n| n == 0) {
+                        let _ = seen.send(Seen::Closed(number));
+                    }
                 });
             }
         });
-        (addr, accepted)
+        (addr, events)
+    }
+
+    /// The next thing the server saw, within a second.
+    async fn next_seen(events: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>) -> Seen {
+        tokio::time::timeout(SECOND, events.recv())
+            .await
+            .expect("the server saw something within a second")
+            .expect("the server runs")
     }
 
     /// `id` on `emu-1` through `dialer`, shell v2, within a second.
@@ -642,22 +666,19 @@ mod tests {
         String::from_utf8(out.stdout).unwrap().parse().unwrap()
     }
 
-    /// Wait until `dialer` holds a spare.
+    /// Wait until `dialer` has stored a spare.
     async fn spare_opened(dialer: &Dialer) {
-        tokio::time::timeout(SECOND, async {
-            while !dialer.has_spare() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await
-        .expect("a spare connection within a second");
+        tokio::time::timeout(SECOND, dialer.stored.notified())
+            .await
+            .expect("a spare connection within a second");
+        assert!(dialer.has_spare());
     }
 
     /// The command after a finished one goes out on the connection opened
     /// ahead for it, not on a new one; and it opens the next.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_next_command_goes_out_on_the_connection_opened_ahead() {
-        let (addr, accepted) = numbering_server(|_| false).await;
+        let (addr, mut seen) = numbering_server(|_| false).await;
         let dialer = Dialer::new(addr);
         assert_eq!(connection_number(&dialer).await, 0);
         spare_opened(&dialer).await;
@@ -665,16 +686,18 @@ mod tests {
         spare_opened(&dialer).await;
         assert_eq!(connection_number(&dialer).await, 2);
         spare_opened(&dialer).await;
-        // Three commands and one spare: a spare is opened only when none
-        // is held.
-        tokio::time::timeout(SECOND, async {
-            while accepted.load(Ordering::SeqCst) < 4 {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+        // Three commands and one spare, each connection accepted once: a
+        // spare is opened only when none is held.
+        let mut accepted = Vec::new();
+        while accepted.len() < 4 {
+            if let Seen::Accepted(n) = next_seen(&mut seen).await {
+                accepted.push(n);
             }
-        })
-        .await
-        .expect("the server accepted the spare");
-        assert_eq!(accepted.load(Ordering::SeqCst), 4);
+        }
+        assert_eq!(accepted, [0, 1, 2, 3]);
+        while let Ok(event) = seen.try_recv() {
+            assert!(matches!(event, Seen::Closed(_)), "{event:?}");
+        }
     }
 
     /// A spare the server has closed since (it was restarted) is seen
@@ -708,19 +731,18 @@ mod tests {
                 .unwrap();
             let _ = conn.read(&mut [0u8; 1]).await;
         });
-        // Until the server's close has reached the spare (kept, not taken).
-        let closed = || {
+        // Until the server's close has reached the spare: watched through a
+        // second handle on it, so the spare itself stays held.
+        let watch = {
             let spare = dialer.spare.lock().unwrap();
             let spare = spare.as_ref().expect("the spare is still held");
-            !matches!(spare.peek(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            TcpStream::from_std(spare.try_clone().unwrap()).unwrap()
         };
-        tokio::time::timeout(SECOND, async {
-            while !closed() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await
-        .expect("the close reached the spare within a second");
+        tokio::time::timeout(SECOND, watch.readable())
+            .await
+            .expect("the close reached the spare within a second")
+            .unwrap();
+        drop(watch);
         assert!(
             dialer.take_spare().is_none(),
             "a closed spare is not handed out"
@@ -734,28 +756,26 @@ mod tests {
     /// again on a fresh connection: the command runs once.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_spare_that_fails_its_first_request_is_replaced() {
-        let (addr, accepted) = numbering_server(|n| n == 1).await;
+        let (addr, _) = numbering_server(|n| n == 1).await;
         let dialer = Dialer::new(addr);
         assert_eq!(connection_number(&dialer).await, 0);
         spare_opened(&dialer).await;
         assert_eq!(connection_number(&dialer).await, 2, "a fresh connection");
-        assert!(accepted.load(Ordering::SeqCst) >= 3);
     }
 
     /// A current-thread runtime closes a finished command's connection
     /// but opens no spare.
     #[tokio::test(flavor = "current_thread")]
     async fn a_current_thread_runtime_opens_no_spare() {
-        let (addr, accepted) = numbering_server(|_| false).await;
+        let (addr, mut seen) = numbering_server(|_| false).await;
         let dialer = Dialer::new(addr);
         assert_eq!(connection_number(&dialer).await, 0);
-        // The close task runs, and would have opened a spare by now.
-        for _ in 0..20 {
-            tokio::task::yield_now().await;
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        assert_eq!(next_seen(&mut seen).await, Seen::Accepted(0));
+        // The finishing task has closed the connection; in the same turn it
+        // would have started opening a spare, or stored one.
+        assert_eq!(next_seen(&mut seen).await, Seen::Closed(0));
+        assert!(!dialer.opening.load(Ordering::SeqCst));
         assert!(!dialer.has_spare());
-        assert_eq!(accepted.load(Ordering::SeqCst), 1);
         assert_eq!(connection_number(&dialer).await, 1);
     }
 
