@@ -4,7 +4,11 @@
 //! state). Everything that must hold for every transport lives here instead:
 //! [`DeviceHandle::call`] checks the transport's capability table, refuses
 //! offline devices, runs state-changing actions on one device one at a time
-//! (reads run alongside) and bounds every call with a timeout. The
+//! (reads run alongside) and bounds every call with a timeout. A phone
+//! whose call timed out is *stalled* until a probe read answers: nothing
+//! else is sent into it meanwhile (a frozen phone's adbd runs the shell
+//! streams it buffered all at once when it resumes, out of order), and it
+//! is announced offline, "not answering", until then. The
 //! [`Registry`] names devices, selects one for a request and broadcasts
 //! availability changes.
 
@@ -16,7 +20,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 use tokio::sync::broadcast;
 
@@ -143,6 +148,14 @@ pub trait Device: Send + Sync + fmt::Debug {
         }
     }
 
+    /// A cheap read that shows the phone answers commands again, sent after
+    /// a call on it timed out and before anything else is sent (see
+    /// [`DeviceHandle::call`]). `None` (the default): the transport has no
+    /// such read, and a timeout holds nothing back.
+    fn probe(&self) -> Option<BoxFuture<'_, Result<(), BridgeError>>> {
+        None
+    }
+
     /// Perform one command once it has its [`Turn`] (for a state-changing
     /// command, the phone's one-change-at-a-time lock). The default takes
     /// the turn first, then calls [`Device::execute`]. A transport that
@@ -212,7 +225,16 @@ struct HandleInner {
     /// take it. A tokio mutex because it is held across the call's awaits.
     mutation: tokio::sync::Mutex<()>,
     timeout: Duration,
+    /// A call sent to the phone timed out, and no probe has answered since:
+    /// nothing more is sent until one does.
+    stalled: AtomicBool,
+    /// Where availability changes are announced (the registry's channel,
+    /// set when the handle is inserted).
+    events: OnceLock<broadcast::Sender<DeviceEvent>>,
 }
+
+/// The longest a probe of a stalled phone may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl fmt::Debug for DeviceHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -231,13 +253,21 @@ impl DeviceHandle {
                 device,
                 mutation: tokio::sync::Mutex::new(()),
                 timeout,
+                stalled: AtomicBool::new(false),
+                events: OnceLock::new(),
             }),
         }
     }
 
-    /// The device's current state.
+    /// The device's current state (offline, "not answering", while
+    /// stalled).
     pub fn info(&self) -> DeviceInfo {
-        self.inner.device.info()
+        let mut info = self.inner.device.info();
+        if info.online && self.inner.stalled.load(Ordering::Acquire) {
+            info.online = false;
+            info.state_detail = Some(STALLED.to_owned());
+        }
+        info
     }
 
     /// The per-call timeout.
@@ -265,23 +295,104 @@ impl DeviceHandle {
                 reason: reason.to_owned(),
             });
         }
-        if !info.online && !self.inner.device.queues_while_offline() {
+        let stalled = self.inner.stalled.load(Ordering::Acquire);
+        if !info.online && !stalled && !self.inner.device.queues_while_offline() {
             return Err(self.inner.device.offline_error(info));
         }
         let turn = Turn {
             lock: command.mutates().then_some(&self.inner.mutation),
         };
-        let work = self.inner.device.execute_in_turn(command, turn);
+        // Whether the call reached the phone: a timeout before that (its
+        // turn behind a slow change, a probe) sent nothing.
+        let sent = AtomicBool::new(false);
+        let work = async {
+            if self.inner.device.probe().is_none() {
+                sent.store(true, Ordering::Release);
+                return self.inner.device.execute_in_turn(command, turn).await;
+            }
+            let _turn = turn.take().await;
+            // Checked once the turn is ours: a change that waited behind
+            // the one that timed out must not follow it into the phone.
+            self.unstall(&info).await?;
+            sent.store(true, Ordering::Release);
+            self.inner.device.execute(command).await
+        };
         match tokio::time::timeout(self.inner.timeout, work).await {
             Ok(result) => result,
-            Err(_) => Err(BridgeError::Timeout {
+            Err(_) if !sent.load(Ordering::Acquire) => Err(BridgeError::Busy {
                 device: info.name.to_string(),
-                what: format!("{service}.{action}"),
-                after: self.inner.timeout,
+                reason: format!(
+                    "{service}.{action} did not get its turn within {} ms; it was not sent",
+                    self.inner.timeout.as_millis()
+                ),
+            }),
+            Err(_) => {
+                if self.inner.device.probe().is_some()
+                    && !self.inner.stalled.swap(true, Ordering::AcqRel)
+                {
+                    tracing::warn!(
+                        device = %info.name,
+                        what = %format_args!("{service}.{action}"),
+                        "a command timed out; nothing more is sent to this phone until it answers a check"
+                    );
+                    self.announce(&info, false, Some(STALLED.to_owned()));
+                }
+                Err(BridgeError::Timeout {
+                    device: info.name.to_string(),
+                    what: format!("{service}.{action}"),
+                    after: self.inner.timeout,
+                })
+            }
+        }
+    }
+
+    /// Before sending anything to a stalled phone: a probe read. It
+    /// answers: the phone is back (announced online). It does not: the
+    /// call is refused, not sent.
+    async fn unstall(&self, info: &DeviceInfo) -> Result<(), BridgeError> {
+        if !self.inner.stalled.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let Some(probe) = self.inner.device.probe() else {
+            return Ok(());
+        };
+        let limit = PROBE_TIMEOUT.min(self.inner.timeout);
+        match tokio::time::timeout(limit, probe).await {
+            Ok(Ok(())) => {
+                if self.inner.stalled.swap(false, Ordering::AcqRel) {
+                    tracing::info!(device = %info.name, "the phone answers again");
+                    let now = self.inner.device.info();
+                    self.announce(&now, now.online, now.state_detail.clone());
+                }
+                Ok(())
+            }
+            // The transport knows better (unplugged, adb gone): its word.
+            Ok(Err(e @ (BridgeError::DeviceOffline { .. } | BridgeError::AdbMissing { .. }))) => {
+                Err(e)
+            }
+            _ => Err(BridgeError::DeviceOffline {
+                device: info.name.to_string(),
+                reason: format!(
+                    "{STALLED}: an earlier command timed out and a check did not answer within {} ms; nothing was sent",
+                    limit.as_millis()
+                ),
             }),
         }
     }
+
+    fn announce(&self, info: &DeviceInfo, online: bool, detail: Option<String>) {
+        if let Some(events) = self.inner.events.get() {
+            let _ = events.send(DeviceEvent::Availability {
+                device: info.name.clone(),
+                online,
+                detail,
+            });
+        }
+    }
 }
+
+/// Why a stalled phone is offline.
+const STALLED: &str = "not answering";
 
 /// A change in a device's availability.
 #[derive(Debug, Clone, PartialEq)]
@@ -341,6 +452,7 @@ impl Registry {
 
     /// Add or replace a device.
     pub fn insert(&self, handle: DeviceHandle) {
+        let _ = handle.inner.events.set(self.events.clone());
         let name = handle.info().name;
         self.write().insert(name, handle);
     }
@@ -423,6 +535,10 @@ mod tests {
         running: AtomicUsize,
         max_running: AtomicUsize,
         log: Mutex<Vec<String>>,
+        /// Offers a probe (as the ADB transport does).
+        probes: AtomicBool,
+        /// Frozen: commands and probes hang until thawed.
+        frozen: AtomicBool,
     }
 
     impl FakeDevice {
@@ -435,6 +551,8 @@ mod tests {
                 running: AtomicUsize::new(0),
                 max_running: AtomicUsize::new(0),
                 log: Mutex::new(Vec::new()),
+                probes: AtomicBool::new(false),
+                frozen: AtomicBool::new(false),
             })
         }
     }
@@ -456,6 +574,7 @@ mod tests {
             command: &'a Command,
         ) -> BoxFuture<'a, Result<Value, BridgeError>> {
             Box::pin(async move {
+                self.thawed().await;
                 let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
                 self.max_running.fetch_max(now, Ordering::SeqCst);
                 tokio::time::sleep(self.delay).await;
@@ -470,6 +589,24 @@ mod tests {
 
         fn queues_while_offline(&self) -> bool {
             self.queues.load(Ordering::SeqCst)
+        }
+
+        fn probe(&self) -> Option<BoxFuture<'_, Result<(), BridgeError>>> {
+            self.probes.load(Ordering::SeqCst).then(|| {
+                Box::pin(async move {
+                    self.thawed().await;
+                    self.log.lock().unwrap().push("probe".into());
+                    Ok(())
+                }) as BoxFuture<'_, _>
+            })
+        }
+    }
+
+    impl FakeDevice {
+        async fn thawed(&self) {
+            while self.frozen.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
     }
 
@@ -493,6 +630,99 @@ mod tests {
         b.unwrap();
         c.unwrap();
         assert_eq!(dev.max_running.load(Ordering::SeqCst), 3);
+    }
+
+    /// After a timeout nothing more goes into the phone until a probe read
+    /// answers: a change that waited behind the timed-out one is refused
+    /// unsent while the phone stays frozen, the phone is announced
+    /// offline and back, and the next change goes once it answers.
+    #[tokio::test(start_paused = true)]
+    async fn a_phone_whose_call_timed_out_gets_nothing_more_until_a_probe_answers() {
+        let registry = Registry::new();
+        let mut events = registry.subscribe();
+        let dev = FakeDevice::new("p", 10);
+        dev.probes.store(true, Ordering::SeqCst);
+        registry.insert(DeviceHandle::new(dev.clone(), Duration::from_secs(10)));
+        let handle = registry.get("p").unwrap();
+        let set = |level: i64| cmd("screen_control", "set_brightness", json!({"level": level}));
+        dev.frozen.store(true, Ordering::SeqCst);
+        let code = |r: Result<Value, BridgeError>| r.unwrap_err().code();
+        assert_eq!(
+            code(handle.call(&set(1)).await),
+            droidwarden_services::ErrorCode::Timeout
+        );
+        assert!(!handle.info().online);
+        assert_eq!(
+            events.try_recv().unwrap(),
+            DeviceEvent::Availability {
+                device: DeviceName::try_from("p").unwrap(),
+                online: false,
+                detail: Some(STALLED.to_owned())
+            }
+        );
+        // Still frozen: the probe does not answer, so the next change is
+        // refused unsent.
+        let second = handle.call(&set(2)).await.unwrap_err();
+        assert_eq!(
+            second.code(),
+            droidwarden_services::ErrorCode::DeviceOffline,
+            "{second}"
+        );
+        assert!(second.to_string().contains("nothing was sent"), "{second}");
+        // The phone resumes: the next change probes, the probe answers,
+        // and it goes (the timed-out change was dropped unsent here; on a
+        // real phone adbd may still run it, which is why nothing followed it).
+        dev.frozen.store(false, Ordering::SeqCst);
+        handle.call(&set(3)).await.unwrap();
+        assert!(handle.info().online);
+        assert!(matches!(
+            events.try_recv().unwrap(),
+            DeviceEvent::Availability { online: true, .. }
+        ));
+        let log = dev.log.lock().unwrap().clone();
+        assert_eq!(
+            log,
+            ["probe", "set_brightness"],
+            "only the third change was sent after the freeze"
+        );
+    }
+
+    /// A change whose time runs out while it waits for its turn behind a
+    /// slow change was never sent: `busy`, not a `timeout` that may have
+    /// run.
+    #[tokio::test(start_paused = true)]
+    async fn a_change_that_never_got_its_turn_is_busy_not_timed_out() {
+        let dev = FakeDevice::new("p", 900);
+        dev.probes.store(true, Ordering::SeqCst);
+        let handle = DeviceHandle::new(dev.clone(), Duration::from_secs(1));
+        let set = cmd("screen_control", "set_brightness", json!({"level": 5}));
+        let (a, b) = tokio::join!(handle.call(&set), async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            handle.call(&set).await
+        });
+        a.unwrap();
+        let b = b.unwrap_err();
+        // 500 ms in, it waited 400 ms for the turn and then ran 900 ms:
+        // past its 1 s bound while running, so that one is a timeout…
+        assert_eq!(b.code(), droidwarden_services::ErrorCode::Timeout, "{b}");
+        // … but one that runs out before its turn comes (here: behind a
+        // change that timed out on a frozen phone, and a probe that does
+        // not answer) was never sent: busy.
+        let slow = FakeDevice::new("q", 3_000);
+        slow.probes.store(true, Ordering::SeqCst);
+        slow.frozen.store(true, Ordering::SeqCst);
+        let handle = DeviceHandle::new(slow.clone(), Duration::from_secs(1));
+        let (a, b) = tokio::join!(handle.call(&set), async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            handle.call(&set).await
+        });
+        assert_eq!(
+            a.unwrap_err().code(),
+            droidwarden_services::ErrorCode::Timeout
+        );
+        let b = b.unwrap_err();
+        assert_eq!(b.code(), droidwarden_services::ErrorCode::Busy, "{b}");
+        assert!(b.to_string().contains("it was not sent"), "{b}");
     }
 
     #[tokio::test(start_paused = true)]

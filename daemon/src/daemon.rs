@@ -60,6 +60,12 @@ async fn check_state_dir(dir: &std::path::Path) -> Result<(), (u8, std::io::Erro
         .await
         .map_err(|e| (crate::EXIT_CANTCREAT, std::io::Error::other(e)))?
         .map_err(|e| (crate::EXIT_CANTCREAT, e))?;
+    // Another user's directory: refused before anything is written there.
+    let owned = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || crate::private::check_owner(&owned))
+        .await
+        .map_err(|e| (crate::EXIT_CANTCREAT, std::io::Error::other(e)))?
+        .map_err(|e| (crate::EXIT_CANTCREAT, e))?;
     let probe = dir.join(".droidwarden-write-check");
     tokio::fs::write(&probe, b"")
         .await

@@ -192,6 +192,11 @@ pub(crate) struct Hub {
     /// What the phone services may do (`[phone_services]`), checked before
     /// a call takes its place.
     phone_policy: Arc<droidwarden_services::PhonePolicy>,
+    /// State reads waiting for their turn, by device and service: one is
+    /// enough (it runs after everything admitted before it), so a burst of
+    /// changes to one service is followed by one refresh, not one each,
+    /// and refreshes stay out of the callers' [`MAX_WAITING`].
+    refreshing: Arc<Mutex<std::collections::HashSet<(DeviceName, &'static str)>>>,
 }
 
 /// A call admitted in arrival order, waiting to [`run`](Admitted::run).
@@ -219,6 +224,7 @@ impl Hub {
             delivery,
             next_key: Arc::new(AtomicU64::new(1)),
             phone_policy: Arc::default(),
+            refreshing: Arc::default(),
         }
     }
 
@@ -295,7 +301,7 @@ impl Hub {
             .registry
             .select(call.device.as_deref())
             .map_err(|e| e.to_wire())?;
-        let ticket = self.ticket(&device, &call.command)?;
+        let ticket = self.ticket(&device, &call.command, true)?;
         Ok(Admitted {
             hub: self.clone(),
             device,
@@ -304,16 +310,28 @@ impl Hub {
         })
     }
 
-    /// A place in the device's order, unless [`MAX_WAITING`] calls already
-    /// wait for it: then the call is refused at once and nothing is sent
-    /// (`device_offline` for a phone that is away, else `busy`).
-    fn ticket(&self, device: &DeviceHandle, command: &Command) -> Result<Ticket, WireError> {
+    /// A place in the device's order, unless `capped` and [`MAX_WAITING`]
+    /// calls already wait for it: then the call is refused at once and
+    /// nothing is sent (`device_offline` for a phone that is away, else
+    /// `busy`). State reads are not capped: at most one per service waits
+    /// ([`Hub::poll_state`]).
+    fn ticket(
+        &self,
+        device: &DeviceHandle,
+        command: &Command,
+        capped: bool,
+    ) -> Result<Ticket, WireError> {
         let write = command.mutates();
         let sequencer = {
             let mut map = self.sequencers.lock().unwrap_or_else(|e| e.into_inner());
             Arc::clone(map.entry(device.info().name).or_default())
         };
-        if sequencer.open() >= MAX_WAITING {
+        if capped
+            && sequencer
+                .open()
+                .saturating_sub(self.refreshes_waiting(device))
+                >= MAX_WAITING
+        {
             return Err(not_sent(
                 device,
                 format!(
@@ -324,17 +342,62 @@ impl Hub {
         Ok(sequencer.ticket(write))
     }
 
+    /// State reads of `device` waiting for their turn.
+    fn refreshes_waiting(&self, device: &DeviceHandle) -> usize {
+        let name = device.info().name;
+        self.refreshing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(d, _)| *d == name)
+            .count()
+    }
+
+    /// Claim the one waiting state read of `service` on `device`: false
+    /// when one already waits (it will run after everything admitted
+    /// before it, so another is not needed). Synchronous, so a change that
+    /// finishes just as the waiting read gets its turn claims a new one.
+    fn claim_refresh(&self, device: &DeviceHandle, service: &'static str) -> bool {
+        self.refreshing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((device.info().name, service))
+    }
+
     /// Read a service's state without status announcements (polling, and
     /// the refresh after a change). It takes a place in the device's order
-    /// like any read.
+    /// like any read; while one waits for its turn, another for the same
+    /// service is not needed and is skipped.
     pub(crate) async fn poll_state(&self, device: &DeviceHandle, service: &'static str) {
+        if self.claim_refresh(device, service) {
+            self.poll_claimed(device, service).await;
+        }
+    }
+
+    /// [`Hub::poll_state`] once the read is claimed.
+    async fn poll_claimed(&self, device: &DeviceHandle, service: &'static str) {
+        let key = (device.info().name, service);
         let Some(command) = state_read(service) else {
+            self.refreshing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
             return;
         };
-        let Ok(ticket) = self.ticket(device, &command) else {
+        let Ok(ticket) = self.ticket(device, &command, false) else {
+            self.refreshing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
             return;
         };
-        if let Err(e) = wait_turn(device, &ticket).await {
+        let turn = wait_turn(device, &ticket).await;
+        // From here a later change needs a read of its own.
+        self.refreshing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        if let Err(e) = turn {
             tracing::debug!(device = %device.info().name, service, error = %e, "state poll gave up waiting");
             return;
         }
@@ -461,10 +524,12 @@ impl Hub {
         if command.is_state_read() {
             self.announce_state(device.info().name, service, result.clone());
         } else if command.mutates() && command.service().state.is_some() {
-            let (hub, device) = (self.clone(), device.clone());
-            // Bounded: the wait for its turn and the read each by the
-            // device's call timeout.
-            tokio::spawn(async move { hub.poll_state(&device, service).await });
+            if self.claim_refresh(device, service) {
+                let (hub, device) = (self.clone(), device.clone());
+                // Bounded: the wait for its turn and the read each by the
+                // device's call timeout.
+                tokio::spawn(async move { hub.poll_claimed(&device, service).await });
+            }
         }
     }
 }
@@ -532,5 +597,112 @@ fn not_sent(device: &DeviceHandle, why: String) -> WireError {
             ErrorCode::DeviceOffline,
             format!("device {} is offline and {why}", info.name),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use droidwarden_bridge::device::BoxFuture;
+    use droidwarden_bridge::{BridgeError, Device, DeviceInfo, TransportKind};
+    use serde_json::json;
+
+    /// A phone whose every command takes `delay` and answers `{}`-ish
+    /// results good enough for state reads.
+    #[derive(Debug)]
+    struct SlowPhone {
+        delay: Duration,
+        log: Mutex<Vec<String>>,
+    }
+
+    impl Device for SlowPhone {
+        fn info(&self) -> DeviceInfo {
+            DeviceInfo {
+                name: DeviceName::try_from("phone").unwrap(),
+                transport: TransportKind::Adb,
+                online: true,
+                serial: "phone".into(),
+                model: None,
+                state_detail: None,
+            }
+        }
+
+        fn execute<'a>(
+            &'a self,
+            command: &'a Command,
+        ) -> BoxFuture<'a, Result<Value, BridgeError>> {
+            Box::pin(async move {
+                tokio::time::sleep(self.delay).await;
+                self.log.lock().unwrap().push(format!(
+                    "{}.{}",
+                    command.service_id(),
+                    command.action_name()
+                ));
+                Ok(json!({"brightness": 5}))
+            })
+        }
+    }
+
+    fn hub(delay_ms: u64) -> (Hub, Arc<SlowPhone>) {
+        let registry = Arc::new(Registry::new());
+        let phone = Arc::new(SlowPhone {
+            delay: Duration::from_millis(delay_ms),
+            log: Mutex::default(),
+        });
+        registry.insert(DeviceHandle::new(phone.clone(), Duration::from_secs(600)));
+        (Hub::new(registry, None), phone)
+    }
+
+    fn change(level: i64) -> Call {
+        Call {
+            device: Some("phone".into()),
+            command: Catalogue::get()
+                .parse(
+                    "screen_control",
+                    "set_brightness",
+                    &json!({ "level": level }),
+                )
+                .unwrap(),
+        }
+    }
+
+    /// The refresh that follows each successful change takes no caller's
+    /// place: with changes completing while others wait, a device still
+    /// admits [`MAX_WAITING`] waiting calls, and a burst of changes to one
+    /// service is followed by one refresh at a time, not one each.
+    #[tokio::test(start_paused = true)]
+    async fn refreshes_after_changes_neither_take_callers_places_nor_pile_up() {
+        let (hub, phone) = hub(100);
+        let mut runs = Vec::new();
+        for level in 0..MAX_WAITING {
+            let admitted = hub.admit_call(change(level as i64)).expect("room for it");
+            runs.push(tokio::spawn(admitted.run()));
+        }
+        // Ten changes done, each followed by a refresh request.
+        tokio::time::sleep(Duration::from_millis(1_050)).await;
+        // As many calls wait as there were places freed: all admitted.
+        for level in 0..10 {
+            let admitted = hub
+                .admit_call(change(100 + level))
+                .unwrap_or_else(|e| panic!("refused with {} waiting: {e}", MAX_WAITING));
+            runs.push(tokio::spawn(admitted.run()));
+        }
+        for run in runs {
+            run.await.unwrap().unwrap();
+        }
+        // Let the last refresh run.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let log = phone.log.lock().unwrap().clone();
+        let changes = log.iter().filter(|l| l.ends_with("set_brightness")).count();
+        let reads = log.len() - changes;
+        assert_eq!(changes, MAX_WAITING + 10);
+        assert!(
+            (1..=2).contains(&reads),
+            "one refresh waiting at a time, and the last after the burst: {reads} reads in {log:?}"
+        );
+        assert!(
+            !log.last().unwrap().ends_with("set_brightness"),
+            "the state is read after the last change: {log:?}"
+        );
     }
 }

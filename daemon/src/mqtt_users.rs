@@ -34,9 +34,8 @@ use ring::rand::{SecureRandom, SystemRandom};
 use ring::{hmac, pbkdf2};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
-use std::io::Write;
 use std::num::NonZeroU32;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -44,6 +43,8 @@ use std::sync::{Arc, Mutex};
 pub(crate) const USERS_FILE: &str = "mqtt-users.json";
 /// The daemon's own password, in the state directory.
 pub(crate) const DAEMON_SECRET_FILE: &str = "mqtt-daemon.secret";
+/// The largest users file read (a million accounts' hashes fit).
+const USERS_FILE_LIMIT: u64 = 256 * 1024 * 1024;
 /// The daemon's own user name.
 pub(crate) const DAEMON_USER: &str = "droidwarden";
 
@@ -144,9 +145,15 @@ impl UserDb {
 
     /// Reads `path`; a missing file is an empty database.
     pub(crate) fn load(path: &Path) -> anyhow::Result<UserDb> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => UserDb::parse(&text).with_context(|| path.display().to_string()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(UserDb::default()),
+        // Never through a link or from a FIFO: root reads this file in a
+        // directory the service user controls.
+        match crate::private::read_file(path, USERS_FILE_LIMIT) {
+            Ok(Some(bytes)) => {
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| anyhow!("{} is not UTF-8 text", path.display()))?;
+                UserDb::parse(&text).with_context(|| path.display().to_string())
+            }
+            Ok(None) => Ok(UserDb::default()),
             Err(e) => Err(e).with_context(|| path.display().to_string()),
         }
     }
@@ -304,40 +311,16 @@ fn private_dir(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create {}", dir.display()))
 }
 
-/// Writes `bytes` to `path` with mode 0600 whatever the umask, through a
-/// temporary file renamed into place.
+/// Writes `bytes` to `path` with mode 0600 whatever the umask, created
+/// exclusively and renamed into place (`crate::private::write_file`:
+/// `sudo droidwarden mqtt-user add` writes in the service user's
+/// directory, so nothing there is followed), owned by the directory's
+/// owner so the daemon can still read it.
 fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     private_dir(dir)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.unwrap_or_default(),
-        std::process::id()
-    ));
-    let write = || -> std::io::Result<()> {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        // The mode above is filtered by the umask; this is not.
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        // `sudo droidwarden mqtt-user add …` runs as root: the file must
-        // stay readable by the daemon's user, who owns the state directory.
-        let (owner, ours) = (std::fs::metadata(dir)?, file.metadata()?);
-        if (owner.uid(), owner.gid()) != (ours.uid(), ours.gid()) {
-            let _ = std::os::unix::fs::fchown(&file, Some(owner.uid()), Some(owner.gid()));
-        }
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        anyhow!("cannot write {}: {e}", path.display())
-    })
+    crate::private::write_file(path, bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The daemon's credentials for its embedded broker: the password in
@@ -348,8 +331,10 @@ pub(crate) fn ensure_daemon_user(state_dir: &Path) -> anyhow::Result<(String, St
     let users_path = state_dir.join(USERS_FILE);
     let secret_path = state_dir.join(DAEMON_SECRET_FILE);
     let mut db = UserDb::load(&users_path)?;
-    let secret = std::fs::read_to_string(&secret_path)
+    let secret = crate::private::read_file(&secret_path, 4096)
         .ok()
+        .flatten()
+        .and_then(|b| String::from_utf8(b).ok())
         .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
         .filter(|s| !s.is_empty());
     if let (Some(secret), Some(user)) = (&secret, db.get(DAEMON_USER))
@@ -768,6 +753,46 @@ mod tests {
         assert!(
             UserDb::parse(r#"{"users":[{"name":"a/b","role":"admin","password":"x"}]}"#).is_err()
         );
+    }
+
+    /// `sudo droidwarden mqtt-user add` writes in the service user's
+    /// directory: links that user plants where the temporary file (the old
+    /// `.<file>.tmp-<pid>`) or the file goes are never followed, and a
+    /// linked or FIFO users file is refused, not read.
+    #[test]
+    fn the_users_file_is_written_and_read_without_following_planted_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("root-owned");
+        std::fs::write(&victim, "keep me").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let path = state.join(USERS_FILE);
+        let planted = state.join(format!(".{USERS_FILE}.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let mut db = UserDb::default();
+        db.insert(UserRecord {
+            name: "alice".into(),
+            role: RoleName::Automation,
+            companion_id: None,
+            grants: Vec::new(),
+            password: hash_password(b"pw").unwrap(),
+        });
+        db.save(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+        assert_eq!(
+            std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+        assert_eq!(UserDb::load(&path).unwrap(), db);
+        // The users file itself a link to another file: replaced on save,
+        // refused on load.
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        assert!(UserDb::load(&path).is_err());
+        db.save(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+        assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
     }
 
     #[test]

@@ -31,6 +31,141 @@ pub const REFUSED_SCHEMES: &[&str] = &[
     "jar",
 ];
 
+/// Link schemes that call, text or dial: an intent or link with one of
+/// these reaches the phone's telephony whatever the action names, so it
+/// passes the `telephony` rules (on, and every number allowlisted).
+const TELEPHONY_SCHEMES: &[&str] = &[
+    "tel",
+    "sms",
+    "smsto",
+    "mms",
+    "mmsto",
+    "voicemail",
+    "sip",
+    "sips",
+];
+
+/// Intent actions that call, dial or text, with or without a data URI.
+const TELEPHONY_ACTIONS: &[&str] = &[
+    "android.intent.action.CALL",
+    "android.intent.action.CALL_PRIVILEGED",
+    "android.intent.action.CALL_EMERGENCY",
+    "android.intent.action.DIAL",
+    "android.intent.action.SENDTO",
+    "android.intent.action.CALL_BUTTON",
+    "android.intent.action.RESPOND_VIA_MESSAGE",
+    "android.intent.action.VOICE_COMMAND",
+];
+
+/// Apps whose activities place calls or send messages when started
+/// directly (by component): the telephony stack, dialers and messaging
+/// apps of AOSP, Google and the largest vendors.
+const TELEPHONY_PACKAGES: &[&str] = &[
+    "com.android.server.telecom",
+    "com.android.phone",
+    "com.android.dialer",
+    "com.google.android.dialer",
+    "com.samsung.android.dialer",
+    "com.samsung.android.incallui",
+    "com.android.incallui",
+    "com.android.mms",
+    "com.android.messaging",
+    "com.google.android.apps.messaging",
+    "com.samsung.android.messaging",
+    "com.android.contacts",
+    "com.google.android.contacts",
+    "com.samsung.android.app.contacts",
+];
+
+/// What a link or an intent would reach of the phone's telephony.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Telephony {
+    /// Nothing: no telephony scheme, action or app.
+    None,
+    /// Calls or texts these numbers (as written, decoded).
+    Numbers(Vec<String>),
+    /// Reaches telephony with no number this daemon can check (a dialer
+    /// started by component, `tel:` with a code, `SENDTO` without data).
+    Unchecked(String),
+}
+
+/// Percent-decoding of a URI part (`%23` → `#`); invalid escapes stay.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = text.get(i + 1..i + 3)
+            && let Ok(b) = u8::from_str_radix(hex, 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The telephony a data URI or link reaches: its numbers for a telephony
+/// scheme (`tel:+1 900…`, `smsto:a,b?body=…`, `sms://a`), else nothing.
+fn telephony_of_uri(uri: &str) -> Telephony {
+    let Some(scheme) = url_scheme(uri) else {
+        return Telephony::None;
+    };
+    if !TELEPHONY_SCHEMES.contains(&scheme.as_str()) {
+        return Telephony::None;
+    }
+    let rest = &uri[scheme.len() + 1..];
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    // Decoded first: `%3F` must not hide a `?` from the cut below, nor
+    // `%2C` a second recipient.
+    let decoded = percent_decode(rest);
+    let recipients = decoded.split(['?', ';']).next().unwrap_or_default();
+    let numbers: Vec<String> = recipients
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if numbers.is_empty() {
+        Telephony::Unchecked(format!("a {scheme}: link without a number"))
+    } else {
+        Telephony::Numbers(numbers)
+    }
+}
+
+/// The telephony an intent reaches, by its data URI, its action or the
+/// app its component names.
+fn telephony_of_intent(
+    component: Option<&str>,
+    action: Option<&str>,
+    data: Option<&str>,
+) -> Telephony {
+    if let Some(data) = data {
+        let by_data = telephony_of_uri(data);
+        if by_data != Telephony::None {
+            return by_data;
+        }
+    }
+    if let Some(action) = action
+        && TELEPHONY_ACTIONS
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(action))
+    {
+        return Telephony::Unchecked(format!("the intent action {action}"));
+    }
+    if let Some(component) = component {
+        let package = component.split('/').next().unwrap_or_default();
+        if TELEPHONY_PACKAGES.contains(&package) {
+            return Telephony::Unchecked(format!("an activity of {package}"));
+        }
+    }
+    Telephony::None
+}
+
 /// `[phone_services]` as written in the configuration.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -335,6 +470,9 @@ impl PhonePolicy {
         match command {
             Command::Intents(IntentsAction::OpenUrl { url }) => {
                 refuse_dangerous_scheme(url)?;
+                // The same rules as telephony's own actions, whichever
+                // way the link would reach it.
+                self.check_telephony(&telephony_of_uri(url))?;
                 let scheme = url_scheme(url).unwrap_or_default();
                 if !self.url_schemes.contains(&scheme) {
                     return Err(WireError::new(
@@ -363,10 +501,14 @@ impl PhonePolicy {
                         "start_activity needs a component or an action",
                     ));
                 }
-                match data {
-                    Some(data) => refuse_dangerous_scheme(data),
-                    None => Ok(()),
+                if let Some(data) = data {
+                    refuse_dangerous_scheme(data)?;
                 }
+                self.check_telephony(&telephony_of_intent(
+                    component.as_deref(),
+                    action.as_deref(),
+                    data.as_deref(),
+                ))
             }
             Command::Files(FilesAction::Pull { path }) => {
                 self.check_path(path, &self.pull_dirs, "pull_dirs")
@@ -408,16 +550,7 @@ impl PhonePolicy {
                     TelephonyAction::SmsSend { number, .. } => number,
                     TelephonyAction::Dial { number } => number,
                 };
-                let normal = normalize_number(number).unwrap_or_default();
-                if !self.allowed_numbers.contains(&normal) {
-                    return Err(WireError::new(
-                        ErrorCode::Denied,
-                        format!(
-                            "{number} is not on this daemon's list of allowed numbers ([phone_services.telephony] allowed_numbers)"
-                        ),
-                    ));
-                }
-                Ok(())
+                self.check_number(number)
             }
             Command::Shell(ShellAction::Run { .. }) => {
                 if self.shell {
@@ -428,6 +561,49 @@ impl PhonePolicy {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Telephony reached any other way than its own actions: refused while
+    /// `telephony` is off; with it on, every number must be allowlisted,
+    /// and what has no number to check (a dialer started directly, a code
+    /// such as `*#06#`) is refused.
+    fn check_telephony(&self, reached: &Telephony) -> Result<(), WireError> {
+        let how = match reached {
+            Telephony::None => return Ok(()),
+            Telephony::Numbers(numbers) => numbers.join(", "),
+            Telephony::Unchecked(how) => how.clone(),
+        };
+        if !self.telephony {
+            return Err(WireError::new(
+                ErrorCode::Disabled,
+                format!(
+                    "{how} reaches the phone's calls and messages, and the telephony service is off on this daemon; turn it on with [phone_services.telephony] enabled = true in its configuration"
+                ),
+            ));
+        }
+        match reached {
+            Telephony::Numbers(numbers) => numbers.iter().try_for_each(|n| self.check_number(n)),
+            _ => Err(WireError::new(
+                ErrorCode::Denied,
+                format!(
+                    "{how} reaches the phone's calls and messages with no number this daemon can check; use telephony.dial or telephony.sms_send, or a tel:/sms: link to an allowed number"
+                ),
+            )),
+        }
+    }
+
+    /// A number on the allowlist, or `denied`.
+    fn check_number(&self, number: &str) -> Result<(), WireError> {
+        let normal = normalize_number(number).unwrap_or_default();
+        if self.allowed_numbers.contains(&normal) {
+            return Ok(());
+        }
+        Err(WireError::new(
+            ErrorCode::Denied,
+            format!(
+                "{number} is not on this daemon's list of allowed numbers ([phone_services.telephony] allowed_numbers)"
+            ),
+        ))
     }
 
     fn check_push(&self, push: &FilesAction) -> Result<(), WireError> {

@@ -43,6 +43,7 @@ notifications are also passed on as they come ({"op": "progress"}).
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -227,13 +228,18 @@ async def elicit(plan):
                 raise
         return types.ElicitResult(action=answer["action"], content=answer.get("content"))
 
+    stack = contextlib.AsyncExitStack()
     if "http" in plan:
         server = plan["http"]
+        if plan.get("token"):
+            http = await stack.enter_async_context(create_mcp_http_client(
+                headers={"Authorization": "Bearer " + plan["token"]}))
+            server = streamable_http_client(plan["http"], http_client=http)
     else:
         argv = plan["stdio"]
         server = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
     results = []
-    async with Client(server, mode=plan["elicit"], elicitation_callback=on_elicit) as client:
+    async with stack, Client(server, mode=plan["elicit"], elicitation_callback=on_elicit) as client:
         emit({"op": "connected", "protocol": client.protocol_version})
         for step in plan["steps"]:
             op = step["op"]

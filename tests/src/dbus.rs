@@ -253,7 +253,26 @@ pub struct Monitor {
 
 impl Monitor {
     fn start(address: &str) -> Self {
-        let mut child = Command::new("gdbus")
+        Self::start_as(address, None)
+    }
+
+    /// A monitor run as user `uid` (root: `None`), in no supplementary
+    /// group: what that user is allowed to receive.
+    pub fn start_as(address: &str, uid: Option<u32>) -> Self {
+        let mut command = match uid {
+            Some(id) => {
+                let mut cmd = Command::new("setpriv");
+                cmd.args([
+                    &format!("--reuid={id}"),
+                    &format!("--regid={id}"),
+                    "--clear-groups",
+                    "gdbus",
+                ]);
+                cmd
+            }
+            None => Command::new("gdbus"),
+        };
+        let mut child = command
             .args(["monitor", "--address", address, "--dest", NAME])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

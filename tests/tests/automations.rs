@@ -401,6 +401,48 @@ action = { kind = "notify", message = "hi" }
             .starts_with("definition.trigger.cron:"),
         "{bad}"
     );
+    // Added over MQTT, a definition notifies only where its adder could
+    // publish: not on another system's topic with the daemon's rights.
+    for (id, topic) in [
+        ("n1", "zigbee2mqtt/front_door/set"),
+        ("n2", "cmnd/garage/POWER"),
+    ] {
+        let escalate = r.manage(
+            id,
+            json!({"op": "add", "definition": {
+                "name": format!("escalate_{id}"),
+                "trigger": {"kind": "interval", "every_s": 3600},
+                "action": {"kind": "notify", "message": "ON"},
+                "notify": topic,
+            }}),
+        );
+        assert_eq!(escalate["ok"], false, "{escalate}");
+        assert_eq!(escalate["error"]["code"], "invalid_params", "{escalate}");
+        assert!(
+            escalate["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&format!("only under {P}/notify/")),
+            "{escalate}"
+        );
+    }
+    let own = r.manage(
+        "n3",
+        json!({"op": "add", "definition": {
+            "name": "notifies_home",
+            "trigger": {"kind": "manual"},
+            "action": {"kind": "notify", "message": "hello"},
+            "notify": format!("{P}/notify/kitchen"),
+        }}),
+    );
+    assert_eq!(own["ok"], true, "{own}");
+    let run = r.manage("rn", json!({"op": "run", "name": "notifies_home"}));
+    assert_eq!(run["ok"], true, "{run}");
+    r.probe.wait("the notification under notify/", WAIT, |m| {
+        m.topic == format!("{P}/notify/kitchen")
+    });
+    let removed = r.manage("rm", json!({"op": "remove", "name": "notifies_home"}));
+    assert_eq!(removed["ok"], true, "{removed}");
     let run = r.manage("r", json!({"op": "run", "name": "added_one"}));
     assert_eq!(run["ok"], true, "{run}");
     r.wait_status("added_one", "success", 1);

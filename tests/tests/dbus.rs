@@ -669,3 +669,137 @@ fn the_system_bus_policy_limits_owning_and_calling() {
         );
     }
 }
+
+/// The system-bus policy lets only root and the group receive the signals
+/// that carry private content (a conversation, tool results, an approval's
+/// parameters); everyone still receives device and status signals.
+#[test]
+fn the_system_bus_policy_keeps_private_signals_from_other_users() {
+    if !droidwarden_e2e::is_root() {
+        eprintln!("skipped: switching users needs root");
+        return;
+    }
+    let policy = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../systemd/dbus/org.droidwarden.Daemon1.conf"
+    ))
+    .expect("the policy file")
+    // No droidwarden user or group here: root owns the name, nogroup
+    // (user nobody's) stands in for the group.
+    .replace(r#"group="droidwarden""#, r#"group="nogroup""#);
+    let bus = PrivateBus::start(move |dir| {
+        std::fs::write(dir.join("policy.conf"), policy).unwrap();
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:dir={dir}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+  </policy>
+  <include>{dir}/policy.conf</include>
+  <policy user="root"><allow own="org.droidwarden.Daemon1"/></policy>
+</busconfig>
+"#,
+            dir = dir.display()
+        )
+    });
+    let (_rt, llm) = droidwarden_e2e::scripted_model();
+    let adb = AdbServer::start();
+    let phone = adb.phone(SimOptions::default());
+    let config = format!(
+        "{}\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{}",
+        embedded_broker(),
+        droidwarden_e2e::scripted_llm_config(&llm, droidwarden_agent::ProviderKind::Openai),
+        serial = phone.serial(),
+    );
+    let _daemon = Daemon::start_with_env(
+        &adb,
+        &config,
+        tempfile::tempdir().unwrap(),
+        &[
+            ("DBUS_SYSTEM_BUS_ADDRESS", &bus.address),
+            ("DROIDWARDEN__DBUS__BUS", "system"),
+        ],
+    );
+    bus.wait_for_daemon(WAIT);
+    const OUTSIDER: u32 = 1; // user "daemon": in no droidwarden group
+    const MEMBER: u32 = 65534; // nobody, in nogroup: the group's stand-in
+    let outsider = droidwarden_e2e::dbus::Monitor::start_as(&bus.address, Some(OUTSIDER));
+    let member = droidwarden_e2e::dbus::Monitor::start_as(&bus.address, Some(MEMBER));
+
+    // A run that asks for an approval, then answers from a tool result.
+    llm.push(droidwarden_e2e::agent_rig::call(
+        "android_device",
+        json!({"device": "phone", "service_id": "wifi_automation", "action": "disable", "parameters": {}}),
+    ));
+    llm.push(droidwarden_e2e::agent_rig::text(
+        "Secret answer: Wi-Fi is off.",
+    ));
+    bus.gdbus_call_as(None, "org.droidwarden.Daemon1.Ask", &["", "turn wifi off"])
+        .expect("Ask");
+    let approval = member.wait("ApprovalRequested for the group", |l| {
+        l.contains(".ApprovalRequested (")
+    });
+    let id = approval
+        .split('\'')
+        .nth(1)
+        .unwrap_or_else(|| panic!("an approval id in {approval}"))
+        .to_owned();
+    bus.gdbus_call_as(None, "org.droidwarden.Daemon1.Approve", &[&id])
+        .expect("Approve");
+    member.wait("the run's final event for the group", |l| {
+        l.contains(".SessionEvent (") && l.contains("Secret answer")
+    });
+    // Everyone sees calls' statuses (what Status tells anyone). One more
+    // call after the run's end: once the outsider has its status, it has
+    // had every signal sent before it (one sender's signals keep their
+    // order).
+    outsider.wait("the agent's call's status for everyone", |l| {
+        l.contains(".ServiceStatusChanged (") && l.contains("wifi_automation")
+    });
+    bus.gdbus_call_as(
+        None,
+        "org.droidwarden.Daemon1.Call",
+        &["phone", "battery", "status", "{}"],
+    )
+    .expect("Call");
+    outsider.wait("a later call's status for everyone", |l| {
+        l.contains(".ServiceStatusChanged (") && l.contains("battery")
+    });
+    // … and the outsider got none of the private signals, before or after.
+    for member_name in [
+        "SessionEvent",
+        "ApprovalRequested",
+        "AutomationRun",
+        "CallAwaitsApproval",
+    ] {
+        assert_eq!(
+            outsider.signals(member_name),
+            Vec::<String>::new(),
+            "{member_name} reached a user outside the group"
+        );
+    }
+    assert!(
+        outsider
+            .lines()
+            .iter()
+            .all(|l| !l.contains("Secret answer")),
+        "{:?}",
+        outsider.lines()
+    );
+}

@@ -1061,7 +1061,18 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
 #[test]
 fn the_python_sdk_answers_approvals_in_the_client_over_http() {
     let port = droidwarden_e2e::free_port();
-    let r = rig(&format!("[mcp]\nlisten = \"127.0.0.1:{port}\"\n"), &[]);
+    // Only a client holding a token the daemon knows as a person's may
+    // answer approvals itself.
+    let token_dir = tempfile::tempdir().expect("dir");
+    let token_file = token_dir.path().join("mcp.token");
+    std::fs::write(&token_file, "alice-s3cret-token\n").expect("token");
+    let r = rig(
+        &format!(
+            "[mcp]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\ntoken_owner = \"alice\"\n",
+            token_file.display()
+        ),
+        &[],
+    );
     let url = format!("http://127.0.0.1:{port}/mcp");
     wait_for("the MCP endpoint", WAIT, || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
@@ -1070,6 +1081,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
     let mut modern = PyClient::start_plan(
         json!({
             "http": url,
+            "token": "alice-s3cret-token",
             "elicit": "auto",
             "answers": [approve],
             "steps": wifi_calls(&["disable"]),
@@ -1085,15 +1097,23 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
         "approved: ran"
     );
     assert_eq!(modern.wait_exit(), 0);
-    // Answered in the daemon's own MCP endpoint: recorded as the client,
-    // by the name it gave (quoted, as it is the client's word).
-    answered_by(&r, &[r#""by":"MCP client \""#, r#"(elicitation)""#]);
+    // Answered in the daemon's own MCP endpoint: recorded as the token's
+    // owner, then the client by the name it gave (quoted, as it is the
+    // client's word).
+    answered_by(
+        &r,
+        &[
+            r#""by":"\"alice\" (holder of the MCP token) via MCP client \""#,
+            r#"(elicitation)""#,
+        ],
+    );
 
     let hold = tempfile::tempdir().expect("dir");
     let held = hold.path().join("answer-now");
     let mut legacy = PyClient::start_plan(
         json!({
             "http": url,
+            "token": "alice-s3cret-token",
             "elicit": "legacy",
             "answers": [
                 {"action": "decline", "hold": held.display().to_string()},
@@ -1140,6 +1160,113 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
         "declined: not run again"
     );
     assert_eq!(legacy.wait_exit(), 0);
+}
+
+/// A requester never approves itself: on an endpoint without a token (so
+/// nobody vouches for who a client is) a client that declares
+/// elicitation is not asked, and a `critical` action is never asked in
+/// any client; both wait for an answer given elsewhere.
+#[test]
+fn a_client_nobody_vouches_for_or_a_critical_action_is_never_approved_in_the_client() {
+    let port = droidwarden_e2e::free_port();
+    let r = rig(
+        &format!("[mcp]\nlisten = \"127.0.0.1:{port}\"\n[phone_services.shell]\nenabled = true\n"),
+        &[],
+    );
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    wait_for("the MCP endpoint", WAIT, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    let approve = json!({"action": "accept", "content": {"approve": true}});
+    for (mode, action) in [("auto", "disable"), ("legacy", "enable")] {
+        let mut client = PyClient::start_plan(
+            json!({
+                "http": url,
+                "elicit": mode,
+                "answers": [approve, approve],
+                "steps": wifi_calls(&[action]),
+            }),
+            &[],
+        );
+        let request = r
+            .probe
+            .wait("the approval request on MQTT", WAIT, |m| {
+                m.topic.starts_with(&format!("{P}/approvals/")) && m.payload.contains(action)
+            })
+            .json();
+        // The client's own form would have been answered at once; nothing
+        // ran, so it was not asked.
+        assert_eq!(sim_count(&r.kitchen, &format!("svc wifi {action}")), 0);
+        r.probe.publish(
+            &format!("{P}/cmd/approve"),
+            json!({"approval_id": request["approval_id"], "decision": "deny", "reason": "not from here"})
+                .to_string(),
+        );
+        let denied = client.line(1);
+        assert_eq!(error_code(&denied), "denied", "{denied}");
+        assert_eq!(client.wait_exit(), 0);
+        let lines = client.lines.lock().unwrap();
+        assert!(
+            lines.iter().all(|l| l["op"] != "elicited"),
+            "{mode}: the client was asked: {lines:?}"
+        );
+    }
+    assert_eq!(sim_count(&r.kitchen, "svc wifi"), 0, "nothing ran");
+    drop(r);
+
+    // With a person's token the client is asked — but never for `critical`.
+    let port = droidwarden_e2e::free_port();
+    let token_dir = tempfile::tempdir().expect("dir");
+    let token_file = token_dir.path().join("mcp.token");
+    std::fs::write(&token_file, "alice-s3cret-token\n").expect("token");
+    let r = rig(
+        &format!(
+            "[mcp]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\ntoken_owner = \"alice\"\n[phone_services.shell]\nenabled = true\n",
+            token_file.display()
+        ),
+        &[],
+    );
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    wait_for("the MCP endpoint", WAIT, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    let shell = json!({"service_id": "shell", "action": "run", "parameters": {"argv": ["id"]}});
+    let mut client = PyClient::start_plan(
+        json!({
+            "http": url,
+            "token": "alice-s3cret-token",
+            "elicit": "legacy",
+            "answers": [approve],
+            "steps": [{"op": "call", "name": "android_device", "arguments": shell}],
+        }),
+        &[],
+    );
+    let request = r
+        .probe
+        .wait("the shell approval request on MQTT", WAIT, |m| {
+            m.topic.starts_with(&format!("{P}/approvals/")) && m.payload.contains("shell")
+        })
+        .json();
+    let ran_id = |sim: &Sim| {
+        sim.commands()
+            .iter()
+            .filter(|argv| argv.join(" ") == "id")
+            .count()
+    };
+    assert_eq!(ran_id(&r.kitchen), 0, "not run on the client's word");
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"approval_id": request["approval_id"], "decision": "deny"}).to_string(),
+    );
+    let denied = client.line(1);
+    assert_eq!(error_code(&denied), "denied", "{denied}");
+    assert_eq!(client.wait_exit(), 0);
+    assert_eq!(ran_id(&r.kitchen), 0, "denied: not run");
+    let lines = client.lines.lock().unwrap();
+    assert!(
+        lines.iter().all(|l| l["op"] != "elicited"),
+        "critical was asked in the client: {lines:?}"
+    );
 }
 
 /// An independent client of protocol 2025-11-25, the official TypeScript

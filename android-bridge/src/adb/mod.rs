@@ -999,6 +999,16 @@ impl Device for AdbDevice {
         Box::pin(actions::execute(self, command))
     }
 
+    fn probe(&self) -> Option<BoxFuture<'_, Result<(), BridgeError>>> {
+        // A shell round trip that changes nothing: the phone's adbd runs
+        // commands again.
+        Some(Box::pin(async move {
+            actions::Shell::run(self, &["echo", "droidwarden-probe"])
+                .await
+                .map(|_| ())
+        }))
+    }
+
     fn offline_error(&self, info: DeviceInfo) -> BridgeError {
         if self.adb_missing.load(Ordering::Relaxed) {
             // Not "offline, try again": nothing changes until adb is installed.

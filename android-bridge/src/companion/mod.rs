@@ -486,6 +486,9 @@ fn names_host_file(command: &Command) -> bool {
     )
 }
 
+/// The most unregistered companion ids whose presence is remembered.
+const MAX_UNKNOWN_PRESENCES: usize = 64;
+
 /// The companion transport: every companion device, fed by the daemon's
 /// MQTT connection. Cheap to clone; clones share everything.
 ///
@@ -523,6 +526,11 @@ struct HubInner {
     events: broadcast::Sender<CompanionEvent>,
     /// Presences of unknown ids that were ignored.
     ignored: RateLimited,
+    /// The last presence of ids that are not registered (at most
+    /// [`MAX_UNKNOWN_PRESENCES`], oldest dropped): a phone named in the
+    /// configuration by a reload while it is online starts online, as its
+    /// retained `online` message is not sent again.
+    unknown: Mutex<std::collections::VecDeque<(String, bool)>>,
 }
 
 impl fmt::Debug for CompanionHub {
@@ -562,6 +570,7 @@ impl CompanionHub {
                 companions: Mutex::new(HashMap::new()),
                 events,
                 ignored: RateLimited::default(),
+                unknown: Mutex::default(),
             }),
         };
         for (id, name) in names {
@@ -718,7 +727,9 @@ impl CompanionHub {
                 if companions.contains_key(id) {
                     continue;
                 }
-                if let Some(new) = self.register_in(&mut companions, id, name.clone(), None, false)
+                let presence = self.take_unknown(id);
+                if let Some(new) =
+                    self.register_in(&mut companions, id, name.clone(), presence, false)
                 {
                     changes.push((None, Some(new.name.clone())));
                     announce.push(new);
@@ -744,8 +755,12 @@ impl CompanionHub {
     pub fn on_presence(&self, companion_id: &str, online: bool) {
         let device = match self.companion(companion_id) {
             Some(device) => device,
-            None if !online => return,
+            None if !online => {
+                self.remember_unknown(companion_id, false);
+                return;
+            }
             None if !self.inner.shared.config.auto_register => {
+                self.remember_unknown(companion_id, true);
                 self.ignored(
                     companion_id,
                     "unknown companion announced itself; ignored (auto-registration is off)",
@@ -800,6 +815,49 @@ impl CompanionHub {
     }
 
     /// Log an ignored presence, at most once per [`WARN_EVERY`].
+    /// The daemon lost its own connection to the broker: every phone is
+    /// offline to it until its presence arrives again (its retained
+    /// `online` message comes back with the subscriptions), so calls wait
+    /// in the phones' queues, unsent, rather than in the MQTT client's.
+    pub fn connection_lost(&self, why: &str) {
+        let devices: Vec<Arc<CompanionDevice>> =
+            lock(&self.inner.companions).values().cloned().collect();
+        for device in devices {
+            if device.set_online(false, Some(why.to_owned())) {
+                tracing::info!(device = %device.name, "companion offline: {why}");
+                self.inner.registry.publish(DeviceEvent::Availability {
+                    device: device.name.clone(),
+                    online: false,
+                    detail: Some(why.to_owned()),
+                });
+            }
+        }
+    }
+
+    /// Remember an unregistered id's presence (bounded).
+    fn remember_unknown(&self, companion_id: &str, online: bool) {
+        let mut unknown = lock(&self.inner.unknown);
+        unknown.retain(|(id, _)| id != companion_id);
+        if online {
+            if unknown.len() >= MAX_UNKNOWN_PRESENCES {
+                unknown.pop_front();
+            }
+            unknown.push_back((companion_id.to_owned(), true));
+        }
+    }
+
+    /// The presence last seen of an id registered just now, if it was
+    /// online while unknown.
+    fn take_unknown(
+        &self,
+        companion_id: &str,
+    ) -> Option<(Arc<watch::Sender<bool>>, Option<String>)> {
+        let mut unknown = lock(&self.inner.unknown);
+        let at = unknown.iter().position(|(id, _)| id == companion_id)?;
+        let (_, online) = unknown.remove(at)?;
+        online.then(|| (Arc::new(watch::channel(true).0), None))
+    }
+
     fn ignored(&self, companion_id: &str, why: &str) {
         if let Some(count) = self.inner.ignored.due(Instant::now()) {
             tracing::warn!(

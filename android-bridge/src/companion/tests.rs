@@ -572,6 +572,71 @@ async fn a_newly_named_phone_is_registered_offline() {
     );
 }
 
+/// A phone that announced itself while unknown (auto-registration off),
+/// then named by a reload, starts online: its retained `online` message is
+/// not delivered again, so the hub must have kept it. One that went
+/// offline meanwhile starts offline.
+#[tokio::test]
+async fn a_phone_named_while_online_starts_online() {
+    let (hub, _rx, registry) = hub();
+    hub.on_presence("phone-b", true);
+    hub.on_presence("phone-c", true);
+    hub.on_presence("phone-c", false);
+    assert_eq!(names(&registry), vec![("kitchen".to_owned(), false)]);
+    hub.set_names(BTreeMap::from([
+        ("phone-a".to_owned(), name("kitchen")),
+        ("phone-b".to_owned(), name("garage")),
+        ("phone-c".to_owned(), name("attic")),
+    ]));
+    assert_eq!(
+        names(&registry),
+        vec![
+            ("attic".to_owned(), false),
+            ("garage".to_owned(), true),
+            ("kitchen".to_owned(), false)
+        ]
+    );
+    // Many unknown ids keep the memory bounded: the oldest are forgotten.
+    for n in 0..MAX_UNKNOWN_PRESENCES + 10 {
+        hub.on_presence(&format!("flood-{n}"), true);
+    }
+    assert_eq!(lock(&hub.inner.unknown).len(), MAX_UNKNOWN_PRESENCES);
+}
+
+/// While the daemon's own connection to the broker is down, a change for a
+/// companion phone waits in the phone's queue unsent (not in the MQTT
+/// client's, as if sent), and goes once the phone's presence comes back;
+/// past the queue's time to live it is `device_offline`, never `timeout`.
+#[tokio::test(start_paused = true)]
+async fn a_change_asked_while_the_daemons_connection_is_down_is_queued_not_sent() {
+    let (hub, mut rx, registry) = hub();
+    hub.on_presence("phone-a", true);
+    let handle = kitchen(&registry);
+    hub.connection_lost("the daemon's connection to the MQTT broker is down");
+    assert!(!handle.info().online);
+    assert_eq!(
+        handle.info().state_detail.as_deref(),
+        Some("the daemon's connection to the MQTT broker is down")
+    );
+    let call = tokio::spawn({
+        let handle = handle.clone();
+        async move { handle.call(&brightness(7)).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(rx.try_recv().is_err(), "nothing handed to the MQTT client");
+    // Reconnected: the retained presence arrives again, the change goes.
+    hub.on_presence("phone-a", true);
+    let sent = request(&rx.recv().await.unwrap());
+    hub.on_response("phone-a", &ok(&sent["id"], json!({"brightness": 7})));
+    call.await.unwrap().unwrap();
+
+    // Down beyond the queue's time to live: never sent, so device_offline.
+    hub.connection_lost("the daemon's connection to the MQTT broker is down");
+    let err = handle.call(&brightness(8)).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::DeviceOffline, "{err}");
+    assert!(rx.try_recv().is_err());
+}
+
 fn brightness(level: i64) -> Command {
     cmd("screen_control", "set_brightness", json!({"level": level}))
 }

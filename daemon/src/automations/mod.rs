@@ -138,7 +138,12 @@ pub(crate) enum Op {
         approve: bool,
         by: String,
     },
-    Add(Value),
+    /// Add a definition; `over_mqtt` when an MQTT client sent it (its
+    /// `notify` is then held to what such a client may publish).
+    Add {
+        definition: Value,
+        over_mqtt: bool,
+    },
     Remove(String),
     /// A message on an MQTT trigger topic (from the MQTT side only).
     Mqtt(String),
@@ -173,11 +178,13 @@ impl Op {
                 by: by.to_owned(),
             },
             "remove" => Self::Remove(name()?),
-            "add" => Self::Add(
-                body.get("definition")
+            "add" => Self::Add {
+                definition: body
+                    .get("definition")
                     .cloned()
                     .ok_or_else(|| bad("definition: missing (op add needs it)".into()))?,
-            ),
+                over_mqtt: false,
+            },
             other => {
                 return Err(bad(format!(
                     "op: {other:?} is not one of list, show, run, enable, disable, approve, deny, add, remove"
@@ -768,9 +775,17 @@ impl Driver {
                 }
                 Ok(json!({"run": run, "approved": approve, "by": by}))
             }
-            Op::Add(definition) => {
+            Op::Add {
+                definition,
+                over_mqtt,
+            } => {
                 let automation = model::parse("definition", &definition, &self.context)
                     .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
+                if over_mqtt && let Some(topic) = &automation.notify {
+                    self.context
+                        .check_added_notify(topic)
+                        .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
+                }
                 let name = automation.name.clone();
                 if matches!(automation.trigger, model::Trigger::Mqtt { .. }) {
                     return Err(WireError::new(

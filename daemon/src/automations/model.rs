@@ -332,6 +332,34 @@ pub(crate) struct Context {
     pub(crate) reserved: Vec<String>,
 }
 
+impl Context {
+    /// `<prefix>/notify`: where an automation added over MQTT may notify
+    /// (the daemon's first reserved prefix is its topic prefix).
+    pub(crate) fn notify_home(&self) -> Option<String> {
+        self.reserved
+            .first()
+            .filter(|p| !p.is_empty())
+            .map(|p| format!("{p}/notify"))
+    }
+
+    /// Whether a definition added by an `automation` account (over MQTT)
+    /// may notify on `topic`: only under [`Context::notify_home`], since the
+    /// daemon publishes it with its own rights, and that account may not
+    /// publish anywhere else itself.
+    ///
+    /// # Errors
+    /// The message naming where it may notify.
+    pub(crate) fn check_added_notify(&self, topic: &str) -> Result<(), String> {
+        match self.notify_home() {
+            Some(home) if topic.starts_with(&format!("{home}/")) => Ok(()),
+            home => Err(format!(
+                "definition.notify: an automation added over MQTT notifies only under {}/ (the daemon would publish {topic:?} with its own rights, which the adding account does not have); put it in the configuration's [[automations]] to notify there",
+                home.unwrap_or_default()
+            )),
+        }
+    }
+}
+
 /// Runs per hour when `max_runs_per_hour` is not set.
 pub(crate) const DEFAULT_RUNS_PER_HOUR: u32 = 60;
 /// The shortest interval: an automation is not a busy loop.
@@ -460,6 +488,13 @@ fn check_topic(topic: &str, cx: &Context) -> Result<(), String> {
         return Err(format!(
             "{topic:?} must be a topic name, without wildcards or a leading '$'"
         ));
+    }
+    if cx
+        .notify_home()
+        .is_some_and(|home| topic.starts_with(&format!("{home}/")))
+    {
+        // The one daemon-owned subtree meant for automations' messages.
+        return Ok(());
     }
     if let Some(prefix) = cx
         .reserved

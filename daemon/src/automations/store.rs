@@ -72,24 +72,17 @@ impl Store {
         .map_err(std::io::Error::other)?
     }
 
-    /// Replace the document, durably (temporary file, fsync, rename).
+    /// Replace the document, durably (`crate::private::write_file`: an
+    /// exclusive temporary file, fsync, rename; never through a link).
     ///
     /// # Errors
     /// The file cannot be written.
     pub(crate) async fn save(&self, document: &Document) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(document).map_err(std::io::Error::other)?;
         let path = self.path.clone();
-        tokio::task::spawn_blocking(move || {
-            use std::io::Write;
-            let tmp = path.with_extension("json.tmp");
-            let mut file = std::fs::File::create(&tmp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
-            drop(file);
-            std::fs::rename(&tmp, &path)
-        })
-        .await
-        .map_err(std::io::Error::other)?
+        tokio::task::spawn_blocking(move || crate::private::write_file(&path, &bytes))
+            .await
+            .map_err(std::io::Error::other)?
     }
 }
 

@@ -266,6 +266,23 @@ impl Server {
                     }
                 }
             };
+            // The file's mode is the first guard; the kernel's word on who
+            // connected is the second (a socket file made wider, or a
+            // descriptor passed on, must not let another user in).
+            match stream.peer_cred().map(|c| c.uid()) {
+                Ok(uid) if peer_allowed(uid) => {}
+                Ok(uid) => {
+                    tracing::warn!(
+                        uid,
+                        "refused an API socket client: only the daemon's user and root may connect"
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "refused an API socket client: its uid is unknown");
+                    continue;
+                }
+            }
             let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
                 tracing::warn!(max = MAX_PEERS, "too many API socket clients; refusing one");
                 continue;
@@ -293,6 +310,12 @@ impl Server {
         }
         tracing::debug!(socket = %self.path.display(), "API socket closed");
     }
+}
+
+/// Whether a socket client running as `uid` may use the API: the daemon's
+/// own user and root (who may read its state directory anyway).
+fn peer_allowed(uid: u32) -> bool {
+    uid == 0 || uid == rustix::process::geteuid().as_raw()
 }
 
 impl Server {
@@ -475,6 +498,65 @@ mod tests {
         let long = dir.path().join("x".repeat(120));
         let err = bind(long, iface()).await.unwrap_err();
         assert!(err.contains("--socket"), "{err}");
+    }
+
+    /// The kernel's word decides, not only the file's mode: another user
+    /// who can reach the socket (made 0666 here) is refused before the
+    /// handshake, the daemon's own user is served.
+    #[tokio::test]
+    async fn a_client_of_another_user_is_refused_even_when_the_file_lets_it_in() {
+        // The system's Python: one another user can run (not a per-user
+        // install under /root).
+        const PYTHON: &str = "/usr/bin/python3";
+        if !rustix::process::geteuid().is_root() || !Path::new(PYTHON).exists() {
+            eprintln!("skipped: switching users needs root, and the client {PYTHON}");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.path().join(SOCKET_NAME);
+        let server = bind(path.clone(), iface()).await.expect("bind");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let shutdown = CancellationToken::new();
+        let serving = tokio::spawn(server.serve(shutdown.clone()));
+        // The EXTERNAL handshake for the client's own uid; a served client
+        // gets `OK <guid>`, a refused one a closed connection.
+        let script = "import os,socket,sys\n\
+            s=socket.socket(socket.AF_UNIX)\n\
+            s.settimeout(5)\n\
+            s.connect(sys.argv[1])\n\
+            try:\n  s.sendall(b'\\0AUTH EXTERNAL '+str(os.getuid()).encode().hex().encode()+b'\\r\\n')\n  print(s.recv(100).decode(errors='replace').strip() or 'closed')\n\
+            except OSError:\n  print('closed')\n";
+        let hello = |uid: Option<u32>| {
+            let path = path.clone();
+            async move {
+                let mut cmd = match uid {
+                    Some(uid) => {
+                        let mut cmd = tokio::process::Command::new("setpriv");
+                        cmd.args([
+                            format!("--reuid={uid}"),
+                            format!("--regid={uid}"),
+                            "--clear-groups".to_owned(),
+                            PYTHON.to_owned(),
+                        ]);
+                        cmd
+                    }
+                    None => tokio::process::Command::new(PYTHON),
+                };
+                let out = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    cmd.arg("-c").arg(script).arg(&path).output(),
+                )
+                .await
+                .expect("the client finished")
+                .expect("python3 runs");
+                String::from_utf8_lossy(&out.stdout).trim().to_owned()
+            }
+        };
+        assert!(hello(None).await.starts_with("OK "), "root is served");
+        assert_eq!(hello(Some(65534)).await, "closed", "nobody is refused");
+        shutdown.cancel();
+        serving.await.unwrap();
     }
 
     #[tokio::test]

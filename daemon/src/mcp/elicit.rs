@@ -42,17 +42,33 @@ use tokio::task::JoinHandle;
 /// reason, when the client did not give its name.
 pub(crate) const DECIDER: &str = "mcp client (elicitation)";
 
-/// Who is recorded as having answered an elicitation: the MCP client by
-/// the name it introduced itself with (its own word, quoted as given).
-pub(crate) fn decider(context: &RequestContext<RoleServer>) -> String {
-    match context
+/// Who is recorded as having answered an elicitation: the person the
+/// daemon knows the client to be (`elicitor`: the owner of the HTTP
+/// endpoint's token), then the MCP client by the name it introduced
+/// itself with (its own word, quoted as given).
+pub(crate) fn decider(context: &RequestContext<RoleServer>, elicitor: Option<&str>) -> String {
+    let client = match context
         .client_info()
         .map(|info| info.name)
         .filter(|name| !name.trim().is_empty())
     {
         Some(name) => format!("MCP client {name:?} (elicitation)"),
         None => DECIDER.to_owned(),
+    };
+    match elicitor {
+        Some(person) => format!("{person} via {client}"),
+        None => client,
     }
+}
+
+/// Whether an approval of `command` may be answered inside the client
+/// that asked for it. A client answering its own request is the
+/// requester approving itself, so this holds only where the daemon knows
+/// the client is a person who may approve (see `PhoneServer::with_elicitation`),
+/// and never for `critical` actions: those wait for an answer given
+/// elsewhere (`droidwarden approve`, D-Bus, MQTT), whoever asks.
+pub(crate) fn may_elicit(command: &droidwarden_services::Command) -> bool {
+    command.spec().risk < droidwarden_services::Risk::Critical
 }
 /// The key of the one input request in an `InputRequiredResult`.
 pub(crate) const INPUT_KEY: &str = "approval";

@@ -35,8 +35,11 @@ pub(crate) const PATH: &str = "/mcp";
 const MAX_BODY: usize = 1024 * 1024;
 /// Connections served at once.
 const MAX_CLIENTS: usize = 64;
-/// How long a connection may take to send its request head.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may take to send its request head: a client
+/// sends it in one go, so a slow one holds a connection slot only briefly.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a request's body may take to arrive once its head has.
+const BODY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `[mcp] listen` and its guards, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +53,24 @@ pub(crate) struct HttpSettings {
     pub(crate) token_file: Option<PathBuf>,
     /// Ask approvals inside clients that can elicit (`[mcp] elicitation`).
     pub(crate) elicitation: bool,
+    /// The person the token belongs to (`[mcp] token_owner`): without one
+    /// nobody vouches for who a client is, and its approvals are never
+    /// asked in the client itself.
+    pub(crate) token_owner: Option<String>,
+}
+
+impl HttpSettings {
+    /// Who answers approvals asked inside this endpoint's clients: the
+    /// token's owner, when elicitation is on and a token guards the
+    /// endpoint; otherwise nobody (the client would approve itself).
+    pub(crate) fn elicitor(&self) -> Option<String> {
+        match (&self.token_file, &self.token_owner) {
+            (Some(_), Some(owner)) if self.elicitation => {
+                Some(format!("{owner:?} (holder of the MCP token)"))
+            }
+            _ => None,
+        }
+    }
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -110,7 +131,12 @@ pub(crate) async fn serve(
     // One table of calls waiting for a 2026-07-28 client's retry for the
     // whole endpoint: those requests are stateless, each its own session.
     let pending = Arc::new(super::elicit::Pending::default());
-    let elicitation = settings.elicitation;
+    let elicitor = settings.elicitor();
+    if settings.elicitation && elicitor.is_none() {
+        tracing::info!(
+            "MCP over HTTP: approvals wait for droidwarden approve; they are asked inside clients only with [mcp] token_file and token_owner"
+        );
+    }
     let service = StreamableHttpService::new(
         move || {
             // The agent's skills as they are now (built-in ones when the
@@ -127,7 +153,7 @@ pub(crate) async fn serve(
                 mode,
             )
             .with_skills(skills)
-            .with_elicitation(elicitation, Arc::clone(&pending))
+            .with_elicitation(elicitor.clone(), Arc::clone(&pending))
             .with_tasks(session_tracker.clone(), session_shutdown.clone()))
         },
         Arc::new(LocalSessionManager::default()),
@@ -154,6 +180,10 @@ pub(crate) async fn serve(
                         if let Some(refused) = guard(&request, token.as_deref()) {
                             return Ok::<_, Infallible>(refused);
                         }
+                        let request = match read_body(request).await {
+                            Ok(request) => request,
+                            Err(answer) => return Ok(answer),
+                        };
                         tower_service::Service::call(&mut service, request).await
                     }
                 });
@@ -177,6 +207,64 @@ pub(crate) async fn serve(
         },
     )
     .await;
+}
+
+/// The request with its whole body read, within [`BODY_TIMEOUT`] and
+/// [`MAX_BODY`] (a client that trickles its body cannot hold a connection
+/// slot for long), and its JSON-RPC checked where the SDK would answer
+/// wrongly: a body that is not JSON is `-32700 Parse error` (not a
+/// plain-text 415), and `tools/call` arguments that are not an object are
+/// `-32602 Invalid params` (not "method not found").
+///
+/// # Errors
+/// The answer to send instead.
+async fn read_body(request: Request<Incoming>) -> Result<Request<Full<Bytes>>, Response<Body>> {
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, MAX_BODY);
+    let bytes = match tokio::time::timeout(BODY_TIMEOUT, limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the request body is larger than 1 MiB",
+            ));
+        }
+        Ok(Err(_)) => {
+            return Err(plain(
+                StatusCode::BAD_REQUEST,
+                "the request body was cut off",
+            ));
+        }
+        Err(_) => {
+            return Err(plain(
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time",
+            ));
+        }
+    };
+    if parts.method == hyper::Method::POST
+        && let Some(answer) = rpc_error(&bytes)
+    {
+        return Err(answer);
+    }
+    Ok(Request::from_parts(parts, Full::new(bytes)))
+}
+
+/// A JSON-RPC error for a POSTed body the SDK would answer wrongly
+/// ([`super::jsonrpc::check`]): 400 for one that is not JSON, else 200.
+fn rpc_error(body: &[u8]) -> Option<Response<Body>> {
+    let refusal = super::jsonrpc::check(body)?;
+    let mut answer = Response::new(Full::new(Bytes::from(refusal.body.to_string())).boxed());
+    *answer.status_mut() = if refusal.parse_error {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    answer.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    Some(answer)
 }
 
 /// The path and the bearer token: `Some(answer)` refuses the request.
@@ -221,7 +309,27 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
 
 #[cfg(test)]
 mod tests {
-    use super::same;
+    use super::{rpc_error, same};
+
+    #[test]
+    fn bodies_the_sdk_would_answer_wrongly_get_json_rpc_errors() {
+        let read = |body: &[u8]| {
+            let answer = rpc_error(body)?;
+            let status = answer.status();
+            Some(status)
+        };
+        assert_eq!(read(b"{not json"), Some(hyper::StatusCode::BAD_REQUEST));
+        let bad_args = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"android_device","arguments":[1]}}"#;
+        assert_eq!(read(bad_args), Some(hyper::StatusCode::OK));
+        for fine in [
+            &br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":{}}}"#[..],
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+            br#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#,
+        ] {
+            assert!(rpc_error(fine).is_none());
+        }
+    }
 
     #[test]
     fn tokens_compare_whole() {

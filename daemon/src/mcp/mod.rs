@@ -24,6 +24,7 @@ mod client_http;
 pub(crate) mod elicit;
 pub(crate) mod gate;
 mod http;
+mod jsonrpc;
 mod prompts;
 mod server;
 mod subscribe;
@@ -50,6 +51,9 @@ pub(crate) struct RawMcpConfig {
     token_file: Option<String>,
     /// Ask approvals inside MCP clients that can elicit (default true).
     elicitation: Option<bool>,
+    /// The person the HTTP endpoint's token belongs to: only then may its
+    /// clients answer approvals themselves (elicitation).
+    token_owner: Option<String>,
     /// `[[mcp.servers]]`: MCP servers whose tools the agent may use.
     #[serde(default)]
     servers: Vec<client::RawServer>,
@@ -96,14 +100,36 @@ impl TryFrom<RawMcpConfig> for McpConfig {
                         ));
                     }
                 }
+                let token_owner = raw
+                    .token_owner
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|o| !o.is_empty());
+                if let Some(owner) = token_owner {
+                    if token_file.is_none() {
+                        return Err("mcp.token_owner: needs mcp.token_file (the token is what shows a client is that person)".to_owned());
+                    }
+                    if owner.chars().count() > 64 || owner.chars().any(char::is_control) {
+                        return Err(
+                            "mcp.token_owner: a person's name, at most 64 characters".to_owned()
+                        );
+                    }
+                }
                 Some(http::HttpSettings {
                     listen,
                     allow_remote,
                     token_file,
                     elicitation: raw.elicitation.unwrap_or(true),
+                    token_owner: token_owner.map(str::to_owned),
                 })
             }
         };
+        if http.is_none() && raw.token_owner.is_some_and(|o| !o.trim().is_empty()) {
+            return Err(
+                "mcp.token_owner: only for the HTTP endpoint (set mcp.listen and mcp.token_file)"
+                    .to_owned(),
+            );
+        }
         Ok(Self {
             tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),
             http,
@@ -174,10 +200,12 @@ fn stdio() -> (Reader, Writer) {
         .ok()
         .and_then(|fd| pipe::Sender::from_file(std::fs::File::from(fd)).ok())
         .map(|w| Box::new(w) as Writer);
-    (
+    // Messages the SDK would drop or misanswer are answered first.
+    let (reader, writer) = jsonrpc::checked(
         input.unwrap_or_else(|| Box::new(tokio::io::stdin())),
         output.unwrap_or_else(|| Box::new(tokio::io::stdout())),
-    )
+    );
+    (Box::new(reader), Box::new(writer))
 }
 
 /// Serve MCP on stdio until the client closes it.
@@ -207,7 +235,16 @@ pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
     let skills = crate::assistant::load_skills(&config.agent.skills, &config.state_dir).await;
     let service = match server::PhoneServer::new(backend, mode)
         .with_skills(std::sync::Arc::new(skills))
-        .with_elicitation(config.mcp.elicitation, std::sync::Arc::default())
+        // The client runs as this process's user, whom the daemon knows by
+        // uid from the bus or the socket: the person answering. Without a
+        // daemon (`--local`) there are no approvals to ask about.
+        .with_elicitation(
+            config
+                .mcp
+                .elicitation
+                .then(|| format!("uid {}", rustix::process::getuid().as_raw())),
+            std::sync::Arc::default(),
+        )
         .serve(stdio())
         .await
     {

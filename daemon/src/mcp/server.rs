@@ -348,9 +348,11 @@ pub(crate) struct PhoneServer {
         tokio_util::task::TaskTracker,
         tokio_util::sync::CancellationToken,
     )>,
-    /// Whether approvals are asked in clients that can elicit
-    /// (`[mcp] elicitation`).
-    elicitation: bool,
+    /// The person whose client may answer approvals itself
+    /// (elicitation), as the daemon knows them; `None`: approvals are
+    /// never asked in the client (`[mcp] elicitation` off, or nobody
+    /// vouches for who the client is: a tokenless HTTP endpoint).
+    elicitor: Option<String>,
     /// Calls whose approval a 2026-07-28 client is asked for, until its
     /// retry (`elicit.rs`).
     pending: Arc<super::elicit::Pending>,
@@ -374,21 +376,24 @@ impl PhoneServer {
             cached: Arc::default(),
             skills: Arc::new(SkillSet::builtin()),
             tasks: None,
-            elicitation: true,
+            elicitor: None,
             pending: Arc::default(),
             subscriptions: Arc::default(),
         }
     }
 
-    /// Ask approvals in the client when it can elicit (default on), keeping
-    /// 2026-07-28 calls waiting for their retry in `pending` (shared by
-    /// every session of an endpoint).
+    /// Ask approvals in the client when it can elicit, on behalf of
+    /// `elicitor` — the person the client is known to be (the local user
+    /// running `droidwarden mcp`, the owner of the HTTP endpoint's token);
+    /// `None` never asks there. 2026-07-28 calls wait for their retry in
+    /// `pending` (shared by every session of an endpoint). `critical`
+    /// actions are never asked in the client (`elicit::may_elicit`).
     pub(crate) fn with_elicitation(
         mut self,
-        on: bool,
+        elicitor: Option<String>,
         pending: Arc<super::elicit::Pending>,
     ) -> Self {
-        self.elicitation = on;
+        self.elicitor = elicitor;
         self.pending = pending;
         self
     }
@@ -527,10 +532,11 @@ impl PhoneServer {
         let command = call.0;
         let service = command.service_id();
         let action = command.action_name();
-        let mode = if self.elicitation && self.backend.may_ask(&command) {
-            super::elicit::mode(context)
-        } else {
-            None
+        let mode = match &self.elicitor {
+            Some(_) if super::elicit::may_elicit(&command) && self.backend.may_ask(&command) => {
+                super::elicit::mode(context)
+            }
+            _ => None,
         };
         let Some(mode) = mode else {
             let run = self.backend.call(device.as_deref(), command);
@@ -608,7 +614,7 @@ impl PhoneServer {
                     Ok(answer) => {
                         let answer = super::elicit::read(&answer);
                         let backend = &self.backend;
-                        let by = super::elicit::decider(context);
+                        let by = super::elicit::decider(context, self.elicitor.as_deref());
                         super::elicit::record(&approval_id, &answer, &by, || {
                             backend.answer(&approval_id, &answer, &by)
                         })
@@ -677,7 +683,7 @@ impl PhoneServer {
         let answer = super::elicit::read_response(request.input_responses.as_ref());
         let id = waiting.approval_id.clone();
         let backend = &self.backend;
-        let by = super::elicit::decider(context);
+        let by = super::elicit::decider(context, self.elicitor.as_deref());
         super::elicit::record(&id, &answer, &by, || backend.answer(&id, &answer, &by)).await;
         match with_progress(waiting.task.result(), context).await {
             Ok(result) => CallToolResult::structured(wrap(

@@ -272,12 +272,15 @@ fn parse_automation(id: Option<String>, obj: Map<String, Value>) -> Result<Reque
             format!("unknown field {key:?}; cmd/automation takes id, op, name, definition"),
         ));
     }
-    let op = crate::automations::Op::parse(&Value::Object(obj), super::MQTT_DECIDER).map_err(
+    let mut op = crate::automations::Op::parse(&Value::Object(obj), super::MQTT_DECIDER).map_err(
         |error| Rejected {
             id: id.clone(),
             error,
         },
     )?;
+    if let crate::automations::Op::Add { over_mqtt, .. } = &mut op {
+        *over_mqtt = true;
+    }
     if matches!(op, crate::automations::Op::Answer { .. }) {
         return Err(invalid(
             id,

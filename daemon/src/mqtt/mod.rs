@@ -130,6 +130,10 @@ pub(crate) struct Mqtt {
     /// (`droidwarden_broker::Policy::vouch_to`). Another broker cannot be
     /// trusted to, so its user properties are never read as such.
     told_publishers: bool,
+    /// The broker is on this host: reconnect quickly (a local broker that
+    /// went away comes back in moments, and while we are away a broker
+    /// without persistence drops the commands sent to us).
+    local_broker: bool,
 }
 
 /// Create the client; the returned event loop must be driven by
@@ -157,6 +161,9 @@ pub(crate) fn connect(
         BrokerTarget::External { host, port, .. } => (host.clone(), *port),
         BrokerTarget::Embedded { listen, .. } => (listen.ip().to_string(), listen.port()),
     };
+    let local_broker = host
+        .parse::<std::net::IpAddr>()
+        .map_or(host == "localhost", |ip| ip.to_canonical().is_loopback());
     let mut options = MqttOptions::new(settings.client_id.clone(), host, port);
     // A persistent session: the broker keeps our subscriptions and queues
     // QoS 1 commands while we are away (a restart, a crash, a network cut),
@@ -219,6 +226,7 @@ pub(crate) fn connect(
         subscribed: watch::channel(false).0,
         told_publishers: matches!(settings.broker, BrokerTarget::Embedded { .. })
             && settings.credentials.is_some(),
+        local_broker,
     });
     Ok((mqtt, eventloop))
 }
@@ -295,8 +303,17 @@ pub(crate) async fn run_event_loop(
             Err(e) => {
                 mqtt.ready.send_replace(false);
                 mqtt.step(Input::Disconnected);
+                if failures == 0 {
+                    // Companion phones are reached only through the broker:
+                    // while we cannot reach it they are offline to us, and a
+                    // change for one waits in its queue, unsent, instead of
+                    // sitting in the MQTT client's queue as if sent. Their
+                    // retained presence comes back with our subscriptions.
+                    mqtt.companion
+                        .connection_lost("the daemon's connection to the MQTT broker is down");
+                }
                 failures = failures.saturating_add(1);
-                let delay = backoff(failures);
+                let delay = backoff(failures, mqtt.local_broker);
                 if failures == 1 {
                     tracing::warn!(error = %e, "MQTT connection lost; reconnecting");
                 } else {
@@ -327,18 +344,28 @@ async fn await_close(eventloop: &mut EventLoop) {
 /// How long [`await_close`] waits for the broker to close the connection.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
-/// 100 ms doubling to 10 s, with up to 25 % jitter so that many daemons do
-/// not reconnect in lockstep.
-fn backoff(attempt: u32) -> Duration {
+/// 100 ms doubling to 10 s (1 s for a broker on this host, which costs
+/// nothing to ask and whose absence loses commands on a broker without
+/// persistence), with up to 25 % jitter so that many daemons do not
+/// reconnect in lockstep.
+fn backoff(attempt: u32, local: bool) -> Duration {
     const RECONNECT: Backoff = Backoff {
         first: Duration::from_millis(100),
         max: Duration::from_secs(10),
+    };
+    const RECONNECT_LOCAL: Backoff = Backoff {
+        first: Duration::from_millis(100),
+        max: Duration::from_secs(1),
     };
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    RECONNECT.delay_with_jitter(attempt, nanos)
+    if local {
+        RECONNECT_LOCAL.delay_with_jitter(attempt, nanos)
+    } else {
+        RECONNECT.delay_with_jitter(attempt, nanos)
+    }
 }
 
 /// After every (re)connection: subscribe, then republish retained topics.
@@ -914,9 +941,10 @@ impl Mqtt {
             if let Some(dir) = file.parent() {
                 tokio::fs::create_dir_all(dir).await?;
             }
-            let tmp = file.with_extension("json.tmp");
-            tokio::fs::write(&tmp, serde_json::to_vec(&names).unwrap_or_default()).await?;
-            tokio::fs::rename(&tmp, &file).await
+            let bytes = serde_json::to_vec(&names).unwrap_or_default();
+            tokio::task::spawn_blocking(move || crate::private::write_file(&file, &bytes))
+                .await
+                .map_err(std::io::Error::other)?
         };
         if let Err(e) = write.await {
             tracing::warn!(file = %self.discovery_file.display(), error = %e, "cannot record discovered devices");

@@ -267,3 +267,77 @@ fn size_bounds_are_checked_when_configured() {
     }
     assert!(PhonePolicy::try_from(raw(json!({"host_dirs": ["relative"]}))).is_err());
 }
+
+/// Every way to the phone's calls and messages passes telephony's rules:
+/// intents by action, by data scheme (encoded or not) or by the dialer's
+/// component, and links — for every caller, since the hub checks here.
+#[test]
+fn intents_and_links_that_call_or_text_pass_the_telephony_rules() {
+    let start = |params: Value| cmd("intents", "start_activity", params);
+    let open = |url: &str| cmd("intents", "open_url", json!({ "url": url }));
+    let reaching = [
+        start(json!({"action": "android.intent.action.CALL", "data": "tel:+19005550100"})),
+        start(json!({"action": "android.intent.action.VIEW", "data": "TEL:+19005550100"})),
+        start(
+            json!({"action": "android.intent.action.SENDTO", "data": "smsto:+19005550100",
+            "extras": [{"key": "sms_body", "type": "string", "value": "hi"}]}),
+        ),
+        start(json!({"action": "android.intent.action.VIEW", "data": "sms:+1900%2C+1901?body=x"})),
+        start(json!({"action": "android.intent.action.DIAL", "data": "tel:*%2306%23"})),
+        start(json!({"action": "android.intent.action.VIEW", "data": "mms://+19005550100"})),
+        start(json!({"action": "android.intent.action.VIEW", "data": "voicemail:1"})),
+        start(json!({"action": "android.intent.action.CALL"})),
+        start(json!({"action": "android.intent.action.call_privileged", "data": "geo:0,0"})),
+        start(json!({"component": "com.android.server.telecom/.components.UserCallActivity"})),
+        start(
+            json!({"component": "com.google.android.apps.messaging/.ui.ConversationListActivity"}),
+        ),
+    ];
+    let off = PhonePolicy::default();
+    for c in &reaching {
+        assert_eq!(code(&off, c), Some(ErrorCode::Disabled), "{c:?}");
+    }
+    // A link: its scheme must be allowed, and then telephony decides too.
+    let tel_links =
+        PhonePolicy::try_from(raw(json!({"url_schemes": ["https", "tel", "sms"]}))).unwrap();
+    assert_eq!(
+        code(&tel_links, &open("tel:+19005550100")),
+        Some(ErrorCode::Disabled)
+    );
+    assert_eq!(code(&tel_links, &open("https://example.org/tel:1")), None);
+
+    // Telephony on: only allowlisted numbers, and nothing unchecked.
+    let on = PhonePolicy::try_from(raw(json!({
+        "url_schemes": ["https", "tel"],
+        "telephony": {"enabled": true, "allowed_numbers": ["+49 151 1234-5678"]},
+    })))
+    .unwrap();
+    for c in &reaching {
+        assert_eq!(code(&on, c), Some(ErrorCode::Denied), "{c:?}");
+    }
+    let allowed = [
+        start(json!({"action": "android.intent.action.CALL", "data": "tel:+4915112345678"})),
+        start(
+            json!({"action": "android.intent.action.SENDTO", "data": "smsto:+49%20151%2012345678?body=x"}),
+        ),
+        open("tel:+49-151-1234-5678"),
+    ];
+    for c in &allowed {
+        assert_eq!(code(&on, c), None, "{c:?}");
+    }
+    // One recipient outside the list refuses the whole intent.
+    let two = start(
+        json!({"action": "android.intent.action.SENDTO", "data": "sms:+4915112345678,+19005550100"}),
+    );
+    assert_eq!(code(&on, &two), Some(ErrorCode::Denied));
+    // Intents that reach no telephony are untouched.
+    for c in [
+        start(json!({"action": "android.intent.action.VIEW", "data": "geo:0,0?q=cafe"})),
+        start(json!({"component": "com.example.notes/.MainActivity"})),
+        start(
+            json!({"action": "android.intent.action.VIEW", "data": "https://example.org/?tel=1"}),
+        ),
+    ] {
+        assert_eq!(code(&off, &c), None, "{c:?}");
+    }
+}
