@@ -541,11 +541,20 @@ fn the_mcp_inspector_cli_lists_and_calls_through_the_daemon() {
 
 /// A raw HTTP/1.1 POST to the daemon's endpoint: the status line.
 fn post_status(port: u16, path: &str, headers: &[&str]) -> String {
-    use std::io::Read as _;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}})
     .to_string();
+    post(port, path, headers, &body)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A raw HTTP/1.1 POST of `body` to the daemon's endpoint: the whole answer.
+fn post(port: u16, path: &str, headers: &[&str], body: &str) -> String {
+    use std::io::Read as _;
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -563,7 +572,7 @@ fn post_status(port: u16, path: &str, headers: &[&str]) -> String {
     stream.write_all(request.as_bytes()).expect("send");
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
-    answer.lines().next().unwrap_or_default().to_owned()
+    answer
 }
 
 #[test]
@@ -605,6 +614,22 @@ fn the_python_sdk_over_streamable_http_with_a_token_and_approvals() {
         ],
     );
     assert!(local.contains(" 200 "), "{local}");
+    // A body that is not JSON: JSON-RPC's parse error, as JSON (not the
+    // SDK's plain-text 415).
+    let auth = ["Authorization: Bearer s3cret-token"];
+    let garbage = post(port, "/mcp", &auth, "{this is not json");
+    assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");
+    assert!(garbage.contains(r#""code":-32700"#), "{garbage}");
+    assert!(garbage.contains("application/json"), "{garbage}");
+    // Arguments that are not an object: invalid params.
+    let bad_args = post(
+        port,
+        "/mcp",
+        &auth,
+        r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"android_device","arguments":"battery"}}"#,
+    );
+    assert!(bad_args.contains(r#""code":-32602"#), "{bad_args}");
+    assert!(bad_args.contains(r#""id":9"#), "{bad_args}");
 
     // A client that sends and never reads holds only its own connection.
     let mut silent = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
@@ -794,17 +819,25 @@ fn hostile_json_rpc_gets_errors_and_the_server_keeps_serving() {
     );
     s.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
 
-    // Not JSON at all: a parse error (-32700), or silence, but no crash.
+    // Not JSON at all: a parse error (-32700) with a null id, as JSON-RPC
+    // says, and the server goes on.
     s.send("{this is not json");
+    let reply = s.reply();
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    assert!(reply["id"].is_null(), "{reply}");
     // An unknown method: -32601.
     s.send(r#"{"jsonrpc":"2.0","id":2,"method":"phones/explode","params":{}}"#);
-    let mut reply = s.reply();
-    if reply["id"].is_null() {
-        assert_eq!(reply["error"]["code"], -32700, "{reply}");
-        reply = s.reply();
-    }
+    let reply = s.reply();
     assert_eq!(reply["id"], 2, "{reply}");
     assert_eq!(reply["error"]["code"], -32601, "{reply}");
+    // Arguments that are not an object: invalid params (-32602), not
+    // "method not found".
+    s.send(
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"android_device","arguments":["battery"]}}"#,
+    );
+    let reply = s.reply();
+    assert_eq!(reply["id"], 6, "{reply}");
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
 
     // Wrong argument types: a tool result with the structured error.
     s.send(

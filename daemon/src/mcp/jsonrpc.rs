@@ -51,7 +51,7 @@ pub(crate) fn check(message: &[u8]) -> Option<Refusal> {
 
 /// The largest line read from the client (a message bigger than this is
 /// answered as unparseable and skipped).
-const MAX_LINE: usize = 4 * 1024 * 1024;
+const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// Stdio for the SDK with [`check`] in front: returns the reader and
 /// writer to serve on. Lines from `input` that pass go to the SDK; the
