@@ -231,6 +231,8 @@ struct HandleInner {
     /// Where availability changes are announced (the registry's channel,
     /// set when the handle is inserted).
     events: OnceLock<broadcast::Sender<DeviceEvent>>,
+    /// Whether the transport offers [`Device::probe`] (asked once).
+    probes: bool,
 }
 
 /// The longest a probe of a stalled phone may take.
@@ -248,8 +250,10 @@ impl fmt::Debug for DeviceHandle {
 impl DeviceHandle {
     /// Wrap a device; every call on it is bounded by `timeout`.
     pub fn new(device: Arc<dyn Device>, timeout: Duration) -> Self {
+        let probes = device.probe().is_some();
         Self {
             inner: Arc::new(HandleInner {
+                probes,
                 device,
                 mutation: tokio::sync::Mutex::new(()),
                 timeout,
@@ -306,7 +310,7 @@ impl DeviceHandle {
         // turn behind a slow change, a probe) sent nothing.
         let sent = AtomicBool::new(false);
         let work = async {
-            if self.inner.device.probe().is_none() {
+            if !self.inner.probes {
                 sent.store(true, Ordering::Release);
                 return self.inner.device.execute_in_turn(command, turn).await;
             }
@@ -327,8 +331,7 @@ impl DeviceHandle {
                 ),
             }),
             Err(_) => {
-                if self.inner.device.probe().is_some()
-                    && !self.inner.stalled.swap(true, Ordering::AcqRel)
+                if self.inner.probes && !self.inner.stalled.swap(true, Ordering::AcqRel)
                 {
                     tracing::warn!(
                         device = %info.name,
