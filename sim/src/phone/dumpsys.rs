@@ -1161,9 +1161,18 @@ mod tests {
         let (out, _, _) = run(&p, "dumpsys battery");
         assert!(out.contains("  USB powered: true\n"));
         assert!(out.contains("  level: 42\n"));
+        assert!(!out.contains("UPDATES STOPPED"));
         run(&p, "dumpsys battery set level 7; dumpsys battery unplug");
         assert_eq!(p.state().battery.level, 7);
         assert_eq!(p.state().battery.plugged, crate::state::Plugged::None);
+        // Values forced this way are flagged as the real BatteryService does.
+        let (out, _, _) = run(&p, "dumpsys battery");
+        assert!(out.starts_with(
+            "Current Battery Service state:\n  (UPDATES STOPPED -- use 'reset' to restart)\n  AC powered: false\n"
+        ));
+        run(&p, "dumpsys battery reset");
+        let (out, _, _) = run(&p, "dumpsys battery");
+        assert!(!out.contains("UPDATES STOPPED"));
     }
 
     #[test]

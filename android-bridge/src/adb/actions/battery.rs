@@ -185,6 +185,18 @@ mod tests {
     }
 
     #[test]
+    fn grouped_numbers_are_read_whole() {
+        // Synthetic, hostile: values grouped by thousands. The old reading
+        // dropped `voltage` (unreadable) and `level` made the whole read fail.
+        let text = "  status: 3\n  health: 2\n  present: true\n  level: 1,500\n  scale: 10,000\n  voltage: 4,200\n";
+        let b = battery(text).expect("parses");
+        assert_eq!((b.level, b.scale, b.level_percent), (1500, 10_000, 15));
+        assert_eq!(b.voltage_mv, Some(4200));
+        let ambiguous = text.replace("voltage: 4,200", "voltage: 4,2");
+        assert_eq!(battery(&ambiguous).expect("parses").voltage_mv, None);
+    }
+
+    #[test]
     fn errors() {
         let zero = "status: 2\nhealth: 2\npresent: true\nlevel: 5\nscale: 0\n";
         assert_eq!(failure(battery(zero)), "malformed");

@@ -190,6 +190,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn df_reads_grouped_block_counts() {
+        // Synthetic, hostile: a `df` whose block counts are grouped by
+        // thousands (a vendor's busybox built with grouping).
+        let text = "Filesystem 1K-blocks Used Available Use% Mounted on\n/dev/block/dm-5 5,000,000 1,200,000 3,800,000 24% /data\n";
+        let rows = df(text).expect("parses");
+        assert_eq!(rows[0].size_bytes, 5_000_000 * 1024);
+        assert_eq!(rows[0].used_bytes, 1_200_000 * 1024);
+        assert_eq!(rows[0].available_bytes, 3_800_000 * 1024);
+        // A count that is no thousands grouping is refused, not cut short.
+        assert!(df(&text.replace("5,000,000", "5,00,000")).is_err());
+    }
+
+    #[test]
     fn df_in_every_form_android_prints() {
         let old = df(fixture!("df/aafm-issue30-samsung-android4-old-format.txt")).unwrap();
         assert_eq!(old.len(), 8);

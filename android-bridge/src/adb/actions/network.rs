@@ -448,18 +448,26 @@ mod tests {
             ),
             ("rmnet0", Some("10.121.106.242"), Some(30))
         );
-        // Without a default route, wlan0 (down) as before.
+        // Without a default route: the link that is up with an address,
+        // never the down wlan0 beside it.
         let link = uplink(&links, None).expect("a link");
-        assert_eq!((link.interface.as_str(), link.up), ("wlan0", false));
+        assert_eq!((link.interface.as_str(), link.up), ("rmnet0", true));
         // A default route on loopback or on an unlisted interface is ignored.
         assert_eq!(
             uplink(&links, Some("lo")).map(|l| l.interface.as_str()),
-            Some("wlan0")
+            Some("rmnet0")
         );
         assert_eq!(
             uplink(&links, Some("tun9")).map(|l| l.interface.as_str()),
-            Some("wlan0")
+            Some("rmnet0")
         );
+        // No link up with an address: wlan0, down, as the one to show.
+        let down = ip_addrs(fixture!(
+            "ip-addr-show-wlan0/emulator-runner-issue211-ci-emulator-10.txt"
+        ))
+        .expect("parses");
+        let link = uplink(&down, None).expect("a link");
+        assert_eq!((link.interface.as_str(), link.up), ("wlan0", false));
         assert_eq!(uplink(&[], Some("wlan0")), None);
     }
 

@@ -489,6 +489,18 @@ mod tests {
     }
 
     #[test]
+    fn a_denial_after_the_header_is_a_permission_error_not_an_empty_list() {
+        // Synthetic: the manager's header, then the denial DumpUtils prints.
+        let text = "Current Notification Manager state:\nPermission Denial: can't dump NotificationManager from from pid=4242, uid=2000 due to missing android.permission.DUMP permission\n";
+        match notifications(text) {
+            Err(ParseError::Device(f)) => {
+                assert_eq!(f.kind, crate::adb::parse::FailureKind::PermissionDenied);
+            }
+            other => panic!("{:?}", other.map(|d| d.notifications.len())),
+        }
+    }
+
+    #[test]
     fn reads_any_text_without_panicking() {
         crate::adb::parse::tests::each_sample(|text| {
             let _ = notifications(text);

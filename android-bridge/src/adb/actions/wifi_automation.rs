@@ -291,6 +291,24 @@ mWifiInfo SSID: \"Old\", BSSID: 00:00:00:00:00:01, MAC: 02:00:00:00:00:00, IP: n
     }
 
     #[test]
+    fn grouped_frequencies_are_read_whole_and_ambiguous_ones_refused() {
+        // Synthetic, hostile: the connected client's line with its numbers
+        // grouped by thousands, as locale-formatted builds print them.
+        let grouped = "Wi-Fi is enabled\nmWifiInfo SSID: \"Home\", BSSID: 00:13:10:85:fe:01, Supplicant state: COMPLETED, RSSI: -50, Link speed: 1,201Mbps, Frequency: 5,745MHz, Net ID: 0\n";
+        let status = wifi(grouped).expect("parses");
+        assert_eq!(status.frequency_mhz, Some(5745));
+        assert_eq!(status.link_speed_mbps, Some(1201));
+        // 5,74 is no thousands group: unknown, never 5.
+        let ambiguous = grouped.replace("5,745MHz", "5,74MHz");
+        assert_eq!(wifi(&ambiguous).expect("parses").frequency_mhz, None);
+        // The scan table's frequency column, grouped the same way.
+        let table = "    BSSID              Frequency      RSSI           Age(sec)     SSID     Flags\n  aa:bb:cc:dd:ee:01       5,745        -45            2.3          HomeNet  [ESS]\n";
+        let rows = wifi_scan(table).expect("parses");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].frequency_mhz, 5745);
+    }
+
+    #[test]
     fn an_empty_scan_is_an_empty_list() {
         assert_eq!(wifi_scan("No scan results\n").unwrap(), Vec::new());
     }

@@ -412,6 +412,15 @@ mod tests {
     }
 
     #[test]
+    fn am_start_reads_grouped_times_whole() {
+        // Synthetic, hostile: a slow start whose times are grouped by thousands.
+        let text = "Starting: Intent { cmp=com.a/.Main }\nStatus: ok\nActivity: com.a/.Main\nTotalTime: 12,345\nWaitTime: 12,400\nComplete\n";
+        let started = am_start(text).expect("parses");
+        assert_eq!(started.total_time_ms, Some(12_345));
+        assert_eq!(started.wait_time_ms, Some(12_400));
+    }
+
+    #[test]
     fn am_start_fixtures() {
         let ok = fixture!("am-start/am-start-W-ok-encapp-readme-portal-unknown.txt");
         assert_eq!(

@@ -296,6 +296,44 @@ mod tests {
     }
 
     #[test]
+    fn stderr_noise_does_not_fail_a_complete_answer() {
+        use FailureKind::*;
+        // Synthetic: a shell's errno message on stderr (a profile script,
+        // a vendor wrapper) beside a whole answer with exit status 0.
+        for noise in [
+            "Permission denied\n",
+            "/system/bin/sh: /data/local/tmp/.profile: Permission denied\n",
+        ] {
+            assert_eq!(kind("1\n", noise, 0), None, "{noise:?}");
+            assert_eq!(
+                kind("Current Battery Service state:\n  level: 5\n", noise, 0),
+                None
+            );
+            // No answer, half an answer, or a failed exit: still the denial.
+            assert_eq!(kind("", noise, 0), Some(PermissionDenied));
+            assert_eq!(kind("  level: 5", noise, 0), Some(PermissionDenied));
+            assert_eq!(kind("1\n", noise, 1), Some(PermissionDenied));
+        }
+        // What Android itself reports on stderr is no noise.
+        assert_eq!(
+            kind(
+                "Starting: Intent { cmp=com.a/.Main }\n",
+                "java.lang.SecurityException: Permission Denial: starting Intent { cmp=com.a/.Main } not exported\n",
+                0
+            ),
+            Some(PermissionDenied)
+        );
+        assert_eq!(
+            kind(
+                "Starting: Intent { cmp=com.a/.Main }\n",
+                "Error type 3\nError: Activity class {com.a/com.a.Main} does not exist.\n",
+                0
+            ),
+            Some(NotFound("com.a/com.a.Main".into()))
+        );
+    }
+
+    #[test]
     fn other_failures_carry_the_first_meaningful_line() {
         let f = classify_device_error("", "", 3).expect("failure");
         assert_eq!(f.message, "exit status 3");

@@ -102,6 +102,27 @@ mod tests {
     }
 
     #[test]
+    fn battery_saver_from_the_state_machine_of_android_10_and_later() {
+        // Synthetic: `Power Manager State:` without `mLowPowerModeEnabled`
+        // (as in the real Android 17 fixture), then the block that
+        // BatterySaverStateMachine.dump prints on Android 10 and later
+        // (its field names and indentation, values chosen).
+        let tail = "\nBattery saver state machine:\n  Enabled=true\n    full=true\n    adaptive=false\n  mState=2\n  mSettingBatterySaverEnabled=true\n";
+        let text = format!("Power Manager State:\n  mWakefulness=Awake\n  mIsPowered=false\n  mBatteryLevel=1,200\n{tail}");
+        let state = power(&text).expect("parses");
+        assert_eq!(state.battery_saver, Some(true));
+        assert_eq!(state.battery_level, Some(1200));
+        let off = text.replace("Enabled=true", "Enabled=false");
+        assert_eq!(power(&off).expect("parses").battery_saver, Some(false));
+        // BatterySavingStats' line, printed since Android 9.
+        let stats = "  mWakefulness=Awake\n  mIsPowered=false\nBattery saving stats:\n  Battery Saver is currently: ON\n";
+        assert_eq!(power(stats).expect("parses").battery_saver, Some(true));
+        // The real Android 17 fragment says nothing about it: unknown.
+        let emulator = fixture!("dumpsys-power/adbjsoncli-emulator-17.txt");
+        assert_eq!(power(emulator).expect("parses").battery_saver, None);
+    }
+
+    #[test]
     fn display_line_and_states() {
         let cases = [
             ("  mWakefulness=Asleep\n  mIsPowered=true\n", false),

@@ -193,6 +193,22 @@ mod tests {
     }
 
     #[test]
+    fn a_denial_after_a_header_is_the_device_error() {
+        // Synthetic: the header `dumpsys notification` prints, then the
+        // denial DumpUtils prints for a caller without android.permission.DUMP.
+        let text = "Current Notification Manager state:\nPermission Denial: can't dump NotificationManager from from pid=4242, uid=2000 due to missing android.permission.DUMP permission\n";
+        match reject_device_error(text) {
+            Err(ParseError::Device(f)) => assert_eq!(f.kind, FailureKind::PermissionDenied),
+            other => panic!("{other:?}"),
+        }
+        // A dump whose indented text merely mentions a denial did not fail.
+        assert_eq!(
+            reject_device_error("Recent:\n  Permission Denial: uid 10042 (earlier)\n"),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn token_after_respects_word_starts() {
         let line = "mDisplayRotation=ROTATION_90 mRotation=ROTATION_0}";
         assert_eq!(token_after(line, "mRotation="), Some("ROTATION_0}"));
@@ -208,6 +224,31 @@ mod tests {
             ("", None),
             ("Mbps", None),
             ("-", None),
+        ] {
+            assert_eq!(leading_int(input), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn leading_int_reads_grouped_digits_and_refuses_ambiguous_text() {
+        // Hostile, synthetic values: Android's own dumps print plain
+        // digits, but a vendor's or a locale's formatting groups them, and
+        // reading up to the first comma gave 5 for 5,745.
+        for (input, expected) in [
+            ("5,745MHz", Some(5745)),
+            ("5,745 MHz", Some(5745)),
+            ("1,024,000", Some(1_024_000)),
+            ("-1,234dBm", Some(-1234)),
+            ("433, Tx Link speed", Some(433)),
+            // Not thousands groups: a decimal comma or point, a group of
+            // the wrong size, a first group too long. Refused, not cut.
+            ("5,74MHz", None),
+            ("5,7450", None),
+            ("5745,5", None),
+            ("1,000,0", None),
+            ("5.745MHz", None),
+            ("12.5Mbps", None),
+            ("1,234.5", None),
         ] {
             assert_eq!(leading_int(input), expected, "{input:?}");
         }
