@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::adb::parse::ParseError;
-use crate::adb::parse::text::reject_device_error;
+use crate::adb::parse::text::{grouped_uint, reject_device_error};
 use droidwarden_services::{
     DeviceStateAction, Filesystem, PowerSave, PowerStatus, ScreenPower, Storage,
 };
@@ -114,7 +114,7 @@ fn toybox_row(fields: &[&str], block_kb: bool) -> Option<Filesystem> {
     }
     let bytes = |v: &str| {
         if block_kb {
-            v.parse::<u64>().ok()?.checked_mul(1024)
+            grouped_uint(v)?.checked_mul(1024)
         } else {
             human_bytes(v)
         }

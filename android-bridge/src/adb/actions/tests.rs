@@ -714,7 +714,7 @@ async fn a_battery_faked_with_dumpsys_battery_set_is_flagged_simulated() {
 #[tokio::test]
 async fn power_save_comes_from_the_dump_when_the_setting_is_unset() {
     // The real Android 17 fragment, then the battery saver state machine's
-    // block as Android 10 and later print it (synthetic values).
+    // block as later releases print it (synthetic values).
     let dump = format!(
         "{}\nBattery saver state machine:\n  Enabled=true\n    full=true\n    adaptive=false\n  mState=2\n",
         fixture!("dumpsys-power/adbjsoncli-emulator-17.txt")

@@ -12,7 +12,9 @@
 
 use super::*;
 use crate::adb::parse::ParseError;
-use crate::adb::parse::text::{leading_int, non_placeholder, reject_device_error, unquote};
+use crate::adb::parse::text::{
+    grouped_int, leading_int, non_placeholder, reject_device_error, unquote,
+};
 use droidwarden_services::{WifiAction, WifiScan, WifiToggle};
 
 pub(super) async fn run(sh: &dyn Shell, action: &WifiAction) -> Result<Value, BridgeError> {
@@ -196,7 +198,9 @@ fn scan_row(line: &str) -> Option<WifiNetwork> {
     if bssid.len() != 17 || bssid.matches(':').count() != 5 {
         return None;
     }
-    let frequency_mhz = fields[1].parse().ok()?;
+    // Grouped digits (`5,745`) are read whole; the age's comma, below, is
+    // a decimal comma (a fraction of seconds is printed, never thousands).
+    let frequency_mhz = i32::try_from(grouped_int(fields[1])?).ok()?;
     let rssi_dbm = i32::try_from(leading_int(fields[2])?).ok()?;
     let age_s = fields[3]
         .replace(',', ".")
