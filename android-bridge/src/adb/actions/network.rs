@@ -159,7 +159,10 @@ pub fn uplink<'a>(
 fn addressed(link: &NetworkLink) -> bool {
     let routable_v6 = |a: &String| {
         let a = a.to_ascii_lowercase();
-        !["fe8", "fe9", "fea", "feb"].iter().any(|p| a.starts_with(p)) && a != "::1"
+        !["fe8", "fe9", "fea", "feb"]
+            .iter()
+            .any(|p| a.starts_with(p))
+            && a != "::1"
     };
     link.ipv4.is_some() || link.ipv6.iter().any(routable_v6)
 }

@@ -639,7 +639,8 @@ fn chooser_started(class: &str) -> String {
     )
 }
 
-const SHARE: &str = "am start -W -a android.intent.action.SEND -t text/plain --es android.intent.extra.TEXT hello";
+const SHARE: &str =
+    "am start -W -a android.intent.action.SEND -t text/plain --es android.intent.extra.TEXT hello";
 
 #[tokio::test]
 async fn share_text_that_lands_on_the_chooser_says_so_and_shares_nothing() {
@@ -661,7 +662,10 @@ async fn share_text_that_lands_on_the_chooser_says_so_and_shares_nothing() {
     let v = run(&sh, "intents.share_text", json!({"text": "hello"}))
         .await
         .unwrap();
-    assert_eq!((v["shared"].clone(), v["chooser"].clone()), (json!(true), json!(false)));
+    assert_eq!(
+        (v["shared"].clone(), v["chooser"].clone()),
+        (json!(true), json!(false))
+    );
 }
 
 #[tokio::test]
@@ -669,9 +673,13 @@ async fn open_url_and_start_activity_that_land_on_the_chooser_say_so() {
     let resolver = "android/com.android.internal.app.ResolverActivity";
     let open = "am start -W -a android.intent.action.VIEW -c android.intent.category.BROWSABLE -d https://example.org/";
     let sh = ScriptedShell::default().answer(open, &chooser_started(resolver));
-    let v = run(&sh, "intents.open_url", json!({"url": "https://example.org/"}))
-        .await
-        .unwrap();
+    let v = run(
+        &sh,
+        "intents.open_url",
+        json!({"url": "https://example.org/"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(v["chooser"], true, "{v}");
     let start = "am start -W -a android.intent.action.VIEW -d geo:0,0?q=cafe";
     let sh = ScriptedShell::default().answer(start, &chooser_started(resolver));
@@ -685,9 +693,13 @@ async fn open_url_and_start_activity_that_land_on_the_chooser_say_so() {
     assert_eq!(v["chooser"], true, "{v}");
     let browser = "com.android.chrome/com.google.android.apps.chrome.Main";
     let sh = ScriptedShell::default().answer(open, &chooser_started(browser));
-    let v = run(&sh, "intents.open_url", json!({"url": "https://example.org/"}))
-        .await
-        .unwrap();
+    let v = run(
+        &sh,
+        "intents.open_url",
+        json!({"url": "https://example.org/"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(v["chooser"], false, "{v}");
 }
 

@@ -84,7 +84,9 @@ pub fn classify_device_error(stdout: &str, stderr: &str, exit: i32) -> Option<De
 pub fn dump_denial(stdout: &str) -> Option<DeviceFailure> {
     stdout
         .lines()
-        .find(|l| l.starts_with("Permission Denial") || l.starts_with("java.lang.SecurityException"))
+        .find(|l| {
+            l.starts_with("Permission Denial") || l.starts_with("java.lang.SecurityException")
+        })
         .map(|line| DeviceFailure {
             kind: FailureKind::PermissionDenied,
             message: line.trim().to_owned(),

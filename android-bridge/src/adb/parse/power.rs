@@ -143,7 +143,9 @@ mod tests {
         // BatterySaverStateMachine.dump prints on later releases
         // (its field names and indentation, values chosen).
         let tail = "\nBattery saver state machine:\n  Enabled=true\n    full=true\n    adaptive=false\n  mState=2\n  mSettingBatterySaverEnabled=true\n";
-        let text = format!("Power Manager State:\n  mWakefulness=Awake\n  mIsPowered=false\n  mBatteryLevel=1,200\n{tail}");
+        let text = format!(
+            "Power Manager State:\n  mWakefulness=Awake\n  mIsPowered=false\n  mBatteryLevel=1,200\n{tail}"
+        );
         let state = power(&text).expect("parses");
         assert_eq!(state.battery_saver, Some(true));
         assert_eq!(state.battery_level, Some(1200));
