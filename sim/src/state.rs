@@ -231,6 +231,10 @@ pub struct Battery {
     pub technology: String,
     /// Design capacity in microampere-hours (for `Charge counter`).
     pub capacity_uah: u64,
+    /// Values forced with `dumpsys battery set|unplug`, until `reset`
+    /// (the dump says `(UPDATES STOPPED …)`, as BatteryService does).
+    #[serde(default)]
+    pub updates_stopped: bool,
 }
 
 /// One access point seen by a Wi-Fi scan.
@@ -964,6 +968,7 @@ impl Default for PhoneState {
                 voltage: 4012,
                 technology: "Li-ion".to_owned(),
                 capacity_uah: 4_355_000,
+                updates_stopped: false,
             },
             wifi: Wifi {
                 enabled: true,

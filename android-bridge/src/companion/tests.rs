@@ -45,7 +45,7 @@ fn battery_result(level: i64) -> Value {
     json!({
         "level_percent": level, "level": level, "scale": 100, "status": "charging",
         "health": "good", "plugged": "ac", "charging": true, "present": true,
-        "temperature_c": 25.5, "voltage_mv": 4100, "technology": "Li-ion"
+        "temperature_c": 25.5, "voltage_mv": 4100, "technology": "Li-ion", "simulated": false
     })
 }
 

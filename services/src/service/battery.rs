@@ -42,6 +42,10 @@ records! {
         voltage_mv: Option<i64>,
         /// Battery chemistry, e.g. `Li-ion`.
         technology: Option<String>,
+        /// Whether these values were forced with `dumpsys battery set` or
+        /// `unplug` (Android stops its real updates until `dumpsys battery
+        /// reset`): they describe a test setup, not the battery.
+        simulated: bool,
     }
 }
 

@@ -14,7 +14,7 @@ actions!(
         -> UrlOpened
         example(Self::OpenUrl { url: "https://example.org/".into() }),
         ShareText = "share_text" (Medium, changes)
-            "Share text: shows Android's share sheet with the text, for the person to pick an app."
+            "Share text with another app: Android hands it to the one app that takes text (or the default), or shows its chooser for the person to pick one (then `chooser` is true and nothing is shared yet)."
         {
             /// The text to share.
             text: String = text_param("the text to share", 4000),
@@ -178,12 +178,19 @@ records! {
         status: String,
         /// The activity that opened it, when `am start` names one.
         activity: Option<String>,
+        /// Whether Android's chooser is showing instead, for the person to
+        /// pick the app: nothing has opened the link yet.
+        chooser: bool,
     }
 
     /// What `intents.share_text` answers.
     TextShared {
-        /// Whether the share sheet was shown.
+        /// Whether an app received the text; `false` while Android's chooser
+        /// waits for the person to pick one (`chooser`).
         shared: bool,
+        /// Whether Android's chooser is showing for the person to pick an
+        /// app: nothing has been shared yet.
+        chooser: bool,
         /// The characters shared.
         length: u64,
     }
@@ -196,6 +203,9 @@ records! {
         status: String,
         /// The activity on top afterwards, when `am start` names one.
         activity: Option<String>,
+        /// Whether Android's chooser is showing instead, for the person to
+        /// pick the app: the intent has reached no app yet.
+        chooser: bool,
     }
 }
 

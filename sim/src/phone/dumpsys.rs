@@ -115,8 +115,13 @@ fn battery_command(st: &mut PhoneState, args: &[String]) -> CommandResult {
         .collect::<Vec<_>>()
         .as_slice()
     {
-        ["unplug"] => b.plugged = Plugged::None,
-        ["reset"] => {}
+        ["unplug"] => {
+            b.plugged = Plugged::None;
+            b.updates_stopped = true;
+        }
+        // The real reset also returns to the hardware's values; the
+        // emulated battery has no others.
+        ["reset"] => b.updates_stopped = false,
         ["set", key, value] => {
             let Ok(n) = value.parse::<i64>() else {
                 return fail("", &format!("Bad value: {value}\n"), 255);
@@ -141,6 +146,7 @@ fn battery_command(st: &mut PhoneState, args: &[String]) -> CommandResult {
                 }
                 _ => return fail(&format!("Unknown set option: {key}\n"), "", 255),
             }
+            b.updates_stopped = true;
         }
         _ => return fail(usage, "", 255),
     }
@@ -151,6 +157,9 @@ fn battery(st: &PhoneState) -> String {
     let b = &st.battery;
     let plugged = b.plugged != Plugged::None;
     let mut s = String::from("Current Battery Service state:\n");
+    if b.updates_stopped {
+        wl!(s, "  (UPDATES STOPPED -- use 'reset' to restart)");
+    }
     wl!(s, "  AC powered: {}", b.plugged == Plugged::Ac);
     wl!(s, "  USB powered: {}", b.plugged == Plugged::Usb);
     wl!(s, "  Wireless powered: {}", b.plugged == Plugged::Wireless);
@@ -1161,9 +1170,18 @@ mod tests {
         let (out, _, _) = run(&p, "dumpsys battery");
         assert!(out.contains("  USB powered: true\n"));
         assert!(out.contains("  level: 42\n"));
+        assert!(!out.contains("UPDATES STOPPED"));
         run(&p, "dumpsys battery set level 7; dumpsys battery unplug");
         assert_eq!(p.state().battery.level, 7);
         assert_eq!(p.state().battery.plugged, crate::state::Plugged::None);
+        // Values forced this way are flagged as the real BatteryService does.
+        let (out, _, _) = run(&p, "dumpsys battery");
+        assert!(out.starts_with(
+            "Current Battery Service state:\n  (UPDATES STOPPED -- use 'reset' to restart)\n  AC powered: false\n"
+        ));
+        run(&p, "dumpsys battery reset");
+        let (out, _, _) = run(&p, "dumpsys battery");
+        assert!(!out.contains("UPDATES STOPPED"));
     }
 
     #[test]

@@ -5,10 +5,15 @@
 //! Every Android release prints `key: value` lines under `Current Battery
 //! Service state:`; newer ones add lines (`Dock powered`, `Charging state`,
 //! one-space-indented broadcast times) that are ignored here.
+//!
+//! `dumpsys battery set|unplug` forces values and stops the real updates
+//! until `dumpsys battery reset`; BatteryService then prints `(UPDATES
+//! STOPPED -- use 'reset' to restart)` under its header (Android 5 and
+//! later). Such values are reported, flagged `simulated`.
 
 use super::*;
 use crate::adb::parse::ParseError;
-use crate::adb::parse::text::{ColonFields, parse_bool, reject_device_error};
+use crate::adb::parse::text::{ColonFields, grouped_int, parse_bool, reject_device_error};
 use droidwarden_services::BatteryAction;
 
 pub(super) async fn run(sh: &dyn Shell, action: &BatteryAction) -> Result<Value, BridgeError> {
@@ -62,7 +67,16 @@ pub fn battery(output: &str) -> Result<BatteryStatus, ParseError> {
             .get("technology")
             .filter(|t| !t.is_empty())
             .map(str::to_owned),
+        simulated: simulated(output),
     })
+}
+
+/// BatteryService's mark of values forced with `dumpsys battery set` or
+/// `unplug`, on its own line under the header.
+fn simulated(output: &str) -> bool {
+    output
+        .lines()
+        .any(|l| l.trim_start().starts_with("(UPDATES STOPPED"))
 }
 
 fn int_field(fields: &ColonFields<'_>, field: &'static str) -> Result<i64, ParseError> {
@@ -70,13 +84,11 @@ fn int_field(fields: &ColonFields<'_>, field: &'static str) -> Result<i64, Parse
         command: COMMAND,
         field,
     })?;
-    value
-        .parse()
-        .map_err(|_| ParseError::malformed(COMMAND, field, value))
+    grouped_int(value).ok_or_else(|| ParseError::malformed(COMMAND, field, value))
 }
 
 fn optional_int(fields: &ColonFields<'_>, field: &str) -> Option<i64> {
-    fields.get(field)?.parse().ok()
+    grouped_int(fields.get(field)?)
 }
 
 fn percent(level: i64, scale: i64) -> u8 {
@@ -145,6 +157,7 @@ mod tests {
             temperature_c: Some(temperature_c),
             voltage_mv: Some(voltage_mv),
             technology: Some("Li-ion".into()),
+            simulated: false,
         }
     }
 
@@ -182,6 +195,18 @@ mod tests {
         assert_eq!(b.plugged.as_deref(), Some("usb"));
         assert_eq!(b.temperature_c, Some(-4.5));
         assert_eq!((b.voltage_mv, b.technology), (None, None));
+    }
+
+    #[test]
+    fn grouped_numbers_are_read_whole() {
+        // Synthetic, hostile: values grouped by thousands. The old reading
+        // dropped `voltage` (unreadable) and `level` made the whole read fail.
+        let text = "  status: 3\n  health: 2\n  present: true\n  level: 1,500\n  scale: 10,000\n  voltage: 4,200\n";
+        let b = battery(text).expect("parses");
+        assert_eq!((b.level, b.scale, b.level_percent), (1500, 10_000, 15));
+        assert_eq!(b.voltage_mv, Some(4200));
+        let ambiguous = text.replace("voltage: 4,200", "voltage: 4,2");
+        assert_eq!(battery(&ambiguous).expect("parses").voltage_mv, None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::adb::parse::ParseError;
-use crate::adb::parse::text::reject_device_error;
+use crate::adb::parse::text::{grouped_uint, reject_device_error};
 use droidwarden_services::{
     DeviceStateAction, Filesystem, PowerSave, PowerStatus, ScreenPower, Storage,
 };
@@ -114,7 +114,7 @@ fn toybox_row(fields: &[&str], block_kb: bool) -> Option<Filesystem> {
     }
     let bytes = |v: &str| {
         if block_kb {
-            v.parse::<u64>().ok()?.checked_mul(1024)
+            grouped_uint(v)?.checked_mul(1024)
         } else {
             human_bytes(v)
         }
@@ -188,6 +188,19 @@ pub fn storage_volumes(all: &[Filesystem]) -> (Option<&Filesystem>, Option<&File
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn df_reads_grouped_block_counts() {
+        // Synthetic, hostile: a `df` whose block counts are grouped by
+        // thousands (a vendor's busybox built with grouping).
+        let text = "Filesystem 1K-blocks Used Available Use% Mounted on\n/dev/block/dm-5 5,000,000 1,200,000 3,800,000 24% /data\n";
+        let rows = df(text).expect("parses");
+        assert_eq!(rows[0].size_bytes, 5_000_000 * 1024);
+        assert_eq!(rows[0].used_bytes, 1_200_000 * 1024);
+        assert_eq!(rows[0].available_bytes, 3_800_000 * 1024);
+        // A count that is no thousands grouping is refused, not cut short.
+        assert!(df(&text.replace("5,000,000", "5,00,000")).is_err());
+    }
 
     #[test]
     fn df_in_every_form_android_prints() {

@@ -1,6 +1,14 @@
 //! The `intents` service over ADB: `am start` of a view, send or explicit
 //! activity intent. Dangerous schemes are refused here too, so the transport
 //! used on its own refuses them.
+//!
+//! When several apps take an intent and none is the default, `am start -W`
+//! reports `Status: ok` with Android's chooser on top
+//! (`android/com.android.internal.app.ResolverActivity`, Android 14's
+//! `com.android.intentresolver/.ChooserActivity`): nothing has been shared
+//! or opened yet, the person still has to pick an app. Every result says
+//! so (`chooser`), with the same check that keeps app launching off the
+//! chooser ([`parse::is_chooser`]).
 
 use super::*;
 use droidwarden_services::{
@@ -15,6 +23,7 @@ pub(super) async fn run(sh: &dyn Shell, action: &IntentsAction) -> Result<Value,
             let started = view(sh, url, Some("android.intent.category.BROWSABLE")).await?;
             answer(UrlOpened {
                 url: url.clone(),
+                chooser: chooser(&started),
                 status: started.status,
                 activity: started.activity,
             })
@@ -32,9 +41,11 @@ pub(super) async fn run(sh: &dyn Shell, action: &IntentsAction) -> Result<Value,
                 "android.intent.extra.TEXT",
                 text.as_str(),
             ];
-            am_start(sh, &argv).await?;
+            let started = am_start(sh, &argv).await?;
+            let chooser = chooser(&started);
             answer(TextShared {
-                shared: true,
+                shared: !chooser,
+                chooser,
                 length: text.chars().count() as u64,
             })
         }
@@ -70,11 +81,18 @@ pub(super) async fn run(sh: &dyn Shell, action: &IntentsAction) -> Result<Value,
             let asked = component.as_deref().or(action.as_deref()).unwrap_or("");
             answer(ActivityStarted {
                 component: asked.to_owned(),
+                chooser: chooser(&started),
                 status: started.status,
                 activity: started.activity,
             })
         }
     }
+}
+
+/// Whether `am start -W` left Android's chooser on top: the intent waits
+/// for the person to pick an app.
+fn chooser(started: &parse::AmStart) -> bool {
+    started.activity.as_deref().is_some_and(parse::is_chooser)
 }
 
 pub(super) async fn am_start(sh: &dyn Shell, argv: &[&str]) -> Result<parse::AmStart, BridgeError> {

@@ -121,22 +121,29 @@ pub fn ip_addrs(output: &str) -> Result<Vec<NetworkLink>, ParseError> {
 /// and the default route's interface (`None` when there is no default
 /// route, e.g. offline).
 ///
-/// Without a default route the answer is still a link worth showing:
-/// `wlan0` when the phone has one (Wi-Fi off or not connected, as before),
-/// else the first connected link with an IPv4 address, else the first
-/// Wi-Fi or Ethernet link, else the first link that is not loopback. `None`
-/// only when there is no such link at all.
+/// Without a default route (offline, or `ip route get` would not say) the
+/// answer is still the link most likely to carry traffic: a link that is up
+/// with an address (an IPv4 one, or an IPv6 one beyond the link), `wlan0`
+/// first among those, then one with a carrier, then the first listed; a
+/// down `wlan0` beside an `rmnet0` that is up would name the wrong link.
+/// With no link up and addressed: `wlan0` when the phone has one (Wi-Fi
+/// off or not connected), else the first Wi-Fi or Ethernet link, else the
+/// first link that is not loopback. `None` only when there is no such link
+/// at all.
 pub fn uplink<'a>(
     links: &'a [NetworkLink],
     default_interface: Option<&str>,
 ) -> Option<&'a NetworkLink> {
     let named = |name: &str| links.iter().find(|l| l.interface == name);
     let real = || links.iter().filter(|l| l.interface != "lo");
+    let live = || real().filter(|l| l.up && addressed(l));
     default_interface
         .filter(|name| *name != "lo")
         .and_then(named)
+        .or_else(|| live().find(|l| l.interface == "wlan0"))
+        .or_else(|| live().find(|l| l.carrier))
+        .or_else(|| live().next())
         .or_else(|| named("wlan0"))
-        .or_else(|| real().find(|l| l.up && l.carrier && l.ipv4.is_some()))
         .or_else(|| {
             real().find(|l| {
                 ["wlan", "eth", "en", "wl"]
@@ -145,6 +152,19 @@ pub fn uplink<'a>(
             })
         })
         .or_else(|| real().next())
+}
+
+/// The link has an address other hosts can reach it at: IPv4, or IPv6
+/// outside `fe80::/10` (every link that is up has a link-local one).
+fn addressed(link: &NetworkLink) -> bool {
+    let routable_v6 = |a: &String| {
+        let a = a.to_ascii_lowercase();
+        !["fe8", "fe9", "fea", "feb"]
+            .iter()
+            .any(|p| a.starts_with(p))
+            && a != "::1"
+    };
+    link.ipv4.is_some() || link.ipv6.iter().any(routable_v6)
 }
 
 /// `3: wlan0: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 … state DOWN …`
@@ -448,18 +468,26 @@ mod tests {
             ),
             ("rmnet0", Some("10.121.106.242"), Some(30))
         );
-        // Without a default route, wlan0 (down) as before.
+        // Without a default route: the link that is up with an address,
+        // never the down wlan0 beside it.
         let link = uplink(&links, None).expect("a link");
-        assert_eq!((link.interface.as_str(), link.up), ("wlan0", false));
+        assert_eq!((link.interface.as_str(), link.up), ("rmnet0", true));
         // A default route on loopback or on an unlisted interface is ignored.
         assert_eq!(
             uplink(&links, Some("lo")).map(|l| l.interface.as_str()),
-            Some("wlan0")
+            Some("rmnet0")
         );
         assert_eq!(
             uplink(&links, Some("tun9")).map(|l| l.interface.as_str()),
-            Some("wlan0")
+            Some("rmnet0")
         );
+        // No link up with an address: wlan0, down, as the one to show.
+        let down = ip_addrs(fixture!(
+            "ip-addr-show-wlan0/emulator-runner-issue211-ci-emulator-10.txt"
+        ))
+        .expect("parses");
+        let link = uplink(&down, None).expect("a link");
+        assert_eq!((link.interface.as_str(), link.up), ("wlan0", false));
         assert_eq!(uplink(&[], Some("wlan0")), None);
     }
 

@@ -39,25 +39,23 @@ pub(super) async fn run(
     let out = sh.run(&argv).await?;
     // Notification texts are the apps' words and may span lines that start
     // at column 0 with anything ("Error: payment failed"): only a failed
-    // exit, stderr, or a denial in place of the dump's header is an error.
-    let denied = out
-        .stdout
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .is_some_and(|l| l.starts_with("Permission Denial"));
-    if out.exit != 0 || denied {
-        let stdout = if denied { out.stdout.as_str() } else { "" };
-        let failure =
-            parse::classify_device_error(stdout, &out.stderr, out.exit.max(i32::from(denied)))
-                .unwrap_or(parse::DeviceFailure {
-                    kind: parse::FailureKind::Other,
-                    message: format!("`dumpsys notification` exited {}", out.exit),
-                });
+    // exit, stderr, or the service's denial (after its header or not,
+    // `parse::dump_denial`) is an error.
+    if out.exit != 0 {
+        let failure = parse::classify_device_error("", &out.stderr, out.exit).unwrap_or(
+            parse::DeviceFailure {
+                kind: parse::FailureKind::Other,
+                message: format!("`dumpsys notification` exited {}", out.exit),
+            },
+        );
         return Err(super::from_failure(
             sh.device_name(),
             failure,
             Some(out.exit),
         ));
+    }
+    if let Some(denial) = parse::dump_denial(&out.stdout) {
+        return Err(super::from_failure(sh.device_name(), denial, Some(0)));
     }
     parsed(
         sh.device_name(),
@@ -118,10 +116,15 @@ struct Record {
 /// Parse `dumpsys notification --noredact`.
 ///
 /// # Errors
+/// [`ParseError::Device`] when the service denied the dump (a `Permission
+/// Denial` line, also after the manager's header: never an empty list),
 /// [`ParseError::MissingField`] when the output is not a notification
 /// manager dump (no `Notification List` and no record), and
 /// [`ParseError::Malformed`] for a record header without a package.
 pub fn notifications(out: &str) -> Result<NotificationDump, ParseError> {
+    if let Some(denial) = crate::adb::parse::dump_denial(out) {
+        return Err(ParseError::Device(denial));
+    }
     let lines: Vec<&str> = out.lines().collect();
     let Some(start) = lines.iter().position(|l| {
         let t = l.trim();
@@ -282,9 +285,11 @@ fn header(line: &str) -> Result<Record, ParseError> {
     })
 }
 
+/// The count of milliseconds `v` starts with (`1716200500000/…`), grouped
+/// digits read whole.
 fn first_number(v: &str) -> Option<u64> {
-    let digits: String = v.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
+    let (n, _) = crate::adb::parse::text::split_int(v)?;
+    u64::try_from(n).ok()
 }
 
 /// `flags=ONGOING_EVENT|NO_CLEAR` or `flags=0x62`.
@@ -486,6 +491,18 @@ mod tests {
         assert!(
             notifications("  Notification List:\n    NotificationRecord(0x1: user=0)\n").is_err()
         );
+    }
+
+    #[test]
+    fn a_denial_after_the_header_is_a_permission_error_not_an_empty_list() {
+        // Synthetic: the manager's header, then the denial DumpUtils prints.
+        let text = "Current Notification Manager state:\nPermission Denial: can't dump NotificationManager from from pid=4242, uid=2000 due to missing android.permission.DUMP permission\n";
+        match notifications(text) {
+            Err(ParseError::Device(f)) => {
+                assert_eq!(f.kind, crate::adb::parse::FailureKind::PermissionDenied);
+            }
+            other => panic!("{:?}", other.map(|d| d.notifications.len())),
+        }
     }
 
     #[test]

@@ -37,6 +37,12 @@ async fn a_denied_dump_is_permission_denied_even_with_exit_0() {
     let sh = ScriptedShell::default().answer(LIST, denial);
     let err = run(&sh, "notifications.list", json!({})).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
+    // The same denial after the manager's header (synthetic): still the
+    // denial, never an empty list.
+    let after_header = format!("Current Notification Manager state:\n{denial}");
+    let sh = ScriptedShell::default().answer(LIST, &after_header);
+    let err = run(&sh, "notifications.list", json!({})).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
     // A dump cut by its timeout is retryable, never a short list.
     let cut = format!(
         "{}\n*** SERVICE 'notification' DUMP TIMEOUT (10000ms) EXPIRED ***\n",

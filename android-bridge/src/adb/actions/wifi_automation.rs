@@ -12,7 +12,9 @@
 
 use super::*;
 use crate::adb::parse::ParseError;
-use crate::adb::parse::text::{leading_int, non_placeholder, reject_device_error, unquote};
+use crate::adb::parse::text::{
+    grouped_int, leading_int, non_placeholder, reject_device_error, unquote,
+};
 use droidwarden_services::{WifiAction, WifiScan, WifiToggle};
 
 pub(super) async fn run(sh: &dyn Shell, action: &WifiAction) -> Result<Value, BridgeError> {
@@ -196,7 +198,9 @@ fn scan_row(line: &str) -> Option<WifiNetwork> {
     if bssid.len() != 17 || bssid.matches(':').count() != 5 {
         return None;
     }
-    let frequency_mhz = fields[1].parse().ok()?;
+    // Grouped digits (`5,745`) are read whole; the age's comma, below, is
+    // a decimal comma (a fraction of seconds is printed, never thousands).
+    let frequency_mhz = i32::try_from(grouped_int(fields[1])?).ok()?;
     let rssi_dbm = i32::try_from(leading_int(fields[2])?).ok()?;
     let age_s = fields[3]
         .replace(',', ".")
@@ -288,6 +292,24 @@ mWifiInfo SSID: \"Old\", BSSID: 00:00:00:00:00:01, MAC: 02:00:00:00:00:00, IP: n
         );
         assert_eq!(failure(wifi("nothing useful")), "missing_field");
         assert_eq!(wifi("WifiState 1\n").map(|w| w.enabled), Ok(true));
+    }
+
+    #[test]
+    fn grouped_frequencies_are_read_whole_and_ambiguous_ones_refused() {
+        // Synthetic, hostile: the connected client's line with its numbers
+        // grouped by thousands, as locale-formatted builds print them.
+        let grouped = "Wi-Fi is enabled\nmWifiInfo SSID: \"Home\", BSSID: 00:13:10:85:fe:01, Supplicant state: COMPLETED, RSSI: -50, Link speed: 1,201Mbps, Frequency: 5,745MHz, Net ID: 0\n";
+        let status = wifi(grouped).expect("parses");
+        assert_eq!(status.frequency_mhz, Some(5745));
+        assert_eq!(status.link_speed_mbps, Some(1201));
+        // 5,74 is no thousands group: unknown, never 5.
+        let ambiguous = grouped.replace("5,745MHz", "5,74MHz");
+        assert_eq!(wifi(&ambiguous).expect("parses").frequency_mhz, None);
+        // The scan table's frequency column, grouped the same way.
+        let table = "    BSSID              Frequency      RSSI           Age(sec)     SSID     Flags\n  aa:bb:cc:dd:ee:01       5,745        -45            2.3          HomeNet  [ESS]\n";
+        let rows = wifi_scan(table).expect("parses");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].frequency_mhz, 5745);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::device_error::{DeviceFailure, FailureKind, classify_device_error};
 use super::error::ParseError;
-use super::text::{failure_error, listing, reject_device_error};
+use super::text::{failure_error, grouped_uint, listing, reject_device_error};
 
 /// The outcome of `am start [-W]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -130,9 +130,15 @@ pub fn split_component(component: &str) -> Option<(String, String)> {
 }
 
 /// The system's "open with" chooser: AOSP's
-/// `android/com.android.internal.app.ResolverActivity` or a vendor's own
+/// `android/com.android.internal.app.ResolverActivity` (or any activity of
+/// the `android` package: the system's own dialogs), Android 14's
+/// `com.android.intentresolver/.ChooserActivity`, or a vendor's own
 /// `…ResolverActivity` / `…ChooserActivity`.
-fn is_chooser(component: &str) -> bool {
+///
+/// The one check for "Android asked the person to pick an app": a
+/// resolved launcher activity that names it is refused, and an `am start
+/// -W` that leaves it on top delivered nothing yet (`intents`).
+pub fn is_chooser(component: &str) -> bool {
     let class = component.rsplit('/').next().unwrap_or(component);
     component_package(component) == Some("android")
         || class.ends_with("ResolverActivity")
@@ -211,7 +217,7 @@ pub fn am_start(output: &str) -> Result<AmStart, ParseError> {
             .lines()
             .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
     };
-    let millis = |key: &str| field(key).and_then(|v| v.parse().ok());
+    let millis = |key: &str| field(key).and_then(grouped_uint);
     let status = match field("Status:") {
         Some(s) => s.to_owned(),
         None if field("Starting:").is_some() => "ok".to_owned(),
@@ -409,6 +415,15 @@ mod tests {
         assert_eq!(component_package("com.a/.Main"), Some("com.a"));
         assert_eq!(component_package("/.Main"), None);
         assert_eq!(component_package("com.a"), None);
+    }
+
+    #[test]
+    fn am_start_reads_grouped_times_whole() {
+        // Synthetic, hostile: a slow start whose times are grouped by thousands.
+        let text = "Starting: Intent { cmp=com.a/.Main }\nStatus: ok\nActivity: com.a/.Main\nTotalTime: 12,345\nWaitTime: 12,400\nComplete\n";
+        let started = am_start(text).expect("parses");
+        assert_eq!(started.total_time_ms, Some(12_345));
+        assert_eq!(started.wait_time_ms, Some(12_400));
     }
 
     #[test]

@@ -72,17 +72,60 @@ pub fn classify_device_error(stdout: &str, stderr: &str, exit: i32) -> Option<De
     })
 }
 
+/// The denial a service prints in place of its dump to a caller without
+/// `android.permission.DUMP` (`Permission Denial: can't dump …`, or the
+/// `SecurityException` itself), on any line of `stdout` that starts with
+/// it: a service may print its header first.
+///
+/// For dumps whose text is the apps' own words (`dumpsys notification`),
+/// which may start a line with anything else ("Error: card declined")
+/// without having failed, so [`classify_device_error`]'s wider rules are
+/// not applied to them.
+pub fn dump_denial(stdout: &str) -> Option<DeviceFailure> {
+    stdout
+        .lines()
+        .find(|l| {
+            l.starts_with("Permission Denial") || l.starts_with("java.lang.SecurityException")
+        })
+        .map(|line| DeviceFailure {
+            kind: FailureKind::PermissionDenied,
+            message: line.trim().to_owned(),
+        })
+}
+
 /// Lines that may carry an error: all of stderr, all of stdout on failure,
 /// and otherwise only stdout lines that start with an error marker.
+///
+/// A successful, whole answer (exit status 0, stdout ending with its line
+/// end) is not failed by a shell's `…: Permission denied` on stderr (a
+/// profile script, a vendor wrapper, a file the tool skipped): that is
+/// noise beside the answer, not the answer. Without an answer, with half
+/// of one, or with a failed exit, the same line is the failure; and what
+/// Android itself reports on stderr (`Permission Denial`,
+/// `SecurityException`, `Error: …`) always counts.
 fn candidate_lines<'a>(stdout: &'a str, stderr: &'a str, exit: i32) -> Vec<&'a str> {
+    let answered = exit == 0 && !stdout.trim().is_empty() && stdout.ends_with('\n');
     let out = stdout
         .lines()
         .filter(|l| exit != 0 || starts_with_error_marker(l));
     stderr
         .lines()
+        .filter(|l| !(answered && is_errno_noise(l)))
         .chain(out)
         .filter(|l| !l.trim().is_empty())
         .collect()
+}
+
+/// A shell's or tool's errno message, `[WHO: ]Permission denied`: what
+/// `strerror(EACCES)` reads, as opposed to Android's own denials.
+fn is_errno_noise(line: &str) -> bool {
+    let line = line.trim();
+    line.ends_with("Permission denied")
+        && !["Error", "Exception", "java.lang.", "Security exception"]
+            .iter()
+            .any(|m| line.starts_with(m))
+        && !line.contains("Permission Denial")
+        && !line.contains("SecurityException")
 }
 
 /// Line starts (at column 0) that only error messages have.
@@ -293,6 +336,44 @@ mod tests {
                 "{stdout:?} / {stderr:?} / {exit}"
             );
         }
+    }
+
+    #[test]
+    fn stderr_noise_does_not_fail_a_complete_answer() {
+        use FailureKind::*;
+        // Synthetic: a shell's errno message on stderr (a profile script,
+        // a vendor wrapper) beside a whole answer with exit status 0.
+        for noise in [
+            "Permission denied\n",
+            "/system/bin/sh: /data/local/tmp/.profile: Permission denied\n",
+        ] {
+            assert_eq!(kind("1\n", noise, 0), None, "{noise:?}");
+            assert_eq!(
+                kind("Current Battery Service state:\n  level: 5\n", noise, 0),
+                None
+            );
+            // No answer, half an answer, or a failed exit: still the denial.
+            assert_eq!(kind("", noise, 0), Some(PermissionDenied));
+            assert_eq!(kind("  level: 5", noise, 0), Some(PermissionDenied));
+            assert_eq!(kind("1\n", noise, 1), Some(PermissionDenied));
+        }
+        // What Android itself reports on stderr is no noise.
+        assert_eq!(
+            kind(
+                "Starting: Intent { cmp=com.a/.Main }\n",
+                "java.lang.SecurityException: Permission Denial: starting Intent { cmp=com.a/.Main } not exported\n",
+                0
+            ),
+            Some(PermissionDenied)
+        );
+        assert_eq!(
+            kind(
+                "Starting: Intent { cmp=com.a/.Main }\n",
+                "Error type 3\nError: Activity class {com.a/com.a.Main} does not exist.\n",
+                0
+            ),
+            Some(NotFound("com.a/com.a.Main".into()))
+        );
     }
 
     #[test]

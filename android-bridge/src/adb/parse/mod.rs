@@ -36,11 +36,11 @@ mod ui;
 mod window;
 
 pub use apps::{
-    AmStart, InstalledPackage, am_start, component_package, launcher_activities, package_list,
-    pm_path, resolve_activity_brief, split_component,
+    AmStart, InstalledPackage, am_start, component_package, is_chooser, launcher_activities,
+    package_list, pm_path, resolve_activity_brief, split_component,
 };
 pub use cmd::cmd_success;
-pub use device_error::{DeviceFailure, FailureKind, classify_device_error};
+pub use device_error::{DeviceFailure, FailureKind, classify_device_error, dump_denial};
 pub use dump::dump_complete;
 pub use error::ParseError;
 #[cfg(test)]

@@ -63,6 +63,14 @@ fn run_all(text: &str) {
         let _ = (motion(&dump), ambient(&dump), proximity(&dump));
     }
     let _ = focused_app(text);
+    let _ = dump_denial(text);
+    for line in text.lines().take(64) {
+        let _ = (
+            text::split_int(line),
+            text::grouped_uint(line),
+            text::leading_int(line),
+        );
+    }
 }
 
 /// Runs `check` on every stored real output (found on disk, so new ones
@@ -107,6 +115,7 @@ pub(crate) fn each_sample(check: impl Fn(&str)) {
         "*** DUMP TIMEOUT\n***EXPIRED DUMP TIMEOUT\n*** é DUMP TIMEOUT é EXPIRED".to_owned(),
         "2 activities found:\n  Activity #0:\n    /\n    a/\n  ActivityInfo:\n name=\npackageName=".to_owned(),
         "8.8.8.8 via\nunreachable\n dev\n1: lo: <>\n2: : <UP>\n".to_owned(),
+        "-\n+,\n1,\n1,2\n,123\n-9,223,372,036,854,775,808\n9,999,999,999,999,999,999\n1,234.\n5,745é\n".to_owned(),
         "    BSSID\n  aa:bb:cc:dd:ee:ff x y z\n  aa:bb:cc:dd:ee:ff 1 -2(0:-3 >1000.0 [\n".to_owned(),
     ];
     for sample in &samples {

@@ -4,6 +4,12 @@
 //! indented to show nesting. These helpers find such values without regular
 //! expressions and never index into a string at a position they did not get
 //! from a search, so multi-byte text cannot make them panic.
+//!
+//! Every integer read out of dump-like text goes through [`split_int`]
+//! ([`leading_int`], [`grouped_int`], [`grouped_uint`]): digits grouped by
+//! thousands (`5,745`) are read whole, and text that may be a decimal
+//! fraction or another grouping (`5,74`, `5.745`) is refused, never cut
+//! at its separator.
 
 use super::device_error::{DeviceFailure, FailureKind, classify_device_error};
 use super::error::ParseError;
@@ -87,16 +93,71 @@ pub(crate) fn parse_bool(value: &str) -> Option<bool> {
     }
 }
 
-/// The leading run of `0-9`, `-`, `+` in `value`, parsed as an integer.
-///
-/// Used for values with a unit glued on, such as `433Mbps` or `5180MHz`.
+/// The integer `value` starts with, for values with a unit glued on, such
+/// as `433Mbps` or `5180MHz` ([`split_int`] says how digits are read).
 pub(crate) fn leading_int(value: &str) -> Option<i64> {
+    split_int(value.trim()).map(|(n, _)| n)
+}
+
+/// `value` (trimmed) as a whole integer, written as [`split_int`] reads
+/// one: `4200`, `-45`, `4,200`; `None` for anything else.
+pub(crate) fn grouped_int(value: &str) -> Option<i64> {
+    match split_int(value.trim()) {
+        Some((n, "")) => Some(n),
+        _ => None,
+    }
+}
+
+/// [`grouped_int`], for counts that cannot be negative.
+pub(crate) fn grouped_uint(value: &str) -> Option<u64> {
     let value = value.trim();
-    let end = value
-        .char_indices()
-        .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && (c == '-' || c == '+'))))
-        .map_or(value.len(), |(i, _)| i);
-    value[..end].parse().ok()
+    if value.starts_with('-') {
+        return None;
+    }
+    grouped_int(value).and_then(|n| u64::try_from(n).ok())
+}
+
+/// The integer at the start of `text` and what follows it.
+///
+/// An optional sign, then digits, plain (`5745`) or grouped by thousands
+/// with commas (`5,745`, `1,024,000`): a first group of one to three
+/// digits, then groups of exactly three. Android's own dumps print plain
+/// digits, but a vendor's or a locale's formatting groups them, and
+/// reading up to the first comma would give 5 for 5,745.
+///
+/// `None` when there is no digit or the digits are ambiguous: a comma
+/// that does not start a group of three (`5,74`, `5745,5`, `1,000,0`: a
+/// decimal comma, or grouping of another kind) or a decimal part (`5.745`,
+/// `12.5`, `1,234.5`: a fraction, or a dot used for grouping). A value
+/// refused is unknown; a value cut at its separator would be wrong.
+pub(crate) fn split_int(text: &str) -> Option<(i64, &str)> {
+    let bytes = text.as_bytes();
+    let digits_from = |at: usize| {
+        bytes
+            .get(at..)
+            .map_or(0, |b| b.iter().take_while(|c| c.is_ascii_digit()).count())
+    };
+    let negative = bytes.first() == Some(&b'-');
+    let mut at = usize::from(matches!(bytes.first(), Some(b'-' | b'+')));
+    let first = digits_from(at);
+    if first == 0 {
+        return None;
+    }
+    let mut digits = String::from(&text[at..at + first]);
+    at += first;
+    let digit_after = |at: usize| bytes.get(at + 1).is_some_and(u8::is_ascii_digit);
+    while bytes.get(at) == Some(&b',') && digit_after(at) {
+        if first > 3 || digits_from(at + 1) != 3 {
+            return None;
+        }
+        digits.push_str(&text[at + 1..at + 4]);
+        at += 4;
+    }
+    if matches!(bytes.get(at), Some(b'.' | b',')) && digit_after(at) {
+        return None;
+    }
+    let n: i64 = digits.parse().ok()?;
+    Some((if negative { -n } else { n }, &text[at..]))
 }
 
 /// Removes one pair of surrounding double quotes, if both are there.
@@ -123,17 +184,18 @@ pub(crate) fn indent(line: &str) -> usize {
     line.len() - line.trim_start().len()
 }
 
-/// Fails with the device's own error when the output *is* an error message.
+/// Fails with the device's own error when the output carries one.
 ///
 /// A "not found" message becomes [`ParseError::NotFound`], any other
-/// recognised message [`ParseError::Device`]. Only the first non-empty line
-/// is checked, and only with the rules that hold even when the exit status is
-/// 0: a missing service or a permission error replaces the whole output,
-/// while a long dump may mention such words further down without having
-/// failed.
+/// recognised message [`ParseError::Device`]. The whole output is checked,
+/// with the rules that hold even when the exit status is 0
+/// ([`classify_device_error`]): only a line that starts at column 0 with an
+/// error marker counts. A service may print a header before its denial
+/// (`Current Notification Manager state:` then `Permission Denial: …`),
+/// which must not read as an empty dump; a dump's own indented text may
+/// mention such words without having failed.
 pub(crate) fn reject_device_error(output: &str) -> Result<(), ParseError> {
-    let first = output.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    match classify_device_error(first, "", 0) {
+    match classify_device_error(output, "", 0) {
         Some(failure) if failure.kind != FailureKind::Other => Err(failure_error(failure)),
         _ => Ok(()),
     }
@@ -193,6 +255,22 @@ mod tests {
     }
 
     #[test]
+    fn a_denial_after_a_header_is_the_device_error() {
+        // Synthetic: the header `dumpsys notification` prints, then the
+        // denial DumpUtils prints for a caller without android.permission.DUMP.
+        let text = "Current Notification Manager state:\nPermission Denial: can't dump NotificationManager from from pid=4242, uid=2000 due to missing android.permission.DUMP permission\n";
+        match reject_device_error(text) {
+            Err(ParseError::Device(f)) => assert_eq!(f.kind, FailureKind::PermissionDenied),
+            other => panic!("{other:?}"),
+        }
+        // A dump whose indented text merely mentions a denial did not fail.
+        assert_eq!(
+            reject_device_error("Recent:\n  Permission Denial: uid 10042 (earlier)\n"),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn token_after_respects_word_starts() {
         let line = "mDisplayRotation=ROTATION_90 mRotation=ROTATION_0}";
         assert_eq!(token_after(line, "mRotation="), Some("ROTATION_0}"));
@@ -208,6 +286,31 @@ mod tests {
             ("", None),
             ("Mbps", None),
             ("-", None),
+        ] {
+            assert_eq!(leading_int(input), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn leading_int_reads_grouped_digits_and_refuses_ambiguous_text() {
+        // Hostile, synthetic values: Android's own dumps print plain
+        // digits, but a vendor's or a locale's formatting groups them, and
+        // reading up to the first comma gave 5 for 5,745.
+        for (input, expected) in [
+            ("5,745MHz", Some(5745)),
+            ("5,745 MHz", Some(5745)),
+            ("1,024,000", Some(1_024_000)),
+            ("-1,234dBm", Some(-1234)),
+            ("433, Tx Link speed", Some(433)),
+            // Not thousands groups: a decimal comma or point, a group of
+            // the wrong size, a first group too long. Refused, not cut.
+            ("5,74MHz", None),
+            ("5,7450", None),
+            ("5745,5", None),
+            ("1,000,0", None),
+            ("5.745MHz", None),
+            ("12.5Mbps", None),
+            ("1,234.5", None),
         ] {
             assert_eq!(leading_int(input), expected, "{input:?}");
         }
