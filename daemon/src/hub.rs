@@ -523,13 +523,14 @@ impl Hub {
         let service = command.service_id();
         if command.is_state_read() {
             self.announce_state(device.info().name, service, result.clone());
-        } else if command.mutates() && command.service().state.is_some() {
-            if self.claim_refresh(device, service) {
-                let (hub, device) = (self.clone(), device.clone());
-                // Bounded: the wait for its turn and the read each by the
-                // device's call timeout.
-                tokio::spawn(async move { hub.poll_claimed(&device, service).await });
-            }
+        } else if command.mutates()
+            && command.service().state.is_some()
+            && self.claim_refresh(device, service)
+        {
+            let (hub, device) = (self.clone(), device.clone());
+            // Bounded: the wait for its turn and the read each by the
+            // device's call timeout.
+            tokio::spawn(async move { hub.poll_claimed(&device, service).await });
         }
     }
 }

@@ -568,7 +568,7 @@ fn post(port: u16, path: &str, headers: &[&str], body: &str) -> String {
         request.push_str("\r\n");
     }
     request.push_str("\r\n");
-    request.push_str(&body);
+    request.push_str(body);
     stream.write_all(request.as_bytes()).expect("send");
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
