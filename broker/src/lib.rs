@@ -22,6 +22,7 @@
 
 pub mod access;
 pub mod codec;
+mod index;
 pub mod state;
 pub mod topic;
 
@@ -30,4 +31,6 @@ pub use access::{Grants, PUBLISHER_PROPERTY, Policy, Principal, Role};
 /// use the same `bytes` version.
 pub use bytes::{Bytes, BytesMut};
 pub use codec::{ClientPacket, DecodeError, ProtocolVersion, ServerPacket, decode};
-pub use state::{Action, Broker, ConnId, Denied, Input, Limits, Login, LossCause, Operation};
+pub use state::{
+    Action, Broker, ConnId, Denied, Dropped, Input, Limits, Login, LossCause, Operation, Refusal,
+};
