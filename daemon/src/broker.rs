@@ -12,10 +12,20 @@
 //!
 //! Passwords are checked here, in the connection's task, before the
 //! CONNECT reaches the state machine (with the verdict): PBKDF2 runs on the
-//! blocking pool, one at a time, successes are cached (see
+//! blocking pool, one at a time, successes are cached, and a source that
+//! keeps failing for a user is refused for a growing while (see
 //! [`crate::mqtt_users`]). Before CONNECT, a connection may send at most
 //! [`PRE_CONNECT_MAX_PACKET`] bytes, and at most [`MAX_PENDING_CONNECTS`]
-//! connections may be waiting for their CONNECT at once.
+//! connections may be waiting for their CONNECT at once: a new one then
+//! takes the place of the oldest still sending its CONNECT, and under
+//! pressure the CONNECT deadline shrinks, so that idle sockets cannot keep
+//! real clients out.
+//!
+//! Flow control is the state machine's ([`Action::Pause`]): the driver
+//! stops reading a paused connection's socket (TCP then slows the client
+//! down) until it is told to resume. Drops and refusals the machine reports
+//! are logged here at `warn`, rate-limited, and drops are counted for
+//! metrics ([`BrokerStats`]).
 //!
 //! Shape: one accept task; one task per connection, which decodes packets
 //! and writes what it is sent; and one router task that owns the
@@ -27,19 +37,21 @@
 use crate::mqtt_users::Users;
 use droidwarden_broker::codec::{self, ClientPacket, Connect, DecodeError, ProtocolVersion};
 use droidwarden_broker::{
-    Action, Broker, BytesMut, ConnId, Denied, Input, Limits, Login, LossCause, Policy, ServerPacket,
+    Action, Broker, BytesMut, ConnId, Denied, Dropped, Input, Limits, Login, LossCause, Operation,
+    Policy, Refusal, ServerPacket,
 };
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -49,16 +61,27 @@ pub(crate) const DEFAULT_LISTEN: SocketAddr =
 
 /// How long a new TCP connection has to send CONNECT.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The same when half the places for connections waiting for CONNECT are
+/// taken: a real client sends its CONNECT within milliseconds, so only
+/// idle sockets feel it.
+const CONNECT_TIMEOUT_UNDER_PRESSURE: Duration = Duration::from_secs(2);
 /// The largest first packet (CONNECT) accepted. A CONNECT holds a client
 /// id, credentials and a Will: a few hundred bytes in practice. A client
 /// announcing more is dropped from the fixed header, so an unauthenticated
 /// connection never makes the broker hold more than this.
 pub(crate) const PRE_CONNECT_MAX_PACKET: usize = 64 * 1024;
 /// Connections that have not completed CONNECT (and the password check)
-/// at one time; further ones are closed at once. With
-/// [`PRE_CONNECT_MAX_PACKET`] this bounds what strangers can make the
-/// broker hold to 4 MiB.
+/// at one time. With [`PRE_CONNECT_MAX_PACKET`] this bounds what strangers
+/// can make the broker hold to 4 MiB. When all are taken, a new connection
+/// takes the place of the oldest one still sending its CONNECT (never of
+/// one whose password is being checked); only when every place is in a
+/// password check is the new one closed.
 pub(crate) const MAX_PENDING_CONNECTS: usize = 64;
+/// At most one warning per kind of refusal or drop and account in this
+/// time; the next one says how many were left out.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+/// Distinct keys the warning limiter remembers (a bound on its memory).
+const WARN_KEYS: usize = 1024;
 /// How long one write to a client may take before it counts as gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection that ended on the reading side may still flush
@@ -176,8 +199,19 @@ pub(crate) struct Started {
     pub(crate) addr: SocketAddr,
     /// Reloads the user file (SIGHUP); `None` with anonymous access.
     pub(crate) users: Option<UsersHandle>,
-    /// Connected clients, for metrics.
-    pub(crate) clients: Arc<std::sync::atomic::AtomicUsize>,
+    /// The broker's counters (connected clients, dropped messages), for
+    /// metrics.
+    pub(crate) clients: Arc<BrokerStats>,
+}
+
+/// What the embedded broker counts, read by the metrics task.
+#[derive(Debug, Default)]
+pub(crate) struct BrokerStats {
+    /// Clients connected now.
+    pub(crate) clients: AtomicUsize,
+    /// QoS 1/2 messages a subscriber's session could not take (its client
+    /// away with a full queue, or a full hard bound), since start.
+    pub(crate) dropped_messages: AtomicU64,
 }
 
 /// Binds the listener and starts the broker's tasks on `tracker`. Returns
@@ -228,7 +262,7 @@ pub(crate) async fn start(
         .map_err(|source| BrokerError::Bind { listen, source })?;
     let limits = Limits::default();
     let (inputs, inputs_rx) = mpsc::channel(INPUT_CAPACITY);
-    let clients = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let clients = Arc::new(BrokerStats::default());
     tracker.spawn(route(
         inputs_rx,
         limits.clone(),
@@ -306,6 +340,8 @@ enum RouterMsg {
         connect: Box<Connect>,
         login: Login,
         out: mpsc::Sender<ServerPacket>,
+        /// Set while the router wants its reader to stop (flow control).
+        paused: watch::Sender<bool>,
     },
     /// Anything else.
     Input(Input),
@@ -326,7 +362,8 @@ async fn accept(
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
-    let pending = Arc::new(Semaphore::new(MAX_PENDING_CONNECTS));
+    let waiting = Arc::new(Waiting::default());
+    let mut warnings = WarnLimiter::default();
     let mut next_conn: ConnId = 0;
     loop {
         let accepted = tokio::select! {
@@ -335,19 +372,27 @@ async fn accept(
         };
         match accepted {
             Ok((stream, peer)) => {
-                let Ok(permit) = Arc::clone(&pending).try_acquire_owned() else {
-                    tracing::debug!(%peer, "too many connections waiting for CONNECT; closing");
+                next_conn += 1;
+                let Some((place, connect_timeout)) = Waiting::admit(&waiting, next_conn) else {
+                    if let Some(left_out) = warnings.allow("full".into(), Instant::now()) {
+                        tracing::warn!(
+                            %peer,
+                            left_out,
+                            "{MAX_PENDING_CONNECTS} MQTT connections are having their passwords \
+                             checked; closing a new one"
+                        );
+                    }
                     drop(stream);
                     continue;
                 };
-                next_conn += 1;
                 let conn = Conn {
                     id: next_conn,
                     peer,
                     router: inputs.clone(),
                     limits: limits.clone(),
                     users: users.clone(),
-                    pending: permit,
+                    place,
+                    connect_timeout,
                 };
                 tracker.spawn(connection(stream, conn, shutdown.clone()));
             }
@@ -365,37 +410,122 @@ async fn accept(
     tracing::debug!("embedded broker stopped listening");
 }
 
+/// The connections waiting for their CONNECT or its password check, oldest
+/// first ([`MAX_PENDING_CONNECTS`]).
+#[derive(Debug, Default)]
+struct Waiting {
+    conns: Mutex<VecDeque<WaitingConn>>,
+}
+
+#[derive(Debug)]
+struct WaitingConn {
+    id: ConnId,
+    /// Still reading its CONNECT (only these can be evicted).
+    reading: bool,
+    /// Cancelled to evict it.
+    evict: CancellationToken,
+}
+
+impl Waiting {
+    /// A place for connection `id` and its CONNECT deadline. With every
+    /// place taken, the oldest connection still reading its CONNECT is
+    /// evicted for it; `None` when all are in a password check.
+    fn admit(this: &Arc<Waiting>, id: ConnId) -> Option<(WaitingPlace, Duration)> {
+        let mut conns = this.conns.lock().unwrap_or_else(|e| e.into_inner());
+        if conns.len() >= MAX_PENDING_CONNECTS {
+            let oldest = conns.iter().position(|c| c.reading)?;
+            if let Some(evicted) = conns.remove(oldest) {
+                tracing::debug!(
+                    conn = evicted.id,
+                    "the oldest connection waiting for its CONNECT makes room for a new one"
+                );
+                evicted.evict.cancel();
+            }
+        }
+        let deadline = if conns.len() >= MAX_PENDING_CONNECTS / 2 {
+            CONNECT_TIMEOUT_UNDER_PRESSURE
+        } else {
+            CONNECT_TIMEOUT
+        };
+        let evict = CancellationToken::new();
+        conns.push_back(WaitingConn {
+            id,
+            reading: true,
+            evict: evict.clone(),
+        });
+        let place = WaitingPlace {
+            waiting: Arc::clone(this),
+            id,
+            evict,
+        };
+        Some((place, deadline))
+    }
+}
+
+/// A connection's place among the [`Waiting`] ones, given back when
+/// dropped.
+#[derive(Debug)]
+struct WaitingPlace {
+    waiting: Arc<Waiting>,
+    id: ConnId,
+    /// Cancelled when a newer connection took this place.
+    evict: CancellationToken,
+}
+
+impl WaitingPlace {
+    /// The CONNECT is read: its password check is not to be cut short.
+    fn checking(&self) {
+        let mut conns = self.waiting.conns.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = conns.iter_mut().find(|c| c.id == self.id) {
+            c.reading = false;
+        }
+    }
+}
+
+impl Drop for WaitingPlace {
+    fn drop(&mut self) {
+        let mut conns = self.waiting.conns.lock().unwrap_or_else(|e| e.into_inner());
+        conns.retain(|c| c.id != self.id);
+    }
+}
+
+/// A connected client's queues, as the router holds them.
+#[derive(Debug)]
+struct Outlet {
+    /// Packets for its writer.
+    packets: mpsc::Sender<ServerPacket>,
+    /// Whether its reader must stop reading (flow control).
+    paused: watch::Sender<bool>,
+}
+
 /// The router: the only owner of the broker state.
 async fn route(
     mut inputs: mpsc::Receiver<RouterMsg>,
     limits: Limits,
     policy: Policy,
-    clients: Arc<std::sync::atomic::AtomicUsize>,
+    stats: Arc<BrokerStats>,
     shutdown: CancellationToken,
 ) {
-    let mut broker = Broker::new(limits, policy);
-    let mut outputs: HashMap<ConnId, mpsc::Sender<ServerPacket>> = HashMap::new();
+    let mut router = Router {
+        broker: Broker::new(limits, policy.clone()),
+        policy,
+        outputs: HashMap::new(),
+        warnings: WarnLimiter::default(),
+        stats,
+    };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let step = |broker: &mut Broker, outputs: &mut HashMap<ConnId, _>, input| {
-        let actions = broker.step(Instant::now(), input);
-        perform(broker, outputs, actions);
-        clients.store(
-            broker.connection_count(),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-    };
     loop {
         let input = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
             msg = inputs.recv() => match msg {
-                Some(msg) => router_input(msg, &mut outputs),
+                Some(msg) => router.input(msg),
                 None => break,
             },
             _ = tick.tick() => Input::Tick,
         };
-        step(&mut broker, &mut outputs, input);
+        router.step(input);
     }
     // What clients sent just before the stop still counts: the daemon's own
     // goodbye (`offline`, then DISCONNECT) is sent right before the broker
@@ -408,93 +538,218 @@ async fn route(
     )
     .await
     {
-        let input = router_input(msg, &mut outputs);
-        step(&mut broker, &mut outputs, input);
+        let input = router.input(msg);
+        router.step(input);
     }
-    let actions = broker.shutdown();
-    perform(&mut broker, &mut outputs, actions);
+    let actions = router.broker.shutdown();
+    router.perform(actions);
     // Dropping the senders lets every writer flush and close its socket.
-    outputs.clear();
+    router.outputs.clear();
 }
 
-/// The machine's input for a router message; a connecting client's output
-/// queue is registered first.
-fn router_input(
-    msg: RouterMsg,
-    outputs: &mut HashMap<ConnId, mpsc::Sender<ServerPacket>>,
-) -> Input {
-    match msg {
-        RouterMsg::Connect {
-            conn,
-            connect,
-            login,
-            out,
-        } => {
-            tracing::debug!(
-                conn,
-                client_id = %connect.client_id,
-                user = connect.username.as_deref().unwrap_or(""),
-                version = ?connect.version,
-                "MQTT client connecting"
-            );
-            outputs.insert(conn, out);
-            Input::Connect {
+/// The router's state: the machine, the connections' queues, and what the
+/// log and the metrics are told.
+#[derive(Debug)]
+struct Router {
+    broker: Broker,
+    /// For the log lines of refusals: who would have been allowed.
+    policy: Policy,
+    outputs: HashMap<ConnId, Outlet>,
+    warnings: WarnLimiter,
+    stats: Arc<BrokerStats>,
+}
+
+impl Router {
+    /// The machine's input for a router message; a connecting client's
+    /// queues are registered first.
+    fn input(&mut self, msg: RouterMsg) -> Input {
+        match msg {
+            RouterMsg::Connect {
                 conn,
                 connect,
                 login,
+                out,
+                paused,
+            } => {
+                tracing::debug!(
+                    conn,
+                    client_id = %connect.client_id,
+                    user = connect.username.as_deref().unwrap_or(""),
+                    version = ?connect.version,
+                    "MQTT client connecting"
+                );
+                self.outputs.insert(
+                    conn,
+                    Outlet {
+                        packets: out,
+                        paused,
+                    },
+                );
+                Input::Connect {
+                    conn,
+                    connect,
+                    login,
+                }
+            }
+            RouterMsg::Input(input) => input,
+        }
+    }
+
+    fn step(&mut self, input: Input) {
+        let actions = self.broker.step(Instant::now(), input);
+        self.perform(actions);
+        self.stats
+            .clients
+            .store(self.broker.connection_count(), Ordering::Relaxed);
+    }
+
+    /// Performs the state machine's actions. Sending never waits: a client
+    /// whose queue is full is disconnected as a slow consumer, which is fed
+    /// back to the machine (its Will is published).
+    fn perform(&mut self, actions: Vec<Action>) {
+        let mut pending = VecDeque::from(actions);
+        while let Some(action) = pending.pop_front() {
+            match action {
+                Action::Send { conn, packet } => {
+                    let Some(out) = self.outputs.get(&conn) else {
+                        continue;
+                    };
+                    let cause = match out.packets.try_send(packet) {
+                        Ok(()) => continue,
+                        Err(mpsc::error::TrySendError::Full(_)) => {
+                            tracing::warn!(
+                                conn,
+                                "MQTT client does not read fast enough; disconnecting it"
+                            );
+                            LossCause::SlowConsumer
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => LossCause::PeerClosed,
+                    };
+                    self.outputs.remove(&conn);
+                    pending.extend(self.broker.step(Instant::now(), Input::Lost { conn, cause }));
+                }
+                Action::Close { conn } => {
+                    self.outputs.remove(&conn);
+                }
+                Action::Pause { conn } | Action::Resume { conn } => {
+                    let pause = matches!(action, Action::Pause { .. });
+                    if let Some(out) = self.outputs.get(&conn) {
+                        tracing::debug!(conn, pause, "MQTT flow control");
+                        out.paused.send_replace(pause);
+                    }
+                }
+                Action::Denied(denied) => self.denied(denied),
+                Action::Dropped(dropped) => self.dropped(dropped),
             }
         }
-        RouterMsg::Input(input) => input,
+    }
+
+    /// Logs a refusal: at `warn`, rate-limited per account and kind, with
+    /// what would have allowed it; failed logins at debug (the login
+    /// back-off warns, `mqtt_users`).
+    fn denied(&mut self, d: Denied) {
+        let Denied {
+            conn,
+            client_id,
+            user,
+            operation,
+            topic,
+            refusal,
+        } = d;
+        let user = user.as_deref().unwrap_or("(anonymous)");
+        if operation == Operation::Connect {
+            tracing::debug!(conn, %client_id, user, ?refusal, "MQTT login refused");
+            return;
+        }
+        let key = format!("{user}\u{0}{operation:?}\u{0}{refusal:?}\u{0}{topic}");
+        let Some(left_out) = self.warnings.allow(key, Instant::now()) else {
+            return;
+        };
+        match refusal {
+            Refusal::TooManySubscriptions => tracing::warn!(
+                conn,
+                %client_id,
+                user,
+                filter = %topic,
+                limit = self.broker.limits().max_subscriptions,
+                left_out,
+                "MQTT subscription refused: the client holds the most filters one client may"
+            ),
+            Refusal::NotAuthorized | Refusal::Throttled => {
+                let allowed = match operation {
+                    Operation::Subscribe => self.policy.who_may_subscribe(&topic),
+                    _ => self.policy.who_may_publish(&topic),
+                };
+                tracing::warn!(
+                    conn,
+                    %client_id,
+                    user,
+                    operation = ?operation,
+                    %topic,
+                    allowed,
+                    left_out,
+                    "MQTT client not authorized: the account's role does not allow this; \
+                     `allowed` says which role would (droidwarden mqtt-user, docs/mqtt-access.md)"
+                );
+            }
+        }
+    }
+
+    /// Counts a dropped message, and logs it at `warn`, rate-limited per
+    /// subscriber.
+    fn dropped(&mut self, d: Dropped) {
+        self.stats.dropped_messages.fetch_add(1, Ordering::Relaxed);
+        let key = format!("dropped\u{0}{}", d.client_id);
+        let Some(left_out) = self.warnings.allow(key, Instant::now()) else {
+            return;
+        };
+        let limits = self.broker.limits();
+        tracing::warn!(
+            client_id = %d.client_id,
+            user = d.user.as_deref().unwrap_or("(anonymous)"),
+            topic = %d.topic,
+            connected = d.connected,
+            limit = if d.connected { limits.max_queued_connected } else { limits.max_queued },
+            left_out,
+            "MQTT message dropped for a subscriber whose queue is full \
+             (MQTT 5 publishers were told \"quota exceeded\")"
+        );
     }
 }
 
-/// Performs the state machine's actions. Sending never waits: a client
-/// whose queue is full is disconnected as a slow consumer, which is fed back
-/// to the machine (its Will is published).
-fn perform(
-    broker: &mut Broker,
-    outputs: &mut HashMap<ConnId, mpsc::Sender<ServerPacket>>,
-    actions: Vec<Action>,
-) {
-    let mut pending = VecDeque::from(actions);
-    while let Some(action) = pending.pop_front() {
-        match action {
-            Action::Send { conn, packet } => {
-                let Some(out) = outputs.get(&conn) else {
-                    continue;
-                };
-                let cause = match out.try_send(packet) {
-                    Ok(()) => continue,
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        tracing::warn!(
-                            conn,
-                            "MQTT client does not read fast enough; disconnecting it"
-                        );
-                        LossCause::SlowConsumer
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => LossCause::PeerClosed,
-                };
-                outputs.remove(&conn);
-                pending.extend(broker.step(Instant::now(), Input::Lost { conn, cause }));
+/// At most one warning per key per [`WARN_EVERY`]: log floods from a
+/// misbehaving client cannot drown the rest of the log.
+#[derive(Debug, Default)]
+struct WarnLimiter {
+    /// When each key last logged, and how many were left out since.
+    last: HashMap<String, (Instant, u64)>,
+}
+
+impl WarnLimiter {
+    /// `Some(left out since the last one)` when a warning for `key` may be
+    /// logged now; `None` to leave it out.
+    fn allow(&mut self, key: String, now: Instant) -> Option<u64> {
+        if self.last.len() >= WARN_KEYS && !self.last.contains_key(&key) {
+            self.last
+                .retain(|_, (at, _)| now.duration_since(*at) < WARN_EVERY);
+            if self.last.len() >= WARN_KEYS {
+                // Too many distinct keys at once: this one is left out
+                // rather than memory grow.
+                return None;
             }
-            Action::Close { conn } => {
-                outputs.remove(&conn);
+        }
+        match self.last.get_mut(&key) {
+            Some((at, left_out)) if now.duration_since(*at) < WARN_EVERY => {
+                *left_out += 1;
+                None
             }
-            Action::Denied(Denied {
-                conn,
-                client_id,
-                user,
-                operation,
-                topic,
-            }) => {
-                tracing::debug!(
-                    conn,
-                    %client_id,
-                    user = user.as_deref().unwrap_or("(anonymous)"),
-                    ?operation,
-                    %topic,
-                    "MQTT client not authorized"
-                );
+            Some((at, left_out)) => {
+                *at = now;
+                Some(std::mem::take(left_out))
+            }
+            None => {
+                self.last.insert(key, (now, 0));
+                Some(0)
             }
         }
     }
@@ -563,7 +818,9 @@ struct Conn {
     users: Option<Arc<Users>>,
     /// A place among the connections waiting for CONNECT, given back once
     /// the CONNECT has been read and checked.
-    pending: tokio::sync::OwnedSemaphorePermit,
+    place: WaitingPlace,
+    /// How long it has to send its CONNECT.
+    connect_timeout: Duration,
 }
 
 /// One client connection, from TCP accept to close.
@@ -574,7 +831,8 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
         router,
         limits,
         users,
-        pending,
+        place,
+        connect_timeout,
     } = c;
     // MQTT packets are small and latency matters more than batching here.
     let _ = stream.set_nodelay(true);
@@ -584,8 +842,10 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
     let first_max = PRE_CONNECT_MAX_PACKET.min(max_packet_size);
     let first = tokio::select! {
         () = shutdown.cancelled() => return,
-        first = read_packet_within(&mut rd, &mut buf, None, first_max, Some(CONNECT_TIMEOUT)) => first,
+        () = place.evict.cancelled() => return,
+        first = read_packet_within(&mut rd, &mut buf, None, first_max, Some(connect_timeout)) => first,
     };
+    place.checking();
     let connect = match first {
         Ok(ClientPacket::Connect(connect)) => connect,
         Err(ReadEnd::Violation(DecodeError::UnsupportedProtocol { level })) => {
@@ -606,7 +866,11 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
     let login = match &users {
         None => Login::Anonymous,
         Some(users) => {
-            let check = users.login(connect.username.clone(), connect.password.clone());
+            let check = users.login(
+                peer.ip(),
+                connect.username.clone(),
+                connect.password.clone(),
+            );
             let checked = tokio::select! {
                 () = shutdown.cancelled() => return,
                 checked = tokio::time::timeout(CONNECT_TIMEOUT, check) => checked,
@@ -619,14 +883,16 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
             login
         }
     };
-    drop(pending);
+    drop(place);
     let (out, out_rx) = mpsc::channel(output_capacity(&limits));
+    let (paused, mut paused_rx) = watch::channel(false);
     if router
         .send(RouterMsg::Connect {
             conn,
             connect,
             login,
             out,
+            paused,
         })
         .await
         .is_err()
@@ -640,6 +906,12 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
         let router = router.clone();
         async move {
             loop {
+                // Flow control: not a packet more while paused, and TCP
+                // slows the client down. No keep-alive runs meanwhile: it is
+                // the broker that waits, not the client.
+                if paused_rx.wait_for(|paused| !*paused).await.is_err() {
+                    return None;
+                }
                 match read_packet_within(
                     &mut rd,
                     &mut buf,
