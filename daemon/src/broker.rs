@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -363,7 +363,6 @@ async fn accept(
     shutdown: CancellationToken,
 ) {
     let waiting = Arc::new(Waiting::default());
-    let mut warnings = WarnLimiter::default();
     let mut next_conn: ConnId = 0;
     loop {
         let accepted = tokio::select! {
@@ -373,18 +372,7 @@ async fn accept(
         match accepted {
             Ok((stream, peer)) => {
                 next_conn += 1;
-                let Some((place, connect_timeout)) = Waiting::admit(&waiting, next_conn) else {
-                    if let Some(left_out) = warnings.allow("full".into(), Instant::now()) {
-                        tracing::warn!(
-                            %peer,
-                            left_out,
-                            "{MAX_PENDING_CONNECTS} MQTT connections are having their passwords \
-                             checked; closing a new one"
-                        );
-                    }
-                    drop(stream);
-                    continue;
-                };
+                let (place, connect_timeout) = Waiting::admit(&waiting, next_conn);
                 let conn = Conn {
                     id: next_conn,
                     peer,
@@ -410,55 +398,52 @@ async fn accept(
     tracing::debug!("embedded broker stopped listening");
 }
 
-/// The connections waiting for their CONNECT or its password check, oldest
-/// first ([`MAX_PENDING_CONNECTS`]).
-#[derive(Debug, Default)]
+/// The connections reading their CONNECT, oldest first, and the places
+/// for password checks ([`MAX_PENDING_CONNECTS`] each).
+#[derive(Debug)]
 struct Waiting {
-    conns: Mutex<VecDeque<WaitingConn>>,
+    reading: Mutex<VecDeque<(ConnId, CancellationToken)>>,
+    checks: Arc<Semaphore>,
 }
 
-#[derive(Debug)]
-struct WaitingConn {
-    id: ConnId,
-    /// Still reading its CONNECT (only these can be evicted).
-    reading: bool,
-    /// Cancelled to evict it.
-    evict: CancellationToken,
+impl Default for Waiting {
+    fn default() -> Self {
+        Waiting {
+            reading: Mutex::new(VecDeque::new()),
+            checks: Arc::new(Semaphore::new(MAX_PENDING_CONNECTS)),
+        }
+    }
 }
 
 impl Waiting {
     /// A place for connection `id` and its CONNECT deadline. With every
     /// place taken, the oldest connection still reading its CONNECT is
-    /// evicted for it; `None` when all are in a password check.
-    fn admit(this: &Arc<Waiting>, id: ConnId) -> Option<(WaitingPlace, Duration)> {
-        let mut conns = this.conns.lock().unwrap_or_else(|e| e.into_inner());
-        if conns.len() >= MAX_PENDING_CONNECTS {
-            let oldest = conns.iter().position(|c| c.reading)?;
-            if let Some(evicted) = conns.remove(oldest) {
-                tracing::debug!(
-                    conn = evicted.id,
-                    "the oldest connection waiting for its CONNECT makes room for a new one"
-                );
-                evicted.evict.cancel();
-            }
+    /// evicted for it: a real client sends its CONNECT at once and has
+    /// moved on by then.
+    fn admit(this: &Arc<Waiting>, id: ConnId) -> (WaitingPlace, Duration) {
+        let mut reading = this.reading.lock().unwrap_or_else(|e| e.into_inner());
+        if reading.len() >= MAX_PENDING_CONNECTS
+            && let Some((evicted, evict)) = reading.pop_front()
+        {
+            tracing::debug!(
+                conn = evicted,
+                "the oldest connection waiting for its CONNECT makes room for a new one"
+            );
+            evict.cancel();
         }
-        let deadline = if conns.len() >= MAX_PENDING_CONNECTS / 2 {
+        let deadline = if reading.len() >= MAX_PENDING_CONNECTS / 2 {
             CONNECT_TIMEOUT_UNDER_PRESSURE
         } else {
             CONNECT_TIMEOUT
         };
         let evict = CancellationToken::new();
-        conns.push_back(WaitingConn {
-            id,
-            reading: true,
-            evict: evict.clone(),
-        });
+        reading.push_back((id, evict.clone()));
         let place = WaitingPlace {
             waiting: Arc::clone(this),
             id,
             evict,
         };
-        Some((place, deadline))
+        (place, deadline)
     }
 }
 
@@ -473,19 +458,23 @@ struct WaitingPlace {
 }
 
 impl WaitingPlace {
-    /// The CONNECT is read: its password check is not to be cut short.
-    fn checking(&self) {
-        let mut conns = self.waiting.conns.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = conns.iter_mut().find(|c| c.id == self.id) {
-            c.reading = false;
-        }
+    /// Waits for a place among the password checks (still evictable
+    /// meanwhile), then leaves the readers: its check is not cut short.
+    async fn check(&self) -> Option<OwnedSemaphorePermit> {
+        let permit = Arc::clone(&self.waiting.checks).acquire_owned().await.ok()?;
+        self.leave();
+        Some(permit)
+    }
+
+    fn leave(&self) {
+        let mut reading = self.waiting.reading.lock().unwrap_or_else(|e| e.into_inner());
+        reading.retain(|(id, _)| *id != self.id);
     }
 }
 
 impl Drop for WaitingPlace {
     fn drop(&mut self) {
-        let mut conns = self.waiting.conns.lock().unwrap_or_else(|e| e.into_inner());
-        conns.retain(|c| c.id != self.id);
+        self.leave();
     }
 }
 
@@ -845,7 +834,6 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
         () = place.evict.cancelled() => return,
         first = read_packet_within(&mut rd, &mut buf, None, first_max, Some(connect_timeout)) => first,
     };
-    place.checking();
     let connect = match first {
         Ok(ClientPacket::Connect(connect)) => connect,
         Err(ReadEnd::Violation(DecodeError::UnsupportedProtocol { level })) => {
@@ -866,6 +854,17 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
     let login = match &users {
         None => Login::Anonymous,
         Some(users) => {
+            // A place among the password checks; until it comes, a newer
+            // connection may still take this one's place.
+            let permit = tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = place.evict.cancelled() => return,
+                permit = tokio::time::timeout(connect_timeout, place.check()) => permit,
+            };
+            let Ok(Some(_permit)) = permit else {
+                tracing::debug!(conn, %peer, "no place for a password check in time; closing");
+                return;
+            };
             let check = users.login(
                 peer.ip(),
                 connect.username.clone(),
@@ -1627,8 +1626,10 @@ mod tests {
         writer.abort();
     }
 
+    /// 64 idle sockets (the issue's flood): a good login still gets in, in
+    /// the place of the oldest of them.
     #[tokio::test]
-    async fn connections_waiting_for_connect_are_capped() {
+    async fn idle_sockets_do_not_keep_a_good_login_out() {
         let broker = running().await;
         let mut idle = Vec::new();
         for _ in 0..MAX_PENDING_CONNECTS {
@@ -1637,15 +1638,142 @@ mod tests {
             stream.write_all(&[0x10]).await.unwrap();
             idle.push(stream);
         }
-        // Connections are accepted in order: this one finds no place left.
-        let mut extra = TcpStream::connect(broker.addr).await.unwrap();
+        let (_client, _events) = rumqttc_client(broker.addr, "during-the-flood", |_| {}).await;
+        // Connections are accepted in order: the oldest idle one made room.
         assert!(
-            read_until_closed_within(CUT_OFF, &mut extra)
+            read_until_closed_within(CUT_OFF, &mut idle[0])
                 .await
                 .is_empty()
         );
-        drop(idle);
-        // Places come back: a real client connects again.
-        let (_client, _events) = rumqttc_client(broker.addr, "after-the-flood", |_| {}).await;
+    }
+
+    /// 64 parallel logins with a wrong password: a good login right behind
+    /// them still gets in (guesses beyond the first few are refused
+    /// unchecked, and a CONNECT waits for a place among the checks rather
+    /// than being closed).
+    #[tokio::test]
+    async fn parallel_bad_logins_do_not_keep_a_good_login_out() {
+        let (broker, _dir) = authenticated().await;
+        let mut bad = Vec::new();
+        for i in 0..MAX_PENDING_CONNECTS {
+            let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+            stream
+                .write_all(&raw_connect_as(
+                    &format!("bad-{i}"),
+                    60,
+                    None,
+                    Some(("admin", "wrong")),
+                ))
+                .await
+                .unwrap();
+            bad.push(stream);
+        }
+        let mut ok = TcpStream::connect(broker.addr).await.unwrap();
+        ok.write_all(&raw_connect_as("ok", 60, None, Some(("ha", "pw"))))
+            .await
+            .unwrap();
+        let mut connack = [0u8; 4];
+        timeout(DEADLINE, ok.read_exact(&mut connack))
+            .await
+            .expect("a CONNACK within the deadline")
+            .expect("a CONNACK, not a close");
+        assert_eq!(connack, [0x20, 2, 0, 0]);
+    }
+
+    /// The issue's burst at socket level: a publisher far faster than a
+    /// subscriber that acknowledges nothing for a while. The publisher is
+    /// held back once the subscriber's queue is full (64 in flight + 1000
+    /// queued acknowledged, no more); once the subscriber reads on, every
+    /// message arrives, in order, and every PUBACK.
+    #[tokio::test]
+    async fn a_burst_to_a_slow_subscriber_loses_nothing() {
+        const TOTAL: usize = 1500;
+        const ACKED_WHILE_STALLED: usize = 64 + 1000;
+        let broker = running().await;
+        let mut options = MqttOptions::new("slow-sub", "127.0.0.1", broker.addr.port());
+        options.set_manual_acks(true);
+        let (subscriber, mut sub_events) = AsyncClient::new(options, 4096);
+        wait_for(&mut sub_events, |p| matches!(p, Packet::ConnAck(_))).await;
+        subscriber
+            .subscribe("burst/#", QoS::AtLeastOnce)
+            .await
+            .unwrap();
+        wait_for(&mut sub_events, |p| matches!(p, Packet::SubAck(_))).await;
+
+        let (publisher, mut pub_events) = rumqttc_client(broker.addr, "fast-pub", |_| {}).await;
+        let (acks_tx, mut acks) = watch::channel(0usize);
+        let pub_loop = tokio::spawn(async move {
+            let mut n = 0;
+            while let Ok(event) = pub_events.poll().await {
+                if let Event::Incoming(Packet::PubAck(_)) = event {
+                    n += 1;
+                    acks_tx.send_replace(n);
+                }
+            }
+        });
+        let sender = tokio::spawn(async move {
+            for i in 0..TOTAL {
+                publisher
+                    .publish("burst/call", QoS::AtLeastOnce, false, i.to_string())
+                    .await
+                    .unwrap();
+            }
+            publisher
+        });
+
+        let mut got = Vec::new();
+        let mut unacked = Vec::new();
+        let mut stalled = true;
+        timeout(2 * DEADLINE, async {
+            while got.len() < TOTAL {
+                tokio::select! {
+                    event = sub_events.poll() => match event {
+                        Ok(Event::Incoming(Packet::Publish(p))) => {
+                            got.push(String::from_utf8_lossy(&p.payload).into_owned());
+                            if stalled {
+                                unacked.push(p);
+                            } else {
+                                subscriber.try_ack(&p).unwrap();
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => panic!("rumqttc: {e}"),
+                    },
+                    // The subscriber reads on once the publisher is held.
+                    held = acks.wait_for(|n| *n >= ACKED_WHILE_STALLED), if stalled => {
+                        held.expect("the publisher's event loop runs");
+                        stalled = false;
+                        for p in unacked.drain(..) {
+                            subscriber.try_ack(&p).unwrap();
+                        }
+                    }
+                }
+            }
+        })
+        .await
+        .expect("every message within the deadline");
+        let expected: Vec<String> = (0..TOTAL).map(|i| i.to_string()).collect();
+        assert_eq!(got, expected, "every message, in order");
+        timeout(DEADLINE, acks.wait_for(|n| *n == TOTAL))
+            .await
+            .expect("every PUBACK within the deadline")
+            .expect("the publisher's event loop runs");
+        let _publisher = sender.await.unwrap();
+        pub_loop.abort();
+    }
+
+    #[test]
+    fn warnings_are_rate_limited_per_key() {
+        let mut w = WarnLimiter::default();
+        let start = Instant::now();
+        assert_eq!(w.allow("a".into(), start), Some(0));
+        assert_eq!(w.allow("a".into(), start), None);
+        assert_eq!(w.allow("a".into(), start + Duration::from_secs(59)), None);
+        assert_eq!(w.allow("b".into(), start), Some(0), "another key");
+        assert_eq!(w.allow("a".into(), start + WARN_EVERY), Some(2));
+        for i in 0..2 * WARN_KEYS {
+            w.allow(i.to_string(), start + WARN_EVERY);
+        }
+        assert!(w.last.len() <= WARN_KEYS, "bounded");
     }
 }

@@ -603,6 +603,11 @@ impl Users {
         let Ok(_permit) = self.checks.acquire().await else {
             return (Login::BadCredentials, changed);
         };
+        // Again after the wait: a burst of guesses queued together must
+        // not all be checked.
+        if self.throttle().blocked(source, &username, Instant::now()) {
+            return (Login::Throttled, changed);
+        }
         let users = Arc::clone(self);
         let name = username.clone();
         let checked = tokio::task::spawn_blocking(move || users.check(&name, &password)).await;
