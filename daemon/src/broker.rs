@@ -675,7 +675,7 @@ impl Router {
                     user,
                     operation = ?operation,
                     %topic,
-                    allowed,
+                    %allowed,
                     left_out,
                     "MQTT client not authorized: the account's role does not allow this; \
                      `allowed` says which role would (droidwarden mqtt-user, docs/mqtt-access.md)"

@@ -1387,19 +1387,12 @@ fn an_absent_client_s_full_queue_refuses_and_reports() {
     let mut dropped = Vec::new();
     for i in 0..5u16 {
         let actions = h.packet(2, numbered("t", i + 1));
-        let reason = actions.iter().find_map(|a| match a {
-            Action::Send {
-                packet: ServerPacket::PubAck { reason, .. },
-                ..
-            } => Some(*reason),
-            _ => None,
-        });
         let expected = if i < 3 {
             reason::SUCCESS
         } else {
             reason::QUOTA_EXCEEDED
         };
-        assert_eq!(reason, Some(expected), "message {i}");
+        assert_eq!(pub_ack(&actions, 2), Some(expected), "message {i}");
         dropped.extend(actions.into_iter().filter_map(|a| match a {
             Action::Dropped(d) => Some(d),
             _ => None,
