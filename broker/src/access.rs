@@ -141,12 +141,7 @@ impl Policy {
     }
 
     fn least_role(&self, topic: &str, allows: fn(&Grants, &str) -> bool) -> String {
-        let as_role = |role| {
-            self.grants(&Principal {
-                user: None,
-                role,
-            })
-        };
+        let as_role = |role| self.grants(&Principal { user: None, role });
         if allows(&as_role(Role::Automation { approve: false }), topic) {
             return "automation".into();
         }

@@ -95,8 +95,9 @@ fn walk<'a>(
     found: &mut impl FnMut(&str, &str),
 ) -> usize {
     let mut visited = 1;
-    let at_root = path.is_empty();
-    if !node.rest.is_empty() && !(at_root && dollar) {
+    // Wildcards in the first level do not match `$` topics.
+    let wildcards = !(path.is_empty() && dollar);
+    if wildcards && !node.rest.is_empty() {
         path.push("#");
         let filter = path.join("/");
         path.pop();
@@ -118,8 +119,7 @@ fn walk<'a>(
         visited += walk(child, rest, path, dollar, found);
         path.pop();
     }
-    if !(at_root && dollar)
-        && let Some((key, child)) = node.children.get_key_value("+")
+    if wildcards && let Some((key, child)) = node.children.get_key_value("+")
     {
         path.push(key);
         visited += walk(child, rest, path, dollar, found);

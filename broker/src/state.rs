@@ -1086,9 +1086,7 @@ impl Broker {
         let Some(session) = self.sessions.get_mut(client_id) else {
             return;
         };
-        if session.holding.is_empty()
-            || (!always && session.queue.len() > self.limits.max_queued)
-        {
+        if session.holding.is_empty() || (!always && session.queue.len() > self.limits.max_queued) {
             return;
         }
         let holding = std::mem::take(&mut session.holding);
@@ -1099,11 +1097,7 @@ impl Broker {
             };
             c.blocked_by.remove(client_id);
             if c.blocked_by.is_empty() {
-                out.extend(
-                    c.held
-                        .drain(..)
-                        .map(|packet| Action::Send { conn, packet }),
-                );
+                out.extend(c.held.drain(..).map(|packet| Action::Send { conn, packet }));
                 self.unpause(conn, out);
             }
         }
@@ -1132,12 +1126,13 @@ impl Broker {
         }
         // Which filters of which sessions match, from the index.
         let mut matched: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        self.index.for_each_match(&message.topic, |client_id, filter| {
-            matched
-                .entry(client_id.to_owned())
-                .or_default()
-                .push(filter.to_owned());
-        });
+        self.index
+            .for_each_match(&message.topic, |client_id, filter| {
+                matched
+                    .entry(client_id.to_owned())
+                    .or_default()
+                    .push(filter.to_owned());
+            });
         let mut routed = Routed::default();
         for (client_id, filters) in matched {
             let Some(session) = self.sessions.get_mut(&client_id) else {
@@ -1267,10 +1262,15 @@ impl Broker {
             if send_retained {
                 // Only topics that begin with the filter's literal levels
                 // can match: a range of the sorted map, not all of it.
-                let literal = filter.find(['+', '#']).map_or(&filter[..], |i| &filter[..i]);
+                let literal = filter
+                    .find(['+', '#'])
+                    .map_or(&filter[..], |i| &filter[..i]);
                 let candidates = self
                     .retained
-                    .range::<str, _>((std::ops::Bound::Included(literal), std::ops::Bound::Unbounded))
+                    .range::<str, _>((
+                        std::ops::Bound::Included(literal),
+                        std::ops::Bound::Unbounded,
+                    ))
                     .take_while(|(name, _)| name.starts_with(literal))
                     .map(|(_, message)| message);
                 for message in candidates {

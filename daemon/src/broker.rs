@@ -461,13 +461,20 @@ impl WaitingPlace {
     /// Waits for a place among the password checks (still evictable
     /// meanwhile), then leaves the readers: its check is not cut short.
     async fn check(&self) -> Option<OwnedSemaphorePermit> {
-        let permit = Arc::clone(&self.waiting.checks).acquire_owned().await.ok()?;
+        let permit = Arc::clone(&self.waiting.checks)
+            .acquire_owned()
+            .await
+            .ok()?;
         self.leave();
         Some(permit)
     }
 
     fn leave(&self) {
-        let mut reading = self.waiting.reading.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reading = self
+            .waiting
+            .reading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         reading.retain(|(id, _)| *id != self.id);
     }
 }
@@ -615,7 +622,10 @@ impl Router {
                         Err(mpsc::error::TrySendError::Closed(_)) => LossCause::PeerClosed,
                     };
                     self.outputs.remove(&conn);
-                    pending.extend(self.broker.step(Instant::now(), Input::Lost { conn, cause }));
+                    pending.extend(
+                        self.broker
+                            .step(Instant::now(), Input::Lost { conn, cause }),
+                    );
                 }
                 Action::Close { conn } => {
                     self.outputs.remove(&conn);

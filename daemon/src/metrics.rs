@@ -12,6 +12,7 @@
 //! in size and time.
 
 use crate::assistant::{Activity, Notice};
+use crate::broker::BrokerStats;
 use crate::events::{Event, Events, Stream};
 use crate::hub::{BusEvent, CallState, Hub};
 use droidwarden_agent::EventKind;
@@ -23,7 +24,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use crate::broker::BrokerStats;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

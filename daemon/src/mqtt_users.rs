@@ -611,11 +611,7 @@ impl Users {
         let users = Arc::clone(self);
         let name = username.clone();
         let checked = tokio::task::spawn_blocking(move || users.check(&name, &password)).await;
-        let login = self.record(
-            source,
-            &username,
-            checked.unwrap_or(Login::BadCredentials),
-        );
+        let login = self.record(source, &username, checked.unwrap_or(Login::BadCredentials));
         (login, changed)
     }
 

@@ -1160,17 +1160,24 @@ fn pub_acks(actions: &[Action], conn: ConnId) -> Vec<u16> {
 /// action the broker took meanwhile.
 fn drain(h: &mut Harness, conn: ConnId, first: &[Action]) -> (Vec<String>, Vec<Action>) {
     let mut waiting: VecDeque<(u16, String)> = publishes(first, conn)
-        .map(|p| (p.packet_id, String::from_utf8_lossy(&p.payload).into_owned()))
+        .map(|p| {
+            (
+                p.packet_id,
+                String::from_utf8_lossy(&p.payload).into_owned(),
+            )
+        })
         .collect();
     let mut received = Vec::new();
     let mut all = Vec::new();
     while let Some((packet_id, payload)) = waiting.pop_front() {
         received.push(payload);
         let actions = h.packet(conn, ClientPacket::PubAck { packet_id });
-        waiting.extend(
-            publishes(&actions, conn)
-                .map(|p| (p.packet_id, String::from_utf8_lossy(&p.payload).into_owned())),
-        );
+        waiting.extend(publishes(&actions, conn).map(|p| {
+            (
+                p.packet_id,
+                String::from_utf8_lossy(&p.payload).into_owned(),
+            )
+        }));
         all.extend(actions);
     }
     (received, all)
@@ -1202,7 +1209,11 @@ fn a_burst_to_a_connected_subscriber_is_held_back_not_dropped() {
     let expected: Vec<String> = (1..=40).map(|i: u16| i.to_string()).collect();
     assert_eq!(received, expected, "every message, in order");
     acked.extend(pub_acks(&actions, 2));
-    assert_eq!(acked, (1..=40).collect::<Vec<u16>>(), "every PUBACK, in order");
+    assert_eq!(
+        acked,
+        (1..=40).collect::<Vec<u16>>(),
+        "every PUBACK, in order"
+    );
 }
 
 /// The cap on filters per client: the 1001st new filter is refused.
@@ -1308,7 +1319,10 @@ fn clients_that_publish_and_subscribe_do_not_deadlock() {
     for packet_id in 1..=20 {
         first.extend(h.packet(1, numbered("loop", packet_id)));
     }
-    assert!(!paused(&first, 1), "a client holding itself back is read on");
+    assert!(
+        !paused(&first, 1),
+        "a client holding itself back is read on"
+    );
     let (received, actions) = drain(&mut h, 1, &first);
     assert_eq!(received.len(), 20);
     let mut acked = pub_acks(&first, 1);
