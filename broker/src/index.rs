@@ -119,8 +119,7 @@ fn walk<'a>(
         visited += walk(child, rest, path, dollar, found);
         path.pop();
     }
-    if wildcards && let Some((key, child)) = node.children.get_key_value("+")
-    {
+    if wildcards && let Some((key, child)) = node.children.get_key_value("+") {
         path.push(key);
         visited += walk(child, rest, path, dollar, found);
         path.pop();
