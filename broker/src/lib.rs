@@ -6,7 +6,8 @@
 //! [`access`] says which role may publish and read which topics, and
 //! [`state::Broker`] is the broker as a state machine (sessions,
 //! subscriptions, retained messages, Will Messages, QoS 0/1, QoS 2 from
-//! clients, and access control on every publish, subscription and
+//! clients, flow control that holds publishers back instead of dropping,
+//! and access control on every publish, subscription and
 //! delivery). It does no I/O, spawns nothing and reads no clock: the
 //! daemon's `broker` module owns the sockets and tasks, checks passwords
 //! and feeds the machine who each client is.

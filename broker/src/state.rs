@@ -15,7 +15,7 @@
 //! checked against the subscriber's read rights.
 //!
 //! Subscriptions are matched through one index of every session's filters
-//! by topic level ([`crate::index`]): a publish costs what its topic's
+//! by topic level (`index.rs`): a publish costs what its topic's
 //! matching filters cost, not what every client's subscriptions add up to.
 //! A client holds at most [`Limits::max_subscriptions`] filters.
 //!
