@@ -273,6 +273,19 @@ pub enum Action {
         /// The connection.
         conn: ConnId,
     },
+    /// A client held publishers back for [`Limits::max_stall_secs`]
+    /// without acknowledging anything and is being disconnected as a slow
+    /// consumer (a [`Action::Close`] follows): to be logged.
+    Stuck {
+        /// The connection.
+        conn: ConnId,
+        /// Its client identifier.
+        client_id: String,
+        /// The user it logged in as, if any.
+        user: Option<String>,
+        /// Messages waiting in its queue.
+        queued: usize,
+    },
 }
 
 /// Who published a message: its client identifier and login.
@@ -1496,14 +1509,20 @@ impl Broker {
         // nothing for this long is not slow but stuck: it goes, so that
         // the publishers go on (its session keeps what it can).
         let stall = Duration::from_secs(u64::from(self.limits.max_stall_secs));
-        let mut stuck: Vec<ConnId> = self
+        let mut stuck: Vec<(ConnId, String, Option<String>, usize)> = self
             .sessions
-            .values()
-            .filter(|s| s.holding_since.is_some_and(|since| now >= since + stall))
-            .filter_map(|s| s.conn)
+            .iter()
+            .filter(|(_, s)| s.holding_since.is_some_and(|since| now >= since + stall))
+            .filter_map(|(id, s)| Some((s.conn?, id.clone(), s.user.clone(), s.queue.len())))
             .collect();
-        stuck.sort_unstable();
-        for conn in stuck {
+        stuck.sort_unstable_by_key(|(conn, ..)| *conn);
+        for (conn, client_id, user, queued) in stuck {
+            out.push(Action::Stuck {
+                conn,
+                client_id,
+                user,
+                queued,
+            });
             self.lose(now, conn, &LossCause::SlowConsumer, out);
         }
     }

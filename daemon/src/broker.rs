@@ -637,6 +637,20 @@ impl Router {
                         out.paused.send_replace(pause);
                     }
                 }
+                Action::Stuck {
+                    conn,
+                    client_id,
+                    user,
+                    queued,
+                } => tracing::warn!(
+                    conn,
+                    %client_id,
+                    user = user.as_deref().unwrap_or("(anonymous)"),
+                    queued,
+                    "MQTT client held publishers back and acknowledged nothing for {}s; \
+                     disconnecting it as a slow consumer",
+                    self.broker.limits().max_stall_secs
+                ),
                 Action::Denied(denied) => self.denied(denied),
                 Action::Dropped(dropped) => self.dropped(dropped),
             }

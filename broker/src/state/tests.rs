@@ -1453,5 +1453,11 @@ fn a_stuck_subscriber_is_disconnected_and_its_publishers_released() {
     h.now += Duration::from_secs(1);
     let actions = h.step(Input::Tick);
     assert!(closes(&actions, 1), "stuck: disconnected");
+    assert!(actions.contains(&Action::Stuck {
+        conn: 1,
+        client_id: "client-1".into(),
+        user: None,
+        queued: 4,
+    }));
     assert_eq!(pub_acks(&actions, 2), [4, 5, 6], "the publisher goes on");
 }
