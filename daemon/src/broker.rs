@@ -674,7 +674,12 @@ impl Router {
             tracing::debug!(conn, %client_id, user, ?refusal, "MQTT login refused");
             return;
         }
-        let key = format!("{user}\u{0}{operation:?}\u{0}{refusal:?}\u{0}{topic}");
+        // One line per account and topic refused; a client over its
+        // filter cap is told once whatever the filters.
+        let key = match refusal {
+            Refusal::TooManySubscriptions => format!("{user}\u{0}{refusal:?}"),
+            _ => format!("{user}\u{0}{operation:?}\u{0}{refusal:?}\u{0}{topic}"),
+        };
         let Some(left_out) = self.warnings.allow(key, Instant::now()) else {
             return;
         };
