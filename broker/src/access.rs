@@ -119,6 +119,51 @@ impl Policy {
         format!("{}/responses/", self.prefix)
     }
 
+    /// Who may publish on `topic`, in words for the log line of a refusal:
+    /// the least of `automation`, `automation with the approve grant`,
+    /// `phone <id>` and `admin` that would have been allowed.
+    ///
+    /// ```
+    /// use droidwarden_broker::Policy;
+    /// let policy = Policy::open();
+    /// assert_eq!(policy.who_may_publish("droidwarden/cmd/call"), "automation");
+    /// assert_eq!(policy.who_may_publish("home/scenes/movie"), "admin");
+    /// ```
+    #[must_use]
+    pub fn who_may_publish(&self, topic: &str) -> String {
+        self.least_role(topic, Grants::may_publish)
+    }
+
+    /// Who may subscribe to `filter`, in words, as [`Self::who_may_publish`].
+    #[must_use]
+    pub fn who_may_subscribe(&self, filter: &str) -> String {
+        self.least_role(filter, Grants::may_subscribe)
+    }
+
+    fn least_role(&self, topic: &str, allows: fn(&Grants, &str) -> bool) -> String {
+        let as_role = |role| self.grants(&Principal { user: None, role });
+        if allows(&as_role(Role::Automation { approve: false }), topic) {
+            return "automation".into();
+        }
+        if allows(&as_role(Role::Automation { approve: true }), topic) {
+            return "automation with the approve grant".into();
+        }
+        // A phone's topics name its companion id: `<p>/companion/<id>/…`.
+        let companion = topic
+            .strip_prefix(self.prefix.as_str())
+            .and_then(|rest| rest.strip_prefix("/companion/"))
+            .and_then(|rest| rest.split('/').next());
+        if let Some(id) = companion {
+            let phone = as_role(Role::Phone {
+                companion_id: id.to_owned(),
+            });
+            if allows(&phone, topic) {
+                return format!("phone {id}");
+            }
+        }
+        "admin".into()
+    }
+
     /// The rights of `who`, resolved into topic patterns once per
     /// connection.
     #[must_use]
@@ -409,6 +454,27 @@ mod tests {
         assert!(covers("a/+/c", "a/x/c"));
         assert!(!covers("a/+/c", "a/#"));
         assert!(!covers("a/b", "a/+"));
+    }
+
+    #[test]
+    fn the_least_role_that_would_allow_a_refusal() {
+        let p = policy();
+        for (topic, who) in [
+            ("dw/cmd/call", "automation"),
+            ("dw/cmd/approve", "automation with the approve grant"),
+            ("dw/companion/alice/response", "phone alice"),
+            ("dw/companion/alice/request", "admin"),
+            ("dw/availability", "admin"),
+            ("home/scenes/movie_night", "admin"),
+        ] {
+            assert_eq!(p.who_may_publish(topic), who, "{topic}");
+        }
+        assert_eq!(p.who_may_subscribe("dw/#"), "automation");
+        assert_eq!(
+            p.who_may_subscribe("dw/companion/alice/request"),
+            "phone alice"
+        );
+        assert_eq!(p.who_may_subscribe("$SYS/#"), "admin");
     }
 
     #[test]

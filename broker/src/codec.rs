@@ -102,14 +102,18 @@ pub mod reason {
     pub const TOPIC_ALIAS_INVALID: u8 = 0x94;
     /// DISCONNECT: packet too large.
     pub const PACKET_TOO_LARGE: u8 = 0x95;
-    /// PUBACK, PUBREC: quota exceeded.
+    /// PUBACK, PUBREC, SUBACK: quota exceeded.
     pub const QUOTA_EXCEEDED: u8 = 0x97;
+    /// CONNACK: connection rate exceeded (too many failed logins).
+    pub const CONNECTION_RATE_EXCEEDED: u8 = 0x9F;
     /// SUBACK: shared subscriptions not supported.
     pub const SHARED_SUBSCRIPTIONS_NOT_SUPPORTED: u8 = 0x9E;
     /// MQTT 3.1.1 CONNACK: unacceptable protocol version.
     pub const V3_UNACCEPTABLE_PROTOCOL_VERSION: u8 = 0x01;
     /// MQTT 3.1.1 CONNACK: identifier rejected.
     pub const V3_IDENTIFIER_REJECTED: u8 = 0x02;
+    /// MQTT 3.1.1 CONNACK: server unavailable.
+    pub const V3_SERVER_UNAVAILABLE: u8 = 0x03;
     /// MQTT 3.1.1 CONNACK: bad user name or password.
     pub const V3_BAD_USER_NAME_OR_PASSWORD: u8 = 0x04;
     /// MQTT 3.1.1 CONNACK: not authorized.

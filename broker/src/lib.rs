@@ -6,7 +6,8 @@
 //! [`access`] says which role may publish and read which topics, and
 //! [`state::Broker`] is the broker as a state machine (sessions,
 //! subscriptions, retained messages, Will Messages, QoS 0/1, QoS 2 from
-//! clients, and access control on every publish, subscription and
+//! clients, flow control that holds publishers back instead of dropping,
+//! and access control on every publish, subscription and
 //! delivery). It does no I/O, spawns nothing and reads no clock: the
 //! daemon's `broker` module owns the sockets and tasks, checks passwords
 //! and feeds the machine who each client is.
@@ -22,6 +23,7 @@
 
 pub mod access;
 pub mod codec;
+mod index;
 pub mod state;
 pub mod topic;
 
@@ -30,4 +32,6 @@ pub use access::{Grants, PUBLISHER_PROPERTY, Policy, Principal, Role};
 /// use the same `bytes` version.
 pub use bytes::{Bytes, BytesMut};
 pub use codec::{ClientPacket, DecodeError, ProtocolVersion, ServerPacket, decode};
-pub use state::{Action, Broker, ConnId, Denied, Input, Limits, Login, LossCause, Operation};
+pub use state::{
+    Action, Broker, ConnId, Denied, Dropped, Input, Limits, Login, LossCause, Operation, Refusal,
+};

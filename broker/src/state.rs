@@ -14,9 +14,21 @@
 //! role does not allow is refused, and every delivery (live or retained) is
 //! checked against the subscriber's read rights.
 //!
-//! Subscriptions are matched by walking every session's filters. That is
-//! linear in the number of subscriptions, which is right for the tens of
-//! clients a home installation has, and keeps the code obviously correct.
+//! Subscriptions are matched through one index of every session's filters
+//! by topic level (`index.rs`): a publish costs what its topic's
+//! matching filters cost, not what every client's subscriptions add up to.
+//! A client holds at most [`Limits::max_subscriptions`] filters.
+//!
+//! Nothing a publisher was told it delivered is dropped while its
+//! subscribers are connected: when a QoS 1 message finds a connected
+//! subscriber's queue beyond [`Limits::max_queued`], it is queued all the
+//! same and the publisher is held back ([`Action::Pause`], and its PUBACKs
+//! withheld) until that queue has room again. Only a session whose client
+//! is away, or a queue at the hard bound [`Limits::max_queued_connected`]
+//! (reached only by publishers that ignore flow control), refuses a
+//! message, and says so ([`Action::Dropped`]; an MQTT 5 publisher gets
+//! "quota exceeded"). `docs/embedded-broker.md` ("Flow control") has the
+//! reasoning, including why this cannot deadlock.
 
 use crate::access::{Grants, PUBLISHER_PROPERTY, Policy, Principal, Role};
 use crate::codec::{
@@ -24,6 +36,7 @@ use crate::codec::{
     PublishProperties, QoS, RetainHandling, ServerPacket, Subscribe, SubscriptionOptions,
     Unsubscribe, reason,
 };
+use crate::index::FilterIndex;
 use crate::topic;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -41,9 +54,24 @@ pub struct Limits {
     /// Unacknowledged QoS 1 messages sent to one client at a time (an MQTT 5
     /// client's smaller Receive Maximum wins).
     pub max_inflight: u16,
-    /// QoS 1 messages queued per session beyond the in-flight window,
-    /// including while its client is away; the oldest is dropped beyond it.
+    /// QoS 1 messages queued per session beyond the in-flight window while
+    /// its client is away: new ones beyond it are dropped (and reported,
+    /// [`Action::Dropped`]). For a connected client it is where flow control
+    /// begins: a publisher whose message makes the queue longer is held
+    /// back until it is no longer.
     pub max_queued: usize,
+    /// The hard bound of a connected client's queue: only publishers that
+    /// ignore flow control (sending on while their PUBACKs are withheld)
+    /// can reach it; beyond it messages are dropped and reported.
+    pub max_queued_connected: usize,
+    /// How long a connected subscriber may hold publishers back without
+    /// acknowledging anything, in seconds, before it is disconnected as a
+    /// slow consumer (its session then keeps what it holds, within
+    /// `max_queued`).
+    pub max_stall_secs: u32,
+    /// Topic filters one session may hold; further new filters are refused
+    /// in the SUBACK (MQTT 5: quota exceeded).
+    pub max_subscriptions: usize,
     /// The longest a session outlives its connection, in seconds. Also
     /// applies to MQTT 3.1.1 persistent sessions (clean session 0), which the
     /// protocol would otherwise keep for ever.
@@ -65,6 +93,9 @@ impl Default for Limits {
             max_packet_size: 16 * 1024 * 1024,
             max_inflight: 64,
             max_queued: 1000,
+            max_queued_connected: 10_000,
+            max_stall_secs: 30,
+            max_subscriptions: 1000,
             max_session_expiry: 24 * 60 * 60,
             max_retained: 10_000,
             receive_maximum: 64,
@@ -103,6 +134,10 @@ pub enum Login {
     User(Principal),
     /// A user name with a wrong password, or an unknown user.
     BadCredentials,
+    /// Not checked: too many failed logins from this source for this
+    /// user lately (the driver's back-off). Refused as "connection rate
+    /// exceeded" (MQTT 3.1.1: "server unavailable").
+    Throttled,
 }
 
 /// What a client was refused; for the driver to log.
@@ -118,6 +153,18 @@ pub enum Operation {
     Subscribe,
 }
 
+/// Why something was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The client's role does not allow it (or its credentials are wrong).
+    NotAuthorized,
+    /// The client holds [`Limits::max_subscriptions`] filters already.
+    TooManySubscriptions,
+    /// The client's source failed to log in too often; refused without a
+    /// password check ([`Login::Throttled`]).
+    Throttled,
+}
+
 /// A refusal, for the driver to log (the client has already been told).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denied {
@@ -131,6 +178,24 @@ pub struct Denied {
     pub operation: Operation,
     /// The topic or filter concerned (empty for CONNECT).
     pub topic: String,
+    /// Why.
+    pub refusal: Refusal,
+}
+
+/// A QoS 1 or 2 message a session could not take, for the driver to log
+/// and count. An MQTT 5 publisher was told "quota exceeded".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// The subscriber's client identifier.
+    pub client_id: String,
+    /// The user that owns the subscriber's session, if any.
+    pub user: Option<String>,
+    /// The message's topic.
+    pub topic: String,
+    /// Whether the subscriber was connected (then its queue was at the hard
+    /// bound [`Limits::max_queued_connected`]; else at
+    /// [`Limits::max_queued`]).
+    pub connected: bool,
 }
 
 /// Something that happened, for [`Broker::step`].
@@ -192,8 +257,35 @@ pub enum Action {
         /// The connection.
         conn: ConnId,
     },
-    /// Something was refused for lack of rights: only to be logged.
+    /// Something was refused: only to be logged.
     Denied(Denied),
+    /// A message was dropped for a subscriber: to be logged and counted.
+    Dropped(Dropped),
+    /// Stop reading from a connection (flow control: a publisher that
+    /// sent more than the Receive Maximum while its PUBACKs are withheld).
+    /// Packets already read may still arrive and are handled.
+    Pause {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// Read from a paused connection again.
+    Resume {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A client held publishers back for [`Limits::max_stall_secs`]
+    /// without acknowledging anything and is being disconnected as a slow
+    /// consumer (a [`Action::Close`] follows): to be logged.
+    Stuck {
+        /// The connection.
+        conn: ConnId,
+        /// Its client identifier.
+        client_id: String,
+        /// The user it logged in as, if any.
+        user: Option<String>,
+        /// Messages waiting in its queue.
+        queued: usize,
+    },
 }
 
 /// Who published a message: its client identifier and login.
@@ -294,6 +386,11 @@ struct Session {
     inflight: VecDeque<(u16, Outgoing)>,
     /// QoS 1 messages waiting for room in the in-flight window.
     queue: VecDeque<Outgoing>,
+    /// Publishers held back until `queue` is within [`Limits::max_queued`]
+    /// again (only while the client is connected).
+    holding: Vec<ConnId>,
+    /// Since when it holds publishers back without acknowledging anything.
+    holding_since: Option<Instant>,
     next_packet_id: u16,
     /// QoS 2 messages from the client that were delivered and await PUBREL.
     awaiting_pubrel: HashSet<u16>,
@@ -316,6 +413,8 @@ impl Session {
             will: None,
             inflight: VecDeque::new(),
             queue: VecDeque::new(),
+            holding: Vec::new(),
+            holding_since: None,
             next_packet_id: 0,
             awaiting_pubrel: HashSet::new(),
             receive_maximum: u16::MAX,
@@ -325,17 +424,38 @@ impl Session {
         }
     }
 
-    fn deliver(&mut self, now: Instant, o: Outgoing, limits: &Limits, out: &mut Vec<Action>) {
+    /// Sends or queues one message; says whether the queue is now beyond
+    /// its soft bound, or refused it.
+    fn deliver(
+        &mut self,
+        now: Instant,
+        o: Outgoing,
+        limits: &Limits,
+        out: &mut Vec<Action>,
+    ) -> Queued {
         if o.qos == QoS::AtMostOnce {
             // QoS 0 is sent now or never: it is not kept for absent clients.
             self.send(now, &o, 0, false, out);
-            return;
+            return Queued::Taken;
+        }
+        let connected = self.conn.is_some();
+        let bound = if connected {
+            limits.max_queued_connected
+        } else {
+            limits.max_queued
+        };
+        if self.queue.len() >= bound {
+            // What is queued was promised first: the newcomer is refused
+            // (and its publisher told, if it speaks MQTT 5).
+            return Queued::Refused;
         }
         self.queue.push_back(o);
-        if self.queue.len() > limits.max_queued {
-            self.queue.pop_front();
-        }
         self.pump(now, limits, out);
+        if connected && self.queue.len() > limits.max_queued {
+            Queued::Full
+        } else {
+            Queued::Taken
+        }
     }
 
     /// Moves queued QoS 1 messages into the in-flight window.
@@ -432,6 +552,40 @@ impl Session {
     }
 }
 
+/// What routing a message did, for its publisher's acknowledgement.
+#[derive(Debug, Default)]
+struct Routed {
+    /// Connected subscribers whose queues are now beyond the soft bound.
+    full: Vec<String>,
+    /// Whether some subscriber could not take it.
+    refused: bool,
+}
+
+/// What became of a message given to a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Queued {
+    /// Sent, or queued within the soft bound.
+    Taken,
+    /// Queued beyond [`Limits::max_queued`]: its publisher waits.
+    Full,
+    /// Not queued: the session's queue is at its hard bound.
+    Refused,
+}
+
+/// A connection that completed CONNECT.
+#[derive(Debug)]
+struct Connection {
+    version: ProtocolVersion,
+    client_id: String,
+    /// Sessions whose full queues hold this publisher back.
+    blocked_by: HashSet<String>,
+    /// PUBACK and PUBREC packets withheld while it is held back, in the
+    /// order of their PUBLISH (which is the order they must go out in).
+    held: VecDeque<ServerPacket>,
+    /// Whether the driver was told to stop reading it.
+    paused: bool,
+}
+
 #[derive(Debug)]
 struct DelayedWill {
     due: Instant,
@@ -444,9 +598,11 @@ struct DelayedWill {
 pub struct Broker {
     limits: Limits,
     policy: Policy,
-    /// Connections that completed CONNECT, with their client identifier.
-    conns: HashMap<ConnId, (ProtocolVersion, String)>,
+    /// Connections that completed CONNECT.
+    conns: HashMap<ConnId, Connection>,
     sessions: HashMap<String, Session>,
+    /// Every session's filters, by topic level.
+    index: FilterIndex,
     retained: BTreeMap<String, Arc<Message>>,
     delayed_wills: Vec<DelayedWill>,
     next_auto_id: u64,
@@ -461,6 +617,7 @@ impl Broker {
             policy,
             conns: HashMap::new(),
             sessions: HashMap::new(),
+            index: FilterIndex::default(),
             retained: BTreeMap::new(),
             delayed_wills: Vec::new(),
             next_auto_id: 0,
@@ -516,8 +673,8 @@ impl Broker {
         let mut out = Vec::new();
         let mut conns: Vec<_> = self.conns.drain().collect();
         conns.sort_unstable_by_key(|(conn, _)| *conn);
-        for (conn, (version, _)) in conns {
-            if version.is_v5() {
+        for (conn, c) in conns {
+            if c.version.is_v5() {
                 out.push(Action::Send {
                     conn,
                     packet: ServerPacket::Disconnect {
@@ -608,6 +765,7 @@ impl Broker {
                 user: user.clone(),
                 operation,
                 topic: topic.to_owned(),
+                refusal: Refusal::NotAuthorized,
             })
         };
         let principal = match login {
@@ -620,6 +778,24 @@ impl Broker {
             Login::BadCredentials => {
                 out.push(denied(Operation::Connect, &c.username, ""));
                 return refuse(bad_credentials, out);
+            }
+            Login::Throttled => {
+                out.push(Action::Denied(Denied {
+                    conn,
+                    client_id: given_id.clone(),
+                    user: c.username.clone(),
+                    operation: Operation::Connect,
+                    topic: String::new(),
+                    refusal: Refusal::Throttled,
+                }));
+                return refuse(
+                    if v5 {
+                        reason::CONNECTION_RATE_EXCEEDED
+                    } else {
+                        reason::V3_SERVER_UNAVAILABLE
+                    },
+                    out,
+                );
             }
         };
         let grants = Arc::new(self.policy.grants(&principal));
@@ -693,7 +869,16 @@ impl Broker {
         session.expires_at = None;
         session.receive_maximum = c.properties.receive_maximum;
         session.max_packet_size = c.properties.maximum_packet_size;
-        self.conns.insert(conn, (c.version, client_id));
+        self.conns.insert(
+            conn,
+            Connection {
+                version: c.version,
+                client_id,
+                blocked_by: HashSet::new(),
+                held: VecDeque::new(),
+                paused: false,
+            },
+        );
         out.push(Action::Send {
             conn,
             packet: ServerPacket::ConnAck(ConnAck {
@@ -724,7 +909,11 @@ impl Broker {
     }
 
     fn packet(&mut self, now: Instant, conn: ConnId, packet: ClientPacket, out: &mut Vec<Action>) {
-        let Some((version, client_id)) = self.conns.get(&conn).cloned() else {
+        let Some((version, client_id)) = self
+            .conns
+            .get(&conn)
+            .map(|c| (c.version, c.client_id.clone()))
+        else {
             return;
         };
         match packet {
@@ -732,9 +921,15 @@ impl Broker {
             ClientPacket::Publish(p) => self.publish(now, conn, &client_id, p, out),
             ClientPacket::PubAck { packet_id } => {
                 if let Some(session) = self.sessions.get_mut(&client_id) {
+                    let before = session.inflight.len();
                     session.inflight.retain(|(id, _)| *id != packet_id);
+                    if session.inflight.len() < before && session.holding_since.is_some() {
+                        // Progress: the client is slow, not stuck.
+                        session.holding_since = Some(now);
+                    }
                     session.pump(now, &self.limits, out);
                 }
+                self.release(&client_id, false, out);
             }
             ClientPacket::PubRel { packet_id } => {
                 let found = self
@@ -789,6 +984,7 @@ impl Broker {
         let awaits_pubrel = permitted || !v5;
         let duplicate = qos == QoS::ExactlyOnce
             && !(awaits_pubrel && session.awaiting_pubrel.insert(packet_id));
+        let mut routed = Routed::default();
         if !permitted {
             out.push(Action::Denied(Denied {
                 conn,
@@ -796,6 +992,7 @@ impl Broker {
                 user: session.user.clone(),
                 operation: Operation::Publish,
                 topic: p.topic.clone(),
+                refusal: Refusal::NotAuthorized,
             }));
         } else if !duplicate {
             let publisher = Publisher {
@@ -811,28 +1008,123 @@ impl Broker {
                 p.retain,
                 p.properties,
             );
-            self.route(now, message, out);
+            routed = self.route(now, message, Some(conn), out);
         }
-        let reason = if permitted || !v5 {
+        let reason = if !v5 {
+            // MQTT 3.1.1 has no way to say "not authorized" or "quota
+            // exceeded" here; both are logged by the driver.
             reason::SUCCESS
-        } else {
+        } else if !permitted {
             reason::NOT_AUTHORIZED
+        } else if routed.refused {
+            reason::QUOTA_EXCEEDED
+        } else {
+            reason::SUCCESS
         };
-        match qos {
-            QoS::AtMostOnce => {}
-            QoS::AtLeastOnce => out.push(Action::Send {
-                conn,
-                packet: ServerPacket::PubAck { packet_id, reason },
-            }),
-            QoS::ExactlyOnce => out.push(Action::Send {
-                conn,
-                packet: ServerPacket::PubRec { packet_id, reason },
-            }),
+        let ack = match qos {
+            QoS::AtMostOnce => None,
+            QoS::AtLeastOnce => Some(ServerPacket::PubAck { packet_id, reason }),
+            QoS::ExactlyOnce => Some(ServerPacket::PubRec { packet_id, reason }),
+        };
+        self.acknowledge(now, conn, routed.full, ack, out);
+    }
+
+    /// Sends a publisher its acknowledgement, or withholds it while full
+    /// queues of connected subscribers (`full`, and any from before) hold
+    /// the publisher back. A publisher that sends on beyond the Receive
+    /// Maximum regardless is paused, unless its own session holds someone
+    /// back: a paused connection's acknowledgements are not read, so a
+    /// queue it holds would never drain. That rule keeps the waits from
+    /// ever forming a cycle.
+    fn acknowledge(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        full: Vec<String>,
+        ack: Option<ServerPacket>,
+        out: &mut Vec<Action>,
+    ) {
+        for subscriber in full {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            if !c.blocked_by.insert(subscriber.clone()) {
+                continue;
+            }
+            let Some(session) = self.sessions.get_mut(&subscriber) else {
+                continue;
+            };
+            if session.holding.is_empty() {
+                session.holding_since = Some(now);
+            }
+            session.holding.push(conn);
+            // A session that holds someone back must be read from.
+            if let Some(sub_conn) = session.conn {
+                self.unpause(sub_conn, out);
+            }
+        }
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if let Some(packet) = ack {
+            if c.blocked_by.is_empty() && c.held.is_empty() {
+                out.push(Action::Send { conn, packet });
+            } else {
+                c.held.push_back(packet);
+            }
+        }
+        let holds_someone = self
+            .sessions
+            .get(&c.client_id)
+            .is_some_and(|s| !s.holding.is_empty());
+        if !c.paused && !holds_someone && c.held.len() > usize::from(self.limits.receive_maximum) {
+            c.paused = true;
+            out.push(Action::Pause { conn });
+        }
+    }
+
+    fn unpause(&mut self, conn: ConnId, out: &mut Vec<Action>) {
+        if let Some(c) = self.conns.get_mut(&conn)
+            && c.paused
+        {
+            c.paused = false;
+            out.push(Action::Resume { conn });
+        }
+    }
+
+    /// Lets the publishers `client_id`'s session holds back go on, once its
+    /// queue is within bounds again, or in any case (`always`) when its
+    /// client left or the session ends.
+    fn release(&mut self, client_id: &str, always: bool, out: &mut Vec<Action>) {
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        if session.holding.is_empty() || (!always && session.queue.len() > self.limits.max_queued) {
+            return;
+        }
+        let holding = std::mem::take(&mut session.holding);
+        session.holding_since = None;
+        for conn in holding {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                continue;
+            };
+            c.blocked_by.remove(client_id);
+            if c.blocked_by.is_empty() {
+                out.extend(c.held.drain(..).map(|packet| Action::Send { conn, packet }));
+                self.unpause(conn, out);
+            }
         }
     }
 
     /// Retains (or clears) and forwards a message to every matching session.
-    fn route(&mut self, now: Instant, mut message: Message, out: &mut Vec<Action>) {
+    /// `publisher` is the connection it came from (`None`: a Will).
+    fn route(
+        &mut self,
+        now: Instant,
+        mut message: Message,
+        publisher: Option<ConnId>,
+        out: &mut Vec<Action>,
+    ) -> Routed {
         message.command = self.policy.is_command(&message.topic);
         let message = Arc::new(message);
         if message.retain {
@@ -845,35 +1137,67 @@ impl Broker {
                     .insert(message.topic.clone(), Arc::clone(&message));
             }
         }
-        for (client_id, session) in &mut self.sessions {
+        // Which filters of which sessions match, from the index.
+        let mut matched: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        self.index
+            .for_each_match(&message.topic, |client_id, filter| {
+                matched
+                    .entry(client_id.to_owned())
+                    .or_default()
+                    .push(filter.to_owned());
+            });
+        let mut routed = Routed::default();
+        for (client_id, filters) in matched {
+            let Some(session) = self.sessions.get_mut(&client_id) else {
+                continue;
+            };
             if !session.grants.may_read(&message.topic) {
                 continue;
             }
             let mut best: Option<QoS> = None;
             let mut retain_as_published = false;
             let mut subscription_ids = Vec::new();
-            for (filter, sub) in &session.subscriptions {
-                if !topic::matches(filter, &message.topic)
-                    || (sub.options.no_local && message.publisher == *client_id)
-                {
+            for filter in &filters {
+                let Some(sub) = session.subscriptions.get(filter) else {
+                    continue;
+                };
+                if sub.options.no_local && message.publisher == client_id {
                     continue;
                 }
                 best = best.max(Some(sub.options.qos));
                 retain_as_published |= sub.options.retain_as_published;
                 subscription_ids.extend(sub.id);
             }
-            if let Some(granted) = best {
-                let o = Outgoing {
-                    qos: message.qos.min(granted),
-                    // Live messages go out with retain 0 unless the
-                    // subscriber asked otherwise (MQTT 3.1.1 §3.3.1.3).
-                    retain: message.retain && retain_as_published,
-                    message: Arc::clone(&message),
-                    subscription_ids,
-                };
-                session.deliver(now, o, &self.limits, out);
+            let Some(granted) = best else {
+                continue;
+            };
+            let o = Outgoing {
+                qos: message.qos.min(granted),
+                // Live messages go out with retain 0 unless the
+                // subscriber asked otherwise (MQTT 3.1.1 §3.3.1.3).
+                retain: message.retain && retain_as_published,
+                message: Arc::clone(&message),
+                subscription_ids,
+            };
+            match session.deliver(now, o, &self.limits, out) {
+                Queued::Taken => {}
+                Queued::Full => {
+                    if publisher.is_some() {
+                        routed.full.push(client_id);
+                    }
+                }
+                Queued::Refused => {
+                    routed.refused = true;
+                    out.push(Action::Dropped(Dropped {
+                        user: session.user.clone(),
+                        topic: message.topic.clone(),
+                        connected: session.conn.is_some(),
+                        client_id,
+                    }));
+                }
             }
         }
+        routed
     }
 
     fn subscribe(
@@ -905,8 +1229,21 @@ impl Broker {
                     user: session.user.clone(),
                     operation: Operation::Subscribe,
                     topic: filter.clone(),
+                    refusal: Refusal::NotAuthorized,
                 }));
                 Some(reason::NOT_AUTHORIZED)
+            } else if session.subscriptions.len() >= self.limits.max_subscriptions
+                && !session.subscriptions.contains_key(&filter)
+            {
+                out.push(Action::Denied(Denied {
+                    conn,
+                    client_id: client_id.to_owned(),
+                    user: session.user.clone(),
+                    operation: Operation::Subscribe,
+                    topic: filter.clone(),
+                    refusal: Refusal::TooManySubscriptions,
+                }));
+                Some(reason::QUOTA_EXCEEDED)
             } else {
                 None
             };
@@ -927,13 +1264,29 @@ impl Broker {
                     },
                 )
                 .is_some();
+            if !existed {
+                self.index.insert(&filter, client_id);
+            }
             let send_retained = match options.retain_handling {
                 RetainHandling::OnSubscribe => true,
                 RetainHandling::OnNewSubscription => !existed,
                 RetainHandling::Never => false,
             };
             if send_retained {
-                for message in self.retained.values() {
+                // Only topics that begin with the filter's literal levels
+                // can match: a range of the sorted map, not all of it.
+                let literal = filter
+                    .find(['+', '#'])
+                    .map_or(&filter[..], |i| &filter[..i]);
+                let candidates = self
+                    .retained
+                    .range::<str, _>((
+                        std::ops::Bound::Included(literal),
+                        std::ops::Bound::Unbounded,
+                    ))
+                    .take_while(|(name, _)| name.starts_with(literal))
+                    .map(|(_, message)| message);
+                for message in candidates {
                     if topic::matches(&filter, &message.topic)
                         && session.grants.may_read(&message.topic)
                     {
@@ -955,7 +1308,15 @@ impl Broker {
             },
         });
         for o in retained {
-            session.deliver(now, o, &self.limits, out);
+            let message = Arc::clone(&o.message);
+            if session.deliver(now, o, &self.limits, out) == Queued::Refused {
+                out.push(Action::Dropped(Dropped {
+                    client_id: client_id.to_owned(),
+                    user: session.user.clone(),
+                    topic: message.topic.clone(),
+                    connected: session.conn.is_some(),
+                }));
+            }
         }
     }
 
@@ -974,6 +1335,7 @@ impl Broker {
             .iter()
             .map(|filter| {
                 if session.subscriptions.remove(filter).is_some() {
+                    self.index.remove(filter, client_id);
                     reason::SUCCESS
                 } else if topic::validate_filter(filter).is_err() {
                     reason::TOPIC_FILTER_INVALID
@@ -1022,9 +1384,25 @@ impl Broker {
     /// reason to tell, closes it, publishes or schedules its Will and ends
     /// or parks its session.
     fn lose(&mut self, now: Instant, conn: ConnId, cause: &LossCause, out: &mut Vec<Action>) {
-        let Some((version, client_id)) = self.conns.remove(&conn) else {
+        let Some(Connection {
+            version,
+            client_id,
+            blocked_by,
+            ..
+        }) = self.conns.remove(&conn)
+        else {
             return;
         };
+        // Its withheld acknowledgements go with it: a persistent client
+        // sends those messages again, as after any lost connection.
+        for subscriber in blocked_by {
+            if let Some(session) = self.sessions.get_mut(&subscriber) {
+                session.holding.retain(|held| *held != conn);
+                if session.holding.is_empty() {
+                    session.holding_since = None;
+                }
+            }
+        }
         let reason = match cause {
             LossCause::KeepAliveTimeout => Some(reason::KEEP_ALIVE_TIMEOUT),
             LossCause::TakenOver => Some(reason::SESSION_TAKEN_OVER),
@@ -1040,6 +1418,9 @@ impl Broker {
             });
         }
         out.push(Action::Close { conn });
+        // Nobody waits for a client that is not there: its session is now
+        // bounded by `max_queued`, and refuses beyond it.
+        self.release(&client_id, true, out);
         let Some(session) = self.sessions.get_mut(&client_id) else {
             return;
         };
@@ -1066,7 +1447,12 @@ impl Broker {
 
     /// Removes a session; a Will still waiting for its delay goes out now.
     fn end_session(&mut self, now: Instant, client_id: &str, out: &mut Vec<Action>) {
-        self.sessions.remove(client_id);
+        self.release(client_id, true, out);
+        if let Some(session) = self.sessions.remove(client_id) {
+            for filter in session.subscriptions.keys() {
+                self.index.remove(filter, client_id);
+            }
+        }
         if let Some(i) = self
             .delayed_wills
             .iter()
@@ -1099,7 +1485,7 @@ impl Broker {
             will.retain,
             will.properties,
         );
-        self.route(now, message, out);
+        self.route(now, message, None, out);
     }
 
     fn tick(&mut self, now: Instant, out: &mut Vec<Action>) {
@@ -1118,6 +1504,26 @@ impl Broker {
             .collect();
         for client_id in expired {
             self.end_session(now, &client_id, out);
+        }
+        // A connected client that holds publishers back and acknowledges
+        // nothing for this long is not slow but stuck: it goes, so that
+        // the publishers go on (its session keeps what it can).
+        let stall = Duration::from_secs(u64::from(self.limits.max_stall_secs));
+        let mut stuck: Vec<(ConnId, String, Option<String>, usize)> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.holding_since.is_some_and(|since| now >= since + stall))
+            .filter_map(|(id, s)| Some((s.conn?, id.clone(), s.user.clone(), s.queue.len())))
+            .collect();
+        stuck.sort_unstable_by_key(|(conn, ..)| *conn);
+        for (conn, client_id, user, queued) in stuck {
+            out.push(Action::Stuck {
+                conn,
+                client_id,
+                user,
+                queued,
+            });
+            self.lose(now, conn, &LossCause::SlowConsumer, out);
         }
     }
 }

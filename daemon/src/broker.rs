@@ -12,10 +12,20 @@
 //!
 //! Passwords are checked here, in the connection's task, before the
 //! CONNECT reaches the state machine (with the verdict): PBKDF2 runs on the
-//! blocking pool, one at a time, successes are cached (see
+//! blocking pool, one at a time, successes are cached, and a source that
+//! keeps failing for a user is refused for a growing while (see
 //! [`crate::mqtt_users`]). Before CONNECT, a connection may send at most
 //! [`PRE_CONNECT_MAX_PACKET`] bytes, and at most [`MAX_PENDING_CONNECTS`]
-//! connections may be waiting for their CONNECT at once.
+//! connections may be waiting for their CONNECT at once: a new one then
+//! takes the place of the oldest still sending its CONNECT, and under
+//! pressure the CONNECT deadline shrinks, so that idle sockets cannot keep
+//! real clients out.
+//!
+//! Flow control is the state machine's ([`Action::Pause`]): the driver
+//! stops reading a paused connection's socket (TCP then slows the client
+//! down) until it is told to resume. Drops and refusals the machine reports
+//! are logged here at `warn`, rate-limited, and drops are counted for
+//! metrics ([`BrokerStats`]).
 //!
 //! Shape: one accept task; one task per connection, which decodes packets
 //! and writes what it is sent; and one router task that owns the
@@ -27,19 +37,21 @@
 use crate::mqtt_users::Users;
 use droidwarden_broker::codec::{self, ClientPacket, Connect, DecodeError, ProtocolVersion};
 use droidwarden_broker::{
-    Action, Broker, BytesMut, ConnId, Denied, Input, Limits, Login, LossCause, Policy, ServerPacket,
+    Action, Broker, BytesMut, ConnId, Denied, Dropped, Input, Limits, Login, LossCause, Operation,
+    Policy, Refusal, ServerPacket,
 };
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -49,16 +61,27 @@ pub(crate) const DEFAULT_LISTEN: SocketAddr =
 
 /// How long a new TCP connection has to send CONNECT.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The same when half the places for connections waiting for CONNECT are
+/// taken: a real client sends its CONNECT within milliseconds, so only
+/// idle sockets feel it.
+const CONNECT_TIMEOUT_UNDER_PRESSURE: Duration = Duration::from_secs(2);
 /// The largest first packet (CONNECT) accepted. A CONNECT holds a client
 /// id, credentials and a Will: a few hundred bytes in practice. A client
 /// announcing more is dropped from the fixed header, so an unauthenticated
 /// connection never makes the broker hold more than this.
 pub(crate) const PRE_CONNECT_MAX_PACKET: usize = 64 * 1024;
 /// Connections that have not completed CONNECT (and the password check)
-/// at one time; further ones are closed at once. With
-/// [`PRE_CONNECT_MAX_PACKET`] this bounds what strangers can make the
-/// broker hold to 4 MiB.
+/// at one time. With [`PRE_CONNECT_MAX_PACKET`] this bounds what strangers
+/// can make the broker hold to 4 MiB. When all are taken, a new connection
+/// takes the place of the oldest one still sending its CONNECT (never of
+/// one whose password is being checked); only when every place is in a
+/// password check is the new one closed.
 pub(crate) const MAX_PENDING_CONNECTS: usize = 64;
+/// At most one warning per kind of refusal or drop and account in this
+/// time; the next one says how many were left out.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+/// Distinct keys the warning limiter remembers (a bound on its memory).
+const WARN_KEYS: usize = 1024;
 /// How long one write to a client may take before it counts as gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection that ended on the reading side may still flush
@@ -176,8 +199,19 @@ pub(crate) struct Started {
     pub(crate) addr: SocketAddr,
     /// Reloads the user file (SIGHUP); `None` with anonymous access.
     pub(crate) users: Option<UsersHandle>,
-    /// Connected clients, for metrics.
-    pub(crate) clients: Arc<std::sync::atomic::AtomicUsize>,
+    /// The broker's counters (connected clients, dropped messages), for
+    /// metrics.
+    pub(crate) clients: Arc<BrokerStats>,
+}
+
+/// What the embedded broker counts, read by the metrics task.
+#[derive(Debug, Default)]
+pub(crate) struct BrokerStats {
+    /// Clients connected now.
+    pub(crate) clients: AtomicUsize,
+    /// QoS 1/2 messages a subscriber's session could not take (its client
+    /// away with a full queue, or a full hard bound), since start.
+    pub(crate) dropped_messages: AtomicU64,
 }
 
 /// Binds the listener and starts the broker's tasks on `tracker`. Returns
@@ -228,7 +262,7 @@ pub(crate) async fn start(
         .map_err(|source| BrokerError::Bind { listen, source })?;
     let limits = Limits::default();
     let (inputs, inputs_rx) = mpsc::channel(INPUT_CAPACITY);
-    let clients = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let clients = Arc::new(BrokerStats::default());
     tracker.spawn(route(
         inputs_rx,
         limits.clone(),
@@ -306,6 +340,8 @@ enum RouterMsg {
         connect: Box<Connect>,
         login: Login,
         out: mpsc::Sender<ServerPacket>,
+        /// Set while the router wants its reader to stop (flow control).
+        paused: watch::Sender<bool>,
     },
     /// Anything else.
     Input(Input),
@@ -326,7 +362,7 @@ async fn accept(
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
-    let pending = Arc::new(Semaphore::new(MAX_PENDING_CONNECTS));
+    let waiting = Arc::new(Waiting::default());
     let mut next_conn: ConnId = 0;
     loop {
         let accepted = tokio::select! {
@@ -335,19 +371,16 @@ async fn accept(
         };
         match accepted {
             Ok((stream, peer)) => {
-                let Ok(permit) = Arc::clone(&pending).try_acquire_owned() else {
-                    tracing::debug!(%peer, "too many connections waiting for CONNECT; closing");
-                    drop(stream);
-                    continue;
-                };
                 next_conn += 1;
+                let (place, connect_timeout) = Waiting::admit(&waiting, next_conn);
                 let conn = Conn {
                     id: next_conn,
                     peer,
                     router: inputs.clone(),
                     limits: limits.clone(),
                     users: users.clone(),
-                    pending: permit,
+                    place,
+                    connect_timeout,
                 };
                 tracker.spawn(connection(stream, conn, shutdown.clone()));
             }
@@ -365,37 +398,130 @@ async fn accept(
     tracing::debug!("embedded broker stopped listening");
 }
 
+/// The connections reading their CONNECT, oldest first, and the places
+/// for password checks ([`MAX_PENDING_CONNECTS`] each).
+#[derive(Debug)]
+struct Waiting {
+    reading: Mutex<VecDeque<(ConnId, CancellationToken)>>,
+    checks: Arc<Semaphore>,
+}
+
+impl Default for Waiting {
+    fn default() -> Self {
+        Waiting {
+            reading: Mutex::new(VecDeque::new()),
+            checks: Arc::new(Semaphore::new(MAX_PENDING_CONNECTS)),
+        }
+    }
+}
+
+impl Waiting {
+    /// A place for connection `id` and its CONNECT deadline. With every
+    /// place taken, the oldest connection still reading its CONNECT is
+    /// evicted for it: a real client sends its CONNECT at once and has
+    /// moved on by then.
+    fn admit(this: &Arc<Waiting>, id: ConnId) -> (WaitingPlace, Duration) {
+        let mut reading = this.reading.lock().unwrap_or_else(|e| e.into_inner());
+        if reading.len() >= MAX_PENDING_CONNECTS
+            && let Some((evicted, evict)) = reading.pop_front()
+        {
+            tracing::debug!(
+                conn = evicted,
+                "the oldest connection waiting for its CONNECT makes room for a new one"
+            );
+            evict.cancel();
+        }
+        let deadline = if reading.len() >= MAX_PENDING_CONNECTS / 2 {
+            CONNECT_TIMEOUT_UNDER_PRESSURE
+        } else {
+            CONNECT_TIMEOUT
+        };
+        let evict = CancellationToken::new();
+        reading.push_back((id, evict.clone()));
+        let place = WaitingPlace {
+            waiting: Arc::clone(this),
+            id,
+            evict,
+        };
+        (place, deadline)
+    }
+}
+
+/// A connection's place among the [`Waiting`] ones, given back when
+/// dropped.
+#[derive(Debug)]
+struct WaitingPlace {
+    waiting: Arc<Waiting>,
+    id: ConnId,
+    /// Cancelled when a newer connection took this place.
+    evict: CancellationToken,
+}
+
+impl WaitingPlace {
+    /// Waits for a place among the password checks (still evictable
+    /// meanwhile), then leaves the readers: its check is not cut short.
+    async fn check(&self) -> Option<OwnedSemaphorePermit> {
+        let permit = Arc::clone(&self.waiting.checks)
+            .acquire_owned()
+            .await
+            .ok()?;
+        self.leave();
+        Some(permit)
+    }
+
+    fn leave(&self) {
+        let mut reading = self
+            .waiting
+            .reading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        reading.retain(|(id, _)| *id != self.id);
+    }
+}
+
+impl Drop for WaitingPlace {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+/// A connected client's queues, as the router holds them.
+#[derive(Debug)]
+struct Outlet {
+    /// Packets for its writer.
+    packets: mpsc::Sender<ServerPacket>,
+    /// Whether its reader must stop reading (flow control).
+    paused: watch::Sender<bool>,
+}
+
 /// The router: the only owner of the broker state.
 async fn route(
     mut inputs: mpsc::Receiver<RouterMsg>,
     limits: Limits,
     policy: Policy,
-    clients: Arc<std::sync::atomic::AtomicUsize>,
+    stats: Arc<BrokerStats>,
     shutdown: CancellationToken,
 ) {
-    let mut broker = Broker::new(limits, policy);
-    let mut outputs: HashMap<ConnId, mpsc::Sender<ServerPacket>> = HashMap::new();
+    let mut router = Router {
+        broker: Broker::new(limits, policy.clone()),
+        policy,
+        outputs: HashMap::new(),
+        warnings: WarnLimiter::default(),
+        stats,
+    };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let step = |broker: &mut Broker, outputs: &mut HashMap<ConnId, _>, input| {
-        let actions = broker.step(Instant::now(), input);
-        perform(broker, outputs, actions);
-        clients.store(
-            broker.connection_count(),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-    };
     loop {
         let input = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
             msg = inputs.recv() => match msg {
-                Some(msg) => router_input(msg, &mut outputs),
+                Some(msg) => router.input(msg),
                 None => break,
             },
             _ = tick.tick() => Input::Tick,
         };
-        step(&mut broker, &mut outputs, input);
+        router.step(input);
     }
     // What clients sent just before the stop still counts: the daemon's own
     // goodbye (`offline`, then DISCONNECT) is sent right before the broker
@@ -408,93 +534,240 @@ async fn route(
     )
     .await
     {
-        let input = router_input(msg, &mut outputs);
-        step(&mut broker, &mut outputs, input);
+        let input = router.input(msg);
+        router.step(input);
     }
-    let actions = broker.shutdown();
-    perform(&mut broker, &mut outputs, actions);
+    let actions = router.broker.shutdown();
+    router.perform(actions);
     // Dropping the senders lets every writer flush and close its socket.
-    outputs.clear();
+    router.outputs.clear();
 }
 
-/// The machine's input for a router message; a connecting client's output
-/// queue is registered first.
-fn router_input(
-    msg: RouterMsg,
-    outputs: &mut HashMap<ConnId, mpsc::Sender<ServerPacket>>,
-) -> Input {
-    match msg {
-        RouterMsg::Connect {
-            conn,
-            connect,
-            login,
-            out,
-        } => {
-            tracing::debug!(
-                conn,
-                client_id = %connect.client_id,
-                user = connect.username.as_deref().unwrap_or(""),
-                version = ?connect.version,
-                "MQTT client connecting"
-            );
-            outputs.insert(conn, out);
-            Input::Connect {
+/// The router's state: the machine, the connections' queues, and what the
+/// log and the metrics are told.
+#[derive(Debug)]
+struct Router {
+    broker: Broker,
+    /// For the log lines of refusals: who would have been allowed.
+    policy: Policy,
+    outputs: HashMap<ConnId, Outlet>,
+    warnings: WarnLimiter,
+    stats: Arc<BrokerStats>,
+}
+
+impl Router {
+    /// The machine's input for a router message; a connecting client's
+    /// queues are registered first.
+    fn input(&mut self, msg: RouterMsg) -> Input {
+        match msg {
+            RouterMsg::Connect {
                 conn,
                 connect,
                 login,
-            }
-        }
-        RouterMsg::Input(input) => input,
-    }
-}
-
-/// Performs the state machine's actions. Sending never waits: a client
-/// whose queue is full is disconnected as a slow consumer, which is fed back
-/// to the machine (its Will is published).
-fn perform(
-    broker: &mut Broker,
-    outputs: &mut HashMap<ConnId, mpsc::Sender<ServerPacket>>,
-    actions: Vec<Action>,
-) {
-    let mut pending = VecDeque::from(actions);
-    while let Some(action) = pending.pop_front() {
-        match action {
-            Action::Send { conn, packet } => {
-                let Some(out) = outputs.get(&conn) else {
-                    continue;
-                };
-                let cause = match out.try_send(packet) {
-                    Ok(()) => continue,
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        tracing::warn!(
-                            conn,
-                            "MQTT client does not read fast enough; disconnecting it"
-                        );
-                        LossCause::SlowConsumer
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => LossCause::PeerClosed,
-                };
-                outputs.remove(&conn);
-                pending.extend(broker.step(Instant::now(), Input::Lost { conn, cause }));
-            }
-            Action::Close { conn } => {
-                outputs.remove(&conn);
-            }
-            Action::Denied(Denied {
-                conn,
-                client_id,
-                user,
-                operation,
-                topic,
-            }) => {
+                out,
+                paused,
+            } => {
                 tracing::debug!(
+                    conn,
+                    client_id = %connect.client_id,
+                    user = connect.username.as_deref().unwrap_or(""),
+                    version = ?connect.version,
+                    "MQTT client connecting"
+                );
+                self.outputs.insert(
+                    conn,
+                    Outlet {
+                        packets: out,
+                        paused,
+                    },
+                );
+                Input::Connect {
+                    conn,
+                    connect,
+                    login,
+                }
+            }
+            RouterMsg::Input(input) => input,
+        }
+    }
+
+    fn step(&mut self, input: Input) {
+        let actions = self.broker.step(Instant::now(), input);
+        self.perform(actions);
+        self.stats
+            .clients
+            .store(self.broker.connection_count(), Ordering::Relaxed);
+    }
+
+    /// Performs the state machine's actions. Sending never waits: a client
+    /// whose queue is full is disconnected as a slow consumer, which is fed
+    /// back to the machine (its Will is published).
+    fn perform(&mut self, actions: Vec<Action>) {
+        let mut pending = VecDeque::from(actions);
+        while let Some(action) = pending.pop_front() {
+            match action {
+                Action::Send { conn, packet } => {
+                    let Some(out) = self.outputs.get(&conn) else {
+                        continue;
+                    };
+                    let cause = match out.packets.try_send(packet) {
+                        Ok(()) => continue,
+                        Err(mpsc::error::TrySendError::Full(_)) => {
+                            tracing::warn!(
+                                conn,
+                                "MQTT client does not read fast enough; disconnecting it"
+                            );
+                            LossCause::SlowConsumer
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => LossCause::PeerClosed,
+                    };
+                    self.outputs.remove(&conn);
+                    pending.extend(
+                        self.broker
+                            .step(Instant::now(), Input::Lost { conn, cause }),
+                    );
+                }
+                Action::Close { conn } => {
+                    self.outputs.remove(&conn);
+                }
+                Action::Pause { conn } | Action::Resume { conn } => {
+                    let pause = matches!(action, Action::Pause { .. });
+                    if let Some(out) = self.outputs.get(&conn) {
+                        tracing::debug!(conn, pause, "MQTT flow control");
+                        out.paused.send_replace(pause);
+                    }
+                }
+                Action::Stuck {
+                    conn,
+                    client_id,
+                    user,
+                    queued,
+                } => tracing::warn!(
                     conn,
                     %client_id,
                     user = user.as_deref().unwrap_or("(anonymous)"),
-                    ?operation,
+                    queued,
+                    "MQTT client held publishers back and acknowledged nothing for {}s; \
+                     disconnecting it as a slow consumer",
+                    self.broker.limits().max_stall_secs
+                ),
+                Action::Denied(denied) => self.denied(denied),
+                Action::Dropped(dropped) => self.dropped(dropped),
+            }
+        }
+    }
+
+    /// Logs a refusal: at `warn`, rate-limited per account and kind, with
+    /// what would have allowed it; failed logins at debug (the login
+    /// back-off warns, `mqtt_users`).
+    fn denied(&mut self, d: Denied) {
+        let Denied {
+            conn,
+            client_id,
+            user,
+            operation,
+            topic,
+            refusal,
+        } = d;
+        let user = user.as_deref().unwrap_or("(anonymous)");
+        if operation == Operation::Connect {
+            tracing::debug!(conn, %client_id, user, ?refusal, "MQTT login refused");
+            return;
+        }
+        // One line per account and topic refused; a client over its
+        // filter cap is told once whatever the filters.
+        let key = match refusal {
+            Refusal::TooManySubscriptions => format!("{user}\u{0}{refusal:?}"),
+            _ => format!("{user}\u{0}{operation:?}\u{0}{refusal:?}\u{0}{topic}"),
+        };
+        let Some(left_out) = self.warnings.allow(key, Instant::now()) else {
+            return;
+        };
+        match refusal {
+            Refusal::TooManySubscriptions => tracing::warn!(
+                conn,
+                %client_id,
+                user,
+                filter = %topic,
+                limit = self.broker.limits().max_subscriptions,
+                left_out,
+                "MQTT subscription refused: the client holds the most filters one client may"
+            ),
+            Refusal::NotAuthorized | Refusal::Throttled => {
+                let allowed = match operation {
+                    Operation::Subscribe => self.policy.who_may_subscribe(&topic),
+                    _ => self.policy.who_may_publish(&topic),
+                };
+                tracing::warn!(
+                    conn,
+                    %client_id,
+                    user,
+                    operation = ?operation,
                     %topic,
-                    "MQTT client not authorized"
+                    %allowed,
+                    left_out,
+                    "MQTT client not authorized: the account's role does not allow this; \
+                     `allowed` says which role would (droidwarden mqtt-user, docs/mqtt-access.md)"
                 );
+            }
+        }
+    }
+
+    /// Counts a dropped message, and logs it at `warn`, rate-limited per
+    /// subscriber.
+    fn dropped(&mut self, d: Dropped) {
+        self.stats.dropped_messages.fetch_add(1, Ordering::Relaxed);
+        let key = format!("dropped\u{0}{}", d.client_id);
+        let Some(left_out) = self.warnings.allow(key, Instant::now()) else {
+            return;
+        };
+        let limits = self.broker.limits();
+        tracing::warn!(
+            client_id = %d.client_id,
+            user = d.user.as_deref().unwrap_or("(anonymous)"),
+            topic = %d.topic,
+            connected = d.connected,
+            limit = if d.connected { limits.max_queued_connected } else { limits.max_queued },
+            left_out,
+            "MQTT message dropped for a subscriber whose queue is full \
+             (MQTT 5 publishers were told \"quota exceeded\")"
+        );
+    }
+}
+
+/// At most one warning per key per [`WARN_EVERY`]: log floods from a
+/// misbehaving client cannot drown the rest of the log.
+#[derive(Debug, Default)]
+struct WarnLimiter {
+    /// When each key last logged, and how many were left out since.
+    last: HashMap<String, (Instant, u64)>,
+}
+
+impl WarnLimiter {
+    /// `Some(left out since the last one)` when a warning for `key` may be
+    /// logged now; `None` to leave it out.
+    fn allow(&mut self, key: String, now: Instant) -> Option<u64> {
+        if self.last.len() >= WARN_KEYS && !self.last.contains_key(&key) {
+            self.last
+                .retain(|_, (at, _)| now.duration_since(*at) < WARN_EVERY);
+            if self.last.len() >= WARN_KEYS {
+                // Too many distinct keys at once: this one is left out
+                // rather than memory grow.
+                return None;
+            }
+        }
+        match self.last.get_mut(&key) {
+            Some((at, left_out)) if now.duration_since(*at) < WARN_EVERY => {
+                *left_out += 1;
+                None
+            }
+            Some((at, left_out)) => {
+                *at = now;
+                Some(std::mem::take(left_out))
+            }
+            None => {
+                self.last.insert(key, (now, 0));
+                Some(0)
             }
         }
     }
@@ -563,7 +836,9 @@ struct Conn {
     users: Option<Arc<Users>>,
     /// A place among the connections waiting for CONNECT, given back once
     /// the CONNECT has been read and checked.
-    pending: tokio::sync::OwnedSemaphorePermit,
+    place: WaitingPlace,
+    /// How long it has to send its CONNECT.
+    connect_timeout: Duration,
 }
 
 /// One client connection, from TCP accept to close.
@@ -574,7 +849,8 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
         router,
         limits,
         users,
-        pending,
+        place,
+        connect_timeout,
     } = c;
     // MQTT packets are small and latency matters more than batching here.
     let _ = stream.set_nodelay(true);
@@ -584,7 +860,8 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
     let first_max = PRE_CONNECT_MAX_PACKET.min(max_packet_size);
     let first = tokio::select! {
         () = shutdown.cancelled() => return,
-        first = read_packet_within(&mut rd, &mut buf, None, first_max, Some(CONNECT_TIMEOUT)) => first,
+        () = place.evict.cancelled() => return,
+        first = read_packet_within(&mut rd, &mut buf, None, first_max, Some(connect_timeout)) => first,
     };
     let connect = match first {
         Ok(ClientPacket::Connect(connect)) => connect,
@@ -606,7 +883,22 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
     let login = match &users {
         None => Login::Anonymous,
         Some(users) => {
-            let check = users.login(connect.username.clone(), connect.password.clone());
+            // A place among the password checks; until it comes, a newer
+            // connection may still take this one's place.
+            let permit = tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = place.evict.cancelled() => return,
+                permit = tokio::time::timeout(connect_timeout, place.check()) => permit,
+            };
+            let Ok(Some(_permit)) = permit else {
+                tracing::debug!(conn, %peer, "no place for a password check in time; closing");
+                return;
+            };
+            let check = users.login(
+                peer.ip(),
+                connect.username.clone(),
+                connect.password.clone(),
+            );
             let checked = tokio::select! {
                 () = shutdown.cancelled() => return,
                 checked = tokio::time::timeout(CONNECT_TIMEOUT, check) => checked,
@@ -619,14 +911,16 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
             login
         }
     };
-    drop(pending);
+    drop(place);
     let (out, out_rx) = mpsc::channel(output_capacity(&limits));
+    let (paused, mut paused_rx) = watch::channel(false);
     if router
         .send(RouterMsg::Connect {
             conn,
             connect,
             login,
             out,
+            paused,
         })
         .await
         .is_err()
@@ -640,6 +934,12 @@ async fn connection(stream: TcpStream, c: Conn, shutdown: CancellationToken) {
         let router = router.clone();
         async move {
             loop {
+                // Flow control: not a packet more while paused, and TCP
+                // slows the client down. No keep-alive runs meanwhile: it is
+                // the broker that waits, not the client.
+                if paused_rx.wait_for(|paused| !*paused).await.is_err() {
+                    return None;
+                }
                 match read_packet_within(
                     &mut rd,
                     &mut buf,
@@ -1355,8 +1655,10 @@ mod tests {
         writer.abort();
     }
 
+    /// 64 idle sockets (the issue's flood): a good login still gets in, in
+    /// the place of the oldest of them.
     #[tokio::test]
-    async fn connections_waiting_for_connect_are_capped() {
+    async fn idle_sockets_do_not_keep_a_good_login_out() {
         let broker = running().await;
         let mut idle = Vec::new();
         for _ in 0..MAX_PENDING_CONNECTS {
@@ -1365,15 +1667,142 @@ mod tests {
             stream.write_all(&[0x10]).await.unwrap();
             idle.push(stream);
         }
-        // Connections are accepted in order: this one finds no place left.
-        let mut extra = TcpStream::connect(broker.addr).await.unwrap();
+        let (_client, _events) = rumqttc_client(broker.addr, "during-the-flood", |_| {}).await;
+        // Connections are accepted in order: the oldest idle one made room.
         assert!(
-            read_until_closed_within(CUT_OFF, &mut extra)
+            read_until_closed_within(CUT_OFF, &mut idle[0])
                 .await
                 .is_empty()
         );
-        drop(idle);
-        // Places come back: a real client connects again.
-        let (_client, _events) = rumqttc_client(broker.addr, "after-the-flood", |_| {}).await;
+    }
+
+    /// 64 parallel logins with a wrong password: a good login right behind
+    /// them still gets in (guesses beyond the first few are refused
+    /// unchecked, and a CONNECT waits for a place among the checks rather
+    /// than being closed).
+    #[tokio::test]
+    async fn parallel_bad_logins_do_not_keep_a_good_login_out() {
+        let (broker, _dir) = authenticated().await;
+        let mut bad = Vec::new();
+        for i in 0..MAX_PENDING_CONNECTS {
+            let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+            stream
+                .write_all(&raw_connect_as(
+                    &format!("bad-{i}"),
+                    60,
+                    None,
+                    Some(("admin", "wrong")),
+                ))
+                .await
+                .unwrap();
+            bad.push(stream);
+        }
+        let mut ok = TcpStream::connect(broker.addr).await.unwrap();
+        ok.write_all(&raw_connect_as("ok", 60, None, Some(("ha", "pw"))))
+            .await
+            .unwrap();
+        let mut connack = [0u8; 4];
+        timeout(DEADLINE, ok.read_exact(&mut connack))
+            .await
+            .expect("a CONNACK within the deadline")
+            .expect("a CONNACK, not a close");
+        assert_eq!(connack, [0x20, 2, 0, 0]);
+    }
+
+    /// The issue's burst at socket level: a publisher far faster than a
+    /// subscriber that acknowledges nothing for a while. The publisher is
+    /// held back once the subscriber's queue is full (64 in flight + 1000
+    /// queued acknowledged, no more); once the subscriber reads on, every
+    /// message arrives, in order, and every PUBACK.
+    #[tokio::test]
+    async fn a_burst_to_a_slow_subscriber_loses_nothing() {
+        const TOTAL: usize = 1500;
+        const ACKED_WHILE_STALLED: usize = 64 + 1000;
+        let broker = running().await;
+        let mut options = MqttOptions::new("slow-sub", "127.0.0.1", broker.addr.port());
+        options.set_manual_acks(true);
+        let (subscriber, mut sub_events) = AsyncClient::new(options, 4096);
+        wait_for(&mut sub_events, |p| matches!(p, Packet::ConnAck(_))).await;
+        subscriber
+            .subscribe("burst/#", QoS::AtLeastOnce)
+            .await
+            .unwrap();
+        wait_for(&mut sub_events, |p| matches!(p, Packet::SubAck(_))).await;
+
+        let (publisher, mut pub_events) = rumqttc_client(broker.addr, "fast-pub", |_| {}).await;
+        let (acks_tx, mut acks) = watch::channel(0usize);
+        let pub_loop = tokio::spawn(async move {
+            let mut n = 0;
+            while let Ok(event) = pub_events.poll().await {
+                if let Event::Incoming(Packet::PubAck(_)) = event {
+                    n += 1;
+                    acks_tx.send_replace(n);
+                }
+            }
+        });
+        let sender = tokio::spawn(async move {
+            for i in 0..TOTAL {
+                publisher
+                    .publish("burst/call", QoS::AtLeastOnce, false, i.to_string())
+                    .await
+                    .unwrap();
+            }
+            publisher
+        });
+
+        let mut got = Vec::new();
+        let mut unacked = Vec::new();
+        let mut stalled = true;
+        timeout(2 * DEADLINE, async {
+            while got.len() < TOTAL {
+                tokio::select! {
+                    event = sub_events.poll() => match event {
+                        Ok(Event::Incoming(Packet::Publish(p))) => {
+                            got.push(String::from_utf8_lossy(&p.payload).into_owned());
+                            if stalled {
+                                unacked.push(p);
+                            } else {
+                                subscriber.try_ack(&p).unwrap();
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => panic!("rumqttc: {e}"),
+                    },
+                    // The subscriber reads on once the publisher is held.
+                    held = acks.wait_for(|n| *n >= ACKED_WHILE_STALLED), if stalled => {
+                        held.expect("the publisher's event loop runs");
+                        stalled = false;
+                        for p in unacked.drain(..) {
+                            subscriber.try_ack(&p).unwrap();
+                        }
+                    }
+                }
+            }
+        })
+        .await
+        .expect("every message within the deadline");
+        let expected: Vec<String> = (0..TOTAL).map(|i| i.to_string()).collect();
+        assert_eq!(got, expected, "every message, in order");
+        timeout(DEADLINE, acks.wait_for(|n| *n == TOTAL))
+            .await
+            .expect("every PUBACK within the deadline")
+            .expect("the publisher's event loop runs");
+        let _publisher = sender.await.unwrap();
+        pub_loop.abort();
+    }
+
+    #[test]
+    fn warnings_are_rate_limited_per_key() {
+        let mut w = WarnLimiter::default();
+        let start = Instant::now();
+        assert_eq!(w.allow("a".into(), start), Some(0));
+        assert_eq!(w.allow("a".into(), start), None);
+        assert_eq!(w.allow("a".into(), start + Duration::from_secs(59)), None);
+        assert_eq!(w.allow("b".into(), start), Some(0), "another key");
+        assert_eq!(w.allow("a".into(), start + WARN_EVERY), Some(2));
+        for i in 0..2 * WARN_KEYS {
+            w.allow(i.to_string(), start + WARN_EVERY);
+        }
+        assert!(w.last.len() <= WARN_KEYS, "bounded");
     }
 }

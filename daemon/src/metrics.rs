@@ -6,12 +6,13 @@
 //! Everything is counted from streams the daemon already has — the hub's
 //! bus (every call's `executing` → `success | error`), the registry's
 //! availability events, the agent's notices and activity, the embedded
-//! broker's client count — so no call path knows metrics exist. The
+//! broker's counters (clients, dropped messages) — so no call path knows metrics exist. The
 //! encoding is the `prometheus-client` crate's; the HTTP side is a few
 //! lines on a `TcpListener`: one request per connection, its head bounded
 //! in size and time.
 
 use crate::assistant::{Activity, Notice};
+use crate::broker::BrokerStats;
 use crate::events::{Event, Events, Stream};
 use crate::hub::{BusEvent, CallState, Hub};
 use droidwarden_agent::EventKind;
@@ -23,7 +24,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -97,6 +98,7 @@ pub(crate) struct Metrics {
     agent_active_runs: Gauge,
     agent_pending_approvals: Gauge,
     broker_clients: Gauge,
+    broker_dropped: Counter,
 }
 
 impl Metrics {
@@ -173,7 +175,26 @@ impl Metrics {
                 "Clients connected to the embedded MQTT broker",
                 Gauge::default(),
             ),
+            broker_dropped: registered(
+                r,
+                "broker_dropped_messages",
+                "QoS 1/2 messages the embedded MQTT broker could not queue for a subscriber (its client away with a full queue, or publishers ignoring flow control)",
+                Counter::default(),
+            ),
             registry,
+        }
+    }
+
+    /// Copies the embedded broker's counters.
+    fn on_broker(&self, broker: &BrokerStats) {
+        let clients = broker.clients.load(Ordering::Relaxed);
+        self.broker_clients
+            .set(i64::try_from(clients).unwrap_or(i64::MAX));
+        // The broker counts from its start, as this counter does.
+        let dropped = broker.dropped_messages.load(Ordering::Relaxed);
+        let counted = self.broker_dropped.get();
+        if dropped > counted {
+            self.broker_dropped.inc_by(dropped - counted);
         }
     }
 
@@ -328,7 +349,7 @@ pub(crate) async fn collect(
     metrics: Arc<Metrics>,
     hub: Hub,
     mut events: Events,
-    broker_clients: Option<Arc<AtomicUsize>>,
+    broker: Option<Arc<BrokerStats>>,
     shutdown: CancellationToken,
 ) {
     let runs = Mutex::new(Runs::default());
@@ -350,10 +371,8 @@ pub(crate) async fn collect(
                 None => return,
             },
             _ = tick.tick() => {
-                if let Some(clients) = &broker_clients {
-                    metrics
-                        .broker_clients
-                        .set(i64::try_from(clients.load(Ordering::Relaxed)).unwrap_or(i64::MAX));
+                if let Some(broker) = &broker {
+                    metrics.on_broker(broker);
                 }
             }
         }
@@ -483,6 +502,22 @@ mod tests {
             duration: (state != CallState::Executing).then(|| Duration::from_millis(12)),
             error,
         })
+    }
+
+    #[test]
+    fn the_broker_s_counters_are_copied() {
+        let m = Metrics::new();
+        let stats = BrokerStats::default();
+        stats.clients.store(3, Ordering::Relaxed);
+        stats.dropped_messages.store(5, Ordering::Relaxed);
+        m.on_broker(&stats);
+        m.on_broker(&stats);
+        let text = m.encode();
+        assert!(text.contains("droidwarden_broker_clients 3"), "{text}");
+        assert!(
+            text.contains("droidwarden_broker_dropped_messages_total 5"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -27,17 +27,29 @@
 //! password) until the file changes: a flood of bad CONNECTs then only
 //! queues behind itself and never stalls the runtime or a known client's
 //! reconnection.
+//!
+//! Guessing is slowed down per source address and user name ([`Throttle`]):
+//! after [`FREE_FAILURES`] failed logins, each further failure doubles a
+//! back-off (from 1 s up to 5 min) during which that source's attempts for
+//! that user are refused unchecked ("connection rate exceeded"), logged at
+//! `warn` when a back-off begins or grows. A pair that verified before is
+//! let in all the same, so known clients are never locked out by a
+//! stranger's guessing. Passwords a person chooses (`mqtt-user add
+//! --password-file|--password-stdin`) have at least [`MIN_PASSWORD_LEN`]
+//! characters; generated ones are 64.
 
 use anyhow::{Context, anyhow, bail};
 use droidwarden_broker::{Bytes, Login, Principal, Role};
 use ring::rand::{SecureRandom, SystemRandom};
 use ring::{hmac, pbkdf2};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The user file, in the state directory.
 pub(crate) const USERS_FILE: &str = "mqtt-users.json";
@@ -56,6 +68,22 @@ const ITERATIONS: u32 = 100_000;
 const SCHEME: &str = "pbkdf2-sha256";
 const SALT_LEN: usize = 16;
 const HASH_LEN: usize = 32;
+
+/// The shortest password a person may choose: 12 characters (NIST SP
+/// 800-63B asks for at least 8, 15 without other factors; 12 keeps a
+/// PBKDF2-hashed password out of reach of online guessing at the
+/// [`Throttle`]'s pace and of casual offline cracking).
+pub(crate) const MIN_PASSWORD_LEN: usize = 12;
+/// Failed logins from one source for one user before the back-off starts.
+pub(crate) const FREE_FAILURES: u32 = 5;
+/// The first back-off; each further failure doubles it, up to
+/// [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// A source and user with no failure for this long start afresh.
+const FORGET_FAILURES: Duration = Duration::from_secs(15 * 60);
+/// (source, user) pairs remembered at most; the oldest go first.
+const MAX_TRACKED: usize = 10_000;
 
 /// The roles, as spelled on the command line and in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -390,6 +418,72 @@ struct Loaded {
     verified: HashSet<Vec<u8>>,
 }
 
+/// Failed logins per (source address, user name), and the back-off they
+/// earned. Pure: the caller passes the time.
+#[derive(Debug, Default)]
+pub(crate) struct Throttle {
+    failures: HashMap<(IpAddr, String), Failures>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Failures {
+    count: u32,
+    last: Instant,
+    /// Attempts are refused unchecked until then.
+    until: Option<Instant>,
+}
+
+impl Throttle {
+    /// Whether an attempt from `source` as `user` is to be refused
+    /// unchecked now.
+    pub(crate) fn blocked(&self, source: IpAddr, user: &str, now: Instant) -> bool {
+        self.failures
+            .get(&(source, user.to_owned()))
+            .and_then(|f| f.until)
+            .is_some_and(|until| now < until)
+    }
+
+    /// Records a failed attempt; returns the back-off it starts, if any.
+    pub(crate) fn failed(&mut self, source: IpAddr, user: &str, now: Instant) -> Option<Duration> {
+        let key = (source, user.to_owned());
+        if !self.failures.contains_key(&key) && self.failures.len() >= MAX_TRACKED {
+            self.failures
+                .retain(|_, f| now.duration_since(f.last) < FORGET_FAILURES);
+            if self.failures.len() >= MAX_TRACKED
+                && let Some(oldest) = self
+                    .failures
+                    .iter()
+                    .min_by_key(|(_, f)| f.last)
+                    .map(|(k, _)| k.clone())
+            {
+                self.failures.remove(&oldest);
+            }
+        }
+        let f = self.failures.entry(key).or_insert(Failures {
+            count: 0,
+            last: now,
+            until: None,
+        });
+        if now.duration_since(f.last) >= FORGET_FAILURES {
+            f.count = 0;
+        }
+        f.count = f.count.saturating_add(1);
+        f.last = now;
+        let beyond = f.count.checked_sub(FREE_FAILURES + 1)?;
+        let backoff = FIRST_BACKOFF
+            .checked_mul(1u32.checked_shl(beyond).unwrap_or(u32::MAX))
+            .unwrap_or(MAX_BACKOFF)
+            .min(MAX_BACKOFF);
+        f.until = Some(now + backoff);
+        Some(backoff)
+    }
+
+    /// A successful login clears the pair's record.
+    pub(crate) fn succeeded(&mut self, source: IpAddr, user: &str) {
+        self.failures.remove(&(source, user.to_owned()));
+    }
+}
+
 /// The broker's view of the user file, reloaded when it changes (checked
 /// at every login, and on `Users::reload` for SIGHUP).
 #[derive(Debug)]
@@ -400,6 +494,8 @@ pub(crate) struct Users {
     /// One password check at a time: PBKDF2 is CPU-bound, and the machine
     /// has other work to do.
     checks: tokio::sync::Semaphore,
+    /// Failed logins and their back-off.
+    throttle: Mutex<Throttle>,
 }
 
 impl Users {
@@ -418,6 +514,7 @@ impl Users {
             }),
             cache_key,
             checks: tokio::sync::Semaphore::new(1),
+            throttle: Mutex::new(Throttle::default()),
         })
     }
 
@@ -453,11 +550,14 @@ impl Users {
         }
     }
 
-    /// Decides who a CONNECT's credentials belong to; also returns the
-    /// users whose connections must end because the file changed under
-    /// them. Runs the check on the blocking pool.
+    /// Decides who a CONNECT from `source` with these credentials is; also
+    /// returns the users whose connections must end because the file
+    /// changed under them. Runs the check on the blocking pool; refuses
+    /// unchecked ([`Login::Throttled`]) while `source` is backing off for
+    /// the user, unless the pair verified before.
     pub(crate) async fn login(
         self: &Arc<Self>,
+        source: IpAddr,
         username: Option<String>,
         password: Option<Bytes>,
     ) -> (Login, Vec<String>) {
@@ -479,14 +579,52 @@ impl Users {
             return (Login::BadCredentials, Vec::new());
         };
         if let Some(login) = quick {
+            let login = self.record(source, &username, login);
             return (login, changed);
+        }
+        if self.throttle().blocked(source, &username, Instant::now()) {
+            return (Login::Throttled, changed);
         }
         let Ok(_permit) = self.checks.acquire().await else {
             return (Login::BadCredentials, changed);
         };
+        // Again after the wait: a burst of guesses queued together must
+        // not all be checked.
+        if self.throttle().blocked(source, &username, Instant::now()) {
+            return (Login::Throttled, changed);
+        }
         let users = Arc::clone(self);
-        let checked = tokio::task::spawn_blocking(move || users.check(&username, &password)).await;
-        (checked.unwrap_or(Login::BadCredentials), changed)
+        let name = username.clone();
+        let checked = tokio::task::spawn_blocking(move || users.check(&name, &password)).await;
+        let login = self.record(source, &username, checked.unwrap_or(Login::BadCredentials));
+        (login, changed)
+    }
+
+    fn throttle(&self) -> std::sync::MutexGuard<'_, Throttle> {
+        self.throttle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts a verdict for the back-off; a back-off that begins or grows
+    /// is logged (at most once per back-off period, so rate-limited by
+    /// itself).
+    fn record(&self, source: IpAddr, username: &str, login: Login) -> Login {
+        match &login {
+            Login::User(_) => self.throttle().succeeded(source, username),
+            Login::BadCredentials => {
+                let backoff = self.throttle().failed(source, username, Instant::now());
+                if let Some(backoff) = backoff {
+                    tracing::warn!(
+                        %source,
+                        user = username,
+                        backoff_s = backoff.as_secs(),
+                        "repeated failed MQTT logins: further attempts from this source for this \
+                         user are refused unchecked for a while"
+                    );
+                }
+            }
+            Login::Anonymous | Login::Throttled => {}
+        }
+        login
     }
 
     /// The cache key of a (user, password) pair.
@@ -621,8 +759,13 @@ pub(crate) fn run(command: MqttUserCommand, state_dir: &Path) -> anyhow::Result<
                 }
                 (None, false) => (generate_password()?, true),
             };
-            if password.is_empty() {
-                bail!("the password is empty");
+            let length = password.chars().count();
+            if !generated && length < MIN_PASSWORD_LEN {
+                bail!(
+                    "the password has {length} characters; a chosen password needs at least \
+                     {MIN_PASSWORD_LEN} (leave out --password-file and --password-stdin to have a \
+                     random one generated and printed)"
+                );
             }
             let mut grants = grant;
             grants.dedup();
@@ -710,6 +853,104 @@ fn first_line(text: &str) -> String {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;
+
+    const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    /// `mqtt-user add NAME --role automation --password-file FILE` with
+    /// `password` in the file, in a fresh state directory.
+    fn add_with_password(password: &str) -> anyhow::Result<()> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw");
+        std::fs::write(&file, format!("{password}\n")).unwrap();
+        run(
+            MqttUserCommand::Add {
+                name: "ha".into(),
+                role: RoleName::Automation,
+                companion_id: None,
+                grant: Vec::new(),
+                password_file: Some(file),
+                password_stdin: false,
+            },
+            &dir.path().join("state"),
+        )
+    }
+
+    #[test]
+    fn a_chosen_password_has_at_least_twelve_characters() {
+        for short in ["x", "", "elevenchars"] {
+            let refused = add_with_password(short).expect_err(short);
+            assert!(
+                format!("{refused:#}").contains("at least 12"),
+                "{short:?}: {refused:#}"
+            );
+        }
+        add_with_password("twelve chars").expect("12 characters are enough");
+        // Characters, not bytes.
+        add_with_password("ééééééééééé").expect_err("11 characters");
+    }
+
+    #[test]
+    fn the_back_off_grows_per_source_and_user_and_a_success_clears_it() {
+        let other: IpAddr = "127.0.0.2".parse().unwrap();
+        let mut t = Throttle::default();
+        let start = Instant::now();
+        for i in 0..FREE_FAILURES {
+            assert_eq!(t.failed(LOCAL, "ha", start), None, "failure {i} is free");
+            assert!(!t.blocked(LOCAL, "ha", start));
+        }
+        assert_eq!(t.failed(LOCAL, "ha", start), Some(Duration::from_secs(1)));
+        assert!(t.blocked(LOCAL, "ha", start));
+        assert!(!t.blocked(LOCAL, "admin", start), "another user");
+        assert!(!t.blocked(other, "ha", start), "another source");
+        let later = start + Duration::from_secs(1);
+        assert!(!t.blocked(LOCAL, "ha", later), "the back-off ends");
+        assert_eq!(t.failed(LOCAL, "ha", later), Some(Duration::from_secs(2)));
+        let mut now = later;
+        for _ in 0..20 {
+            now += Duration::from_secs(1);
+            t.failed(LOCAL, "ha", now);
+        }
+        assert_eq!(t.failed(LOCAL, "ha", now), Some(MAX_BACKOFF));
+        t.succeeded(LOCAL, "ha");
+        assert!(!t.blocked(LOCAL, "ha", now));
+        // Long quiet forgets the count.
+        for _ in 0..FREE_FAILURES {
+            t.failed(other, "ha", start);
+        }
+        assert_eq!(t.failed(other, "ha", start + FORGET_FAILURES), None);
+    }
+
+    #[tokio::test]
+    async fn repeated_failures_are_refused_unchecked_but_known_pairs_get_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(USERS_FILE);
+        let mut db = UserDb::default();
+        db.insert(UserRecord {
+            name: "ha".into(),
+            role: RoleName::Automation,
+            companion_id: None,
+            grants: Vec::new(),
+            password: hash_password(b"right password").unwrap(),
+        });
+        db.save(&path).unwrap();
+        let users = Arc::new(Users::open(path).unwrap());
+        let login = |pw: &'static [u8]| {
+            let users = Arc::clone(&users);
+            async move {
+                users
+                    .login(LOCAL, Some("ha".into()), Some(Bytes::from_static(pw)))
+                    .await
+                    .0
+            }
+        };
+        // A known pair, verified before the guessing starts.
+        assert!(matches!(login(b"right password").await, Login::User(_)));
+        for _ in 0..=FREE_FAILURES {
+            assert_eq!(login(b"guess").await, Login::BadCredentials);
+        }
+        assert_eq!(login(b"guess").await, Login::Throttled);
+        assert!(matches!(login(b"right password").await, Login::User(_)));
+    }
 
     #[test]
     fn passwords_verify_only_against_their_hash() {
@@ -828,10 +1069,14 @@ mod tests {
         let login = |name: &str, pw: &'static [u8]| {
             let users = Arc::clone(&users);
             let name = name.to_owned();
-            async move { users.login(Some(name), Some(Bytes::from_static(pw))).await }
+            async move {
+                users
+                    .login(LOCAL, Some(name), Some(Bytes::from_static(pw)))
+                    .await
+            }
         };
         assert_eq!(login("ha", b"pw").await.0, Login::BadCredentials);
-        assert_eq!(users.login(None, None).await.0, Login::Anonymous);
+        assert_eq!(users.login(LOCAL, None, None).await.0, Login::Anonymous);
         let mut db = UserDb::default();
         db.insert(UserRecord {
             name: "ha".into(),

@@ -692,7 +692,8 @@ fn queue_is_bounded_for_absent_clients() {
     }
     let actions = h.connect_with(3, persistent);
     let payloads: Vec<_> = published(&actions, 3).into_iter().map(|p| p.1).collect();
-    assert_eq!(payloads, vec!["7", "8", "9"]);
+    // What was queued first was promised first: newer messages are refused.
+    assert_eq!(payloads, vec!["0", "1", "2"]);
 }
 
 fn user(name: &str, role: Role) -> Login {
@@ -1131,4 +1132,332 @@ fn a_will_on_a_command_topic_is_nobody_s_word() {
     });
     assert_eq!(published(&actions, 1).len(), 1, "{actions:?}");
     assert_eq!(user_properties(&actions, 1), vec![Vec::new()]);
+}
+
+/// A QoS 1 PUBLISH with its own packet identifier.
+fn numbered(topic: &str, packet_id: u16) -> ClientPacket {
+    let mut p = publish(topic, &packet_id.to_string(), QoS::AtLeastOnce, false);
+    p.packet_id = packet_id;
+    ClientPacket::Publish(p)
+}
+
+/// The packet identifiers of the PUBACKs sent to `conn`, in order.
+fn pub_acks(actions: &[Action], conn: ConnId) -> Vec<u16> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                conn: c,
+                packet: ServerPacket::PubAck { packet_id, .. },
+            } if *c == conn => Some(*packet_id),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A subscriber that acknowledges every message it has, one at a time,
+/// until nothing more comes; returns the payloads it received and every
+/// action the broker took meanwhile.
+fn drain(h: &mut Harness, conn: ConnId, first: &[Action]) -> (Vec<String>, Vec<Action>) {
+    let mut waiting: VecDeque<(u16, String)> = publishes(first, conn)
+        .map(|p| {
+            (
+                p.packet_id,
+                String::from_utf8_lossy(&p.payload).into_owned(),
+            )
+        })
+        .collect();
+    let mut received = Vec::new();
+    let mut all = Vec::new();
+    while let Some((packet_id, payload)) = waiting.pop_front() {
+        received.push(payload);
+        let actions = h.packet(conn, ClientPacket::PubAck { packet_id });
+        waiting.extend(publishes(&actions, conn).map(|p| {
+            (
+                p.packet_id,
+                String::from_utf8_lossy(&p.payload).into_owned(),
+            )
+        }));
+        all.extend(actions);
+    }
+    (received, all)
+}
+
+/// The burst: a publisher much faster than its subscriber. Nothing
+/// is dropped: beyond the queue's bound the publisher's PUBACKs are
+/// withheld (so it stops, its window full), and given as room returns.
+#[test]
+fn a_burst_to_a_connected_subscriber_is_held_back_not_dropped() {
+    let mut h = Harness::with_limits(Limits {
+        max_queued: 10,
+        max_inflight: 4,
+        ..Limits::default()
+    });
+    h.connect(1, V5);
+    h.subscribe(1, "cmd/#", QoS::AtLeastOnce);
+    h.connect(2, V3);
+    let mut first = Vec::new();
+    let mut acked = Vec::new();
+    for packet_id in 1..=40 {
+        let actions = h.packet(2, numbered("cmd/call", packet_id));
+        acked.extend(pub_acks(&actions, 2));
+        first.extend(actions);
+    }
+    // 4 in flight and 10 queued are acknowledged; the rest wait.
+    assert_eq!(acked, (1..=14).collect::<Vec<u16>>());
+    let (received, actions) = drain(&mut h, 1, &first);
+    let expected: Vec<String> = (1..=40).map(|i: u16| i.to_string()).collect();
+    assert_eq!(received, expected, "every message, in order");
+    acked.extend(pub_acks(&actions, 2));
+    assert_eq!(
+        acked,
+        (1..=40).collect::<Vec<u16>>(),
+        "every PUBACK, in order"
+    );
+}
+
+/// The cap on filters per client: the 1001st new filter is refused.
+#[test]
+fn subscriptions_per_client_are_capped() {
+    let mut h = Harness::new();
+    for (conn, version, refused) in [(1, V5, reason::QUOTA_EXCEEDED), (2, V3, 0x80)] {
+        h.connect(conn, version);
+        let options = SubscriptionOptions {
+            qos: QoS::AtMostOnce,
+            no_local: false,
+            retain_as_published: false,
+            retain_handling: RetainHandling::OnSubscribe,
+        };
+        let filters = (0..1001).map(|i| (format!("f/{i}"), options)).collect();
+        let actions = h.packet(
+            conn,
+            ClientPacket::Subscribe(Subscribe {
+                packet_id: 1,
+                subscription_identifier: None,
+                filters,
+            }),
+        );
+        let codes = sub_ack(&actions);
+        assert_eq!(codes.len(), 1001);
+        assert!(codes[..1000].iter().all(|c| *c == 0), "{version:?}");
+        assert_eq!(codes[1000], refused, "{version:?}");
+        // A filter it holds may be subscribed again; one gone makes room.
+        assert_eq!(sub_ack(&h.subscribe(conn, "f/3", QoS::AtMostOnce)), [0]);
+        h.packet(
+            conn,
+            ClientPacket::Unsubscribe(Unsubscribe {
+                packet_id: 2,
+                filters: vec!["f/4".into()],
+            }),
+        );
+        assert_eq!(sub_ack(&h.subscribe(conn, "g", QoS::AtMostOnce)), [0]);
+        assert_ne!(sub_ack(&h.subscribe(conn, "h", QoS::AtMostOnce)), [0]);
+    }
+}
+
+fn paused(actions: &[Action], conn: ConnId) -> bool {
+    actions.contains(&Action::Pause { conn })
+}
+
+fn resumed(actions: &[Action], conn: ConnId) -> bool {
+    actions.contains(&Action::Resume { conn })
+}
+
+/// A publisher that sends on while its PUBACKs are withheld (MQTT 3.1.1
+/// has no Receive Maximum to stop it) is no longer read from until the
+/// subscriber has caught up: still nothing is dropped.
+#[test]
+fn a_publisher_that_ignores_flow_control_is_paused_and_resumed() {
+    let mut h = Harness::with_limits(Limits {
+        max_queued: 10,
+        max_inflight: 4,
+        receive_maximum: 5,
+        ..Limits::default()
+    });
+    h.connect(1, V5);
+    h.subscribe(1, "cmd/#", QoS::AtLeastOnce);
+    h.connect(2, V3);
+    let mut first = Vec::new();
+    let mut pauses = 0;
+    for packet_id in 1..=30 {
+        let actions = h.packet(2, numbered("cmd/call", packet_id));
+        pauses += usize::from(paused(&actions, 2));
+        first.extend(actions);
+    }
+    // 14 acknowledged, then 5 withheld are allowed; the 6th pauses it,
+    // once. (What the driver had read already is still handled.)
+    assert_eq!(pauses, 1);
+    assert!(!resumed(&first, 2));
+    let (received, actions) = drain(&mut h, 1, &first);
+    assert_eq!(received.len(), 30, "nothing dropped");
+    assert!(resumed(&actions, 2), "read again once there is room");
+    let mut acked = pub_acks(&first, 2);
+    acked.extend(pub_acks(&actions, 2));
+    assert_eq!(acked, (1..=30).collect::<Vec<u16>>());
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Dropped(_))),
+        "no drop reported"
+    );
+}
+
+/// The daemon both receives commands and publishes replies. Held back by
+/// its own queue, or by a peer's that the peer's own publishing fills, a
+/// client is never paused: its PUBACKs must still be read for the queues to
+/// drain. Everything arrives once both acknowledge.
+#[test]
+fn clients_that_publish_and_subscribe_do_not_deadlock() {
+    let mut h = Harness::with_limits(Limits {
+        max_queued: 3,
+        max_inflight: 2,
+        receive_maximum: 2,
+        ..Limits::default()
+    });
+    // Its own queue: client 1 publishes to a topic it reads.
+    h.connect(1, V3);
+    h.subscribe(1, "loop", QoS::AtLeastOnce);
+    let mut first = Vec::new();
+    for packet_id in 1..=20 {
+        first.extend(h.packet(1, numbered("loop", packet_id)));
+    }
+    assert!(
+        !paused(&first, 1),
+        "a client holding itself back is read on"
+    );
+    let (received, actions) = drain(&mut h, 1, &first);
+    assert_eq!(received.len(), 20);
+    let mut acked = pub_acks(&first, 1);
+    acked.extend(pub_acks(&actions, 1));
+    assert_eq!(acked, (1..=20).collect::<Vec<u16>>());
+
+    // A cycle: 2 floods what 3 reads, 3 floods what 2 reads, neither
+    // acknowledging until both are done.
+    h.connect(2, V3);
+    h.connect(3, V3);
+    h.subscribe(2, "to-2", QoS::AtLeastOnce);
+    h.subscribe(3, "to-3", QoS::AtLeastOnce);
+    let mut all = Vec::new();
+    let mut paused_now: HashSet<ConnId> = HashSet::new();
+    for packet_id in 1..=20 {
+        for (from, to) in [(2, "to-3"), (3, "to-2")] {
+            let actions = h.packet(from, numbered(to, packet_id));
+            for a in &actions {
+                match a {
+                    Action::Pause { conn } => {
+                        paused_now.insert(*conn);
+                    }
+                    Action::Resume { conn } => {
+                        paused_now.remove(conn);
+                    }
+                    _ => {}
+                }
+            }
+            assert!(paused_now.len() < 2, "both paused: a deadlock");
+            all.extend(actions);
+        }
+    }
+    // Both are read from, so both drain.
+    let (to_2, _) = drain(&mut h, 2, &all);
+    let (to_3, _) = drain(&mut h, 3, &all);
+    assert_eq!((to_2.len(), to_3.len()), (20, 20));
+
+    // A paused publisher is read from again as soon as its own queue
+    // holds someone back: 5 floods 6 until paused, then 7 fills 5's queue.
+    h.connect(5, V3);
+    h.connect(6, V3);
+    h.connect(7, V3);
+    h.subscribe(5, "to-5", QoS::AtLeastOnce);
+    h.subscribe(6, "to-6", QoS::AtLeastOnce);
+    let mut was_paused = false;
+    for packet_id in 1..=10 {
+        was_paused |= paused(&h.packet(5, numbered("to-6", packet_id)), 5);
+    }
+    assert!(was_paused);
+    let mut was_resumed = false;
+    for packet_id in 1..=10 {
+        was_resumed |= resumed(&h.packet(7, numbered("to-5", packet_id)), 5);
+    }
+    assert!(was_resumed, "5's acknowledgements must be read");
+}
+
+/// A session whose client is away keeps `max_queued` messages; newer ones
+/// are refused, reported, and an MQTT 5 publisher is told "quota exceeded".
+#[test]
+fn an_absent_client_s_full_queue_refuses_and_reports() {
+    let mut h = Harness::with_limits(Limits {
+        max_queued: 3,
+        ..Limits::default()
+    });
+    let persistent = |c: &mut Connect| {
+        c.clean_start = false;
+        c.client_id = "away".into();
+    };
+    h.connect_with(1, persistent);
+    h.subscribe(1, "t", QoS::AtLeastOnce);
+    h.step(Input::Lost {
+        conn: 1,
+        cause: LossCause::PeerClosed,
+    });
+    h.connect(2, V5);
+    let mut dropped = Vec::new();
+    for i in 0..5u16 {
+        let actions = h.packet(2, numbered("t", i + 1));
+        let expected = if i < 3 {
+            reason::SUCCESS
+        } else {
+            reason::QUOTA_EXCEEDED
+        };
+        assert_eq!(pub_ack(&actions, 2), Some(expected), "message {i}");
+        dropped.extend(actions.into_iter().filter_map(|a| match a {
+            Action::Dropped(d) => Some(d),
+            _ => None,
+        }));
+    }
+    assert_eq!(
+        dropped,
+        vec![
+            Dropped {
+                client_id: "away".into(),
+                user: None,
+                topic: "t".into(),
+                connected: false,
+            };
+            2
+        ]
+    );
+}
+
+/// A connected subscriber that holds publishers back and acknowledges
+/// nothing for `max_stall_secs` is disconnected; the publisher goes on.
+#[test]
+fn a_stuck_subscriber_is_disconnected_and_its_publishers_released() {
+    let mut h = Harness::with_limits(Limits {
+        max_queued: 2,
+        max_inflight: 1,
+        max_stall_secs: 30,
+        ..Limits::default()
+    });
+    h.connect(1, V3);
+    h.subscribe(1, "t", QoS::AtLeastOnce);
+    h.connect(2, V3);
+    let mut acked = Vec::new();
+    for packet_id in 1..=6 {
+        acked.extend(pub_acks(&h.packet(2, numbered("t", packet_id)), 2));
+    }
+    assert_eq!(acked, [1, 2, 3]);
+    h.now += Duration::from_secs(29);
+    assert!(!closes(&h.step(Input::Tick), 1), "slow is not stuck");
+    // An acknowledgement is progress: the clock starts again.
+    h.packet(1, ClientPacket::PubAck { packet_id: 1 });
+    h.now += Duration::from_secs(29);
+    assert!(!closes(&h.step(Input::Tick), 1));
+    h.now += Duration::from_secs(1);
+    let actions = h.step(Input::Tick);
+    assert!(closes(&actions, 1), "stuck: disconnected");
+    assert!(actions.contains(&Action::Stuck {
+        conn: 1,
+        client_id: "client-1".into(),
+        user: None,
+        queued: 4,
+    }));
+    assert_eq!(pub_acks(&actions, 2), [4, 5, 6], "the publisher goes on");
 }
