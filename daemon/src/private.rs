@@ -163,7 +163,12 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// The file is a link, not a regular file, has other links, is larger
 /// than `limit`, or cannot be read.
 pub(crate) fn read_file(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
-    let (dir, name) = open_dir(path)?;
+    let (dir, name) = match open_dir(path) {
+        Ok(opened) => opened,
+        // No directory, so no file.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
     let fd = match rustix::fs::openat(
         &dir,
         name,
@@ -279,6 +284,10 @@ mod tests {
         // Refused at once: a FIFO would block the reader forever.
         assert!(read_file(&fifo, 1024).is_err());
         assert_eq!(read_file(&base.path().join("none"), 1024).unwrap(), None);
+        assert_eq!(
+            read_file(&base.path().join("no-dir/none"), 1024).unwrap(),
+            None
+        );
         let big = base.path().join("big");
         std::fs::write(&big, vec![b'x'; 2048]).unwrap();
         assert!(read_file(&big, 1024).is_err());
