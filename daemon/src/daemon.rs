@@ -97,8 +97,11 @@ fn users_exit_status(file: &std::path::Path) -> (u8, String) {
                 .is_some_and(|io| io.kind() != std::io::ErrorKind::InvalidData) =>
         {
             (
-            crate::EXIT_IOERR,
-                format!("{} cannot be read: check its owner and the disk", file.display()),
+                crate::EXIT_IOERR,
+                format!(
+                    "{} cannot be read: check its owner and the disk",
+                    file.display()
+                ),
             )
         }
         Err(_) => (

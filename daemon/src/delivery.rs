@@ -224,7 +224,11 @@ impl DeliveryStore {
                 let opened = open_connection(&dir, &thread_path).and_then(|(conn, found_empty)| {
                     let mut worker = Worker::new(conn, limits, thread_path.clone())?;
                     let leftovers = worker.take_interrupted()?;
-                    worker.checkpoint();
+                    // A WAL left by a killed process goes into the main
+                    // file (and shrinks) before anything new is written.
+                    if let Err(e) = worker.checkpoint() {
+                        tracing::warn!(error = %e, "delivery store checkpoint failed");
+                    }
                     Ok((worker, leftovers, found_empty))
                 });
                 match opened {
@@ -293,8 +297,7 @@ impl DeliveryStore {
     /// wait for its turn and marked started by [`Self::begin`].
     pub(crate) async fn admit(&self, id: &str, started: bool) -> Result<Admit, String> {
         let id = id.to_owned();
-        self.ask(|done| Request::Admit { id, started, done })
-            .await
+        self.ask(|done| Request::Admit { id, started, done }).await
     }
 
     /// A command with this id was refused before it ran: say what is known
@@ -426,14 +429,16 @@ fn advice(e: &rusqlite::Error, path: &Path) -> String {
              then start it (a new, empty store is created; the command ids the old one \
              held are forgotten, so their repeats would run again)"
         ),
-        Some(Code::DiskFull) => format!(
-            "the file system holding {p} is full: free space on it (the daemon retries)"
-        ),
+        Some(Code::DiskFull) => {
+            format!("the file system holding {p} is full: free space on it (the daemon retries)")
+        }
         Some(Code::ReadOnly | Code::CannotOpen | Code::PermissionDenied) => format!(
             "check that {p} and its directory belong to the daemon's user and that the \
              file system is writable"
         ),
-        _ => format!("if {p} is damaged, stop the daemon and move it (and its -wal and -shm files) aside"),
+        _ => format!(
+            "if {p} is damaged, stop the daemon and move it (and its -wal and -shm files) aside"
+        ),
     }
 }
 
@@ -491,9 +496,7 @@ fn open_connection(dir: &Path, path: &Path) -> Result<(Connection, bool), StoreE
             .prepare("SELECT 1 FROM pragma_table_info('ids') WHERE name = 'started'")?
             .exists([])?;
         if !has_started {
-            conn.execute_batch(
-                "ALTER TABLE ids ADD COLUMN started INTEGER NOT NULL DEFAULT 1",
-            )?;
+            conn.execute_batch("ALTER TABLE ids ADD COLUMN started INTEGER NOT NULL DEFAULT 1")?;
         }
         Ok(())
     };
@@ -1108,8 +1111,14 @@ mod tests {
             Admit::New,
             "a command that never started runs on a repeat"
         );
-        assert_eq!(store.admit("sent", false).await.unwrap(), Admit::Interrupted);
-        assert_eq!(store.admit("asked", true).await.unwrap(), Admit::Interrupted);
+        assert_eq!(
+            store.admit("sent", false).await.unwrap(),
+            Admit::Interrupted
+        );
+        assert_eq!(
+            store.admit("asked", true).await.unwrap(),
+            Admit::Interrupted
+        );
         // The one that runs now is recorded as any new id.
         store.record_reply("waiting", "ran").await;
         assert_eq!(
@@ -1130,7 +1139,10 @@ mod tests {
         drop(store);
         let (store, left) = DeliveryStore::open(dir.path(), limits(100)).await.unwrap();
         assert!(left.is_empty());
-        assert_eq!(store.admit("quick", false).await.unwrap(), Admit::Interrupted);
+        assert_eq!(
+            store.admit("quick", false).await.unwrap(),
+            Admit::Interrupted
+        );
     }
 
     #[tokio::test]
@@ -1180,7 +1192,11 @@ mod tests {
         assert_eq!(wal_len, 0, "the WAL is checkpointed and truncated");
         // The main file alone (the WAL lost) still knows the id.
         let copy = tempfile::tempdir().unwrap();
-        std::fs::copy(dir.path().join("delivery.db"), copy.path().join("delivery.db")).unwrap();
+        std::fs::copy(
+            dir.path().join("delivery.db"),
+            copy.path().join("delivery.db"),
+        )
+        .unwrap();
         let (copied, _) = DeliveryStore::open(copy.path(), limits(100)).await.unwrap();
         assert!(!copied.found_empty());
         assert_eq!(

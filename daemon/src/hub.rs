@@ -425,15 +425,15 @@ impl Hub {
         }));
         let reached = command.mutates()
             && match &result {
-            Ok(_) => true,
-            Err(e) => match e.code {
-                ErrorCode::Busy | ErrorCode::AdbMissing => false,
-                // Refused up front for a phone that was away; one that was
-                // online may have dropped mid-call, after the command went.
-                ErrorCode::DeviceOffline => info.online,
-                _ => true,
-            },
-        };
+                Ok(_) => true,
+                Err(e) => match e.code {
+                    ErrorCode::Busy | ErrorCode::AdbMissing => false,
+                    // Refused up front for a phone that was away; one that was
+                    // online may have dropped mid-call, after the command went.
+                    ErrorCode::DeviceOffline => info.online,
+                    _ => true,
+                },
+            };
         Ran { result, reached }
     }
 

@@ -450,12 +450,17 @@ fn a_repeat_of_an_id_that_ran_gets_its_reply_even_when_the_queue_is_full() {
 #[test]
 fn a_busy_answer_leaves_its_id_free_and_final_answers_are_replayed() {
     let r = rig_with_call_timeout(1500);
+    let status_topic = format!("{P}/devices/phone/services/screen_control/status");
     r.sim
         .control(json!({"op": "fault", "kind": "delay", "ms": 4000}));
-    // "slow" goes to the phone and times out there (it may have run);
-    // "waiting" waits behind it and "slow-2" longer than the call bound:
-    // `busy`, not sent.
+    // "slow" goes to the phone and times out there (it may have run). Once
+    // it is out, "slow-2" and "waiting" queue behind it: "slow-2" gets its
+    // turn when "slow" times out and holds the phone for another call
+    // bound, so "waiting" waits longer than its own bound: `busy`, not
+    // sent.
     r.send_call(&set_brightness("slow", 41));
+    r.probe
+        .wait_last(&status_topic, WAIT, |m| m.json()["state"] == "executing");
     r.send_call(&set_brightness("slow-2", 43));
     r.send_call(&set_brightness("waiting", 42));
     let waiting = r.wait_reply("waiting");
@@ -463,6 +468,7 @@ fn a_busy_answer_leaves_its_id_free_and_final_answers_are_replayed() {
     assert_eq!(waiting["error"]["retryable"], true, "{waiting}");
     let slow = r.wait_reply("slow");
     assert_eq!(code(&slow), "timeout", "{slow}");
+    r.wait_reply("slow-2");
     r.sim.control(json!({"op": "fault", "kind": "clear"}));
     // Following `retryable: true` with the same id runs the command.
     r.send_call(&set_brightness("waiting", 42));
@@ -486,5 +492,9 @@ fn a_busy_answer_leaves_its_id_free_and_final_answers_are_replayed() {
     let again = r.wait_nth_reply("bad", 2);
     assert_eq!(again, bad, "the same id is answered again, not run");
     barrier(&r, "after-bad");
-    assert!(!r.brightness_log().contains(&50), "{:?}", r.brightness_log());
+    assert!(
+        !r.brightness_log().contains(&50),
+        "{:?}",
+        r.brightness_log()
+    );
 }

@@ -192,7 +192,10 @@ mod tests {
     async fn a_recorded_id_is_answered_with_its_reply_and_not_run() {
         let dir = tempfile::tempdir().unwrap();
         let d = dedupe(dir.path()).await;
-        assert!(matches!(d.check("a", false, error_reply).await, Decision::Run));
+        assert!(matches!(
+            d.check("a", false, error_reply).await,
+            Decision::Run
+        ));
         d.record("a", &Reply::from(r#"{"ok":true}"#)).await;
         match d.check("a", false, error_reply).await {
             Decision::Answer(reply) => assert_eq!(&*reply, r#"{"ok":true}"#),
@@ -204,7 +207,10 @@ mod tests {
     async fn an_id_whose_first_run_left_no_reply_is_not_run_again() {
         let dir = tempfile::tempdir().unwrap();
         let d = dedupe(dir.path()).await;
-        assert!(matches!(d.check("a", true, error_reply).await, Decision::Run));
+        assert!(matches!(
+            d.check("a", true, error_reply).await,
+            Decision::Run
+        ));
         match d.check("a", true, error_reply).await {
             Decision::Answer(reply) => assert!(reply.contains("interrupted"), "{reply}"),
             Decision::Run => panic!("an interrupted id must not run again"),
@@ -221,9 +227,16 @@ mod tests {
     async fn an_answer_that_says_nothing_ran_lets_the_same_id_run_later() {
         let dir = tempfile::tempdir().unwrap();
         let d = dedupe(dir.path()).await;
-        for code in [ErrorCode::Busy, ErrorCode::DeviceOffline, ErrorCode::AdbMissing] {
+        for code in [
+            ErrorCode::Busy,
+            ErrorCode::DeviceOffline,
+            ErrorCode::AdbMissing,
+        ] {
             let id = code.as_str();
-            assert!(matches!(d.check(id, false, error_reply).await, Decision::Run));
+            assert!(matches!(
+                d.check(id, false, error_reply).await,
+                Decision::Run
+            ));
             let (error, reply) = reply_of(code);
             d.settle(id, &reply, is_final(&error, false)).await;
             assert!(
@@ -247,7 +260,10 @@ mod tests {
             ("policy", Some(ErrorCode::Denied), false),
         ];
         for (id, code, reached) in cases {
-            assert!(matches!(d.check(id, false, error_reply).await, Decision::Run));
+            assert!(matches!(
+                d.check(id, false, error_reply).await,
+                Decision::Run
+            ));
             let (reply, keep) = match code {
                 None => (Reply::from(r#"{"ok":true}"#), true),
                 Some(code) => {
@@ -268,7 +284,10 @@ mod tests {
     async fn a_refused_repeat_of_an_id_that_ran_gets_the_recorded_reply() {
         let dir = tempfile::tempdir().unwrap();
         let d = dedupe(dir.path()).await;
-        assert!(matches!(d.check("ran", false, error_reply).await, Decision::Run));
+        assert!(matches!(
+            d.check("ran", false, error_reply).await,
+            Decision::Run
+        ));
         d.record("ran", &Reply::from(r#"{"ok":true}"#)).await;
         // The phone's queue is full now: the repeat is refused `busy`, but
         // the id already ran.
@@ -278,7 +297,10 @@ mod tests {
         // A passing refusal of a new id is sent, not recorded.
         let answer = d.refused("new", &busy, error_reply).await;
         assert!(answer.contains("busy"), "{answer}");
-        assert!(matches!(d.check("new", false, error_reply).await, Decision::Run));
+        assert!(matches!(
+            d.check("new", false, error_reply).await,
+            Decision::Run
+        ));
         // A final one is recorded.
         let (invalid, invalid_reply) = reply_of(ErrorCode::InvalidParams);
         assert_eq!(d.refused("bad", &invalid, error_reply).await, invalid_reply);

@@ -356,14 +356,21 @@ async fn play_url_passes_the_url_as_one_argument() {
 async fn a_number_setting_that_is_garbage_is_a_device_error_not_null() {
     let garbage = format!("\u{1b}[2J{}\n", "\u{fffd}#".repeat(3000));
     for key in ["screen_brightness", "screen_off_timeout"] {
-        let mut sh = with_dump("dumpsys power", "mWakefulness=Awake\nDisplay Power: state=ON\n");
+        let mut sh = with_dump(
+            "dumpsys power",
+            "mWakefulness=Awake\nDisplay Power: state=ON\n",
+        );
         sh = sh.answer(&format!("settings get system {key}"), &garbage);
         let err = run(&sh, "screen_control.status", json!({}))
             .await
             .unwrap_err();
         let wire = err.to_wire();
         assert_eq!(wire.code, ErrorCode::DeviceError, "{key}: {wire:?}");
-        assert!(wire.message.chars().count() < 300, "{key}: {}", wire.message);
+        assert!(
+            wire.message.chars().count() < 300,
+            "{key}: {}",
+            wire.message
+        );
         assert!(
             !wire.message.chars().any(char::is_control),
             "{key}: {:?}",
@@ -371,8 +378,11 @@ async fn a_number_setting_that_is_garbage_is_a_device_error_not_null() {
         );
     }
     // Unset is still null.
-    let sh = with_dump("dumpsys power", "mWakefulness=Awake\nDisplay Power: state=ON\n")
-        .answer("settings get system screen_brightness", "null\n");
+    let sh = with_dump(
+        "dumpsys power",
+        "mWakefulness=Awake\nDisplay Power: state=ON\n",
+    )
+    .answer("settings get system screen_brightness", "null\n");
     let v = run(&sh, "screen_control.status", json!({})).await.unwrap();
     assert_eq!(v["brightness"], Value::Null, "{v}");
 }

@@ -75,7 +75,10 @@ mod tests {
         assert_eq!(setting_number(""), Ok(None));
         let garbage = format!("\u{1b}]0;pwned\u{7}{}", "\u{fffd}".repeat(400));
         let error = setting_number(&garbage).unwrap_err();
-        assert_eq!(crate::adb::parse::failure(Err::<(), _>(error.clone())), "malformed");
+        assert_eq!(
+            crate::adb::parse::failure(Err::<(), _>(error.clone())),
+            "malformed"
+        );
         let text = error.to_string();
         assert!(text.chars().count() < 200, "{text}");
         assert!(!text.chars().any(char::is_control), "{text:?}");
