@@ -358,7 +358,7 @@ async fn a_number_setting_that_is_garbage_is_a_device_error_not_null() {
     for key in ["screen_brightness", "screen_off_timeout"] {
         let mut sh = with_dump(
             "dumpsys power",
-            "mWakefulness=Awake\nDisplay Power: state=ON\n",
+            fixture!("dumpsys-power/adbjsoncli-emulator-17.txt"),
         );
         sh = sh.answer(&format!("settings get system {key}"), &garbage);
         let err = run(&sh, "screen_control.status", json!({}))
@@ -380,7 +380,7 @@ async fn a_number_setting_that_is_garbage_is_a_device_error_not_null() {
     // Unset is still null.
     let sh = with_dump(
         "dumpsys power",
-        "mWakefulness=Awake\nDisplay Power: state=ON\n",
+        fixture!("dumpsys-power/adbjsoncli-emulator-17.txt"),
     )
     .answer("settings get system screen_brightness", "null\n");
     let v = run(&sh, "screen_control.status", json!({})).await.unwrap();
