@@ -159,7 +159,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
                 return ExitCode::from(crate::EXIT_IOERR);
             }
         };
-    tracing::debug!(file = %delivery.path().display(), interrupted = interrupted.len(), "delivery store open");
+    tracing::debug!(file = %delivery.path().display(), interrupted = interrupted.len(), found_empty = delivery.found_empty(), "delivery store open");
     let hub = Hub::new(Arc::clone(&registry), Some(delivery.clone()))
         .with_phone_policy(config.phone_services.clone());
     let adb = Arc::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
