@@ -498,3 +498,27 @@ fn a_busy_answer_leaves_its_id_free_and_final_answers_are_replayed() {
         r.brightness_log()
     );
 }
+
+#[test]
+fn after_a_clean_stop_the_ids_live_in_the_main_file_not_the_wal_alone() {
+    let mut r = rig();
+    let first = r.probe.request(P, "call", set_brightness("kept-1", 77));
+    assert_eq!(first["ok"], true, "{first}");
+    let state = r.stop();
+    // The write-ahead log is lost (or damaged) while the daemon is stopped.
+    let wal = state.path().join("delivery.db-wal");
+    if wal.exists() {
+        std::fs::remove_file(&wal).expect("remove the WAL");
+    }
+    r.start(state);
+    r.send_call(&set_brightness("kept-1", 77));
+    let again = r.wait_nth_reply("kept-1", 2);
+    assert_eq!(again, first, "answered from the store, not run again");
+    barrier(&r, "after-kept");
+    assert_eq!(
+        r.brightness_log().iter().filter(|l| **l == 77).count(),
+        1,
+        "{:?}",
+        r.brightness_log()
+    );
+}
