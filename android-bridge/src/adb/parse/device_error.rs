@@ -238,6 +238,31 @@ mod tests {
     use super::super::tests::AM_START_ERRORS;
     use super::*;
 
+    #[test]
+    fn a_garbage_line_is_quoted_short_and_escaped() {
+        let garbage = format!("\u{1b}[31m{}\u{202e}\u{7}", "x".repeat(5000));
+        let failure = classify_device_error(&garbage, "", 1).expect("a failure");
+        assert!(
+            failure.message.chars().count() <= 130,
+            "{}",
+            failure.message
+        );
+        assert!(failure.message.ends_with('…'), "{}", failure.message);
+        assert!(
+            !failure.message.chars().any(char::is_control),
+            "{:?}",
+            failure.message
+        );
+        assert!(
+            failure.message.starts_with("\\u{1b}"),
+            "{}",
+            failure.message
+        );
+        let denied =
+            classify_device_error("", "Permission denied\u{7}\u{202e}", 1).expect("a failure");
+        assert_eq!(denied.message, "Permission denied\\u{7}\\u{202e}");
+    }
+
     fn kind(stdout: &str, stderr: &str, exit: i32) -> Option<FailureKind> {
         classify_device_error(stdout, stderr, exit).map(|f| f.kind)
     }
