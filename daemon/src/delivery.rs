@@ -1234,8 +1234,7 @@ mod tests {
         std::fs::write(dir.path().join("delivery.db"), vec![b'x'; 4096]).unwrap();
         let error = DeliveryStore::open(dir.path(), limits(100))
             .await
-            .err()
-            .expect("a damaged store does not open")
+            .expect_err("a damaged store does not open")
             .to_string();
         assert!(error.contains("is damaged"), "{error}");
         assert!(error.contains("aside"), "{error}");
