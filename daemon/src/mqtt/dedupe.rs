@@ -106,7 +106,9 @@ impl Dedupe {
                 ))
             }
             Err(e) => {
-                tracing::error!(id, error = %e, "cannot record a command id: not run");
+                // The store logs the outage once, as an error; each command
+                // it refuses is a warning.
+                tracing::warn!(id, error = %e, "cannot record a command id: not run");
                 let mut error = WireError::new(
                     ErrorCode::Internal,
                     format!("the command id could not be recorded ({e}); not run"),
