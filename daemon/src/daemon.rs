@@ -89,6 +89,44 @@ fn agent_exit_status(e: &droidwarden_agent::AgentError) -> u8 {
     }
 }
 
+/// The exit status, and what to do, when the daemon's account on the
+/// embedded broker cannot be set up: a user file that does not read as one
+/// (damaged, edited by hand) is a configuration error (78: restarting does
+/// not help, a person must fix or move it); one that cannot be read is an
+/// I/O error (74); otherwise the file or the secret could not be written
+/// (73). Both restarted by systemd once the disk is fixed.
+fn users_exit_status(file: &std::path::Path) -> (u8, String) {
+    match crate::mqtt_users::UserDb::load(file) {
+        // Not UTF-8 is damage, not a read failure.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() != std::io::ErrorKind::InvalidData) =>
+        {
+            (
+                crate::EXIT_IOERR,
+                format!(
+                    "{} cannot be read: check its owner and the disk",
+                    file.display()
+                ),
+            )
+        }
+        Err(_) => (
+            crate::EXIT_CONFIG,
+            format!(
+                "{} is damaged: fix it, or move it aside (every MQTT account is then lost and must be made again with `droidwarden mqtt-user add`), then start the daemon",
+                file.display()
+            ),
+        ),
+        Ok(_) => (
+            crate::EXIT_CANTCREAT,
+            format!(
+                "the user file or the daemon's secret beside it cannot be written: check that {} is writable and the disk not full",
+                file.parent().unwrap_or(file).display()
+            ),
+        ),
+    }
+}
+
 pub(crate) async fn run(mut config: Config) -> ExitCode {
     // Signals first: until SIGHUP is handled, its default action would end
     // the process.
@@ -127,7 +165,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
                 return ExitCode::from(crate::EXIT_IOERR);
             }
         };
-    tracing::debug!(file = %delivery.path().display(), interrupted = interrupted.len(), "delivery store open");
+    tracing::debug!(file = %delivery.path().display(), interrupted = interrupted.len(), found_empty = delivery.found_empty(), "delivery store open");
     let hub = Hub::new(Arc::clone(&registry), Some(delivery.clone()))
         .with_phone_policy(config.phone_services.clone());
     let adb = Arc::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
@@ -231,8 +269,10 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
                         Some(crate::config::Credentials { username, password });
                 }
                 Ok(Err(e)) => {
-                    tracing::error!(error = %format!("{e:#}"), "cannot set up the daemon's account on the embedded MQTT broker");
-                    return ExitCode::FAILURE;
+                    let file = config.state_dir.join(crate::mqtt_users::USERS_FILE);
+                    let (status, what) = users_exit_status(&file);
+                    tracing::error!(error = %format!("{e:#}"), file = %file.display(), status, "cannot set up the daemon's account on the embedded MQTT broker: {what}");
+                    return ExitCode::from(status);
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "cannot set up the daemon's account on the embedded MQTT broker");
@@ -456,11 +496,13 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     }
     mqtt_stop.cancel();
     broker_stop.cancel();
-    // Everything the calls recorded is committed before the process ends.
-    match tokio::time::timeout(FLUSH_GRACE, delivery.flush()).await {
+    // Everything the calls recorded is committed, and checkpointed into
+    // the main file, before the process ends: nothing lives in the WAL
+    // alone while the daemon is stopped.
+    match tokio::time::timeout(FLUSH_GRACE, delivery.close()).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "the delivery store could not be flushed"),
-        Err(_) => tracing::warn!("the delivery store was not flushed within {FLUSH_GRACE:?}"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "the delivery store could not be closed cleanly"),
+        Err(_) => tracing::warn!("the delivery store was not closed within {FLUSH_GRACE:?}"),
     }
     tracker.close();
     if tokio::time::timeout(TASK_GRACE, tracker.wait())
@@ -644,5 +686,33 @@ async fn main_loop(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_user_file_is_a_configuration_error_and_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(crate::mqtt_users::USERS_FILE);
+        std::fs::write(&file, b"{\"users\": [ garbage").unwrap();
+        // The daemon's own account cannot be set up over it...
+        assert!(crate::mqtt_users::ensure_daemon_user(dir.path()).is_err());
+        // ... and the start stops with 78, naming the file and the way out.
+        let (status, what) = users_exit_status(&file);
+        assert_eq!(status, crate::EXIT_CONFIG);
+        assert!(what.contains(&file.display().to_string()), "{what}");
+        assert!(what.contains("move it aside"), "{what}");
+        std::fs::write(&file, b"\xff\xfe not text").unwrap();
+        assert_eq!(users_exit_status(&file).0, crate::EXIT_CONFIG);
+        // A path that cannot be read as a file is an I/O error.
+        std::fs::remove_file(&file).unwrap();
+        std::fs::create_dir(&file).unwrap();
+        assert_eq!(users_exit_status(&file).0, crate::EXIT_IOERR);
+        // A file that reads: it was the writing that failed.
+        std::fs::remove_dir(&file).unwrap();
+        assert_eq!(users_exit_status(&file).0, crate::EXIT_CANTCREAT);
     }
 }

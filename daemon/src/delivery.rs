@@ -3,9 +3,17 @@
 //! with two tables:
 //!
 //! - `ids`: every command id accepted within the dedupe window, recorded
-//!   *before* the command runs, and its serialized reply once it has one.
-//!   A repeat after a restart is answered from here; an id with no reply is
-//!   one whose first run was interrupted, and is not run again.
+//!   *before* the command runs (`admitted`), marked `started` just before
+//!   it can take effect (a call: when its turn comes and it goes to the
+//!   phone, committed first for a change), and its serialized reply once
+//!   it has one. A repeat after a restart is answered from here: an id
+//!   with a reply gets it again; one that started but has no reply was
+//!   interrupted and may have run, and is not run again; one that was only
+//!   admitted (waiting for its turn when the process died) never ran, and
+//!   runs. An answer that says the command did not run for a passing
+//!   reason (`busy`, `device_offline` before sending) is not recorded: the
+//!   id is forgotten, so the same id may run later
+//!   ([`DeliveryStore::forget`]).
 //! - `calls`: the (device, service) calls in flight. Whatever is left at
 //!   start was interrupted by the previous process's death; the daemon
 //!   publishes an `error` status for it instead of leaving a retained
@@ -29,6 +37,15 @@
 //! ones are refused ([`Admit::Busy`]) rather than pushing real ids out.
 //! Expired rows are pruned at most once a second while requests come, and
 //! at start.
+//!
+//! Durability does not rest on the WAL alone: the thread checkpoints it
+//! into the main file every [`CHECKPOINT_EVERY`] when anything was written
+//! (and truncates it), at start, and at a clean stop ([`DeliveryStore::close`]),
+//! so the WAL stays small (`journal_size_limit`) and losing it loses at
+//! most the last few seconds. A sidecar file, `delivery.db.created`, is
+//! written when the store is first created: a store that existed but now
+//! reads empty (its file replaced or truncated) is logged as an error
+//! naming the file, since repeats of the ids it held would run again.
 
 use droidwarden_services::time;
 use std::path::{Path, PathBuf};
@@ -63,6 +80,21 @@ const BUSY: usize = 8;
 /// Prune expired ids at most this often.
 const PRUNE_EVERY: Duration = Duration::from_secs(1);
 
+/// Checkpoint the WAL into the main file this often when anything was
+/// written: what a lost or damaged WAL can take with it.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
+
+/// The WAL is truncated to at most this many bytes after a checkpoint.
+const JOURNAL_SIZE_LIMIT: i64 = 1024 * 1024;
+
+/// SQLite's own automatic checkpoint, in pages (4 KiB): 1 MiB of WAL, a
+/// quarter of its default.
+const WAL_AUTOCHECKPOINT: i64 = 256;
+
+/// The sidecar written when the store is first created (see the module
+/// documentation).
+const CREATED_MARKER: &str = "delivery.db.created";
+
 /// What the store says about a command id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Admit {
@@ -70,8 +102,9 @@ pub(crate) enum Admit {
     New,
     /// Seen, and its reply is known: send this again.
     Done(String),
-    /// Seen, but no reply was recorded: its first run was interrupted (the
-    /// daemon stopped) and may or may not have taken effect.
+    /// Seen and started, but no reply was recorded: its first run was
+    /// interrupted (the daemon stopped) and may or may not have taken
+    /// effect.
     Interrupted,
     /// Too many new ids within the window: refused, not recorded.
     Busy,
@@ -108,7 +141,19 @@ type Done<T> = oneshot::Sender<Result<T, String>>;
 enum Request {
     Admit {
         id: String,
+        /// Recorded as started at once (it takes effect as soon as it runs).
+        started: bool,
         done: Done<Admit>,
+    },
+    Refused {
+        id: String,
+        /// The refusal, when it is final for the id.
+        reply: Option<String>,
+        done: Done<Admit>,
+    },
+    Forget {
+        id: String,
+        done: Done<()>,
     },
     Reply {
         id: String,
@@ -118,12 +163,18 @@ enum Request {
     Begin {
         key: u64,
         call: Interrupted,
+        /// The command id the call runs for, marked started with the row.
+        id: Option<String>,
     },
     End {
         key: u64,
     },
     Flush {
         done: Done<()>,
+    },
+    /// Checkpoint (and truncate) the WAL after the batch commits.
+    Checkpoint {
+        done: Option<Done<()>>,
     },
 }
 
@@ -132,6 +183,8 @@ enum Request {
 pub(crate) struct DeliveryStore {
     tx: mpsc::Sender<Request>,
     path: PathBuf,
+    /// The store existed before (its marker says so) but was found empty.
+    found_empty: bool,
 }
 
 /// The limits the store enforces.
@@ -154,7 +207,8 @@ impl DeliveryStore {
     /// from the store: the caller reports them once).
     ///
     /// # Errors
-    /// When the directory or the file cannot be created or opened.
+    /// When the directory or the file cannot be created or opened; the
+    /// message names the file and says what to do.
     pub(crate) async fn open(
         dir: &Path,
         limits: Limits,
@@ -167,14 +221,19 @@ impl DeliveryStore {
         std::thread::Builder::new()
             .name("dw-delivery".into())
             .spawn(move || {
-                let opened = open_connection(&dir, &thread_path).and_then(|conn| {
-                    let mut worker = Worker::new(conn, limits)?;
+                let opened = open_connection(&dir, &thread_path).and_then(|(conn, found_empty)| {
+                    let mut worker = Worker::new(conn, limits, thread_path.clone())?;
                     let leftovers = worker.take_interrupted()?;
-                    Ok((worker, leftovers))
+                    // A WAL left by a killed process goes into the main
+                    // file (and shrinks) before anything new is written.
+                    if let Err(e) = worker.checkpoint() {
+                        tracing::warn!(error = %e, "delivery store checkpoint failed");
+                    }
+                    Ok((worker, leftovers, found_empty))
                 });
                 match opened {
-                    Ok((worker, leftovers)) => {
-                        let _ = ready_tx.send(Ok(leftovers));
+                    Ok((worker, leftovers, found_empty)) => {
+                        let _ = ready_tx.send(Ok((leftovers, found_empty)));
                         worker.run(rx);
                     }
                     Err(e) => {
@@ -183,11 +242,25 @@ impl DeliveryStore {
                 }
             })
             .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
-        let leftovers = ready_rx
+        let (leftovers, found_empty) = ready_rx
             .await
             .map_err(|_| StoreError("the delivery store's thread stopped".into()))?
             .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
-        Ok((Self { tx, path }, leftovers))
+        spawn_checkpoints(&tx);
+        Ok((
+            Self {
+                tx,
+                path,
+                found_empty,
+            },
+            leftovers,
+        ))
+    }
+
+    /// Whether the store existed before but was found empty at open (it
+    /// was logged as an error then).
+    pub(crate) fn found_empty(&self) -> bool {
+        self.found_empty
     }
 
     /// The database file.
@@ -218,9 +291,40 @@ impl DeliveryStore {
     /// # Errors
     /// When the store cannot be written (the caller must not run the
     /// command: "once" can no longer be promised).
-    pub(crate) async fn admit(&self, id: &str) -> Result<Admit, String> {
+    ///
+    /// `started`: the command takes effect as soon as it runs (an agent
+    /// run), so it is recorded as started at once; a call is admitted to
+    /// wait for its turn and marked started by [`Self::begin`].
+    pub(crate) async fn admit(&self, id: &str, started: bool) -> Result<Admit, String> {
         let id = id.to_owned();
-        self.ask(|done| Request::Admit { id, done }).await
+        self.ask(|done| Request::Admit { id, started, done }).await
+    }
+
+    /// A command with this id was refused before it ran: say what is known
+    /// about the id (a repeat of one that ran gets [`Admit::Done`] or
+    /// [`Admit::Interrupted`], whatever refused it this time), or, for an
+    /// id not known, record `final_reply` as its reply (committed before
+    /// this returns) when the refusal is final, and answer [`Admit::New`].
+    ///
+    /// # Errors
+    /// When the store cannot be read or written.
+    pub(crate) async fn refused(
+        &self,
+        id: &str,
+        final_reply: Option<&str>,
+    ) -> Result<Admit, String> {
+        let id = id.to_owned();
+        let reply = final_reply.map(str::to_owned);
+        self.ask(|done| Request::Refused { id, reply, done }).await
+    }
+
+    /// Forget an admitted id whose command did not run (committed before
+    /// this returns): the same id may run later.
+    pub(crate) async fn forget(&self, id: &str) {
+        let owned = id.to_owned();
+        if let Err(e) = self.ask(|done| Request::Forget { id: owned, done }).await {
+            tracing::warn!(id, error = %e, "command id not forgotten");
+        }
     }
 
     /// Record the reply of an accepted id, committed before this returns:
@@ -237,13 +341,21 @@ impl DeliveryStore {
 
     /// Record a call in flight, in the next batch (queued, not awaited:
     /// the calls' hot path pays no commit; the store commits within a
-    /// batch's time, well under a millisecond).
+    /// batch's time, well under a millisecond). `id`, the command id the
+    /// call runs for, is marked started in the same transaction: a caller
+    /// that must not send before that is durable waits with [`Self::flush`].
     ///
     /// # Errors
     /// When the store is closed.
-    pub(crate) async fn begin(&self, key: u64, call: Interrupted) -> Result<(), String> {
+    pub(crate) async fn begin(
+        &self,
+        key: u64,
+        call: Interrupted,
+        id: Option<&str>,
+    ) -> Result<(), String> {
+        let id = id.map(str::to_owned);
         self.tx
-            .send(Request::Begin { key, call })
+            .send(Request::Begin { key, call, id })
             .await
             .map_err(|_| "the delivery store is closed".to_owned())
     }
@@ -267,9 +379,77 @@ impl DeliveryStore {
     pub(crate) async fn flush(&self) -> Result<(), String> {
         self.ask(|done| Request::Flush { done }).await
     }
+
+    /// A clean stop: commit everything sent before and checkpoint the WAL
+    /// into the main file (truncating it), so that nothing lives in the WAL
+    /// alone while the daemon is stopped.
+    ///
+    /// # Errors
+    /// When the store is closed or cannot be written.
+    pub(crate) async fn close(&self) -> Result<(), String> {
+        self.ask(|done| Request::Checkpoint { done: Some(done) })
+            .await
+    }
 }
 
-fn open_connection(dir: &Path, path: &Path) -> Result<Connection, StoreError> {
+/// A thread that asks the store for a checkpoint every [`CHECKPOINT_EVERY`]
+/// (the store's thread checkpoints only when something was written), until
+/// the store is dropped. It holds only a weak sender, so it never keeps the
+/// store open.
+fn spawn_checkpoints(tx: &mpsc::Sender<Request>) {
+    let weak = tx.downgrade();
+    let spawned = std::thread::Builder::new()
+        .name("dw-delivery-ckpt".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(CHECKPOINT_EVERY);
+                let Some(tx) = weak.upgrade() else { return };
+                // Never blocks: with the channel full, the store is busy
+                // and the next tick will do.
+                if let Err(mpsc::error::TrySendError::Closed(_)) =
+                    tx.try_send(Request::Checkpoint { done: None })
+                {
+                    return;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the delivery store's checkpoints; SQLite's own remain");
+    }
+}
+
+/// What the person must do about a store SQLite cannot open or use, by
+/// the error's kind.
+fn advice(e: &rusqlite::Error, path: &Path) -> String {
+    use rusqlite::ErrorCode as Code;
+    let p = path.display();
+    match e.sqlite_error_code() {
+        Some(Code::NotADatabase | Code::DatabaseCorrupt) => format!(
+            "{p} is damaged: stop the daemon, move {p} and its -wal and -shm files aside, \
+             then start it (a new, empty store is created; the command ids the old one \
+             held are forgotten, so their repeats would run again)"
+        ),
+        Some(Code::DiskFull) => {
+            format!("the file system holding {p} is full: free space on it (the daemon retries)")
+        }
+        Some(Code::ReadOnly | Code::CannotOpen | Code::PermissionDenied) => format!(
+            "check that {p} and its directory belong to the daemon's user and that the \
+             file system is writable"
+        ),
+        _ => format!(
+            "if {p} is damaged, stop the daemon and move it (and its -wal and -shm files) aside"
+        ),
+    }
+}
+
+/// A store error naming the file and what to do.
+fn store_error(e: &rusqlite::Error, path: &Path) -> StoreError {
+    StoreError(format!("{e}; {}", advice(e, path)))
+}
+
+/// Open (creating) the store at `path`. Also says whether it was found
+/// empty although its marker says it existed before.
+fn open_connection(dir: &Path, path: &Path) -> Result<(Connection, bool), StoreError> {
     std::fs::create_dir_all(dir).map_err(|e| StoreError(format!("{}: {e}", dir.display())))?;
     {
         // Create the file owner-only before SQLite does (its -wal and -shm
@@ -283,26 +463,106 @@ fn open_connection(dir: &Path, path: &Path) -> Result<Connection, StoreError> {
             .open(path)
             .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
     }
-    let conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(5))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS ids (
-             id TEXT PRIMARY KEY,
-             at_ms INTEGER NOT NULL,
-             reply TEXT
-         ) WITHOUT ROWID;
-         CREATE INDEX IF NOT EXISTS ids_at ON ids (at_ms);
-         CREATE TABLE IF NOT EXISTS calls (
-             key INTEGER PRIMARY KEY,
-             device TEXT NOT NULL,
-             service TEXT NOT NULL,
-             action TEXT NOT NULL,
-             started_ms INTEGER NOT NULL
-         );",
-    )?;
-    Ok(conn)
+    let conn = Connection::open(path).map_err(|e| store_error(&e, path))?;
+    let set_up = |conn: &Connection| -> rusqlite::Result<()> {
+        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)?;
+        conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT)?;
+        // `started` defaults to 1 so that rows written before the column
+        // existed (by an older daemon) count as possibly run.
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS ids (
+                 id TEXT PRIMARY KEY,
+                 at_ms INTEGER NOT NULL,
+                 reply TEXT,
+                 started INTEGER NOT NULL DEFAULT 1
+             ) WITHOUT ROWID;
+             CREATE INDEX IF NOT EXISTS ids_at ON ids (at_ms);
+             CREATE TABLE IF NOT EXISTS calls (
+                 key INTEGER PRIMARY KEY,
+                 device TEXT NOT NULL,
+                 service TEXT NOT NULL,
+                 action TEXT NOT NULL,
+                 started_ms INTEGER NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS meta (
+                 key TEXT PRIMARY KEY,
+                 value TEXT NOT NULL
+             ) WITHOUT ROWID;",
+        )?;
+        let has_started: bool = conn
+            .prepare("SELECT 1 FROM pragma_table_info('ids') WHERE name = 'started'")?
+            .exists([])?;
+        if !has_started {
+            conn.execute_batch("ALTER TABLE ids ADD COLUMN started INTEGER NOT NULL DEFAULT 1")?;
+        }
+        Ok(())
+    };
+    set_up(&conn).map_err(|e| store_error(&e, path))?;
+    let found_empty = check_marker(&conn, path).map_err(|e| store_error(&e, path))?;
+    Ok((conn, found_empty))
+}
+
+/// The store's birth certificate: a `meta` row and, beside the file, the
+/// [`CREATED_MARKER`] sidecar. A marker without its row means the store
+/// existed and was lost (logged as an error: the ids it held will run
+/// again); a row without a marker (a store from before markers, or a lost
+/// sidecar) only gets its marker. Returns whether the store was lost.
+fn check_marker(conn: &Connection, path: &Path) -> rusqlite::Result<bool> {
+    let marker = path.with_file_name(CREATED_MARKER);
+    let created: Option<String> = conn
+        .query_row("SELECT value FROM meta WHERE key = 'created'", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    let had_marker = marker.exists();
+    let found_empty = had_marker && created.is_none();
+    if found_empty {
+        tracing::error!(
+            file = %path.display(),
+            marker = %marker.display(),
+            "the delivery store existed but was found empty (its file was replaced or truncated, \
+             or its -wal file lost): the command ids it held are forgotten, so repeats of them \
+             will run again; check the disk and what touched the file"
+        );
+    }
+    let stamp = match created {
+        Some(stamp) => stamp,
+        None => {
+            let stamp = now_ms().to_string();
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('created', ?1)",
+                params![stamp],
+            )?;
+            stamp
+        }
+    };
+    if !had_marker {
+        write_marker(&marker, &stamp);
+    }
+    Ok(found_empty)
+}
+
+/// Write the marker, owner-only; a failure costs only the detection of a
+/// lost store, so it is logged, not fatal.
+fn write_marker(marker: &Path, stamp: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(marker)
+        .and_then(|mut f| {
+            f.write_all(format!("{stamp}\n").as_bytes())?;
+            f.sync_all()
+        });
+    if let Err(e) = written {
+        tracing::warn!(file = %marker.display(), error = %e, "cannot write the delivery store's marker");
+    }
 }
 
 /// Run one statement through the connection's statement cache: the hot
@@ -315,51 +575,94 @@ fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite
 struct Worker {
     conn: Connection,
     limits: Limits,
+    path: PathBuf,
     /// Rows in `ids` (pruned ones excluded): the ids within the window,
     /// plus expired ones not yet pruned.
     ids: u64,
     last_prune: Instant,
+    /// Something was committed since the last checkpoint.
+    dirty: bool,
+    /// The last batch failed to commit: the next failure is logged at a
+    /// lower level (one ERROR per outage, not one per command), and the
+    /// next success says the store recovered.
+    failing: bool,
 }
 
 /// A reply to send once the batch committed.
 enum Pending {
     Admit(Done<Admit>, Result<Admit, String>),
     Unit(Done<()>, Result<(), String>),
+    /// A checkpoint to run after the commit, and whom to tell.
+    Checkpoint(Option<Done<()>>),
 }
 
 impl Worker {
-    fn new(conn: Connection, limits: Limits) -> Result<Self, StoreError> {
+    fn new(conn: Connection, limits: Limits, path: PathBuf) -> Result<Self, StoreError> {
         let mut worker = Self {
             conn,
             limits,
+            path,
             ids: 0,
             last_prune: Instant::now(),
+            dirty: false,
+            failing: false,
         };
-        worker.prune(now_ms())?;
+        let path = worker.path.clone();
+        worker.prune(now_ms()).map_err(|e| store_error(&e, &path))?;
         let count: i64 = worker
             .conn
-            .query_row("SELECT COUNT(*) FROM ids", [], |r| r.get(0))?;
+            .query_row("SELECT COUNT(*) FROM ids", [], |r| r.get(0))
+            .map_err(|e| store_error(&e, &path))?;
         worker.ids = u64::try_from(count).unwrap_or(0);
         Ok(worker)
     }
 
     fn take_interrupted(&mut self) -> Result<Vec<Interrupted>, StoreError> {
-        let mut statement = self
-            .conn
-            .prepare("SELECT device, service, action, started_ms FROM calls ORDER BY key")?;
-        let rows = statement
-            .query_map([], |r| {
-                Ok(Interrupted {
-                    device: r.get(0)?,
-                    service: r.get(1)?,
-                    action: r.get(2)?,
-                    started_ms: r.get(3)?,
-                })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        drop(statement);
-        self.conn.execute("DELETE FROM calls", [])?;
-        Ok(rows)
+        let path = self.path.clone();
+        let taken = || -> rusqlite::Result<Vec<Interrupted>> {
+            let mut statement = self
+                .conn
+                .prepare("SELECT device, service, action, started_ms FROM calls ORDER BY key")?;
+            let rows = statement
+                .query_map([], |r| {
+                    Ok(Interrupted {
+                        device: r.get(0)?,
+                        service: r.get(1)?,
+                        action: r.get(2)?,
+                        started_ms: r.get(3)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            drop(statement);
+            self.conn.execute("DELETE FROM calls", [])?;
+            Ok(rows)
+        };
+        taken().map_err(|e| store_error(&e, &path))
+    }
+
+    /// Copy the WAL into the main file and truncate it (the only
+    /// connection, so nothing holds it back).
+    fn checkpoint(&mut self) -> Result<(), String> {
+        let done: rusqlite::Result<(i64, i64, i64)> =
+            self.conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                });
+        match done {
+            Ok((0, _, _)) => {
+                self.dirty = false;
+                Ok(())
+            }
+            Ok((busy, log, copied)) => Err(format!(
+                "the checkpoint of {} was held back (busy {busy}, {copied} of {log} pages copied)",
+                self.path.display()
+            )),
+            Err(e) => Err(format!(
+                "cannot checkpoint {}: {e}; {}",
+                self.path.display(),
+                advice(&e, &self.path)
+            )),
+        }
     }
 
     fn window_ms(&self) -> i64 {
@@ -411,6 +714,25 @@ impl Worker {
                     Pending::Unit(done, result) => {
                         let _ = done.send(result);
                     }
+                    Pending::Checkpoint(done) => {
+                        // The timer's checkpoints run only when something
+                        // was written; a clean stop's always does.
+                        let result = if done.is_some() || self.dirty {
+                            self.checkpoint()
+                        } else {
+                            Ok(())
+                        };
+                        match done {
+                            Some(done) => {
+                                let _ = done.send(result);
+                            }
+                            None => {
+                                if let Err(e) = result {
+                                    tracing::warn!(error = %e, "delivery store checkpoint failed");
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -438,15 +760,35 @@ impl Worker {
             })
             .collect();
         let mut skip: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        let wrote = batch
+            .iter()
+            .any(|r| !matches!(r, Request::Flush { .. } | Request::Checkpoint { .. }));
         for request in batch.drain(..) {
             match request {
-                Request::Begin { key, .. } if ended.contains(&key) => {
+                Request::Begin { key, id, .. } if ended.contains(&key) => {
                     skip.insert(key);
+                    // The call is over, but its reply is not recorded yet:
+                    // its id still started.
+                    if let Some(id) = id {
+                        self.mark_started(&id);
+                    }
                 }
                 Request::End { key } if skip.contains(&key) => {}
-                Request::Admit { id, done } => {
-                    let result = self.admit(&id, now).map_err(|e| e.to_string());
+                Request::Admit { id, started, done } => {
+                    let result = self.admit(&id, started, now).map_err(|e| e.to_string());
                     pending.push(Pending::Admit(done, result));
+                }
+                Request::Refused { id, reply, done } => {
+                    let result = self
+                        .refused(&id, reply.as_deref(), now)
+                        .map_err(|e| e.to_string());
+                    pending.push(Pending::Admit(done, result));
+                }
+                Request::Forget { id, done } => {
+                    let result = exec(&self.conn, "DELETE FROM ids WHERE id = ?1", params![id])
+                        .map(|removed| self.ids = self.ids.saturating_sub(removed as u64))
+                        .map_err(|e| format!("cannot forget {id}: {e}"));
+                    pending.push(Pending::Unit(done, result));
                 }
                 Request::Reply { id, reply, done } => {
                     let result = exec(
@@ -458,7 +800,7 @@ impl Worker {
                     .map_err(|e| format!("cannot record the reply of {id}: {e}"));
                     pending.push(Pending::Unit(done, result));
                 }
-                Request::Begin { key, call } => {
+                Request::Begin { key, call, id } => {
                     let result = exec(
                             &self.conn,
                             "INSERT OR REPLACE INTO calls (key, device, service, action, started_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -474,6 +816,9 @@ impl Worker {
                     if let Err(e) = result {
                         tracing::warn!(error = %e, "cannot record a call in flight");
                     }
+                    if let Some(id) = id {
+                        self.mark_started(&id);
+                    }
                 }
                 Request::End { key } => {
                     if let Err(e) = exec(
@@ -485,63 +830,149 @@ impl Worker {
                     }
                 }
                 Request::Flush { done } => pending.push(Pending::Unit(done, Ok(()))),
+                Request::Checkpoint { done } => pending.push(Pending::Checkpoint(done)),
             }
         }
         let committed = begun.and_then(|()| self.conn.execute_batch("COMMIT"));
-        if let Err(e) = committed {
-            let _ = self.conn.execute_batch("ROLLBACK");
-            self.ids = ids_before;
-            let message = format!("cannot write the delivery store: {e}");
-            tracing::error!("{message}");
-            for reply in &mut pending {
-                match reply {
-                    Pending::Admit(_, result) => *result = Err(message.clone()),
-                    Pending::Unit(_, result) => *result = Err(message.clone()),
+        match committed {
+            Ok(()) => {
+                self.dirty |= wrote;
+                if self.failing {
+                    self.failing = false;
+                    tracing::info!(file = %self.path.display(), "the delivery store is written again");
+                }
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                self.ids = ids_before;
+                let message = format!(
+                    "cannot write the delivery store: {e}; {}",
+                    advice(&e, &self.path)
+                );
+                if self.failing {
+                    tracing::debug!("{message}");
+                } else {
+                    self.failing = true;
+                    tracing::error!(
+                        "{message}; commands are refused until it can be written again"
+                    );
+                }
+                // A full file system may still take a checkpoint that
+                // shrinks the WAL back to its limit.
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+                    let _ = self.checkpoint();
+                }
+                for reply in &mut pending {
+                    match reply {
+                        Pending::Admit(_, result) => *result = Err(message.clone()),
+                        Pending::Unit(_, result) => *result = Err(message.clone()),
+                        Pending::Checkpoint(_) => {}
+                    }
                 }
             }
         }
         pending
     }
 
-    fn admit(&mut self, id: &str, now: i64) -> Result<Admit, rusqlite::Error> {
-        let cutoff = now.saturating_sub(self.window_ms());
-        let known: Option<(i64, Option<String>)> = self
-            .conn
-            .prepare_cached("SELECT at_ms, reply FROM ids WHERE id = ?1")?
-            .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        match known {
-            Some((at, reply)) if at >= cutoff => {
-                return Ok(match reply {
-                    Some(reply) => Admit::Done(reply),
-                    None => Admit::Interrupted,
-                });
-            }
-            Some(_) => {
-                // Expired, not yet pruned: a new request with an old id.
-                exec(
-                    &self.conn,
-                    "UPDATE ids SET at_ms = ?2, reply = NULL WHERE id = ?1",
-                    params![id, now],
-                )?;
-                return Ok(Admit::New);
-            }
-            None => {}
+    /// Mark `id` started (within the batch's transaction).
+    fn mark_started(&mut self, id: &str) {
+        if let Err(e) = exec(
+            &self.conn,
+            "UPDATE ids SET started = 1 WHERE id = ?1",
+            params![id],
+        ) {
+            tracing::warn!(id, error = %e, "cannot mark a command id started");
         }
-        if self.ids >= self.limits.max_ids {
-            // Make sure the count is not made of expired rows.
-            self.prune(now)?;
-            if self.ids >= self.limits.max_ids {
-                return Ok(Admit::Busy);
-            }
+    }
+
+    /// What is known of `id` within the window: `None` when it is not
+    /// known, or only admitted by an earlier process and never started
+    /// (it never ran: as good as new).
+    fn known(&self, id: &str, now: i64) -> Result<Option<Admit>, rusqlite::Error> {
+        let cutoff = now.saturating_sub(self.window_ms());
+        let known: Option<(i64, Option<String>, bool)> = self
+            .conn
+            .prepare_cached("SELECT at_ms, reply, started FROM ids WHERE id = ?1")?
+            .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        Ok(match known {
+            Some((at, Some(reply), _)) if at >= cutoff => Some(Admit::Done(reply)),
+            Some((at, None, true)) if at >= cutoff => Some(Admit::Interrupted),
+            _ => None,
+        })
+    }
+
+    fn admit(&mut self, id: &str, started: bool, now: i64) -> Result<Admit, rusqlite::Error> {
+        if let Some(known) = self.known(id, now)? {
+            return Ok(known);
+        }
+        if self.renew(id, started, None, now)? {
+            return Ok(Admit::New);
+        }
+        if !self.has_room(now)? {
+            return Ok(Admit::Busy);
         }
         exec(
             &self.conn,
-            "INSERT INTO ids (id, at_ms, reply) VALUES (?1, ?2, NULL)",
-            params![id, now],
+            "INSERT INTO ids (id, at_ms, reply, started) VALUES (?1, ?2, NULL, ?3)",
+            params![id, now, started],
         )?;
         self.ids += 1;
         Ok(Admit::New)
+    }
+
+    fn refused(
+        &mut self,
+        id: &str,
+        reply: Option<&str>,
+        now: i64,
+    ) -> Result<Admit, rusqlite::Error> {
+        if let Some(known) = self.known(id, now)? {
+            return Ok(known);
+        }
+        let Some(reply) = reply else {
+            return Ok(Admit::New);
+        };
+        if self.renew(id, true, Some(reply), now)? {
+            return Ok(Admit::New);
+        }
+        // A full window records nothing new; the refusal is still sent.
+        if self.has_room(now)? {
+            exec(
+                &self.conn,
+                "INSERT INTO ids (id, at_ms, reply, started) VALUES (?1, ?2, ?3, 1)",
+                params![id, now, reply],
+            )?;
+            self.ids += 1;
+        }
+        Ok(Admit::New)
+    }
+
+    /// Reuse the row of an id that is expired (not yet pruned) or was only
+    /// admitted by an earlier process: a new request with that id. False
+    /// when there is no row.
+    fn renew(
+        &mut self,
+        id: &str,
+        started: bool,
+        reply: Option<&str>,
+        now: i64,
+    ) -> Result<bool, rusqlite::Error> {
+        let renewed = exec(
+            &self.conn,
+            "UPDATE ids SET at_ms = ?2, reply = ?3, started = ?4 WHERE id = ?1",
+            params![id, now, reply, started],
+        )?;
+        Ok(renewed > 0)
+    }
+
+    /// Whether a new id fits in the window.
+    fn has_room(&mut self, now: i64) -> Result<bool, rusqlite::Error> {
+        if self.ids >= self.limits.max_ids {
+            // Make sure the count is not made of expired rows.
+            self.prune(now)?;
+        }
+        Ok(self.ids < self.limits.max_ids)
     }
 }
 
@@ -561,11 +992,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (store, left) = DeliveryStore::open(dir.path(), limits(100)).await.unwrap();
         assert!(left.is_empty());
-        assert_eq!(store.admit("a").await.unwrap(), Admit::New);
-        assert_eq!(store.admit("b").await.unwrap(), Admit::New);
+        assert_eq!(store.admit("a", true).await.unwrap(), Admit::New);
+        assert_eq!(store.admit("b", true).await.unwrap(), Admit::New);
         store.record_reply("a", r#"{"ok":true}"#).await;
         assert_eq!(
-            store.admit("a").await.unwrap(),
+            store.admit("a", true).await.unwrap(),
             Admit::Done(r#"{"ok":true}"#.into())
         );
         store
@@ -577,6 +1008,7 @@ mod tests {
                     action: "set_brightness".into(),
                     started_ms: 1,
                 },
+                None,
             )
             .await
             .unwrap();
@@ -586,11 +1018,11 @@ mod tests {
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].action, "set_brightness");
         assert_eq!(
-            store.admit("a").await.unwrap(),
+            store.admit("a", true).await.unwrap(),
             Admit::Done(r#"{"ok":true}"#.into())
         );
         // Accepted, never answered: interrupted.
-        assert_eq!(store.admit("b").await.unwrap(), Admit::Interrupted);
+        assert_eq!(store.admit("b", true).await.unwrap(), Admit::Interrupted);
         let (_store, left) = DeliveryStore::open(dir.path(), limits(100)).await.unwrap();
         assert!(left.is_empty(), "interrupted calls are reported once");
         use std::os::unix::fs::PermissionsExt;
@@ -605,14 +1037,14 @@ mod tests {
     async fn a_junk_flood_cannot_evict_a_real_id() {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = DeliveryStore::open(dir.path(), limits(1000)).await.unwrap();
-        assert_eq!(store.admit("real").await.unwrap(), Admit::New);
+        assert_eq!(store.admit("real", true).await.unwrap(), Admit::New);
         store.record_reply("real", "first").await;
         // Junk, concurrently, far beyond the cap.
         let mut tasks = Vec::new();
         for i in 0..3000 {
             let store = store.clone();
             tasks.push(tokio::spawn(async move {
-                store.admit(&format!("junk-{i}")).await.unwrap()
+                store.admit(&format!("junk-{i}"), true).await.unwrap()
             }));
         }
         let mut busy = 0;
@@ -623,12 +1055,12 @@ mod tests {
         }
         assert_eq!(busy, 3000 - 999, "the cap counts every id in the window");
         assert_eq!(
-            store.admit("real").await.unwrap(),
+            store.admit("real", true).await.unwrap(),
             Admit::Done("first".into())
         );
         // Refused new ids are not recorded, and the window is still full.
-        assert_eq!(store.admit("junk-new").await.unwrap(), Admit::Busy);
-        assert_eq!(store.admit("junk-new").await.unwrap(), Admit::Busy);
+        assert_eq!(store.admit("junk-new", true).await.unwrap(), Admit::Busy);
+        assert_eq!(store.admit("junk-new", true).await.unwrap(), Admit::Busy);
     }
 
     #[tokio::test]
@@ -639,13 +1071,196 @@ mod tests {
             max_ids: 1,
         };
         let (store, _) = DeliveryStore::open(dir.path(), limits).await.unwrap();
-        assert_eq!(store.admit("a").await.unwrap(), Admit::New);
+        assert_eq!(store.admit("a", true).await.unwrap(), Admit::New);
         // The window is zero: "a" has expired once the store's clock (unix
         // milliseconds) has moved on.
         next_millisecond().await;
-        assert_eq!(store.admit("a").await.unwrap(), Admit::New);
+        assert_eq!(store.admit("a", true).await.unwrap(), Admit::New);
         next_millisecond().await;
-        assert_eq!(store.admit("b").await.unwrap(), Admit::New);
+        assert_eq!(store.admit("b", true).await.unwrap(), Admit::New);
+    }
+
+    fn call(action: &str) -> Interrupted {
+        Interrupted {
+            device: "phone".into(),
+            service: "screen_control".into(),
+            action: action.into(),
+            started_ms: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn after_a_restart_an_id_that_only_waited_runs_and_one_that_started_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = DeliveryStore::open(dir.path(), limits(100)).await.unwrap();
+        // Both admitted to wait for their turn; only "sent" got it.
+        assert_eq!(store.admit("waiting", false).await.unwrap(), Admit::New);
+        assert_eq!(store.admit("sent", false).await.unwrap(), Admit::New);
+        store
+            .begin(1, call("set_brightness"), Some("sent"))
+            .await
+            .unwrap();
+        store.flush().await.unwrap();
+        // An agent run is started as soon as it is admitted.
+        assert_eq!(store.admit("asked", true).await.unwrap(), Admit::New);
+        // The process dies here: no replies.
+        drop(store);
+        let (store, _) = DeliveryStore::open(dir.path(), limits(100)).await.unwrap();
+        assert_eq!(
+            store.admit("waiting", false).await.unwrap(),
+            Admit::New,
+            "a command that never started runs on a repeat"
+        );
+        assert_eq!(
+            store.admit("sent", false).await.unwrap(),
+            Admit::Interrupted
+        );
+        assert_eq!(
+            store.admit("asked", true).await.unwrap(),
+            Admit::Interrupted
+        );
+        // The one that runs now is recorded as any new id.
+        store.record_reply("waiting", "ran").await;
+        assert_eq!(
+            store.admit("waiting", false).await.unwrap(),
+            Admit::Done("ran".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_started_mark_survives_a_begin_and_end_in_one_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = DeliveryStore::open(dir.path(), limits(100)).await.unwrap();
+        assert_eq!(store.admit("quick", false).await.unwrap(), Admit::New);
+        // Queued back to back: one batch, so neither call row is written.
+        store.begin(1, call("wake"), Some("quick")).await.unwrap();
+        store.end(1).await.unwrap();
+        store.flush().await.unwrap();
+        drop(store);
+        let (store, left) = DeliveryStore::open(dir.path(), limits(100)).await.unwrap();
+        assert!(left.is_empty());
+        assert_eq!(
+            store.admit("quick", false).await.unwrap(),
+            Admit::Interrupted
+        );
+    }
+
+    #[tokio::test]
+    async fn a_forgotten_id_may_run_again_and_frees_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = DeliveryStore::open(dir.path(), limits(1)).await.unwrap();
+        assert_eq!(store.admit("a", true).await.unwrap(), Admit::New);
+        assert_eq!(store.admit("b", true).await.unwrap(), Admit::Busy);
+        store.forget("a").await;
+        assert_eq!(store.admit("b", true).await.unwrap(), Admit::New);
+        store.forget("b").await;
+        assert_eq!(store.admit("a", true).await.unwrap(), Admit::New);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_gives_way_to_a_known_id_and_only_a_final_one_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = DeliveryStore::open(dir.path(), limits(100)).await.unwrap();
+        assert_eq!(store.admit("ran", false).await.unwrap(), Admit::New);
+        store.record_reply("ran", "ok").await;
+        assert_eq!(
+            store.refused("ran", Some("refused")).await.unwrap(),
+            Admit::Done("ok".into()),
+            "a repeat of an id that ran gets its reply, whatever refuses it now"
+        );
+        assert_eq!(store.refused("passing", None).await.unwrap(), Admit::New);
+        assert_eq!(store.admit("passing", false).await.unwrap(), Admit::New);
+        assert_eq!(
+            store.refused("final", Some("invalid")).await.unwrap(),
+            Admit::New
+        );
+        assert_eq!(
+            store.admit("final", false).await.unwrap(),
+            Admit::Done("invalid".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_clean_stop_leaves_nothing_in_the_wal_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = DeliveryStore::open(dir.path(), limits(100)).await.unwrap();
+        assert_eq!(store.admit("a", false).await.unwrap(), Admit::New);
+        store.record_reply("a", "ok").await;
+        store.close().await.unwrap();
+        let wal = dir.path().join("delivery.db-wal");
+        let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        assert_eq!(wal_len, 0, "the WAL is checkpointed and truncated");
+        // The main file alone (the WAL lost) still knows the id.
+        let copy = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            dir.path().join("delivery.db"),
+            copy.path().join("delivery.db"),
+        )
+        .unwrap();
+        let (copied, _) = DeliveryStore::open(copy.path(), limits(100)).await.unwrap();
+        assert!(!copied.found_empty());
+        assert_eq!(
+            copied.admit("a", false).await.unwrap(),
+            Admit::Done("ok".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_store_that_existed_but_reads_empty_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = DeliveryStore::open(dir.path(), limits(100)).await.unwrap();
+        assert!(!store.found_empty(), "a new store is not a lost one");
+        assert!(dir.path().join(CREATED_MARKER).exists());
+        store.close().await.unwrap();
+        // The marker stays; the file is replaced by an empty one.
+        let lost = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            dir.path().join(CREATED_MARKER),
+            lost.path().join(CREATED_MARKER),
+        )
+        .unwrap();
+        std::fs::write(lost.path().join("delivery.db"), b"").unwrap();
+        let (store, _) = DeliveryStore::open(lost.path(), limits(100)).await.unwrap();
+        assert!(store.found_empty());
+        drop(store);
+        // Reported once: the store is whole again.
+        let (store, _) = DeliveryStore::open(lost.path(), limits(100)).await.unwrap();
+        assert!(!store.found_empty());
+    }
+
+    #[tokio::test]
+    async fn a_damaged_store_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("delivery.db"), vec![b'x'; 4096]).unwrap();
+        let error = DeliveryStore::open(dir.path(), limits(100))
+            .await
+            .expect_err("a damaged store does not open")
+            .to_string();
+        assert!(error.contains("is damaged"), "{error}");
+        assert!(error.contains("aside"), "{error}");
+        assert!(
+            error.contains(&dir.path().join("delivery.db").display().to_string()),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_older_store_gains_the_started_column_and_its_open_ids_count_as_started() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let conn = Connection::open(dir.path().join("delivery.db")).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE ids (id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL, reply TEXT) WITHOUT ROWID;",
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO ids (id, at_ms, reply) VALUES ('old', ?1, NULL)",
+                params![now_ms()],
+            )
+            .unwrap();
+        }
+        let (store, _) = DeliveryStore::open(dir.path(), limits(100)).await.unwrap();
+        assert_eq!(store.admit("old", false).await.unwrap(), Admit::Interrupted);
     }
 
     /// Wait until `now_ms` has moved past its value now (at most a

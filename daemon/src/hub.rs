@@ -207,6 +207,21 @@ pub(crate) struct Admitted {
     device: DeviceHandle,
     command: Command,
     ticket: Ticket,
+    /// The command id it runs for ([`Admitted::for_id`]).
+    id: Option<String>,
+}
+
+/// What came of a call run for a command id ([`Admitted::run_reporting`]).
+#[derive(Debug)]
+pub(crate) struct Ran {
+    /// The call's answer.
+    pub(crate) result: Result<Value, WireError>,
+    /// Whether the call is a change that may have reached the phone. False
+    /// for a read, for a call that never got its turn, and for one the
+    /// phone's transport refused before sending (`busy`, `device_offline`
+    /// while the phone was away, `adb_missing`): none of those changed
+    /// anything.
+    pub(crate) reached: bool,
 }
 
 impl Hub {
@@ -307,6 +322,7 @@ impl Hub {
             device,
             command: call.command,
             ticket,
+            id: None,
         })
     }
 
@@ -410,21 +426,27 @@ impl Hub {
     }
 
     /// Perform a call on its turn, announcing `executing` and then `success`
-    /// or `error`, and recording it in flight meanwhile.
-    async fn execute(&self, device: &DeviceHandle, command: &Command) -> Result<Value, WireError> {
-        let name = device.info().name;
+    /// or `error`, and recording it in flight meanwhile. A change made for
+    /// command `id` marks the id started in the delivery store, committed
+    /// before the call goes out; a read does not (running it again after
+    /// a crash changes nothing, so it is never "may have run").
+    async fn execute(&self, device: &DeviceHandle, command: &Command, id: Option<&str>) -> Ran {
+        let info = device.info();
+        let name = info.name;
         let service = command.service_id();
         let action = command.action_name();
         let started_at = SystemTime::now();
         let start = Instant::now();
+        let id = id.filter(|_| command.mutates());
         let key = self
-            .begin_in_flight(&name, service, action, started_at)
+            .begin_in_flight(&name, service, action, started_at, id)
             .await;
         if key.is_some() && command.mutates() {
-            // A change is on disk before it is announced: whoever saw its
-            // `executing` will see it corrected if the process is killed.
-            // Reads skip the wait (their rows are best effort: a read that
-            // begins and ends within one batch writes nothing).
+            // A change is on disk before it is announced or sent: whoever
+            // saw its `executing` will see it corrected if the process is
+            // killed, and a repeat of its id after that is told it may
+            // have run. Reads skip the wait (their rows are best effort: a
+            // read that begins and ends within one batch writes nothing).
             self.commit_in_flight().await;
         }
         self.announce(BusEvent::Status(StatusEvent {
@@ -464,7 +486,18 @@ impl Hub {
             duration: Some(duration),
             error: result.as_ref().err().cloned(),
         }));
-        result
+        let reached = command.mutates()
+            && match &result {
+                Ok(_) => true,
+                Err(e) => match e.code {
+                    ErrorCode::Busy | ErrorCode::AdbMissing => false,
+                    // Refused up front for a phone that was away; one that was
+                    // online may have dropped mid-call, after the command went.
+                    ErrorCode::DeviceOffline => info.online,
+                    _ => true,
+                },
+            };
+        Ran { result, reached }
     }
 
     /// Record a call as in flight (queued for the store's next batch, which
@@ -478,6 +511,7 @@ impl Hub {
         service: &'static str,
         action: &str,
         started_at: SystemTime,
+        id: Option<&str>,
     ) -> Option<u64> {
         let store = self.delivery.as_ref()?;
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
@@ -487,7 +521,7 @@ impl Hub {
             action: action.to_owned(),
             started_ms: i64::try_from(time::epoch_ms(started_at)).unwrap_or(i64::MAX),
         };
-        match store.begin(key, call).await {
+        match store.begin(key, call, id).await {
             Ok(()) => Some(key),
             Err(e) => {
                 tracing::warn!(%device, service, error = %e, "cannot record a call in flight");
@@ -536,6 +570,15 @@ impl Hub {
 }
 
 impl Admitted {
+    /// The call runs for command `id`: when it is a change, the id is
+    /// marked started in the delivery store (committed) just before the
+    /// call goes to the phone, so that after a crash a repeat of an id
+    /// that only waited runs, and one that went out is "may have run".
+    pub(crate) fn for_id(mut self, id: &str) -> Self {
+        self.id = Some(id.to_owned());
+        self
+    }
+
     /// Wait for this call's turn on its device (bounded by the device's
     /// call timeout), then perform it, announcing its transitions.
     ///
@@ -544,20 +587,32 @@ impl Admitted {
     /// device kept it waiting too long; otherwise the call's error, in wire
     /// form.
     pub(crate) async fn run(self) -> Result<Value, WireError> {
+        self.run_reporting().await.result
+    }
+
+    /// [`Admitted::run`], saying also whether the call is a change that may
+    /// have reached the phone.
+    pub(crate) async fn run_reporting(self) -> Ran {
         let Self {
             hub,
             device,
             command,
             ticket,
+            id,
         } = self;
-        wait_turn(&device, &ticket).await?;
-        let result = hub.execute(&device, &command).await;
+        if let Err(error) = wait_turn(&device, &ticket).await {
+            return Ran {
+                result: Err(error),
+                reached: false,
+            };
+        }
+        let ran = hub.execute(&device, &command, id.as_deref()).await;
         // The next call may start; the state refresh is a read of its own.
         drop(ticket);
-        if let Ok(value) = &result {
+        if let Ok(value) = &ran.result {
             hub.after_success(&device, &command, value);
         }
-        result
+        ran
     }
 }
 

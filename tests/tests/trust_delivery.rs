@@ -45,6 +45,19 @@ fn rig() -> Rig {
     rig
 }
 
+/// A rig whose phone calls are bounded by `call_ms` (a call that waits
+/// that long behind earlier ones is answered `busy`, not sent).
+fn rig_with_call_timeout(call_ms: u64) -> Rig {
+    let mut rig = world(Mosquitto::start());
+    rig.config = one_phone_config(
+        rig.broker.port,
+        &rig.sim.serial(),
+        &format!("{NO_POLLS}[calls]\ntimeout_ms = {call_ms}\n"),
+    );
+    rig.start(tempfile::tempdir().expect("state dir"));
+    rig
+}
+
 impl Rig {
     /// Start the daemon on `state` and wait until it serves the phone.
     fn start(&mut self, state: tempfile::TempDir) {
@@ -97,6 +110,25 @@ impl Rig {
         let mut daemon = self.daemon.take().expect("a daemon");
         assert_eq!(daemon.terminate(), Some(0));
         daemon.kill()
+    }
+
+    /// Wait for the `n`-th reply (from 1) to `id`.
+    fn wait_nth_reply(&self, id: &str, n: usize) -> Value {
+        wait_for(&format!("reply {n} to {id}"), WAIT, || {
+            self.replies(id).get(n - 1).cloned()
+        })
+    }
+
+    /// Two `cmd/devices` requests answered one after the other: every
+    /// command published before them has had its id recorded (each
+    /// request's id is committed in the store's order before its reply).
+    fn ids_recorded(&self, tag: &str) {
+        for n in 0..2 {
+            let reply = self
+                .probe
+                .request(P, "devices", json!({"id": format!("{tag}-{n}")}));
+            assert_eq!(reply["ok"], true, "{reply}");
+        }
     }
 
     /// The brightness levels the phone was told to set, in order.
@@ -344,5 +376,149 @@ fn a_call_cut_short_by_a_kill_is_reported_as_error_after_restart() {
             .unwrap_or_default()
             .contains("interrupted"),
         "{reply}"
+    );
+}
+
+/// The error code of a reply (`""` for a success).
+fn code(reply: &Value) -> &str {
+    reply["error"]["code"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn after_a_kill_a_command_that_only_waited_runs_and_the_one_sent_does_not() {
+    let mut r = rig();
+    let status_topic = format!("{P}/devices/phone/services/screen_control/status");
+    r.sim
+        .control(json!({"op": "fault", "kind": "delay", "ms": 10000}));
+    // One change goes to the phone (and hangs there); two wait behind it.
+    r.send_call(&set_brightness("sent-1", 11));
+    r.probe
+        .wait_last(&status_topic, WAIT, |m| m.json()["state"] == "executing");
+    r.send_call(&set_brightness("waited-2", 22));
+    r.send_call(&set_brightness("waited-3", 33));
+    r.ids_recorded("recorded");
+    let state = r.kill();
+    r.sim.control(json!({"op": "fault", "kind": "clear"}));
+    r.start(state);
+    // The one that went out may have run: not run again.
+    r.send_call(&set_brightness("sent-1", 11));
+    let reply = r.wait_reply("sent-1");
+    assert_eq!(code(&reply), "internal", "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("may have run"),
+        "{reply}"
+    );
+    // The ones that only waited never reached the phone: a repeat runs.
+    for (id, level) in [("waited-2", 22), ("waited-3", 33)] {
+        r.send_call(&set_brightness(id, level));
+        let reply = r.wait_reply(id);
+        assert_eq!(reply["ok"], true, "{id}: {reply}");
+    }
+    let log = r.brightness_log();
+    assert_eq!(
+        log.iter().filter(|l| [22, 33].contains(*l)).count(),
+        2,
+        "each waited command ran once: {log:?}"
+    );
+}
+
+#[test]
+fn a_repeat_of_an_id_that_ran_gets_its_reply_even_when_the_queue_is_full() {
+    let r = rig();
+    let first = r.probe.request(P, "call", set_brightness("ran-1", 10));
+    assert_eq!(first["ok"], true, "{first}");
+    r.sim
+        .control(json!({"op": "fault", "kind": "delay", "ms": 20000}));
+    // One change hangs on the phone; the phone's queue (64) fills behind it.
+    for n in 0..70 {
+        r.send_call(&set_brightness(&format!("fill-{n}"), 100 + n));
+    }
+    wait_for("a call refused: the queue is full", WAIT, || {
+        (0..70)
+            .flat_map(|n| r.replies(&format!("fill-{n}")))
+            .find(|reply| code(reply) == "busy")
+    });
+    r.send_call(&set_brightness("ran-1", 10));
+    let again = r.wait_nth_reply("ran-1", 2);
+    assert_eq!(again, first, "the recorded reply, not `busy`");
+    r.sim.control(json!({"op": "fault", "kind": "clear"}));
+}
+
+#[test]
+fn a_busy_answer_leaves_its_id_free_and_final_answers_are_replayed() {
+    let r = rig_with_call_timeout(1500);
+    let status_topic = format!("{P}/devices/phone/services/screen_control/status");
+    r.sim
+        .control(json!({"op": "fault", "kind": "delay", "ms": 4000}));
+    // "slow" goes to the phone and times out there (it may have run). Once
+    // it is out, "slow-2" and "waiting" queue behind it: "slow-2" gets its
+    // turn when "slow" times out and holds the phone for another call
+    // bound, so "waiting" waits longer than its own bound: `busy`, not
+    // sent.
+    r.send_call(&set_brightness("slow", 41));
+    r.probe
+        .wait_last(&status_topic, WAIT, |m| m.json()["state"] == "executing");
+    r.send_call(&set_brightness("slow-2", 43));
+    r.send_call(&set_brightness("waiting", 42));
+    let waiting = r.wait_reply("waiting");
+    assert_eq!(code(&waiting), "busy", "{waiting}");
+    assert_eq!(waiting["error"]["retryable"], true, "{waiting}");
+    let slow = r.wait_reply("slow");
+    assert_eq!(code(&slow), "timeout", "{slow}");
+    r.wait_reply("slow-2");
+    r.sim.control(json!({"op": "fault", "kind": "clear"}));
+    // Following `retryable: true` with the same id runs the command.
+    r.send_call(&set_brightness("waiting", 42));
+    let again = r.wait_nth_reply("waiting", 2);
+    assert_eq!(again["ok"], true, "{again}");
+    assert_eq!(
+        r.brightness_log().iter().filter(|l| **l == 42).count(),
+        1,
+        "{:?}",
+        r.brightness_log()
+    );
+    // A timeout may have run: its answer is final.
+    r.send_call(&set_brightness("slow", 41));
+    let again = r.wait_nth_reply("slow", 2);
+    assert_eq!(again, slow);
+    // So is a refusal that a retry cannot change.
+    r.send_call(&set_brightness("bad", 999));
+    let bad = r.wait_reply("bad");
+    assert_eq!(code(&bad), "invalid_params", "{bad}");
+    r.send_call(&set_brightness("bad", 50));
+    let again = r.wait_nth_reply("bad", 2);
+    assert_eq!(again, bad, "the same id is answered again, not run");
+    barrier(&r, "after-bad");
+    assert!(
+        !r.brightness_log().contains(&50),
+        "{:?}",
+        r.brightness_log()
+    );
+}
+
+#[test]
+fn after_a_clean_stop_the_ids_live_in_the_main_file_not_the_wal_alone() {
+    let mut r = rig();
+    let first = r.probe.request(P, "call", set_brightness("kept-1", 77));
+    assert_eq!(first["ok"], true, "{first}");
+    let state = r.stop();
+    // The write-ahead log is lost (or damaged) while the daemon is stopped.
+    let wal = state.path().join("delivery.db-wal");
+    if wal.exists() {
+        std::fs::remove_file(&wal).expect("remove the WAL");
+    }
+    r.start(state);
+    r.send_call(&set_brightness("kept-1", 77));
+    let again = r.wait_nth_reply("kept-1", 2);
+    assert_eq!(again, first, "answered from the store, not run again");
+    barrier(&r, "after-kept");
+    assert_eq!(
+        r.brightness_log().iter().filter(|l| **l == 77).count(),
+        1,
+        "{:?}",
+        r.brightness_log()
     );
 }

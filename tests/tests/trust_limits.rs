@@ -312,3 +312,31 @@ fn an_unusable_state_directory_exits_73_and_a_configuration_error_78() {
     assert_eq!(code, 78, "{log}");
     assert!(log.contains("agent.max_concurrent_runs"), "{log}");
 }
+
+#[test]
+fn a_damaged_user_file_exits_78_and_a_damaged_delivery_store_says_what_to_do() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("state dir");
+    // The embedded broker, whose accounts live in mqtt-users.json.
+    let broker = format!(
+        "[state]\ndir = \"{}\"\n[broker]\nlisten = \"127.0.0.1:{}\"\n",
+        state.display(),
+        free_port()
+    );
+    let users = state.join("mqtt-users.json");
+    std::fs::write(&users, "{\"users\": [ garbage").expect("users");
+    let (code, log) = exit_status(&broker);
+    assert_eq!(code, 78, "a person must fix it: not restarted\n{log}");
+    assert!(log.contains("mqtt-users.json"), "{log}");
+    assert!(log.contains("move it aside"), "{log}");
+    std::fs::remove_file(&users).expect("remove");
+
+    // A delivery store that is not a database: 74, and what to do.
+    std::fs::write(state.join("delivery.db"), vec![b'x'; 4096]).expect("store");
+    let mqtt = format!("[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n", free_port());
+    let (code, log) = exit_status(&format!("{mqtt}[state]\ndir = \"{}\"\n", state.display()));
+    assert_eq!(code, 74, "{log}");
+    assert!(log.contains("delivery.db"), "{log}");
+    assert!(log.contains("aside"), "{log}");
+}

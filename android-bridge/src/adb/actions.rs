@@ -219,6 +219,22 @@ async fn setting(
     .await
 }
 
+/// A setting that holds a whole number: `None` when unset; anything else
+/// is unexpected output (`device_error`), never a `null` that would read as
+/// "unset".
+async fn number_setting(
+    sh: &dyn Shell,
+    namespace: &str,
+    key: &str,
+) -> Result<Option<i64>, BridgeError> {
+    read(
+        sh,
+        &["settings", "get", namespace, key],
+        parse::setting_number,
+    )
+    .await
+}
+
 async fn put_setting(sh: &dyn Shell, key: &str, value: &str) -> Result<(), BridgeError> {
     ok(sh, &["settings", "put", "system", key, value])
         .await

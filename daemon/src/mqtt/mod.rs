@@ -57,7 +57,7 @@ use crate::automations::Automations;
 use crate::config::{BrokerTarget, MqttSettings};
 use crate::delivery::{DeliveryStore, Interrupted};
 use crate::events::{Event, Events, Stream};
-use crate::hub::{Admitted, Call, CallRequest, Hub};
+use crate::hub::{Admitted, Call, CallRequest, Hub, Ran};
 use api::Request;
 use dedupe::{Decision, Dedupe};
 use droidwarden_bridge::backoff::Backoff;
@@ -505,16 +505,38 @@ fn origin(id: Option<&str>) -> Option<Origin> {
 async fn run_reply(
     id: Option<&str>,
     started: Result<assistant::Started, WireError>,
-) -> Option<Value> {
-    let reply = match started {
-        Err(error) => api::error_reply(id, &error),
+) -> Option<Answered> {
+    Some(match started {
+        // Refused before the run started (`busy` beyond the agent's limits
+        // is not final).
+        Err(error) => Answered {
+            reply: api::error_reply(id, &error),
+            is_final: dedupe::is_final(&error, false),
+        },
         Ok(started) => match started.done.await {
-            Ok(Ok(answer)) => api::ok_reply(id, &answer.to_json()),
-            Ok(Err(error)) => api::error_reply(id, &error),
+            Ok(Ok(answer)) => Answered::kept(api::ok_reply(id, &answer.to_json())),
+            Ok(Err(error)) => Answered::kept(api::error_reply(id, &error)),
             Err(_) => return None,
         },
-    };
-    Some(reply)
+    })
+}
+
+/// A request's reply, and whether it is final for the request's id
+/// ([`dedupe::is_final`]): recorded and replayed to repeats, or forgotten
+/// so the same id may run later.
+struct Answered {
+    reply: Value,
+    is_final: bool,
+}
+
+impl Answered {
+    /// A reply that is final for its id.
+    fn kept(reply: Value) -> Self {
+        Self {
+            reply,
+            is_final: true,
+        }
+    }
 }
 
 impl Mqtt {
@@ -614,7 +636,6 @@ impl Mqtt {
                         tracing::warn!(device, object, message = %error.message, "rejected a Home Assistant command");
                         let refused = self.step(Input::Refused {
                             to: ReplyTo::default(),
-                            owned_id: None,
                             error,
                         });
                         self.perform_routed(refused, publish);
@@ -659,18 +680,21 @@ impl Mqtt {
     }
 
     /// Admit a job's call (in arrival order, before anything is spawned; a
-    /// call that fails validation takes no place) and spawn its handler.
+    /// call that fails validation takes no place) and spawn its handler. A
+    /// refused call that owns its id goes to its handler too, which asks
+    /// the store before it answers: a repeat of an id that already ran gets
+    /// that run's reply, not this refusal.
     fn run_job(self: &Arc<Self>, job: Job, publish: &Publish) {
         let admitted = match &job.request {
             Request::Call { call, .. } => match self.admit_request(call) {
-                Ok(admitted) => Some(admitted),
+                Ok(admitted) => Some(Ok(admitted)),
+                Err(error) if job.owns_id => {
+                    tracing::debug!(id = job.to.id, error = %error, "call refused");
+                    Some(Err(error))
+                }
                 Err(error) => {
                     tracing::debug!(id = job.to.id, error = %error, "call refused");
-                    let refused = self.step(Input::Refused {
-                        owned_id: job.owns_id.then(|| job.to.id.clone()).flatten(),
-                        to: job.to,
-                        error,
-                    });
+                    let refused = self.step(Input::Refused { to: job.to, error });
                     self.perform_routed(refused, publish);
                     return;
                 }
@@ -768,11 +792,12 @@ impl Mqtt {
     }
 
     /// Run a command and reply. `delivery`, when given, is acknowledged
-    /// once the command's id is recorded (or known).
+    /// once the command's id is recorded (or known). `admitted` is a call's
+    /// admission: its place in the device's order, or why it was refused.
     async fn handle(
         self: Arc<Self>,
         job: Job,
-        admitted: Option<Admitted>,
+        admitted: Option<Result<Admitted, WireError>>,
         delivery: Option<Publish>,
     ) {
         let Job {
@@ -784,7 +809,11 @@ impl Mqtt {
             (Some(id), true) => id.clone(),
             _ => {
                 let approval = matches!(request, Request::Approve { .. });
-                let reply = self.execute(to.id.as_deref(), request, admitted).await;
+                let admitted = admitted.and_then(Result::ok);
+                let reply = self
+                    .execute(to.id.as_deref(), request, admitted)
+                    .await
+                    .map(|answered| answered.reply);
                 // An approval needs no reply unless it asked for one or was
                 // refused.
                 let reply = reply.filter(|reply| {
@@ -802,12 +831,26 @@ impl Mqtt {
             mqtt: Arc::clone(&self),
             id: Some(key.clone()),
         };
-        let decision = self
-            .dedupe
-            .check(&key, |error| {
-                api::error_reply(Some(&key), error).to_string()
-            })
-            .await;
+        let error_reply = |error: &WireError| api::error_reply(Some(&key), error).to_string();
+        let admitted = match admitted {
+            Some(Err(error)) => {
+                // Refused before it ran; the store is asked first.
+                let reply = self.dedupe.refused(&key, &error, error_reply).await;
+                if let Some(publish) = &delivery {
+                    self.ack(publish).await;
+                }
+                finish.done(Some(reply.clone())).await;
+                self.reply(&to, reply.as_bytes().to_vec()).await;
+                return;
+            }
+            Some(Ok(admitted)) => Some(admitted),
+            None => None,
+        };
+        // A call (or a device list) is admitted to wait for its turn and
+        // marked started when it goes to the phone; anything else takes
+        // effect as soon as it runs.
+        let started = !matches!(request, Request::Call { .. } | Request::Devices { .. });
+        let decision = self.dedupe.check(&key, started, error_reply).await;
         // Recorded (or known): a redelivery is answered from the store.
         if let Some(publish) = &delivery {
             self.ack(publish).await;
@@ -818,18 +861,17 @@ impl Mqtt {
                 drop(admitted);
                 Some(reply)
             }
-            Decision::Run => {
-                let reply: Option<Reply> = self
-                    .execute(Some(&key), request, admitted)
-                    .await
-                    .map(|r| r.to_string().into());
-                if let Some(reply) = &reply {
-                    // Queued before the router forgets the id, so a later
-                    // repeat finds it in the store.
-                    self.dedupe.record(&key, reply).await;
+            Decision::Run => match self.execute(Some(&key), request, admitted).await {
+                Some(answered) => {
+                    let reply: Reply = answered.reply.to_string().into();
+                    // Settled before the router forgets the id, so a later
+                    // repeat finds it in the store (or runs, when it is
+                    // forgotten).
+                    self.dedupe.settle(&key, &reply, answered.is_final).await;
+                    Some(reply)
                 }
-                reply
-            }
+                None => None,
+            },
         };
         finish.done(reply.clone()).await;
         if let Some(reply) = reply {
@@ -840,28 +882,43 @@ impl Mqtt {
     /// Run a request; `None` when there is no reply to send now (an agent
     /// run that the daemon's shutdown interrupted: it resumes at the next
     /// start and replies then). A call comes admitted (its place in the
-    /// device's order taken by the dispatcher).
+    /// device's order taken by the dispatcher); with an `id`, it runs for
+    /// that id ([`Admitted::for_id`]).
     async fn execute(
         &self,
         id: Option<&str>,
         request: Request,
         admitted: Option<Admitted>,
-    ) -> Option<Value> {
+    ) -> Option<Answered> {
         Some(match request {
-            Request::Devices { .. } => {
-                api::ok_reply(id, &json!({ "devices": self.hub.registry().list() }))
-            }
+            Request::Devices { .. } => Answered::kept(api::ok_reply(
+                id,
+                &json!({ "devices": self.hub.registry().list() }),
+            )),
             Request::Call { call, .. } => {
-                let result = match admitted {
-                    Some(admitted) => admitted.run().await,
-                    None => match self.admit_request(&call) {
-                        Ok(admitted) => admitted.run().await,
-                        Err(error) => Err(error),
+                let admitted = match admitted {
+                    Some(admitted) => Ok(admitted),
+                    None => self.admit_request(&call),
+                };
+                let ran = match admitted {
+                    Ok(admitted) => {
+                        let admitted = match id {
+                            Some(id) => admitted.for_id(id),
+                            None => admitted,
+                        };
+                        admitted.run_reporting().await
+                    }
+                    Err(error) => Ran {
+                        result: Err(error),
+                        reached: false,
                     },
                 };
-                match result {
-                    Ok(result) => api::ok_reply(id, &result),
-                    Err(error) => api::error_reply(id, &error),
+                match ran.result {
+                    Ok(result) => Answered::kept(api::ok_reply(id, &result)),
+                    Err(error) => Answered {
+                        reply: api::error_reply(id, &error),
+                        is_final: dedupe::is_final(&error, ran.reached),
+                    },
                 }
             }
             Request::Ask {
@@ -899,11 +956,14 @@ impl Mqtt {
                 ..
             } => {
                 let by = mqtt_decider(login.as_deref(), by.as_deref());
-                answer_approval(self, id, &approval_id, approve, &reason, by).await
+                Answered::kept(answer_approval(self, id, &approval_id, approve, &reason, by).await)
             }
             Request::Automation { op, .. } => match self.automations.request(op).await {
-                Ok(answer) => api::ok_reply(id, &answer),
-                Err(error) => api::error_reply(id, &error),
+                Ok(answer) => Answered::kept(api::ok_reply(id, &answer)),
+                Err(error) => Answered {
+                    reply: api::error_reply(id, &error),
+                    is_final: dedupe::is_final(&error, false),
+                },
             },
         })
     }

@@ -274,13 +274,11 @@ pub(crate) enum Input<'a> {
         previous: Vec<String>,
         devices: &'a [DeviceInfo],
     },
-    /// A job or a Home Assistant call the driver could not admit;
-    /// `owned_id` is the job's id when it owned it ([`Job::owns_id`]).
-    Refused {
-        to: ReplyTo,
-        owned_id: Option<String>,
-        error: WireError,
-    },
+    /// A job that does not own an id, or a Home Assistant call, that the
+    /// driver could not admit. (A job that owns its id ends with
+    /// [`Input::Finished`] whatever happens: its handler asks the delivery
+    /// store before it answers a refusal.)
+    Refused { to: ReplyTo, error: WireError },
     /// A job that owned `id` is done: its reply (also recorded in the
     /// store), or `None` when it ended without one.
     Finished { id: String, reply: Option<Reply> },
@@ -375,18 +373,8 @@ impl Router {
                 previous,
                 devices,
             } => self.start(approvals, &previous, devices, &mut out),
-            Input::Refused {
-                to,
-                owned_id,
-                error,
-            } => {
-                if let Some(id) = owned_id {
-                    // Registered by `inbound` just before: nobody waits
-                    // yet. Its delivery was kept for the job: acknowledged
-                    // now (the others were acknowledged when routed).
-                    self.in_flight.remove(&id);
-                    out.push(Action::Ack);
-                }
+            Input::Refused { to, error } => {
+                // Its delivery was acknowledged when it was routed.
                 let reply = api::error_reply(to.id.as_deref(), &error);
                 out.push(self.reply(&to, reply.to_string().into_bytes()));
             }
@@ -1434,21 +1422,24 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_call_releases_its_id() {
+    fn a_refused_call_that_owns_its_id_is_answered_by_its_job() {
         let mut r = router(false);
         let m = msg("dw/cmd/call", r#"{"id":"a","service":"nope","action":"x"}"#);
         let actions = r.step(Input::Inbound(&m));
         let [Action::Run(job)] = actions.as_slice() else {
             panic!()
         };
-        let error = WireError::new(ErrorCode::InvalidRequest, "unknown service");
-        let refused = r.step(Input::Refused {
-            to: job.to.clone(),
-            owned_id: Some("a".into()),
-            error,
-        });
-        assert_eq!(refused[0], Action::Ack);
-        assert_eq!(published(&refused)[0].0, "dw/reply/a");
+        assert!(job.owns_id);
+        // Its handler asked the store and answers; a repeat meanwhile
+        // waits for that answer.
+        assert!(r.step(Input::Inbound(&m)) == [Action::Ack]);
+        let reply: Reply = r#"{"id":"a","ok":true}"#.into();
+        let done = published(&r.step(Input::Finished {
+            id: "a".into(),
+            reply: Some(reply),
+        }));
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].0, "dw/reply/a");
         assert!(!r.running("a"));
         // A delivery acknowledged when routed is not acknowledged twice.
         let mut m = msg("dw/cmd/call", r#"{"service":"nope","action":"x"}"#);
@@ -1459,7 +1450,6 @@ mod tests {
         };
         let refused = r.step(Input::Refused {
             to: job.to.clone(),
-            owned_id: None,
             error: WireError::new(ErrorCode::InvalidRequest, "unknown service"),
         });
         assert!(!refused.contains(&Action::Ack), "{refused:?}");

@@ -31,7 +31,7 @@ pub(super) async fn run(sh: &dyn Shell, action: &FilesAction) -> Result<Value, B
     let (size, kind) = out.trim().split_once(' ').unwrap_or((out.trim(), ""));
     let size: u64 = size.parse().map_err(|_| BridgeError::UnexpectedOutput {
         command: stat.join(" "),
-        detail: format!("not a size: {:?}", out.trim()),
+        detail: format!("not a size: `{}`", parse::excerpt(&out)),
     })?;
     if !kind.starts_with("regular") {
         return Err(refused(

@@ -13,10 +13,9 @@ use droidwarden_services::{
 pub(super) async fn run(sh: &dyn Shell, action: &ScreenAction) -> Result<Value, BridgeError> {
     match action {
         ScreenAction::Status => {
-            let int = |v: Option<String>| v.and_then(|v| v.parse::<i64>().ok());
-            let brightness = int(setting(sh, "system", "screen_brightness").await?);
+            let brightness = number_setting(sh, "system", "screen_brightness").await?;
             let mode = setting(sh, "system", "screen_brightness_mode").await?;
-            let timeout = int(setting(sh, "system", "screen_off_timeout").await?);
+            let timeout = number_setting(sh, "system", "screen_off_timeout").await?;
             let power = read(sh, &["dumpsys", "power"], parse::power).await?;
             answer(ScreenStatus {
                 brightness,

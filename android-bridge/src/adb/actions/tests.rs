@@ -352,6 +352,41 @@ async fn play_url_passes_the_url_as_one_argument() {
     assert_eq!(asked[0].last().unwrap(), url, "the URL is one argv element");
 }
 
+#[tokio::test]
+async fn a_number_setting_that_is_garbage_is_a_device_error_not_null() {
+    let garbage = format!("\u{1b}[2J{}\n", "\u{fffd}#".repeat(3000));
+    for key in ["screen_brightness", "screen_off_timeout"] {
+        let mut sh = with_dump(
+            "dumpsys power",
+            fixture!("dumpsys-power/adbjsoncli-emulator-17.txt"),
+        );
+        sh = sh.answer(&format!("settings get system {key}"), &garbage);
+        let err = run(&sh, "screen_control.status", json!({}))
+            .await
+            .unwrap_err();
+        let wire = err.to_wire();
+        assert_eq!(wire.code, ErrorCode::DeviceError, "{key}: {wire:?}");
+        assert!(
+            wire.message.chars().count() < 300,
+            "{key}: {}",
+            wire.message
+        );
+        assert!(
+            !wire.message.chars().any(char::is_control),
+            "{key}: {:?}",
+            wire.message
+        );
+    }
+    // Unset is still null.
+    let sh = with_dump(
+        "dumpsys power",
+        fixture!("dumpsys-power/adbjsoncli-emulator-17.txt"),
+    )
+    .answer("settings get system screen_brightness", "null\n");
+    let v = run(&sh, "screen_control.status", json!({})).await.unwrap();
+    assert_eq!(v["brightness"], Value::Null, "{v}");
+}
+
 /// Every action that reads a `dumpsys`, as `service.action`, with the
 /// service it dumps (`dumpsys SERVICE`).
 const DUMPSYS_READS: &[(&str, &str)] = &[

@@ -209,7 +209,7 @@ pub fn am_start(output: &str) -> Result<AmStart, ParseError> {
     if let Some(line) = output.lines().find(|l| l.starts_with("Error")) {
         return Err(ParseError::Device(DeviceFailure {
             kind: FailureKind::Other,
-            message: line.trim().to_owned(),
+            message: super::device_error::excerpt(line),
         }));
     }
     let field = |key: &str| {

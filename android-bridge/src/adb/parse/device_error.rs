@@ -63,7 +63,7 @@ pub fn classify_device_error(stdout: &str, stderr: &str, exit: i32) -> Option<De
     if let Some((kind, line)) = kinded {
         return Some(DeviceFailure {
             kind,
-            message: line.trim().to_owned(),
+            message: excerpt(line),
         });
     }
     (exit != 0).then(|| DeviceFailure {
@@ -221,7 +221,37 @@ fn first_meaningful_line(stdout: &str, stderr: &str, exit: i32) -> String {
         .iter()
         .find(|l| looks_like_error(l))
         .or_else(|| lines.first())
-        .map_or_else(|| format!("exit status {exit}"), |l| (*l).to_owned())
+        .map_or_else(|| format!("exit status {exit}"), |l| excerpt(l))
+}
+
+/// Most characters of a device's line quoted in an error message.
+const EXCERPT: usize = 120;
+
+/// A device's line as an error message quotes it: trimmed, at most
+/// [`EXCERPT`] characters (then `…`), with control and format characters
+/// escaped (`\u{1b}`), so garbage output never reaches a reply raw or at
+/// length.
+pub(crate) fn excerpt(line: &str) -> String {
+    let line = line.trim();
+    let mut out = String::new();
+    for (n, c) in line.chars().enumerate() {
+        if n == EXCERPT {
+            out.push('…');
+            break;
+        }
+        if c.is_control() || is_format(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Unicode format characters that can reorder or hide text (bidi
+/// controls, zero-width characters, the byte-order mark).
+fn is_format(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{ad}')
 }
 
 fn is_echo_noise(line: &str) -> bool {
@@ -250,6 +280,31 @@ fn looks_like_error(line: &str) -> bool {
 mod tests {
     use super::super::tests::AM_START_ERRORS;
     use super::*;
+
+    #[test]
+    fn a_garbage_line_is_quoted_short_and_escaped() {
+        let garbage = format!("\u{1b}[31m{}\u{202e}\u{7}", "x".repeat(5000));
+        let failure = classify_device_error(&garbage, "", 1).expect("a failure");
+        assert!(
+            failure.message.chars().count() <= 130,
+            "{}",
+            failure.message
+        );
+        assert!(failure.message.ends_with('…'), "{}", failure.message);
+        assert!(
+            !failure.message.chars().any(char::is_control),
+            "{:?}",
+            failure.message
+        );
+        assert!(
+            failure.message.starts_with("\\u{1b}"),
+            "{}",
+            failure.message
+        );
+        let denied =
+            classify_device_error("", "Permission denied\u{7}\u{202e}", 1).expect("a failure");
+        assert_eq!(denied.message, "Permission denied\\u{7}\\u{202e}");
+    }
 
     fn kind(stdout: &str, stderr: &str, exit: i32) -> Option<FailureKind> {
         classify_device_error(stdout, stderr, exit).map(|f| f.kind)

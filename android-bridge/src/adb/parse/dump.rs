@@ -97,11 +97,7 @@ fn is_timeout_marker(line: &str) -> bool {
 
 /// At most 120 characters of `text`, for an error message.
 fn shorten(text: &str) -> String {
-    let mut short: String = text.trim().chars().take(120).collect();
-    if short.len() < text.trim().len() {
-        short.push('…');
-    }
-    short
+    super::device_error::excerpt(text)
 }
 
 #[cfg(test)]

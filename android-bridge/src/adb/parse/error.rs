@@ -52,7 +52,8 @@ pub enum ParseError {
 }
 
 impl ParseError {
-    /// A [`ParseError::Malformed`] quoting at most 120 characters of `text`.
+    /// A [`ParseError::Malformed`] quoting at most 120 characters of `text`
+    /// (escaped as a Rust string literal: no control character goes out raw).
     pub(crate) fn malformed(command: &'static str, what: &str, text: &str) -> Self {
         let quoted: String = text.trim().chars().take(120).collect();
         Self::Malformed {

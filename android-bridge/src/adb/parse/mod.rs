@@ -40,6 +40,7 @@ pub use apps::{
     package_list, pm_path, resolve_activity_brief, split_component,
 };
 pub use cmd::cmd_success;
+pub(crate) use device_error::excerpt;
 pub use device_error::{DeviceFailure, FailureKind, classify_device_error, dump_denial};
 pub use dump::dump_complete;
 pub use error::ParseError;
@@ -51,7 +52,7 @@ pub use sensors::{
     AmbientConditions, MotionReading, ProximityReading, SensorDump, SensorInfo, Vec3, ambient,
     motion, proximity, sensors,
 };
-pub use settings::{getprop_value, setting_value};
+pub use settings::{getprop_value, setting_number, setting_value};
 pub(crate) use ui::wm_value;
 pub use ui::{
     DumpOutcome, PNG_SIGNATURE, UiElement, UiTree, dump_outcome, dump_then_cat_outcome,

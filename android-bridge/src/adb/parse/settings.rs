@@ -16,6 +16,25 @@ pub fn setting_value(output: &str) -> Result<Option<String>, ParseError> {
     Ok((!value.is_empty() && value != "null").then(|| value.to_owned()))
 }
 
+/// Parses `settings get NAMESPACE KEY` for a setting that holds a whole
+/// number (`screen_brightness`, `screen_off_timeout`): `None` when it is
+/// unset, else the number.
+///
+/// # Errors
+/// [`ParseError::Malformed`] for a value that is not a whole number (the
+/// caller's answer would otherwise be a `null` that means "unset"),
+/// quoting a short excerpt of it; [`ParseError::Device`] for a device
+/// error message.
+pub fn setting_number(output: &str) -> Result<Option<i64>, ParseError> {
+    let Some(value) = setting_value(output)? else {
+        return Ok(None);
+    };
+    value
+        .parse()
+        .map(Some)
+        .map_err(|_| ParseError::malformed("settings get", "not a whole number", &value))
+}
+
 /// Parses `getprop KEY`: the trimmed value, `None` when it is empty.
 ///
 /// # Errors
@@ -47,6 +66,23 @@ mod tests {
             );
         }
         assert!(setting_value("cmd: Can't find service: settings\n").is_err());
+    }
+
+    #[test]
+    fn a_number_setting_is_a_number_or_unset_and_garbage_is_malformed() {
+        assert_eq!(setting_number("128\n"), Ok(Some(128)));
+        assert_eq!(setting_number("null\n"), Ok(None));
+        assert_eq!(setting_number(""), Ok(None));
+        let garbage = format!("\u{1b}]0;pwned\u{7}{}", "\u{fffd}".repeat(400));
+        let error = setting_number(&garbage).unwrap_err();
+        assert_eq!(
+            crate::adb::parse::failure(Err::<(), _>(error.clone())),
+            "malformed"
+        );
+        let text = error.to_string();
+        assert!(text.chars().count() < 200, "{text}");
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(setting_number("cmd: Can't find service: settings\n").is_err());
     }
 
     #[test]
