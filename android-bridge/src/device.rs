@@ -331,8 +331,7 @@ impl DeviceHandle {
                 ),
             }),
             Err(_) => {
-                if self.inner.probes && !self.inner.stalled.swap(true, Ordering::AcqRel)
-                {
+                if self.inner.probes && !self.inner.stalled.swap(true, Ordering::AcqRel) {
                     tracing::warn!(
                         device = %info.name,
                         what = %format_args!("{service}.{action}"),
