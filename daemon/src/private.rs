@@ -179,7 +179,7 @@ pub(crate) fn read_file(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> 
         Err(rustix::io::Errno::NOENT) => return Ok(None),
         Err(rustix::io::Errno::LOOP) => {
             return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
+                io::ErrorKind::PermissionDenied,
                 format!(
                     "{} is a symbolic link; refusing to follow it",
                     path.display()
@@ -190,9 +190,10 @@ pub(crate) fn read_file(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> 
     };
     let file = std::fs::File::from(fd);
     let meta = file.metadata()?;
+    // Refused, not damaged: something was put where the file belongs.
     let refuse = |why: &str| {
         Err(io::Error::new(
-            io::ErrorKind::InvalidData,
+            io::ErrorKind::PermissionDenied,
             format!("{} {why}; refusing to read it", path.display()),
         ))
     };
@@ -203,7 +204,10 @@ pub(crate) fn read_file(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> 
         return refuse("has other hard links");
     }
     if meta.len() > limit {
-        return refuse(&format!("is larger than {limit} bytes"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is larger than {limit} bytes", path.display()),
+        ));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     file.take(limit + 1).read_to_end(&mut bytes)?;
