@@ -163,19 +163,7 @@ impl PrivateBus {
         method: &str,
         args: &[&str],
     ) -> Result<String, String> {
-        let mut cmd = match user {
-            Some(id) => {
-                let mut cmd = Command::new("setpriv");
-                cmd.args([
-                    &format!("--reuid={id}"),
-                    &format!("--regid={id}"),
-                    "--clear-groups",
-                    "gdbus",
-                ]);
-                cmd
-            }
-            None => Command::new("gdbus"),
-        };
+        let mut cmd = gdbus_as(user);
         cmd.args([
             "call",
             "--address",
@@ -243,6 +231,24 @@ impl PrivateBus {
     }
 }
 
+/// `gdbus`, run as `user` (uid and gid, in no supplementary group,
+/// through `setpriv`; needs root) or as the current user.
+fn gdbus_as(user: Option<u32>) -> Command {
+    match user {
+        Some(id) => {
+            let mut cmd = Command::new("setpriv");
+            cmd.args([
+                &format!("--reuid={id}"),
+                &format!("--regid={id}"),
+                "--clear-groups",
+                "gdbus",
+            ]);
+            cmd
+        }
+        None => Command::new("gdbus"),
+    }
+}
+
 /// `gdbus monitor --dest org.droidwarden.Daemon1`: every signal the daemon
 /// sends, one line each, recorded. Killed on drop.
 #[derive(Debug)]
@@ -259,20 +265,7 @@ impl Monitor {
     /// A monitor run as user `uid` (root: `None`), in no supplementary
     /// group: what that user is allowed to receive.
     pub fn start_as(address: &str, uid: Option<u32>) -> Self {
-        let mut command = match uid {
-            Some(id) => {
-                let mut cmd = Command::new("setpriv");
-                cmd.args([
-                    &format!("--reuid={id}"),
-                    &format!("--regid={id}"),
-                    "--clear-groups",
-                    "gdbus",
-                ]);
-                cmd
-            }
-            None => Command::new("gdbus"),
-        };
-        let mut child = command
+        let mut child = gdbus_as(uid)
             .args(["monitor", "--address", address, "--dest", NAME])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -509,25 +509,15 @@ fn a_missing_bus_stops_the_daemon_only_when_chosen_explicitly() {
     assert_eq!(auto.terminate(), Some(0), "{}", auto.log());
 }
 
-/// The system-bus policy file, on a private bus configured like Debian's
-/// system bus (deny by default), checked as root and as two other users.
-#[test]
-fn the_system_bus_policy_limits_owning_and_calling() {
-    if !droidwarden_e2e::is_root() {
-        eprintln!("skipped: switching users needs root");
-        return;
-    }
-    let policy_file = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../systemd/dbus/org.droidwarden.Daemon1.conf"
-    );
-    let policy = std::fs::read_to_string(policy_file).expect("the policy file");
-    let system_bus = |policy: String, extra: &str| {
-        let extra = extra.to_owned();
-        PrivateBus::start(move |dir| {
-            std::fs::write(dir.join("policy.conf"), policy).unwrap();
-            format!(
-                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+/// A private bus configured like Debian's system bus (deny by default),
+/// with `policy` (the shipped file, perhaps edited) included and `extra`
+/// rules after it.
+fn system_bus(policy: String, extra: &str) -> PrivateBus {
+    let extra = extra.to_owned();
+    PrivateBus::start(move |dir| {
+        std::fs::write(dir.join("policy.conf"), policy).unwrap();
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>system</type>
@@ -552,10 +542,24 @@ fn the_system_bus_policy_limits_owning_and_calling() {
   {extra}
 </busconfig>
 "#,
-                dir = dir.display()
-            )
-        })
-    };
+            dir = dir.display()
+        )
+    })
+}
+
+/// The system-bus policy file, on a private bus configured like Debian's
+/// system bus (deny by default), checked as root and as two other users.
+#[test]
+fn the_system_bus_policy_limits_owning_and_calling() {
+    if !droidwarden_e2e::is_root() {
+        eprintln!("skipped: switching users needs root");
+        return;
+    }
+    let policy_file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../systemd/dbus/org.droidwarden.Daemon1.conf"
+    );
+    let policy = std::fs::read_to_string(policy_file).expect("the policy file");
     let adb = AdbServer::start();
     let config = format!("{}\n[adb]\npoll_interval_ms = 300", embedded_broker());
     let on_system_bus = |bus: &PrivateBus| {
@@ -687,37 +691,10 @@ fn the_system_bus_policy_keeps_private_signals_from_other_users() {
     // No droidwarden user or group here: root owns the name, nogroup
     // (user nobody's) stands in for the group.
     .replace(r#"group="droidwarden""#, r#"group="nogroup""#);
-    let bus = PrivateBus::start(move |dir| {
-        std::fs::write(dir.join("policy.conf"), policy).unwrap();
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:dir={dir}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
-  </policy>
-  <include>{dir}/policy.conf</include>
-  <policy user="root"><allow own="org.droidwarden.Daemon1"/></policy>
-</busconfig>
-"#,
-            dir = dir.display()
-        )
-    });
+    let bus = system_bus(
+        policy,
+        r#"<policy user="root"><allow own="org.droidwarden.Daemon1"/></policy>"#,
+    );
     let (_rt, llm) = droidwarden_e2e::scripted_model();
     let adb = AdbServer::start();
     let phone = adb.phone(SimOptions::default());

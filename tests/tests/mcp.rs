@@ -237,6 +237,35 @@ fn rig(extra: &str, env: &[(&str, &str)]) -> Rig {
     }
 }
 
+/// The token of [`http_rig`]'s endpoint, which belongs to "alice".
+const ALICE_TOKEN: &str = "alice-s3cret-token";
+
+/// A rig whose daemon serves MCP over HTTP (with `extra` configuration),
+/// guarded by [`ALICE_TOKEN`] as alice's when `alices_token`: the rig, the
+/// endpoint's URL, and the token's directory (kept while the rig runs).
+fn http_rig(alices_token: bool, extra: &str) -> (Rig, String, tempfile::TempDir) {
+    let port = droidwarden_e2e::free_port();
+    let token_dir = tempfile::tempdir().expect("dir");
+    let token_file = token_dir.path().join("mcp.token");
+    std::fs::write(&token_file, format!("{ALICE_TOKEN}\n")).expect("token");
+    let token = if alices_token {
+        format!(
+            "token_file = \"{}\"\ntoken_owner = \"alice\"\n",
+            token_file.display()
+        )
+    } else {
+        String::new()
+    };
+    let r = rig(
+        &format!("[mcp]\nlisten = \"127.0.0.1:{port}\"\n{token}{extra}"),
+        &[],
+    );
+    wait_for("the MCP endpoint", WAIT, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    (r, format!("http://127.0.0.1:{port}/mcp"), token_dir)
+}
+
 /// A private session bus and a rig whose daemon serves its D-Bus API there
 /// (ready once the daemon owns its name). The bus comes first, so that
 /// `let (bus, r) = …` drops the daemon before its bus.
@@ -1093,28 +1122,14 @@ fn the_python_sdk_answers_approvals_in_the_client_over_stdio() {
 /// declined one is denied.
 #[test]
 fn the_python_sdk_answers_approvals_in_the_client_over_http() {
-    let port = droidwarden_e2e::free_port();
     // Only a client holding a token the daemon knows as a person's may
     // answer approvals itself.
-    let token_dir = tempfile::tempdir().expect("dir");
-    let token_file = token_dir.path().join("mcp.token");
-    std::fs::write(&token_file, "alice-s3cret-token\n").expect("token");
-    let r = rig(
-        &format!(
-            "[mcp]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\ntoken_owner = \"alice\"\n",
-            token_file.display()
-        ),
-        &[],
-    );
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    wait_for("the MCP endpoint", WAIT, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
-    });
+    let (r, url, _token) = http_rig(true, "");
     let approve = json!({"action": "accept", "content": {"approve": true}});
     let mut modern = PyClient::start_plan(
         json!({
             "http": url,
-            "token": "alice-s3cret-token",
+            "token": ALICE_TOKEN,
             "elicit": "auto",
             "answers": [approve],
             "steps": wifi_calls(&["disable"]),
@@ -1146,7 +1161,7 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
     let mut legacy = PyClient::start_plan(
         json!({
             "http": url,
-            "token": "alice-s3cret-token",
+            "token": ALICE_TOKEN,
             "elicit": "legacy",
             "answers": [
                 {"action": "decline", "hold": held.display().to_string()},
@@ -1201,15 +1216,8 @@ fn the_python_sdk_answers_approvals_in_the_client_over_http() {
 /// any client; both wait for an answer given elsewhere.
 #[test]
 fn a_client_nobody_vouches_for_or_a_critical_action_is_never_approved_in_the_client() {
-    let port = droidwarden_e2e::free_port();
-    let r = rig(
-        &format!("[mcp]\nlisten = \"127.0.0.1:{port}\"\n[phone_services.shell]\nenabled = true\n"),
-        &[],
-    );
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    wait_for("the MCP endpoint", WAIT, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
-    });
+    let shell_on = "[phone_services.shell]\nenabled = true\n";
+    let (r, url, _token) = http_rig(false, shell_on);
     let approve = json!({"action": "accept", "content": {"approve": true}});
     for (mode, action) in [("auto", "disable"), ("legacy", "enable")] {
         let mut client = PyClient::start_plan(
@@ -1248,26 +1256,12 @@ fn a_client_nobody_vouches_for_or_a_critical_action_is_never_approved_in_the_cli
     drop(r);
 
     // With a person's token the client is asked — but never for `critical`.
-    let port = droidwarden_e2e::free_port();
-    let token_dir = tempfile::tempdir().expect("dir");
-    let token_file = token_dir.path().join("mcp.token");
-    std::fs::write(&token_file, "alice-s3cret-token\n").expect("token");
-    let r = rig(
-        &format!(
-            "[mcp]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\ntoken_owner = \"alice\"\n[phone_services.shell]\nenabled = true\n",
-            token_file.display()
-        ),
-        &[],
-    );
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    wait_for("the MCP endpoint", WAIT, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
-    });
+    let (r, url, _token) = http_rig(true, shell_on);
     let shell = json!({"service_id": "shell", "action": "run", "parameters": {"argv": ["id"]}});
     let mut client = PyClient::start_plan(
         json!({
             "http": url,
-            "token": "alice-s3cret-token",
+            "token": ALICE_TOKEN,
             "elicit": "legacy",
             "answers": [approve],
             "steps": [{"op": "call", "name": "android_device", "arguments": shell}],
