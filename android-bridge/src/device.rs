@@ -540,7 +540,7 @@ mod tests {
         /// Offers a probe (as the ADB transport does).
         probes: AtomicBool,
         /// Frozen: commands and probes hang until thawed.
-        frozen: AtomicBool,
+        frozen: tokio::sync::watch::Sender<bool>,
     }
 
     impl FakeDevice {
@@ -554,7 +554,7 @@ mod tests {
                 max_running: AtomicUsize::new(0),
                 log: Mutex::new(Vec::new()),
                 probes: AtomicBool::new(false),
-                frozen: AtomicBool::new(false),
+                frozen: tokio::sync::watch::channel(false).0,
             })
         }
     }
@@ -606,9 +606,7 @@ mod tests {
 
     impl FakeDevice {
         async fn thawed(&self) {
-            while self.frozen.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            let _ = self.frozen.subscribe().wait_for(|frozen| !frozen).await;
         }
     }
 
@@ -647,7 +645,7 @@ mod tests {
         registry.insert(DeviceHandle::new(dev.clone(), Duration::from_secs(10)));
         let handle = registry.get("p").unwrap();
         let set = |level: i64| cmd("screen_control", "set_brightness", json!({"level": level}));
-        dev.frozen.store(true, Ordering::SeqCst);
+        dev.frozen.send_replace(true);
         let code = |r: Result<Value, BridgeError>| r.unwrap_err().code();
         assert_eq!(
             code(handle.call(&set(1)).await),
@@ -674,7 +672,7 @@ mod tests {
         // The phone resumes: the next change probes, the probe answers,
         // and it goes (the timed-out change was dropped unsent here; on a
         // real phone adbd may still run it, which is why nothing followed it).
-        dev.frozen.store(false, Ordering::SeqCst);
+        dev.frozen.send_replace(false);
         handle.call(&set(3)).await.unwrap();
         assert!(handle.info().online);
         assert!(matches!(
@@ -712,7 +710,7 @@ mod tests {
         // not answer) was never sent: busy.
         let slow = FakeDevice::new("q", 3_000);
         slow.probes.store(true, Ordering::SeqCst);
-        slow.frozen.store(true, Ordering::SeqCst);
+        slow.frozen.send_replace(true);
         let handle = DeviceHandle::new(slow.clone(), Duration::from_secs(1));
         let (a, b) = tokio::join!(handle.call(&set), async {
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -1217,32 +1217,33 @@ impl Broker {
         };
         let mut codes = Vec::with_capacity(s.filters.len());
         let mut retained = Vec::new();
+        // A refused subscription, for the driver's warning.
+        let denied = |user: &_, refusal, filter: &str| {
+            Action::Denied(Denied {
+                conn,
+                client_id: client_id.to_owned(),
+                user: Clone::clone(user),
+                operation: Operation::Subscribe,
+                topic: filter.to_owned(),
+                refusal,
+            })
+        };
         for (filter, mut options) in s.filters {
             let failure = if topic::validate_filter(&filter).is_err() {
                 Some(reason::TOPIC_FILTER_INVALID)
             } else if filter.starts_with("$share/") {
                 Some(reason::SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
             } else if !session.grants.may_subscribe(&filter) {
-                out.push(Action::Denied(Denied {
-                    conn,
-                    client_id: client_id.to_owned(),
-                    user: session.user.clone(),
-                    operation: Operation::Subscribe,
-                    topic: filter.clone(),
-                    refusal: Refusal::NotAuthorized,
-                }));
+                out.push(denied(&session.user, Refusal::NotAuthorized, &filter));
                 Some(reason::NOT_AUTHORIZED)
             } else if session.subscriptions.len() >= self.limits.max_subscriptions
                 && !session.subscriptions.contains_key(&filter)
             {
-                out.push(Action::Denied(Denied {
-                    conn,
-                    client_id: client_id.to_owned(),
-                    user: session.user.clone(),
-                    operation: Operation::Subscribe,
-                    topic: filter.clone(),
-                    refusal: Refusal::TooManySubscriptions,
-                }));
+                out.push(denied(
+                    &session.user,
+                    Refusal::TooManySubscriptions,
+                    &filter,
+                ));
                 Some(reason::QUOTA_EXCEEDED)
             } else {
                 None

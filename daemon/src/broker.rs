@@ -1226,6 +1226,20 @@ mod tests {
         .expect("the packet within the deadline")
     }
 
+    /// The CONNACK a fresh connection gets for user "ha" with password "pw".
+    async fn good_login_connack(addr: SocketAddr) -> [u8; 4] {
+        let mut ok = TcpStream::connect(addr).await.unwrap();
+        ok.write_all(&raw_connect_as("ok", 60, None, Some(("ha", "pw"))))
+            .await
+            .unwrap();
+        let mut connack = [0u8; 4];
+        timeout(DEADLINE, ok.read_exact(&mut connack))
+            .await
+            .expect("a CONNACK within the deadline")
+            .expect("a CONNACK, not a close");
+        connack
+    }
+
     /// An MQTT 3.1.1 CONNECT, clean session, with an optional Will.
     fn raw_connect(client_id: &str, keep_alive: u16, will: Option<(&str, &str)>) -> Vec<u8> {
         raw_connect_as(client_id, keep_alive, will, None)
@@ -1554,16 +1568,7 @@ mod tests {
         assert!(stderr.contains("bad user name or password"), "{stderr}");
         // The right password gets in, also the second time (cached).
         for _ in 0..2 {
-            let mut ok = TcpStream::connect(broker.addr).await.unwrap();
-            ok.write_all(&raw_connect_as("ok", 60, None, Some(("ha", "pw"))))
-                .await
-                .unwrap();
-            let mut connack = [0u8; 4];
-            timeout(DEADLINE, ok.read_exact(&mut connack))
-                .await
-                .expect("a CONNACK")
-                .unwrap();
-            assert_eq!(connack, [0x20, 2, 0, 0]);
+            assert_eq!(good_login_connack(broker.addr).await, [0x20, 2, 0, 0]);
         }
     }
 
@@ -1697,16 +1702,7 @@ mod tests {
                 .unwrap();
             bad.push(stream);
         }
-        let mut ok = TcpStream::connect(broker.addr).await.unwrap();
-        ok.write_all(&raw_connect_as("ok", 60, None, Some(("ha", "pw"))))
-            .await
-            .unwrap();
-        let mut connack = [0u8; 4];
-        timeout(DEADLINE, ok.read_exact(&mut connack))
-            .await
-            .expect("a CONNACK within the deadline")
-            .expect("a CONNACK, not a close");
-        assert_eq!(connack, [0x20, 2, 0, 0]);
+        assert_eq!(good_login_connack(broker.addr).await, [0x20, 2, 0, 0]);
     }
 
     /// The burst at socket level: a publisher far faster than a

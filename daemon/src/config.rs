@@ -660,7 +660,7 @@ fn parse_server(text: &str) -> Result<SocketAddrV4, String> {
 fn userinfo_credentials(userinfo: &str) -> Result<Credentials, ConfigError> {
     let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
     let decode = |part: &str, what: &str| {
-        percent_decode(part).ok_or_else(|| {
+        droidwarden_services::percent_decode(part).ok_or_else(|| {
             bad(
                 "mqtt.url",
                 format!("the {what} in the url is not valid percent-encoded UTF-8 (not shown)"),
@@ -675,24 +675,6 @@ fn userinfo_credentials(userinfo: &str) -> Result<Credentials, ConfigError> {
         username,
         password: decode(password, "password")?,
     })
-}
-
-/// `%XX` escapes to bytes; `None` for a broken escape or invalid UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 fn split_host_port(text: &str) -> Result<(&str, u16), String> {

@@ -312,7 +312,8 @@ pub(crate) fn generate_password() -> anyhow::Result<String> {
     Ok(hex(&bytes))
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Bytes as lower-case hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");

@@ -109,7 +109,7 @@ fn random_hex() -> io::Result<String> {
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
         .map_err(|_| io::Error::other("the system's random generator failed"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::mqtt_users::hex(&bytes))
 }
 
 /// Replaces `path` with `bytes`, atomically and durably, mode 0600, owned

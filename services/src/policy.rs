@@ -89,24 +89,24 @@ enum Telephony {
     Unchecked(String),
 }
 
-/// Percent-decoding of a URI part (`%23` → `#`); invalid escapes stay.
-fn percent_decode(text: &str) -> String {
+/// `%XX` escapes to bytes (`%23` → `#`); `None` for a broken escape or
+/// text that is not UTF-8 once decoded. The one decoder of the workspace
+/// (the daemon's MQTT URLs use it too).
+pub fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(hex) = text.get(i + 1..i + 3)
-            && let Ok(b) = u8::from_str_radix(hex, 16)
-        {
-            out.push(b);
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
-            continue;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
         }
-        out.push(bytes[i]);
-        i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8(out).ok()
 }
 
 /// The telephony a data URI or link reaches: its numbers for a telephony
@@ -122,7 +122,9 @@ fn telephony_of_uri(uri: &str) -> Telephony {
     let rest = rest.strip_prefix("//").unwrap_or(rest);
     // Decoded first: `%3F` must not hide a `?` from the cut below, nor
     // `%2C` a second recipient.
-    let decoded = percent_decode(rest);
+    let Some(decoded) = percent_decode(rest) else {
+        return Telephony::Unchecked(format!("a {scheme}: link with a broken escape"));
+    };
     let recipients = decoded.split(['?', ';']).next().unwrap_or_default();
     let numbers: Vec<String> = recipients
         .split(',')
