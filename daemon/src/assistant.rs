@@ -97,7 +97,7 @@ impl ToolHost for HubTools {
             .registry()
             .select(device)
             .ok()
-            .map(|handle| handle.timeout())
+            .map(|handle| crate::hub::call_bound(&handle))
     }
 
     fn extra_tools(&self) -> Vec<droidwarden_agent::tools::extra::ExtraTool> {

@@ -101,7 +101,8 @@ pub(crate) enum Command {
         #[arg(required = true, num_args = 1.., value_name = "PROMPT")]
         prompt: Vec<String>,
     },
-    /// List the agent's actions waiting for approval.
+    /// List the actions waiting for approval: the agent's and the
+    /// automations' (`automation:<name>`).
     Approvals {
         /// Print JSON.
         #[arg(long)]
@@ -117,7 +118,8 @@ pub(crate) enum Command {
         #[arg(long, value_enum)]
         bus: Option<Bus>,
     },
-    /// Approve a waiting action: the agent's run goes on and performs it.
+    /// Approve a waiting action: the agent's run (or the automation,
+    /// `automation:<name>`) goes on and performs it.
     Approve {
         /// The approval id (from `droidwarden approvals`).
         id: String,

@@ -586,10 +586,17 @@ async fn main_loop(
     let mut waiting = true;
     let mut centre_open = true;
     let mut activity = events.activity();
-    let status = |is_ready: bool, activity: Option<Activity>| {
+    // Approval requests of every kind (the agent's and the automations').
+    let mut approvals = crate::approvals::OpenCount::default();
+    if let Some(a) = activity {
+        approvals.on_event(&events::Event::Activity(a));
+    }
+    let status = |is_ready: bool, activity: Option<Activity>, pending: usize| {
         let mut devices = systemd::device_status(&registry.list());
-        if let Some(a) = activity {
-            devices.push_str(&systemd::agent_status(a.runs, a.approvals));
+        match activity {
+            Some(a) => devices.push_str(&systemd::agent_status(a.runs, pending)),
+            None if pending > 0 => devices.push_str(&systemd::approvals_status(pending)),
+            None => {}
         }
         let waiting_for = readiness.waiting_for();
         if is_ready || waiting_for.is_empty() {
@@ -601,7 +608,7 @@ async fn main_loop(
             )
         }
     };
-    notifier.status(&status(false, activity));
+    notifier.status(&status(false, activity, approvals.total()));
     loop {
         let event = tokio::select! {
             event = signals.next() => event,
@@ -625,6 +632,7 @@ async fn main_loop(
             Event::Stop(signal) => return signal,
             Event::Watchdog => notifier.watchdog(),
             Event::Changed(event) => {
+                approvals.on_event(&event);
                 match event {
                     events::Event::Device(DeviceEvent::Availability {
                         device,
@@ -637,13 +645,13 @@ async fn main_loop(
                     events::Event::Activity(now) => activity = Some(now),
                     _ => {}
                 }
-                notifier.status(&status(is_ready, activity));
+                notifier.status(&status(is_ready, activity, approvals.total()));
             }
             Event::Ready(Ok(())) => {
                 waiting = false;
                 is_ready = true;
                 tracing::info!("ready");
-                notifier.ready(&status(true, activity));
+                notifier.ready(&status(true, activity, approvals.total()));
             }
             Event::Ready(Err(part)) => {
                 waiting = false;
@@ -682,7 +690,7 @@ async fn main_loop(
                     ),
                 }
                 if is_ready {
-                    notifier.ready(&status(true, activity));
+                    notifier.ready(&status(true, activity, approvals.total()));
                 }
             }
         }

@@ -620,6 +620,18 @@ impl Admitted {
 /// refused at once (the companion transport's own queue has the same size).
 const MAX_WAITING: usize = 64;
 
+/// The longest a call on `device` takes from its admission to its answer,
+/// decided here once: its turn in the device's order (at most the device's
+/// call timeout, [`wait_turn`]) and then the call itself (at most the call
+/// timeout again, turn behind another change and a stalled phone's check
+/// included, [`DeviceHandle::call`]). Every caller that waits on the
+/// daemon — D-Bus `CallTimeout` and so the CLI, the agent's tool timeout —
+/// waits at least this long, so none reports a `timeout` of its own for a
+/// call that can still run.
+pub(crate) fn call_bound(device: &DeviceHandle) -> Duration {
+    device.timeout().saturating_mul(2)
+}
+
 /// Wait for `ticket`'s turn, at most the device's call timeout. A call that
 /// never got its turn was never sent, so it is not a `timeout` ("may have
 /// run") but `device_offline` or `busy` ("did not run").

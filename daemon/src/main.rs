@@ -44,6 +44,7 @@ mod output {
 
 mod accept; // The accept loop of the metrics and MCP HTTP servers.
 mod agent_cli;
+mod approvals; // One approval list: the agent's and the automations' requests.
 mod assistant; // The LLM agent in the daemon (docs/agent.md).
 mod automations; // Schedules and triggers that run calls or the agent (docs/automations.md).
 mod broker;

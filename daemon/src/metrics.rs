@@ -12,6 +12,7 @@
 //! in size and time.
 
 use crate::assistant::{Activity, Notice};
+use crate::approvals::OpenCount;
 use crate::broker::BrokerStats;
 use crate::events::{Event, Events, Stream};
 use crate::hub::{BusEvent, CallState, Hub};
@@ -166,7 +167,7 @@ impl Metrics {
             agent_pending_approvals: registered(
                 r,
                 "agent_pending_approvals",
-                "Agent actions waiting for a person's approval",
+                "Actions waiting for a person's approval: the agent's and the automations'",
                 Gauge::default(),
             ),
             broker_clients: registered(
@@ -255,8 +256,11 @@ impl Metrics {
     fn on_activity(&self, activity: &Activity) {
         self.agent_active_runs
             .set(i64::try_from(activity.runs).unwrap_or(i64::MAX));
+    }
+
+    fn on_approvals(&self, open: &OpenCount) {
         self.agent_pending_approvals
-            .set(i64::try_from(activity.approvals).unwrap_or(i64::MAX));
+            .set(i64::try_from(open.total()).unwrap_or(i64::MAX));
     }
 }
 
@@ -353,6 +357,7 @@ pub(crate) async fn collect(
     shutdown: CancellationToken,
 ) {
     let runs = Mutex::new(Runs::default());
+    let mut approvals = OpenCount::default();
     metrics.on_devices(&hub);
     // The broker's count is read, not pushed: a slow tick is plenty.
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -361,6 +366,12 @@ pub(crate) async fn collect(
         tokio::select! {
             () = shutdown.cancelled() => return,
             event = events.next() => match event {
+                Some(event) if approvals.on_event(&event) => {
+                    if let Event::Activity(now) = &event {
+                        metrics.on_activity(now);
+                    }
+                    metrics.on_approvals(&approvals);
+                }
                 Some(Event::Bus(event)) => metrics.on_bus(&event),
                 Some(Event::Device(_) | Event::Lagged { stream: Stream::Devices, .. }) => {
                     metrics.on_devices(&hub);

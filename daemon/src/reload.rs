@@ -64,6 +64,10 @@ fn approval_keeping_phone(
 }
 
 /// Compare the running configuration with a newly loaded one.
+///
+/// Every field of [`Config`] and of its sections is named below, by
+/// exhaustive destructuring: a new key does not compile until it is either
+/// applied live (a [`Plan`] flag) or reported as needing a restart.
 pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     let mut restart = Vec::new();
     let mut differs = |key: &'static str, changed: bool| {
@@ -71,33 +75,81 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
             restart.push(key);
         }
     };
-    let (a, b) = (&running.adb, &new.adb);
-    differs("adb.server", a.server != b.server);
-    differs("adb.start_server", a.start_server != b.start_server);
-    differs("adb.program", a.adb_program != b.adb_program);
+    let Config {
+        adb,
+        companion,
+        state_dir,
+        mqtt,
+        poll,
+        dbus,
+        metrics,
+        llm,
+        agent,
+        phone_services,
+        mcp,
+        automations,
+        // Derived from the devices, the approval policy and the prefixes,
+        // each compared here.
+        automation_context: _,
+        // From the command line, which a reload does not read again.
+        source: _,
+        api_socket: _,
+    } = running;
+    let droidwarden_bridge::adb::AdbConfig {
+        server,
+        connect,
+        names: adb_names,
+        call_timeout,
+        poll_interval,
+        workers_per_device,
+        start_server,
+        adb_program,
+        // `[phone_services]`'s, compared with it below.
+        host_files: _,
+    } = adb;
+    let b = &new.adb;
+    differs("adb.server", *server != b.server);
+    differs("adb.start_server", *start_server != b.start_server);
+    differs("adb.program", *adb_program != b.adb_program);
     differs(
         "adb.workers_per_device",
-        a.workers_per_device != b.workers_per_device,
+        *workers_per_device != b.workers_per_device,
     );
-    differs("calls.timeout_ms", a.call_timeout != b.call_timeout);
-    differs("state.dir", running.state_dir != new.state_dir);
-    differs("metrics", running.metrics != new.metrics);
-    let (a, b) = (&running.companion, &new.companion);
+    differs("calls.timeout_ms", *call_timeout != b.call_timeout);
+    differs("state.dir", *state_dir != new.state_dir);
+    differs("metrics", *metrics != new.metrics);
+    let droidwarden_bridge::companion::CompanionConfig {
+        request_timeout,
+        queue_ttl,
+        auto_register,
+        max_auto_devices,
+        names: companion_names,
+    } = companion;
+    let b = &new.companion;
     differs(
         "companion.request_timeout_ms",
-        a.request_timeout != b.request_timeout,
+        *request_timeout != b.request_timeout,
     );
-    differs("companion.queue_ttl_ms", a.queue_ttl != b.queue_ttl);
-    differs(
-        "companion.auto_register",
-        a.auto_register != b.auto_register,
-    );
+    differs("companion.queue_ttl_ms", *queue_ttl != b.queue_ttl);
+    differs("companion.auto_register", *auto_register != b.auto_register);
     differs(
         "companion.max_auto_devices",
-        a.max_auto_devices != b.max_auto_devices,
+        *max_auto_devices != b.max_auto_devices,
     );
-    let (a, b) = (&running.mqtt, &new.mqtt);
-    match (&a.broker, &b.broker) {
+    let crate::config::MqttSettings {
+        broker,
+        client_id,
+        credentials,
+        keep_alive,
+        prefix,
+        dedupe_window,
+        max_ids_per_window,
+        session_expiry,
+        max_payload,
+        discovery,
+    } = mqtt;
+    let b = &new.mqtt;
+    match (broker, &b.broker) {
         (
             BrokerTarget::Embedded {
                 listen: la,
@@ -134,53 +186,72 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
         }
         _ => differs("mqtt.url", true),
     }
-    differs("mqtt.client_id", a.client_id != b.client_id);
-    differs("mqtt.username/password", a.credentials != b.credentials);
-    differs("mqtt.keep_alive_s", a.keep_alive != b.keep_alive);
-    differs("mqtt.topic_prefix", a.prefix != b.prefix);
-    differs("mqtt.dedupe_window_s", a.dedupe_window != b.dedupe_window);
+    differs("mqtt.client_id", *client_id != b.client_id);
+    differs("mqtt.username/password", *credentials != b.credentials);
+    differs("mqtt.keep_alive_s", *keep_alive != b.keep_alive);
+    differs("mqtt.topic_prefix", *prefix != b.prefix);
+    differs("mqtt.dedupe_window_s", *dedupe_window != b.dedupe_window);
     differs(
         "mqtt.max_ids_per_window",
-        a.max_ids_per_window != b.max_ids_per_window,
+        *max_ids_per_window != b.max_ids_per_window,
     );
-    differs(
-        "mqtt.session_expiry_s",
-        a.session_expiry != b.session_expiry,
-    );
-    differs("mqtt.max_payload_bytes", a.max_payload != b.max_payload);
-    differs("mqtt.homeassistant", a.discovery != b.discovery);
-    differs("dbus.bus", running.dbus != new.dbus);
-    differs("llm", running.llm != new.llm);
-    differs(
-        "phone_services",
-        running.phone_services != new.phone_services,
-    );
-    let mut agent = new.agent.clone();
-    agent.approval = running.agent.approval.clone();
+    differs("mqtt.session_expiry_s", *session_expiry != b.session_expiry);
+    differs("mqtt.max_payload_bytes", *max_payload != b.max_payload);
+    differs("mqtt.homeassistant", *discovery != b.discovery);
+    differs("dbus.bus", *dbus != new.dbus);
+    differs("llm", *llm != new.llm);
+    differs("phone_services", *phone_services != new.phone_services);
+    let mut kept = new.agent.clone();
+    kept.approval = agent.approval.clone();
     // `[agent.skills]` and `[[agents]]` are applied on every reload (see
     // `daemon.rs`).
-    agent.skills = running.agent.skills.clone();
-    agent.agents = running.agent.agents.clone();
-    differs("agent", running.agent != agent);
+    kept.skills = agent.skills.clone();
+    kept.agents = agent.agents.clone();
+    differs("agent", *agent != kept);
     // Automations are read at start (their records and schedules live in
     // the driver): `droidwarden automations add/remove` changes them live.
-    let sources = |c: &Config| {
-        c.automations
-            .iter()
-            .map(|a| a.source.clone())
-            .collect::<Vec<_>>()
+    let sources = |list: &[crate::automations::model::Automation]| {
+        list.iter().map(|a| a.source.clone()).collect::<Vec<_>>()
     };
-    differs("automations", sources(running) != sources(new));
-    // `[[mcp.servers]]` are spawned once, at start (daemon/src/mcp/client.rs).
-    differs("mcp.servers", running.mcp.servers != new.mcp.servers);
+    differs("automations", sources(automations) != sources(&new.automations));
+    // MCP is set up once, at start: the HTTP endpoint binds its address
+    // and reads its token, `[[mcp.servers]]` are spawned
+    // (daemon/src/mcp/client.rs), and the tools are offered in one mode.
+    let crate::mcp::McpConfig {
+        tool_mode,
+        http,
+        servers,
+        elicitation,
+    } = mcp;
+    let b = &new.mcp;
+    differs("mcp.tool_mode", *tool_mode != b.tool_mode);
+    differs("mcp.elicitation", *elicitation != b.elicitation);
+    differs("mcp.servers", *servers != b.servers);
+    match (http, &b.http) {
+        (None, None) => {}
+        (Some(a), Some(b)) => {
+            let crate::mcp::http::HttpSettings {
+                listen,
+                allow_remote,
+                token_file,
+                elicitation: _,
+                token_owner,
+            } = a;
+            differs("mcp.listen", *listen != b.listen);
+            differs("mcp.allow_remote", *allow_remote != b.allow_remote);
+            differs("mcp.token_file", *token_file != b.token_file);
+            differs("mcp.token_owner", *token_owner != b.token_owner);
+        }
+        _ => differs("mcp.listen", true),
+    }
     Plan {
-        adb_devices: running.adb.names != new.adb.names || running.adb.connect != new.adb.connect,
-        adb_poll_interval: running.adb.poll_interval != new.adb.poll_interval,
-        companion_names: running.companion.names != new.companion.names,
-        poll: running.poll != new.poll,
+        adb_devices: *adb_names != new.adb.names || *connect != new.adb.connect,
+        adb_poll_interval: *poll_interval != new.adb.poll_interval,
+        companion_names: *companion_names != new.companion.names,
+        poll: *poll != new.poll,
         // `[phone_services]` inside it needs a restart (above), like the hub's.
-        approval_policy: running.agent.approval
-            != approval_keeping_phone(&running.agent.approval, &new.agent.approval),
+        approval_policy: agent.approval
+            != approval_keeping_phone(&agent.approval, &new.agent.approval),
         needs_restart: restart,
     }
 }
@@ -350,6 +421,15 @@ mod tests {
                 "[[automations]]\nname = \"a\"\ntrigger = { kind = \"manual\" }\naction = { kind = \"notify\", message = \"x\" }\n",
                 "automations",
             ),
+            // Every `[mcp]` key: the endpoint, its guards, the mode, the
+            // servers (`mcp.elicitation` is below, on an endpoint).
+            ("[mcp]\nlisten = \"127.0.0.1:8765\"\n", "mcp.listen"),
+            ("[mcp]\ntool_mode = \"direct\"\n", "mcp.tool_mode"),
+            ("[mcp]\nelicitation = false\n", "mcp.elicitation"),
+            (
+                "[[mcp.servers]]\nname = \"t\"\ncommand = \"true\"\n",
+                "mcp.servers",
+            ),
         ];
         for (changed, key) in cases {
             let running = load(BASE);
@@ -361,5 +441,30 @@ mod tests {
         let running = load(BASE);
         let new = load(&BASE.replace("[adb]\n", "[adb]\nserver = \"127.0.0.1:5038\"\n"));
         assert_eq!(plan(&running, &new).needs_restart, vec!["adb.server"]);
+        // The endpoint's own keys, on a running endpoint.
+        let endpoint = "[mcp]\nlisten = \"127.0.0.1:8765\"\n";
+        let running = load(&format!("{BASE}{endpoint}"));
+        for (changed, key) in [
+            ("listen = \"127.0.0.1:8766\"", "mcp.listen"),
+            (
+                "listen = \"0.0.0.0:8765\"\nallow_remote = true\ntoken_file = \"/t\"",
+                "mcp.listen",
+            ),
+            ("token_file = \"/etc/droidwarden/mcp.token\"", "mcp.token_file"),
+            (
+                "token_file = \"/t\"\ntoken_owner = \"alice\"",
+                "mcp.token_owner",
+            ),
+            ("allow_remote = true", "mcp.allow_remote"),
+        ] {
+            let changed = endpoint.replace("listen = \"127.0.0.1:8765\"\n", "")
+                + if changed.starts_with("listen") { "" } else { "listen = \"127.0.0.1:8765\"\n" }
+                + changed
+                + "\n";
+            let new = load(&format!("{BASE}{changed}"));
+            let plan = plan(&running, &new);
+            assert!(plan.needs_restart.contains(&key), "{changed:?}: {plan:?}");
+            assert!(!plan.has_live_changes(), "{changed:?}");
+        }
     }
 }

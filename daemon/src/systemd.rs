@@ -182,8 +182,21 @@ pub(crate) fn device_status(devices: &[DeviceInfo]) -> String {
 /// The agent's part of `STATUS=`: runs going and approvals waiting.
 pub(crate) fn agent_status(runs: usize, approvals: usize) -> String {
     format!(
-        "; {runs} agent run{} active, {approvals} approval{} pending",
+        "; {runs} agent run{} active, {}",
         if runs == 1 { "" } else { "s" },
+        pending_approvals(approvals)
+    )
+}
+
+/// The status line's part for approval requests when the agent is off
+/// (the automations' requests).
+pub(crate) fn approvals_status(approvals: usize) -> String {
+    format!("; {}", pending_approvals(approvals))
+}
+
+fn pending_approvals(approvals: usize) -> String {
+    format!(
+        "{approvals} approval{} pending",
         if approvals == 1 { "" } else { "s" }
     )
 }

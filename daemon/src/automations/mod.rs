@@ -39,7 +39,7 @@ pub(crate) mod store;
 use crate::assistant::Assistant;
 use crate::events::{Event, Events};
 use crate::hub::{BusEvent, Call, Hub};
-use droidwarden_agent::ApprovalPolicy;
+use droidwarden_agent::{ApprovalPolicy, PendingApproval};
 use droidwarden_agent::policy::Verdict;
 use droidwarden_bridge::DeviceEvent;
 use droidwarden_services::{ErrorCode, WireError};
@@ -77,6 +77,14 @@ pub(crate) enum AutomationEvent {
     /// each enable, disable, add or remove (Home Assistant's switches and
     /// buttons follow it).
     Listed(Arc<Vec<Listing>>),
+    /// A run's call waits for a person: listed, published and counted
+    /// like the agent's approval requests (`automation:<name>`).
+    ApprovalRequested(Arc<PendingApproval>),
+    /// The request was answered, expired, or its automation removed.
+    ApprovalClosed {
+        /// `automation:<name>`.
+        approval_id: String,
+    },
 }
 
 /// One automation, for Home Assistant.
@@ -145,6 +153,9 @@ pub(crate) enum Op {
         over_mqtt: bool,
     },
     Remove(String),
+    /// The calls waiting for approval, as [`PendingApproval`]s (oldest
+    /// first).
+    Pending,
     /// A message on an MQTT trigger topic (from the MQTT side only).
     Mqtt(String),
 }
@@ -240,6 +251,20 @@ impl Automations {
         if self.requests.try_send((Op::Mqtt(topic), tx)).is_err() {
             tracing::warn!("automations are busy: an MQTT trigger was dropped");
         }
+    }
+
+    /// The calls waiting for a person's approval, oldest first.
+    ///
+    /// # Errors
+    /// `internal` when the driver is gone or does not answer in time.
+    pub(crate) async fn pending_approvals(&self) -> Result<Vec<PendingApproval>, WireError> {
+        let listed = self.request(Op::Pending).await?;
+        serde_json::from_value(listed).map_err(|e| {
+            WireError::new(
+                ErrorCode::Internal,
+                format!("the automations' approval list: {e}"),
+            )
+        })
     }
 
     /// Outcome events from now on.
@@ -376,7 +401,17 @@ impl Done {
 struct Waiting {
     run: u64,
     call: Call,
+    /// The request as every approval list shows it.
+    request: Arc<PendingApproval>,
 }
+
+/// The approval id of the call automation `name` waits with.
+pub(crate) fn approval_id(name: &str) -> String {
+    format!("{APPROVAL_PREFIX}{name}")
+}
+
+/// What the approval ids of automations start with.
+pub(crate) const APPROVAL_PREFIX: &str = "automation:";
 
 #[derive(Debug)]
 struct Driver {
@@ -506,6 +541,29 @@ impl Driver {
         }));
     }
 
+    /// Keep `name`'s call until a person answers, and say so.
+    fn hold(&mut self, name: String, waiting: Waiting) {
+        let request = Arc::clone(&waiting.request);
+        if let Some(old) = self.waiting.insert(name, waiting) {
+            let _ = self.announce.send(AutomationEvent::ApprovalClosed {
+                approval_id: old.request.approval_id.clone(),
+            });
+        }
+        let _ = self
+            .announce
+            .send(AutomationEvent::ApprovalRequested(request));
+    }
+
+    /// Take `name`'s waiting call (answered, expired or removed), and say
+    /// that its request is closed.
+    fn release(&mut self, name: &str) -> Option<Waiting> {
+        let waiting = self.waiting.remove(name)?;
+        let _ = self.announce.send(AutomationEvent::ApprovalClosed {
+            approval_id: waiting.request.approval_id.clone(),
+        });
+        Some(waiting)
+    }
+
     /// Announce every automation and whether it is enabled.
     fn announce_list(&self) {
         let listed = self
@@ -540,8 +598,24 @@ impl Driver {
                     }
                     Verdict::Ask => {
                         let automation_name = automation.name.clone();
+                        let now_ms = u64::try_from(Timestamp::now().as_millisecond()).unwrap_or(0);
+                        let timeout_ms =
+                            u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX);
+                        let request = Arc::new(PendingApproval {
+                            approval_id: approval_id(&automation_name),
+                            run_id: format!("automation-{automation_name}-{run}"),
+                            session: format!("automation-{automation_name}"),
+                            call_id: format!("run-{run}"),
+                            device: call.device.clone(),
+                            service: service.to_owned(),
+                            action: action.to_owned(),
+                            params: call.command.params_json(),
+                            risk: spec.risk,
+                            requested_at: now_ms,
+                            expires_at: now_ms.saturating_add(timeout_ms),
+                        });
                         let detail = json!({
-                            "approval_id": format!("automation:{automation_name}"),
+                            "approval_id": approval_id(&automation_name),
                             "approval": format!("{service}.{action} is {} risk, above this automation's auto_approve_up_to ({}): approve with `droidwarden automations approve {automation_name}` (or MQTT cmd/approve with approval_id \"automation:{automation_name}\") or deny it", spec.risk.as_str(), automation.auto_approve_up_to.as_str()),
                             "service": service,
                             "action": action,
@@ -549,9 +623,15 @@ impl Driver {
                             "params": call.command.params_json(),
                             "expires_in_s": policy.timeout.as_secs(),
                         });
-                        self.waiting
-                            .insert(automation_name.clone(), Waiting { run, call });
                         let _ = done.try_send(finish(Status::WaitingApproval, detail));
+                        self.hold(
+                            automation_name.clone(),
+                            Waiting {
+                                run,
+                                call,
+                                request,
+                            },
+                        );
                         let (timeout, shutdown, done) =
                             (policy.timeout, self.shutdown.clone(), self.done.clone());
                         self.tracker.spawn(async move {
@@ -661,7 +741,7 @@ impl Driver {
                 if self.waiting.get(&name).is_none_or(|w| w.run != run) {
                     return;
                 }
-                self.waiting.remove(&name);
+                self.release(&name);
                 (
                     name,
                     run,
@@ -739,7 +819,7 @@ impl Driver {
             }
             Op::Answer { name, approve, by } => {
                 self.engine.get(&name).ok_or_else(|| not_found(&name))?;
-                let Some(waiting) = self.waiting.remove(&name) else {
+                let Some(waiting) = self.release(&name) else {
                     return Err(WireError::new(
                         ErrorCode::InvalidRequest,
                         format!(
@@ -810,6 +890,12 @@ impl Driver {
                 self.step(Input::Mqtt { topic: &topic }).await;
                 Ok(Value::Null)
             }
+            Op::Pending => {
+                let mut pending: Vec<&PendingApproval> =
+                    self.waiting.values().map(|w| &*w.request).collect();
+                pending.sort_by_key(|p| (p.requested_at, p.approval_id.as_str()));
+                Ok(json!(pending))
+            }
             Op::Remove(name) => {
                 self.engine.get(&name).ok_or_else(|| not_found(&name))?;
                 if !self.added.contains_key(&name) {
@@ -822,7 +908,7 @@ impl Driver {
                 }
                 self.engine.remove(&name);
                 self.added.remove(&name);
-                self.waiting.remove(&name);
+                self.release(&name);
                 self.perform(Vec::new(), true).await;
                 self.announce_list();
                 Ok(json!({"removed": name}))

@@ -197,14 +197,17 @@ impl Client {
         let text = match tokio::time::timeout(limit, reply).await {
             Ok(result) => result?,
             Err(_) => {
-                return Err(WireError::new(
+                let mut error = WireError::new(
                     ErrorCode::Timeout,
                     format!(
                         "the droidwarden daemon did not answer Call within {:.1} s, longer than its own bound on this call ({:.1} s); the CLI gave up waiting but the call was not cancelled: it may still run in the daemon, and a change may still take effect (check `droidwarden status`)",
                         limit.as_secs_f64(),
                         bound.as_secs_f64()
                     ),
-                ));
+                );
+                // Not to be repeated blindly: it may still run.
+                error.retryable = false;
+                return Err(error);
             }
         };
         parse(&text)
@@ -582,12 +585,17 @@ fn bad_rule(e: zbus::Error) -> WireError {
 }
 
 /// A checked call the daemon did not answer within `limit`.
+/// The daemon did not answer within the time it gave itself: the call may
+/// still run, so it is not retryable (a blind retry could make a change
+/// twice).
 fn not_answered(method: &str, limit: Duration) -> WireError {
-    WireError::new(
+    let mut error = WireError::new(
         ErrorCode::Timeout,
         format!(
             "the droidwarden daemon did not answer {method} within {:.1} s; the call was not cancelled and may still run (check `droidwarden status`)",
             limit.as_secs_f64()
         ),
-    )
+    );
+    error.retryable = false;
+    error
 }

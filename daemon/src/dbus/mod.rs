@@ -26,6 +26,7 @@ pub(crate) mod p2p;
 mod status;
 
 use crate::assistant::{self, Assistant, Notice};
+use crate::approvals::{Approvals, Decision};
 use crate::automations::{self, Automations};
 use crate::config::DbusBus;
 use crate::events::{Centre, Event, Events, Stream, Streams};
@@ -332,10 +333,24 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
                     })
                     .await;
                 }
+                Event::Automation(automations::AutomationEvent::ApprovalRequested(request)) => {
+                    let (id, details) = (
+                        request.approval_id.as_str(),
+                        serde_json::to_string(&*request).unwrap_or_default(),
+                    );
+                    let details = details.as_str();
+                    emit_all(targets(), &peers, "ApprovalRequested", move |e| async move {
+                        Daemon1::approval_requested(&e, id, details).await
+                    })
+                    .await;
+                }
                 Event::Bus(_)
                 | Event::Activity(_)
                 | Event::Lagged { .. }
-                | Event::Automation(automations::AutomationEvent::Listed(_)) => {}
+                | Event::Automation(
+                    automations::AutomationEvent::Listed(_)
+                    | automations::AutomationEvent::ApprovalClosed { .. },
+                ) => {}
             }
         }
         // Stop being found by name first, so no new call arrives, then let
@@ -518,6 +533,11 @@ impl Daemon1 {
             .as_ref()
             .ok_or_else(|| DbusError(assistant::disabled()))
     }
+
+    /// Every approval request: the agent's and the automations'.
+    fn approvals(&self) -> Approvals {
+        Approvals::new(self.assistant.clone(), self.automations.clone())
+    }
 }
 
 #[zbus::interface(name = "org.droidwarden.Daemon1")]
@@ -619,11 +639,12 @@ impl Daemon1 {
     ) -> zbus::Result<()>;
 
     /// The longest a `Call` on `device` can take before the daemon answers
-    /// it, in milliseconds: the device's own bound (`[calls] timeout_ms`
-    /// for an ADB phone; for a companion phone its queue time, its turn
-    /// behind earlier changes and the answer deadline). `device` empty: the
-    /// longest over every device. 0 when there is no such device. Clients
-    /// wait that long, plus a margin, for `Call`'s reply.
+    /// it, in milliseconds: its turn behind earlier calls on the device,
+    /// then the call, each bounded by the device's own bound (`[calls]
+    /// timeout_ms` for an ADB phone; for a companion phone its queue time,
+    /// its turn behind earlier changes and the answer deadline). `device`
+    /// empty: the longest over every device. 0 when there is no such
+    /// device. Clients wait that long, plus a margin, for `Call`'s reply.
     #[zbus(out_args("timeout_ms"))]
     async fn call_timeout(&self, device: &str) -> u64 {
         let registry = self.hub.registry();
@@ -632,10 +653,12 @@ impl Daemon1 {
                 .list()
                 .iter()
                 .filter_map(|info| registry.get(info.name.as_str()))
-                .map(|handle| handle.timeout())
+                .map(|handle| crate::hub::call_bound(&handle))
                 .max()
         } else {
-            registry.get(device).map(|handle| handle.timeout())
+            registry
+                .get(device)
+                .map(|handle| crate::hub::call_bound(&handle))
         };
         bound.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
@@ -726,11 +749,12 @@ impl Daemon1 {
         Ok(started.session)
     }
 
-    /// Approval requests waiting for an answer, as a JSON array (the
-    /// payloads of the MQTT `approvals/<id>` topics).
+    /// Approval requests waiting for an answer, the agent's and the
+    /// automations' (`automation:<name>`), oldest first, as a JSON array
+    /// (the payloads of the MQTT `approvals/<id>` topics).
     #[zbus(out_args("approvals_json"))]
     async fn list_approvals(&self) -> Result<String, DbusError> {
-        let pending = self.assistant()?.pending_approvals().await?;
+        let pending = self.approvals().pending().await?;
         Ok(serde_json::to_string(&pending).unwrap_or_else(|_| "[]".into()))
     }
 
@@ -757,7 +781,9 @@ impl Daemon1 {
         #[zbus(header)] header: zbus::message::Header<'_>,
     ) -> Result<(), DbusError> {
         let by = caller(connection, &header).await;
-        self.assistant()?.approve(approval_id, &by).await?;
+        self.approvals()
+            .answer(approval_id, Decision::Approve, "", &by)
+            .await?;
         Ok(())
     }
 
@@ -771,7 +797,9 @@ impl Daemon1 {
         #[zbus(header)] header: zbus::message::Header<'_>,
     ) -> Result<(), DbusError> {
         let by = caller(connection, &header).await;
-        self.assistant()?.deny(approval_id, reason, &by).await?;
+        self.approvals()
+            .answer(approval_id, Decision::Deny, reason, &by)
+            .await?;
         Ok(())
     }
 

@@ -184,7 +184,16 @@ pub(crate) async fn serve(
                             Ok(request) => request,
                             Err(answer) => return Ok(answer),
                         };
-                        tower_service::Service::call(&mut service, request).await
+                        let response = tower_service::Service::call(&mut service, request).await?;
+                        Ok(response.map(|body| {
+                            body.map_frame(|frame| {
+                                frame.map_data(|data| {
+                                    super::jsonrpc::outbound_sse(&data)
+                                        .map_or(data, Bytes::from)
+                                })
+                            })
+                            .boxed()
+                        }))
                     }
                 });
                 let connection = hyper::server::conn::http1::Builder::new()

@@ -3,6 +3,11 @@
 //! SDK drops it on stdio and answers a plain-text 415 over HTTP), and
 //! `tools/call` arguments that are not an object get `-32602 Invalid
 //! params` (the SDK answers `-32601 Method not found`).
+//!
+//! And one thing the SDK adds to what it sends, taken out on the way to
+//! the client ([`outbound`]): the `_meta.progressToken` it puts on every
+//! request, which on the server's `elicitation/create` would offer the
+//! client a progress channel for a request that has none.
 
 use serde_json::{Value, json};
 use tokio::io::{
@@ -47,6 +52,54 @@ pub(crate) fn check(message: &[u8]) -> Option<Refusal> {
         parse_error,
         body: json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}}),
     })
+}
+
+/// `message` (one JSON-RPC message the SDK sends) without the
+/// `_meta.progressToken` the SDK puts on an `elicitation/create` request;
+/// `None` when there is nothing to take out.
+pub(crate) fn outbound(message: &str) -> Option<String> {
+    if !message.contains("elicitation/create") {
+        return None;
+    }
+    let mut message: Value = serde_json::from_str(message).ok()?;
+    if message.get("method").and_then(Value::as_str) != Some("elicitation/create") {
+        return None;
+    }
+    let params = message.get_mut("params")?.as_object_mut()?;
+    let meta = params.get_mut("_meta")?.as_object_mut()?;
+    meta.remove("progressToken")?;
+    if meta.is_empty() {
+        params.remove("_meta");
+    }
+    Some(message.to_string())
+}
+
+/// A chunk of a server-sent event stream with [`outbound`] applied to each
+/// `data:` line; `None` when nothing changed (a chunk that ends inside a
+/// line leaves that line as it is: only whole JSON messages are read).
+pub(crate) fn outbound_sse(chunk: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(chunk).ok()?;
+    if !text.contains("elicitation/create") {
+        return None;
+    }
+    let mut changed = false;
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        let rewritten = body
+            .strip_prefix("data:")
+            .and_then(|data| outbound(data.trim_start()));
+        match rewritten {
+            Some(data) if body.len() < line.len() => {
+                changed = true;
+                out.push_str("data: ");
+                out.push_str(&data);
+                out.push_str(&line[body.len()..]);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    changed.then(|| out.into_bytes())
 }
 
 /// The largest line read from the client (a message bigger than this is
@@ -133,6 +186,7 @@ where
                     }
                 },
             };
+            let line = outbound(&line).unwrap_or(line);
             if output.write_all(line.as_bytes()).await.is_err()
                 || output.write_all(b"\n").await.is_err()
                 || output.flush().await.is_err()
@@ -147,6 +201,35 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_progress_token_of_an_elicitation_request_is_taken_out() {
+        let asked = r#"{"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{"_meta":{"progressToken":7},"message":"Approve?","requestedSchema":{"type":"object","properties":{}}}}"#;
+        let sent: Value = serde_json::from_str(&outbound(asked).unwrap()).unwrap();
+        assert_eq!(sent["params"].get("_meta"), None, "{sent}");
+        assert_eq!(sent["params"]["message"], "Approve?");
+        assert_eq!(sent["id"], 3);
+        // Other metadata stays; other messages pass untouched.
+        let other_meta = asked.replace(r#""progressToken":7"#, r#""progressToken":7,"x":1"#);
+        let sent: Value = serde_json::from_str(&outbound(&other_meta).unwrap()).unwrap();
+        assert_eq!(sent["params"]["_meta"], json!({"x": 1}));
+        for untouched in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"text":"elicitation/create"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{"message":"x"}}"#,
+        ] {
+            assert_eq!(outbound(untouched), None, "{untouched}");
+        }
+        // The same inside an event stream, line endings kept.
+        let event = format!("event: message\r\ndata: {asked}\r\nid: 0/4\r\n\r\n");
+        let rewritten = String::from_utf8(outbound_sse(event.as_bytes()).unwrap()).unwrap();
+        assert!(!rewritten.contains("progressToken"), "{rewritten}");
+        assert!(rewritten.starts_with("event: message\r\ndata: {"), "{rewritten}");
+        assert!(rewritten.ends_with("}\r\nid: 0/4\r\n\r\n"), "{rewritten}");
+        // A chunk cut inside the message is left as it is.
+        let cut = &event.as_bytes()[..event.len() - 20];
+        assert_eq!(outbound_sse(cut), None);
+    }
 
     #[test]
     fn what_the_sdk_would_answer_wrongly_is_refused_here() {

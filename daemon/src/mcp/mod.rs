@@ -23,7 +23,7 @@ pub(crate) mod client;
 mod client_http;
 pub(crate) mod elicit;
 pub(crate) mod gate;
-mod http;
+pub(crate) mod http;
 mod jsonrpc;
 mod prompts;
 mod server;

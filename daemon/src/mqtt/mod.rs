@@ -53,6 +53,7 @@ mod router;
 pub(crate) mod topics;
 
 use crate::assistant::{self, Assistant, Origin};
+use crate::approvals::{self, Approvals};
 use crate::automations::Automations;
 use crate::config::{BrokerTarget, MqttSettings};
 use crate::delivery::{DeliveryStore, Interrupted};
@@ -64,13 +65,16 @@ use droidwarden_bridge::backoff::Backoff;
 use droidwarden_bridge::companion::{CompanionHub, Outgoing};
 use droidwarden_services::WireError;
 use futures_util::FutureExt;
-use router::{Action, CompanionMessage, Inbound, Input, Job, Outbound, Reply, ReplyTo, Router};
+use router::{
+    Action, CompanionMessage, Discovered, Inbound, Input, Job, Outbound, Reply, ReplyTo, Router,
+};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{
     Filter, LastWill, Packet, Publish, PublishProperties, SubscribeReasonCode,
 };
 use rumqttc::v5::{AsyncClient, Event as MqttEvent, EventLoop, MqttOptions};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,6 +103,45 @@ const MAX_PACKET: u32 = 1024 * 1024;
 /// millisecond, so 256 in flight never holds anything back.
 const MAX_INFLIGHT: u16 = 256;
 
+/// How long a removed device's Home Assistant entries are cleared again
+/// whenever Home Assistant comes online: 30 days.
+const REMEMBER_REMOVED_MS: i64 = 30 * 24 * 3600 * 1000;
+
+/// `ha-discovery.json`: the devices announced to Home Assistant, and those
+/// removed with when (unix ms). Earlier versions wrote the list of
+/// announced devices alone, which still reads.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct DiscoveryFile {
+    announced: Vec<String>,
+    #[serde(default)]
+    removed: BTreeMap<String, i64>,
+}
+
+impl DiscoveryFile {
+    /// The file's content; an unreadable one is empty (the worst outcome
+    /// is a removed device's entities kept in Home Assistant).
+    fn parse(bytes: &[u8]) -> Self {
+        serde_json::from_slice(bytes)
+            .or_else(|_| {
+                serde_json::from_slice::<Vec<String>>(bytes).map(|announced| Self {
+                    announced,
+                    removed: BTreeMap::new(),
+                })
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The MQTT side of the daemon: the driver around the [`Router`].
 #[derive(Debug)]
 pub(crate) struct Mqtt {
@@ -115,6 +158,9 @@ pub(crate) struct Mqtt {
     /// Command handlers in flight.
     calls: TaskTracker,
     discovery_file: PathBuf,
+    /// When each device remembered as removed was removed (unix ms), as
+    /// the discovery file keeps it.
+    removed_since: Mutex<BTreeMap<String, i64>>,
     resync: Notify,
     /// True once the subscriptions of the current connection are requested;
     /// publishers wait for it, so after every (re)connection the broker sees
@@ -221,6 +267,7 @@ pub(crate) fn connect(
         automations,
         calls: TaskTracker::new(),
         discovery_file: state_dir.join("ha-discovery.json"),
+        removed_since: Mutex::new(BTreeMap::new()),
         resync: Notify::new(),
         ready: watch::channel(false).0,
         subscribed: watch::channel(false).0,
@@ -595,7 +642,7 @@ impl Mqtt {
                     self.ready.send_replace(true);
                 }
                 Action::Publish(outbound) => self.publish(outbound).await,
-                Action::SaveDiscovered(names) => self.save_discovered(names).await,
+                Action::SaveDiscovered(discovered) => self.save_discovered(discovered).await,
                 Action::Ack
                 | Action::Run(_)
                 | Action::HaCall { .. }
@@ -968,13 +1015,15 @@ impl Mqtt {
         })
     }
 
+    /// Every approval request (the agent's and the automations').
+    fn approvals(&self) -> Approvals {
+        Approvals::new(self.assistant.clone(), self.automations.clone())
+    }
+
     /// Approval requests still open from before a restart, for their
     /// retained topics (an embedded broker starts empty).
     async fn pending_approvals(&self) -> Vec<(String, Value)> {
-        let Some(assistant) = &self.assistant else {
-            return Vec::new();
-        };
-        match assistant.pending_approvals().await {
+        match self.approvals().pending().await {
             Ok(pending) => pending
                 .into_iter()
                 .map(|approval| (approval.approval_id.clone(), json!(approval)))
@@ -986,22 +1035,50 @@ impl Mqtt {
         }
     }
 
-    /// The devices an earlier run announced to Home Assistant.
-    async fn load_discovered(&self) -> Vec<String> {
-        tokio::fs::read(&self.discovery_file)
+    /// What an earlier run announced to Home Assistant, and the devices
+    /// removed since (those removed longer ago than [`REMEMBER_REMOVED`]
+    /// are forgotten).
+    async fn load_discovered(&self) -> Discovered {
+        let file = tokio::fs::read(&self.discovery_file)
             .await
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
+            .map(|bytes| DiscoveryFile::parse(&bytes))
+            .unwrap_or_default();
+        let mut removed = lock(&self.removed_since);
+        *removed = file.removed;
+        removed.retain(|_, at| now_ms().saturating_sub(*at) < REMEMBER_REMOVED_MS);
+        Discovered {
+            announced: file.announced,
+            removed: removed.keys().cloned().collect(),
+        }
     }
 
-    async fn save_discovered(&self, names: Vec<String>) {
+    async fn save_discovered(&self, discovered: Discovered) {
+        let removed = {
+            let mut since = lock(&self.removed_since);
+            let now = now_ms();
+            let kept: BTreeMap<String, i64> = discovered
+                .removed
+                .into_iter()
+                .map(|d| {
+                    let at = since.get(&d).copied().unwrap_or(now);
+                    (d, at)
+                })
+                .filter(|(_, at)| now.saturating_sub(*at) < REMEMBER_REMOVED_MS)
+                .collect();
+            since.clone_from(&kept);
+            kept
+        };
+        let record = DiscoveryFile {
+            announced: discovered.announced,
+            removed,
+        };
         let file = self.discovery_file.clone();
         let write = async move {
             if let Some(dir) = file.parent() {
                 tokio::fs::create_dir_all(dir).await?;
             }
-            let bytes = serde_json::to_vec(&names).unwrap_or_default();
+            let bytes = serde_json::to_vec(&record).unwrap_or_default();
             tokio::task::spawn_blocking(move || crate::private::write_file(&file, &bytes))
                 .await
                 .map_err(std::io::Error::other)?
@@ -1096,39 +1173,24 @@ async fn answer_approval(
     reason: &Option<String>,
     by: String,
 ) -> Value {
-    // An automation's call waiting for approval (docs/automations.md).
-    if let Some(name) = approval_id.strip_prefix("automation:") {
-        let op = crate::automations::Op::Answer {
-            name: name.to_owned(),
-            approve,
-            by,
-        };
-        return match mqtt.automations.request(op).await {
-            Ok(_) => api::ok_reply(
-                id,
-                &json!({"approval_id": approval_id, "decision": if approve { "approve" } else { "deny" }}),
-            ),
-            Err(error) => api::error_reply(id, &error),
-        };
-    }
-    let assistant = match mqtt.assistant() {
-        Ok(assistant) => assistant,
-        Err(error) => return api::error_reply(id, &error),
-    };
-    let answered = if approve {
-        assistant.approve(approval_id, &by).await
+    let decision = if approve {
+        approvals::Decision::Approve
     } else {
-        assistant
-            .deny(approval_id, reason.as_deref().unwrap_or_default(), &by)
-            .await
+        approvals::Decision::Deny
     };
+    let answered = mqtt
+        .approvals()
+        .answer(
+            approval_id,
+            decision,
+            reason.as_deref().unwrap_or_default(),
+            &by,
+        )
+        .await;
     match answered {
-        Ok(approval) => api::ok_reply(
+        Ok(()) => api::ok_reply(
             id,
-            &json!({
-                "approval_id": approval.approval_id,
-                "decision": if approve { "approve" } else { "deny" },
-            }),
+            &json!({"approval_id": approval_id, "decision": decision.as_str()}),
         ),
         Err(error) => {
             tracing::warn!(approval = approval_id, error = %error.message, "approval answer refused");

@@ -63,6 +63,17 @@ pub(crate) struct Settings {
     pub(crate) automation_topics: BTreeSet<String>,
 }
 
+/// What `ha-discovery.json` keeps of Home Assistant discovery across
+/// restarts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Discovered {
+    /// Devices whose configs are published.
+    pub(crate) announced: Vec<String>,
+    /// Devices removed since, cleared again whenever Home Assistant comes
+    /// online (forgotten after a while by the file's keeper).
+    pub(crate) removed: Vec<String>,
+}
+
 /// A topic, parsed by the rule that matched it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Route<'a> {
@@ -72,6 +83,9 @@ pub(crate) enum Route<'a> {
     HaCommand { device: &'a str, object: &'a str },
     /// `<prefix>/companion/<id>/<rest>`.
     Companion { id: &'a str, rest: &'a str },
+    /// `<discovery prefix>/status`: Home Assistant's birth (`online`) or
+    /// will (`offline`).
+    HaStatus,
     /// `<prefix>/automations/<name>/set` or `…/run` (Home Assistant's
     /// switch and button).
     AutomationControl { name: &'a str, control: &'a str },
@@ -80,8 +94,9 @@ pub(crate) enum Route<'a> {
 /// One kind of topic we subscribe to.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    /// The filter subscribed after every connection.
-    pub(crate) filter: fn(&Topics) -> String,
+    /// The filter subscribed after every connection (`None`: not in this
+    /// configuration).
+    pub(crate) filter: fn(&Topics) -> Option<String>,
     /// Whether the broker sends retained messages on subscribing.
     pub(crate) retained: RetainForwardRule,
     /// A command: a retained one is refused, and during shutdown one is
@@ -97,13 +112,13 @@ pub(crate) const RULES: &[Rule] = &[
     // Retain Handling 2 on command filters: a retained command is never
     // sent to us (it would run again at every start).
     Rule {
-        filter: Topics::commands_filter,
+        filter: |t| Some(t.commands_filter()),
         retained: RetainForwardRule::Never,
         command: true,
         route: |t, topic| t.command_name(topic).map(|name| Route::Command { name }),
     },
     Rule {
-        filter: Topics::ha_commands_filter,
+        filter: |t| Some(t.ha_commands_filter()),
         retained: RetainForwardRule::Never,
         command: true,
         route: |t, topic| {
@@ -112,7 +127,7 @@ pub(crate) const RULES: &[Rule] = &[
         },
     },
     Rule {
-        filter: Topics::automation_controls_filter,
+        filter: |t| Some(t.automation_controls_filter()),
         retained: RetainForwardRule::Never,
         command: true,
         route: |t, topic| {
@@ -123,13 +138,22 @@ pub(crate) const RULES: &[Rule] = &[
     // Companion topics keep retained delivery: a phone's presence is
     // retained.
     Rule {
-        filter: Topics::companion_filter,
+        filter: |t| Some(t.companion_filter()),
         retained: RetainForwardRule::OnEverySubscribe,
         command: false,
         route: |t, topic| {
             t.parse_companion(topic)
                 .map(|(id, rest)| Route::Companion { id, rest })
         },
+    },
+    // Home Assistant's birth message: removed devices are cleared again
+    // for a Home Assistant that was away when they were removed. A
+    // retained birth (some set-ups keep it) is taken like a live one.
+    Rule {
+        filter: Topics::ha_status,
+        retained: RetainForwardRule::OnEverySubscribe,
+        command: false,
+        route: |t, topic| t.is_ha_status(topic).then_some(Route::HaStatus),
     },
 ];
 
@@ -236,8 +260,10 @@ pub(crate) enum Action {
     },
     /// Hand a companion phone's message to the companion transport.
     Companion(CompanionMessage),
-    /// Record the devices whose discovery configs are published.
-    SaveDiscovered(Vec<String>),
+    /// Record the devices whose discovery configs are published, and
+    /// those removed whose configs are cleared again when Home Assistant
+    /// comes online.
+    SaveDiscovered(Discovered),
     /// A message on an automation's trigger topic.
     AutomationTrigger { topic: String },
     /// Home Assistant's switch (`set`: `ON`/`OFF`) or button (`run`:
@@ -267,11 +293,11 @@ pub(crate) enum Input<'a> {
     /// Every device as it is now (at start after the steps of
     /// [`Input::Start`], and after missed device events).
     Devices(&'a [DeviceInfo]),
-    /// Start-up: the approvals still open (id, body), the devices an
-    /// earlier run announced to Home Assistant, and every device now.
+    /// Start-up: the approvals still open (id, body), what an earlier run
+    /// announced to Home Assistant (and removed), and every device now.
     Start {
         approvals: Vec<(String, Value)>,
-        previous: Vec<String>,
+        previous: Discovered,
         devices: &'a [DeviceInfo],
     },
     /// A job that does not own an id, or a Home Assistant call, that the
@@ -302,6 +328,12 @@ pub(crate) struct Router {
     retained: BTreeMap<String, Vec<u8>>,
     /// Devices whose discovery configs were published.
     discovered: BTreeSet<String>,
+    /// Devices removed from the configuration whose configs are cleared
+    /// again each time Home Assistant says it is online: a Home Assistant
+    /// that was not connected when they were removed (an embedded broker
+    /// restarts empty, so the clearing reached nobody) keeps their entities
+    /// until it sees them go.
+    removed: BTreeSet<String>,
     /// Each device's number of music volume steps, once a read told it:
     /// Home Assistant's volume slider moves in those steps.
     volume_steps: BTreeMap<String, u64>,
@@ -324,12 +356,13 @@ impl Router {
     /// (published with the first retained topics, before any command is
     /// served).
     pub(crate) fn new(settings: Settings, interrupted: &[Interrupted], now: SystemTime) -> Self {
-        let topics = Topics::new(&settings.prefix);
+        let topics = Topics::new(&settings.prefix).with_discovery(settings.discovery.as_deref());
         Self {
             retained: stale_statuses(&topics, interrupted, now),
             topics,
             settings,
             discovered: BTreeSet::new(),
+            removed: BTreeSet::new(),
             volume_steps: BTreeMap::new(),
             in_flight: HashMap::new(),
             taking_commands: true,
@@ -372,7 +405,7 @@ impl Router {
                 approvals,
                 previous,
                 devices,
-            } => self.start(approvals, &previous, devices, &mut out),
+            } => self.start(approvals, previous, devices, &mut out),
             Input::Refused { to, error } => {
                 // Its delivery was acknowledged when it was routed.
                 let reply = api::error_reply(to.id.as_deref(), &error);
@@ -407,9 +440,11 @@ impl Router {
         out.push(Action::Subscribe(
             RULES
                 .iter()
-                .map(|rule| Subscription {
-                    filter: (rule.filter)(&self.topics),
-                    retained: rule.retained.clone(),
+                .filter_map(|rule| {
+                    Some(Subscription {
+                        filter: (rule.filter)(&self.topics)?,
+                        retained: rule.retained.clone(),
+                    })
                 })
                 // A retained trigger would fire at every start.
                 .chain(
@@ -505,6 +540,44 @@ impl Router {
                 if let Some(message) = companion_message(id, rest, &m.payload) {
                     out.push(Action::Companion(message));
                 }
+            }
+            Route::HaStatus => {
+                out.push(Action::Ack);
+                if m.payload.as_ref() == b"online" {
+                    self.home_assistant_online(out);
+                }
+            }
+        }
+    }
+
+    /// Home Assistant (re)connected: tell it again that the removed
+    /// devices are gone. It removes an entity on an empty config only when
+    /// it discovered that entity since it started, so each config goes out
+    /// once more (not retained) before its clearing: a Home Assistant that
+    /// restarted too then drops the entities it kept.
+    fn home_assistant_online(&mut self, out: &mut Vec<Action>) {
+        let Some(ha_prefix) = self.settings.discovery.clone() else {
+            return;
+        };
+        for device in self.removed.clone() {
+            let Ok(name) = droidwarden_services::DeviceName::try_from(device.as_str()) else {
+                continue;
+            };
+            tracing::info!(
+                device,
+                "Home Assistant is online: clearing the entries of a removed device again"
+            );
+            let info = DeviceInfo {
+                name,
+                transport: droidwarden_bridge::TransportKind::Adb,
+                online: false,
+                serial: String::new(),
+                model: None,
+                state_detail: None,
+            };
+            for (topic, body) in discovery::configs(&ha_prefix, &self.topics, &info, None) {
+                self.send_json(topic.clone(), &body, false, out);
+                self.send(topic, Vec::new(), true, out);
             }
         }
     }
@@ -744,7 +817,7 @@ impl Router {
     fn start(
         &mut self,
         approvals: Vec<(String, Value)>,
-        previous: &[String],
+        previous: Discovered,
         devices: &[DeviceInfo],
         out: &mut Vec<Action>,
     ) {
@@ -752,13 +825,24 @@ impl Router {
             self.send_json(self.topics.approval(&approval_id), &body, true, out);
         }
         let current: BTreeSet<&str> = devices.iter().map(|d| d.name.as_str()).collect();
-        for device in previous.iter().filter(|d| !current.contains(d.as_str())) {
+        for device in previous
+            .announced
+            .iter()
+            .filter(|d| !current.contains(d.as_str()))
+        {
             tracing::info!(
                 device,
                 "removing the Home Assistant entries of a device no longer configured"
             );
             self.clear_device(device, out);
+            self.removed.insert(device.clone());
         }
+        self.removed.extend(
+            previous
+                .removed
+                .into_iter()
+                .filter(|d| !current.contains(d.as_str())),
+        );
         for info in devices {
             self.availability(info.name.as_str(), info.online, out);
             self.discovery(info, out);
@@ -803,7 +887,9 @@ impl Router {
             }
             Event::Device(DeviceEvent::Removed { device }) => {
                 self.clear_device(device.as_str(), out);
-                self.discovered.remove(device.as_str());
+                if self.discovered.remove(device.as_str()) {
+                    self.removed.insert(device.as_str().to_owned());
+                }
                 out.push(self.save_discovered());
             }
             Event::Notice(notice) => self.notice(notice, out),
@@ -815,6 +901,15 @@ impl Router {
                 }
             }
             Event::Automation(AutomationEvent::Listed(list)) => self.automations(list, out),
+            // An automation's approval request: the same retained topic as
+            // the agent's, cleared when it closes.
+            Event::Automation(AutomationEvent::ApprovalRequested(request)) => {
+                let topic = self.topics.approval(&request.approval_id);
+                self.send_json(topic, &json!(**request), true, out);
+            }
+            Event::Automation(AutomationEvent::ApprovalClosed { approval_id }) => {
+                self.send(self.topics.approval(approval_id), Vec::new(), true, out);
+            }
             // Lagging devices are answered with `Input::Devices`; the other
             // streams leave nothing stale here (the next status or state
             // replaces the topic).
@@ -900,6 +995,7 @@ impl Router {
         };
         let device = info.name.as_str();
         let newly = self.discovered.insert(device.to_owned());
+        self.removed.remove(device);
         if !newly && info.model.is_none() {
             return false;
         }
@@ -960,7 +1056,10 @@ impl Router {
     }
 
     fn save_discovered(&self) -> Action {
-        Action::SaveDiscovered(self.discovered.iter().cloned().collect())
+        Action::SaveDiscovered(Discovered {
+            announced: self.discovered.iter().cloned().collect(),
+            removed: self.removed.iter().cloned().collect(),
+        })
     }
 }
 
@@ -1112,7 +1211,10 @@ mod tests {
         let mut r = unconnected(true);
         let start = published(&r.step(Input::Start {
             approvals: vec![("r-1-a".into(), json!({"approval_id": "r-1-a"}))],
-            previous: vec!["old".into()],
+            previous: Discovered {
+                announced: vec!["old".into()],
+                removed: Vec::new(),
+            },
             devices: &[info("kitchen", None)],
         }));
         // Only the clearings of a device gone since the last run go out
@@ -1594,7 +1696,10 @@ mod tests {
         };
         let start = r.step(Input::Start {
             approvals: vec![("r-1-a".into(), json!({"approval_id": "r-1-a"}))],
-            previous: vec!["old".into(), "kitchen".into()],
+            previous: Discovered {
+                announced: vec!["old".into(), "kitchen".into()],
+                removed: Vec::new(),
+            },
             devices: &[info("kitchen", None)],
         });
         let out = published(&start);
@@ -1605,7 +1710,13 @@ mod tests {
             "a device gone since the last run is cleared"
         );
         assert!(configs(&start) > 0);
-        assert_eq!(saves(&start), [vec!["kitchen".to_owned()]]);
+        assert_eq!(
+            saves(&start),
+            [Discovered {
+                announced: vec!["kitchen".to_owned()],
+                removed: vec!["old".to_owned()],
+            }]
+        );
         let online = |model| Input::Event {
             event: &AVAILABLE,
             info: Some(info("kitchen", model)),
@@ -1649,7 +1760,69 @@ mod tests {
                 .all(|(_, payload, retain)| payload.is_empty() && *retain)
         );
         assert!(configs(&cleared) > 0);
-        assert_eq!(saves(&cleared), [Vec::<String>::new()]);
+        assert_eq!(
+            saves(&cleared),
+            [Discovered {
+                announced: Vec::new(),
+                removed: vec!["kitchen".to_owned(), "old".to_owned()],
+            }]
+        );
+    }
+
+    /// Home Assistant, back online, is told again that removed devices
+    /// are gone: each config once (not retained, so it can be dropped),
+    /// then its clearing; a device that came back is not cleared.
+    #[test]
+    fn removed_devices_are_cleared_again_when_home_assistant_comes_online() {
+        let mut r = router(true);
+        r.step(Input::Start {
+            approvals: Vec::new(),
+            previous: Discovered {
+                announced: vec!["kitchen".into(), "old".into()],
+                removed: vec!["older".into(), "back".into()],
+            },
+            devices: &[info("kitchen", None), info("back", None)],
+        });
+        let subscribed = r.step(Input::Connected);
+        let filters: Vec<String> = subscribed
+            .iter()
+            .filter_map(|a| match a {
+                Action::Subscribe(subs) => Some(subs.iter().map(|s| s.filter.clone())),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert!(filters.contains(&"homeassistant/status".to_owned()), "{filters:?}");
+        let birth = r.step(Input::Inbound(&msg("homeassistant/status", "online")));
+        assert!(matches!(birth[0], Action::Ack));
+        let out = published(&birth);
+        let config_topics = |device: &str| {
+            discovery::config_topics("homeassistant", r.topics(), device)
+        };
+        for device in ["old", "older"] {
+            for topic in config_topics(device) {
+                let sent: Vec<_> = out.iter().filter(|(t, _, _)| *t == topic).collect();
+                assert_eq!(sent.len(), 2, "{topic}: {sent:?}");
+                assert!(!sent[0].1.is_empty() && !sent[0].2, "the config, not retained");
+                assert!(sent[1].1.is_empty() && sent[1].2, "then its clearing");
+            }
+        }
+        for device in ["kitchen", "back"] {
+            let topics = config_topics(device);
+            assert!(
+                !out.iter().any(|(t, _, _)| topics.contains(t)),
+                "{device} is configured: not cleared"
+            );
+        }
+        // Its will (`offline`) changes nothing; neither does a router
+        // without discovery, which does not subscribe to it.
+        assert_eq!(
+            published(&r.step(Input::Inbound(&msg("homeassistant/status", "offline")))),
+            Vec::new()
+        );
+        let mut plain = router(false);
+        let subscribed = plain.step(Input::Connected);
+        assert!(!subscribed.iter().any(|a| matches!(a, Action::Subscribe(subs) if subs.iter().any(|s| s.filter.ends_with("/status")))));
     }
 
     #[test]

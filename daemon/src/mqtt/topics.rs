@@ -1,17 +1,41 @@
 //! Every MQTT topic droidwarden uses, in one place. `docs/mqtt-api.md`
 //! documents them.
 
-/// Topic names under the configured prefix.
+/// Topic names under the configured prefix (and Home Assistant's, when
+/// discovery is on).
 #[derive(Debug, Clone)]
 pub(crate) struct Topics {
     prefix: String,
+    /// Home Assistant's discovery prefix, when discovery is on.
+    discovery: Option<String>,
 }
 
 impl Topics {
     pub(crate) fn new(prefix: &str) -> Self {
         Self {
             prefix: prefix.to_owned(),
+            discovery: None,
         }
+    }
+
+    /// The same topics with Home Assistant discovery under `ha_prefix`.
+    pub(crate) fn with_discovery(mut self, ha_prefix: Option<&str>) -> Self {
+        self.discovery = ha_prefix.map(str::to_owned);
+        self
+    }
+
+    /// Home Assistant's status topic (`<discovery prefix>/status`: its
+    /// birth message `online` when it connects), when discovery is on.
+    pub(crate) fn ha_status(&self) -> Option<String> {
+        self.discovery.as_ref().map(|ha| format!("{ha}/status"))
+    }
+
+    /// Whether `topic` is Home Assistant's status topic.
+    pub(crate) fn is_ha_status(&self, topic: &str) -> bool {
+        self.discovery
+            .as_deref()
+            .and_then(|ha| topic.strip_prefix(ha))
+            == Some("/status")
     }
 
     /// The daemon's own availability (retained, with an `offline` will).

@@ -534,3 +534,79 @@ fn after_a_clean_stop_the_ids_live_in_the_main_file_not_the_wal_alone() {
         r.brightness_log()
     );
 }
+
+/// A change queued behind a slow change, from the CLI: the CLI waits as
+/// long as the daemon may take to answer (the call's turn, then the call
+/// itself, as `CallTimeout` reports it), so what it shows is the daemon's
+/// answer. It never reports a `timeout` of its own, "retryable", for a
+/// call that can still run (a script that trusted it would run the change
+/// twice).
+#[test]
+fn the_cli_waits_for_a_change_queued_behind_a_slow_one() {
+    let adb = AdbServer::start();
+    let sim = adb.phone(SimOptions::default());
+    let runtime = tempfile::tempdir().expect("runtime dir");
+    // Each change takes 7.7 s on the phone, within the 8 s bound; the
+    // second waits for the first, so it answers after about 15 s: longer
+    // than a bound plus the client's margin (13 s), within twice the bound.
+    let config = format!(
+        "{broker}{NO_POLLS}[calls]\ntimeout_ms = 8000\n[adb]\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
+        broker = droidwarden_e2e::mqtt::ANY_BROKER_PORT,
+        serial = sim.serial(),
+    );
+    let daemon = Daemon::start_without_bus(&adb, &config, runtime.path());
+    let cli = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(droidwarden_e2e::binary("droidwarden"));
+        cmd.arg("--config")
+            .arg(daemon.config_path())
+            .args(args)
+            .env("HOME", adb.home());
+        droidwarden_e2e::dbus::without_bus(&mut cmd, runtime.path());
+        let out = droidwarden_e2e::run_with_timeout(cmd, Duration::from_secs(90));
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    wait_for("the phone online through the CLI", WAIT, || {
+        let (code, out, _) = cli(&["devices", "--json"]);
+        let devices: Value = serde_json::from_str(&out).unwrap_or_default();
+        (code == 0 && devices["devices"][0]["online"] == true).then_some(())
+    });
+    sim.control(json!({"op": "fault", "kind": "delay", "ms": 7700}));
+    let brightness = |level: &str| {
+        cli(&[
+            "call",
+            "--device",
+            "phone",
+            "screen_control",
+            "set_brightness",
+            &format!("level={level}"),
+        ])
+    };
+    std::thread::scope(|s| {
+        let first = s.spawn(|| brightness("21"));
+        wait_for("the first change on the phone", WAIT, || {
+            let (_, out, _) = cli(&["status", "--json"]);
+            out.contains("\"executing\"").then_some(())
+        });
+        let started = std::time::Instant::now();
+        let (code, out, err) = brightness("22");
+        let took = started.elapsed();
+        assert_eq!(code, 0, "the queued change: {out}{err} after {took:?}");
+        assert!(
+            took > Duration::from_secs(13),
+            "it waited behind the first ({took:?}): the case is exercised"
+        );
+        let (code, out, err) = first.join().expect("first call");
+        assert_eq!(code, 0, "{out}{err}");
+    });
+    sim.control(json!({"op": "fault", "kind": "clear"}));
+    let log: Vec<Vec<String>> = sim
+        .commands()
+        .into_iter()
+        .filter(|argv| argv.len() == 5 && argv[..4] == ["settings", "put", "system", "screen_brightness"])
+        .collect();
+    assert_eq!(log.len(), 2, "each change ran once: {log:?}");
+}

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-mod common;
+
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -652,7 +652,7 @@ async fn the_binary_prints_its_companion_and_its_will_outlives_a_kill() {
         .kill_on_drop(true)
         .spawn()
         .expect("spawn the binary");
-    let line = common::ready_line(&mut child, DEADLINE).await;
+    let line = crate::common::ready_line(&mut child, DEADLINE).await;
     let control = line
         .strip_prefix("droidwarden-sim ready adb=- control=")
         .and_then(|rest| rest.strip_suffix(" companion=phone-1"))

@@ -168,7 +168,7 @@ const STATE_CHECKS: &[(&str, &str, &str, &str, &str)] = &[
 
 #[test]
 fn every_action_the_adb_transport_supports_works_on_an_emulated_phone() {
-    // Telephony and the shell are off unless enabled (tests/tests/phone_services.rs).
+    // Telephony and the shell are off unless enabled (tests/tests/e2e/phone_services.rs).
     let (_adb, sim, dw) = one_phone(
         "[phone_services.telephony]\nenabled = true\nallowed_numbers = [\"+4915112345678\"]\n[phone_services.shell]\nenabled = true\n",
     );

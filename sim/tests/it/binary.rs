@@ -10,7 +10,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-mod common;
+
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -26,7 +26,7 @@ fn sim_command(args: &[&str]) -> Command {
 
 /// Waits for the ready line and returns (adb, control) addresses.
 async fn ready(child: &mut Child) -> (String, String) {
-    let line = common::ready_line(child, DEADLINE).await;
+    let line = crate::common::ready_line(child, DEADLINE).await;
     let rest = line
         .strip_prefix("droidwarden-sim ready adb=")
         .expect("the ready line format");

@@ -498,7 +498,7 @@ fn a_missing_bus_stops_the_daemon_only_when_chosen_explicitly() {
 
     let mut auto = start("auto");
     // Without a bus, `auto` serves the API on the private socket alone
-    // (tests/tests/dbus_socket.rs).
+    // (tests/tests/e2e/dbus_socket.rs).
     wait_for("the daemon to run without a bus", WAIT, || {
         let log = auto.log();
         (log.contains("D-Bus API ready (socket only)")

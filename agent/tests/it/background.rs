@@ -3,8 +3,8 @@
 //! fake tool host's call log as the "phone", and a real SQLite store that
 //! is reopened to play a restart.
 
-mod common;
-use common::*;
+
+use crate::common::*;
 use droidwarden_agent::config::ProviderKind;
 use droidwarden_agent::delegation::{Delegates, RawDelegateConfig};
 use droidwarden_agent::testing::{FakeToolHost, Responder, ScriptStep, ScriptedLlm};

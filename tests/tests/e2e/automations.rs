@@ -202,6 +202,25 @@ action = { kind = "call", device = "phone", service = "wifi_automation", action 
     let waiting = r.wait_status("wifi_off", "waiting_approval", 1);
     assert_eq!(waiting[0]["detail"]["approval_id"], "automation:wifi_off");
     assert_eq!(waiting[0]["detail"]["risk"], "high");
+    // Listed where the agent's requests are: a retained approvals/<id>.
+    let topic = format!("{P}/approvals/automation:wifi_off");
+    let listed = r.probe.wait("the approval's topic", WAIT, |m| {
+        m.topic == topic && !m.payload.is_empty()
+    });
+    let request = listed.json();
+    // Retained: a client that subscribes later finds it.
+    let later = droidwarden_e2e::mqtt::Probe::connect(r.broker.port);
+    let kept = later.wait("the retained request", WAIT, |m| m.topic == topic);
+    assert!(kept.retain && kept.json() == request, "{}", kept.payload);
+    assert_eq!(request["service"], "wifi_automation", "{request}");
+    assert_eq!(request["action"], "disable", "{request}");
+    assert_eq!(request["device"], "phone", "{request}");
+    assert_eq!(request["risk"], "high", "{request}");
+    assert_eq!(request["session"], "automation-wifi_off", "{request}");
+    assert!(
+        request["expires_at"].as_u64() > request["requested_at"].as_u64(),
+        "{request}"
+    );
     // Nothing reached the phone.
     let shown = r.manage("s1", json!({"op": "show", "name": "wifi_off"}));
     assert_eq!(shown["result"]["waiting_approval"], true, "{shown}");
@@ -216,6 +235,9 @@ action = { kind = "call", device = "phone", service = "wifi_automation", action 
         json!({"id": "a1", "approval_id": "automation:wifi_off", "decision": "approve"}),
     );
     assert_eq!(approved["ok"], true, "{approved}");
+    // Answered: its topic is cleared.
+    r.probe
+        .wait_last(&topic, WAIT, |m| m.payload.is_empty());
     r.wait_status("wifi_off", "success", 1);
     assert!(r.ran("wifi") > before, "the phone ran the Wi-Fi change");
     assert_eq!(r.sim.state()["wifi"]["enabled"], false, "{}", r.sim.state());
@@ -640,6 +662,19 @@ fn the_cli_manages_automations_through_the_daemon() {
         (s["waiting_approval"] == true).then_some(())
     });
     assert_eq!(sim.state()["wifi"]["enabled"], true);
+    // `droidwarden approvals` lists it, with the agent off, as it lists
+    // the agent's requests.
+    let pending = json(&["approvals", "--json"]);
+    assert_eq!(
+        pending["approvals"][0]["approval_id"], "automation:wifi_off",
+        "{pending}"
+    );
+    assert_eq!(pending["approvals"][0]["risk"], "high", "{pending}");
+    let (_, table, _) = cli(&["approvals"]);
+    assert!(
+        table.contains("automation:wifi_off  wifi_automation.disable on phone  risk high"),
+        "{table}"
+    );
     // Who answered: the CLI's uid (on the bus or the private socket).
     let answered = json(&["automations", "approve", "wifi_off"]);
     let by = answered["by"].as_str().unwrap_or_default();
@@ -658,6 +693,20 @@ fn the_cli_manages_automations_through_the_daemon() {
         (s["last"]["status"] == "success").then_some(())
     });
     assert_eq!(sim.state()["wifi"]["enabled"], false);
+    let pending = json(&["approvals", "--json"]);
+    assert_eq!(pending["approvals"], json!([]), "{pending}");
+    // `droidwarden deny <id>` answers an automation's request too.
+    json(&["automations", "run", "wifi_off"]);
+    wait_for("the second approval wait", WAIT, || {
+        let s = json(&["automations", "show", "wifi_off"]);
+        (s["waiting_approval"] == true).then_some(())
+    });
+    let (code, _, err) = cli(&["deny", "automation:wifi_off"]);
+    assert_eq!(code, 0, "{err}");
+    wait_for("the denied run", WAIT, || {
+        let s = json(&["automations", "show", "wifi_off"]);
+        (s["last"]["status"] == "denied").then_some(())
+    });
     // Disable, add from a TOML file, remove.
     let disabled = json(&["automations", "disable", "wifi_off"]);
     assert_eq!(disabled["enabled"], false, "{disabled}");

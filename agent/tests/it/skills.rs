@@ -2,8 +2,8 @@
 //! directory, a scripted model over real HTTP (OpenAI wire format), the
 //! fake tool host's call log as the "phone", and a real SQLite store.
 
-mod common;
-use common::*;
+
+use crate::common::*;
 use droidwarden_agent::config::{AgentConfig, RawAgentConfig, RawApprovalConfig};
 use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::testing::{FakeToolHost, Responder, ScriptStep, ScriptedLlm};

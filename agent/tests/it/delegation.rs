@@ -2,8 +2,8 @@
 //! model over real HTTP (OpenAI wire format), the fake tool host's call log
 //! as the "phone", and a real SQLite store.
 
-mod common;
-use common::*;
+
+use crate::common::*;
 use droidwarden_agent::delegation::RawDelegateConfig;
 use droidwarden_agent::testing::{FakeToolHost, Responder, ScriptStep, ScriptedLlm};
 use droidwarden_agent::{Agent, AskRequest, StopReason};

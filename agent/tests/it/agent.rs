@@ -1,8 +1,8 @@
 //! The agent end to end: scripted models (over HTTP and in process), the
 //! fake tool host, a real SQLite store in a temporary directory.
 
-mod common;
-use common::{
+
+use crate::common::{
     agent, all_events, answer, assert_contains_all, battery_phones, call_step, calls, dev,
     device_call, drain, drive_until_approval, process, resume_to_end, run_events, tc, text_step,
 };

@@ -2,8 +2,8 @@
 //! over real HTTP (OpenAI wire format), the fake tool host, a real SQLite
 //! store.
 
-mod common;
-use common::{
+
+use crate::common::{
     agent, battery_phones, drive_until_approval, process, resume_to_end, run_events, text_step,
 };
 use droidwarden_agent::config::{

@@ -423,6 +423,65 @@ fn a_device_removed_from_the_configuration_leaves_home_assistant() {
     });
 }
 
+/// A device removed while Home Assistant was away (the embedded broker
+/// restarts empty, so the clearing at start reached nobody) leaves Home
+/// Assistant when Home Assistant next says it is online: its config once
+/// more, then the clearing (Home Assistant removes an entity on an empty
+/// config only when it discovered it since it started).
+#[test]
+fn a_device_removed_while_home_assistant_was_away_leaves_at_its_next_birth() {
+    let port = droidwarden_e2e::free_port();
+    let adb = AdbServer::start();
+    let sim = adb.phone(SimOptions::default());
+    let config = |name: &str| {
+        format!(
+            "[broker]\nlisten = \"127.0.0.1:{port}\"\n[[devices]]\nname = \"{name}\"\ntransport = \"adb\"\nserial = \"{}\"\n",
+            sim.serial()
+        )
+    };
+    let topic = "homeassistant/switch/droidwarden_phone/wifi/config";
+    let daemon = Daemon::start(&adb, &config("phone"));
+    let secret = daemon.mqtt_secret();
+    {
+        let ha = Probe::connect_as(port, "droidwarden", &secret);
+        ha.wait("the first discovery", WAIT, |m| {
+            m.topic == topic && !m.payload.is_empty()
+        });
+    }
+    // Restarted without it while nobody listens: the clearing is lost
+    // with the old broker's memory.
+    let daemon = daemon.restart_with(&adb, &config("renamed"));
+    wait_for("the embedded broker", WAIT, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    let ha = Probe::connect_as(port, "droidwarden", &daemon.mqtt_secret());
+    ha.wait("the new name's discovery", WAIT, |m| {
+        m.topic == "homeassistant/switch/droidwarden_renamed/wifi/config"
+    });
+    assert!(
+        !ha.messages().iter().any(|m| m.topic == topic),
+        "the new broker has nothing of the removed device"
+    );
+    // Home Assistant's birth message.
+    ha.publish("homeassistant/status", "online");
+    let seen = wait_for("the config, then its clearing", WAIT, || {
+        let on_topic: Vec<_> = ha
+            .messages()
+            .into_iter()
+            .filter(|m| m.topic == topic)
+            .collect();
+        (on_topic.len() >= 2).then_some(on_topic)
+    });
+    assert!(!seen[0].payload.is_empty(), "the config comes first");
+    assert!(seen[1].payload.is_empty(), "then its clearing");
+    // Nothing of it is retained.
+    let later = Probe::connect_as(port, "droidwarden", &daemon.mqtt_secret());
+    later.wait("the renamed device's discovery", WAIT, |m| {
+        m.topic == "homeassistant/switch/droidwarden_renamed/wifi/config"
+    });
+    assert!(!later.messages().iter().any(|m| m.topic == topic));
+}
+
 fn sh(dir: &std::path::Path, script: &str) {
     let out = std::process::Command::new("sh")
         .arg("-c")

@@ -1,0 +1,12 @@
+//! The agent's integration tests in one binary: scripted models (over HTTP
+//! and in process), the fake tool host, a real SQLite store in a temporary
+//! directory.
+
+mod common;
+mod agent;
+mod background;
+mod delegation;
+mod external;
+mod plan;
+mod providers;
+mod skills;

@@ -1,0 +1,8 @@
+//! The emulated phone's integration tests in one binary: the real adb
+//! server against the sim, the sim binary itself, and the companion protocol
+//! over a real mosquitto.
+
+mod common;
+mod adb_real;
+mod binary;
+mod companion_mqtt;
