@@ -59,9 +59,7 @@ impl Approvals {
             None => Vec::new(),
         };
         all.extend(self.automations.pending_approvals().await?);
-        all.sort_by(|a, b| {
-            (a.requested_at, &a.approval_id).cmp(&(b.requested_at, &b.approval_id))
-        });
+        all.sort_by(|a, b| (a.requested_at, &a.approval_id).cmp(&(b.requested_at, &b.approval_id)));
         Ok(all)
     }
 

@@ -11,8 +11,8 @@
 //! lines on a `TcpListener`: one request per connection, its head bounded
 //! in size and time.
 
-use crate::assistant::{Activity, Notice};
 use crate::approvals::OpenCount;
+use crate::assistant::{Activity, Notice};
 use crate::broker::BrokerStats;
 use crate::events::{Event, Events, Stream};
 use crate::hub::{BusEvent, CallState, Hub};

@@ -213,7 +213,10 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     let sources = |list: &[crate::automations::model::Automation]| {
         list.iter().map(|a| a.source.clone()).collect::<Vec<_>>()
     };
-    differs("automations", sources(automations) != sources(&new.automations));
+    differs(
+        "automations",
+        sources(automations) != sources(&new.automations),
+    );
     // MCP is set up once, at start: the HTTP endpoint binds its address
     // and reads its token, `[[mcp.servers]]` are spawned
     // (daemon/src/mcp/client.rs), and the tools are offered in one mode.
@@ -450,7 +453,10 @@ mod tests {
                 "listen = \"0.0.0.0:8765\"\nallow_remote = true\ntoken_file = \"/t\"",
                 "mcp.listen",
             ),
-            ("token_file = \"/etc/droidwarden/mcp.token\"", "mcp.token_file"),
+            (
+                "token_file = \"/etc/droidwarden/mcp.token\"",
+                "mcp.token_file",
+            ),
             (
                 "token_file = \"/t\"\ntoken_owner = \"alice\"",
                 "mcp.token_owner",
@@ -458,7 +464,11 @@ mod tests {
             ("allow_remote = true", "mcp.allow_remote"),
         ] {
             let changed = endpoint.replace("listen = \"127.0.0.1:8765\"\n", "")
-                + if changed.starts_with("listen") { "" } else { "listen = \"127.0.0.1:8765\"\n" }
+                + if changed.starts_with("listen") {
+                    ""
+                } else {
+                    "listen = \"127.0.0.1:8765\"\n"
+                }
                 + changed
                 + "\n";
             let new = load(&format!("{BASE}{changed}"));

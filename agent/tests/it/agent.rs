@@ -1,7 +1,6 @@
 //! The agent end to end: scripted models (over HTTP and in process), the
 //! fake tool host, a real SQLite store in a temporary directory.
 
-
 use crate::common::{
     agent, all_events, answer, assert_contains_all, battery_phones, call_step, calls, dev,
     device_call, drain, drive_until_approval, process, resume_to_end, run_events, tc, text_step,

@@ -3,7 +3,6 @@
 //! fake tool host's call log as the "phone", and a real SQLite store that
 //! is reopened to play a restart.
 
-
 use crate::common::*;
 use droidwarden_agent::config::ProviderKind;
 use droidwarden_agent::delegation::{Delegates, RawDelegateConfig};

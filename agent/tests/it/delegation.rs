@@ -2,7 +2,6 @@
 //! model over real HTTP (OpenAI wire format), the fake tool host's call log
 //! as the "phone", and a real SQLite store.
 
-
 use crate::common::*;
 use droidwarden_agent::delegation::RawDelegateConfig;
 use droidwarden_agent::testing::{FakeToolHost, Responder, ScriptStep, ScriptedLlm};

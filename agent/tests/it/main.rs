@@ -2,9 +2,9 @@
 //! and in process), the fake tool host, a real SQLite store in a temporary
 //! directory.
 
-mod common;
 mod agent;
 mod background;
+mod common;
 mod delegation;
 mod external;
 mod plan;

@@ -2,7 +2,6 @@
 //! over real HTTP (OpenAI wire format), the fake tool host, a real SQLite
 //! store.
 
-
 use crate::common::{
     agent, battery_phones, drive_until_approval, process, resume_to_end, run_events, text_step,
 };

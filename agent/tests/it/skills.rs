@@ -2,7 +2,6 @@
 //! directory, a scripted model over real HTTP (OpenAI wire format), the
 //! fake tool host's call log as the "phone", and a real SQLite store.
 
-
 use crate::common::*;
 use droidwarden_agent::config::{AgentConfig, RawAgentConfig, RawApprovalConfig};
 use droidwarden_agent::skills::SkillSet;

@@ -39,8 +39,8 @@ pub(crate) mod store;
 use crate::assistant::Assistant;
 use crate::events::{Event, Events};
 use crate::hub::{BusEvent, Call, Hub};
-use droidwarden_agent::{ApprovalPolicy, PendingApproval};
 use droidwarden_agent::policy::Verdict;
+use droidwarden_agent::{ApprovalPolicy, PendingApproval};
 use droidwarden_bridge::DeviceEvent;
 use droidwarden_services::{ErrorCode, WireError};
 use engine::{Engine, Input, Outcome, Output, Status};
@@ -624,14 +624,7 @@ impl Driver {
                             "expires_in_s": policy.timeout.as_secs(),
                         });
                         let _ = done.try_send(finish(Status::WaitingApproval, detail));
-                        self.hold(
-                            automation_name.clone(),
-                            Waiting {
-                                run,
-                                call,
-                                request,
-                            },
-                        );
+                        self.hold(automation_name.clone(), Waiting { run, call, request });
                         let (timeout, shutdown, done) =
                             (policy.timeout, self.shutdown.clone(), self.done.clone());
                         self.tracker.spawn(async move {

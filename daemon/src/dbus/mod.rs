@@ -25,8 +25,8 @@ pub(crate) mod error;
 pub(crate) mod p2p;
 mod status;
 
-use crate::assistant::{self, Assistant, Notice};
 use crate::approvals::{Approvals, Decision};
+use crate::assistant::{self, Assistant, Notice};
 use crate::automations::{self, Automations};
 use crate::config::DbusBus;
 use crate::events::{Centre, Event, Events, Stream, Streams};
@@ -266,108 +266,110 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
         }));
         all
     };
-    let signals = async {
-        loop {
-            let event = tokio::select! {
-                () = shutdown.cancelled() => break,
-                event = events.next() => match event {
-                    Some(event) => event,
-                    None => break,
-                },
-            };
-            match event {
-                Event::Bus(BusEvent::Status(status)) => {
-                    lock(&table).record(&status);
-                    let details = status.to_json().to_string();
-                    let (device, service, state, details) = (
-                        status.device.as_str(),
-                        status.service,
-                        status.state.as_str(),
-                        details.as_str(),
-                    );
-                    emit_all(
-                        targets(),
-                        &peers,
-                        "ServiceStatusChanged",
-                        move |e| async move {
-                            Daemon1::service_status_changed(&e, device, service, state, details)
-                                .await
-                        },
-                    )
-                    .await;
-                }
-                Event::Device(device_event) => {
-                    match device_event {
-                        DeviceEvent::Availability { device, online, .. } => {
-                            let device = device.as_str();
-                            emit_all(
-                                targets(),
-                                &peers,
-                                "DeviceAvailabilityChanged",
-                                move |e| async move {
-                                    Daemon1::device_availability_changed(&e, device, online).await
-                                },
-                            )
-                            .await;
-                        }
-                        DeviceEvent::Removed { device } => lock(&table).forget(&device),
+    let signals =
+        async {
+            loop {
+                let event = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    event = events.next() => match event {
+                        Some(event) => event,
+                        None => break,
+                    },
+                };
+                match event {
+                    Event::Bus(BusEvent::Status(status)) => {
+                        lock(&table).record(&status);
+                        let details = status.to_json().to_string();
+                        let (device, service, state, details) = (
+                            status.device.as_str(),
+                            status.service,
+                            status.state.as_str(),
+                            details.as_str(),
+                        );
+                        emit_all(
+                            targets(),
+                            &peers,
+                            "ServiceStatusChanged",
+                            move |e| async move {
+                                Daemon1::service_status_changed(&e, device, service, state, details)
+                                    .await
+                            },
+                        )
+                        .await;
                     }
-                    device_count_changed(&hub, &device_count, &iface, &targets, &peers).await;
-                }
-                Event::Lagged {
-                    stream: Stream::Devices,
-                    ..
-                } => device_count_changed(&hub, &device_count, &iface, &targets, &peers).await,
-                Event::Notice(notice) => {
-                    let notice = &notice;
-                    emit_all(targets(), &peers, "an agent signal", move |e| async move {
-                        emit_notice(&e, notice).await
-                    })
-                    .await;
-                }
-                Event::Automation(automations::AutomationEvent::Run(run)) => {
-                    let (name, outcome) = (run.name.as_str(), run.to_json().to_string());
-                    let outcome = outcome.as_str();
-                    emit_all(targets(), &peers, "AutomationRun", move |e| async move {
-                        Daemon1::automation_run(&e, name, outcome).await
-                    })
-                    .await;
-                }
-                Event::Automation(automations::AutomationEvent::ApprovalRequested(request)) => {
-                    let (id, details) = (
-                        request.approval_id.as_str(),
-                        serde_json::to_string(&*request).unwrap_or_default(),
-                    );
-                    let details = details.as_str();
-                    emit_all(targets(), &peers, "ApprovalRequested", move |e| async move {
+                    Event::Device(device_event) => {
+                        match device_event {
+                            DeviceEvent::Availability { device, online, .. } => {
+                                let device = device.as_str();
+                                emit_all(
+                                    targets(),
+                                    &peers,
+                                    "DeviceAvailabilityChanged",
+                                    move |e| async move {
+                                        Daemon1::device_availability_changed(&e, device, online)
+                                            .await
+                                    },
+                                )
+                                .await;
+                            }
+                            DeviceEvent::Removed { device } => lock(&table).forget(&device),
+                        }
+                        device_count_changed(&hub, &device_count, &iface, &targets, &peers).await;
+                    }
+                    Event::Lagged {
+                        stream: Stream::Devices,
+                        ..
+                    } => device_count_changed(&hub, &device_count, &iface, &targets, &peers).await,
+                    Event::Notice(notice) => {
+                        let notice = &notice;
+                        emit_all(targets(), &peers, "an agent signal", move |e| async move {
+                            emit_notice(&e, notice).await
+                        })
+                        .await;
+                    }
+                    Event::Automation(automations::AutomationEvent::Run(run)) => {
+                        let (name, outcome) = (run.name.as_str(), run.to_json().to_string());
+                        let outcome = outcome.as_str();
+                        emit_all(targets(), &peers, "AutomationRun", move |e| async move {
+                            Daemon1::automation_run(&e, name, outcome).await
+                        })
+                        .await;
+                    }
+                    Event::Automation(automations::AutomationEvent::ApprovalRequested(request)) => {
+                        let (id, details) = (
+                            request.approval_id.as_str(),
+                            serde_json::to_string(&*request).unwrap_or_default(),
+                        );
+                        let details = details.as_str();
+                        emit_all(targets(), &peers, "ApprovalRequested", move |e| async move {
                         Daemon1::approval_requested(&e, id, details).await
                     })
                     .await;
+                    }
+                    Event::Bus(_)
+                    | Event::Activity(_)
+                    | Event::Lagged { .. }
+                    | Event::Automation(
+                        automations::AutomationEvent::Listed(_)
+                        | automations::AutomationEvent::ApprovalClosed { .. },
+                    ) => {}
                 }
-                Event::Bus(_)
-                | Event::Activity(_)
-                | Event::Lagged { .. }
-                | Event::Automation(
-                    automations::AutomationEvent::Listed(_)
-                    | automations::AutomationEvent::ApprovalClosed { .. },
-                ) => {}
             }
-        }
-        // Stop being found by name first, so no new call arrives, then let
-        // the calls already running finish.
-        if let Some(conn) = &conn
-            && let Err(e) = conn.release_name(NAME).await
-        {
-            tracing::debug!(error = %e, "cannot release the D-Bus name");
-        }
-        calls.close();
-        if tokio::time::timeout(CALL_GRACE, calls.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!("D-Bus calls still running after {CALL_GRACE:?}; stopping anyway");
-        }
-    };
+            // Stop being found by name first, so no new call arrives, then let
+            // the calls already running finish.
+            if let Some(conn) = &conn
+                && let Err(e) = conn.release_name(NAME).await
+            {
+                tracing::debug!(error = %e, "cannot release the D-Bus name");
+            }
+            calls.close();
+            if tokio::time::timeout(CALL_GRACE, calls.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!("D-Bus calls still running after {CALL_GRACE:?}; stopping anyway");
+            }
+        };
     // The socket stops accepting at `shutdown` too, and closes each
     // connection once the calls are done.
     tokio::join!(signals, socket.serve(shutdown.clone()));

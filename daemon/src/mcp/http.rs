@@ -188,8 +188,7 @@ pub(crate) async fn serve(
                         Ok(response.map(|body| {
                             body.map_frame(|frame| {
                                 frame.map_data(|data| {
-                                    super::jsonrpc::outbound_sse(&data)
-                                        .map_or(data, Bytes::from)
+                                    super::jsonrpc::outbound_sse(&data).map_or(data, Bytes::from)
                                 })
                             })
                             .boxed()

@@ -224,7 +224,10 @@ mod tests {
         let event = format!("event: message\r\ndata: {asked}\r\nid: 0/4\r\n\r\n");
         let rewritten = String::from_utf8(outbound_sse(event.as_bytes()).unwrap()).unwrap();
         assert!(!rewritten.contains("progressToken"), "{rewritten}");
-        assert!(rewritten.starts_with("event: message\r\ndata: {"), "{rewritten}");
+        assert!(
+            rewritten.starts_with("event: message\r\ndata: {"),
+            "{rewritten}"
+        );
         assert!(rewritten.ends_with("}\r\nid: 0/4\r\n\r\n"), "{rewritten}");
         // A chunk cut inside the message is left as it is.
         let cut = &event.as_bytes()[..event.len() - 20];

@@ -52,8 +52,8 @@ pub(crate) mod discovery;
 mod router;
 pub(crate) mod topics;
 
-use crate::assistant::{self, Assistant, Origin};
 use crate::approvals::{self, Approvals};
+use crate::assistant::{self, Assistant, Origin};
 use crate::automations::Automations;
 use crate::config::{BrokerTarget, MqttSettings};
 use crate::delivery::{DeliveryStore, Interrupted};

@@ -1792,18 +1792,23 @@ mod tests {
             })
             .flatten()
             .collect();
-        assert!(filters.contains(&"homeassistant/status".to_owned()), "{filters:?}");
+        assert!(
+            filters.contains(&"homeassistant/status".to_owned()),
+            "{filters:?}"
+        );
         let birth = r.step(Input::Inbound(&msg("homeassistant/status", "online")));
         assert!(matches!(birth[0], Action::Ack));
         let out = published(&birth);
-        let config_topics = |device: &str| {
-            discovery::config_topics("homeassistant", r.topics(), device)
-        };
+        let config_topics =
+            |device: &str| discovery::config_topics("homeassistant", r.topics(), device);
         for device in ["old", "older"] {
             for topic in config_topics(device) {
                 let sent: Vec<_> = out.iter().filter(|(t, _, _)| *t == topic).collect();
                 assert_eq!(sent.len(), 2, "{topic}: {sent:?}");
-                assert!(!sent[0].1.is_empty() && !sent[0].2, "the config, not retained");
+                assert!(
+                    !sent[0].1.is_empty() && !sent[0].2,
+                    "the config, not retained"
+                );
                 assert!(sent[1].1.is_empty() && sent[1].2, "then its clearing");
             }
         }

@@ -10,8 +10,6 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-
-
 const DEADLINE: Duration = Duration::from_secs(30);
 
 fn sim_command(args: &[&str]) -> Command {

@@ -22,8 +22,6 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-
-
 const DEADLINE: Duration = Duration::from_secs(20);
 
 /// An MQTT client whose event loop runs in a task; publishes it receives

@@ -2,7 +2,7 @@
 //! server against the sim, the sim binary itself, and the companion protocol
 //! over a real mosquitto.
 
-mod common;
 mod adb_real;
 mod binary;
+mod common;
 mod companion_mqtt;

@@ -236,8 +236,7 @@ action = { kind = "call", device = "phone", service = "wifi_automation", action 
     );
     assert_eq!(approved["ok"], true, "{approved}");
     // Answered: its topic is cleared.
-    r.probe
-        .wait_last(&topic, WAIT, |m| m.payload.is_empty());
+    r.probe.wait_last(&topic, WAIT, |m| m.payload.is_empty());
     r.wait_status("wifi_off", "success", 1);
     assert!(r.ran("wifi") > before, "the phone ran the Wi-Fi change");
     assert_eq!(r.sim.state()["wifi"]["enabled"], false, "{}", r.sim.state());

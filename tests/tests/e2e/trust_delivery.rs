@@ -606,7 +606,9 @@ fn the_cli_waits_for_a_change_queued_behind_a_slow_one() {
     let log: Vec<Vec<String>> = sim
         .commands()
         .into_iter()
-        .filter(|argv| argv.len() == 5 && argv[..4] == ["settings", "put", "system", "screen_brightness"])
+        .filter(|argv| {
+            argv.len() == 5 && argv[..4] == ["settings", "put", "system", "screen_brightness"]
+        })
         .collect();
     assert_eq!(log.len(), 2, "each change ran once: {log:?}");
 }
