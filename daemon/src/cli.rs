@@ -530,7 +530,13 @@ async fn status(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
         Ok(status) => status,
         Err(e) => return fail_as(&e, as_json),
     };
+    let server = config.adb.server;
+    let reach = crate::adb_reach::other_users(server).await;
     if as_json {
+        let mut status = status;
+        let mut adb = json!(reach);
+        adb["address"] = json!(server.to_string());
+        status["adb_server"] = adb;
         print_json(&status);
         return ExitCode::SUCCESS;
     }
@@ -578,6 +584,9 @@ async fn status(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
                 outcome
             );
         }
+    }
+    if let Some(line) = reach.line(server) {
+        outln!("{line}");
     }
     ExitCode::SUCCESS
 }

@@ -43,6 +43,7 @@ mod output {
 }
 
 mod accept; // The accept loop of the metrics and MCP HTTP servers.
+mod adb_reach; // Whether other local users can reach the adb server (`status`, as root).
 mod agent_cli;
 mod approvals; // One approval list: the agent's and the automations' requests.
 mod assistant; // The LLM agent in the daemon (docs/agent.md).

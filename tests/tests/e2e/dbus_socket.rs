@@ -124,6 +124,33 @@ fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
         status["devices"][0]["services"]["battery"]["state"], "success",
         "{status}"
     );
+    // Run as root (as CI runs), `status` checks whether another user can
+    // reach the adb server by connecting as `nobody`: here nothing stops
+    // it, and it says so. As another user it says nothing of it.
+    // (The CLI finds the test's adb server as the daemon does, by its
+    // `[adb] server`.)
+    let server = format!("127.0.0.1:{}", r.adb.port);
+    let status_of_adb = |args: &[&str]| {
+        let mut cmd = Command::new(binary("droidwarden"));
+        cmd.arg("--config")
+            .arg(r.daemon.config_path())
+            .args(args)
+            .env("HOME", r.adb.home())
+            .env("DROIDWARDEN__ADB__SERVER", &server);
+        without_bus(&mut cmd, r.runtime.path());
+        String::from_utf8_lossy(&run_with_timeout(cmd, Duration::from_secs(60)).stdout)
+            .into_owned()
+    };
+    let status: Value =
+        serde_json::from_str(&status_of_adb(&["status", "--json"])).expect("status JSON");
+    assert_eq!(status["adb_server"]["address"], server.as_str(), "{status}");
+    if droidwarden_e2e::own_uid() == Some(0) {
+        assert_eq!(status["adb_server"]["other_users"], "open", "{status}");
+        let text = status_of_adb(&["status"]);
+        assert!(text.contains("accepts other local users"), "{text}");
+    } else {
+        assert_eq!(status["adb_server"]["other_users"], "unchecked", "{status}");
+    }
 
     // The standard tools, which take any --address for a bus's, work too.
     let reply = r.gdbus("ListDevices", &[]).expect("ListDevices");
