@@ -49,7 +49,9 @@ impl Reach {
 /// `server`. Checked only as root (the check runs `setpriv` to become
 /// `nobody`), and only when the server answers root.
 pub(crate) async fn other_users(server: SocketAddrV4) -> Reach {
-    let unchecked = |why: &str| Reach::Unchecked { why: why.to_owned() };
+    let unchecked = |why: &str| Reach::Unchecked {
+        why: why.to_owned(),
+    };
     if !rustix::process::geteuid().is_root() {
         return unchecked("run as root to check whether other users can reach it");
     }

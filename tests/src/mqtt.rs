@@ -153,6 +153,17 @@ impl Drop for Mosquitto {
 /// the kernel's choosing; [`Daemon::embedded_broker_port`] tells which.
 pub const ANY_BROKER_PORT: &str = "[broker]\nlisten = \"127.0.0.1:0\"\n";
 
+/// What a CLI run ended with and printed.
+#[derive(Debug, Clone)]
+pub struct CliRun {
+    /// Its exit code (-1: killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
 /// `droidwarden daemon` as a process, stopped with SIGTERM on drop.
 #[derive(Debug)]
 pub struct Daemon {
@@ -236,6 +247,23 @@ impl Daemon {
     /// The configuration file the daemon runs with.
     pub fn config_path(&self) -> &std::path::Path {
         self._config.path()
+    }
+
+    /// `droidwarden ARGS` on this daemon's configuration with no bus to
+    /// be found (the CLI reaches the daemon on its private socket, as
+    /// [`Daemon::start_without_bus`] with the same `runtime` offers it),
+    /// pointed at `adb`'s server. Bounded by a minute and a half.
+    pub fn cli_without_bus(&self, adb: &AdbServer, runtime: &Path, args: &[&str]) -> CliRun {
+        let mut cmd = Command::new(binary("droidwarden"));
+        cmd.arg("--config").arg(self.config_path()).args(args);
+        adb.client_env(&mut cmd);
+        crate::dbus::without_bus(&mut cmd, runtime);
+        let out = crate::run_with_timeout(cmd, Duration::from_secs(90));
+        CliRun {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
     }
 
     /// Run `droidwarden mqtt-user ARGS` on this daemon's configuration

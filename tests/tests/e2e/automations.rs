@@ -618,18 +618,8 @@ fn the_cli_manages_automations_through_the_daemon() {
     let socket = daemon.state_dir.path().join("api.sock");
     wait_for("the socket", WAIT, || socket.exists().then_some(()));
     let cli = |args: &[&str]| {
-        let mut cmd = Command::new(binary("droidwarden"));
-        cmd.arg("--config")
-            .arg(daemon.config_path())
-            .args(args)
-            .env("HOME", adb.home());
-        droidwarden_e2e::dbus::without_bus(&mut cmd, runtime.path());
-        let out = run_with_timeout(cmd, Duration::from_secs(60));
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let run = daemon.cli_without_bus(&adb, runtime.path(), args);
+        (run.code, run.stdout, run.stderr)
     };
     let json = |args: &[&str]| -> Value {
         let (code, out, err) = cli(args);

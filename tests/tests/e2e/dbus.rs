@@ -636,8 +636,8 @@ fn the_system_bus_policy_limits_owning_and_calling() {
     // The agent's methods: anyone may list approvals (this daemon has no
     // model, so only automations could wait: none does); acting and
     // reading conversations is for the group.
-    let listed = outsider("org.droidwarden.Daemon1.ListApprovals", &[])
-        .expect("anyone may list approvals");
+    let listed =
+        outsider("org.droidwarden.Daemon1.ListApprovals", &[]).expect("anyone may list approvals");
     assert_eq!(listed.trim(), "('[]',)", "{listed}");
     for (method, args) in [
         ("org.droidwarden.Daemon1.Ask", &["", "hello"][..]),

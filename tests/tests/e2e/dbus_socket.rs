@@ -131,15 +131,9 @@ fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
     // `[adb] server`.)
     let server = format!("127.0.0.1:{}", r.adb.port);
     let status_of_adb = |args: &[&str]| {
-        let mut cmd = Command::new(binary("droidwarden"));
-        cmd.arg("--config")
-            .arg(r.daemon.config_path())
-            .args(args)
-            .env("HOME", r.adb.home())
-            .env("DROIDWARDEN__ADB__SERVER", &server);
-        without_bus(&mut cmd, r.runtime.path());
-        String::from_utf8_lossy(&run_with_timeout(cmd, Duration::from_secs(60)).stdout)
-            .into_owned()
+        r.daemon
+            .cli_without_bus(&r.adb, r.runtime.path(), args)
+            .stdout
     };
     let status: Value =
         serde_json::from_str(&status_of_adb(&["status", "--json"])).expect("status JSON");

@@ -556,18 +556,8 @@ fn the_cli_waits_for_a_change_queued_behind_a_slow_one() {
     );
     let daemon = Daemon::start_without_bus(&adb, &config, runtime.path());
     let cli = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(droidwarden_e2e::binary("droidwarden"));
-        cmd.arg("--config")
-            .arg(daemon.config_path())
-            .args(args)
-            .env("HOME", adb.home());
-        droidwarden_e2e::dbus::without_bus(&mut cmd, runtime.path());
-        let out = droidwarden_e2e::run_with_timeout(cmd, Duration::from_secs(90));
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let run = daemon.cli_without_bus(&adb, runtime.path(), args);
+        (run.code, run.stdout, run.stderr)
     };
     wait_for("the phone online through the CLI", WAIT, || {
         let (code, out, _) = cli(&["devices", "--json"]);
