@@ -522,93 +522,9 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::FakePhone;
     use droidwarden_services::Catalogue;
     use serde_json::json;
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-    /// A device that sleeps for a configurable time and records overlap.
-    #[derive(Debug)]
-    struct FakeDevice {
-        name: &'static str,
-        online: AtomicBool,
-        queues: AtomicBool,
-        delay: Duration,
-        running: AtomicUsize,
-        max_running: AtomicUsize,
-        log: Mutex<Vec<String>>,
-        /// Offers a probe (as the ADB transport does).
-        probes: AtomicBool,
-        /// Frozen: commands and probes hang until thawed.
-        frozen: tokio::sync::watch::Sender<bool>,
-    }
-
-    impl FakeDevice {
-        fn new(name: &'static str, delay_ms: u64) -> Arc<Self> {
-            Arc::new(Self {
-                name,
-                online: AtomicBool::new(true),
-                queues: AtomicBool::new(false),
-                delay: Duration::from_millis(delay_ms),
-                running: AtomicUsize::new(0),
-                max_running: AtomicUsize::new(0),
-                log: Mutex::new(Vec::new()),
-                probes: AtomicBool::new(false),
-                frozen: tokio::sync::watch::channel(false).0,
-            })
-        }
-    }
-
-    impl Device for FakeDevice {
-        fn info(&self) -> DeviceInfo {
-            DeviceInfo {
-                name: DeviceName::try_from(self.name).unwrap(),
-                transport: TransportKind::Adb,
-                online: self.online.load(Ordering::SeqCst),
-                serial: self.name.into(),
-                model: None,
-                state_detail: None,
-            }
-        }
-
-        fn execute<'a>(
-            &'a self,
-            command: &'a Command,
-        ) -> BoxFuture<'a, Result<Value, BridgeError>> {
-            Box::pin(async move {
-                self.thawed().await;
-                let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
-                self.max_running.fetch_max(now, Ordering::SeqCst);
-                tokio::time::sleep(self.delay).await;
-                self.running.fetch_sub(1, Ordering::SeqCst);
-                self.log
-                    .lock()
-                    .unwrap()
-                    .push(command.action_name().to_owned());
-                Ok(json!({"ok": true}))
-            })
-        }
-
-        fn queues_while_offline(&self) -> bool {
-            self.queues.load(Ordering::SeqCst)
-        }
-
-        fn probe(&self) -> Option<BoxFuture<'_, Result<(), BridgeError>>> {
-            self.probes.load(Ordering::SeqCst).then(|| {
-                Box::pin(async move {
-                    self.thawed().await;
-                    self.log.lock().unwrap().push("probe".into());
-                    Ok(())
-                }) as BoxFuture<'_, _>
-            })
-        }
-    }
-
-    impl FakeDevice {
-        async fn thawed(&self) {
-            let _ = self.frozen.subscribe().wait_for(|frozen| !frozen).await;
-        }
-    }
 
     fn cmd(service: &str, action: &str, params: Value) -> Command {
         Catalogue::get().parse(service, action, &params).unwrap()
@@ -616,20 +532,20 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn mutations_on_one_device_run_one_at_a_time_reads_alongside() {
-        let dev = FakeDevice::new("p", 100);
+        let dev = FakePhone::new("p", Duration::from_millis(100));
         let handle = DeviceHandle::new(dev.clone(), Duration::from_secs(10));
         let set = cmd("screen_control", "set_brightness", json!({"level": 5}));
         let (a, b) = tokio::join!(handle.call(&set), handle.call(&set));
         a.unwrap();
         b.unwrap();
-        assert_eq!(dev.max_running.load(Ordering::SeqCst), 1);
+        assert_eq!(dev.max_running(), 1);
 
         let read = cmd("battery", "status", json!({}));
         let (a, b, c) = tokio::join!(handle.call(&read), handle.call(&read), handle.call(&set));
         a.unwrap();
         b.unwrap();
         c.unwrap();
-        assert_eq!(dev.max_running.load(Ordering::SeqCst), 3);
+        assert_eq!(dev.max_running(), 3);
     }
 
     /// After a timeout nothing more goes into the phone until a probe read
@@ -640,12 +556,12 @@ mod tests {
     async fn a_phone_whose_call_timed_out_gets_nothing_more_until_a_probe_answers() {
         let registry = Registry::new();
         let mut events = registry.subscribe();
-        let dev = FakeDevice::new("p", 10);
-        dev.probes.store(true, Ordering::SeqCst);
+        let dev = FakePhone::new("p", Duration::from_millis(10));
+        dev.set_probes(true);
         registry.insert(DeviceHandle::new(dev.clone(), Duration::from_secs(10)));
         let handle = registry.get("p").unwrap();
         let set = |level: i64| cmd("screen_control", "set_brightness", json!({"level": level}));
-        dev.frozen.send_replace(true);
+        dev.set_frozen(true);
         let code = |r: Result<Value, BridgeError>| r.unwrap_err().code();
         assert_eq!(
             code(handle.call(&set(1)).await),
@@ -672,17 +588,17 @@ mod tests {
         // The phone resumes: the next change probes, the probe answers,
         // and it goes (the timed-out change was dropped unsent here; on a
         // real phone adbd may still run it, which is why nothing followed it).
-        dev.frozen.send_replace(false);
+        dev.set_frozen(false);
         handle.call(&set(3)).await.unwrap();
         assert!(handle.info().online);
         assert!(matches!(
             events.try_recv().unwrap(),
             DeviceEvent::Availability { online: true, .. }
         ));
-        let log = dev.log.lock().unwrap().clone();
+        let log = dev.log();
         assert_eq!(
             log,
-            ["probe", "set_brightness"],
+            ["probe", "screen_control.set_brightness"],
             "only the third change was sent after the freeze"
         );
     }
@@ -692,8 +608,8 @@ mod tests {
     /// run.
     #[tokio::test(start_paused = true)]
     async fn a_change_that_never_got_its_turn_is_busy_not_timed_out() {
-        let dev = FakeDevice::new("p", 900);
-        dev.probes.store(true, Ordering::SeqCst);
+        let dev = FakePhone::new("p", Duration::from_millis(900));
+        dev.set_probes(true);
         let handle = DeviceHandle::new(dev.clone(), Duration::from_secs(1));
         let set = cmd("screen_control", "set_brightness", json!({"level": 5}));
         let (a, b) = tokio::join!(handle.call(&set), async {
@@ -708,9 +624,9 @@ mod tests {
         // … but one that runs out before its turn comes (here: behind a
         // change that timed out on a frozen phone, and a probe that does
         // not answer) was never sent: busy.
-        let slow = FakeDevice::new("q", 3_000);
-        slow.probes.store(true, Ordering::SeqCst);
-        slow.frozen.send_replace(true);
+        let slow = FakePhone::new("q", Duration::from_millis(3_000));
+        slow.set_probes(true);
+        slow.set_frozen(true);
         let handle = DeviceHandle::new(slow.clone(), Duration::from_secs(1));
         let (a, b) = tokio::join!(handle.call(&set), async {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -727,7 +643,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_slow_call_times_out() {
-        let handle = DeviceHandle::new(FakeDevice::new("p", 5_000), Duration::from_secs(1));
+        let handle = DeviceHandle::new(FakePhone::new("p", Duration::from_millis(5_000)), Duration::from_secs(1));
         let err = handle
             .call(&cmd("battery", "status", json!({})))
             .await
@@ -738,7 +654,7 @@ mod tests {
 
     #[tokio::test]
     async fn offline_and_unsupported_are_refused_before_the_device_is_touched() {
-        let dev = FakeDevice::new("p", 0);
+        let dev = FakePhone::new("p", Duration::from_millis(0));
         let handle = DeviceHandle::new(dev.clone(), Duration::from_secs(1));
         let err = handle
             .call(&cmd("camera_control", "take_photo", json!({})))
@@ -748,30 +664,30 @@ mod tests {
             err.code(),
             droidwarden_services::ErrorCode::UnsupportedAction
         );
-        dev.online.store(false, Ordering::SeqCst);
+        dev.set_online(false);
         let err = handle
             .call(&cmd("battery", "status", json!({})))
             .await
             .unwrap_err();
         assert_eq!(err.code(), droidwarden_services::ErrorCode::DeviceOffline);
-        assert!(dev.log.lock().unwrap().is_empty());
+        assert!(dev.log().is_empty());
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_device_that_queues_while_offline_is_called_and_still_bounded_by_the_timeout() {
-        let dev = FakeDevice::new("p", 0);
-        dev.online.store(false, Ordering::SeqCst);
-        dev.queues.store(true, Ordering::SeqCst);
+        let dev = FakePhone::new("p", Duration::from_millis(0));
+        dev.set_online(false);
+        dev.set_queues_while_offline(true);
         let handle = DeviceHandle::new(dev.clone(), Duration::from_secs(1));
         handle
             .call(&cmd("battery", "status", json!({})))
             .await
             .unwrap();
-        assert_eq!(dev.log.lock().unwrap().as_slice(), ["status"]);
+        assert_eq!(dev.log(), ["battery.status"]);
 
-        let slow = FakeDevice::new("q", 5_000);
-        slow.online.store(false, Ordering::SeqCst);
-        slow.queues.store(true, Ordering::SeqCst);
+        let slow = FakePhone::new("q", Duration::from_millis(5_000));
+        slow.set_online(false);
+        slow.set_queues_while_offline(true);
         let handle = DeviceHandle::new(slow, Duration::from_secs(1));
         let err = handle
             .call(&cmd("battery", "status", json!({})))
@@ -788,10 +704,10 @@ mod tests {
             reg.select(None).unwrap_err().code(),
             ErrorCode::DeviceNotFound
         );
-        let a = FakeDevice::new("a", 0);
+        let a = FakePhone::new("a", Duration::from_millis(0));
         reg.insert(DeviceHandle::new(a.clone(), Duration::from_secs(1)));
         assert_eq!(reg.select(None).unwrap().info().serial, "a");
-        let b = FakeDevice::new("b", 0);
+        let b = FakePhone::new("b", Duration::from_millis(0));
         reg.insert(DeviceHandle::new(b, Duration::from_secs(1)));
         assert_eq!(
             reg.select(None).unwrap_err().code(),
@@ -801,7 +717,7 @@ mod tests {
         let err = reg.select(Some("c")).unwrap_err();
         assert_eq!(err.code(), ErrorCode::DeviceNotFound);
         assert!(err.to_string().contains("a, b"), "{err}");
-        a.online.store(false, Ordering::SeqCst);
+        a.set_online(false);
         assert_eq!(reg.select(None).unwrap().info().serial, "b");
     }
 

@@ -35,6 +35,8 @@ pub mod device;
 mod error;
 #[cfg(test)]
 mod test_support;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use device::{
     Capability, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind, Turn,

@@ -179,6 +179,19 @@ pub enum ClientPacket {
         /// The released packet identifier.
         packet_id: u16,
     },
+    /// PUBREC for a QoS 2 message the broker sent: received.
+    PubRec {
+        /// The packet identifier.
+        packet_id: u16,
+        /// Reason code (MQTT 5; 0 otherwise): 0x80 and above, the client
+        /// refused the message and the exchange ends there.
+        reason: u8,
+    },
+    /// PUBCOMP, the end of a QoS 2 message the broker sent.
+    PubComp {
+        /// The packet identifier.
+        packet_id: u16,
+    },
     /// SUBSCRIBE.
     Subscribe(Subscribe),
     /// UNSUBSCRIBE.
@@ -377,6 +390,13 @@ pub enum ServerPacket {
         /// Reason code (MQTT 5 only).
         reason: u8,
     },
+    /// PUBREL, the second step of a QoS 2 message the broker sent.
+    PubRel {
+        /// Packet identifier.
+        packet_id: u16,
+        /// Reason code (MQTT 5 only).
+        reason: u8,
+    },
     /// SUBACK.
     SubAck {
         /// Packet identifier.
@@ -482,11 +502,13 @@ pub fn decode(
         (6, 2) => ClientPacket::PubRel {
             packet_id: decode_ack(&mut r, v5)?,
         },
-        (5 | 7, 0) => {
-            return Err(DecodeError::Protocol(
-                "PUBREC or PUBCOMP for a QoS 2 message the broker never sends",
-            ));
+        (5, 0) => {
+            let (packet_id, reason) = decode_ack_with_reason(&mut r, v5)?;
+            ClientPacket::PubRec { packet_id, reason }
         }
+        (7, 0) => ClientPacket::PubComp {
+            packet_id: decode_ack(&mut r, v5)?,
+        },
         (8, 2) => ClientPacket::Subscribe(decode_subscribe(&mut r, v5)?),
         (10, 2) => ClientPacket::Unsubscribe(decode_unsubscribe(&mut r, v5)?),
         (12, 0) => ClientPacket::PingReq,
@@ -814,17 +836,24 @@ fn decode_publish(r: &mut Reader, flags: u8, v5: bool) -> Result<Publish, Decode
 /// PUBACK and PUBREL: a packet identifier, and in MQTT 5 an optional reason
 /// code and properties, which the broker does not act on.
 fn decode_ack(r: &mut Reader, v5: bool) -> Result<u16, DecodeError> {
+    decode_ack_with_reason(r, v5).map(|(packet_id, _)| packet_id)
+}
+
+/// An acknowledgement's packet identifier and reason code (0, success,
+/// when left out, and always before MQTT 5).
+fn decode_ack_with_reason(r: &mut Reader, v5: bool) -> Result<(u16, u8), DecodeError> {
     let packet_id = r.u16()?;
     if packet_id == 0 {
         return Err(DecodeError::Malformed("packet identifier 0"));
     }
+    let mut reason = 0;
     if v5 && !r.is_empty() {
-        let _reason = r.u8()?;
+        reason = r.u8()?;
         if !r.is_empty() {
             read_properties(r, &[0x1F, 0x26])?;
         }
     }
-    Ok(packet_id)
+    Ok((packet_id, reason))
 }
 
 fn decode_subscribe(r: &mut Reader, v5: bool) -> Result<Subscribe, DecodeError> {
@@ -1039,6 +1068,7 @@ impl ServerPacket {
             ServerPacket::PubAck { .. } => 0x40,
             ServerPacket::PubRec { .. } => 0x50,
             ServerPacket::PubComp { .. } => 0x70,
+            ServerPacket::PubRel { .. } => 0x62,
             ServerPacket::SubAck { .. } => 0x90,
             ServerPacket::UnsubAck { .. } => 0xB0,
             ServerPacket::PingResp => 0xD0,
@@ -1113,7 +1143,8 @@ impl ServerPacket {
             }
             ServerPacket::PubAck { packet_id, reason }
             | ServerPacket::PubRec { packet_id, reason }
-            | ServerPacket::PubComp { packet_id, reason } => {
+            | ServerPacket::PubComp { packet_id, reason }
+            | ServerPacket::PubRel { packet_id, reason } => {
                 s.u16(*packet_id);
                 // MQTT 5 lets a success code and empty properties be left out.
                 if v5 && *reason != reason::SUCCESS {

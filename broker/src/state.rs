@@ -382,8 +382,13 @@ struct Session {
     grants: Arc<Grants>,
     subscriptions: BTreeMap<String, Subscription>,
     will: Option<LastWill>,
-    /// Sent QoS 1 messages awaiting PUBACK, oldest first.
+    /// Sent QoS 1 and 2 messages awaiting PUBACK (QoS 1) or PUBREC and
+    /// then PUBCOMP (QoS 2), oldest first.
     inflight: VecDeque<(u16, Outgoing)>,
+    /// The QoS 2 messages among them whose PUBREC came: PUBREL was sent,
+    /// PUBCOMP awaited (after a reconnection, PUBREL is sent again, not the
+    /// message).
+    released: HashSet<u16>,
     /// QoS 1 messages waiting for room in the in-flight window.
     queue: VecDeque<Outgoing>,
     /// Publishers held back until `queue` is within [`Limits::max_queued`]
@@ -412,6 +417,7 @@ impl Session {
             subscriptions: BTreeMap::new(),
             will: None,
             inflight: VecDeque::new(),
+            released: HashSet::new(),
             queue: VecDeque::new(),
             holding: Vec::new(),
             holding_since: None,
@@ -475,15 +481,55 @@ impl Session {
         }
     }
 
-    /// Resends unacknowledged messages after the client came back.
+    /// Resends unacknowledged messages after the client came back (and
+    /// PUBREL for QoS 2 messages it had received).
     fn resume(&mut self, now: Instant, limits: &Limits, out: &mut Vec<Action>) {
         let inflight = std::mem::take(&mut self.inflight);
         for (packet_id, o) in inflight {
-            if self.send(now, &o, packet_id, true, out) {
+            if self.released.contains(&packet_id) {
+                if let Some(conn) = self.conn {
+                    out.push(Action::Send {
+                        conn,
+                        packet: ServerPacket::PubRel {
+                            packet_id,
+                            reason: reason::SUCCESS,
+                        },
+                    });
+                }
                 self.inflight.push_back((packet_id, o));
+            } else if self.send(now, &o, packet_id, true, out) {
+                self.inflight.push_back((packet_id, o));
+            } else {
+                self.released.remove(&packet_id);
             }
         }
         self.pump(now, limits, out);
+    }
+
+    /// The client is done with message `packet_id` (PUBACK for QoS 1,
+    /// PUBCOMP or a refusing PUBREC for QoS 2): it leaves the window, and
+    /// queued messages move in. True when it was in flight.
+    fn acknowledged(
+        &mut self,
+        now: Instant,
+        packet_id: u16,
+        qos: QoS,
+        limits: &Limits,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let before = self.inflight.len();
+        self.inflight
+            .retain(|(id, o)| !(*id == packet_id && o.qos == qos));
+        let done = self.inflight.len() < before;
+        if done {
+            self.released.remove(&packet_id);
+            if self.holding_since.is_some() {
+                // Progress: the client is slow, not stuck.
+                self.holding_since = Some(now);
+            }
+            self.pump(now, limits, out);
+        }
+        done
     }
 
     /// Sends one PUBLISH if the client is connected. Returns false when the
@@ -921,13 +967,43 @@ impl Broker {
             ClientPacket::Publish(p) => self.publish(now, conn, &client_id, p, out),
             ClientPacket::PubAck { packet_id } => {
                 if let Some(session) = self.sessions.get_mut(&client_id) {
-                    let before = session.inflight.len();
-                    session.inflight.retain(|(id, _)| *id != packet_id);
-                    if session.inflight.len() < before && session.holding_since.is_some() {
-                        // Progress: the client is slow, not stuck.
-                        session.holding_since = Some(now);
-                    }
-                    session.pump(now, &self.limits, out);
+                    session.acknowledged(now, packet_id, QoS::AtLeastOnce, &self.limits, out);
+                }
+                self.release(&client_id, false, out);
+            }
+            ClientPacket::PubRec {
+                packet_id,
+                reason: code,
+            } => {
+                let Some(session) = self.sessions.get_mut(&client_id) else {
+                    return;
+                };
+                let sent = session
+                    .inflight
+                    .iter()
+                    .any(|(id, o)| *id == packet_id && o.qos == QoS::ExactlyOnce);
+                if code >= 0x80 {
+                    // The client refused it: the exchange ends here.
+                    session.acknowledged(now, packet_id, QoS::ExactlyOnce, &self.limits, out);
+                    self.release(&client_id, false, out);
+                    return;
+                }
+                let reason = if sent {
+                    session.released.insert(packet_id);
+                    reason::SUCCESS
+                } else {
+                    reason::PACKET_IDENTIFIER_NOT_FOUND
+                };
+                out.push(Action::Send {
+                    conn,
+                    packet: ServerPacket::PubRel { packet_id, reason },
+                });
+            }
+            ClientPacket::PubComp { packet_id } => {
+                if let Some(session) = self.sessions.get_mut(&client_id)
+                    && session.released.contains(&packet_id)
+                {
+                    session.acknowledged(now, packet_id, QoS::ExactlyOnce, &self.limits, out);
                 }
                 self.release(&client_id, false, out);
             }
@@ -1228,7 +1304,7 @@ impl Broker {
                 refusal,
             })
         };
-        for (filter, mut options) in s.filters {
+        for (filter, options) in s.filters {
             let failure = if topic::validate_filter(&filter).is_err() {
                 Some(reason::TOPIC_FILTER_INVALID)
             } else if filter.starts_with("$share/") {
@@ -1252,8 +1328,6 @@ impl Broker {
                 codes.push(if v5 { code } else { reason::UNSPECIFIED_ERROR });
                 continue;
             }
-            // QoS 2 is never sent: a subscription gets at most QoS 1.
-            options.qos = options.qos.min(QoS::AtLeastOnce);
             codes.push(options.qos as u8);
             let existed = session
                 .subscriptions

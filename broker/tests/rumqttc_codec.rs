@@ -497,9 +497,16 @@ fn cases() -> Vec<Case> {
             R::Accepted,
         ),
         case(
-            "MQTT 5 PUBREC from a client (the broker sends no QoS 2)",
+            "MQTT 5 PUBREC from a client (for a QoS 2 message the broker sent)",
             v5,
             packet(0x50, &[0, 1]),
+            O::Accepted,
+            R::Accepted,
+        ),
+        case(
+            "MQTT 5 PUBREC from a client: packet identifier 0",
+            v5,
+            packet(0x50, &[0, 0]),
             O::Refused,
             R::Accepted,
         ),

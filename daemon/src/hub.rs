@@ -671,52 +671,12 @@ fn not_sent(device: &DeviceHandle, why: String) -> WireError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use droidwarden_bridge::device::BoxFuture;
-    use droidwarden_bridge::{BridgeError, Device, DeviceInfo, TransportKind};
+    use droidwarden_bridge::testing::FakePhone;
     use serde_json::json;
 
-    /// A phone whose every command takes `delay` and answers `{}`-ish
-    /// results good enough for state reads.
-    #[derive(Debug)]
-    struct SlowPhone {
-        delay: Duration,
-        log: Mutex<Vec<String>>,
-    }
-
-    impl Device for SlowPhone {
-        fn info(&self) -> DeviceInfo {
-            DeviceInfo {
-                name: DeviceName::try_from("phone").unwrap(),
-                transport: TransportKind::Adb,
-                online: true,
-                serial: "phone".into(),
-                model: None,
-                state_detail: None,
-            }
-        }
-
-        fn execute<'a>(
-            &'a self,
-            command: &'a Command,
-        ) -> BoxFuture<'a, Result<Value, BridgeError>> {
-            Box::pin(async move {
-                tokio::time::sleep(self.delay).await;
-                self.log.lock().unwrap().push(format!(
-                    "{}.{}",
-                    command.service_id(),
-                    command.action_name()
-                ));
-                Ok(json!({"brightness": 5}))
-            })
-        }
-    }
-
-    fn hub(delay_ms: u64) -> (Hub, Arc<SlowPhone>) {
+    fn hub(delay_ms: u64) -> (Hub, Arc<FakePhone>) {
         let registry = Arc::new(Registry::new());
-        let phone = Arc::new(SlowPhone {
-            delay: Duration::from_millis(delay_ms),
-            log: Mutex::default(),
-        });
+        let phone = FakePhone::new("phone", Duration::from_millis(delay_ms));
         registry.insert(DeviceHandle::new(phone.clone(), Duration::from_secs(600)));
         (Hub::new(registry, None), phone)
     }
@@ -760,7 +720,7 @@ mod tests {
         }
         // Let the last refresh run.
         tokio::time::sleep(Duration::from_secs(5)).await;
-        let log = phone.log.lock().unwrap().clone();
+        let log = phone.log();
         let changes = log.iter().filter(|l| l.ends_with("set_brightness")).count();
         let reads = log.len() - changes;
         assert_eq!(changes, MAX_WAITING + 10);

@@ -207,7 +207,7 @@ fn routes_through_wildcards_with_granted_qos() {
         conn: 1,
         packet: ServerPacket::SubAck {
             packet_id: 1,
-            codes: vec![1]
+            codes: vec![2]
         }
     }));
     h.subscribe(2, "home/#", QoS::AtMostOnce);
@@ -508,6 +508,104 @@ fn qos2_from_a_client_is_delivered_once() {
             }
         }]
     );
+}
+
+/// QoS 2 towards a subscriber: PUBLISH, PUBREC, PUBREL, PUBCOMP; the
+/// message holds its place in the window until PUBCOMP, and after a
+/// reconnection a received one gets its PUBREL again (not the message), a
+/// sent one the message again (DUP). A PUBREC that refuses ends it; one
+/// for an unknown id is answered "not found".
+#[test]
+fn qos2_to_a_subscriber_completes_in_four_steps_across_a_reconnection() {
+    let mut h = Harness::new();
+    let persistent = |c: &mut Connect| {
+        c.version = V5;
+        c.clean_start = false;
+        c.client_id = "ha".into();
+        c.properties.session_expiry_interval = 600;
+        c.properties.receive_maximum = 1;
+    };
+    h.connect_with(1, persistent);
+    h.subscribe(1, "t", QoS::ExactlyOnce);
+    h.connect(2, V3);
+    // The publisher's own QoS 2 exchanges each end with its PUBREL (the
+    // harness's publishes all use packet identifier 7).
+    let publish2 = |h: &mut Harness, payload: &str| {
+        let actions = h.publish(2, "t", payload, QoS::ExactlyOnce, false);
+        h.packet(2, ClientPacket::PubRel { packet_id: 7 });
+        actions
+    };
+    let first = publish2(&mut h, "a");
+    let sent: Vec<_> = publishes(&first, 1).cloned().collect();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].qos, QoS::ExactlyOnce);
+    let id = sent[0].packet_id;
+    // Receive Maximum 1: the next waits for PUBCOMP, not PUBREC.
+    assert!(published(&publish2(&mut h, "b"), 1).is_empty());
+    let rec = h.packet(1, ClientPacket::PubRec { packet_id: id, reason: 0 });
+    assert_eq!(
+        rec,
+        vec![Action::Send {
+            conn: 1,
+            packet: ServerPacket::PubRel {
+                packet_id: id,
+                reason: 0
+            }
+        }]
+    );
+    // A PUBACK is not the end of a QoS 2 message.
+    assert!(published(&h.packet(1, ClientPacket::PubAck { packet_id: id }), 1).is_empty());
+    // Away and back before PUBCOMP: PUBREL again, not the message.
+    h.step(Input::Lost {
+        conn: 1,
+        cause: LossCause::PeerClosed,
+    });
+    let back = h.connect_with(3, persistent);
+    assert!(connack(&back).session_present);
+    assert!(back.contains(&Action::Send {
+        conn: 3,
+        packet: ServerPacket::PubRel {
+            packet_id: id,
+            reason: 0
+        }
+    }));
+    assert!(published(&back, 3).is_empty(), "{back:?}");
+    // PUBCOMP: "b" takes its place in the window.
+    let comp = h.packet(3, ClientPacket::PubComp { packet_id: id });
+    let next: Vec<_> = publishes(&comp, 3).cloned().collect();
+    assert_eq!(next.len(), 1, "{comp:?}");
+    assert_eq!(String::from_utf8_lossy(&next[0].payload), "b");
+    // Away before PUBREC: the message again, as a duplicate.
+    h.step(Input::Lost {
+        conn: 3,
+        cause: LossCause::PeerClosed,
+    });
+    let again = h.connect_with(4, persistent);
+    let resent: Vec<_> = publishes(&again, 4).cloned().collect();
+    assert_eq!(resent.len(), 1);
+    assert!(resent[0].dup && resent[0].qos == QoS::ExactlyOnce);
+    // A refusing PUBREC ends it without PUBREL; an unknown id is "not found".
+    let refused = h.packet(
+        4,
+        ClientPacket::PubRec {
+            packet_id: resent[0].packet_id,
+            reason: 0x80,
+        },
+    );
+    assert!(refused.is_empty(), "{refused:?}");
+    let unknown = h.packet(4, ClientPacket::PubRec { packet_id: 999, reason: 0 });
+    assert_eq!(
+        unknown,
+        vec![Action::Send {
+            conn: 4,
+            packet: ServerPacket::PubRel {
+                packet_id: 999,
+                reason: reason::PACKET_IDENTIFIER_NOT_FOUND
+            }
+        }]
+    );
+    // The window is free: the next message goes at once.
+    assert_eq!(published(&publish2(&mut h, "c"), 4).len(), 1);
 }
 
 #[test]

@@ -137,6 +137,12 @@ impl PyClient {
     fn asked(&self, n: usize) -> Value {
         let asked = self.line(n);
         assert_eq!(asked["op"], "elicited", "{asked}");
+        // The SDK puts a progress token on every request it sends; the
+        // server's form has no progress, so it is taken out.
+        assert!(
+            asked["params"]["_meta"].get("progressToken").is_none(),
+            "{asked}"
+        );
         asked
     }
 
