@@ -643,7 +643,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_slow_call_times_out() {
-        let handle = DeviceHandle::new(FakePhone::new("p", Duration::from_millis(5_000)), Duration::from_secs(1));
+        let handle = DeviceHandle::new(
+            FakePhone::new("p", Duration::from_millis(5_000)),
+            Duration::from_secs(1),
+        );
         let err = handle
             .call(&cmd("battery", "status", json!({})))
             .await

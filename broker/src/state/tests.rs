@@ -542,7 +542,13 @@ fn qos2_to_a_subscriber_completes_in_four_steps_across_a_reconnection() {
     let id = sent[0].packet_id;
     // Receive Maximum 1: the next waits for PUBCOMP, not PUBREC.
     assert!(published(&publish2(&mut h, "b"), 1).is_empty());
-    let rec = h.packet(1, ClientPacket::PubRec { packet_id: id, reason: 0 });
+    let rec = h.packet(
+        1,
+        ClientPacket::PubRec {
+            packet_id: id,
+            reason: 0,
+        },
+    );
     assert_eq!(
         rec,
         vec![Action::Send {
@@ -593,7 +599,13 @@ fn qos2_to_a_subscriber_completes_in_four_steps_across_a_reconnection() {
         },
     );
     assert!(refused.is_empty(), "{refused:?}");
-    let unknown = h.packet(4, ClientPacket::PubRec { packet_id: 999, reason: 0 });
+    let unknown = h.packet(
+        4,
+        ClientPacket::PubRec {
+            packet_id: 999,
+            reason: 0,
+        },
+    );
     assert_eq!(
         unknown,
         vec![Action::Send {
