@@ -420,6 +420,9 @@ pub enum DeviceEvent {
 pub struct Registry {
     devices: RwLock<BTreeMap<DeviceName, DeviceHandle>>,
     events: broadcast::Sender<DeviceEvent>,
+    /// Why a transport reaches no phone now, by transport (`adb`: the
+    /// program is missing, the server does not answer), as it last said.
+    problems: RwLock<BTreeMap<&'static str, BridgeError>>,
 }
 
 impl Default for Registry {
@@ -438,7 +441,39 @@ impl Registry {
         Self {
             devices: RwLock::new(BTreeMap::new()),
             events,
+            problems: RwLock::new(BTreeMap::new()),
         }
+    }
+
+    /// What keeps `transport` from reaching any phone now (`None`: nothing,
+    /// it answers). A call that finds no device then gets this error
+    /// rather than "no device is online": `adb_missing`, with its advice.
+    pub fn set_problem(&self, transport: &'static str, problem: Option<BridgeError>) {
+        let mut problems = self.problems.write().unwrap_or_else(|e| e.into_inner());
+        match problem {
+            Some(problem) => problems.insert(transport, problem),
+            None => problems.remove(transport),
+        };
+    }
+
+    /// Every transport's current problem, by transport.
+    pub fn problems(&self) -> Vec<(&'static str, BridgeError)> {
+        self.problems
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(t, e)| (*t, e.clone()))
+            .collect()
+    }
+
+    /// The error that says why no device answers, when a transport has one.
+    fn why_none(&self) -> Option<BridgeError> {
+        self.problems
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .next()
+            .cloned()
     }
 
     /// Subscribe to availability changes.
@@ -493,15 +528,22 @@ impl Registry {
             return DeviceName::try_from(name)
                 .ok()
                 .and_then(|n| devices.get(&n).cloned())
-                .ok_or_else(|| BridgeError::DeviceNotFound {
-                    name: name.chars().take(80).collect(),
-                    known: known(),
+                .ok_or_else(|| {
+                    // A phone not seen yet, while a transport reaches none:
+                    // that is the reason to give.
+                    self.why_none()
+                        .unwrap_or_else(|| BridgeError::DeviceNotFound {
+                            name: name.chars().take(80).collect(),
+                            known: known(),
+                        })
                 });
         }
         let online: Vec<&DeviceHandle> = devices.values().filter(|d| d.info().online).collect();
         match online.as_slice() {
             [one] => Ok((*one).clone()),
-            [] => Err(BridgeError::NoDeviceOnline { known: known() }),
+            [] => Err(self
+                .why_none()
+                .unwrap_or_else(|| BridgeError::NoDeviceOnline { known: known() })),
             many => Err(BridgeError::DeviceAmbiguous {
                 online: many.iter().map(|d| d.info().name.to_string()).collect(),
             }),
@@ -722,6 +764,36 @@ mod tests {
         assert!(err.to_string().contains("a, b"), "{err}");
         a.set_online(false);
         assert_eq!(reg.select(None).unwrap().info().serial, "b");
+    }
+
+    /// While a transport reaches no phone, a call that finds none is told
+    /// why (adb missing, with its advice), not "no device is online".
+    #[test]
+    fn a_transport_problem_is_the_reason_no_device_answers() {
+        use droidwarden_services::ErrorCode;
+        let reg = Registry::new();
+        let missing = BridgeError::AdbMissing {
+            program: "adb".into(),
+        };
+        reg.set_problem("adb", Some(missing));
+        assert_eq!(reg.select(None).unwrap_err().code(), ErrorCode::AdbMissing);
+        assert_eq!(
+            reg.select(Some("phone")).unwrap_err().code(),
+            ErrorCode::AdbMissing
+        );
+        assert_eq!(reg.problems().len(), 1);
+        // A phone online elsewhere (a companion) still answers.
+        let a = FakePhone::new("a", Duration::ZERO);
+        reg.insert(DeviceHandle::new(a.clone(), Duration::from_secs(1)));
+        assert_eq!(reg.select(None).unwrap().info().serial, "a");
+        // Fixed: the usual answers again.
+        reg.set_problem("adb", None);
+        a.set_online(false);
+        assert_eq!(
+            reg.select(None).unwrap_err().code(),
+            ErrorCode::DeviceNotFound
+        );
+        assert!(reg.problems().is_empty());
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! MQTT 3.1, 3.1.1 and 5.0 packets, [`topic`] validates and matches topics,
 //! [`access`] says which role may publish and read which topics, and
 //! [`state::Broker`] is the broker as a state machine (sessions,
-//! subscriptions, retained messages, Will Messages, QoS 0/1, QoS 2 from
-//! clients, flow control that holds publishers back instead of dropping,
+//! subscriptions, retained messages, Will Messages, QoS 0, 1 and 2 both
+//! ways, flow control that holds publishers back instead of dropping,
 //! and access control on every publish, subscription and
 //! delivery). It does no I/O, spawns nothing and reads no clock: the
 //! daemon's `broker` module owns the sockets and tasks, checks passwords
@@ -14,8 +14,7 @@
 //!
 //! Deliberately left out, because the embedded broker listens on loopback
 //! for one household's clients: TLS, persistence across
-//! restarts, QoS 2 towards subscribers (granted as QoS 1), shared
-//! subscriptions, topic aliases and enhanced authentication (refused with
+//! restarts, shared subscriptions, topic aliases and enhanced authentication (refused with
 //! the proper MQTT 5 reason codes). `docs/embedded-broker.md` explains the
 //! choice of writing this rather than embedding an existing broker.
 

@@ -585,6 +585,13 @@ async fn status(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
             );
         }
     }
+    for problem in status["problems"].as_array().unwrap_or(&empty) {
+        outln!(
+            "{}: {}",
+            problem["transport"].as_str().unwrap_or("?"),
+            problem["error"]["message"].as_str().unwrap_or_default()
+        );
+    }
     if let Some(line) = reach.line(server) {
         outln!("{line}");
     }

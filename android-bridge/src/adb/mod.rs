@@ -85,6 +85,9 @@ pub(crate) const UNSUPPORTED: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// This transport's name among the registry's problems.
+const TRANSPORT: &str = "adb";
+
 /// The program handed to `adb_client` as "adb": it runs it before every
 /// server request on loopback, and we do not want that (see module docs).
 const NO_OP_PROGRAM: &str = "true";
@@ -394,9 +397,11 @@ impl AdbTransport {
             Ok(listed) => listed,
             Err(e) => {
                 self.mark_all_offline(&e.to_string());
+                self.registry.set_problem(TRANSPORT, Some(e.clone()));
                 return Err(e);
             }
         };
+        self.registry.set_problem(TRANSPORT, None);
         let listed = if self.connect_missing(&listed).await {
             self.list().await?
         } else {

@@ -34,7 +34,7 @@ use crate::hub::{BusEvent, CallRequest, Hub};
 use droidwarden_bridge::DeviceEvent;
 use droidwarden_services::{ErrorCode, WireError};
 use error::DbusError;
-use serde_json::Value;
+use serde_json::{Value, json};
 use status::StatusTable;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -669,8 +669,18 @@ impl Daemon1 {
     /// service) since the daemon started, as JSON.
     #[zbus(out_args("status_json"))]
     async fn status(&self) -> String {
-        let devices = self.hub.registry().list();
-        lock(&self.table).to_json(&devices).to_string()
+        let registry = self.hub.registry();
+        let devices = registry.list();
+        let mut status = lock(&self.table).to_json(&devices);
+        let problems: Vec<Value> = registry
+            .problems()
+            .into_iter()
+            .map(|(transport, e)| json!({"transport": transport, "error": e.to_wire()}))
+            .collect();
+        if !problems.is_empty() {
+            status["problems"] = json!(problems);
+        }
+        status.to_string()
     }
 
     /// Ask the agent. `session` empty: a new session. Returns the session
