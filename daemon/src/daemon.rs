@@ -166,6 +166,17 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             }
         };
     tracing::debug!(file = %delivery.path().display(), interrupted = interrupted.len(), found_empty = delivery.found_empty(), "delivery store open");
+    // From here on, a start that fails stops what it had begun, in order
+    // (`Begun::abandon`), like a shutdown does.
+    let broker_stop = CancellationToken::new();
+    let mqtt_stop = CancellationToken::new();
+    let begun = Begun {
+        shutdown: &shutdown,
+        broker_stop: &broker_stop,
+        mqtt_stop: &mqtt_stop,
+        tracker: &tracker,
+        delivery: &delivery,
+    };
     let hub = Hub::new(Arc::clone(&registry), Some(delivery.clone()))
         .with_phone_policy(config.phone_services.clone());
     let adb = Arc::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
@@ -196,7 +207,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             Err(e) => {
                 let status = agent_exit_status(&e);
                 tracing::error!(error = %e, status, "cannot start the agent");
-                return ExitCode::from(status);
+                return begun.abandon(ExitCode::from(status)).await;
             }
         },
     };
@@ -240,13 +251,12 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         }
         Err(e) => {
             tracing::error!(error = %e, "cannot start the D-Bus API");
-            return ExitCode::FAILURE;
+            return begun.abandon(ExitCode::FAILURE).await;
         }
     }
     // End of the D-Bus API.
 
     let mut mqtt_settings = config.mqtt.clone();
-    let broker_stop = CancellationToken::new();
     let mut broker_users = None;
     let mut broker_clients = None;
     if let BrokerTarget::Embedded {
@@ -272,11 +282,11 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
                     let file = config.state_dir.join(crate::mqtt_users::USERS_FILE);
                     let (status, what) = users_exit_status(&file);
                     tracing::error!(error = %format!("{e:#}"), file = %file.display(), status, "cannot set up the daemon's account on the embedded MQTT broker: {what}");
-                    return ExitCode::from(status);
+                    return begun.abandon(ExitCode::from(status)).await;
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "cannot set up the daemon's account on the embedded MQTT broker");
-                    return ExitCode::FAILURE;
+                    return begun.abandon(ExitCode::FAILURE).await;
                 }
             }
         }
@@ -313,7 +323,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             }
             Err(e) => {
                 tracing::error!(%listen, error = %e, "cannot start the embedded MQTT broker");
-                return ExitCode::FAILURE;
+                return begun.abandon(ExitCode::FAILURE).await;
             }
         }
     }
@@ -330,12 +340,11 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         Ok(pair) => pair,
         Err(e) => {
             tracing::error!(error = %e, "cannot set up MQTT");
-            return ExitCode::FAILURE;
+            return begun.abandon(ExitCode::FAILURE).await;
         }
     };
     readiness.require_watch("MQTT", link.subscribed());
     let (incoming_tx, incoming_rx) = tokio::sync::mpsc::channel(mqtt::INCOMING_CHANNEL);
-    let mqtt_stop = CancellationToken::new();
     let mut event_loop = tracker.spawn(mqtt::run_event_loop(
         Arc::clone(&link),
         eventloop,
@@ -404,7 +413,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot serve metrics");
-                return ExitCode::FAILURE;
+                return begun.abandon(ExitCode::FAILURE).await;
             }
         }
     }
@@ -413,7 +422,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         crate::mcp::start_http(&config.mcp, &hub, assistant.as_ref(), &tracker, &shutdown).await
     {
         tracing::error!(error = %e, "cannot serve MCP");
-        return ExitCode::FAILURE;
+        return begun.abandon(ExitCode::FAILURE).await;
     }
     // Every consumer of the agent's notices (MQTT, D-Bus, metrics) is
     // subscribed by now: runs a previous process left unfinished can go on.
@@ -440,7 +449,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     .await
     {
         tracing::error!(error = %e, "cannot read the automations' records");
-        return ExitCode::from(crate::EXIT_IOERR);
+        return begun.abandon(ExitCode::from(crate::EXIT_IOERR)).await;
     }
 
     let live = reload::Live {
@@ -513,6 +522,45 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     }
     tracing::info!("stopped");
     ExitCode::SUCCESS
+}
+
+/// What a start has begun once the delivery store is open, to stop in
+/// order when a later step of the start fails.
+#[derive(Debug, Clone, Copy)]
+struct Begun<'a> {
+    shutdown: &'a CancellationToken,
+    broker_stop: &'a CancellationToken,
+    mqtt_stop: &'a CancellationToken,
+    tracker: &'a TaskTracker,
+    delivery: &'a crate::delivery::DeliveryStore,
+}
+
+impl Begun<'_> {
+    /// A later step of the start failed (already logged): stop every task
+    /// begun so far and wait for them (bounded), close the delivery store
+    /// (committed, checkpointed), and exit with `status`, as a shutdown
+    /// would, rather than leave it all to the process's end.
+    async fn abandon(self, status: ExitCode) -> ExitCode {
+        self.shutdown.cancel();
+        self.mqtt_stop.cancel();
+        self.broker_stop.cancel();
+        match tokio::time::timeout(FLUSH_GRACE, self.delivery.close()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the delivery store could not be closed cleanly");
+            }
+            Err(_) => tracing::warn!("the delivery store was not closed within {FLUSH_GRACE:?}"),
+        }
+        self.tracker.close();
+        if tokio::time::timeout(TASK_GRACE, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some tasks did not stop within {TASK_GRACE:?}");
+        }
+        tracing::info!("stopped: the start did not complete");
+        status
+    }
 }
 
 /// What the main loop reacts to.

@@ -194,6 +194,13 @@ fn a_taken_broker_port_names_both_ways_out() {
             && log.contains("[broker] listen"),
         "{log}"
     );
+    // The start stopped what it had begun, in order, as a shutdown does:
+    // the delivery store it had opened is closed and checkpointed (its
+    // write-ahead log empty), not left to the process's end.
+    assert!(log.contains("stopped: the start did not complete"), "{log}");
+    let wal = daemon.state_dir.path().join("delivery.db-wal");
+    let wal_len = std::fs::metadata(&wal).map_or(0, |m| m.len());
+    assert_eq!(wal_len, 0, "{} still holds {wal_len} bytes", wal.display());
     drop(taken);
 }
 
