@@ -585,6 +585,9 @@ async fn status(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
             );
         }
     }
+    for line in crate::health::lines(&status["daemon"]) {
+        outln!("{line}");
+    }
     for problem in status["problems"].as_array().unwrap_or(&empty) {
         outln!(
             "{}: {}",

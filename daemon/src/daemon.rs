@@ -236,6 +236,15 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             automations: false,
         },
     );
+    let health = Arc::new(crate::health::Health::new(
+        config.state_dir.clone(),
+        Some(Arc::clone(&adb)),
+        crate::health::broker_description(&config.mqtt.broker),
+        config
+            .llm
+            .as_ref()
+            .map(|llm| format!("{} {}", llm.provider.as_str(), llm.model)),
+    ));
     match crate::dbus::start(
         config.dbus,
         &hub,
@@ -243,6 +252,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         automations.clone(),
         &centre,
         socket,
+        Arc::clone(&health),
     )
     .await
     {
@@ -320,6 +330,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
                     allow_remote,
                     anonymous,
                 };
+                health.broker_is(crate::health::broker_description(&mqtt_settings.broker));
             }
             Err(e) => {
                 tracing::error!(%listen, error = %e, "cannot start the embedded MQTT broker");

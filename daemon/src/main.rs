@@ -56,6 +56,7 @@ mod daemon;
 mod dbus; // The D-Bus API (docs/dbus-api.md).
 mod delivery; // Durable command ids and calls in flight (docs/mqtt-api.md).
 mod events; // The event centre: one Event enum over the bus, devices and agent.
+mod health; // The daemon's own health, for `status`.
 mod hub;
 mod logging;
 mod mcp; // MCP, both ways (docs/mcp.md).

@@ -410,6 +410,31 @@ impl AdbTransport {
         Ok(self.apply(&listed))
     }
 
+    /// The adb server this transport talks to.
+    pub fn server(&self) -> std::net::SocketAddrV4 {
+        self.config.server
+    }
+
+    /// The adb server's version (`1.0.41`), asked now (bounded like every
+    /// host request).
+    ///
+    /// # Errors
+    /// The server does not answer (`device_offline`, or `adb_missing` when
+    /// the program is not installed and so no server runs).
+    pub async fn server_version(&self) -> Result<String, BridgeError> {
+        match self.server_request(|s| s.version()).await {
+            Ok(v) => {
+                // It answers: whatever the last refresh found is past.
+                self.registry.set_problem(TRANSPORT, None);
+                Ok(format!("{}.{}.{}", v.major, v.minor, v.revision))
+            }
+            Err(_) if self.adb_missing.load(Ordering::Relaxed) => Err(BridgeError::AdbMissing {
+                program: self.config.adb_program.display().to_string(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Keep availability fresh until `shutdown` is cancelled.
     pub async fn run(&self, shutdown: CancellationToken) {
         // A failure is a warning when it is new, and debug while it repeats

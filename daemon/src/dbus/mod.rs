@@ -160,6 +160,7 @@ pub(crate) async fn start(
     automations: Automations,
     centre: &Centre,
     socket: PathBuf,
+    health: Arc<crate::health::Health>,
 ) -> Result<Option<Service>, String> {
     let bus = match setting {
         DbusBus::Off => {
@@ -188,6 +189,7 @@ pub(crate) async fn start(
         calls: calls.clone(),
         assistant,
         automations,
+        health,
     };
     // The socket first: a second daemon finds the first one there even
     // without a bus.
@@ -527,6 +529,8 @@ struct Daemon1 {
     assistant: Option<Assistant>,
     /// Automations' management (`Automation`).
     automations: Automations,
+    /// The daemon's own health, for `Status`.
+    health: Arc<crate::health::Health>,
 }
 
 impl Daemon1 {
@@ -680,6 +684,10 @@ impl Daemon1 {
         if !problems.is_empty() {
             status["problems"] = json!(problems);
         }
+        status["daemon"] = self
+            .health
+            .report(&self.approvals(), &self.automations)
+            .await;
         status.to_string()
     }
 

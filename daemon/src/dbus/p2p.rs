@@ -463,6 +463,12 @@ mod tests {
             calls: TaskTracker::new(),
             assistant: None,
             automations: crate::automations::Automations::new(Default::default()).0,
+            health: Arc::new(crate::health::Health::new(
+                std::env::temp_dir(),
+                None,
+                "none".into(),
+                None,
+            )),
         }
     }
 

@@ -138,6 +138,32 @@ fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
     let status: Value =
         serde_json::from_str(&status_of_adb(&["status", "--json"])).expect("status JSON");
     assert_eq!(status["adb_server"]["address"], server.as_str(), "{status}");
+    // The daemon's own health: version, the adb server it uses (answering,
+    // with its version), the broker, the agent, approvals, automations.
+    let daemon = &status["daemon"];
+    assert_eq!(daemon["version"], env!("CARGO_PKG_VERSION"), "{status}");
+    assert_eq!(daemon["adb"]["answers"], true, "{status}");
+    assert!(
+        daemon["adb"]["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("1.0.")),
+        "{status}"
+    );
+    assert_eq!(daemon["agent"]["on"], true, "{status}");
+    assert_eq!(daemon["agent"]["model"], "openai scripted", "{status}");
+    assert_eq!(daemon["approvals_waiting"], 0, "{status}");
+    assert_eq!(daemon["automations"]["count"], 0, "{status}");
+    assert!(
+        daemon["broker"]
+            .as_str()
+            .is_some_and(|b| !b.ends_with(":0")),
+        "the bound address, not the configured port 0: {status}"
+    );
+    let text = status_of_adb(&["status"]);
+    assert!(
+        text.contains("adb server") && text.contains("answers, version 1.0."),
+        "{text}"
+    );
     if droidwarden_e2e::own_uid() == Some(0) {
         assert_eq!(status["adb_server"]["other_users"], "open", "{status}");
         let text = status_of_adb(&["status"]);
