@@ -744,6 +744,50 @@ pub(crate) fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
     load_with_env(file, std::env::vars())
 }
 
+/// An error about a key that came from the environment names the
+/// variable too, as the person typed it: `for key `calls.timeout_ms` in the
+/// environment` gains `(DROIDWARDEN__CALLS__TIMEOUT_MS)`, and an unknown
+/// field that only a variable spells (`cals`) gains `(from
+/// DROIDWARDEN__CALS__TIMEOUT_MS)`.
+fn name_the_variable(message: String, variables: &[String]) -> String {
+    let spelled = |key: &str| {
+        format!(
+            "DROIDWARDEN__{}",
+            key.split('.')
+                .map(str::to_ascii_uppercase)
+                .collect::<Vec<_>>()
+                .join("__")
+        )
+    };
+    if let Some(rest) = message.split("for key `").nth(1)
+        && let Some(key) = rest.split('`').next()
+        && message.contains("in the environment")
+        && let Some(variable) = variables
+            .iter()
+            .find(|v| v.eq_ignore_ascii_case(&spelled(key)))
+    {
+        return format!("{message} ({variable})");
+    }
+    if let Some(rest) = message.strip_prefix("unknown field `")
+        && let Some(field) = rest.split('`').next()
+    {
+        let field = format!("__{}", field.to_ascii_uppercase());
+        let from: Vec<&str> = variables
+            .iter()
+            .filter(|v| {
+                v.to_ascii_uppercase().contains(&field)
+                    && (v.to_ascii_uppercase().ends_with(&field)
+                        || v.to_ascii_uppercase().contains(&format!("{field}__")))
+            })
+            .map(String::as_str)
+            .collect();
+        if !from.is_empty() {
+            return format!("{message} (from {})", from.join(", "));
+        }
+    }
+    message
+}
+
 pub(crate) fn load_with_env(
     file: Option<&Path>,
     env: impl IntoIterator<Item = (String, String)>,
@@ -772,6 +816,7 @@ pub(crate) fn load_with_env(
             k.starts_with("DROIDWARDEN__")
         })
         .collect();
+    let variables: Vec<String> = env.keys().cloned().collect();
     layers = layers.add_source(
         Environment::with_prefix("DROIDWARDEN")
             .prefix_separator("__")
@@ -786,7 +831,7 @@ pub(crate) fn load_with_env(
     let mut raw: RawConfig = layers
         .build()
         .and_then(|c| c.try_deserialize())
-        .map_err(|e| ConfigError(explain_enum(&e.to_string())))?;
+        .map_err(|e| ConfigError(name_the_variable(explain_enum(&e.to_string()), &variables)))?;
     let credentials = credentials.as_deref();
     raw.mqtt.password_file =
         expand_credentials("mqtt.password_file", &raw.mqtt.password_file, credentials)?;
@@ -903,6 +948,33 @@ mod tests {
         }
         let cfg = with_file("[poll]\nlocation = 60").unwrap();
         assert_eq!(cfg.poll.get("location"), Some(&Duration::from_secs(60)));
+    }
+
+    /// A mistake in an environment variable names the variable, as typed.
+    #[test]
+    fn an_environment_error_names_the_variable() {
+        let env = |k: &str, v: &str| vec![(k.to_owned(), v.to_owned())];
+        let bad_value =
+            load_with_env(None, env("DROIDWARDEN__CALLS__TIMEOUT_MS", "nonsense")).unwrap_err();
+        assert!(
+            bad_value.0.contains("calls.timeout_ms")
+                && bad_value.0.contains("(DROIDWARDEN__CALLS__TIMEOUT_MS)"),
+            "{bad_value}"
+        );
+        let typo = load_with_env(None, env("DROIDWARDEN__CALS__TIMEOUT_MS", "5")).unwrap_err();
+        assert!(
+            typo.0.contains("unknown field `cals`")
+                && typo.0.contains("(from DROIDWARDEN__CALS__TIMEOUT_MS)"),
+            "{typo}"
+        );
+        let inner = load_with_env(None, env("DROIDWARDEN__ADB__POLL_INTERVAL", "5")).unwrap_err();
+        assert!(
+            inner.0.contains("(from DROIDWARDEN__ADB__POLL_INTERVAL)"),
+            "{inner}"
+        );
+        // A mistake in the file names no variable.
+        let in_file = with_file("[cals]\ntimeout_ms = 5\n").unwrap_err();
+        assert!(!in_file.0.contains("DROIDWARDEN__"), "{in_file}");
     }
 
     #[test]
