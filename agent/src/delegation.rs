@@ -25,9 +25,9 @@
 //! model = "qwen2.5:14b"
 //! ```
 
-use crate::config::{LlmConfig, ProviderKind};
 use crate::error::AgentError;
 use crate::provider::Provider;
+use crate::provider::config::{LlmConfig, ProviderKind};
 use crate::secret::KeySource;
 use crate::skills::AllowedTools;
 use serde::{Deserialize, Serialize};
@@ -470,12 +470,12 @@ mod tests {
 
     #[test]
     fn own_model_settings_never_send_a_key_to_another_endpoint() {
-        let llm = LlmConfig::try_from(crate::config::RawLlmConfig {
+        let llm = LlmConfig::try_from(crate::provider::config::RawLlmConfig {
             provider: Some(ProviderKind::Openai),
             base_url: Some("http://127.0.0.1:11434/v1".into()),
             model: Some("main".into()),
             api_key_env: Some("MAIN_KEY".into()),
-            ..crate::config::RawLlmConfig::default()
+            ..crate::provider::config::RawLlmConfig::default()
         })
         .expect("llm");
         let own = |r: RawDelegateConfig| validate(vec![r]).expect("valid")[0].llm.clone();

@@ -42,6 +42,32 @@ pub enum StopReason {
     Error,
 }
 
+/// Where a background task is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Delegated and not finished (waiting for a slot, or working).
+    Running,
+    /// The agent answered.
+    Succeeded,
+    /// The agent failed (a model error, its time limit, its limits).
+    Failed,
+    /// The daemon stopped (or was killed) while it ran.
+    Interrupted,
+}
+
+impl TaskStatus {
+    /// The status's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// A device action waiting for a person's answer. Persisted; survives a
 /// restart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -217,7 +243,7 @@ pub enum EventKind {
         /// The agent.
         agent: String,
         /// `succeeded`, `failed` or `interrupted`.
-        status: crate::store::TaskStatus,
+        status: TaskStatus,
         /// Its answer, when it succeeded.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<Value>,

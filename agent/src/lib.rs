@@ -38,6 +38,7 @@ mod error;
 pub mod events;
 pub mod graph;
 mod host;
+mod ids;
 pub mod images;
 mod limit;
 mod markdown;

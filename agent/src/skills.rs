@@ -427,8 +427,8 @@ impl AllowedTools {
         let mut unknown = Vec::new();
         for entry in entries {
             match entry.as_str() {
-                crate::tools::TIME_TOOL => out.current_time = true,
-                crate::tools::CALCULATOR_TOOL => out.calculator = true,
+                crate::tools::names::TIME_TOOL => out.current_time = true,
+                crate::tools::names::CALCULATOR_TOOL => out.calculator = true,
                 LIST_SKILLS_TOOL | READ_SKILL_TOOL => out.read_skills = true,
                 INVOKE_SKILL_TOOL => out.invoke_skill = true,
                 e => {
@@ -507,8 +507,8 @@ impl AllowedTools {
             })
             .collect();
         for (on, name) in [
-            (self.current_time, crate::tools::TIME_TOOL),
-            (self.calculator, crate::tools::CALCULATOR_TOOL),
+            (self.current_time, crate::tools::names::TIME_TOOL),
+            (self.calculator, crate::tools::names::CALCULATOR_TOOL),
             (self.read_skills, "list_skills, read_skill"),
             (self.invoke_skill, INVOKE_SKILL_TOOL),
         ] {

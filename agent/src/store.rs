@@ -175,22 +175,7 @@ CREATE TABLE IF NOT EXISTS approvals (
 CREATE INDEX IF NOT EXISTS approvals_by_status ON approvals(status);
 ";
 
-/// Check a caller-supplied id: 1–64 of `[A-Za-z0-9_-]`.
-///
-/// # Errors
-/// [`AgentError::InvalidId`].
-pub fn check_id(id: &str) -> Result<(), AgentError> {
-    if !id.is_empty()
-        && id.len() <= 64
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        Ok(())
-    } else {
-        Err(AgentError::InvalidId(id.chars().take(80).collect()))
-    }
-}
+pub use crate::ids::check_id;
 
 /// A fresh id: `prefix`, the time in hex and 24 random bits.
 pub(crate) fn new_id(prefix: &str) -> String {

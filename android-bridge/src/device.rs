@@ -38,6 +38,30 @@ pub enum TransportKind {
     Companion,
 }
 
+/// Actions the ADB transport cannot perform, with the reason.
+const ADB_UNSUPPORTED: &[(&str, &str, &str)] = &[
+    (
+        "location",
+        "start_tracking",
+        "continuous tracking needs the companion app on the phone",
+    ),
+    (
+        "location",
+        "stop_tracking",
+        "continuous tracking needs the companion app on the phone",
+    ),
+    (
+        "camera_control",
+        "take_photo",
+        "taking a photo needs the companion app on the phone",
+    ),
+];
+
+/// Actions the companion transport cannot perform: none, the app implements
+/// the whole catalogue (an older app answers `unknown_action`, which callers
+/// see as `unsupported_action`).
+const COMPANION_UNSUPPORTED: &[(&str, &str, &str)] = &[];
+
 impl TransportKind {
     /// The transport's name.
     pub fn as_str(self) -> &'static str {
@@ -51,8 +75,8 @@ impl TransportKind {
     /// else in the catalogue it can.
     fn unsupported(self) -> &'static [(&'static str, &'static str, &'static str)] {
         match self {
-            Self::Adb => crate::adb::UNSUPPORTED,
-            Self::Companion => crate::companion::UNSUPPORTED,
+            Self::Adb => ADB_UNSUPPORTED,
+            Self::Companion => COMPANION_UNSUPPORTED,
         }
     }
 

@@ -9,7 +9,7 @@
 //! the run waits (for the model, a phone, an approval) it checks every few
 //! seconds that the daemon is still there.
 
-use crate::cli::{daemon, fail, fail_as, print_json};
+use crate::client::{daemon, fail, fail_as, print_json};
 use crate::config::Config;
 use crate::dbus::Bus;
 use droidwarden_services::time::now_ms;
@@ -145,7 +145,7 @@ pub(crate) async fn ask_inner(
         if json {
             // JSON lines, one event each, times as RFC 3339 like every --json.
             let mut line = event.clone();
-            crate::cli::rfc3339_times(&mut line);
+            crate::client::rfc3339_times(&mut line);
             outln!("{line}");
         } else {
             printer.print(&event);

@@ -673,6 +673,15 @@ impl Assistant {
     }
 }
 
+/// The skills as JSON (D-Bus `ListSkills`, `droidwarden skills --json`):
+/// every skill's summary and the load problems.
+pub(crate) fn skills_json(set: &droidwarden_agent::skills::SkillSet) -> Value {
+    json!({
+        "skills": set.all().map(|s| s.summary_json()).collect::<Vec<_>>(),
+        "problems": set.problems(),
+    })
+}
+
 /// The `[[agents]]` with a provider for each one that has its own model
 /// settings (the key read off the async runtime, once).
 ///

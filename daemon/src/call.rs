@@ -7,7 +7,7 @@
 //! running daemon over D-Bus (so it is announced on MQTT and D-Bus like any
 //! other), or, with `--local`, straight to the adb server from this process.
 
-use crate::cli::Target;
+use crate::client::Target;
 use crate::config::Config;
 use droidwarden_bridge::{BridgeError, Registry, adb::AdbTransport};
 use droidwarden_services::schema::{Kind, NotAnObject};
@@ -56,7 +56,7 @@ async fn call(args: &CallArgs, config: Config) -> Result<Value, WireError> {
     if args.target.local {
         return call_local(args, &command, config).await;
     }
-    let client = crate::cli::daemon(args.target.bus, &config, true).await?;
+    let client = crate::client::daemon(args.target.bus, &config, true).await?;
     client
         .call(
             args.device.as_deref(),

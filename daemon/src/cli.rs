@@ -13,11 +13,12 @@
 
 use crate::agent_cli;
 use crate::call;
+use crate::client::{Target, daemon, fail, fail_as, print_json};
 use crate::config::{Config, DbusBus};
-use crate::dbus::{Bus, client::Client};
+use crate::dbus::Bus;
 use clap::{Parser, Subcommand};
 use droidwarden_bridge::{Registry, adb::AdbTransport};
-use droidwarden_services::{ErrorCode, WireError};
+use droidwarden_services::WireError;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -70,7 +71,7 @@ pub(crate) enum Command {
     /// Serve the phones to an MCP client (Claude Desktop, Claude Code, VS
     /// Code, …) over stdio, through the running daemon or, with --local,
     /// straight to the adb server (docs/mcp.md).
-    Mcp(crate::mcp::McpArgs),
+    Mcp(crate::mcp::stdio::McpArgs),
     /// Show the running daemon's devices, their availability and the last
     /// status of each service.
     Status {
@@ -215,100 +216,6 @@ pub(crate) enum SessionCommand {
     },
 }
 
-/// Where a command is carried out: the daemon on a bus, or this process.
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct Target {
-    /// The bus the daemon is on (default: the configuration's dbus.bus).
-    #[arg(long, value_enum, conflicts_with = "local")]
-    pub(crate) bus: Option<Bus>,
-    /// Work in this process, without the daemon: talk to the adb server
-    /// directly (ADB phones only).
-    #[arg(long)]
-    pub(crate) local: bool,
-}
-
-/// The bus to look for the daemon on: `--bus`, else `[dbus] bus`.
-///
-/// # Errors
-/// D-Bus is off in the configuration and no `--bus` was given.
-pub(crate) fn daemon_bus(flag: Option<Bus>, config: DbusBus) -> Result<Bus, WireError> {
-    match (flag, config) {
-        (Some(bus), _) => Ok(bus),
-        (None, DbusBus::Auto | DbusBus::Session) => Ok(Bus::Session),
-        (None, DbusBus::System) => Ok(Bus::System),
-        (None, DbusBus::Off) => Err(WireError::new(
-            ErrorCode::InvalidRequest,
-            "the D-Bus API is off in the configuration ([dbus] bus = \"none\"), so the daemon cannot be asked; use --local, or --bus session|system",
-        )),
-    }
-}
-
-/// Connect to the daemon for a command: at `--socket` when given; else on
-/// the bus that `--bus` or `[dbus] bus` names; with `auto` (and no
-/// `--bus`), on the session bus when the daemon is there, else over its
-/// private socket.
-pub(crate) async fn daemon(
-    flag: Option<Bus>,
-    config: &Config,
-    local_hint: bool,
-) -> Result<Client, WireError> {
-    let hint = if local_hint { ", or use --local" } else { "" };
-    if let Some(path) = &config.api_socket {
-        return Client::over_socket(path, config.adb.call_timeout, local_hint)
-            .await
-            .map_err(|why| {
-                let mut error = WireError::new(
-                    ErrorCode::Internal,
-                    format!(
-                        "droidwarden daemon is not running at {} ({why}); start it (droidwarden daemon){hint}",
-                        path.display()
-                    ),
-                );
-                error.retryable = true;
-                error
-            });
-    }
-    let bus = daemon_bus(flag, config.dbus)?;
-    // The longest a call can take by this configuration: an ADB action, or
-    // a companion phone's queue and answer deadline. The daemon's own
-    // figure (`CallTimeout`) wins when it gives one.
-    let bound = config
-        .adb
-        .call_timeout
-        .max(droidwarden_bridge::companion::handle_timeout(
-            &config.companion,
-        ));
-    if flag.is_some() || config.dbus != DbusBus::Auto {
-        return Client::connect(bus, bound, local_hint).await;
-    }
-    let on_bus = match Client::probe(bus, bound, local_hint).await {
-        Ok(client) => return Ok(client),
-        Err(why) => why,
-    };
-    let mut looked = Vec::new();
-    for path in crate::dbus::p2p::candidates(&config.state_dir) {
-        // A path that is not there is not worth a connection attempt.
-        if tokio::fs::symlink_metadata(&path).await.is_err() {
-            looked.push(format!("{} (no such socket)", path.display()));
-            continue;
-        }
-        match Client::over_socket(&path, bound, local_hint).await {
-            Ok(client) => return Ok(client),
-            Err(why) => looked.push(format!("{} ({why})", path.display())),
-        }
-    }
-    let mut error = WireError::new(
-        ErrorCode::Internal,
-        format!(
-            "droidwarden daemon is not running on the {} bus ({on_bus}) nor at {}; start it (droidwarden daemon){hint}",
-            bus.as_str(),
-            looked.join(", "),
-        ),
-    );
-    error.retryable = true;
-    Err(error)
-}
-
 #[derive(Debug, Subcommand)]
 pub(crate) enum ConfigCommand {
     /// Print the built-in default configuration.
@@ -334,7 +241,7 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Devices { json, target } if target.local => devices_local(config, json).await,
         Command::Devices { json, target } => devices(config, target.bus, json).await,
         Command::Call(args) => call::run(args, config).await,
-        Command::Mcp(args) => crate::mcp::run(args, config).await,
+        Command::Mcp(args) => crate::mcp::stdio::run(args, config).await,
         Command::Status { json, bus } => status(config, bus, json).await,
         Command::Ask {
             session,
@@ -412,55 +319,6 @@ async fn devices(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
     match list {
         Ok(list) => print_devices(&list, None, as_json),
         Err(e) => print_devices(&json!([]), Some(e), as_json),
-    }
-}
-
-/// Report a failed command on standard error.
-pub(crate) fn fail(e: &WireError) -> ExitCode {
-    eprintln!("droidwarden: {}", e.message);
-    ExitCode::FAILURE
-}
-
-/// Report a failed command: with `--json`, as `{"error": {code, message,
-/// retryable}}` on standard output (what a script parses), else as text on
-/// standard error.
-pub(crate) fn fail_as(e: &WireError, as_json: bool) -> ExitCode {
-    if as_json {
-        print_json(&json!({ "error": e }));
-        ExitCode::FAILURE
-    } else {
-        fail(e)
-    }
-}
-
-/// One `--json` convention for every command: a pretty-printed object,
-/// every timestamp an RFC 3339 string (the daemon's unix-millisecond
-/// `*_at` fields are converted here).
-pub(crate) fn print_json(value: &Value) {
-    let mut value = value.clone();
-    rfc3339_times(&mut value);
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(&value).unwrap_or_default()
-    );
-}
-
-pub(crate) fn rfc3339_times(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, v) in map.iter_mut() {
-                match v.as_u64() {
-                    Some(ms) if key.ends_with("_at") => {
-                        *v = json!(crate::hub::rfc3339(
-                            std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)
-                        ));
-                    }
-                    _ => rfc3339_times(v),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(rfc3339_times),
-        _ => {}
     }
 }
 
@@ -666,24 +524,6 @@ fn print_config_summary(config: &Config) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_daemon_is_looked_for_on_the_flag_then_the_configured_bus() {
-        let check = |flag, config, expected: Option<Bus>| {
-            assert_eq!(
-                daemon_bus(flag, config).ok(),
-                expected,
-                "{flag:?} {config:?}"
-            );
-        };
-        check(None, DbusBus::Auto, Some(Bus::Session));
-        check(None, DbusBus::Session, Some(Bus::Session));
-        check(None, DbusBus::System, Some(Bus::System));
-        check(Some(Bus::System), DbusBus::Auto, Some(Bus::System));
-        check(Some(Bus::Session), DbusBus::Off, Some(Bus::Session));
-        let err = daemon_bus(None, DbusBus::Off).unwrap_err();
-        assert!(err.message.contains("--local"), "{err}");
-    }
 
     #[test]
     fn local_and_bus_are_for_devices_and_call_and_exclude_each_other() {

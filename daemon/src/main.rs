@@ -51,6 +51,7 @@ mod automations; // Schedules and triggers that run calls or the agent (docs/aut
 mod broker;
 mod call;
 mod cli;
+mod client; // How a command reaches the daemon, and the output every command shares.
 mod config;
 mod daemon;
 mod dbus; // The D-Bus API (docs/dbus-api.md).

@@ -7,7 +7,7 @@
 //! agent graph`, the agent's graph as Mermaid or DOT (`docs/agent.md`).
 
 use crate::agent_cli::{Start, ask_inner};
-use crate::cli::{fail, fail_as, print_json};
+use crate::client::{fail, fail_as, print_json};
 use crate::config::Config;
 use crate::dbus::Bus;
 use droidwarden_agent::RunMode;
@@ -124,14 +124,6 @@ pub(crate) async fn agent(command: AgentCommand, config: Config) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The skills as JSON: every skill's summary and the load problems.
-pub(crate) fn skills_json(set: &SkillSet) -> Value {
-    json!({
-        "skills": set.all().map(|s| s.summary_json()).collect::<Vec<_>>(),
-        "problems": set.problems(),
-    })
-}
-
 async fn load(config: &Config) -> SkillSet {
     crate::assistant::load_skills(&config.agent.skills, &config.state_dir).await
 }
@@ -141,7 +133,7 @@ pub(crate) async fn skills(args: SkillsArgs, config: Config) -> ExitCode {
     let set = load(&config).await;
     match args.command {
         None if args.json => {
-            print_json(&skills_json(&set));
+            print_json(&crate::assistant::skills_json(&set));
             ExitCode::SUCCESS
         }
         None => {

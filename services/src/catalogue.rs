@@ -5,16 +5,11 @@ use crate::Command;
 use crate::error::CatalogueError;
 use crate::home_assistant::HaEntity;
 use crate::schema::{Property, Schema, ViolationKind};
-use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::LazyLock;
 
-/// Android package names: dot-separated Java identifiers, two segments or more.
-pub(crate) static PACKAGE_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(PACKAGE_PATTERN).expect("the package pattern is a valid regular expression")
-});
-pub(crate) const PACKAGE_PATTERN: &str = r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+$";
+pub(crate) use crate::names::PACKAGE_PATTERN;
 /// An activity: `.Main`, `Main` or a fully qualified class name (inner classes with `$`).
 pub(crate) const ACTIVITY_PATTERN: &str =
     r"^\.?[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)*$";

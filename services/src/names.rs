@@ -4,6 +4,13 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Android package names: dot-separated Java identifiers, two segments or more.
+pub(crate) const PACKAGE_PATTERN: &str = r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+$";
+/// [`PACKAGE_PATTERN`], compiled once.
+static PACKAGE_RE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(PACKAGE_PATTERN).expect("the package pattern is a valid regular expression")
+});
+
 /// A name that failed validation, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid {kind} {value:?}: {reason}")]
@@ -147,7 +154,7 @@ name_type!(
     "package name",
     |v| {
         check_len(v, 255)?;
-        if crate::catalogue::PACKAGE_RE.is_match(v) {
+        if PACKAGE_RE.is_match(v) {
             Ok(())
         } else {
             Err("must be dot-separated identifiers such as com.example.app")

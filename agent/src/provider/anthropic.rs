@@ -5,10 +5,10 @@
 //! extended thinking are combined. Streaming uses the typed SSE events
 //! (`message_start`, `content_block_*`, `message_delta`, `message_stop`).
 
+use super::config::LlmConfig;
 use super::http::{self, Endpoint, Fail, StreamDecoder, bad};
 use super::sse::SseEvent;
 use super::{ChatRequest, arguments_object};
-use crate::config::LlmConfig;
 use crate::error::AgentError;
 use crate::message::{Message, ModelReply, Thinking, ToolCall, Usage};
 use crate::secret::Secret;

@@ -5,10 +5,10 @@
 //! apart; thought signatures are sent back with their calls. Gemini gives
 //! calls no id in older models: we number them.
 
+use super::config::LlmConfig;
 use super::http::{self, Endpoint, Fail, StreamDecoder, bad};
 use super::sse::SseEvent;
 use super::{ChatRequest, arguments_object};
-use crate::config::LlmConfig;
 use crate::error::AgentError;
 use crate::message::{Message, ModelReply, Thinking, ToolCall, Usage};
 use crate::secret::Secret;

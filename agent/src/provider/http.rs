@@ -11,10 +11,10 @@
 //! jitter. A stream cut after text was streamed is not retried: the text
 //! would be shown twice.
 
+use super::config::LlmConfig;
 use super::sse::{SseEvent, SseParser};
 use super::{ChatRequest, Provider, ReplyFuture, TextSink};
 use crate::clock;
-use crate::config::LlmConfig;
 use crate::error::AgentError;
 use crate::images::Image;
 use crate::message::{Message, ModelReply};

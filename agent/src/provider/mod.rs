@@ -12,6 +12,7 @@
 //! `parse_response`) so tests can check them against documented payloads.
 
 mod anthropic;
+pub mod config;
 mod gemini;
 mod http;
 mod openai;
@@ -21,11 +22,11 @@ pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai::OpenAi;
 
-use crate::config::{LlmConfig, ProviderKind};
 use crate::error::AgentError;
 use crate::host::BoxFuture;
 use crate::message::{Message, ModelReply};
-use crate::tools::ToolSpec;
+use crate::tools::schema::ToolSpec;
+use config::{LlmConfig, ProviderKind};
 use std::sync::Arc;
 
 /// What is sent to the model.

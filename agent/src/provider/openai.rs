@@ -5,9 +5,9 @@
 //! DeepSeek, llama.cpp) is kept as thinking, apart from the answer.
 
 use super::ChatRequest;
+use super::config::LlmConfig;
 use super::http::{self, Endpoint, Fail, StreamDecoder, bad};
 use super::sse::SseEvent;
-use crate::config::LlmConfig;
 use crate::error::AgentError;
 use crate::message::{Message, ModelReply, Thinking, ToolCall, Usage};
 use crate::secret::Secret;

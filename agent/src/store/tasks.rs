@@ -32,38 +32,15 @@ CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks(session_id, created_at);
 CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks(status);
 ";
 
-/// Where a background task is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskStatus {
-    /// Delegated and not finished (waiting for a slot, or working).
-    Running,
-    /// The agent answered.
-    Succeeded,
-    /// The agent failed (a model error, its time limit, its limits).
-    Failed,
-    /// The daemon stopped (or was killed) while it ran.
-    Interrupted,
-}
+pub use crate::events::TaskStatus;
 
-impl TaskStatus {
-    /// The status's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-            Self::Interrupted => "interrupted",
-        }
-    }
-
-    fn parse(s: &str) -> Self {
-        match s {
-            "running" => Self::Running,
-            "succeeded" => Self::Succeeded,
-            "failed" => Self::Failed,
-            _ => Self::Interrupted,
-        }
+/// A status as the table stores it (an unknown word reads as interrupted).
+fn parse_status(s: &str) -> TaskStatus {
+    match s {
+        "running" => TaskStatus::Running,
+        "succeeded" => TaskStatus::Succeeded,
+        "failed" => TaskStatus::Failed,
+        _ => TaskStatus::Interrupted,
     }
 }
 
@@ -115,7 +92,7 @@ fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
         call_id: r.get(3)?,
         agent: r.get(4)?,
         task: r.get(5)?,
-        status: TaskStatus::parse(&r.get::<_, String>(6)?),
+        status: parse_status(&r.get::<_, String>(6)?),
         result: json(r.get(7)?),
         error: json(r.get(8)?),
         steps: json(r.get(9)?).unwrap_or_default(),

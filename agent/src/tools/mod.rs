@@ -25,7 +25,10 @@
 
 pub mod calculator;
 pub mod extra;
+pub mod names;
 pub mod schema;
+
+pub use schema::ToolSpec;
 
 use crate::clock;
 use crate::host::DeviceSummary;
@@ -33,7 +36,7 @@ use crate::message::ToolCall;
 use crate::skills::{AllowedTools, INVOKE_SKILL_TOOL, LIST_SKILLS_TOOL, READ_SKILL_TOOL, SkillSet};
 use droidwarden_services::schema::NotAnObject;
 use droidwarden_services::{Catalogue, Command, ErrorCode, Risk, ServiceSpec, WireError};
-use schema::{Dialect, Parameters, Property, Schema};
+use schema::{Parameters, Property, Schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -43,10 +46,7 @@ use std::fmt::Write as _;
 pub const TOOLKIT_TOOL: &str = "android_device";
 /// Prefix of the direct tools.
 pub const DIRECT_PREFIX: &str = "android_";
-/// Name of the clock tool.
-pub const TIME_TOOL: &str = "current_time";
-/// Name of the calculator tool.
-pub const CALCULATOR_TOOL: &str = "calculator";
+pub use names::{CALCULATOR_TOOL, TIME_TOOL};
 
 /// How the catalogue is offered to the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,24 +56,6 @@ pub enum ToolMode {
     Toolkit,
     /// One `android_<service>` tool per service.
     Direct,
-}
-
-/// A tool as offered to a provider.
-#[derive(Debug, Clone)]
-pub struct ToolSpec {
-    /// Tool name.
-    pub name: String,
-    /// Description for the model.
-    pub description: String,
-    /// Parameters (an object schema).
-    pub parameters: Parameters,
-}
-
-impl ToolSpec {
-    /// The parameters rendered for `dialect` (`None`: Gemini, no parameters).
-    pub fn parameters_for(&self, dialect: Dialect) -> Option<Value> {
-        self.parameters.render(dialect)
-    }
 }
 
 /// A catalogue command as a plan stores it: `service`, `action` and
@@ -730,7 +712,7 @@ impl Toolset {
             crate::delegation::STATUS_TOOL if self.has(crate::delegation::STATUS_TOOL) => {
                 only_keys(&args, &["task_id"])?;
                 let task_id = str_arg(&args, "task_id")?.trim();
-                if crate::store::check_id(task_id).is_err() {
+                if crate::ids::check_id(task_id).is_err() {
                     return Err(invalid(
                         "\"task_id\" must be a task id as the delegate call returned it",
                     ));

@@ -124,3 +124,22 @@ pub fn merge(into: &mut Schema, other: &Schema) {
         _ => {}
     }
 }
+
+/// A tool as offered to a provider: its name, description and parameters
+/// (rendered per provider dialect).
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    /// Tool name.
+    pub name: String,
+    /// Description for the model.
+    pub description: String,
+    /// Parameters (an object schema).
+    pub parameters: Parameters,
+}
+
+impl ToolSpec {
+    /// The parameters rendered for `dialect` (`None`: Gemini, no parameters).
+    pub fn parameters_for(&self, dialect: Dialect) -> Option<serde_json::Value> {
+        self.parameters.render(dialect)
+    }
+}

@@ -1,5 +1,6 @@
 use super::schema::Kind;
 use super::*;
+use crate::tools::schema::Dialect;
 use serde_json::json;
 
 fn dev(name: &str, services: &[&str]) -> DeviceSummary {

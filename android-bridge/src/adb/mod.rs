@@ -66,25 +66,6 @@ use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-/// Actions the ADB transport cannot perform, with the reason.
-pub(crate) const UNSUPPORTED: &[(&str, &str, &str)] = &[
-    (
-        "location",
-        "start_tracking",
-        "continuous tracking needs the companion app on the phone",
-    ),
-    (
-        "location",
-        "stop_tracking",
-        "continuous tracking needs the companion app on the phone",
-    ),
-    (
-        "camera_control",
-        "take_photo",
-        "taking a photo needs the companion app on the phone",
-    ),
-];
-
 /// This transport's name among the registry's problems.
 const TRANSPORT: &str = "adb";
 

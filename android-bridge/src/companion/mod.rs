@@ -55,11 +55,6 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 
-/// Actions the companion transport cannot perform: none, the app implements
-/// the whole catalogue (an older app answers `unknown_action`, which callers
-/// see as `unsupported_action`).
-pub(crate) const UNSUPPORTED: &[(&str, &str, &str)] = &[];
-
 /// How many calls one phone may have waiting unsent — for the phone to come
 /// back online, or behind earlier changes to it (one change at a time);
 /// further calls fail at once (`device_offline` when the phone is offline,

@@ -739,7 +739,7 @@ impl Daemon1 {
     /// source, and `problems`, the files that failed to load and why.
     #[zbus(out_args("skills_json"))]
     async fn list_skills(&self) -> Result<String, DbusError> {
-        Ok(crate::skills_cli::skills_json(&self.assistant()?.skills()).to_string())
+        Ok(crate::assistant::skills_json(&self.assistant()?.skills()).to_string())
     }
 
     /// Run a skill through the agent. `session` empty: a new session;

@@ -1,0 +1,244 @@
+//! `[llm]`: which provider, where, which model, and how (timeouts, key,
+//! tools, images), as written ([`RawLlmConfig`]) and checked
+//! ([`LlmConfig`]); errors name the key. Re-exported by `crate::config`.
+
+use crate::error::AgentError;
+use crate::secret::KeySource;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which wire protocol the model speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// OpenAI-compatible Chat Completions (OpenAI, Ollama, llama.cpp, vLLM,
+    /// OpenRouter …).
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini `generateContent`.
+    Gemini,
+}
+
+impl ProviderKind {
+    /// The provider's name, as in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Openai => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+        }
+    }
+
+    /// The public endpoint used when `base_url` is not set.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Self::Openai => "https://api.openai.com/v1",
+            Self::Anthropic => "https://api.anthropic.com",
+            Self::Gemini => "https://generativelanguage.googleapis.com",
+        }
+    }
+}
+
+/// `[llm]` as written in the file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLlmConfig {
+    /// `openai`, `anthropic` or `gemini`.
+    pub provider: Option<ProviderKind>,
+    /// Endpoint root; see [`ProviderKind::default_base_url`].
+    pub base_url: Option<String>,
+    /// Model name.
+    pub model: Option<String>,
+    /// Environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// File holding the API key.
+    pub api_key_file: Option<PathBuf>,
+    /// TCP/TLS connect timeout, seconds (default 10).
+    pub connect_timeout_s: Option<f64>,
+    /// Longest silence between two reads, seconds (default 120).
+    pub read_timeout_s: Option<f64>,
+    /// Whole request, including a streamed body, seconds (default 300).
+    pub request_timeout_s: Option<f64>,
+    /// Retries after the first attempt on 429, 5xx and connection errors (default 4).
+    pub max_retries: Option<u32>,
+    /// Longest `Retry-After` we wait for, seconds (default 60).
+    pub max_retry_wait_s: Option<f64>,
+    /// Stream answers (text deltas as they come; default true).
+    pub stream: Option<bool>,
+    /// Maximum answer tokens (default 4096; required by Anthropic).
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Anthropic extended thinking budget in tokens (off when unset).
+    pub thinking_budget: Option<u32>,
+    /// OpenAI: send tools with `strict: true` (default true; turn off for
+    /// servers that reject the field).
+    pub strict_tools: Option<bool>,
+    /// Whether the model takes images (default true); without, a screenshot
+    /// call gives the screen's UI tree instead.
+    pub vision: Option<bool>,
+    /// The most image bytes (base64) sent with one model request (default
+    /// 4 MiB); older screenshots beyond it are left out.
+    pub max_image_bytes: Option<u64>,
+}
+
+/// The validated `[llm]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmConfig {
+    /// The wire protocol.
+    pub provider: ProviderKind,
+    /// Endpoint root, without a trailing slash.
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// Where the key comes from.
+    pub api_key: KeySource,
+    /// Connect timeout.
+    pub connect_timeout: Duration,
+    /// Read (idle) timeout.
+    pub read_timeout: Duration,
+    /// Whole-request timeout.
+    pub request_timeout: Duration,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// Longest `Retry-After` honoured.
+    pub max_retry_wait: Duration,
+    /// Whether to stream.
+    pub stream: bool,
+    /// Maximum answer tokens.
+    pub max_tokens: u32,
+    /// Temperature.
+    pub temperature: Option<f64>,
+    /// Anthropic thinking budget.
+    pub thinking_budget: Option<u32>,
+    /// OpenAI strict tools.
+    pub strict_tools: bool,
+    /// Whether the model takes images (`[llm] vision`).
+    pub vision: bool,
+    /// The most image bytes (base64) sent with one request.
+    pub max_image_bytes: usize,
+}
+
+pub(crate) fn secs(
+    key: &str,
+    v: Option<f64>,
+    default: f64,
+    max: f64,
+) -> Result<Duration, AgentError> {
+    let v = v.unwrap_or(default);
+    if !(v > 0.0 && v <= max) {
+        return Err(AgentError::Config {
+            key: key.into(),
+            reason: format!("must be more than 0 and at most {max} seconds, got {v}"),
+        });
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+pub(crate) fn config_err(key: &str, reason: impl Into<String>) -> AgentError {
+    AgentError::Config {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+impl TryFrom<RawLlmConfig> for LlmConfig {
+    type Error = AgentError;
+
+    fn try_from(raw: RawLlmConfig) -> Result<Self, AgentError> {
+        let provider = raw.provider.ok_or_else(|| {
+            config_err("llm.provider", "is required: openai, anthropic or gemini")
+        })?;
+        let model = raw
+            .model
+            .filter(|m| !m.trim().is_empty())
+            .ok_or_else(|| config_err("llm.model", "is required"))?;
+        if model.len() > 200 || model.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(config_err(
+                "llm.model",
+                "must be a model name without spaces",
+            ));
+        }
+        let base_url = raw
+            .base_url
+            .unwrap_or_else(|| provider.default_base_url().to_owned());
+        let base_url = base_url.trim_end_matches('/').to_owned();
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(config_err(
+                "llm.base_url",
+                "must start with http:// or https://",
+            ));
+        }
+        let api_key = match (raw.api_key_env, raw.api_key_file) {
+            (Some(_), Some(_)) => {
+                return Err(config_err(
+                    "llm.api_key_env",
+                    "set api_key_env or api_key_file, not both",
+                ));
+            }
+            (Some(env), None) if env.is_empty() => {
+                return Err(config_err("llm.api_key_env", "must not be empty"));
+            }
+            (Some(env), None) => KeySource::Env(env),
+            (None, Some(file)) => KeySource::File(file),
+            (None, None) => KeySource::None,
+        };
+        let max_tokens = raw.max_tokens.unwrap_or(4096);
+        if max_tokens == 0 {
+            return Err(config_err("llm.max_tokens", "must be at least 1"));
+        }
+        if let Some(t) = raw.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(config_err("llm.temperature", "must be between 0 and 2"));
+        }
+        if let Some(b) = raw.thinking_budget {
+            if provider != ProviderKind::Anthropic {
+                return Err(config_err(
+                    "llm.thinking_budget",
+                    "is only used with provider = \"anthropic\"",
+                ));
+            }
+            if raw.temperature.is_some() {
+                return Err(config_err(
+                    "llm.temperature",
+                    "cannot be set together with thinking_budget (Anthropic requires the default)",
+                ));
+            }
+            if b < 1024 || b >= max_tokens {
+                return Err(config_err(
+                    "llm.thinking_budget",
+                    "must be at least 1024 and less than max_tokens",
+                ));
+            }
+        }
+        Ok(Self {
+            provider,
+            base_url,
+            model,
+            api_key,
+            connect_timeout: secs("llm.connect_timeout_s", raw.connect_timeout_s, 10.0, 300.0)?,
+            read_timeout: secs("llm.read_timeout_s", raw.read_timeout_s, 120.0, 3600.0)?,
+            request_timeout: secs(
+                "llm.request_timeout_s",
+                raw.request_timeout_s,
+                300.0,
+                7200.0,
+            )?,
+            max_retries: raw.max_retries.unwrap_or(4).min(20),
+            max_retry_wait: secs("llm.max_retry_wait_s", raw.max_retry_wait_s, 60.0, 3600.0)?,
+            stream: raw.stream.unwrap_or(true),
+            max_tokens,
+            temperature: raw.temperature,
+            thinking_budget: raw.thinking_budget,
+            strict_tools: raw.strict_tools.unwrap_or(true),
+            vision: raw.vision.unwrap_or(true),
+            max_image_bytes: raw
+                .max_image_bytes
+                .unwrap_or(4 * 1024 * 1024)
+                .min(64 * 1024 * 1024) as usize,
+        })
+    }
+}
