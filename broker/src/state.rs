@@ -598,6 +598,16 @@ impl Session {
     }
 }
 
+/// The reason code of an acknowledgement (PUBREL, PUBCOMP) for a packet
+/// identifier that was, or was not, waiting for it.
+fn known(found: bool) -> u8 {
+    if found {
+        reason::SUCCESS
+    } else {
+        reason::PACKET_IDENTIFIER_NOT_FOUND
+    }
+}
+
 /// What routing a message did, for its publisher's acknowledgement.
 #[derive(Debug, Default)]
 struct Routed {
@@ -988,15 +998,15 @@ impl Broker {
                     self.release(&client_id, false, out);
                     return;
                 }
-                let reason = if sent {
+                if sent {
                     session.released.insert(packet_id);
-                    reason::SUCCESS
-                } else {
-                    reason::PACKET_IDENTIFIER_NOT_FOUND
-                };
+                }
                 out.push(Action::Send {
                     conn,
-                    packet: ServerPacket::PubRel { packet_id, reason },
+                    packet: ServerPacket::PubRel {
+                        packet_id,
+                        reason: known(sent),
+                    },
                 });
             }
             ClientPacket::PubComp { packet_id } => {
@@ -1012,14 +1022,12 @@ impl Broker {
                     .sessions
                     .get_mut(&client_id)
                     .is_some_and(|s| s.awaiting_pubrel.remove(&packet_id));
-                let reason = if found {
-                    reason::SUCCESS
-                } else {
-                    reason::PACKET_IDENTIFIER_NOT_FOUND
-                };
                 out.push(Action::Send {
                     conn,
-                    packet: ServerPacket::PubComp { packet_id, reason },
+                    packet: ServerPacket::PubComp {
+                        packet_id,
+                        reason: known(found),
+                    },
                 });
             }
             ClientPacket::Subscribe(s) => self.subscribe(now, conn, version, &client_id, s, out),
