@@ -11,6 +11,7 @@
 //! | `{"op":"fault","kind":"delay","ms":500}` | `{"ok":true}` |
 //! | `{"op":"fault","kind":"drop"}` | `{"ok":true}` |
 //! | `{"op":"fault","kind":"fail","exit":1,"stderr":"boom"}` | `{"ok":true}` |
+//! | `{"op":"fault","kind":"freeze"}` / `"thaw"` | `{"ok":true}` |
 //! | `{"op":"fault","kind":"clear"}` | `{"ok":true}` |
 //! | `{"op":"listen","enabled":false}` | `{"ok":true,"listening":false}` |
 //! | `{"op":"companion","online":false}` (`"abrupt":true` to skip the goodbye) | `{"ok":true,"connected":false}` |
@@ -82,6 +83,8 @@ enum FaultKind {
     Delay,
     Drop,
     Fail,
+    Freeze,
+    Thaw,
     Clear,
 }
 
@@ -122,6 +125,8 @@ pub(crate) async fn handle_line(handle: &SimHandle, line: &str) -> Value {
                     exit: exit.unwrap_or(1),
                     stderr: stderr.unwrap_or_default(),
                 },
+                FaultKind::Freeze => Fault::Freeze,
+                FaultKind::Thaw => Fault::Thaw,
                 FaultKind::Clear => Fault::Clear,
             };
             handle.set_fault(fault);

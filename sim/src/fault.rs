@@ -25,7 +25,14 @@ pub enum Fault {
         /// Text for stderr (a newline is added if missing and non-empty).
         stderr: String,
     },
-    /// Remove every fault.
+    /// Freeze, as a phone whose adbd stops answering: every shell request
+    /// is held, even after its client gave up, until [`Fault::Thaw`]; then
+    /// all held requests run at once (in no particular order), as adbd runs
+    /// the streams it buffered. Until thawed.
+    Freeze,
+    /// End a freeze: the held requests run.
+    Thaw,
+    /// Remove every fault (a freeze too).
     Clear,
 }
 
@@ -50,6 +57,9 @@ impl Faults {
             Fault::Delay(d) => self.delay = Some(d),
             Fault::Drop => self.next = Some(OneShot::Drop),
             Fault::Fail { exit, stderr } => self.next = Some(OneShot::Fail { exit, stderr }),
+            // Frozen is the shared phone's state (`Shared::frozen`), not a
+            // per-request fault.
+            Fault::Freeze | Fault::Thaw => {}
             Fault::Clear => *self = Self::default(),
         }
     }

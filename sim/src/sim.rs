@@ -111,9 +111,17 @@ pub(crate) struct Shared {
     pub(crate) phone: Phone,
     faults: Mutex<Faults>,
     pub(crate) auth: bool,
+    /// Frozen ([`Fault::Freeze`]): shell requests wait for this to be false.
+    frozen: tokio::sync::watch::Sender<bool>,
 }
 
 impl Shared {
+    /// Wait while the phone is frozen (not cancellable: a frozen adbd
+    /// keeps what it was sent, whether or not the client still waits).
+    pub(crate) async fn thawed(&self) {
+        let _ = self.frozen.subscribe().wait_for(|frozen| !frozen).await;
+    }
+
     /// The delay in force and the one-shot fault for the next request.
     pub(crate) fn take_faults(&self) -> (Option<Duration>, Option<OneShot>) {
         self.faults
@@ -280,6 +288,7 @@ impl Sim {
         let shared = Arc::new(Shared {
             phone: Phone::new(state, replay, log_file),
             faults: Mutex::new(Faults::default()),
+            frozen: tokio::sync::watch::channel(false).0,
             auth: config.auth,
         });
 
@@ -451,8 +460,17 @@ impl SimHandle {
     /// Injects (or clears) a fault.
     pub fn set_fault(&self, fault: Fault) {
         tracing::info!(?fault, "fault");
-        self.inner
-            .shared
+        let shared = &self.inner.shared;
+        match fault {
+            Fault::Freeze => {
+                shared.frozen.send_replace(true);
+            }
+            Fault::Thaw | Fault::Clear => {
+                shared.frozen.send_replace(false);
+            }
+            _ => {}
+        }
+        shared
             .faults
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

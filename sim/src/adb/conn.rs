@@ -119,6 +119,9 @@ async fn run_service(
     cancel: CancellationToken,
 ) {
     let (delay, one_shot) = faults;
+    // Frozen: held until thawed, then run even if the client has gone
+    // (what it sent is still in the phone's buffers).
+    shared.thawed().await;
     if let Some(d) = delay
         && !pause(d, &cancel).await
     {

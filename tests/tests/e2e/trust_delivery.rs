@@ -602,3 +602,53 @@ fn the_cli_waits_for_a_change_queued_behind_a_slow_one() {
         .collect();
     assert_eq!(log.len(), 2, "each change ran once: {log:?}");
 }
+
+/// A phone that freezes, as one whose adbd stops answering but keeps what
+/// it is sent and runs it all when it resumes (issue #34, item 7): the
+/// change that timed out may still run, so nothing follows it into the
+/// phone until a check answers. While frozen the phone is shown as not
+/// answering and the next change is refused unsent; once it resumes, what
+/// it kept runs, the next change goes after it, and each ran once, in the
+/// order accepted (checked against the phone's own command log).
+#[test]
+fn a_frozen_phone_gets_nothing_more_until_it_answers() {
+    let r = rig_with_call_timeout(1500);
+    let availability = format!("{P}/devices/phone/availability");
+    r.probe
+        .wait_last(&availability, WAIT, |m| m.payload == "online");
+    r.sim.control(json!({"op": "fault", "kind": "freeze"}));
+    r.send_call(&set_brightness("frozen-1", 61));
+    let first = r.wait_reply("frozen-1");
+    assert_eq!(code(&first), "timeout", "sent, may have run: {first}");
+    r.probe
+        .wait_last(&availability, WAIT, |m| m.payload == "offline");
+    r.send_call(&set_brightness("frozen-2", 62));
+    let second = r.wait_reply("frozen-2");
+    assert!(
+        ["device_offline", "busy"].contains(&code(&second)),
+        "{second}"
+    );
+    assert_eq!(second["error"]["retryable"], true, "{second}");
+    assert!(
+        second["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not sent") || m.contains("nothing was sent")),
+        "{second}"
+    );
+    assert!(r.brightness_log().is_empty(), "nothing ran while frozen");
+    r.sim.control(json!({"op": "fault", "kind": "thaw"}));
+    // What the phone kept runs now: the change that timed out.
+    wait_for("the kept change to run", WAIT, || {
+        (r.brightness_log() == [61]).then_some(())
+    });
+    r.send_call(&set_brightness("after-3", 63));
+    let third = r.wait_reply("after-3");
+    assert_eq!(third["ok"], true, "{third}");
+    r.probe
+        .wait_last(&availability, WAIT, |m| m.payload == "online");
+    assert_eq!(
+        r.brightness_log(),
+        [61, 63],
+        "in the order accepted, each once; the refused change never ran"
+    );
+}
