@@ -57,7 +57,20 @@ impl Health {
             None => Value::Null,
             Some(adb) => {
                 let server = adb.server().to_string();
-                match adb.server_version().await {
+                // A server the last refresh could not reach is not asked
+                // again from here (its requests hold threads while it
+                // hangs): that refresh's error is the answer.
+                let known = adb
+                    .registry()
+                    .problems()
+                    .into_iter()
+                    .find(|(transport, _)| *transport == "adb")
+                    .map(|(_, e)| e);
+                let version = match known {
+                    Some(e) => Err(e),
+                    None => adb.server_version().await,
+                };
+                match version {
                     Ok(version) => json!({"server": server, "answers": true, "version": version}),
                     Err(e) => json!({"server": server, "answers": false, "error": e.to_wire()}),
                 }
