@@ -12,6 +12,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The longest one part of the report may take.
+const PART: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What the health report is read from, fixed at start.
 #[derive(Debug, Clone)]
 pub(crate) struct Health {
@@ -76,17 +79,23 @@ impl Health {
                 }
             }
         };
-        let approvals = match approvals.pending().await {
-            Ok(pending) => json!(pending.len()),
-            Err(e) => json!({"error": e}),
+        // Each part within [`PART`], so a busy driver cannot hold up the
+        // whole report (the CLI gives `Status` ten seconds).
+        let late = || json!({"error": "no answer in time"});
+        let approvals = match tokio::time::timeout(PART, approvals.pending()).await {
+            Ok(Ok(pending)) => json!(pending.len()),
+            Ok(Err(e)) => json!({"error": e}),
+            Err(_) => late(),
         };
-        let automations = match automations.request(automations::Op::List).await {
-            Ok(Value::Array(list)) => json!({
+        let listed = tokio::time::timeout(PART, automations.request(automations::Op::List)).await;
+        let automations = match listed {
+            Ok(Ok(Value::Array(list))) => json!({
                 "count": list.len(),
                 "enabled": list.iter().filter(|a| a["enabled"] == true).count(),
             }),
-            Ok(_) => Value::Null,
-            Err(e) => json!({"error": e}),
+            Ok(Ok(_)) => Value::Null,
+            Ok(Err(e)) => json!({"error": e}),
+            Err(_) => late(),
         };
         json!({
             "version": env!("CARGO_PKG_VERSION"),

@@ -780,8 +780,10 @@ fn shutdown_tells_v5_clients() {
     assert_eq!(h.broker.connection_count(), 0);
 }
 
-#[test]
-fn queue_is_bounded_for_absent_clients() {
+/// A broker keeping 3 messages for an absent client: `away`'s persistent
+/// session, subscribed to `t`, whose connection (1) is gone; and how it
+/// logs in again.
+fn absent_client() -> (Harness, impl Fn(&mut Connect)) {
     let mut h = Harness::with_limits(Limits {
         max_queued: 3,
         ..Limits::default()
@@ -796,6 +798,12 @@ fn queue_is_bounded_for_absent_clients() {
         conn: 1,
         cause: LossCause::PeerClosed,
     });
+    (h, persistent)
+}
+
+#[test]
+fn queue_is_bounded_for_absent_clients() {
+    let (mut h, persistent) = absent_client();
     h.connect(2, V3);
     for i in 0..10 {
         h.publish(2, "t", &i.to_string(), QoS::AtLeastOnce, false);
@@ -1493,20 +1501,7 @@ fn clients_that_publish_and_subscribe_do_not_deadlock() {
 /// are refused, reported, and an MQTT 5 publisher is told "quota exceeded".
 #[test]
 fn an_absent_client_s_full_queue_refuses_and_reports() {
-    let mut h = Harness::with_limits(Limits {
-        max_queued: 3,
-        ..Limits::default()
-    });
-    let persistent = |c: &mut Connect| {
-        c.clean_start = false;
-        c.client_id = "away".into();
-    };
-    h.connect_with(1, persistent);
-    h.subscribe(1, "t", QoS::AtLeastOnce);
-    h.step(Input::Lost {
-        conn: 1,
-        cause: LossCause::PeerClosed,
-    });
+    let (mut h, _) = absent_client();
     h.connect(2, V5);
     let mut dropped = Vec::new();
     for i in 0..5u16 {

@@ -706,36 +706,29 @@ async fn share_text_that_lands_on_the_chooser_says_so_and_shares_nothing() {
 #[tokio::test]
 async fn open_url_and_start_activity_that_land_on_the_chooser_say_so() {
     let resolver = "android/com.android.internal.app.ResolverActivity";
-    let open = "am start -W -a android.intent.action.VIEW -c android.intent.category.BROWSABLE -d https://example.org/";
-    let sh = ScriptedShell::default().answer(open, &chooser_started(resolver));
-    let v = run(
-        &sh,
-        "intents.open_url",
-        json!({"url": "https://example.org/"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(v["chooser"], true, "{v}");
-    let start = "am start -W -a android.intent.action.VIEW -d geo:0,0?q=cafe";
-    let sh = ScriptedShell::default().answer(start, &chooser_started(resolver));
-    let v = run(
-        &sh,
-        "intents.start_activity",
-        json!({"action": "android.intent.action.VIEW", "data": "geo:0,0?q=cafe"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(v["chooser"], true, "{v}");
     let browser = "com.android.chrome/com.google.android.apps.chrome.Main";
-    let sh = ScriptedShell::default().answer(open, &chooser_started(browser));
-    let v = run(
-        &sh,
-        "intents.open_url",
-        json!({"url": "https://example.org/"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(v["chooser"], false, "{v}");
+    let open = "am start -W -a android.intent.action.VIEW -c android.intent.category.BROWSABLE -d https://example.org/";
+    let start = "am start -W -a android.intent.action.VIEW -d geo:0,0?q=cafe";
+    let open_params = json!({"url": "https://example.org/"});
+    let start_params = json!({"action": "android.intent.action.VIEW", "data": "geo:0,0?q=cafe"});
+    for (argv, landed_on, action, params, chooser) in [
+        (open, resolver, "intents.open_url", &open_params, true),
+        (
+            start,
+            resolver,
+            "intents.start_activity",
+            &start_params,
+            true,
+        ),
+        (open, browser, "intents.open_url", &open_params, false),
+    ] {
+        let sh = ScriptedShell::default().answer(argv, &chooser_started(landed_on));
+        let v = run(&sh, action, params.clone()).await.unwrap();
+        assert_eq!(
+            v["chooser"], chooser,
+            "{action} landing on {landed_on}: {v}"
+        );
+    }
 }
 
 #[tokio::test]
