@@ -150,7 +150,7 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
         tracing::error!(state_dir = %config.state_dir.display(), error = %e, status, "the state directory is not usable");
         return ExitCode::from(status);
     }
-    // The delivery store (daemon/src/delivery.rs): command ids and calls in
+    // The delivery store (core/src/delivery.rs): command ids and calls in
     // flight, kept across restarts. Without it "once" cannot be promised,
     // so a store that cannot be opened stops the start.
     let limits = crate::delivery::Limits {

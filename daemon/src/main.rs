@@ -54,20 +54,18 @@ mod cli;
 mod client; // How a command reaches the daemon, and the output every command shares.
 mod config;
 mod daemon;
+// The core: the call hub, each device's order, the delivery store, polling.
+use droidwarden_core::{delivery, hub, poll};
 mod dbus; // The D-Bus API (docs/dbus-api.md).
-mod delivery; // Durable command ids and calls in flight (docs/mqtt-api.md).
 mod events; // The event centre: one Event enum over the bus, devices and agent.
 mod health; // The daemon's own health, for `status`.
-mod hub;
 mod logging;
 mod mcp; // MCP, both ways (docs/mcp.md).
 mod metrics;
 mod mqtt;
 mod mqtt_users; // The embedded broker's users (docs/mqtt-access.md).
-mod poll;
 mod private;
 mod reload;
-mod sequencer; // Arrival order per device.
 mod services_cli; // `droidwarden services [SERVICE [ACTION]]`.
 mod skills_cli; // `droidwarden skills`, `skill run` (docs/skills.md).
 mod systemd;

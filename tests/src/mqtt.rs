@@ -141,6 +141,43 @@ impl Mosquitto {
         self.kill();
         self.spawn();
     }
+
+    /// Stop the broker as a service manager does (SIGTERM, then wait): a
+    /// broker with persistence saves its sessions and queued messages.
+    pub fn stop(&mut self) {
+        if let Some(child) = self.child.take() {
+            crate::send_signal(child.id(), "TERM");
+            let mut child = crate::KillOnDrop::from(child);
+            crate::wait_exit(&mut child, Duration::from_secs(10));
+        }
+    }
+
+    /// Start it again after [`Mosquitto::stop`] or [`Mosquitto::kill`].
+    pub fn resume(&mut self) {
+        if self.child.is_none() {
+            self.spawn();
+        }
+    }
+
+    /// Start a broker with persistence on (its database in a directory of
+    /// its own, saved at every stop and each second): sessions and their
+    /// queued QoS 1 messages survive a restart.
+    pub fn start_persistent(port: u16) -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let store = tempfile::tempdir().expect("temp dir");
+        // Started as root, mosquitto writes as its own user.
+        std::fs::set_permissions(store.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        let mut broker = Self::start_with(
+            port,
+            &format!(
+                "persistence true\npersistence_location {}/\nautosave_interval 1\nmax_queued_messages 100000\n",
+                store.path().display()
+            ),
+        );
+        broker.secrets = Some(store);
+        broker
+    }
 }
 
 impl Drop for Mosquitto {

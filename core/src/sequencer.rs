@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 /// The arrival order of one device's calls.
 #[derive(Debug)]
-pub(crate) struct Sequencer {
+pub struct Sequencer {
     state: Mutex<State>,
     /// Bumped whenever a ticket finishes; waiters re-check their turn.
     finished: watch::Sender<u64>,
@@ -42,7 +42,7 @@ struct State {
 
 /// A place in a device's queue; finishing (dropping) it lets later calls go.
 #[derive(Debug)]
-pub(crate) struct Ticket {
+pub struct Ticket {
     sequencer: Arc<Sequencer>,
     number: u64,
     write: bool,
@@ -66,7 +66,7 @@ impl Sequencer {
 
     /// Take the next place in the queue. Synchronous: the caller's arrival
     /// order is the order in which it calls this.
-    pub(crate) fn ticket(self: &Arc<Self>, write: bool) -> Ticket {
+    pub fn ticket(self: &Arc<Self>, write: bool) -> Ticket {
         let mut state = self.state();
         let number = state.next;
         state.next += 1;
@@ -82,14 +82,14 @@ impl Sequencer {
     }
 
     /// How many tickets are open (waiting or running).
-    pub(crate) fn open(&self) -> usize {
+    pub fn open(&self) -> usize {
         self.state().open.len()
     }
 }
 
 impl Ticket {
     /// Whether this ticket may start now.
-    pub(crate) fn ready(&self) -> bool {
+    pub fn ready(&self) -> bool {
         let state = self.sequencer.state();
         if self.write {
             state.open.keys().next() == Some(&self.number)
@@ -99,7 +99,7 @@ impl Ticket {
     }
 
     /// Wait until this ticket may start. The caller bounds the wait.
-    pub(crate) async fn turn(&self) {
+    pub async fn turn(&self) {
         // Subscribe before checking, so a finish between the check and the
         // wait is not missed.
         let mut finished = self.sequencer.finished.subscribe();

@@ -34,14 +34,18 @@ use tokio::sync::broadcast;
 
 /// Where a call is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CallState {
+pub enum CallState {
+    /// Sent to the phone; no answer yet.
     Executing,
+    /// The phone answered and the result parsed.
     Success,
+    /// Refused, failed, or timed out (its [`StatusEvent::error`] says which).
     Error,
 }
 
 impl CallState {
-    pub(crate) fn as_str(self) -> &'static str {
+    /// `executing`, `success` or `error`, as the status topics spell it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Executing => "executing",
             Self::Success => "success",
@@ -52,15 +56,23 @@ impl CallState {
 
 /// One transition of a call on a (device, service).
 #[derive(Debug, Clone)]
-pub(crate) struct StatusEvent {
-    pub(crate) device: DeviceName,
-    pub(crate) service: &'static str,
-    pub(crate) action: &'static str,
-    pub(crate) state: CallState,
-    pub(crate) started_at: SystemTime,
-    pub(crate) finished_at: Option<SystemTime>,
-    pub(crate) duration: Option<Duration>,
-    pub(crate) error: Option<WireError>,
+pub struct StatusEvent {
+    /// The device the call is on.
+    pub device: DeviceName,
+    /// The service id.
+    pub service: &'static str,
+    /// The action.
+    pub action: &'static str,
+    /// Where the call is.
+    pub state: CallState,
+    /// When the call started (its `executing`).
+    pub started_at: SystemTime,
+    /// When it ended; `None` while executing.
+    pub finished_at: Option<SystemTime>,
+    /// How long it took; `None` while executing.
+    pub duration: Option<Duration>,
+    /// Why it failed, for [`CallState::Error`].
+    pub error: Option<WireError>,
 }
 
 /// The status payload as serialized: fields in the order a JSON object of
@@ -92,35 +104,41 @@ impl StatusEvent {
     }
 
     /// The retained status payload.
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         serde_json::to_value(self.body(false)).unwrap_or(Value::Null)
     }
 
     /// The retained status payload, serialized; with `with_service`, the
     /// device-wide "last status" payload (which names the service too).
-    pub(crate) fn to_payload(&self, with_service: bool) -> Vec<u8> {
+    pub fn to_payload(&self, with_service: bool) -> Vec<u8> {
         serde_json::to_vec(&self.body(with_service)).unwrap_or_default()
     }
 }
 
 /// The latest known state of a (device, service).
 #[derive(Debug, Clone)]
-pub(crate) struct StateEvent {
-    pub(crate) device: DeviceName,
-    pub(crate) service: &'static str,
+pub struct StateEvent {
+    /// The device.
+    pub device: DeviceName,
+    /// The service id whose state this is.
+    pub service: &'static str,
     /// Shared: every subscriber of the bus gets the event, not a copy of
     /// the state.
-    pub(crate) state: Arc<Value>,
+    pub state: Arc<Value>,
 }
 
 /// What goes on the bus.
 #[derive(Debug, Clone)]
-pub(crate) enum BusEvent {
+pub enum BusEvent {
+    /// A call's status changed.
     Status(StatusEvent),
+    /// A service's state was read.
     State(StateEvent),
     /// Something a phone pushed (a notification, a battery change …).
     PhoneEvent {
+        /// The device that pushed it.
         device: DeviceName,
+        /// Its kind, e.g. `notification_posted`.
         kind: &'static str,
         /// Shared, as [`StateEvent::state`].
         data: Arc<Value>,
@@ -128,15 +146,17 @@ pub(crate) enum BusEvent {
 }
 
 /// Broadcast of [`BusEvent`]s.
-pub(crate) type Bus = broadcast::Sender<BusEvent>;
+pub type Bus = broadcast::Sender<BusEvent>;
 
-pub(crate) fn rfc3339(t: SystemTime) -> String {
+/// `t` in RFC 3339 with milliseconds, UTC (`2026-11-28T04:33:18.123Z`):
+/// the one format of every timestamp the daemon publishes.
+pub fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
 /// The read that gives a service's state, for services that have one
 /// (declared by the service: [`droidwarden_services::ServiceSpec::state`]).
-pub(crate) fn state_read(service: &str) -> Option<Command> {
+pub fn state_read(service: &str) -> Option<Command> {
     let read = Catalogue::get().service(service).ok()?.state?;
     Some(read())
 }
@@ -144,11 +164,16 @@ pub(crate) fn state_read(service: &str) -> Option<Command> {
 /// A request to perform one action as the edges receive it (MQTT payloads,
 /// D-Bus arguments): names and JSON parameters, not yet checked.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct CallRequest {
-    pub(crate) device: Option<String>,
-    pub(crate) service: String,
-    pub(crate) action: String,
-    pub(crate) params: Value,
+pub struct CallRequest {
+    /// The device's name; `None`: the only device, or the default one.
+    pub device: Option<String>,
+    /// A service id or node type.
+    pub service: String,
+    /// One of its actions.
+    pub action: String,
+    /// The parameters, checked against the action's schema by
+    /// [`CallRequest::parse`].
+    pub params: Value,
 }
 
 impl CallRequest {
@@ -157,7 +182,7 @@ impl CallRequest {
     ///
     /// # Errors
     /// An unknown service or action, or invalid parameters.
-    pub(crate) fn parse(&self) -> Result<Call, WireError> {
+    pub fn parse(&self) -> Result<Call, WireError> {
         let command = Catalogue::get()
             .parse(&self.service, &self.action, &self.params)
             .map_err(WireError::from)?;
@@ -171,14 +196,16 @@ impl CallRequest {
 /// A checked call: a typed command and the device it is for (`None`: the
 /// only device, or the default one).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Call {
-    pub(crate) device: Option<String>,
-    pub(crate) command: Command,
+pub struct Call {
+    /// The device's name; `None`: the only device, or the default one.
+    pub device: Option<String>,
+    /// The checked command.
+    pub command: Command,
 }
 
 /// The call path and the bus.
 #[derive(Debug, Clone)]
-pub(crate) struct Hub {
+pub struct Hub {
     registry: Arc<Registry>,
     bus: Bus,
     /// Each device's arrival order, created on its first call. Devices are
@@ -202,7 +229,7 @@ pub(crate) struct Hub {
 /// A call admitted in arrival order, waiting to [`run`](Admitted::run).
 /// Dropping it gives its place up.
 #[derive(Debug)]
-pub(crate) struct Admitted {
+pub struct Admitted {
     hub: Hub,
     device: DeviceHandle,
     command: Command,
@@ -213,21 +240,21 @@ pub(crate) struct Admitted {
 
 /// What came of a call run for a command id ([`Admitted::run_reporting`]).
 #[derive(Debug)]
-pub(crate) struct Ran {
+pub struct Ran {
     /// The call's answer.
-    pub(crate) result: Result<Value, WireError>,
+    pub result: Result<Value, WireError>,
     /// Whether the call is a change that may have reached the phone. False
     /// for a read, for a call that never got its turn, and for one the
     /// phone's transport refused before sending (`busy`, `device_offline`
     /// while the phone was away, `adb_missing`): none of those changed
     /// anything.
-    pub(crate) reached: bool,
+    pub reached: bool,
 }
 
 impl Hub {
     /// The hub; `delivery` records calls in flight (the daemon has one; unit
     /// tests may go without).
-    pub(crate) fn new(registry: Arc<Registry>, delivery: Option<DeliveryStore>) -> Self {
+    pub fn new(registry: Arc<Registry>, delivery: Option<DeliveryStore>) -> Self {
         // Every call produces two or three events; 4096 absorbs bursts of
         // a thousand calls while a slow subscriber catches up. A subscriber
         // that lags is told how many it missed.
@@ -244,27 +271,29 @@ impl Hub {
     }
 
     /// Whether the phone-services policy lets the service `id` be used.
-    pub(crate) fn service_enabled(&self, id: &str) -> bool {
+    pub fn service_enabled(&self, id: &str) -> bool {
         self.phone_policy.service_enabled(id)
     }
 
     /// The hub with `policy` for the phone services (the default policy
     /// until this is called: telephony and shell off).
-    pub(crate) fn with_phone_policy(mut self, policy: droidwarden_services::PhonePolicy) -> Self {
+    pub fn with_phone_policy(mut self, policy: droidwarden_services::PhonePolicy) -> Self {
         self.phone_policy = Arc::new(policy);
         self
     }
 
-    pub(crate) fn registry(&self) -> &Arc<Registry> {
+    /// The devices.
+    pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
     }
 
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<BusEvent> {
+    /// Every status, state and phone event from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<BusEvent> {
         self.bus.subscribe()
     }
 
     /// Announce a service's state learnt some other way (a phone's event).
-    pub(crate) fn announce_state(&self, device: DeviceName, service: &'static str, state: Value) {
+    pub fn announce_state(&self, device: DeviceName, service: &'static str, state: Value) {
         self.announce(BusEvent::State(StateEvent {
             device,
             service,
@@ -273,7 +302,7 @@ impl Hub {
     }
 
     /// Announce an event a phone pushed.
-    pub(crate) fn announce_event(&self, device: DeviceName, kind: &'static str, data: Value) {
+    pub fn announce_event(&self, device: DeviceName, kind: &'static str, data: Value) {
         self.announce(BusEvent::PhoneEvent {
             device,
             kind,
@@ -291,7 +320,7 @@ impl Hub {
     ///
     /// # Errors
     /// The call's error, in wire form.
-    pub(crate) async fn call(&self, call: Call) -> Result<Value, WireError> {
+    pub async fn call(&self, call: Call) -> Result<Value, WireError> {
         self.admit_call(call)?.run().await
     }
 
@@ -299,7 +328,7 @@ impl Hub {
     ///
     /// # Errors
     /// An unknown service, action or device, or invalid parameters.
-    pub(crate) fn admit(&self, request: &CallRequest) -> Result<Admitted, WireError> {
+    pub fn admit(&self, request: &CallRequest) -> Result<Admitted, WireError> {
         self.admit_call(request.parse()?)
     }
 
@@ -310,7 +339,7 @@ impl Hub {
     /// # Errors
     /// A call the phone-services policy refuses (`disabled`, `denied`), an
     /// unknown device, or a device with too many calls waiting.
-    pub(crate) fn admit_call(&self, call: Call) -> Result<Admitted, WireError> {
+    pub fn admit_call(&self, call: Call) -> Result<Admitted, WireError> {
         self.phone_policy.check(&call.command)?;
         let device = self
             .registry
@@ -384,7 +413,7 @@ impl Hub {
     /// the refresh after a change). It takes a place in the device's order
     /// like any read; while one waits for its turn, another for the same
     /// service is not needed and is skipped.
-    pub(crate) async fn poll_state(&self, device: &DeviceHandle, service: &'static str) {
+    pub async fn poll_state(&self, device: &DeviceHandle, service: &'static str) {
         if self.claim_refresh(device, service) {
             self.poll_claimed(device, service).await;
         }
@@ -574,7 +603,7 @@ impl Admitted {
     /// marked started in the delivery store (committed) just before the
     /// call goes to the phone, so that after a crash a repeat of an id
     /// that only waited runs, and one that went out is "may have run".
-    pub(crate) fn for_id(mut self, id: &str) -> Self {
+    pub fn for_id(mut self, id: &str) -> Self {
         self.id = Some(id.to_owned());
         self
     }
@@ -586,13 +615,13 @@ impl Admitted {
     /// `device_offline` or `busy` (not sent) when earlier calls on the
     /// device kept it waiting too long; otherwise the call's error, in wire
     /// form.
-    pub(crate) async fn run(self) -> Result<Value, WireError> {
+    pub async fn run(self) -> Result<Value, WireError> {
         self.run_reporting().await.result
     }
 
     /// [`Admitted::run`], saying also whether the call is a change that may
     /// have reached the phone.
-    pub(crate) async fn run_reporting(self) -> Ran {
+    pub async fn run_reporting(self) -> Ran {
         let Self {
             hub,
             device,
@@ -628,7 +657,7 @@ const MAX_WAITING: usize = 64;
 /// daemon — D-Bus `CallTimeout` and so the CLI, the agent's tool timeout —
 /// waits at least this long, so none reports a `timeout` of its own for a
 /// call that can still run.
-pub(crate) fn call_bound(device: &DeviceHandle) -> Duration {
+pub fn call_bound(device: &DeviceHandle) -> Duration {
     device.timeout().saturating_mul(2)
 }
 

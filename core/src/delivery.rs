@@ -97,7 +97,7 @@ const CREATED_MARKER: &str = "delivery.db.created";
 
 /// What the store says about a command id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Admit {
+pub enum Admit {
     /// Never seen within the window: recorded (committed); run it.
     New,
     /// Seen, and its reply is known: send this again.
@@ -112,17 +112,20 @@ pub(crate) enum Admit {
 
 /// A call that was in flight when the previous process stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Interrupted {
-    pub(crate) device: String,
-    pub(crate) service: String,
-    pub(crate) action: String,
+pub struct Interrupted {
+    /// The device it was on.
+    pub device: String,
+    /// The service id.
+    pub service: String,
+    /// The action.
+    pub action: String,
     /// Unix milliseconds.
-    pub(crate) started_ms: i64,
+    pub started_ms: i64,
 }
 
 /// A problem with the store's file.
 #[derive(Debug)]
-pub(crate) struct StoreError(String);
+pub struct StoreError(String);
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -180,7 +183,7 @@ enum Request {
 
 /// A cloneable handle to the store's thread.
 #[derive(Debug, Clone)]
-pub(crate) struct DeliveryStore {
+pub struct DeliveryStore {
     tx: mpsc::Sender<Request>,
     path: PathBuf,
     /// The store existed before (its marker says so) but was found empty.
@@ -189,11 +192,11 @@ pub(crate) struct DeliveryStore {
 
 /// The limits the store enforces.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
+pub struct Limits {
     /// How long an accepted id is remembered.
-    pub(crate) window: Duration,
+    pub window: Duration,
     /// Most ids within one window.
-    pub(crate) max_ids: u64,
+    pub max_ids: u64,
 }
 
 /// Now, in Unix milliseconds, as the store's columns hold it.
@@ -209,10 +212,7 @@ impl DeliveryStore {
     /// # Errors
     /// When the directory or the file cannot be created or opened; the
     /// message names the file and says what to do.
-    pub(crate) async fn open(
-        dir: &Path,
-        limits: Limits,
-    ) -> Result<(Self, Vec<Interrupted>), StoreError> {
+    pub async fn open(dir: &Path, limits: Limits) -> Result<(Self, Vec<Interrupted>), StoreError> {
         let path = dir.join("delivery.db");
         let (tx, rx) = mpsc::channel(CHANNEL);
         let (ready_tx, ready_rx) = oneshot::channel();
@@ -259,12 +259,12 @@ impl DeliveryStore {
 
     /// Whether the store existed before but was found empty at open (it
     /// was logged as an error then).
-    pub(crate) fn found_empty(&self) -> bool {
+    pub fn found_empty(&self) -> bool {
         self.found_empty
     }
 
     /// The database file.
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 
@@ -295,7 +295,7 @@ impl DeliveryStore {
     /// `started`: the command takes effect as soon as it runs (an agent
     /// run), so it is recorded as started at once; a call is admitted to
     /// wait for its turn and marked started by [`Self::begin`].
-    pub(crate) async fn admit(&self, id: &str, started: bool) -> Result<Admit, String> {
+    pub async fn admit(&self, id: &str, started: bool) -> Result<Admit, String> {
         let id = id.to_owned();
         self.ask(|done| Request::Admit { id, started, done }).await
     }
@@ -308,11 +308,7 @@ impl DeliveryStore {
     ///
     /// # Errors
     /// When the store cannot be read or written.
-    pub(crate) async fn refused(
-        &self,
-        id: &str,
-        final_reply: Option<&str>,
-    ) -> Result<Admit, String> {
+    pub async fn refused(&self, id: &str, final_reply: Option<&str>) -> Result<Admit, String> {
         let id = id.to_owned();
         let reply = final_reply.map(str::to_owned);
         self.ask(|done| Request::Refused { id, reply, done }).await
@@ -320,7 +316,7 @@ impl DeliveryStore {
 
     /// Forget an admitted id whose command did not run (committed before
     /// this returns): the same id may run later.
-    pub(crate) async fn forget(&self, id: &str) {
+    pub async fn forget(&self, id: &str) {
         let owned = id.to_owned();
         if let Err(e) = self.ask(|done| Request::Forget { id: owned, done }).await {
             tracing::warn!(id, error = %e, "command id not forgotten");
@@ -331,7 +327,7 @@ impl DeliveryStore {
     /// the caller publishes the reply after it, so a reply anyone saw is
     /// the one a repeat gets after a kill. Under load the wait is the
     /// batch's linger (1–4 ms), shared by every call in the batch.
-    pub(crate) async fn record_reply(&self, id: &str, reply: &str) {
+    pub async fn record_reply(&self, id: &str, reply: &str) {
         let (id, reply) = (id.to_owned(), reply.to_owned());
         let logged = id.clone();
         if let Err(e) = self.ask(|done| Request::Reply { id, reply, done }).await {
@@ -347,12 +343,7 @@ impl DeliveryStore {
     ///
     /// # Errors
     /// When the store is closed.
-    pub(crate) async fn begin(
-        &self,
-        key: u64,
-        call: Interrupted,
-        id: Option<&str>,
-    ) -> Result<(), String> {
+    pub async fn begin(&self, key: u64, call: Interrupted, id: Option<&str>) -> Result<(), String> {
         let id = id.map(str::to_owned);
         self.tx
             .send(Request::Begin { key, call, id })
@@ -365,7 +356,7 @@ impl DeliveryStore {
     ///
     /// # Errors
     /// When the store is closed.
-    pub(crate) async fn end(&self, key: u64) -> Result<(), String> {
+    pub async fn end(&self, key: u64) -> Result<(), String> {
         self.tx
             .send(Request::End { key })
             .await
@@ -376,7 +367,7 @@ impl DeliveryStore {
     ///
     /// # Errors
     /// When the store is closed.
-    pub(crate) async fn flush(&self) -> Result<(), String> {
+    pub async fn flush(&self) -> Result<(), String> {
         self.ask(|done| Request::Flush { done }).await
     }
 
@@ -386,7 +377,7 @@ impl DeliveryStore {
     ///
     /// # Errors
     /// When the store is closed or cannot be written.
-    pub(crate) async fn close(&self) -> Result<(), String> {
+    pub async fn close(&self) -> Result<(), String> {
         self.ask(|done| Request::Checkpoint { done: Some(done) })
             .await
     }

@@ -22,9 +22,13 @@ const TICK: Duration = Duration::from_secs(1);
 type LastPolls = HashMap<(String, &'static str), (Instant, bool)>;
 
 /// Seconds between state reads, per service id.
-pub(crate) type Intervals = BTreeMap<&'static str, Duration>;
+pub type Intervals = BTreeMap<&'static str, Duration>;
 
-pub(crate) async fn run(
+/// Read each service's state on every device at its interval (from
+/// `intervals`, which a reload may change), until `shutdown`; each read
+/// goes through the hub like any call and publishes the state it finds;
+/// reads are spawned on `tracker`.
+pub async fn run(
     hub: Hub,
     mut intervals: watch::Receiver<Intervals>,
     tracker: TaskTracker,

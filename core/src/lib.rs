@@ -1,0 +1,24 @@
+//! droidwarden's core: the one path from any caller to a phone.
+//!
+//! - [`hub`]: the call hub. Every caller (MQTT, D-Bus, MCP, the agent,
+//!   automations) admits a call here, which checks the phone-services
+//!   policy, picks the device, takes the call's place in that device's
+//!   order, runs it within one time bound ([`hub::call_bound`]) and
+//!   publishes its `executing` → `success` | `error` status.
+//! - [`sequencer`]: each device's arrival order (changes one at a time,
+//!   reads alongside).
+//! - [`delivery`]: the durable store of command ids and calls in flight,
+//!   so a repeated id is answered, not run again, and a crash leaves no
+//!   stale `executing`.
+//! - [`poll`]: the periodic state reads behind the retained state topics.
+//!
+//! Architecture invariant: this crate knows no protocol. It never parses
+//! an MQTT payload, a D-Bus message or a CLI argument, and never writes a
+//! reply; the adapters in the daemon turn their input into a
+//! [`hub::Call`] and the hub's typed results into their own wire forms.
+#![warn(missing_docs)]
+
+pub mod delivery;
+pub mod hub;
+pub mod poll;
+pub mod sequencer;
