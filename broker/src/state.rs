@@ -91,7 +91,7 @@ impl Default for Limits {
         Limits {
             // Phone screenshots are a few MiB; this leaves room for them.
             max_packet_size: 16 * 1024 * 1024,
-            max_inflight: 64,
+            max_inflight: 256,
             max_queued: 1000,
             max_queued_connected: 10_000,
             max_stall_secs: 30,

@@ -193,6 +193,32 @@ impl CallRequest {
     }
 }
 
+/// Why [`Hub::try_admit`] did not admit a call. Nothing was sent either
+/// way.
+#[derive(Debug, Clone)]
+pub enum Refusal {
+    /// The device is online and already has its most calls queued; the
+    /// call may be admitted once one of them finishes.
+    Full {
+        /// The device's name.
+        device: DeviceName,
+        /// The `busy` answer, should the caller not wait.
+        error: WireError,
+    },
+    /// Anything else [`Hub::admit`] refuses (unknown device or action,
+    /// invalid parameters, the phone-services policy, a phone away).
+    Refused(WireError),
+}
+
+impl Refusal {
+    /// The answer to give for it.
+    pub fn into_error(self) -> WireError {
+        match self {
+            Self::Full { error, .. } | Self::Refused(error) => error,
+        }
+    }
+}
+
 /// A checked call: a typed command and the device it is for (`None`: the
 /// only device, or the default one).
 #[derive(Debug, Clone, PartialEq)]
@@ -330,6 +356,65 @@ impl Hub {
     /// An unknown service, action or device, or invalid parameters.
     pub fn admit(&self, request: &CallRequest) -> Result<Admitted, WireError> {
         self.admit_call(request.parse()?)
+    }
+
+    /// [`Hub::admit`], telling a full queue apart from other refusals: a
+    /// caller that can hold the call back (an MQTT command whose
+    /// acknowledgement it withholds) waits for [`Hub::queue_moved`] and
+    /// tries again instead of answering `busy`.
+    ///
+    /// # Errors
+    /// [`Refusal::Full`] when the device's queue is full and the device is
+    /// online; [`Refusal::Refused`] for everything else [`Hub::admit`]
+    /// refuses.
+    pub fn try_admit(&self, request: &CallRequest) -> Result<Admitted, Refusal> {
+        let call = request.parse().map_err(Refusal::Refused)?;
+        self.phone_policy
+            .check(&call.command)
+            .map_err(Refusal::Refused)?;
+        let device = self
+            .registry
+            .select(call.device.as_deref())
+            .map_err(|e| Refusal::Refused(e.to_wire()))?;
+        let ticket = match self.ticket(&device, &call.command, true) {
+            Ok(ticket) => ticket,
+            Err(error) if error.code == ErrorCode::Busy => {
+                return Err(Refusal::Full {
+                    device: device.info().name,
+                    error,
+                });
+            }
+            Err(error) => return Err(Refusal::Refused(error)),
+        };
+        Ok(Admitted {
+            hub: self.clone(),
+            device,
+            command: call.command,
+            ticket,
+            id: None,
+        })
+    }
+
+    /// Changes whenever a call on `device` finishes (its queue moved): a
+    /// held call may find room then.
+    pub fn queue_moved(&self, device: &DeviceName) -> tokio::sync::watch::Receiver<u64> {
+        let mut map = self.sequencers.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(device.clone()).or_default().moved()
+    }
+
+    /// The name of the device a call for `device` (`None`: the only or
+    /// default one) would go to, if there is one.
+    pub fn device_name(&self, device: Option<&str>) -> Option<DeviceName> {
+        let handle = self.registry.select(device).ok()?;
+        Some(handle.info().name)
+    }
+
+    /// How long a call on the device named `device` may take in all
+    /// ([`call_bound`]); `None` for an unknown device.
+    pub fn call_bound_of(&self, device: &DeviceName) -> Option<Duration> {
+        self.registry
+            .get(device.as_str())
+            .map(|handle| call_bound(&handle))
     }
 
     /// Select a call's device and take its place in the device's arrival

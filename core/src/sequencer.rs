@@ -81,6 +81,11 @@ impl Sequencer {
         }
     }
 
+    /// Changes whenever a ticket finishes.
+    pub fn moved(&self) -> watch::Receiver<u64> {
+        self.finished.subscribe()
+    }
+
     /// How many tickets are open (waiting or running).
     pub fn open(&self) -> usize {
         self.state().open.len()

@@ -137,6 +137,23 @@ impl Dedupe {
         }
     }
 
+    /// The answer recorded for `id` (a run that ended, a final refusal, or
+    /// "interrupted" for a run a previous process left in flight); `None`
+    /// when it has none. Records nothing: for a command held back, whose
+    /// repeat of an id that already ran is answered at once instead of
+    /// waiting for a place it does not need.
+    pub(crate) async fn recorded(
+        &self,
+        id: &str,
+        error_reply: impl Fn(&WireError) -> String,
+    ) -> Option<Reply> {
+        match self.store.refused(id, None).await {
+            Ok(Admit::Done(reply)) => Some(Reply::from(reply)),
+            Ok(Admit::Interrupted) => Some(Reply::from(error_reply(&interrupted()))),
+            Ok(Admit::New | Admit::Busy) | Err(_) => None,
+        }
+    }
+
     /// The answer to a command with this id that was refused before it ran
     /// (`error`): a repeat of an id that ran gets what is known of it (its
     /// reply, or "interrupted"), whatever refused it this time; otherwise

@@ -58,7 +58,7 @@ use crate::automations::Automations;
 use crate::config::{BrokerTarget, MqttSettings};
 use crate::delivery::{DeliveryStore, Interrupted};
 use crate::events::{Event, Events, Stream};
-use crate::hub::{Admitted, Call, CallRequest, Hub, Ran};
+use crate::hub::{Admitted, Call, CallRequest, Hub, Ran, Refusal};
 use api::Request;
 use dedupe::{Decision, Dedupe};
 use droidwarden_bridge::backoff::Backoff;
@@ -74,10 +74,10 @@ use rumqttc::v5::mqttbytes::v5::{
 };
 use rumqttc::v5::{AsyncClient, Event as MqttEvent, EventLoop, MqttOptions};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -102,6 +102,23 @@ const MAX_PACKET: u32 = 1024 * 1024;
 /// of 65535 costs 14 MB; a local broker acknowledges in well under a
 /// millisecond, so 256 in flight never holds anything back.
 const MAX_INFLIGHT: u16 = 256;
+
+/// The daemon's MQTT 5 Receive Maximum: how many QoS 1 messages the broker
+/// may send it before their acknowledgements. mosquitto takes a client's
+/// Receive Maximum as its window for that client (else its
+/// `max_inflight_messages`, 20 by default), the embedded broker the smaller
+/// of it and its own 256.
+const RECEIVE_MAXIMUM: u16 = 256;
+
+/// Commands held back for one phone: not acknowledged while the phone's
+/// queue is full, admitted in order as it drains.
+const HOLD_PER_DEVICE: usize = 64;
+
+/// Commands held back in all. The rest of the window, 64 of
+/// [`RECEIVE_MAXIMUM`], always stays open for everything else the broker
+/// sends: companion phones' responses, which drain their queues, above
+/// all, so holding can never stop the queue it waits for.
+const HOLD_TOTAL: usize = RECEIVE_MAXIMUM as usize - 64;
 
 /// How long a removed device's Home Assistant entries are cleared again
 /// whenever Home Assistant comes online: 30 days.
@@ -180,6 +197,33 @@ pub(crate) struct Mqtt {
     /// went away comes back in moments, and while we are away a broker
     /// without persistence drops the commands sent to us).
     local_broker: bool,
+    /// Commands held back, unacknowledged, while their phone's queue is
+    /// full ([`Mqtt::run_job`]).
+    held: Mutex<Held>,
+    /// Cancelled when the daemon stops taking commands: held ones are left
+    /// unacknowledged, for the broker to deliver to the next process.
+    stopping: CancellationToken,
+}
+
+/// Commands with an id whose phone's queue was full when they arrived:
+/// their PUBACK is withheld (the broker sends no more than its window, so
+/// a backlog waits at the broker, which holds its publishers back in
+/// turn), and they are admitted in arrival order as the queue drains. One
+/// line per phone; a command for a phone with a line joins it, so nothing
+/// overtakes a held command.
+#[derive(Debug, Default)]
+struct Held {
+    lines: HashMap<droidwarden_services::DeviceName, VecDeque<HeldJob>>,
+    total: usize,
+}
+
+#[derive(Debug)]
+struct HeldJob {
+    job: Job,
+    publish: Publish,
+    /// The `busy` answer it gets if it waits too long.
+    busy: WireError,
+    since: Instant,
 }
 
 /// Create the client; the returned event loop must be driven by
@@ -231,6 +275,7 @@ pub(crate) fn connect(
             network
         })
         .set_outgoing_inflight_upper_limit(MAX_INFLIGHT)
+        .set_receive_maximum(Some(RECEIVE_MAXIMUM))
         .set_last_will(LastWill::new(
             topics.availability(),
             "offline",
@@ -274,6 +319,8 @@ pub(crate) fn connect(
         told_publishers: matches!(settings.broker, BrokerTarget::Embedded { .. })
             && settings.credentials.is_some(),
         local_broker,
+        held: Mutex::default(),
+        stopping: CancellationToken::new(),
     });
     Ok((mqtt, eventloop))
 }
@@ -731,15 +778,20 @@ impl Mqtt {
     /// refused call that owns its id goes to its handler too, which asks
     /// the store before it answers: a repeat of an id that already ran gets
     /// that run's reply, not this refusal.
+    ///
+    /// A command with an id delivered with QoS 1 whose phone's queue is
+    /// full is held back instead of refused ([`Held`]), within the hold
+    /// budget; beyond it, `busy`.
     fn run_job(self: &Arc<Self>, job: Job, publish: &Publish) {
         let admitted = match &job.request {
-            Request::Call { call, .. } => match self.admit_request(call) {
-                Ok(admitted) => Some(Ok(admitted)),
-                Err(error) if job.owns_id => {
+            Request::Call { call, .. } => match self.admit_or_hold(call, &job, publish) {
+                None => return,
+                Some(Ok(admitted)) => Some(Ok(admitted)),
+                Some(Err(error)) if job.owns_id => {
                     tracing::debug!(id = job.to.id, error = %error, "call refused");
                     Some(Err(error))
                 }
-                Err(error) => {
+                Some(Err(error)) => {
                     tracing::debug!(id = job.to.id, error = %error, "call refused");
                     let refused = self.step(Input::Refused { to: job.to, error });
                     self.perform_routed(refused, publish);
@@ -754,6 +806,176 @@ impl Mqtt {
         let mqtt = Arc::clone(self);
         self.calls
             .spawn(async move { mqtt.handle(job, admitted, delivery).await });
+    }
+
+    /// Admit a call now, or hold it back: `None` when it was held (or
+    /// joined a line), else the admission or the refusal to answer.
+    fn admit_or_hold(
+        self: &Arc<Self>,
+        call: &CallRequest,
+        job: &Job,
+        publish: &Publish,
+    ) -> Option<Result<Admitted, WireError>> {
+        // Only a command the broker keeps until we acknowledge it can wait
+        // there: one with an id (acknowledged once recorded) and QoS 1.
+        let holdable = job.owns_id && publish.qos == QoS::AtLeastOnce && publish.pkid != 0;
+        if !holdable {
+            return Some(self.admit_request(call));
+        }
+        let mut held = lock(&self.held);
+        // Behind the commands already held for its phone, never before.
+        let line = self
+            .hub
+            .device_name(call.device.as_deref())
+            .filter(|device| held.lines.contains_key(device));
+        let (device, busy) = match line {
+            Some(device) => {
+                let busy = held.lines[&device]
+                    .front()
+                    .map(|first| first.busy.clone())
+                    .unwrap_or_else(|| {
+                        WireError::new(droidwarden_services::ErrorCode::Busy, "device is busy")
+                    });
+                (device, busy)
+            }
+            None => match self.hub.try_admit(call) {
+                Ok(admitted) => return Some(Ok(admitted)),
+                Err(Refusal::Full { device, error }) => (device, error),
+                Err(Refusal::Refused(error)) => return Some(Err(error)),
+            },
+        };
+        let waiting = held.lines.get(&device).map_or(0, VecDeque::len);
+        if waiting >= HOLD_PER_DEVICE || held.total >= HOLD_TOTAL {
+            let mut busy = busy;
+            busy.message = format!(
+                "{}; {waiting} more wait for it unacknowledged ({} held in all)",
+                busy.message, held.total
+            );
+            return Some(Err(busy));
+        }
+        tracing::debug!(id = job.to.id, %device, waiting, "queue full: command held back");
+        held.total += 1;
+        let line = held.lines.entry(device.clone()).or_default();
+        line.push_back(HeldJob {
+            job: job.clone(),
+            publish: publish.clone(),
+            busy,
+            since: Instant::now(),
+        });
+        let first = line.len() == 1;
+        if let Some(id) = job.to.id.clone() {
+            // A repeat of an id that already ran needs no place: answered
+            // from the store at once, if it is still held by then.
+            let mqtt = Arc::clone(self);
+            let device = device.clone();
+            self.calls
+                .spawn(async move { mqtt.answer_held_repeat(device, id).await });
+        }
+        if first {
+            let mqtt = Arc::clone(self);
+            self.calls
+                .spawn(async move { mqtt.drain_held(device).await });
+        }
+        None
+    }
+
+    /// If the held command `id` has a recorded answer, take it out of its
+    /// line and answer it from the store (and acknowledge it).
+    async fn answer_held_repeat(
+        self: Arc<Self>,
+        device: droidwarden_services::DeviceName,
+        id: String,
+    ) {
+        let error_reply = |error: &WireError| api::error_reply(Some(&id), error).to_string();
+        let Some(reply) = self.dedupe.recorded(&id, error_reply).await else {
+            return;
+        };
+        let taken = {
+            let mut held = lock(&self.held);
+            let taken = held.lines.get_mut(&device).and_then(|line| {
+                let at = line
+                    .iter()
+                    .position(|h| h.job.to.id.as_deref() == Some(id.as_str()))?;
+                line.remove(at)
+            });
+            if taken.is_some() {
+                held.total = held.total.saturating_sub(1);
+            }
+            taken
+        };
+        // Already admitted: its handler answers it from the store too.
+        let Some(HeldJob { job, publish, .. }) = taken else {
+            return;
+        };
+        tracing::info!(id, "repeated command id: sending the recorded reply again");
+        self.ack(&publish).await;
+        let finish = Finish {
+            mqtt: Arc::clone(&self),
+            id: Some(id),
+        };
+        finish.done(Some(reply.clone())).await;
+        self.reply(&job.to, reply.as_bytes().to_vec()).await;
+    }
+
+    /// Admit `device`'s held commands in order as its queue drains; one
+    /// that waited longer than the phone's call bound is answered `busy`.
+    /// Ends when the line is empty, or when the daemon stops taking
+    /// commands (what is still held stays unacknowledged, for the broker
+    /// to deliver to the next process).
+    async fn drain_held(self: Arc<Self>, device: droidwarden_services::DeviceName) {
+        let mut moved = self.hub.queue_moved(&device);
+        let limit = self
+            .hub
+            .call_bound_of(&device)
+            .unwrap_or(Duration::from_secs(30));
+        loop {
+            let wake = {
+                let mut held = lock(&self.held);
+                loop {
+                    let Some(head) = held.lines.get(&device).and_then(VecDeque::front) else {
+                        held.lines.remove(&device);
+                        return;
+                    };
+                    let Request::Call { call, .. } = &head.job.request else {
+                        // Only calls are held.
+                        break None;
+                    };
+                    let expired = head.since.elapsed() >= limit;
+                    let admitted = match self.hub.try_admit(call) {
+                        Ok(admitted) => Ok(admitted),
+                        Err(Refusal::Full { .. }) if !expired => break Some(head.since + limit),
+                        Err(Refusal::Full { mut error, .. }) => {
+                            error.message = format!(
+                                "{}; it waited {} s for a place, unacknowledged",
+                                error.message,
+                                limit.as_secs()
+                            );
+                            Err(error)
+                        }
+                        Err(Refusal::Refused(error)) => Err(error),
+                    };
+                    let Some(HeldJob { job, publish, .. }) =
+                        held.lines.get_mut(&device).and_then(VecDeque::pop_front)
+                    else {
+                        break None;
+                    };
+                    held.total = held.total.saturating_sub(1);
+                    let mqtt = Arc::clone(&self);
+                    self.calls.spawn(async move {
+                        mqtt.handle(job, Some(admitted), Some(publish)).await;
+                    });
+                }
+            };
+            let Some(wake) = wake else {
+                lock(&self.held).lines.remove(&device);
+                return;
+            };
+            tokio::select! {
+                () = self.stopping.cancelled() => return,
+                changed = moved.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep_until(wake.into()) => {}
+            }
+        }
     }
 
     /// Acknowledge a QoS 1 delivery (acknowledgements are manual).
@@ -1096,6 +1318,7 @@ impl Mqtt {
     /// and the dispatcher leaves those arriving during the shutdown
     /// unacknowledged, for the next process.
     pub(crate) async fn finish_calls(&self, grace: Duration) {
+        self.stopping.cancel();
         self.calls.close();
         if tokio::time::timeout(grace, self.calls.wait())
             .await

@@ -432,18 +432,53 @@ fn a_repeat_of_an_id_that_ran_gets_its_reply_even_when_the_queue_is_full() {
     assert_eq!(first["ok"], true, "{first}");
     r.sim
         .control(json!({"op": "fault", "kind": "delay", "ms": 20000}));
-    // One change hangs on the phone; the phone's queue (64) fills behind it.
+    // One change hangs on the phone; the phone's queue (64) fills behind
+    // it, and six more are held back unacknowledged.
     for n in 0..70 {
         r.send_call(&set_brightness(&format!("fill-{n}"), 100 + n));
     }
-    wait_for("a call refused: the queue is full", WAIT, || {
-        (0..70)
-            .flat_map(|n| r.replies(&format!("fill-{n}")))
-            .find(|reply| code(reply) == "busy")
-    });
+    // The repeat arrives after them: held too, then answered from the
+    // store without waiting for a place.
     r.send_call(&set_brightness("ran-1", 10));
     let again = r.wait_nth_reply("ran-1", 2);
     assert_eq!(again, first, "the recorded reply, not `busy`");
+    assert!(
+        (0..70).all(|n| r.replies(&format!("fill-{n}")).is_empty()),
+        "answered while everything before it still waited"
+    );
+    // Beyond the queue and the held line (64 + 64), `busy` at once, with
+    // the reason.
+    for n in 70..140 {
+        r.send_call(&set_brightness(&format!("fill-{n}"), 100 + n));
+    }
+    let busy = wait_for("a call refused: queue and held line full", WAIT, || {
+        (70..140)
+            .flat_map(|n| r.replies(&format!("fill-{n}")))
+            .find(|reply| code(reply) == "busy")
+    });
+    let message = busy["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("queued") && message.contains("unacknowledged"),
+        "{busy}"
+    );
+    assert_eq!(busy["error"]["retryable"], true, "{busy}");
+    r.send_call(&set_brightness("ran-1", 10));
+    let third = r.wait_nth_reply("ran-1", 3);
+    assert_eq!(third, first, "the recorded reply, not `busy`");
+    r.sim.control(json!({"op": "fault", "kind": "clear"}));
+}
+
+#[test]
+fn a_burst_beyond_the_queue_is_held_back_and_runs_in_order() {
+    let r = rig();
+    r.sim
+        .control(json!({"op": "fault", "kind": "delay", "ms": 50}));
+    // 120 changes at once: one runs, 64 queue, the rest are held back
+    // (their PUBACK withheld) and admitted in order as the queue drains.
+    let levels: Vec<u64> = (0..120).collect();
+    r.send_levels("burst", &levels);
+    r.wait_levels_ok("burst", &levels);
+    assert_eq!(r.brightness_log(), levels, "each once, in the order sent");
     r.sim.control(json!({"op": "fault", "kind": "clear"}));
 }
 
