@@ -562,6 +562,47 @@ impl Toolset {
         &self.specs
     }
 
+    /// The arguments tool `name` expects, in short, for an error that
+    /// shows the model what to send: each top-level key with its type,
+    /// whether it is required, and its values when there are a few
+    /// (`{"service_id": "string, required", "device": "string"}`). Short
+    /// on purpose: the whole schema is in the request already, and a small
+    /// model's context is small. `None` for a tool this run does not have.
+    pub fn expected_arguments(&self, name: &str) -> Option<Value> {
+        let schema = self
+            .specs
+            .iter()
+            .find(|s| s.name == name)?
+            .parameters_for(schema::Dialect::Anthropic)?;
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let mut out = Map::new();
+        for (key, node) in schema["properties"].as_object().into_iter().flatten() {
+            let mut text = match &node["type"] {
+                Value::String(t) => t.clone(),
+                Value::Array(ts) => ts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                _ => "any".to_owned(),
+            };
+            if let Some(values) = node["enum"].as_array().filter(|v| v.len() <= 8) {
+                let values: Vec<String> = values.iter().map(Value::to_string).collect();
+                let _ = write!(text, ", one of {}", values.join(", "));
+            }
+            if required.contains(&key.as_str()) {
+                text.push_str(", required");
+            }
+            out.insert(key.clone(), Value::String(text));
+        }
+        Some(Value::Object(out))
+    }
+
     /// Whether there are no tools at all.
     pub fn is_empty(&self) -> bool {
         self.specs.is_empty()
@@ -679,10 +720,7 @@ impl Toolset {
             }
             CALCULATOR_TOOL if self.has(CALCULATOR_TOOL) => {
                 only_keys(&args, &["expression"])?;
-                let expression = args
-                    .get("expression")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| invalid("calculator requires \"expression\" (a string)"))?;
+                let expression = str_arg(&args, "expression")?;
                 Ok(Planned::Calculator {
                     expression: expression.to_owned(),
                 })
@@ -983,6 +1021,12 @@ fn invalid(message: impl Into<String>) -> WireError {
     WireError::new(ErrorCode::InvalidParams, message)
 }
 
+/// Whether a call's arguments are something other than a JSON object's
+/// text (empty text counts as `{}`).
+pub fn malformed_arguments(text: &str) -> bool {
+    !text.trim().is_empty() && !matches!(serde_json::from_str::<Value>(text), Ok(Value::Object(_)))
+}
+
 fn parse_arguments(text: &str) -> Result<Map<String, Value>, WireError> {
     if text.trim().is_empty() {
         return Ok(Map::new());
@@ -1010,10 +1054,17 @@ fn only_keys(args: &Map<String, Value>, allowed: &[&str]) -> Result<(), WireErro
     }
 }
 
+/// A string argument: missing (or null) and of another type are told
+/// apart, so the model fixes the right thing.
 fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, WireError> {
-    args.get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| invalid(format!("\"{key}\" is required (a string)")))
+    match args.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        None | Some(Value::Null) => Err(invalid(format!("\"{key}\" is required (a string)"))),
+        Some(other) => Err(invalid(format!(
+            "\"{key}\" must be a string, got {}",
+            droidwarden_services::schema::json_type(other)
+        ))),
+    }
 }
 
 /// One line per action (`{bullet}name(params): description`), for tool

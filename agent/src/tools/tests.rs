@@ -449,6 +449,35 @@ fn planning_validates_and_explains() {
         "unknown argument",
     );
     check_err(&set, CALCULATOR_TOOL, r#"{}"#, InvalidParams, "expression");
+    // A value of the wrong type is reported as such, not as missing.
+    for (tool, args, needle) in [
+        (
+            TOOLKIT_TOOL,
+            r#"{"device":"kitchen","service_id":5,"action":"status"}"#,
+            "\"service_id\" must be a string, got a number",
+        ),
+        (
+            TOOLKIT_TOOL,
+            r#"{"device":"kitchen","service_id":"battery","action":["status"]}"#,
+            "\"action\" must be a string, got an array",
+        ),
+        (
+            CALCULATOR_TOOL,
+            r#"{"expression":12}"#,
+            "\"expression\" must be a string, got a number",
+        ),
+    ] {
+        check_err(&set, tool, args, InvalidParams, needle);
+        let err = set.plan(&call(tool, args)).unwrap_err();
+        assert!(!err.message.contains("required"), "{args}: {err}");
+    }
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        r#"{"device":"kitchen","action":"status"}"#,
+        InvalidParams,
+        "\"service_id\" is required (a string)",
+    );
     assert_eq!(
         set.plan(&call(CALCULATOR_TOOL, r#"{"expression":"1+1"}"#))
             .unwrap()
