@@ -12,6 +12,7 @@
 mod background; // Background delegations: tasks that outlive the call.
 mod delegate; // Delegation to `[[agents]]` as child runs.
 pub(crate) mod external; // Approvals for calls from outside a run (MCP).
+mod pace; // Time spent waiting for the model, left out of child time limits.
 
 pub use background::Delegation;
 
@@ -33,6 +34,7 @@ use crate::tools::{Planned, SkillScope, Toolset};
 use droidwarden_services::{Command, ErrorCode, Risk, WireError};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use pace::Pace;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
@@ -727,6 +729,7 @@ impl Run {
             persisted: true,
             provider,
             tag: Tag::default(),
+            paces: Vec::new(),
             shutdown,
         })
         .await
@@ -771,6 +774,9 @@ struct Loop {
     /// The model it talks to (a delegated agent may have its own).
     provider: Arc<dyn Provider>,
     tag: Tag,
+    /// The clocks of the child runs this run is (in): each counts the time
+    /// spent waiting for the model, which their time limits leave out.
+    paces: Vec<Arc<Pace>>,
     shutdown: CancellationToken,
 }
 
@@ -805,6 +811,7 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
         persisted,
         provider,
         tag,
+        paces,
         shutdown,
     } = l;
     // Model calls and executions in flight; when none is, the run waits
@@ -832,6 +839,7 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
                         &toolset,
                         system.clone(),
                         &tag,
+                        paces.clone(),
                     ));
                 }
                 Action::Checkpoint { approvals } => {
@@ -873,7 +881,10 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
                                 risk,
                                 depth,
                             },
-                            &shutdown,
+                            Within {
+                                paces: &paces,
+                                shutdown: &shutdown,
+                            },
                         ),
                         Planned::Delegate {
                             agent: name,
@@ -892,16 +903,32 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
                                 context,
                                 mode,
                             },
-                            &shutdown,
+                            Within {
+                                paces: &paces,
+                                shutdown: &shutdown,
+                            },
                         ),
                         Planned::DelegationStatus { task_id } => {
                             background::status(&agent, &state, call_id, task_id)
                         }
-                        planned => execute(&inner, &toolset, &mut device_locks, call_id, planned),
+                        planned => execute(
+                            &inner,
+                            &provider,
+                            &toolset,
+                            &mut device_locks,
+                            call_id,
+                            planned,
+                        ),
                     };
                     inflight.push(fut);
                 }
                 Action::Finish(outcome) => {
+                    // From the ask (the run's first message) to now.
+                    let duration_ms = state
+                        .messages
+                        .first()
+                        .map_or(0, |m| now_ms().saturating_sub(m.at_ms));
+                    log_end(&state, &tag, &outcome, duration_ms);
                     if !persisted {
                         return Ok(outcome);
                     }
@@ -912,11 +939,17 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
                     let kind = match &outcome.error {
                         Some(error) => EventKind::Error {
                             error: error.clone(),
+                            stop_reason: outcome.stop_reason,
+                            usage: outcome.usage,
+                            model_calls: outcome.model_calls,
+                            duration_ms,
                         },
                         None => EventKind::Final {
                             text: outcome.text.clone(),
                             stop_reason: outcome.stop_reason,
                             usage: outcome.usage,
+                            model_calls: outcome.model_calls,
+                            duration_ms,
                         },
                     };
                     agent.emit(&state, &tag, kind);
@@ -952,6 +985,40 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
     }
 }
 
+/// Log a run's end: why it stopped, how long it took, its model calls and
+/// tokens. A user's run at `info` (`warn` when it failed or gave no
+/// answer), a child run (a skill's, a delegated agent's) at `debug`: its
+/// parent's tool result says how it went.
+fn log_end(state: &RunState, tag: &Tag, outcome: &RunOutcome, duration_ms: u64) {
+    let no_answer = outcome.error.is_some()
+        || outcome.stop_reason != crate::events::StopReason::FinalAnswer
+        || outcome.text.trim().is_empty();
+    let error = outcome.error.as_ref().map(|e| e.message.as_str());
+    macro_rules! end {
+        ($level:ident) => {
+            tracing::$level!(
+                session = state.session_id,
+                run = state.run_id,
+                skill = tag.skill.as_deref(),
+                stop_reason = outcome.stop_reason.as_str(),
+                duration_ms,
+                model_calls = outcome.model_calls,
+                input_tokens = outcome.usage.input_tokens,
+                output_tokens = outcome.usage.output_tokens,
+                tool_calls = outcome.steps.len(),
+                error,
+                "agent run finished{}",
+                if no_answer { " without an answer" } else { "" }
+            )
+        };
+    }
+    match (tag.skill.is_some(), no_answer) {
+        (true, _) => end!(debug),
+        (false, false) => end!(info),
+        (false, true) => end!(warn),
+    }
+}
+
 impl Slots {
     async fn ensure(
         &mut self,
@@ -973,6 +1040,14 @@ impl Slots {
             *admission = None;
         }
     }
+}
+
+/// What a child run is started within: the clocks of the runs it is
+/// inside (see [`Pace`]) and the caller's shutdown token.
+#[derive(Clone, Copy)]
+struct Within<'a> {
+    paces: &'a [Arc<Pace>],
+    shutdown: &'a CancellationToken,
 }
 
 /// An `invoke_skill` call, validated.
@@ -997,8 +1072,9 @@ fn invoke_skill(
     policy: &ApprovalPolicy,
     call_id: String,
     call: SkillCall,
-    shutdown: &CancellationToken,
+    within: Within<'_>,
 ) -> BoxFuture<'static, Input> {
+    let Within { paces, shutdown } = within;
     let agent = agent.clone();
     let cfg = &agent.inner.config;
     let skills = parent_tools
@@ -1091,6 +1167,7 @@ fn invoke_skill(
             limits_fail: false,
             provider,
             slots: Slots::Child,
+            paces: paces.to_vec(),
         },
         shutdown,
     )
@@ -1115,6 +1192,8 @@ struct Child {
     provider: Arc<dyn Provider>,
     /// The parent's slot ([`Slots::Child`]) or its own (a background task).
     slots: Slots,
+    /// The clocks of the runs it is inside (none for a background task).
+    paces: Vec<Arc<Pace>>,
 }
 
 /// How a child run ended: its result for the parent, and its tool calls.
@@ -1144,6 +1223,12 @@ fn child_limits(
 
 /// Drive a child run to its end, bounded by its timeout. Nothing it does
 /// can fail the caller: every failure is in [`ChildEnd::result`].
+///
+/// The timeout counts the child's own time (tools, approvals, waiting for
+/// a slot), not the time its model calls take: a slow model on a CPU would
+/// otherwise hit any fixed limit, and each model call is already bounded
+/// by the provider's progress limits (first byte, idle), as their number
+/// is by the child's iteration limit.
 async fn drive_child(agent: Agent, child: Child, shutdown: CancellationToken) -> ChildEnd {
     let Child {
         state,
@@ -1157,8 +1242,11 @@ async fn drive_child(agent: Agent, child: Child, shutdown: CancellationToken) ->
         limits_fail,
         provider,
         slots,
+        mut paces,
         ..
     } = child;
+    let pace = Arc::new(Pace::default());
+    paces.push(pace.clone());
     let looped = drive_loop(Loop {
         agent,
         state,
@@ -1170,10 +1258,12 @@ async fn drive_child(agent: Agent, child: Child, shutdown: CancellationToken) ->
         persisted: false,
         provider,
         tag,
+        paces,
         shutdown: shutdown.clone(),
     });
+    let bounded = pace.bound(timeout, looped);
     let mut steps = Vec::new();
-    let result = match tokio::time::timeout(timeout, looped).await {
+    let result = match bounded.await {
         Ok(Ok(outcome)) => {
             steps = outcome.steps.clone();
             match outcome.error {
@@ -1207,15 +1297,16 @@ async fn drive_child(agent: Agent, child: Child, shutdown: CancellationToken) ->
             ErrorCode::Internal,
             format!("{kind} {name} stopped: {e}"),
         )),
-        Err(_) => {
+        Err(model_time) => {
             // Stop the child's work still in flight (its futures are
             // dropped with the loop; the token ends its waits).
             shutdown.cancel();
             Err(WireError::new(
                 ErrorCode::Timeout,
                 format!(
-                    "{kind} {name} did not finish within {} s",
-                    timeout.as_secs_f64()
+                    "{kind} {name} did not finish within its {} s (the {} s it waited for the model not counted)",
+                    timeout.as_secs_f64(),
+                    model_time.as_secs()
                 ),
             ))
         }
@@ -1336,9 +1427,10 @@ fn model_call(
     toolset: &Toolset,
     system: Arc<str>,
     tag: &Tag,
+    paces: Vec<Arc<Pace>>,
 ) -> BoxFuture<'static, Input> {
     let view = state.model_view();
-    let request = ChatRequest {
+    let mut request = ChatRequest {
         system: if view.system.is_empty() {
             system.to_string()
         } else {
@@ -1356,6 +1448,7 @@ fn model_call(
     let (run_id, session_id) = (state.run_id.clone(), state.session_id.clone());
     let tag = tag.clone();
     Box::pin(async move {
+        let _waiting = paces.iter().map(Pace::begin).collect::<Vec<_>>();
         let events = inner.events.clone();
         let sink = move |t: &str| {
             let _ = events.send(AgentEvent {
@@ -1366,7 +1459,24 @@ fn model_call(
                 kind: EventKind::TextDelta { text: t.to_owned() },
             });
         };
-        match provider.complete(&request, &sink).await {
+        if !provider.vision() {
+            request.messages = crate::images::for_text_model(request.messages);
+        }
+        let result = match provider.complete(&request, &sink).await {
+            // A text-only model refused a screenshot: the provider sends no
+            // image from now on, and the model is asked again at once
+            // (nothing was streamed), told the image cannot be shown.
+            Err(e) if e.refused_images() && !provider.vision() => {
+                tracing::info!(
+                    provider = provider.name(),
+                    "the model refused an image; asking again without it"
+                );
+                request.messages = crate::images::for_text_model(request.messages);
+                provider.complete(&request, &sink).await
+            }
+            other => other,
+        };
+        match result {
             Ok(reply) => Input::ModelReplied {
                 reply,
                 now_ms: now_ms(),
@@ -1442,6 +1552,7 @@ fn await_approval(
 
 fn execute(
     inner: &Arc<Inner>,
+    provider: &Arc<dyn Provider>,
     toolset: &Toolset,
     locks: &mut HashMap<String, Arc<tokio::sync::Mutex<()>>>,
     call_id: String,
@@ -1536,9 +1647,12 @@ fn execute(
         .or_default()
         .clone();
     let inner = inner.clone();
+    let provider = provider.clone();
     Box::pin(async move {
         let _turn = lock.lock_owned().await;
-        let result = match crate::images::without_vision(&call.0, inner.provider.vision()) {
+        // Asked now: the model may have refused an image since the call
+        // was planned.
+        let result = match crate::images::without_vision(&call.0, provider.vision()) {
             // A model without vision reads the screen's UI tree instead.
             Some(tree) => call_device(&inner, device.as_deref(), &tree, false)
                 .await

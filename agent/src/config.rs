@@ -11,8 +11,11 @@
 //! model = "qwen2.5:7b"
 //! api_key_env = "OPENAI_API_KEY" # or api_key_file = "/run/credentials/…/llm"
 //! connect_timeout_s = 10
-//! read_timeout_s = 120
-//! request_timeout_s = 300
+//! first_byte_timeout_s = 600     # the prompt is read before the first byte
+//! idle_timeout_s = 120           # silence once the answer began
+//! # request_timeout_s = 3600     # optional cap on a whole request
+//! max_tokens = 1024
+//! vision = "auto"                # or true / false
 //!
 //! [agent]
 //! tool_mode = "toolkit"          # or "direct"
@@ -401,6 +404,75 @@ mod tests {
         let err = llm(serde_json::json!({"provider": "openai", "model": "m", "apikey": "x"}))
             .unwrap_err();
         assert!(err.contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn llm_limits_follow_progress_and_fit_a_slow_cpu_by_default() {
+        use crate::provider::config::Vision;
+        let d = llm(serde_json::json!({"provider": "openai", "model": "m"})).unwrap();
+        assert_eq!(d.first_byte_timeout, Duration::from_secs(600));
+        assert_eq!(d.idle_timeout, Duration::from_secs(120));
+        assert_eq!(d.request_timeout, None);
+        assert_eq!(d.max_tokens, 1024);
+        assert_eq!(d.vision, Vision::Auto);
+        let set = llm(serde_json::json!({"provider": "openai", "model": "m",
+            "first_byte_timeout_s": 900, "idle_timeout_s": 30, "request_timeout_s": 3600,
+            "vision": false, "max_tokens": 512}))
+        .unwrap();
+        assert_eq!(
+            (
+                set.first_byte_timeout,
+                set.idle_timeout,
+                set.request_timeout,
+                set.vision,
+                set.max_tokens
+            ),
+            (
+                Duration::from_secs(900),
+                Duration::from_secs(30),
+                Some(Duration::from_secs(3600)),
+                Vision::Off,
+                512
+            )
+        );
+        // The older name of the idle limit still works, not both at once.
+        let old =
+            llm(serde_json::json!({"provider": "openai", "model": "m", "read_timeout_s": 45}))
+                .unwrap();
+        assert_eq!(old.idle_timeout, Duration::from_secs(45));
+        let both = llm(serde_json::json!({"provider": "openai", "model": "m",
+            "read_timeout_s": 45, "idle_timeout_s": 45}))
+        .unwrap_err();
+        assert!(both.contains("llm.read_timeout_s"), "{both}");
+        for (vision, want) in [
+            (serde_json::json!(true), Vision::On),
+            (serde_json::json!("auto"), Vision::Auto),
+        ] {
+            let c = llm(serde_json::json!({"provider": "openai", "model": "m", "vision": vision}))
+                .unwrap();
+            assert_eq!(c.vision, want);
+        }
+        let bad = llm(serde_json::json!({"provider": "openai", "model": "m", "vision": "maybe"}))
+            .unwrap_err();
+        assert!(
+            bad.contains("vision must be true, false or \"auto\""),
+            "{bad}"
+        );
+        for (key, value) in [
+            ("first_byte_timeout_s", 0.0),
+            ("idle_timeout_s", -1.0),
+            ("request_timeout_s", 0.0),
+        ] {
+            let err = llm(serde_json::json!({"provider": "openai", "model": "m", key: value}))
+                .unwrap_err();
+            assert!(err.contains(&format!("llm.{key}")), "{err}");
+        }
+        // Room for the thinking budget and an answer.
+        let thinking = llm(
+            serde_json::json!({"provider": "anthropic", "model": "m", "thinking_budget": 2048}),
+        )
+        .unwrap();
+        assert_eq!(thinking.max_tokens, 3072);
     }
 
     #[test]

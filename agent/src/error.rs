@@ -5,6 +5,45 @@
 use droidwarden_services::{ErrorCode, WireError};
 use std::time::Duration;
 
+/// Which limit a model call ran into ([`AgentError::Timeout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TimeoutKind {
+    /// Connecting (`[llm] connect_timeout_s`).
+    Connect,
+    /// No answer began in time (`[llm] first_byte_timeout_s`): the model
+    /// was still reading the prompt, or the server was busy.
+    FirstByte,
+    /// The answer stopped (`[llm] idle_timeout_s`).
+    Idle,
+    /// The whole request took too long (`[llm] request_timeout_s`).
+    Total,
+}
+
+/// What a model or its server cannot do ([`AgentError::Unsupported`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ModelFeature {
+    /// Images (a text-only model, or llama.cpp without a projector).
+    Images,
+    /// Tool calls (a model without tool support, or llama.cpp without
+    /// `--jinja`).
+    Tools,
+}
+
+impl ModelFeature {
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Images => {
+                "takes no images (screenshots are read as the screen's UI tree instead; [llm] vision = false says so from the start)"
+            }
+            Self::Tools => {
+                "cannot call tools (llama.cpp: start llama-server with --jinja; Ollama: use a model with tool support)"
+            }
+        }
+    }
+}
+
 /// Everything that can go wrong in the agent runtime.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -78,14 +117,41 @@ pub enum AgentError {
         /// What failed.
         message: String,
     },
-    /// A provider call timed out (connect, read or total).
-    #[error("{provider} timed out after {attempts} attempt(s): {message}")]
+    /// A provider call timed out: connecting, waiting for the answer to
+    /// begin, between two pieces of it, or overall. `partial` says whether
+    /// text had already been shown (then it is not retried).
+    #[error("{provider} timed out after {attempts} attempt(s){}: {message}", if *partial { " (partial text already streamed)" } else { "" })]
     Timeout {
         /// Provider name.
         provider: &'static str,
         /// Attempts made.
         attempts: u32,
-        /// Which timeout.
+        /// Which limit.
+        kind: TimeoutKind,
+        /// Whether text deltas had been emitted.
+        partial: bool,
+        /// What happened, naming the limit.
+        message: String,
+    },
+    /// The model or its server cannot do what the request needs (images,
+    /// tools); no retry can change that.
+    #[error("the {provider} model {}: {message}", feature.describe())]
+    Unsupported {
+        /// Provider name.
+        provider: &'static str,
+        /// What it cannot do.
+        feature: ModelFeature,
+        /// The provider's message.
+        message: String,
+    },
+    /// The request is larger than the model's context window.
+    #[error(
+        "the conversation does not fit the {provider} model's context window (use fewer [agent] memory_turns, a smaller max_result_chars, or a larger context on the server): {message}"
+    )]
+    ContextExceeded {
+        /// Provider name.
+        provider: &'static str,
+        /// The provider's message.
         message: String,
     },
     /// A streamed answer ended before it was complete. `partial` says whether
@@ -188,6 +254,18 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// Whether the model said it takes no images: the agent goes on
+    /// without them.
+    pub fn refused_images(&self) -> bool {
+        matches!(
+            self,
+            Self::Unsupported {
+                feature: ModelFeature::Images,
+                ..
+            }
+        )
+    }
+
     /// Whether the session store's directory or file could not be created
     /// or opened for writing (read-only or full file system, a file in the
     /// way, permissions): the daemon's start-up reports it as such.
@@ -230,8 +308,17 @@ impl AgentError {
             Self::RateLimited { .. } | Self::Connect { .. } | Self::StreamCut { .. } => {
                 (ErrorCode::Internal, true)
             }
-            Self::Timeout { .. } => (ErrorCode::Timeout, true),
-            Self::Http { status, .. } => (ErrorCode::Internal, *status >= 500),
+            // A prompt that took too long to read takes as long again.
+            Self::Timeout { kind, .. } => (
+                ErrorCode::Timeout,
+                matches!(kind, TimeoutKind::Connect | TimeoutKind::Idle),
+            ),
+            Self::Unsupported { .. } => (ErrorCode::UnsupportedAction, false),
+            Self::ContextExceeded { .. } => (ErrorCode::InvalidRequest, false),
+            Self::Http { status, .. } if *status >= 500 => (ErrorCode::Internal, true),
+            // The provider refused the request itself: the same request
+            // is refused again.
+            Self::Http { .. } => (ErrorCode::InvalidRequest, false),
             Self::BadResponse { .. } => (ErrorCode::Internal, false),
             Self::Store(_)
             | Self::StoreClosed

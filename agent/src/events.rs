@@ -40,6 +40,27 @@ pub enum StopReason {
     StepLimit,
     /// The model call failed (see the `error` event).
     Error,
+    /// The model's reply was cut off at its token limit (`[llm]
+    /// max_tokens`, or the context window): no answer (see the `error`
+    /// event).
+    CutOff,
+}
+
+fn error_stop() -> StopReason {
+    StopReason::Error
+}
+
+impl StopReason {
+    /// The reason's name, as serialized (`final_answer`, `cut_off` …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FinalAnswer => "final_answer",
+            Self::MaxIterations => "max_iterations",
+            Self::StepLimit => "step_limit",
+            Self::Error => "error",
+            Self::CutOff => "cut_off",
+        }
+    }
 }
 
 /// Where a background task is.
@@ -162,7 +183,8 @@ pub enum EventKind {
         /// The text.
         text: String,
     },
-    /// The run finished with an answer.
+    /// The run finished with an answer (which may be empty, or stop at a
+    /// limit: see `stop_reason`).
     Final {
         /// The answer.
         text: String,
@@ -170,11 +192,31 @@ pub enum EventKind {
         stop_reason: StopReason,
         /// Tokens used by the run.
         usage: Usage,
+        /// Model calls the run made.
+        #[serde(default)]
+        model_calls: u32,
+        /// How long the run took, from the ask to its end (a run resumed
+        /// after a restart counts the time the daemon was down).
+        #[serde(default)]
+        duration_ms: u64,
     },
     /// The run failed.
     Error {
         /// What went wrong.
         error: WireError,
+        /// Why it stopped: `error`, or `cut_off` (the reply was cut off
+        /// at the token limit).
+        #[serde(default = "error_stop")]
+        stop_reason: StopReason,
+        /// Tokens used by the run.
+        #[serde(default)]
+        usage: Usage,
+        /// Model calls the run made.
+        #[serde(default)]
+        model_calls: u32,
+        /// How long the run took.
+        #[serde(default)]
+        duration_ms: u64,
     },
     /// A plan run's plan (again with `replan: true` after a replan: the
     /// steps still in the plan, done ones included).
@@ -280,12 +322,38 @@ mod tests {
                 text: "done".into(),
                 stop_reason: StopReason::MaxIterations,
                 usage: Usage::default(),
+                model_calls: 10,
+                duration_ms: 1200,
             },
         };
         let v = serde_json::to_value(&ev).unwrap();
         assert_eq!(v["event"], "final");
         assert_eq!(v["stop_reason"], "max_iterations");
+        assert_eq!(v["model_calls"], 10);
+        assert_eq!(v["duration_ms"], 1200);
         let back: AgentEvent = serde_json::from_value(v).unwrap();
         assert_eq!(back, ev);
+        for reason in [
+            StopReason::FinalAnswer,
+            StopReason::MaxIterations,
+            StopReason::StepLimit,
+            StopReason::Error,
+            StopReason::CutOff,
+        ] {
+            assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+        }
+        // An error event stored before these fields existed still reads.
+        let old: EventKind = serde_json::from_value(
+            json!({"event": "error", "error": {"code": "internal", "message": "x", "retryable": false}}),
+        )
+        .unwrap();
+        assert!(matches!(
+            old,
+            EventKind::Error {
+                stop_reason: StopReason::Error,
+                model_calls: 0,
+                ..
+            }
+        ));
     }
 }

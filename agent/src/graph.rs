@@ -29,6 +29,7 @@ use crate::tools::{Planned, Toolset};
 use droidwarden_services::{ErrorCode, WireError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::fmt::Write as _;
 
 /// The pseudo-service under which skills appear to the approval policy
 /// (`allow = ["skill.bedtime"]`, `deny = ["skill.*"]`) and in approval
@@ -115,6 +116,9 @@ pub struct RunOutcome {
     /// The tool calls the run made, in order, with their results.
     #[serde(default)]
     pub steps: Vec<ToolStep>,
+    /// Model calls the run made.
+    #[serde(default)]
+    pub model_calls: u32,
 }
 
 /// One tool call of a finished run, for the caller's record.
@@ -525,6 +529,58 @@ fn agent_step(state: &mut RunState, checkpoint: bool) -> Vec<Action> {
     out
 }
 
+/// Whether a provider's stop reason says the reply was cut off at the
+/// token limit: OpenAI-compatible `length`, Anthropic `max_tokens` (or
+/// `model_context_window_exceeded`), Gemini `MAX_TOKENS`.
+fn cut_off(stop_reason: &str) -> bool {
+    matches!(
+        stop_reason,
+        "length" | "max_tokens" | "MAX_TOKENS" | "model_context_window_exceeded"
+    )
+}
+
+/// A call as it is kept in the conversation: malformed arguments become
+/// `{}` (a server that renders the history, as llama.cpp does, rejects a
+/// whole request for one malformed call), empty ones too.
+fn sent_call(call: &ToolCall) -> ToolCall {
+    if call.arguments.trim().is_empty() || crate::tools::malformed_arguments(&call.arguments) {
+        ToolCall {
+            arguments: "{}".into(),
+            ..call.clone()
+        }
+    } else {
+        call.clone()
+    }
+}
+
+/// Longest part of malformed arguments quoted back to the model.
+const QUOTED_ARGUMENTS: usize = 200;
+
+/// The error for malformed arguments says what the model sent (it is not
+/// in the conversation any more) and what the tool expects.
+fn explain_arguments(toolset: &Toolset, call: &ToolCall, mut error: WireError) -> WireError {
+    if !crate::tools::malformed_arguments(&call.arguments) {
+        return error;
+    }
+    let sent: String = call.arguments.chars().take(QUOTED_ARGUMENTS).collect();
+    let more = if call.arguments.chars().count() > QUOTED_ARGUMENTS {
+        " …"
+    } else {
+        ""
+    };
+    error.message = format!(
+        "{}. The arguments you sent were: {sent}{more} (kept in the conversation as {{}}). Send the arguments as one JSON object",
+        error.message
+    );
+    match toolset.expected_arguments(&call.name) {
+        Some(expected) => {
+            let _ = write!(error.message, "; expected: {expected}");
+        }
+        None => error.message.push_str(", for a tool you have"),
+    }
+    error
+}
+
 fn last_assistant_text(state: &RunState) -> String {
     state
         .messages
@@ -552,6 +608,7 @@ fn finish(
         usage: state.usage,
         error,
         steps: tool_steps(&state.messages),
+        model_calls: state.iteration,
     };
     state.outcome = Some(outcome.clone());
     vec![Action::Finish(outcome)]
@@ -585,12 +642,16 @@ fn model_replied(
         }
     }
     let stage = state.plan.as_ref().map(|p| p.stage);
-    if matches!(
-        stage,
-        Some(Stage::Planning | Stage::Refining | Stage::Synthesizing)
-    ) {
+    let cut = reply.stop_reason.as_deref().filter(|r| cut_off(r));
+    if cut.is_some()
+        || matches!(
+            stage,
+            Some(Stage::Planning | Stage::Refining | Stage::Synthesizing)
+        )
+    {
         // Planner, refinery and synthesizer get no tools: their text is
-        // what counts (kept in the transcript for `session show`).
+        // what counts (kept in the transcript for `session show`). A call
+        // cut off at the token limit is incomplete: never run.
         calls.clear();
     }
     state.messages.push(TimedMessage {
@@ -598,9 +659,24 @@ fn model_replied(
         message: Message::Assistant {
             text: reply.text.clone(),
             thinking: reply.thinking,
-            tool_calls: calls.clone(),
+            // Only well-formed arguments go back into the conversation.
+            tool_calls: calls.iter().map(sent_call).collect(),
         },
     });
+    if let Some(reason) = cut {
+        return finish(
+            state,
+            StopReason::CutOff,
+            String::new(),
+            Some(WireError::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "the model's reply was cut off at its token limit (stop reason {reason:?}) after {} characters, so it is not an answer; raise [llm] max_tokens (or the model server's context size), or ask for something shorter",
+                    reply.text.chars().count()
+                ),
+            )),
+        );
+    }
     match stage {
         Some(Stage::Planning) => return planned(state, &reply.text),
         Some(Stage::Refining) => return refined(state, &reply.text),
@@ -638,10 +714,13 @@ fn model_replied(
             arguments: serde_json::from_str(&call.arguments)
                 .unwrap_or_else(|_| Value::String(call.arguments.clone())),
         }));
-        let planned = env.toolset.plan(&call);
+        let planned = env
+            .toolset
+            .plan(&call)
+            .map_err(|e| explain_arguments(env.toolset, &call, e));
         let index = state.calls.len();
         state.calls.push(CallSlot {
-            call: call.clone(),
+            call: sent_call(&call),
             planned: planned.as_ref().ok().cloned(),
             status: CallStatus::Executing,
         });

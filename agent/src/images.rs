@@ -122,7 +122,7 @@ pub fn noted_tree(mut tree: Value) -> Value {
         obj.insert(
             "note".into(),
             Value::String(
-                "this model takes no images ([llm] vision = false): the screen's UI tree is given instead of the screenshot".into(),
+                "this model takes no images (no vision): the screen's UI tree is given instead of the screenshot".into(),
             ),
         );
     }
@@ -136,6 +136,26 @@ fn reference(content: &str) -> Option<String> {
     }
     let value: Value = serde_json::from_str(content).ok()?;
     value["image"]["ref"].as_str().map(str::to_owned)
+}
+
+/// What the note of an image reference says to a model that takes no
+/// images.
+const NOT_SHOWN: &str = "this model takes no images, so this screenshot cannot be shown: read the screen as text with the screen service's ui_tree action";
+
+/// `messages` for a model that takes no images: each screenshot's result
+/// says it cannot be shown, and how to read the screen instead (the
+/// result's note otherwise says the image is attached).
+pub fn for_text_model(mut messages: Vec<Message>) -> Vec<Message> {
+    for m in &mut messages {
+        if let Message::Tool { content, .. } = m
+            && reference(content).is_some()
+            && let Ok(mut value) = serde_json::from_str::<Value>(content)
+        {
+            value["image"]["note"] = Value::String(NOT_SHOWN.into());
+            *content = value.to_string();
+        }
+    }
+    messages
 }
 
 /// The images to send with `messages`, by tool call id: the newest first
@@ -204,5 +224,13 @@ mod tests {
         // A reference the stash does not know (a restarted daemon) is text only.
         let unknown = tool("c4", &json!({"image": {"ref": "img-gone"}}));
         assert!(attached(&[unknown], 10_000).is_empty());
+        // A text-only model is told the image cannot be shown.
+        let text = for_text_model(messages);
+        let Message::Tool { content, .. } = &text[0] else {
+            panic!()
+        };
+        assert!(content.contains("cannot be shown") && content.contains("ui_tree"));
+        assert!(!content.contains("attached for you"));
+        assert_eq!(text[1], tool("c2", &plain));
     }
 }

@@ -58,7 +58,7 @@ pub mod testing;
 pub use agent::external::{ExternalAnswer, ExternalRequest};
 pub use agent::{Agent, AskRequest, Delegation, MAX_PROMPT_CHARS, Run, RunEvents};
 pub use config::{AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawLlmConfig};
-pub use error::AgentError;
+pub use error::{AgentError, ModelFeature, TimeoutKind};
 pub use events::{AgentEvent, ApprovalOutcome, EventKind, PendingApproval, StopReason};
 pub use graph::{RunOutcome, ToolStep};
 pub use host::{BoxFuture, DeviceSummary, ToolFuture, ToolHost};

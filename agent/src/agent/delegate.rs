@@ -8,7 +8,7 @@
 //! Wait mode runs it in the parent's slot and returns its answer;
 //! background mode hands it to [`super::background`].
 
-use super::{Agent, Child, Slots, Tag, background, child_limits, run_child};
+use super::{Agent, Child, Slots, Tag, Within, background, child_limits, run_child};
 use crate::clock::now_ms;
 use crate::delegation::DelegateMode;
 use crate::graph::{Input, RunState};
@@ -18,7 +18,6 @@ use crate::store;
 use crate::tools::{SkillScope, Toolset};
 use droidwarden_services::{ErrorCode, WireError};
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 /// A `delegate_to_<agent>` call, validated by the tool pipeline.
 pub(super) struct DelegateCall {
@@ -39,8 +38,9 @@ pub(super) fn delegate(
     policy: &ApprovalPolicy,
     call_id: String,
     call: DelegateCall,
-    shutdown: &CancellationToken,
+    within: Within<'_>,
 ) -> BoxFuture<'static, Input> {
+    let Within { paces, shutdown } = within;
     let cfg = &agent.inner.config;
     let set = parent_tools
         .delegate_set()
@@ -130,6 +130,11 @@ pub(super) fn delegate(
                 admission: None,
                 slot: None,
             },
+        },
+        // A background task's time is its own, not the caller's.
+        paces: match mode {
+            DelegateMode::Wait => paces.to_vec(),
+            DelegateMode::Background => Vec::new(),
         },
     };
     match mode {

@@ -172,6 +172,94 @@ fn invalid_calls_become_readable_tool_errors_and_the_run_continues() {
     assert_eq!(f.state.phase, Phase::AwaitingModel);
 }
 
+/// Malformed arguments are never kept in the conversation (llama.cpp
+/// rejects a whole request whose history has one): the call is kept with
+/// `{}`, and its result says what was wrong and what was expected.
+#[test]
+fn malformed_arguments_stay_out_of_the_conversation() {
+    let mut f = Fixture::new();
+    f.state.limits.max_result_chars = 2000;
+    f.step(Input::Start { now_ms: 0 });
+    let bad = "{\"service_id\": \"battery\", \"action\": ";
+    f.step(reply_calls(vec![
+        ToolCall::new("c1", "android_device", bad),
+        ToolCall::new("c2", "current_time", ""),
+        ToolCall::new("c3", "android_device", "[1, 2]"),
+    ]));
+    f.step(Input::ToolFinished {
+        call_id: "c2".into(),
+        result: Ok(json!({"now": "12:00"})),
+        now_ms: 20,
+    });
+    let Message::Assistant { tool_calls, .. } = &f.state.messages[1].message else {
+        panic!("{:?}", f.state.messages)
+    };
+    let args: Vec<&str> = tool_calls.iter().map(|c| c.arguments.as_str()).collect();
+    assert_eq!(args, ["{}", "{}", "{}"]);
+    let result = |id: &str| {
+        f.state
+            .messages
+            .iter()
+            .find_map(|m| match &m.message {
+                Message::Tool {
+                    call_id, content, ..
+                } if call_id == id => Some(content.clone()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let first = result("c1");
+    for needle in [
+        "not valid JSON",
+        "invalid_params",
+        "expected",
+        "service_id",
+        "\\\"action\\\": ",
+    ] {
+        assert!(first.contains(needle), "{needle} missing from {first}");
+    }
+    assert!(result("c3").contains("must be a JSON object"));
+}
+
+/// An answer cut off at the token limit is not an answer.
+#[test]
+fn a_reply_cut_off_at_the_token_limit_ends_the_run_as_cut_off() {
+    for reason in ["length", "max_tokens", "MAX_TOKENS"] {
+        let mut f = Fixture::new();
+        f.step(Input::Start { now_ms: 0 });
+        let a = f.step(Input::ModelReplied {
+            reply: ModelReply {
+                stop_reason: Some(reason.into()),
+                ..ModelReply::text("The kitchen phone is at")
+            },
+            now_ms: 10,
+        });
+        let out = finished(&a);
+        assert_eq!(out.stop_reason, StopReason::CutOff, "{reason}");
+        assert_eq!(out.text, "");
+        let error = out.error.as_ref().unwrap();
+        assert!(
+            error.message.contains("cut off") && error.message.contains(reason),
+            "{error:?}"
+        );
+        assert!(!error.retryable);
+    }
+    // A cut-off tool call is not run either.
+    let mut f = Fixture::new();
+    f.step(Input::Start { now_ms: 0 });
+    let a = f.step(Input::ModelReplied {
+        reply: ModelReply {
+            stop_reason: Some("length".into()),
+            ..ModelReply::with_calls(vec![call(
+                "c1",
+                json!({"device": "kitchen", "service_id": "battery", "action": "status"}),
+            )])
+        },
+        now_ms: 10,
+    });
+    assert_eq!(finished(&a).stop_reason, StopReason::CutOff);
+}
+
 #[test]
 fn approval_flow_approve_and_deny() {
     let mut f = Fixture::new();

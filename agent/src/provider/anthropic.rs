@@ -289,11 +289,7 @@ impl StreamDecoder for Decoder {
                 return Ok(true);
             }
             "error" => {
-                let message = v
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error event");
-                return Err(Fail::Cut(format!("error in stream: {message}")));
+                return Err(http::stream_error(v.get("error").unwrap_or(&v)));
             }
             _ => {}
         }

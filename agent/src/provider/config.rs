@@ -41,6 +41,49 @@ impl ProviderKind {
     }
 }
 
+/// Whether the model takes images (`[llm] vision`): `true`, `false` or
+/// `"auto"` (the default). Written as a boolean or the word `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Vision {
+    /// Send screenshots as images.
+    On,
+    /// Never send images: a screenshot call runs `screen.ui_tree` instead.
+    Off,
+    /// Ask llama.cpp's `GET /props` (`modalities.vision`) when the
+    /// endpoint has one; otherwise send images until the model refuses one.
+    #[default]
+    Auto,
+}
+
+impl Serialize for Vision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::On => s.serialize_bool(true),
+            Self::Off => s.serialize_bool(false),
+            Self::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Vision {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Flag(bool),
+            Word(String),
+        }
+        match Written::deserialize(d)? {
+            Written::Flag(true) => Ok(Self::On),
+            Written::Flag(false) => Ok(Self::Off),
+            Written::Word(w) if w == "auto" => Ok(Self::Auto),
+            Written::Word(w) => Err(serde::de::Error::custom(format!(
+                "vision must be true, false or \"auto\", got {w:?}"
+            ))),
+        }
+    }
+}
+
 /// `[llm]` as written in the file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,9 +100,17 @@ pub struct RawLlmConfig {
     pub api_key_file: Option<PathBuf>,
     /// TCP/TLS connect timeout, seconds (default 10).
     pub connect_timeout_s: Option<f64>,
-    /// Longest silence between two reads, seconds (default 120).
+    /// Longest wait for the first byte of an answer, seconds (default
+    /// 600): the model reads the whole prompt first, which takes minutes
+    /// on a slow CPU.
+    pub first_byte_timeout_s: Option<f64>,
+    /// Longest silence between two pieces of an answer once it began,
+    /// seconds (default 120).
+    pub idle_timeout_s: Option<f64>,
+    /// The older name of `idle_timeout_s`, still accepted.
     pub read_timeout_s: Option<f64>,
-    /// Whole request, including a streamed body, seconds (default 300).
+    /// An optional cap on a whole request, streamed answer included,
+    /// seconds (default: none; the progress limits above bound it).
     pub request_timeout_s: Option<f64>,
     /// Retries after the first attempt on 429, 5xx and connection errors (default 4).
     pub max_retries: Option<u32>,
@@ -67,7 +118,8 @@ pub struct RawLlmConfig {
     pub max_retry_wait_s: Option<f64>,
     /// Stream answers (text deltas as they come; default true).
     pub stream: Option<bool>,
-    /// Maximum answer tokens (default 4096; required by Anthropic).
+    /// Maximum answer tokens, sent to every provider (default 1024, or
+    /// `thinking_budget` + 1024).
     pub max_tokens: Option<u32>,
     /// Sampling temperature.
     pub temperature: Option<f64>,
@@ -76,9 +128,9 @@ pub struct RawLlmConfig {
     /// OpenAI: send tools with `strict: true` (default true; turn off for
     /// servers that reject the field).
     pub strict_tools: Option<bool>,
-    /// Whether the model takes images (default true); without, a screenshot
-    /// call gives the screen's UI tree instead.
-    pub vision: Option<bool>,
+    /// Whether the model takes images: `true`, `false` or `"auto"`
+    /// (default); without, a screenshot call gives the screen's UI tree.
+    pub vision: Option<Vision>,
     /// The most image bytes (base64) sent with one model request (default
     /// 4 MiB); older screenshots beyond it are left out.
     pub max_image_bytes: Option<u64>,
@@ -97,10 +149,13 @@ pub struct LlmConfig {
     pub api_key: KeySource,
     /// Connect timeout.
     pub connect_timeout: Duration,
-    /// Read (idle) timeout.
-    pub read_timeout: Duration,
-    /// Whole-request timeout.
-    pub request_timeout: Duration,
+    /// Longest wait for an answer's first byte (the prompt is processed
+    /// meanwhile).
+    pub first_byte_timeout: Duration,
+    /// Longest silence between two pieces of an answer.
+    pub idle_timeout: Duration,
+    /// Optional cap on a whole request.
+    pub request_timeout: Option<Duration>,
     /// Retries after the first attempt.
     pub max_retries: u32,
     /// Longest `Retry-After` honoured.
@@ -116,10 +171,22 @@ pub struct LlmConfig {
     /// OpenAI strict tools.
     pub strict_tools: bool,
     /// Whether the model takes images (`[llm] vision`).
-    pub vision: bool,
+    pub vision: Vision,
     /// The most image bytes (base64) sent with one request.
     pub max_image_bytes: usize,
 }
+
+/// Default `first_byte_timeout_s`. A 2-core CPU processes a prompt at
+/// about 20 tokens/s with a small (1.5-3 B, Q4) model: the agent's cold
+/// prompt with the toolkit and a few turns is about 5,600 tokens, so 280 s
+/// before the first byte. 600 s leaves room for twice that.
+pub const DEFAULT_FIRST_BYTE_S: f64 = 600.0;
+
+/// Default `idle_timeout_s`. Such a CPU generates 2-5 tokens/s, and
+/// llama.cpp may hold a tool call back until it parses (100-200 tokens),
+/// so a minute without a byte can still be progress; two minutes of
+/// silence after the answer began is a stuck server.
+pub const DEFAULT_IDLE_S: f64 = 120.0;
 
 pub(crate) fn secs(
     key: &str,
@@ -185,7 +252,11 @@ impl TryFrom<RawLlmConfig> for LlmConfig {
             (None, Some(file)) => KeySource::File(file),
             (None, None) => KeySource::None,
         };
-        let max_tokens = raw.max_tokens.unwrap_or(4096);
+        // 1024 answer tokens: a tool call or a few paragraphs; on a CPU
+        // that generates 3-5 tokens/s it is already minutes of output.
+        let max_tokens = raw
+            .max_tokens
+            .unwrap_or_else(|| raw.thinking_budget.map_or(1024, |b| b.saturating_add(1024)));
         if max_tokens == 0 {
             return Err(config_err("llm.max_tokens", "must be at least 1"));
         }
@@ -220,13 +291,26 @@ impl TryFrom<RawLlmConfig> for LlmConfig {
             model,
             api_key,
             connect_timeout: secs("llm.connect_timeout_s", raw.connect_timeout_s, 10.0, 300.0)?,
-            read_timeout: secs("llm.read_timeout_s", raw.read_timeout_s, 120.0, 3600.0)?,
-            request_timeout: secs(
-                "llm.request_timeout_s",
-                raw.request_timeout_s,
-                300.0,
+            first_byte_timeout: secs(
+                "llm.first_byte_timeout_s",
+                raw.first_byte_timeout_s,
+                DEFAULT_FIRST_BYTE_S,
                 7200.0,
             )?,
+            idle_timeout: match (raw.idle_timeout_s, raw.read_timeout_s) {
+                (Some(_), Some(_)) => {
+                    return Err(config_err(
+                        "llm.read_timeout_s",
+                        "is the older name of idle_timeout_s: set one of them",
+                    ));
+                }
+                (None, Some(old)) => secs("llm.read_timeout_s", Some(old), 0.0, 3600.0)?,
+                (idle, None) => secs("llm.idle_timeout_s", idle, DEFAULT_IDLE_S, 3600.0)?,
+            },
+            request_timeout: raw
+                .request_timeout_s
+                .map(|t| secs("llm.request_timeout_s", Some(t), 0.0, 86_400.0))
+                .transpose()?,
             max_retries: raw.max_retries.unwrap_or(4).min(20),
             max_retry_wait: secs("llm.max_retry_wait_s", raw.max_retry_wait_s, 60.0, 3600.0)?,
             stream: raw.stream.unwrap_or(true),
@@ -234,7 +318,7 @@ impl TryFrom<RawLlmConfig> for LlmConfig {
             temperature: raw.temperature,
             thinking_budget: raw.thinking_budget,
             strict_tools: raw.strict_tools.unwrap_or(true),
-            vision: raw.vision.unwrap_or(true),
+            vision: raw.vision.unwrap_or_default(),
             max_image_bytes: raw
                 .max_image_bytes
                 .unwrap_or(4 * 1024 * 1024)

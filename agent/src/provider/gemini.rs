@@ -208,7 +208,7 @@ impl StreamDecoder for Decoder {
         let v: Value =
             serde_json::from_str(&event.data).map_err(|e| bad(format!("bad stream chunk: {e}")))?;
         if let Some(err) = v.get("error") {
-            return Err(Fail::Cut(format!("error in stream: {err}")));
+            return Err(http::stream_error(err));
         }
         self.chunk(&v, on_text)?;
         // The stream has no end marker: the chunk with finishReason is the

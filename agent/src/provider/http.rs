@@ -1,29 +1,38 @@
 //! What the three providers share: the HTTP client (rustls with the `ring`
 //! provider passed explicitly, so no process-wide default is needed and
-//! aws-lc is never built), the retry loop, error classification and SSE
-//! reading.
+//! aws-lc is never built), the progress limits, the retry loop, error
+//! classification and SSE reading.
+//!
+//! Limits follow progress, not total time: a model on a slow CPU reads a
+//! long prompt for minutes before its first byte (`first_byte_timeout_s`),
+//! then sends a piece at least every `idle_timeout_s`; `request_timeout_s`
+//! is an optional overall cap. A first-byte timeout is not retried: the
+//! retry would read the whole prompt again.
 //!
 //! Retries: on 408, 409, 429, 5xx (and Anthropic's 529), connection errors,
-//! timeouts and streams cut before any text was shown. The wait is the
-//! provider's `Retry-After` (or `retry-after-ms`) when given — a longer one
-//! than `max_retry_wait` fails at once with the hint kept in the error —
-//! otherwise capped exponential backoff (0.5 s, 1 s, 2 s … 30 s) with
-//! jitter. A stream cut after text was streamed is not retried: the text
-//! would be shown twice.
+//! idle timeouts and streams cut, as long as no answer text was shown. The
+//! wait is the provider's `Retry-After` (or `retry-after-ms`) when given —
+//! a longer one than `max_retry_wait` fails at once with the hint kept in
+//! the error — otherwise capped exponential backoff (0.5 s, 1 s, 2 s …
+//! 30 s) with jitter. A failure after text was streamed is not retried:
+//! the text would be shown twice. Refusals no retry can change (no image
+//! or tool support, a context window too small, any other 4xx) fail at
+//! once, and a refused image turns images off for the provider's lifetime.
 
-use super::config::LlmConfig;
+use super::config::{LlmConfig, Vision};
 use super::sse::{SseEvent, SseParser};
 use super::{ChatRequest, Provider, ReplyFuture, TextSink};
 use crate::clock;
-use crate::error::AgentError;
+use crate::error::{AgentError, ModelFeature, TimeoutKind};
 use crate::images::Image;
 use crate::message::{Message, ModelReply};
 use crate::secret::Secret;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// Builds a reply from a stream, one SSE event at a time.
 pub(crate) trait StreamDecoder: Send {
@@ -49,14 +58,30 @@ pub(crate) enum Fail {
         retry_after: Option<Duration>,
         message: String,
     },
+    /// The provider refused what no retry changes (not retried).
+    Refused {
+        /// What it refused.
+        refusal: Refusal,
+        /// The provider's message.
+        message: String,
+    },
     /// Connecting or sending failed.
     Connect(String),
-    /// A timeout fired.
-    Timeout(String),
+    /// A limit was reached.
+    Timeout(TimeoutKind, String),
     /// The stream ended early.
     Cut(String),
     /// The answer cannot be understood (not retried).
     Bad(String),
+}
+
+/// A refusal no retry can change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The model or server cannot do this.
+    Unsupported(ModelFeature),
+    /// The request does not fit the context window.
+    Context,
 }
 
 /// One request to send.
@@ -76,7 +101,30 @@ pub(crate) struct Http {
     model: String,
     max_retries: u32,
     max_retry_wait: Duration,
+    first_byte: Duration,
+    idle: Duration,
+    total: Option<Duration>,
 }
+
+/// What an endpoint knows about images, shared by its clones for the
+/// provider's lifetime: what `[llm] vision` says, what llama.cpp's
+/// `/props` said, and whether the model refused an image.
+#[derive(Debug)]
+struct VisionState {
+    setting: Vision,
+    /// [`UNKNOWN`], [`TAKES_IMAGES`] or [`NO_IMAGES`].
+    known: AtomicU8,
+    /// Whether `/props` was asked already.
+    probed: AtomicBool,
+}
+
+const UNKNOWN: u8 = 0;
+const TAKES_IMAGES: u8 = 1;
+const NO_IMAGES: u8 = 2;
+
+/// How long asking llama.cpp's `/props` may take (it answers at once, even
+/// while a prompt is being processed).
+const PROBE_LIMIT: Duration = Duration::from_secs(10);
 
 /// What every provider takes from `[llm]` (where, which model, the key, how
 /// to ask) and the sending they share.
@@ -94,8 +142,7 @@ pub(crate) struct Endpoint {
     pub(crate) max_tokens: u32,
     /// Sampling temperature, when set.
     pub(crate) temperature: Option<f64>,
-    /// Whether images are sent to the model.
-    pub(crate) vision: bool,
+    vision: Arc<VisionState>,
     max_image_bytes: usize,
 }
 
@@ -117,15 +164,77 @@ impl Endpoint {
             stream: cfg.stream,
             max_tokens: cfg.max_tokens,
             temperature: cfg.temperature,
-            vision: cfg.vision,
+            vision: Arc::new(VisionState {
+                setting: cfg.vision,
+                known: AtomicU8::new(UNKNOWN),
+                probed: AtomicBool::new(false),
+            }),
             max_image_bytes: cfg.max_image_bytes,
         })
+    }
+
+    /// Whether images are sent: not with `vision = false`, nor once the
+    /// model refused one or llama.cpp's `/props` said it takes none.
+    pub(crate) fn takes_images(&self) -> bool {
+        self.vision.setting != Vision::Off && self.vision.known.load(Ordering::Relaxed) != NO_IMAGES
+    }
+
+    /// With `vision = "auto"`, ask llama.cpp's `GET {url}` once whether the
+    /// model takes images (`modalities.vision`). A server without it (404,
+    /// no such field, no answer in time) leaves it unknown: images are sent
+    /// until the model refuses one.
+    pub(crate) async fn probe_vision(&self, url: Option<String>) {
+        let Some(url) = url else { return };
+        if self.vision.setting != Vision::Auto || self.vision.probed.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let ask = async {
+            let response = self.http.client.get(&url).send().await.ok()?;
+            if !response.status().is_success() {
+                return None;
+            }
+            let body = response.bytes().await.ok()?;
+            serde_json::from_slice::<Value>(&body)
+                .ok()?
+                .pointer("/modalities/vision")
+                .and_then(Value::as_bool)
+        };
+        match tokio::time::timeout(PROBE_LIMIT, ask).await {
+            Ok(Some(vision)) => {
+                tracing::info!(
+                    provider = self.http.provider,
+                    model = self.model,
+                    vision,
+                    "the model server says whether the model takes images"
+                );
+                let known = if vision { TAKES_IMAGES } else { NO_IMAGES };
+                // A refusal seen meanwhile wins.
+                let _ = self.vision.known.compare_exchange(
+                    UNKNOWN,
+                    known,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+            _ => tracing::debug!(url, "no vision answer from the model server's /props"),
+        }
+    }
+
+    /// The model refused an image: none are sent from now on.
+    fn no_images(&self, why: &str) {
+        if self.vision.known.swap(NO_IMAGES, Ordering::Relaxed) != NO_IMAGES {
+            tracing::warn!(
+                provider = self.http.provider,
+                model = self.model,
+                "the model takes no images ({why}); screenshots are read as the screen's UI tree from now on (set [llm] vision = false to skip the first attempt)"
+            );
+        }
     }
 
     /// The images to send with `messages`, within the byte budget (none
     /// without vision).
     pub(crate) fn images(&self, messages: &[Message]) -> HashMap<String, Image> {
-        if self.vision {
+        if self.takes_images() {
             crate::images::attached(messages, self.max_image_bytes)
         } else {
             HashMap::new()
@@ -149,7 +258,13 @@ impl Endpoint {
             body,
             stream: self.stream,
         };
-        self.http.send(&request, decoder, parse, on_text).await
+        let result = self.http.send(&request, decoder, parse, on_text).await;
+        if let Err(e @ AgentError::Unsupported { message, .. }) = &result
+            && e.refused_images()
+        {
+            self.no_images(message);
+        }
+        result
     }
 }
 
@@ -168,6 +283,11 @@ pub(crate) trait Wire: Send + Sync + std::fmt::Debug {
     fn headers(key: Option<&str>) -> Vec<(&'static str, String)>;
     /// The request body.
     fn body(&self, request: &ChatRequest) -> Value;
+    /// Where the server says what the model takes (llama.cpp's `/props`),
+    /// if this endpoint may have it.
+    fn props_url(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<W: Wire> Provider for W {
@@ -176,11 +296,12 @@ impl<W: Wire> Provider for W {
     }
 
     fn vision(&self) -> bool {
-        self.endpoint().vision
+        self.endpoint().takes_images()
     }
 
     fn complete<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
+            self.endpoint().probe_vision(self.props_url()).await;
             self.endpoint()
                 .send(
                     self.url(),
@@ -210,11 +331,11 @@ pub(crate) fn client(cfg: &LlmConfig) -> Result<reqwest::Client, AgentError> {
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(verifier))
         .with_no_client_auth();
+    // Only the connect timeout is reqwest's: the others follow progress
+    // (first byte, then idle), which `Http::attempt` measures.
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .connect_timeout(cfg.connect_timeout)
-        .read_timeout(cfg.read_timeout)
-        .timeout(cfg.request_timeout)
         .build()
         .map_err(|e| AgentError::Client(e.to_string()))
 }
@@ -227,6 +348,9 @@ impl Http {
             model: cfg.model.clone(),
             max_retries: cfg.max_retries,
             max_retry_wait: cfg.max_retry_wait,
+            first_byte: cfg.first_byte_timeout,
+            idle: cfg.idle_timeout,
+            total: cfg.request_timeout,
         })
     }
 
@@ -261,6 +385,8 @@ impl Http {
             };
             let partial = emitted.load(Ordering::Relaxed);
             let wait = match &fail {
+                // Text was shown: a retry would show it again.
+                _ if partial => None,
                 Fail::Status {
                     status,
                     retry_after,
@@ -270,9 +396,14 @@ impl Http {
                     Some(d) => Some(*d),
                     None => Some(backoff(attempt)),
                 },
-                Fail::Connect(_) | Fail::Timeout(_) => Some(backoff(attempt)),
-                Fail::Cut(_) if !partial => Some(backoff(attempt)),
-                _ => None,
+                Fail::Connect(_)
+                | Fail::Timeout(TimeoutKind::Connect | TimeoutKind::Idle, _)
+                | Fail::Cut(_) => Some(backoff(attempt)),
+                // A first-byte or overall timeout would read the whole
+                // prompt again; refusals and bad answers come back the same.
+                Fail::Timeout(..) | Fail::Status { .. } | Fail::Refused { .. } | Fail::Bad(_) => {
+                    None
+                }
             };
             match wait {
                 Some(d) if attempt <= self.max_retries => {
@@ -308,29 +439,35 @@ impl Http {
         if request.stream {
             builder = builder.header("accept", "text/event-stream");
         }
-        let response = builder.send().await.map_err(transport)?;
+        let mut clock = Progress::new(self);
+        let mut response = clock.wait(builder.send()).await?.map_err(transport)?;
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
             let retry_after = retry_after(response.headers());
-            let text = response.text().await.unwrap_or_default();
+            let body = read_body(&mut response, &mut clock).await?;
+            let text = String::from_utf8_lossy(&body);
+            let message = error_message(&text);
+            if let Some(refusal) = refused(status, &text) {
+                return Err(Fail::Refused { refusal, message });
+            }
             return Err(Fail::Status {
                 status,
                 retry_after,
-                message: error_message(&text),
+                message,
             });
         }
         if !request.stream {
-            let bytes = response.bytes().await.map_err(transport)?;
+            let bytes = read_body(&mut response, &mut clock).await?;
             let value: Value = serde_json::from_slice(&bytes)
                 .map_err(|e| Fail::Bad(format!("the body is not JSON: {e}")))?;
             return parse(value);
         }
-        let mut response = response;
         let mut parser = SseParser::default();
         let mut dec = decoder();
         loop {
-            match response.chunk().await {
+            match clock.wait(response.chunk()).await? {
                 Ok(Some(bytes)) => {
+                    clock.progress();
                     for ev in parser.push(&bytes) {
                         if dec.event(&ev, on_text)? {
                             return dec.finish(true);
@@ -344,9 +481,6 @@ impl Http {
                         return dec.finish(true);
                     }
                     return dec.finish(false);
-                }
-                Err(e) if e.is_timeout() => {
-                    return Err(Fail::Timeout(format!("reading the stream: {e}")));
                 }
                 Err(e) => return Err(Fail::Cut(format!("reading the stream: {e}"))),
             }
@@ -405,11 +539,25 @@ impl Http {
                 attempts,
                 message,
             },
-            Fail::Timeout(message) => AgentError::Timeout {
+            Fail::Timeout(kind, message) => AgentError::Timeout {
                 provider,
                 attempts,
+                kind,
+                partial,
                 message,
             },
+            Fail::Refused {
+                refusal: Refusal::Unsupported(feature),
+                message,
+            } => AgentError::Unsupported {
+                provider,
+                feature,
+                message,
+            },
+            Fail::Refused {
+                refusal: Refusal::Context,
+                message,
+            } => AgentError::ContextExceeded { provider, message },
             Fail::Cut(message) => AgentError::StreamCut {
                 provider,
                 attempts,
@@ -418,6 +566,165 @@ impl Http {
             },
             Fail::Bad(message) => AgentError::BadResponse { provider, message },
         }
+    }
+}
+
+/// The limits of one attempt: the first byte of the answer by
+/// `first_byte_at`, then a piece at least every `idle`, all of it by
+/// `total_at` when there is an overall cap.
+struct Progress {
+    first_byte_at: Instant,
+    total_at: Option<Instant>,
+    idle: Duration,
+    began: bool,
+    limits: (Duration, Duration, Option<Duration>),
+}
+
+impl Progress {
+    fn new(http: &Http) -> Self {
+        let now = Instant::now();
+        Self {
+            first_byte_at: now + http.first_byte,
+            total_at: http.total.map(|t| now + t),
+            idle: http.idle,
+            began: false,
+            limits: (http.first_byte, http.idle, http.total),
+        }
+    }
+
+    /// Bytes of the answer arrived.
+    fn progress(&mut self) {
+        self.began = true;
+    }
+
+    /// `fut`, within the limit that applies now.
+    async fn wait<T>(&self, fut: impl std::future::Future<Output = T>) -> Result<T, Fail> {
+        let (at, kind) = if self.began {
+            (Instant::now() + self.idle, TimeoutKind::Idle)
+        } else {
+            (self.first_byte_at, TimeoutKind::FirstByte)
+        };
+        let (at, kind) = match self.total_at {
+            Some(total) if total <= at => (total, TimeoutKind::Total),
+            _ => (at, kind),
+        };
+        tokio::time::timeout_at(at, fut)
+            .await
+            .map_err(|_| Fail::Timeout(kind, self.describe(kind)))
+    }
+
+    fn describe(&self, kind: TimeoutKind) -> String {
+        let (first, idle, total) = self.limits;
+        match kind {
+            TimeoutKind::FirstByte => format!(
+                "no answer began within {} s ([llm] first_byte_timeout_s): the model may still be reading a long prompt on a slow machine, or the server is busy with another request; not retried, since a retry would read the whole prompt again",
+                first.as_secs_f64()
+            ),
+            TimeoutKind::Idle => format!(
+                "the answer stopped: nothing came for {} s ([llm] idle_timeout_s)",
+                idle.as_secs_f64()
+            ),
+            _ => format!(
+                "the request took longer than {} s ([llm] request_timeout_s)",
+                total.unwrap_or_default().as_secs_f64()
+            ),
+        }
+    }
+}
+
+/// A whole (not streamed) body, within the progress limits.
+async fn read_body(
+    response: &mut reqwest::Response,
+    clock: &mut Progress,
+) -> Result<Vec<u8>, Fail> {
+    let mut body = Vec::new();
+    while let Some(bytes) = clock.wait(response.chunk()).await?.map_err(transport)? {
+        clock.progress();
+        body.extend_from_slice(&bytes);
+    }
+    Ok(body)
+}
+
+/// Words by which servers say a model cannot take images (llama.cpp
+/// without a projector, Ollama, vLLM, OpenAI-compatible gateways).
+const NO_IMAGES_SAID: &[&str] = &[
+    "image input is not supported",
+    "image input not supported",
+    "does not support image",
+    "doesn't support image",
+    "not support images",
+    "images are not supported",
+    "image_url is only supported",
+    "not a multimodal model",
+    "multimodal is not supported",
+    "vision is not supported",
+    "does not support vision",
+    "mmproj",
+];
+
+/// Words by which servers say a model or server cannot call tools
+/// (llama.cpp without `--jinja`, Ollama, vLLM without a tool parser).
+const NO_TOOLS_SAID: &[&str] = &[
+    "does not support tools",
+    "doesn't support tools",
+    "tools param requires",
+    "tool calls are not supported",
+    "tools are not supported",
+    "does not support tool",
+    "does not support function",
+    "enable-auto-tool-choice",
+    "function calling is not",
+];
+
+/// Words by which servers say the prompt does not fit the context window.
+const NO_ROOM_SAID: &[&str] = &[
+    "exceeds the available context size",
+    "exceed_context_size",
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+    "input is too large",
+    "exceeds the context",
+];
+
+/// Whether an error answer (`status`, the body `text`) is a refusal no
+/// retry can change. Only the statuses servers use for them are read:
+/// authentication, rate limits and overload have their own handling.
+fn refused(status: u16, text: &str) -> Option<Refusal> {
+    if !matches!(status, 400 | 422 | 500 | 501) {
+        return None;
+    }
+    refusal_in(text)
+}
+
+/// The refusal `text` states, if any.
+pub(crate) fn refusal_in(text: &str) -> Option<Refusal> {
+    let text = text.to_lowercase();
+    let says = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    if says(NO_IMAGES_SAID) {
+        Some(Refusal::Unsupported(ModelFeature::Images))
+    } else if says(NO_TOOLS_SAID) {
+        Some(Refusal::Unsupported(ModelFeature::Tools))
+    } else if says(NO_ROOM_SAID) {
+        Some(Refusal::Context)
+    } else {
+        None
+    }
+}
+
+/// An error sent inside a stream (`{"error": …}`): a refusal, or a cut.
+pub(crate) fn stream_error(error: &Value) -> Fail {
+    let text = error.to_string();
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map_or_else(|| text.clone(), str::to_owned);
+    match refusal_in(&text) {
+        Some(refusal) => Fail::Refused { refusal, message },
+        None => Fail::Cut(format!("error in stream: {text}")),
     }
 }
 
@@ -470,7 +777,8 @@ pub(crate) fn error_message(body: &str) -> String {
 
 fn transport(e: reqwest::Error) -> Fail {
     if e.is_timeout() {
-        Fail::Timeout(e.to_string())
+        // The only timeout reqwest has is the connect timeout.
+        Fail::Timeout(TimeoutKind::Connect, e.to_string())
     } else {
         // Walk the source chain: reqwest's own Display is terse.
         let mut message = e.to_string();

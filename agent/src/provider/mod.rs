@@ -4,9 +4,11 @@
 //! through a callback and returns the whole [`ModelReply`]. Three wire
 //! formats: [`OpenAi`] (Chat Completions, also Ollama, llama.cpp, vLLM,
 //! OpenRouter …), [`Anthropic`] (Messages) and [`Gemini`]
-//! (`generateContent`). Each has connect, read and total timeouts and
-//! retries (see `http.rs`); bad keys and unknown models are their own
-//! [`AgentError`] variants.
+//! (`generateContent`). Each has limits that follow progress (connect,
+//! first byte, idle, an optional overall cap) and retries (see `http.rs`);
+//! bad keys, unknown models, refusals no retry changes (no images, no
+//! tools, a context window too small) are their own [`AgentError`]
+//! variants.
 //!
 //! The request and response translations are public (`request_body`,
 //! `parse_response`) so tests can check them against documented payloads.
@@ -58,12 +60,14 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// [`AgentError::Auth`], [`AgentError::ModelNotFound`],
     /// [`AgentError::RateLimited`], [`AgentError::Http`],
     /// [`AgentError::Connect`], [`AgentError::Timeout`],
-    /// [`AgentError::StreamCut`] or [`AgentError::BadResponse`], after the
-    /// configured retries.
+    /// [`AgentError::StreamCut`], [`AgentError::Unsupported`],
+    /// [`AgentError::ContextExceeded`] or [`AgentError::BadResponse`],
+    /// after the configured retries (none once text was streamed).
     fn complete<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>) -> ReplyFuture<'a>;
 
-    /// Whether the model takes images (`[llm] vision`); without, the agent
-    /// answers a screenshot call with the screen's UI tree.
+    /// Whether the model takes images now (`[llm] vision`, what the server
+    /// said, whether the model refused one); without, the agent answers a
+    /// screenshot call with the screen's UI tree.
     fn vision(&self) -> bool {
         true
     }

@@ -3,9 +3,15 @@
 //! with `strict: true` and strict-mode schemas (configurable); streaming
 //! uses SSE with `stream_options.include_usage`. `reasoning_content` (vLLM,
 //! DeepSeek, llama.cpp) is kept as thinking, apart from the answer.
+//!
+//! What local servers send is taken as it comes: tool-call arguments as a
+//! JSON object instead of a string, tool-call indexes with gaps, errors
+//! inside the stream. A stream with nothing in it is an error, not an empty
+//! answer.
 
 use super::ChatRequest;
 use super::config::LlmConfig;
+use super::config::ProviderKind;
 use super::http::{self, Endpoint, Fail, StreamDecoder, bad};
 use super::sse::SseEvent;
 use crate::error::AgentError;
@@ -70,7 +76,7 @@ impl OpenAi {
                             .iter()
                             .map(|c| {
                                 json!({"id": c.id, "type": "function",
-                                       "function": {"name": c.name, "arguments": c.arguments}})
+                                       "function": {"name": c.name, "arguments": sent_arguments(&c.arguments)}})
                             })
                             .collect();
                     }
@@ -108,6 +114,15 @@ impl OpenAi {
                 })
                 .collect();
         }
+        // OpenAI's own API wants `max_completion_tokens` (its reasoning
+        // models refuse `max_tokens`); llama.cpp, Ollama, vLLM and
+        // OpenRouter read `max_tokens`.
+        let cap = if self.official() {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body[cap] = json!(self.api.max_tokens);
         if let Some(t) = self.api.temperature {
             body["temperature"] = json!(t);
         }
@@ -116,6 +131,11 @@ impl OpenAi {
             body["stream_options"] = json!({"include_usage": true});
         }
         body
+    }
+
+    /// Whether this is OpenAI's own API (not a compatible server).
+    fn official(&self) -> bool {
+        self.api.base_url == ProviderKind::Openai.default_base_url()
     }
 
     /// Parse a non-streamed response body.
@@ -171,16 +191,32 @@ fn parse_full(body: Value) -> Result<ModelReply, Fail> {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned(),
-            arguments: match f.get("arguments") {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
-                // Some servers send an object instead of a string.
-                Some(other) => other.to_string(),
-            },
+            arguments: arguments_text(f.get("arguments")).unwrap_or_default(),
             signature: None,
         });
     }
     Ok(reply)
+}
+
+/// Arguments as they are sent back in the conversation: always a JSON
+/// object's text. A server that renders the history (llama.cpp's chat
+/// templates) rejects the whole request for one malformed call; the call
+/// itself was answered with an error that quotes it.
+fn sent_arguments(text: &str) -> String {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(_)) => text.to_owned(),
+        _ => "{}".to_owned(),
+    }
+}
+
+/// Tool-call arguments as text: a string as it is, an object (some
+/// servers send one) as its JSON.
+fn arguments_text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
 }
 
 fn reasoning(v: &Value) -> Option<&str> {
@@ -202,6 +238,9 @@ pub(crate) struct Decoder {
     reply: ModelReply,
     reasoning: String,
     done: bool,
+    /// The stream's own index of each call in `reply.tool_calls`, in
+    /// order: servers may skip indexes (0, then 2).
+    indexes: Vec<u64>,
 }
 
 impl StreamDecoder for Decoder {
@@ -214,7 +253,7 @@ impl StreamDecoder for Decoder {
         let v: Value =
             serde_json::from_str(data).map_err(|e| bad(format!("bad stream chunk: {e}")))?;
         if let Some(err) = v.get("error") {
-            return Err(Fail::Cut(format!("error in stream: {err}")));
+            return Err(http::stream_error(err));
         }
         if v.get("usage").is_some_and(Value::is_object) {
             self.reply.usage = usage(&v);
@@ -243,19 +282,27 @@ impl StreamDecoder for Decoder {
             .into_iter()
             .flatten()
         {
+            // A delta without an index continues the last call (or
+            // starts the first).
             let index = tc
                 .get("index")
                 .and_then(Value::as_u64)
-                .unwrap_or(self.reply.tool_calls.len() as u64) as usize;
-            while self.reply.tool_calls.len() <= index {
-                let n = self.reply.tool_calls.len();
-                self.reply.tool_calls.push(ToolCall::new(
-                    format!("call_{n}"),
-                    String::new(),
-                    String::new(),
-                ));
-            }
-            let call = &mut self.reply.tool_calls[index];
+                .or_else(|| self.indexes.last().copied())
+                .unwrap_or(0);
+            let at = match self.indexes.iter().position(|&i| i == index) {
+                Some(at) => at,
+                None => {
+                    let n = self.reply.tool_calls.len();
+                    self.indexes.push(index);
+                    self.reply.tool_calls.push(ToolCall::new(
+                        format!("call_{n}"),
+                        String::new(),
+                        String::new(),
+                    ));
+                    n
+                }
+            };
+            let call = &mut self.reply.tool_calls[at];
             if let Some(id) = tc.get("id").and_then(Value::as_str) {
                 call.id = id.to_owned();
             }
@@ -264,8 +311,8 @@ impl StreamDecoder for Decoder {
             {
                 call.name = name.to_owned();
             }
-            if let Some(args) = tc.pointer("/function/arguments").and_then(Value::as_str) {
-                call.arguments.push_str(args);
+            if let Some(args) = arguments_text(tc.pointer("/function/arguments")) {
+                call.arguments.push_str(&args);
             }
         }
         Ok(false)
@@ -275,6 +322,18 @@ impl StreamDecoder for Decoder {
         if !completed && !self.done && self.reply.stop_reason.is_none() {
             return Err(Fail::Cut(
                 "the stream ended before finish_reason and [DONE]".into(),
+            ));
+        }
+        if self.reply.text.is_empty()
+            && self.reply.tool_calls.is_empty()
+            && self.reasoning.is_empty()
+            && self.reply.stop_reason.is_none()
+        {
+            // Not retried: a server that answered nothing (llama.cpp
+            // sends a lone [DONE] after an internal failure) will likely
+            // do it again, and each attempt reads the prompt again.
+            return Err(bad(
+                "empty response: the stream ended without text, a tool call or a finish_reason",
             ));
         }
         let mut reply = std::mem::take(&mut self.reply);
@@ -308,5 +367,19 @@ impl http::Wire for OpenAi {
 
     fn body(&self, request: &ChatRequest) -> Value {
         self.request_body(request)
+    }
+
+    /// llama.cpp's `/props`, at the server's root (`base_url` without
+    /// `/v1`); not asked of OpenAI's own API.
+    fn props_url(&self) -> Option<String> {
+        if self.official() {
+            return None;
+        }
+        let root = self
+            .api
+            .base_url
+            .strip_suffix("/v1")
+            .unwrap_or(&self.api.base_url);
+        Some(format!("{root}/props"))
     }
 }

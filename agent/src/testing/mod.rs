@@ -5,7 +5,9 @@
 //!   speaks OpenAI Chat Completions, Anthropic Messages and Gemini
 //!   `generateContent` (each with and without SSE streaming), replays
 //!   scripted turns, injects failures (status codes with `Retry-After`,
-//!   streams cut mid-way) and records every request it got.
+//!   streams cut or stalled mid-way, a slow first byte), answers
+//!   llama.cpp's `GET /props` when told to, and records every request it
+//!   got.
 //! * [`ScriptedModel`] — a [`crate::Provider`] in process: scripted replies
 //!   or a function of the request, no HTTP (for the graph and the benchmark).
 //! * [`FakeToolHost`] — a [`crate::ToolHost`] with configurable devices,

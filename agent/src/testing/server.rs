@@ -47,6 +47,17 @@ pub enum ScriptStep {
     /// Answer with the reply this function builds from the request (a
     /// model that reads the tool results it was sent).
     Compute(Responder),
+    /// Stream the first `events` events of this reply, go silent for
+    /// `pause` (a model that stalls mid-answer), then send the rest (if
+    /// the client is still there).
+    Stall {
+        /// The reply to stream.
+        reply: ModelReply,
+        /// Events sent before the pause.
+        events: usize,
+        /// How long nothing is sent.
+        pause: std::time::Duration,
+    },
 }
 
 /// A function from a request to a reply, for [`ScriptStep::Compute`].
@@ -148,6 +159,11 @@ struct Shared {
     /// Requests being answered now, and the most at once.
     in_flight: usize,
     max_in_flight: usize,
+    /// What `GET /props` answers (llama.cpp's server properties); `None`:
+    /// 404, as servers other than llama.cpp do.
+    props: Option<Value>,
+    /// `GET /props` requests received (not in `requests`).
+    props_requests: usize,
 }
 
 /// The server. Dropping it stops it.
@@ -228,6 +244,19 @@ impl ScriptedLlm {
     /// slow or busy model).
     pub fn set_delay(&self, delay: std::time::Duration) {
         self.lock().delay = delay;
+    }
+
+    /// Answer `GET /props` with `props`, as llama.cpp's server does (e.g.
+    /// `{"modalities": {"vision": false}}`); without, it is a 404. These
+    /// requests are counted by [`ScriptedLlm::props_requests`], not
+    /// recorded with the model requests.
+    pub fn set_props(&self, props: Value) {
+        self.lock().props = Some(props);
+    }
+
+    /// `GET /props` requests received so far.
+    pub fn props_requests(&self) -> usize {
+        self.lock().props_requests
     }
 
     /// Requests being answered right now.
@@ -311,6 +340,17 @@ async fn handle(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) -> std::io::R
         }
         buf.extend_from_slice(&tmp[..n]);
     }
+    if method == "GET" && path.split('?').next() == Some("/props") {
+        let props = {
+            let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+            s.props_requests += 1;
+            s.props.clone()
+        };
+        return match props {
+            Some(p) => respond(&mut stream, 200, None, &p.to_string()).await,
+            None => respond(&mut stream, 404, None, r#"{"error":"not found"}"#).await,
+        };
+    }
     let body: Value = serde_json::from_slice(&buf[header_end..]).unwrap_or(Value::Null);
     let kind = if path.contains("/chat/completions") {
         ProviderKind::Openai
@@ -342,7 +382,7 @@ async fn handle(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) -> std::io::R
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    let (reply, cut_after) = match step {
+    let (reply, cut_after, stall) = match step {
         None => {
             return respond(
                 &mut stream,
@@ -366,9 +406,14 @@ async fn handle(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) -> std::io::R
             stream.write_all(body.as_bytes()).await?;
             return stream.flush().await;
         }
-        Some(ScriptStep::Reply(r)) => (r, None),
-        Some(ScriptStep::Compute(f)) => ((f.0)(&recorded), None),
-        Some(ScriptStep::Cut { reply, events }) => (reply, Some(events)),
+        Some(ScriptStep::Reply(r)) => (r, None, None),
+        Some(ScriptStep::Compute(f)) => ((f.0)(&recorded), None, None),
+        Some(ScriptStep::Cut { reply, events }) => (reply, Some(events), None),
+        Some(ScriptStep::Stall {
+            reply,
+            events,
+            pause,
+        }) => (reply, None, Some((events, pause))),
     };
     if !streaming {
         let v = match kind {
@@ -394,6 +439,12 @@ async fn handle(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) -> std::io::R
             // Drop the connection mid-body: the client sees an incomplete
             // chunked body.
             return Ok(());
+        }
+        if let Some((at, pause)) = stall
+            && at == i
+        {
+            stream.flush().await?;
+            tokio::time::sleep(pause).await;
         }
         let mut ev = String::new();
         if let Some(n) = name {

@@ -21,6 +21,17 @@ fn pieces(text: &str) -> Vec<String> {
     out
 }
 
+/// The stop reason to send: the scripted one (e.g. `length`, to script an
+/// answer cut off at the token limit), else `plain` or, with tool calls,
+/// `with_calls`.
+fn stop<'a>(r: &'a ModelReply, plain: &'a str, with_calls: &'a str) -> &'a str {
+    match &r.stop_reason {
+        Some(s) => s,
+        None if r.tool_calls.is_empty() => plain,
+        None => with_calls,
+    }
+}
+
 fn args_object(raw: &str) -> Value {
     match serde_json::from_str::<Value>(raw) {
         Ok(v @ Value::Object(_)) => v,
@@ -51,7 +62,7 @@ pub fn openai_response(r: &ModelReply) -> Value {
             "index": 0,
             "message": message,
             "logprobs": null,
-            "finish_reason": if r.tool_calls.is_empty() { "stop" } else { "tool_calls" },
+            "finish_reason": stop(r, "stop", "tool_calls"),
         }],
         "usage": {
             "prompt_tokens": r.usage.input_tokens,
@@ -105,12 +116,7 @@ pub fn openai_chunks(r: &ModelReply) -> Vec<(Option<&'static str>, String)> {
             ));
         }
     }
-    let finish = if r.tool_calls.is_empty() {
-        "stop"
-    } else {
-        "tool_calls"
-    };
-    out.push((None, chunk(json!({}), json!(finish))));
+    out.push((None, chunk(json!({}), json!(stop(r, "stop", "tool_calls")))));
     out.push((None, json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1_700_000_000,
         "model": "scripted", "choices": [], "usage": {"prompt_tokens": r.usage.input_tokens,
         "completion_tokens": r.usage.output_tokens, "total_tokens": r.usage.input_tokens + r.usage.output_tokens}}).to_string()));
@@ -140,7 +146,7 @@ pub fn anthropic_response(r: &ModelReply) -> Value {
         "role": "assistant",
         "model": "scripted",
         "content": anthropic_blocks(r),
-        "stop_reason": if r.tool_calls.is_empty() { "end_turn" } else { "tool_use" },
+        "stop_reason": stop(r, "end_turn", "tool_use"),
         "stop_sequence": null,
         "usage": {"input_tokens": r.usage.input_tokens, "output_tokens": r.usage.output_tokens},
     })
@@ -208,9 +214,13 @@ pub fn anthropic_events(r: &ModelReply) -> Vec<(Option<&'static str>, String)> {
             ],
         );
     }
-    out.push((Some("message_delta"), json!({"type": "message_delta",
-        "delta": {"stop_reason": if r.tool_calls.is_empty() { "end_turn" } else { "tool_use" }, "stop_sequence": null},
-        "usage": {"output_tokens": r.usage.output_tokens}}).to_string()));
+    out.push((
+        Some("message_delta"),
+        json!({"type": "message_delta",
+        "delta": {"stop_reason": stop(r, "end_turn", "tool_use"), "stop_sequence": null},
+        "usage": {"output_tokens": r.usage.output_tokens}})
+        .to_string(),
+    ));
     out.push((
         Some("message_stop"),
         json!({"type": "message_stop"}).to_string(),
@@ -250,7 +260,7 @@ pub fn gemini_response(r: &ModelReply) -> Value {
         .collect();
     parts.extend(gemini_parts(r, Some(&r.text), true));
     json!({
-        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": stop(r, "STOP", "STOP"), "index": 0}],
         "usageMetadata": gemini_usage(r),
         "modelVersion": "scripted",
     })
@@ -265,6 +275,6 @@ pub fn gemini_chunks(r: &ModelReply) -> Vec<(Option<&'static str>, String)> {
             "modelVersion": "scripted"}).to_string()));
     }
     out.push((None, json!({"candidates": [{"content": {"role": "model", "parts": gemini_parts(r, None, true)},
-        "finishReason": "STOP", "index": 0}], "usageMetadata": gemini_usage(r), "modelVersion": "scripted"}).to_string()));
+        "finishReason": stop(r, "STOP", "STOP"), "index": 0}], "usageMetadata": gemini_usage(r), "modelVersion": "scripted"}).to_string()));
     out
 }
