@@ -315,7 +315,9 @@ impl AgentError {
             ),
             Self::Unsupported { .. } => (ErrorCode::UnsupportedAction, false),
             Self::ContextExceeded { .. } => (ErrorCode::InvalidRequest, false),
-            Self::Http { status, .. } if *status >= 500 => (ErrorCode::Internal, true),
+            Self::Http { status, .. } if *status >= 500 || matches!(status, 408 | 409) => {
+                (ErrorCode::Internal, true)
+            }
             // The provider refused the request itself: the same request
             // is refused again.
             Self::Http { .. } => (ErrorCode::InvalidRequest, false),
