@@ -127,8 +127,9 @@ pub struct Capability {
     pub note: Option<&'static str>,
 }
 
-/// What is known about a device right now.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What is known about a device right now (also what the daemon's D-Bus
+/// `ListDevices` and `devices --json` list, read back by its CLI).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct DeviceInfo {
     /// The device's name (configured, or its serial).
     pub name: DeviceName,

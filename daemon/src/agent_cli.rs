@@ -363,7 +363,10 @@ fn action_on(a: &Value) -> String {
 
 /// `droidwarden approvals`.
 pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
-    let listed = async { daemon(bus, config, false).await?.list_approvals().await };
+    let listed = async {
+        let listed = daemon(bus, config, false).await?.list_approvals().await;
+        listed.map(|listed| serde_json::json!(listed))
+    };
     let header = "ID  ACTION ON DEVICE  RISK  PARAMETERS  (SESSION, EXPIRY)";
     print_list(
         listed.await,
@@ -398,6 +401,7 @@ pub(crate) async fn approval_history(
             .await?
             .approval_history(limit)
             .await
+            .map(|answered| serde_json::json!(answered))
     };
     let header = "ANSWERED  OUTCOME  BY  ACTION ON DEVICE  ID";
     print_list(
@@ -457,7 +461,10 @@ pub(crate) async fn answer(
 
 /// `droidwarden sessions`.
 pub(crate) async fn sessions(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
-    let listed = async { daemon(bus, config, false).await?.list_sessions().await };
+    let listed = async {
+        let listed = daemon(bus, config, false).await?.list_sessions().await;
+        listed.map(|listed| serde_json::json!(listed))
+    };
     let header = "ID  UPDATED  TURNS  TITLE";
     print_list(
         listed.await,

@@ -17,9 +17,9 @@ use crate::client::{Target, daemon, fail, fail_as, print_json};
 use crate::config::{Config, DbusBus};
 use crate::dbus::Bus;
 use clap::{Parser, Subcommand};
-use droidwarden_bridge::{Registry, adb::AdbTransport};
+use droidwarden_bridge::{DeviceInfo, Registry, adb::AdbTransport};
 use droidwarden_services::WireError;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -306,8 +306,7 @@ async fn devices_local(config: Config, as_json: bool) -> ExitCode {
     let registry = Arc::new(Registry::new());
     let adb = AdbTransport::new(config.adb, Arc::clone(&registry));
     let refreshed = adb.refresh().await.map_err(|e| e.to_wire());
-    let list = serde_json::to_value(registry.list()).unwrap_or_else(|_| json!([]));
-    print_devices(&list, refreshed.err(), as_json)
+    print_devices(&registry.list(), refreshed.err(), as_json)
 }
 
 /// `devices`: the daemon's list.
@@ -318,15 +317,13 @@ async fn devices(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
     };
     match list {
         Ok(list) => print_devices(&list, None, as_json),
-        Err(e) => print_devices(&json!([]), Some(e), as_json),
+        Err(e) => print_devices(&[], Some(e), as_json),
     }
 }
 
-/// Print a device list (JSON objects as in `ListDevices`) and the error
-/// that came with it, if any; failure when there was one.
-fn print_devices(list: &Value, error: Option<WireError>, as_json: bool) -> ExitCode {
-    let empty = Vec::new();
-    let devices = list.as_array().unwrap_or(&empty);
+/// Print a device list (as `ListDevices` gives it) and the error that
+/// came with it, if any; failure when there was one.
+fn print_devices(devices: &[DeviceInfo], error: Option<WireError>, as_json: bool) -> ExitCode {
     if as_json {
         let mut out = json!({ "devices": devices });
         if let Some(e) = &error {
@@ -360,21 +357,14 @@ fn device_header() -> String {
     )
 }
 
-fn device_line(d: &Value) -> String {
-    let text = |key: &str| d[key].as_str().map(str::to_owned);
+fn device_line(d: &DeviceInfo) -> String {
     format!(
         "{:<24} {:<10} {:<8} {:<24} {}",
-        text("name").unwrap_or_default(),
-        text("transport").unwrap_or_default(),
-        if d["online"] == true {
-            "online"
-        } else {
-            "offline"
-        },
-        text("model").unwrap_or_else(|| "-".into()),
-        text("state_detail")
-            .or_else(|| text("serial"))
-            .unwrap_or_default()
+        d.name.as_str(),
+        d.transport.as_str(),
+        if d.online { "online" } else { "offline" },
+        d.model.as_deref().unwrap_or("-"),
+        d.state_detail.as_deref().unwrap_or(&d.serial)
     )
 }
 
@@ -391,16 +381,14 @@ async fn status(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
     let server = config.adb.server;
     let reach = crate::adb_reach::other_users(server).await;
     if as_json {
-        let mut status = status;
         let mut adb = json!(reach);
         adb["address"] = json!(server.to_string());
-        status["adb_server"] = adb;
-        print_json(&status);
+        let mut out = json!(status);
+        out["adb_server"] = adb;
+        print_json(&out);
         return ExitCode::SUCCESS;
     }
-    let empty = Vec::new();
-    let devices = status["devices"].as_array().unwrap_or(&empty);
-    if devices.is_empty() {
+    if status.devices.is_empty() {
         outln!("no devices");
     } else {
         outln!("{}", device_header());
@@ -412,46 +400,34 @@ async fn status(config: Config, bus: Option<Bus>, as_json: bool) -> ExitCode {
             "WHEN"
         );
     }
-    for d in devices {
-        outln!("{}", device_line(d));
-        let services = d["services"].as_object().filter(|s| !s.is_empty());
-        let Some(services) = services else {
+    for d in &status.devices {
+        outln!("{}", device_line(&d.device));
+        if d.services.is_empty() {
             outln!("  (no calls since the daemon started)");
             continue;
-        };
-        for (service, s) in services {
-            let when = s["finished_at"]
-                .as_str()
-                .or_else(|| s["started_at"].as_str())
-                .unwrap_or("-");
-            let outcome = match (&s["error"], s["duration_ms"].as_u64()) {
-                (Value::Object(e), _) => format!(
-                    "{}: {}",
-                    e.get("code").and_then(Value::as_str).unwrap_or("error"),
-                    e.get("message").and_then(Value::as_str).unwrap_or("")
-                ),
-                (_, Some(ms)) => format!("{ms} ms"),
-                _ => String::new(),
+        }
+        for (service, s) in &d.services {
+            let when = s.finished_at.as_deref().unwrap_or(&s.started_at);
+            let outcome = match (&s.error, s.duration_ms) {
+                (Some(e), _) => format!("{}: {}", e.code.as_str(), e.message),
+                (None, Some(ms)) => format!("{ms} ms"),
+                (None, None) => String::new(),
             };
             outln!(
                 "  {:<22} {:<10} {:<16} {:<26} {}",
                 service,
-                s["state"].as_str().unwrap_or("-"),
-                s["action"].as_str().unwrap_or("-"),
+                s.state,
+                s.action,
                 when,
                 outcome
             );
         }
     }
-    for line in crate::health::lines(&status["daemon"]) {
+    for line in crate::health::lines(&status.daemon) {
         outln!("{line}");
     }
-    for problem in status["problems"].as_array().unwrap_or(&empty) {
-        outln!(
-            "{}: {}",
-            problem["transport"].as_str().unwrap_or("?"),
-            problem["error"]["message"].as_str().unwrap_or_default()
-        );
+    for problem in &status.problems {
+        outln!("{}: {}", problem.transport, problem.error.message);
     }
     if let Some(line) = reach.line(server) {
         outln!("{line}");

@@ -5,9 +5,11 @@
 //! a new user needs to see when no phone shows up.
 
 use crate::approvals::Approvals;
+use crate::automations::api::AutomationSummary;
 use crate::automations::{self, Automations};
 use droidwarden_bridge::adb::AdbTransport;
-use serde_json::{Value, json};
+use droidwarden_services::WireError;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -55,9 +57,13 @@ impl Health {
     /// The report, as `status --json` shows it under `daemon`. Every part
     /// is bounded: the adb server's version is asked with the transport's
     /// own request timeout, and a part that cannot be read says why.
-    pub(crate) async fn report(&self, approvals: &Approvals, automations: &Automations) -> Value {
+    pub(crate) async fn report(
+        &self,
+        approvals: &Approvals,
+        automations: &Automations,
+    ) -> HealthReport {
         let adb = match &self.adb {
-            None => Value::Null,
+            None => None,
             Some(adb) => {
                 let server = adb.server().to_string();
                 // A server the last refresh could not reach is not asked
@@ -73,41 +79,144 @@ impl Health {
                     Some(e) => Err(e),
                     None => adb.server_version().await,
                 };
-                match version {
-                    Ok(version) => json!({"server": server, "answers": true, "version": version}),
-                    Err(e) => json!({"server": server, "answers": false, "error": e.to_wire()}),
-                }
+                Some(match version {
+                    Ok(version) => AdbHealth {
+                        server,
+                        answers: true,
+                        version: Some(version),
+                        error: None,
+                    },
+                    Err(e) => AdbHealth {
+                        server,
+                        answers: false,
+                        version: None,
+                        error: Some(e.to_wire()),
+                    },
+                })
             }
         };
         // Each part within [`PART`], so a busy driver cannot hold up the
         // whole report (the CLI gives `Status` ten seconds).
-        let late = || json!({"error": "no answer in time"});
+        let late = || PartError::Text("no answer in time".into());
         let approvals = match tokio::time::timeout(PART, approvals.pending()).await {
-            Ok(Ok(pending)) => json!(pending.len()),
-            Ok(Err(e)) => json!({"error": e}),
-            Err(_) => late(),
+            Ok(Ok(pending)) => Part::Read(u64::try_from(pending.len()).unwrap_or(u64::MAX)),
+            Ok(Err(e)) => Part::Failed {
+                error: PartError::Wire(e),
+            },
+            Err(_) => Part::Failed { error: late() },
         };
         let listed = tokio::time::timeout(PART, automations.request(automations::Op::List)).await;
         let automations = match listed {
-            Ok(Ok(Value::Array(list))) => json!({
-                "count": list.len(),
-                "enabled": list.iter().filter(|a| a["enabled"] == true).count(),
+            Ok(Ok(list)) => serde_json::from_value::<Vec<AutomationSummary>>(list)
+                .ok()
+                .map(|list| {
+                    Part::Read(AutomationCount {
+                        count: list.len(),
+                        enabled: list.iter().filter(|a| a.enabled).count(),
+                    })
+                }),
+            Ok(Err(e)) => Some(Part::Failed {
+                error: PartError::Wire(e),
             }),
-            Ok(Ok(_)) => Value::Null,
-            Ok(Err(e)) => json!({"error": e}),
-            Err(_) => late(),
+            Err(_) => Some(Part::Failed { error: late() }),
         };
-        json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "uptime_s": self.started.elapsed().as_secs(),
-            "state_dir": self.state_dir.display().to_string(),
-            "adb": adb,
-            "broker": self.broker.lock().unwrap_or_else(|e| e.into_inner()).clone(),
-            "agent": self.agent.as_deref().map_or_else(|| json!({"on": false}), |m| json!({"on": true, "model": m})),
-            "approvals_waiting": approvals,
-            "automations": automations,
-        })
+        HealthReport {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            uptime_s: self.started.elapsed().as_secs(),
+            state_dir: self.state_dir.display().to_string(),
+            adb,
+            broker: self
+                .broker
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            agent: AgentHealth {
+                on: self.agent.is_some(),
+                model: self.agent.clone(),
+            },
+            approvals_waiting: approvals,
+            automations,
+        }
     }
+}
+
+/// The daemon's own health: `daemon` of D-Bus `Status()` (whose payload
+/// types `crate::dbus::json` lists).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HealthReport {
+    /// The daemon's version.
+    pub(crate) version: String,
+    /// Seconds since it started.
+    pub(crate) uptime_s: u64,
+    /// Its state directory.
+    pub(crate) state_dir: String,
+    /// The adb server; `null` without the ADB transport.
+    pub(crate) adb: Option<AdbHealth>,
+    /// Where the MQTT broker is: `embedded, on 127.0.0.1:1883` or a URL.
+    pub(crate) broker: String,
+    /// Whether the agent is on, and its model.
+    pub(crate) agent: AgentHealth,
+    /// Approval requests waiting, of every kind.
+    pub(crate) approvals_waiting: Part<u64>,
+    /// The automations; `null` when their driver gave no list.
+    pub(crate) automations: Option<Part<AutomationCount>>,
+}
+
+/// The adb server, as the health report sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AdbHealth {
+    /// Its address.
+    pub(crate) server: String,
+    /// Whether it answered.
+    pub(crate) answers: bool,
+    /// Its version (`1.0.41`), when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) version: Option<String>,
+    /// What it answered with instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) error: Option<WireError>,
+}
+
+/// The agent, as the health report sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AgentHealth {
+    /// Whether a language model is configured.
+    pub(crate) on: bool,
+    /// `provider model`, when on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) model: Option<String>,
+}
+
+/// How many automations there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AutomationCount {
+    /// All of them.
+    pub(crate) count: usize,
+    /// Those enabled.
+    pub(crate) enabled: usize,
+}
+
+/// A part of the health report, or why it could not be read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Part<T> {
+    /// What was read.
+    Read(T),
+    /// `{"error": …}`.
+    Failed {
+        /// Why.
+        error: PartError,
+    },
+}
+
+/// Why a part of the health report is missing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum PartError {
+    /// The part answered with an error.
+    Wire(WireError),
+    /// It did not answer in time (`no answer in time`).
+    Text(String),
 }
 
 /// Where the broker is, as configured: `embedded, on 127.0.0.1:1883` or
@@ -123,37 +232,24 @@ pub(crate) fn broker_description(broker: &crate::config::BrokerTarget) -> String
 }
 
 /// `daemon` of a status report as lines for people.
-pub(crate) fn lines(daemon: &Value) -> Vec<String> {
-    let mut lines = Vec::new();
-    let Some(version) = daemon["version"].as_str() else {
-        return lines;
-    };
-    lines.push(format!(
-        "droidwarden {version}, up {} s, state in {}",
-        daemon["uptime_s"].as_u64().unwrap_or(0),
-        daemon["state_dir"].as_str().unwrap_or("?")
-    ));
-    let adb = &daemon["adb"];
-    if let Some(server) = adb["server"].as_str() {
-        lines.push(match adb["version"].as_str() {
-            Some(v) => format!("adb server {server}: answers, version {v}"),
-            None => format!(
-                "adb server {server}: {}",
-                adb["error"]["message"]
-                    .as_str()
-                    .unwrap_or("does not answer")
-            ),
+pub(crate) fn lines(daemon: &HealthReport) -> Vec<String> {
+    let mut lines = vec![format!(
+        "droidwarden {}, up {} s, state in {}",
+        daemon.version, daemon.uptime_s, daemon.state_dir
+    )];
+    if let Some(adb) = &daemon.adb {
+        lines.push(match (&adb.version, &adb.error) {
+            (Some(v), _) => format!("adb server {}: answers, version {v}", adb.server),
+            (None, Some(e)) => format!("adb server {}: {}", adb.server, e.message),
+            (None, None) => format!("adb server {}: does not answer", adb.server),
         });
     }
-    lines.push(format!(
-        "MQTT broker: {}",
-        daemon["broker"].as_str().unwrap_or("?")
-    ));
-    lines.push(match daemon["agent"]["model"].as_str() {
+    lines.push(format!("MQTT broker: {}", daemon.broker));
+    lines.push(match &daemon.agent.model {
         Some(model) => format!("agent: on, {model}"),
         None => "agent: off (no [llm] provider)".to_owned(),
     });
-    if let Some(n) = daemon["approvals_waiting"].as_u64() {
+    if let Part::Read(n) = daemon.approvals_waiting {
         lines.push(format!(
             "approvals waiting: {n}{}",
             if n > 0 {
@@ -163,10 +259,10 @@ pub(crate) fn lines(daemon: &Value) -> Vec<String> {
             }
         ));
     }
-    if let Some(n) = daemon["automations"]["count"].as_u64() {
+    if let Some(Part::Read(automations)) = &daemon.automations {
         lines.push(format!(
-            "automations: {n} ({} enabled)",
-            daemon["automations"]["enabled"].as_u64().unwrap_or(0)
+            "automations: {} ({} enabled)",
+            automations.count, automations.enabled
         ));
     }
     lines

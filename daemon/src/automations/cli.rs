@@ -2,12 +2,13 @@
 //! deny | add | remove`: through the running daemon's D-Bus `Automation`
 //! method (on the bus or the private socket, like the agent's commands).
 
+use super::api::{AutomationRequest as R, AutomationSummary};
 use crate::client::{daemon, fail_as, print_json};
 use crate::config::Config;
 use crate::dbus::Bus;
 use clap::Subcommand;
 use droidwarden_services::{ErrorCode, WireError};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -99,67 +100,73 @@ fn read_definition(file: &PathBuf) -> Result<Value, WireError> {
 /// Run the command.
 pub(crate) async fn run(config: &Config, command: AutomationsCommand) -> ExitCode {
     use AutomationsCommand as C;
-    let (request, bus, list_json) = match command {
-        C::List { json, bus } => (Ok(json!({"op": "list"})), bus, Some(json)),
-        C::Show { name, bus } => (Ok(json!({"op": "show", "name": name})), bus, None),
-        C::Run { name, bus } => (Ok(json!({"op": "run", "name": name})), bus, None),
-        C::Enable { name, bus } => (Ok(json!({"op": "enable", "name": name})), bus, None),
-        C::Disable { name, bus } => (Ok(json!({"op": "disable", "name": name})), bus, None),
-        C::Approve { name, bus } => (Ok(json!({"op": "approve", "name": name})), bus, None),
-        C::Deny { name, bus } => (Ok(json!({"op": "deny", "name": name})), bus, None),
-        C::Remove { name, bus } => (Ok(json!({"op": "remove", "name": name})), bus, None),
+    let (request, bus) = match command {
+        C::List { json, bus } => return list(config, bus, json).await,
+        C::Show { name, bus } => (Ok(R::Show { name }), bus),
+        C::Run { name, bus } => (Ok(R::Run { name }), bus),
+        C::Enable { name, bus } => (Ok(R::Enable { name }), bus),
+        C::Disable { name, bus } => (Ok(R::Disable { name }), bus),
+        C::Approve { name, bus } => (Ok(R::Approve { name }), bus),
+        C::Deny { name, bus } => (Ok(R::Deny { name }), bus),
+        C::Remove { name, bus } => (Ok(R::Remove { name }), bus),
         C::Add { file, bus } => (
-            read_definition(&file).map(|d| json!({"op": "add", "definition": d})),
+            read_definition(&file).map(|definition| R::Add { definition }),
             bus,
-            None,
         ),
     };
-    // Errors as JSON only for `list --json`; the other commands print JSON
-    // answers and their errors as text on standard error.
-    let json = list_json == Some(true);
+    // These commands print the JSON answer, and their errors as text on
+    // standard error.
     let answer = async {
         let request = request?;
-        daemon(bus, config, false)
-            .await?
-            .automation(&request.to_string())
-            .await
+        daemon(bus, config, false).await?.automation(&request).await
     };
     match answer.await {
-        Err(e) => fail_as(&e, json),
-        Ok(list) if list_json == Some(false) => {
-            let items = list.as_array().cloned().unwrap_or_default();
-            if items.is_empty() {
-                outln!(
-                    "no automations (add [[automations]] to the configuration; see docs/automations.md)"
-                );
-                return ExitCode::SUCCESS;
-            }
-            outln!("NAME  ENABLED  TRIGGER  ACTION  RUNS  NEXT  LAST");
-            for a in &items {
-                let last = match &a["last"] {
-                    Value::Null => "-".to_owned(),
-                    l => format!(
-                        "{} {}",
-                        l["status"].as_str().unwrap_or_default(),
-                        l["at"].as_str().unwrap_or_default()
-                    ),
-                };
-                outln!(
-                    "{}  {}  {}  {}  {}  {}  {}",
-                    a["name"].as_str().unwrap_or_default(),
-                    if a["enabled"] == true { "yes" } else { "no" },
-                    a["trigger"].as_str().unwrap_or_default(),
-                    a["action"].as_str().unwrap_or_default(),
-                    a["runs"],
-                    a["next_due"].as_str().unwrap_or("-"),
-                    last,
-                );
-            }
-            ExitCode::SUCCESS
-        }
+        Err(e) => fail_as(&e, false),
         Ok(answer) => {
             print_json(&answer);
             ExitCode::SUCCESS
         }
     }
+}
+
+/// `automations list [--json]` (errors as JSON with `--json`).
+async fn list(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
+    let listed = async { daemon(bus, config, false).await?.automations().await };
+    let items = match listed.await {
+        Err(e) => return fail_as(&e, json),
+        Ok(items) => items,
+    };
+    if json {
+        print_json(&serde_json::json!(items));
+        return ExitCode::SUCCESS;
+    }
+    if items.is_empty() {
+        outln!(
+            "no automations (add [[automations]] to the configuration; see docs/automations.md)"
+        );
+        return ExitCode::SUCCESS;
+    }
+    outln!("NAME  ENABLED  TRIGGER  ACTION  RUNS  NEXT  LAST");
+    for a in &items {
+        outln!("{}", line(a));
+    }
+    ExitCode::SUCCESS
+}
+
+/// One automation as `automations list` prints it.
+fn line(a: &AutomationSummary) -> String {
+    let last = match &a.last {
+        None => "-".to_owned(),
+        Some(l) => format!("{} {}", l.outcome.status.as_str(), l.at),
+    };
+    format!(
+        "{}  {}  {}  {}  {}  {}  {}",
+        a.name,
+        if a.enabled { "yes" } else { "no" },
+        a.trigger,
+        a.action,
+        a.runs,
+        a.next_due.as_deref().unwrap_or("-"),
+        last,
+    )
 }

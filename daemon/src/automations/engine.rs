@@ -62,6 +62,22 @@ pub(crate) enum Status {
     Interrupted,
 }
 
+impl Status {
+    /// The status's name, as its JSON spells it (`waiting_approval`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Success => "success",
+            Self::Error => "error",
+            Self::Skipped => "skipped",
+            Self::Missed => "missed",
+            Self::WaitingApproval => "waiting_approval",
+            Self::Denied => "denied",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// One run's record: what `automations show` lists and
 /// `<prefix>/automations/<name>/runs` carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

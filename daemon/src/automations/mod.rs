@@ -31,6 +31,7 @@
 //! applies too. Such a wait is kept in memory only: a restart records the
 //! run as interrupted, and does not run it.
 
+pub(crate) mod api;
 pub(crate) mod cli;
 pub(crate) mod engine;
 pub(crate) mod model;
@@ -39,6 +40,7 @@ pub(crate) mod store;
 use crate::assistant::Assistant;
 use crate::events::{Event, Events};
 use crate::hub::{BusEvent, Call, Hub};
+use api::{AutomationSummary, LastRun};
 use droidwarden_agent::policy::Verdict;
 use droidwarden_agent::{ApprovalPolicy, PendingApproval};
 use droidwarden_bridge::DeviceEvent;
@@ -910,24 +912,24 @@ impl Driver {
     }
 }
 
-/// One line of `automations list`.
+/// One line of `automations list` (the D-Bus `Automation` answer's
+/// [`AutomationSummary`]), as JSON.
 fn summary(a: &Automation, r: &engine::Record, enabled: bool, added: bool) -> Value {
-    json!({
-        "name": a.name,
-        "description": a.description,
-        "enabled": enabled,
-        "trigger": a.trigger.describe(),
-        "time_zone": a.time_zone_name.as_deref().unwrap_or("system"),
-        "action": a.action.kind(),
-        "source": if added { "added" } else { "config" },
-        "runs": r.runs,
-        "missed": r.missed,
-        "skipped": r.skipped,
-        "next_due": r.next_due_ms.filter(|_| enabled).map(rfc3339),
-        "last": r.last.as_ref().map(|o| {
-            let mut v = json!(o);
-            v["at"] = json!(rfc3339(o.at_ms));
-            v
+    json!(AutomationSummary {
+        name: a.name.clone(),
+        description: a.description.clone(),
+        enabled,
+        trigger: a.trigger.describe(),
+        time_zone: a.time_zone_name.as_deref().unwrap_or("system").to_owned(),
+        action: a.action.kind().to_owned(),
+        source: if added { "added" } else { "config" }.to_owned(),
+        runs: r.runs,
+        missed: r.missed,
+        skipped: r.skipped,
+        next_due: r.next_due_ms.filter(|_| enabled).map(rfc3339),
+        last: r.last.as_ref().map(|o| LastRun {
+            outcome: o.clone(),
+            at: rfc3339(o.at_ms),
         }),
     })
 }

@@ -3,31 +3,52 @@
 //! call `org.droidwarden.Daemon1` on the chosen bus and turn the
 //! replies, and the bus's own errors, back into [`WireError`]s.
 //!
+//! Every call goes through [`Daemon1Proxy`], which zbus generates from the
+//! daemon's own interface (`super::Daemon1`): the method names, argument
+//! types and reply types are the server's, so a method renamed there does
+//! not compile here, and a JSON reply arrives as its type
+//! ([`super::json`]). This module adds what the proxy does not know: a
+//! time limit on every call, the daemon's bound on a `Call`, what a missing
+//! daemon or a bus's refusal means to the user, and the fallback to
+//! `CallChecked` for a daemon without `CallCheckedTicket`. The signals it
+//! waits for are subscribed by match rules (the proxy's own streams need a
+//! bus to resolve the daemon's name) and read with the proxy's signal types.
+//!
 //! The same calls go over the daemon's private socket ([`super::p2p`])
 //! when there is no bus to find it on: a peer-to-peer connection, so no
-//! destination name and no `NameHasOwner`.
+//! `NameHasOwner` (and the destination the proxy sends is ignored there).
 //!
 //! A daemon that is not there is said so plainly, naming the bus (and the
 //! socket); the CLI never falls back to working in-process on its own
 //! (`--local` does that, when asked for).
 
-use super::{Bus, INTERFACE, NAME, PATH, error};
+use super::json::{AutomationRequest, AutomationSummary, StatusReport};
+use super::{Bus, CallAwaitsApproval, Daemon1Proxy, INTERFACE, NAME, PATH, error};
+use droidwarden_agent::{ApprovalOutcome, PendingApproval, SessionSummary};
+use droidwarden_bridge::DeviceInfo;
 use droidwarden_services::{ErrorCode, WireError};
-use serde::Serialize;
+use error::DbusError;
 use serde_json::Value;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use zbus::zvariant::DynamicType;
 
 /// How long the bus may take to answer the daemon's own quick methods.
 const QUICK: Duration = Duration::from_secs(10);
 /// What a call may take beyond the daemon's own bound on it.
 const CALL_MARGIN: Duration = Duration::from_secs(5);
+/// The D-Bus name of the signal `CallCheckedTicket` waits for, for its
+/// match rule (checked against the interface by a test).
+pub(super) const CALL_AWAITS_APPROVAL: &str = "CallAwaitsApproval";
+/// The D-Bus name of the agent's event signal, for its match rule.
+pub(super) const SESSION_EVENT: &str = "SessionEvent";
 
 /// A connection to the bus the daemon is on.
 #[derive(Debug)]
 pub(crate) struct Client {
     conn: zbus::Connection,
+    /// The daemon's object, through the proxy generated from its interface.
+    daemon: Daemon1Proxy<'static>,
     bus: Bus,
     /// `Some`: a peer-to-peer connection to the daemon's private socket.
     socket: Option<PathBuf>,
@@ -36,6 +57,30 @@ pub(crate) struct Client {
 }
 
 impl Client {
+    /// The client on `conn`: the proxy for the daemon's object on it,
+    /// without a property cache (which would ask the bus for the name's
+    /// owner and subscribe to changes: nothing here reads a property).
+    async fn on(
+        conn: zbus::Connection,
+        bus: Bus,
+        socket: Option<PathBuf>,
+        call_timeout: Duration,
+        local_hint: bool,
+    ) -> zbus::Result<Self> {
+        let daemon = Daemon1Proxy::builder(&conn)
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await?;
+        Ok(Self {
+            conn,
+            daemon,
+            bus,
+            socket,
+            call_timeout,
+            local_hint,
+        })
+    }
+
     /// Connect to `bus` and check that the daemon is there. `call_timeout`
     /// is the bound on one action this process's configuration gives, used
     /// when the daemon cannot say its own (`CallTimeout`);
@@ -48,7 +93,7 @@ impl Client {
         call_timeout: Duration,
         local_hint: bool,
     ) -> Result<Self, WireError> {
-        let conn = bus.connect(Ok).await.map_err(|e| {
+        let unreachable = |e: &dyn std::fmt::Display| {
             let mut error = WireError::new(
                 ErrorCode::Internal,
                 format!(
@@ -62,14 +107,11 @@ impl Client {
             );
             error.retryable = true;
             error
-        })?;
-        let client = Self {
-            conn,
-            bus,
-            socket: None,
-            call_timeout,
-            local_hint,
         };
+        let conn = bus.connect(Ok).await.map_err(|e| unreachable(&e))?;
+        let client = Self::on(conn, bus, None, call_timeout, local_hint)
+            .await
+            .map_err(|e| unreachable(&e))?;
         if client.name_has_owner().await? {
             Ok(client)
         } else {
@@ -89,13 +131,9 @@ impl Client {
         local_hint: bool,
     ) -> Result<Self, String> {
         let conn = bus.connect(Ok).await.map_err(|e| e.to_string())?;
-        let client = Self {
-            conn,
-            bus,
-            socket: None,
-            call_timeout,
-            local_hint,
-        };
+        let client = Self::on(conn, bus, None, call_timeout, local_hint)
+            .await
+            .map_err(|e| e.to_string())?;
         match client.name_has_owner().await {
             Ok(true) => Ok(client),
             Ok(false) => Err(format!("{NAME} has no owner")),
@@ -116,24 +154,25 @@ impl Client {
             let stream = tokio::net::UnixStream::connect(path)
                 .await
                 .map_err(|e| e.to_string())?;
-            zbus::connection::Builder::unix_stream(stream)
+            let conn = zbus::connection::Builder::unix_stream(stream)
                 .p2p()
                 .build()
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            Self::on(
+                conn,
+                Bus::Session,
+                Some(path.to_owned()),
+                call_timeout,
+                local_hint,
+            )
+            .await
+            .map_err(|e| e.to_string())
         };
-        let conn = match tokio::time::timeout(QUICK, connect).await {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(format!("no answer within {QUICK:?}")),
-        };
-        Ok(Self {
-            conn,
-            bus: Bus::Session,
-            socket: Some(path.to_owned()),
-            call_timeout,
-            local_hint,
-        })
+        match tokio::time::timeout(QUICK, connect).await {
+            Ok(result) => result,
+            Err(_) => Err(format!("no answer within {QUICK:?}")),
+        }
     }
 
     /// Where the daemon was reached: "the session bus", "the socket PATH".
@@ -144,26 +183,23 @@ impl Client {
         }
     }
 
-    /// `ListDevices()`, parsed.
-    pub(crate) async fn list_devices(&self) -> Result<Value, WireError> {
-        let text: String = self.invoke("ListDevices", &(), QUICK).await?;
-        parse(&text)
+    /// `ListDevices()`.
+    pub(crate) async fn list_devices(&self) -> Result<Vec<DeviceInfo>, WireError> {
+        let reply = self.within("ListDevices", QUICK, self.daemon.list_devices());
+        Ok(reply.await?.0)
     }
 
-    /// `Status()`, parsed.
-    pub(crate) async fn status(&self) -> Result<Value, WireError> {
-        let text: String = self.invoke("Status", &(), QUICK).await?;
-        parse(&text)
+    /// `Status()`.
+    pub(crate) async fn status(&self) -> Result<StatusReport, WireError> {
+        Ok(self.within("Status", QUICK, self.daemon.status()).await?.0)
     }
 
     /// The daemon's own bound on a call on `device` (`CallTimeout`), or,
     /// from a daemon without that method or for an unknown device, the
     /// bound this process's configuration gives.
     pub(crate) async fn call_bound(&self, device: Option<&str>) -> Duration {
-        match self
-            .invoke::<_, u64>("CallTimeout", &(device.unwrap_or(""),), QUICK)
-            .await
-        {
+        let asked = self.daemon.call_timeout(device.unwrap_or(""));
+        match self.within("CallTimeout", QUICK, asked).await {
             Ok(ms) if ms > 0 => Duration::from_millis(ms),
             Ok(_) => self.call_timeout,
             Err(e) => {
@@ -173,7 +209,8 @@ impl Client {
         }
     }
 
-    /// `Call(device, service, action, params_json)`, parsed. Waits as long
+    /// `Call(device, service, action, params_json)`: the action's result.
+    /// Waits as long
     /// as the daemon may take to answer — its own bound on this call
     /// (`CallTimeout`; for a companion phone that includes the offline
     /// queue) plus a margin — so the daemon's answer (`device_offline`
@@ -190,12 +227,14 @@ impl Client {
         let bound = self.call_bound(device).await;
         let limit = bound + CALL_MARGIN;
         let params = params.to_string();
-        let body = (device.unwrap_or(""), service, action, params.as_str());
-        // The bus's own reply timeout is set beyond ours, so that ours,
-        // with its precise message, fires first.
-        let reply = self.invoke::<_, String>("Call", &body, limit + CALL_MARGIN);
-        let text = match tokio::time::timeout(limit, reply).await {
-            Ok(result) => result?,
+        let call = self
+            .daemon
+            .call(device.unwrap_or(""), service, action, &params);
+        // The inner limit is set beyond ours, so that ours, with its
+        // precise message, fires first.
+        let reply = self.within("Call", limit + CALL_MARGIN, call);
+        match tokio::time::timeout(limit, reply).await {
+            Ok(result) => Ok(result?.0),
             Err(_) => {
                 let mut error = WireError::new(
                     ErrorCode::Timeout,
@@ -207,13 +246,12 @@ impl Client {
                 );
                 // Not to be repeated blindly: it may still run.
                 error.retryable = false;
-                return Err(error);
+                Err(error)
             }
-        };
-        parse(&text)
+        }
     }
 
-    /// `CallChecked(device, service, action, params_json)`, parsed: a call
+    /// `CallChecked(device, service, action, params_json)`: a call
     /// under the approval policy, which may wait up to `approval_wait` for
     /// a person before it runs, then take up to `bound` (the daemon's
     /// [`Client::call_bound`] for the device).
@@ -226,10 +264,15 @@ impl Client {
     ) -> Result<Value, WireError> {
         let limit = approval_wait + bound + CALL_MARGIN;
         let params = command.params_json().to_string();
-        let body = call_args(device, command, &params);
-        let reply = self.invoke::<_, String>("CallChecked", &body, limit + CALL_MARGIN);
+        let call = self.daemon.call_checked(
+            device.unwrap_or(""),
+            command.service_id(),
+            command.action_name(),
+            &params,
+        );
+        let reply = self.within("CallChecked", limit + CALL_MARGIN, call);
         match tokio::time::timeout(limit, reply).await {
-            Ok(result) => parse(&result?),
+            Ok(result) => Ok(result?.0),
             Err(_) => Err(not_answered("CallChecked", limit)),
         }
     }
@@ -249,23 +292,31 @@ impl Client {
     ) -> Result<Value, WireError> {
         use futures_util::StreamExt as _;
         let ticket = ticket();
-        let mut signals = self.signals("CallAwaitsApproval", &ticket).await?;
+        let mut signals = self
+            .stream(self.signal_rule(CALL_AWAITS_APPROVAL, Some(&ticket))?, 16)
+            .await?;
         let limit = approval_wait + bound + CALL_MARGIN;
         let params = command.params_json().to_string();
-        let (device_arg, service, action, params_arg) = call_args(device, command, &params);
-        let body = (device_arg, service, action, params_arg, ticket.as_str());
-        let reply = self.invoke::<_, String>("CallCheckedTicket", &body, limit + CALL_MARGIN);
+        let call = self.daemon.call_checked_ticket(
+            device.unwrap_or(""),
+            command.service_id(),
+            command.action_name(),
+            &params,
+            &ticket,
+        );
+        // Not through `within`: an unknown method is an answer here.
+        let reply = tokio::time::timeout(limit + CALL_MARGIN, call);
         let watch = async {
             let mut on_approval = Some(on_approval);
             while let Some(message) = signals.next().await {
-                let Ok(message) = message else { continue };
-                let Ok((for_ticket, id)) = message.body().deserialize::<(String, String)>() else {
+                let Some(signal) = message.ok().and_then(CallAwaitsApproval::from_message) else {
                     continue;
                 };
-                if for_ticket == ticket
+                let Ok(args) = signal.args() else { continue };
+                if *args.ticket() == ticket
                     && let Some(tx) = on_approval.take()
                 {
-                    let _ = tx.send(id);
+                    let _ = tx.send((*args.approval_id()).to_owned());
                 }
             }
             std::future::pending::<()>().await;
@@ -275,20 +326,15 @@ impl Client {
             () = watch => return Err(WireError::new(ErrorCode::Internal, "signal watch ended")),
         };
         match answered {
-            Ok(Ok(text)) => parse(&text),
-            Ok(Err(e)) if e.message.contains("UnknownMethod") => {
+            Ok(Ok(Ok(result))) => Ok(result.0),
+            Ok(Ok(Err(e))) if is_unknown_method(&e) => {
                 tracing::debug!("the daemon has no CallCheckedTicket; using CallChecked");
                 self.call_checked(device, command, approval_wait, bound)
                     .await
             }
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(not_answered("CallCheckedTicket", limit)),
+            Ok(Ok(Err(e))) => Err(self.to_wire("CallCheckedTicket", e)),
+            Ok(Err(_)) | Err(_) => Err(not_answered("CallCheckedTicket", limit)),
         }
-    }
-
-    /// The daemon's signal `member` whose first argument is `arg0`.
-    async fn signals(&self, member: &str, arg0: &str) -> Result<zbus::MessageStream, WireError> {
-        self.stream(self.signal_rule(member, Some(arg0))?, 16).await
     }
 
     /// The match rule for the daemon's signal `member` (and, with `arg0`,
@@ -324,7 +370,7 @@ impl Client {
         let stream = zbus::MessageStream::for_match_rule(rule, &self.conn, Some(capacity));
         match tokio::time::timeout(QUICK, stream).await {
             Ok(Ok(stream)) => Ok(stream),
-            Ok(Err(e)) => Err(self.to_wire("AddMatch", e)),
+            Ok(Err(e)) => Err(self.to_wire("AddMatch", e.into())),
             Err(_) => Err(WireError::new(
                 ErrorCode::Timeout,
                 format!(
@@ -337,9 +383,10 @@ impl Client {
 
     /// Subscribe to `SessionEvent` signals (all sessions: a new session's
     /// id is only known once `Ask` returns). Subscribe before calling
-    /// [`Client::ask`] so that no event is missed.
+    /// [`Client::ask`] so that no event is missed. Each message is a
+    /// `SessionEvent` (`super::SessionEvent::from_message` reads it).
     pub(crate) async fn session_events(&self) -> Result<zbus::MessageStream, WireError> {
-        self.stream(self.signal_rule("SessionEvent", None)?, 1024)
+        self.stream(self.signal_rule(SESSION_EVENT, None)?, 1024)
             .await
     }
 
@@ -349,8 +396,8 @@ impl Client {
         session: Option<&str>,
         prompt: &str,
     ) -> Result<String, WireError> {
-        self.invoke("Ask", &(session.unwrap_or(""), prompt), QUICK)
-            .await
+        let asked = self.daemon.ask(session.unwrap_or(""), prompt);
+        self.within("Ask", QUICK, asked).await
     }
 
     /// `AskWith(session, prompt, options_json)`: the session id.
@@ -360,12 +407,10 @@ impl Client {
         prompt: &str,
         options_json: &str,
     ) -> Result<String, WireError> {
-        self.invoke(
-            "AskWith",
-            &(session.unwrap_or(""), prompt, options_json),
-            QUICK,
-        )
-        .await
+        let asked = self
+            .daemon
+            .ask_with(session.unwrap_or(""), prompt, options_json);
+        self.within("AskWith", QUICK, asked).await
     }
 
     /// `RunSkill(session, skill, input_json)`: the session id.
@@ -375,123 +420,120 @@ impl Client {
         skill: &str,
         input_json: &str,
     ) -> Result<String, WireError> {
-        self.invoke(
-            "RunSkill",
-            &(session.unwrap_or(""), skill, input_json),
-            QUICK,
-        )
-        .await
+        let started = self
+            .daemon
+            .run_skill(session.unwrap_or(""), skill, input_json);
+        self.within("RunSkill", QUICK, started).await
     }
 
-    /// `ListApprovals()`, parsed.
-    pub(crate) async fn list_approvals(&self) -> Result<Value, WireError> {
-        let text: String = self.invoke("ListApprovals", &(), QUICK).await?;
-        parse(&text)
+    /// `ListApprovals()`.
+    pub(crate) async fn list_approvals(&self) -> Result<Vec<PendingApproval>, WireError> {
+        let listed = self.within("ListApprovals", QUICK, self.daemon.list_approvals());
+        Ok(listed.await?.0)
     }
 
-    /// `ApprovalHistory(limit)`, parsed.
-    pub(crate) async fn approval_history(&self, limit: u32) -> Result<Value, WireError> {
-        let text: String = self.invoke("ApprovalHistory", &(limit,), QUICK).await?;
-        parse(&text)
+    /// `ApprovalHistory(limit)`.
+    pub(crate) async fn approval_history(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<ApprovalOutcome>, WireError> {
+        let listed = self.daemon.approval_history(limit);
+        Ok(self.within("ApprovalHistory", QUICK, listed).await?.0)
     }
 
     /// `Approve(id)`.
     pub(crate) async fn approve(&self, approval_id: &str) -> Result<(), WireError> {
-        self.invoke("Approve", &(approval_id,), QUICK).await
+        self.within("Approve", QUICK, self.daemon.approve(approval_id))
+            .await
     }
 
     /// `Deny(id, reason)`.
     pub(crate) async fn deny(&self, approval_id: &str, reason: &str) -> Result<(), WireError> {
-        self.invoke("Deny", &(approval_id, reason), QUICK).await
+        self.within("Deny", QUICK, self.daemon.deny(approval_id, reason))
+            .await
     }
 
-    /// `ListSessions()`, parsed.
-    pub(crate) async fn list_sessions(&self) -> Result<Value, WireError> {
-        let text: String = self.invoke("ListSessions", &(), QUICK).await?;
-        parse(&text)
+    /// `ListSessions()`.
+    pub(crate) async fn list_sessions(&self) -> Result<Vec<SessionSummary>, WireError> {
+        let listed = self.within("ListSessions", QUICK, self.daemon.list_sessions());
+        Ok(listed.await?.0)
     }
 
-    /// `Automation(request)`, parsed (docs/automations.md).
-    pub(crate) async fn automation(&self, request_json: &str) -> Result<Value, WireError> {
-        let text: String = self.invoke("Automation", &(request_json,), QUICK).await?;
-        parse(&text)
+    /// `Automation(request)`: the answer, whose shape depends on the
+    /// request (docs/automations.md).
+    pub(crate) async fn automation(&self, request: &AutomationRequest) -> Result<Value, WireError> {
+        let request = request.to_json();
+        let answer = self.daemon.automation(&request);
+        Ok(self.within("Automation", QUICK, answer).await?.0)
+    }
+
+    /// `Automation({"op": "list"})`: every automation.
+    pub(crate) async fn automations(&self) -> Result<Vec<AutomationSummary>, WireError> {
+        let listed = self.automation(&AutomationRequest::List).await?;
+        serde_json::from_value(listed).map_err(|e| {
+            WireError::new(
+                ErrorCode::Internal,
+                format!("unexpected reply to Automation: {e}"),
+            )
+        })
     }
 
     /// `ShowSession(id)`: markdown.
     pub(crate) async fn show_session(&self, session: &str) -> Result<String, WireError> {
-        self.invoke("ShowSession", &(session,), QUICK).await
+        self.within("ShowSession", QUICK, self.daemon.show_session(session))
+            .await
     }
 
     /// Whether the daemon still owns its name (over the socket: still
     /// answers a `Ping`).
     pub(crate) async fn daemon_running(&self) -> bool {
         if self.socket.is_some() {
-            return self
-                .invoke_at::<_, ()>(None, PATH, "org.freedesktop.DBus.Peer", "Ping", &(), QUICK)
-                .await
-                .is_ok();
+            let ping = async {
+                let peer = zbus::fdo::PeerProxy::builder(&self.conn)
+                    .destination(NAME)?
+                    .path(PATH)?
+                    .cache_properties(zbus::proxy::CacheProperties::No)
+                    .build()
+                    .await?;
+                peer.ping().await
+            };
+            return matches!(tokio::time::timeout(QUICK, ping).await, Ok(Ok(())));
         }
         self.name_has_owner().await.unwrap_or(false)
     }
 
+    /// Whether the daemon owns its name on the bus (`NameHasOwner`).
     async fn name_has_owner(&self) -> Result<bool, WireError> {
-        self.invoke_at(
-            Some("org.freedesktop.DBus"),
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus",
-            "NameHasOwner",
-            &(NAME,),
-            QUICK,
-        )
-        .await
-    }
-
-    async fn invoke<B, R>(&self, method: &str, body: &B, limit: Duration) -> Result<R, WireError>
-    where
-        B: Serialize + DynamicType,
-        R: for<'d> serde::Deserialize<'d> + zbus::zvariant::Type,
-    {
-        // A peer-to-peer connection has no names: the peer is the daemon.
-        let destination = self.socket.is_none().then_some(NAME);
-        self.invoke_at(destination, PATH, INTERFACE, method, body, limit)
-            .await
-    }
-
-    async fn invoke_at<B, R>(
-        &self,
-        destination: Option<&str>,
-        path: &str,
-        interface: &str,
-        method: &str,
-        body: &B,
-        limit: Duration,
-    ) -> Result<R, WireError>
-    where
-        B: Serialize + DynamicType,
-        R: for<'d> serde::Deserialize<'d> + zbus::zvariant::Type,
-    {
-        let call = self
-            .conn
-            .call_method(destination, path, Some(interface), method, body);
-        let reply = match tokio::time::timeout(limit, call).await {
-            Err(_) => {
-                return Err(WireError::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "the droidwarden daemon did not answer {method} within {limit:?} on {}",
-                        self.place()
-                    ),
-                ));
-            }
-            Ok(Err(e)) => return Err(self.to_wire(method, e)),
-            Ok(Ok(reply)) => reply,
+        let asked = async {
+            let bus = zbus::fdo::DBusProxy::builder(&self.conn)
+                .cache_properties(zbus::proxy::CacheProperties::No)
+                .build()
+                .await?;
+            let name = zbus::names::BusName::from_static_str(NAME)?;
+            bus.name_has_owner(name).await.map_err(zbus::Error::from)
         };
-        reply.body().deserialize::<R>().map_err(|e| {
-            WireError::new(
-                ErrorCode::Internal,
-                format!("unexpected reply to {method}: {e}"),
-            )
-        })
+        self.within("NameHasOwner", QUICK, asked).await
+    }
+
+    /// One call through the proxy, within `limit`, its failure said as a
+    /// wire error (`method`, the D-Bus name, names it in messages only).
+    async fn within<T, E: Into<DbusError>>(
+        &self,
+        method: &str,
+        limit: Duration,
+        call: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, WireError> {
+        match tokio::time::timeout(limit, call).await {
+            Err(_) => Err(WireError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the droidwarden daemon did not answer {method} within {limit:?} on {}",
+                    self.place()
+                ),
+            )),
+            Ok(Err(e)) => Err(self.to_wire(method, e.into())),
+            Ok(Ok(reply)) => Ok(reply),
+        }
     }
 
     fn not_running(&self) -> WireError {
@@ -511,8 +553,20 @@ impl Client {
         error
     }
 
-    fn to_wire(&self, method: &str, e: zbus::Error) -> WireError {
+    fn to_wire(&self, method: &str, e: DbusError) -> WireError {
+        let e = match e {
+            DbusError::Wire(e) => return e,
+            DbusError::Zbus(e) => e,
+        };
         let zbus::Error::MethodError(name, description, reply) = &e else {
+            if let zbus::Error::Variant(e) = &e {
+                // A reply that is not what the interface says (a JSON
+                // reply that does not parse as its type).
+                return WireError::new(
+                    ErrorCode::Internal,
+                    format!("unexpected reply to {method}: {e}"),
+                );
+            }
             return WireError::new(ErrorCode::Internal, format!("D-Bus {method}: {e}"));
         };
         if let Some(ours) = error::from_reply(name.as_str(), reply) {
@@ -543,13 +597,14 @@ impl Client {
     }
 }
 
-fn parse(text: &str) -> Result<Value, WireError> {
-    serde_json::from_str(text).map_err(|e| {
-        WireError::new(
-            ErrorCode::Internal,
-            format!("the daemon answered with invalid JSON: {e}"),
-        )
-    })
+/// Whether a call failed because the daemon has no such method (an older
+/// daemon).
+fn is_unknown_method(e: &DbusError) -> bool {
+    matches!(
+        e,
+        DbusError::Zbus(zbus::Error::MethodError(name, _, _))
+            if name.as_str() == "org.freedesktop.DBus.Error.UnknownMethod"
+    )
 }
 
 /// A random ticket for `CallCheckedTicket` (16 bytes, hex).
@@ -562,21 +617,6 @@ fn ticket() -> String {
         return droidwarden_services::unique_suffix();
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The arguments of `CallChecked`: device (empty for the only one),
-/// service, action, parameters as JSON.
-fn call_args<'a>(
-    device: Option<&'a str>,
-    command: &droidwarden_services::Command,
-    params: &'a str,
-) -> (&'a str, &'static str, &'static str, &'a str) {
-    (
-        device.unwrap_or(""),
-        command.service_id(),
-        command.action_name(),
-        params,
-    )
 }
 
 /// A match rule zbus refused (a name or path it does not accept).
@@ -598,4 +638,98 @@ fn not_answered(method: &str, limit: Duration) -> WireError {
     );
     error.retryable = false;
     error
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Daemon1, SessionEvent, p2p, tests::iface};
+    use super::*;
+    use droidwarden_agent::AgentEvent;
+    use futures_util::StreamExt as _;
+    use tokio_util::sync::CancellationToken;
+
+    /// The CLI's own way in, end to end in one process: the proxy over
+    /// the daemon's socket, the replies as their types, an error of ours
+    /// as its wire error, and the signals the client subscribes to by
+    /// match rule, read with the proxy's signal types.
+    async fn next(stream: &mut zbus::MessageStream) -> zbus::Message {
+        let next = tokio::time::timeout(Duration::from_secs(5), stream.next());
+        next.await.expect("in time").expect("a signal").unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_client_calls_the_daemon_on_its_socket_and_hears_its_signals() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(p2p::SOCKET_NAME);
+        let server = p2p::bind(path.clone(), iface()).await.expect("bind");
+        let peers = server.peers();
+        let shutdown = CancellationToken::new();
+        let serving = tokio::spawn(server.serve(shutdown.clone()));
+        let local_bound = Duration::from_secs(15);
+        let client = Client::over_socket(&path, local_bound, false)
+            .await
+            .expect("connect");
+
+        assert_eq!(client.list_devices().await.unwrap(), Vec::new());
+        let status = client.status().await.unwrap();
+        assert!(status.devices.is_empty() && status.problems.is_empty());
+        assert_eq!(status.daemon.version, env!("CARGO_PKG_VERSION"));
+        assert!(!status.daemon.agent.on);
+        // No such device: the daemon says 0, so the local bound holds.
+        assert_eq!(client.call_bound(Some("nowhere")).await, local_bound);
+        let off = client.ask(None, "hello").await.unwrap_err();
+        assert_eq!(off.code, ErrorCode::InvalidRequest, "{off}");
+        assert!(off.message.contains("agent"), "{off}");
+        let bad = client
+            .call(None, "no_such_service", "x", &serde_json::json!({}))
+            .await
+            .unwrap_err();
+        assert_eq!(bad.code, ErrorCode::UnknownService, "{bad}");
+        assert!(client.daemon_running().await);
+
+        let mut tickets = client
+            .stream(
+                client
+                    .signal_rule(CALL_AWAITS_APPROVAL, Some("t-1"))
+                    .unwrap(),
+                4,
+            )
+            .await
+            .unwrap();
+        let mut events = client.session_events().await.unwrap();
+        let event: AgentEvent = serde_json::from_value(serde_json::json!({
+            "run_id": "r-1", "session_id": "s-1", "event": "text_delta", "text": "done",
+        }))
+        .unwrap();
+        for target in peers.targets() {
+            Daemon1::call_awaits_approval(&target.emitter, "t-1", "a-1")
+                .await
+                .unwrap();
+            Daemon1::session_event(&target.emitter, "s-1", super::super::Json(event.clone()))
+                .await
+                .unwrap();
+        }
+        let signal = CallAwaitsApproval::from_message(next(&mut tickets).await).unwrap();
+        let args = signal.args().unwrap();
+        assert_eq!((*args.ticket(), *args.approval_id()), ("t-1", "a-1"));
+        let signal = SessionEvent::from_message(next(&mut events).await).unwrap();
+        let args = signal.args().unwrap();
+        assert_eq!((*args.session(), &args.event_json().0), ("s-1", &event));
+
+        // Gone before the shutdown (which would wait for a connected
+        // client's calls).
+        drop((tickets, events, client));
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !peers.targets().is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the client leaves");
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), serving)
+            .await
+            .expect("serve stops")
+            .unwrap();
+    }
 }

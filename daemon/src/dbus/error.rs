@@ -54,27 +54,65 @@ pub(crate) fn code_of(name: &str) -> Option<ErrorCode> {
     (error_name(code) == name).then_some(code)
 }
 
-/// A [`WireError`] as a D-Bus method's error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DbusError(pub(crate) WireError);
+/// What a method of `org.droidwarden.Daemon1` fails with, on both sides
+/// of the wire: the daemon's methods fail with [`DbusError::Wire`], sent
+/// as our error name and message; the proxy the client calls them through
+/// (generated from the same interface, so it has the same error type)
+/// hands back what zbus reported, [`DbusError::Zbus`], which the client
+/// turns into a [`WireError`] naming where it called (its `to_wire`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum DbusError {
+    /// A wire error of ours: `org.droidwarden.Error.<Code>` and its message.
+    Wire(WireError),
+    /// What the client's zbus reported: an error reply (ours, or the bus's
+    /// own), a reply it could not read, or a connection that failed.
+    Zbus(zbus::Error),
+}
 
 impl From<WireError> for DbusError {
     fn from(error: WireError) -> Self {
-        Self(error)
+        Self::Wire(error)
+    }
+}
+
+/// What the generated proxy's methods need: every zbus error becomes one
+/// of ours, kept whole for the client to map.
+impl From<zbus::Error> for DbusError {
+    fn from(error: zbus::Error) -> Self {
+        Self::Zbus(error)
     }
 }
 
 impl zbus::DBusError for DbusError {
     fn create_reply(&self, call: &Header<'_>) -> zbus::Result<Message> {
-        Message::error(call, self.name())?.build(&(self.0.message.as_str(),))
+        Message::error(call, self.name())?.build(&(self.message(),))
     }
 
     fn name(&self) -> ErrorName<'_> {
-        ErrorName::from_static_str_unchecked(error_name(self.0.code))
+        let code = match self {
+            Self::Wire(e) => e.code,
+            // The daemon never fails with a zbus error of its own making;
+            // should one reach here, it is ours to fix.
+            Self::Zbus(_) => ErrorCode::Internal,
+        };
+        ErrorName::from_static_str_unchecked(error_name(code))
     }
 
     fn description(&self) -> Option<&str> {
-        Some(&self.0.message)
+        match self {
+            Self::Wire(e) => Some(&e.message),
+            Self::Zbus(_) => None,
+        }
+    }
+}
+
+impl DbusError {
+    /// The error reply's one string: the wire error's message.
+    fn message(&self) -> String {
+        match self {
+            Self::Wire(e) => e.message.clone(),
+            Self::Zbus(e) => e.to_string(),
+        }
     }
 }
 
@@ -155,7 +193,7 @@ mod tests {
             .unwrap();
         let wire = WireError::new(ErrorCode::DeviceOffline, "the phone left");
         let reply =
-            zbus::DBusError::create_reply(&DbusError(wire.clone()), &call.header()).unwrap();
+            zbus::DBusError::create_reply(&DbusError::Wire(wire.clone()), &call.header()).unwrap();
         let name = reply.header().error_name().unwrap().to_string();
         assert_eq!(name, "org.droidwarden.Error.DeviceOffline");
         assert_eq!(reply.body().signature().to_string(), "s");

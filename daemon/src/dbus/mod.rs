@@ -1,7 +1,10 @@
 //! droidwarden's D-Bus side: the `org.droidwarden.Daemon1` service the
 //! daemon offers (this file), the client the CLI uses to reach it
-//! ([`client`]), the error names ([`error`]) and the in-memory status table
-//! behind `Status()` ([`status`]). The interface is documented in
+//! ([`client`]), the error names ([`error`]), the typed JSON its replies
+//! and signals carry ([`json`]) and the in-memory status table behind
+//! `Status()` ([`status`]). The interface is written once, below; zbus
+//! generates the client's proxy ([`Daemon1Proxy`]) from it, so the two
+//! cannot drift apart. The interface is documented in
 //! `docs/dbus-api.md`; the system-bus policy is
 //! `systemd/dbus/org.droidwarden.Daemon1.conf`. The same object is also
 //! served peer-to-peer on a private Unix socket ([`p2p`]), with or without
@@ -22,6 +25,7 @@
 
 pub(crate) mod client;
 pub(crate) mod error;
+pub(crate) mod json;
 pub(crate) mod p2p;
 mod status;
 
@@ -31,10 +35,12 @@ use crate::automations::{self, Automations};
 use crate::config::DbusBus;
 use crate::events::{Centre, Event, Events, Stream, Streams};
 use crate::hub::{BusEvent, CallRequest, Hub};
-use droidwarden_bridge::DeviceEvent;
+use droidwarden_agent::{AgentEvent, ApprovalOutcome, PendingApproval, SessionSummary};
+use droidwarden_bridge::{DeviceEvent, DeviceInfo};
 use droidwarden_services::{ErrorCode, WireError};
 use error::DbusError;
-use serde_json::{Value, json};
+use json::{Json, ServiceStatus, StatusReport, TransportProblem};
+use serde_json::Value;
 use status::StatusTable;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -268,110 +274,114 @@ pub(crate) async fn run(service: Option<Service>, shutdown: CancellationToken) {
         }));
         all
     };
-    let signals =
-        async {
-            loop {
-                let event = tokio::select! {
-                    () = shutdown.cancelled() => break,
-                    event = events.next() => match event {
-                        Some(event) => event,
-                        None => break,
-                    },
-                };
-                match event {
-                    Event::Bus(BusEvent::Status(status)) => {
-                        lock(&table).record(&status);
-                        let details = status.to_json().to_string();
-                        let (device, service, state, details) = (
-                            status.device.as_str(),
-                            status.service,
-                            status.state.as_str(),
-                            details.as_str(),
-                        );
-                        emit_all(
-                            targets(),
-                            &peers,
-                            "ServiceStatusChanged",
-                            move |e| async move {
-                                Daemon1::service_status_changed(&e, device, service, state, details)
-                                    .await
-                            },
-                        )
-                        .await;
-                    }
-                    Event::Device(device_event) => {
-                        match device_event {
-                            DeviceEvent::Availability { device, online, .. } => {
-                                let device = device.as_str();
-                                emit_all(
-                                    targets(),
-                                    &peers,
-                                    "DeviceAvailabilityChanged",
-                                    move |e| async move {
-                                        Daemon1::device_availability_changed(&e, device, online)
-                                            .await
-                                    },
-                                )
-                                .await;
-                            }
-                            DeviceEvent::Removed { device } => lock(&table).forget(&device),
+    let signals = async {
+        loop {
+            let event = tokio::select! {
+                () = shutdown.cancelled() => break,
+                event = events.next() => match event {
+                    Some(event) => event,
+                    None => break,
+                },
+            };
+            match event {
+                Event::Bus(BusEvent::Status(status)) => {
+                    let details = ServiceStatus::from(&status);
+                    lock(&table).record(&status, details.clone());
+                    let (device, service, state, details) = (
+                        status.device.as_str(),
+                        status.service,
+                        status.state.as_str(),
+                        &details,
+                    );
+                    emit_all(
+                        targets(),
+                        &peers,
+                        "ServiceStatusChanged",
+                        move |e| async move {
+                            Daemon1::service_status_changed(
+                                &e,
+                                device,
+                                service,
+                                state,
+                                Json(details.clone()),
+                            )
+                            .await
+                        },
+                    )
+                    .await;
+                }
+                Event::Device(device_event) => {
+                    match device_event {
+                        DeviceEvent::Availability { device, online, .. } => {
+                            let device = device.as_str();
+                            emit_all(
+                                targets(),
+                                &peers,
+                                "DeviceAvailabilityChanged",
+                                move |e| async move {
+                                    Daemon1::device_availability_changed(&e, device, online).await
+                                },
+                            )
+                            .await;
                         }
-                        device_count_changed(&hub, &device_count, &iface, &targets, &peers).await;
+                        DeviceEvent::Removed { device } => lock(&table).forget(&device),
                     }
-                    Event::Lagged {
-                        stream: Stream::Devices,
-                        ..
-                    } => device_count_changed(&hub, &device_count, &iface, &targets, &peers).await,
-                    Event::Notice(notice) => {
-                        let notice = &notice;
-                        emit_all(targets(), &peers, "an agent signal", move |e| async move {
-                            emit_notice(&e, notice).await
-                        })
-                        .await;
-                    }
-                    Event::Automation(automations::AutomationEvent::Run(run)) => {
-                        let (name, outcome) = (run.name.as_str(), run.to_json().to_string());
-                        let outcome = outcome.as_str();
-                        emit_all(targets(), &peers, "AutomationRun", move |e| async move {
-                            Daemon1::automation_run(&e, name, outcome).await
-                        })
-                        .await;
-                    }
-                    Event::Automation(automations::AutomationEvent::ApprovalRequested(request)) => {
-                        let (id, details) = (
-                            request.approval_id.as_str(),
-                            serde_json::to_string(&*request).unwrap_or_default(),
-                        );
-                        let details = details.as_str();
-                        emit_all(targets(), &peers, "ApprovalRequested", move |e| async move {
-                        Daemon1::approval_requested(&e, id, details).await
+                    device_count_changed(&hub, &device_count, &iface, &targets, &peers).await;
+                }
+                Event::Lagged {
+                    stream: Stream::Devices,
+                    ..
+                } => device_count_changed(&hub, &device_count, &iface, &targets, &peers).await,
+                Event::Notice(notice) => {
+                    let notice = &notice;
+                    emit_all(targets(), &peers, "an agent signal", move |e| async move {
+                        emit_notice(&e, notice).await
                     })
                     .await;
-                    }
-                    Event::Bus(_)
-                    | Event::Activity(_)
-                    | Event::Lagged { .. }
-                    | Event::Automation(
-                        automations::AutomationEvent::Listed(_)
-                        | automations::AutomationEvent::ApprovalClosed { .. },
-                    ) => {}
                 }
+                Event::Automation(automations::AutomationEvent::Run(run)) => {
+                    let (name, outcome) = (run.name.as_str(), &run.to_json());
+                    emit_all(targets(), &peers, "AutomationRun", move |e| async move {
+                        Daemon1::automation_run(&e, name, Json(outcome.clone())).await
+                    })
+                    .await;
+                }
+                Event::Automation(automations::AutomationEvent::ApprovalRequested(request)) => {
+                    let (id, details) = (request.approval_id.as_str(), &*request);
+                    emit_all(
+                        targets(),
+                        &peers,
+                        "ApprovalRequested",
+                        move |e| async move {
+                            Daemon1::approval_requested(&e, id, Json(details.clone())).await
+                        },
+                    )
+                    .await;
+                }
+                Event::Bus(_)
+                | Event::Activity(_)
+                | Event::Lagged { .. }
+                | Event::Automation(
+                    automations::AutomationEvent::Listed(_)
+                    | automations::AutomationEvent::ApprovalClosed { .. },
+                ) => {}
             }
-            // Stop being found by name first, so no new call arrives, then let
-            // the calls already running finish.
-            if let Some(conn) = &conn
-                && let Err(e) = conn.release_name(NAME).await
-            {
-                tracing::debug!(error = %e, "cannot release the D-Bus name");
-            }
-            calls.close();
-            if tokio::time::timeout(CALL_GRACE, calls.wait())
-                .await
-                .is_err()
-            {
-                tracing::warn!("D-Bus calls still running after {CALL_GRACE:?}; stopping anyway");
-            }
-        };
+        }
+        // Stop being found by name first, so no new call arrives, then let
+        // the calls already running finish.
+        if let Some(conn) = &conn
+            && let Err(e) = conn.release_name(NAME).await
+        {
+            tracing::debug!(error = %e, "cannot release the D-Bus name");
+        }
+        calls.close();
+        if tokio::time::timeout(CALL_GRACE, calls.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("D-Bus calls still running after {CALL_GRACE:?}; stopping anyway");
+        }
+    };
     // The socket stops accepting at `shutdown` too, and closes each
     // connection once the calls are done.
     tokio::join!(signals, socket.serve(shutdown.clone()));
@@ -466,11 +476,9 @@ async fn emit_notice(emitter: &SignalEmitter<'static>, notice: &Notice) -> zbus:
         return Ok(());
     };
     if let droidwarden_agent::EventKind::ApprovalRequested { approval } = &event.kind {
-        let details = serde_json::to_string(approval).unwrap_or_default();
-        Daemon1::approval_requested(emitter, &approval.approval_id, &details).await?;
+        Daemon1::approval_requested(emitter, &approval.approval_id, Json(approval.clone())).await?;
     }
-    let json = serde_json::to_string(&**event).unwrap_or_default();
-    Daemon1::session_event(emitter, &event.session_id, &json).await
+    Daemon1::session_event(emitter, &event.session_id, Json(AgentEvent::clone(event))).await
 }
 
 /// A `Call`'s arguments as a typed call.
@@ -537,7 +545,7 @@ impl Daemon1 {
     fn assistant(&self) -> Result<&Assistant, DbusError> {
         self.assistant
             .as_ref()
-            .ok_or_else(|| DbusError(assistant::disabled()))
+            .ok_or_else(|| DbusError::Wire(assistant::disabled()))
     }
 
     /// Every approval request: the agent's and the automations'.
@@ -546,20 +554,35 @@ impl Daemon1 {
     }
 }
 
-#[zbus::interface(name = "org.droidwarden.Daemon1")]
+/// The interface, and with it the client's proxy: zbus generates
+/// `Daemon1Proxy` from this very block (`proxy(…)`), a method for each
+/// method, signal and property here, with the same D-Bus names, argument
+/// types and reply types ([`Json`] for the JSON ones). A method renamed or
+/// changed here is renamed or changed in the proxy, and every call the
+/// client makes through the old one fails to compile; no name is spelled
+/// twice. The D-Bus names are `CamelCase` of the Rust ones, as
+/// documented in docs/dbus-api.md (checked by a test against that page).
+#[zbus::interface(
+    name = "org.droidwarden.Daemon1",
+    proxy(
+        default_service = "org.droidwarden.Daemon1",
+        default_path = "/org/droidwarden/Daemon1",
+        visibility = "pub(crate)"
+    )
+)]
 impl Daemon1 {
     /// Every device as a JSON array: name, transport, online, serial,
     /// model, state_detail (the objects of `droidwarden devices --json`).
     #[zbus(out_args("devices_json"))]
-    async fn list_devices(&self) -> String {
-        serde_json::to_string(&self.hub.registry().list()).unwrap_or_else(|_| "[]".into())
+    async fn list_devices(&self) -> Json<Vec<DeviceInfo>> {
+        Json(self.hub.registry().list())
     }
 
     /// The service catalogue as JSON (the output of
     /// `droidwarden services --json`).
     #[zbus(out_args("services_json"))]
-    async fn list_services(&self) -> String {
-        Value::Array(crate::services_cli::services_json()).to_string()
+    async fn list_services(&self) -> Json<Value> {
+        Json(Value::Array(crate::services_cli::services_json()))
     }
 
     /// Perform one action. `device` empty: the only online device.
@@ -572,10 +595,10 @@ impl Daemon1 {
         service: &str,
         action: &str,
         params_json: &str,
-    ) -> Result<String, DbusError> {
+    ) -> Result<Json<Value>, DbusError> {
         let call = parse_call(device, service, action, params_json)?;
         let result = self.calls.track_future(self.hub.call(call)).await?;
-        Ok(result.to_string())
+        Ok(Json(result))
     }
 
     /// Perform one action as `Call` does, under the agent's approval policy
@@ -590,7 +613,7 @@ impl Daemon1 {
         service: &str,
         action: &str,
         params_json: &str,
-    ) -> Result<String, DbusError> {
+    ) -> Result<Json<Value>, DbusError> {
         let call = parse_call(device, service, action, params_json)?;
         let result = self
             .calls
@@ -600,7 +623,7 @@ impl Daemon1 {
                 call,
             ))
             .await?;
-        Ok(result.to_string())
+        Ok(Json(result))
     }
 
     /// `CallChecked` for a client that asks the person itself (MCP
@@ -617,7 +640,7 @@ impl Daemon1 {
         action: &str,
         params_json: &str,
         ticket: &str,
-    ) -> Result<String, DbusError> {
+    ) -> Result<Json<Value>, DbusError> {
         let call = parse_call(device, service, action, params_json)?;
         let run = crate::mcp::elicit::ticketed_call(
             &self.hub,
@@ -632,7 +655,7 @@ impl Daemon1 {
             },
         );
         let result = self.calls.track_future(run).await?;
-        Ok(result.to_string())
+        Ok(Json(result))
     }
 
     /// A `CallCheckedTicket` call waits for approval `approval_id`; sent
@@ -672,23 +695,26 @@ impl Daemon1 {
     /// Devices, their availability, and the last status of each (device,
     /// service) since the daemon started, as JSON.
     #[zbus(out_args("status_json"))]
-    async fn status(&self) -> String {
+    async fn status(&self) -> Json<StatusReport> {
         let registry = self.hub.registry();
-        let devices = registry.list();
-        let mut status = lock(&self.table).to_json(&devices);
-        let problems: Vec<Value> = registry
+        let devices = lock(&self.table).devices(registry.list());
+        let problems = registry
             .problems()
             .into_iter()
-            .map(|(transport, e)| json!({"transport": transport, "error": e.to_wire()}))
+            .map(|(transport, e)| TransportProblem {
+                transport: transport.to_owned(),
+                error: e.to_wire(),
+            })
             .collect();
-        if !problems.is_empty() {
-            status["problems"] = json!(problems);
-        }
-        status["daemon"] = self
+        let daemon = self
             .health
             .report(&self.approvals(), &self.automations)
             .await;
-        status.to_string()
+        Json(StatusReport {
+            devices,
+            problems,
+            daemon,
+        })
     }
 
     /// Ask the agent. `session` empty: a new session. Returns the session
@@ -738,8 +764,10 @@ impl Daemon1 {
     /// with name, description, allowed_tools, risk, enabled, builtin and
     /// source, and `problems`, the files that failed to load and why.
     #[zbus(out_args("skills_json"))]
-    async fn list_skills(&self) -> Result<String, DbusError> {
-        Ok(crate::assistant::skills_json(&self.assistant()?.skills()).to_string())
+    async fn list_skills(&self) -> Result<Json<Value>, DbusError> {
+        Ok(Json(crate::assistant::skills_json(
+            &self.assistant()?.skills(),
+        )))
     }
 
     /// Run a skill through the agent. `session` empty: a new session;
@@ -773,9 +801,8 @@ impl Daemon1 {
     /// automations' (`automation:<name>`), oldest first, as a JSON array
     /// (the payloads of the MQTT `approvals/<id>` topics).
     #[zbus(out_args("approvals_json"))]
-    async fn list_approvals(&self) -> Result<String, DbusError> {
-        let pending = self.approvals().pending().await?;
-        Ok(serde_json::to_string(&pending).unwrap_or_else(|_| "[]".into()))
+    async fn list_approvals(&self) -> Result<Json<Vec<PendingApproval>>, DbusError> {
+        Ok(Json(self.approvals().pending().await?))
     }
 
     /// The `limit` approval requests answered (or expired) last, the most
@@ -783,13 +810,12 @@ impl Daemon1 {
     /// `reason`, `decided_at` and `decided_by` (who answered). `limit` 0
     /// means 50; at most 1,000.
     #[zbus(out_args("history_json"))]
-    async fn approval_history(&self, limit: u32) -> Result<String, DbusError> {
+    async fn approval_history(&self, limit: u32) -> Result<Json<Vec<ApprovalOutcome>>, DbusError> {
         let limit = match limit {
             0 => 50,
             n => usize::try_from(n).unwrap_or(usize::MAX).min(1000),
         };
-        let answered = self.assistant()?.approval_history(limit).await?;
-        Ok(serde_json::to_string(&answered).unwrap_or_else(|_| "[]".into()))
+        Ok(Json(self.assistant()?.approval_history(limit).await?))
     }
 
     /// Approve a pending request: the waiting run goes on. The caller's
@@ -825,9 +851,8 @@ impl Daemon1 {
 
     /// Every agent session, most recent first, as a JSON array.
     #[zbus(out_args("sessions_json"))]
-    async fn list_sessions(&self) -> Result<String, DbusError> {
-        let sessions = self.assistant()?.sessions().await?;
-        Ok(serde_json::to_string(&sessions).unwrap_or_else(|_| "[]".into()))
+    async fn list_sessions(&self) -> Result<Json<Vec<SessionSummary>>, DbusError> {
+        Ok(Json(self.assistant()?.sessions().await?))
     }
 
     /// Manage automations: `request_json` is `{"op": "list" | "show" |
@@ -841,9 +866,9 @@ impl Daemon1 {
         request_json: &str,
         #[zbus(connection)] connection: &zbus::Connection,
         #[zbus(header)] header: zbus::message::Header<'_>,
-    ) -> Result<String, DbusError> {
+    ) -> Result<Json<Value>, DbusError> {
         let body: Value = serde_json::from_str(request_json).map_err(|e| {
-            DbusError(WireError::new(
+            DbusError::Wire(WireError::new(
                 ErrorCode::InvalidRequest,
                 format!("the request is not JSON: {e}"),
             ))
@@ -860,7 +885,7 @@ impl Daemon1 {
             String::new()
         };
         let op = automations::Op::parse(&body, &by)?;
-        Ok(self.automations.request(op).await?.to_string())
+        Ok(Json(self.automations.request(op).await?))
     }
 
     /// An automation's run started, waits, ended, or was skipped or
@@ -870,7 +895,7 @@ impl Daemon1 {
     async fn automation_run(
         emitter: &SignalEmitter<'_>,
         name: &str,
-        outcome_json: &str,
+        outcome_json: Json<Value>,
     ) -> zbus::Result<()>;
 
     /// A session as markdown: the conversation with timestamps, tool calls
@@ -887,7 +912,7 @@ impl Daemon1 {
     async fn approval_requested(
         emitter: &SignalEmitter<'_>,
         approval_id: &str,
-        details_json: &str,
+        details_json: Json<PendingApproval>,
     ) -> zbus::Result<()>;
 
     /// An event of an agent run in `session`: tool_call, tool_result,
@@ -896,7 +921,7 @@ impl Daemon1 {
     async fn session_event(
         emitter: &SignalEmitter<'_>,
         session: &str,
-        event_json: &str,
+        event_json: Json<AgentEvent>,
     ) -> zbus::Result<()>;
 
     /// A call on (device, service) changed state: `executing`, then
@@ -908,7 +933,7 @@ impl Daemon1 {
         device: &str,
         service: &str,
         state: &str,
-        details_json: &str,
+        details_json: Json<ServiceStatus>,
     ) -> zbus::Result<()>;
 
     /// A device came online or went offline.
@@ -921,13 +946,193 @@ impl Daemon1 {
 
     /// The daemon's version.
     #[zbus(property(emits_changed_signal = "const"))]
-    async fn version(&self) -> &str {
-        env!("CARGO_PKG_VERSION")
+    async fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").to_owned()
     }
 
     /// How many devices the daemon knows (online or not), as `ListDevices`.
     #[zbus(property)]
     async fn device_count(&self) -> u32 {
         self.device_count.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use droidwarden_bridge::Registry;
+
+    /// The interface over an empty registry, without the agent, with
+    /// automations whose driver never runs.
+    pub(in crate::dbus) fn iface() -> Daemon1 {
+        Daemon1 {
+            hub: Hub::new(Arc::new(Registry::new()), None),
+            table: Arc::new(Mutex::new(StatusTable::default())),
+            device_count: Arc::new(AtomicU32::new(0)),
+            calls: TaskTracker::new(),
+            assistant: None,
+            automations: Automations::new(Default::default()).0,
+            health: Arc::new(crate::health::Health::new(
+                std::env::temp_dir(),
+                None,
+                "none".into(),
+                None,
+            )),
+        }
+    }
+
+    /// The interface's introspection, as a client on a peer-to-peer
+    /// connection to it receives it.
+    async fn introspection() -> String {
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let server = zbus::connection::Builder::unix_stream(ours)
+            .server(zbus::Guid::generate())
+            .unwrap()
+            .p2p()
+            .serve_at(PATH, iface())
+            .unwrap()
+            .build();
+        let client = zbus::connection::Builder::unix_stream(theirs).p2p().build();
+        let (server, client) = tokio::join!(server, client);
+        let (_server, client) = (server.unwrap(), client.unwrap());
+        let introspectable = zbus::fdo::IntrospectableProxy::builder(&client)
+            .destination(NAME)
+            .unwrap()
+            .path(PATH)
+            .unwrap()
+            .build()
+            .await
+            .unwrap();
+        introspectable.introspect().await.unwrap()
+    }
+
+    /// The value of `name="…"` in a tag.
+    fn attr<'t>(tag: &'t str, name: &str) -> Option<&'t str> {
+        let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        let len = tag[start..].find('"')?;
+        Some(&tag[start..start + len])
+    }
+
+    /// Every member of `interface` in introspection XML, one line each:
+    /// `method Call(s device, …) -> s result_json`, `signal …(…)`,
+    /// `property DeviceCount u read`.
+    fn members_of(xml: &str, interface: &str) -> Vec<String> {
+        // Without the comments (the descriptions, which may hold `<`).
+        let mut text = String::new();
+        let mut rest = xml;
+        while let Some(start) = rest.find("<!--") {
+            text.push_str(&rest[..start]);
+            rest = rest[start..].split_once("-->").map_or("", |(_, r)| r);
+        }
+        text.push_str(rest);
+        let start = text
+            .find(&format!("<interface name=\"{interface}\">"))
+            .expect("the interface is there");
+        let body = &text[start..];
+        let body = &body[..body.find("</interface>").expect("closed")];
+        let (mut members, mut current) = (Vec::new(), None::<(String, Vec<String>, Vec<String>)>);
+        let close = |(head, ins, outs): (String, Vec<String>, Vec<String>)| {
+            let outs = if outs.is_empty() {
+                String::new()
+            } else {
+                format!(" -> {}", outs.join(", "))
+            };
+            format!("{head}({}){outs}", ins.join(", "))
+        };
+        for tag in body.split('<').skip(1) {
+            let tag = tag.split('>').next().unwrap_or_default();
+            let name = attr(tag, "name").unwrap_or_default();
+            if tag.starts_with("method ") || tag.starts_with("signal ") {
+                let kind = &tag[..6];
+                current = Some((format!("{kind} {name}"), Vec::new(), Vec::new()));
+            } else if tag.starts_with("arg ") {
+                let (_, ins, outs) = current.as_mut().expect("an argument of a member");
+                let arg = format!("{} {name}", attr(tag, "type").unwrap_or_default());
+                match attr(tag, "direction") {
+                    Some("out") => outs.push(arg),
+                    _ => ins.push(arg),
+                }
+            } else if tag == "/method" || tag == "/signal" {
+                members.push(close(current.take().expect("an open member")));
+            } else if tag.starts_with("property ") {
+                let (ty, access) = (attr(tag, "type"), attr(tag, "access"));
+                members.push(format!(
+                    "property {name} {} {}",
+                    ty.unwrap_or_default(),
+                    access.unwrap_or_default()
+                ));
+            }
+        }
+        members.sort();
+        members
+    }
+
+    /// The members docs/dbus-api.md lists in its summary, in the same form
+    /// as [`members_of`].
+    fn documented() -> Vec<String> {
+        let page = include_str!("../../../docs/dbus-api.md");
+        let block = page
+            .split("```")
+            .find(|b| b.trim_start().starts_with("methods"))
+            .expect("the summary block");
+        let mut kind = "";
+        let mut members = Vec::new();
+        for line in block.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let mut line = line;
+            for (word, k) in [
+                ("methods", "method"),
+                ("signals", "signal"),
+                ("properties", "property"),
+            ] {
+                if let Some(rest) = line.strip_prefix(word) {
+                    (kind, line) = (k, rest.trim());
+                }
+            }
+            if kind == "property" {
+                let words: Vec<&str> = line.split_whitespace().take(3).collect();
+                members.push(format!("property {}", words.join(" ")));
+                continue;
+            }
+            let (call, out) = line.split_once(" → ").unwrap_or((line, ""));
+            let out = if out.is_empty() {
+                String::new()
+            } else {
+                format!(" -> {out}")
+            };
+            members.push(format!("{kind} {call}{out}"));
+        }
+        members.sort();
+        members
+    }
+
+    /// The interface is the one documented (names, signatures, argument
+    /// names), and what the client names by hand (its match rules'
+    /// signals) is in it. The proxy needs no such check: zbus generates it
+    /// from the interface itself.
+    #[tokio::test]
+    async fn the_interface_is_the_documented_one() {
+        let xml = introspection().await;
+        let members = members_of(&xml, INTERFACE);
+        assert_eq!(members, documented(), "{xml}");
+        for signal in [client::CALL_AWAITS_APPROVAL, client::SESSION_EVENT] {
+            assert!(
+                members
+                    .iter()
+                    .any(|m| m.starts_with(&format!("signal {signal}("))),
+                "{signal} is not a signal of {INTERFACE}"
+            );
+        }
+    }
+
+    /// The proxy's defaults are the names the daemon serves under.
+    #[test]
+    fn the_proxy_asks_for_the_daemons_names() {
+        use zbus::proxy::Defaults as _;
+        let name = Daemon1Proxy::DESTINATION.as_ref().map(|n| n.to_string());
+        assert_eq!(name.as_deref(), Some(NAME));
+        let path = Daemon1Proxy::PATH.as_ref().map(|p| p.to_string());
+        assert_eq!(path.as_deref(), Some(PATH));
+        let interface = Daemon1Proxy::INTERFACE.as_ref().map(|i| i.to_string());
+        assert_eq!(interface.as_deref(), Some(INTERFACE));
     }
 }

@@ -450,27 +450,7 @@ impl Hello {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dbus::status::StatusTable;
-    use crate::hub::Hub;
-    use droidwarden_bridge::Registry;
-    use std::sync::atomic::AtomicU32;
-
-    fn iface() -> Daemon1 {
-        Daemon1 {
-            hub: Hub::new(Arc::new(Registry::new()), None),
-            table: Arc::new(Mutex::new(StatusTable::default())),
-            device_count: Arc::new(AtomicU32::new(0)),
-            calls: TaskTracker::new(),
-            assistant: None,
-            automations: crate::automations::Automations::new(Default::default()).0,
-            health: Arc::new(crate::health::Health::new(
-                std::env::temp_dir(),
-                None,
-                "none".into(),
-                None,
-            )),
-        }
-    }
+    use crate::dbus::tests::iface;
 
     async fn client(path: &Path) -> zbus::Connection {
         let stream = UnixStream::connect(path).await.expect("connect");

@@ -3,23 +3,24 @@
 //! Nothing here survives a restart; MQTT's retained status topics are the
 //! durable record.
 
+use super::json::{DeviceStatus, ServiceStatus};
 use crate::hub::StatusEvent;
 use droidwarden_bridge::DeviceInfo;
 use droidwarden_services::DeviceName;
-use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
 /// Last status per (device, service).
 #[derive(Debug, Default)]
 pub(crate) struct StatusTable {
-    last: BTreeMap<(DeviceName, &'static str), Value>,
+    last: BTreeMap<(DeviceName, &'static str), ServiceStatus>,
 }
 
 impl StatusTable {
-    /// Remember a transition (it replaces the one before).
-    pub(crate) fn record(&mut self, event: &StatusEvent) {
+    /// Remember a transition, `status` being its payload (it replaces the
+    /// one before).
+    pub(crate) fn record(&mut self, event: &StatusEvent, status: ServiceStatus) {
         self.last
-            .insert((event.device.clone(), event.service), event.to_json());
+            .insert((event.device.clone(), event.service), status);
     }
 
     /// Forget a device that is no longer known.
@@ -27,24 +28,21 @@ impl StatusTable {
         self.last.retain(|(d, _), _| d != device);
     }
 
-    /// `{"devices": [{…device…, "services": {service: status}}]}` for the
-    /// devices given (the registry's list, so availability is current).
-    pub(crate) fn to_json(&self, devices: &[DeviceInfo]) -> Value {
-        let devices: Vec<Value> = devices
-            .iter()
-            .map(|info| {
-                let services: Map<String, Value> = self
+    /// The devices given (the registry's list, so availability is
+    /// current), each with the last status of its services.
+    pub(crate) fn devices(&self, devices: Vec<DeviceInfo>) -> Vec<DeviceStatus> {
+        devices
+            .into_iter()
+            .map(|device| {
+                let services = self
                     .last
                     .iter()
-                    .filter(|((d, _), _)| *d == info.name)
+                    .filter(|((d, _), _)| *d == device.name)
                     .map(|((_, service), status)| ((*service).to_owned(), status.clone()))
                     .collect();
-                let mut device = serde_json::to_value(info).unwrap_or_else(|_| json!({}));
-                device["services"] = Value::Object(services);
-                device
+                DeviceStatus { device, services }
             })
-            .collect();
-        json!({ "devices": devices })
+            .collect()
     }
 }
 
@@ -53,6 +51,7 @@ mod tests {
     use super::*;
     use crate::hub::CallState;
     use droidwarden_bridge::TransportKind;
+    use serde_json::json;
     use std::time::{Duration, SystemTime};
 
     fn name(n: &str) -> DeviceName {
@@ -86,12 +85,16 @@ mod tests {
     #[test]
     fn the_last_status_of_each_service_is_kept_per_device() {
         let mut table = StatusTable::default();
-        table.record(&event("a", "battery", CallState::Executing));
-        table.record(&event("a", "battery", CallState::Success));
-        table.record(&event("a", "network", CallState::Error));
-        table.record(&event("b", "battery", CallState::Executing));
-        let v = table.to_json(&[info("a", true), info("b", false), info("c", true)]);
-        let devices = v["devices"].as_array().unwrap();
+        let record = |table: &mut StatusTable, e: StatusEvent| {
+            table.record(&e, ServiceStatus::from(&e));
+        };
+        record(&mut table, event("a", "battery", CallState::Executing));
+        record(&mut table, event("a", "battery", CallState::Success));
+        record(&mut table, event("a", "network", CallState::Error));
+        record(&mut table, event("b", "battery", CallState::Executing));
+        let json = |devices: Vec<DeviceStatus>| serde_json::to_value(devices).unwrap();
+        let devices = json(table.devices(vec![info("a", true), info("b", false), info("c", true)]));
+        let devices = devices.as_array().unwrap();
         assert_eq!(devices.len(), 3);
         assert_eq!(devices[0]["name"], "a");
         assert_eq!(devices[0]["online"], true);
@@ -103,8 +106,8 @@ mod tests {
         assert_eq!(devices[2]["services"], json!({}));
 
         table.forget(&name("a"));
-        let v = table.to_json(&[info("a", true), info("b", false)]);
-        assert_eq!(v["devices"][0]["services"], json!({}));
-        assert_eq!(v["devices"][1]["services"]["battery"]["state"], "executing");
+        let v = json(table.devices(vec![info("a", true), info("b", false)]));
+        assert_eq!(v[0]["services"], json!({}));
+        assert_eq!(v[1]["services"]["battery"]["state"], "executing");
     }
 }

@@ -23,7 +23,7 @@ use droidwarden_agent::policy::Verdict;
 use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::tools::{Planned, ToolMode};
 use droidwarden_agent::{ApprovalPolicy, DeviceSummary};
-use droidwarden_bridge::{BridgeError, Registry, TransportKind, adb::AdbTransport};
+use droidwarden_bridge::{BridgeError, DeviceInfo, Registry, adb::AdbTransport};
 use droidwarden_services::{Command, ErrorCode, WireError};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
@@ -106,19 +106,11 @@ impl Backend {
         }
     }
 
-    /// Every device, as JSON objects (`name`, `transport`, `online`, …).
-    async fn device_list(&self) -> Result<Vec<Value>, WireError> {
+    /// Every device (`name`, `transport`, `online`, …).
+    async fn device_list(&self) -> Result<Vec<DeviceInfo>, WireError> {
         match self {
-            Self::Daemon { client, .. } => match client.list_devices().await? {
-                Value::Array(list) => Ok(list),
-                _ => Ok(Vec::new()),
-            },
-            Self::Hub { hub, .. } => Ok(hub
-                .registry()
-                .list()
-                .iter()
-                .filter_map(|d| serde_json::to_value(d).ok())
-                .collect()),
+            Self::Daemon { client, .. } => client.list_devices().await,
+            Self::Hub { hub, .. } => Ok(hub.registry().list()),
             Self::Local { registry, adb, .. } => {
                 if let Err(e) = adb.refresh().await {
                     tracing::warn!(error = %e, "could not list devices");
@@ -126,11 +118,7 @@ impl Backend {
                         return Err(e.to_wire());
                     }
                 }
-                Ok(registry
-                    .list()
-                    .iter()
-                    .filter_map(|d| serde_json::to_value(d).ok())
-                    .collect())
+                Ok(registry.list())
             }
         }
     }
@@ -143,15 +131,11 @@ impl Backend {
         Ok(self
             .device_list()
             .await?
-            .iter()
-            .filter_map(|d| {
-                let transport: TransportKind =
-                    serde_json::from_value(d.get("transport")?.clone()).ok()?;
-                Some(DeviceSummary {
-                    name: d.get("name")?.as_str()?.to_owned(),
-                    services: crate::assistant::services_of(transport),
-                    online: d.get("online").and_then(Value::as_bool).unwrap_or(false),
-                })
+            .into_iter()
+            .map(|d| DeviceSummary {
+                name: d.name.as_str().to_owned(),
+                services: crate::assistant::services_of(d.transport),
+                online: d.online,
             })
             .collect())
     }
@@ -318,16 +302,24 @@ impl Backend {
     /// The state of `device`: its entry in the daemon's status table (the
     /// last status of each service), or, locally, its device record.
     async fn state(&self, device: &str) -> Result<Option<Value>, WireError> {
-        let list = match self {
-            Self::Daemon { client, .. } => {
-                let status = client.status().await?;
-                status["devices"].as_array().cloned().unwrap_or_default()
-            }
-            Self::Hub { .. } | Self::Local { .. } => self.device_list().await?,
+        let found = match self {
+            Self::Daemon { client, .. } => client
+                .status()
+                .await?
+                .devices
+                .into_iter()
+                .find(|d| d.device.name.as_str() == device)
+                .map(serde_json::to_value),
+            Self::Hub { .. } | Self::Local { .. } => self
+                .device_list()
+                .await?
+                .into_iter()
+                .find(|d| d.name.as_str() == device)
+                .map(serde_json::to_value),
         };
-        Ok(list
-            .into_iter()
-            .find(|d| d.get("name").and_then(Value::as_str) == Some(device)))
+        found
+            .transpose()
+            .map_err(|e| WireError::new(ErrorCode::Internal, format!("device state: {e}")))
     }
 }
 
