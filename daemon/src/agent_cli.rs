@@ -8,6 +8,12 @@
 //! JSON object per line with `--json`), and ends with the answer. While
 //! the run waits (for the model, a phone, an approval) it checks every few
 //! seconds that the daemon is still there.
+//!
+//! Exit status: 0 with an answer; 1 when the run failed (the error on a
+//! line of its own, after any text already streamed), or the daemon
+//! stopped (the run resumes when it starts again); [`NO_ANSWER`] (3) when
+//! the run ended without one: it stopped at `[agent] max_iterations` or
+//! `max_steps`, or the model's answer was empty. 130 after Ctrl-C.
 
 use crate::client::{daemon, fail, fail_as, print_json};
 use crate::config::Config;
@@ -23,6 +29,65 @@ use std::time::Duration;
 
 /// How long `ask` waits for an event before checking the daemon is alive.
 const LIVENESS_CHECK: Duration = Duration::from_secs(5);
+
+/// `ask`'s exit status when the run ended without an answer (at a limit,
+/// or empty): not 1, so a script can tell it from a failure.
+const NO_ANSWER: u8 = 3;
+
+/// How the event that ends a run ends `ask`.
+#[derive(Debug, PartialEq)]
+enum End {
+    /// An answer.
+    Answered,
+    /// No answer: why, for a person.
+    NoAnswer(String),
+    /// The run failed.
+    Failed(WireError),
+}
+
+/// How `event` ends the run, if it is a run's last event (`final` or
+/// `error`).
+fn end_of(event: &Value) -> Option<End> {
+    let calls = event["model_calls"].as_u64().unwrap_or(0);
+    match event["event"].as_str()? {
+        "final" => {
+            let limit = match event["stop_reason"].as_str() {
+                Some("max_iterations") => Some("its iteration limit ([agent] max_iterations)"),
+                Some("step_limit") => Some("its step limit ([agent] max_steps)"),
+                _ => None,
+            };
+            Some(match limit {
+                Some(limit) => End::NoAnswer(format!(
+                    "the run stopped at {limit} after {calls} model call(s), before the model answered; ask again to go on, or raise the limit"
+                )),
+                None if event["text"].as_str().is_none_or(|t| t.trim().is_empty()) => {
+                    End::NoAnswer(format!(
+                        "the model gave an empty answer after {calls} model call(s)"
+                    ))
+                }
+                None => End::Answered,
+            })
+        }
+        "error" => Some(End::Failed(
+            serde_json::from_value(event["error"].clone())
+                .unwrap_or_else(|_| WireError::new(ErrorCode::Internal, "the run failed")),
+        )),
+        _ => None,
+    }
+}
+
+/// The daemon went away while `ask` followed session `session`: a clean
+/// stop keeps the run, and the next start resumes it.
+fn daemon_stopped(session: &str) -> WireError {
+    let mut e = WireError::new(
+        ErrorCode::Internal,
+        format!(
+            "the daemon stopped before the answer; the run resumes when it starts again (droidwarden session show {session})"
+        ),
+    );
+    e.retryable = true;
+    e
+}
 
 /// `droidwarden ask`.
 pub(crate) async fn ask(
@@ -84,6 +149,7 @@ pub(crate) async fn ask_inner(
     loop {
         let next = tokio::select! {
             _ = &mut interrupt => {
+                printer.end_stream();
                 eprintln!("{}", interrupted(&session, &pending));
                 return Ok(ExitCode::from(130));
             }
@@ -94,20 +160,14 @@ pub(crate) async fn ask_inner(
                 if client.daemon_running().await {
                     continue;
                 }
-                let mut e = WireError::new(
-                    ErrorCode::Internal,
-                    format!(
-                        "the daemon stopped before the answer; the run resumes when it starts again (droidwarden session show {session})"
-                    ),
-                );
-                e.retryable = true;
-                return Err(e);
+                printer.end_stream();
+                return Err(daemon_stopped(&session));
             }
+            // Over the daemon's private socket, its stop closes the
+            // connection.
             Ok(None) => {
-                return Err(WireError::new(
-                    ErrorCode::Internal,
-                    "the D-Bus connection closed before the answer",
-                ));
+                printer.end_stream();
+                return Err(daemon_stopped(&session));
             }
             Ok(Some(Err(e))) => {
                 tracing::debug!(error = %e, "unreadable D-Bus message");
@@ -150,17 +210,17 @@ pub(crate) async fn ask_inner(
         } else {
             printer.print(&event);
         }
-        match event["event"].as_str() {
-            Some("final") => return Ok(ExitCode::SUCCESS),
-            Some("error") => {
-                let error: WireError = serde_json::from_value(event["error"].clone())
-                    .unwrap_or_else(|_| WireError::new(ErrorCode::Internal, "the run failed"));
-                if json {
-                    return Ok(ExitCode::FAILURE);
+        match end_of(&event) {
+            None => {}
+            Some(End::Answered) => return Ok(ExitCode::SUCCESS),
+            Some(End::NoAnswer(why)) => {
+                if !json {
+                    eprintln!("droidwarden: {why}");
                 }
-                return Err(error);
+                return Ok(ExitCode::from(NO_ANSWER));
             }
-            _ => {}
+            Some(End::Failed(_)) if json => return Ok(ExitCode::FAILURE),
+            Some(End::Failed(error)) => return Err(error),
         }
     }
 }
@@ -262,10 +322,13 @@ impl Printer {
             "final" => {
                 if self.streamed {
                     outln!();
-                } else {
-                    outln!("{}", event["text"].as_str().unwrap_or_default());
+                    self.streamed = false;
+                } else if let Some(text) = event["text"].as_str().filter(|t| !t.is_empty()) {
+                    outln!("{text}");
                 }
             }
+            // The error (printed by the caller) starts a line of its own.
+            "error" => self.end_stream(),
             "tool_call" => {
                 self.end_stream();
                 outln!(
@@ -524,5 +587,62 @@ pub(crate) async fn show_session(config: &Config, bus: Option<Bus>, id: &str) ->
             ExitCode::SUCCESS
         }
         Err(e) => fail(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_run_without_an_answer_says_why_and_is_not_a_success() {
+        let end = |event: Value| end_of(&event).expect("an end");
+        let no_answer = |event: Value| match end(event) {
+            End::NoAnswer(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            end(json!({"event": "final", "text": "77 %", "stop_reason": "final_answer"})),
+            End::Answered
+        );
+        let why = no_answer(json!({"event": "final", "text": "Let me check",
+            "stop_reason": "max_iterations", "model_calls": 10}));
+        assert!(
+            why.contains("max_iterations") && why.contains("10 model call(s)"),
+            "{why}"
+        );
+        let why = no_answer(json!({"event": "final", "text": "", "stop_reason": "step_limit"}));
+        assert!(why.contains("max_steps"), "{why}");
+        for text in [json!(""), json!("  \n"), Value::Null] {
+            let why = no_answer(json!({"event": "final", "text": text,
+                "stop_reason": "final_answer", "model_calls": 1}));
+            assert!(why.contains("empty answer"), "{why}");
+        }
+        let failed = end(json!({"event": "error", "stop_reason": "cut_off",
+            "error": {"code": "invalid_request", "message": "cut off", "retryable": false}}));
+        assert!(matches!(failed, End::Failed(e) if e.message == "cut off"));
+        assert_eq!(end_of(&json!({"event": "text_delta", "text": "x"})), None);
+    }
+
+    #[test]
+    fn the_daemon_stopping_says_the_run_resumes() {
+        let e = daemon_stopped("s-1");
+        assert!(
+            e.message.contains("resumes when it starts again")
+                && e.message.contains("droidwarden session show s-1"),
+            "{e:?}"
+        );
+        assert!(e.retryable);
+    }
+
+    #[test]
+    fn an_error_after_streamed_text_starts_a_line_of_its_own() {
+        let mut printer = Printer::default();
+        printer.print(&json!({"event": "text_delta", "text": "The kitchen phone is"}));
+        assert!(printer.streamed);
+        printer.print(&json!({"event": "error",
+            "error": {"code": "timeout", "message": "stalled", "retryable": true}}));
+        assert!(!printer.streamed, "the line was ended before the error");
     }
 }
