@@ -109,7 +109,11 @@ const REACT: &[Edge] = &[
     (Node::Agent, Node::Approval, "a call above the threshold"),
     (Node::Agent, Node::Skill, "invoke_skill"),
     (Node::Agent, Node::Agent, "every call refused or invalid"),
-    (Node::Agent, Node::Finish, "answer, limit or model error"),
+    (
+        Node::Agent,
+        Node::Finish,
+        "answer, limit, cut-off reply or model error",
+    ),
     (Node::Tools, Node::Agent, "results"),
     (Node::Tools, Node::Tools, "one of several calls done"),
     (Node::Approval, Node::Tools, "approved"),

@@ -147,6 +147,19 @@ fn the_react_drawing_is_the_machine() {
         }],
         &mut seen,
     );
+    // A reply cut off at the token limit.
+    walk(
+        RunMode::React,
+        40,
+        vec![Input::ModelReplied {
+            reply: ModelReply {
+                stop_reason: Some("length".into()),
+                ..ModelReply::text("The kitchen")
+            },
+            now_ms: 1,
+        }],
+        &mut seen,
+    );
     // A read, two reads, an invalid call.
     walk(
         RunMode::React,
