@@ -17,6 +17,7 @@ mod mcp;
 mod mcp_client;
 mod metrics;
 mod mqtt_api;
+mod package_deb;
 mod phone_files;
 mod phone_services;
 mod readme;

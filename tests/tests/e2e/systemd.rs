@@ -316,7 +316,9 @@ fn unit_copy(unit: &str, binary_in_unit: &str, dir: &Path) -> PathBuf {
     copy
 }
 
-fn systemd_analyze(args: &[&str], env: &[(&str, &Path)]) -> (bool, String) {
+/// `systemd-analyze ARGS` with `env` added: whether it succeeded, and what
+/// it printed (package_deb.rs verifies the packaged units with it too).
+pub(crate) fn systemd_analyze(args: &[&str], env: &[(&str, &Path)]) -> (bool, String) {
     let mut cmd = Command::new("systemd-analyze");
     cmd.args(args);
     for (key, value) in env {
