@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::provider::config::{LlmConfig, ProviderKind, RawLlmConfig};
+pub use crate::provider::config::{LlmConfig, ProviderKind, RawLlmConfig, Vision};
 use crate::provider::config::{config_err, secs};
 
 /// `[agent.approval]` as written.

@@ -11,6 +11,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// Time spent waiting for the model, with calls possibly in flight.
@@ -19,6 +20,8 @@ pub(super) struct Pace {
     // A std Mutex: held for a few arithmetic operations, never across an
     // await.
     state: Mutex<State>,
+    /// Told when the last call in flight ends (the clock runs again).
+    idle: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -43,6 +46,9 @@ impl Drop for Waiting {
             && let Some(since) = s.since.take()
         {
             s.waited += since.elapsed();
+            drop(s);
+            // A permit is kept if nobody waits yet: no wake-up is lost.
+            self.0.idle.notify_one();
         }
     }
 }
@@ -78,12 +84,24 @@ impl Pace {
         let start = Instant::now();
         tokio::pin!(fut);
         loop {
-            let deadline = start + limit + self.model_time();
+            let (busy, deadline) = {
+                let s = self.lock();
+                let model = s.waited + s.since.map_or(Duration::ZERO, |t| t.elapsed());
+                (s.calls > 0, start + limit + model)
+            };
+            if busy {
+                // The clock stands while the model works: wait for the
+                // call to end (its own limits bound it), not for a
+                // deadline that moves as fast as time.
+                tokio::select! {
+                    out = &mut fut => return Ok(out),
+                    () = self.idle.notified() => continue,
+                }
+            }
             tokio::select! {
                 out = &mut fut => return Ok(out),
                 () = tokio::time::sleep_until(deadline) => {
-                    // Model time moves the deadline: wait on unless none
-                    // was added meanwhile.
+                    // A model call since may have moved the deadline.
                     if start + limit + self.model_time() <= Instant::now() {
                         return Err(self.model_time());
                     }
