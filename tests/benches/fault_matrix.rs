@@ -28,6 +28,8 @@
 //! (1.2 s a command against a 1 s timeout), `wal-deleted`,
 //! `store-emptied`.
 //! `FLOOD` (20000), `PHONES` (10) and `STREAM` (500) override the sizes.
+//! The mosquitto outage, kill and roomy-flood scenarios add two companion
+//! phones (the emulated companion app over MQTT) to the ADB phones.
 //! `JSON=1` prints each scenario's counts as one JSON line too.
 
 use droidwarden_e2e::mqtt::{ANY_BROKER_PORT, Daemon, Mosquitto, NO_POLLS};
@@ -86,7 +88,7 @@ fn main() {
         .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
         .collect();
     println!(
-        "{:<26} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>5} {:>5} {:>6} {:>5}  {}",
+        "{:<26} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>5} {:>5} {:>6} {:>5}  order / notes",
         "scenario",
         "sent",
         "ok",
@@ -99,7 +101,6 @@ fn main() {
         "twice",
         "untrue",
         "lost",
-        "order / notes"
     );
     for scenario in chosen {
         let started = Instant::now();
@@ -152,6 +153,10 @@ struct Scenario {
     name: String,
     broker: BrokerKind,
     phones: usize,
+    /// Companion phones (`cphone-<n>`, the emulated companion app over
+    /// MQTT), on mosquitto scenarios; commands go round-robin over every
+    /// phone.
+    companions: usize,
     calls: usize,
     publishers: usize,
     /// Commands per second over all publishers; `None`: as fast as they go.
@@ -168,6 +173,7 @@ impl Scenario {
             name: name.into(),
             broker,
             phones,
+            companions: 0,
             calls,
             publishers: 4,
             rate: None,
@@ -189,6 +195,7 @@ impl Scenario {
                 BrokerKind::Mosquitto
             },
             phones,
+            companions: 2,
             calls,
             publishers: 1,
             rate: Some(50.0),
@@ -203,6 +210,7 @@ impl Scenario {
             name: "kill-5x".into(),
             broker: BrokerKind::MosquittoPersistent,
             phones,
+            companions: 2,
             calls,
             publishers: 1,
             rate: Some(50.0),
@@ -217,6 +225,7 @@ impl Scenario {
             name: name.into(),
             broker: BrokerKind::Embedded,
             phones: 2,
+            companions: 0,
             calls: 120,
             publishers: 1,
             rate: Some(4.0),
@@ -231,6 +240,7 @@ impl Scenario {
             name: name.into(),
             broker: BrokerKind::MosquittoPersistent,
             phones: 1,
+            companions: 0,
             calls: 40,
             publishers: 1,
             rate: None,
@@ -254,7 +264,19 @@ impl Scenario {
                 "max_queued_messages 100000\n",
             )),
         };
-        let config = self.config(&sims, mosquitto.as_ref());
+        let companions: Vec<Sim> = match &mosquitto {
+            Some(broker) => (0..self.companions)
+                .map(|i| {
+                    Sim::start(SimOptions {
+                        companion: Some((broker.port, format!("cphone-{i}"))),
+                        no_adb: true,
+                        ..SimOptions::default()
+                    })
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let config = self.config(&sims, &companions, mosquitto.as_ref());
         let mut daemon = Daemon::start(&adb, &config);
         let (port, login) = match &mosquitto {
             Some(m) => (m.port, None),
@@ -265,8 +287,12 @@ impl Scenario {
             }
         };
         let load = Load::connect(port, login.clone(), self.publishers);
-        for i in 0..self.phones {
-            load.wait_online(&format!("phone-{i}"));
+        let names: Vec<String> = (0..self.phones)
+            .map(|i| format!("phone-{i}"))
+            .chain((0..companions.len()).map(|i| format!("cphone-{i}")))
+            .collect();
+        for name in &names {
+            load.wait_online(name);
         }
         let ids: Vec<String> = (0..self.calls).map(|n| format!("c{n:05}")).collect();
         let device_of = |n: usize| {
@@ -274,7 +300,7 @@ impl Scenario {
                 // The stalled phone gets every command: its order is the point.
                 "phone-0".to_owned()
             } else {
-                format!("phone-{}", n % self.phones)
+                names[n % names.len()].clone()
             }
         };
         let bodies: Vec<(String, Value)> = ids
@@ -350,7 +376,8 @@ impl Scenario {
         }
         // Let phones finish what they hold (a thawed phone, a slow one).
         std::thread::sleep(Duration::from_secs(2));
-        let runs = phone_runs(&sims);
+        let every: Vec<&Sim> = sims.iter().chain(&companions).collect();
+        let runs = phone_runs(&every);
         let mut tally = Tally::new(&ids, &load, &runs, resent);
         if self.publishers == 1 {
             // Resent ids run when they are resent: only the others' order
@@ -379,7 +406,7 @@ impl Scenario {
         tally
     }
 
-    fn config(&self, sims: &[Sim], mosquitto: Option<&Mosquitto>) -> String {
+    fn config(&self, sims: &[Sim], companions: &[Sim], mosquitto: Option<&Mosquitto>) -> String {
         let mut config = match mosquitto {
             Some(m) => format!("[mqtt]\nurl = \"{}\"\n", m.url()),
             None => ANY_BROKER_PORT.to_owned(),
@@ -397,6 +424,11 @@ impl Scenario {
             config.push_str(&format!(
                 "[[devices]]\nname = \"phone-{i}\"\ntransport = \"adb\"\nserial = \"{}\"\n",
                 sim.serial()
+            ));
+        }
+        for i in 0..companions.len() {
+            config.push_str(&format!(
+                "[[devices]]\nname = \"cphone-{i}\"\ntransport = \"companion\"\ncompanion_id = \"cphone-{i}\"\n"
             ));
         }
         config
@@ -684,7 +716,7 @@ fn client(
 }
 
 /// What each phone ran: per phone, the ids in the order they ran.
-fn phone_runs(sims: &[Sim]) -> Vec<Vec<String>> {
+fn phone_runs(sims: &[&Sim]) -> Vec<Vec<String>> {
     sims.iter()
         .map(|sim| {
             std::fs::read_to_string(&sim.log_file)
