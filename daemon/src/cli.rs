@@ -176,6 +176,13 @@ pub(crate) enum Command {
     },
     /// Print the manual page (roff): `droidwarden man | man -l -`.
     Man,
+    /// Pair a phone for wireless debugging (Android 11+) through the adb
+    /// server: HOST:PORT and CODE from the phone's "Pair device with
+    /// pairing code" (needs an adb server from platform-tools 30 or newer).
+    Pair(crate::pair_cli::PairArgs),
+    /// List the phones the adb server sees over mDNS (wireless debugging's
+    /// pairing and connect ports), and whether each is connected.
+    Discover(crate::pair_cli::DiscoverArgs),
     /// Manage the users of the embedded MQTT broker (in
     /// mqtt-users.json in the state directory; the running daemon picks changes up at
     /// the next connection or SIGHUP).
@@ -281,6 +288,8 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Config(ConfigCommand::PrintDefault)
         | Command::Completions { .. }
         | Command::Man => ExitCode::SUCCESS,
+        Command::Pair(args) => crate::pair_cli::pair(args, config).await,
+        Command::Discover(args) => crate::pair_cli::discover(args, config).await,
         Command::MqttUser(command) => {
             let state_dir = config.state_dir.clone();
             let done =

@@ -64,6 +64,7 @@ mod mcp; // MCP, both ways (docs/mcp.md).
 mod metrics;
 mod mqtt;
 mod mqtt_users; // The embedded broker's users (docs/mqtt-access.md).
+mod pair_cli; // `droidwarden pair`, `discover`: wireless debugging set-up.
 mod private;
 mod reload;
 mod services_cli; // `droidwarden services [SERVICE [ACTION]]`.

@@ -380,7 +380,7 @@ impl Conn {
     /// checked) is replaced by a fresh one, and `text` sent once more: a
     /// first request only picks a device or asks the server, so nothing
     /// has been done twice.
-    async fn first_request(server: &Dialer, text: &str) -> Result<Self, ExchangeError> {
+    pub(super) async fn first_request(server: &Dialer, text: &str) -> Result<Self, ExchangeError> {
         let (stream, spare) = server.connect().await?;
         let mut conn = Self::new(stream);
         match conn.request(text).await {
@@ -428,7 +428,7 @@ impl Conn {
     }
 
     /// A body prefixed with four hex digits of length.
-    async fn read_hex_body(&mut self) -> Result<Vec<u8>, ExchangeError> {
+    pub(super) async fn read_hex_body(&mut self) -> Result<Vec<u8>, ExchangeError> {
         let mut len = [0u8; 4];
         self.stream.read_exact(&mut len).await?;
         let len = std::str::from_utf8(&len)

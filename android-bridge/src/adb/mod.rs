@@ -42,6 +42,7 @@
 
 pub mod actions;
 mod exchange;
+pub mod host;
 pub mod parse;
 mod shell;
 mod sync;
@@ -753,6 +754,16 @@ fn describe_state(state: &DeviceState) -> String {
         DeviceState::Unauthorized => {
             "unauthorized: accept the USB debugging prompt on the phone".into()
         }
+        DeviceState::Authorizing => {
+            "authorizing: the phone is asking whether to allow debugging; accept the prompt on it"
+                .into()
+        }
+        DeviceState::Offline => "offline: adb sees the phone but it does not answer; unlock it, \
+            then unplug and replug the cable (USB) or turn wireless debugging off and on"
+            .into(),
+        DeviceState::NoPerm => "no permissions: this user may not open the USB device; add a udev \
+            rule for the phone and the user to the plugdev group (README, \"A real phone\")"
+            .into(),
         other => format!("adb reports the device as {other}"),
     }
 }
