@@ -18,6 +18,7 @@ mod mcp_client;
 mod metrics;
 mod mqtt_api;
 mod package_deb;
+mod pairing;
 mod phone_files;
 mod phone_services;
 mod readme;

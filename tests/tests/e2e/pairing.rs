@@ -1,0 +1,292 @@
+//! `droidwarden pair` and `droidwarden discover` against real adb servers:
+//! Debian's adb (on PATH, 29.0.6 here), which has no pairing or mDNS host
+//! services, and Google's adb 36 from the PyPI adbutils wheel (scripts/test
+//! installs it), which has both. No phone pairs here: a wrong code against
+//! a port where nothing listens, and one that accepts and stays silent,
+//! show that every failure is clear and bounded; `discover` answers with
+//! what the server sees over mDNS (nothing, in a container).
+
+use droidwarden_e2e::{
+    AdbServer, KillOnDrop, binary, free_port, run_with_timeout, wait_exit, wait_for,
+};
+use serde_json::Value;
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longer than any of these commands may take.
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// A code that is never shown anywhere.
+const CODE: &str = "135790";
+
+/// `droidwarden ARGS --json` against the adb server on `port` (HOME
+/// `home`, never starting a server), with `stdin` piped in when given.
+/// Whether it succeeded, and its JSON output.
+fn droidwarden(home: &Path, port: u16, args: &[&str], stdin: Option<&str>) -> (bool, Value) {
+    let mut cmd = Command::new(binary("droidwarden"));
+    cmd.env("HOME", home)
+        .env("DROIDWARDEN__ADB__SERVER", format!("127.0.0.1:{port}"))
+        .env("DROIDWARDEN__ADB__START_SERVER", "false")
+        .env("DROIDWARDEN__STATE__DIR", home.join("state"))
+        .args(args)
+        .arg("--json");
+    let (ok, stdout, stderr) = match stdin {
+        None => {
+            let out = run_with_timeout(cmd, LIMIT);
+            (out.status.success(), out.stdout, out.stderr)
+        }
+        Some(text) => {
+            let child = cmd
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn droidwarden");
+            let mut child = KillOnDrop::from(child);
+            // Dropped at the end of the statement: standard input closes.
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+            let code = child.exit_code("droidwarden", LIMIT);
+            let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_end(&mut stdout)
+                .unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_end(&mut stderr)
+                .unwrap();
+            (code == 0, stdout, stderr)
+        }
+    };
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
+    );
+    assert!(!all.contains(CODE), "the pairing code was shown: {all}");
+    let json = serde_json::from_slice(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {all}"));
+    (ok, json)
+}
+
+fn error_code(json: &Value) -> &str {
+    json["error"]["code"].as_str().unwrap_or_default()
+}
+
+fn message(json: &Value) -> &str {
+    json["error"]["message"].as_str().unwrap_or_default()
+}
+
+/// The version line of `adb version` for `program`.
+fn adb_version(program: &Path) -> String {
+    let out = run_with_timeout(
+        {
+            let mut c = Command::new(program);
+            c.arg("version");
+            c
+        },
+        LIMIT,
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("Version "))
+        .expect("adb version prints its version")
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn an_old_adb_server_gets_a_clear_adb_too_old_error_for_pair_and_discover() {
+    let adb = AdbServer::start();
+    let version = adb_version(Path::new("adb"));
+    for args in [&["pair", "127.0.0.1:37123", CODE][..], &["discover"][..]] {
+        let started = Instant::now();
+        let (ok, json) = droidwarden(adb.home(), adb.port, args, None);
+        assert!(!ok, "{args:?}: {json}");
+        assert_eq!(error_code(&json), "unsupported_action", "{json}");
+        assert_eq!(json["error"]["retryable"], false, "{json}");
+        let text = message(&json);
+        for needed in [
+            format!("is adb {version}").as_str(),
+            "platform-tools 30 or newer",
+            "adbutils",
+            "[adb] program",
+        ] {
+            assert!(
+                text.contains(needed),
+                "{args:?}: missing {needed:?} in {text}"
+            );
+        }
+        assert!(!text.contains("unknown host service'"), "{text}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{args:?}");
+    }
+}
+
+#[test]
+fn bad_addresses_and_codes_are_refused_before_anything_is_sent() {
+    // A server that must never be connected to.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let home = tempfile::tempdir().unwrap();
+    for (args, wanted) in [
+        (&["pair", "192.168.1.40", CODE][..], "HOST:PORT"),
+        (&["pair", "192.168.1.40:0", CODE][..], "port"),
+        (&["pair", "a b:5555", CODE][..], "host"),
+        (&["pair", "192.168.1.40:37123", "12345"][..], "6 digits"),
+        (&["pair", "192.168.1.40:37123", "12345a"][..], "6 digits"),
+        (&["pair", CODE, "192.168.1.40:37123"][..], "address first"),
+    ] {
+        let (ok, json) = droidwarden(home.path(), port, args, None);
+        assert!(!ok, "{args:?}");
+        assert_eq!(error_code(&json), "invalid_params", "{args:?}: {json}");
+        assert!(message(&json).contains(wanted), "{args:?}: {json}");
+    }
+    // An empty line on standard input is no code either.
+    let (_, json) = droidwarden(
+        home.path(),
+        port,
+        &["pair", "192.168.1.40:37123"],
+        Some("\n"),
+    );
+    assert_eq!(error_code(&json), "invalid_params", "{json}");
+    assert!(
+        listener.accept().is_err(),
+        "something was sent to the adb server"
+    );
+}
+
+/// Google's adb from the PyPI adbutils wheel, which scripts/test installs.
+fn adb36() -> PathBuf {
+    let out = run_with_timeout(
+        {
+            let mut c = Command::new("python3");
+            c.args([
+                "-c",
+                "import adbutils, os; print(os.path.join(os.path.dirname(adbutils.__file__), 'binaries', 'adb'))",
+            ]);
+            c
+        },
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "the PyPI adbutils wheel is missing (scripts/test installs it: python3 -m pip install adbutils): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// An adb 36 server on a free port with its own HOME, killed on drop.
+struct NewAdb {
+    program: PathBuf,
+    home: tempfile::TempDir,
+    port: u16,
+}
+
+impl NewAdb {
+    fn start() -> Self {
+        let program = adb36();
+        let home = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut start = Command::new(&program);
+        start
+            .env("HOME", home.path())
+            .env("ANDROID_ADB_SERVER_PORT", port.to_string())
+            .args(["-P", &port.to_string(), "start-server"]);
+        let out = run_with_timeout(start, LIMIT);
+        assert!(
+            out.status.success(),
+            "adb 36 start-server: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        wait_for("the adb 36 server", Duration::from_secs(10), || {
+            TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        Self {
+            program,
+            home,
+            port,
+        }
+    }
+}
+
+impl Drop for NewAdb {
+    fn drop(&mut self) {
+        if let Ok(child) = Command::new(&self.program)
+            .env("HOME", self.home.path())
+            .args(["-P", &self.port.to_string(), "kill-server"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            let mut child = KillOnDrop::from(child);
+            wait_exit(&mut child, Duration::from_secs(5));
+        }
+    }
+}
+
+#[test]
+fn adb_36_pairing_fails_clearly_and_within_its_bound_and_discover_answers() {
+    let adb = NewAdb::start();
+    assert!(adb_version(&adb.program).starts_with("36."));
+    let home = adb.home.path();
+
+    // Nothing listens on the pairing port: the server's own answer, at once.
+    let closed = free_port();
+    let target = format!("127.0.0.1:{closed}");
+    let started = Instant::now();
+    let (ok, json) = droidwarden(home, adb.port, &["pair", &target, CODE], None);
+    assert!(!ok);
+    assert_eq!(error_code(&json), "device_error", "{json}");
+    assert!(
+        message(&json).contains("Unable to start pairing client")
+            && message(&json).contains("Pair device with pairing code"),
+        "{json}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // The same with the code on standard input.
+    let (_, json) = droidwarden(
+        home,
+        adb.port,
+        &["pair", &target],
+        Some(&format!("{CODE}\n")),
+    );
+    assert_eq!(error_code(&json), "device_error", "{json}");
+
+    // A port that accepts and never answers holds the server's pairing
+    // without a limit of its own: ours ends it.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = format!("127.0.0.1:{}", silent.local_addr().unwrap().port());
+    let started = Instant::now();
+    let (_, json) = droidwarden(
+        home,
+        adb.port,
+        &["pair", &target, CODE, "--timeout-ms", "800"],
+        None,
+    );
+    assert_eq!(error_code(&json), "timeout", "{json}");
+    assert_eq!(json["error"]["retryable"], true, "{json}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // Discovery answers: what the server sees over mDNS (nothing here).
+    let started = Instant::now();
+    let (ok, json) = droidwarden(home, adb.port, &["discover"], None);
+    assert!(ok, "{json}");
+    assert!(json["services"].is_array(), "{json}");
+    assert!(json["mdns"]["check"].is_string(), "{json}");
+    assert_eq!(json["adb_server"], format!("127.0.0.1:{}", adb.port));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
