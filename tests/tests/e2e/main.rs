@@ -12,6 +12,7 @@ mod companion_doc;
 mod dbus;
 mod dbus_socket;
 mod delegation;
+mod docs_examples;
 mod first_hour;
 mod mcp;
 mod mcp_client;
