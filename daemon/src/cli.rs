@@ -200,7 +200,7 @@ pub(crate) fn print_generated(command: &Command) -> Option<ExitCode> {
             clap_complete::generate(*shell, &mut cli, "droidwarden", &mut std::io::stdout());
         }
         Command::Man => {
-            if let Err(e) = clap_mangen::Man::new(cli).render(&mut std::io::stdout()) {
+            if let Err(e) = crate::man::render(cli, &mut std::io::stdout()) {
                 eprintln!("droidwarden: cannot write the manual page: {e}");
                 return Some(ExitCode::FAILURE);
             }

@@ -60,6 +60,7 @@ mod dbus; // The D-Bus API (docs/dbus-api.md).
 mod events; // The event centre: one Event enum over the bus, devices and agent.
 mod health; // The daemon's own health, for `status`.
 mod logging;
+mod man; // `droidwarden man`: the manual page.
 mod mcp; // MCP, both ways (docs/mcp.md).
 mod metrics;
 mod mqtt;
