@@ -20,6 +20,7 @@ use crate::clock::now_ms;
 use crate::config::AgentConfig;
 use crate::error::AgentError;
 use crate::events::{AgentEvent, ApprovalOutcome, EventKind, PendingApproval};
+use crate::grant::{ApprovalDecision, Grant};
 use crate::graph::{Action, Input, RunLimits, RunOutcome, RunState, StepEnv, step};
 use crate::host::{BoxFuture, ToolHost};
 use crate::limit::{Admission, RunLimiter, Slot};
@@ -53,6 +54,8 @@ struct Answer {
     reason: Option<String>,
     /// Who answered ([`Agent::approve`]).
     by: String,
+    /// Edited parameters and the grant given, if any.
+    extra: store::DecisionExtra,
 }
 
 /// Longest recorded name of who answered an approval, in characters.
@@ -553,7 +556,8 @@ impl Agent {
         approval_id: &str,
         by: &str,
     ) -> Result<PendingApproval, AgentError> {
-        self.answer(approval_id, true, None, by).await
+        self.answer(approval_id, ApprovalDecision::Approve, by)
+            .await
     }
 
     /// Deny a pending request on behalf of `by` (as in [`Agent::approve`]);
@@ -567,26 +571,62 @@ impl Agent {
         reason: &str,
         by: &str,
     ) -> Result<PendingApproval, AgentError> {
-        let reason = if reason.trim().is_empty() {
-            "denied by the user".to_owned()
-        } else {
-            reason.chars().take(500).collect()
+        let decision = ApprovalDecision::Deny {
+            reason: reason.to_owned(),
         };
-        self.answer(approval_id, false, Some(reason), by).await
+        self.answer(approval_id, decision, by).await
     }
 
-    async fn answer(
+    /// Answer a pending request on behalf of `by` (as in
+    /// [`Agent::approve`]) with any [`ApprovalDecision`]: once, for the
+    /// rest of the run (a [`Grant`], see [`crate::grant`]), with edited
+    /// parameters, or a denial.
+    ///
+    /// # Errors
+    /// As [`Agent::approve`]; [`AgentError::InvalidAnswer`] when a grant is
+    /// asked for a request it cannot cover (not a device action, or a
+    /// ceiling above [`crate::GRANT_CEILING`]), or when the edited
+    /// parameters fail the catalogue's validation, change the action, the
+    /// device or the risk, or are refused by the policy. Nothing is
+    /// recorded then: the request still waits for an answer.
+    pub async fn answer(
         &self,
         approval_id: &str,
-        approved: bool,
-        reason: Option<String>,
+        decision: ApprovalDecision,
         by: &str,
     ) -> Result<PendingApproval, AgentError> {
         let by = decider(by);
+        let mut extra = store::DecisionExtra::default();
+        let (approved, reason) = match decision {
+            ApprovalDecision::Approve => (true, None),
+            ApprovalDecision::Deny { reason } => {
+                let reason = if reason.trim().is_empty() {
+                    "denied by the user".to_owned()
+                } else {
+                    reason.chars().take(500).collect()
+                };
+                (false, Some(reason))
+            }
+            ApprovalDecision::ApproveForRun { up_to } => {
+                extra.grant = Some(self.grant_for(approval_id, up_to, &by).await?);
+                (true, None)
+            }
+            ApprovalDecision::ApproveWithEdits { params } => {
+                self.check_edits(approval_id, &params).await?;
+                extra.edits = Some(params);
+                (true, None)
+            }
+        };
         let approval = self
             .inner
             .store
-            .decide(approval_id.to_owned(), approved, reason.clone(), by.clone())
+            .decide(
+                approval_id.to_owned(),
+                approved,
+                reason.clone(),
+                by.clone(),
+                extra.clone(),
+            )
             .await?;
         tracing::info!(
             approval = approval_id,
@@ -594,12 +634,15 @@ impl Agent {
             by = %by,
             service = %approval.service,
             action = %approval.action,
+            grant = extra.grant.as_ref().map(|g| g.grant_id.as_str()),
+            edited = extra.edits.is_some(),
             "approval answered"
         );
         let answer = Answer {
             approved,
             reason,
             by,
+            extra,
         };
         let waiter = self
             .inner
@@ -611,6 +654,147 @@ impl Agent {
             let _ = tx.send(answer);
         }
         Ok(approval)
+    }
+
+    /// The grant an "approve for this run" answer to `approval_id` gives.
+    async fn grant_for(
+        &self,
+        approval_id: &str,
+        up_to: Risk,
+        by: &str,
+    ) -> Result<Grant, AgentError> {
+        if up_to > crate::grant::GRANT_CEILING {
+            return Err(AgentError::InvalidAnswer(format!(
+                "a grant for the run covers actions up to {} at most; {} actions are asked about one by one",
+                crate::grant::GRANT_CEILING.as_str(),
+                up_to.as_str()
+            )));
+        }
+        let request = self
+            .inner
+            .store
+            .pending_approvals()
+            .await?
+            .into_iter()
+            .find(|a| a.approval_id == approval_id);
+        // Unknown or closed ids fall through to `decide`, which says which.
+        let Some(request) = request else {
+            return Ok(Grant {
+                grant_id: store::new_id("g"),
+                run_id: String::new(),
+                session_id: String::new(),
+                device: String::new(),
+                up_to,
+                granted_by: by.to_owned(),
+                granted_at: now_ms(),
+                approval_id: approval_id.to_owned(),
+                revoked_at: None,
+                revoked_by: None,
+                ended_at: None,
+            });
+        };
+        let device = match (&request.device, request.service.as_str()) {
+            (Some(d), s)
+                if s != crate::graph::SKILL_SERVICE && s != crate::tools::extra::EXTRA_SERVICE =>
+            {
+                d.clone()
+            }
+            _ => {
+                return Err(AgentError::InvalidAnswer(
+                    "a grant for the run covers a device's actions; this request is not one: approve it once"
+                        .into(),
+                ));
+            }
+        };
+        Ok(Grant {
+            grant_id: store::new_id("g"),
+            run_id: request.run_id,
+            session_id: request.session,
+            device,
+            up_to,
+            granted_by: by.to_owned(),
+            granted_at: now_ms(),
+            approval_id: approval_id.to_owned(),
+            revoked_at: None,
+            revoked_by: None,
+            ended_at: None,
+        })
+    }
+
+    /// Check edited parameters for `approval_id` as the waiting run will:
+    /// the call from its checkpoint, this agent's tools and policy.
+    async fn check_edits(
+        &self,
+        approval_id: &str,
+        params: &serde_json::Map<String, Value>,
+    ) -> Result<(), AgentError> {
+        let Some(request) = self
+            .inner
+            .store
+            .pending_approvals()
+            .await?
+            .into_iter()
+            .find(|a| a.approval_id == approval_id)
+        else {
+            // Unknown or closed: `decide` says which.
+            return Ok(());
+        };
+        let not_editable = || {
+            AgentError::InvalidAnswer(
+                "this request's call cannot be edited (it belongs to a skill's run); approve or deny it"
+                    .into(),
+            )
+        };
+        let state = self
+            .inner
+            .store
+            .load_run(request.run_id.clone())
+            .await
+            .map_err(|_| not_editable())?;
+        let slot = state
+            .calls
+            .iter()
+            .find(|s| s.call.id == request.call_id)
+            .ok_or_else(not_editable)?;
+        crate::grant::plan_edited(&self.toolset(), &self.approval_policy(), slot, params)
+            .map(|_| ())
+            .map_err(|e| AgentError::InvalidAnswer(e.message))
+    }
+
+    /// The grants that still hold, oldest first.
+    ///
+    /// # Errors
+    /// A store error.
+    pub async fn grants(&self) -> Result<Vec<Grant>, AgentError> {
+        self.inner.store.active_grants().await
+    }
+
+    /// Revoke grant `grant_id` on behalf of `by`: the next action it
+    /// would have covered asks a person again. Sent as a
+    /// [`EventKind::GrantRevoked`] event of the grant's run.
+    ///
+    /// # Errors
+    /// [`AgentError::UnknownGrant`], [`AgentError::GrantClosed`] when it
+    /// was revoked already or its run has ended, or a store error.
+    pub async fn revoke_grant(&self, grant_id: &str, by: &str) -> Result<Grant, AgentError> {
+        let by = decider(by);
+        let grant = self
+            .inner
+            .store
+            .revoke_grant(grant_id.to_owned(), by.clone())
+            .await?;
+        tracing::info!(grant = grant_id, by = %by, "grant revoked");
+        let _ = self.inner.events.send(AgentEvent {
+            run_id: grant.run_id.clone(),
+            session_id: grant.session_id.clone(),
+            skill: None,
+            parent_run: None,
+            kind: EventKind::GrantRevoked {
+                grant_id: grant.grant_id.clone(),
+                by,
+            },
+        });
+        Ok(grant)
     }
 
     /// The `limit` approval requests answered (or expired) last, the most
@@ -819,9 +1003,11 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
     let mut working = 0usize;
     let inner = agent.inner.clone();
     let cfg = &inner.config;
+    let no_grants: Vec<Grant> = Vec::new();
     let env = StepEnv {
         toolset: &toolset,
         policy: &policy,
+        grants: &no_grants,
     };
     let mut inflight: FuturesUnordered<BoxFuture<'static, Input>> = FuturesUnordered::new();
     let mut device_locks: HashMap<String, Arc<tokio::sync::Mutex<()>>> = HashMap::new();
@@ -981,6 +1167,18 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
         ) {
             working = working.saturating_sub(1);
         }
+        // The model's calls are planned on its reply: read the run's
+        // grants then (a revocation counts from the next reply on). A
+        // skill's run has its own id and so no grants.
+        let grants = if persisted && matches!(input, Input::ModelReplied { .. }) {
+            inner.store.run_grants(state.run_id.clone()).await?
+        } else {
+            Vec::new()
+        };
+        let env = StepEnv {
+            grants: &grants,
+            ..env
+        };
         actions.extend(step(&mut state, &env, input));
     }
 }
@@ -1521,12 +1719,18 @@ fn await_approval(
             )
         };
         let stored = inner.store.approval_status(approval_id.clone()).await;
+        // The edits and grant of an answer read from the store (given
+        // while the run was not waiting, or raced with the timer).
+        let mut extra = None;
         let (approved, reason, by) = match stored.map(decided) {
             Ok(Some(d)) => d,
             Ok(None) => {
                 let remaining = Duration::from_millis(expires_at.saturating_sub(now_ms()));
                 match tokio::time::timeout(remaining, rx).await {
-                    Ok(Ok(answer)) => (answer.approved, answer.reason, Some(answer.by)),
+                    Ok(Ok(answer)) => {
+                        extra = Some(answer.extra);
+                        (answer.approved, answer.reason, Some(answer.by))
+                    }
                     // Timer ran out (or the waiter was replaced): expire,
                     // unless an answer landed in the store meanwhile.
                     Ok(Err(_)) | Err(_) => match inner.store.expire(approval_id.clone()).await {
@@ -1537,6 +1741,15 @@ fn await_approval(
             }
             Err(e) => unavailable(e),
         };
+        let extra = match extra {
+            Some(extra) => extra,
+            None if approved => inner
+                .store
+                .decision_extra(approval_id.clone())
+                .await
+                .unwrap_or_default(),
+            None => store::DecisionExtra::default(),
+        };
         if let Ok(mut w) = inner.waiters.lock() {
             w.remove(&approval_id);
         }
@@ -1545,6 +1758,8 @@ fn await_approval(
             approved,
             reason,
             by,
+            edits: extra.edits,
+            grant: extra.grant.map(Box::new),
             now_ms: now_ms(),
         }
     })

@@ -210,6 +210,16 @@ pub enum AgentError {
         /// `approved`, `denied` or `expired`.
         status: String,
     },
+    /// No grant has that id.
+    #[error("no grant {0:?}")]
+    UnknownGrant(String),
+    /// The grant was already revoked, or its run has ended.
+    #[error("grant {0:?} was already revoked or its run has ended")]
+    GrantClosed(String),
+    /// The answer cannot be applied to this request (a grant for an action
+    /// it cannot cover, edits that fail validation or change the action).
+    #[error("{0}")]
+    InvalidAnswer(String),
     /// No session has that id.
     #[error("no session {0:?}")]
     UnknownSession(String),
@@ -330,7 +340,11 @@ impl AgentError {
             Self::UnknownApproval(_) | Self::UnknownSession(_) | Self::UnknownRun(_) => {
                 (ErrorCode::NotFound, false)
             }
-            Self::ApprovalClosed { .. } | Self::RunBusy(_) => (ErrorCode::InvalidRequest, false),
+            Self::ApprovalClosed { .. } | Self::RunBusy(_) | Self::GrantClosed(_) => {
+                (ErrorCode::InvalidRequest, false)
+            }
+            Self::UnknownGrant(_) => (ErrorCode::NotFound, false),
+            Self::InvalidAnswer(_) => (ErrorCode::InvalidParams, false),
             Self::InvalidId(_) | Self::InvalidPrompt(_) => (ErrorCode::InvalidParams, false),
             Self::Interrupted { .. } => (ErrorCode::Internal, true),
             Self::Busy { .. } => (ErrorCode::Busy, true),

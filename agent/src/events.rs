@@ -133,6 +133,12 @@ pub struct ApprovalOutcome {
     /// Who answered ([`crate::Agent::approve`]); `None` while pending, when
     /// it expired, or for answers stored before this was recorded.
     pub decided_by: Option<String>,
+    /// The parameters the person edited, when approved with edits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_params: Option<Value>,
+    /// The grant the answer gave, when approved for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<crate::grant::Grant>,
 }
 
 /// The kinds of event.
@@ -177,6 +183,25 @@ pub enum EventKind {
         by: Option<String>,
         /// Why not, when it was denied or expired.
         reason: Option<String>,
+        /// The grant this answer gave for the rest of the run, when
+        /// approved for the run ([`crate::grant`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grant: Option<Box<crate::grant::Grant>>,
+        /// The model's parameters, when the person edited them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        original_params: Option<Value>,
+        /// The parameters that run instead, when the person edited them
+        /// and the edit was accepted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        edited_params: Option<Value>,
+    },
+    /// A grant given for the run was revoked: the next action it covered
+    /// asks a person again.
+    GrantRevoked {
+        /// The grant.
+        grant_id: String,
+        /// Who revoked it.
+        by: String,
     },
     /// A piece of the answer text, as streamed.
     TextDelta {

@@ -22,13 +22,14 @@
 //! for approval waits again.
 
 use crate::events::{EventKind, PendingApproval, StopReason};
+use crate::grant::Grant;
 use crate::message::{Message, ModelReply, TimedMessage, ToolCall, Usage};
 use crate::plan::{self, Decision, PlanState, Stage, StepStatus};
 use crate::policy::{ApprovalPolicy, Verdict};
 use crate::tools::{Planned, Toolset};
 use droidwarden_services::{ErrorCode, WireError};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::fmt::Write as _;
 
 /// The pseudo-service under which skills appear to the approval policy
@@ -246,6 +247,11 @@ pub enum Input {
         reason: Option<String>,
         /// Who answered; `None` when it expired.
         by: Option<String>,
+        /// Parameters the person edited (merged over the model's), when
+        /// approved with edits.
+        edits: Option<Map<String, Value>>,
+        /// The grant the answer made, when approved for the run.
+        grant: Option<Box<Grant>>,
         /// Now, unix ms.
         now_ms: u64,
     },
@@ -301,6 +307,9 @@ pub struct StepEnv<'a> {
     pub toolset: &'a Toolset,
     /// The approval policy.
     pub policy: &'a ApprovalPolicy,
+    /// The run's active grants ([`crate::grant`]): a device action one of
+    /// them covers runs without asking.
+    pub grants: &'a [Grant],
 }
 
 impl RunState {
@@ -412,6 +421,8 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
             approved,
             reason,
             by,
+            edits,
+            grant,
             now_ms,
         } => {
             let Some((i, approval_id)) = state.calls.iter().enumerate().find_map(|(i, s)| match &s
@@ -424,28 +435,58 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
             }) else {
                 return Vec::new();
             };
+            // Edits are checked again here, against the run's own tools and
+            // policy (the answer was checked when given; a checkpoint or a
+            // reload may have changed either since).
+            let edited = match (&edits, approved) {
+                (Some(edits), true) => Some(crate::grant::plan_edited(
+                    env.toolset,
+                    env.policy,
+                    &state.calls[i],
+                    edits,
+                )),
+                _ => None,
+            };
+            let original = state.calls[i].planned.as_ref().and_then(|p| match p {
+                Planned::Device { call, .. } => Some(call.0.params_json()),
+                _ => None,
+            });
             let answered = Action::Emit(EventKind::ApprovalAnswered {
                 approval_id,
                 call_id: call_id.clone(),
                 approved,
                 by,
                 reason: reason.clone(),
+                grant,
+                original_params: edits.as_ref().and(original),
+                edited_params: match &edited {
+                    Some(Ok(Planned::Device { call, .. })) => Some(call.0.params_json()),
+                    _ => None,
+                },
             });
-            let outcome = if approved {
-                // Only validated calls ask for approval; a checkpoint that
-                // says otherwise is answered with an error, not trusted.
-                state.calls[i].planned.clone().ok_or_else(|| {
-                    WireError::new(
-                        ErrorCode::Internal,
-                        "this call has no validated form to run; ask for it again",
-                    )
-                })
-            } else {
-                let reason = reason.unwrap_or_else(|| "denied by the user".into());
-                Err(WireError::new(
-                    ErrorCode::Denied,
-                    format!("the user did not approve this action: {reason}"),
-                ))
+            let outcome = match edited {
+                Some(Ok(planned)) => {
+                    state.calls[i].planned = Some(planned.clone());
+                    Ok(planned)
+                }
+                Some(Err(error)) => Err(error),
+                None if approved => {
+                    // Only validated calls ask for approval; a checkpoint that
+                    // says otherwise is answered with an error, not trusted.
+                    state.calls[i].planned.clone().ok_or_else(|| {
+                        WireError::new(
+                            ErrorCode::Internal,
+                            "this call has no validated form to run; ask for it again",
+                        )
+                    })
+                }
+                None => {
+                    let reason = reason.unwrap_or_else(|| "denied by the user".into());
+                    Err(WireError::new(
+                        ErrorCode::Denied,
+                        format!("the user did not approve this action: {reason}"),
+                    ))
+                }
             };
             match outcome {
                 Ok(planned) => {
@@ -752,6 +793,12 @@ fn model_replied(
                     .decide(crate::tools::extra::EXTRA_SERVICE, tool, *risk)
             }
             _ => Verdict::Allow,
+        };
+        // A grant given earlier in this run answers what a person would
+        // be asked (never a refusal, never a high or critical action).
+        let verdict = match verdict {
+            Verdict::Ask if crate::grant::covered(env.grants, &planned).is_some() => Verdict::Allow,
+            v => v,
         };
         match verdict {
             Verdict::Allow => executes.push(Action::Execute {

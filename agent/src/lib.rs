@@ -36,6 +36,7 @@ pub mod config;
 pub mod delegation;
 mod error;
 pub mod events;
+pub mod grant;
 pub mod graph;
 mod host;
 mod ids;
@@ -60,6 +61,7 @@ pub use agent::{Agent, AskRequest, Delegation, MAX_PROMPT_CHARS, Run, RunEvents}
 pub use config::{AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawLlmConfig};
 pub use error::{AgentError, ModelFeature, TimeoutKind};
 pub use events::{AgentEvent, ApprovalOutcome, EventKind, PendingApproval, StopReason};
+pub use grant::{ApprovalDecision, GRANT_CEILING, Grant};
 pub use graph::{RunOutcome, ToolStep};
 pub use host::{BoxFuture, DeviceSummary, ToolFuture, ToolHost};
 pub use message::{Message, ModelReply, ToolCall, Usage};

@@ -34,6 +34,25 @@ fn approval(out: &mut String, approvals: &[ApprovalOutcome], call_id: &str) {
     if let Some(reason) = a.reason.as_deref().filter(|_| a.status == "denied") {
         let _ = write!(line, " — {reason}");
     }
+    if let Some(edited) = &a.edited_params {
+        let _ = write!(
+            line,
+            " — with edited parameters {edited} (the model asked for {})",
+            a.request.params
+        );
+    }
+    if let Some(g) = &a.grant {
+        let _ = write!(
+            line,
+            " — for the rest of this run: grant `{}`, {} actions up to {}",
+            g.grant_id,
+            g.device,
+            g.up_to.as_str()
+        );
+        if let (Some(at), Some(by)) = (g.revoked_at, &g.revoked_by) {
+            let _ = write!(line, "; revoked by {by} · {}", rfc3339(at));
+        }
+    }
     let _ = write!(out, "{line}\n\n");
 }
 

@@ -16,10 +16,13 @@
 use crate::clock;
 use crate::error::AgentError;
 use crate::events::{ApprovalOutcome, PendingApproval, StopReason};
+use crate::grant::Grant;
 use crate::graph::{RunOutcome, RunState};
 use crate::message::{Message, TimedMessage};
+use droidwarden_services::Risk;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use tokio::sync::{mpsc, oneshot};
 
@@ -173,6 +176,20 @@ CREATE TABLE IF NOT EXISTS approvals (
     decided_by TEXT                -- who answered (see Agent::approve)
 );
 CREATE INDEX IF NOT EXISTS approvals_by_status ON approvals(status);
+CREATE TABLE IF NOT EXISTS grants (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    approval_id TEXT NOT NULL,
+    device TEXT NOT NULL,
+    up_to TEXT NOT NULL,           -- Risk
+    granted_by TEXT NOT NULL,
+    granted_at INTEGER NOT NULL,
+    revoked_at INTEGER,
+    revoked_by TEXT,
+    ended_at INTEGER               -- when its run finished
+);
+CREATE INDEX IF NOT EXISTS grants_by_run ON grants(run_id);
 ";
 
 pub use crate::ids::check_id;
@@ -450,6 +467,11 @@ impl Store {
                 )?;
                 archive_overflow(&tx, &session_id, window)?;
             }
+            // Grants end with their run.
+            tx.execute(
+                "UPDATE grants SET ended_at = ?2 WHERE run_id = ?1 AND ended_at IS NULL",
+                params![run_id, now],
+            )?;
             tx.commit()?;
             Ok(())
         })
@@ -506,6 +528,7 @@ impl Store {
         approved: bool,
         reason: Option<String>,
         by: String,
+        extra: DecisionExtra,
     ) -> Result<PendingApproval, AgentError> {
         self.call(move |conn| {
             let tx = conn.savepoint()?;
@@ -531,17 +554,41 @@ impl Store {
                     status: "expired".into(),
                 });
             }
+            let edited = extra
+                .edits
+                .as_ref()
+                .map(|m| Value::Object(m.clone()).to_string());
             tx.execute(
-                "UPDATE approvals SET status = ?2, reason = ?3, decided_at = ?4, decided_by = ?5
+                "UPDATE approvals SET status = ?2, reason = ?3, decided_at = ?4, decided_by = ?5,
+                    edited_params = ?6, grant_id = ?7
                  WHERE id = ?1",
                 params![
                     id,
                     if approved { "approved" } else { "denied" },
                     reason,
                     i(now),
-                    by
+                    by,
+                    edited,
+                    extra.grant.as_ref().map(|g| g.grant_id.clone())
                 ],
             )?;
+            if let Some(g) = &extra.grant {
+                tx.execute(
+                    "INSERT INTO grants (id, run_id, session_id, approval_id, device, up_to,
+                        granted_by, granted_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![
+                        g.grant_id,
+                        g.run_id,
+                        g.session_id,
+                        g.approval_id,
+                        g.device,
+                        g.up_to.as_str(),
+                        g.granted_by,
+                        i(g.granted_at)
+                    ],
+                )?;
+            }
             tx.commit()?;
             Ok(approval)
         })
@@ -575,6 +622,80 @@ impl Store {
                    AND run_id NOT IN (SELECT id FROM runs WHERE status = 'active')",
                 params![i(clock::now_ms())],
             )?)
+        })
+        .await
+    }
+
+    /// The edited parameters and the grant of an answered request.
+    pub(crate) async fn decision_extra(&self, id: String) -> Result<DecisionExtra, AgentError> {
+        self.call(move |conn| {
+            let row: Option<(Option<String>, Option<String>)> = conn
+                .query_row(
+                    "SELECT edited_params, grant_id FROM approvals WHERE id = ?1",
+                    params![id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let Some((edits, grant_id)) = row else {
+                return Ok(DecisionExtra::default());
+            };
+            let grant = match grant_id {
+                Some(g) => grants(conn, "WHERE id = ?1", params![g])?.pop(),
+                None => None,
+            };
+            Ok(DecisionExtra {
+                edits: edits.and_then(|t| serde_json::from_str(&t).ok()),
+                grant,
+            })
+        })
+        .await
+    }
+
+    /// The grants of run `run_id` that still hold.
+    pub(crate) async fn run_grants(&self, run_id: String) -> Result<Vec<Grant>, AgentError> {
+        self.call(move |conn| {
+            grants(
+                conn,
+                "WHERE run_id = ?1 AND revoked_at IS NULL AND ended_at IS NULL",
+                params![run_id],
+            )
+        })
+        .await
+    }
+
+    /// Every grant that still holds (its run not finished), oldest first.
+    pub(crate) async fn active_grants(&self) -> Result<Vec<Grant>, AgentError> {
+        self.call(|conn| {
+            grants(
+                conn,
+                "WHERE revoked_at IS NULL AND ended_at IS NULL
+                   AND run_id IN (SELECT id FROM runs WHERE status = 'active')
+                 ORDER BY granted_at",
+                [],
+            )
+        })
+        .await
+    }
+
+    /// Revoke grant `id` on behalf of `by`. Returns it, revoked.
+    pub(crate) async fn revoke_grant(&self, id: String, by: String) -> Result<Grant, AgentError> {
+        self.call(move |conn| {
+            let grant = grants(conn, "WHERE id = ?1", params![id])?
+                .pop()
+                .ok_or_else(|| AgentError::UnknownGrant(id.clone()))?;
+            if !grant.active() {
+                return Err(AgentError::GrantClosed(id));
+            }
+            let now = clock::now_ms();
+            conn.execute(
+                "UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1",
+                params![id, i(now), by],
+            )?;
+            Ok(Grant {
+                revoked_at: Some(now),
+                revoked_by: Some(by),
+                ..grant
+            })
         })
         .await
     }
@@ -735,6 +856,9 @@ fn open_connection(
     // who answered them.
     add_missing_column(&conn, "runs", "origin")?;
     add_missing_column(&conn, "approvals", "decided_by")?;
+    // Answers richer than yes/no (see `crate::grant`).
+    add_missing_column(&conn, "approvals", "edited_params")?;
+    add_missing_column(&conn, "approvals", "grant_id")?;
     Ok(conn)
 }
 
@@ -814,15 +938,65 @@ fn outcomes(
     params: impl rusqlite::Params,
 ) -> Result<Vec<ApprovalOutcome>, AgentError> {
     let sql = format!(
-        "SELECT {APPROVAL_COLUMNS}, status, reason, decided_at, decided_by FROM approvals {filter}"
+        "SELECT {APPROVAL_COLUMNS}, status, reason, decided_at, decided_by, edited_params,
+            grant_id FROM approvals {filter}"
+    );
+    let mut out = rows(conn, &sql, params, |r| {
+        Ok((
+            ApprovalOutcome {
+                request: approval_row(r)?,
+                status: r.get(11)?,
+                reason: r.get(12)?,
+                decided_at: r.get::<_, Option<i64>>(13)?.map(u),
+                decided_by: r.get(14)?,
+                edited_params: r
+                    .get::<_, Option<String>>(15)?
+                    .and_then(|t| serde_json::from_str(&t).ok()),
+                grant: None,
+            },
+            r.get::<_, Option<String>>(16)?,
+        ))
+    })?;
+    for (outcome, grant_id) in &mut out {
+        if let Some(id) = grant_id {
+            outcome.grant = grants(conn, "WHERE id = ?1", params![id.as_str()])?.pop();
+        }
+    }
+    Ok(out.into_iter().map(|(o, _)| o).collect())
+}
+
+/// Extras of an answer: the edited parameters and the grant, if any.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DecisionExtra {
+    pub(crate) edits: Option<Map<String, Value>>,
+    pub(crate) grant: Option<Grant>,
+}
+
+/// Every grant `filter` (with `params`) selects.
+fn grants(
+    conn: &Connection,
+    filter: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<Grant>, AgentError> {
+    let sql = format!(
+        "SELECT id, run_id, session_id, approval_id, device, up_to, granted_by, granted_at,
+            revoked_at, revoked_by, ended_at FROM grants {filter}"
     );
     rows(conn, &sql, params, |r| {
-        Ok(ApprovalOutcome {
-            request: approval_row(r)?,
-            status: r.get(11)?,
-            reason: r.get(12)?,
-            decided_at: r.get::<_, Option<i64>>(13)?.map(u),
-            decided_by: r.get(14)?,
+        let up_to: String = r.get(5)?;
+        Ok(Grant {
+            grant_id: r.get(0)?,
+            run_id: r.get(1)?,
+            session_id: r.get(2)?,
+            approval_id: r.get(3)?,
+            device: r.get(4)?,
+            // An unreadable ceiling covers nothing above the lowest risk.
+            up_to: serde_json::from_value(Value::String(up_to)).unwrap_or(Risk::Low),
+            granted_by: r.get(6)?,
+            granted_at: u(r.get(7)?),
+            revoked_at: r.get::<_, Option<i64>>(8)?.map(u),
+            revoked_by: r.get(9)?,
+            ended_at: r.get::<_, Option<i64>>(10)?.map(u),
         })
     })
 }

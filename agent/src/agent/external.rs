@@ -125,6 +125,9 @@ impl Agent {
                         approved,
                         by,
                         reason: reason.clone(),
+                        grant: None,
+                        original_params: None,
+                        edited_params: None,
                     },
                 );
                 if approved {

@@ -49,6 +49,7 @@ impl Fixture {
         let env = StepEnv {
             toolset: &self.toolset,
             policy: &self.policy,
+            grants: &[],
         };
         step(&mut self.state, &env, input)
     }
@@ -306,11 +307,13 @@ fn approval_flow_approve_and_deny() {
         approved: true,
         reason: None,
         by: Some("D-Bus uid 1000".into()),
+        edits: None,
+        grant: None,
         now_ms: 50,
     });
     assert_eq!(kinds(&a), ["approval_answered", "checkpoint", "execute"]);
     assert!(
-        matches!(&a[0], Action::Emit(EventKind::ApprovalAnswered { approval_id, call_id, approved: true, by: Some(by), reason: None })
+        matches!(&a[0], Action::Emit(EventKind::ApprovalAnswered { approval_id, call_id, approved: true, by: Some(by), reason: None, .. })
             if approval_id == "r1-a1" && call_id == "c1" && by == "D-Bus uid 1000"),
         "{:?}",
         a[0]
@@ -320,6 +323,8 @@ fn approval_flow_approve_and_deny() {
         approved: false,
         reason: Some("not now".into()),
         by: Some("MQTT".into()),
+        edits: None,
+        grant: None,
         now_ms: 60,
     });
     assert_eq!(
@@ -339,6 +344,8 @@ fn approval_flow_approve_and_deny() {
             approved: true,
             reason: None,
             by: Some("MQTT".into()),
+            edits: None,
+            grant: None,
             now_ms: 61
         })
         .is_empty()
@@ -378,6 +385,8 @@ fn an_approved_call_without_a_validated_form_is_answered_with_an_error() {
         approved: true,
         reason: None,
         by: None,
+        edits: None,
+        grant: None,
         now_ms: 50,
     });
     assert_eq!(

@@ -98,6 +98,8 @@ fn answer(id: &str, approved: bool) -> Input {
         approved,
         reason: None,
         by: Some("test".into()),
+        edits: None,
+        grant: None,
         now_ms: 1,
     }
 }
@@ -109,6 +111,7 @@ fn walk(mode: RunMode, max_steps: u32, inputs: Vec<Input>, seen: &mut BTreeSet<(
     let env = StepEnv {
         toolset: &tools,
         policy: &policy,
+        grants: &[],
     };
     let mut s = state(mode, max_steps);
     for input in std::iter::once(Input::Start { now_ms: 0 }).chain(inputs) {

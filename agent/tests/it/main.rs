@@ -7,6 +7,7 @@ mod background;
 mod common;
 mod delegation;
 mod external;
+mod grants;
 mod local_models;
 mod plan;
 mod providers;

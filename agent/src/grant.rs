@@ -1,0 +1,200 @@
+//! Answers richer than yes/no, and the grants they leave behind.
+//!
+//! A person answering an approval request may approve it once, approve it
+//! *for the rest of the run* (a [`Grant`]), deny it with a reason, or
+//! approve it with edited parameters. This module owns the vocabulary and
+//! the pure checks; the store records grants with the decision, the graph
+//! consults them when it plans a call, and [`crate::Agent`] answers,
+//! lists and revokes them.
+//!
+//! What a grant covers, and why no more:
+//!
+//! * **One run.** A grant ends when the run that asked finishes (or when
+//!   revoked). It never reaches another run, another session, a skill's
+//!   child run or a delegate: trust given to one task is not trust given to
+//!   the next one.
+//! * **One device.** The device of the request it answered.
+//! * **Device actions up to `up_to`**, which is at most [`GRANT_CEILING`]
+//!   (`medium`: taps, typing, volume). A `high` action (Wi-Fi, power,
+//!   uninstall …) and a `critical` one (the shell) ask every time, whatever
+//!   was granted. Skills and the host's extra tools are never covered.
+//! * **Only what would be asked.** The deny list and the phone-services
+//!   policy still refuse first: a grant only answers the question a person
+//!   would otherwise have been asked.
+
+use crate::graph::CallSlot;
+use crate::policy::{ApprovalPolicy, Verdict};
+use crate::tools::{Planned, Toolset};
+use droidwarden_services::{ErrorCode, Risk, WireError};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The highest risk a grant may cover: `high` and `critical` actions are
+/// always asked about one by one.
+pub const GRANT_CEILING: Risk = Risk::Medium;
+
+/// A person's answer to an approval request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApprovalDecision {
+    /// Run this call, once.
+    Approve,
+    /// Run this call, and let the rest of this run do device actions on
+    /// the same device up to `up_to` (at most [`GRANT_CEILING`]) without
+    /// asking.
+    ApproveForRun {
+        /// The highest risk the grant covers.
+        up_to: Risk,
+    },
+    /// Run this call with these parameters instead (merged over the
+    /// model's: a key given here replaces the model's value). They are
+    /// validated by the catalogue like the model's; the action, the device
+    /// and the risk may not change.
+    ApproveWithEdits {
+        /// The edited parameters.
+        params: Map<String, Value>,
+    },
+    /// Do not run it; the reason reaches the model.
+    Deny {
+        /// Why not.
+        reason: String,
+    },
+}
+
+/// Trust given for the rest of one run (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// Grant id (`g…`).
+    pub grant_id: String,
+    /// The run it belongs to; it ends with it.
+    pub run_id: String,
+    /// The run's session.
+    pub session_id: String,
+    /// The device it covers.
+    pub device: String,
+    /// The highest risk it covers.
+    pub up_to: Risk,
+    /// Who granted it, as the way in named them.
+    pub granted_by: String,
+    /// When, unix ms.
+    pub granted_at: u64,
+    /// The approval request whose answer made it.
+    pub approval_id: String,
+    /// When it was revoked, unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<u64>,
+    /// Who revoked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_by: Option<String>,
+    /// When its run ended, unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<u64>,
+}
+
+impl Grant {
+    /// Whether the grant answers, for a person, a device action on
+    /// `device` of risk `risk` (still active; the caller checks that).
+    pub fn covers(&self, device: Option<&str>, risk: Risk) -> bool {
+        device == Some(self.device.as_str()) && risk <= self.up_to && risk <= GRANT_CEILING
+    }
+
+    /// Whether it still holds.
+    pub fn active(&self) -> bool {
+        self.revoked_at.is_none() && self.ended_at.is_none()
+    }
+}
+
+/// Whether one of `grants` covers `planned` (a device action only).
+pub(crate) fn covered(grants: &[Grant], planned: &Planned) -> Option<String> {
+    let Planned::Device { device, risk, .. } = planned else {
+        return None;
+    };
+    grants
+        .iter()
+        .find(|g| g.active() && g.covers(device.as_deref(), *risk))
+        .map(|g| g.grant_id.clone())
+}
+
+fn refused(message: impl Into<String>) -> WireError {
+    WireError::new(ErrorCode::InvalidParams, message)
+}
+
+/// The call of `slot` with `edits` merged over the model's parameters,
+/// validated by the catalogue exactly like the model's call (through
+/// `toolset`), checked by `policy` again, and refused when it would change
+/// the action, the device or the risk.
+///
+/// # Errors
+/// `invalid_params` with the reason: not a device action, the edited
+/// parameters fail validation, the action or device changed, the risk
+/// rose, or the policy refuses the edited call.
+pub(crate) fn plan_edited(
+    toolset: &Toolset,
+    policy: &ApprovalPolicy,
+    slot: &CallSlot,
+    edits: &Map<String, Value>,
+) -> Result<Planned, WireError> {
+    let Some(Planned::Device {
+        device, call, risk, ..
+    }) = &slot.planned
+    else {
+        return Err(refused(
+            "only a device action's parameters can be edited; approve or deny it",
+        ));
+    };
+    let mut args: Map<String, Value> = serde_json::from_str(&slot.call.arguments)
+        .map_err(|_| refused("the original call's arguments cannot be read"))?;
+    let mut params = match args.remove("parameters") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    for (key, value) in edits {
+        params.insert(key.clone(), value.clone());
+    }
+    args.insert("parameters".into(), Value::Object(params));
+    // Pin the device the person was asked about: an edit cannot move it.
+    if let Some(device) = device {
+        args.insert("device".into(), Value::String(device.clone()));
+    }
+    let edited_call = crate::message::ToolCall {
+        arguments: Value::Object(args).to_string(),
+        ..slot.call.clone()
+    };
+    let edited = toolset.plan(&edited_call).map_err(|e| {
+        refused(format!(
+            "the edited parameters are not valid: {}",
+            e.message
+        ))
+    })?;
+    let Planned::Device {
+        device: new_device,
+        call: new_call,
+        risk: new_risk,
+        ..
+    } = &edited
+    else {
+        return Err(refused("an edit may not change the action"));
+    };
+    if new_call.0.service_id() != call.0.service_id()
+        || new_call.0.action_name() != call.0.action_name()
+    {
+        return Err(refused("an edit may not change the action"));
+    }
+    if new_device != device {
+        return Err(refused("an edit may not change the device"));
+    }
+    if new_risk > risk {
+        return Err(refused("an edit may not raise the action's risk"));
+    }
+    policy.phone.check(&new_call.0).map_err(|e| {
+        refused(format!(
+            "the edited call is refused by the phone-services policy: {}",
+            e.message
+        ))
+    })?;
+    if let Verdict::Deny(reason) =
+        policy.decide(new_call.0.service_id(), new_call.0.action_name(), *new_risk)
+    {
+        return Err(refused(reason));
+    }
+    Ok(edited)
+}
