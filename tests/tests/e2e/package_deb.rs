@@ -476,3 +476,55 @@ fn the_package_installs_upgrades_and_purges_in_a_scratch_root() {
     assert!(!root.join("etc/droidwarden").exists());
     assert!(!wants.exists());
 }
+
+#[test]
+fn the_tarball_holds_the_packages_files() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut cmd = Command::new(workspace().join("scripts/package-deb"));
+    cmd.arg("--binary")
+        .arg(binary("droidwarden"))
+        .arg("--out")
+        .arg(dir.path())
+        .args(["--compression", "none", "--tarball"]);
+    let output = run_with_timeout(cmd, Duration::from_secs(180));
+    assert!(output.status.success(), "package-deb: {}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let printed: Vec<&str> = stdout.lines().collect();
+    let [tarball, deb] = printed[..] else {
+        panic!("the tarball's and the .deb's paths: {stdout}");
+    };
+    let arch = run("dpkg", &["--print-architecture"]);
+    assert!(
+        tarball.ends_with(&format!(
+            "droidwarden-{}-{}.tar.gz",
+            debian_version(),
+            arch.trim()
+        )),
+        "{tarball}"
+    );
+    let names = |listing: String| -> Vec<String> {
+        let mut names: Vec<String> = listing
+            .lines()
+            .map(|l| l.trim_start_matches("./").trim_end_matches('/').to_owned())
+            .filter(|l| !l.is_empty())
+            .collect();
+        names.sort();
+        names
+    };
+    let in_tar = names(run("tar", &["-tzf", tarball]));
+    let in_deb = names(
+        run("dpkg-deb", &["--contents", deb])
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    assert_eq!(in_tar, in_deb, "the same files as the package");
+    assert!(in_tar.contains(&"usr/bin/droidwarden".to_owned()));
+    assert!(!in_tar.iter().any(|n| n.starts_with("DEBIAN")));
+    let owners = run("tar", &["-tvzf", tarball]);
+    assert!(
+        owners.lines().all(|l| l.contains(" 0/0 ")),
+        "every file root's: {owners}"
+    );
+}
