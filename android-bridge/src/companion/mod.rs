@@ -35,7 +35,10 @@ mod protocol;
 mod tests;
 
 pub use pending::ResponseDisposition;
-pub use protocol::{EventKind, MAX_PAYLOAD, PROTOCOL_VERSION, presence_from_payload};
+pub use protocol::{
+    EventKind, MAX_PAYLOAD, PROTOCOL_VERSION, Reply, Unreadable, decode_response, encode_request,
+    presence_from_payload,
+};
 
 use crate::device::{
     BoxFuture, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind, Turn,
@@ -44,7 +47,7 @@ use crate::error::BridgeError;
 use droidwarden_services::time::epoch_ms;
 use droidwarden_services::{Command, DeviceName};
 use pending::Pending;
-use protocol::{Reply, clip};
+use protocol::clip;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};

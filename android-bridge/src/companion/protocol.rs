@@ -38,7 +38,7 @@ struct RequestBody<'a> {
 
 /// The JSON of a request for `command`, correlated by `id`, that the phone
 /// should not perform after `deadline_ms` (Unix epoch milliseconds).
-pub(crate) fn encode_request(id: &str, command: &Command, deadline_ms: u64) -> Vec<u8> {
+pub fn encode_request(id: &str, command: &Command, deadline_ms: u64) -> Vec<u8> {
     let body = RequestBody {
         v: PROTOCOL_VERSION,
         id,
@@ -53,7 +53,7 @@ pub(crate) fn encode_request(id: &str, command: &Command, deadline_ms: u64) -> V
 
 /// What a response tells the waiting call.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Reply {
+pub enum Reply {
     /// `ok: true` with its `result` (not yet checked against the catalogue).
     Ok(Value),
     /// `ok: false` with the phone's error, its code mapped onto ours.
@@ -65,7 +65,7 @@ pub(crate) enum Reply {
 
 /// Why a payload could not be used at all (it does not name a request).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Unreadable(pub(crate) String);
+pub struct Unreadable(pub String);
 
 impl fmt::Display for Unreadable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -101,7 +101,7 @@ fn object(payload: &[u8], what: &str) -> Result<Map<String, Value>, Unreadable> 
 /// [`Unreadable`] when the payload is too large, not a JSON object, or has
 /// no usable `id`. A response that names an id but is otherwise wrong is an
 /// `Ok` with [`Reply::Invalid`], so the waiting call can fail at once.
-pub(crate) fn decode_response(payload: &[u8]) -> Result<(String, Reply), Unreadable> {
+pub fn decode_response(payload: &[u8]) -> Result<(String, Reply), Unreadable> {
     let map = object(payload, "response")?;
     let id = match map.get("id") {
         Some(Value::String(id)) if !id.is_empty() && id.len() <= MAX_ID_LEN => id.clone(),
