@@ -9,6 +9,7 @@ mod agent;
 mod automations;
 mod companion;
 mod companion_doc;
+mod companion_termux;
 mod dbus;
 mod dbus_socket;
 mod delegation;
