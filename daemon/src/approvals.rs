@@ -11,8 +11,8 @@
 
 use crate::assistant::{self, Assistant};
 use crate::automations::{self, Automations};
-use droidwarden_agent::PendingApproval;
-use droidwarden_services::WireError;
+use droidwarden_agent::{Grant, PendingApproval};
+use droidwarden_services::{ErrorCode, Risk, WireError};
 
 /// The daemon's approval requests, whichever part of it waits.
 #[derive(Debug, Clone)]
@@ -21,22 +21,85 @@ pub(crate) struct Approvals {
     automations: Automations,
 }
 
-/// An answer to an approval request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
-    /// The action goes ahead.
-    Approve,
-    /// It does not.
-    Deny,
+/// An answer to an approval request: the agent's
+/// [`droidwarden_agent::ApprovalDecision`] (approve once, for the rest of
+/// the run, with edited parameters, or deny with a reason). Automations take
+/// approve and deny only.
+pub(crate) use droidwarden_agent::ApprovalDecision as Decision;
+
+/// The decision's name, as replies give it: `approve`, `approve_for_run`,
+/// `approve_with_edits` or `deny`.
+pub(crate) fn decision_name(decision: &Decision) -> &'static str {
+    match decision {
+        Decision::Approve => "approve",
+        Decision::ApproveForRun { .. } => "approve_for_run",
+        Decision::ApproveWithEdits { .. } => "approve_with_edits",
+        Decision::Deny { .. } => "deny",
+    }
 }
 
-impl Decision {
-    /// `approve` or `deny`, as replies name it.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Approve => "approve",
-            Self::Deny => "deny",
+/// The options every way in gives the same way (MQTT `cmd/approve`'s
+/// fields, D-Bus `AnswerApproval`'s JSON): `decision` (`approve` or
+/// `deny`), then for an approval either `scope: "run"` with an optional
+/// `up_to` (`low` or `medium`, default `medium`), or `params` (an object of
+/// edited parameters); `reason` for a denial. `scope: "once"` is the
+/// default.
+///
+/// # Errors
+/// The message names the field that is wrong.
+pub(crate) fn decision_of(
+    decision: &str,
+    scope: Option<&str>,
+    up_to: Option<&str>,
+    params: Option<serde_json::Map<String, serde_json::Value>>,
+    reason: Option<String>,
+) -> Result<Decision, String> {
+    let run = match scope {
+        None | Some("once") => false,
+        Some("run") => true,
+        Some(other) => {
+            return Err(format!(
+                "scope {:?} must be \"once\" or \"run\"",
+                other.chars().take(40).collect::<String>()
+            ));
         }
+    };
+    if up_to.is_some() && !run {
+        return Err("up_to goes with scope \"run\"".into());
+    }
+    match decision {
+        "deny" => {
+            if run || params.is_some() {
+                return Err("scope and params go with decision \"approve\"".into());
+            }
+            Ok(Decision::Deny {
+                reason: reason.unwrap_or_default(),
+            })
+        }
+        "approve" => match (run, params) {
+            (true, Some(_)) => Err(
+                "give either scope \"run\" or params, not both: an edit is approved once".into(),
+            ),
+            (true, None) => {
+                let up_to = match up_to.unwrap_or("medium") {
+                    "low" => Risk::Low,
+                    "medium" => Risk::Medium,
+                    other => {
+                        return Err(format!(
+                            "up_to {:?} must be \"low\" or \"medium\": high and critical actions are asked about one by one",
+                            other.chars().take(40).collect::<String>()
+                        ));
+                    }
+                };
+                Ok(Decision::ApproveForRun { up_to })
+            }
+            (false, Some(params)) => Ok(Decision::ApproveWithEdits { params }),
+            (false, None) => Ok(Decision::Approve),
+        },
+        other => Err(format!(
+            "decision {:?} must be \"approve\" or \"deny\"",
+            other.chars().take(40).collect::<String>()
+        )),
     }
 }
 
@@ -64,35 +127,64 @@ impl Approvals {
     }
 
     /// Answer request `approval_id` on behalf of `by` (who answered, as the
-    /// way in names them); `reason` reaches the model when an agent's
-    /// request is denied.
+    /// way in names them); a denial's reason reaches the model when it is
+    /// an agent's request.
     ///
     /// # Errors
     /// `not_found` for an unknown id, `invalid_request` for one already
-    /// answered or expired, `unavailable` for an agent request while the
-    /// agent is off.
+    /// answered or expired, or for a grant or edits to an automation's
+    /// request, `invalid_params` for a grant or edits the request cannot
+    /// take, `unavailable` for an agent request while the agent is off.
     pub(crate) async fn answer(
         &self,
         approval_id: &str,
         decision: Decision,
-        reason: &str,
         by: &str,
     ) -> Result<(), WireError> {
         if let Some(name) = approval_id.strip_prefix(automations::APPROVAL_PREFIX) {
+            let approve = match decision {
+                Decision::Approve => true,
+                Decision::Deny { .. } => false,
+                Decision::ApproveForRun { .. } | Decision::ApproveWithEdits { .. } => {
+                    return Err(WireError::new(
+                        ErrorCode::InvalidRequest,
+                        "an automation's request is approved or denied, once: it has no run to grant and no parameters to edit",
+                    ));
+                }
+            };
             let op = automations::Op::Answer {
                 name: name.to_owned(),
-                approve: decision == Decision::Approve,
+                approve,
                 by: by.to_owned(),
             };
             self.automations.request(op).await?;
             return Ok(());
         }
         let assistant = self.assistant.as_ref().ok_or_else(assistant::disabled)?;
-        match decision {
-            Decision::Approve => assistant.approve(approval_id, by).await?,
-            Decision::Deny => assistant.deny(approval_id, reason, by).await?,
-        };
+        assistant.answer(approval_id, decision, by).await?;
         Ok(())
+    }
+
+    /// The grants for a run that still hold (the agent's only), oldest
+    /// first; none while the agent is off.
+    ///
+    /// # Errors
+    /// The agent's store cannot be read.
+    pub(crate) async fn grants(&self) -> Result<Vec<Grant>, WireError> {
+        match &self.assistant {
+            Some(assistant) => assistant.grants().await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Revoke grant `grant_id` on behalf of `by`.
+    ///
+    /// # Errors
+    /// `not_found` for an unknown grant, `invalid_request` for one revoked
+    /// already or whose run has ended, `unavailable` while the agent is off.
+    pub(crate) async fn revoke(&self, grant_id: &str, by: &str) -> Result<Grant, WireError> {
+        let assistant = self.assistant.as_ref().ok_or_else(assistant::disabled)?;
+        assistant.revoke_grant(grant_id, by).await
     }
 }
 

@@ -565,6 +565,55 @@ impl Assistant {
         answered(approval_id, answer, "denied")
     }
 
+    /// Answer a pending request with any decision (approve once, for the
+    /// run, with edited parameters, or deny) on behalf of `by`
+    /// (`droidwarden_agent::Agent::answer`).
+    ///
+    /// # Errors
+    /// As [`Assistant::approve`]; `invalid_params` for a grant or edits the
+    /// request cannot take (nothing is recorded; it still waits).
+    pub(crate) async fn answer(
+        &self,
+        approval_id: &str,
+        decision: crate::approvals::Decision,
+        by: &str,
+    ) -> Result<PendingApproval, WireError> {
+        let verdict = crate::approvals::decision_name(&decision);
+        let answer = self.inner.agent.answer(approval_id, decision, by).await;
+        answered(approval_id, answer, verdict)
+    }
+
+    /// The grants for a run that still hold, oldest first.
+    ///
+    /// # Errors
+    /// A store error.
+    pub(crate) async fn grants(&self) -> Result<Vec<droidwarden_agent::Grant>, WireError> {
+        self.inner.agent.grants().await.map_err(|e| e.to_wire())
+    }
+
+    /// Revoke a grant on behalf of `by`.
+    ///
+    /// # Errors
+    /// `not_found`, or `invalid_request` when it no longer holds.
+    pub(crate) async fn revoke_grant(
+        &self,
+        grant_id: &str,
+        by: &str,
+    ) -> Result<droidwarden_agent::Grant, WireError> {
+        let grant = self
+            .inner
+            .agent
+            .revoke_grant(grant_id, by)
+            .await
+            .map_err(|e| e.to_wire())?;
+        tracing::info!(
+            grant = grant_id,
+            session = grant.session_id,
+            "grant revoked"
+        );
+        Ok(grant)
+    }
+
     /// The `limit` requests answered (or expired) last, the most recent
     /// first, with who answered and when.
     ///

@@ -70,6 +70,7 @@ impl Payload for Value {}
 impl Payload for DeviceInfo {}
 impl Payload for PendingApproval {}
 impl Payload for ApprovalOutcome {}
+impl Payload for droidwarden_agent::Grant {}
 impl Payload for SessionSummary {}
 impl Payload for AgentEvent {}
 impl Payload for ServiceStatus {}

@@ -828,8 +828,49 @@ impl Daemon1 {
     ) -> Result<(), DbusError> {
         let by = caller(connection, &header).await;
         self.approvals()
-            .answer(approval_id, Decision::Approve, "", &by)
+            .answer(approval_id, Decision::Approve, &by)
             .await?;
+        Ok(())
+    }
+
+    /// Answer a pending request with options, as a JSON object: `decision`
+    /// (`approve` or `deny`), then `scope` (`once`, the default, or `run`:
+    /// a grant for the rest of the run, same device, actions up to
+    /// `up_to`, `low` or `medium`, default `medium`), or `params` (edited
+    /// parameters, approved once), or `reason` for a denial
+    /// (docs/agent.md, "Answers beyond yes or no"). The caller's uid is
+    /// recorded as who answered. Approve and Deny remain for yes and no.
+    async fn answer_approval(
+        &self,
+        approval_id: &str,
+        options_json: &str,
+        #[zbus(connection)] connection: &zbus::Connection,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+    ) -> Result<(), DbusError> {
+        let decision = answer_options(options_json)?;
+        let by = caller(connection, &header).await;
+        self.approvals().answer(approval_id, decision, &by).await?;
+        Ok(())
+    }
+
+    /// The grants for a run that still hold, oldest first, as a JSON
+    /// array: `grant_id`, `run_id`, `session_id`, `device`, `up_to`,
+    /// `granted_by`, `granted_at`, `approval_id`.
+    #[zbus(out_args("grants_json"))]
+    async fn list_grants(&self) -> Result<Json<Vec<droidwarden_agent::Grant>>, DbusError> {
+        Ok(Json(self.approvals().grants().await?))
+    }
+
+    /// Revoke a grant: the next action it covered asks again. The caller's
+    /// uid is recorded as who revoked it.
+    async fn revoke_grant(
+        &self,
+        grant_id: &str,
+        #[zbus(connection)] connection: &zbus::Connection,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+    ) -> Result<(), DbusError> {
+        let by = caller(connection, &header).await;
+        self.approvals().revoke(grant_id, &by).await?;
         Ok(())
     }
 
@@ -843,9 +884,10 @@ impl Daemon1 {
         #[zbus(header)] header: zbus::message::Header<'_>,
     ) -> Result<(), DbusError> {
         let by = caller(connection, &header).await;
-        self.approvals()
-            .answer(approval_id, Decision::Deny, reason, &by)
-            .await?;
+        let decision = Decision::Deny {
+            reason: reason.to_owned(),
+        };
+        self.approvals().answer(approval_id, decision, &by).await?;
         Ok(())
     }
 
@@ -955,6 +997,45 @@ impl Daemon1 {
     async fn device_count(&self) -> u32 {
         self.device_count.load(Ordering::Relaxed)
     }
+}
+
+/// The decision `AnswerApproval`'s JSON options give.
+fn answer_options(options_json: &str) -> Result<Decision, DbusError> {
+    let invalid =
+        |message: String| DbusError::Wire(WireError::new(ErrorCode::InvalidParams, message));
+    let Ok(Value::Object(mut o)) = serde_json::from_str::<Value>(options_json) else {
+        return Err(invalid("the options are not a JSON object".into()));
+    };
+    let mut text = |key: &str| -> Result<Option<String>, DbusError> {
+        match o.remove(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(invalid(format!("{key} must be a string"))),
+        }
+    };
+    let decision = text("decision")?.ok_or_else(|| invalid("decision is required".into()))?;
+    let scope = text("scope")?;
+    let up_to = text("up_to")?;
+    let reason = text("reason")?;
+    let params = match o.remove("params") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) => Some(m),
+        Some(_) => return Err(invalid("params must be an object".into())),
+    };
+    if let Some(key) = o.keys().next() {
+        return Err(invalid(format!(
+            "unknown option {:?}; options: decision, scope, up_to, params, reason",
+            key.chars().take(40).collect::<String>()
+        )));
+    }
+    crate::approvals::decision_of(
+        &decision,
+        scope.as_deref(),
+        up_to.as_deref(),
+        params,
+        reason,
+    )
+    .map_err(invalid)
 }
 
 #[cfg(test)]

@@ -45,12 +45,21 @@ pub(crate) enum Request {
     Approve {
         id: Option<String>,
         approval_id: String,
-        approve: bool,
-        reason: Option<String>,
+        /// Approve (once, for the run, with edits) or deny (with the reason).
+        decision: crate::approvals::Decision,
         /// Who answered, as the sender says: recorded as `…, as "…"`.
         by: Option<String>,
         /// The login that published it, when the daemon's own broker
         /// vouches for it ([`super::router::Inbound::publisher`]).
+        login: Option<String>,
+    },
+    /// `cmd/approve` with `decision: "revoke"`: revoke a grant for a run.
+    RevokeGrant {
+        id: Option<String>,
+        grant_id: String,
+        /// Who revoked it, as the sender says.
+        by: Option<String>,
+        /// The login that published it, as for `Approve`.
         login: Option<String>,
     },
 }
@@ -63,7 +72,8 @@ impl Request {
             | Self::Ask { id, .. }
             | Self::Skill { id, .. }
             | Self::Automation { id, .. }
-            | Self::Approve { id, .. } => id.as_deref(),
+            | Self::Approve { id, .. }
+            | Self::RevokeGrant { id, .. } => id.as_deref(),
         }
     }
 }
@@ -295,19 +305,8 @@ const MAX_BY_CHARS: usize = 100;
 
 fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
     let fields = (|| -> Result<Request, String> {
-        let approval_id = text_field(&mut obj, "approval_id", true)?.unwrap_or_default();
-        let approve = match text_field(&mut obj, "decision", true)?.as_deref() {
-            Some("approve") => true,
-            Some("deny") => false,
-            Some(other) => {
-                return Err(format!(
-                    "decision {:?} must be \"approve\" or \"deny\"",
-                    other.chars().take(40).collect::<String>()
-                ));
-            }
-            None => return Err("decision is required".into()),
-        };
-        let reason = text_field(&mut obj, "reason", false)?;
+        let decision = text_field(&mut obj, "decision", true)?
+            .ok_or_else(|| "decision is required".to_owned())?;
         let by = text_field(&mut obj, "by", false)?.filter(|by| !by.trim().is_empty());
         if by
             .as_ref()
@@ -315,12 +314,41 @@ fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Requ
         {
             return Err(format!("by is longer than {MAX_BY_CHARS} characters"));
         }
-        no_more_fields(&obj, "approve", "id, approval_id, decision, reason, by")?;
+        if decision == "revoke" {
+            let grant_id = text_field(&mut obj, "grant_id", true)?.unwrap_or_default();
+            no_more_fields(&obj, "approve", "id, decision, grant_id, by")?;
+            return Ok(Request::RevokeGrant {
+                id: id.clone(),
+                grant_id,
+                by,
+                login: None,
+            });
+        }
+        let approval_id = text_field(&mut obj, "approval_id", true)?.unwrap_or_default();
+        let reason = text_field(&mut obj, "reason", false)?;
+        let scope = text_field(&mut obj, "scope", false)?;
+        let up_to = text_field(&mut obj, "up_to", false)?;
+        let params = match obj.remove("params") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(m)) => Some(m),
+            Some(_) => return Err("params must be an object".into()),
+        };
+        no_more_fields(
+            &obj,
+            "approve",
+            "id, approval_id, decision, reason, scope, up_to, params, by",
+        )?;
+        let decision = crate::approvals::decision_of(
+            &decision,
+            scope.as_deref(),
+            up_to.as_deref(),
+            params,
+            reason,
+        )?;
         Ok(Request::Approve {
             id: id.clone(),
             approval_id,
-            approve,
-            reason,
+            decision,
             by,
             login: None,
         })
@@ -544,6 +572,45 @@ mod tests {
             "a".repeat(101)
         );
         check(Approve, &long_by, Err((Some("b"), "by is longer than 100")));
+        // Answers beyond yes or no.
+        for ok in [
+            r#"{"approval_id":"r-1-a1","decision":"approve","scope":"run"}"#,
+            r#"{"approval_id":"r-1-a1","decision":"approve","scope":"run","up_to":"low"}"#,
+            r#"{"approval_id":"r-1-a1","decision":"approve","scope":"once"}"#,
+            r#"{"approval_id":"r-1-a1","decision":"approve","params":{"text":"hi"}}"#,
+            r#"{"decision":"revoke","grant_id":"g1","by":"Alice"}"#,
+        ] {
+            check(Approve, ok, Ok(()));
+        }
+        for (bad, why) in [
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"run","up_to":"high"}"#,
+                "must be \"low\" or \"medium\"",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","up_to":"low"}"#,
+                "up_to goes with scope",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"forever"}"#,
+                "must be \"once\" or \"run\"",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"run","params":{}}"#,
+                "not both",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"deny","params":{}}"#,
+                "go with decision",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","params":"x"}"#,
+                "params must be an object",
+            ),
+            (r#"{"id":"g","decision":"revoke"}"#, "grant_id is required"),
+        ] {
+            check(Approve, bad, Err((Some("g"), why)));
+        }
         check(Devices, r#"{"id":"d1"}"#, Ok(()));
         check(
             Devices,

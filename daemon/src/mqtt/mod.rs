@@ -1218,14 +1218,22 @@ impl Mqtt {
             }
             Request::Approve {
                 approval_id,
-                approve,
-                reason,
+                decision,
                 by,
                 login,
                 ..
             } => {
                 let by = mqtt_decider(login.as_deref(), by.as_deref());
-                Answered::kept(answer_approval(self, id, &approval_id, approve, &reason, by).await)
+                Answered::kept(answer_approval(self, id, &approval_id, decision, by).await)
+            }
+            Request::RevokeGrant {
+                grant_id,
+                by,
+                login,
+                ..
+            } => {
+                let by = mqtt_decider(login.as_deref(), by.as_deref());
+                Answered::kept(revoke_grant(self, id, &grant_id, by).await)
             }
             Request::Automation { op, .. } => match self.automations.request(op).await {
                 Ok(answer) => Answered::kept(api::ok_reply(id, &answer)),
@@ -1392,32 +1400,23 @@ async fn answer_approval(
     mqtt: &Mqtt,
     id: Option<&str>,
     approval_id: &str,
-    approve: bool,
-    reason: &Option<String>,
+    decision: approvals::Decision,
     by: String,
 ) -> Value {
-    let decision = if approve {
-        approvals::Decision::Approve
-    } else {
-        approvals::Decision::Deny
-    };
-    let answered = mqtt
-        .approvals()
-        .answer(
-            approval_id,
-            decision,
-            reason.as_deref().unwrap_or_default(),
-            &by,
-        )
-        .await;
+    let name = approvals::decision_name(&decision);
+    let answered = mqtt.approvals().answer(approval_id, decision, &by).await;
     match answered {
-        Ok(()) => api::ok_reply(
-            id,
-            &json!({"approval_id": approval_id, "decision": decision.as_str()}),
-        ),
+        Ok(()) => api::ok_reply(id, &json!({"approval_id": approval_id, "decision": name})),
         Err(error) => {
             tracing::warn!(approval = approval_id, error = %error.message, "approval answer refused");
             api::error_reply(id, &error)
         }
+    }
+}
+
+async fn revoke_grant(mqtt: &Mqtt, id: Option<&str>, grant_id: &str, by: String) -> Value {
+    match mqtt.approvals().revoke(grant_id, &by).await {
+        Ok(grant) => api::ok_reply(id, &json!({"grant_id": grant.grant_id, "revoked": true})),
+        Err(error) => api::error_reply(id, &error),
     }
 }

@@ -619,15 +619,21 @@ impl Router {
             Ok(Request::Approve {
                 id,
                 approval_id,
-                approve,
-                reason,
+                decision,
                 by,
                 login: _,
             }) => Request::Approve {
                 id,
                 approval_id,
-                approve,
-                reason,
+                decision,
+                by,
+                login: m.publisher.clone(),
+            },
+            Ok(Request::RevokeGrant {
+                id, grant_id, by, ..
+            }) => Request::RevokeGrant {
+                id,
+                grant_id,
                 by,
                 login: m.publisher.clone(),
             },
