@@ -1,17 +1,17 @@
 //! The app's side of one exchange: a request payload in, a response
 //! payload out (`docs/companion-protocol.md`, "Requests" and "Responses").
 //!
-//! [`check`] reads a request: the protocol version, the deadline and the
-//! parameters (with the catalogue's [`Catalogue::parse`], exactly as the
-//! daemon validated them). A payload without a usable `id` cannot be
+//! [`check`] reads a request with the bridge's `decode_request` (the
+//! protocol version, the deadline, the parameters through the catalogue,
+//! exactly as the daemon validated them); the emulated phone reads requests
+//! with the same function. A payload without a usable `id` cannot be
 //! answered and is reported for the log instead.
 
-use droidwarden_bridge::companion::{MAX_PAYLOAD, PROTOCOL_VERSION};
-use droidwarden_services::{Catalogue, Command, ErrorCode, WireError};
-use serde_json::{Value, json};
+use droidwarden_bridge::companion::{Request, decode_request};
+use droidwarden_services::Command;
 
-/// The longest request id the daemon sends.
-const MAX_ID_LEN: usize = 128;
+/// The response payload for request `id` (the bridge's encoder).
+pub use droidwarden_bridge::companion::encode_response as response;
 
 /// What to do with a request.
 #[derive(Debug)]
@@ -23,76 +23,30 @@ pub enum Checked {
         /// The validated command.
         command: Command,
     },
-    /// Answer at once, without performing anything (wrong version, deadline
-    /// passed, invalid parameters).
+    /// Publish this answer at once, performing nothing (another protocol
+    /// version, the deadline passed, invalid parameters).
     Answer(Vec<u8>),
 }
 
-/// Read a request payload received at `now_ms` (Unix epoch ms).
+/// Read a request payload received at `now_ms` (Unix epoch ms), with the
+/// bridge's [`decode_request`]: the same reading as the emulated phone's.
 ///
 /// # Errors
 /// Why the payload cannot be answered: too large, not a JSON object, or no
 /// usable `id`.
 pub fn check(payload: &[u8], now_ms: u64) -> Result<Checked, String> {
-    // Requests carry at most a file's content (files.push), under the
-    // daemon's 1 MiB packet limit.
-    if payload.len() > MAX_PAYLOAD {
-        return Err(format!(
-            "request of {} bytes is larger than {MAX_PAYLOAD}",
-            payload.len()
-        ));
-    }
-    let map = droidwarden_services::schema::object_from_slice(payload)
-        .map_err(|e| format!("request {e}"))?;
-    let id = match map.get("id") {
-        Some(Value::String(id)) if !id.is_empty() && id.len() <= MAX_ID_LEN => id.clone(),
-        _ => return Err("request has no usable id".into()),
-    };
-    let refuse = |error: WireError| Ok(Checked::Answer(response(&id, Err(error))));
-    let invalid = |message: String| WireError::new(ErrorCode::InvalidRequest, message);
-    match map.get("v").and_then(Value::as_u64) {
-        Some(PROTOCOL_VERSION) => {}
-        Some(v) => {
-            return refuse(invalid(format!(
-                "unsupported protocol version {v}; this app speaks {PROTOCOL_VERSION}"
-            )));
-        }
-        None => return refuse(invalid("request has no protocol version \"v\"".into())),
-    }
-    let Some(deadline) = map.get("deadline_ms").and_then(Value::as_u64) else {
-        return refuse(invalid("request has no \"deadline_ms\"".into()));
-    };
-    if deadline < now_ms {
-        // The daemon has told its caller the call timed out: do nothing.
-        return refuse(WireError::new(
-            ErrorCode::Timeout,
-            format!(
-                "the request's deadline passed {} ms before it arrived; not performed",
-                now_ms - deadline
-            ),
-        ));
-    }
-    let text = |key: &str| map.get(key).and_then(Value::as_str).unwrap_or_default();
-    let params = map.get("params").cloned().unwrap_or(Value::Null);
-    match Catalogue::get().parse(text("service"), text("action"), &params) {
-        Ok(command) => Ok(Checked::Perform { id, command }),
-        Err(e) => refuse(WireError::new(e.code(), e.to_string())),
-    }
-}
-
-/// The response payload for request `id`.
-pub fn response(id: &str, outcome: Result<Value, WireError>) -> Vec<u8> {
-    let body = match outcome {
-        Ok(result) => json!({"v": PROTOCOL_VERSION, "id": id, "ok": true, "result": result}),
-        Err(error) => json!({"v": PROTOCOL_VERSION, "id": id, "ok": false, "error": error}),
-    };
-    body.to_string().into_bytes()
+    Ok(match decode_request(payload, now_ms).map_err(|e| e.0)? {
+        Request::Perform { id, command } => Checked::Perform { id, command },
+        Request::Refuse { id, error } => Checked::Answer(response(&id, Err(error))),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use droidwarden_bridge::companion::{Reply, decode_response, encode_request};
+    use droidwarden_services::{Catalogue, ErrorCode, WireError};
+    use serde_json::{Value, json};
 
     const NOW: u64 = 1_700_000_000_000;
 

@@ -368,7 +368,11 @@ impl Hub {
     /// online; [`Refusal::Refused`] for everything else [`Hub::admit`]
     /// refuses.
     pub fn try_admit(&self, request: &CallRequest) -> Result<Admitted, Refusal> {
-        let call = request.parse().map_err(Refusal::Refused)?;
+        self.try_admit_call(request.parse().map_err(Refusal::Refused)?)
+    }
+
+    /// [`Hub::admit_call`], telling a full queue apart ([`Hub::try_admit`]).
+    fn try_admit_call(&self, call: Call) -> Result<Admitted, Refusal> {
         self.phone_policy
             .check(&call.command)
             .map_err(Refusal::Refused)?;
@@ -425,19 +429,7 @@ impl Hub {
     /// A call the phone-services policy refuses (`disabled`, `denied`), an
     /// unknown device, or a device with too many calls waiting.
     pub fn admit_call(&self, call: Call) -> Result<Admitted, WireError> {
-        self.phone_policy.check(&call.command)?;
-        let device = self
-            .registry
-            .select(call.device.as_deref())
-            .map_err(|e| e.to_wire())?;
-        let ticket = self.ticket(&device, &call.command, true)?;
-        Ok(Admitted {
-            hub: self.clone(),
-            device,
-            command: call.command,
-            ticket,
-            id: None,
-        })
+        self.try_admit_call(call).map_err(Refusal::into_error)
     }
 
     /// A place in the device's order, unless `capped` and [`MAX_WAITING`]

@@ -36,8 +36,8 @@ mod tests;
 
 pub use pending::ResponseDisposition;
 pub use protocol::{
-    EventKind, MAX_PAYLOAD, PROTOCOL_VERSION, Reply, Unreadable, decode_response, encode_request,
-    presence_from_payload,
+    EventKind, MAX_PAYLOAD, PROTOCOL_VERSION, Reply, Request, Unreadable, decode_request,
+    decode_response, encode_request, encode_response, presence_from_payload,
 };
 
 use crate::device::{

@@ -51,6 +51,92 @@ pub fn encode_request(id: &str, command: &Command, deadline_ms: u64) -> Vec<u8> 
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
+/// A request as the phone's app reads it ([`decode_request`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Perform `command` and answer request `id` ([`encode_response`]).
+    Perform {
+        /// The request id, for the response.
+        id: String,
+        /// The command, checked with the catalogue as the daemon checked it.
+        command: Command,
+    },
+    /// Answer request `id` with `error` at once and perform nothing:
+    /// another protocol version, no deadline or one already past (the
+    /// daemon has stopped waiting), or parameters the catalogue refuses.
+    Refuse {
+        /// The request id, for the response.
+        id: String,
+        /// The answer.
+        error: WireError,
+    },
+}
+
+/// The app's side: read a request payload received at `now_ms` (Unix epoch
+/// milliseconds). The emulated phone and the Termux companion both read
+/// requests with this, so the two cannot drift from each other or from
+/// [`encode_request`].
+///
+/// # Errors
+/// [`Unreadable`] when the payload cannot be answered at all: too large,
+/// not a JSON object, or no usable `id` (nothing would correlate an
+/// answer).
+pub fn decode_request(payload: &[u8], now_ms: u64) -> Result<Request, Unreadable> {
+    let map = object(payload, "request")?;
+    let id = match map.get("id") {
+        Some(Value::String(id)) if !id.is_empty() && id.len() <= MAX_ID_LEN => id.clone(),
+        _ => return Err(Unreadable("request has no usable id".into())),
+    };
+    let refuse = |error: WireError| {
+        Ok(Request::Refuse {
+            id: id.clone(),
+            error,
+        })
+    };
+    let invalid = |message: String| WireError::new(ErrorCode::InvalidRequest, message);
+    match map.get("v").and_then(Value::as_u64) {
+        Some(PROTOCOL_VERSION) => {}
+        Some(v) => {
+            return refuse(invalid(format!(
+                "unsupported protocol version {v}; this app speaks {PROTOCOL_VERSION}"
+            )));
+        }
+        None => return refuse(invalid("request has no protocol version \"v\"".into())),
+    }
+    let Some(deadline) = map.get("deadline_ms").and_then(Value::as_u64) else {
+        return refuse(invalid("request has no \"deadline_ms\"".into()));
+    };
+    if deadline < now_ms {
+        // The daemon has told its caller the call timed out: do nothing.
+        return refuse(WireError::new(
+            ErrorCode::Timeout,
+            format!(
+                "the request's deadline passed {} ms before it arrived; not performed",
+                now_ms - deadline
+            ),
+        ));
+    }
+    let text = |key: &str| map.get(key).and_then(Value::as_str).unwrap_or_default();
+    let params = map.get("params").cloned().unwrap_or(Value::Null);
+    match Catalogue::get().parse(text("service"), text("action"), &params) {
+        Ok(command) => Ok(Request::Perform { id, command }),
+        Err(e) => refuse(WireError::new(e.code(), e.to_string())),
+    }
+}
+
+/// The app's response to request `id`: its result, or the error.
+pub fn encode_response(id: &str, outcome: Result<Value, WireError>) -> Vec<u8> {
+    let body = match outcome {
+        Ok(result) => {
+            serde_json::json!({"v": PROTOCOL_VERSION, "id": id, "ok": true, "result": result})
+        }
+        Err(error) => {
+            serde_json::json!({"v": PROTOCOL_VERSION, "id": id, "ok": false, "error": error})
+        }
+    };
+    body.to_string().into_bytes()
+}
+
 /// What a response tells the waiting call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {

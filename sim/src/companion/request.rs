@@ -7,79 +7,31 @@
 //! usable `id` cannot be answered (nothing would correlate the answer) and
 //! is reported back for logging instead.
 
-use droidwarden_services::{Catalogue, Command, ErrorCode, WireError};
-use serde_json::{Map, Value, json};
-
-/// The protocol version the app speaks.
-pub(crate) const PROTOCOL_VERSION: u64 = 1;
-
-/// The longest request payload the app reads. Requests are small; anything
-/// larger is not from the daemon.
-const MAX_REQUEST: usize = 64 * 1024;
+use droidwarden_bridge::companion::{Request, decode_request, encode_response};
+use droidwarden_services::{Command, WireError};
+use serde_json::Value;
 
 /// The response to a request payload received at `now_ms` (Unix epoch ms),
 /// or why it cannot be answered. `perform` runs only for a valid request
-/// whose deadline has not passed.
+/// whose deadline has not passed. Reading and answering are the bridge's
+/// ([`decode_request`], [`encode_response`]), shared with the Termux
+/// companion.
 pub(crate) fn respond(
     payload: &[u8],
     now_ms: u64,
     perform: impl FnOnce(&Command) -> Result<Value, WireError>,
 ) -> Result<Vec<u8>, String> {
-    if payload.len() > MAX_REQUEST {
-        return Err(format!(
-            "request of {} bytes is larger than {MAX_REQUEST}",
-            payload.len()
-        ));
+    match decode_request(payload, now_ms).map_err(|e| e.0)? {
+        Request::Perform { id, command } => Ok(encode_response(&id, perform(&command))),
+        Request::Refuse { id, error } => Ok(encode_response(&id, Err(error))),
     }
-    let map = droidwarden_services::schema::object_from_slice(payload)
-        .map_err(|e| format!("request {e}"))?;
-    let id = match map.get("id") {
-        Some(Value::String(id)) if !id.is_empty() && id.len() <= 128 => id.clone(),
-        _ => return Err("request has no usable id".into()),
-    };
-    let outcome = check(&map, now_ms).and_then(|command| perform(&command));
-    let body = match outcome {
-        Ok(result) => json!({ "v": PROTOCOL_VERSION, "id": id, "ok": true, "result": result }),
-        Err(error) => json!({ "v": PROTOCOL_VERSION, "id": id, "ok": false, "error": error }),
-    };
-    Ok(body.to_string().into_bytes())
-}
-
-/// The typed command of a request that may be performed now.
-fn check(map: &Map<String, Value>, now_ms: u64) -> Result<Command, WireError> {
-    let invalid = |message: String| WireError::new(ErrorCode::InvalidRequest, message);
-    match map.get("v").and_then(Value::as_u64) {
-        Some(PROTOCOL_VERSION) => {}
-        Some(v) => {
-            return Err(invalid(format!(
-                "unsupported protocol version {v}; this app speaks {PROTOCOL_VERSION}"
-            )));
-        }
-        None => return Err(invalid("request has no protocol version \"v\"".into())),
-    }
-    let Some(deadline) = map.get("deadline_ms").and_then(Value::as_u64) else {
-        return Err(invalid("request has no \"deadline_ms\"".into()));
-    };
-    if deadline < now_ms {
-        // Not performed: the daemon has stopped waiting for it.
-        return Err(WireError::new(
-            ErrorCode::Timeout,
-            format!(
-                "the request's deadline passed {} ms before it arrived; not performed",
-                now_ms - deadline
-            ),
-        ));
-    }
-    let text = |key: &str| map.get(key).and_then(Value::as_str).unwrap_or_default();
-    let params = map.get("params").cloned().unwrap_or(Value::Null);
-    Catalogue::get()
-        .parse(text("service"), text("action"), &params)
-        .map_err(|e| WireError::new(e.code(), e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use droidwarden_services::ErrorCode;
+    use serde_json::json;
 
     const NOW: u64 = 1_700_000_000_000;
 
@@ -217,7 +169,7 @@ mod tests {
                 "{payload:?}"
             );
         }
-        let huge = vec![b' '; MAX_REQUEST + 1];
+        let huge = vec![b' '; droidwarden_bridge::companion::MAX_PAYLOAD + 1];
         assert!(respond(&huge, NOW, |_| panic!("not performed")).is_err());
     }
 }
