@@ -424,16 +424,27 @@ fn action_on(a: &Value) -> String {
     )
 }
 
-/// `droidwarden approvals`.
+/// `droidwarden approvals`: the requests waiting, then the grants for a
+/// run that still hold (with `--json`, `{"approvals": […], "grants": […]}`).
 pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
     let listed = async {
-        let listed = daemon(bus, config, false).await?.list_approvals().await;
-        listed.map(|listed| serde_json::json!(listed))
+        let client = daemon(bus, config, false).await?;
+        let approvals = client.list_approvals().await?;
+        let grants = client.list_grants().await?;
+        Ok::<_, WireError>((serde_json::json!(approvals), serde_json::json!(grants)))
     };
+    let (approvals, grants) = match listed.await {
+        Ok(both) => both,
+        Err(e) => return fail_as(&e, json),
+    };
+    if json {
+        print_json(&serde_json::json!({"approvals": approvals, "grants": grants}));
+        return ExitCode::SUCCESS;
+    }
     let header = "ID  ACTION ON DEVICE  RISK  PARAMETERS  (SESSION, EXPIRY)";
-    print_list(
-        listed.await,
-        json,
+    let code = print_list(
+        Ok(approvals),
+        false,
         ("approvals", header, "no approval requests waiting"),
         |a| {
             let expires_in = a["expires_at"]
@@ -449,7 +460,28 @@ pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> 
                 a["session"].as_str().unwrap_or_default(),
             )
         },
-    )
+    );
+    let grants = grants.as_array().cloned().unwrap_or_default();
+    if !grants.is_empty() {
+        outln!();
+        outln!("GRANTS FOR A RUN  (revoke: droidwarden approvals revoke GRANT)");
+        outln!("GRANT  DEVICE  UP TO  BY  (SESSION, RUN, SINCE)");
+        for g in &grants {
+            outln!(
+                "{}  {}  {}  {}  (session {}, run {}, since {})",
+                g["grant_id"].as_str().unwrap_or_default(),
+                g["device"].as_str().unwrap_or_default(),
+                g["up_to"].as_str().unwrap_or_default(),
+                g["granted_by"].as_str().unwrap_or_default(),
+                g["session_id"].as_str().unwrap_or_default(),
+                g["run_id"].as_str().unwrap_or_default(),
+                g["granted_at"]
+                    .as_u64()
+                    .map_or_else(|| "-".to_owned(), droidwarden_agent::clock::rfc3339),
+            );
+        }
+    }
+    code
 }
 
 /// `droidwarden approvals --history`.

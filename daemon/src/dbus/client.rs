@@ -441,6 +441,12 @@ impl Client {
         Ok(self.within("ApprovalHistory", QUICK, listed).await?.0)
     }
 
+    /// `ListGrants()`.
+    pub(crate) async fn list_grants(&self) -> Result<Vec<droidwarden_agent::Grant>, WireError> {
+        let listed = self.within("ListGrants", QUICK, self.daemon.list_grants());
+        Ok(listed.await?.0)
+    }
+
     /// `Approve(id)`.
     pub(crate) async fn approve(&self, approval_id: &str) -> Result<(), WireError> {
         self.within("Approve", QUICK, self.daemon.approve(approval_id))

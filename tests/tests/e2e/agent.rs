@@ -711,3 +711,120 @@ fn the_cli_and_dbus_ask_approve_and_show_sessions() {
     let denied = cli.run_on_bus(&bus.address, &["deny", &id]);
     assert_eq!(denied.code, 0, "{}", denied.stderr);
 }
+
+/// A toolkit `ui_control.tap` at (`x`, `y`) on the kitchen phone.
+fn tap(x: u32, y: u32) -> ScriptStep {
+    tools_reply(vec![call(
+        "android_device",
+        json!({"device": "kitchen", "service_id": "ui_control", "action": "tap", "parameters": {"x": x, "y": y}}),
+    )])
+}
+
+/// Taps on the emulated phone at (`x`, `y`), from its command log.
+fn taps_at(r: &Rig, x: u32, y: u32) -> usize {
+    sim_commands_with(
+        &r.kitchen,
+        &["input", "tap", &x.to_string(), &y.to_string()],
+    )
+}
+
+#[test]
+fn approve_for_the_run_and_with_edits_over_mqtt() {
+    let r = rig("");
+    // For the run: the first tap asks, the two after it do not.
+    r.script([
+        tap(11, 21),
+        tap(12, 22),
+        tap(13, 23),
+        text_reply("tapped thrice"),
+    ]);
+    r.ask_async("grant", "tap three times");
+    let approval = r.wait_approval();
+    assert_eq!(approval["action"], "tap");
+    let id = approval["approval_id"].as_str().expect("id").to_owned();
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"id": "for-run", "approval_id": id, "decision": "approve", "scope": "run", "up_to": "medium", "by": "Alice"})
+            .to_string(),
+    );
+    let answered = r.wait_reply("for-run");
+    assert_eq!(
+        answered["result"]["decision"], "approve_for_run",
+        "{answered}"
+    );
+    let reply = r.wait_reply("grant");
+    assert_eq!(reply["result"]["text"], "tapped thrice", "{reply}");
+    for (x, y) in [(11, 21), (12, 22), (13, 23)] {
+        assert_eq!(taps_at(&r, x, y), 1, "({x}, {y})");
+    }
+    let session = reply["result"]["session"].as_str().expect("session");
+    let events = r.events(session);
+    let requested = events
+        .iter()
+        .filter(|e| e["event"] == "approval_requested")
+        .count();
+    assert_eq!(requested, 1, "{events:?}");
+    let grant = events
+        .iter()
+        .find(|e| e["event"] == "approval_answered")
+        .map(|e| e["grant"].clone())
+        .expect("answered");
+    assert_eq!(
+        (&grant["device"], &grant["up_to"], &grant["granted_by"]),
+        (
+            &json!("kitchen"),
+            &json!("medium"),
+            &json!(r#"MQTT, as "Alice""#)
+        ),
+        "{grant}"
+    );
+    // It ended with its run: revoking it now is refused.
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"id": "revoke", "decision": "revoke", "grant_id": grant["grant_id"]}).to_string(),
+    );
+    let revoked = r.wait_reply("revoke");
+    assert_eq!(revoked["error"]["code"], "invalid_request", "{revoked}");
+
+    // With edits: the person moves the tap; a bad edit is refused first
+    // and the request still waits.
+    r.script([tap(1, 2), text_reply("tapped")]);
+    r.ask_async("edit", "tap once");
+    let approval = r.probe.wait_approval(P, "the tap to edit", |a| {
+        a["params"] == json!({"x": 1, "y": 2})
+    });
+    let id = approval["approval_id"].as_str().expect("id").to_owned();
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"id": "bad-edit", "approval_id": id, "decision": "approve", "params": {"x": "far"}})
+            .to_string(),
+    );
+    let refused = r.wait_reply("bad-edit");
+    assert_eq!(refused["error"]["code"], "invalid_params", "{refused}");
+    r.probe.publish(
+        &format!("{P}/cmd/approve"),
+        json!({"id": "good-edit", "approval_id": id, "decision": "approve", "params": {"x": 111, "y": 222}})
+            .to_string(),
+    );
+    assert_eq!(r.wait_reply("good-edit")["ok"], true);
+    let reply = r.wait_reply("edit");
+    assert_eq!(reply["result"]["text"], "tapped", "{reply}");
+    assert_eq!(taps_at(&r, 111, 222), 1);
+    assert_eq!(taps_at(&r, 1, 2), 0, "the model's tap did not run");
+    let session = reply["result"]["session"].as_str().expect("session");
+    let answered = r
+        .events(session)
+        .into_iter()
+        .find(|e| e["event"] == "approval_answered")
+        .expect("answered");
+    assert_eq!(
+        answered["original_params"],
+        json!({"x": 1, "y": 2}),
+        "{answered}"
+    );
+    assert_eq!(
+        answered["edited_params"],
+        json!({"x": 111, "y": 222}),
+        "{answered}"
+    );
+}
