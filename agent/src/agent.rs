@@ -706,6 +706,20 @@ impl Agent {
                 ));
             }
         };
+        // Only an agent's run can hold a grant: a call from outside a run
+        // (MCP) or a skill's step (no run of its own) is approved once.
+        if self
+            .inner
+            .store
+            .load_run(request.run_id.clone())
+            .await
+            .is_err()
+        {
+            return Err(AgentError::InvalidAnswer(
+                "a grant for the run needs an agent's run; this request comes from outside one (an MCP client's call or a skill's step): approve it once"
+                    .into(),
+            ));
+        }
         Ok(Grant {
             grant_id: store::new_id("g"),
             run_id: request.run_id,
@@ -741,7 +755,7 @@ impl Agent {
         };
         let not_editable = || {
             AgentError::InvalidAnswer(
-                "this request's call cannot be edited (it belongs to a skill's run); approve or deny it"
+                "this request's call cannot be edited (it comes from outside an agent's run: an MCP client's call or a skill's step); approve or deny it"
                     .into(),
             )
         };

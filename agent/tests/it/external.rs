@@ -64,6 +64,21 @@ async fn external_requests_are_announced_answered_and_expire() {
     let pending = agent.pending_approvals().await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].approval_id, approval.approval_id);
+    // A call from outside a run can be neither granted for a run nor
+    // edited: nothing is recorded, and it still waits.
+    for decision in [
+        droidwarden_agent::ApprovalDecision::ApproveForRun {
+            up_to: droidwarden_services::Risk::Medium,
+        },
+        droidwarden_agent::ApprovalDecision::ApproveWithEdits {
+            params: serde_json::Map::new(),
+        },
+    ] {
+        assert!(matches!(
+            agent.answer(&approval.approval_id, decision, "Alice").await,
+            Err(droidwarden_agent::AgentError::InvalidAnswer(_))
+        ));
+    }
     agent
         .approve(&approval.approval_id, "D-Bus uid 1000 (:1.7)")
         .await
