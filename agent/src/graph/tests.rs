@@ -583,3 +583,76 @@ fn stale_inputs_are_ignored() {
 fn truncate_keeps_short_text() {
     assert_eq!(truncate("abc".into(), 300), "abc");
 }
+
+#[test]
+fn a_grant_answers_for_its_device_up_to_its_ceiling_and_never_above_medium() {
+    let mut f = Fixture::new();
+    f.step(Input::Start { now_ms: 0 });
+    let grant = |device: &str, up_to| Grant {
+        grant_id: "g1".into(),
+        run_id: "r1".into(),
+        session_id: "s1".into(),
+        device: device.into(),
+        up_to,
+        granted_by: "Alice".into(),
+        granted_at: 0,
+        approval_id: "r1-a0".into(),
+        revoked_at: None,
+        revoked_by: None,
+        ended_at: None,
+    };
+    let grants = [grant("kitchen", Risk::Medium)];
+    let env = StepEnv {
+        toolset: &f.toolset,
+        policy: &f.policy,
+        grants: &grants,
+    };
+    let tap = |id: &str, device: &str| {
+        call(
+            id,
+            json!({"device": device, "service_id": "ui_control", "action": "tap", "parameters": {"x": 1, "y": 2}}),
+        )
+    };
+    let a = step(
+        &mut f.state,
+        &env,
+        reply_calls(vec![
+            // Covered: kitchen, medium.
+            tap("c1", "kitchen"),
+            // Another device: asks.
+            tap("c2", "bedroom"),
+            // High: asks, whatever the grant.
+            call(
+                "c3",
+                json!({"device": "kitchen", "service_id": "ui_control", "action": "power"}),
+            ),
+        ]),
+    );
+    let asked: Vec<&str> = a
+        .iter()
+        .filter_map(|x| match x {
+            Action::AwaitApproval { call_id, .. } => Some(call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, ["c2", "c3"]);
+    assert!(
+        a.iter()
+            .any(|x| matches!(x, Action::Execute { call_id, .. } if call_id == "c1"))
+    );
+    // A revoked grant, or one whose ceiling is below the risk, covers nothing.
+    let mut revoked = grant("kitchen", Risk::Medium);
+    revoked.revoked_at = Some(1);
+    for g in [revoked, grant("kitchen", Risk::Low)] {
+        assert!(
+            crate::grant::covered(&[g], &f.toolset.plan(&tap("c9", "kitchen")).unwrap()).is_none()
+        );
+    }
+    // Even a grant claiming `high` (never given) does not cover a high action.
+    let high = grant("kitchen", Risk::High);
+    let power = call(
+        "c8",
+        json!({"device": "kitchen", "service_id": "ui_control", "action": "power"}),
+    );
+    assert!(crate::grant::covered(&[high], &f.toolset.plan(&power).unwrap()).is_none());
+}
