@@ -646,6 +646,11 @@ fn the_system_bus_policy_limits_owning_and_calling() {
         ("org.droidwarden.Daemon1.ListSessions", &[][..]),
         ("org.droidwarden.Daemon1.ShowSession", &["s-1"][..]),
         ("org.droidwarden.Daemon1.ApprovalHistory", &["5"][..]),
+        (
+            "org.droidwarden.Daemon1.AnswerApproval",
+            &["r-1-a1", r#"{"decision": "approve", "scope": "run"}"#][..],
+        ),
+        ("org.droidwarden.Daemon1.RevokeGrant", &["g1"][..]),
     ] {
         let err = outsider(method, args).expect_err("not for everyone");
         assert!(
