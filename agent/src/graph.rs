@@ -97,6 +97,10 @@ pub struct CallSlot {
     pub planned: Option<Planned>,
     /// Where it is.
     pub status: CallStatus,
+    /// The parameters a person edited before approving (they run instead
+    /// of the model's; the model is told with the result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_params: Option<Value>,
 }
 
 /// How a run ended.
@@ -451,6 +455,11 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
                 Planned::Device { call, .. } => Some(call.0.params_json()),
                 _ => None,
             });
+            let edited_params = match &edited {
+                Some(Ok(Planned::Device { call, .. })) => Some(call.0.params_json()),
+                _ => None,
+            };
+            state.calls[i].edited_params.clone_from(&edited_params);
             let answered = Action::Emit(EventKind::ApprovalAnswered {
                 approval_id,
                 call_id: call_id.clone(),
@@ -459,10 +468,7 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
                 reason: reason.clone(),
                 grant,
                 original_params: edits.as_ref().and(original),
-                edited_params: match &edited {
-                    Some(Ok(Planned::Device { call, .. })) => Some(call.0.params_json()),
-                    _ => None,
-                },
+                edited_params,
             });
             let outcome = match edited {
                 Some(Ok(planned)) => {
@@ -517,6 +523,16 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
                 .position(|s| s.call.id == call_id && s.status == CallStatus::Executing)
             else {
                 return Vec::new();
+            };
+            // The model asked for other parameters than what ran: say so,
+            // or it may try its own again.
+            let result = match (&state.calls[i].edited_params, result) {
+                (Some(edited), Ok(value)) => Ok(serde_json::json!({
+                    "note": "the user edited the parameters before approving; the action ran with these",
+                    "parameters": edited,
+                    "result": value,
+                })),
+                (_, result) => result,
             };
             let mut out = vec![complete_call(state, i, result)];
             out.extend(after_result(state, now_ms));
@@ -764,6 +780,7 @@ fn model_replied(
             call: sent_call(&call),
             planned: planned.as_ref().ok().cloned(),
             status: CallStatus::Executing,
+            edited_params: None,
         });
         let planned = match planned {
             Ok(p) => p,

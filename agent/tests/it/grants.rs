@@ -310,12 +310,15 @@ async fn approved_with_edits_runs_the_edited_value_after_refusing_bad_edits() {
     let body = server.requests().pop().unwrap().body;
     let result = body["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(result["tool_call_id"], "t1", "{result}");
+    let content: Value = serde_json::from_str(result["content"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        content["parameters"],
+        json!({"text": "hello world; rm -rf / 'quoted'"}),
+        "{content}"
+    );
     assert!(
-        result["content"]
-            .as_str()
-            .unwrap()
-            .contains("rm -rf / 'quoted'"),
-        "{result}"
+        content["note"].as_str().unwrap().contains("edited"),
+        "{content}"
     );
 }
 
