@@ -770,7 +770,7 @@ impl Agent {
             .iter()
             .find(|s| s.call.id == request.call_id)
             .ok_or_else(not_editable)?;
-        crate::grant::plan_edited(&self.toolset(), &self.approval_policy(), slot, params)
+        crate::graph::grants::plan_edited(&self.toolset(), &self.approval_policy(), slot, params)
             .map(|_| ())
             .map_err(|e| AgentError::InvalidAnswer(e.message))
     }

@@ -22,10 +22,7 @@
 //!   policy still refuse first: a grant only answers the question a person
 //!   would otherwise have been asked.
 
-use crate::graph::CallSlot;
-use crate::policy::{ApprovalPolicy, Verdict};
-use crate::tools::{Planned, Toolset};
-use droidwarden_services::{ErrorCode, Risk, WireError};
+use droidwarden_services::Risk;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -58,6 +55,19 @@ pub enum ApprovalDecision {
         /// Why not.
         reason: String,
     },
+}
+
+impl ApprovalDecision {
+    /// Its name, as replies give it: `approve`, `approve_for_run`,
+    /// `approve_with_edits` or `deny`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Approve => "approve",
+            Self::ApproveForRun { .. } => "approve_for_run",
+            Self::ApproveWithEdits { .. } => "approve_with_edits",
+            Self::Deny { .. } => "deny",
+        }
+    }
 }
 
 /// Trust given for the rest of one run (see the module documentation).
@@ -101,100 +111,4 @@ impl Grant {
     pub fn active(&self) -> bool {
         self.revoked_at.is_none() && self.ended_at.is_none()
     }
-}
-
-/// Whether one of `grants` covers `planned` (a device action only).
-pub(crate) fn covered(grants: &[Grant], planned: &Planned) -> Option<String> {
-    let Planned::Device { device, risk, .. } = planned else {
-        return None;
-    };
-    grants
-        .iter()
-        .find(|g| g.active() && g.covers(device.as_deref(), *risk))
-        .map(|g| g.grant_id.clone())
-}
-
-fn refused(message: impl Into<String>) -> WireError {
-    WireError::new(ErrorCode::InvalidParams, message)
-}
-
-/// The call of `slot` with `edits` merged over the model's parameters,
-/// validated by the catalogue exactly like the model's call (through
-/// `toolset`), checked by `policy` again, and refused when it would change
-/// the action, the device or the risk.
-///
-/// # Errors
-/// `invalid_params` with the reason: not a device action, the edited
-/// parameters fail validation, the action or device changed, the risk
-/// rose, or the policy refuses the edited call.
-pub(crate) fn plan_edited(
-    toolset: &Toolset,
-    policy: &ApprovalPolicy,
-    slot: &CallSlot,
-    edits: &Map<String, Value>,
-) -> Result<Planned, WireError> {
-    let Some(Planned::Device {
-        device, call, risk, ..
-    }) = &slot.planned
-    else {
-        return Err(refused(
-            "only a device action's parameters can be edited; approve or deny it",
-        ));
-    };
-    let mut args: Map<String, Value> = serde_json::from_str(&slot.call.arguments)
-        .map_err(|_| refused("the original call's arguments cannot be read"))?;
-    let mut params = match args.remove("parameters") {
-        Some(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    for (key, value) in edits {
-        params.insert(key.clone(), value.clone());
-    }
-    args.insert("parameters".into(), Value::Object(params));
-    // Pin the device the person was asked about: an edit cannot move it.
-    if let Some(device) = device {
-        args.insert("device".into(), Value::String(device.clone()));
-    }
-    let edited_call = crate::message::ToolCall {
-        arguments: Value::Object(args).to_string(),
-        ..slot.call.clone()
-    };
-    let edited = toolset.plan(&edited_call).map_err(|e| {
-        refused(format!(
-            "the edited parameters are not valid: {}",
-            e.message
-        ))
-    })?;
-    let Planned::Device {
-        device: new_device,
-        call: new_call,
-        risk: new_risk,
-        ..
-    } = &edited
-    else {
-        return Err(refused("an edit may not change the action"));
-    };
-    if new_call.0.service_id() != call.0.service_id()
-        || new_call.0.action_name() != call.0.action_name()
-    {
-        return Err(refused("an edit may not change the action"));
-    }
-    if new_device != device {
-        return Err(refused("an edit may not change the device"));
-    }
-    if new_risk > risk {
-        return Err(refused("an edit may not raise the action's risk"));
-    }
-    policy.phone.check(&new_call.0).map_err(|e| {
-        refused(format!(
-            "the edited call is refused by the phone-services policy: {}",
-            e.message
-        ))
-    })?;
-    if let Verdict::Deny(reason) =
-        policy.decide(new_call.0.service_id(), new_call.0.action_name(), *new_risk)
-    {
-        return Err(refused(reason));
-    }
-    Ok(edited)
 }

@@ -443,7 +443,7 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
             // policy (the answer was checked when given; a checkpoint or a
             // reload may have changed either since).
             let edited = match (&edits, approved) {
-                (Some(edits), true) => Some(crate::grant::plan_edited(
+                (Some(edits), true) => Some(grants::plan_edited(
                     env.toolset,
                     env.policy,
                     &state.calls[i],
@@ -814,7 +814,7 @@ fn model_replied(
         // A grant given earlier in this run answers what a person would
         // be asked (never a refusal, never a high or critical action).
         let verdict = match verdict {
-            Verdict::Ask if crate::grant::covered(env.grants, &planned).is_some() => Verdict::Allow,
+            Verdict::Ask if grants::covered(env.grants, &planned).is_some() => Verdict::Allow,
             v => v,
         };
         match verdict {
@@ -1253,5 +1253,6 @@ fn resume(state: &mut RunState, now_ms: u64) -> Vec<Action> {
     }
 }
 
+pub(crate) mod grants;
 #[cfg(test)]
 mod tests;

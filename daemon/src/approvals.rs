@@ -27,17 +27,6 @@ pub(crate) struct Approvals {
 /// approve and deny only.
 pub(crate) use droidwarden_agent::ApprovalDecision as Decision;
 
-/// The decision's name, as replies give it: `approve`, `approve_for_run`,
-/// `approve_with_edits` or `deny`.
-pub(crate) fn decision_name(decision: &Decision) -> &'static str {
-    match decision {
-        Decision::Approve => "approve",
-        Decision::ApproveForRun { .. } => "approve_for_run",
-        Decision::ApproveWithEdits { .. } => "approve_with_edits",
-        Decision::Deny { .. } => "deny",
-    }
-}
-
 /// The options every way in gives the same way (MQTT `cmd/approve`'s
 /// fields, D-Bus `AnswerApproval`'s JSON): `decision` (`approve` or
 /// `deny`), then for an approval either `scope: "run"` with an optional

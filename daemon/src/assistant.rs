@@ -575,10 +575,10 @@ impl Assistant {
     pub(crate) async fn answer(
         &self,
         approval_id: &str,
-        decision: crate::approvals::Decision,
+        decision: droidwarden_agent::ApprovalDecision,
         by: &str,
     ) -> Result<PendingApproval, WireError> {
-        let verdict = crate::approvals::decision_name(&decision);
+        let verdict = decision.name();
         let answer = self.inner.agent.answer(approval_id, decision, by).await;
         answered(approval_id, answer, verdict)
     }

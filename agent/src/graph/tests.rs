@@ -645,7 +645,8 @@ fn a_grant_answers_for_its_device_up_to_its_ceiling_and_never_above_medium() {
     revoked.revoked_at = Some(1);
     for g in [revoked, grant("kitchen", Risk::Low)] {
         assert!(
-            crate::grant::covered(&[g], &f.toolset.plan(&tap("c9", "kitchen")).unwrap()).is_none()
+            crate::graph::grants::covered(&[g], &f.toolset.plan(&tap("c9", "kitchen")).unwrap())
+                .is_none()
         );
     }
     // Even a grant claiming `high` (never given) does not cover a high action.
@@ -654,5 +655,5 @@ fn a_grant_answers_for_its_device_up_to_its_ceiling_and_never_above_medium() {
         "c8",
         json!({"device": "kitchen", "service_id": "ui_control", "action": "power"}),
     );
-    assert!(crate::grant::covered(&[high], &f.toolset.plan(&power).unwrap()).is_none());
+    assert!(crate::graph::grants::covered(&[high], &f.toolset.plan(&power).unwrap()).is_none());
 }

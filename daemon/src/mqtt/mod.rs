@@ -1403,7 +1403,7 @@ async fn answer_approval(
     decision: approvals::Decision,
     by: String,
 ) -> Value {
-    let name = approvals::decision_name(&decision);
+    let name = decision.name();
     let answered = mqtt.approvals().answer(approval_id, decision, &by).await;
     match answered {
         Ok(()) => api::ok_reply(id, &json!({"approval_id": approval_id, "decision": name})),
