@@ -19,7 +19,7 @@ use crate::client::{daemon, fail, fail_as, print_json};
 use crate::config::Config;
 use crate::dbus::Bus;
 use droidwarden_services::time::now_ms;
-use droidwarden_services::{ErrorCode, WireError};
+use droidwarden_services::{Catalogue, ErrorCode, WireError};
 use futures_util::StreamExt;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -548,6 +548,85 @@ pub(crate) async fn answer(
                     "approved"
                 }
             );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `droidwarden approve ID --for-run [--up-to RISK]` or `--edit KEY=VALUE…`:
+/// the edits are typed by the waiting action's schema, as `droidwarden
+/// call` types its parameters, and checked again by the daemon.
+pub(crate) async fn answer_with(
+    config: &Config,
+    bus: Option<Bus>,
+    approval_id: &str,
+    for_run_up_to: Option<&str>,
+    edits: &[String],
+) -> ExitCode {
+    let answered = async {
+        let client = daemon(bus, config, false).await?;
+        let options = match for_run_up_to {
+            Some(up_to) => {
+                serde_json::json!({"decision": "approve", "scope": "run", "up_to": up_to})
+            }
+            None => {
+                let waiting = client.list_approvals().await?;
+                let request = waiting
+                    .iter()
+                    .find(|a| a.approval_id == approval_id)
+                    .ok_or_else(|| {
+                        WireError::new(
+                            ErrorCode::InvalidParams,
+                            format!("no approval request {approval_id:?} is waiting (droidwarden approvals lists them)"),
+                        )
+                    })?;
+                let (_, action) = Catalogue::get()
+                    .action(&request.service, &request.action)
+                    .map_err(|_| {
+                        WireError::new(
+                            ErrorCode::InvalidParams,
+                            format!(
+                                "{approval_id} is not a device action ({}.{}): only a device action's parameters can be edited",
+                                request.service, request.action
+                            ),
+                        )
+                    })?;
+                let mut params = serde_json::Map::new();
+                for pair in edits {
+                    let (key, value) = crate::call::typed_pair(action, pair)?;
+                    params.insert(key, value);
+                }
+                serde_json::json!({"decision": "approve", "params": params})
+            }
+        };
+        client.answer_approval(approval_id, &options).await
+    };
+    match answered.await {
+        Ok(()) => {
+            match for_run_up_to {
+                Some(up_to) => outln!(
+                    "approved {approval_id}, and the rest of its run may act on the same device up to {up_to} risk (droidwarden approvals lists the grant)"
+                ),
+                None => outln!("approved {approval_id} with edited parameters"),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `droidwarden approvals revoke GRANT`.
+pub(crate) async fn revoke(config: &Config, bus: Option<Bus>, grant_id: &str) -> ExitCode {
+    let revoked = async {
+        daemon(bus, config, false)
+            .await?
+            .revoke_grant(grant_id)
+            .await
+    };
+    match revoked.await {
+        Ok(()) => {
+            outln!("revoked {grant_id}: its run asks again");
             ExitCode::SUCCESS
         }
         Err(e) => fail(&e),

@@ -121,27 +121,42 @@ fn parse_command(args: &CallArgs) -> Result<Command, WireError> {
         },
     };
     for pair in &args.pairs {
-        let (key, raw) = pair.split_once('=').ok_or_else(|| {
-            WireError::new(
-                ErrorCode::InvalidParams,
-                format!("parameter {pair:?} is not KEY=VALUE"),
-            )
-        })?;
-        let wants_string = action
-            .params
-            .iter()
-            .find(|p| p.name == key)
-            .is_none_or(|p| matches!(p.schema.kind, Kind::String { .. }));
-        let value = if wants_string {
-            Value::String(raw.to_owned())
-        } else {
-            serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
-        };
-        params.insert(key.to_owned(), value);
+        let (key, value) = typed_pair(action, pair)?;
+        params.insert(key, value);
     }
     catalogue
         .parse(service.id, action.name, &Value::Object(params))
         .map_err(WireError::from)
+}
+
+/// One `KEY=VALUE` word as a parameter of `action`: the value is read as
+/// JSON only where the action's schema expects a non-string (so
+/// `package=123abc` and `text=42` stay strings, `level=40` is a number).
+/// `droidwarden call` and `droidwarden approve --edit` read them alike.
+///
+/// # Errors
+/// A word without `=`.
+pub(crate) fn typed_pair(
+    action: &droidwarden_services::ActionSpec,
+    pair: &str,
+) -> Result<(String, Value), WireError> {
+    let (key, raw) = pair.split_once('=').ok_or_else(|| {
+        WireError::new(
+            ErrorCode::InvalidParams,
+            format!("parameter {pair:?} is not KEY=VALUE"),
+        )
+    })?;
+    let wants_string = action
+        .params
+        .iter()
+        .find(|p| p.name == key)
+        .is_none_or(|p| matches!(p.schema.kind, Kind::String { .. }));
+    let value = if wants_string {
+        Value::String(raw.to_owned())
+    } else {
+        serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+    };
+    Ok((key.to_owned(), value))
 }
 
 #[cfg(test)]

@@ -105,6 +105,9 @@ pub(crate) enum Command {
     /// List the actions waiting for approval: the agent's and the
     /// automations' (`automation:<name>`).
     Approvals {
+        /// `revoke GRANT`: end a grant for a run.
+        #[command(subcommand)]
+        command: Option<ApprovalsCommand>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -124,6 +127,19 @@ pub(crate) enum Command {
     Approve {
         /// The approval id (from `droidwarden approvals`).
         id: String,
+        /// Also let the rest of this run do actions on the same device up
+        /// to --up-to without asking: a grant, listed by `droidwarden
+        /// approvals` and revocable (`droidwarden approvals revoke GRANT`).
+        #[arg(long)]
+        for_run: bool,
+        /// The highest risk the grant covers.
+        #[arg(long, requires = "for_run", value_parser = ["low", "medium"], default_value = "medium")]
+        up_to: String,
+        /// Run it with this parameter changed (KEY=VALUE, as `droidwarden
+        /// call` reads them; repeatable). The action, the device and the
+        /// risk cannot change.
+        #[arg(long = "edit", value_name = "KEY=VALUE", conflicts_with = "for_run")]
+        edits: Vec<String>,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
@@ -211,6 +227,19 @@ pub(crate) fn print_generated(command: &Command) -> Option<ExitCode> {
 }
 
 #[derive(Debug, Subcommand)]
+pub(crate) enum ApprovalsCommand {
+    /// End a grant for a run (from `droidwarden approvals`): the run's next
+    /// action it covered asks again.
+    Revoke {
+        /// The grant id (`g…`).
+        grant: String,
+        /// The bus the daemon is on (default: the configuration's dbus.bus).
+        #[arg(long, value_enum)]
+        bus: Option<Bus>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub(crate) enum SessionCommand {
     /// Print the conversation as markdown: turns with timestamps, tool
     /// calls and results, and runs still going.
@@ -258,6 +287,11 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
             prompt,
         } => agent_cli::ask(&config, bus, session, &prompt.join(" "), json, plan).await,
         Command::Approvals {
+            command: Some(ApprovalsCommand::Revoke { grant, bus }),
+            ..
+        } => agent_cli::revoke(&config, bus, &grant).await,
+        Command::Approvals {
+            command: None,
             json,
             history,
             limit,
@@ -269,7 +303,23 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
                 agent_cli::approvals(&config, bus, json).await
             }
         }
-        Command::Approve { id, bus } => agent_cli::answer(&config, bus, &id, None).await,
+        Command::Approve {
+            id,
+            for_run: false,
+            edits,
+            bus,
+            ..
+        } if edits.is_empty() => agent_cli::answer(&config, bus, &id, None).await,
+        Command::Approve {
+            id,
+            for_run,
+            up_to,
+            edits,
+            bus,
+        } => {
+            agent_cli::answer_with(&config, bus, &id, for_run.then_some(up_to.as_str()), &edits)
+                .await
+        }
         Command::Deny { id, reason, bus } => {
             agent_cli::answer(&config, bus, &id, Some(reason.as_deref().unwrap_or(""))).await
         }

@@ -453,6 +453,25 @@ impl Client {
             .await
     }
 
+    /// `AnswerApproval(id, options)`: an answer beyond yes or no (a grant
+    /// for the run, edited parameters), the options as
+    /// docs/dbus-api.md gives them.
+    pub(crate) async fn answer_approval(
+        &self,
+        approval_id: &str,
+        options: &Value,
+    ) -> Result<(), WireError> {
+        let options = options.to_string();
+        let answered = self.daemon.answer_approval(approval_id, &options);
+        self.within("AnswerApproval", QUICK, answered).await
+    }
+
+    /// `RevokeGrant(grant)`.
+    pub(crate) async fn revoke_grant(&self, grant_id: &str) -> Result<(), WireError> {
+        self.within("RevokeGrant", QUICK, self.daemon.revoke_grant(grant_id))
+            .await
+    }
+
     /// `Deny(id, reason)`.
     pub(crate) async fn deny(&self, approval_id: &str, reason: &str) -> Result<(), WireError> {
         self.within("Deny", QUICK, self.daemon.deny(approval_id, reason))

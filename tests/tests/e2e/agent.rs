@@ -828,3 +828,64 @@ fn approve_for_the_run_and_with_edits_over_mqtt() {
         "{answered}"
     );
 }
+
+#[test]
+fn the_cli_approves_for_the_run_with_edits_and_revokes() {
+    let bus = PrivateBus::session();
+    let r = rig_with("", &bus.daemon_env());
+    bus.wait_for_daemon(WAIT);
+    let cli = Droidwarden::new(&r.adb, &r.config);
+    let waiting = || -> String {
+        wait_for("an approval request listed by the CLI", WAIT, || {
+            let listed = cli.run_on_bus(&bus.address, &["approvals", "--json"]);
+            listed.json["approvals"][0]["approval_id"]
+                .as_str()
+                .map(str::to_owned)
+        })
+    };
+    // With an edit typed by the action's schema (`x=111` is a number).
+    r.script([tap(1, 2), text_reply("tapped")]);
+    r.ask_async("cli-edit", "tap once");
+    let id = waiting();
+    let approved = cli.run_on_bus(
+        &bus.address,
+        &["approve", &id, "--edit", "x=111", "--edit", "y=222"],
+    );
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    assert_eq!(r.wait_reply("cli-edit")["result"]["text"], "tapped");
+    assert_eq!((taps_at(&r, 111, 222), taps_at(&r, 1, 2)), (1, 0));
+    // For the run: one question for three taps.
+    r.script([tap(31, 41), tap(32, 42), tap(33, 43), text_reply("done")]);
+    r.ask_async("cli-run", "tap three times");
+    let id = waiting();
+    let approved = cli.run_on_bus(
+        &bus.address,
+        &["approve", &id, "--for-run", "--up-to", "medium"],
+    );
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    let reply = r.wait_reply("cli-run");
+    assert_eq!(reply["result"]["text"], "done", "{reply}");
+    for (x, y) in [(31, 41), (32, 42), (33, 43)] {
+        assert_eq!(taps_at(&r, x, y), 1, "({x}, {y})");
+    }
+    let session = reply["result"]["session"].as_str().expect("session");
+    let events = r.events(session);
+    let asked = events
+        .iter()
+        .filter(|e| e["event"] == "approval_requested")
+        .count();
+    assert_eq!(asked, 1, "{events:?}");
+    let grant = events
+        .iter()
+        .find_map(|e| e["grant"]["grant_id"].as_str())
+        .expect("the grant in the session's events")
+        .to_owned();
+    // It ended with its run: no longer listed, and revoking it says so.
+    let listed = cli.run_on_bus(&bus.address, &["approvals", "--json"]);
+    assert_eq!(listed.json["grants"], json!([]), "{}", listed.stdout);
+    let revoked = cli.run_on_bus(&bus.address, &["approvals", "revoke", &grant]);
+    assert_ne!(revoked.code, 0, "{}", revoked.stdout);
+    let bad = cli.run_on_bus(&bus.address, &["approve", "r-nope", "--edit", "x=1"]);
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("no approval request"), "{}", bad.stderr);
+}
