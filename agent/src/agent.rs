@@ -677,21 +677,22 @@ impl Agent {
             .await?
             .into_iter()
             .find(|a| a.approval_id == approval_id);
+        let grant = |run_id: String, session_id: String, device: String| Grant {
+            grant_id: store::new_id("g"),
+            run_id,
+            session_id,
+            device,
+            up_to,
+            granted_by: by.to_owned(),
+            granted_at: now_ms(),
+            approval_id: approval_id.to_owned(),
+            revoked_at: None,
+            revoked_by: None,
+            ended_at: None,
+        };
         // Unknown or closed ids fall through to `decide`, which says which.
         let Some(request) = request else {
-            return Ok(Grant {
-                grant_id: store::new_id("g"),
-                run_id: String::new(),
-                session_id: String::new(),
-                device: String::new(),
-                up_to,
-                granted_by: by.to_owned(),
-                granted_at: now_ms(),
-                approval_id: approval_id.to_owned(),
-                revoked_at: None,
-                revoked_by: None,
-                ended_at: None,
-            });
+            return Ok(grant(String::new(), String::new(), String::new()));
         };
         let device = match (&request.device, request.service.as_str()) {
             (Some(d), s)
@@ -720,19 +721,7 @@ impl Agent {
                     .into(),
             ));
         }
-        Ok(Grant {
-            grant_id: store::new_id("g"),
-            run_id: request.run_id,
-            session_id: request.session,
-            device,
-            up_to,
-            granted_by: by.to_owned(),
-            granted_at: now_ms(),
-            approval_id: approval_id.to_owned(),
-            revoked_at: None,
-            revoked_by: None,
-            ended_at: None,
-        })
+        Ok(grant(request.run_id, request.session, device))
     }
 
     /// Check edited parameters for `approval_id` as the waiting run will:
