@@ -37,6 +37,7 @@ mod error;
 mod test_support;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod tls;
 
 pub use device::{
     Capability, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind, Turn,

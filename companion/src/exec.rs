@@ -52,12 +52,15 @@ pub enum ExecError {
 /// Run `argv` (program first) with no stdin and wait at most `limit`.
 ///
 /// # Errors
-/// [`ExecError`] when it cannot start or runs too long (it is killed).
-///
-/// # Panics
-/// When `argv` is empty: callers always build a program name.
+/// [`ExecError`] when `argv` is empty, or the command cannot start or runs
+/// too long (it is killed).
 pub async fn run(argv: &[String], limit: Duration) -> Result<Output, ExecError> {
-    let program = argv.first().expect("argv has a program").clone();
+    let Some(program) = argv.first().cloned() else {
+        return Err(ExecError::Spawn {
+            program: String::new(),
+            reason: "no program to run".into(),
+        });
+    };
     let mut child = tokio::process::Command::new(&program)
         .args(&argv[1..])
         .stdin(Stdio::null())
@@ -72,8 +75,13 @@ pub async fn run(argv: &[String], limit: Duration) -> Result<Output, ExecError> 
                 reason: e.to_string(),
             },
         })?;
-    let mut stdout = child.stdout.take().expect("piped").take(MAX_OUTPUT);
-    let mut stderr = child.stderr.take().expect("piped").take(MAX_OUTPUT);
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(ExecError::Spawn {
+            program,
+            reason: "its output could not be captured".into(),
+        });
+    };
+    let (mut stdout, mut stderr) = (stdout.take(MAX_OUTPUT), stderr.take(MAX_OUTPUT));
     let work = async {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let (r1, r2, status) = tokio::join!(

@@ -18,6 +18,7 @@
 use crate::config::Config;
 use crate::respond::{self, Checked};
 use crate::{CompanionError, termux};
+use droidwarden_bridge::backoff::Backoff;
 use rumqttc::{
     AsyncClient, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS,
     SubscribeReasonCode,
@@ -45,39 +46,16 @@ const REQUEST_CAPACITY: usize = 32;
 /// a time anyway.
 const CONCURRENT_REQUESTS: usize = 4;
 
-const BACKOFF_MIN: Duration = Duration::from_millis(500);
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
+const RECONNECT: Backoff = Backoff {
+    first: Duration::from_millis(500),
+    max: Duration::from_secs(30),
+};
 
 /// How long a clean goodbye (`offline`, DISCONNECT) may take.
 const GOODBYE_WAIT: Duration = Duration::from_secs(3);
 
 /// How long one answer may wait to be handed to the MQTT client.
 const PUBLISH_WAIT: Duration = Duration::from_secs(10);
-
-fn tls_config(ca: Option<&std::path::Path>) -> Result<rustls::ClientConfig, CompanionError> {
-    let mut roots = rustls::RootCertStore::empty();
-    match ca {
-        Some(path) => {
-            let err = |e: String| CompanionError::Tls(format!("{}: {e}", path.display()));
-            let pem = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-                roots
-                    .add(cert.map_err(|e| err(e.to_string()))?)
-                    .map_err(|e| err(e.to_string()))?;
-            }
-            if roots.is_empty() {
-                return Err(err("no certificate in the file".into()));
-            }
-        }
-        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-    }
-    // The ring provider is chosen explicitly: two providers are compiled in
-    // and a process-wide default would panic.
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
-        .map_err(|e| CompanionError::Tls(e.to_string()))
-}
 
 /// The MQTT options: will, clean session, credentials, TLS.
 ///
@@ -103,20 +81,24 @@ pub fn options(config: &Config, password: Option<String>) -> Result<MqttOptions,
     }
     if let Some(ca) = &b.tls {
         options.set_transport(rumqttc::Transport::tls_with_config(
-            rumqttc::TlsConfiguration::Rustls(Arc::new(tls_config(ca.as_deref())?)),
+            rumqttc::TlsConfiguration::Rustls(Arc::new(
+                droidwarden_bridge::tls::client_config(ca.as_deref())
+                    .map_err(CompanionError::Tls)?,
+            )),
         ));
     }
     Ok(options)
 }
 
-/// A little jitter (0–25 %) from the clock, so phones that lost the broker
-/// together do not all come back in the same millisecond.
-fn jittered(d: Duration) -> Duration {
+/// The wait before reconnection attempt `failures` (from 0), with up to a
+/// quarter more from the clock, so phones that lost the broker together
+/// do not all come back in the same millisecond.
+fn reconnect_delay(failures: u32) -> Duration {
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|t| t.subsec_nanos())
         .unwrap_or(0);
-    d + d / 4 * (nanos % 1000) / 1000
+    RECONNECT.delay_with_jitter(failures, nanos)
 }
 
 /// Run the companion until `shutdown`: connected, answering requests,
@@ -138,7 +120,7 @@ pub async fn run(
     let online_topic = config.topic("online");
     let tracker = TaskTracker::new();
     let slots = Arc::new(Semaphore::new(CONCURRENT_REQUESTS));
-    let mut backoff = BACKOFF_MIN;
+    let mut failures: u32 = 0;
     let mut online = false;
     loop {
         let event = tokio::select! {
@@ -147,7 +129,7 @@ pub async fn run(
         };
         match event {
             Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                backoff = BACKOFF_MIN;
+                failures = 0;
                 tracing::debug!(broker = %config.broker.host, "connected; subscribing");
                 if let Err(e) = client.try_subscribe(&request_topic, QoS::AtLeastOnce) {
                     tracing::warn!(error = %e, "cannot queue the subscription");
@@ -183,13 +165,13 @@ pub async fn run(
                 if std::mem::take(&mut online) {
                     tracing::warn!(error = %e, "connection lost; reconnecting");
                 } else {
-                    tracing::debug!(error = %e, ?backoff, "cannot connect; retrying");
+                    tracing::debug!(error = %e, attempt = failures, "cannot connect; retrying");
                 }
                 tokio::select! {
                     () = shutdown.cancelled() => break,
-                    () = tokio::time::sleep(jittered(backoff)) => {}
+                    () = tokio::time::sleep(reconnect_delay(failures)) => {}
                 }
-                backoff = (backoff * 2).min(BACKOFF_MAX);
+                failures = failures.saturating_add(1);
             }
         }
     }

@@ -4,6 +4,7 @@
 //! sent a screenshot, answers cut off at the token limit, refusals that no
 //! retry can fix, and the odd shapes its streams take.
 
+use crate::common::complete;
 use crate::common::{agent, all_events, call_step, dev, drain, tc, text_step};
 use droidwarden_agent::config::{
     AgentConfig, LlmConfig, ProviderKind, RawAgentConfig, RawApprovalConfig, RawLlmConfig,
@@ -18,7 +19,7 @@ use droidwarden_agent::{
     AgentError, EventKind, ModelReply, StopReason, TimeoutKind, ToolCall, Usage,
 };
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -66,19 +67,6 @@ fn hello() -> ChatRequest {
         messages: vec![Message::User { text: "hi".into() }],
         tools: Arc::from(vec![weather_tool()]),
     }
-}
-
-/// Call `p` with `req`: the result and the text it streamed.
-async fn complete(
-    p: &Arc<dyn Provider>,
-    req: &ChatRequest,
-) -> (Result<ModelReply, AgentError>, String) {
-    let streamed = Arc::new(Mutex::new(String::new()));
-    let s = streamed.clone();
-    let sink = move |t: &str| s.lock().unwrap().push_str(t);
-    let r = p.complete(req, &sink).await;
-    let text = streamed.lock().unwrap().clone();
-    (r, text)
 }
 
 fn status(status: u16, body: &str) -> ScriptStep {

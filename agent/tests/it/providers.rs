@@ -2,6 +2,7 @@
 //! request and response shapes against recorded example payloads in
 //! `fixtures/` (modelled on each provider's public documentation).
 
+use crate::common::complete;
 use droidwarden_agent::config::{LlmConfig, ProviderKind, RawLlmConfig};
 use droidwarden_agent::message::{Message, Thinking};
 use droidwarden_agent::provider::{Anthropic, ChatRequest, Gemini, OpenAi, Provider};
@@ -10,7 +11,7 @@ use droidwarden_agent::tools::ToolSpec;
 use droidwarden_agent::tools::schema::{Property, Schema};
 use droidwarden_agent::{AgentError, ModelReply, Secret, ToolCall, Usage};
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn fixture(name: &str) -> String {
@@ -222,18 +223,6 @@ fn an_unusable_response_names_the_provider_and_what_is_missing() {
             other => panic!("{name}: {other:?}"),
         }
     }
-}
-
-async fn complete(
-    p: &Arc<dyn Provider>,
-    req: &ChatRequest,
-) -> (Result<ModelReply, AgentError>, String) {
-    let streamed = Arc::new(Mutex::new(String::new()));
-    let s = streamed.clone();
-    let sink = move |t: &str| s.lock().unwrap().push_str(t);
-    let r = p.complete(req, &sink).await;
-    let text = streamed.lock().unwrap().clone();
-    (r, text)
 }
 
 #[tokio::test]

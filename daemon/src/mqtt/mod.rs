@@ -288,7 +288,9 @@ pub(crate) fn connect(
     }
     if let BrokerTarget::External { tls: Some(ca), .. } = &settings.broker {
         options.set_transport(rumqttc::Transport::tls_with_config(
-            rumqttc::TlsConfiguration::Rustls(Arc::new(tls_config(ca.as_deref())?)),
+            rumqttc::TlsConfiguration::Rustls(Arc::new(droidwarden_bridge::tls::client_config(
+                ca.as_deref(),
+            )?)),
         ));
     }
     let (client, eventloop) = AsyncClient::new(options, REQUEST_CHANNEL);
@@ -323,28 +325,6 @@ pub(crate) fn connect(
         stopping: CancellationToken::new(),
     });
     Ok((mqtt, eventloop))
-}
-
-fn tls_config(ca: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    match ca {
-        Some(path) => {
-            let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-                let cert = cert.map_err(|e| format!("{}: {e}", path.display()))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-            }
-        }
-        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-    }
-    // The ring provider is chosen explicitly: adb_client already builds it,
-    // and relying on a process-wide default panics when two are compiled in.
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
-        .map_err(|e| e.to_string())
 }
 
 /// Drive the connection until `stop` is cancelled; reconnect with capped,

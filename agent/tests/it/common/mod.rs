@@ -321,3 +321,16 @@ pub(crate) async fn drain(
     }
     out
 }
+
+/// Call `p` with `req`: the result and the text it streamed.
+pub(crate) async fn complete(
+    p: &Arc<dyn Provider>,
+    req: &droidwarden_agent::provider::ChatRequest,
+) -> (Result<ModelReply, droidwarden_agent::AgentError>, String) {
+    let streamed = Arc::new(std::sync::Mutex::new(String::new()));
+    let s = streamed.clone();
+    let sink = move |t: &str| s.lock().unwrap().push_str(t);
+    let r = p.complete(req, &sink).await;
+    let text = streamed.lock().unwrap().clone();
+    (r, text)
+}
