@@ -48,6 +48,12 @@ impl Health {
         }
     }
 
+    /// The ADB transport the report reads: the one D-Bus `Pair` and
+    /// `Discover` ask the adb server through. `None` without it.
+    pub(crate) fn adb(&self) -> Option<&Arc<AdbTransport>> {
+        self.adb.as_ref()
+    }
+
     /// Say where the broker is once known (the embedded one's bound
     /// address, when the configuration let the system choose the port).
     pub(crate) fn broker_is(&self, broker: String) {

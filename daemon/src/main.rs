@@ -65,7 +65,8 @@ mod mcp; // MCP, both ways (docs/mcp.md).
 mod metrics;
 mod mqtt;
 mod mqtt_users; // The embedded broker's users (docs/mqtt-access.md).
-mod pair_cli; // `droidwarden pair`, `discover`: wireless debugging set-up.
+mod pair_cli; // `droidwarden pair`, `discover`: wireless debugging set-up (the CLI side).
+mod wireless; // Pairing and mDNS discovery through the adb server (CLI and D-Bus).
 mod private;
 mod reload;
 mod services_cli; // `droidwarden services [SERVICE [ACTION]]`.

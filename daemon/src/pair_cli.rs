@@ -3,12 +3,8 @@
 //! the rest of droidwarden uses (`[adb] server`, started with `[adb]
 //! program` when it is not running, as `devices --local` does).
 //!
-//! Both ask the server's host services (`droidwarden_bridge::adb::host`),
-//! which only platform-tools 30 and newer have. Against an older server
-//! (Debian 12's adb 29.0.6) they say which adb is running — the program
-//! behind the server's port when this user can see it, else the
-//! configured program — and what to install, instead of the server's
-//! "unknown host service".
+//! The work is `crate::wireless`'s, which D-Bus `Pair` and `Discover` call
+//! too; this module reads the arguments and the code, and renders.
 //!
 //! The pairing code is a secret: read from the argument, or from the
 //! terminal without echo, or from standard input; it goes only into the
@@ -16,21 +12,14 @@
 
 use crate::client::{fail_as, print_json};
 use crate::config::Config;
+use crate::wireless::{self, PAIR_TIMEOUT_MAX_MS, PAIR_TIMEOUT_MIN_MS, PAIR_TIMEOUT_MS};
+use droidwarden_bridge::Registry;
 use droidwarden_bridge::adb::AdbTransport;
-use droidwarden_bridge::adb::host::{
-    self, HostError, MdnsCheck, MdnsService, PairingCode, PhoneAddress, ServiceKind,
-};
-use droidwarden_bridge::{DeviceInfo, Registry};
+use droidwarden_bridge::adb::host::{PairingCode, PhoneAddress};
 use droidwarden_services::{ErrorCode, WireError};
-use serde_json::json;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How long the mDNS requests and the look for the server's program may
-/// take: the server answers them from memory.
-const QUICK: Duration = Duration::from_secs(5);
 
 /// How long reading the pairing code may take: a person types it.
 const CODE_PROMPT: Duration = Duration::from_secs(300);
@@ -48,7 +37,7 @@ pub(crate) struct PairArgs {
     #[arg(value_name = "CODE")]
     code: Option<String>,
     /// How long to wait for the phone, in milliseconds.
-    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(100..=120_000))]
+    #[arg(long, default_value_t = PAIR_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(PAIR_TIMEOUT_MIN_MS..=PAIR_TIMEOUT_MAX_MS))]
     timeout_ms: u64,
     /// Print JSON.
     #[arg(long)]
@@ -82,120 +71,48 @@ pub(crate) async fn pair(args: PairArgs, config: Config) -> ExitCode {
         Ok(code) => code,
         Err(e) => return fail_as(&e.to_wire(), as_json),
     };
-    let (server, _) = match server_up(&config).await {
-        Ok(up) => up,
+    let adb = match server_up(&config).await {
+        Ok(adb) => adb,
         Err(e) => return fail_as(&e, as_json),
     };
     let timeout = Duration::from_millis(args.timeout_ms);
-    let paired = match host::pair(server, &target, &code, timeout).await {
-        Ok(paired) => paired,
-        Err(e) => return fail_as(&explain(e, &config).await, as_json),
-    };
+    let paired = wireless::pair(&adb, &target, &code, timeout).await;
     drop(code);
-    // Where the phone's connect port is now, if the server sees it.
-    let connect = match &paired.guid {
-        Some(guid) => host::mdns_services(server, QUICK)
-            .await
-            .ok()
-            .and_then(|all| {
-                all.into_iter()
-                    .find(|s| s.kind == ServiceKind::Connect && &s.instance == guid)
-            }),
-        None => None,
+    let paired = match paired {
+        Ok(paired) => paired,
+        Err(e) => return fail_as(&e, as_json),
     };
-    let next = next_step(&target, connect.as_ref());
     if as_json {
-        print_json(&json!({
-            "paired": target.to_string(),
-            "guid": paired.guid,
-            "message": paired.message,
-            "connect": connect.as_ref().map(|s| &s.address),
-            "next": next,
-        }));
+        print_json(&serde_json::to_value(&paired).unwrap_or_default());
     } else {
         outln!("{}", paired.message);
-        outln!("{next}");
+        outln!("{}", paired.next);
     }
     ExitCode::SUCCESS
-}
-
-/// What to do once paired: connect, on the connect port.
-fn next_step(target: &PhoneAddress, connect: Option<&MdnsService>) -> String {
-    let address = match connect {
-        Some(s) => s.address.clone(),
-        None => format!("{}:CONNECTPORT", target.host()),
-    };
-    let found = match connect {
-        Some(s) => format!(
-            "The adb server sees its connect port at {} ({}), and connects a paired phone it sees over mDNS by itself, as {}. ",
-            s.address,
-            s.service,
-            s.serial()
-        ),
-        None => "The connect port is the one under \"IP address & Port\" at the top of the phone's Wireless debugging screen, not the pairing port. ".into(),
-    };
-    format!(
-        "Next: connect. {found}To keep it connected, add it to the configuration, [adb] connect = [\"{address}\"] \
-         (or `adb connect {address}` once). The connect port changes when the phone restarts or wireless debugging \
-         is turned off and on: update it then (`droidwarden discover` shows it), and give the phone a fixed address \
-         (a DHCP reservation)."
-    )
 }
 
 /// `droidwarden discover`: the phones the adb server sees over mDNS.
 pub(crate) async fn discover(args: DiscoverArgs, config: Config) -> ExitCode {
     let as_json = args.json;
-    let (server, devices) = match server_up(&config).await {
-        Ok(up) => up,
+    let adb = match server_up(&config).await {
+        Ok(adb) => adb,
         Err(e) => return fail_as(&e, as_json),
     };
-    let check = match host::mdns_check(server, QUICK).await {
-        Ok(check) => check,
-        Err(e) => return fail_as(&explain(e, &config).await, as_json),
-    };
-    let services = match host::mdns_services(server, QUICK).await {
-        Ok(services) => services,
-        Err(e) => return fail_as(&explain(e, &config).await, as_json),
-    };
-    let rows: Vec<(MdnsService, Option<&DeviceInfo>)> = services
-        .into_iter()
-        .map(|s| {
-            let device = connected_as(&s, &devices);
-            (s, device)
-        })
-        .collect();
-    let (running, mdns) = match &check {
-        MdnsCheck::Running(text) => (true, text.clone()),
-        MdnsCheck::Disabled(text) => (false, text.clone()),
+    let report = match wireless::discover(&adb, &adb.registry().list()).await {
+        Ok(report) => report,
+        Err(e) => return fail_as(&e, as_json),
     };
     if as_json {
-        let list: Vec<_> = rows
-            .iter()
-            .map(|(s, d)| {
-                json!({
-                    "instance": s.instance,
-                    "service": s.service,
-                    "kind": s.kind,
-                    "address": s.address,
-                    "connected": d.is_some_and(|d| d.online),
-                    "device": d.map(|d| d.name.as_str()),
-                    "state": d.map(state_of),
-                })
-            })
-            .collect();
-        print_json(&json!({
-            "adb_server": server.to_string(),
-            "mdns": { "running": running, "check": mdns },
-            "services": list,
-        }));
+        print_json(&serde_json::to_value(&report).unwrap_or_default());
         return ExitCode::SUCCESS;
     }
-    if !running {
+    if !report.mdns.running {
         eprintln!(
-            "droidwarden: the adb server at {server} does not discover phones over mDNS ({mdns}): it was started with ADB_MDNS=0, or mDNS is off"
+            "droidwarden: the adb server at {} does not discover phones over mDNS ({}): it was started with ADB_MDNS=0, or mDNS is off",
+            report.adb_server, report.mdns.check
         );
     }
-    if rows.is_empty() {
+    if report.services.is_empty() {
         outln!(
             "no phones seen over mDNS (a phone announces itself while Wireless debugging is on, on the same network; the pairing port only while \"Pair device with pairing code\" is open)"
         );
@@ -208,17 +125,15 @@ pub(crate) async fn discover(args: DiscoverArgs, config: Config) -> ExitCode {
         "ADDRESS",
         "SERVICE"
     );
-    for (s, d) in &rows {
-        let connected = match d {
-            Some(d) => format!("{} ({})", d.name.as_str(), state_of(d)),
-            None if s.kind == ServiceKind::Pairing => {
-                "-  (pair: droidwarden pair ADDRESS CODE)".into()
-            }
-            None => "no".into(),
+    for s in &report.services {
+        let connected = match (&s.device, &s.state) {
+            (Some(device), Some(state)) => format!("{device} ({state})"),
+            _ if s.kind == "pairing" => "-  (pair: droidwarden pair ADDRESS CODE)".into(),
+            _ => "no".into(),
         };
         outln!(
             "{:<8} {:<36} {:<22} {:<24} {}",
-            s.kind.as_str(),
+            s.kind,
             s.instance,
             s.address,
             s.service,
@@ -228,149 +143,13 @@ pub(crate) async fn discover(args: DiscoverArgs, config: Config) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The device the adb server lists for this service, if any: by its
-/// address (`adb connect IP:PORT`) or by its mDNS name (a server that
-/// connected it by itself names it `INSTANCE._adb-tls-connect._tcp`).
-fn connected_as<'a>(service: &MdnsService, devices: &'a [DeviceInfo]) -> Option<&'a DeviceInfo> {
-    let by_name = format!("{}.", service.instance);
-    devices
-        .iter()
-        .find(|d| d.serial == service.address || d.serial.starts_with(&by_name))
-}
-
-fn state_of(d: &DeviceInfo) -> String {
-    if d.online {
-        "online".into()
-    } else {
-        d.state_detail.clone().unwrap_or_else(|| "offline".into())
-    }
-}
-
-/// The adb server's address once it answers, started if needed as every
-/// local command starts it, with the devices it lists.
-async fn server_up(
-    config: &Config,
-) -> Result<(std::net::SocketAddrV4, Vec<DeviceInfo>), WireError> {
+/// The ADB transport on the configured adb server once it answers,
+/// started if needed as every local command starts it, its devices listed.
+async fn server_up(config: &Config) -> Result<AdbTransport, WireError> {
     let registry = Arc::new(Registry::new());
-    let adb = AdbTransport::new(config.adb.clone(), Arc::clone(&registry));
+    let adb = AdbTransport::new(config.adb.clone(), registry);
     adb.refresh().await.map_err(|e| e.to_wire())?;
-    Ok((adb.server(), registry.list()))
-}
-
-/// A host error as the user's error; for a server too old for the
-/// service, which adb it is and what to install.
-async fn explain(e: HostError, config: &Config) -> WireError {
-    let HostError::Unsupported {
-        server, service, ..
-    } = &e
-    else {
-        return e.to_wire();
-    };
-    let running = which_adb(*server, &config.adb.adb_program).await;
-    WireError::new(
-        ErrorCode::UnsupportedAction,
-        format!(
-            "the adb server at {server} is {running}, which has no {service}: pairing and mDNS discovery need \
-             platform-tools 30 or newer (Debian 12's adb is 29.0.6). Install a newer adb — Google's platform-tools \
-             (https://developer.android.com/tools/releases/platform-tools), or the adb in the PyPI adbutils wheel \
-             (`pip install adbutils`: adbutils/binaries/adb in its site-packages) — set [adb] program to it, stop the \
-             old server (`adb kill-server`) and run this again: droidwarden starts the new one"
-        ),
-    )
-}
-
-/// Which adb runs the server at `server`: the program behind its port when
-/// this user can see it, else what the configured program says it is.
-async fn which_adb(server: std::net::SocketAddrV4, configured: &Path) -> String {
-    let port = server.port();
-    let behind = if server.ip().is_loopback() {
-        tokio::time::timeout(
-            QUICK,
-            tokio::task::spawn_blocking(move || listener_program(port)),
-        )
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .flatten()
-    } else {
-        None
-    };
-    match behind {
-        Some(exe) => match adb_version(&exe).await {
-            Some(v) => format!("adb {v} ({})", exe.display()),
-            None => format!("{} (version unknown)", exe.display()),
-        },
-        None => match adb_version(configured).await {
-            Some(v) => format!(
-                "an adb older than platform-tools 30 (its program is not visible to this user; `{}` is adb {v})",
-                configured.display()
-            ),
-            None => "an adb older than platform-tools 30".into(),
-        },
-    }
-}
-
-/// `PROGRAM version`'s version line (`29.0.6-debian`), within [`QUICK`].
-async fn adb_version(program: &Path) -> Option<String> {
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.arg("version")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(QUICK, cmd.output()).await.ok()?.ok()?;
-    version_line(&String::from_utf8_lossy(&out.stdout))
-}
-
-/// The version in `adb version`'s output: `Version 29.0.6-debian`.
-fn version_line(text: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("Version "))
-        .map(|v| v.trim().to_owned())
-}
-
-/// The executable of the process listening on TCP `port` on this host,
-/// from `/proc` (Linux; only processes this user may inspect). Blocking.
-fn listener_program(port: u16) -> Option<PathBuf> {
-    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .filter_map(|f| std::fs::read_to_string(f).ok())
-        .flat_map(|table| listening_inodes(&table, port))
-        .collect();
-    if inodes.is_empty() {
-        return None;
-    }
-    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let pid = entry.file_name();
-        if !pid.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            if let Ok(link) = std::fs::read_link(fd.path())
-                && wanted.iter().any(|w| link.as_os_str() == w.as_str())
-            {
-                return std::fs::read_link(entry.path().join("exe")).ok();
-            }
-        }
-    }
-    None
-}
-
-/// The inodes of sockets listening on `port` in a `/proc/net/tcp` table.
-fn listening_inodes(table: &str, port: u16) -> Vec<String> {
-    let port = format!(":{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            // local_address is field 1, st field 3 (0A: LISTEN), inode 9.
-            (f.len() > 9 && f[1].ends_with(&port) && f[3] == "0A").then(|| f[9].to_owned())
-        })
-        .collect()
+    Ok(adb)
 }
 
 /// Read the pairing code: from the terminal without echo, or a line of
@@ -443,41 +222,5 @@ impl Drop for NoEcho<'_> {
                 saved,
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_listening_socket_is_found_by_port() {
-        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
-   0: 0100007F:13AD 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0000000000000000 100 0 0 10 0\n\
-   1: 0100007F:13AD 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 4343 1 0000000000000000 20 4 30 10 -1\n";
-        assert_eq!(listening_inodes(table, 5037), vec!["4242"]);
-        assert!(listening_inodes(table, 5038).is_empty());
-    }
-
-    #[test]
-    fn the_version_line_is_read() {
-        let text = "Android Debug Bridge version 1.0.41\nVersion 29.0.6-debian\nInstalled as /usr/lib/android-sdk/platform-tools/adb\n";
-        assert_eq!(version_line(text).as_deref(), Some("29.0.6-debian"));
-        assert_eq!(version_line("nothing"), None);
-    }
-
-    #[test]
-    fn the_next_step_names_the_connect_port_when_known() {
-        let target = PhoneAddress::try_from("192.168.1.40:37123").unwrap();
-        let none = next_step(&target, None);
-        assert!(none.contains("192.168.1.40:CONNECTPORT"), "{none}");
-        assert!(none.contains("not the pairing port"), "{none}");
-        let seen = host::parse_services("adb-X-1\t_adb-tls-connect._tcp\t192.168.1.40:41000\n");
-        let some = next_step(&target, seen.first());
-        assert!(
-            some.contains("[adb] connect = [\"192.168.1.40:41000\"]"),
-            "{some}"
-        );
-        assert!(some.contains("adb-X-1._adb-tls-connect._tcp"), "{some}");
     }
 }

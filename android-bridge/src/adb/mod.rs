@@ -397,6 +397,11 @@ impl AdbTransport {
         self.config.server
     }
 
+    /// The `adb` program that starts the server (`[adb] program`).
+    pub fn program(&self) -> &std::path::Path {
+        &self.config.adb_program
+    }
+
     /// The adb server's version (`1.0.41`), asked now (bounded like every
     /// host request).
     ///

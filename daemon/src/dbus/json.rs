@@ -14,7 +14,9 @@
 //! [`DeviceInfo`] and the agent's [`PendingApproval`], [`ApprovalOutcome`],
 //! [`SessionSummary`] and [`AgentEvent`] (the MQTT payloads too); the
 //! daemon's health ([`HealthReport`], kept with `crate::health`, which
-//! builds it) and the automations' requests and list
+//! builds it), the wireless debugging reports ([`PairReport`],
+//! [`DiscoverReport`], kept with `crate::wireless`, which `droidwarden
+//! pair --json` and `discover --json` print too) and the automations' requests and list
 //! ([`AutomationRequest`], [`AutomationSummary`], kept with the
 //! automations, whose MQTT API reads the same JSON); and, defined here,
 //! the status report of `Status()` ([`StatusReport`]) and the status
@@ -34,6 +36,7 @@ use std::collections::BTreeMap;
 
 pub(crate) use crate::automations::api::{AutomationRequest, AutomationSummary};
 pub(crate) use crate::health::HealthReport;
+pub(crate) use crate::wireless::{DiscoverReport, PairReport};
 
 /// A value carried as JSON in a D-Bus string (signature `s`).
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +77,8 @@ impl Payload for droidwarden_agent::Grant {}
 impl Payload for SessionSummary {}
 impl Payload for AgentEvent {}
 impl Payload for ServiceStatus {}
+impl Payload for PairReport {}
+impl Payload for DiscoverReport {}
 impl Payload for StatusReport {
     const SORTED_KEYS: bool = true;
 }

@@ -548,6 +548,16 @@ impl Daemon1 {
             .ok_or_else(|| DbusError::Wire(assistant::disabled()))
     }
 
+    /// The ADB transport, for `Pair` and `Discover`.
+    fn adb(&self) -> Result<&droidwarden_bridge::adb::AdbTransport, DbusError> {
+        self.health.adb().map(|adb| adb.as_ref()).ok_or_else(|| {
+            DbusError::Wire(WireError::new(
+                ErrorCode::UnsupportedAction,
+                "the daemon runs without the ADB transport",
+            ))
+        })
+    }
+
     /// Every approval request: the agent's and the automations'.
     fn approvals(&self) -> Approvals {
         Approvals::new(self.assistant.clone(), self.automations.clone())
@@ -715,6 +725,52 @@ impl Daemon1 {
             problems,
             daemon,
         })
+    }
+
+    /// Pair a phone for wireless debugging (Android 11+) through the adb
+    /// server, as `droidwarden pair` does: `address` is the phone's
+    /// pairing address (HOST:PORT under Wireless debugging > Pair device
+    /// with pairing code), `code` its six digits, `timeout_ms` how long to
+    /// wait for the phone (0: 20 s; 100 to 120000). Returns the object of
+    /// `droidwarden pair --json`; an adb server older than platform-tools
+    /// 30 is `UnsupportedAction`, the phone's refusal `DeviceError` with
+    /// the server's words.
+    #[zbus(out_args("paired_json"))]
+    async fn pair(
+        &self,
+        address: &str,
+        code: &str,
+        timeout_ms: u32,
+    ) -> Result<Json<crate::wireless::PairReport>, DbusError> {
+        use droidwarden_bridge::adb::host::{PairingCode, PhoneAddress};
+        let target = PhoneAddress::try_from(address).map_err(|e| e.to_wire())?;
+        let code = PairingCode::try_from(code.to_owned()).map_err(|e| e.to_wire())?;
+        let timeout_ms = match u64::from(timeout_ms) {
+            0 => crate::wireless::PAIR_TIMEOUT_MS,
+            ms @ crate::wireless::PAIR_TIMEOUT_MIN_MS..=crate::wireless::PAIR_TIMEOUT_MAX_MS => ms,
+            _ => {
+                return Err(WireError::new(
+                    ErrorCode::InvalidParams,
+                    "timeout_ms must be 0 (20 s) or from 100 to 120000",
+                )
+                .into());
+            }
+        };
+        let adb = self.adb()?;
+        let paired =
+            crate::wireless::pair(adb, &target, &code, Duration::from_millis(timeout_ms)).await?;
+        tracing::info!(address = %target, guid = paired.guid.as_deref(), "paired over D-Bus Pair");
+        Ok(Json(paired))
+    }
+
+    /// The phones the adb server sees over mDNS, as `droidwarden discover
+    /// --json`: `adb_server`, `mdns` (`running`, `check`) and `services`,
+    /// each with the device it is when the server lists it.
+    #[zbus(out_args("discovered_json"))]
+    async fn discover(&self) -> Result<Json<crate::wireless::DiscoverReport>, DbusError> {
+        let adb = self.adb()?;
+        let devices = self.hub.registry().list();
+        Ok(Json(crate::wireless::discover(adb, &devices).await?))
     }
 
     /// Ask the agent. `session` empty: a new session. Returns the session

@@ -4,10 +4,13 @@
 //! installs it), which has both. No phone pairs here: a wrong code against
 //! a port where nothing listens, and one that accepts and stays silent,
 //! show that every failure is clear and bounded; `discover` answers with
-//! what the server sees over mDNS (nothing, in a container).
+//! what the server sees over mDNS (nothing, in a container). D-Bus `Pair`
+//! and `Discover` take the same path through the daemon and answer alike.
 
+use droidwarden_e2e::dbus::{PrivateBus, gdbus_string};
+use droidwarden_e2e::mqtt::{ANY_BROKER_PORT, Daemon};
 use droidwarden_e2e::{
-    AdbServer, KillOnDrop, binary, free_port, run_with_timeout, wait_exit, wait_for,
+    AdbServer, KillOnDrop, WAIT, binary, free_port, run_with_timeout, wait_exit, wait_for,
 };
 use serde_json::Value;
 use std::io::{Read as _, Write as _};
@@ -289,4 +292,74 @@ fn adb_36_pairing_fails_clearly_and_within_its_bound_and_discover_answers() {
     assert!(json["mdns"]["check"].is_string(), "{json}");
     assert_eq!(json["adb_server"], format!("127.0.0.1:{}", adb.port));
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// D-Bus `Pair` and `Discover` answer as the CLI does, through the
+/// daemon's own adb server: against adb 36, the server's own answer passed
+/// through (nothing listens on the pairing port) and what it sees over
+/// mDNS; against Debian's adb 29, the "too old" error naming it. A bad
+/// code is refused before anything is sent, and the code is never logged.
+#[test]
+fn pair_and_discover_over_dbus_answer_as_the_cli_does() {
+    let debian = AdbServer::start();
+    let new = NewAdb::start();
+    let bus = PrivateBus::session();
+    let closed = format!("127.0.0.1:{}", free_port());
+    for (port, old) in [(new.port, false), (debian.port, true)] {
+        let server = format!("127.0.0.1:{port}");
+        let mut env = bus.daemon_env().to_vec();
+        env.push(("DROIDWARDEN__ADB__SERVER", server.as_str()));
+        let daemon = Daemon::start_with_env(
+            &debian,
+            ANY_BROKER_PORT,
+            tempfile::tempdir().unwrap(),
+            &env,
+        );
+        bus.wait_for_daemon(WAIT);
+        let started = Instant::now();
+        let paired = bus.gdbus_call("Pair", &[closed.as_str(), CODE, "0"]);
+        let err = paired.expect_err("nothing pairs here");
+        if old {
+            assert!(
+                err.contains("org.droidwarden.Error.UnsupportedAction")
+                    && err.contains("platform-tools 30 or newer")
+                    && err.contains("adbutils"),
+                "{err}"
+            );
+        } else {
+            assert!(
+                err.contains("org.droidwarden.Error.DeviceError")
+                    && err.contains("Unable to start pairing client"),
+                "{err}"
+            );
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{err}");
+        let err = bus
+            .gdbus_call("Pair", &[closed.as_str(), "12345", "0"])
+            .expect_err("a bad code");
+        assert!(
+            err.contains("org.droidwarden.Error.InvalidParams") && err.contains("6 digits"),
+            "{err}"
+        );
+        let err = bus
+            .gdbus_call("Pair", &[closed.as_str(), CODE, "99"])
+            .expect_err("a timeout out of bounds");
+        assert!(err.contains("InvalidParams"), "{err}");
+        let discovered = bus.gdbus_call("Discover", &[]);
+        if old {
+            let err = discovered.expect_err("adb 29 has no mDNS");
+            assert!(err.contains("UnsupportedAction"), "{err}");
+        } else {
+            let reply = discovered.expect("Discover");
+            let json: Value = serde_json::from_str(&gdbus_string(&reply)).unwrap();
+            assert_eq!(json["adb_server"], server.as_str(), "{json}");
+            assert!(json["mdns"]["check"].is_string(), "{json}");
+            assert!(json["services"].is_array(), "{json}");
+        }
+        assert!(!daemon.log().contains(CODE), "{}", daemon.log());
+        drop(daemon);
+        wait_for("the daemon to leave the bus", WAIT, || {
+            (!bus.has_owner("org.droidwarden.Daemon1")).then_some(())
+        });
+    }
 }
