@@ -244,7 +244,8 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             .llm
             .as_ref()
             .map(|llm| format!("{} {}", llm.provider.as_str(), llm.model)),
-    ));
+    )
+    .with_model(config.llm.clone()));
     match crate::dbus::start(
         config.dbus,
         &hub,
@@ -381,6 +382,11 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             },
         ),
         publisher_stop.clone(),
+    ));
+    tracker.spawn(mqtt::run_health(
+        Arc::clone(&link),
+        Arc::clone(&health),
+        mqtt_stop.clone(),
     ));
     tracker.spawn(mqtt::run_companion_requests(
         Arc::clone(&link),

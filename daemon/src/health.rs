@@ -1,13 +1,24 @@
 //! The daemon's own health, for `droidwarden status` (D-Bus `Status`'s
 //! `daemon` object): its version and uptime, the state directory, the adb
 //! server (where, whether it answers, its version, what is wrong), the
-//! MQTT broker, the agent, the approvals waiting and the automations. What
-//! a new user needs to see when no phone shows up.
+//! MQTT broker, the agent and whether its model answers, the approvals
+//! waiting and the automations. What a new user needs to see when no phone
+//! shows up. The same report goes to D-Bus `Status` and, retained, to the
+//! MQTT topic `<prefix>/health` (`crate::mqtt::run_health`).
+//!
+//! The model's reachability is a probe of its model list
+//! (`droidwarden_agent::provider::probe`), cached for [`MODEL_FRESH`] after
+//! an answer and [`MODEL_RETRY`] after none, and never waited for longer
+//! than [`PART`]: a status asked while the model server hangs says so
+//! instead of hanging with it.
 
 use crate::approvals::Approvals;
 use crate::automations::api::AutomationSummary;
 use crate::automations::{self, Automations};
+use droidwarden_agent::LlmConfig;
+use droidwarden_agent::provider::probe::{self, ModelReach};
 use droidwarden_bridge::adb::AdbTransport;
+use droidwarden_bridge::adb::host::{self, HostError, MdnsCheck};
 use droidwarden_services::WireError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -16,6 +27,11 @@ use std::time::Instant;
 
 /// The longest one part of the report may take.
 const PART: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long the model's answer to the probe is kept.
+const MODEL_FRESH: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long "no answer" is kept before the model is probed again.
+const MODEL_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// What the health report is read from, fixed at start.
 #[derive(Debug, Clone)]
@@ -27,6 +43,15 @@ pub(crate) struct Health {
     broker: Arc<std::sync::Mutex<String>>,
     /// `provider model`, when the agent is on.
     agent: Option<String>,
+    /// The model to probe ([`Health::with_model`]), and the last answer.
+    model: Option<Arc<ModelProbe>>,
+}
+
+/// The model's settings and the probe's last answer, with when it came.
+#[derive(Debug)]
+struct ModelProbe {
+    llm: LlmConfig,
+    last: tokio::sync::Mutex<Option<(Instant, ModelReach)>>,
 }
 
 impl Health {
@@ -45,7 +70,19 @@ impl Health {
             adb,
             broker: Arc::new(std::sync::Mutex::new(broker)),
             agent,
+            model: None,
         }
+    }
+
+    /// Probe `llm`'s endpoint for the report (the agent's model).
+    pub(crate) fn with_model(mut self, llm: Option<LlmConfig>) -> Self {
+        self.model = llm.map(|llm| {
+            Arc::new(ModelProbe {
+                llm,
+                last: tokio::sync::Mutex::new(None),
+            })
+        });
+        self
     }
 
     /// The ADB transport the report reads: the one D-Bus `Pair` and
@@ -86,17 +123,24 @@ impl Health {
                     None => adb.server_version().await,
                 };
                 Some(match version {
-                    Ok(version) => AdbHealth {
-                        server,
-                        answers: true,
-                        version: Some(version),
-                        error: None,
-                    },
+                    Ok(version) => {
+                        let (pairing, mdns) = wireless(adb.server()).await;
+                        AdbHealth {
+                            server,
+                            answers: true,
+                            version: Some(version),
+                            error: None,
+                            pairing,
+                            mdns,
+                        }
+                    }
                     Err(e) => AdbHealth {
                         server,
                         answers: false,
                         version: None,
                         error: Some(e.to_wire()),
+                        pairing: None,
+                        mdns: None,
                     },
                 })
             }
@@ -139,10 +183,75 @@ impl Health {
             agent: AgentHealth {
                 on: self.agent.is_some(),
                 model: self.agent.clone(),
+                reach: match &self.model {
+                    Some(model) => Some(model.reach().await),
+                    None => None,
+                },
             },
             approvals_waiting: approvals,
             automations,
         }
+    }
+}
+
+impl ModelProbe {
+    /// The last answer while fresh, else a new probe, within [`PART`]
+    /// (a probe still running when a second status asks is waited for,
+    /// within the same bound, rather than doubled).
+    async fn reach(&self) -> ModelReach {
+        let asked = async {
+            let mut last = self.last.lock().await;
+            if let Some((at, reach)) = last.as_ref() {
+                let keep = if reach.answers() {
+                    MODEL_FRESH
+                } else {
+                    MODEL_RETRY
+                };
+                if at.elapsed() < keep {
+                    return reach.clone();
+                }
+            }
+            let reach = probe::probe(&self.llm, PART).await;
+            *last = Some((Instant::now(), reach.clone()));
+            reach
+        };
+        // The probe has PART itself; the lock's wait is bounded here.
+        tokio::time::timeout(PART + PART, asked)
+            .await
+            .unwrap_or_else(|_| ModelReach::Unreachable {
+                reason: "no answer in time".into(),
+            })
+    }
+}
+
+/// Whether the adb server at `server` can pair (platform-tools 30+) and
+/// whether its mDNS discovery runs, in its words; `None` when it could
+/// not be asked within [`PART`].
+async fn wireless(server: std::net::SocketAddrV4) -> (Option<bool>, Option<String>) {
+    match host::mdns_check(server, PART).await {
+        Ok(MdnsCheck::Running(text) | MdnsCheck::Disabled(text)) => (Some(true), Some(text)),
+        Err(HostError::Unsupported { .. }) => (Some(false), None),
+        Err(_) => (None, None),
+    }
+}
+
+/// What to do about the model's answer, for people; `None` when it answers.
+pub(crate) fn model_advice(reach: &ModelReach) -> Option<String> {
+    match reach {
+        ModelReach::Reachable { .. } => None,
+        ModelReach::KeyRefused { status } => Some(format!(
+            "the model's server refused the API key (HTTP {status}): check [llm] api_key_env or api_key_file"
+        )),
+        ModelReach::Answered { status } => Some(format!(
+            "the model's server answers, but not its model list (HTTP {status}): if asks fail, check [llm] base_url and model"
+        )),
+        ModelReach::Unreachable { reason } => Some(format!(
+            "the model is unreachable ({reason}): start the model server, or fix [llm] base_url; `droidwarden ask` fails until it answers"
+        )),
+        ModelReach::NoKey { reason } => Some(format!(
+            "the model's API key cannot be read ({reason}): set it, or fix [llm] api_key_env or api_key_file"
+        )),
+        _ => Some("the model's state is unknown".into()),
     }
 }
 
@@ -181,6 +290,14 @@ pub(crate) struct AdbHealth {
     /// What it answered with instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<WireError>,
+    /// Whether it can pair phones for wireless debugging (platform-tools
+    /// 30 or newer); absent when it could not be asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pairing: Option<bool>,
+    /// Its mDNS discovery, in its words (`mdns daemon version …`, or
+    /// `ERROR: mdns discovery disabled`); absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) mdns: Option<String>,
 }
 
 /// The agent, as the health report sees it.
@@ -191,6 +308,11 @@ pub(crate) struct AgentHealth {
     /// `provider model`, when on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) model: Option<String>,
+    /// Whether the model's server answered the probe of its model list
+    /// (`reach`: `reachable`, `key_refused`, `answered`, `unreachable`,
+    /// `no_key`), when on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reach: Option<ModelReach>,
 }
 
 /// How many automations there are.
@@ -245,14 +367,27 @@ pub(crate) fn lines(daemon: &HealthReport) -> Vec<String> {
     )];
     if let Some(adb) = &daemon.adb {
         lines.push(match (&adb.version, &adb.error) {
-            (Some(v), _) => format!("adb server {}: answers, version {v}", adb.server),
+            (Some(v), _) => format!(
+                "adb server {}: answers, version {v}{}",
+                adb.server,
+                match (adb.pairing, &adb.mdns) {
+                    (Some(true), Some(mdns)) => format!("; pairs phones, mDNS: {mdns}"),
+                    (Some(true), None) => "; pairs phones".to_owned(),
+                    (Some(false), _) => "; too old to pair or discover phones (platform-tools 30 or newer needed: see `droidwarden pair`)".to_owned(),
+                    (None, _) => String::new(),
+                }
+            ),
             (None, Some(e)) => format!("adb server {}: {}", adb.server, e.message),
             (None, None) => format!("adb server {}: does not answer", adb.server),
         });
     }
     lines.push(format!("MQTT broker: {}", daemon.broker));
     lines.push(match &daemon.agent.model {
-        Some(model) => format!("agent: on, {model}"),
+        Some(model) => match daemon.agent.reach.as_ref().and_then(model_advice) {
+            Some(advice) => format!("agent: on, {model}; {advice}"),
+            None if daemon.agent.reach.is_some() => format!("agent: on, {model}; the model answers"),
+            None => format!("agent: on, {model}"),
+        },
         None => "agent: off (no [llm] provider)".to_owned(),
     });
     if let Part::Read(n) = daemon.approvals_waiting {

@@ -58,6 +58,11 @@ struct Args {
     /// Ask the adb host to authenticate (any signature is accepted).
     #[arg(long)]
     auth: bool,
+    /// Ask the adb host to authenticate and never accept its key, as a
+    /// phone whose user has not answered the "Allow USB debugging?"
+    /// prompt: adb lists it `unauthorized`.
+    #[arg(long)]
+    auth_prompt: bool,
 }
 
 async fn terminated() -> anyhow::Result<()> {
@@ -105,6 +110,7 @@ async fn run() -> anyhow::Result<()> {
         model: args.model,
         android_version: args.android_version,
         auth: args.auth,
+        auth_prompt: args.auth_prompt,
         replay_dir: args.replay,
         command_log: args.command_log,
         initial_state: None,

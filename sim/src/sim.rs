@@ -53,6 +53,10 @@ pub struct SimConfig {
     pub android_version: Option<String>,
     /// Ask the host to authenticate (any signature is accepted).
     pub auth: bool,
+    /// Ask the host to authenticate and never accept: the phone's key
+    /// prompt waits for a user who does not answer (adb lists the phone
+    /// `unauthorized`).
+    pub auth_prompt: bool,
     /// Answer commands listed in `DIR/index.json` from recorded files.
     pub replay_dir: Option<PathBuf>,
     /// Append each command-log entry to this file as a JSON line.
@@ -74,6 +78,7 @@ impl Default for SimConfig {
             model: None,
             android_version: None,
             auth: false,
+            auth_prompt: false,
             replay_dir: None,
             command_log: None,
             initial_state: None,
@@ -111,6 +116,8 @@ pub(crate) struct Shared {
     pub(crate) phone: Phone,
     faults: Mutex<Faults>,
     pub(crate) auth: bool,
+    /// The key prompt is never answered ([`SimConfig::auth_prompt`]).
+    pub(crate) auth_prompt: bool,
     /// Frozen ([`Fault::Freeze`]): shell requests wait for this to be false.
     frozen: tokio::sync::watch::Sender<bool>,
 }
@@ -290,6 +297,7 @@ impl Sim {
             faults: Mutex::new(Faults::default()),
             frozen: tokio::sync::watch::channel(false).0,
             auth: config.auth,
+            auth_prompt: config.auth_prompt,
         });
 
         let adb_listener = if config.adb {

@@ -516,6 +516,9 @@ pub struct SimOptions {
     pub mqtt_login: Option<(String, String)>,
     /// Serve no ADB (a companion-only phone).
     pub no_adb: bool,
+    /// More arguments for `droidwarden-sim` (`--auth-prompt`,
+    /// `--mdns-instance NAME`).
+    pub extra_args: Vec<String>,
 }
 
 /// A running `droidwarden-sim` process.
@@ -571,6 +574,7 @@ impl Sim {
         if let Some(replay) = &options.replay {
             cmd.arg("--replay").arg(replay);
         }
+        cmd.args(&options.extra_args);
         let mut child = cmd
             .env(
                 "RUST_LOG",

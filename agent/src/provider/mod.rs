@@ -18,6 +18,7 @@ pub mod config;
 mod gemini;
 mod http;
 mod openai;
+pub mod probe;
 pub(crate) mod sse;
 
 pub use anthropic::Anthropic;

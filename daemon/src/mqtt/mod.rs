@@ -549,6 +549,33 @@ async fn publish_event(mqtt: &Mqtt, event: &Event) {
     mqtt.perform(actions).await;
 }
 
+/// How often the health report is read for `<prefix>/health`: a change
+/// goes out within this, and nothing goes out while nothing changes (the
+/// report's parts are bounded, and the model's probe is cached, so a
+/// reading costs the adb server two answers from memory).
+const HEALTH_EVERY: Duration = Duration::from_secs(15);
+
+/// Publish the daemon's health, retained, when it changes, until `stop`.
+pub(crate) async fn run_health(
+    mqtt: Arc<Mqtt>,
+    health: Arc<crate::health::Health>,
+    stop: CancellationToken,
+) {
+    let approvals = mqtt.approvals();
+    loop {
+        let report = tokio::select! {
+            () = stop.cancelled() => return,
+            report = health.report(&approvals, &mqtt.automations) => report,
+        };
+        let actions = mqtt.step(Input::Health(&report));
+        mqtt.perform(actions).await;
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(HEALTH_EVERY) => {}
+        }
+    }
+}
+
 /// Publish the companion hub's requests until `stop`.
 pub(crate) async fn run_companion_requests(
     mqtt: Arc<Mqtt>,

@@ -317,6 +317,8 @@ pub(crate) enum Input<'a> {
     StopCommands,
     /// Say goodbye: the daemon's availability goes `offline`.
     Goodbye,
+    /// The daemon's health report, read now.
+    Health(&'a crate::health::HealthReport),
 }
 
 /// The MQTT side's state. See the module documentation.
@@ -348,6 +350,9 @@ pub(crate) struct Router {
     connected: bool,
     /// Automations whose topics (and discovery configs) are published.
     automations_known: BTreeSet<String>,
+    /// The last health report sent, without its uptime: the next goes out
+    /// only when something else changed.
+    health_sent: Option<String>,
 }
 
 impl Router {
@@ -368,6 +373,7 @@ impl Router {
             taking_commands: true,
             connected: false,
             automations_known: BTreeSet::new(),
+            health_sent: None,
         }
     }
 
@@ -419,6 +425,7 @@ impl Router {
                 let topic = self.topics.companion_request(companion_id);
                 self.send(topic, payload, false, &mut out);
             }
+            Input::Health(report) => self.health(report, &mut out),
             Input::StopCommands => self.taking_commands = false,
             Input::Goodbye => {
                 self.send(
@@ -430,6 +437,25 @@ impl Router {
             }
         }
         out
+    }
+
+    /// The daemon's health, retained on `<prefix>/health` (QoS 1) when
+    /// anything but its uptime changed since the last one sent; a
+    /// reconnection republishes it with every retained topic.
+    fn health(&mut self, report: &crate::health::HealthReport, out: &mut Vec<Action>) {
+        let key = crate::health::HealthReport {
+            uptime_s: 0,
+            ..report.clone()
+        };
+        let (Ok(key), Ok(payload)) = (serde_json::to_string(&key), serde_json::to_vec(report))
+        else {
+            return;
+        };
+        if self.health_sent.as_deref() == Some(key.as_str()) {
+            return;
+        }
+        self.health_sent = Some(key);
+        self.send(self.topics.health(), payload, true, out);
     }
 
     /// After every (re)connection: subscribe before anything else, then say
@@ -1241,6 +1267,41 @@ mod tests {
         assert_eq!(published(&again).len(), 1);
         r.step(Input::Disconnected);
         assert!(r.step(Input::Devices(&[info("kitchen", None)])).is_empty());
+    }
+
+    #[test]
+    fn the_health_goes_out_retained_when_it_changes_not_when_only_time_passes() {
+        use crate::health::{AgentHealth, HealthReport, Part};
+        let mut r = router(false);
+        let mut report = HealthReport {
+            version: "1.0.0".into(),
+            uptime_s: 5,
+            state_dir: "/var/lib/droidwarden".into(),
+            adb: None,
+            broker: "embedded, on 127.0.0.1:1883".into(),
+            agent: AgentHealth {
+                on: false,
+                model: None,
+                reach: None,
+            },
+            approvals_waiting: Part::Read(0),
+            automations: None,
+        };
+        let first = published(&r.step(Input::Health(&report)));
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert_eq!(first[0].0, "dw/health");
+        assert!(first[0].2, "retained");
+        let sent: Value = serde_json::from_str(&first[0].1).unwrap();
+        assert_eq!(sent["uptime_s"], 5);
+        report.uptime_s = 20;
+        assert!(published(&r.step(Input::Health(&report))).is_empty());
+        report.approvals_waiting = Part::Read(1);
+        let changed = published(&r.step(Input::Health(&report)));
+        assert_eq!(changed.len(), 1, "{changed:?}");
+        // Replayed with every retained topic after a reconnection.
+        r.step(Input::Disconnected);
+        let replay = published(&r.step(Input::Connected));
+        assert!(replay.iter().any(|(t, _, _)| t == "dw/health"), "{replay:?}");
     }
 
     fn msg(topic: &str, payload: &str) -> Inbound {

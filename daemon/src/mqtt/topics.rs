@@ -43,6 +43,12 @@ impl Topics {
         format!("{}/availability", self.prefix)
     }
 
+    /// The daemon's own health (retained, as `droidwarden status --json`'s
+    /// `daemon`).
+    pub(crate) fn health(&self) -> String {
+        format!("{}/health", self.prefix)
+    }
+
     /// Commands: `<prefix>/cmd/#`.
     pub(crate) fn commands_filter(&self) -> String {
         format!("{}/cmd/#", self.prefix)

@@ -215,7 +215,8 @@ pub(crate) async fn serve_connection(
     // Stops the reader and the service tasks however this function returns.
     let _stop = conn.clone().drop_guard();
     tracker.spawn(read_loop(reader, tx.clone(), conn.clone()));
-    let mut session = Session::new(banner(&shared.phone.state()), shared.auth, auth_token());
+    let mut session = Session::new(banner(&shared.phone.state()), shared.auth, auth_token())
+        .prompting(shared.auth_prompt);
     let mut syncs: HashMap<u32, SyncMachine> = HashMap::new();
     tracing::info!(%peer, "adb connection");
     'serve: loop {

@@ -65,6 +65,10 @@ pub(crate) struct Session {
     /// Whether the banner offers the `shell_v2` feature.
     shell_v2: bool,
     auth: bool,
+    /// The phone's user has not accepted this host's key: signatures are
+    /// refused and a public key waits, for ever, for the prompt's answer
+    /// (adb lists the phone `unauthorized`).
+    prompt: bool,
     auth_token: Vec<u8>,
     phase: Phase,
     host_max: u32,
@@ -84,12 +88,21 @@ impl Session {
             banner,
             shell_v2,
             auth,
+            prompt: false,
             auth_token,
             phase: Phase::AwaitConnect,
             host_max: 4096,
             streams: BTreeMap::new(),
             next_id: 1,
         }
+    }
+
+    /// With `prompt`, a session whose user never accepts the host's key
+    /// (implies asking for authentication).
+    pub(crate) fn prompting(mut self, prompt: bool) -> Self {
+        self.prompt = prompt;
+        self.auth |= prompt;
+        self
     }
 
     /// The largest WRTE payload for this connection: min(host, device).
@@ -126,6 +139,18 @@ impl Session {
                     vec![Action::Send(self.connect_message())]
                 }
             }
+            // A signature is refused as adbd refuses one it cannot check
+            // (a new token), and a public key shows the prompt, which no
+            // one answers.
+            A_AUTH if self.phase == Phase::AwaitAuth && self.prompt => match msg.arg0 {
+                AUTH_SIGNATURE => vec![Action::Send(Message::new(
+                    A_AUTH,
+                    AUTH_TOKEN,
+                    0,
+                    self.auth_token.clone(),
+                ))],
+                _ => Vec::new(),
+            },
             A_AUTH if self.phase == Phase::AwaitAuth => match msg.arg0 {
                 // Any signature is accepted, and so is a public key (a real
                 // phone would ask its user; this one always says yes).
@@ -293,6 +318,27 @@ mod tests {
         assert!(s.is_online());
         assert_eq!(s.max_payload(), 256 * 1024);
         assert_eq!(connected(4096).max_payload(), 4096);
+    }
+
+    #[test]
+    fn a_prompt_no_one_answers_never_connects() {
+        let mut s = Session::new(b"device::".to_vec(), false, vec![7; 20]).prompting(true);
+        let out = s.on_message(Message::new(A_CNXN, A_VERSION, MAX_PAYLOAD, b"host::".to_vec()));
+        assert_eq!(
+            out,
+            vec![Action::Send(Message::new(A_AUTH, AUTH_TOKEN, 0, vec![7; 20]))]
+        );
+        // Each signature gets a new token; the key waits for the user.
+        let out = s.on_message(Message::new(A_AUTH, AUTH_SIGNATURE, 0, vec![1; 256]));
+        assert_eq!(
+            out,
+            vec![Action::Send(Message::new(A_AUTH, AUTH_TOKEN, 0, vec![7; 20]))]
+        );
+        assert!(
+            s.on_message(Message::new(A_AUTH, AUTH_RSAPUBLICKEY, 0, b"key".to_vec()))
+                .is_empty()
+        );
+        assert!(!s.is_online());
     }
 
     #[test]

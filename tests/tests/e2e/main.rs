@@ -26,6 +26,7 @@ mod phone_services;
 mod readme;
 mod screen;
 mod skills;
+mod status_health;
 mod systemd;
 mod trust;
 mod trust_access;
