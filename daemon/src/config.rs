@@ -430,6 +430,11 @@ impl TryFrom<RawConfig> for Config {
     fn try_from(raw: RawConfig) -> Result<Self, ConfigError> {
         let server = parse_server(&raw.adb.server).map_err(|e| bad("adb.server", e))?;
         for (i, target) in raw.adb.connect.iter().enumerate() {
+            // A phone's mDNS service name (`adb-SERIAL-xxxxxx._adb-tls-connect._tcp`)
+            // is connected by name, wherever its port is now.
+            if droidwarden_bridge::adb::host::is_service_name(target) {
+                continue;
+            }
             check_host_port(target).map_err(|e| bad(&format!("adb.connect[{i}]"), e))?;
         }
         if raw.adb.poll_interval_ms < 100 {

@@ -14,6 +14,7 @@
 //! | `{"op":"fault","kind":"freeze"}` / `"thaw"` | `{"ok":true}` |
 //! | `{"op":"fault","kind":"clear"}` | `{"ok":true}` |
 //! | `{"op":"listen","enabled":false}` | `{"ok":true,"listening":false}` |
+//! | `{"op":"move","port":0}` (0: a free port) | `{"ok":true,"adb":"127.0.0.1:41234"}` |
 //! | `{"op":"companion","online":false}` (`"abrupt":true` to skip the goodbye) | `{"ok":true,"connected":false}` |
 //! | `{"op":"companion_duplicates","enabled":true}` | `{"ok":true}` |
 //! | `{"op":"companion_status"}` | `{"ok":true,"companion":{"id":…,"connected":…,"duplicates":…,"tracking_interval_s":…,"photos":[…]}}` |
@@ -65,6 +66,9 @@ enum Request {
     },
     Listen {
         enabled: bool,
+    },
+    Move {
+        port: u16,
     },
     Companion {
         online: bool,
@@ -134,6 +138,10 @@ pub(crate) async fn handle_line(handle: &SimHandle, line: &str) -> Value {
         }
         Request::Listen { enabled } => match handle.set_listening(enabled).await {
             Ok(()) => json!({ "ok": true, "listening": enabled }),
+            Err(e) => error(e),
+        },
+        Request::Move { port } => match handle.move_adb(port).await {
+            Ok(addr) => json!({ "ok": true, "adb": addr.to_string() }),
             Err(e) => error(e),
         },
         Request::Companion { online, abrupt } => {

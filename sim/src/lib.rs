@@ -49,6 +49,7 @@ mod control;
 mod error;
 mod fault;
 mod log;
+mod mdns;
 mod phone;
 mod replay;
 mod shell;

@@ -63,6 +63,10 @@ struct Args {
     /// prompt: adb lists it `unauthorized`.
     #[arg(long)]
     auth_prompt: bool,
+    /// Announce the ADB port over mDNS as `_adb-tls-connect._tcp` under
+    /// NAME (`adb-SERIAL-xxxxxx`), as a phone with wireless debugging on.
+    #[arg(long, value_name = "NAME")]
+    mdns_instance: Option<String>,
 }
 
 async fn terminated() -> anyhow::Result<()> {
@@ -111,6 +115,7 @@ async fn run() -> anyhow::Result<()> {
         android_version: args.android_version,
         auth: args.auth,
         auth_prompt: args.auth_prompt,
+        mdns_instance: args.mdns_instance,
         replay_dir: args.replay,
         command_log: args.command_log,
         initial_state: None,

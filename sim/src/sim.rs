@@ -57,6 +57,10 @@ pub struct SimConfig {
     /// prompt waits for a user who does not answer (adb lists the phone
     /// `unauthorized`).
     pub auth_prompt: bool,
+    /// Announce the ADB port over mDNS as `_adb-tls-connect._tcp` under
+    /// this instance name (`adb-SERIAL-xxxxxx`), as a phone with wireless
+    /// debugging on does.
+    pub mdns_instance: Option<String>,
     /// Answer commands listed in `DIR/index.json` from recorded files.
     pub replay_dir: Option<PathBuf>,
     /// Append each command-log entry to this file as a JSON line.
@@ -79,6 +83,7 @@ impl Default for SimConfig {
             android_version: None,
             auth: false,
             auth_prompt: false,
+            mdns_instance: None,
             replay_dir: None,
             command_log: None,
             initial_state: None,
@@ -147,7 +152,10 @@ struct Generation {
 #[derive(Debug)]
 struct Inner {
     shared: Arc<Shared>,
-    adb_addr: Option<SocketAddr>,
+    /// Where ADB listens; changes when the phone moves ([`SimHandle::move_adb`]).
+    adb_addr: std::sync::Mutex<Option<SocketAddr>>,
+    /// The mDNS announcement of the ADB port, when asked for.
+    mdns: std::sync::Mutex<Option<crate::mdns::Announcer>>,
     control_addr: Option<SocketAddr>,
     companion: Option<Arc<Companion>>,
     shutdown: CancellationToken,
@@ -346,10 +354,20 @@ impl Sim {
             .companion
             .clone()
             .map(|settings| Arc::new(Companion::new(settings)));
+        let mdns = match (&config.mdns_instance, adb_addr) {
+            (Some(instance), Some(addr)) => Some(crate::mdns::Announcer::start(instance, addr)?),
+            (Some(_), None) => {
+                return Err(SimError::Config(
+                    "an mDNS announcement needs the ADB port".into(),
+                ));
+            }
+            (None, _) => None,
+        };
         let handle = SimHandle {
             inner: Arc::new(Inner {
                 shared,
-                adb_addr,
+                adb_addr: std::sync::Mutex::new(adb_addr),
+                mdns: std::sync::Mutex::new(mdns),
                 control_addr,
                 companion: companion.clone(),
                 shutdown: shutdown.clone(),
@@ -381,7 +399,68 @@ impl Sim {
 impl SimHandle {
     /// The ADB address (`adb connect` to it); `None` when ADB is off.
     pub fn adb_addr(&self) -> Option<SocketAddr> {
-        self.inner.adb_addr
+        *self
+            .inner
+            .adb_addr
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Move ADB to `port` on the same address (0: a free one), as a phone
+    /// whose wireless debugging was turned off and on: connections to the
+    /// old port close, and the mDNS announcement follows. Returns the new
+    /// address.
+    ///
+    /// # Errors
+    /// `SimError::Config` when this phone has no ADB port; `SimError::Bind`
+    /// when the new port cannot be bound (the phone stays where it was).
+    pub async fn move_adb(&self, port: u16) -> Result<SocketAddr, SimError> {
+        let mut slot = self.inner.listening.lock().await;
+        if self.inner.shutdown.is_cancelled() {
+            return Err(SimError::ShutDown);
+        }
+        let Some(old) = self.adb_addr() else {
+            return Err(SimError::Config("this phone has no ADB port".into()));
+        };
+        let wanted = SocketAddr::new(old.ip(), port);
+        let listener = bind_listener(wanted)?;
+        let new = listener
+            .local_addr()
+            .map_err(|source| SimError::Bind {
+                addr: wanted,
+                source,
+            })?;
+        if let Some(generation) = slot.take() {
+            generation.cancel.cancel();
+            wait_bounded(&generation.tracker, "move").await;
+        }
+        let generation = Generation {
+            cancel: self.inner.shutdown.child_token(),
+            tracker: TaskTracker::new(),
+        };
+        generation.tracker.spawn(accept_loop(
+            listener,
+            Arc::clone(&self.inner.shared),
+            generation.cancel.clone(),
+            generation.tracker.clone(),
+        ));
+        *slot = Some(generation);
+        *self
+            .inner
+            .adb_addr
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(new);
+        if let Some(announcer) = self
+            .inner
+            .mdns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            announcer.announce(new)?;
+        }
+        tracing::info!(from = %old, to = %new, "ADB moved");
+        Ok(new)
     }
 
     /// The control-port address, if one was configured.
@@ -564,7 +643,7 @@ impl SimHandle {
         if self.inner.shutdown.is_cancelled() {
             return Err(SimError::ShutDown);
         }
-        let Some(adb_addr) = self.inner.adb_addr else {
+        let Some(adb_addr) = self.adb_addr() else {
             return Err(SimError::Config("this phone has no ADB port".into()));
         };
         match (on, slot.is_some()) {

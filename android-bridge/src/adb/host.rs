@@ -24,6 +24,11 @@
 //!   runs under the caller's timeout.
 //! - `host:mdns:check` → `OKAY` and a string: `mdns daemon version
 //!   [Openscreen discovery 0.0.0]`, or `ERROR: mdns discovery disabled`.
+//! - `host:connect:TARGET` → `OKAY` and a string: `connected to …`,
+//!   `already connected to …` or `failed to connect to …`. TARGET may be
+//!   a phone's mDNS service name, `INSTANCE._adb-tls-connect._tcp`, which
+//!   the server (platform-tools 30+) connects at the address it sees
+//!   announced now, and lists under that name (`socket_spec.cpp`).
 //! - `host:mdns:services` → `OKAY` and a string, one line per service:
 //!   `INSTANCE\tSERVICE\tIPV4:PORT` (`adb-R5CT…-AbCdEf\t_adb-tls-connect._tcp\t192.168.1.40:37123`).
 //!
@@ -42,6 +47,8 @@ use tokio::time::Instant;
 
 /// The host services this module asks for, by request.
 const PAIR: &str = "host:pair";
+const CONNECT: &str = "host:connect";
+const DISCONNECT: &str = "host:disconnect";
 const MDNS_CHECK: &str = "host:mdns:check";
 const MDNS_SERVICES: &str = "host:mdns:services";
 
@@ -416,6 +423,74 @@ fn pairing_advice(message: &str) -> &'static str {
     }
 }
 
+/// Whether `target` is the mDNS service name of a phone's wireless
+/// debugging connect port, `INSTANCE._adb-tls-connect._tcp` (the serial a
+/// server gives a phone it connects by name): an adb server of
+/// platform-tools 30 or newer that sees the service connects it at the
+/// address announced now, so the name stays valid when the phone's port
+/// changes.
+///
+/// ```
+/// use droidwarden_bridge::adb::host::is_service_name;
+/// assert!(is_service_name("adb-R5CT-AbCdEf._adb-tls-connect._tcp"));
+/// assert!(!is_service_name("192.168.1.40:41000"));
+/// assert!(!is_service_name("._adb-tls-connect._tcp"));
+/// ```
+pub fn is_service_name(target: &str) -> bool {
+    target
+        .strip_suffix(CONNECT_SERVICE)
+        .and_then(|rest| rest.strip_suffix('.'))
+        .is_some_and(|instance| {
+            !instance.is_empty()
+                && instance.len() <= 63
+                && instance
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
+}
+
+/// Ask the server to connect `target` (`host:connect:TARGET`): `HOST:PORT`
+/// or a phone's mDNS service name ([`is_service_name`]). Returns the
+/// server's words (`connected to …`, `already connected to …`).
+///
+/// # Errors
+/// [`HostError::Refused`] when the server could not connect it (`failed to
+/// connect to …`, or a name it does not see over mDNS);
+/// [`HostError::Unreachable`], [`HostError::TimedOut`] otherwise.
+pub async fn connect(
+    server: SocketAddrV4,
+    target: &str,
+    timeout: Duration,
+) -> Result<String, HostError> {
+    let words = request(server, CONNECT, &format!("{CONNECT}:{target}"), timeout).await?;
+    if words.starts_with("connected") || words.starts_with("already connected") {
+        Ok(words)
+    } else {
+        Err(HostError::Refused {
+            server,
+            service: CONNECT,
+            message: words,
+        })
+    }
+}
+
+/// Ask the server to drop its connection to `target`
+/// (`host:disconnect:TARGET`), so that the next [`connect`] looks the
+/// phone up again. A target it does not know is no error.
+///
+/// # Errors
+/// [`HostError::Unreachable`], [`HostError::TimedOut`].
+pub async fn disconnect(
+    server: SocketAddrV4,
+    target: &str,
+    timeout: Duration,
+) -> Result<(), HostError> {
+    match request(server, DISCONNECT, &format!("{DISCONNECT}:{target}"), timeout).await {
+        Ok(_) | Err(HostError::Refused { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether the server's mDNS discovery runs (`host:mdns:check`).
 ///
 /// # Errors
@@ -470,7 +545,18 @@ async fn query(
     service: &'static str,
     timeout: Duration,
 ) -> Result<String, HostError> {
-    ask(server, service, service, timeout, |mut conn| async move {
+    request(server, service, service, timeout).await
+}
+
+/// `request` (the service `service` with its arguments), answered by
+/// `OKAY` and one hex-length string.
+async fn request(
+    server: SocketAddrV4,
+    service: &'static str,
+    request: &str,
+    timeout: Duration,
+) -> Result<String, HostError> {
+    ask(server, service, request, timeout, |mut conn| async move {
         let body = conn.read_hex_body().await?;
         Ok(String::from_utf8_lossy(&body).into_owned())
     })
@@ -634,6 +720,25 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, HostError::TimedOut { .. }), "{err:?}");
         assert!(started.elapsed() < SECOND);
+    }
+
+    #[tokio::test]
+    async fn connect_by_name_reads_the_servers_words() {
+        let name = "adb-SIM-AbCdEf._adb-tls-connect._tcp";
+        let addr = server(
+            "host:connect:adb-SIM-AbCdEf._adb-tls-connect._tcp",
+            b"OKAY0031connected to adb-SIM-AbCdEf._adb-tls-connect._tcp",
+        )
+        .await;
+        let words = connect(addr, name, SECOND).await.unwrap();
+        assert!(words.starts_with("connected to"), "{words}");
+        let addr = server(
+            "host:connect:adb-SIM-AbCdEf._adb-tls-connect._tcp",
+            b"OKAY0040failed to connect to 'adb-SIM-AbCdEf._adb-tls-connect._tcp:5555'",
+        )
+        .await;
+        let err = connect(addr, name, SECOND).await.unwrap_err();
+        assert!(matches!(err, HostError::Refused { .. }), "{err:?}");
     }
 
     #[test]

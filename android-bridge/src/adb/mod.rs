@@ -56,6 +56,7 @@ use adb_client::RustADBError;
 use adb_client::server::{ADBServer, DeviceLong, DeviceState};
 use droidwarden_services::{Command, DeviceName};
 use exchange::{Dialer, ExchangeError, Protocol};
+use host::HostError;
 use serde_json::Value;
 pub use shell::{ShellOutput, quote};
 use std::collections::{BTreeMap, HashMap};
@@ -544,9 +545,22 @@ impl AdbTransport {
         let mut offline_seen = false;
         let connect = self.live().connect.clone();
         for target in &connect {
+            let by_name = host::is_service_name(target);
             match listed.iter().find(|d| &d.identifier == target) {
                 Some(d) if d.state == DeviceState::Device => {}
+                // A phone connected by its mDNS name that stopped
+                // answering has likely moved to another port (wireless
+                // debugging toggled, the phone restarted): dropped and
+                // connected by name again, at the address announced now.
+                Some(d) if by_name && d.state == DeviceState::Offline => {
+                    asked = true;
+                    self.connect_by_name(target, true).await;
+                }
                 Some(_) => offline_seen = true,
+                None if by_name => {
+                    asked = true;
+                    self.connect_by_name(target, false).await;
+                }
                 None => {
                     asked = true;
                     let Some(addr) = resolve(target).await else {
@@ -568,6 +582,27 @@ impl AdbTransport {
             }
         }
         asked
+    }
+
+    /// Connect the phone whose mDNS service name is `name` (`host:connect`,
+    /// which an adb server of platform-tools 30+ resolves from what it sees
+    /// announced), dropping a stale connection first when `again`. Failures
+    /// are logged: the next refresh tries again.
+    async fn connect_by_name(&self, name: &str, again: bool) {
+        let server = self.config.server;
+        if again {
+            tracing::info!(target = name, "a phone connected by its mDNS name is offline: connecting it again where it is announced now");
+            if let Err(e) = host::disconnect(server, name, SERVER_REQUEST_TIMEOUT).await {
+                tracing::debug!(target = name, error = %e, "adb disconnect failed");
+            }
+        }
+        match host::connect(server, name, SERVER_REQUEST_TIMEOUT).await {
+            Ok(words) => tracing::debug!(target = name, words, "adb connect by mDNS name"),
+            Err(HostError::Unsupported { .. }) => {
+                tracing::debug!(target = name, "the adb server is too old to connect by mDNS name")
+            }
+            Err(e) => tracing::debug!(target = name, error = %e, "adb connect by mDNS name failed"),
+        }
     }
 
     async fn server_request<T: Send + 'static>(
