@@ -793,6 +793,29 @@ fn name_the_variable(message: String, variables: &[String]) -> String {
     message
 }
 
+/// A validation error `KEY: why` (`adb.connect[0]: …`) whose KEY came
+/// from an environment variable gains `(from DROIDWARDEN__ADB__CONNECT)`.
+fn name_the_key_variable(message: String, variables: &[String]) -> String {
+    let Some((key, _)) = message.split_once(": ") else {
+        return message;
+    };
+    let key = key.split('[').next().unwrap_or(key);
+    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || "._".contains(c)) {
+        return message;
+    }
+    let spelled = format!(
+        "DROIDWARDEN__{}",
+        key.split('.')
+            .map(str::to_ascii_uppercase)
+            .collect::<Vec<_>>()
+            .join("__")
+    );
+    match variables.iter().find(|v| v.eq_ignore_ascii_case(&spelled)) {
+        Some(variable) => format!("{message} (from {variable})"),
+        None => message,
+    }
+}
+
 pub(crate) fn load_with_env(
     file: Option<&Path>,
     env: impl IntoIterator<Item = (String, String)>,
@@ -849,7 +872,10 @@ pub(crate) fn load_with_env(
             credentials,
         )?));
     }
-    let mut config = Config::try_from(raw)?;
+    // A value that reads but is not valid (`adb.server: …`) names the
+    // variable it came from, as a type error does.
+    let mut config =
+        Config::try_from(raw).map_err(|e| ConfigError(name_the_key_variable(e.0, &variables)))?;
     config.source = file.map(Path::to_path_buf);
     Ok(config)
 }
@@ -977,6 +1003,18 @@ mod tests {
             inner.0.contains("(from DROIDWARDEN__ADB__POLL_INTERVAL)"),
             "{inner}"
         );
+        // A value that reads but is not valid names its variable too.
+        for (variable, value, key) in [
+            ("DROIDWARDEN__ADB__SERVER", "nonsense", "adb.server"),
+            ("DROIDWARDEN__ADB__CONNECT", "a b:5", "adb.connect[0]"),
+            ("DROIDWARDEN__CALLS__TIMEOUT_MS", "0", "calls.timeout_ms"),
+        ] {
+            let invalid = load_with_env(None, env(variable, value)).unwrap_err();
+            assert!(
+                invalid.0.starts_with(key) && invalid.0.ends_with(&format!("(from {variable})")),
+                "{invalid}"
+            );
+        }
         // A mistake in the file names no variable.
         let in_file = with_file("[cals]\ntimeout_ms = 5\n").unwrap_err();
         assert!(!in_file.0.contains("DROIDWARDEN__"), "{in_file}");
