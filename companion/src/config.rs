@@ -29,6 +29,20 @@ password_file = "~/.config/droidwarden-companion/password"
 # url_schemes = ["http", "https"]
 # Optional: how long one Termux:API command may take, in seconds (default 20).
 # command_timeout_s = 20
+# Optional: the numbers telephony.sms_send and telephony.dial may reach.
+# Empty (the default): this phone sends no text and places no call, whatever
+# the home server asks. The daemon has its own allowlist; both must agree.
+# allowed_numbers = ["+4915112345678"]
+# Optional: where camera_control.take_photo stores photos.
+# photo_dir = "~/droidwarden-photos"
+# Optional: how often the notification list is read to push
+# notification_posted/removed events, in seconds (default 30; 0: never).
+# notification_poll_s = 30
+# Optional: hold a Termux wake lock while running (default true), so
+# Android does not suspend the connection.
+# wake_lock = true
+# Optional: the log file (default ~/.local/state/droidwarden-companion/companion.log).
+# log_file = "~/.local/state/droidwarden-companion/companion.log"
 "#;
 
 /// The file as written.
@@ -43,6 +57,11 @@ pub struct RawConfig {
     prefix: Option<String>,
     url_schemes: Option<Vec<String>>,
     command_timeout_s: Option<u64>,
+    allowed_numbers: Option<Vec<String>>,
+    photo_dir: Option<String>,
+    notification_poll_s: Option<u64>,
+    wake_lock: Option<bool>,
+    log_file: Option<String>,
 }
 
 /// Where the broker is.
@@ -74,6 +93,16 @@ pub struct Config {
     pub policy: PhonePolicy,
     /// The time limit of one Termux:API command.
     pub command_timeout: Duration,
+    /// Where photos are stored.
+    pub photo_dir: PathBuf,
+    /// How often the notification list is read for events; `None`: never.
+    pub notification_poll: Option<Duration>,
+    /// Whether to hold a Termux wake lock while running.
+    pub wake_lock: bool,
+    /// The log file.
+    pub log_file: PathBuf,
+    /// The status file `droidwarden-companion status` reads (beside the log).
+    pub status_file: PathBuf,
 }
 
 impl Config {
@@ -138,9 +167,39 @@ impl Config {
         if let Some(schemes) = raw.url_schemes {
             services.insert("url_schemes".into(), schemes.into());
         }
+        // Telephony is on exactly when numbers are listed: the daemon's
+        // policy checks the same allowlist again here.
+        if let Some(numbers) = raw.allowed_numbers.filter(|n| !n.is_empty()) {
+            services.insert(
+                "telephony".into(),
+                serde_json::json!({"enabled": true, "allowed_numbers": numbers}),
+            );
+        }
         let policy = serde_json::from_value::<RawPhoneServices>(services.into())
             .map_err(|e| bad("url_schemes", e.to_string()))
-            .and_then(|raw| PhonePolicy::try_from(raw).map_err(|e| bad("url_schemes", e.reason)))?;
+            .and_then(|raw| {
+                PhonePolicy::try_from(raw).map_err(|e| {
+                    let key = if e.key.contains("allowed_numbers") {
+                        "allowed_numbers"
+                    } else {
+                        "url_schemes"
+                    };
+                    bad(key, e.reason)
+                })
+            })?;
+        let poll = raw.notification_poll_s.unwrap_or(30);
+        if poll != 0 && !(1..=3600).contains(&poll) {
+            return Err(bad(
+                "notification_poll_s",
+                format!("{poll} is neither 0 nor between 1 and 3600"),
+            ));
+        }
+        let home_dir = PathBuf::from(home.unwrap_or("."));
+        let log_file = raw.log_file.as_deref().map_or_else(
+            || home_dir.join(".local/state/droidwarden-companion/companion.log"),
+            expand,
+        );
+        let status_file = log_file.with_file_name("status.json");
         let timeout = raw.command_timeout_s.unwrap_or(20);
         if !(1..=300).contains(&timeout) {
             return Err(bad(
@@ -164,6 +223,14 @@ impl Config {
             prefix,
             policy,
             command_timeout: Duration::from_secs(timeout),
+            photo_dir: raw
+                .photo_dir
+                .as_deref()
+                .map_or_else(|| home_dir.join("droidwarden-photos"), expand),
+            notification_poll: (poll != 0).then(|| Duration::from_secs(poll)),
+            wake_lock: raw.wake_lock.unwrap_or(true),
+            log_file,
+            status_file,
         })
     }
 
@@ -250,5 +317,36 @@ mod tests {
             "http and https by default"
         );
         assert_eq!(c.command_timeout, Duration::from_secs(20));
+        assert!(!c.policy.telephony, "no numbers: no telephony");
+        assert_eq!(c.notification_poll, Some(Duration::from_secs(30)));
+        assert!(c.wake_lock);
+        assert_eq!(
+            c.log_file,
+            PathBuf::from("/home/u/.local/state/droidwarden-companion/companion.log")
+        );
+        assert_eq!(
+            c.status_file,
+            PathBuf::from("/home/u/.local/state/droidwarden-companion/status.json")
+        );
+    }
+
+    #[test]
+    fn telephony_follows_the_allowlist() {
+        let c = Config::parse(
+            "broker = \"mqtt://h\"\ncompanion_id = \"a\"\nallowed_numbers = [\"+4915112345678\"]\nnotification_poll_s = 0",
+            None,
+        )
+        .unwrap();
+        assert!(c.policy.telephony);
+        assert!(c.policy.allowed_numbers.contains("+4915112345678"));
+        assert_eq!(c.notification_poll, None);
+        check(
+            "broker = \"mqtt://h\"\ncompanion_id = \"a\"\nallowed_numbers = [\"call me\"]",
+            Err("allowed_numbers"),
+        );
+        check(
+            "broker = \"mqtt://h\"\ncompanion_id = \"a\"\nnotification_poll_s = 3601",
+            Err("notification_poll_s"),
+        );
     }
 }

@@ -55,6 +55,27 @@ pub enum ExecError {
 /// [`ExecError`] when `argv` is empty, or the command cannot start or runs
 /// too long (it is killed).
 pub async fn run(argv: &[String], limit: Duration) -> Result<Output, ExecError> {
+    run_inner(argv, None, limit).await
+}
+
+/// Run `argv` with `input` on its standard input (then closed) and wait at
+/// most `limit`.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_with_input(
+    argv: &[String],
+    input: &[u8],
+    limit: Duration,
+) -> Result<Output, ExecError> {
+    run_inner(argv, Some(input), limit).await
+}
+
+async fn run_inner(
+    argv: &[String],
+    input: Option<&[u8]>,
+    limit: Duration,
+) -> Result<Output, ExecError> {
     let Some(program) = argv.first().cloned() else {
         return Err(ExecError::Spawn {
             program: String::new(),
@@ -63,7 +84,11 @@ pub async fn run(argv: &[String], limit: Duration) -> Result<Output, ExecError> 
     };
     let mut child = tokio::process::Command::new(&program)
         .args(&argv[1..])
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -82,12 +107,23 @@ pub async fn run(argv: &[String], limit: Duration) -> Result<Output, ExecError> 
         });
     };
     let (mut stdout, mut stderr) = (stdout.take(MAX_OUTPUT), stderr.take(MAX_OUTPUT));
+    let stdin = child.stdin.take();
     let work = async {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let (r1, r2, status) = tokio::join!(
+        let feed = async {
+            if let (Some(mut stdin), Some(input)) = (stdin, input) {
+                use tokio::io::AsyncWriteExt;
+                // A program that exits without reading it all is its own
+                // business; its status says how it went.
+                let _ = stdin.write_all(input).await;
+                let _ = stdin.shutdown().await;
+            }
+        };
+        let (r1, r2, status, ()) = tokio::join!(
             stdout.read_to_end(&mut out),
             stderr.read_to_end(&mut err),
-            child.wait()
+            child.wait(),
+            feed
         );
         // A read error leaves what was read; the status says whether it ran.
         let _ = (r1, r2);
@@ -119,6 +155,14 @@ mod tests {
             .unwrap();
         assert_eq!(out.stdout, "a; b $(id)\n");
         assert_eq!(out.status, Some(0));
+    }
+
+    #[tokio::test]
+    async fn input_goes_to_standard_input() {
+        let out = run_with_input(&argv(&["cat"]), b"-n a\\c $(id)", Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(out.stdout, "-n a\\c $(id)");
     }
 
     #[tokio::test]

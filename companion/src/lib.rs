@@ -10,7 +10,10 @@
 //!   catalogue's result record; pure functions.
 //! - [`exec`] runs one argv with a time limit.
 //! - [`session`] owns the MQTT connection: will, subscribe, announce,
-//!   reconnect with capped backoff, TLS.
+//!   reconnect with capped backoff, TLS; events; the wake lock.
+//! - [`watch`] turns readings of the notification list into events.
+//! - [`status`] keeps the status file behind `droidwarden-companion status`.
+//! - [`check`] is the first-run check of commands and permissions.
 //!
 //! Architecture invariant: the protocol's payload rules and the catalogue
 //! come from `droidwarden-bridge` and `droidwarden-services`, shared with
@@ -21,7 +24,10 @@ pub mod config;
 pub mod exec;
 pub mod respond;
 pub mod session;
+pub mod status;
 pub mod termux;
+pub mod watch;
+pub mod check;
 
 /// What can go wrong outside a single request (whose failures are answers).
 #[derive(Debug, thiserror::Error)]

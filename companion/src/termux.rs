@@ -8,11 +8,13 @@
 
 use crate::exec::{self, ExecError, Output};
 use droidwarden_services::{
-    AudioAction, AudioVolume, BatteryAction, BatteryStatus, Command, ErrorCode, IntentsAction,
-    Notification, NotificationList, NotificationsAction, ScreenAction, ScreenBrightness, Stream,
-    UrlOpened, WireError,
+    AudioAction, AudioVolume, BatteryAction, BatteryStatus, CallPlaced, CameraAction, CameraPhoto,
+    Command, ErrorCode, IntentsAction, LocationAction, LocationFix, Notification, NotificationList,
+    NotificationsAction, ScreenAction, ScreenBrightness, SmsComposed, Stream, TelephonyAction,
+    UrlOpened, WifiAction, WifiStatus, WifiToggle, WireError,
 };
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Every action this slice offers, as `service.action`, with the command
@@ -24,7 +26,46 @@ pub const OFFERED: &[(&str, &str)] = &[
     ("screen_control.set_brightness", "termux-brightness LEVEL"),
     ("notifications.list", "termux-notification-list"),
     ("intents.open_url", "termux-open-url URL"),
+    ("wifi_automation.status", "termux-wifi-connectioninfo"),
+    (
+        "wifi_automation.enable / disable",
+        "termux-wifi-enable true|false (Android 9 and older)",
+    ),
+    ("location.current", "termux-location -p network -r last"),
+    (
+        "camera_control.take_photo",
+        "termux-camera-photo -c 0 PHOTO_DIR/FILE",
+    ),
+    (
+        "telephony.sms_send",
+        "termux-sms-send -n NUMBER (the text on standard input)",
+    ),
+    ("telephony.dial", "termux-telephony-call NUMBER"),
 ];
+
+/// Every Termux:API command this companion may run, with the Android
+/// permission Termux:API needs for it (checked by `droidwarden-companion
+/// check`).
+pub const COMMANDS: &[(&str, &str)] = &[
+    ("termux-battery-status", "none"),
+    ("termux-volume", "none"),
+    ("termux-brightness", "Modify system settings"),
+    ("termux-notification-list", "Notification access"),
+    ("termux-open-url", "none"),
+    ("termux-wifi-connectioninfo", "Location (for the network's name)"),
+    ("termux-wifi-enable", "none (Android 9 and older only)"),
+    ("termux-location", "Location"),
+    ("termux-camera-photo", "Camera"),
+    ("termux-sms-send", "SMS"),
+    ("termux-telephony-call", "Phone"),
+    ("termux-wake-lock", "none"),
+    ("termux-wake-unlock", "none"),
+];
+
+/// The first Android API level on which apps may no longer switch Wi-Fi
+/// (Android 10, API 29: `WifiManager.setWifiEnabled` fails for apps
+/// targeting it).
+pub const WIFI_TOGGLE_REMOVED_API: u32 = 29;
 
 /// An offered action with its parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +82,23 @@ pub enum Offered {
     Notifications(Option<String>),
     /// `intents.open_url` (its scheme already allowed by the policy).
     OpenUrl(String),
+    /// `wifi_automation.status`.
+    WifiStatus,
+    /// `wifi_automation.enable` (`true`) or `disable` (`false`).
+    WifiToggle(bool),
+    /// `location.current`.
+    Location,
+    /// `camera_control.take_photo`, with its file name if given.
+    Photo(Option<String>),
+    /// `telephony.sms_send` (the number already allowed by the policy).
+    Sms {
+        /// The recipient.
+        number: String,
+        /// The message (never logged).
+        text: String,
+    },
+    /// `telephony.dial` (the number already allowed by the policy).
+    Dial(String),
 }
 
 /// Termux's name of a stream (`termux-volume` knows alarm, music,
@@ -88,6 +146,28 @@ pub fn offered(command: &Command) -> Result<Offered, WireError> {
             Offered::Notifications(package.as_ref().map(|p| p.as_str().to_owned()))
         }
         Command::Intents(IntentsAction::OpenUrl { url }) => Offered::OpenUrl(url.clone()),
+        Command::Wifi(WifiAction::Status) => Offered::WifiStatus,
+        Command::Wifi(WifiAction::Enable) => Offered::WifiToggle(true),
+        Command::Wifi(WifiAction::Disable) => Offered::WifiToggle(false),
+        Command::Location(LocationAction::Current) => Offered::Location,
+        Command::Camera(CameraAction::TakePhoto { filename }) => Offered::Photo(filename.clone()),
+        Command::Telephony(TelephonyAction::SmsSend { number, text }) => Offered::Sms {
+            number: number.clone(),
+            text: text.clone(),
+        },
+        Command::Telephony(TelephonyAction::Dial { number }) => Offered::Dial(number.clone()),
+        Command::Audio(AudioAction::RingerMode { .. }) => {
+            return Err(unsupported(
+                "Termux:API has no command for the ringer mode (termux-volume sets volumes only); \
+                 set a stream's volume with audio_automation.set_volume instead",
+            ));
+        }
+        Command::Location(LocationAction::StartTracking { .. } | LocationAction::StopTracking) => {
+            return Err(unsupported(
+                "droidwarden-companion for Termux does not track the position yet; \
+                 read it with location.current",
+            ));
+        }
         _ => {
             return Err(unsupported(format!(
                 "droidwarden-companion for Termux does not offer {name} yet; it offers {}",
@@ -105,12 +185,47 @@ fn argv(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// Perform an offered action, each command limited to `limit`, and give
-/// its result as JSON (the catalogue's result record).
+/// What performing an action needs besides the action.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The time limit of one command.
+    pub limit: Duration,
+    /// Where photos are stored.
+    pub photo_dir: PathBuf,
+}
+
+/// The answer for a Wi-Fi toggle on Android API level `api`: `None` when
+/// the platform still lets an app switch Wi-Fi (Android 9 and older).
+pub fn wifi_toggle_refusal(api: Option<u32>) -> Option<WireError> {
+    match api {
+        Some(api) if api < WIFI_TOGGLE_REMOVED_API => None,
+        Some(api) => Some(unsupported(format!(
+            "Android 10 and later (this phone: API {api}) no longer let an app switch Wi-Fi \
+             on or off (WifiManager.setWifiEnabled); use the quick settings, or reach the phone \
+             over ADB (`svc wifi`)"
+        ))),
+        None => Some(unsupported(
+            "the Android version is unknown (getprop ro.build.version.sdk gave no number), and \
+             Android 10 and later no longer let an app switch Wi-Fi",
+        )),
+    }
+}
+
+/// The phone's Android API level (`getprop ro.build.version.sdk`).
+async fn api_level(limit: Duration) -> Option<u32> {
+    let out = exec::run(&argv(&["getprop", "ro.build.version.sdk"]), limit)
+        .await
+        .ok()?;
+    out.stdout.trim().parse().ok()
+}
+
+/// Perform an offered action and give its result as JSON (the
+/// catalogue's result record).
 ///
 /// # Errors
 /// The answer to send when a command fails or prints something unusable.
-pub async fn perform(action: &Offered, limit: Duration) -> Result<Value, WireError> {
+pub async fn perform(action: &Offered, ctx: &Context) -> Result<Value, WireError> {
+    let limit = ctx.limit;
     let run = |a: Vec<String>| async move {
         let out = exec::run(&a, limit).await;
         checked(&a[0], out)
@@ -156,8 +271,88 @@ pub async fn perform(action: &Offered, limit: Duration) -> Result<Value, WireErr
                 chooser: false,
             })
         }
+        Offered::WifiStatus => {
+            let out = run(argv(&["termux-wifi-connectioninfo"])).await?;
+            to_json(&wifi(&json(&out, "termux-wifi-connectioninfo")?)?)
+        }
+        Offered::WifiToggle(on) => {
+            if let Some(refusal) = wifi_toggle_refusal(api_level(limit).await) {
+                return Err(refusal);
+            }
+            let state = if *on { "true" } else { "false" };
+            let out = run(argv(&["termux-wifi-enable", state])).await?;
+            no_output(&out, "termux-wifi-enable")?;
+            to_json(&WifiToggle { enabled: *on })
+        }
+        Offered::Location => {
+            let out = run(argv(&["termux-location", "-p", "network", "-r", "last"])).await?;
+            to_json(&location(&json(&out, "termux-location")?)?)
+        }
+        Offered::Photo(filename) => {
+            let name = filename.clone().unwrap_or_else(|| {
+                let now = droidwarden_services::time::epoch_ms(std::time::SystemTime::now());
+                format!("photo-{now}.jpg")
+            });
+            // The catalogue's pattern allows no `/` and no leading `.`: the
+            // file stays in the photo directory.
+            let path = ctx.photo_dir.join(&name);
+            tokio::fs::create_dir_all(&ctx.photo_dir)
+                .await
+                .map_err(|e| {
+                    device_error(format!("cannot create {}: {e}", ctx.photo_dir.display()))
+                })?;
+            let path_text = path.to_string_lossy().into_owned();
+            let out = run(vec![
+                "termux-camera-photo".into(),
+                "-c".into(),
+                "0".into(),
+                path_text.clone(),
+            ])
+            .await?;
+            photo_taken(&out, &path).await?;
+            to_json(&CameraPhoto { path: path_text })
+        }
+        Offered::Sms { number, text } => {
+            // The text goes on standard input: as arguments, the script
+            // would pass it through `echo` (which reads backslashes) and
+            // getopts (which reads a leading `-`).
+            let a = argv(&["termux-sms-send", "-n", number]);
+            let out = exec::run_with_input(&a, text.as_bytes(), limit).await;
+            let out = checked("termux-sms-send", out)?;
+            no_output(&out, "termux-sms-send")?;
+            to_json(&SmsComposed {
+                number: number.clone(),
+                status: "sent".into(),
+            })
+        }
+        Offered::Dial(number) => {
+            let out = run(argv(&["termux-telephony-call", number])).await?;
+            no_output(&out, "termux-telephony-call")?;
+            to_json(&CallPlaced {
+                number: number.clone(),
+                calling: true,
+            })
+        }
     };
     Ok(value)
+}
+
+/// `termux-camera-photo` prints nothing when it worked and a line
+/// starting with `ERROR:` otherwise; a photo is only taken if the file
+/// has content.
+async fn photo_taken(out: &Output, path: &Path) -> Result<(), WireError> {
+    no_output(out, "termux-camera-photo")?;
+    match tokio::fs::metadata(path).await {
+        Ok(m) if m.len() > 0 => Ok(()),
+        _ => Err(WireError {
+            code: ErrorCode::PermissionDenied,
+            message: format!(
+                "termux-camera-photo wrote no photo to {}; grant Termux:API the Camera permission",
+                path.display()
+            ),
+            retryable: false,
+        }),
+    }
 }
 
 fn to_json<T: serde::Serialize>(record: &T) -> Value {
@@ -197,10 +392,16 @@ fn checked(program: &str, out: Result<Output, ExecError>) -> Result<Output, Wire
 /// Termux:API reports refusals as `{"error": "…"}` on standard output.
 fn termux_error(stdout: &str) -> Option<WireError> {
     let value: Value = serde_json::from_str(stdout.trim()).ok()?;
-    let message = value.get("error")?.as_str()?;
+    let message = value
+        .get("error")
+        .or_else(|| value.get("API_ERROR"))?
+        .as_str()?;
     let lower = message.to_lowercase();
     let code = if lower.contains("permission") || lower.contains("permitted") {
         ErrorCode::PermissionDenied
+    } else if lower.contains("failed to get location") || lower.contains("no current connection")
+    {
+        ErrorCode::NotFound
     } else {
         ErrorCode::DeviceError
     };
@@ -341,6 +542,102 @@ pub fn volume(stream: Stream, name: &str, value: &Value) -> Result<AudioVolume, 
     })
 }
 
+/// What Android reports instead of a value an app may not see (no
+/// location permission) or does not know.
+fn hidden(value: &str) -> bool {
+    matches!(
+        value,
+        "" | "02:00:00:00:00:00" | "<unknown ssid>" | "0.0.0.0" | "00:00:00:00:00:00"
+    )
+}
+
+/// `termux-wifi-connectioninfo` as the catalogue's `wifi_automation.status`
+/// record.
+///
+/// Termux prints Android's `WifiInfo`: `bssid`, `frequency_mhz`, `ip`,
+/// `link_speed_mbps`, `mac_address`, `network_id`, `rssi`, `ssid`,
+/// `ssid_hidden` and `supplicant_state`. Without the location permission
+/// Android replaces the SSID, BSSID and MAC address with placeholders
+/// (`<unknown ssid>`, `02:00:00:00:00:00`), which become null. It does not
+/// say whether Wi-Fi is on: `enabled` is true when the supplicant is in any
+/// state but `INTERFACE_DISABLED`/`UNINITIALIZED`, or (no state printed)
+/// when the phone has a network id. `connected` is supplicant state
+/// `COMPLETED`, or (no state printed) a network id and an address.
+///
+/// # Errors
+/// `device_error` when the output is not an object.
+pub fn wifi(value: &Value) -> Result<WifiStatus, WireError> {
+    const P: &str = "termux-wifi-connectioninfo";
+    if !value.is_object() {
+        return Err(unexpected(P, "not an object"));
+    }
+    let text = |key: &str| {
+        value
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !hidden(s))
+            .map(str::to_owned)
+    };
+    let int = |key: &str| {
+        value
+            .get(key)
+            .and_then(Value::as_i64)
+            .and_then(|v| i32::try_from(v).ok())
+    };
+    let network = int("network_id").is_some_and(|id| id >= 0);
+    let ip = text("ip");
+    let state = value.get("supplicant_state").and_then(Value::as_str);
+    let (enabled, connected) = match state {
+        Some(s) => (
+            !matches!(s, "INTERFACE_DISABLED" | "UNINITIALIZED"),
+            s == "COMPLETED",
+        ),
+        None => (network, network && ip.is_some()),
+    };
+    Ok(WifiStatus {
+        enabled,
+        connected,
+        ssid: text("ssid").filter(|_| connected),
+        bssid: text("bssid").filter(|_| connected),
+        ip: ip.filter(|_| connected),
+        // Android's "no signal" value.
+        rssi_dbm: int("rssi").filter(|r| connected && *r > -127),
+        link_speed_mbps: int("link_speed_mbps").filter(|s| connected && *s >= 0),
+        frequency_mhz: int("frequency_mhz").filter(|f| connected && *f > 0),
+        mac: text("mac_address"),
+    })
+}
+
+/// `termux-location` as the catalogue's `location.current` record.
+///
+/// Termux prints `latitude`, `longitude`, `altitude`, `accuracy`,
+/// `vertical_accuracy` (newer versions), `bearing`, `speed`, `elapsedMs`
+/// and `provider`; `{"API_ERROR": "Failed to get location"}` when there is
+/// no fix (answered `not_found` before this runs).
+///
+/// # Errors
+/// `device_error` when latitude or longitude is missing.
+pub fn location(value: &Value) -> Result<LocationFix, WireError> {
+    const P: &str = "termux-location";
+    let num = |key: &str| value.get(key).and_then(Value::as_f64);
+    let (Some(latitude), Some(longitude)) = (num("latitude"), num("longitude")) else {
+        return Err(unexpected(P, "no latitude and longitude"));
+    };
+    Ok(LocationFix {
+        provider: value
+            .get("provider")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_owned(),
+        latitude,
+        longitude,
+        altitude_m: num("altitude"),
+        accuracy_m: num("accuracy"),
+        speed_mps: num("speed"),
+        bearing_deg: num("bearing"),
+    })
+}
+
 /// `termux-notification-list` as the catalogue's `notifications.list`
 /// record, only `package`'s when given.
 ///
@@ -476,6 +773,50 @@ mod tests {
     }
 
     #[test]
+    fn wifi_outputs() {
+        let w = wifi(&fixture!("wifi-connectioninfo.json")).unwrap();
+        // Without the location permission Android hides the BSSID and MAC.
+        assert!(w.enabled && w.connected, "{w:?}");
+        assert_eq!(w.bssid, None);
+        assert_eq!(w.mac, None);
+        assert_eq!(w.ip.as_deref(), Some("192.168.xxx.xxx"));
+        assert_eq!(
+            (w.rssi_dbm, w.link_speed_mbps, w.frequency_mhz),
+            (Some(-42), Some(433), Some(5180))
+        );
+        valid("wifi_automation", "status", &to_json(&w));
+        let off = wifi(&json!({"supplicant_state": "INTERFACE_DISABLED", "network_id": -1, "ip": "0.0.0.0", "ssid": "<unknown ssid>", "rssi": -127})).unwrap();
+        assert!(!off.enabled && !off.connected && off.ssid.is_none() && off.rssi_dbm.is_none());
+        assert!(wifi(&json!([])).is_err());
+    }
+
+    #[test]
+    fn location_outputs() {
+        let l = location(&fixture!("location.json")).unwrap();
+        assert_eq!((l.latitude, l.longitude), (1.3277513, 103.678317));
+        assert_eq!(l.provider, "gps");
+        assert_eq!(l.accuracy_m, Some(48.46337890625));
+        valid("location", "current", &to_json(&l));
+        let failed = termux_error(include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/termux/location-failed.json"
+        )))
+        .unwrap();
+        assert_eq!(failed.code, ErrorCode::NotFound);
+        assert!(location(&json!({"latitude": 1.0})).is_err());
+    }
+
+    #[test]
+    fn wifi_toggles_only_before_android_10() {
+        assert_eq!(wifi_toggle_refusal(Some(28)), None);
+        for api in [Some(29), Some(35), None] {
+            let e = wifi_toggle_refusal(api).unwrap();
+            assert_eq!(e.code, ErrorCode::UnsupportedAction);
+            assert!(e.message.contains("Android 10"), "{}", e.message);
+        }
+    }
+
+    #[test]
     fn termux_errors_are_answers() {
         let e =
             termux_error(r#"{"error": "Sending SMS is no longer permitted by Google"}"#).unwrap();
@@ -502,12 +843,15 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(e.code, ErrorCode::UnsupportedAction);
-        let e = offered(&parse("wifi_automation", "disable", json!({}))).unwrap_err();
+        let e = offered(&parse("bluetooth_automation", "disable", json!({}))).unwrap_err();
         assert_eq!(e.code, ErrorCode::UnsupportedAction);
         assert!(
-            e.message.contains("wifi_automation.disable"),
+            e.message.contains("bluetooth_automation.disable"),
             "{}",
             e.message
         );
+        let e = offered(&parse("audio_automation", "ringer_mode", json!({"mode": "silent"})))
+            .unwrap_err();
+        assert!(e.message.contains("ringer"), "{}", e.message);
     }
 }

@@ -34,6 +34,7 @@ pub mod mqtt;
 pub mod npm;
 pub mod phone_rig;
 pub mod systemd;
+pub mod termux;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read as _, Write};

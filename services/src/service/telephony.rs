@@ -29,7 +29,8 @@ records! {
     SmsComposed {
         /// The recipient's number, as given.
         number: String,
-        /// `composed`: the message waits in the messaging app.
+        /// `composed`: the message waits in the messaging app (ADB);
+        /// `sent`: handed to Android to send (the Termux companion).
         status: String,
     }
 
