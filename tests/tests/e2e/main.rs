@@ -14,6 +14,7 @@ mod dbus;
 mod dbus_socket;
 mod delegation;
 mod docs_examples;
+mod eval;
 mod first_hour;
 mod mcp;
 mod mcp_client;
