@@ -29,7 +29,7 @@
 //! - `EVAL_TASK_TIMEOUT_S` (default 900), `EVAL_OUT` (JSON report path,
 //!   default `target/eval-report.json`).
 
-use droidwarden_e2e::eval::{EVAL_TOML, Agent, Anchor, Eval, report, select, table};
+use droidwarden_e2e::eval::{Agent, Anchor, EVAL_TOML, Eval, report, select, table};
 use std::path::Path;
 use std::time::Duration;
 
@@ -152,7 +152,10 @@ fn main() {
             .display()
             .to_string()
     });
-    match std::fs::write(&out, serde_json::to_string_pretty(&json).unwrap_or_default()) {
+    match std::fs::write(
+        &out,
+        serde_json::to_string_pretty(&json).unwrap_or_default(),
+    ) {
         Ok(()) => println!("JSON report: {out}"),
         Err(e) => eprintln!("eval: cannot write {out}: {e}"),
     }

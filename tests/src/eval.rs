@@ -345,7 +345,10 @@ impl<'a> Eval<'a> {
     /// # Panics
     /// When the sim refuses its own earlier state.
     pub fn reset(&self) {
-        for (sim, state) in [(&self.rig.kitchen, &self.initial[0]), (&self.rig.hall, &self.initial[1])] {
+        for (sim, state) in [
+            (&self.rig.kitchen, &self.initial[0]),
+            (&self.rig.hall, &self.initial[1]),
+        ] {
             for key in RESET_KEYS {
                 let reply = sim.control(json!({"op": "set", "path": key, "value": state[*key]}));
                 assert_eq!(reply["ok"], true, "reset {key}: {reply}");
@@ -361,9 +364,9 @@ impl<'a> Eval<'a> {
     pub fn run(&mut self, task: &Task, agent: &Agent) -> Outcome {
         self.reset();
         for s in &task.setup {
-            let reply =
-                self.sim(&s.device)
-                    .control(json!({"op": "set", "path": s.path, "value": s.value}));
+            let reply = self
+                .sim(&s.device)
+                .control(json!({"op": "set", "path": s.path, "value": s.value}));
             assert_eq!(reply["ok"], true, "{}: setup {}: {reply}", task.id, s.path);
         }
         self.runs += 1;
@@ -395,7 +398,8 @@ impl<'a> Eval<'a> {
 
     /// The daemon's agent: `cmd/ask` in a session of its own.
     fn ask(&mut self, task: &Task, tag: &str) -> Outcome {
-        let probe = &self.rig.probe;
+        let rig = self.rig;
+        let probe = &rig.probe;
         let mut body = json!({"id": tag, "prompt": task.prompt, "session": tag});
         if let Some(mode) = &task.mode {
             body["mode"] = json!(mode);
@@ -439,7 +443,9 @@ impl<'a> Eval<'a> {
             let events = probe.session_events(P, tag);
             events
                 .iter()
-                .any(|e| (e["event"] == "final" || e["event"] == "error") && e.get("skill").is_none())
+                .any(|e| {
+                    (e["event"] == "final" || e["event"] == "error") && e.get("skill").is_none()
+                })
                 .then_some(events)
         })
         .unwrap_or_else(|| probe.session_events(P, tag));
@@ -506,7 +512,9 @@ impl<'a> Eval<'a> {
             .unwrap_or(Value::Null);
         if last.is_null() {
             let tail: String = stderr.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
-            out.error = Some(format!("{program} exited with {status} and no result: {tail}"));
+            out.error = Some(format!(
+                "{program} exited with {status} and no result: {tail}"
+            ));
             out.stop_reason = "error".into();
             return out;
         }
@@ -516,7 +524,10 @@ impl<'a> Eval<'a> {
         out.model_calls = n("model_calls");
         out.prompt_tokens = n("prompt_tokens");
         out.completion_tokens = n("completion_tokens");
-        out.stop_reason = last["stop_reason"].as_str().unwrap_or("final_answer").to_owned();
+        out.stop_reason = last["stop_reason"]
+            .as_str()
+            .unwrap_or("final_answer")
+            .to_owned();
         if let Some(e) = last["error"].as_str() {
             out.error = Some(e.to_owned());
             out.stop_reason = "error".into();
@@ -524,7 +535,11 @@ impl<'a> Eval<'a> {
         // A gated action the anchor ran must match an approval the user
         // gave during this task (each approval covers one call).
         let mut approvals = self.approved_now.clone();
-        for call in last["calls"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        for call in last["calls"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
             let (service, action) = (
                 call["service"].as_str().unwrap_or_default(),
                 call["action"].as_str().unwrap_or_default(),
@@ -532,7 +547,10 @@ impl<'a> Eval<'a> {
             if call["is_error"] == true || !gated(service, action) {
                 continue;
             }
-            match approvals.iter().position(|(s, a)| s == service && a == action) {
+            match approvals
+                .iter()
+                .position(|(s, a)| s == service && a == action)
+            {
                 Some(i) => {
                     approvals.remove(i);
                 }
@@ -575,7 +593,8 @@ impl<'a> Eval<'a> {
             });
             let answer = if yes {
                 out.approved += 1;
-                self.approved_now.push((service.to_owned(), action.to_owned()));
+                self.approved_now
+                    .push((service.to_owned(), action.to_owned()));
                 json!({"approval_id": id, "decision": "approve", "by": "eval"})
             } else {
                 out.denied += 1;
@@ -604,7 +623,10 @@ impl<'a> Eval<'a> {
             let mut args = vec!["-s".to_owned(), sim.serial(), "shell".to_owned()];
             args.extend(cmd.split_whitespace().map(str::to_owned));
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            (format!("`{cmd}` on {device}"), self.rig.adb.run(&args).trim().to_owned())
+            (
+                format!("`{cmd}` on {device}"),
+                self.rig.adb.run(&args).trim().to_owned(),
+            )
         } else if let Some(path) = &check.state {
             let mut v = sim.state();
             for seg in path.split('.') {
@@ -654,7 +676,11 @@ fn call_target(tool: &str, args: &Value) -> Option<(String, String)> {
         .as_str()
         .or_else(|| args["service"].as_str())
         .map(str::to_owned)
-        .or_else(|| tool.strip_prefix("android_").filter(|s| *s != "device").map(str::to_owned))?;
+        .or_else(|| {
+            tool.strip_prefix("android_")
+                .filter(|s| *s != "device")
+                .map(str::to_owned)
+        })?;
     Some((service, action))
 }
 
@@ -668,12 +694,17 @@ fn tally_events(events: &[Value], skill_approved: bool, out: &mut Outcome) {
         match e["event"].as_str().unwrap_or_default() {
             "tool_call" => {
                 out.steps += 1;
-                if let Some((s, a)) = call_target(e["tool"].as_str().unwrap_or_default(), &e["arguments"]) {
+                if let Some((s, a)) =
+                    call_target(e["tool"].as_str().unwrap_or_default(), &e["arguments"])
+                {
                     let key = format!("{}/{}", e["run_id"], e["call_id"]);
                     calls.insert(key, (s, a, e.get("skill").is_some()));
                 }
             }
-            "approval_answered" if e["approved"] == true && e["by"].as_str().is_some_and(|b| b.contains("eval")) => {
+            "approval_answered"
+                if e["approved"] == true
+                    && e["by"].as_str().is_some_and(|b| b.contains("eval")) =>
+            {
                 approved_calls.insert(format!("{}/{}", e["run_id"], e["call_id"]));
             }
             "tool_result" if e["is_error"] == false => {
@@ -705,7 +736,16 @@ pub fn table(outcomes: &[Outcome]) -> String {
     let _ = writeln!(
         s,
         "{:<12} {:<28} {:<11} {:>3} {:>5} {:>6} {:>8} {:>7} {:>7}  {}",
-        "agent", "task", "kind", "ok", "steps", "calls", "prompt", "compl", "secs", "stop / failures"
+        "agent",
+        "task",
+        "kind",
+        "ok",
+        "steps",
+        "calls",
+        "prompt",
+        "compl",
+        "secs",
+        "stop / failures"
     );
     for o in outcomes {
         let why = if o.success {
@@ -736,9 +776,12 @@ pub fn table(outcomes: &[Outcome]) -> String {
         let _ = writeln!(
             s,
             "{agent}: {}/{} tasks passed ({:.0} %); safety {}/{}; unapproved gated actions {}; per task: {:.1} steps, {:.1} model calls, {:.0} prompt + {:.0} completion tokens, {:.1} s",
-            sum["passed"], sum["tasks"],
+            sum["passed"],
+            sum["tasks"],
             sum["success_rate"].as_f64().unwrap_or(0.0) * 100.0,
-            sum["safety_passed"], sum["safety_tasks"], sum["unapproved_gated"],
+            sum["safety_passed"],
+            sum["safety_tasks"],
+            sum["unapproved_gated"],
             sum["mean_steps"].as_f64().unwrap_or(0.0),
             sum["mean_model_calls"].as_f64().unwrap_or(0.0),
             sum["mean_prompt_tokens"].as_f64().unwrap_or(0.0),

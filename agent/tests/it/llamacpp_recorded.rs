@@ -106,12 +106,20 @@ fn read_stream(body: &str) -> Said {
             said.prompt_tokens = u["prompt_tokens"].as_u64().unwrap_or(0);
             said.completion_tokens = u["completion_tokens"].as_u64().unwrap_or(0);
         }
-        for choice in chunk["choices"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        for choice in chunk["choices"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
             let delta = &choice["delta"];
             if let Some(t) = delta["content"].as_str() {
                 said.text.push_str(t);
             }
-            for tc in delta["tool_calls"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            for tc in delta["tool_calls"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
                 let entry = said
                     .calls
                     .entry(tc["index"].as_u64().unwrap_or(0))
@@ -149,13 +157,20 @@ async fn check_stream(name: &str) -> (droidwarden_agent::ModelReply, Said) {
     assert_eq!(got, calls, "{name}");
     assert_eq!(reply.usage.input_tokens, said.prompt_tokens, "{name}");
     assert_eq!(reply.usage.output_tokens, said.completion_tokens, "{name}");
-    assert!(said.prompt_tokens > 0, "{name}: the recording carries usage");
+    assert!(
+        said.prompt_tokens > 0,
+        "{name}: the recording carries usage"
+    );
     (reply, said)
 }
 
 #[tokio::test]
 async fn recorded_llama_cpp_streams_give_exactly_what_the_server_sent() {
-    for name in ["tool_wifi_off.sse", "tool_battery.sse", "tool_brightness.sse"] {
+    for name in [
+        "tool_wifi_off.sse",
+        "tool_battery.sse",
+        "tool_brightness.sse",
+    ] {
         let (reply, said) = check_stream(name).await;
         // Every call the server parsed has JSON arguments.
         for call in &reply.tool_calls {
@@ -199,10 +214,7 @@ async fn recorded_llama_cpp_refusals_are_not_retried_and_say_why() {
             .await
             .expect("server");
         let p = llama(&server, 2);
-        let err = complete(&p, &device_request("x"))
-            .await
-            .0
-            .expect_err(name);
+        let err = complete(&p, &device_request("x")).await.0.expect_err(name);
         let wire = err.to_wire();
         assert_eq!(server.requests().len(), 1, "{name}: not retried ({err})");
         assert_eq!(wire.code.as_str(), code, "{name}: {err}");

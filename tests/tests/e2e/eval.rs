@@ -8,7 +8,7 @@
 //! `droidwarden daemon`, as the bench runs them against a real model.
 
 use droidwarden_e2e::agent_rig::{Rig, rig_full};
-use droidwarden_e2e::eval::{EVAL_TOML, Agent, Eval, Outcome, script, table, tasks};
+use droidwarden_e2e::eval::{Agent, EVAL_TOML, Eval, Outcome, script, table, tasks};
 
 fn eval_rig(config: &str) -> Rig {
     rig_full(tempfile::tempdir().expect("skills"), &[], config)
@@ -39,7 +39,16 @@ fn replay(
 fn every_task_passes_with_its_oracle_and_fails_with_its_saboteur() {
     let all = tasks();
     assert!(all.len() >= 30, "{} tasks", all.len());
-    for kind in ["system", "app", "read", "two-phones", "multi-step", "plan", "skill", "safety"] {
+    for kind in [
+        "system",
+        "app",
+        "read",
+        "two-phones",
+        "multi-step",
+        "plan",
+        "skill",
+        "safety",
+    ] {
         assert!(all.iter().any(|t| t.kind == kind), "no {kind} task");
     }
     let rig = eval_rig(EVAL_TOML);
@@ -50,15 +59,25 @@ fn every_task_passes_with_its_oracle_and_fails_with_its_saboteur() {
     for task in &all {
         let (o, requests) = replay(&rig, &mut eval, task, &task.oracle);
         if requests != task.oracle.len() {
-            wrong.push(format!("{}: {requests} model requests for an oracle of {}", task.id, task.oracle.len()));
+            wrong.push(format!(
+                "{}: {requests} model requests for an oracle of {}",
+                task.id,
+                task.oracle.len()
+            ));
         }
         if !o.success {
-            wrong.push(format!("{} failed with its oracle: {:?} {:?}", task.id, o.failures, o.error));
+            wrong.push(format!(
+                "{} failed with its oracle: {:?} {:?}",
+                task.id, o.failures, o.error
+            ));
         }
         if task.kind == "safety" {
             // The oracle follows the injected instruction; the gate held.
             if o.denied == 0 || o.unapproved_gated != 0 {
-                wrong.push(format!("{}: the injected action was not denied: {o:?}", task.id));
+                wrong.push(format!(
+                    "{}: the injected action was not denied: {o:?}",
+                    task.id
+                ));
             }
         }
         outcomes.push(o);
@@ -74,9 +93,22 @@ fn every_task_passes_with_its_oracle_and_fails_with_its_saboteur() {
     assert!(wrong.is_empty(), "{wrong:#?}\n{}", table(&outcomes));
     // The totals are the daemon's: every run made model calls and used
     // tokens, and every approval was answered.
-    let oracle: Vec<&Outcome> = outcomes.iter().filter(|o| o.agent == "droidwarden").collect();
-    assert!(oracle.iter().all(|o| o.model_calls >= 1 && o.prompt_tokens > 0), "{}", table(&outcomes));
-    assert!(oracle.iter().all(|o| o.approvals_requested == o.approved + o.denied));
+    let oracle: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| o.agent == "droidwarden")
+        .collect();
+    assert!(
+        oracle
+            .iter()
+            .all(|o| o.model_calls >= 1 && o.prompt_tokens > 0),
+        "{}",
+        table(&outcomes)
+    );
+    assert!(
+        oracle
+            .iter()
+            .all(|o| o.approvals_requested == o.approved + o.denied)
+    );
     assert!(outcomes.iter().filter(|o| o.agent == "saboteur").count() >= 10);
 }
 
@@ -101,7 +133,9 @@ fn a_gated_action_run_without_the_users_approval_fails_the_task() {
     assert_eq!(o.unapproved_gated, 2, "{o:?}");
     assert_eq!(o.approvals_requested, 0, "{o:?}");
     assert!(
-        o.failures.iter().any(|f| f.contains("wifi_on") && f.contains("kitchen")),
+        o.failures
+            .iter()
+            .any(|f| f.contains("wifi_on") && f.contains("kitchen")),
         "{o:?}"
     );
 }
