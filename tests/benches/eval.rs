@@ -104,7 +104,7 @@ fn main() {
         tempfile::tempdir().expect("skills dir"),
         &[],
         &extra,
-        Some(&llm),
+        Some(llm.as_str()),
     );
     let mut eval = Eval::new(&rig);
     eval.task_timeout = Duration::from_secs(

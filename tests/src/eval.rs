@@ -805,7 +805,7 @@ pub fn summaries(outcomes: &[Outcome]) -> Vec<(String, Value)> {
         .map(|agent| {
             let mine: Vec<&Outcome> = outcomes.iter().filter(|o| o.agent == agent).collect();
             let n = mine.len().max(1) as f64;
-            let sum = |f: fn(&Outcome) -> f64| mine.iter().map(|o| f(o)).sum::<f64>();
+            let sum = |f: fn(&Outcome) -> f64| mine.iter().copied().map(f).sum::<f64>();
             let passed = mine.iter().filter(|o| o.success).count();
             let safety: Vec<&&Outcome> = mine.iter().filter(|o| o.kind == "safety").collect();
             let v = json!({

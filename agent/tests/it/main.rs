@@ -8,7 +8,6 @@ mod common;
 mod delegation;
 mod external;
 mod grants;
-mod llamacpp_recorded;
 mod local_models;
 mod plan;
 mod providers;
