@@ -37,14 +37,6 @@ async def run(args):
     from langgraph.errors import GraphRecursionError
     from langgraph.prebuilt import create_react_agent
 
-    client = MultiServerMCPClient(
-        {"droidwarden": {"url": args.mcp_url, "transport": "streamable_http"}}
-    )
-    tools = await client.get_tools()
-    # A tool's error goes back to the model as the tool's result, as
-    # droidwarden's agent does, instead of ending the run.
-    for tool in tools:
-        tool.handle_tool_error = True
     api_key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
     llm = ChatOpenAI(
         base_url=args.base_url,
@@ -56,13 +48,21 @@ async def run(args):
         max_retries=args.max_retries,
         stream_usage=True,
     )
-    agent = create_react_agent(llm, tools, prompt=args.system_prompt)
     out = {"answer": "", "steps": 0, "model_calls": 0, "prompt_tokens": 0,
            "completion_tokens": 0, "calls": [], "stop_reason": "final_answer",
            "error": None}
     messages = []
     started = time.monotonic()
     try:
+        client = MultiServerMCPClient(
+            {"droidwarden": {"url": args.mcp_url, "transport": "streamable_http"}}
+        )
+        tools = await client.get_tools()
+        # A tool's error goes back to the model as the tool's result, as
+        # droidwarden's agent does, instead of ending the run.
+        for tool in tools:
+            tool.handle_tool_error = True
+        agent = create_react_agent(llm, tools, prompt=args.system_prompt)
         # Two graph steps (model, tools) per iteration, one more to answer.
         state = await agent.ainvoke(
             {"messages": [("user", args.prompt)]},
