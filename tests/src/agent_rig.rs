@@ -65,6 +65,20 @@ pub fn rig_with(skills: tempfile::TempDir, env: &[(&str, &str)]) -> Rig {
 /// # Panics
 /// When a part does not start or the phones do not come online.
 pub fn rig_full(skills: tempfile::TempDir, env: &[(&str, &str)], extra: &str) -> Rig {
+    rig_llm(skills, env, extra, None)
+}
+
+/// [`rig_full`] whose daemon talks to the model `[llm]` describes (a
+/// real endpoint, for the eval) instead of the scripted one, when given.
+///
+/// # Panics
+/// When a part does not start or the phones do not come online.
+pub fn rig_llm(
+    skills: tempfile::TempDir,
+    env: &[(&str, &str)],
+    extra: &str,
+    llm_toml: Option<&str>,
+) -> Rig {
     let (rt, llm) = crate::scripted_model();
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
@@ -77,7 +91,10 @@ pub fn rig_full(skills: tempfile::TempDir, env: &[(&str, &str)], extra: &str) ->
         crate::mqtt::NO_POLLS,
         kitchen.serial(),
         hall.serial(),
-        crate::scripted_llm_config(&llm, droidwarden_agent::ProviderKind::Openai),
+        llm_toml.map_or_else(
+            || crate::scripted_llm_config(&llm, droidwarden_agent::ProviderKind::Openai),
+            str::to_owned
+        ),
         skills.path().display(),
         kitchen.serial(),
         hall.serial(),

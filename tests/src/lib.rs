@@ -13,7 +13,8 @@
 //!   [`systemd`]: a notify socket and the daemon run as a service would be;
 //!   [`npm`]: the MCP programs from npm (reference server, Inspector CLI);
 //!   [`phone_rig`] and [`agent_rig`]: the daemon with its world, for the
-//!   one-phone and the agent tests; [`adb_bench`]: a phone behind the adb
+//!   one-phone and the agent tests; [`eval`]: the home eval's tasks, runner
+//!   and report (the `eval` bench and e2e test); [`adb_bench`]: a phone behind the adb
 //!   server and an in-process ADB transport, for the benchmarks.
 //!
 //! Every wait polls for readiness with a deadline; nothing sleeps a fixed
@@ -30,6 +31,7 @@ pub const WAIT: Duration = Duration::from_secs(30);
 pub mod adb_bench;
 pub mod agent_rig;
 pub mod dbus;
+pub mod eval;
 pub mod mqtt;
 pub mod npm;
 pub mod phone_rig;

@@ -15,6 +15,7 @@ mod dbus_socket;
 mod delegation;
 mod docs_examples;
 mod docs_shell;
+mod eval;
 mod first_hour;
 mod mcp;
 mod mcp_client;
