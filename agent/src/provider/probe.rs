@@ -6,7 +6,8 @@
 //! it (and caches the answer); the agent's own calls never wait for it.
 
 use super::config::{LlmConfig, ProviderKind};
-use super::{Anthropic, Gemini, OpenAi, Wire, http};
+use super::http::{self, Wire};
+use super::{Anthropic, Gemini, OpenAi};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

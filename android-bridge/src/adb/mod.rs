@@ -548,6 +548,13 @@ impl AdbTransport {
             let by_name = host::is_service_name(target);
             match listed.iter().find(|d| &d.identifier == target) {
                 Some(d) if d.state == DeviceState::Device => {}
+                // Waiting for a person to accept the key prompt: asking the
+                // server to reconnect would only show the prompt again.
+                Some(d)
+                    if matches!(
+                        d.state,
+                        DeviceState::Unauthorized | DeviceState::Authorizing
+                    ) => {}
                 // A phone connected by its mDNS name that stopped
                 // answering has likely moved to another port (wireless
                 // debugging toggled, the phone restarted): dropped and
