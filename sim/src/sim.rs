@@ -425,12 +425,10 @@ impl SimHandle {
         };
         let wanted = SocketAddr::new(old.ip(), port);
         let listener = bind_listener(wanted)?;
-        let new = listener
-            .local_addr()
-            .map_err(|source| SimError::Bind {
-                addr: wanted,
-                source,
-            })?;
+        let new = listener.local_addr().map_err(|source| SimError::Bind {
+            addr: wanted,
+            source,
+        })?;
         if let Some(generation) = slot.take() {
             generation.cancel.cancel();
             wait_bounded(&generation.tracker, "move").await;

@@ -135,10 +135,7 @@ mod tests {
 
     #[test]
     fn the_host_is_cut_from_the_url() {
-        assert_eq!(
-            host_of("http://127.0.0.1:8080/v1"),
-            "http://127.0.0.1:8080"
-        );
+        assert_eq!(host_of("http://127.0.0.1:8080/v1"), "http://127.0.0.1:8080");
         assert_eq!(
             host_of("https://api.anthropic.com"),
             "https://api.anthropic.com"

@@ -598,7 +598,10 @@ impl AdbTransport {
     async fn connect_by_name(&self, name: &str, again: bool) {
         let server = self.config.server;
         if again {
-            tracing::info!(target = name, "a phone connected by its mDNS name is offline: connecting it again where it is announced now");
+            tracing::info!(
+                target = name,
+                "a phone connected by its mDNS name is offline: connecting it again where it is announced now"
+            );
             if let Err(e) = host::disconnect(server, name, SERVER_REQUEST_TIMEOUT).await {
                 tracing::debug!(target = name, error = %e, "adb disconnect failed");
             }
@@ -606,7 +609,10 @@ impl AdbTransport {
         match host::connect(server, name, SERVER_REQUEST_TIMEOUT).await {
             Ok(words) => tracing::debug!(target = name, words, "adb connect by mDNS name"),
             Err(HostError::Unsupported { .. }) => {
-                tracing::debug!(target = name, "the adb server is too old to connect by mDNS name")
+                tracing::debug!(
+                    target = name,
+                    "the adb server is too old to connect by mDNS name"
+                )
             }
             Err(e) => tracing::debug!(target = name, error = %e, "adb connect by mDNS name failed"),
         }

@@ -124,7 +124,10 @@ fn a_missing_adb_and_an_unreachable_model_show_in_status_and_on_mqtt() {
     // A model server that takes the connection and never answers: the
     // status must not wait for it longer than its part's bound.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let model = format!("http://127.0.0.1:{}/v1", silent.local_addr().unwrap().port());
+    let model = format!(
+        "http://127.0.0.1:{}/v1",
+        silent.local_addr().unwrap().port()
+    );
     let config = format!(
         "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[adb]\nprogram = \"{}\"\npoll_interval_ms = 300\n\
          [llm]\nprovider = \"openai\"\nbase_url = \"{model}\"\nmodel = \"small\"\n",
