@@ -800,7 +800,11 @@ fn name_the_key_variable(message: String, variables: &[String]) -> String {
         return message;
     };
     let key = key.split('[').next().unwrap_or(key);
-    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || "._".contains(c)) {
+    if key.is_empty()
+        || !key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._".contains(c))
+    {
         return message;
     }
     let spelled = format!(

@@ -236,16 +236,18 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
             automations: false,
         },
     );
-    let health = Arc::new(crate::health::Health::new(
-        config.state_dir.clone(),
-        Some(Arc::clone(&adb)),
-        crate::health::broker_description(&config.mqtt.broker),
-        config
-            .llm
-            .as_ref()
-            .map(|llm| format!("{} {}", llm.provider.as_str(), llm.model)),
-    )
-    .with_model(config.llm.clone()));
+    let health = Arc::new(
+        crate::health::Health::new(
+            config.state_dir.clone(),
+            Some(Arc::clone(&adb)),
+            crate::health::broker_description(&config.mqtt.broker),
+            config
+                .llm
+                .as_ref()
+                .map(|llm| format!("{} {}", llm.provider.as_str(), llm.model)),
+        )
+        .with_model(config.llm.clone()),
+    );
     match crate::dbus::start(
         config.dbus,
         &hub,

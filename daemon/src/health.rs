@@ -170,6 +170,12 @@ impl Health {
             }),
             Err(_) => Some(Part::Failed { error: late() }),
         };
+        // Awaited before the report is built: the broker's lock below
+        // must not be held across an await.
+        let reach = match &self.model {
+            Some(model) => Some(model.reach().await),
+            None => None,
+        };
         HealthReport {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             uptime_s: self.started.elapsed().as_secs(),
@@ -183,10 +189,7 @@ impl Health {
             agent: AgentHealth {
                 on: self.agent.is_some(),
                 model: self.agent.clone(),
-                reach: match &self.model {
-                    Some(model) => Some(model.reach().await),
-                    None => None,
-                },
+                reach,
             },
             approvals_waiting: approvals,
             automations,
@@ -385,7 +388,9 @@ pub(crate) fn lines(daemon: &HealthReport) -> Vec<String> {
     lines.push(match &daemon.agent.model {
         Some(model) => match daemon.agent.reach.as_ref().and_then(model_advice) {
             Some(advice) => format!("agent: on, {model}; {advice}"),
-            None if daemon.agent.reach.is_some() => format!("agent: on, {model}; the model answers"),
+            None if daemon.agent.reach.is_some() => {
+                format!("agent: on, {model}; the model answers")
+            }
             None => format!("agent: on, {model}"),
         },
         None => "agent: off (no [llm] provider)".to_owned(),

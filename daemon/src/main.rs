@@ -66,12 +66,12 @@ mod metrics;
 mod mqtt;
 mod mqtt_users; // The embedded broker's users (docs/mqtt-access.md).
 mod pair_cli; // `droidwarden pair`, `discover`: wireless debugging set-up (the CLI side).
-mod wireless; // Pairing and mDNS discovery through the adb server (CLI and D-Bus).
 mod private;
 mod reload;
 mod services_cli; // `droidwarden services [SERVICE [ACTION]]`.
 mod skills_cli; // `droidwarden skills`, `skill run` (docs/skills.md).
 mod systemd;
+mod wireless; // Pairing and mDNS discovery through the adb server (CLI and D-Bus).
 
 use clap::Parser;
 use std::process::ExitCode;

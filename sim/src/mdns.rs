@@ -15,7 +15,7 @@ use mdns_sd::{IfKind, ServiceDaemon, ServiceInfo};
 use std::net::SocketAddr;
 
 /// The service type of a phone's wireless debugging connect port.
-pub const CONNECT_SERVICE: &str = "_adb-tls-connect._tcp.local.";
+pub(crate) const CONNECT_SERVICE: &str = "_adb-tls-connect._tcp.local.";
 
 /// One phone's announcement; withdrawn when dropped.
 pub(crate) struct Announcer {
@@ -72,12 +72,16 @@ impl Announcer {
         Ok(announcer)
     }
 
-    /// Announce `addr` instead of whatever was announced before.
+    /// Announce `addr` instead of whatever was announced before. The
+    /// service is registered again under the same name, without a goodbye
+    /// first: its SRV record is unique (cache-flush), so a listener
+    /// replaces the old port with the new one, whereas a goodbye followed
+    /// at once by the new record raced the listener's deletion of the
+    /// goodbye's records (adb 36 then forgot the phone).
     ///
     /// # Errors
     /// `SimError::Config` when the responder refuses the service.
     pub(crate) fn announce(&mut self, addr: SocketAddr) -> Result<(), SimError> {
-        self.withdraw();
         let host = format!("{}.local.", self.instance);
         let info = ServiceInfo::new(
             CONNECT_SERVICE,

@@ -335,6 +335,16 @@ impl Sim {
             None => None,
         };
 
+        // Before any task is spawned: a bad name stops the start cleanly.
+        let mdns = match (&config.mdns_instance, adb_addr) {
+            (Some(instance), Some(addr)) => Some(crate::mdns::Announcer::start(instance, addr)?),
+            (Some(_), None) => {
+                return Err(SimError::Config(
+                    "an mDNS announcement needs the ADB port".into(),
+                ));
+            }
+            (None, _) => None,
+        };
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
         let generation = adb_listener.map(|listener| {
@@ -354,15 +364,6 @@ impl Sim {
             .companion
             .clone()
             .map(|settings| Arc::new(Companion::new(settings)));
-        let mdns = match (&config.mdns_instance, adb_addr) {
-            (Some(instance), Some(addr)) => Some(crate::mdns::Announcer::start(instance, addr)?),
-            (Some(_), None) => {
-                return Err(SimError::Config(
-                    "an mDNS announcement needs the ADB port".into(),
-                ));
-            }
-            (None, _) => None,
-        };
         let handle = SimHandle {
             inner: Arc::new(Inner {
                 shared,
@@ -424,12 +425,10 @@ impl SimHandle {
         };
         let wanted = SocketAddr::new(old.ip(), port);
         let listener = bind_listener(wanted)?;
-        let new = listener
-            .local_addr()
-            .map_err(|source| SimError::Bind {
-                addr: wanted,
-                source,
-            })?;
+        let new = listener.local_addr().map_err(|source| SimError::Bind {
+            addr: wanted,
+            source,
+        })?;
         if let Some(generation) = slot.take() {
             generation.cancel.cancel();
             wait_bounded(&generation.tracker, "move").await;

@@ -6,7 +6,8 @@
 //! it (and caches the answer); the agent's own calls never wait for it.
 
 use super::config::{LlmConfig, ProviderKind};
-use super::{Anthropic, Gemini, OpenAi, Wire, http};
+use super::http::{self, Wire};
+use super::{Anthropic, Gemini, OpenAi};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -134,10 +135,7 @@ mod tests {
 
     #[test]
     fn the_host_is_cut_from_the_url() {
-        assert_eq!(
-            host_of("http://127.0.0.1:8080/v1"),
-            "http://127.0.0.1:8080"
-        );
+        assert_eq!(host_of("http://127.0.0.1:8080/v1"), "http://127.0.0.1:8080");
         assert_eq!(
             host_of("https://api.anthropic.com"),
             "https://api.anthropic.com"

@@ -485,7 +485,14 @@ pub async fn disconnect(
     target: &str,
     timeout: Duration,
 ) -> Result<(), HostError> {
-    match request(server, DISCONNECT, &format!("{DISCONNECT}:{target}"), timeout).await {
+    match request(
+        server,
+        DISCONNECT,
+        &format!("{DISCONNECT}:{target}"),
+        timeout,
+    )
+    .await
+    {
         Ok(_) | Err(HostError::Refused { .. }) => Ok(()),
         Err(e) => Err(e),
     }

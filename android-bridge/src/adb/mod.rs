@@ -548,6 +548,13 @@ impl AdbTransport {
             let by_name = host::is_service_name(target);
             match listed.iter().find(|d| &d.identifier == target) {
                 Some(d) if d.state == DeviceState::Device => {}
+                // Waiting for a person to accept the key prompt: asking the
+                // server to reconnect would only show the prompt again.
+                Some(d)
+                    if matches!(
+                        d.state,
+                        DeviceState::Unauthorized | DeviceState::Authorizing
+                    ) => {}
                 // A phone connected by its mDNS name that stopped
                 // answering has likely moved to another port (wireless
                 // debugging toggled, the phone restarted): dropped and
@@ -591,7 +598,10 @@ impl AdbTransport {
     async fn connect_by_name(&self, name: &str, again: bool) {
         let server = self.config.server;
         if again {
-            tracing::info!(target = name, "a phone connected by its mDNS name is offline: connecting it again where it is announced now");
+            tracing::info!(
+                target = name,
+                "a phone connected by its mDNS name is offline: connecting it again where it is announced now"
+            );
             if let Err(e) = host::disconnect(server, name, SERVER_REQUEST_TIMEOUT).await {
                 tracing::debug!(target = name, error = %e, "adb disconnect failed");
             }
@@ -599,7 +609,10 @@ impl AdbTransport {
         match host::connect(server, name, SERVER_REQUEST_TIMEOUT).await {
             Ok(words) => tracing::debug!(target = name, words, "adb connect by mDNS name"),
             Err(HostError::Unsupported { .. }) => {
-                tracing::debug!(target = name, "the adb server is too old to connect by mDNS name")
+                tracing::debug!(
+                    target = name,
+                    "the adb server is too old to connect by mDNS name"
+                )
             }
             Err(e) => tracing::debug!(target = name, error = %e, "adb connect by mDNS name failed"),
         }

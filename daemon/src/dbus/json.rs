@@ -244,6 +244,7 @@ mod tests {
                 agent: AgentHealth {
                     on: false,
                     model: None,
+                    reach: None,
                 },
                 approvals_waiting: Part::Failed {
                     error: PartError::Text("no answer in time".into()),

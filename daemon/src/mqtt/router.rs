@@ -1301,7 +1301,10 @@ mod tests {
         // Replayed with every retained topic after a reconnection.
         r.step(Input::Disconnected);
         let replay = published(&r.step(Input::Connected));
-        assert!(replay.iter().any(|(t, _, _)| t == "dw/health"), "{replay:?}");
+        assert!(
+            replay.iter().any(|(t, _, _)| t == "dw/health"),
+            "{replay:?}"
+        );
     }
 
     fn msg(topic: &str, payload: &str) -> Inbound {

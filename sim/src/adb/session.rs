@@ -323,16 +323,31 @@ mod tests {
     #[test]
     fn a_prompt_no_one_answers_never_connects() {
         let mut s = Session::new(b"device::".to_vec(), false, vec![7; 20]).prompting(true);
-        let out = s.on_message(Message::new(A_CNXN, A_VERSION, MAX_PAYLOAD, b"host::".to_vec()));
+        let out = s.on_message(Message::new(
+            A_CNXN,
+            A_VERSION,
+            MAX_PAYLOAD,
+            b"host::".to_vec(),
+        ));
         assert_eq!(
             out,
-            vec![Action::Send(Message::new(A_AUTH, AUTH_TOKEN, 0, vec![7; 20]))]
+            vec![Action::Send(Message::new(
+                A_AUTH,
+                AUTH_TOKEN,
+                0,
+                vec![7; 20]
+            ))]
         );
         // Each signature gets a new token; the key waits for the user.
         let out = s.on_message(Message::new(A_AUTH, AUTH_SIGNATURE, 0, vec![1; 256]));
         assert_eq!(
             out,
-            vec![Action::Send(Message::new(A_AUTH, AUTH_TOKEN, 0, vec![7; 20]))]
+            vec![Action::Send(Message::new(
+                A_AUTH,
+                AUTH_TOKEN,
+                0,
+                vec![7; 20]
+            ))]
         );
         assert!(
             s.on_message(Message::new(A_AUTH, AUTH_RSAPUBLICKEY, 0, b"key".to_vec()))

@@ -143,7 +143,10 @@ fn every_shell_example_is_run_by_a_test_or_says_why_not() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     // The scan finds what it should (a scan that found nothing passes).
     assert!(counted.0 >= 6 && counted.1 >= 10, "{counted:?}");
-    eprintln!("shell examples: {} run, {} not run (each says why)", counted.0, counted.1);
+    eprintln!(
+        "shell examples: {} run, {} not run (each says why)",
+        counted.0, counted.1
+    );
 }
 
 /// The blocks of `doc` this file runs.
@@ -232,8 +235,14 @@ fn the_dbus_api_examples_run_as_written() {
             let at = format!("docs/dbus-api.md:{}: {command}", block.line);
             let daemonless = command.starts_with("droidwarden ");
             let script = command
-                .replace("busctl --user", &format!("busctl --address={}", bus.address))
-                .replace("gdbus call --session", &format!("gdbus call --address {}", bus.address));
+                .replace(
+                    "busctl --user",
+                    &format!("busctl --address={}", bus.address),
+                )
+                .replace(
+                    "gdbus call --session",
+                    &format!("gdbus call --address {}", bus.address),
+                );
             let out = if daemonless {
                 // As on a machine where no daemon runs: no bus, no socket.
                 let env = no_bus_env(runtime.path());
@@ -344,7 +353,10 @@ fn the_readme_mqtt_example_runs_against_the_embedded_broker() {
     // the README's reader is a person, who waits.
     let body = block
         .body
-        .replace("mosquitto_sub ", &format!("mosquitto_sub -p {port} -C 1 -W 30 "))
+        .replace(
+            "mosquitto_sub ",
+            &format!("mosquitto_sub -p {port} -C 1 -W 30 "),
+        )
         .replace("mosquitto_pub ", &format!("mosquitto_pub -p {port} "))
         .replace(" -v &\n", " -v > replies &\n");
     let (head, publish) = body.split_at(body.find("mosquitto_pub").expect("a publish"));

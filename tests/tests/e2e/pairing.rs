@@ -324,12 +324,8 @@ fn pair_and_discover_over_dbus_answer_as_the_cli_does() {
         let server = format!("127.0.0.1:{port}");
         let mut env = bus.daemon_env().to_vec();
         env.push(("DROIDWARDEN__ADB__SERVER", server.as_str()));
-        let daemon = Daemon::start_with_env(
-            &debian,
-            ANY_BROKER_PORT,
-            tempfile::tempdir().unwrap(),
-            &env,
-        );
+        let daemon =
+            Daemon::start_with_env(&debian, ANY_BROKER_PORT, tempfile::tempdir().unwrap(), &env);
         bus.wait_for_daemon(WAIT);
         let started = Instant::now();
         let paired = bus.gdbus_call("Pair", &[closed.as_str(), CODE, "0"]);
