@@ -130,6 +130,7 @@ struct RawAdb {
     program: String,
     poll_interval_ms: u64,
     workers_per_device: usize,
+    wake_for_ui: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -410,7 +411,8 @@ fn poll_settings(
             .iter()
             .find(|s| s.id == service)
             .ok_or_else(|| bad(&key, "not a service id"))?;
-        if spec.state.is_none() {
+        // `notifications` is read for its events (ADB phones), not as state.
+        if spec.state.is_none() && spec.id != crate::poll::NOTIFICATIONS {
             return Err(bad(&key, "this service has no state to poll"));
         }
         match seconds {
@@ -556,6 +558,7 @@ impl TryFrom<RawConfig> for Config {
                 start_server: raw.adb.start_server,
                 adb_program: PathBuf::from(raw.adb.program),
                 host_files: phone_services.host_files.clone(),
+                wake_for_ui: raw.adb.wake_for_ui,
             },
             state_dir: state_dir(&raw.state.dir),
             mqtt: mqtt_settings(raw.mqtt, raw.broker)?,
