@@ -20,7 +20,7 @@ actions!(
             notification_key: String = Schema::pattern("", NOTIFICATION_KEY_PATTERN, 512),
         }
         -> NotificationDismissed
-        example(Self::Dismiss { notification_key: "0|com.example.washer|1|null|10100".into() }),
+        example(Self::Dismiss { notification_key: "0|com.example.notes|7|null|10203".into() }),
         Open = "open" (Medium, changes)
             "Open a notification (send its content intent, as a tap on it would) by its key. Only the companion app can: over ADB the content intent is out of reach (unsupported_action)."
         {
@@ -28,7 +28,7 @@ actions!(
             notification_key: String = Schema::pattern("", NOTIFICATION_KEY_PATTERN, 512),
         }
         -> NotificationOpened
-        example(Self::Open { notification_key: "0|com.example.washer|1|null|10100".into() }),
+        example(Self::Open { notification_key: "0|com.spotify.music|1|null|10201".into() }),
     }
 );
 
