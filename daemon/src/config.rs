@@ -942,13 +942,20 @@ mod tests {
     }
 
     /// Every service that declares a state read can be polled, location
-    /// too (the companion app pushes it, and a poll refreshes its topic).
+    /// too (the companion app pushes it, and a poll refreshes its topic);
+    /// and `notifications`, read for its events rather than as state.
     #[test]
     fn every_service_with_a_state_can_be_polled() {
         for spec in droidwarden_services::Catalogue::get().services() {
             let result = with_file(&format!("[poll]\n{} = 60", spec.id));
-            assert_eq!(result.is_ok(), spec.state.is_some(), "{}", spec.id);
+            let pollable = spec.state.is_some() || spec.id == crate::poll::NOTIFICATIONS;
+            assert_eq!(result.is_ok(), pollable, "{}", spec.id);
         }
+        let cfg = with_file("[poll]\nnotifications = 15").unwrap();
+        assert_eq!(
+            cfg.poll.get("notifications"),
+            Some(&Duration::from_secs(15))
+        );
         let cfg = with_file("[poll]\nlocation = 60").unwrap();
         assert_eq!(cfg.poll.get("location"), Some(&Duration::from_secs(60)));
     }
