@@ -156,7 +156,11 @@ mod tests {
         );
         // Offline and back: a new baseline, no storm.
         watch.forget(&phone);
-        assert!(watch.observe(&phone, &[b.clone()], 10_000).is_empty());
+        assert!(
+            watch
+                .observe(&phone, std::slice::from_ref(&b), 10_000)
+                .is_empty()
+        );
         // Another phone keeps its own baseline.
         let other = DeviceName::try_from("hall").unwrap();
         assert!(watch.observe(&other, &[], 10_000).is_empty());
