@@ -51,32 +51,46 @@ fn new_ref() -> String {
 }
 
 /// Moves an image out of a tool result into the stash, leaving a
-/// reference. Results without an image are returned unchanged.
+/// reference. Results without an image are returned unchanged. The image
+/// is the result's own (`screen.screenshot`) or its `screenshot`'s
+/// (`screen.observe`); either way the reference is the result's `image`.
 pub fn detach(mut result: Value) -> Value {
     let Some(obj) = result.as_object_mut() else {
         return result;
     };
+    if let Some(Value::Object(shot)) = obj.get_mut("screenshot")
+        && let Some(image) = stash_image(shot)
+    {
+        obj.insert("image".into(), image);
+        return result;
+    }
+    if let Some(image) = stash_image(obj) {
+        obj.insert("image".into(), image);
+    }
+    result
+}
+
+/// Takes `data_base64` out of `obj` when it holds an image, stashes it and
+/// answers the reference to put in its place.
+fn stash_image(obj: &mut serde_json::Map<String, Value>) -> Option<Value> {
     let mime = obj
         .get("mime_type")
         .and_then(Value::as_str)
         .filter(|m| m.starts_with("image/"))
         .map(str::to_owned);
     let (Some(mime), Some(Value::String(data))) = (mime, obj.get("data_base64")) else {
-        return result;
+        return None;
     };
     let data: Arc<str> = Arc::from(data.as_str());
     obj.remove("data_base64");
     let reference = new_ref();
     let size = data.len();
-    obj.insert(
-        "image".into(),
-        serde_json::json!({
-            "ref": reference,
-            "mime_type": mime,
-            "base64_bytes": size,
-            "note": "the image itself is attached for you to see",
-        }),
-    );
+    let image = serde_json::json!({
+        "ref": reference,
+        "mime_type": mime,
+        "base64_bytes": size,
+        "note": "the image itself is attached for you to see",
+    });
     let mut s = stash();
     s.images.insert(
         reference.clone(),
@@ -95,11 +109,12 @@ pub fn detach(mut result: Value) -> Value {
             s.bytes -= img.data_base64.len();
         }
     }
-    result
+    Some(image)
 }
 
 /// For a model without vision, the command to run instead of `command`:
-/// `screen.ui_tree` for `screen.screenshot`.
+/// `screen.ui_tree` for `screen.screenshot`, `screen.observe` without its
+/// image for `screen.observe` (the tree, the app in front, the lock state).
 pub fn without_vision(
     command: &droidwarden_services::Command,
     vision: bool,
@@ -110,6 +125,21 @@ pub fn without_vision(
             Some(Command::ScreenReader(ScreenReaderAction::UiTree {
                 visible_only: None,
                 max_nodes: None,
+            }))
+        }
+        Command::ScreenReader(ScreenReaderAction::Observe {
+            max_side,
+            format,
+            quality,
+            max_nodes,
+            with_image,
+        }) if !vision && *with_image != Some(false) => {
+            Some(Command::ScreenReader(ScreenReaderAction::Observe {
+                max_side: *max_side,
+                format: *format,
+                quality: *quality,
+                max_nodes: *max_nodes,
+                with_image: Some(false),
             }))
         }
         _ => None,
@@ -232,5 +262,50 @@ mod tests {
         assert!(content.contains("cannot be shown") && content.contains("ui_tree"));
         assert!(!content.contains("attached for you"));
         assert_eq!(text[1], tool("c2", &plain));
+    }
+
+    #[test]
+    fn an_observation_leaves_its_screenshot_image_and_keeps_the_rest() {
+        let seen = detach(json!({
+            "screen_on": true,
+            "locked": false,
+            "tree": {"count": 1, "text": "[0] Button \"OK\""},
+            "screenshot": {"mime_type": "image/jpeg", "width": 10, "data_base64": "QUJD".repeat(10)},
+        }));
+        assert!(seen["screenshot"].get("data_base64").is_none());
+        assert_eq!(seen["screenshot"]["width"], 10);
+        assert_eq!(seen["tree"]["count"], 1);
+        assert_eq!(seen["image"]["base64_bytes"], 40);
+        let all = attached(&[tool("o1", &seen)], 10_000);
+        assert_eq!(&*all["o1"].data_base64, "QUJD".repeat(10));
+        // Without an image (a text-only model's observation) nothing moves.
+        let text_only = json!({"screen_on": true, "screenshot": null, "tree": {"count": 0}});
+        assert_eq!(detach(text_only.clone()), text_only);
+    }
+
+    #[test]
+    fn a_text_model_observes_without_the_image() {
+        use droidwarden_services::{Command, ScreenReaderAction};
+        let observe = Command::ScreenReader(ScreenReaderAction::Observe {
+            max_side: Some(512),
+            format: None,
+            quality: None,
+            max_nodes: Some(50),
+            with_image: None,
+        });
+        assert_eq!(without_vision(&observe, true), None);
+        let Some(Command::ScreenReader(ScreenReaderAction::Observe {
+            max_side,
+            max_nodes,
+            with_image,
+            ..
+        })) = without_vision(&observe, false)
+        else {
+            panic!("an observation stays an observation");
+        };
+        assert_eq!(
+            (max_side, max_nodes, with_image),
+            (Some(512), Some(50), Some(false))
+        );
     }
 }

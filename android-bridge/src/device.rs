@@ -55,6 +55,11 @@ const ADB_UNSUPPORTED: &[(&str, &str, &str)] = &[
         "take_photo",
         "taking a photo needs the companion app on the phone",
     ),
+    (
+        "notifications",
+        "open",
+        "a notification's content intent is a PendingIntent only the system UI or a notification listener can send, and no adb shell command reaches it; use the companion app, or open the shade (ui_control.key notifications) and tap it",
+    ),
 ];
 
 /// Actions the companion transport cannot perform: none, the app implements

@@ -250,6 +250,9 @@ pub struct Hub {
     /// changes to one service is followed by one refresh, not one each,
     /// and refreshes stay out of the callers' [`MAX_WAITING`].
     refreshing: Arc<Mutex<std::collections::HashSet<(DeviceName, &'static str)>>>,
+    /// The last notifications read on each ADB phone, for their events
+    /// ([`Hub::poll_notifications`]).
+    notifications: Arc<Mutex<crate::notification_events::NotificationWatch>>,
 }
 
 /// A call admitted in arrival order, waiting to [`run`](Admitted::run).
@@ -293,6 +296,7 @@ impl Hub {
             next_key: Arc::new(AtomicU64::new(1)),
             phone_policy: Arc::default(),
             refreshing: Arc::default(),
+            notifications: Arc::default(),
         }
     }
 
@@ -494,6 +498,71 @@ impl Hub {
         if self.claim_refresh(device, service) {
             self.poll_claimed(device, service).await;
         }
+    }
+
+    /// Read a phone's notifications (`notifications.list`, in the device's
+    /// order like any read, without status announcements) and announce
+    /// what was posted or removed since the last read as phone events, the
+    /// events a companion phone pushes itself
+    /// ([`crate::notification_events`]). Only ADB phones are read: a
+    /// companion phone's own events are already on the bus. The first read
+    /// after a start or a reconnect is the baseline.
+    pub async fn poll_notifications(&self, device: &DeviceHandle) {
+        let info = device.info();
+        if info.transport != droidwarden_bridge::TransportKind::Adb
+            || !self.claim_refresh(device, "notifications")
+        {
+            return;
+        }
+        let key = (info.name.clone(), "notifications");
+        let command = Command::Notifications(droidwarden_services::NotificationsAction::List {
+            package: None,
+        });
+        let ticket = self.ticket(device, &command, false);
+        let turn = match &ticket {
+            Ok(ticket) => wait_turn(device, ticket).await.map_err(|e| e.to_string()),
+            Err(_) => Err("no place in the device's order".to_owned()),
+        };
+        self.refreshing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        if let Err(e) = turn {
+            tracing::debug!(device = %info.name, error = %e, "notification poll gave up waiting");
+            return;
+        }
+        let list = match device
+            .call(&command)
+            .await
+            .map(serde_json::from_value::<droidwarden_services::NotificationList>)
+        {
+            Ok(Ok(list)) => list,
+            Ok(Err(e)) => {
+                tracing::debug!(device = %info.name, error = %e, "notification poll: unreadable list");
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(device = %info.name, error = %e, "notification poll failed");
+                return;
+            }
+        };
+        let events = self
+            .notifications
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .observe(&info.name, &list.notifications, time::now_ms());
+        for (kind, body) in events {
+            self.announce_event(info.name.clone(), kind, body);
+        }
+    }
+
+    /// Forget a phone's last notifications (it is offline): its next read
+    /// is a new baseline, so a reconnect announces nothing old.
+    pub fn forget_notifications(&self, device: &DeviceName) {
+        self.notifications
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget(device);
     }
 
     /// [`Hub::poll_state`] once the read is claimed.

@@ -20,5 +20,6 @@
 
 pub mod delivery;
 pub mod hub;
+pub mod notification_events;
 pub mod poll;
 pub mod sequencer;

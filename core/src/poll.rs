@@ -14,6 +14,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// The key of [`Intervals`] that is no state read: how often ADB phones'
+/// notifications are read for their events ([`Hub::poll_notifications`]).
+pub const NOTIFICATIONS: &str = "notifications";
+
 /// How often due polls are looked for.
 const TICK: Duration = Duration::from_secs(1);
 
@@ -52,7 +56,12 @@ pub async fn run(
         }
         let current = intervals.borrow().clone();
         let now = Instant::now();
-        for info in hub.registry().list().into_iter().filter(|d| d.online) {
+        let (online, offline): (Vec<_>, Vec<_>) =
+            hub.registry().list().into_iter().partition(|d| d.online);
+        for info in offline {
+            hub.forget_notifications(&info.name);
+        }
+        for info in online {
             let Some(device) = hub.registry().get(info.name.as_str()) else {
                 continue;
             };
@@ -69,7 +78,11 @@ pub async fn run(
                 }
                 let (hub, device, last) = (hub.clone(), device.clone(), Arc::clone(&last));
                 tracker.spawn(async move {
-                    hub.poll_state(&device, service).await;
+                    if service == NOTIFICATIONS {
+                        hub.poll_notifications(&device).await;
+                    } else {
+                        hub.poll_state(&device, service).await;
+                    }
                     if let Some(entry) =
                         last.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&key)
                     {

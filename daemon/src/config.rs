@@ -130,6 +130,7 @@ struct RawAdb {
     program: String,
     poll_interval_ms: u64,
     workers_per_device: usize,
+    wake_for_ui: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -410,7 +411,8 @@ fn poll_settings(
             .iter()
             .find(|s| s.id == service)
             .ok_or_else(|| bad(&key, "not a service id"))?;
-        if spec.state.is_none() {
+        // `notifications` is read for its events (ADB phones), not as state.
+        if spec.state.is_none() && spec.id != crate::poll::NOTIFICATIONS {
             return Err(bad(&key, "this service has no state to poll"));
         }
         match seconds {
@@ -561,6 +563,7 @@ impl TryFrom<RawConfig> for Config {
                 start_server: raw.adb.start_server,
                 adb_program: PathBuf::from(raw.adb.program),
                 host_files: phone_services.host_files.clone(),
+                wake_for_ui: raw.adb.wake_for_ui,
             },
             state_dir: state_dir(&raw.state.dir),
             mqtt: mqtt_settings(raw.mqtt, raw.broker)?,
@@ -974,13 +977,20 @@ mod tests {
     }
 
     /// Every service that declares a state read can be polled, location
-    /// too (the companion app pushes it, and a poll refreshes its topic).
+    /// too (the companion app pushes it, and a poll refreshes its topic);
+    /// and `notifications`, read for its events rather than as state.
     #[test]
     fn every_service_with_a_state_can_be_polled() {
         for spec in droidwarden_services::Catalogue::get().services() {
             let result = with_file(&format!("[poll]\n{} = 60", spec.id));
-            assert_eq!(result.is_ok(), spec.state.is_some(), "{}", spec.id);
+            let pollable = spec.state.is_some() || spec.id == crate::poll::NOTIFICATIONS;
+            assert_eq!(result.is_ok(), pollable, "{}", spec.id);
         }
+        let cfg = with_file("[poll]\nnotifications = 15").unwrap();
+        assert_eq!(
+            cfg.poll.get("notifications"),
+            Some(&Duration::from_secs(15))
+        );
         let cfg = with_file("[poll]\nlocation = 60").unwrap();
         assert_eq!(cfg.poll.get("location"), Some(&Duration::from_secs(60)));
     }

@@ -106,8 +106,10 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
         adb_program,
         // `[phone_services]`'s, compared with it below.
         host_files: _,
+        wake_for_ui,
     } = adb;
     let b = &new.adb;
+    differs("adb.wake_for_ui", *wake_for_ui != b.wake_for_ui);
     differs("adb.server", *server != b.server);
     differs("adb.start_server", *start_server != b.start_server);
     differs("adb.program", *adb_program != b.adb_program);

@@ -48,6 +48,13 @@ pub enum ErrorCode {
     /// The service is turned off in the daemon's configuration (telephony,
     /// shell); the message names the key that turns it on.
     Disabled,
+    /// The phone's lock screen is showing: a UI action would only touch
+    /// the lock screen. A person unlocks it (droidwarden types no PIN).
+    Locked,
+    /// The phone's screen is off (asleep, dozing or dreaming): a UI action
+    /// would touch nothing. `screen_control.wake` turns it on, or
+    /// `[adb] wake_for_ui` wakes it first.
+    ScreenOff,
 }
 
 impl ErrorCode {
@@ -71,6 +78,8 @@ impl ErrorCode {
             Self::Internal => "internal",
             Self::Busy => "busy",
             Self::Disabled => "disabled",
+            Self::Locked => "locked",
+            Self::ScreenOff => "screen_off",
         }
     }
 

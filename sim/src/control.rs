@@ -6,6 +6,8 @@
 //! |---|---|
 //! | `{"op":"state"}` | `{"ok":true,"state":{…}}` |
 //! | `{"op":"set","path":"battery.level","value":42}` | `{"ok":true}` |
+//! | `{"op":"set","path":"ui.locked","value":true}` (lock; `false` unlocks) | `{"ok":true}` |
+//! | `{"op":"set","path":"content.notifications","value":[…]}` (post and remove notifications) | `{"ok":true}` |
 //! | `{"op":"log"}` | `{"ok":true,"log":[{"seq":1,"ts_ms":…,"argv":[…]}]}` |
 //! | `{"op":"clear_log"}` | `{"ok":true}` |
 //! | `{"op":"fault","kind":"delay","ms":500}` | `{"ok":true}` |

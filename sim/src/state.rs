@@ -77,6 +77,10 @@ pub struct UiState {
     pub adb_ime_installed: bool,
     /// Fail this many `uiautomator dump` runs with "could not get idle state".
     pub dump_not_idle: u32,
+    /// Whether the lock screen (keyguard) shows: touches and typing land on
+    /// it and do nothing; `dumpsys window` says so. Set it through the
+    /// control port (`ui.locked`) to lock or unlock the phone.
+    pub locked: bool,
 }
 
 impl Default for UiState {
@@ -87,6 +91,7 @@ impl Default for UiState {
             shade_open: false,
             adb_ime_installed: true,
             dump_not_idle: 0,
+            locked: false,
         }
     }
 }

@@ -113,6 +113,11 @@ pub trait Shell: Send + Sync {
     fn host_files(&self) -> Option<&droidwarden_services::HostFiles> {
         None
     }
+    /// Whether a UI action wakes a sleeping screen first instead of
+    /// answering `screen_off`. The default: it does not.
+    fn wake_for_ui(&self) -> bool {
+        false
+    }
     /// Run CPU-heavy work (decoding and scaling a screenshot) where it
     /// blocks no async task. The default runs it in place.
     fn offload<'a>(

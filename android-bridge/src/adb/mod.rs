@@ -118,6 +118,10 @@ pub struct AdbConfig {
     /// Which files of this machine `host_path` parameters may send
     /// (`[phone_services]`; by default none).
     pub host_files: droidwarden_services::HostFiles,
+    /// Wake a sleeping screen before a UI action instead of answering
+    /// `screen_off` (`[adb] wake_for_ui`). A lock screen still answers
+    /// `locked`.
+    pub wake_for_ui: bool,
 }
 
 impl Default for AdbConfig {
@@ -132,6 +136,7 @@ impl Default for AdbConfig {
             start_server: true,
             adb_program: PathBuf::from("adb"),
             host_files: droidwarden_services::HostFiles::default(),
+            wake_for_ui: false,
         }
     }
 }
@@ -681,6 +686,7 @@ impl AdbTransport {
             adb_missing: Arc::clone(&self.adb_missing),
             adb_program: self.config.adb_program.clone(),
             host_files: Arc::new(self.config.host_files.clone()),
+            wake_for_ui: self.config.wake_for_ui,
         });
         live.devices.insert(serial.to_owned(), Arc::clone(&device));
         self.registry.insert(DeviceHandle::new(
@@ -870,6 +876,8 @@ pub struct AdbDevice {
     adb_program: PathBuf,
     /// The transport's [`AdbConfig::host_files`].
     host_files: Arc<droidwarden_services::HostFiles>,
+    /// The transport's [`AdbConfig::wake_for_ui`].
+    wake_for_ui: bool,
 }
 
 impl AdbDevice {
@@ -1139,6 +1147,10 @@ impl actions::Shell for AdbDevice {
 
     fn host_files(&self) -> Option<&droidwarden_services::HostFiles> {
         Some(&self.host_files)
+    }
+
+    fn wake_for_ui(&self) -> bool {
+        self.wake_for_ui
     }
 
     fn offload<'a>(

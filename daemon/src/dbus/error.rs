@@ -36,6 +36,8 @@ pub(crate) fn error_name(code: ErrorCode) -> &'static str {
         ErrorCode::Internal => "org.droidwarden.Error.Internal",
         ErrorCode::Busy => "org.droidwarden.Error.Busy",
         ErrorCode::Disabled => "org.droidwarden.Error.Disabled",
+        ErrorCode::Locked => "org.droidwarden.Error.Locked",
+        ErrorCode::ScreenOff => "org.droidwarden.Error.ScreenOff",
     }
 }
 
@@ -162,6 +164,8 @@ mod tests {
             "internal",
             "busy",
             "disabled",
+            "locked",
+            "screen_off",
         ];
         names
             .iter()

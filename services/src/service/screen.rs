@@ -75,6 +75,29 @@ actions!(
         example(Self::UiTree { visible_only: Some(true), max_nodes: None }),
         ForegroundApp = "foreground_app" (Low, reads) "Read which app and activity are in front."
         -> ForegroundActivity,
+        Observe = "observe" (Medium, reads)
+            "One look at the screen for a UI step: the screenshot (scaled as screen.screenshot does), the numbered element list (as screen.ui_tree, so ui_control.tap takes its indexes), the app in front, and whether the screen is on and locked. Use it instead of calling screenshot, ui_tree and foreground_app one after the other."
+        {
+            /// Longest side of the returned image in pixels (default 1024).
+            max_side: Option<u32> = Schema::integer("", Some(64), Some(4096)),
+            /// Image format (default jpeg).
+            format: Option<ImageFormat>,
+            /// JPEG quality (default 80).
+            quality: Option<u8> = Schema::integer("", Some(1), Some(100)),
+            /// At most this many elements (default 200).
+            max_nodes: Option<u32> = Schema::integer("", Some(1), Some(2000)),
+            /// Whether to take the screenshot (default true); false answers
+            /// the rest only, for a reader that takes no images.
+            with_image: Option<bool>,
+        }
+        -> ScreenObservation
+        example(Self::Observe {
+            max_side: Some(1024),
+            format: None,
+            quality: None,
+            max_nodes: None,
+            with_image: None,
+        }),
     }
 );
 
@@ -150,6 +173,22 @@ records! {
         focused: bool,
         /// Whether it scrolls.
         scrollable: bool,
+    }
+
+    /// What `screen.observe` answers: one look at the screen.
+    ScreenObservation {
+        /// Whether the screen is on.
+        screen_on: bool,
+        /// Whether the lock screen shows; null when the phone does not say.
+        locked: Option<bool>,
+        /// The app in front; null when no app has the focus.
+        foreground: Option<ForegroundActivity>,
+        /// The screenshot, as `screen.screenshot` answers it; null when
+        /// `with_image` is false.
+        screenshot: Option<ScreenCapture>,
+        /// The elements on screen (visible ones), as `screen.ui_tree`
+        /// answers them; null when the screen is off (nothing to read).
+        tree: Option<UiTree>,
     }
 
     /// What `screen.foreground_app` answers: the app and activity in front.

@@ -6,7 +6,7 @@ actions!(
     /// `screen_control` actions.
     ScreenAction {
         Status = "status" (Low, reads)
-            "Read the screen: brightness (0-255), auto brightness, timeout in ms, on or off."
+            "Read the screen: brightness (0-255), auto brightness, timeout in ms, on or off, locked or not."
         -> ScreenStatus,
         SetBrightness = "set_brightness" (Low, changes) "Set the screen brightness, 0-255." {
             /// Brightness 0-255.
@@ -28,7 +28,8 @@ actions!(
         }
         -> ScreenTimeout
         example(Self::SetTimeout { ms: 60000 }),
-        Wake = "wake" (Low, changes) "Wake the screen."
+        Wake = "wake" (Low, changes)
+            "Wake the screen (KEYCODE_WAKEUP; does nothing when it is on). It does not unlock: a phone with a lock screen stays locked."
         -> ScreenPower,
         Display = "display" (Low, reads)
             "Read the display: its size in pixels and its density in dpi, as apps see them (a size or density overridden with `wm` wins over the physical one)."
@@ -48,6 +49,9 @@ records! {
         timeout_ms: Option<i64> = Schema::integer("", Some(0), None),
         /// Whether the screen is on.
         screen_on: bool,
+        /// Whether the lock screen (keyguard) shows; null when the phone's
+        /// window manager does not say.
+        locked: Option<bool>,
     }
 
     /// What `screen_control.set_brightness` answers.

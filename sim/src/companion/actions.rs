@@ -16,8 +16,8 @@ use droidwarden_bridge::adb::actions::{self as adb_actions, Shell};
 use droidwarden_bridge::adb::{ShellOutput as AdbOutput, parse, quote};
 use droidwarden_bridge::device::BoxFuture;
 use droidwarden_services::{
-    CameraAction, CameraPhoto, Command, ErrorCode, LocationAction, Record, TrackingStarted,
-    TrackingStopped, WireError,
+    CameraAction, CameraPhoto, Command, ErrorCode, LocationAction, NotificationDismissed,
+    NotificationOpened, NotificationsAction, Record, TrackingStarted, TrackingStopped, WireError,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -146,6 +146,16 @@ pub(crate) fn perform(sim: &SimHandle, app: &Companion, command: &Command) -> Ou
             answer(TrackingStopped { tracking: false })
         }
         Command::Camera(CameraAction::TakePhoto { filename }) => take_photo(sim, app, filename),
+        Command::Notifications(NotificationsAction::Dismiss { notification_key }) => {
+            take_notification(sim, notification_key)?;
+            answer(NotificationDismissed {
+                key: notification_key.clone(),
+                method: "dismissed".to_owned(),
+            })
+        }
+        Command::Notifications(NotificationsAction::Open { notification_key }) => {
+            open_notification(sim, notification_key)
+        }
         other => {
             let shell = AppShell { sim, app };
             finish_now(adb_actions::execute(&shell, other))
@@ -157,6 +167,45 @@ pub(crate) fn perform(sim: &SimHandle, app: &Companion, command: &Command) -> Ou
                 .map_err(|e| e.to_wire())
         }
     }
+}
+
+/// Cancels the notification `key` (as a notification listener's
+/// `cancelNotification` does): its package, or `not_found`.
+fn take_notification(sim: &SimHandle, key: &str) -> Outcome<String> {
+    sim.update_state(|st| {
+        let at = st
+            .content
+            .notifications
+            .iter()
+            .position(|n| n.key() == key)?;
+        Some(st.content.notifications.remove(at).package)
+    })
+    .ok_or_else(|| {
+        WireError::new(
+            ErrorCode::NotFound,
+            format!("no notification with the key {key} is posted"),
+        )
+    })
+}
+
+/// Sends the notification's content intent: here, as an app's usual one
+/// does, its launcher activity comes to the front, and the notification
+/// (auto-cancel) goes.
+fn open_notification(sim: &SimHandle, key: &str) -> Outcome<Value> {
+    let package = take_notification(sim, key)?;
+    sim.update_state(|st| {
+        let activity = st
+            .packages
+            .iter()
+            .find(|p| p.package == package)
+            .and_then(|p| p.launcher_activity.clone());
+        if let Some(activity) = activity {
+            st.foreground = format!("{package}/{activity}");
+        }
+    });
+    answer(NotificationOpened {
+        key: key.to_owned(),
+    })
 }
 
 /// The last known fix, as `location.current` returns it (and the `location`
@@ -261,13 +310,33 @@ mod tests {
 
     #[tokio::test]
     async fn every_catalogue_action_answers_in_its_documented_shape() {
-        let (sim, app) = sim().await;
+        // A default phone per action, so that no example's change takes
+        // another's ground away (data cleared takes its notifications, the
+        // power key puts the screen to sleep); app_manager's examples build
+        // on each other (install, then uninstall) and share one.
+        let mut phone: Option<(String, SimHandle, Companion)> = None;
         for (name, command) in examples() {
+            let (service, _) = name.split_once('.').expect("service.action");
+            let ground = if service == "app_manager" {
+                service
+            } else {
+                name.as_str()
+            };
+            if phone.as_ref().is_none_or(|(s, _, _)| s != ground) {
+                if let Some((_, sim, _)) = phone.take() {
+                    sim.shutdown().await;
+                }
+                let (sim, app) = sim().await;
+                phone = Some((ground.to_owned(), sim, app));
+            }
+            let Some((_, sim, app)) = phone.as_ref() else {
+                unreachable!("a phone was just started");
+            };
             let (service, action) = name.split_once('.').expect("service.action");
             let (_, spec) = Catalogue::get()
                 .action(service, action)
                 .expect("in catalogue");
-            let result = perform(&sim, &app, &command)
+            let result = perform(sim, app, &command)
                 .unwrap_or_else(|e| panic!("{name} failed on a default phone: {e}"));
             if let Err(v) = spec.result.validate(&result) {
                 panic!(
@@ -276,7 +345,9 @@ mod tests {
                 );
             }
         }
-        sim.shutdown().await;
+        if let Some((_, sim, _)) = phone {
+            sim.shutdown().await;
+        }
     }
 
     #[tokio::test]

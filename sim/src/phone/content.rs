@@ -65,6 +65,37 @@ pub(crate) fn dumpsys_notification(st: &PhoneState, args: &[String]) -> String {
     out
 }
 
+/// `cmd notification snooze --for MS KEY` (Android 11+'s
+/// `NotificationShellCmd`): the notification leaves the shade. Other
+/// subcommands are not emulated.
+pub(crate) fn cmd_notification(st: &mut PhoneState, args: &[String]) -> CommandResult {
+    const USAGE: &str =
+        "usage: cmd notification snooze (--for <msec> | --context <snooze-criterion-id>) <key>\n";
+    match args.first().map(String::as_str) {
+        Some("snooze") => {}
+        Some(other) => return fail("", &format!("Unknown command: {other}\n"), 255),
+        None => return fail("", "cmd notification: no command\n", 255),
+    }
+    let (Some(flag), Some(ms), Some(key)) = (args.get(1), args.get(2), args.get(3)) else {
+        return fail(USAGE, "", 1);
+    };
+    let Ok(ms) = ms.parse::<u64>() else {
+        return super::java_exception(
+            "snooze",
+            &format!("java.lang.NumberFormatException: For input string: \"{ms}\""),
+        );
+    };
+    if !matches!(flag.as_str(), "--for" | "--until" | "--duration") || ms == 0 {
+        return fail(USAGE, "", 1);
+    }
+    // An unknown key is snoozed silently, as on a phone.
+    st.content.notifications.retain(|n| n.key() != *key);
+    ok_text(format!(
+        "snoozing <{key}> until time: {}\n",
+        st.boot_epoch_ms + st.uptime_ms() + ms
+    ))
+}
+
 fn record_dump(out: &mut String, n: &PostedNotification, noredact: bool) {
     let flags = if n.ongoing {
         "ONGOING_EVENT|NO_CLEAR"

@@ -1128,6 +1128,40 @@ fn window(st: &PhoneState, args: &[String]) -> String {
     );
     wl!(s, "  mFixedRotationLaunchingApp=null");
     wl!(s);
+    // The display policy, as Android 10+ prints it in this dump (the
+    // fields real phones show: see the bridge's DisplayPolicy fixture).
+    let (awake, locked) = (d.screen_on, st.ui.locked);
+    wl!(s, "  DisplayPolicy");
+    wl!(
+        s,
+        "    mCarDockEnablesAccelerometer=true mDeskDockEnablesAccelerometer=true"
+    );
+    wl!(
+        s,
+        "    mDockMode=EXTRA_DOCK_STATE_UNDOCKED mLidState=LID_ABSENT"
+    );
+    wl!(
+        s,
+        "    mAwake={awake} mScreenOnEarly={awake} mScreenOnFully={awake}"
+    );
+    wl!(
+        s,
+        "    mKeyguardDrawComplete=true mWindowManagerDrawComplete=true"
+    );
+    wl!(s, "    mHdmiPlugged=false");
+    wl!(s, "    mLastBehavior=DEFAULT");
+    wl!(
+        s,
+        "    mShowingDream=false mDreamingLockscreen={}",
+        locked && !awake
+    );
+    wl!(s, "    mStatusBar=Window{{78729c5 u0 StatusBar}}");
+    wl!(
+        s,
+        "    mExpandedPanel=Window{{81f848a u0 NotificationShade}}"
+    );
+    wl!(s, "    isKeyguardShowing={locked}");
+    wl!(s);
     wl!(s, "  DisplayRotation");
     wl!(
         s,
@@ -1310,6 +1344,30 @@ mod tests {
         assert!(out.contains(
             "  mCurrentFocus=Window{4879fe9 u0 com.android.launcher3/com.android.launcher3.uioverrides.QuickstepLauncher}\n"
         ));
+    }
+
+    #[test]
+    fn window_policy_follows_sleep_and_lock() {
+        let p = phone();
+        let (out, _, _) = run(&p, "dumpsys window displays");
+        assert!(out.contains("    mAwake=true mScreenOnEarly=true mScreenOnFully=true\n"));
+        assert!(out.contains("    isKeyguardShowing=false\n"));
+        p.update(|s| s.ui.locked = true);
+        let (out, _, _) = run(&p, "dumpsys window displays");
+        assert!(out.contains("    isKeyguardShowing=true\n"));
+        assert!(out.contains("mDreamingLockscreen=false\n"));
+        // The power key puts it to sleep; the wake-up key wakes it, locked.
+        run(&p, "input keyevent KEYCODE_POWER");
+        let (out, _, _) = run(&p, "dumpsys window displays");
+        assert!(out.contains("    mAwake=false mScreenOnEarly=false mScreenOnFully=false\n"));
+        assert!(out.contains("mDreamingLockscreen=true\n"));
+        run(&p, "input keyevent KEYCODE_WAKEUP");
+        let (out, _, _) = run(&p, "dumpsys window displays");
+        assert!(out.contains("    mAwake=true") && out.contains("isKeyguardShowing=true\n"));
+        // A locked screen takes no touch.
+        p.update(|s| s.ui.shade_open = false);
+        run(&p, "input swipe 500 10 500 900");
+        assert!(!p.state().ui.shade_open);
     }
 
     #[test]

@@ -446,6 +446,10 @@ pub(crate) fn render(st: &PhoneState) -> RgbImage {
     if !st.display.screen_on {
         return RgbImage::from_pixel(w, h, Rgb([0, 0, 0]));
     }
+    if st.ui.locked {
+        // The lock screen: a plain dark face the app never shows through.
+        return RgbImage::from_pixel(w, h, Rgb([12, 20, 40]));
+    }
     let dark_text = !(st.ui.shade_open || st.foreground_package() == LAUNCHER);
     let ink = if dark_text {
         Rgb([20, 20, 20])
@@ -799,7 +803,8 @@ fn perform(st: &mut PhoneState, tap: Tap) {
 
 /// `input tap X Y`: the topmost widget under the finger that reacts.
 pub(crate) fn tap(st: &mut PhoneState, x: i32, y: i32) {
-    if !st.display.screen_on {
+    // Off, or on the lock screen: the touch reaches no app.
+    if !st.display.screen_on || st.ui.locked {
         return;
     }
     let hit = layout(st)
@@ -816,6 +821,9 @@ pub(crate) fn tap(st: &mut PhoneState, x: i32, y: i32) {
 /// `input swipe X1 Y1 X2 Y2`: a pull from the status bar opens the shade,
 /// a push up closes it, a swipe that does not move is a long press.
 pub(crate) fn swipe(st: &mut PhoneState, from: (i32, i32), to: (i32, i32)) {
+    if !st.display.screen_on || st.ui.locked {
+        return;
+    }
     if from == to {
         tap(st, from.0, from.1);
     } else if from.1 < 90 && to.1 > from.1 + 200 {
@@ -828,7 +836,7 @@ pub(crate) fn swipe(st: &mut PhoneState, from: (i32, i32), to: (i32, i32)) {
 /// `input text TEXT` as Android's `input` does it: `%s` is a space, and
 /// characters the virtual keyboard map lacks (anything but ASCII) are lost.
 pub(crate) fn text(st: &mut PhoneState, text: &str) {
-    if !st.ui.text_focused || st.ui.shade_open {
+    if !st.ui.text_focused || st.ui.shade_open || st.ui.locked || !st.display.screen_on {
         return;
     }
     let typed = text.replace("%s", " ");

@@ -43,6 +43,7 @@ pub(crate) fn cmd(st: &mut PhoneState, args: &[String]) -> CommandResult {
         "settings" => settings::run(st, rest),
         "input" => input(st, rest),
         "window" => tools::wm(st, rest),
+        "notification" => super::content::cmd_notification(st, rest),
         other => fail("", &format!("cmd: Can't find service: {other}\n"), 20),
     }
 }

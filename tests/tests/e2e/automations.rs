@@ -716,3 +716,108 @@ fn the_cli_manages_automations_through_the_daemon() {
     assert_ne!(code, 0);
     assert!(err.contains("no automation is named"), "{err}");
 }
+
+/// Issue #29: an ADB phone has no app to push notification events, so the
+/// daemon reads its notifications at `[poll] notifications` and announces
+/// what was posted and removed, with the companion phones' event shape.
+/// The first read is a baseline (the two notifications already posted are
+/// not news); then a post and a removal fire the automations' event
+/// triggers once each, and `notifications.dismiss` (a snooze over ADB)
+/// removes one as well.
+#[test]
+fn an_adb_phone_posting_and_removing_a_notification_fires_event_triggers_once_each() {
+    // `extra` follows the rig's `[poll]` table: the first line is its key.
+    let r = rig(r#"notifications = 5
+
+[[automations]]
+name = "washer_done"
+trigger = { kind = "event", device = "phone", event = "notification_posted" }
+action = { kind = "notify", message = "a notification was posted" }
+
+[[automations]]
+name = "washer_gone"
+trigger = { kind = "event", device = "phone", event = "notification_removed" }
+action = { kind = "notify", message = "a notification was removed" }
+"#);
+    let set_notifications = |value: Value| {
+        let answer = r
+            .sim
+            .control(json!({"op": "set", "path": "content.notifications", "value": value}));
+        assert_eq!(answer["ok"], true, "{answer}");
+    };
+    let before = r.sim.state()["content"]["notifications"].clone();
+    assert_eq!(before.as_array().map(Vec::len), Some(2), "{before}");
+    // The baseline read has happened once a `notifications.list` poll ran.
+    wait_for("the baseline read", WAIT, || {
+        (r.ran("--noredact") > 0).then_some(())
+    });
+    let mut with_washer = before.clone();
+    with_washer.as_array_mut().unwrap().push(json!({
+        "package": "com.example.washer", "id": 3, "title": "Washer", "text": "Done: 1:02 h",
+        "posted_ms": 1_716_300_000_000u64, "ongoing": false, "uid": 10_500,
+    }));
+    set_notifications(with_washer);
+    let posted = r
+        .probe
+        .wait("the posted event", WAIT, |m| {
+            m.topic == format!("{P}/devices/phone/events/notification_posted")
+        })
+        .json();
+    assert_eq!(
+        posted,
+        json!({"key": "0|com.example.washer|3|null|10500", "package": "com.example.washer",
+               "title": "Washer", "text": "Done: 1:02 h", "posted_ms": 1_716_300_000_000u64}),
+        "the companion phones' shape"
+    );
+    r.wait_status("washer_done", "success", 1);
+
+    set_notifications(before.clone());
+    let removed = r
+        .probe
+        .wait("the removed event", WAIT, |m| {
+            m.topic == format!("{P}/devices/phone/events/notification_removed")
+        })
+        .json();
+    assert_eq!(
+        removed["key"], "0|com.example.washer|3|null|10500",
+        "{removed}"
+    );
+    assert_eq!(removed["package"], "com.example.washer");
+    assert!(removed["removed_ms"].as_u64().is_some(), "{removed}");
+    r.wait_status("washer_gone", "success", 1);
+    // Once each: the later polls saw no change.
+    let shown = r.manage("show", json!({"op": "show", "name": "washer_done"}));
+    assert_eq!(shown["result"]["runs"], 1, "{shown}");
+    let baseline_posts = r
+        .probe
+        .on(&format!("{P}/devices/phone/events/notification_posted"));
+    assert_eq!(
+        baseline_posts.len(),
+        1,
+        "no event for what was already there"
+    );
+
+    // Dismissed over ADB (a snooze): gone from the phone, and a removal.
+    let key = "0|com.example.notes|7|null|10203";
+    let dismissed = r.ok("notifications", "dismiss", json!({"notification_key": key}));
+    assert_eq!(dismissed, json!({"key": key, "method": "snoozed"}));
+    assert!(
+        r.sim.state()["content"]["notifications"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["package"] != "com.example.notes")
+    );
+    r.wait_status("washer_gone", "success", 2);
+    let again = r.call("notifications", "dismiss", json!({"notification_key": key}));
+    assert_eq!(again["error"]["code"], "not_found", "{again}");
+    let open = r.call("notifications", "open", json!({"notification_key": key}));
+    assert_eq!(open["error"]["code"], "unsupported_action", "{open}");
+    assert!(
+        open["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("companion"),
+        "{open}"
+    );
+}

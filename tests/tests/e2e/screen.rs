@@ -170,6 +170,116 @@ fn tap_by_ui_tree_index_turns_wifi_off_and_the_wifi_service_agrees() {
     assert_eq!(power["error"]["code"], "invalid_params", "{power}");
 }
 
+/// Issue #29's lock state: a locked or sleeping phone answers `locked` /
+/// `screen_off` to UI actions and is not touched; after a wake and an
+/// unlock the same tap works. The state comes from the phone's own dumps
+/// (`dumpsys window displays`), read through the real adb server.
+#[test]
+fn a_locked_or_sleeping_phone_refuses_ui_actions_until_woken_and_unlocked() {
+    let r = rig();
+    let settings = r.element(|e| e["text"] == "Settings" && e["clickable"] == true);
+    let tree = r.ok("screen", "ui_tree", json!({}));
+    let point = find_element(&tree, |e| e["index"] == settings)["center"].clone();
+    let tap = json!({"x": point[0], "y": point[1]});
+    let status = r.ok("screen_control", "status", json!({}));
+    assert_eq!(
+        (status["screen_on"].clone(), status["locked"].clone()),
+        (json!(true), json!(false)),
+        "{status}"
+    );
+
+    let set = |path: &str, value: Value| {
+        let answer = r
+            .sim
+            .control(json!({"op": "set", "path": path, "value": value}));
+        assert_eq!(answer["ok"], true, "{answer}");
+    };
+    set("ui.locked", json!(true));
+    r.sim.clear_log();
+    for (action, params) in [
+        ("tap", tap.clone()),
+        (
+            "swipe",
+            json!({"from": {"x": 500, "y": 10}, "to": {"x": 500, "y": 900}}),
+        ),
+        ("type_text", json!({"text": "hello"})),
+        ("key", json!({"key": "home"})),
+    ] {
+        let refused = r.call("ui_control", action, params);
+        assert_eq!(refused["error"]["code"], "locked", "{action}: {refused}");
+        assert_eq!(refused["error"]["retryable"], false, "{refused}");
+    }
+    assert!(
+        r.sim.commands().iter().all(|c| c[0] != "input"),
+        "nothing may touch a locked phone: {:?}",
+        r.sim.commands()
+    );
+    let status = r.ok("screen_control", "status", json!({}));
+    assert_eq!(status["locked"], true, "{status}");
+
+    // Asleep (and locked): `screen_off`, then a wake leaves it locked.
+    set("display.screen_on", json!(false));
+    let refused = r.call("ui_control", "tap", tap.clone());
+    assert_eq!(refused["error"]["code"], "screen_off", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("screen_control.wake"),
+        "{refused}"
+    );
+    r.ok("screen_control", "wake", json!({}));
+    assert_eq!(r.sim.state()["display"]["screen_on"], true);
+    let refused = r.call("ui_control", "tap", tap.clone());
+    assert_eq!(refused["error"]["code"], "locked", "{refused}");
+    assert_eq!(
+        r.ok("screen", "foreground_app", json!({}))["package"],
+        "com.android.launcher3"
+    );
+
+    // Unlocked by a person: the same tap opens Settings.
+    set("ui.locked", json!(false));
+    r.ok("ui_control", "tap", tap);
+    assert_eq!(
+        r.ok("screen", "foreground_app", json!({}))["package"],
+        "com.android.settings"
+    );
+}
+
+/// Issue #29's observation step: the screenshot, the tree (whose indexes
+/// `tap {element}` takes), the app in front and the lock state in one call.
+#[test]
+fn one_observation_gives_the_image_the_tree_the_app_and_the_lock_state() {
+    let r = rig();
+    let seen = r.ok("screen", "observe", json!({"max_side": 512}));
+    assert_eq!(
+        (seen["screen_on"].clone(), seen["locked"].clone()),
+        (json!(true), json!(false)),
+        "{seen}"
+    );
+    assert_eq!(seen["foreground"]["package"], "com.android.launcher3");
+    let shot = &seen["screenshot"];
+    assert_eq!(shot["height"], 512, "{shot}");
+    assert_eq!(decode(shot).height(), 512);
+    let settings = find_element(&seen["tree"], |e| e["text"] == "Settings")["index"].clone();
+    r.ok("ui_control", "tap", json!({"element": settings}));
+    assert_eq!(
+        r.ok("screen", "foreground_app", json!({}))["package"],
+        "com.android.settings"
+    );
+    // Without the image; and on a sleeping screen, no tree.
+    let text_only = r.ok("screen", "observe", json!({"with_image": false}));
+    assert!(text_only["screenshot"].is_null(), "{text_only}");
+    assert!(text_only["tree"]["count"].as_u64().unwrap() > 0);
+    let answer = r
+        .sim
+        .control(json!({"op": "set", "path": "display.screen_on", "value": false}));
+    assert_eq!(answer["ok"], true);
+    let dark = r.ok("screen", "observe", json!({"with_image": false}));
+    assert_eq!(dark["screen_on"], false, "{dark}");
+    assert!(dark["tree"].is_null(), "{dark}");
+}
+
 /// The command log's argvs, each as the phone's shell parsed it.
 fn logged(sim: &Sim) -> Vec<Vec<String>> {
     sim.commands()
@@ -208,7 +318,7 @@ fn type_text_of_any_unicode_arrives_intact_and_never_unquoted() {
     assert!(
         programs
             .iter()
-            .all(|p| ["ime", "settings", "am", "uiautomator", "cat"].contains(p)),
+            .all(|p| ["ime", "settings", "am", "uiautomator", "cat", "dumpsys"].contains(p)),
         "{log:?}"
     );
     let broadcast = log.iter().find(|c| c[0] == "am").expect("the broadcast");
@@ -227,7 +337,12 @@ fn type_text_of_any_unicode_arrives_intact_and_never_unquoted() {
         r.sim.state()["ui"]["text"],
         format!("{HOSTILE_TEXT}{ascii}")
     );
-    let log = logged(&r.sim);
+    // Besides the lock-state read before the action (`dumpsys window
+    // displays`), only `input text`.
+    let log: Vec<Vec<String>> = logged(&r.sim)
+        .into_iter()
+        .filter(|c| c[0] != "dumpsys")
+        .collect();
     assert!(
         log.iter()
             .all(|c| c.len() == 3 && c[0] == "input" && c[1] == "text"),

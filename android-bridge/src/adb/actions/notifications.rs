@@ -28,13 +28,87 @@
 
 use super::*;
 use crate::adb::parse::ParseError;
-use droidwarden_services::{NotificationList, NotificationsAction};
+use droidwarden_services::{NotificationDismissed, NotificationList, NotificationsAction};
+
+/// How long `dismiss` snoozes a notification over ADB: 30 days.
+pub const DISMISS_SNOOZE_MS: u64 = 30 * 24 * 60 * 60 * 1000;
 
 pub(super) async fn run(
     sh: &dyn Shell,
     action: &NotificationsAction,
 ) -> Result<Value, BridgeError> {
-    let NotificationsAction::List { package } = action;
+    match action {
+        NotificationsAction::List { package } => {
+            let mut list = list(sh).await?;
+            if let Some(package) = package {
+                list.notifications.retain(|n| n.package == package.as_str());
+            }
+            answer(NotificationList {
+                count: list.notifications.len() as u64,
+                redacted: list.redacted,
+                notifications: list.notifications,
+            })
+        }
+        NotificationsAction::Dismiss { notification_key } => dismiss(sh, notification_key).await,
+        NotificationsAction::Open { .. } => Err(super::unsupported(
+            sh,
+            &Command::Notifications(action.clone()),
+        )),
+    }
+}
+
+/// `notifications.dismiss` over ADB. Android's shell may not cancel
+/// another app's notification (`cmd notification` has no cancel for them,
+/// and `service call` numbers change with every release); what it may do
+/// from Android 11 on is snooze one by key, which takes it out of the
+/// shade. The key is looked up first, since a snooze of an unknown key
+/// succeeds silently and would report a dismissal that never happened.
+async fn dismiss(sh: &dyn Shell, key: &str) -> Result<Value, BridgeError> {
+    let posted = list(sh).await?;
+    if !posted.notifications.iter().any(|n| n.key == key) {
+        return Err(BridgeError::NotFound {
+            message: format!("no notification with the key {key} is posted"),
+        });
+    }
+    let ms = DISMISS_SNOOZE_MS.to_string();
+    let out = sh
+        .run(&["cmd", "notification", "snooze", "--for", &ms, key])
+        .await?;
+    let said = format!("{}{}", out.stdout, out.stderr);
+    if out.exit != 0 || said.contains("Unknown command") {
+        if said.contains("Unknown command") || said.contains("Unknown option") {
+            return Err(refused(
+                ErrorCode::UnsupportedAction,
+                format!(
+                    "{}: this phone's `cmd notification` cannot snooze (Android 11 and later can), and the shell may not cancel another app's notification; use the companion app",
+                    sh.device_name()
+                ),
+            ));
+        }
+        let failure = parse::classify_device_error(&out.stdout, &out.stderr, out.exit).unwrap_or(
+            parse::DeviceFailure {
+                kind: parse::FailureKind::Other,
+                message: format!(
+                    "`cmd notification snooze` exited {}: {}",
+                    out.exit,
+                    said.trim()
+                ),
+            },
+        );
+        return Err(super::from_failure(
+            sh.device_name(),
+            failure,
+            Some(out.exit),
+        ));
+    }
+    answer(NotificationDismissed {
+        key: key.to_owned(),
+        method: "snoozed".to_owned(),
+    })
+}
+
+/// The posted notifications, from `dumpsys notification --noredact`.
+async fn list(sh: &dyn Shell) -> Result<NotificationDump, BridgeError> {
     let argv = ["dumpsys", "notification", "--noredact"];
     let out = sh.run(&argv).await?;
     // Notification texts are the apps' words and may span lines that start
@@ -62,15 +136,7 @@ pub(super) async fn run(
         &argv,
         parse::dump_complete(&argv.join(" "), &out.stdout, &out.stderr),
     )?;
-    let mut list = parsed(sh.device_name(), &argv, notifications(&out.stdout))?;
-    if let Some(package) = package {
-        list.notifications.retain(|n| n.package == package.as_str());
-    }
-    answer(NotificationList {
-        count: list.notifications.len() as u64,
-        redacted: list.redacted,
-        notifications: list.notifications,
-    })
+    parsed(sh.device_name(), &argv, notifications(&out.stdout))
 }
 
 pub use droidwarden_services::Notification;

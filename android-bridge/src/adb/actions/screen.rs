@@ -26,7 +26,7 @@
 use super::*;
 use droidwarden_services::{
     Command, ForegroundActivity, ImageFormat, SCREENSHOT_MAX_SIDE, SCREENSHOT_QUALITY,
-    ScreenCapture, ScreenReaderAction, UI_TREE_MAX_NODES,
+    ScreenCapture, ScreenObservation, ScreenReaderAction, UI_TREE_MAX_NODES, UiTree,
 };
 
 use base64::Engine as _;
@@ -161,64 +161,159 @@ pub(super) async fn run(sh: &dyn Shell, action: &ScreenReaderAction) -> Result<V
             max_side,
             format,
             quality,
-        } => {
-            let argv = ["screencap", "-p"];
-            let out = sh.run_binary(&argv).await?;
-            let text_err =
-                String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(400)]).into_owned();
-            if let Some(failure) = parse::classify_device_error(&text_err, &out.stderr, out.exit) {
-                return Err(from_failure(sh.device_name(), failure, Some(out.exit)));
-            }
-            let png =
-                parsed(sh.device_name(), &argv, parse::screencap_png(&out.stdout))?.into_owned();
-            let max_side = max_side.unwrap_or(SCREENSHOT_MAX_SIDE);
-            let format = format.unwrap_or(ImageFormat::Jpeg);
-            let quality = quality.unwrap_or(SCREENSHOT_QUALITY);
-            sh.offload(Box::new(move || {
-                let shot =
-                    render_screenshot(&png, max_side, format, quality).map_err(|detail| {
-                        BridgeError::UnexpectedOutput {
-                            command: "screencap -p".into(),
-                            detail,
-                        }
-                    })?;
-                answer(shot.capture())
-            }))
-            .await
-        }
+        } => screenshot(sh, *max_side, *format, *quality).await,
         ScreenReaderAction::UiTree {
             visible_only,
             max_nodes,
-        } => {
-            let xml = ui_dump(sh).await?;
-            let max = max_nodes.unwrap_or(UI_TREE_MAX_NODES) as usize;
-            let argv = ["uiautomator", "dump", DUMP_PATH];
-            let tree = parsed(
-                sh.device_name(),
-                &argv,
-                parse::ui_elements(&xml, visible_only.unwrap_or(true), max),
-            )?;
-            *snapshot(sh) = Some(UiSnapshot {
-                bounds: tree.elements.iter().map(|e| e.bounds).collect(),
-                screen: tree.screen_width.zip(tree.screen_height),
-                at: Instant::now(),
-            });
-            answer(tree)
-        }
+        } => answer(ui_tree(sh, visible_only.unwrap_or(true), *max_nodes).await?),
         ScreenReaderAction::ForegroundApp => {
             let argv = ["dumpsys", "window", "displays"];
             let found = read(sh, &argv, parse::focused_component).await?;
             let (package, activity) = found.ok_or_else(|| BridgeError::NotFound {
                 message: "no app has the focus (the screen may be off or locked)".into(),
             })?;
-            let component = format!("{package}/{activity}");
-            answer(ForegroundActivity {
-                package,
-                activity,
-                component,
-            })
+            answer(foreground(package, activity))
         }
+        ScreenReaderAction::Observe {
+            max_side,
+            format,
+            quality,
+            max_nodes,
+            with_image,
+        } => observe(sh, *max_side, *format, *quality, *max_nodes, *with_image).await,
     }
+}
+
+fn foreground(package: String, activity: String) -> ForegroundActivity {
+    let component = format!("{package}/{activity}");
+    ForegroundActivity {
+        package,
+        activity,
+        component,
+    }
+}
+
+/// What one `dumpsys window displays` says about the screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ScreenLook {
+    /// Whether the screen is on (`mAwake`, else `dumpsys power`).
+    pub(super) screen_on: bool,
+    /// Whether the lock screen shows; `None` when the dump does not say.
+    pub(super) locked: Option<bool>,
+    /// The focused app, `(package, activity)`.
+    pub(super) foreground: Option<(String, String)>,
+}
+
+/// Reads the screen's state: one `dumpsys window displays` (Android 10+
+/// prints the display policy's `mAwake` and keyguard fields beside the
+/// focus), and `dumpsys power` only when it names no `mAwake` (older
+/// releases).
+pub(super) async fn screen_look(sh: &dyn Shell) -> Result<ScreenLook, BridgeError> {
+    let argv = ["dumpsys", "window", "displays"];
+    let out = ok(sh, &argv).await?;
+    let keyguard = parsed(sh.device_name(), &argv, parse::keyguard(&out))?;
+    let foreground = parsed(sh.device_name(), &argv, parse::focused_component(&out))?;
+    let screen_on = match keyguard.awake {
+        Some(awake) => awake,
+        None => {
+            read(sh, &["dumpsys", "power"], parse::power)
+                .await?
+                .screen_on
+        }
+    };
+    Ok(ScreenLook {
+        screen_on,
+        locked: keyguard.locked,
+        foreground,
+    })
+}
+
+/// `screen.screenshot`: `screencap -p` read as bytes, scaled and encoded
+/// off the async runtime.
+async fn screenshot(
+    sh: &dyn Shell,
+    max_side: Option<u32>,
+    format: Option<ImageFormat>,
+    quality: Option<u8>,
+) -> Result<Value, BridgeError> {
+    let argv = ["screencap", "-p"];
+    let out = sh.run_binary(&argv).await?;
+    let text_err = String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(400)]).into_owned();
+    if let Some(failure) = parse::classify_device_error(&text_err, &out.stderr, out.exit) {
+        return Err(from_failure(sh.device_name(), failure, Some(out.exit)));
+    }
+    let png = parsed(sh.device_name(), &argv, parse::screencap_png(&out.stdout))?.into_owned();
+    let max_side = max_side.unwrap_or(SCREENSHOT_MAX_SIDE);
+    let format = format.unwrap_or(ImageFormat::Jpeg);
+    let quality = quality.unwrap_or(SCREENSHOT_QUALITY);
+    sh.offload(Box::new(move || {
+        let shot = render_screenshot(&png, max_side, format, quality).map_err(|detail| {
+            BridgeError::UnexpectedOutput {
+                command: "screencap -p".into(),
+                detail,
+            }
+        })?;
+        answer(shot.capture())
+    }))
+    .await
+}
+
+/// `screen.ui_tree`: one dump, numbered, and kept for `tap {element}`.
+async fn ui_tree(
+    sh: &dyn Shell,
+    visible_only: bool,
+    max_nodes: Option<u32>,
+) -> Result<UiTree, BridgeError> {
+    let xml = ui_dump(sh).await?;
+    let max = max_nodes.unwrap_or(UI_TREE_MAX_NODES) as usize;
+    let argv = ["uiautomator", "dump", DUMP_PATH];
+    let tree = parsed(
+        sh.device_name(),
+        &argv,
+        parse::ui_elements(&xml, visible_only, max),
+    )?;
+    *snapshot(sh) = Some(UiSnapshot {
+        bounds: tree.elements.iter().map(|e| e.bounds).collect(),
+        screen: tree.screen_width.zip(tree.screen_height),
+        at: Instant::now(),
+    });
+    Ok(tree)
+}
+
+/// `screen.observe`: the state, the screenshot and the tree. The three
+/// reads are independent device commands, so they run at once (the
+/// transport gives each its own exchange): the step costs the slowest of
+/// them, not their sum. The tree of a screen that is off is left out (its
+/// dump fails or lists nothing worth reading).
+async fn observe(
+    sh: &dyn Shell,
+    max_side: Option<u32>,
+    format: Option<ImageFormat>,
+    quality: Option<u8>,
+    max_nodes: Option<u32>,
+    with_image: Option<bool>,
+) -> Result<Value, BridgeError> {
+    let image = async {
+        if with_image == Some(false) {
+            return Ok::<_, BridgeError>(None);
+        }
+        let value = screenshot(sh, max_side, format, quality).await?;
+        serde_json::from_value::<ScreenCapture>(value)
+            .map(Some)
+            .map_err(|e| BridgeError::Internal(e.to_string()))
+    };
+    let (look, image, tree) = tokio::join!(screen_look(sh), image, ui_tree(sh, true, max_nodes));
+    let look = look?;
+    // A sleeping screen has nothing to list; what the dump said then
+    // does not matter.
+    let tree = if look.screen_on { Some(tree?) } else { None };
+    answer(ScreenObservation {
+        screen_on: look.screen_on,
+        locked: look.locked,
+        foreground: look.foreground.map(|(p, a)| foreground(p, a)),
+        screenshot: image?,
+        tree,
+    })
 }
 
 /// The XML of one `uiautomator dump`, tried again while the screen will not

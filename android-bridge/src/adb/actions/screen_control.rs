@@ -17,11 +17,18 @@ pub(super) async fn run(sh: &dyn Shell, action: &ScreenAction) -> Result<Value, 
             let mode = setting(sh, "system", "screen_brightness_mode").await?;
             let timeout = number_setting(sh, "system", "screen_off_timeout").await?;
             let power = read(sh, &["dumpsys", "power"], parse::power).await?;
+            // The lock state is a bonus: a phone whose window manager
+            // cannot be read still reports the rest.
+            let locked = read(sh, &["dumpsys", "window", "displays"], parse::keyguard)
+                .await
+                .ok()
+                .and_then(|k| k.locked);
             answer(ScreenStatus {
                 brightness,
                 auto_brightness: mode.as_deref() == Some("1"),
                 timeout_ms: timeout,
                 screen_on: power.screen_on,
+                locked,
             })
         }
         ScreenAction::SetBrightness { level } => {

@@ -873,7 +873,9 @@ async fn type_text_selects_the_broadcast_ime_for_unicode_and_restores_the_keyboa
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::UnsupportedAction);
-    assert_eq!(without.asked(), ["ime list -s"]);
+    // The lock-state read (unanswered here: the action goes ahead), then
+    // the keyboard list, and nothing typed.
+    assert_eq!(without.asked(), ["dumpsys window displays", "ime list -s"]);
 }
 
 /// `docs/adb-commands.md` says what each action runs: every catalogue

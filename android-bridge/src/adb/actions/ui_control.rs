@@ -2,12 +2,12 @@
 //! decisions behind `tap {element}` and `type_text` are in the doc of
 //! `screen.rs`, which keeps the UI tree a `tap {element}` refers to.
 
-use super::screen::snapshot;
+use super::screen::{screen_look, snapshot};
 use super::*;
 use base64::Engine as _;
 use droidwarden_services::{
-    CatalogueError, Key, KeyPressed, ScrollDirection, Scrolled, Swiped, TextTyped, Touched,
-    UiControlAction,
+    CatalogueError, ErrorCode, Key, KeyPressed, ScrollDirection, Scrolled, Swiped, TextTyped,
+    Touched, UiControlAction,
 };
 
 /// The IME `type_text` uses for text `input text` cannot type.
@@ -79,8 +79,51 @@ fn target(
     }
 }
 
+/// Refuses a UI action the screen cannot take: `screen_off` while it is
+/// off (unless the transport wakes it first: [`Shell::wake_for_ui`]),
+/// `locked` while the lock screen shows, so that a tap never lands on the
+/// lock screen and "succeeds". `power` is always let through (it is how a
+/// screen is turned on or off). A phone whose state cannot be read is let
+/// through as before: the guard answers what the phone says, and never
+/// blocks a phone that says nothing.
+async fn ready_for_ui(sh: &dyn Shell, action: &UiControlAction) -> Result<(), BridgeError> {
+    if matches!(action, UiControlAction::Power) {
+        return Ok(());
+    }
+    let device = sh.device_name();
+    let mut look = match screen_look(sh).await {
+        Ok(look) => look,
+        Err(e) => {
+            tracing::debug!(device, error = %e, "screen state unreadable; the UI action goes ahead");
+            return Ok(());
+        }
+    };
+    if !look.screen_on && sh.wake_for_ui() {
+        keyevent(sh, "KEYCODE_WAKEUP").await?;
+        look = screen_look(sh).await?;
+    }
+    if !look.screen_on {
+        return Err(refused(
+            ErrorCode::ScreenOff,
+            format!(
+                "{device}: the screen is off, so nothing was touched; turn it on with screen_control.wake (or set [adb] wake_for_ui = true) and try again"
+            ),
+        ));
+    }
+    if look.locked == Some(true) {
+        return Err(refused(
+            ErrorCode::Locked,
+            format!(
+                "{device}: the lock screen shows, so nothing was touched; a person must unlock the phone (droidwarden types no PIN), then try again"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `ui_control.*`.
 pub(super) async fn run(sh: &dyn Shell, action: &UiControlAction) -> Result<Value, BridgeError> {
+    ready_for_ui(sh, action).await?;
     match action {
         UiControlAction::Tap { x, y, element } => {
             let (x, y) = target(sh, "tap", *x, *y, *element)?;
@@ -301,5 +344,145 @@ mod tests {
         let long = "a".repeat(250);
         let pieces = plain_pieces(&long).unwrap();
         assert_eq!(pieces.len(), 3);
+    }
+
+    /// A phone whose screen and lock state follow the keys it is sent, as
+    /// `dumpsys window displays` reports them (the display policy's lines).
+    #[derive(Default)]
+    struct Phone {
+        awake: std::sync::atomic::AtomicBool,
+        locked: std::sync::atomic::AtomicBool,
+        asked: Mutex<Vec<String>>,
+        muted: Mutex<HashMap<u8, i64>>,
+        snapshot: Mutex<Option<super::super::UiSnapshot>>,
+    }
+
+    impl Shell for Phone {
+        fn device_name(&self) -> &str {
+            "kitchen"
+        }
+
+        fn run<'a>(
+            &'a self,
+            argv: &'a [&'a str],
+        ) -> crate::device::BoxFuture<'a, Result<super::super::ShellOutput, BridgeError>> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let line = argv.join(" ");
+            self.asked.lock().unwrap().push(line.clone());
+            let stdout = match line.as_str() {
+                "dumpsys window displays" => format!(
+                    "  DisplayPolicy\n    mAwake={} mScreenOnEarly=true mScreenOnFully=true\n    isKeyguardShowing={}\n",
+                    self.awake.load(SeqCst),
+                    self.locked.load(SeqCst)
+                ),
+                "input keyevent KEYCODE_WAKEUP" => {
+                    self.awake.store(true, SeqCst);
+                    String::new()
+                }
+                _ => String::new(),
+            };
+            Box::pin(std::future::ready(Ok(super::super::ShellOutput {
+                stdout,
+                ..Default::default()
+            })))
+        }
+
+        fn muted_levels(&self) -> &Mutex<HashMap<u8, i64>> {
+            &self.muted
+        }
+
+        fn run_binary<'a>(
+            &'a self,
+            _: &'a [&'a str],
+        ) -> crate::device::BoxFuture<'a, Result<super::super::BinaryOutput, BridgeError>> {
+            Box::pin(std::future::ready(Ok(Default::default())))
+        }
+
+        fn ui_snapshot(&self) -> &Mutex<Option<super::super::UiSnapshot>> {
+            &self.snapshot
+        }
+    }
+
+    /// The same phone, with `[adb] wake_for_ui` on.
+    struct Waking(Phone);
+
+    impl Shell for Waking {
+        fn device_name(&self) -> &str {
+            self.0.device_name()
+        }
+        fn run<'a>(
+            &'a self,
+            argv: &'a [&'a str],
+        ) -> crate::device::BoxFuture<'a, Result<super::super::ShellOutput, BridgeError>> {
+            self.0.run(argv)
+        }
+        fn muted_levels(&self) -> &Mutex<HashMap<u8, i64>> {
+            self.0.muted_levels()
+        }
+        fn run_binary<'a>(
+            &'a self,
+            argv: &'a [&'a str],
+        ) -> crate::device::BoxFuture<'a, Result<super::super::BinaryOutput, BridgeError>> {
+            self.0.run_binary(argv)
+        }
+        fn ui_snapshot(&self) -> &Mutex<Option<super::super::UiSnapshot>> {
+            self.0.ui_snapshot()
+        }
+        fn wake_for_ui(&self) -> bool {
+            true
+        }
+    }
+
+    fn code(result: Result<Value, BridgeError>) -> String {
+        match result {
+            Err(BridgeError::Refused(e)) => e.code.as_str().to_owned(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn tapped(asked: &Mutex<Vec<String>>) -> bool {
+        asked
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|c| c.starts_with("input tap"))
+    }
+
+    #[tokio::test]
+    async fn a_sleeping_or_locked_screen_is_not_touched() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let tap = UiControlAction::Tap {
+            x: Some(10),
+            y: Some(20),
+            element: None,
+        };
+        let phone = Phone::default();
+        assert_eq!(code(run(&phone, &tap).await), "screen_off");
+        phone.awake.store(true, SeqCst);
+        phone.locked.store(true, SeqCst);
+        assert_eq!(code(run(&phone, &tap).await), "locked");
+        assert!(!tapped(&phone.asked));
+        // `power` is how a screen is turned on: it is never held back.
+        phone.awake.store(false, SeqCst);
+        run(&phone, &UiControlAction::Power).await.unwrap();
+        phone.awake.store(true, SeqCst);
+        phone.locked.store(false, SeqCst);
+        run(&phone, &tap).await.unwrap();
+        assert!(tapped(&phone.asked));
+
+        // With wake_for_ui: woken first, then touched; still `locked` when
+        // the lock screen shows after the wake.
+        let waking = Waking(Phone::default());
+        run(&waking, &tap).await.unwrap();
+        let asked = waking.0.asked.lock().unwrap().clone();
+        let wake = asked
+            .iter()
+            .position(|c| c == "input keyevent KEYCODE_WAKEUP");
+        let touch = asked.iter().position(|c| c.starts_with("input tap"));
+        assert!(wake.is_some() && wake < touch, "{asked:?}");
+        let waking = Waking(Phone::default());
+        waking.0.locked.store(true, SeqCst);
+        assert_eq!(code(run(&waking, &tap).await), "locked");
+        assert!(!tapped(&waking.0.asked));
     }
 }

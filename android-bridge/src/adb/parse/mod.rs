@@ -58,7 +58,9 @@ pub use ui::{
     DumpOutcome, PNG_SIGNATURE, UiElement, UiTree, dump_outcome, dump_then_cat_outcome,
     screencap_png, ui_elements, wm_size, xml_slice,
 };
-pub use window::{DeviceOrientation, focused_app, focused_component, rotation};
+pub use window::{
+    DeviceOrientation, KeyguardState, focused_app, focused_component, keyguard, rotation,
+};
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -51,6 +51,7 @@ fn run_all(text: &str) {
     let _ = dump_complete("dumpsys x", text, text);
     let _ = dump_complete("dumpsys x", text, "");
     let _ = resolve_activity_brief(text);
+    let _ = keyguard(text);
     let _ = launcher_activities(text);
     let _ = component_package(text);
     let _ = am_start(text);

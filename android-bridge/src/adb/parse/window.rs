@@ -96,6 +96,64 @@ fn orientation_name(deg: u16, landscape_natural: bool) -> &'static str {
     }
 }
 
+/// Whether the screen is on and whether the lock screen shows, as the
+/// window manager's display policy reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeyguardState {
+    /// `mAwake=` (Android 10+ `DisplayPolicy`); `None` when not printed.
+    pub awake: Option<bool>,
+    /// Whether a lock screen shows; `None` when no keyguard field is
+    /// printed (an older release, a fragment).
+    pub locked: Option<bool>,
+}
+
+/// The `key=value` fields that say a lock screen shows, across releases:
+/// `isKeyguardShowing` and `mDreamingLockscreen` (`DisplayPolicy`, Android
+/// 10+, in `dumpsys window displays`), `mKeyguardShowing` and the
+/// per-display `KeyguardShowing` (`KeyguardController`, `dumpsys activity
+/// activities` and `dumpsys window`), `mShowingLockscreen` and
+/// `isStatusBarKeyguard` (`PhoneWindowManager`, Android 9 and earlier,
+/// `dumpsys window policy`).
+const KEYGUARD_KEYS: &[&str] = &[
+    "isKeyguardShowing",
+    "mDreamingLockscreen",
+    "mKeyguardShowing",
+    "KeyguardShowing",
+    "mShowingLockscreen",
+    "isStatusBarKeyguard",
+];
+
+/// Reads the screen and lock state from `dumpsys window displays` (or
+/// `dumpsys window`, `dumpsys window policy`, `dumpsys activity
+/// activities`): locked when any keyguard field is `true`, unlocked when
+/// some are printed and none is. Fields are matched as whole
+/// whitespace-separated `key=value` words, so `mKeyguardShowing` is never
+/// read as `KeyguardShowing`.
+///
+/// # Errors
+/// [`ParseError::Device`] for a device error message.
+pub fn keyguard(output: &str) -> Result<KeyguardState, ParseError> {
+    reject_device_error(output)?;
+    let mut state = KeyguardState::default();
+    for (key, value) in output
+        .lines()
+        .flat_map(str::split_whitespace)
+        .filter_map(|word| word.split_once('='))
+    {
+        let value = match value {
+            "true" => true,
+            "false" => false,
+            _ => continue,
+        };
+        if key == "mAwake" {
+            state.awake = state.awake.or(Some(value));
+        } else if KEYGUARD_KEYS.contains(&key) {
+            state.locked = Some(state.locked.unwrap_or(false) || value);
+        }
+    }
+    Ok(state)
+}
+
 /// Line starts that name the focused or resumed activity.
 const FOCUS_KEYS: &[&str] = &[
     "mCurrentFocus=",
@@ -228,6 +286,68 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(rotation(text).ok(), expected, "{text:?}");
         }
+    }
+
+    #[test]
+    fn keyguard_state_from_real_dumps_and_every_release_s_fields() {
+        let policy =
+            fixture!("dumpsys-activity-activities/blog-activitymanager-displaypolicy-fragment.txt");
+        let controller = fixture!(
+            "dumpsys-activity-activities/blog-activitymanager-keyguardcontroller-fragment.txt"
+        );
+        let unlocked_awake = KeyguardState {
+            awake: Some(true),
+            locked: Some(false),
+        };
+        assert_eq!(keyguard(policy), Ok(unlocked_awake));
+        assert_eq!(
+            keyguard(controller),
+            Ok(KeyguardState {
+                awake: None,
+                locked: Some(false)
+            })
+        );
+        // The head of a real `dumpsys window displays` names neither.
+        assert_eq!(keyguard(DISPLAYS), Ok(KeyguardState::default()));
+        let cases = [
+            // Android 10+ DisplayPolicy, locked and asleep.
+            (
+                "    mAwake=false mScreenOnEarly=false mScreenOnFully=false\n    mShowingDream=false mDreamingLockscreen=true\n    isKeyguardShowing=true\n",
+                Some(false),
+                Some(true),
+            ),
+            // The lock screen shows on an awake screen.
+            (
+                "    mAwake=true\n    isKeyguardShowing=true\n",
+                Some(true),
+                Some(true),
+            ),
+            // Android 9 and earlier: PhoneWindowManager's fields.
+            (
+                "    mShowingLockscreen=true mShowingDream=false mDreamingLockscreen=true\n",
+                None,
+                Some(true),
+            ),
+            ("    isStatusBarKeyguard=false\n", None, Some(false)),
+            // The per-display line alone, and values that are no booleans.
+            (
+                "   KeyguardShowing=true AodShowing=false\n",
+                None,
+                Some(true),
+            ),
+            ("    isKeyguardShowing=maybe mAwake=1\n", None, None),
+        ];
+        for (text, awake, locked) in cases {
+            assert_eq!(
+                keyguard(text),
+                Ok(KeyguardState { awake, locked }),
+                "{text:?}"
+            );
+        }
+        assert!(matches!(
+            keyguard("Can't find service: window\n"),
+            Err(ParseError::Device(_))
+        ));
     }
 
     #[test]
