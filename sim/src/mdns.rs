@@ -6,12 +6,12 @@
 //! on), the old announcement is withdrawn and the new one made, so an adb
 //! server (platform-tools 30+) that follows the instance finds it again.
 //!
-//! The responder is the `mdns-sd` crate's, on its own thread; only the
-//! interface of the phone's address is used (loopback for a phone on
-//! 127.0.0.1), so a test announces nothing on the machine's network.
+//! The responder is the `mdns-sd` crate's, on its own thread. It announces
+//! the phone's address only on the interface it belongs to: a phone on
+//! 127.0.0.1 is announced on loopback alone.
 
 use crate::error::SimError;
-use mdns_sd::{IfKind, ServiceDaemon, ServiceInfo};
+use mdns_sd::{Receiver, ServiceDaemon, ServiceEvent, ServiceInfo};
 use std::net::SocketAddr;
 
 /// The service type of a phone's wireless debugging connect port.
@@ -23,6 +23,12 @@ pub(crate) struct Announcer {
     instance: String,
     /// The announced service's full name, while announced.
     announced: Option<String>,
+    /// A browse of our own service type, kept running: its queries, which
+    /// our responder answers on the multicast group, are what an adb server
+    /// on this host hears (adb 36 sends its own queries on the network
+    /// interfaces, not on loopback, and did not take the announcement made
+    /// at registration). Nothing reads the events.
+    _browse: Option<Receiver<ServiceEvent>>,
 }
 
 impl std::fmt::Debug for Announcer {
@@ -52,21 +58,18 @@ impl Announcer {
                 "invalid mDNS instance name {instance:?} (letters, digits, '-' and '_', at most 63)"
             )));
         }
+        // Every interface, as the responder starts with (loopback
+        // included): it announces the address only where it belongs (the
+        // loopback address on loopback). Narrowing the interfaces after the
+        // start applied only later, and the first announcement went out on
+        // none (adb 36 then saw the phone only when someone else asked).
         let daemon = ServiceDaemon::new()
             .map_err(|e| SimError::Config(format!("cannot start the mDNS responder: {e}")))?;
-        let only = if addr.ip().is_loopback() {
-            IfKind::LoopbackV4
-        } else {
-            IfKind::Addr(addr.ip())
-        };
-        daemon
-            .disable_interface(IfKind::All)
-            .and_then(|()| daemon.enable_interface(only))
-            .map_err(|e| SimError::Config(format!("mDNS interfaces: {e}")))?;
         let mut announcer = Self {
             daemon,
             instance: instance.to_owned(),
             announced: None,
+            _browse: None,
         };
         announcer.announce(addr)?;
         Ok(announcer)
@@ -96,6 +99,10 @@ impl Announcer {
         self.daemon
             .register(info)
             .map_err(|e| SimError::Config(format!("mDNS register: {e}")))?;
+        // Queries again from the start (1 s, 2 s, 4 s …), each answered
+        // with the new port.
+        let _ = self.daemon.stop_browse(CONNECT_SERVICE);
+        self._browse = self.daemon.browse(CONNECT_SERVICE).ok();
         tracing::info!(instance = %self.instance, %addr, "announced over mDNS");
         self.announced = Some(fullname);
         Ok(())

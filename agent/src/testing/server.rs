@@ -351,6 +351,17 @@ async fn handle(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) -> std::io::R
             None => respond(&mut stream, 404, None, r#"{"error":"not found"}"#).await,
         };
     }
+    // The model list a health probe asks for (`provider::probe`): answered
+    // without taking a step of the script or being recorded, as a real
+    // server answers it beside the conversations.
+    if method == "GET"
+        && path
+            .split('?')
+            .next()
+            .is_some_and(|p| p.ends_with("/models"))
+    {
+        return respond(&mut stream, 200, None, r#"{"object":"list","data":[]}"#).await;
+    }
     let body: Value = serde_json::from_slice(&buf[header_end..]).unwrap_or(Value::Null);
     let kind = if path.contains("/chat/completions") {
         ProviderKind::Openai

@@ -7,7 +7,7 @@
 
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::mqtt::{Daemon, Mosquitto, Probe};
-use droidwarden_e2e::{AdbServer, Droidwarden, P, Run, SimOptions, WAIT, free_port, wait_for};
+use droidwarden_e2e::{AdbServer, Droidwarden, P, Run, Sim, SimOptions, WAIT, free_port, wait_for};
 use serde_json::{Value, json};
 
 /// The device named `name` in `status --json`.
@@ -49,7 +49,8 @@ fn text_with(dw: &Droidwarden, bus: &PrivateBus, parts: &[&str]) -> String {
 #[test]
 fn unauthorized_and_offline_phones_show_in_status_with_what_to_do() {
     let adb = AdbServer::start();
-    let locked = adb.phone(SimOptions {
+    // Not `adb.phone`, which waits for it to be online: it never will be.
+    let locked = Sim::start(SimOptions {
         serial: Some("LOCKED1".into()),
         extra_args: vec!["--auth-prompt".into()],
         ..SimOptions::default()
