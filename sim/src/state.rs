@@ -77,6 +77,12 @@ pub struct UiState {
     pub adb_ime_installed: bool,
     /// Fail this many `uiautomator dump` runs with "could not get idle state".
     pub dump_not_idle: u32,
+    /// The clipboard's text (`None`: empty), which the on-device UI server
+    /// reads, sets and pastes.
+    pub clipboard: Option<String>,
+    /// The on-device UI server dies at this many of its next requests,
+    /// without answering (a crash mid-call).
+    pub ui_server_dies: u32,
 }
 
 impl Default for UiState {
@@ -87,6 +93,8 @@ impl Default for UiState {
             shade_open: false,
             adb_ime_installed: true,
             dump_not_idle: 0,
+            clipboard: None,
+            ui_server_dies: 0,
         }
     }
 }

@@ -46,6 +46,7 @@ pub mod host;
 pub mod parse;
 mod shell;
 mod sync;
+pub mod ui_server;
 pub mod wire;
 
 use crate::device::{
@@ -117,6 +118,10 @@ pub struct AdbConfig {
     /// Which files of this machine `host_path` parameters may send
     /// (`[phone_services]`; by default none).
     pub host_files: droidwarden_services::HostFiles,
+    /// The uiautomator2 project's `u2.jar` on this machine: naming it is
+    /// the person's consent to send it to each phone and run it there as
+    /// the on-device UI server ([`ui_server`]). `None` (the default): off.
+    pub ui_server_jar: Option<PathBuf>,
 }
 
 impl Default for AdbConfig {
@@ -131,6 +136,7 @@ impl Default for AdbConfig {
             start_server: true,
             adb_program: PathBuf::from("adb"),
             host_files: droidwarden_services::HostFiles::default(),
+            ui_server_jar: None,
         }
     }
 }
@@ -628,6 +634,7 @@ impl AdbTransport {
             adb_missing: Arc::clone(&self.adb_missing),
             adb_program: self.config.adb_program.clone(),
             host_files: Arc::new(self.config.host_files.clone()),
+            ui_server: ui_server::UiServer::new(self.config.ui_server_jar.clone()),
         });
         live.devices.insert(serial.to_owned(), Arc::clone(&device));
         self.registry.insert(DeviceHandle::new(
@@ -817,6 +824,8 @@ pub struct AdbDevice {
     adb_program: PathBuf,
     /// The transport's [`AdbConfig::host_files`].
     host_files: Arc<droidwarden_services::HostFiles>,
+    /// The on-device UI server of this phone.
+    ui_server: ui_server::UiServer,
 }
 
 impl AdbDevice {
@@ -1086,6 +1095,14 @@ impl actions::Shell for AdbDevice {
 
     fn host_files(&self) -> Option<&droidwarden_services::HostFiles> {
         Some(&self.host_files)
+    }
+
+    fn ui_rpc<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, actions::UiRpcError>> {
+        Box::pin(AdbDevice::ui_rpc(self, method, params))
     }
 
     fn offload<'a>(
