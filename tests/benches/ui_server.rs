@@ -95,8 +95,9 @@ fn main() {
     };
     // The first call starts the server (sends the jar, launches, pings).
     let start = call(&with_server, "ui_server");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "dumpWindowHierarchy", "params": [false, 50]})
-        .to_string();
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "dumpWindowHierarchy", "params": [false, 50]})
+            .to_string();
     let raw = || {
         let started = Instant::now();
         let server = SocketAddrV4::new([127, 0, 0, 1].into(), rig.adb.port);
@@ -137,11 +138,23 @@ fn main() {
             raw_server.push(t[2]);
         }
     }
-    let s = median("screen.ui_tree through the UI server (runtime task)", via_server);
-    let d = median("screen.ui_tree through uiautomator dump (runtime task)", via_dump);
+    let s = median(
+        "screen.ui_tree through the UI server (runtime task)",
+        via_server,
+    );
+    let d = median(
+        "screen.ui_tree through uiautomator dump (runtime task)",
+        via_dump,
+    );
     let r = median("raw tcp:9008 + POST dumpWindowHierarchy", raw_server);
     println!();
-    println!("through the server / raw server exchange = {:.2}", ms(s) / ms(r));
-    println!("through the server / through uiautomator dump = {:.2}", ms(s) / ms(d));
+    println!(
+        "through the server / raw server exchange = {:.2}",
+        ms(s) / ms(r)
+    );
+    println!(
+        "through the server / through uiautomator dump = {:.2}",
+        ms(s) / ms(d)
+    );
     drop(transport);
 }

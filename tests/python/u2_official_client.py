@@ -33,7 +33,7 @@ def main() -> None:
     seen["typed"] = field.get_text()
     d(text="Settings").click()
     seen["front_after_click"] = d.info["currentPackageName"]
-    seen["missing_exists"] = d(text="No such element").exists
+    seen["missing_exists"] = bool(d(text="No such element").exists)
     d.stop_uiautomator()
     print(json.dumps(seen))
 

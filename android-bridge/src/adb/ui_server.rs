@@ -194,7 +194,8 @@ impl AdbDevice {
         let line = format!(
             "CLASSPATH={UI_SERVER_JAR_REMOTE} app_process / com.wetest.uia2.Main -p {UI_SERVER_PORT}"
         );
-        let protocol = match self.status().protocol {
+        let known = self.status().protocol;
+        let protocol = match known {
             Some(p) => p,
             None => exchange::protocol_for(
                 &exchange::features(&self.server, &self.serial, deadline)
@@ -244,7 +245,9 @@ impl AdbDevice {
         })
         .await;
         let mut conn = opened.map_err(|e| match e {
-            ExchangeError::Refused(m) => UiRpcError::Unavailable(format!("tcp:{UI_SERVER_PORT}: {m}")),
+            ExchangeError::Refused(m) => {
+                UiRpcError::Unavailable(format!("tcp:{UI_SERVER_PORT}: {m}"))
+            }
             other => UiRpcError::Unavailable(other.to_string()),
         })?;
         let answer = bounded(deadline, async {
@@ -381,7 +384,8 @@ mod tests {
 
     #[test]
     fn requests_close_the_connection_and_carry_their_length() {
-        let r = String::from_utf8(http_request("POST", "/jsonrpc/0", Some("{\"a\":\"ü\"}"))).unwrap();
+        let r =
+            String::from_utf8(http_request("POST", "/jsonrpc/0", Some("{\"a\":\"ü\"}"))).unwrap();
         assert!(r.starts_with("POST /jsonrpc/0 HTTP/1.1\r\n"));
         assert!(r.contains("Connection: close\r\n"));
         assert!(r.contains("Content-Length: 10\r\n\r\n{\"a\":\"ü\"}"), "{r}");
@@ -409,7 +413,9 @@ mod tests {
         assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\npong").is_err());
         assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-").is_err());
         assert!(parse_response(b"\x00\x01garbage").is_err());
-        assert!(parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err());
+        assert!(
+            parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err()
+        );
     }
 
     #[test]
@@ -423,7 +429,9 @@ mod tests {
             Ok(Value::Null)
         );
         assert_eq!(
-            rpc_result(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#),
+            rpc_result(
+                br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#
+            ),
             Err(UiRpcError::Rpc {
                 code: -32601,
                 message: "Method not found".into()

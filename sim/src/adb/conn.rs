@@ -208,7 +208,10 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn stop_server(shared: &Shared, port: u16, life: &CancellationToken) {
     life.cancel();
     let mut servers = lock(&shared.ui_servers);
-    if servers.get(&port).is_some_and(CancellationToken::is_cancelled) {
+    if servers
+        .get(&port)
+        .is_some_and(CancellationToken::is_cancelled)
+    {
         servers.remove(&port);
     }
 }
@@ -301,7 +304,9 @@ pub(crate) async fn serve_connection(
                     tracing::debug!(%peer, "sync service");
                     syncs.insert(local_id, SyncMachine::default());
                 }
-                Action::Start { local_id, request } if matches!(request.kind, ServiceKind::Tcp(_)) => {
+                Action::Start { local_id, request }
+                    if matches!(request.kind, ServiceKind::Tcp(_)) =>
+                {
                     let ServiceKind::Tcp(port) = request.kind else {
                         continue;
                     };
@@ -353,7 +358,8 @@ pub(crate) async fn serve_connection(
                     tracker.spawn(async move {
                         life.cancelled().await;
                         // Killed: what a shell prints for a process that died by SIGKILL.
-                        let payloads = frame_output(kind, &[(Fd::Stderr, b"Killed\n".to_vec())], 137, max);
+                        let payloads =
+                            frame_output(kind, &[(Fd::Stderr, b"Killed\n".to_vec())], 137, max);
                         let _ = tx.send(Event::Done { local_id, payloads }).await;
                     });
                 }
@@ -371,12 +377,9 @@ pub(crate) async fn serve_connection(
                     buf.extend_from_slice(&data);
                     let answer = match ui_server::parse_request(buf) {
                         Parsed::Partial => continue,
-                        Parsed::Bad(reason) => ui_server::response(
-                            400,
-                            "Bad Request",
-                            "text/plain",
-                            reason.as_bytes(),
-                        ),
+                        Parsed::Bad(reason) => {
+                            ui_server::response(400, "Bad Request", "text/plain", reason.as_bytes())
+                        }
                         Parsed::Whole(req) => match shared.phone.ui_server(&req) {
                             Served::Answer(bytes) => bytes,
                             Served::Died => {

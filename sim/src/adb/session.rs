@@ -228,7 +228,12 @@ impl Session {
     /// it, as adbd does when its connect fails.
     pub(crate) fn refuse(&mut self, local_id: u32) -> Vec<Action> {
         match self.streams.remove(&local_id) {
-            Some(s) => vec![Action::Send(Message::new(A_CLSE, 0, s.remote_id, Vec::new()))],
+            Some(s) => vec![Action::Send(Message::new(
+                A_CLSE,
+                0,
+                s.remote_id,
+                Vec::new(),
+            ))],
             None => Vec::new(),
         }
     }
@@ -468,14 +473,23 @@ mod tests {
             &out[0],
             Action::Start { request, .. } if request.kind == ServiceKind::Tcp(9008)
         ));
-        assert_eq!(sent(&s.accept(1)), vec![Message::new(A_OKAY, 1, 8, Vec::new())]);
+        assert_eq!(
+            sent(&s.accept(1)),
+            vec![Message::new(A_OKAY, 1, 8, Vec::new())]
+        );
         let out = s.on_message(Message::new(A_WRTE, 8, 1, b"GET /ping".to_vec()));
         assert!(matches!(&out[1], Action::Input { local_id: 1, data } if data == b"GET /ping"));
         let out = s.on_reply(1, vec![b"pong".to_vec()], true);
-        assert_eq!(sent(&out), vec![Message::new(A_WRTE, 1, 8, b"pong".to_vec())]);
+        assert_eq!(
+            sent(&out),
+            vec![Message::new(A_WRTE, 1, 8, b"pong".to_vec())]
+        );
 
         s.on_message(Message::new(A_OPEN, 9, 0, b"tcp:9009\0".to_vec()));
-        assert_eq!(sent(&s.refuse(2)), vec![Message::new(A_CLSE, 0, 9, Vec::new())]);
+        assert_eq!(
+            sent(&s.refuse(2)),
+            vec![Message::new(A_CLSE, 0, 9, Vec::new())]
+        );
         assert!(s.accept(2).is_empty());
     }
 

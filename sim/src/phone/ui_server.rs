@@ -22,9 +22,6 @@ use super::screen::{self, Widget};
 use crate::state::PhoneState;
 use serde_json::{Value, json};
 
-/// Where the official client (and the bridge) put the jar.
-pub(crate) const JAR: &str = "/data/local/tmp/u2.jar";
-
 /// The server's port when the launch line names none.
 pub(crate) const DEFAULT_PORT: u16 = 9008;
 
@@ -150,12 +147,7 @@ pub(crate) fn serve(st: &mut PhoneState, req: &Request) -> Served {
                     "error": {"code": -32700, "message": format!("Parse error: {e}")},
                 }),
             };
-            response(
-                200,
-                "OK",
-                "application/json",
-                answer.to_string().as_bytes(),
-            )
+            response(200, "OK", "application/json", answer.to_string().as_bytes())
         }
         _ => response(404, "Not Found", "text/plain", b"Not Found"),
     })
@@ -240,9 +232,12 @@ fn rpc(st: &mut PhoneState, method: &str, params: &Value) -> RpcResult {
         }
         "objInfo" => {
             let found = find(st, params)?;
-            found
-                .map(|w| info(&w))
-                .ok_or_else(|| (NOT_FOUND, "androidx.test.uiautomator.UiObjectNotFoundException".into()))
+            found.map(|w| info(&w)).ok_or_else(|| {
+                (
+                    NOT_FOUND,
+                    "androidx.test.uiautomator.UiObjectNotFoundException".into(),
+                )
+            })
         }
         "waitForExists" | "exist" => Ok(Value::Bool(find(st, params)?.is_some())),
         "waitUntilGone" => Ok(Value::Bool(find(st, params)?.is_none())),
@@ -256,10 +251,18 @@ fn rpc(st: &mut PhoneState, method: &str, params: &Value) -> RpcResult {
         }
         "getText" => find(st, params)?
             .map(|w| Value::String(w.text))
-            .ok_or_else(|| (NOT_FOUND, "androidx.test.uiautomator.UiObjectNotFoundException".into())),
+            .ok_or_else(|| {
+                (
+                    NOT_FOUND,
+                    "androidx.test.uiautomator.UiObjectNotFoundException".into(),
+                )
+            }),
         "setText" | "clearTextField" => {
             let Some(w) = find(st, params)? else {
-                return Err((NOT_FOUND, "androidx.test.uiautomator.UiObjectNotFoundException".into()));
+                return Err((
+                    NOT_FOUND,
+                    "androidx.test.uiautomator.UiObjectNotFoundException".into(),
+                ));
             };
             if w.class != "android.widget.EditText" {
                 return Ok(Value::Bool(false));
@@ -347,7 +350,12 @@ fn matches(w: &Widget, selector: &Value) -> Result<bool, (i64, String)> {
             "focused" => b == Some(w.focused),
             "enabled" => b == Some(true),
             "scrollable" | "longClickable" | "selected" => b == Some(false),
-            other => return Err((BAD_PARAMS, format!("selector field {other} is not supported"))),
+            other => {
+                return Err((
+                    BAD_PARAMS,
+                    format!("selector field {other} is not supported"),
+                ));
+            }
         };
         if !fits {
             return Ok(false);
@@ -392,8 +400,12 @@ fn info(w: &Widget) -> Value {
 mod tests {
     use super::*;
 
+    /// Where the official client (and the bridge) put the jar.
+    const JAR: &str = "/data/local/tmp/u2.jar";
+
     fn call(st: &mut PhoneState, method: &str, params: Value) -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
         let req = Request {
             method: "POST".into(),
             path: "/jsonrpc/0".into(),
@@ -419,7 +431,10 @@ mod tests {
         );
         assert_eq!(launch("CLASSPATH=/x.jar app_process / other.Main"), None);
         assert_eq!(launch("app_process / com.wetest.uia2.Main"), None);
-        assert_eq!(launch("CLASSPATH=/x app_process / com.wetest.uia2.Main -p x"), None);
+        assert_eq!(
+            launch("CLASSPATH=/x app_process / com.wetest.uia2.Main -p x"),
+            None
+        );
     }
 
     #[test]
@@ -435,7 +450,10 @@ mod tests {
                 body: b"{}".to_vec()
             })
         );
-        assert!(matches!(parse_request(b"\x01\x02 nonsense\r\n\r\n"), Parsed::Bad(_)));
+        assert!(matches!(
+            parse_request(b"\x01\x02 nonsense\r\n\r\n"),
+            Parsed::Bad(_)
+        ));
         assert!(matches!(
             parse_request(b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
             Parsed::Bad(_)
@@ -467,40 +485,65 @@ mod tests {
     fn clipboard_paste_types_any_text_into_the_focused_field() {
         let mut st = PhoneState::default();
         let text = "Grüße, \"quoted\" 100% $HOME; 你好 👋";
-        assert_eq!(call(&mut st, "getClipboard", json!({}))["result"], Value::Null);
+        assert_eq!(
+            call(&mut st, "getClipboard", json!({}))["result"],
+            Value::Null
+        );
         call(&mut st, "setClipboard", json!([null, text]));
-        assert_eq!(call(&mut st, "getClipboard", json!({}))["result"], json!(text));
+        assert_eq!(
+            call(&mut st, "getClipboard", json!({}))["result"],
+            json!(text)
+        );
         // Nothing focused: nothing typed.
         call(&mut st, "pasteClipboard", json!({}));
         assert_eq!(st.ui.text, "");
-        let field = call(&mut st, "objInfo", json!([{"className": "android.widget.EditText", "mask": 16}]));
+        let field = call(
+            &mut st,
+            "objInfo",
+            json!([{"className": "android.widget.EditText", "mask": 16}]),
+        );
         let b = &field["result"]["bounds"];
         let x = (b["left"].as_i64().unwrap() + b["right"].as_i64().unwrap()) / 2;
         let y = (b["top"].as_i64().unwrap() + b["bottom"].as_i64().unwrap()) / 2;
         assert_eq!(call(&mut st, "click", json!([x, y]))["result"], json!(true));
         call(&mut st, "pasteClipboard", json!({}));
         assert_eq!(st.ui.text, text);
-        assert!(call(&mut st, "dumpWindowHierarchy", json!([false, 50]))["result"]
-            .as_str()
-            .unwrap()
-            .contains("你好 👋"));
+        assert!(
+            call(&mut st, "dumpWindowHierarchy", json!([false, 50]))["result"]
+                .as_str()
+                .unwrap()
+                .contains("你好 👋")
+        );
     }
 
     #[test]
     fn selectors_find_tap_and_report_missing_objects() {
         let mut st = PhoneState::default();
         assert_eq!(
-            call(&mut st, "waitForExists", json!([{"text": "Settings", "mask": 1}, 1000]))["result"],
+            call(
+                &mut st,
+                "waitForExists",
+                json!([{"text": "Settings", "mask": 1}, 1000])
+            )["result"],
             json!(true)
         );
-        assert_eq!(call(&mut st, "count", json!([{"textMatches": "C.*", "mask": 4}]))["result"], json!(4));
+        assert_eq!(
+            call(&mut st, "count", json!([{"textMatches": "C.*", "mask": 4}]))["result"],
+            json!(4)
+        );
         let missing = call(&mut st, "objInfo", json!([{"text": "Nope", "mask": 1}]));
         assert_eq!(missing["error"]["code"], json!(NOT_FOUND));
         let unknown = call(&mut st, "noSuchMethod", json!([]));
         assert_eq!(unknown["error"]["code"], json!(NO_METHOD));
         let info = call(&mut st, "deviceInfo", json!({}));
         assert_eq!(info["result"]["displayWidth"], json!(1080));
-        assert_eq!(info["result"]["currentPackageName"], json!("com.android.launcher3"));
-        assert_eq!(call(&mut st, "pressKey", json!(["home"]))["result"], json!(true));
+        assert_eq!(
+            info["result"]["currentPackageName"],
+            json!("com.android.launcher3")
+        );
+        assert_eq!(
+            call(&mut st, "pressKey", json!(["home"]))["result"],
+            json!(true)
+        );
     }
 }

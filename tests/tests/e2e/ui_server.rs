@@ -114,9 +114,17 @@ fn the_official_client_drives_the_emulated_server() {
     assert_eq!(seen["front_after_click"], "com.android.settings");
     assert_eq!(seen["missing_exists"], false);
     // The phone got the real jar by the file service.
-    let listed = adb.run(&["-s", &sim.serial(), "shell", "ls", "-l", "/data/local/tmp/u2.jar"]);
+    let listed = adb.run(&[
+        "-s",
+        &sim.serial(),
+        "shell",
+        "stat",
+        "-c",
+        "%s",
+        "/data/local/tmp/u2.jar",
+    ]);
     let size = std::fs::metadata(u2_jar()).expect("the jar").len();
-    assert!(listed.contains(&size.to_string()), "{listed}");
+    assert_eq!(listed.trim(), size.to_string(), "{listed}");
 }
 
 #[test]

@@ -357,7 +357,9 @@ async fn paste(sh: &dyn Shell, text: &str, typed: u64) -> Result<Value, BridgeEr
         }),
         Err(UiRpcError::Unavailable(why)) => Err(nothing_typed(why)),
         Err(e) => Err(BridgeError::Device {
-            message: format!("{e}; the text may or may not have been pasted: read the screen before typing again"),
+            message: format!(
+                "{e}; the text may or may not have been pasted: read the screen before typing again"
+            ),
             exit: None,
         }),
     }
