@@ -292,7 +292,7 @@ fn device_info(st: &PhoneState) -> Value {
         "displayRotation": d.rotation,
         "displaySizeDpX": dp(w),
         "displaySizeDpY": dp(h),
-        "naturalOrientation": d.rotation % 2 == 0,
+        "naturalOrientation": d.rotation.is_multiple_of(2),
         "productName": st.props.name,
         "screenOn": d.screen_on,
         "sdkInt": st.props.sdk,
