@@ -131,6 +131,7 @@ struct RawAdb {
     poll_interval_ms: u64,
     workers_per_device: usize,
     wake_for_ui: bool,
+    ui_server_jar: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -564,6 +565,7 @@ impl TryFrom<RawConfig> for Config {
                 adb_program: PathBuf::from(raw.adb.program),
                 host_files: phone_services.host_files.clone(),
                 wake_for_ui: raw.adb.wake_for_ui,
+                ui_server_jar: ui_server_jar(&raw.adb.ui_server_jar)?,
             },
             state_dir: state_dir(&raw.state.dir),
             mqtt: mqtt_settings(raw.mqtt, raw.broker)?,
@@ -710,6 +712,23 @@ fn check_host_port(text: &str) -> Result<(), String> {
     } else {
         Err(format!("{host:?} is not a host name or IPv4 address"))
     }
+}
+
+/// `[adb] ui_server_jar`: empty is off; anything else must be an absolute
+/// path (the daemon's working directory is `/` under systemd). Whether the
+/// file is there is checked when a phone needs it, so the jar may be
+/// installed after the daemon starts.
+fn ui_server_jar(configured: &str) -> Result<Option<PathBuf>, ConfigError> {
+    if configured.is_empty() {
+        return Ok(None);
+    }
+    let path = PathBuf::from(configured);
+    if !path.is_absolute() {
+        return Err(ConfigError(format!(
+            "adb.ui_server_jar: {configured:?} is not an absolute path (the uiautomator2 u2.jar, docs/screen-component.md)"
+        )));
+    }
+    Ok(Some(path))
 }
 
 fn state_dir(configured: &str) -> PathBuf {

@@ -107,12 +107,14 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
         // `[phone_services]`'s, compared with it below.
         host_files: _,
         wake_for_ui,
+        ui_server_jar,
     } = adb;
     let b = &new.adb;
     differs("adb.wake_for_ui", *wake_for_ui != b.wake_for_ui);
     differs("adb.server", *server != b.server);
     differs("adb.start_server", *start_server != b.start_server);
     differs("adb.program", *adb_program != b.adb_program);
+    differs("adb.ui_server_jar", *ui_server_jar != b.ui_server_jar);
     differs(
         "adb.workers_per_device",
         *workers_per_device != b.workers_per_device,

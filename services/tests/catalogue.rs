@@ -103,6 +103,8 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
             "key",
             "power",
             "type_text",
+            "get_clipboard",
+            "set_clipboard",
         ],
     ),
 ];

@@ -125,6 +125,10 @@ pub(crate) struct Shared {
     pub(crate) auth_prompt: bool,
     /// Frozen ([`Fault::Freeze`]): shell requests wait for this to be false.
     frozen: tokio::sync::watch::Sender<bool>,
+    /// The on-device UI servers running (`phone::ui_server`), by port: each
+    /// lives until its token is cancelled (its shell stream closed, its
+    /// connection gone, or a crash).
+    pub(crate) ui_servers: Mutex<std::collections::HashMap<u16, CancellationToken>>,
 }
 
 impl Shared {
@@ -306,6 +310,7 @@ impl Sim {
             frozen: tokio::sync::watch::channel(false).0,
             auth: config.auth,
             auth_prompt: config.auth_prompt,
+            ui_servers: Mutex::default(),
         });
 
         let adb_listener = if config.adb {

@@ -81,6 +81,12 @@ pub struct UiState {
     /// it and do nothing; `dumpsys window` says so. Set it through the
     /// control port (`ui.locked`) to lock or unlock the phone.
     pub locked: bool,
+    /// The clipboard's text (`None`: empty), which the on-device UI server
+    /// reads, sets and pastes.
+    pub clipboard: Option<String>,
+    /// The on-device UI server dies at this many of its next requests,
+    /// without answering (a crash mid-call).
+    pub ui_server_dies: u32,
 }
 
 impl Default for UiState {
@@ -92,6 +98,8 @@ impl Default for UiState {
             adb_ime_installed: true,
             dump_not_idle: 0,
             locked: false,
+            clipboard: None,
+            ui_server_dies: 0,
         }
     }
 }

@@ -28,6 +28,8 @@ pub struct PhoneRigOptions {
     /// Reach the phone through its companion app (id `alice-pixel`, device
     /// `alice`) instead of ADB.
     pub companion: bool,
+    /// More `[adb]` keys (TOML lines), for an ADB phone.
+    pub adb_keys: String,
 }
 
 /// Field order is drop order: the daemon stops before the phone, the
@@ -50,6 +52,7 @@ pub struct PhoneRig {
     // Runs the scripted model's server; dropped last.
     _rt: Option<tokio::runtime::Runtime>,
     discovery: bool,
+    adb_keys: String,
     /// The phone's device name: `phone` (ADB) or `alice` (companion).
     pub device: &'static str,
     next: Cell<u32>,
@@ -114,6 +117,7 @@ impl PhoneRig {
             llm,
             _rt: rt,
             discovery: options.discovery,
+            adb_keys: options.adb_keys,
             device,
             next: Cell::new(0),
         };
@@ -145,6 +149,7 @@ impl PhoneRig {
                 self.discovery
             ),
         )
+        .replacen("\n[adb]\n", &format!("\n[adb]\n{}\n", self.adb_keys), 1)
     }
 
     /// The running daemon.

@@ -126,6 +126,42 @@ pub trait Shell: Send + Sync {
     ) -> BoxFuture<'a, Result<Value, BridgeError>> {
         Box::pin(std::future::ready(work()))
     }
+    /// One JSON-RPC call to the phone's on-device UI server
+    /// (`docs/screen-component.md`), started first if it is not running and
+    /// the person allowed it. The default: this transport has none.
+    fn ui_rpc<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, UiRpcError>> {
+        let _ = (method, params);
+        Box::pin(std::future::ready(Err(UiRpcError::Unavailable(
+            "this transport has no on-device UI server".into(),
+        ))))
+    }
+}
+
+/// Why a call to the on-device UI server ([`Shell::ui_rpc`]) gave no result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UiRpcError {
+    /// The request never reached the server: it is off (not allowed, no
+    /// jar), could not be started, or is not listening. Nothing was done on
+    /// the phone, so another path may be tried.
+    #[error("the on-device UI server is unavailable: {0}")]
+    Unavailable(String),
+    /// The request was sent but no answer came (the server died or the
+    /// link dropped mid-call): whether it acted is unknown.
+    #[error("the on-device UI server stopped answering: {0}")]
+    Lost(String),
+    /// The server answered with a JSON-RPC error.
+    #[error("the on-device UI server answered error {code}: {message}")]
+    Rpc {
+        /// The JSON-RPC error code.
+        code: i64,
+        /// Its message.
+        message: String,
+    },
 }
 
 /// The result of a device command whose output is binary.

@@ -46,6 +46,7 @@ pub mod host;
 pub mod parse;
 mod shell;
 mod sync;
+pub mod ui_server;
 pub mod wire;
 
 use crate::device::{
@@ -122,6 +123,10 @@ pub struct AdbConfig {
     /// `screen_off` (`[adb] wake_for_ui`). A lock screen still answers
     /// `locked`.
     pub wake_for_ui: bool,
+    /// The uiautomator2 project's `u2.jar` on this machine: naming it is
+    /// the person's consent to send it to each phone and run it there as
+    /// the on-device UI server ([`ui_server`]). `None` (the default): off.
+    pub ui_server_jar: Option<PathBuf>,
 }
 
 impl Default for AdbConfig {
@@ -137,6 +142,7 @@ impl Default for AdbConfig {
             adb_program: PathBuf::from("adb"),
             host_files: droidwarden_services::HostFiles::default(),
             wake_for_ui: false,
+            ui_server_jar: None,
         }
     }
 }
@@ -687,6 +693,7 @@ impl AdbTransport {
             adb_program: self.config.adb_program.clone(),
             host_files: Arc::new(self.config.host_files.clone()),
             wake_for_ui: self.config.wake_for_ui,
+            ui_server: ui_server::UiServer::new(self.config.ui_server_jar.clone()),
         });
         live.devices.insert(serial.to_owned(), Arc::clone(&device));
         self.registry.insert(DeviceHandle::new(
@@ -878,6 +885,8 @@ pub struct AdbDevice {
     host_files: Arc<droidwarden_services::HostFiles>,
     /// The transport's [`AdbConfig::wake_for_ui`].
     wake_for_ui: bool,
+    /// The on-device UI server of this phone.
+    ui_server: ui_server::UiServer,
 }
 
 impl AdbDevice {
@@ -1151,6 +1160,14 @@ impl actions::Shell for AdbDevice {
 
     fn wake_for_ui(&self) -> bool {
         self.wake_for_ui
+    }
+
+    fn ui_rpc<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, actions::UiRpcError>> {
+        Box::pin(AdbDevice::ui_rpc(self, method, params))
     }
 
     fn offload<'a>(

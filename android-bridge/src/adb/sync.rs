@@ -112,6 +112,23 @@ pub(crate) async fn send(
     .await
 }
 
+/// What `STAT` says about `remote` (`None`: nothing there).
+pub(crate) async fn stat(
+    server: &Dialer,
+    serial: &str,
+    remote: &str,
+    deadline: Instant,
+) -> Result<Option<RemoteStat>, ExchangeError> {
+    check_path(remote)?;
+    bounded(deadline, async {
+        let mut conn = open(server, serial).await?;
+        let st = stat_on(&mut conn, remote).await?;
+        quit(&mut conn).await;
+        Ok(st)
+    })
+    .await
+}
+
 fn check_path(remote: &str) -> Result<(), ExchangeError> {
     if remote.len() > SYNC_MAX_PATH || remote.contains('\0') {
         return Err(ExchangeError::Protocol(format!(

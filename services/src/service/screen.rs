@@ -141,6 +141,9 @@ records! {
         elements: Vec<UiElement>,
         /// One line per element, for reading.
         text: String,
+        /// Which path read the screen: `ui_server` (the on-device UI
+        /// server, docs/screen-component.md) or `uiautomator_dump`.
+        via: Option<String>,
     }
 
     /// One element of the screen, as a model reads it.

@@ -259,6 +259,17 @@ actions!(
         }
         -> TextTyped
         example(Self::TypeText { text: "hello".into() }),
+        GetClipboard = "get_clipboard" (Medium, reads)
+            "Read the text on the phone's clipboard (it may hold what the person copied: a password, a code). Over ADB it needs the on-device UI server (docs/screen-component.md)."
+        -> ClipboardText,
+        SetClipboard = "set_clipboard" (Medium, changes)
+            "Put text on the phone's clipboard, replacing what is there. Over ADB it needs the on-device UI server (docs/screen-component.md)."
+        {
+            /// The text to put on the clipboard.
+            text: String = Schema::pattern("", TEXT_PATTERN, TYPE_TEXT_MAX),
+        }
+        -> ClipboardSet
+        example(Self::SetClipboard { text: "hello".into() }),
     }
 );
 
@@ -306,13 +317,31 @@ records! {
         /// How: `input_text`, `clipboard_paste` or `ime_broadcast`.
         method: String,
     }
+
+    /// What `get_clipboard` answers.
+    ClipboardText {
+        /// The clipboard's text; absent when it holds no text.
+        text: Option<String>,
+        /// Which path answered: `ui_server` (the on-device UI server) or
+        /// `companion`.
+        via: Option<String>,
+    }
+
+    /// What `set_clipboard` answers.
+    ClipboardSet {
+        /// The characters put on the clipboard.
+        length: u64,
+        /// Which path answered: `ui_server` (the on-device UI server) or
+        /// `companion`.
+        via: Option<String>,
+    }
 }
 
 pub(super) fn spec() -> ServiceSpec {
     ServiceSpec {
         node_type: "uiControl",
         id: "ui_control",
-        description: "Touch and type on the screen: tap, long press, swipe, scroll, keys, text.",
+        description: "Touch and type on the screen: tap, long press, swipe, scroll, keys, text, the clipboard.",
         actions: UiControlAction::specs(),
         state: None,
         home_assistant: Vec::new(),

@@ -23,6 +23,8 @@ use super::service::{ServiceKind, ServiceRequest, frame_output};
 use super::session::{Action, Session};
 use super::sync::{SyncFs, SyncMachine};
 use crate::fault::OneShot;
+use crate::phone::ui_server::{self, Parsed, Served};
+use crate::shell::Fd;
 use crate::sim::Shared;
 use crate::state::PhoneState;
 use std::collections::{HashMap, VecDeque};
@@ -197,6 +199,23 @@ async fn feed_sync(
     .ok()
 }
 
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Stops the UI server on `port` whose life is `life` (a newer one on the
+/// same port is left alone).
+fn stop_server(shared: &Shared, port: u16, life: &CancellationToken) {
+    life.cancel();
+    let mut servers = lock(&shared.ui_servers);
+    if servers
+        .get(&port)
+        .is_some_and(CancellationToken::is_cancelled)
+    {
+        servers.remove(&port);
+    }
+}
+
 /// Serves one connection until the host leaves, a drop fault fires or
 /// `cancel` is cancelled. Helper tasks are spawned on `tracker`.
 pub(crate) async fn serve_connection(
@@ -218,6 +237,10 @@ pub(crate) async fn serve_connection(
     let mut session = Session::new(banner(&shared.phone.state()), shared.auth, auth_token())
         .prompting(shared.auth_prompt);
     let mut syncs: HashMap<u32, SyncMachine> = HashMap::new();
+    // The `tcp:` streams to a UI server, each with what it has received.
+    let mut tcps: HashMap<u32, Vec<u8>> = HashMap::new();
+    // The shell streams that launched a UI server: its port and life.
+    let mut launches: HashMap<u32, (u16, CancellationToken)> = HashMap::new();
     tracing::info!(%peer, "adb connection");
     'serve: loop {
         let event = tokio::select! {
@@ -243,7 +266,12 @@ pub(crate) async fn serve_connection(
         let mut planned = Vec::with_capacity(actions.len());
         for action in actions {
             let faults = match &action {
-                Action::Start { request, .. } if request.kind != ServiceKind::Sync => {
+                Action::Start { request, .. }
+                    if matches!(
+                        request.kind,
+                        ServiceKind::ShellV2 | ServiceKind::ShellRaw | ServiceKind::Exec
+                    ) =>
+                {
                     let faults = shared.take_faults();
                     if matches!(faults.1, Some(OneShot::Drop)) {
                         tracing::info!(%peer, command = %request.command, "fault: dropping the connection instead of answering");
@@ -251,7 +279,10 @@ pub(crate) async fn serve_connection(
                     }
                     faults
                 }
-                Action::Send(_) | Action::Start { .. } | Action::Input { .. } => (None, None),
+                Action::Send(_)
+                | Action::Start { .. }
+                | Action::Input { .. }
+                | Action::Closed { .. } => (None, None),
             };
             planned.push((action, faults));
         }
@@ -273,6 +304,103 @@ pub(crate) async fn serve_connection(
                 Action::Start { local_id, request } if request.kind == ServiceKind::Sync => {
                     tracing::debug!(%peer, "sync service");
                     syncs.insert(local_id, SyncMachine::default());
+                }
+                Action::Start { local_id, request }
+                    if matches!(request.kind, ServiceKind::Tcp(_)) =>
+                {
+                    let ServiceKind::Tcp(port) = request.kind else {
+                        continue;
+                    };
+                    let listening = lock(&shared.ui_servers)
+                        .get(&port)
+                        .is_some_and(|t| !t.is_cancelled());
+                    let next = if listening {
+                        tcps.insert(local_id, Vec::new());
+                        session.accept(local_id)
+                    } else {
+                        tracing::debug!(%peer, port, "tcp: nothing listens");
+                        session.refuse(local_id)
+                    };
+                    planned.extend(next.into_iter().map(|a| (a, (None, None))));
+                }
+                Action::Start { local_id, request }
+                    if ui_server::launch(&request.command)
+                        .is_some_and(|(jar, _)| shared.phone.sync_stat(&jar).is_some()) =>
+                {
+                    let Some((_, port)) = ui_server::launch(&request.command) else {
+                        continue;
+                    };
+                    let life = conn.child_token();
+                    let taken = {
+                        let mut servers = lock(&shared.ui_servers);
+                        match servers.get(&port) {
+                            Some(t) if !t.is_cancelled() => true,
+                            _ => {
+                                servers.insert(port, life.clone());
+                                false
+                            }
+                        }
+                    };
+                    if taken {
+                        let chunks = [(
+                            Fd::Stderr,
+                            b"java.net.BindException: Address already in use\n".to_vec(),
+                        )];
+                        let payloads =
+                            frame_output(request.kind, &chunks, 1, session.max_payload());
+                        for next in session.on_output(local_id, payloads) {
+                            planned.push_back((next, (None, None)));
+                        }
+                        continue;
+                    }
+                    tracing::info!(%peer, port, "the on-device UI server starts");
+                    launches.insert(local_id, (port, life.clone()));
+                    let (tx, kind, max) = (tx.clone(), request.kind, session.max_payload());
+                    tracker.spawn(async move {
+                        life.cancelled().await;
+                        // Killed: what a shell prints for a process that died by SIGKILL.
+                        let payloads =
+                            frame_output(kind, &[(Fd::Stderr, b"Killed\n".to_vec())], 137, max);
+                        let _ = tx.send(Event::Done { local_id, payloads }).await;
+                    });
+                }
+                Action::Closed { local_id } => {
+                    tcps.remove(&local_id);
+                    if let Some((port, life)) = launches.remove(&local_id) {
+                        tracing::info!(%peer, port, "the on-device UI server stops: its shell stream closed");
+                        stop_server(&shared, port, &life);
+                    }
+                }
+                Action::Input { local_id, data } if tcps.contains_key(&local_id) => {
+                    let Some(buf) = tcps.get_mut(&local_id) else {
+                        continue;
+                    };
+                    buf.extend_from_slice(&data);
+                    let answer = match ui_server::parse_request(buf) {
+                        Parsed::Partial => continue,
+                        Parsed::Bad(reason) => {
+                            ui_server::response(400, "Bad Request", "text/plain", reason.as_bytes())
+                        }
+                        Parsed::Whole(req) => match shared.phone.ui_server(&req) {
+                            Served::Answer(bytes) => bytes,
+                            Served::Died => {
+                                tracing::info!(%peer, "the on-device UI server crashes mid-call");
+                                let dead: Vec<(u16, CancellationToken)> = lock(&shared.ui_servers)
+                                    .iter()
+                                    .map(|(p, t)| (*p, t.clone()))
+                                    .collect();
+                                for (port, life) in dead {
+                                    stop_server(&shared, port, &life);
+                                }
+                                Vec::new()
+                            }
+                        },
+                    };
+                    tcps.remove(&local_id);
+                    let payloads = super::message::chunk(&answer, session.max_payload());
+                    for next in session.on_reply(local_id, payloads, true) {
+                        planned.push_back((next, (None, None)));
+                    }
                 }
                 Action::Input { local_id, data } => {
                     let Some(machine) = syncs.remove(&local_id) else {

@@ -2,7 +2,8 @@
 //!
 //! A service string such as `shell,v2,TERM=xterm,raw:echo hi` is split at the
 //! first `:`; the part before it names the service and carries options. Only
-//! `shell` (v1 raw or v2 packets), `exec` and `sync` (the file service) are offered; the caller answers
+//! `shell` (v1 raw or v2 packets), `exec`, `sync` (the file service) and
+//! `tcp` (a device port) are offered; the caller answers
 //! anything else with `CLSE`. Pure functions, no I/O.
 
 use crate::shell::Fd;
@@ -23,6 +24,10 @@ pub(crate) enum ServiceKind {
     /// `sync:` — the file service: requests and replies on one open stream
     /// (`super::sync`), not one command.
     Sync,
+    /// `tcp:PORT` — a connection to a port on the device (what `adb
+    /// forward` and the official uiautomator2 client open): the bytes the
+    /// host writes go to whatever listens there.
+    Tcp(u16),
 }
 
 /// An accepted service request.
@@ -51,6 +56,7 @@ pub(crate) fn parse_service(raw: &[u8], shell_v2: bool) -> Option<ServiceRequest
         "shell" => ServiceKind::ShellRaw,
         "exec" => ServiceKind::Exec,
         "sync" if head == "sync" && command.is_empty() => ServiceKind::Sync,
+        "tcp" if head == "tcp" => ServiceKind::Tcp(command.parse().ok().filter(|p| *p != 0)?),
         _ => return None,
     };
     Some(ServiceRequest {
@@ -83,8 +89,8 @@ pub(crate) fn frame_output(
             super::message::chunk(&out, max)
         }
         ServiceKind::ShellV2 => frame_v2(chunks, exit, max),
-        // The file service answers request by request, never as a command.
-        ServiceKind::Sync => Vec::new(),
+        // These answer request by request, never as a command.
+        ServiceKind::Sync | ServiceKind::Tcp(_) => Vec::new(),
     }
 }
 
@@ -142,6 +148,9 @@ mod tests {
         );
         check("sync:", Some((ServiceKind::Sync, "")));
         check("sync:x", None);
+        check("tcp:9008", Some((ServiceKind::Tcp(9008), "9008")));
+        check("tcp:0", None);
+        check("tcp:http", None);
         check("framebuffer:", None);
         check("reboot:", None);
         check("shell", None);

@@ -12,7 +12,7 @@ use super::message::{
     A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_VERSION, A_WRTE, AUTH_RSAPUBLICKEY, AUTH_SIGNATURE,
     AUTH_TOKEN, MAX_PAYLOAD, Message,
 };
-use super::service::{ServiceRequest, parse_service};
+use super::service::{ServiceKind, ServiceRequest, parse_service};
 
 /// What the driver must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,8 +28,14 @@ pub(crate) enum Action {
         /// The service and its command.
         request: ServiceRequest,
     },
-    /// Bytes the host wrote to an interactive (`sync:`) stream; report the
-    /// answer with `Session::on_reply`.
+    /// The host closed a stream that was still open here: whatever serves
+    /// it stops (a `tcp:` connection, a long-running command).
+    Closed {
+        /// Our id of the stream.
+        local_id: u32,
+    },
+    /// Bytes the host wrote to an interactive (`sync:` or `tcp:`) stream;
+    /// report the answer with `Session::on_reply`.
     Input {
         /// Our id of the stream.
         local_id: u32,
@@ -192,8 +198,10 @@ impl Session {
             },
             A_CLSE if self.is_online() => {
                 // The host closed the stream, or echoes our CLSE: forget it.
-                self.streams.remove(&msg.arg1);
-                Vec::new()
+                match self.streams.remove(&msg.arg1) {
+                    Some(_) => vec![Action::Closed { local_id: msg.arg1 }],
+                    None => Vec::new(),
+                }
             }
             _ => Vec::new(),
         }
@@ -206,20 +214,53 @@ impl Session {
         };
         let local_id = self.next_id;
         self.next_id = self.next_id.checked_add(1).unwrap_or(1);
+        let tcp = matches!(request.kind, ServiceKind::Tcp(_));
         self.streams.insert(
             local_id,
             StreamState {
                 remote_id,
-                interactive: request.kind == super::service::ServiceKind::Sync,
+                interactive: request.kind == ServiceKind::Sync || tcp,
                 pending: VecDeque::new(),
                 awaiting_okay: false,
                 finished: false,
             },
         );
+        if tcp {
+            // Whether something listens on the port decides between OKAY
+            // and CLSE: the driver answers with `accept` or `refuse`.
+            return vec![Action::Start { local_id, request }];
+        }
         vec![
             Action::Send(Message::new(A_OKAY, local_id, remote_id, Vec::new())),
             Action::Start { local_id, request },
         ]
+    }
+
+    /// A `tcp:` stream found its port listening: tell the host it is open.
+    pub(crate) fn accept(&mut self, local_id: u32) -> Vec<Action> {
+        match self.streams.get(&local_id) {
+            Some(s) => vec![Action::Send(Message::new(
+                A_OKAY,
+                local_id,
+                s.remote_id,
+                Vec::new(),
+            ))],
+            None => Vec::new(),
+        }
+    }
+
+    /// A `tcp:` stream's port has no listener (connection refused): close
+    /// it, as adbd does when its connect fails.
+    pub(crate) fn refuse(&mut self, local_id: u32) -> Vec<Action> {
+        match self.streams.remove(&local_id) {
+            Some(s) => vec![Action::Send(Message::new(
+                A_CLSE,
+                0,
+                s.remote_id,
+                Vec::new(),
+            ))],
+            None => Vec::new(),
+        }
     }
 
     /// Hands over a service's framed output; the stream closes once the host
@@ -287,7 +328,7 @@ mod tests {
             .iter()
             .filter_map(|a| match a {
                 Action::Send(m) => Some(m.clone()),
-                Action::Start { .. } | Action::Input { .. } => None,
+                Action::Start { .. } | Action::Input { .. } | Action::Closed { .. } => None,
             })
             .collect()
     }
@@ -469,9 +510,9 @@ mod tests {
     fn output_for_a_stream_the_host_closed_is_dropped() {
         let mut s = connected(4096);
         s.on_message(Message::new(A_OPEN, 7, 0, b"exec:ls\0".to_vec()));
-        assert!(
-            s.on_message(Message::new(A_CLSE, 7, 1, Vec::new()))
-                .is_empty()
+        assert_eq!(
+            s.on_message(Message::new(A_CLSE, 7, 1, Vec::new())),
+            vec![Action::Closed { local_id: 1 }]
         );
         assert!(s.on_output(1, vec![b"x".to_vec()]).is_empty());
     }
@@ -482,6 +523,35 @@ mod tests {
         s.on_message(Message::new(A_OPEN, 3, 0, b"shell:true\0".to_vec()));
         let out = s.on_output(1, Vec::new());
         assert_eq!(sent(&out), vec![Message::new(A_CLSE, 1, 3, Vec::new())]);
+    }
+
+    #[test]
+    fn tcp_streams_wait_for_a_listener_then_carry_bytes_both_ways() {
+        let mut s = connected(4096);
+        let out = s.on_message(Message::new(A_OPEN, 8, 0, b"tcp:9008\0".to_vec()));
+        assert!(sent(&out).is_empty(), "no OKAY before the port is known");
+        assert!(matches!(
+            &out[0],
+            Action::Start { request, .. } if request.kind == ServiceKind::Tcp(9008)
+        ));
+        assert_eq!(
+            sent(&s.accept(1)),
+            vec![Message::new(A_OKAY, 1, 8, Vec::new())]
+        );
+        let out = s.on_message(Message::new(A_WRTE, 8, 1, b"GET /ping".to_vec()));
+        assert!(matches!(&out[1], Action::Input { local_id: 1, data } if data == b"GET /ping"));
+        let out = s.on_reply(1, vec![b"pong".to_vec()], true);
+        assert_eq!(
+            sent(&out),
+            vec![Message::new(A_WRTE, 1, 8, b"pong".to_vec())]
+        );
+
+        s.on_message(Message::new(A_OPEN, 9, 0, b"tcp:9009\0".to_vec()));
+        assert_eq!(
+            sent(&s.refuse(2)),
+            vec![Message::new(A_CLSE, 0, 9, Vec::new())]
+        );
+        assert!(s.accept(2).is_empty());
     }
 
     #[test]

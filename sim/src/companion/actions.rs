@@ -16,8 +16,9 @@ use droidwarden_bridge::adb::actions::{self as adb_actions, Shell};
 use droidwarden_bridge::adb::{ShellOutput as AdbOutput, parse, quote};
 use droidwarden_bridge::device::BoxFuture;
 use droidwarden_services::{
-    CameraAction, CameraPhoto, Command, ErrorCode, LocationAction, NotificationDismissed,
-    NotificationOpened, NotificationsAction, Record, TrackingStarted, TrackingStopped, WireError,
+    CameraAction, CameraPhoto, ClipboardSet, ClipboardText, Command, ErrorCode, LocationAction,
+    NotificationDismissed, NotificationOpened, NotificationsAction, Record, TrackingStarted,
+    TrackingStopped, UiControlAction, WireError,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -155,6 +156,18 @@ pub(crate) fn perform(sim: &SimHandle, app: &Companion, command: &Command) -> Ou
         }
         Command::Notifications(NotificationsAction::Open { notification_key }) => {
             open_notification(sim, notification_key)
+        }
+        // The app has Android's ClipboardManager; no shell is involved.
+        Command::UiControl(UiControlAction::GetClipboard) => answer(ClipboardText {
+            text: sim.read_state(|st| st.ui.clipboard.clone()),
+            via: Some("companion".to_owned()),
+        }),
+        Command::UiControl(UiControlAction::SetClipboard { text }) => {
+            sim.update_state(|st| st.ui.clipboard = Some(text.clone()));
+            answer(ClipboardSet {
+                length: text.chars().count() as u64,
+                via: Some("companion".to_owned()),
+            })
         }
         other => {
             let shell = AppShell { sim, app };

@@ -33,6 +33,7 @@ mod screen;
 mod services;
 mod settings;
 mod tools;
+pub(crate) mod ui_server;
 
 use std::fs::File;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -120,6 +121,12 @@ impl Phone {
     /// Empties the command log.
     pub(crate) fn clear_log(&self) {
         lock(&self.log).clear();
+    }
+
+    /// One request to the on-device UI server (`ui_server`), answered from
+    /// the phone's state.
+    pub(crate) fn ui_server(&self, req: &ui_server::Request) -> ui_server::Served {
+        self.update(|st| ui_server::serve(st, req))
     }
 
     /// Runs a command line as the device shell would.

@@ -78,19 +78,19 @@ enum Tap {
 
 /// One element on screen.
 #[derive(Debug, Clone, Default)]
-struct Widget {
-    depth: usize,
-    class: &'static str,
-    text: String,
-    desc: String,
-    id: String,
-    package: &'static str,
-    bounds: [i32; 4],
-    clickable: bool,
-    checkable: bool,
-    checked: bool,
-    focusable: bool,
-    focused: bool,
+pub(crate) struct Widget {
+    pub(crate) depth: usize,
+    pub(crate) class: &'static str,
+    pub(crate) text: String,
+    pub(crate) desc: String,
+    pub(crate) id: String,
+    pub(crate) package: &'static str,
+    pub(crate) bounds: [i32; 4],
+    pub(crate) clickable: bool,
+    pub(crate) checkable: bool,
+    pub(crate) checked: bool,
+    pub(crate) focusable: bool,
+    pub(crate) focused: bool,
     on_tap: Option<Tap>,
 }
 
@@ -147,7 +147,7 @@ fn app_label(package: &str) -> String {
 }
 
 /// Everything on screen, in drawing (and document) order.
-fn layout(st: &PhoneState) -> Vec<Widget> {
+pub(crate) fn layout(st: &PhoneState) -> Vec<Widget> {
     let (w, h) = size(st);
     let fg = st.foreground_package().to_owned();
     let mut out = Vec::new();
@@ -843,6 +843,17 @@ pub(crate) fn text(st: &mut PhoneState, text: &str) {
     st.ui
         .text
         .extend(typed.chars().filter(|c| (' '..='~').contains(c)));
+}
+
+/// Text pasted into the focused field (the on-device UI server's
+/// `pasteClipboard`): every character arrives, as an app's paste takes it.
+/// `false` when no field has the focus.
+pub(crate) fn paste(st: &mut PhoneState, text: &str) -> bool {
+    if !st.display.screen_on || !st.ui.text_focused || st.ui.shade_open {
+        return false;
+    }
+    st.ui.text.push_str(text);
+    true
 }
 
 /// A key press the screen reacts to; `true` when it used it up.

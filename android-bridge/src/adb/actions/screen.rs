@@ -20,6 +20,10 @@
 //!   the previous one restored afterwards. Without that IME such text is
 //!   refused before anything is typed, with an error saying what to install
 //!   (the companion app types any text natively).
+//! - **`ui_tree`** asks the on-device UI server first (`Shell::ui_rpc`,
+//!   `docs/screen-component.md`: fast, no "could not get idle state") and
+//!   reads `uiautomator dump` when it gives nothing; the result's `via`
+//!   says which answered.
 //! - **Screenshots** are `screencap -p` read as raw bytes (exec-out), then
 //!   decoded, scaled and encoded off the async runtime ([`Shell::offload`]).
 
@@ -258,20 +262,25 @@ async fn screenshot(
     .await
 }
 
-/// `screen.ui_tree`: one dump, numbered, and kept for `tap {element}`.
+/// `screen.ui_tree`: one dump (through the on-device UI server when it
+/// answers, else `uiautomator dump`), numbered, and kept for `tap {element}`.
 async fn ui_tree(
     sh: &dyn Shell,
     visible_only: bool,
     max_nodes: Option<u32>,
 ) -> Result<UiTree, BridgeError> {
-    let xml = ui_dump(sh).await?;
+    let (xml, via) = match server_dump(sh).await {
+        Some(xml) => (xml, VIA_UI_SERVER),
+        None => (ui_dump(sh).await?, VIA_UIAUTOMATOR_DUMP),
+    };
     let max = max_nodes.unwrap_or(UI_TREE_MAX_NODES) as usize;
     let argv = ["uiautomator", "dump", DUMP_PATH];
-    let tree = parsed(
+    let mut tree = parsed(
         sh.device_name(),
         &argv,
         parse::ui_elements(&xml, visible_only, max),
     )?;
+    tree.via = Some(via.to_owned());
     *snapshot(sh) = Some(UiSnapshot {
         bounds: tree.elements.iter().map(|e| e.bounds).collect(),
         screen: tree.screen_width.zip(tree.screen_height),
@@ -314,6 +323,40 @@ async fn observe(
         screenshot: image?,
         tree,
     })
+}
+
+/// `via` of a tree the on-device UI server read.
+pub const VIA_UI_SERVER: &str = "ui_server";
+
+/// `via` of a tree `uiautomator dump` read.
+pub const VIA_UIAUTOMATOR_DUMP: &str = "uiautomator_dump";
+
+/// How deep the on-device UI server walks the tree (the official client's
+/// default).
+const SERVER_DUMP_DEPTH: u32 = 50;
+
+/// The hierarchy XML from the on-device UI server, or `None` when it gave
+/// none (off, not started, died mid-call, an error or an empty dump): then
+/// `uiautomator dump` reads the screen. Reading twice changes nothing, so
+/// falling back is always safe here.
+async fn server_dump(sh: &dyn Shell) -> Option<String> {
+    match sh
+        .ui_rpc(
+            "dumpWindowHierarchy",
+            serde_json::json!([false, SERVER_DUMP_DEPTH]),
+        )
+        .await
+    {
+        Ok(Value::String(xml)) if xml.contains("<node") => Some(xml),
+        Ok(_) => {
+            tracing::debug!(device = %sh.device_name(), "the on-device UI server dumped an empty tree; using uiautomator dump");
+            None
+        }
+        Err(e) => {
+            tracing::debug!(device = %sh.device_name(), error = %e, "using uiautomator dump");
+            None
+        }
+    }
 }
 
 /// The XML of one `uiautomator dump`, tried again while the screen will not

@@ -6,9 +6,10 @@ use super::screen::{screen_look, snapshot};
 use super::*;
 use base64::Engine as _;
 use droidwarden_services::{
-    CatalogueError, ErrorCode, Key, KeyPressed, ScrollDirection, Scrolled, Swiped, TextTyped,
-    Touched, UiControlAction,
+    CatalogueError, ClipboardSet, ClipboardText, ErrorCode, Key, KeyPressed, ScrollDirection,
+    Scrolled, Swiped, TextTyped, Touched, UiControlAction,
 };
+use serde_json::json;
 
 /// The IME `type_text` uses for text `input text` cannot type.
 pub const ADB_IME: &str = "com.android.adbkeyboard/.AdbIME";
@@ -201,6 +202,61 @@ pub(super) async fn run(sh: &dyn Shell, action: &UiControlAction) -> Result<Valu
             })
         }
         UiControlAction::TypeText { text } => type_text(sh, text).await,
+        UiControlAction::GetClipboard => {
+            let text = sh
+                .ui_rpc("getClipboard", json!([]))
+                .await
+                .map_err(|e| clipboard_error(sh, "get_clipboard", e))?;
+            answer(ClipboardText {
+                text: text.as_str().map(str::to_owned),
+                via: Some(super::screen::VIA_UI_SERVER.to_owned()),
+            })
+        }
+        UiControlAction::SetClipboard { text } => {
+            set_clipboard(sh, text)
+                .await
+                .map_err(|e| clipboard_error(sh, "set_clipboard", e))?;
+            answer(ClipboardSet {
+                length: text.chars().count() as u64,
+                via: Some(super::screen::VIA_UI_SERVER.to_owned()),
+            })
+        }
+    }
+}
+
+/// Puts `text` on the clipboard and reads it back: a server that took the
+/// call but not the text (as Android 10 and later may refuse a background
+/// clipboard read) is not trusted with a paste.
+async fn set_clipboard(sh: &dyn Shell, text: &str) -> Result<(), UiRpcError> {
+    sh.ui_rpc("setClipboard", json!([null, text])).await?;
+    let back = sh.ui_rpc("getClipboard", json!([])).await?;
+    if back.as_str() != Some(text) {
+        return Err(UiRpcError::Rpc {
+            code: 0,
+            message: "the clipboard did not keep the text (the phone may not let the server read it back)".into(),
+        });
+    }
+    Ok(())
+}
+
+/// What a clipboard action answers when the on-device UI server gave no
+/// result: `unsupported_action` with the reason when it is off or cannot
+/// run, a device error otherwise.
+fn clipboard_error(sh: &dyn Shell, action: &'static str, e: UiRpcError) -> BridgeError {
+    match e {
+        UiRpcError::Unavailable(why) => BridgeError::Unsupported {
+            device: sh.device_name().to_owned(),
+            service: "ui_control".into(),
+            action,
+            transport: "adb",
+            reason: format!(
+                "no shell command reads or sets the clipboard on stock Android; it needs the on-device UI server, and {why}"
+            ),
+        },
+        other => BridgeError::Device {
+            message: other.to_string(),
+            exit: None,
+        },
     }
 }
 
@@ -277,12 +333,7 @@ async fn type_text(sh: &dyn Shell, text: &str) -> Result<Value, BridgeError> {
     }
     let imes = ok(sh, &["ime", "list", "-s"]).await?;
     if !imes.lines().any(|l| l.trim() == ADB_IME) {
-        return Err(BridgeError::MissingOnPhone {
-            device: sh.device_name().to_owned(),
-            message: format!(
-                "the text has characters `input text` cannot type (non-ASCII or control characters) and the ADB keyboard IME ({ADB_IME}) is not installed; install and enable the ADB Keyboard app, or use the companion app; nothing was typed"
-            ),
-        });
+        return paste(sh, text, typed).await;
     }
     let current = setting(sh, "secure", "default_input_method").await?;
     let switch = current.as_deref() != Some(ADB_IME);
@@ -318,6 +369,53 @@ async fn type_text(sh: &dyn Shell, text: &str) -> Result<Value, BridgeError> {
         typed,
         method: "ime_broadcast".to_owned(),
     })
+}
+
+/// Types `text` through the on-device UI server: the clipboard set (and
+/// read back), pasted into the focused field, then given back what it held
+/// before. Nothing is typed unless the clipboard holds exactly `text`; a
+/// paste whose answer was lost is reported as such, never retried another
+/// way (it may have typed).
+async fn paste(sh: &dyn Shell, text: &str, typed: u64) -> Result<Value, BridgeError> {
+    let nothing_typed = |why: String| BridgeError::MissingOnPhone {
+        device: sh.device_name().to_owned(),
+        message: format!(
+            "the text has characters `input text` cannot type (non-ASCII or control characters), the ADB keyboard IME ({ADB_IME}) is not installed, and the on-device UI server cannot paste it ({why}); install and enable the ADB Keyboard app, or allow the on-device UI server ([adb] ui_server_jar, docs/screen-component.md), or use the companion app; nothing was typed"
+        ),
+    };
+    let previous = match sh.ui_rpc("getClipboard", json!([])).await {
+        Ok(v) => v.as_str().map(str::to_owned),
+        Err(e) => return Err(nothing_typed(e.to_string())),
+    };
+    if let Err(e) = set_clipboard(sh, text).await {
+        restore_clipboard(sh, previous.as_deref()).await;
+        return Err(nothing_typed(e.to_string()));
+    }
+    let pasted = sh.ui_rpc("pasteClipboard", json!([])).await;
+    restore_clipboard(sh, previous.as_deref()).await;
+    match pasted {
+        Ok(_) => answer(TextTyped {
+            typed,
+            method: "clipboard_paste".to_owned(),
+        }),
+        Err(UiRpcError::Unavailable(why)) => Err(nothing_typed(why)),
+        Err(e) => Err(BridgeError::Device {
+            message: format!(
+                "{e}; the text may or may not have been pasted: read the screen before typing again"
+            ),
+            exit: None,
+        }),
+    }
+}
+
+/// Gives the clipboard back what it held before a paste (best effort: the
+/// text typed stays there when this fails).
+async fn restore_clipboard(sh: &dyn Shell, previous: Option<&str>) {
+    if let Some(previous) = previous
+        && let Err(e) = sh.ui_rpc("setClipboard", json!([null, previous])).await
+    {
+        tracing::debug!(device = %sh.device_name(), error = %e, "the clipboard was not restored");
+    }
 }
 
 #[cfg(test)]

@@ -215,6 +215,7 @@ pub fn ui_elements(xml: &str, visible_only: bool, max_nodes: usize) -> Result<Ui
         screen_height: screen.map(|s| s.1),
         elements,
         text,
+        via: None,
     })
 }
 
