@@ -683,7 +683,7 @@ fn the_companion_comes_back_after_the_embedded_broker_restarts() {
     admin.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
     let result = ok_result(admin.call(P, "b2", "phone", "battery", "status", json!({})));
     assert_eq!(result["level_percent"], 59);
-    assert_eq!(phone.runs_of("termux-battery-status").len() >= 2, true);
+    assert!(phone.runs_of("termux-battery-status").len() >= 2);
 }
 
 /// The emulated companion (`droidwarden-sim`) and this program answer the
