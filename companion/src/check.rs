@@ -92,9 +92,11 @@ pub fn judge(command: &str, stdout: &str, status: Option<i32>) -> Verdict {
         ("termux-notification-list", Some(e)) => Verdict::Permission(format!(
             "grant Termux:API notification access (Android settings → Notifications → Device & app notifications / Notification access); Termux:API said: {e}"
         )),
-        ("termux-location", Some(e)) if e.contains("Failed to get location") => Verdict::Permission(format!(
-            "no position: grant Termux:API the Location permission (Android settings → Apps → Termux:API → Permissions) and turn location on; Termux:API said: {e}"
-        )),
+        ("termux-location", Some(e)) if e.contains("Failed to get location") => {
+            Verdict::Permission(format!(
+                "no position: grant Termux:API the Location permission (Android settings → Apps → Termux:API → Permissions) and turn location on; Termux:API said: {e}"
+            ))
+        }
         (_, Some(e)) if e.to_lowercase().contains("permission") => {
             Verdict::Permission(format!("Termux:API said: {e}"))
         }

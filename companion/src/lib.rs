@@ -20,6 +20,7 @@
 //! the daemon and the emulated phone; this crate adds only the Termux side.
 #![deny(missing_docs)]
 
+pub mod check;
 pub mod config;
 pub mod exec;
 pub mod respond;
@@ -27,7 +28,6 @@ pub mod session;
 pub mod status;
 pub mod termux;
 pub mod watch;
-pub mod check;
 
 /// What can go wrong outside a single request (whose failures are answers).
 #[derive(Debug, thiserror::Error)]

@@ -71,8 +71,7 @@ fn init_logging(file: &std::path::Path) -> anyhow::Result<()> {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     if std::fs::metadata(file).is_ok_and(|m| m.len() > 1024 * 1024) {
         let _ = std::fs::rename(file, file.with_extension("log.1"));
@@ -153,7 +152,11 @@ fn check_command(path: Option<PathBuf>) -> anyhow::Result<()> {
         config.broker.host,
         config.broker.port,
         config.user,
-        if config.broker.tls.is_some() { "TLS" } else { "no TLS" },
+        if config.broker.tls.is_some() {
+            "TLS"
+        } else {
+            "no TLS"
+        },
         if password.is_some() { "read" } else { "none" }
     );
     if let Some(file) = &config.password_file {

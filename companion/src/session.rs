@@ -315,10 +315,14 @@ async fn watch_notifications(shared: Arc<Shared>, every: Duration) {
             };
             termux::perform(&termux::Offered::Notifications(None), &shared.context).await
         };
-        let list = match reading
-            .and_then(|v| serde_json::from_value::<droidwarden_services::NotificationList>(v)
-                .map_err(|e| droidwarden_services::WireError::new(droidwarden_services::ErrorCode::Internal, e.to_string())))
-        {
+        let list = match reading.and_then(|v| {
+            serde_json::from_value::<droidwarden_services::NotificationList>(v).map_err(|e| {
+                droidwarden_services::WireError::new(
+                    droidwarden_services::ErrorCode::Internal,
+                    e.to_string(),
+                )
+            })
+        }) {
             Ok(list) => {
                 failing = false;
                 list
@@ -334,7 +338,10 @@ async fn watch_notifications(shared: Arc<Shared>, every: Duration) {
         let now = droidwarden_services::time::epoch_ms(SystemTime::now());
         let changes = watcher.reading(list.notifications, now);
         if changes.dropped > 0 {
-            tracing::warn!(dropped = changes.dropped, "too many notification changes at once; the rest were not sent");
+            tracing::warn!(
+                dropped = changes.dropped,
+                "too many notification changes at once; the rest were not sent"
+            );
         }
         for (kind, body) in &changes.events {
             publish_event(&shared, kind, body).await;

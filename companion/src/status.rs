@@ -285,7 +285,10 @@ mod tests {
         stop.cancel();
         task.await.unwrap();
         let s = read(&path).unwrap();
-        assert_eq!((s.state, s.performed, s.pid), (State::Online, 1, std::process::id()));
+        assert_eq!(
+            (s.state, s.performed, s.pid),
+            (State::Online, 1, std::process::id())
+        );
         assert!(alive(s.pid));
     }
 }

@@ -52,7 +52,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("termux-brightness", "Modify system settings"),
     ("termux-notification-list", "Notification access"),
     ("termux-open-url", "none"),
-    ("termux-wifi-connectioninfo", "Location (for the network's name)"),
+    (
+        "termux-wifi-connectioninfo",
+        "Location (for the network's name)",
+    ),
     ("termux-wifi-enable", "none (Android 9 and older only)"),
     ("termux-location", "Location"),
     ("termux-camera-photo", "Camera"),
@@ -399,8 +402,7 @@ fn termux_error(stdout: &str) -> Option<WireError> {
     let lower = message.to_lowercase();
     let code = if lower.contains("permission") || lower.contains("permitted") {
         ErrorCode::PermissionDenied
-    } else if lower.contains("failed to get location") || lower.contains("no current connection")
-    {
+    } else if lower.contains("failed to get location") || lower.contains("no current connection") {
         ErrorCode::NotFound
     } else {
         ErrorCode::DeviceError
@@ -850,8 +852,12 @@ mod tests {
             "{}",
             e.message
         );
-        let e = offered(&parse("audio_automation", "ringer_mode", json!({"mode": "silent"})))
-            .unwrap_err();
+        let e = offered(&parse(
+            "audio_automation",
+            "ringer_mode",
+            json!({"mode": "silent"}),
+        ))
+        .unwrap_err();
         assert!(e.message.contains("ringer"), "{}", e.message);
     }
 }

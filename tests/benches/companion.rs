@@ -47,7 +47,8 @@ fn main() {
 
     let bin = binary("droidwarden-companion");
     let size = std::fs::metadata(&bin).map(|m| m.len()).unwrap_or(0);
-    let stripped = std::env::temp_dir().join(format!("dw-companion-stripped-{}", std::process::id()));
+    let stripped =
+        std::env::temp_dir().join(format!("dw-companion-stripped-{}", std::process::id()));
     let stripped_size = std::process::Command::new("strip")
         .arg("-o")
         .arg(&stripped)

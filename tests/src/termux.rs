@@ -24,7 +24,9 @@ pub fn fixture(name: &str) -> PathBuf {
 /// A stand-in `name` that logs its argv to `log` and runs `output` (shell).
 pub fn stand_in(dir: &Path, log: &Path, name: &str, output: &str) {
     let script = format!(
-        "#!/bin/sh\n{{ printf '['; sep=''; for a in \"$(basename \"$0\")\" \"$@\"; do printf '%s\"%s\"' \"$sep\" \"$(printf '%s' \"$a\" | sed 's/\\\\/\\\\\\\\/g; s/\"/\\\\\"/g')\"; sep=','; done; printf ']\\n'; }} >> '{}'\n{output}\n",
+        // The line is built first and appended with one write, so stand-ins
+        // running at the same time do not interleave their lines.
+        "#!/bin/sh\nline=$(printf '['; sep=''; for a in \"$(basename \"$0\")\" \"$@\"; do printf '%s\"%s\"' \"$sep\" \"$(printf '%s' \"$a\" | sed 's/\\\\/\\\\\\\\/g; s/\"/\\\\\"/g')\"; sep=','; done; printf ']')\nprintf '%s\\n' \"$line\" >> '{}'\n{output}\n",
         log.display()
     );
     let path = dir.join(name);
@@ -90,7 +92,10 @@ impl Termux {
                 "termux-notification-list",
                 format!("cat '{}'", notifications.display()),
             ),
-            ("termux-wifi-connectioninfo", cat("wifi-connectioninfo.json")),
+            (
+                "termux-wifi-connectioninfo",
+                cat("wifi-connectioninfo.json"),
+            ),
             ("termux-location", cat("location.json")),
             // The real command writes the JPEG to its last argument.
             (
@@ -166,8 +171,10 @@ impl Termux {
 
     /// Every stand-in run so far, each its argv as a JSON array.
     pub fn argv(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        // A stand-in may be writing its line right now: complete lines only.
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        complete
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
             .collect()
@@ -198,4 +205,3 @@ impl Termux {
         std::fs::read_to_string(self.dir.path().join("state/companion.log")).unwrap_or_default()
     }
 }
-

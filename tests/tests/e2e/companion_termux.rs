@@ -84,7 +84,10 @@ fn termux_companion_answers_through_the_daemon() {
         text.contains("not run     termux-sms-send (it acts; permission needed: SMS)"),
         "{text}"
     );
-    assert!(text.contains("Android API 34: Wi-Fi cannot be switched"), "{text}");
+    assert!(
+        text.contains("Android API 34: Wi-Fi cannot be switched"),
+        "{text}"
+    );
     let status = phone.cli(&["status"]);
     assert_eq!(status.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&status.stdout).contains("has not run yet"));
@@ -94,11 +97,9 @@ fn termux_companion_answers_through_the_daemon() {
     probe.wait_payload(&format!("{P}/companion/{ID}/online"), WAIT, "online");
     probe.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
     // On every connection: the battery event, and the wake lock is held.
-    let battery = probe.wait(
-        "the battery event",
-        WAIT,
-        |m| m.topic == format!("{P}/companion/{ID}/event/battery"),
-    );
+    let battery = probe.wait("the battery event", WAIT, |m| {
+        m.topic == format!("{P}/companion/{ID}/event/battery")
+    });
     assert_eq!(battery.json()["level_percent"], 59);
     wait_for("the wake lock", WAIT, || {
         (!phone.runs_of("termux-wake-lock").is_empty()).then_some(())
@@ -200,7 +201,10 @@ fn termux_companion_answers_through_the_daemon() {
             .contains("Android 10 and later (this phone: API 34)"),
         "{reply}"
     );
-    assert_eq!(phone.runs_of("getprop"), [json!(["getprop", "ro.build.version.sdk"])]);
+    assert_eq!(
+        phone.runs_of("getprop"),
+        [json!(["getprop", "ro.build.version.sdk"])]
+    );
     status_says(&probe, "wifi_automation", "enable", "error");
     let reply = probe.call(
         P,
@@ -239,7 +243,12 @@ fn termux_companion_answers_through_the_daemon() {
     assert_eq!(result, json!({"path": photo.to_str().unwrap()}));
     assert_eq!(
         phone.runs_of("termux-camera-photo"),
-        [json!(["termux-camera-photo", "-c", "0", photo.to_str().unwrap()])]
+        [json!([
+            "termux-camera-photo",
+            "-c",
+            "0",
+            photo.to_str().unwrap()
+        ])]
     );
     assert_eq!(std::fs::read(&photo).unwrap(), b"JPEG");
     status_says(&probe, "camera_control", "take_photo", "success");
@@ -352,7 +361,14 @@ fn termux_companion_answers_through_the_daemon() {
         json!({"url": "javascript:alert(1)"}),
     );
     assert_eq!(reply["ok"], false, "{reply}");
-    let reply = probe.call(P, "bt", "phone", "bluetooth_automation", "disable", json!({}));
+    let reply = probe.call(
+        P,
+        "bt",
+        "phone",
+        "bluetooth_automation",
+        "disable",
+        json!({}),
+    );
     assert_eq!(reply["error"]["code"], "unsupported_action", "{reply}");
     let reply = probe.call(
         P,
@@ -450,7 +466,10 @@ fn forged_requests_never_run(phone: &Termux, watcher: &Probe, forgers: &[&Probe]
     // A second genuine request: every earlier delivery has been answered
     // by the time this one is (answers are published in order of arrival
     // for these quick commands).
-    watcher.publish(&request, forged_request("genuine-2", "https://example.org/2"));
+    watcher.publish(
+        &request,
+        forged_request("genuine-2", "https://example.org/2"),
+    );
     watcher.wait("the second answer", WAIT, |m| {
         m.topic == response && m.json()["id"] == "genuine-2"
     });
@@ -462,10 +481,10 @@ fn forged_requests_never_run(phone: &Termux, watcher: &Probe, forgers: &[&Probe]
         ]
     );
     assert!(
-        watcher
-            .on(&response)
-            .iter()
-            .all(|m| !m.json()["id"].as_str().unwrap_or_default().starts_with("forged")),
+        watcher.on(&response).iter().all(|m| !m.json()["id"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("forged")),
         "a forged request was answered"
     );
 }
@@ -503,7 +522,10 @@ fn only_the_daemons_account_sends_requests_with_the_embedded_broker() {
     let password = daemon.add_mqtt_user(&[ID, "--role", "phone"]);
     let mallory_pw = daemon.add_mqtt_user(&["mallory-phone", "--role", "phone"]);
     let ha_pw = daemon.add_mqtt_user(&["ha", "--role", "automation"]);
-    let phone = Termux::new(port, "password_file = \"~/password\"\nnotification_poll_s = 0");
+    let phone = Termux::new(
+        port,
+        "password_file = \"~/password\"\nnotification_poll_s = 0",
+    );
     std::fs::write(phone.dir.path().join("password"), format!("{password}\n")).unwrap();
     let _companion = phone.start();
     admin.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
@@ -602,6 +624,7 @@ fn outages_behave_as_the_protocol_promises_with_mosquitto() {
     let reply = probe.call(
         P,
         "beyond",
+        "phone",
         "screen_control",
         "set_brightness",
         json!({"level": 33}),
@@ -614,7 +637,11 @@ fn outages_behave_as_the_protocol_promises_with_mosquitto() {
             .contains("not sent"),
         "{reply}"
     );
-    assert!(start.elapsed() >= Duration::from_secs(7), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_secs(7),
+        "{:?}",
+        start.elapsed()
+    );
     let _companion = phone.start();
     probe.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
     ok_result(probe.call(P, "b", "phone", "battery", "status", json!({})));
@@ -639,11 +666,15 @@ fn the_companion_comes_back_after_the_embedded_broker_restarts() {
     let port = droidwarden_e2e::free_port();
     let config = daemon_config(&format!("[broker]\nlisten = \"127.0.0.1:{port}\"\n"));
     let daemon = Daemon::start(&adb, &config);
+    // The daemon's own account first: then its users file exists.
+    let admin = Probe::connect_as(port, "droidwarden", &daemon.mqtt_secret());
     let password = daemon.add_mqtt_user(&[ID, "--role", "phone"]);
-    let phone = Termux::new(port, "password_file = \"~/password\"\nnotification_poll_s = 0");
+    let phone = Termux::new(
+        port,
+        "password_file = \"~/password\"\nnotification_poll_s = 0",
+    );
     std::fs::write(phone.dir.path().join("password"), format!("{password}\n")).unwrap();
     let _companion = phone.start();
-    let admin = Probe::connect_as(port, "droidwarden", &daemon.mqtt_secret());
     admin.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
     ok_result(admin.call(P, "b1", "phone", "battery", "status", json!({})));
     drop(admin);
@@ -652,7 +683,7 @@ fn the_companion_comes_back_after_the_embedded_broker_restarts() {
     admin.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "online");
     let result = ok_result(admin.call(P, "b2", "phone", "battery", "status", json!({})));
     assert_eq!(result["level_percent"], 59);
-    assert_eq!(phone.runs_of("termux-battery-status").len() >= 2, true);
+    assert!(phone.runs_of("termux-battery-status").len() >= 2);
 }
 
 /// The emulated companion (`droidwarden-sim`) and this program answer the
@@ -677,7 +708,11 @@ fn the_emulated_and_the_termux_companion_answer_alike() {
     let phone = Termux::new(broker.port, "notification_poll_s = 0");
     let _companion = phone.start();
     for device in ["phone", "alice"] {
-        probe.wait_payload(&format!("{P}/devices/{device}/availability"), WAIT, "online");
+        probe.wait_payload(
+            &format!("{P}/devices/{device}/availability"),
+            WAIT,
+            "online",
+        );
     }
     let keys = |v: &Value| {
         v.as_object()
@@ -687,14 +722,24 @@ fn the_emulated_and_the_termux_companion_answer_alike() {
     // (service, action, params, the result fields the request decides)
     let cases: &[(&str, &str, Value, &[&str])] = &[
         ("battery", "status", json!({}), &[]),
-        ("audio_automation", "get_volume", json!({"stream": "music"}), &["stream"]),
+        (
+            "audio_automation",
+            "get_volume",
+            json!({"stream": "music"}),
+            &["stream"],
+        ),
         (
             "audio_automation",
             "set_volume",
             json!({"stream": "music", "level": 40}),
             &["stream"],
         ),
-        ("screen_control", "set_brightness", json!({"level": 128}), &["brightness"]),
+        (
+            "screen_control",
+            "set_brightness",
+            json!({"level": 128}),
+            &["brightness"],
+        ),
         ("notifications", "list", json!({}), &[]),
         (
             "intents",
@@ -704,36 +749,81 @@ fn the_emulated_and_the_termux_companion_answer_alike() {
         ),
         ("wifi_automation", "status", json!({}), &[]),
         ("location", "current", json!({}), &[]),
-        ("camera_control", "take_photo", json!({"filename": "door.jpg"}), &[]),
+        (
+            "camera_control",
+            "take_photo",
+            json!({"filename": "door.jpg"}),
+            &[],
+        ),
         (
             "telephony",
             "sms_send",
             json!({"number": FRIEND, "text": "on my way"}),
             &["number"],
         ),
-        ("telephony", "dial", json!({"number": FRIEND}), &["number", "calling"]),
+        (
+            "telephony",
+            "dial",
+            json!({"number": FRIEND}),
+            &["number", "calling"],
+        ),
     ];
     for (i, (service, action, params, decided)) in cases.iter().enumerate() {
-        let termux = probe.call(P, &format!("t{i}"), "phone", service, action, params.clone());
-        let sim = probe.call(P, &format!("s{i}"), "alice", service, action, params.clone());
+        let termux = probe.call(
+            P,
+            &format!("t{i}"),
+            "phone",
+            service,
+            action,
+            params.clone(),
+        );
+        let sim = probe.call(
+            P,
+            &format!("s{i}"),
+            "alice",
+            service,
+            action,
+            params.clone(),
+        );
         let (t, s) = (ok_result(termux), ok_result(sim));
         assert_eq!(keys(&t), keys(&s), "{service}.{action}: {t} / {s}");
         for field in *decided {
-            assert_eq!(t[*field], s[*field], "{service}.{action}.{field}: {t} / {s}");
+            assert_eq!(
+                t[*field], s[*field],
+                "{service}.{action}.{field}: {t} / {s}"
+            );
         }
     }
     // Refusals: the same codes from both.
     let refusals: &[(&str, &str, Value)] = &[
         // The daemon's policy, before either phone.
         ("intents", "open_url", json!({"url": "javascript:alert(1)"})),
-        ("telephony", "sms_send", json!({"number": "+4930123456", "text": "x"})),
+        (
+            "telephony",
+            "sms_send",
+            json!({"number": "+4930123456", "text": "x"}),
+        ),
         // Parameters the catalogue refuses.
         ("screen_control", "set_brightness", json!({"level": 999})),
         ("audio_automation", "get_volume", json!({"stream": "loud"})),
     ];
     for (i, (service, action, params)) in refusals.iter().enumerate() {
-        let t = probe.call(P, &format!("rt{i}"), "phone", service, action, params.clone());
-        let s = probe.call(P, &format!("rs{i}"), "alice", service, action, params.clone());
+        let t = probe.call(
+            P,
+            &format!("rt{i}"),
+            "phone",
+            service,
+            action,
+            params.clone(),
+        );
+        let s = probe.call(
+            P,
+            &format!("rs{i}"),
+            "alice",
+            service,
+            action,
+            params.clone(),
+        );
         assert_eq!(t["ok"], false, "{t}");
         assert_eq!(
             t["error"]["code"], s["error"]["code"],
