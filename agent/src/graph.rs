@@ -25,8 +25,8 @@ use crate::events::{EventKind, PendingApproval, StopReason};
 use crate::grant::Grant;
 use crate::message::{Message, ModelReply, TimedMessage, ToolCall, Usage};
 use crate::plan::{self, Decision, PlanState, Stage, StepStatus};
-use crate::recover::Recovery;
 use crate::policy::{ApprovalPolicy, Verdict};
+use crate::recover::Recovery;
 use crate::tools::{Planned, Toolset};
 use droidwarden_services::{ErrorCode, WireError};
 use serde::{Deserialize, Serialize};
@@ -676,7 +676,9 @@ fn explain_arguments(toolset: &Toolset, call: &ToolCall, mut error: WireError) -
 /// beyond the model-call limit or [`MAX_NUDGES`].
 fn nudge(state: &RunState, env: &StepEnv<'_>, attempt: Option<&str>) -> Option<(String, bool)> {
     let calls_left = match &state.plan {
-        None => state.iteration < state.limits.max_iterations && state.steps < state.limits.max_steps,
+        None => {
+            state.iteration < state.limits.max_iterations && state.steps < state.limits.max_steps
+        }
         Some(p) => {
             p.stage == Stage::Executing
                 && p.step_calls < p.limits.max_executor_steps
@@ -690,9 +692,9 @@ fn nudge(state: &RunState, env: &StepEnv<'_>, attempt: Option<&str>) -> Option<(
     if let Some(why) = attempt {
         return Some((crate::recover::how_to_call(why, &tool, &example), false));
     }
-    let used_tools = state.messages.iter().any(|m| {
-        matches!(&m.message, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty())
-    });
+    let used_tools = state.messages.iter().any(
+        |m| matches!(&m.message, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
+    );
     if state.plan.is_some()
         || !state.limits.tool_nudge
         || state.tool_nudged

@@ -212,7 +212,11 @@ fn bare(text: &str) -> Option<Found> {
         let end = i + values.byte_offset();
         // A `[` that opens prose ("[see below]") or an array of numbers is
         // not a call; only objects (or arrays of them) are considered.
-        if c == '[' && !value.as_array().is_some_and(|a| a.iter().all(Value::is_object)) {
+        if c == '['
+            && !value
+                .as_array()
+                .is_some_and(|a| a.iter().all(Value::is_object))
+        {
             continue;
         }
         let rest = format!("{}{}", &text[..i], &text[end..]);
@@ -398,7 +402,11 @@ mod tests {
         for (text, format) in cases {
             let (found, got, _) = calls(&text);
             assert_eq!(got, format, "{text}");
-            assert_eq!(found, vec![("android_device".to_owned(), battery())], "{text}");
+            assert_eq!(
+                found,
+                vec![("android_device".to_owned(), battery())],
+                "{text}"
+            );
         }
     }
 
@@ -440,12 +448,24 @@ mod tests {
     #[test]
     fn failed_attempts_are_told_apart() {
         assert!(failed("<tool_call>\n{\"name\": \"android_device\", \"arguments\": {\"service_id\": \n</tool_call>").contains("not valid JSON"));
-        assert!(failed("<tool_call>{\"name\": \"send_money\", \"arguments\": {}}</tool_call>").contains("\"send_money\""));
-        assert!(failed("{\"name\": \"wifi_off\", \"arguments\": {}}").contains("no tool named \"wifi_off\""));
-        assert!(failed("```json\n{\"name\": \"wifi_off\", \"arguments\": {}}\n```").contains("wifi_off"));
+        assert!(
+            failed("<tool_call>{\"name\": \"send_money\", \"arguments\": {}}</tool_call>")
+                .contains("\"send_money\"")
+        );
+        assert!(
+            failed("{\"name\": \"wifi_off\", \"arguments\": {}}")
+                .contains("no tool named \"wifi_off\"")
+        );
+        assert!(
+            failed("```json\n{\"name\": \"wifi_off\", \"arguments\": {}}\n```")
+                .contains("wifi_off")
+        );
         assert!(failed("<tool_call>\n\n</tool_call>").contains("not valid JSON"));
         let told = how_to_call("x", "android_device", &battery());
-        assert!(told.contains(r#"{"name": "android_device", "arguments": {"#), "{told}");
+        assert!(
+            told.contains(r#"{"name": "android_device", "arguments": {"#),
+            "{told}"
+        );
     }
 
     #[test]

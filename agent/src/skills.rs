@@ -694,7 +694,7 @@ impl SkillSet {
     /// disclosure: `read_skill` or `invoke_skill` loads a body when used).
     pub fn registry_prompt(&self) -> String {
         let mut s = String::from(
-            "## Available skills\nPackaged procedures: run one with invoke_skill {skill, input}; read_skill tells what it does and the tools it uses.",
+            "## Available skills\nRun one with invoke_skill {skill, input}; read_skill tells what it does.",
         );
         for skill in self.enabled() {
             let _ = write!(s, "\n- {}: {}", skill.name, brief(&skill.description));

@@ -80,9 +80,10 @@ async fn agent_requests(mode: ToolMode, schemas: ToolSchemas) -> Vec<Value> {
     let store = Store::open(dir.path(), Durability::Process)
         .await
         .expect("store");
-    let host = Arc::new(FakeToolHost::two_phones().with_handler(|_| {
-        Ok(json!({"level_percent": 77, "charging": false}))
-    }));
+    let host = Arc::new(
+        FakeToolHost::two_phones()
+            .with_handler(|_| Ok(json!({"level_percent": 77, "charging": false}))),
+    );
     let agent = Agent::new(config, provider, host, store);
     // What the daemon loads with no skill directory of its own.
     agent.set_skills(SkillSet::builtin());
@@ -128,9 +129,11 @@ fn mcp_tools(adb: &AdbServer, serials: &[String], mode: &str, schemas: &str) -> 
         stdout.read_line(&mut line).expect("read");
         serde_json::from_str::<Value>(&line).expect("JSON-RPC reply")
     };
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "prompt_size", "version": "0"}}}));
+        "clientInfo": {"name": "prompt_size", "version": "0"}}}),
+    );
     let _ = reply();
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));

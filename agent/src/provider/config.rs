@@ -257,8 +257,7 @@ impl TryFrom<RawLlmConfig> for LlmConfig {
                 "must start with http:// or https://",
             ));
         }
-        let official =
-            provider == ProviderKind::Openai && base_url == provider.default_base_url();
+        let official = provider == ProviderKind::Openai && base_url == provider.default_base_url();
         let api_key = match (raw.api_key_env, raw.api_key_file) {
             (Some(_), Some(_)) => {
                 return Err(config_err(

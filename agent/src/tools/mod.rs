@@ -301,9 +301,10 @@ impl Toolset {
                 if self.mode == ToolMode::Toolkit && spec.name == TOOLKIT_TOOL {
                     return self.toolkit_spec_full();
                 }
-                let service = spec.name.strip_prefix(DIRECT_PREFIX).and_then(|id| {
-                    self.services.iter().find(|s| s.id == id)
-                });
+                let service = spec
+                    .name
+                    .strip_prefix(DIRECT_PREFIX)
+                    .and_then(|id| self.services.iter().find(|s| s.id == id));
                 match service {
                     Some(s) if self.mode == ToolMode::Direct => self.direct_spec_full(s),
                     _ => spec.clone(),
@@ -428,19 +429,19 @@ impl Toolset {
         if time {
             specs.push(ToolSpec {
                 name: TIME_TOOL.into(),
-                description: "The current date and time (UTC) and the weekday.".into(),
+                description: "The current UTC date, time and weekday.".into(),
                 parameters: Schema::object("", Vec::new()).into(),
             });
         }
         if calculator {
             specs.push(ToolSpec {
                 name: CALCULATOR_TOOL.into(),
-                description: "Evaluate arithmetic: + - * / % ^, parentheses, sqrt abs ln log10 exp sin cos tan round min max pow, pi, e.".into(),
+                description: "Evaluate arithmetic, e.g. (40 * 255) / 100; also % ^ sqrt ln log10 sin cos round min max pi e.".into(),
                 parameters: Schema::object(
                     "",
                     vec![Property::required(
                         "expression",
-                        Schema::string("e.g. (40 * 255) / 100"),
+                        Schema::string(""),
                     )],
                 ).into(),
             });
@@ -451,38 +452,44 @@ impl Toolset {
         if has_skills && read_skills {
             specs.push(ToolSpec {
                 name: LIST_SKILLS_TOOL.into(),
-                description: "List the skills (packaged procedures) you can run: name, description, tools and risk.".into(),
+                description: "List the skills you can run, with their tools and risk.".into(),
                 parameters: Schema::object("", Vec::new()).into(),
             });
             specs.push(ToolSpec {
                 name: READ_SKILL_TOOL.into(),
-                description: "Read a skill's full instructions, or one of its reference files.".into(),
+                description: "A skill's instructions, or one of its reference files.".into(),
                 parameters: Schema::object(
                     "",
                     vec![
-                        Property::required("skill", Schema::string("the skill's name")),
+                        Property::required("skill", Schema::string("")),
                         Property::optional(
                             "file",
-                            Schema::string("a file listed in the skill's references; leave out for its instructions"),
+                            Schema::string("a reference file; leave out for the instructions"),
                         ),
                     ],
-                ).into(),
+                )
+                .into(),
             });
         }
         if has_skills && invoke {
             specs.push(ToolSpec {
                 name: INVOKE_SKILL_TOOL.into(),
-                description: "Run a skill: it works on its own, with only the tools it declares, and returns its result. input is an object of the skill's parameters, e.g. {\"device\": \"kitchen\"}.".into(),
+                description: "Run a skill on its own, with only its tools; returns its result."
+                    .into(),
                 parameters: Schema::object(
                     "",
                     vec![
-                        Property::required("skill", Schema::string("the skill's name")),
+                        Property::required("skill", Schema::string("")),
                         Property::optional(
                             "input",
-                            Schema::object("the skill's input (its parameters)", Vec::new()),
+                            Schema::object(
+                                "its parameters, e.g. {\"device\": \"kitchen\"}",
+                                Vec::new(),
+                            ),
                         ),
                     ],
-                ).into(),
+                )
+                .into(),
             });
         }
         set.specs = specs.into();
@@ -685,15 +692,51 @@ impl Toolset {
     pub fn about_phones(&self, prompt: &str) -> bool {
         /// Words of service ids that say nothing on their own.
         const VAGUE: &[&str] = &[
-            "automation", "control", "info", "state", "mode", "list", "manager",
-            "launcher", "detection", "sensors", "environmental", "params", "system",
+            "automation",
+            "control",
+            "info",
+            "state",
+            "mode",
+            "list",
+            "manager",
+            "launcher",
+            "detection",
+            "sensors",
+            "environmental",
+            "params",
+            "system",
         ];
         /// What people say for what the services do.
         const WORDS: &[&str] = &[
-            "phone", "device", "tablet", "android", "volume", "ringer", "brightness",
-            "notification", "charging", "charge", "mute", "silent", "vibrate", "music",
-            "photo", "sms", "message", "dial", "app", "airplane", "wi-fi", "wlan",
-            "storage", "temperature", "playing", "song", "ssid", "signal", "gps",
+            "phone",
+            "device",
+            "tablet",
+            "android",
+            "volume",
+            "ringer",
+            "brightness",
+            "notification",
+            "charging",
+            "charge",
+            "mute",
+            "silent",
+            "vibrate",
+            "music",
+            "photo",
+            "sms",
+            "message",
+            "dial",
+            "app",
+            "airplane",
+            "wi-fi",
+            "wlan",
+            "storage",
+            "temperature",
+            "playing",
+            "song",
+            "ssid",
+            "signal",
+            "gps",
         ];
         if self.services.is_empty() {
             return false;
@@ -760,15 +803,12 @@ impl Toolset {
                 }
             })
             .collect();
-        Some(format!(
-            "Phones: {}; set \"device\" to one of them.",
-            phones.join(", ")
-        ))
+        Some(format!("Phones (\"device\"): {}.", phones.join(", ")))
     }
 
     fn toolkit_spec(&self) -> ToolSpec {
         let mut description = String::from(
-            "Read or change the user's Android phones. Services and their actions below, as action(parameters, * required); put the action's parameters in \"parameters\". describe_action gives their types and limits.",
+            "Read or change the user's Android phones. Below: each service's actions, as action(parameters, * required). Put the parameters in \"parameters\"; describe_action gives their types and limits.",
         );
         if let Some(phones) = self.phones_line() {
             description.push(' ');
@@ -783,10 +823,9 @@ impl Toolset {
             TOOLKIT_TOOL.into(),
             description,
             [
-                Property::required(
-                    "service_id",
-                    Schema::one_of("", self.services.iter().map(|s| s.id)),
-                ),
+                // The index names the services (an enum would name them
+                // again); the catalogue checks the name.
+                Property::required("service_id", Schema::string("")),
                 Property::required("action", Schema::string("")),
             ],
         )
@@ -795,14 +834,12 @@ impl Toolset {
     fn direct_spec(&self, s: &'static ServiceSpec) -> ToolSpec {
         let mut description = format!("{} Actions (* required): ", s.description);
         index_actions(&mut description, &s.actions);
-        description.push_str(RISK_NOTE);
         self.device_tool(
             format!("{DIRECT_PREFIX}{}", s.id),
             description,
-            [Property::required(
-                "action",
-                Schema::one_of("", s.actions.iter().map(|a| a.name)),
-            )],
+            // The index names the actions: an enum would name them again
+            // in every one of these tools (the catalogue checks the name).
+            [Property::required("action", Schema::string(""))],
         )
     }
 
@@ -1339,7 +1376,7 @@ fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, WireE
 }
 
 /// Said once in the index: what the risk marks mean.
-const RISK_NOTE: &str = " Actions marked [medium], [high] or [critical] may wait for the user's approval.";
+const RISK_NOTE: &str = " [medium], [high], [critical]: may wait for the user's approval.";
 
 /// The index of `actions`, comma-separated: `name(params)[risk]`,
 /// parameters by name (`*` required), risk only when above low. No

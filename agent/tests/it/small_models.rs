@@ -10,9 +10,7 @@
 use crate::common::{agent, all_events, drain, host, http, tc};
 use droidwarden_agent::config::{AgentConfig, RawAgentConfig};
 use droidwarden_agent::testing::{FakeToolHost, ScriptStep, ScriptedLlm};
-use droidwarden_agent::{
-    AskRequest, EventKind, ModelReply, RunOutcome, StopReason, ToolMode,
-};
+use droidwarden_agent::{AskRequest, EventKind, ModelReply, RunOutcome, StopReason, ToolMode};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -79,7 +77,10 @@ fn recovered(events: &[EventKind]) -> Vec<(String, Option<String>)> {
 #[tokio::test]
 async fn calls_written_as_text_are_made_and_marked() {
     for (reply, format) in [
-        (format!("<tool_call>\n{BATTERY_CALL}\n</tool_call>"), "tool_call_tag"),
+        (
+            format!("<tool_call>\n{BATTERY_CALL}\n</tool_call>"),
+            "tool_call_tag",
+        ),
         (format!("```json\n{BATTERY_CALL}\n```"), "fenced_json"),
         (BATTERY_CALL.to_owned(), "json"),
     ] {
@@ -110,7 +111,12 @@ async fn calls_written_as_text_are_made_and_marked() {
             "{format}: {assistant}"
         );
         assert_eq!(sent[sent.len() - 1]["role"], "tool");
-        assert!(sent[sent.len() - 1]["content"].as_str().unwrap().contains("77"));
+        assert!(
+            sent[sent.len() - 1]["content"]
+                .as_str()
+                .unwrap()
+                .contains("77")
+        );
     }
 }
 
@@ -127,7 +133,10 @@ async fn a_risky_call_written_as_text_waits_for_approval() {
     let h = host();
     let a = agent(dir.path(), config(|_| {}), http(&server), h.clone()).await;
     let mut rx = all_events(&a);
-    let run = a.ask(AskRequest::new("Turn off the kitchen Wi-Fi")).await.unwrap();
+    let run = a
+        .ask(AskRequest::new("Turn off the kitchen Wi-Fi"))
+        .await
+        .unwrap();
     let token = CancellationToken::new();
     let driving = tokio::spawn(run.drive(token.clone()));
     let approval = loop {
@@ -376,6 +385,10 @@ async fn the_first_call_can_be_required_to_call_a_tool() {
             None => assert_eq!(sent, [&Value::Null, &Value::Null]),
             Some(_) => assert_eq!(sent, [&json!("required"), &Value::Null]),
         }
-        assert!(requests[0].body["tools"][0]["function"].get("strict").is_none());
+        assert!(
+            requests[0].body["tools"][0]["function"]
+                .get("strict")
+                .is_none()
+        );
     }
 }
