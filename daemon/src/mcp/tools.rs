@@ -62,7 +62,16 @@ impl McpTools {
                     Arc::new(object(input)),
                 )
                 .with_title(title)
-                .with_raw_output_schema(Arc::new(object(output_schema(&actions))))
+                // With the index, the result is not spelt out per action
+                // (the union of every result schema is most of a full
+                // list's size): any JSON, as structuredContent carries it.
+                .with_raw_output_schema(Arc::new(object(output_schema(
+                    if schemas == ToolSchemas::Full {
+                        &actions
+                    } else {
+                        &[]
+                    },
+                ))))
                 .with_annotations(annotations)
             })
             .collect();
