@@ -348,6 +348,7 @@ impl Agent {
             self.skills(),
             cfg.skills.max_depth,
         )
+        .with_schemas(cfg.tool_schemas)
         .with_delegate_set(self.agents())
         .with_extra(self.inner.host.extra_tools())
     }
@@ -448,6 +449,8 @@ impl Agent {
             approval_timeout_ms: u64::try_from(cfg.approval.timeout.as_millis())
                 .unwrap_or(u64::MAX),
             tools_enabled: !toolset.is_empty(),
+            text_calls: cfg.text_tool_calls,
+            tool_nudge: cfg.tool_nudge,
         };
         let now = now_ms();
         // A direct skill run is a single tool call: never planned.
@@ -1320,7 +1323,8 @@ fn invoke_skill(
         SkillScope::skill(&skill.name, allowed),
         call.depth,
         parent_tools.max_depth(),
-    );
+    )
+    .with_schemas(cfg.tool_schemas);
     let mut child_policy = policy.clone();
     child_policy.auto_approve_up_to = child_policy.auto_approve_up_to.max(call.risk);
     let limits = child_limits(cfg, skill.max_iterations, policy, &toolset);
@@ -1419,6 +1423,8 @@ fn child_limits(
         max_result_chars: cfg.max_result_chars,
         approval_timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
         tools_enabled: !toolset.is_empty(),
+        text_calls: cfg.text_tool_calls,
+        tool_nudge: cfg.tool_nudge,
     }
 }
 
@@ -1643,6 +1649,13 @@ fn model_call(
         } else {
             Arc::from(Vec::new())
         },
+        // `[llm] tool_choice = "required_first"`: a react run's first call
+        // with phones must call a tool.
+        require_tool: view.tools
+            && state.plan.is_none()
+            && state.iteration == 1
+            && provider.requires_first_tool_call()
+            && toolset.example_call().is_some(),
     };
     let inner = inner.clone();
     let provider = provider.clone();

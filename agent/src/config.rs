@@ -60,6 +60,9 @@ pub struct RawApprovalConfig {
 pub struct RawAgentConfig {
     /// `toolkit` (default) or `direct`.
     pub tool_mode: Option<ToolMode>,
+    /// `index` (default: a compact index, an action's schema on demand) or
+    /// `full` (every schema in the tools).
+    pub tool_schemas: Option<crate::tools::ToolSchemas>,
     /// Model calls per run (default 10).
     pub max_iterations: Option<u32>,
     /// Hard limit on graph steps, agent and tool steps together (default 4 × max_iterations + 4).
@@ -78,6 +81,12 @@ pub struct RawAgentConfig {
     pub max_result_chars: Option<usize>,
     /// Offer `current_time` and `calculator` (default true).
     pub builtin_tools: Option<bool>,
+    /// Take a tool call the model wrote as text (`{"name": …, "arguments":
+    /// …}`, `<tool_call>…</tool_call>` …) as the call (default true).
+    pub text_tool_calls: Option<bool>,
+    /// Send an answer about the phones given without any tool call back
+    /// once, asking the model to use a tool (default true).
+    pub tool_nudge: Option<bool>,
     /// Broadcast channel capacity for events (default 1024).
     pub event_capacity: Option<usize>,
     /// `process` (default: survives a killed process) or `power` (also
@@ -173,6 +182,8 @@ impl TryFrom<RawSkillsConfig> for SkillsConfig {
 pub struct AgentConfig {
     /// Tool mode.
     pub tool_mode: ToolMode,
+    /// How much of the schemas the tools carry.
+    pub tool_schemas: crate::tools::ToolSchemas,
     /// Model calls per run.
     pub max_iterations: u32,
     /// Hard step limit.
@@ -191,6 +202,10 @@ pub struct AgentConfig {
     pub max_result_chars: usize,
     /// Offer the built-in tools.
     pub builtin_tools: bool,
+    /// Take tool calls written as text.
+    pub text_tool_calls: bool,
+    /// Nudge an answer about the phones without any tool call, once.
+    pub tool_nudge: bool,
     /// Event channel capacity.
     pub event_capacity: usize,
     /// Checkpoint after every step (always on in production; the benchmark
@@ -330,6 +345,7 @@ impl TryFrom<RawAgentConfig> for AgentConfig {
             max_queued,
             max_background_tasks,
             tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),
+            tool_schemas: raw.tool_schemas.unwrap_or_default(),
             max_iterations,
             max_steps,
             system_prompt: raw
@@ -341,6 +357,8 @@ impl TryFrom<RawAgentConfig> for AgentConfig {
             tool_retries: raw.tool_retries.unwrap_or(2).min(10),
             max_result_chars,
             builtin_tools: raw.builtin_tools.unwrap_or(true),
+            text_tool_calls: raw.text_tool_calls.unwrap_or(true),
+            tool_nudge: raw.tool_nudge.unwrap_or(true),
             event_capacity,
             checkpoint_steps: true,
             durability: raw.durability.unwrap_or_default(),

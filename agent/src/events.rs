@@ -153,6 +153,11 @@ pub enum EventKind {
         tool: String,
         /// The arguments (parsed JSON, or the raw text as a string if malformed).
         arguments: Value,
+        /// Set when the model wrote the call as text instead of a native
+        /// tool call ([`crate::recover`]): how it was written
+        /// (`tool_call_tag`, `fenced_json`, `json` …).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recovered_from: Option<String>,
     },
     /// A tool call finished (executed, refused, denied or invalid).
     ToolResult {

@@ -26,6 +26,7 @@ use crate::grant::Grant;
 use crate::message::{Message, ModelReply, TimedMessage, ToolCall, Usage};
 use crate::plan::{self, Decision, PlanState, Stage, StepStatus};
 use crate::policy::{ApprovalPolicy, Verdict};
+use crate::recover::Recovery;
 use crate::tools::{Planned, Toolset};
 use droidwarden_services::{ErrorCode, WireError};
 use serde::{Deserialize, Serialize};
@@ -50,7 +51,23 @@ pub struct RunLimits {
     pub approval_timeout_ms: u64,
     /// Whether the run has tools (without: a single model call).
     pub tools_enabled: bool,
+    /// Whether a call the model wrote as text is taken as the call
+    /// ([`crate::recover`]); checkpoints from before default to on.
+    #[serde(default = "on")]
+    pub text_calls: bool,
+    /// Whether an answer about the phones given without any tool call is
+    /// sent back once with a nudge to use a tool.
+    #[serde(default = "on")]
+    pub tool_nudge: bool,
 }
+
+fn on() -> bool {
+    true
+}
+
+/// The most nudges a run sends (a model that keeps writing broken calls
+/// is answered, not nudged forever).
+const MAX_NUDGES: u32 = 2;
 
 /// Where the run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,6 +228,17 @@ pub struct RunState {
     /// Set for a plan-and-execute run (see [`crate::plan`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanState>,
+    /// Nudges sent: a reply that tried to call a tool and failed, or an
+    /// answer about the phones without any tool call.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub nudges: u32,
+    /// Whether the nudge to use a tool was sent (once per run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tool_nudged: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What happened, fed to [`step`].
@@ -346,6 +374,8 @@ impl RunState {
             approvals_issued: 0,
             skill_call: None,
             plan: None,
+            nudges: 0,
+            tool_nudged: false,
         }
     }
 
@@ -638,6 +668,49 @@ fn explain_arguments(toolset: &Toolset, call: &ToolCall, mut error: WireError) -
     error
 }
 
+/// What to tell a model whose reply is about to be taken as its answer,
+/// if it should be asked again: a reply that tried to call a tool and
+/// failed (`attempt`: why) is told what a call looks like; an answer
+/// about the phones given without a single tool call is told to use a
+/// tool (once per run, `tool_nudge`). `None`: accept the answer. Never
+/// beyond the model-call limit or [`MAX_NUDGES`].
+fn nudge(state: &RunState, env: &StepEnv<'_>, attempt: Option<&str>) -> Option<(String, bool)> {
+    let calls_left = match &state.plan {
+        None => {
+            state.iteration < state.limits.max_iterations && state.steps < state.limits.max_steps
+        }
+        Some(p) => {
+            p.stage == Stage::Executing
+                && p.step_calls < p.limits.max_executor_steps
+                && state.iteration < p.limits.max_model_calls
+        }
+    };
+    if !calls_left || state.nudges >= MAX_NUDGES || !state.limits.tools_enabled {
+        return None;
+    }
+    let (tool, example) = env.toolset.example_call()?;
+    if let Some(why) = attempt {
+        return Some((crate::recover::how_to_call(why, &tool, &example), false));
+    }
+    let used_tools = state.messages.iter().any(
+        |m| matches!(&m.message, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
+    );
+    if state.plan.is_some()
+        || !state.limits.tool_nudge
+        || state.tool_nudged
+        || used_tools
+        || !env.toolset.about_phones(state.prompt())
+    {
+        return None;
+    }
+    Some((
+        format!(
+            "You answered without calling a tool. Facts about the phones must come from the tools, not from memory or guesses: call the tool that reads what was asked now, e.g. {tool} with {example}. If no tool can help, say so."
+        ),
+        true,
+    ))
+}
+
 fn last_assistant_text(state: &RunState) -> String {
     state
         .messages
@@ -683,6 +756,44 @@ fn model_replied(
     } else {
         Vec::new()
     };
+    let stage = state.plan.as_ref().map(|p| p.stage);
+    let cut = reply.stop_reason.as_deref().filter(|r| cut_off(r));
+    // A call written as text (small local models): taken as the call, with
+    // the same validation, policy and approvals. Only the model's own
+    // reply text is read, never a tool result.
+    let mut text = reply.text;
+    let mut recovered = None;
+    let mut attempt = None;
+    if calls.is_empty()
+        && state.limits.tools_enabled
+        && state.limits.text_calls
+        && cut.is_none()
+        && matches!(stage, None | Some(Stage::Executing))
+    {
+        let offered: Vec<&str> = env
+            .toolset
+            .specs()
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        let toolkit = offered
+            .iter()
+            .copied()
+            .find(|n| *n == crate::tools::TOOLKIT_TOOL);
+        match crate::recover::recover(&text, &offered, toolkit) {
+            Recovery::Calls {
+                calls: found,
+                format,
+                rest,
+            } => {
+                calls = found;
+                text = rest;
+                recovered = Some(format);
+            }
+            Recovery::Failed(why) => attempt = Some(why),
+            Recovery::Text => {}
+        }
+    }
     // Call ids must be unique within the run (results and events are
     // matched by id): providers without ids (older Gemini models) or that
     // repeat them get fresh ones.
@@ -698,8 +809,6 @@ fn model_replied(
             calls[i].id = format!("call_{}_{i}", state.iteration);
         }
     }
-    let stage = state.plan.as_ref().map(|p| p.stage);
-    let cut = reply.stop_reason.as_deref().filter(|r| cut_off(r));
     if cut.is_some()
         || matches!(
             stage,
@@ -714,7 +823,7 @@ fn model_replied(
     state.messages.push(TimedMessage {
         at_ms: now_ms,
         message: Message::Assistant {
-            text: reply.text.clone(),
+            text: text.clone(),
             thinking: reply.thinking,
             // Only well-formed arguments go back into the conversation.
             tool_calls: calls.iter().map(sent_call).collect(),
@@ -729,30 +838,41 @@ fn model_replied(
                 ErrorCode::InvalidRequest,
                 format!(
                     "the model's reply was cut off at its token limit (stop reason {reason:?}) after {} characters, so it is not an answer; raise [llm] max_tokens (or the model server's context size), or ask for something shorter",
-                    reply.text.chars().count()
+                    text.chars().count()
                 ),
             )),
         );
     }
+    if calls.is_empty()
+        && let Some((nudge, for_tools)) = nudge(state, env, attempt.as_deref())
+    {
+        state.nudges += 1;
+        state.tool_nudged |= for_tools;
+        state.messages.push(TimedMessage {
+            at_ms: now_ms,
+            message: Message::User { text: nudge },
+        });
+        return agent_step(state, true);
+    }
     match stage {
-        Some(Stage::Planning) => return planned(state, &reply.text),
-        Some(Stage::Refining) => return refined(state, &reply.text),
+        Some(Stage::Planning) => return planned(state, &text),
+        Some(Stage::Refining) => return refined(state, &text),
         Some(Stage::Synthesizing) => {
-            return finish(state, StopReason::FinalAnswer, reply.text, None);
+            return finish(state, StopReason::FinalAnswer, text, None);
         }
         Some(Stage::Executing) if calls.is_empty() => {
-            return step_done(state, reply.text, true, true);
+            return step_done(state, text, true, true);
         }
         Some(Stage::Executing) => {}
         None => {
             if calls.is_empty() {
-                return finish(state, StopReason::FinalAnswer, reply.text, None);
+                return finish(state, StopReason::FinalAnswer, text, None);
             }
             if state.iteration >= state.limits.max_iterations {
-                return finish(state, StopReason::MaxIterations, reply.text, None);
+                return finish(state, StopReason::MaxIterations, text, None);
             }
             if state.steps >= state.limits.max_steps {
-                return finish(state, StopReason::StepLimit, reply.text, None);
+                return finish(state, StopReason::StepLimit, text, None);
             }
         }
     }
@@ -770,6 +890,7 @@ fn model_replied(
             tool: call.name.clone(),
             arguments: serde_json::from_str(&call.arguments)
                 .unwrap_or_else(|_| Value::String(call.arguments.clone())),
+            recovered_from: recovered.map(str::to_owned),
         }));
         let planned = env
             .toolset

@@ -47,6 +47,7 @@ pub mod message;
 pub mod plan;
 pub mod policy;
 pub mod provider;
+pub mod recover;
 mod secret;
 pub mod skills;
 mod store;

@@ -694,13 +694,10 @@ impl SkillSet {
     /// disclosure: `read_skill` or `invoke_skill` loads a body when used).
     pub fn registry_prompt(&self) -> String {
         let mut s = String::from(
-            "## Available skills\nPackaged procedures you can run with invoke_skill {skill, input} (read one first with read_skill when unsure what it does):",
+            "## Available skills\nRun one with invoke_skill {skill, input}; read_skill tells what it does.",
         );
         for skill in self.enabled() {
-            let _ = write!(s, "\n- {}: {}", skill.name, skill.description);
-            if !skill.allowed_tools.is_empty() {
-                let _ = write!(s, " (tools: {})", skill.allowed_tools.join(" "));
-            }
+            let _ = write!(s, "\n- {}: {}", skill.name, brief(&skill.description));
         }
         s
     }
@@ -792,6 +789,26 @@ fn load_file(dir_name: &str, dir: &Path, file: &Path) -> Result<Skill, String> {
         skill.references = names;
     }
     Ok(skill)
+}
+
+/// A skill's description for the registry, which every request carries:
+/// its first clause (up to " — " or the first sentence's end) and, when
+/// it has one, the sentence that says when to use it. `read_skill` gives
+/// the whole description.
+fn brief(description: &str) -> String {
+    let description = description.trim();
+    let first = description
+        .split(" — ")
+        .next()
+        .unwrap_or(description)
+        .split(". ")
+        .next()
+        .unwrap_or(description)
+        .trim_end_matches('.');
+    match description.rfind("Use ") {
+        Some(i) if i > first.len() => format!("{first}. {}", &description[i..]),
+        _ => format!("{first}."),
+    }
 }
 
 #[cfg(test)]

@@ -226,12 +226,14 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     // (daemon/src/mcp/client.rs), and the tools are offered in one mode.
     let crate::mcp::McpConfig {
         tool_mode,
+        tool_schemas,
         http,
         servers,
         elicitation,
     } = mcp;
     let b = &new.mcp;
     differs("mcp.tool_mode", *tool_mode != b.tool_mode);
+    differs("mcp.tool_schemas", *tool_schemas != b.tool_schemas);
     differs("mcp.elicitation", *elicitation != b.elicitation);
     differs("mcp.servers", *servers != b.servers);
     match (http, &b.http) {

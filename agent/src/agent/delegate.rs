@@ -73,7 +73,8 @@ pub(super) fn delegate(
         SkillScope::agent(&spec.name, spec.allowed.clone()),
         1,
         parent_tools.max_depth(),
-    );
+    )
+    .with_schemas(cfg.tool_schemas);
     let limits = child_limits(cfg, spec.max_iterations, policy, &toolset);
     let prompt = match &call.context {
         Some(context) => format!("{}\n\nContext:\n{context}", call.task),

@@ -49,8 +49,12 @@ pub(crate) fn plan_edited(
     };
     let mut args: Map<String, Value> = serde_json::from_str(&slot.call.arguments)
         .map_err(|_| refused("the original call's arguments cannot be read"))?;
-    let mut params = match args.remove("parameters") {
-        Some(Value::Object(m)) => m,
+    // The validated parameters are the base: the model may have written
+    // them as JSON text or beside the other arguments (see
+    // `tools::Toolset::plan`).
+    args.retain(|k, _| matches!(k.as_str(), "device" | "service_id" | "action"));
+    let mut params = match call.0.params_json() {
+        Value::Object(m) => m,
         _ => Map::new(),
     };
     for (key, value) in edits {

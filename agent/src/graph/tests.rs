@@ -25,6 +25,8 @@ fn limits() -> RunLimits {
         max_result_chars: 300,
         approval_timeout_ms: 1000,
         tools_enabled: true,
+        text_calls: true,
+        tool_nudge: true,
     }
 }
 

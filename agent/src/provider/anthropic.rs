@@ -123,6 +123,10 @@ impl Anthropic {
                 })
                 .collect();
         }
+        // Extended thinking allows only `auto`.
+        if request.require_tool && !request.tools.is_empty() && self.thinking_budget.is_none() {
+            body["tool_choice"] = json!({"type": "any"});
+        }
         if let Some(t) = self.api.temperature {
             body["temperature"] = json!(t);
         }

@@ -41,6 +41,20 @@ impl ProviderKind {
     }
 }
 
+/// Whether to make the model call a tool (`[llm] tool_choice`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides (the default).
+    #[default]
+    Auto,
+    /// A run's first model call must call a tool (OpenAI-compatible
+    /// `tool_choice: "required"`, which llama.cpp enforces with a grammar;
+    /// Anthropic `{"type": "any"}`; Gemini mode `ANY`); later calls are
+    /// free to answer. Only for a run with phones, in react mode.
+    RequiredFirst,
+}
+
 /// Whether the model takes images (`[llm] vision`): `true`, `false` or
 /// `"auto"` (the default). Written as a boolean or the word `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -125,9 +139,12 @@ pub struct RawLlmConfig {
     pub temperature: Option<f64>,
     /// Anthropic extended thinking budget in tokens (off when unset).
     pub thinking_budget: Option<u32>,
-    /// OpenAI: send tools with `strict: true` (default true; turn off for
-    /// servers that reject the field).
+    /// OpenAI: send tools with `strict: true` (default: true for OpenAI's
+    /// own API, false for compatible servers, which ignore or reject it).
     pub strict_tools: Option<bool>,
+    /// `auto` (default) or `required_first`: the first model call of a run
+    /// must call a tool (constrained by the server where it can).
+    pub tool_choice: Option<ToolChoice>,
     /// Whether the model takes images: `true`, `false` or `"auto"`
     /// (default); without, a screenshot call gives the screen's UI tree.
     pub vision: Option<Vision>,
@@ -170,6 +187,8 @@ pub struct LlmConfig {
     pub thinking_budget: Option<u32>,
     /// OpenAI strict tools.
     pub strict_tools: bool,
+    /// Whether the first model call of a run must call a tool.
+    pub tool_choice: ToolChoice,
     /// Whether the model takes images (`[llm] vision`).
     pub vision: Vision,
     /// The most image bytes (base64) sent with one request.
@@ -238,6 +257,7 @@ impl TryFrom<RawLlmConfig> for LlmConfig {
                 "must start with http:// or https://",
             ));
         }
+        let official = provider == ProviderKind::Openai && base_url == provider.default_base_url();
         let api_key = match (raw.api_key_env, raw.api_key_file) {
             (Some(_), Some(_)) => {
                 return Err(config_err(
@@ -317,7 +337,11 @@ impl TryFrom<RawLlmConfig> for LlmConfig {
             max_tokens,
             temperature: raw.temperature,
             thinking_budget: raw.thinking_budget,
-            strict_tools: raw.strict_tools.unwrap_or(true),
+            // Strict function schemas are OpenAI's own: compatible servers
+            // (llama.cpp, Ollama, vLLM) ignore the flag or follow the
+            // schema's letter (every key required), so they get plain ones.
+            strict_tools: raw.strict_tools.unwrap_or(official),
+            tool_choice: raw.tool_choice.unwrap_or_default(),
             vision: raw.vision.unwrap_or_default(),
             max_image_bytes: raw
                 .max_image_bytes

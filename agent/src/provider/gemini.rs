@@ -111,6 +111,9 @@ impl Gemini {
                 })
                 .collect();
             body["tools"] = json!([{"functionDeclarations": decls}]);
+            if request.require_tool {
+                body["toolConfig"] = json!({"functionCallingConfig": {"mode": "ANY"}});
+            }
         }
         body
     }

@@ -142,6 +142,8 @@ pub(crate) struct Endpoint {
     pub(crate) max_tokens: u32,
     /// Sampling temperature, when set.
     pub(crate) temperature: Option<f64>,
+    /// Whether the first model call of a run must call a tool.
+    pub(crate) tool_choice: super::config::ToolChoice,
     vision: Arc<VisionState>,
     max_image_bytes: usize,
 }
@@ -164,6 +166,7 @@ impl Endpoint {
             stream: cfg.stream,
             max_tokens: cfg.max_tokens,
             temperature: cfg.temperature,
+            tool_choice: cfg.tool_choice,
             vision: Arc::new(VisionState {
                 setting: cfg.vision,
                 known: AtomicU8::new(UNKNOWN),
@@ -297,6 +300,10 @@ impl<W: Wire> Provider for W {
 
     fn vision(&self) -> bool {
         self.endpoint().takes_images()
+    }
+
+    fn requires_first_tool_call(&self) -> bool {
+        self.endpoint().tool_choice == super::config::ToolChoice::RequiredFirst
     }
 
     fn complete<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>) -> ReplyFuture<'a> {

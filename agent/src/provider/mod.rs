@@ -41,6 +41,9 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     /// The tools (empty: none). Shared with the run's toolset.
     pub tools: Arc<[ToolSpec]>,
+    /// Ask the provider to make the model call a tool (`[llm]
+    /// tool_choice = "required_first"`, on a run's first call).
+    pub require_tool: bool,
 }
 
 /// The text callback: each piece of answer text as it streams in (the
@@ -71,6 +74,12 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// screenshot call with the screen's UI tree.
     fn vision(&self) -> bool {
         true
+    }
+
+    /// Whether a run's first model call must call a tool (`[llm]
+    /// tool_choice = "required_first"`).
+    fn requires_first_tool_call(&self) -> bool {
+        false
     }
 }
 

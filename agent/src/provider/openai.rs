@@ -114,6 +114,9 @@ impl OpenAi {
                 })
                 .collect();
         }
+        if request.require_tool && !request.tools.is_empty() {
+            body["tool_choice"] = json!("required");
+        }
         // OpenAI's own API wants `max_completion_tokens` (its reasoning
         // models refuse `max_tokens`); llama.cpp, Ollama, vLLM and
         // OpenRouter read `max_tokens`.

@@ -229,7 +229,13 @@ fn enabled_list_and_registry_prompt() {
     );
     let prompt = set.registry_prompt();
     assert!(prompt.starts_with("## Available skills"));
-    assert!(prompt.contains("- bedtime: "));
+    // A brief description: the first clause and when to use it.
+    assert!(
+        prompt.contains(
+            "- bedtime: Get a phone ready for the night. Use when the user says they are going to bed."
+        ),
+        "{prompt}"
+    );
     assert!(!prompt.contains("find-my-phone"));
     // Progressive disclosure: the body is not in the registry.
     assert!(!prompt.contains("Never turn Wi-Fi off"));

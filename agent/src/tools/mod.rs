@@ -6,19 +6,29 @@
 //! Two modes ([`ToolMode`]):
 //!
 //! * **toolkit** — one tool `android_device {device?, service_id, action,
-//!   parameters}`; `service_id` is an enum of the services the devices offer
-//!   and the description lists every service's actions and parameters.
+//!   parameters}`; `service_id` is an enum of the services the devices offer.
 //! * **direct** — one tool `android_<service_id> {device?, action,
 //!   parameters}` per service, `action` an enum.
 //!
-//! In both, `parameters` is one *flattened* object: every parameter of the
-//! actions in scope, all optional, each described with the actions that use
-//! it; the catalogue validates the real requirements afterwards. We chose
-//! this over a `oneOf` per action because it is the one shape all three
-//! providers accept: OpenAI strict mode needs closed objects with every key
-//! listed, Gemini's schema subset has no `oneOf` and only recent models
-//! accept `anyOf`, and a per-action union would be large and give worse
-//! error messages than the catalogue's, which name the missing parameter.
+//! **Progressive disclosure.** The tools carry a compact *index* (in their
+//! descriptions): each service, its actions one line each with their
+//! parameter names (`*` required) and, for the risky ones, their risk —
+//! not every parameter's schema on every call. `parameters` is a free-form
+//! object; an action's full schema (types, bounds, allowed values, an
+//! example) comes from `describe_action {service_id, action?}` when the
+//! model needs it, and with every validation error of that action, so a
+//! wrong call teaches the right one. The catalogue validates every call
+//! exactly as before. A few hundred tokens instead of thousands: a small
+//! model on a home server reads the prompt at ~20 tokens/s, and
+//! llama.cpp's common 8,192-token context must hold the conversation too.
+//! The index is generated from the catalogue, so new actions appear in it
+//! by themselves; it depends only on the devices, so the prompt prefix is
+//! the same, byte for byte, on every call of a run (servers' prompt caches
+//! reuse it).
+//!
+//! `parameters` renders as an open object for standard JSON Schema readers
+//! and as JSON text where a dialect has no open objects (OpenAI strict
+//! mode, Gemini); the planner takes either.
 //!
 //! `device` exists only when more than one device is configured (an enum of
 //! their names). `current_time` and `calculator` are always present.
@@ -46,7 +56,25 @@ use std::fmt::Write as _;
 pub const TOOLKIT_TOOL: &str = "android_device";
 /// Prefix of the direct tools.
 pub const DIRECT_PREFIX: &str = "android_";
+/// Name of the tool that gives an action's full parameter schema.
+pub const DESCRIBE_TOOL: &str = "describe_action";
 pub use names::{CALCULATOR_TOOL, TIME_TOOL};
+
+/// How much of the catalogue's schemas the device tools carry (`[agent]
+/// tool_schemas`, `[mcp] tool_schemas`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolSchemas {
+    /// A compact index of the actions; an action's schema on demand
+    /// (`describe_action`, and with its errors). The default.
+    #[default]
+    Index,
+    /// Every action's parameter schema in the tools, flattened into one
+    /// `parameters` object, and no `describe_action`: several thousand
+    /// tokens more, for a large model that would rather have it all up
+    /// front.
+    Full,
+}
 
 /// How the catalogue is offered to the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +143,14 @@ pub enum Planned {
     },
     /// `current_time {}`.
     CurrentTime,
+    /// `describe_action {service_id, action?}`: an action's (or every
+    /// action of a service's) full parameter schema, from the catalogue.
+    Describe {
+        /// The service.
+        service: String,
+        /// The action; `None` for all of the service's actions.
+        action: Option<String>,
+    },
     /// `list_skills {}`.
     ListSkills,
     /// `read_skill {skill, file?}`.
@@ -182,6 +218,7 @@ impl Planned {
                     .map(|v| json!({ "expression": expression, "result": v }))
                     .map_err(|m| WireError::new(ErrorCode::InvalidParams, m)),
             ),
+            Self::Describe { service, action } => Some(describe(service, action.as_deref())),
             Self::CurrentTime => Some(Ok(json!({
                 "utc": clock::rfc3339(now_ms),
                 "unix_ms": now_ms,
@@ -246,6 +283,37 @@ pub struct Toolset {
     delegate_set: Option<std::sync::Arc<crate::delegation::Delegates>>,
     /// The host's extra tools offered (name, risk).
     extras: Vec<(String, Risk)>,
+}
+
+impl Toolset {
+    /// The device tools with `schemas`: [`ToolSchemas::Full`] replaces the
+    /// index with every action's schema and drops `describe_action`.
+    #[must_use]
+    pub fn with_schemas(mut self, schemas: ToolSchemas) -> Self {
+        if schemas == ToolSchemas::Index {
+            return self;
+        }
+        let specs: Vec<ToolSpec> = self
+            .specs
+            .iter()
+            .filter(|s| s.name != DESCRIBE_TOOL)
+            .map(|spec| {
+                if self.mode == ToolMode::Toolkit && spec.name == TOOLKIT_TOOL {
+                    return self.toolkit_spec_full();
+                }
+                let service = spec
+                    .name
+                    .strip_prefix(DIRECT_PREFIX)
+                    .and_then(|id| self.services.iter().find(|s| s.id == id));
+                match service {
+                    Some(s) if self.mode == ToolMode::Direct => self.direct_spec_full(s),
+                    _ => spec.clone(),
+                }
+            })
+            .collect();
+        self.specs = specs.into();
+        self
+    }
 }
 
 /// Default limit on skills invoking skills.
@@ -356,23 +424,24 @@ impl Toolset {
                     }
                 }
             }
+            specs.push(set.describe_spec());
         }
         if time {
             specs.push(ToolSpec {
                 name: TIME_TOOL.into(),
-                description: "The current date and time (UTC) and the weekday.".into(),
+                description: "The current UTC date, time and weekday.".into(),
                 parameters: Schema::object("", Vec::new()).into(),
             });
         }
         if calculator {
             specs.push(ToolSpec {
                 name: CALCULATOR_TOOL.into(),
-                description: "Evaluate an arithmetic expression: numbers, + - * / % ^, parentheses, sqrt abs ln log10 log2 exp sin cos tan floor ceil round pow min max, pi, e.".into(),
+                description: "Evaluate arithmetic, e.g. (40 * 255) / 100; also % ^ sqrt ln log10 sin cos round min max pi e.".into(),
                 parameters: Schema::object(
                     "",
                     vec![Property::required(
                         "expression",
-                        Schema::string("e.g. (40 * 255) / 100"),
+                        Schema::string(""),
                     )],
                 ).into(),
             });
@@ -383,38 +452,44 @@ impl Toolset {
         if has_skills && read_skills {
             specs.push(ToolSpec {
                 name: LIST_SKILLS_TOOL.into(),
-                description: "List the skills (packaged procedures) you can run: name, description, tools and risk.".into(),
+                description: "List the skills you can run, with their tools and risk.".into(),
                 parameters: Schema::object("", Vec::new()).into(),
             });
             specs.push(ToolSpec {
                 name: READ_SKILL_TOOL.into(),
-                description: "Read a skill's full instructions, or one of its reference files.".into(),
+                description: "A skill's instructions, or one of its reference files.".into(),
                 parameters: Schema::object(
                     "",
                     vec![
-                        Property::required("skill", Schema::string("the skill's name")),
+                        Property::required("skill", Schema::string("")),
                         Property::optional(
                             "file",
-                            Schema::string("a file listed in the skill's references; leave out for its instructions"),
+                            Schema::string("a reference file; leave out for the instructions"),
                         ),
                     ],
-                ).into(),
+                )
+                .into(),
             });
         }
         if has_skills && invoke {
             specs.push(ToolSpec {
                 name: INVOKE_SKILL_TOOL.into(),
-                description: "Run a skill: it works on its own, with only the tools it declares, and returns its result. input is an object of the skill's parameters, e.g. {\"device\": \"kitchen\"}.".into(),
+                description: "Run a skill on its own, with only its tools; returns its result."
+                    .into(),
                 parameters: Schema::object(
                     "",
                     vec![
-                        Property::required("skill", Schema::string("the skill's name")),
+                        Property::required("skill", Schema::string("")),
                         Property::optional(
                             "input",
-                            Schema::object("the skill's input (its parameters)", Vec::new()),
+                            Schema::object(
+                                "its parameters, e.g. {\"device\": \"kitchen\"}",
+                                Vec::new(),
+                            ),
                         ),
                     ],
-                ).into(),
+                )
+                .into(),
             });
         }
         set.specs = specs.into();
@@ -574,33 +649,115 @@ impl Toolset {
             .iter()
             .find(|s| s.name == name)?
             .parameters_for(schema::Dialect::Anthropic)?;
-        let required: Vec<&str> = schema["required"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        let mut out = Map::new();
-        for (key, node) in schema["properties"].as_object().into_iter().flatten() {
-            let mut text = match &node["type"] {
-                Value::String(t) => t.clone(),
-                Value::Array(ts) => ts
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" or "),
-                _ => "any".to_owned(),
-            };
-            if let Some(values) = node["enum"].as_array().filter(|v| v.len() <= 8) {
-                let values: Vec<String> = values.iter().map(Value::to_string).collect();
-                let _ = write!(text, ", one of {}", values.join(", "));
-            }
-            if required.contains(&key.as_str()) {
-                text.push_str(", required");
-            }
-            out.insert(key.clone(), Value::String(text));
+        Some(brief(&schema))
+    }
+
+    /// A call to show a model that wrote a call wrong or answered without
+    /// one: the device tool and the arguments of a harmless read
+    /// (`battery.status` when offered, else a service's first reading
+    /// action), with `device` when there are several phones. `None`
+    /// without device tools.
+    pub fn example_call(&self) -> Option<(String, Value)> {
+        let reads = |s: &&&'static ServiceSpec| s.actions.iter().any(|a| !a.mutates);
+        let service = self
+            .services
+            .iter()
+            .find(|s| s.id == "battery")
+            .or_else(|| self.services.iter().find(reads))?;
+        let action = service.actions.iter().find(|a| !a.mutates)?;
+        let mut args = Map::new();
+        if self.devices.len() > 1
+            && let Some(d) = self
+                .devices
+                .iter()
+                .find(|d| d.services.iter().any(|x| x == service.id))
+        {
+            args.insert("device".into(), json!(d.name));
         }
-        Some(Value::Object(out))
+        let tool = match self.mode {
+            ToolMode::Toolkit => {
+                args.insert("service_id".into(), json!(service.id));
+                TOOLKIT_TOOL.to_owned()
+            }
+            ToolMode::Direct => format!("{DIRECT_PREFIX}{}", service.id),
+        };
+        args.insert("action".into(), json!(action.name));
+        self.has(&tool).then_some((tool, Value::Object(args)))
+    }
+
+    /// Whether `prompt` is about the phones: it names one, or says phone,
+    /// device, or a word of a service this run offers (`battery`, `wifi`,
+    /// `volume` …). Deliberately broad: a false yes costs one model call
+    /// (the nudge), a false no lets a guessed answer through.
+    pub fn about_phones(&self, prompt: &str) -> bool {
+        /// Words of service ids that say nothing on their own.
+        const VAGUE: &[&str] = &[
+            "automation",
+            "control",
+            "info",
+            "state",
+            "mode",
+            "list",
+            "manager",
+            "launcher",
+            "detection",
+            "sensors",
+            "environmental",
+            "params",
+            "system",
+        ];
+        /// What people say for what the services do.
+        const WORDS: &[&str] = &[
+            "phone",
+            "device",
+            "tablet",
+            "android",
+            "volume",
+            "ringer",
+            "brightness",
+            "notification",
+            "charging",
+            "charge",
+            "mute",
+            "silent",
+            "vibrate",
+            "music",
+            "photo",
+            "sms",
+            "message",
+            "dial",
+            "app",
+            "airplane",
+            "wi-fi",
+            "wlan",
+            "storage",
+            "temperature",
+            "playing",
+            "song",
+            "ssid",
+            "signal",
+            "gps",
+        ];
+        if self.services.is_empty() {
+            return false;
+        }
+        let lower = prompt.to_lowercase();
+        let words: Vec<&str> = lower
+            .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let said = |w: &str| {
+            words
+                .iter()
+                .any(|x| *x == w || x.strip_suffix('s') == Some(w))
+        };
+        WORDS.iter().any(|w| said(w))
+            || self.devices.iter().any(|d| said(&d.name.to_lowercase()))
+            || self.services.iter().any(|s| {
+                s.id.split('_')
+                    .filter(|part| part.len() > 2 && !VAGUE.contains(part))
+                    .any(said)
+            })
     }
 
     /// Whether there are no tools at all.
@@ -613,19 +770,120 @@ impl Toolset {
         &self.devices
     }
 
-    fn device_prop(&self) -> Option<Property> {
+    /// `device`, an enum of the phones, when there are several.
+    fn device_prop(&self, description: &'static str) -> Option<Property> {
         (self.devices.len() > 1).then(|| {
             Property::optional(
                 "device",
-                Schema::one_of(
-                    "which phone; may be left out when only one phone offers the service",
-                    self.devices.iter().map(|d| d.name.clone()),
-                ),
+                Schema::one_of(description, self.devices.iter().map(|d| d.name.clone())),
             )
         })
     }
 
+    /// The phones, when there are several: each with the services it
+    /// offers, or `all services` (the common case, said in two words).
+    fn phones_line(&self) -> Option<String> {
+        if self.devices.len() < 2 {
+            return None;
+        }
+        let phones: Vec<String> = self
+            .devices
+            .iter()
+            .map(|d| {
+                let offered: Vec<&str> = self
+                    .services
+                    .iter()
+                    .map(|s| s.id)
+                    .filter(|id| d.services.iter().any(|x| x == id))
+                    .collect();
+                if offered.len() == self.services.len() {
+                    d.name.clone()
+                } else {
+                    format!("{} (only {})", d.name, offered.join(", "))
+                }
+            })
+            .collect();
+        Some(format!("Phones (\"device\"): {}.", phones.join(", ")))
+    }
+
     fn toolkit_spec(&self) -> ToolSpec {
+        let mut description = String::from(
+            "Read or change the user's Android phones. Below: each service's actions, as action(parameters, * required). Put the parameters in \"parameters\"; describe_action gives their types and limits.",
+        );
+        if let Some(phones) = self.phones_line() {
+            description.push(' ');
+            description.push_str(&phones);
+        }
+        description.push_str(RISK_NOTE);
+        for s in &self.services {
+            let _ = write!(description, "\n{}: ", s.id);
+            index_actions(&mut description, &s.actions);
+        }
+        self.device_tool(
+            TOOLKIT_TOOL.into(),
+            description,
+            [
+                // The index names the services (an enum would name them
+                // again); the catalogue checks the name.
+                Property::required("service_id", Schema::string("")),
+                Property::required("action", Schema::string("")),
+            ],
+        )
+    }
+
+    fn direct_spec(&self, s: &'static ServiceSpec) -> ToolSpec {
+        let mut description = format!("{} Actions (* required): ", s.description);
+        index_actions(&mut description, &s.actions);
+        self.device_tool(
+            format!("{DIRECT_PREFIX}{}", s.id),
+            description,
+            // The index names the actions: an enum would name them again
+            // in every one of these tools (the catalogue checks the name).
+            [Property::required("action", Schema::string(""))],
+        )
+    }
+
+    /// `describe_action {service_id, action?}`.
+    fn describe_spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: DESCRIBE_TOOL.into(),
+            description: "An action's parameters in full (types, limits, values), its risk and an example. Without action: every action of the service.".into(),
+            parameters: Schema::object(
+                "",
+                vec![
+                    Property::required("service_id", Schema::string("")),
+                    Property::optional("action", Schema::string("")),
+                ],
+            )
+            .into(),
+        }
+    }
+
+    /// A tool over device actions: `device` (with several phones), the
+    /// properties that choose the action, and `parameters`, free-form (the
+    /// catalogue checks them against the action's schema).
+    fn device_tool(
+        &self,
+        name: String,
+        description: String,
+        choice: impl IntoIterator<Item = Property>,
+    ) -> ToolSpec {
+        let mut props: Vec<Property> = self.device_prop("").into_iter().collect();
+        props.extend(choice);
+        ToolSpec {
+            name,
+            description,
+            parameters: Parameters::Open {
+                schema: Schema::object("", props),
+                key: "parameters",
+                description: "the action's parameters",
+            },
+        }
+    }
+
+    // The full schemas (`ToolSchemas::Full`): the surface before the index.
+
+    fn toolkit_spec_full(&self) -> ToolSpec {
         let mut description = String::from(
             "Read or change the state of the user's Android phones. Choose service_id and action; put the action's parameters in `parameters` (leave out or null the ones it does not use).",
         );
@@ -653,7 +911,7 @@ impl Toolset {
             let _ = write!(description, "\n- {}: {}", s.id, s.description);
             list_actions(&mut description, &s.actions, "\n  - ");
         }
-        self.device_tool(
+        self.device_tool_full(
             TOOLKIT_TOOL.into(),
             description,
             [
@@ -670,10 +928,10 @@ impl Toolset {
         )
     }
 
-    fn direct_spec(&self, s: &'static ServiceSpec) -> ToolSpec {
+    fn direct_spec_full(&self, s: &'static ServiceSpec) -> ToolSpec {
         let mut description = format!("{} Actions:", s.description);
         list_actions(&mut description, &s.actions, "\n- ");
-        self.device_tool(
+        self.device_tool_full(
             format!("{DIRECT_PREFIX}{}", s.id),
             description,
             [Property::required(
@@ -687,14 +945,17 @@ impl Toolset {
     /// A tool over device actions: `device` (with several phones), the
     /// properties that choose the action, and `parameters`, the union of
     /// those of `actions`.
-    fn device_tool<'a>(
+    fn device_tool_full<'a>(
         &self,
         name: String,
         description: String,
         choice: impl IntoIterator<Item = Property>,
         actions: impl Iterator<Item = &'a droidwarden_services::ActionSpec>,
     ) -> ToolSpec {
-        let mut props: Vec<Property> = self.device_prop().into_iter().collect();
+        let mut props: Vec<Property> = self
+            .device_prop("which phone; may be left out when only one phone offers the service")
+            .into_iter()
+            .collect();
         props.extend(choice);
         props.push(Property::optional("parameters", flattened_params(actions)));
         ToolSpec {
@@ -723,6 +984,27 @@ impl Toolset {
                 let expression = str_arg(&args, "expression")?;
                 Ok(Planned::Calculator {
                     expression: expression.to_owned(),
+                })
+            }
+            DESCRIBE_TOOL if self.has(DESCRIBE_TOOL) => {
+                only_keys(&args, &["service_id", "action"])?;
+                let service = str_arg(&args, "service_id")?;
+                let action = match args.get("action") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(a)) if a.trim().is_empty() => None,
+                    Some(Value::String(a)) => Some(a.as_str()),
+                    Some(_) => return Err(invalid("\"action\" must be a string")),
+                };
+                let spec = match action {
+                    Some(a) => Catalogue::get().action(service, a)?.0,
+                    None => Catalogue::get().service(service)?,
+                };
+                if !self.services.iter().any(|s| s.id == spec.id) {
+                    return Err(self.not_offered(spec.id));
+                }
+                Ok(Planned::Describe {
+                    service: spec.id.to_owned(),
+                    action: action.map(str::to_owned),
                 })
             }
             LIST_SKILLS_TOOL if self.has(LIST_SKILLS_TOOL) => {
@@ -785,12 +1067,12 @@ impl Toolset {
                 })
             }
             TOOLKIT_TOOL if self.mode == ToolMode::Toolkit && self.has(TOOLKIT_TOOL) => {
-                only_keys(&args, &["device", "service_id", "action", "parameters"])?;
+                let args = hoist(args, &["device", "service_id", "action"]);
                 let service = str_arg(&args, "service_id")?;
                 self.plan_device(&args, service)
             }
             name if self.mode == ToolMode::Direct && self.has(name) => {
-                only_keys(&args, &["device", "action", "parameters"])?;
+                let args = hoist(args, &["device", "action"]);
                 let service = name.strip_prefix(DIRECT_PREFIX).unwrap_or(name);
                 self.plan_device(&args, service)
             }
@@ -882,35 +1164,46 @@ impl Toolset {
             ));
         }
         if !self.services.iter().any(|s| s.id == spec.id) {
-            return Err(WireError::new(
-                ErrorCode::UnknownService,
-                format!(
-                    "no configured phone offers {}; available services: {}",
-                    spec.id,
-                    self.services
-                        .iter()
-                        .map(|s| s.id)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ));
+            return Err(self.not_offered(spec.id));
         }
-        // Strict-mode models fill every key, unused ones with null: drop them.
-        let params: Map<String, Value> = match args.get("parameters") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(m)) => m
-                .iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            Some(other) => {
-                return Err(invalid(format!(
+        let teach = |mut e: WireError| {
+            let _ = write!(
+                e.message,
+                "; {}.{} takes {}",
+                spec.id,
+                action_spec.name,
+                brief(&action_spec.params_schema().to_json())
+            );
+            e
+        };
+        // Strict-mode models fill every key, unused ones with null: drop
+        // them. Dialects without open objects send the object as JSON text.
+        let given = match args.get("parameters") {
+            Some(Value::String(text)) if text.trim().is_empty() => Value::Null,
+            Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+                Ok(v @ Value::Object(_)) => v,
+                _ => {
+                    return Err(teach(invalid(
+                        "\"parameters\" must be a JSON object (or its JSON text)",
+                    )));
+                }
+            },
+            Some(v) => v.clone(),
+            None => Value::Null,
+        };
+        let params: Map<String, Value> = match given {
+            Value::Null => Map::new(),
+            Value::Object(m) => m.into_iter().filter(|(_, v)| !v.is_null()).collect(),
+            other => {
+                return Err(teach(invalid(format!(
                     "\"parameters\" must be an object, got {}",
-                    droidwarden_services::schema::json_type(other)
-                )));
+                    droidwarden_services::schema::json_type(&other)
+                ))));
             }
         };
-        let command = Catalogue::get().parse(spec.id, action_spec.name, &Value::Object(params))?;
+        let command = Catalogue::get()
+            .parse(spec.id, action_spec.name, &Value::Object(params))
+            .map_err(|e| teach(e.into()))?;
         let device = self.pick_device(args, spec.id)?;
         Ok(Planned::Device {
             device,
@@ -968,6 +1261,21 @@ impl Toolset {
                 droidwarden_services::schema::json_type(other)
             ))),
         }
+    }
+
+    /// The error for a service no phone of this run offers.
+    fn not_offered(&self, service: &str) -> WireError {
+        WireError::new(
+            ErrorCode::UnknownService,
+            format!(
+                "no configured phone offers {service}; available services: {}",
+                self.services
+                    .iter()
+                    .map(|s| s.id)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
     }
 
     fn device_names(&self) -> String {
@@ -1065,6 +1373,137 @@ fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, WireE
             droidwarden_services::schema::json_type(other)
         ))),
     }
+}
+
+/// Said once in the index: what the risk marks mean.
+const RISK_NOTE: &str = " [medium], [high], [critical]: may wait for the user's approval.";
+
+/// The index of `actions`, comma-separated: `name(params)[risk]`,
+/// parameters by name (`*` required), risk only when above low. No
+/// descriptions: the names say what an action does, `describe_action`
+/// says the rest, and they would double the index.
+fn index_actions(out: &mut String, actions: &[droidwarden_services::ActionSpec]) {
+    for (i, a) in actions.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(a.name);
+        if !a.params.is_empty() {
+            let params: Vec<String> = a
+                .params
+                .iter()
+                .map(|p| format!("{}{}", p.name, if p.required { "*" } else { "" }))
+                .collect();
+            let _ = write!(out, "({})", params.join(","));
+        }
+        if a.risk > Risk::Low {
+            let _ = write!(out, "[{}]", a.risk.as_str());
+        }
+    }
+}
+
+/// `describe_action`: one action of `service` or all of them, in full.
+fn describe(service: &str, action: Option<&str>) -> Result<Value, WireError> {
+    let spec = Catalogue::get().service(service)?;
+    let one = |a: &droidwarden_services::ActionSpec| {
+        json!({
+            "action": a.name,
+            "description": a.description,
+            "risk": a.risk,
+            "changes_the_phone": a.mutates,
+            "parameters": a.params_schema().to_json(),
+            "example": {"service_id": spec.id, "action": a.name, "parameters": a.example},
+        })
+    };
+    match action {
+        Some(name) => {
+            let (_, a) = Catalogue::get().action(service, name)?;
+            Ok(one(a))
+        }
+        None => Ok(json!({
+            "service_id": spec.id,
+            "description": spec.description,
+            "actions": spec.actions.iter().map(one).collect::<Vec<_>>(),
+        })),
+    }
+}
+
+/// A schema's properties in short, for an error that shows the model what
+/// to send: `{"level": "integer 0..100, required", "stream": "string, one
+/// of \"music\", …"}`; `{}` when there are none.
+fn brief(schema: &Value) -> Value {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut out = Map::new();
+    for (key, node) in schema["properties"].as_object().into_iter().flatten() {
+        let mut text = match &node["type"] {
+            Value::String(t) => t.clone(),
+            Value::Array(ts) => ts
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" or "),
+            _ => "any".to_owned(),
+        };
+        match (node["minimum"].as_i64(), node["maximum"].as_i64()) {
+            (Some(lo), Some(hi)) => {
+                let _ = write!(text, " {lo}..{hi}");
+            }
+            (Some(lo), None) => {
+                let _ = write!(text, " >= {lo}");
+            }
+            (None, Some(hi)) => {
+                let _ = write!(text, " <= {hi}");
+            }
+            (None, None) => {}
+        }
+        if let Some(values) = node["enum"].as_array().filter(|v| v.len() <= 12) {
+            let values: Vec<String> = values.iter().map(Value::to_string).collect();
+            let _ = write!(text, ", one of {}", values.join(", "));
+        }
+        if required.contains(&key.as_str()) {
+            text.push_str(", required");
+        }
+        out.insert(key.clone(), Value::String(text));
+    }
+    Value::Object(out)
+}
+
+/// A device tool's arguments with the action's parameters put where they
+/// belong: a small model often writes them beside `service_id` and
+/// `action` instead of inside `parameters`. Keys other than `keep` and
+/// `parameters` move into `parameters` (which the catalogue then checks
+/// like any other); when `parameters` is there too, they are merged into
+/// it unless it names them already.
+fn hoist(mut args: Map<String, Value>, keep: &[&str]) -> Map<String, Value> {
+    let stray: Vec<String> = args
+        .keys()
+        .filter(|k| !keep.contains(&k.as_str()) && k.as_str() != "parameters")
+        .cloned()
+        .collect();
+    if stray.is_empty() {
+        return args;
+    }
+    let mut params = match args.remove("parameters") {
+        Some(Value::Object(m)) => m,
+        None | Some(Value::Null) => Map::new(),
+        // Anything else is reported by the planner as it is.
+        Some(other) => {
+            args.insert("parameters".into(), other);
+            return args;
+        }
+    };
+    for k in stray {
+        if let Some(v) = args.remove(&k) {
+            params.entry(k).or_insert(v);
+        }
+    }
+    args.insert("parameters".into(), Value::Object(params));
+    args
 }
 
 /// One line per action (`{bullet}name(params): description`), for tool

@@ -61,6 +61,18 @@ pub enum Parameters {
     /// A JSON Schema given whole by someone else (an MCP server's tool
     /// `inputSchema`), rendered as it is for every provider.
     Raw(Value),
+    /// `schema` plus one free-form object property `key` (the device
+    /// tools' `parameters`, whose exact shape depends on the action and is
+    /// checked by the catalogue): an open object where the dialect has one,
+    /// JSON text where it has not (OpenAI strict mode, Gemini).
+    Open {
+        /// The other properties.
+        schema: Schema,
+        /// The free-form property's name.
+        key: &'static str,
+        /// What it holds.
+        description: &'static str,
+    },
 }
 
 impl From<Schema> for Parameters {
@@ -76,6 +88,38 @@ impl Parameters {
         match self {
             Parameters::Schema(schema) => schema.render(dialect.rules()),
             Parameters::Raw(schema) => Some(schema.clone()),
+            Parameters::Open {
+                schema,
+                key,
+                description,
+            } => {
+                let mut out = schema.render(dialect.rules())?;
+                let free = match dialect {
+                    Dialect::Anthropic => {
+                        serde_json::json!({"type": "object", "description": description})
+                    }
+                    // Strict mode closes every object, and Gemini's subset
+                    // has no object without properties: the object comes
+                    // as JSON text there (the planner parses either).
+                    Dialect::OpenAiStrict => serde_json::json!({
+                        "type": ["string", "null"],
+                        "description": format!("{description}, as JSON text"),
+                    }),
+                    Dialect::Gemini => serde_json::json!({
+                        "type": "string",
+                        "description": format!("{description}, as JSON text"),
+                    }),
+                };
+                if let Some(props) = out.get_mut("properties").and_then(Value::as_object_mut) {
+                    props.insert((*key).to_owned(), free);
+                }
+                if dialect == Dialect::OpenAiStrict
+                    && let Some(required) = out.get_mut("required").and_then(Value::as_array_mut)
+                {
+                    required.push(Value::String((*key).to_owned()));
+                }
+                Some(out)
+            }
         }
     }
 }

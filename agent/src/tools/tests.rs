@@ -1,4 +1,3 @@
-use super::schema::Kind;
 use super::*;
 use crate::tools::schema::Dialect;
 use serde_json::json;
@@ -256,66 +255,135 @@ fn device_property_only_with_several_devices() {
         p["properties"]["device"]["enum"],
         json!(["kitchen", "bedroom", null])
     );
-    let services = p["properties"]["service_id"]["enum"].as_array().unwrap();
-    assert_eq!(services.len(), Catalogue::get().services().len());
-    // The description lists each service's actions.
+    // The description is the index: each service's actions on one line,
+    // with their parameters (`*` required) and risk above low.
+    let index = &two.specs()[0].description;
+    for s in Catalogue::get().services() {
+        assert!(index.contains(&format!("\n{}: ", s.id)), "{}", s.id);
+    }
     assert!(
-        two.specs()[0]
-            .description
-            .contains("set_volume {stream*, level*}")
+        index.contains("\naudio_automation: get_volume(stream*), set_volume(stream*,level*), mute(stream)[medium],"),
+        "{index}"
+    );
+    assert!(index.contains("disable[high], scan"), "{index}");
+    assert!(
+        index.contains("Phones (\"device\"): kitchen, bedroom."),
+        "{index}"
     );
 }
 
 #[test]
-fn direct_mode_has_one_tool_per_available_service_with_an_action_enum() {
+fn direct_mode_has_one_tool_per_available_service_with_its_actions_indexed() {
     let set = Toolset::new(
         ToolMode::Direct,
         &[dev("phone", &["battery", "audio_automation"])],
         false,
     );
     let names: Vec<&str> = set.specs().iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["android_battery", "android_audio_automation"]);
+    assert_eq!(
+        names,
+        ["android_battery", "android_audio_automation", DESCRIBE_TOOL]
+    );
     let p = set.specs()[1].parameters_for(Dialect::Gemini).unwrap();
-    assert_eq!(
-        p["properties"]["action"]["enum"],
-        json!(["get_volume", "set_volume", "mute", "unmute", "ringer_mode"])
-    );
-    assert_eq!(
-        p["properties"]["parameters"]["properties"]["level"]["maximum"],
-        100
-    );
+    assert_eq!(p["properties"]["action"]["type"], "string");
     assert!(
-        p["properties"]["parameters"]["properties"]["level"]["description"]
-            .as_str()
-            .unwrap()
-            .contains("set_volume*")
+        set.specs()[1]
+            .description
+            .contains(": get_volume(stream*), set_volume(stream*,level*), mute(stream)[medium],")
     );
 }
 
+/// `parameters` is free-form: an open object for standard readers, JSON
+/// text where the dialect has no open object. Its real schema comes from
+/// `describe_action`, and with every error of the action.
 #[test]
-fn flattened_parameters_merge_compatible_schemas() {
-    // `level` is 0-100 for audio and 0-255 for brightness: the toolkit's
-    // union keeps the looser bounds, and the catalogue checks the real ones.
+fn parameters_are_free_form_and_describe_action_gives_the_schema() {
     let set = Toolset::new(ToolMode::Toolkit, &[all("phone")], false);
-    let p = set.specs()[0].parameters_for(Dialect::Anthropic).unwrap();
-    let level = &p["properties"]["parameters"]["properties"]["level"];
-    assert_eq!(
-        (level["minimum"].clone(), level["maximum"].clone()),
-        (json!(0), json!(255))
+    let spec = &set.specs()[0];
+    let rendered = |d| spec.parameters_for(d).unwrap()["properties"]["parameters"]["type"].clone();
+    assert_eq!(rendered(Dialect::Anthropic), "object");
+    assert_eq!(rendered(Dialect::OpenAiStrict), json!(["string", "null"]));
+    assert_eq!(rendered(Dialect::Gemini), "string");
+    // JSON text is taken as the object.
+    let p = set
+        .plan(&call(
+            TOOLKIT_TOOL,
+            r#"{"service_id":"audio_automation","action":"set_volume","parameters":"{\"stream\":\"music\",\"level\":40}"}"#,
+        ))
+        .unwrap();
+    assert!(matches!(p, Planned::Device { ref call, .. } if call.0.params_json()["level"] == 40));
+    // Parameters written beside service_id and action are moved in.
+    let p = set
+        .plan(&call(
+            TOOLKIT_TOOL,
+            r#"{"service_id":"audio_automation","action":"set_volume","stream":"music","level":40}"#,
+        ))
+        .unwrap();
+    assert!(
+        matches!(p, Planned::Device { ref call, .. } if call.0.params_json()["stream"] == "music")
     );
-    // Every parameter name across the catalogue has one kind.
-    let mut seen: BTreeMap<&str, std::mem::Discriminant<Kind>> = BTreeMap::new();
-    for s in Catalogue::get().services() {
-        for a in &s.actions {
-            for prm in &a.params {
-                let kind = std::mem::discriminant(&prm.schema.kind);
-                if let Some(prev) = seen.get(prm.name) {
-                    assert_eq!(*prev, kind, "{} has two kinds", prm.name);
-                }
-                seen.insert(prm.name, kind);
-            }
-        }
-    }
+    // describe_action: the action's schema, risk and an example.
+    let described = set
+        .plan(&call(
+            DESCRIBE_TOOL,
+            r#"{"service_id":"audio_automation","action":"set_volume"}"#,
+        ))
+        .unwrap()
+        .run_local(0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        described["parameters"]["properties"]["level"]["maximum"],
+        100
+    );
+    assert_eq!(
+        described["parameters"]["required"],
+        json!(["stream", "level"])
+    );
+    assert_eq!(described["risk"], "low");
+    assert_eq!(described["example"]["parameters"]["level"], 40);
+    let all_of = set
+        .plan(&call(DESCRIBE_TOOL, r#"{"service_id":"wifi_automation"}"#))
+        .unwrap()
+        .run_local(0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(all_of["actions"].as_array().unwrap().len(), 4);
+    check_err(
+        &set,
+        DESCRIBE_TOOL,
+        r#"{"service_id":"wifi_automation","action":"explode"}"#,
+        ErrorCode::UnknownAction,
+        "valid actions",
+    );
+    // An error of the action teaches its parameters.
+    check_err(
+        &set,
+        TOOLKIT_TOOL,
+        r#"{"service_id":"audio_automation","action":"set_volume","parameters":{"stream":"music"}}"#,
+        ErrorCode::InvalidParams,
+        r#"audio_automation.set_volume takes {"level":"integer 0..100, required","stream":"string, one of "#,
+    );
+}
+
+/// The whole toolkit surface for two phones with every service stays
+/// small: a guard on the index's size (the real token counts are
+/// measured by `tests/benches/prompt_size.rs`; ~3.5 characters a token).
+#[test]
+fn the_lean_surface_stays_small() {
+    let set = Toolset::new(ToolMode::Toolkit, &[all("kitchen"), all("bedroom")], true);
+    let chars: usize = set
+        .specs()
+        .iter()
+        .map(|s| {
+            let params = s
+                .parameters_for(Dialect::Anthropic)
+                .unwrap_or_default()
+                .to_string();
+            s.name.len() + s.description.len() + params.len()
+        })
+        .sum();
+    assert!(chars < 4600, "{chars} characters");
 }
 
 fn call(name: &str, args: &str) -> ToolCall {
@@ -441,12 +509,14 @@ fn planning_validates_and_explains() {
         UnknownService,
         "teleport",
     );
+    // A stray argument is taken as a parameter, which the catalogue
+    // refuses (naming it and what the action takes).
     check_err(
         &set,
         TOOLKIT_TOOL,
-        r#"{"service_id":"battery","action":"status","extra":1}"#,
+        r#"{"device":"kitchen","service_id":"battery","action":"status","extra":1}"#,
         InvalidParams,
-        "unknown argument",
+        "extra",
     );
     check_err(&set, CALCULATOR_TOOL, r#"{}"#, InvalidParams, "expression");
     // A value of the wrong type is reported as such, not as missing.
@@ -493,7 +563,7 @@ fn planning_validates_and_explains() {
         "android_battery",
         r#"{"action":"status"}"#,
         InvalidRequest,
-        "available tools: android_device, current_time, calculator",
+        "available tools: android_device, describe_action, current_time, calculator",
     );
 }
 

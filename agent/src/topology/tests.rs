@@ -39,6 +39,8 @@ fn state(mode: RunMode, max_steps: u32) -> RunState {
             max_result_chars: 1000,
             approval_timeout_ms: 1000,
             tools_enabled: true,
+            text_calls: true,
+            tool_nudge: true,
         },
         0,
     );

@@ -94,7 +94,12 @@ async fn a_delegate_uses_only_its_tools_sees_only_its_task_and_answers() {
     // only the task and context (not the user's conversation).
     let child_sys = reqs[1].system_prompt();
     assert!(child_sys.starts_with("DOCTOR-PROMPT"), "{child_sys}");
-    assert_eq!(reqs[1].tool_names(), vec!["android_device".to_owned()]);
+    // Its device tool and describe_action (the catalogue's schemas of
+    // what it may use).
+    assert_eq!(
+        reqs[1].tool_names(),
+        vec!["android_device".to_owned(), "describe_action".to_owned()]
+    );
     let desc = reqs[1].body["tools"][0]["function"]["description"].to_string();
     assert!(
         desc.contains("battery") && !desc.contains("wifi_automation"),

@@ -66,6 +66,7 @@ fn hello() -> ChatRequest {
         system: String::new(),
         messages: vec![Message::User { text: "hi".into() }],
         tools: Arc::from(vec![weather_tool()]),
+        require_tool: false,
     }
 }
 

@@ -12,3 +12,4 @@ mod local_models;
 mod plan;
 mod providers;
 mod skills;
+mod small_models;

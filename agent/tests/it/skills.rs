@@ -105,7 +105,12 @@ async fn a_user_skill_is_listed_read_and_run_with_only_its_allowed_tools() {
     // The skill's run: its body as the system prompt, only its tools.
     let child_sys = reqs[3].system_prompt();
     assert!(child_sys.contains("SECRET-BODY-MARKER"), "{child_sys}");
-    assert_eq!(reqs[3].tool_names(), vec!["android_device".to_owned()]);
+    // Its device tool and describe_action (the catalogue's schemas of
+    // what it may use).
+    assert_eq!(
+        reqs[3].tool_names(),
+        vec!["android_device".to_owned(), "describe_action".to_owned()]
+    );
     let desc = reqs[3].body["tools"][0]["function"]["description"].to_string();
     assert!(
         desc.contains("battery") && !desc.contains("wifi_automation"),

@@ -109,6 +109,7 @@ pub(crate) async fn serve(
     hub: Hub,
     assistant: Option<Assistant>,
     mode: ToolMode,
+    schemas: droidwarden_agent::tools::ToolSchemas,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
@@ -152,6 +153,7 @@ pub(crate) async fn serve(
                 },
                 mode,
             )
+            .with_schemas(schemas)
             .with_skills(skills)
             .with_elicitation(elicitor.clone(), Arc::clone(&pending))
             .with_tasks(session_tracker.clone(), session_shutdown.clone()))

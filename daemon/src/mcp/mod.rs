@@ -41,6 +41,9 @@ use serde::Deserialize;
 pub(crate) struct RawMcpConfig {
     /// `toolkit` (default) or `direct`.
     tool_mode: Option<ToolMode>,
+    /// `index` (default: a compact index and `describe_action`) or `full`
+    /// (every action's schema in `tools/list`).
+    tool_schemas: Option<droidwarden_agent::tools::ToolSchemas>,
     /// `host:port` for Streamable HTTP; empty or absent: off.
     listen: Option<String>,
     /// Allow a non-loopback `listen`.
@@ -62,6 +65,8 @@ pub(crate) struct RawMcpConfig {
 pub(crate) struct McpConfig {
     /// How the phones are offered as tools.
     pub(crate) tool_mode: ToolMode,
+    /// How much of the catalogue's schemas the tools carry.
+    pub(crate) tool_schemas: droidwarden_agent::tools::ToolSchemas,
     /// Streamable HTTP in the daemon; `None`: off.
     pub(crate) http: Option<http::HttpSettings>,
     /// MCP servers whose tools the agent may use (`client.rs`).
@@ -130,6 +135,7 @@ impl TryFrom<RawMcpConfig> for McpConfig {
         }
         Ok(Self {
             tool_mode: raw.tool_mode.unwrap_or(ToolMode::Toolkit),
+            tool_schemas: raw.tool_schemas.unwrap_or_default(),
             http,
             servers,
             elicitation: raw.elicitation.unwrap_or(true),
@@ -159,6 +165,7 @@ pub(crate) async fn start_http(
         hub.clone(),
         assistant.cloned(),
         config.tool_mode,
+        config.tool_schemas,
         tracker.clone(),
         shutdown.clone(),
     ));

@@ -21,7 +21,7 @@ use crate::hub::{Call, Hub};
 use droidwarden_agent::ToolHost as _;
 use droidwarden_agent::policy::Verdict;
 use droidwarden_agent::skills::SkillSet;
-use droidwarden_agent::tools::{Planned, ToolMode};
+use droidwarden_agent::tools::{Planned, ToolMode, ToolSchemas};
 use droidwarden_agent::{ApprovalPolicy, DeviceSummary};
 use droidwarden_bridge::{BridgeError, DeviceInfo, Registry, adb::AdbTransport};
 use droidwarden_services::{Command, ErrorCode, WireError};
@@ -328,6 +328,8 @@ impl Backend {
 pub(crate) struct PhoneServer {
     backend: Arc<Backend>,
     mode: ToolMode,
+    /// How much of the schemas the tools carry.
+    schemas: ToolSchemas,
     /// The tools as last built, and when: calls reuse them for
     /// [`CACHE_FOR`].
     cached: Arc<Mutex<Option<(Instant, McpTools)>>>,
@@ -360,11 +362,18 @@ enum Step {
 }
 
 impl PhoneServer {
+    /// The same server, its tools carrying `schemas`.
+    pub(crate) fn with_schemas(mut self, schemas: ToolSchemas) -> Self {
+        self.schemas = schemas;
+        self
+    }
+
     /// A server over `backend`, offering tools in `mode`.
     pub(crate) fn new(backend: Backend, mode: ToolMode) -> Self {
         Self {
             backend: Arc::new(backend),
             mode,
+            schemas: ToolSchemas::Index,
             cached: Arc::default(),
             skills: Arc::new(SkillSet::builtin()),
             tasks: None,
@@ -477,7 +486,7 @@ impl PhoneServer {
 
     /// The tools for the devices there are now.
     async fn tools(&self) -> Result<McpTools, WireError> {
-        let tools = McpTools::new(self.mode, &self.backend.devices().await?);
+        let tools = McpTools::new(self.mode, self.schemas, &self.backend.devices().await?);
         if let Ok(mut cached) = self.cached.lock() {
             *cached = Some((Instant::now(), tools.clone()));
         }
@@ -515,7 +524,14 @@ impl PhoneServer {
             return Ok(Step::Done(json!({ "devices": devices })));
         }
         let tools = self.recent_tools().await?;
-        let Planned::Device { device, call, .. } = tools.plan(name, &arguments)? else {
+        let planned = tools.plan(name, &arguments)?;
+        // describe_action reads the catalogue: no phone, no policy.
+        if let d @ Planned::Describe { .. } = &planned
+            && let Some(result) = d.run_local(0)
+        {
+            return result.map(Step::Done);
+        }
+        let Planned::Device { device, call, .. } = planned else {
             return Err(WireError::new(
                 ErrorCode::InvalidRequest,
                 format!("{name} is not a device tool"),

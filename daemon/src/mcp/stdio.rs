@@ -75,6 +75,7 @@ pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
     // The skills, as `droidwarden skills` reads them (the daemon's files).
     let skills = crate::assistant::load_skills(&config.agent.skills, &config.state_dir).await;
     let service = match server::PhoneServer::new(backend, mode)
+        .with_schemas(config.mcp.tool_schemas)
         .with_skills(std::sync::Arc::new(skills))
         // The client runs as this process's user, whom the daemon knows by
         // uid from the bus or the socket: the person answering. Without a

@@ -1,10 +1,14 @@
 //! The phones as MCP tools: the agent's own tools (`droidwarden_agent::tools`,
 //! toolkit or direct mode, planned and validated by the same code) with
 //! what MCP adds on top — an output schema, annotations, and a `device`
-//! argument that is always there — plus `list_devices`.
+//! argument that is always there — plus `list_devices`. Like the agent's,
+//! the device tools carry a compact index of the actions and a free-form
+//! `parameters`; `describe_action` gives an action's full schema.
 
 use droidwarden_agent::tools::schema::Dialect;
-use droidwarden_agent::tools::{DIRECT_PREFIX, TOOLKIT_TOOL, ToolMode, Toolset};
+use droidwarden_agent::tools::{
+    DESCRIBE_TOOL, DIRECT_PREFIX, TOOLKIT_TOOL, ToolMode, ToolSchemas, Toolset,
+};
 use droidwarden_agent::{DeviceSummary, ToolCall};
 use droidwarden_services::{ActionSpec, Catalogue, Risk, ServiceSpec, WireError};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
@@ -22,13 +26,19 @@ pub(crate) struct McpTools {
 }
 
 impl McpTools {
-    /// Build the tools for `devices` in `mode`.
-    pub(crate) fn new(mode: ToolMode, devices: &[DeviceSummary]) -> Self {
-        let toolset = Toolset::new(mode, devices, false);
+    /// Build the tools for `devices` in `mode`, carrying `schemas`.
+    pub(crate) fn new(mode: ToolMode, schemas: ToolSchemas, devices: &[DeviceSummary]) -> Self {
+        let toolset = Toolset::new(mode, devices, false).with_schemas(schemas);
         let mut tools: Vec<Tool> = toolset
             .specs()
             .iter()
             .map(|spec| {
+                if spec.name == DESCRIBE_TOOL {
+                    return describe_tool(
+                        &spec.description,
+                        spec.parameters_for(Dialect::Anthropic),
+                    );
+                }
                 let services = covered(&spec.name, devices);
                 let mut input = spec
                     .parameters_for(Dialect::Anthropic)
@@ -52,7 +62,16 @@ impl McpTools {
                     Arc::new(object(input)),
                 )
                 .with_title(title)
-                .with_raw_output_schema(Arc::new(object(output_schema(&actions))))
+                // With the index, the result is not spelt out per action
+                // (the union of every result schema is most of a full
+                // list's size): any JSON, as structuredContent carries it.
+                .with_raw_output_schema(Arc::new(object(output_schema(
+                    if schemas == ToolSchemas::Full {
+                        &actions
+                    } else {
+                        &[]
+                    },
+                ))))
                 .with_annotations(annotations)
             })
             .collect();
@@ -118,6 +137,24 @@ impl McpTools {
             signature: None,
         })
     }
+}
+
+/// `describe_action`: reads the catalogue only.
+fn describe_tool(description: &str, input: Option<Value>) -> Tool {
+    let input = input.unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    Tool::new(
+        DESCRIBE_TOOL,
+        description.to_owned(),
+        Arc::new(object(input)),
+    )
+    .with_title("Describe an action")
+    .with_annotations(
+        ToolAnnotations::with_title("Describe an action")
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false),
+    )
 }
 
 /// The services a tool covers (the toolkit: every service a device offers).
@@ -199,12 +236,23 @@ mod tests {
     #[test]
     fn direct_tools_carry_schemas_and_annotations() {
         let devices = [phone("pixel", &["battery", "wifi_automation"])];
-        let tools = McpTools::new(ToolMode::Direct, &devices);
+        let tools = McpTools::new(ToolMode::Direct, ToolSchemas::Index, &devices);
         let names: Vec<&str> = tools.tools().iter().map(|t| t.name.as_ref()).collect();
         assert_eq!(
             names,
-            ["android_battery", "android_wifi_automation", LIST_DEVICES]
+            [
+                "android_battery",
+                "android_wifi_automation",
+                DESCRIBE_TOOL,
+                LIST_DEVICES
+            ]
         );
+        let describe = &tools.tools()[2];
+        assert_eq!(
+            describe.annotations.as_ref().unwrap().read_only_hint,
+            Some(true)
+        );
+        assert!(describe.input_schema["properties"].get("device").is_none());
         let battery = &tools.tools()[0];
         let annotations = battery.annotations.as_ref().unwrap();
         assert_eq!(annotations.read_only_hint, Some(true));
@@ -226,7 +274,7 @@ mod tests {
     #[test]
     fn calls_are_planned_by_the_agents_rules() {
         let devices = [phone("pixel", &["battery"])];
-        let tools = McpTools::new(ToolMode::Toolkit, &devices);
+        let tools = McpTools::new(ToolMode::Toolkit, ToolSchemas::Index, &devices);
         let args = |v: Value| v.as_object().unwrap().clone();
         let planned = tools
             .plan(
