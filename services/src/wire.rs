@@ -48,6 +48,11 @@ pub enum ErrorCode {
     /// The service is turned off in the daemon's configuration (telephony,
     /// shell); the message names the key that turns it on.
     Disabled,
+    /// The action needs a person's approval at a higher risk than it was
+    /// cleared for: the app in front raises a screen action's risk
+    /// (`[phone_services.ui]`). Nothing ran; `details` says the app and
+    /// the risk. The agent and the MCP gate ask a person and try again.
+    ApprovalRequired,
 }
 
 impl ErrorCode {
@@ -71,6 +76,7 @@ impl ErrorCode {
             Self::Internal => "internal",
             Self::Busy => "busy",
             Self::Disabled => "disabled",
+            Self::ApprovalRequired => "approval_required",
         }
     }
 
@@ -96,6 +102,11 @@ pub struct WireError {
     pub message: String,
     /// Whether retrying the same call later may succeed.
     pub retryable: bool,
+    /// Data a caller needs to act on the error, for the codes that have
+    /// some (`approval_required`: `{"app", "risk", "cleared"}`); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
 }
 
 impl WireError {
@@ -105,6 +116,7 @@ impl WireError {
             code,
             message: message.into(),
             retryable: code.default_retryable(),
+            details: None,
         }
     }
 }

@@ -36,6 +36,7 @@ pub(crate) fn error_name(code: ErrorCode) -> &'static str {
         ErrorCode::Internal => "org.droidwarden.Error.Internal",
         ErrorCode::Busy => "org.droidwarden.Error.Busy",
         ErrorCode::Disabled => "org.droidwarden.Error.Disabled",
+        ErrorCode::ApprovalRequired => "org.droidwarden.Error.ApprovalRequired",
     }
 }
 
@@ -162,6 +163,7 @@ mod tests {
             "internal",
             "busy",
             "disabled",
+            "approval_required",
         ];
         names
             .iter()

@@ -328,6 +328,13 @@ fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Requ
         let reason = text_field(&mut obj, "reason", false)?;
         let scope = text_field(&mut obj, "scope", false)?;
         let up_to = text_field(&mut obj, "up_to", false)?;
+        let minutes = match obj.remove("minutes") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => {
+                Some(n.as_u64().ok_or("minutes must be a whole number of minutes")?)
+            }
+            Some(_) => return Err("minutes must be a number".into()),
+        };
         let params = match obj.remove("params") {
             None | Some(Value::Null) => None,
             Some(Value::Object(m)) => Some(m),
@@ -336,12 +343,13 @@ fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Requ
         no_more_fields(
             &obj,
             "approve",
-            "id, approval_id, decision, reason, scope, up_to, params, by",
+            "id, approval_id, decision, reason, scope, up_to, minutes, params, by",
         )?;
         let decision = crate::approvals::decision_of(
             &decision,
             scope.as_deref(),
             up_to.as_deref(),
+            minutes,
             params,
             reason,
         )?;

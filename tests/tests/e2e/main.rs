@@ -31,3 +31,4 @@ mod trust;
 mod trust_access;
 mod trust_delivery;
 mod trust_limits;
+mod ui_trust;
