@@ -222,10 +222,11 @@ impl ToolHost for FakeToolHost {
     ) -> ToolFuture<'a> {
         if ui::is_screen_action(&command) {
             let app = self.app(device);
+            let app = Some(app.as_str());
             let policy = &self.screen_policy;
-            let risk = policy.ui.effective_risk(&command, Some(&app));
-            let stopped = policy.check_ui(&command, Some(&app)).err().or_else(|| {
-                (risk > cleared).then(|| ui::approval_required(&command, Some(&app), risk, cleared))
+            let risk = policy.ui.effective_risk(&command, app);
+            let stopped = policy.check_ui(&command, app).err().or_else(|| {
+                (risk > cleared).then(|| ui::approval_required(&command, app, risk, cleared))
             });
             if let Some(error) = stopped {
                 return Box::pin(async move { Err(error) });
