@@ -586,6 +586,8 @@ mod tests {
             r#"{"approval_id":"r-1-a1","decision":"approve","scope":"run","up_to":"low"}"#,
             r#"{"approval_id":"r-1-a1","decision":"approve","scope":"once"}"#,
             r#"{"approval_id":"r-1-a1","decision":"approve","params":{"text":"hi"}}"#,
+            r#"{"approval_id":"r-1-a1","decision":"approve","scope":"app"}"#,
+            r#"{"approval_id":"r-1-a1","decision":"approve","scope":"app","minutes":1440}"#,
             r#"{"decision":"revoke","grant_id":"g1","by":"Alice"}"#,
         ] {
             check(Approve, ok, Ok(()));
@@ -601,7 +603,31 @@ mod tests {
             ),
             (
                 r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"forever"}"#,
-                "must be \"once\" or \"run\"",
+                "must be \"once\", \"run\" or \"app\"",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"app","minutes":0}"#,
+                "minutes must be between 1 and 1440",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"app","minutes":1441}"#,
+                "minutes must be between 1 and 1440",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"app","minutes":-1}"#,
+                "whole number",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"app","minutes":"5"}"#,
+                "minutes must be a number",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","minutes":5}"#,
+                "minutes goes with scope \"app\"",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"deny","scope":"app"}"#,
+                "goes with decision \"approve\"",
             ),
             (
                 r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"run","params":{}}"#,
