@@ -622,7 +622,9 @@ impl Agent {
             }
         };
         let grant = extra.grant.clone();
-        let approval = self.record(approval_id, approved, reason, by.clone(), extra).await?;
+        let approval = self
+            .record(approval_id, approved, reason, by.clone(), extra)
+            .await?;
         if let Some(grant) = grant {
             self.release_covered(&grant, approval_id, &by).await;
         }
@@ -2081,22 +2083,21 @@ async fn call_device(
     let mut attempt = 0u32;
     loop {
         attempt += 1;
-        let result =
-            match tokio::time::timeout(
-                limit,
-                inner.host.call_cleared(device, command.clone(), cleared),
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(_) => Err(WireError::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "{service}.{action} did not finish within {} s",
-                        limit.as_secs_f64()
-                    ),
-                )),
-            };
+        let result = match tokio::time::timeout(
+            limit,
+            inner.host.call_cleared(device, command.clone(), cleared),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(WireError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "{service}.{action} did not finish within {} s",
+                    limit.as_secs_f64()
+                ),
+            )),
+        };
         match result {
             Err(e)
                 if e.retryable

@@ -510,9 +510,9 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
                     // do anyway (a grant this answer made counts).
                     let asked = state.calls[i].cleared.unwrap_or(Risk::Low);
                     let cleared = asked.max(clearance(env, &planned)).max(
-                        grant.as_ref().map_or(Risk::Low, |g| {
-                            g.up_to.min(crate::grant::GRANT_CEILING)
-                        }),
+                        grant
+                            .as_ref()
+                            .map_or(Risk::Low, |g| g.up_to.min(crate::grant::GRANT_CEILING)),
                     );
                     state.calls[i].cleared = Some(cleared);
                     vec![
@@ -1000,7 +1000,9 @@ fn clearance(env: &StepEnv<'_>, planned: &Planned) -> Risk {
         Planned::Device { device, .. } => env
             .grants
             .iter()
-            .filter(|g| g.active() && g.run_scoped() && device.as_deref() == Some(g.device.as_str()))
+            .filter(|g| {
+                g.active() && g.run_scoped() && device.as_deref() == Some(g.device.as_str())
+            })
             .map(|g| g.up_to.min(crate::grant::GRANT_CEILING))
             .max()
             .unwrap_or(Risk::Low),

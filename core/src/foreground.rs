@@ -149,6 +149,11 @@ impl Foreground {
         if risk <= cleared {
             return Ok(());
         }
-        Err(ui::approval_required(command, app.as_deref(), risk, cleared))
+        Err(ui::approval_required(
+            command,
+            app.as_deref(),
+            risk,
+            cleared,
+        ))
     }
 }

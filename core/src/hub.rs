@@ -21,9 +21,9 @@
 //! [`Hub::call`], which does both.
 
 use crate::delivery::{self, DeliveryStore};
+use crate::foreground::Foreground;
 use crate::sequencer::{Sequencer, Ticket};
 use droidwarden_bridge::{DeviceHandle, Registry};
-use crate::foreground::Foreground;
 use droidwarden_services::{Catalogue, Command, DeviceName, ErrorCode, Risk, WireError, time};
 use serde::Serialize;
 use serde_json::Value;

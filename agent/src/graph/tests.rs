@@ -729,13 +729,19 @@ fn a_screen_action_runs_at_the_policys_clearance_then_asks_with_the_app_in_front
     assert_eq!(executed(&a), [("c1", Risk::Low)]);
     // The daemon stopped it: the app in front makes it medium.
     let a = f.step(stopped_in("com.example.mail", Risk::Medium));
-    assert_eq!(kinds(&a), ["checkpoint", "approval_requested", "await_approval"]);
+    assert_eq!(
+        kinds(&a),
+        ["checkpoint", "approval_requested", "await_approval"]
+    );
     let Action::Checkpoint { approvals } = &a[0] else {
         panic!("{a:?}")
     };
     assert_eq!(approvals[0].risk, Risk::Medium);
     assert_eq!(approvals[0].app.as_deref(), Some("com.example.mail"));
-    assert_eq!((approvals[0].service.as_str(), approvals[0].action.as_str()), ("ui_control", "tap"));
+    assert_eq!(
+        (approvals[0].service.as_str(), approvals[0].action.as_str()),
+        ("ui_control", "tap")
+    );
     // Approved once: it runs again, cleared up to what the person saw.
     let a = f.step(Input::ApprovalAnswered {
         call_id: "c1".into(),
@@ -749,7 +755,10 @@ fn a_screen_action_runs_at_the_policys_clearance_then_asks_with_the_app_in_front
     assert_eq!(executed(&a), [("c1", Risk::Medium)]);
     // The app changed again, to a high one: asked again, not looped.
     let a = f.step(stopped_in("com.android.settings", Risk::High));
-    assert_eq!(kinds(&a), ["checkpoint", "approval_requested", "await_approval"]);
+    assert_eq!(
+        kinds(&a),
+        ["checkpoint", "approval_requested", "await_approval"]
+    );
     // Denied: the model is told, nothing ran.
     let a = f.step(Input::ApprovalAnswered {
         call_id: "c1".into(),
@@ -787,12 +796,32 @@ fn a_grant_for_the_run_or_an_allowed_app_answers_without_asking() {
     };
     let mail = "com.example.mail";
     // A grant for the run up to medium covers a medium app, not a high one.
-    check(&[grant("g1", Risk::Medium, None)], mail, Risk::Medium, Some(Risk::Medium));
-    check(&[grant("g1", Risk::Medium, None)], "com.android.settings", Risk::High, None);
+    check(
+        &[grant("g1", Risk::Medium, None)],
+        mail,
+        Risk::Medium,
+        Some(Risk::Medium),
+    );
+    check(
+        &[grant("g1", Risk::Medium, None)],
+        "com.android.settings",
+        Risk::High,
+        None,
+    );
     check(&[grant("g1", Risk::Low, None)], mail, Risk::Medium, None);
     // An app grant covers its app (before it expires at 1000), no other.
-    check(&[grant("g2", Risk::Medium, Some(mail))], mail, Risk::Medium, Some(Risk::Medium));
-    check(&[grant("g2", Risk::Medium, Some(mail))], "com.example.other", Risk::Medium, None);
+    check(
+        &[grant("g2", Risk::Medium, Some(mail))],
+        mail,
+        Risk::Medium,
+        Some(Risk::Medium),
+    );
+    check(
+        &[grant("g2", Risk::Medium, Some(mail))],
+        "com.example.other",
+        Risk::Medium,
+        None,
+    );
     let mut expired = grant("g3", Risk::Medium, Some(mail));
     expired.expires_at = Some(5);
     check(&[expired], mail, Risk::Medium, None);
@@ -831,18 +860,49 @@ fn a_grant_answers_the_other_requests_it_covers() {
     let mail = "com.example.mail";
     let app = grant("g2", Risk::Medium, Some(mail));
     let answers = |g: &Grant, r: &PendingApproval| grants::answers(g, r, 100);
-    assert!(answers(&run, &request("r1", "kitchen", Risk::Medium, Some(mail))));
+    assert!(answers(
+        &run,
+        &request("r1", "kitchen", Risk::Medium, Some(mail))
+    ));
     assert!(answers(&run, &request("r1", "kitchen", Risk::Low, None)));
-    assert!(!answers(&run, &request("r2", "kitchen", Risk::Medium, None)), "another run");
-    assert!(!answers(&run, &request("r1", "bedroom", Risk::Medium, None)), "another device");
-    assert!(!answers(&run, &request("r1", "kitchen", Risk::High, None)), "high");
+    assert!(
+        !answers(&run, &request("r2", "kitchen", Risk::Medium, None)),
+        "another run"
+    );
+    assert!(
+        !answers(&run, &request("r1", "bedroom", Risk::Medium, None)),
+        "another device"
+    );
+    assert!(
+        !answers(&run, &request("r1", "kitchen", Risk::High, None)),
+        "high"
+    );
     let mut skill = request("r1", "kitchen", Risk::Low, None);
     skill.service = SKILL_SERVICE.into();
     assert!(!answers(&run, &skill), "a skill");
     // An app grant: any run or caller, its device and app, up to its risk.
-    assert!(answers(&app, &request("ext-9", "kitchen", Risk::Medium, Some(mail))));
-    assert!(!answers(&app, &request("r1", "kitchen", Risk::Medium, Some("com.x.y"))));
-    assert!(!answers(&app, &request("r1", "kitchen", Risk::Medium, None)));
-    assert!(!answers(&app, &request("r1", "kitchen", Risk::High, Some(mail))));
-    assert!(!grants::answers(&app, &request("r1", "kitchen", Risk::Medium, Some(mail)), 1_000), "expired");
+    assert!(answers(
+        &app,
+        &request("ext-9", "kitchen", Risk::Medium, Some(mail))
+    ));
+    assert!(!answers(
+        &app,
+        &request("r1", "kitchen", Risk::Medium, Some("com.x.y"))
+    ));
+    assert!(!answers(
+        &app,
+        &request("r1", "kitchen", Risk::Medium, None)
+    ));
+    assert!(!answers(
+        &app,
+        &request("r1", "kitchen", Risk::High, Some(mail))
+    ));
+    assert!(
+        !grants::answers(
+            &app,
+            &request("r1", "kitchen", Risk::Medium, Some(mail)),
+            1_000
+        ),
+        "expired"
+    );
 }

@@ -400,7 +400,10 @@ async fn a_grant_releases_the_other_waiting_calls_of_its_step() {
     let mut asked = Vec::new();
     while asked.len() < 4 {
         let (req, _) = next_approval(&mut events).await;
-        assert_eq!(req.app.as_deref(), Some(droidwarden_agent::testing::FAKE_APP));
+        assert_eq!(
+            req.app.as_deref(),
+            Some(droidwarden_agent::testing::FAKE_APP)
+        );
         assert_eq!(req.risk, Risk::Medium);
         asked.push(req);
     }
@@ -425,7 +428,10 @@ async fn a_grant_releases_the_other_waiting_calls_of_its_step() {
         .map(|c| (c.device, c.action))
         .collect();
     assert_eq!(ran.len(), 3, "{ran:?}");
-    assert!(ran.iter().all(|(d, _)| d.as_deref() == Some("kitchen")), "{ran:?}");
+    assert!(
+        ran.iter().all(|(d, _)| d.as_deref() == Some("kitchen")),
+        "{ran:?}"
+    );
     let history = a.approval_history(10).await.unwrap();
     let grant = a.session_markdown(&out.session_id).await.unwrap();
     for call in ["t2", "t3"] {
@@ -435,11 +441,16 @@ async fn a_grant_releases_the_other_waiting_calls_of_its_step() {
             .expect("answered");
         assert_eq!(o.status, "approved");
         assert!(
-            o.decided_by.as_deref().is_some_and(|b| b.starts_with("Alice (grant g")),
+            o.decided_by
+                .as_deref()
+                .is_some_and(|b| b.starts_with("Alice (grant g")),
             "{o:?}"
         );
     }
-    assert!(grant.contains("(medium risk in com.example.app)"), "{grant}");
+    assert!(
+        grant.contains("(medium risk in com.example.app)"),
+        "{grant}"
+    );
 }
 
 #[tokio::test]
@@ -458,7 +469,12 @@ async fn an_allowed_app_runs_without_asking_and_a_telephony_app_is_refused() {
             drifted.set_app("kitchen", "com.google.android.dialer");
             ModelReply::with_calls(vec![ui("t2", "kitchen", "tap", json!({"x": 2, "y": 2}))])
         })),
-        step(ui("t3", "kitchen", "type_text", json!({"text": "+1 900 555 0100"}))),
+        step(ui(
+            "t3",
+            "kitchen",
+            "type_text",
+            json!({"text": "+1 900 555 0100"}),
+        )),
         text_step("Done."),
     ];
     let server = ScriptedLlm::start(script).await.unwrap();
@@ -502,18 +518,32 @@ async fn an_app_grant_covers_its_app_on_its_device_for_every_run_until_revoked()
             Err(AgentError::InvalidAnswer(_))
         ));
     }
-    a.answer(&req.approval_id, allow(10), "Alice").await.unwrap();
+    a.answer(&req.approval_id, allow(10), "Alice")
+        .await
+        .unwrap();
     driving.await.unwrap().unwrap();
     let grants = a.grants().await.unwrap();
     assert_eq!(grants.len(), 1, "{grants:?}");
     let g = &grants[0];
     assert_eq!(
         (g.app.as_deref(), g.device.as_str(), g.up_to),
-        (Some(droidwarden_agent::testing::FAKE_APP), "kitchen", Risk::Medium)
+        (
+            Some(droidwarden_agent::testing::FAKE_APP),
+            "kitchen",
+            Risk::Medium
+        )
     );
     assert_eq!(g.expires_at, Some(g.granted_at + 600_000));
-    assert!(a.app_allowed("kitchen", droidwarden_agent::testing::FAKE_APP).await.unwrap());
-    assert!(!a.app_allowed("bedroom", droidwarden_agent::testing::FAKE_APP).await.unwrap());
+    assert!(
+        a.app_allowed("kitchen", droidwarden_agent::testing::FAKE_APP)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !a.app_allowed("bedroom", droidwarden_agent::testing::FAKE_APP)
+            .await
+            .unwrap()
+    );
     // The next run: allowed, nobody asked; the grant outlives the run.
     let run = a.ask(AskRequest::new("Tap again")).await.unwrap();
     let out = run.drive(CancellationToken::new()).await.unwrap();
@@ -522,7 +552,11 @@ async fn an_app_grant_covers_its_app_on_its_device_for_every_run_until_revoked()
     assert_eq!(a.grants().await.unwrap().len(), 1);
     // Revoked: asked again.
     a.revoke_grant(&g.grant_id, "Bob").await.unwrap();
-    assert!(!a.app_allowed("kitchen", droidwarden_agent::testing::FAKE_APP).await.unwrap());
+    assert!(
+        !a.app_allowed("kitchen", droidwarden_agent::testing::FAKE_APP)
+            .await
+            .unwrap()
+    );
     let run = a.ask(AskRequest::new("Tap a third time")).await.unwrap();
     let driving = tokio::spawn(run.drive(CancellationToken::new()));
     let (again, _) = next_approval(&mut events).await;

@@ -858,7 +858,11 @@ impl Driver {
                     .map_err(|_| not_found(&name))?;
                 self.perform(out, false).await;
                 if approve {
-                    self.call(Done::finisher(name, run), waiting.call, waiting.request.risk);
+                    self.call(
+                        Done::finisher(name, run),
+                        waiting.call,
+                        waiting.request.risk,
+                    );
                 }
                 Ok(json!({"run": run, "approved": approve, "by": by}))
             }

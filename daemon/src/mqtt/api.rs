@@ -330,9 +330,10 @@ fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Requ
         let up_to = text_field(&mut obj, "up_to", false)?;
         let minutes = match obj.remove("minutes") {
             None | Some(Value::Null) => None,
-            Some(Value::Number(n)) => {
-                Some(n.as_u64().ok_or("minutes must be a whole number of minutes")?)
-            }
+            Some(Value::Number(n)) => Some(
+                n.as_u64()
+                    .ok_or("minutes must be a whole number of minutes")?,
+            ),
             Some(_) => return Err("minutes must be a number".into()),
         };
         let params = match obj.remove("params") {

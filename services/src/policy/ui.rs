@@ -299,7 +299,12 @@ mod tests {
         let power = command("ui_control", "power", json!({}));
         let battery = command("battery", "status", json!({}));
         let check = |c: &Command, app: Option<&str>, want: Risk| {
-            assert_eq!(p.effective_risk(c, app), want, "{} in {app:?}", c.action_name());
+            assert_eq!(
+                p.effective_risk(c, app),
+                want,
+                "{} in {app:?}",
+                c.action_name()
+            );
         };
         check(&tap(), Some("com.example.notes"), Risk::Low);
         check(&shot, Some("com.example.notes"), Risk::Low);
@@ -320,12 +325,18 @@ mod tests {
             let e = policy(raw.clone()).expect_err("refused");
             assert!(e.key.contains(key), "{e} for {raw}");
         };
-        err(json!({"allowed_apps": ["com.android.dialer"]}), "ui.allowed_apps");
+        err(
+            json!({"allowed_apps": ["com.android.dialer"]}),
+            "ui.allowed_apps",
+        );
         err(
             json!({"apps": {"com.google.android.apps.messaging": "medium"}}),
             "ui.apps.com.google.android.apps.messaging",
         );
-        err(json!({"allowed_apps": ["not a package"]}), "ui.allowed_apps");
+        err(
+            json!({"allowed_apps": ["not a package"]}),
+            "ui.allowed_apps",
+        );
         err(json!({"default_risk": "critical"}), "ui.default_risk");
         err(
             json!({"allowed_apps": ["com.a.b"], "apps": {"com.a.b": "high"}}),
@@ -344,7 +355,10 @@ mod tests {
         let off = PhonePolicy::default();
         let dialer = Some("com.google.android.dialer");
         let code = |r: Result<(), WireError>| r.err().map(|e| e.code);
-        assert_eq!(code(off.check_ui(&tap(), dialer)), Some(ErrorCode::Disabled));
+        assert_eq!(
+            code(off.check_ui(&tap(), dialer)),
+            Some(ErrorCode::Disabled)
+        );
         let typed = |text: &str| command("ui_control", "type_text", json!({ "text": text }));
         assert_eq!(
             code(off.check_ui(&typed("hello"), Some("com.android.mms"))),

@@ -8,9 +8,7 @@
 
 use droidwarden_agent::ModelReply;
 use droidwarden_agent::testing::{Responder, ScriptStep};
-use droidwarden_e2e::agent_rig::{
-    self, P, Rig, WAIT, call, sim_commands_with, text, tool_results,
-};
+use droidwarden_e2e::agent_rig::{self, P, Rig, WAIT, call, sim_commands_with, text, tool_results};
 use droidwarden_e2e::dbus::PrivateBus;
 use droidwarden_e2e::{Droidwarden, wait_for};
 use serde_json::{Value, json};
@@ -68,7 +66,11 @@ fn ten_steps(x: u32, done: &str) -> Vec<ScriptStep> {
         on_kitchen("screen", "ui_tree", json!({})),
     ];
     steps.extend((0..6).map(|i| tap(x + i, 500 + i)));
-    steps.push(on_kitchen("ui_control", "type_text", json!({"text": "milk"})));
+    steps.push(on_kitchen(
+        "ui_control",
+        "type_text",
+        json!({"text": "milk"}),
+    ));
     steps.push(on_kitchen("ui_control", "key", json!({"key": "back"})));
     steps.push(text(done));
     steps
@@ -174,7 +176,9 @@ fn a_ten_step_ui_task_asks_nobody_in_an_allowed_app_and_once_for_the_run_elsewhe
     }
     let shown = cli.run_on_bus(&bus.address, &["session", "show", &session]);
     assert!(
-        shown.stdout.contains("(medium risk in com.android.deskclock)")
+        shown
+            .stdout
+            .contains("(medium risk in com.android.deskclock)")
             && shown.stdout.contains("for the rest of this run: grant `"),
         "{}",
         shown.stdout
