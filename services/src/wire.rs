@@ -104,9 +104,10 @@ pub struct WireError {
     pub retryable: bool,
     /// Data a caller needs to act on the error, for the codes that have
     /// some (`approval_required`: `{"app", "risk", "cleared"}`); absent
-    /// otherwise.
+    /// otherwise. Boxed: errors travel in `Result`s everywhere, and most
+    /// have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<serde_json::Value>,
+    pub details: Option<Box<serde_json::Value>>,
 }
 
 impl WireError {

@@ -245,11 +245,11 @@ pub fn approval_required(
             cleared.as_str()
         ),
         retryable: false,
-        details: Some(serde_json::json!({
+        details: Some(Box::new(serde_json::json!({
             "app": app,
             "risk": risk,
             "cleared": cleared,
-        })),
+        }))),
     }
 }
 
