@@ -208,7 +208,9 @@ fn type_text_of_any_unicode_arrives_intact_and_never_unquoted() {
     assert!(
         programs
             .iter()
-            .all(|p| ["ime", "settings", "am", "uiautomator", "cat"].contains(p)),
+            // `dumpsys window displays`: the app in front, read before
+            // every screen action ([phone_services.ui]).
+            .all(|p| ["ime", "settings", "am", "uiautomator", "cat", "dumpsys"].contains(p)),
         "{log:?}"
     );
     let broadcast = log.iter().find(|c| c[0] == "am").expect("the broadcast");
