@@ -995,7 +995,17 @@ fn clearance(env: &StepEnv<'_>, planned: &Planned) -> Risk {
         | Planned::Extra { risk, .. } => *risk,
         _ => Risk::Low,
     };
-    let threshold = env.policy.auto_approve_up_to.min(Risk::High);
+    let listed = match planned {
+        Planned::Device { call, .. } => env
+            .policy
+            .allowed(call.0.service_id(), call.0.action_name()),
+        _ => false,
+    };
+    let threshold = if listed {
+        Risk::High
+    } else {
+        env.policy.auto_approve_up_to.min(Risk::High)
+    };
     let granted = match planned {
         Planned::Device { device, .. } => env
             .grants
