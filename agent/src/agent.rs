@@ -619,7 +619,78 @@ impl Agent {
                 extra.edits = Some(params);
                 (true, None)
             }
+            ApprovalDecision::AllowApp { minutes } => {
+                extra.grant = Some(self.app_grant_for(approval_id, minutes, &by).await?);
+                (true, None)
+            }
         };
+        let grant = extra.grant.clone();
+        let approval = self
+            .record(approval_id, approved, reason, by.clone(), extra)
+            .await?;
+        if let Some(grant) = grant {
+            self.release_covered(&grant, approval_id, &by).await;
+        }
+        Ok(approval)
+    }
+
+    /// Other requests still waiting that `grant` answers: of the same
+    /// run and device up to its ceiling (a grant for the run), or of the
+    /// same device and app up to its risk (an app grant). They are
+    /// approved in its name, so a step whose calls all waited runs on.
+    async fn release_covered(&self, grant: &Grant, answered: &str, by: &str) {
+        let pending = match self.inner.store.pending_approvals().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(grant = grant.grant_id, error = %e, "cannot read the requests a grant may answer");
+                return;
+            }
+        };
+        let by = format!("{by} (grant {})", grant.grant_id);
+        for request in pending {
+            if request.approval_id != answered
+                && crate::graph::grants::answers(grant, &request, now_ms())
+                && let Err(e) = self
+                    .record(
+                        &request.approval_id,
+                        true,
+                        None,
+                        by.clone(),
+                        store::DecisionExtra::default(),
+                    )
+                    .await
+            {
+                // Answered or expired meanwhile: nothing to release.
+                tracing::debug!(approval = request.approval_id, error = %e, "a covered request closed first");
+            }
+        }
+    }
+
+    /// Whether an app grant lets `app` on `device` be used as an allowed
+    /// app now ([`ApprovalDecision::AllowApp`]).
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub async fn app_allowed(&self, device: &str, app: &str) -> Result<bool, AgentError> {
+        let now = now_ms();
+        Ok(self
+            .inner
+            .store
+            .app_grants()
+            .await?
+            .iter()
+            .any(|g| g.active() && g.covers_app(Some(device), app, now)))
+    }
+
+    /// Record the answer to `approval_id` and wake whoever waits for it.
+    async fn record(
+        &self,
+        approval_id: &str,
+        approved: bool,
+        reason: Option<String>,
+        by: String,
+        extra: store::DecisionExtra,
+    ) -> Result<PendingApproval, AgentError> {
         let approval = self
             .inner
             .store
@@ -659,6 +730,76 @@ impl Agent {
         Ok(approval)
     }
 
+    /// The grant an "allow this app on this device for `minutes`" answer
+    /// to `approval_id` gives: only for a screen action the app in front
+    /// made riskier, of at most [`crate::grant::GRANT_CEILING`] there.
+    async fn app_grant_for(
+        &self,
+        approval_id: &str,
+        minutes: u32,
+        by: &str,
+    ) -> Result<Grant, AgentError> {
+        let max = crate::grant::MAX_APP_MINUTES;
+        if minutes == 0 || minutes > max {
+            return Err(AgentError::InvalidAnswer(format!(
+                "an app is allowed for 1 to {max} minutes; list it in [phone_services.ui] allowed_apps for longer"
+            )));
+        }
+        let request = self
+            .inner
+            .store
+            .pending_approvals()
+            .await?
+            .into_iter()
+            .find(|a| a.approval_id == approval_id);
+        let now = now_ms();
+        // Unknown or closed ids fall through to `decide`, which says which.
+        let Some(request) = request else {
+            return Ok(Grant {
+                grant_id: store::new_id("g"),
+                run_id: String::new(),
+                session_id: String::new(),
+                device: String::new(),
+                up_to: Risk::Low,
+                granted_by: by.to_owned(),
+                granted_at: now,
+                approval_id: approval_id.to_owned(),
+                revoked_at: None,
+                revoked_by: None,
+                ended_at: None,
+                app: None,
+                expires_at: None,
+            });
+        };
+        let (Some(device), Some(app)) = (request.device.clone(), request.app.clone()) else {
+            return Err(AgentError::InvalidAnswer(
+                "only a screen action asked about because of the app in front can allow that app; approve this one once or for the run"
+                    .into(),
+            ));
+        };
+        if request.risk > crate::grant::GRANT_CEILING {
+            return Err(AgentError::InvalidAnswer(format!(
+                "{app} is {} risk ([phone_services.ui]); its screen actions are asked about one by one",
+                request.risk.as_str()
+            )));
+        }
+        Ok(Grant {
+            grant_id: store::new_id("g"),
+            run_id: request.run_id,
+            session_id: request.session,
+            device,
+            up_to: request.risk,
+            granted_by: by.to_owned(),
+            granted_at: now,
+            approval_id: approval_id.to_owned(),
+            revoked_at: None,
+            revoked_by: None,
+            ended_at: None,
+            app: Some(app),
+            expires_at: Some(now.saturating_add(u64::from(minutes) * 60_000)),
+        })
+    }
+
     /// The grant an "approve for this run" answer to `approval_id` gives.
     async fn grant_for(
         &self,
@@ -692,6 +833,8 @@ impl Agent {
             revoked_at: None,
             revoked_by: None,
             ended_at: None,
+            app: None,
+            expires_at: None,
         };
         // Unknown or closed ids fall through to `decide`, which says which.
         let Some(request) = request else {
@@ -1052,7 +1195,11 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
                     approval_id,
                     expires_at,
                 } => inflight.push(await_approval(&inner, call_id, approval_id, expires_at)),
-                Action::Execute { call_id, planned } => {
+                Action::Execute {
+                    call_id,
+                    planned,
+                    cleared,
+                } => {
                     slots.ensure(&inner, &shutdown, &state).await?;
                     working += 1;
                     let fut = match planned {
@@ -1110,6 +1257,7 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
                             &mut device_locks,
                             call_id,
                             planned,
+                            cleared,
                         ),
                     };
                     inflight.push(fut);
@@ -1174,9 +1322,16 @@ async fn drive_loop(l: Loop) -> Result<RunOutcome, AgentError> {
             working = working.saturating_sub(1);
         }
         // The model's calls are planned on its reply: read the run's
-        // grants then (a revocation counts from the next reply on). A
-        // skill's run has its own id and so no grants.
-        let grants = if persisted && matches!(input, Input::ModelReplied { .. }) {
+        // grants then (a revocation counts from the next reply on), and
+        // where a call's clearance is decided again: an answer, and a
+        // screen action the app in front stopped. A skill's run has its
+        // own id and so no grants.
+        let decides = match &input {
+            Input::ModelReplied { .. } | Input::ApprovalAnswered { .. } => true,
+            Input::ToolFinished { result: Err(e), .. } => e.code == ErrorCode::ApprovalRequired,
+            _ => false,
+        };
+        let grants = if persisted && decides {
             inner.store.run_grants(state.run_id.clone()).await?
         } else {
             Vec::new()
@@ -1788,6 +1943,7 @@ fn execute(
     locks: &mut HashMap<String, Arc<tokio::sync::Mutex<()>>>,
     call_id: String,
     planned: Planned,
+    cleared: Risk,
 ) -> BoxFuture<'static, Input> {
     let skills = toolset.skills().cloned();
     let skill_tool =
@@ -1885,10 +2041,10 @@ fn execute(
         // was planned.
         let result = match crate::images::without_vision(&call.0, provider.vision()) {
             // A model without vision reads the screen's UI tree instead.
-            Some(tree) => call_device(&inner, device.as_deref(), &tree, false)
+            Some(tree) => call_device(&inner, device.as_deref(), &tree, false, cleared)
                 .await
                 .map(crate::images::noted_tree),
-            None => call_device(&inner, device.as_deref(), &call.0, mutates).await,
+            None => call_device(&inner, device.as_deref(), &call.0, mutates, cleared).await,
         };
         // A screenshot's image goes to the model, not into the conversation.
         let result = result.map(crate::images::detach);
@@ -1928,6 +2084,7 @@ async fn call_device(
     device: Option<&str>,
     command: &Command,
     mutates: bool,
+    cleared: Risk,
 ) -> Result<Value, WireError> {
     let cfg = &inner.config;
     let (service, action) = (command.service_id(), command.action_name());
@@ -1939,17 +2096,21 @@ async fn call_device(
     let mut attempt = 0u32;
     loop {
         attempt += 1;
-        let result =
-            match tokio::time::timeout(limit, inner.host.call(device, command.clone())).await {
-                Ok(r) => r,
-                Err(_) => Err(WireError::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "{service}.{action} did not finish within {} s",
-                        limit.as_secs_f64()
-                    ),
-                )),
-            };
+        let result = match tokio::time::timeout(
+            limit,
+            inner.host.call_cleared(device, command.clone(), cleared),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(WireError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "{service}.{action} did not finish within {} s",
+                    limit.as_secs_f64()
+                ),
+            )),
+        };
         match result {
             Err(e)
                 if e.retryable

@@ -354,6 +354,7 @@ impl AgentError {
             code,
             message: self.to_string(),
             retryable,
+            details: None,
         }
     }
 }

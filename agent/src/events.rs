@@ -109,8 +109,13 @@ pub struct PendingApproval {
     pub action: String,
     /// Validated parameters.
     pub params: Value,
-    /// The action's risk.
+    /// The action's risk (for a screen action asked about again, its risk
+    /// with [`PendingApproval::app`] in front).
     pub risk: Risk,
+    /// The app in front, for a screen action the app made riskier
+    /// (`[phone_services.ui]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
     /// When it was requested, unix milliseconds.
     pub requested_at: u64,
     /// When it counts as denied, unix milliseconds.

@@ -18,6 +18,13 @@
 //!   (`medium`: taps, typing, volume). A `high` action (Wi-Fi, power,
 //!   uninstall …) and a `critical` one (the shell) ask every time, whatever
 //!   was granted. Skills and the host's extra tools are never covered.
+//! * **An app grant** ("allow this app on this device for N minutes",
+//!   [`ApprovalDecision::AllowApp`]) is the other scope: it answers a
+//!   screen action that the app in front made riskier, and from then on
+//!   that app counts as allowed on that device — for every run and MCP
+//!   call — until it expires (at most [`MAX_APP_MINUTES`]) or is revoked.
+//!   Never for an app above [`GRANT_CEILING`] (the dialer, messaging,
+//!   settings, stores): those stay asked about one action at a time.
 //! * **Only what would be asked.** The deny list and the phone-services
 //!   policy still refuse first: a grant only answers the question a person
 //!   would otherwise have been asked.
@@ -29,6 +36,11 @@ use serde_json::{Map, Value};
 /// The highest risk a grant may cover: `high` and `critical` actions are
 /// always asked about one by one.
 pub const GRANT_CEILING: Risk = Risk::Medium;
+
+/// The longest an app may be allowed by one answer: a day. Longer trust
+/// belongs in the configuration (`[phone_services.ui] allowed_apps`),
+/// where it is reviewed.
+pub const MAX_APP_MINUTES: u32 = 24 * 60;
 
 /// A person's answer to an approval request.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +62,14 @@ pub enum ApprovalDecision {
         /// The edited parameters.
         params: Map<String, Value>,
     },
+    /// Run this call, and let the app in front of it (a screen action the
+    /// app made riskier) be used on this device as an allowed app for
+    /// `minutes`, by every run and caller: its screen actions are then of
+    /// their own risk. Never for a `high` app ([`GRANT_CEILING`]).
+    AllowApp {
+        /// How long, at most [`MAX_APP_MINUTES`].
+        minutes: u32,
+    },
     /// Do not run it; the reason reaches the model.
     Deny {
         /// Why not.
@@ -65,6 +85,7 @@ impl ApprovalDecision {
             Self::Approve => "approve",
             Self::ApproveForRun { .. } => "approve_for_run",
             Self::ApproveWithEdits { .. } => "approve_with_edits",
+            Self::AllowApp { .. } => "allow_app",
             Self::Deny { .. } => "deny",
         }
     }
@@ -98,16 +119,39 @@ pub struct Grant {
     /// When its run ended, unix ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<u64>,
+    /// For an app grant ([`ApprovalDecision::AllowApp`]): the app allowed
+    /// on [`Grant::device`]; `None` for a grant for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    /// When an app grant ends by itself, unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
 }
 
 impl Grant {
     /// Whether the grant answers, for a person, a device action on
     /// `device` of risk `risk` (still active; the caller checks that).
     pub fn covers(&self, device: Option<&str>, risk: Risk) -> bool {
-        device == Some(self.device.as_str()) && risk <= self.up_to && risk <= GRANT_CEILING
+        self.run_scoped()
+            && device == Some(self.device.as_str())
+            && risk <= self.up_to
+            && risk <= GRANT_CEILING
     }
 
-    /// Whether it still holds.
+    /// Whether it is a grant for the run (not an app grant).
+    pub fn run_scoped(&self) -> bool {
+        self.app.is_none()
+    }
+
+    /// Whether it is an app grant that lets `app` on `device` be used as
+    /// an allowed app at `now_ms` (still active; the caller checks that).
+    pub fn covers_app(&self, device: Option<&str>, app: &str, now_ms: u64) -> bool {
+        self.app.as_deref() == Some(app)
+            && device == Some(self.device.as_str())
+            && self.expires_at.is_some_and(|end| now_ms < end)
+    }
+
+    /// Whether it still holds (an app grant also until it expires).
     pub fn active(&self) -> bool {
         self.revoked_at.is_none() && self.ended_at.is_none()
     }

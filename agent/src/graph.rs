@@ -28,7 +28,7 @@ use crate::plan::{self, Decision, PlanState, Stage, StepStatus};
 use crate::policy::{ApprovalPolicy, Verdict};
 use crate::recover::Recovery;
 use crate::tools::{Planned, Toolset};
-use droidwarden_services::{ErrorCode, WireError};
+use droidwarden_services::{ErrorCode, Risk, WireError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -118,6 +118,11 @@ pub struct CallSlot {
     /// of the model's; the model is told with the result).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edited_params: Option<Value>,
+    /// The highest risk the call is cleared for: what the policy or a
+    /// grant lets run, or what a person approved (a screen action the app
+    /// in front makes riskier is asked about again, `[phone_services.ui]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleared: Option<Risk>,
 }
 
 /// How a run ended.
@@ -324,6 +329,9 @@ pub enum Action {
         call_id: String,
         /// What to run.
         planned: Planned,
+        /// The highest risk it is cleared for: the daemon stops a screen
+        /// action the app in front makes riskier (`approval_required`).
+        cleared: Risk,
     },
     /// Send an event.
     Emit(EventKind),
@@ -496,7 +504,7 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
                 approved,
                 by,
                 reason: reason.clone(),
-                grant,
+                grant: grant.clone(),
                 original_params: edits.as_ref().and(original),
                 edited_params,
             });
@@ -527,12 +535,26 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
             match outcome {
                 Ok(planned) => {
                     state.calls[i].status = CallStatus::Executing;
+                    // What the person was asked about (the app's risk for a
+                    // screen action asked about again), and what the run may
+                    // do anyway (a grant this answer made counts).
+                    let asked = state.calls[i].cleared.unwrap_or(Risk::Low);
+                    let cleared = asked.max(clearance(env, &planned)).max(
+                        grant
+                            .as_ref()
+                            .map_or(Risk::Low, |g| g.up_to.min(crate::grant::GRANT_CEILING)),
+                    );
+                    state.calls[i].cleared = Some(cleared);
                     vec![
                         answered,
                         Action::Checkpoint {
                             approvals: Vec::new(),
                         },
-                        Action::Execute { call_id, planned },
+                        Action::Execute {
+                            call_id,
+                            planned,
+                            cleared,
+                        },
                     ]
                 }
                 Err(error) => {
@@ -554,6 +576,11 @@ pub fn step(state: &mut RunState, env: &StepEnv<'_>, input: Input) -> Vec<Action
             else {
                 return Vec::new();
             };
+            if let Err(error) = &result
+                && let Some((app, risk)) = droidwarden_services::ui::required(error)
+            {
+                return again_for_app(state, env, i, app, risk, now_ms);
+            }
             // The model asked for other parameters than what ran: say so,
             // or it may try its own again.
             let result = match (&state.calls[i].edited_params, result) {
@@ -902,6 +929,7 @@ fn model_replied(
             planned: planned.as_ref().ok().cloned(),
             status: CallStatus::Executing,
             edited_params: None,
+            cleared: None,
         });
         let planned = match planned {
             Ok(p) => p,
@@ -939,10 +967,15 @@ fn model_replied(
             v => v,
         };
         match verdict {
-            Verdict::Allow => executes.push(Action::Execute {
-                call_id: call.id.clone(),
-                planned,
-            }),
+            Verdict::Allow => {
+                let cleared = clearance(env, &planned);
+                state.calls[index].cleared = Some(cleared);
+                executes.push(Action::Execute {
+                    call_id: call.id.clone(),
+                    planned,
+                    cleared,
+                });
+            }
             Verdict::Deny(reason) => {
                 events.push(complete_call(
                     state,
@@ -951,62 +984,9 @@ fn model_replied(
                 ));
             }
             Verdict::Ask => {
-                let (device, service, action, params, risk) = match planned {
-                    Planned::Device {
-                        device,
-                        call: command,
-                        risk,
-                        ..
-                    } => (
-                        device,
-                        command.0.service_id().to_owned(),
-                        command.0.action_name().to_owned(),
-                        command.0.params_json(),
-                        risk,
-                    ),
-                    Planned::InvokeSkill {
-                        skill, input, risk, ..
-                    } => (None, SKILL_SERVICE.to_owned(), skill, input, risk),
-                    Planned::Extra {
-                        tool,
-                        arguments,
-                        risk,
-                    } => (
-                        None,
-                        crate::tools::extra::EXTRA_SERVICE.to_owned(),
-                        tool,
-                        arguments,
-                        risk,
-                    ),
-                    _ => unreachable!("only device calls and skills need approval"),
-                };
-                state.approvals_issued += 1;
-                let approval_id = format!("{}-a{}", state.run_id, state.approvals_issued);
-                let expires_at = now_ms + state.limits.approval_timeout_ms;
-                state.calls[index].status = CallStatus::AwaitingApproval {
-                    approval_id: approval_id.clone(),
-                    expires_at,
-                };
-                let approval = PendingApproval {
-                    approval_id: approval_id.clone(),
-                    run_id: state.run_id.clone(),
-                    session: state.session_id.clone(),
-                    call_id: call.id.clone(),
-                    device,
-                    service,
-                    action,
-                    params,
-                    risk,
-                    requested_at: now_ms,
-                    expires_at,
-                };
-                approvals.push(approval.clone());
-                waits.push(Action::Emit(EventKind::ApprovalRequested { approval }));
-                waits.push(Action::AwaitApproval {
-                    call_id: call.id.clone(),
-                    approval_id,
-                    expires_at,
-                });
+                let (approval, asked) = ask(state, index, &planned, None, None, now_ms);
+                approvals.push(approval);
+                waits.extend(asked);
             }
         }
     }
@@ -1037,6 +1017,184 @@ fn model_replied(
     }
     out.extend(waits);
     out.extend(executes);
+    out
+}
+
+/// Ask a person about call `index` (`planned`): at `risk` (default: its
+/// own) with `app` in front, when the app raised it. The slot waits; the
+/// request is returned to be checkpointed, with the actions that announce
+/// and await it.
+fn ask(
+    state: &mut RunState,
+    index: usize,
+    planned: &Planned,
+    risk: Option<Risk>,
+    app: Option<String>,
+    now_ms: u64,
+) -> (PendingApproval, [Action; 2]) {
+    let (device, service, action, params, own) = match planned.clone() {
+        Planned::Device {
+            device,
+            call: command,
+            risk,
+            ..
+        } => (
+            device,
+            command.0.service_id().to_owned(),
+            command.0.action_name().to_owned(),
+            command.0.params_json(),
+            risk,
+        ),
+        Planned::InvokeSkill {
+            skill, input, risk, ..
+        } => (None, SKILL_SERVICE.to_owned(), skill, input, risk),
+        Planned::Extra {
+            tool,
+            arguments,
+            risk,
+        } => (
+            None,
+            crate::tools::extra::EXTRA_SERVICE.to_owned(),
+            tool,
+            arguments,
+            risk,
+        ),
+        // Local tools and delegation never need approval (the policy allows
+        // them); asked about anyway, they are shown as what they are.
+        other => (
+            None,
+            "local".to_owned(),
+            state.calls[index].call.name.clone(),
+            serde_json::to_value(&other).unwrap_or(Value::Null),
+            Risk::Low,
+        ),
+    };
+    let risk = risk.unwrap_or(own);
+    state.approvals_issued += 1;
+    let approval_id = format!("{}-a{}", state.run_id, state.approvals_issued);
+    let expires_at = now_ms + state.limits.approval_timeout_ms;
+    let call_id = state.calls[index].call.id.clone();
+    state.calls[index].status = CallStatus::AwaitingApproval {
+        approval_id: approval_id.clone(),
+        expires_at,
+    };
+    state.calls[index].cleared = Some(risk);
+    let approval = PendingApproval {
+        approval_id: approval_id.clone(),
+        run_id: state.run_id.clone(),
+        session: state.session_id.clone(),
+        call_id: call_id.clone(),
+        device,
+        service,
+        action,
+        params,
+        risk,
+        app,
+        requested_at: now_ms,
+        expires_at,
+    };
+    let actions = [
+        Action::Emit(EventKind::ApprovalRequested {
+            approval: approval.clone(),
+        }),
+        Action::AwaitApproval {
+            call_id,
+            approval_id,
+            expires_at,
+        },
+    ];
+    (approval, actions)
+}
+
+/// The highest risk the run may do `planned` at without asking anyone:
+/// its own (the policy allowed it), the policy's threshold, and the run's
+/// grants on its device.
+fn clearance(env: &StepEnv<'_>, planned: &Planned) -> Risk {
+    let own = match planned {
+        Planned::Device { risk, .. }
+        | Planned::InvokeSkill { risk, .. }
+        | Planned::Extra { risk, .. } => *risk,
+        _ => Risk::Low,
+    };
+    let listed = match planned {
+        Planned::Device { call, .. } => env
+            .policy
+            .allowed(call.0.service_id(), call.0.action_name()),
+        _ => false,
+    };
+    let threshold = if listed {
+        Risk::High
+    } else {
+        env.policy.auto_approve_up_to.min(Risk::High)
+    };
+    let granted = match planned {
+        Planned::Device { device, .. } => env
+            .grants
+            .iter()
+            .filter(|g| {
+                g.active() && g.run_scoped() && device.as_deref() == Some(g.device.as_str())
+            })
+            .map(|g| g.up_to.min(crate::grant::GRANT_CEILING))
+            .max()
+            .unwrap_or(Risk::Low),
+        _ => Risk::Low,
+    };
+    own.max(threshold).max(granted)
+}
+
+/// Call `i` was stopped before it ran: `app` in front makes it `risk`,
+/// above what it was cleared for. A grant that covers that now (given
+/// since, or an app allowed on the device) runs it again; otherwise a
+/// person is asked, told the app.
+fn again_for_app(
+    state: &mut RunState,
+    env: &StepEnv<'_>,
+    i: usize,
+    app: Option<String>,
+    risk: Risk,
+    now_ms: u64,
+) -> Vec<Action> {
+    let Some(planned) = state.calls[i].planned.clone() else {
+        let mut out = vec![complete_call(
+            state,
+            i,
+            Err(WireError::new(
+                ErrorCode::Internal,
+                "this call has no validated form to ask about",
+            )),
+        )];
+        out.extend(after_result(state, now_ms));
+        return out;
+    };
+    let ran_with = state.calls[i].cleared.unwrap_or(Risk::Low);
+    let device = match &planned {
+        Planned::Device { device, .. } => device.clone(),
+        _ => None,
+    };
+    let app_allowed = app.as_deref().is_some_and(|app| {
+        risk <= crate::grant::GRANT_CEILING
+            && env
+                .grants
+                .iter()
+                .any(|g| g.active() && g.covers_app(device.as_deref(), app, now_ms))
+    });
+    let mut now = clearance(env, &planned);
+    if app_allowed {
+        now = now.max(risk);
+    }
+    if risk <= now && now > ran_with {
+        state.calls[i].cleared = Some(now);
+        return vec![Action::Execute {
+            call_id: state.calls[i].call.id.clone(),
+            planned,
+            cleared: now,
+        }];
+    }
+    let (approval, asked) = ask(state, i, &planned, Some(risk), app, now_ms);
+    let mut out = vec![Action::Checkpoint {
+        approvals: vec![approval],
+    }];
+    out.extend(asked);
     out
 }
 
@@ -1342,6 +1500,7 @@ fn resume(state: &mut RunState, now_ms: u64) -> Vec<Action> {
                             again.push(Action::Execute {
                                 call_id: state.calls[i].call.id.clone(),
                                 planned: p,
+                                cleared: state.calls[i].cleared.unwrap_or(Risk::Low),
                             });
                         }
                         _ => {

@@ -56,6 +56,21 @@ pub trait ToolHost: Send + Sync + std::fmt::Debug {
     /// [`ToolHost::call_limit`] plus a second).
     fn call<'a>(&'a self, device: Option<&'a str>, command: Command) -> ToolFuture<'a>;
 
+    /// [`ToolHost::call`] for a call the agent cleared up to `cleared` (its
+    /// policy, a grant, or a person's approval): a host that knows the app
+    /// in front answers a screen action it makes riskier with
+    /// `approval_required` (`droidwarden_services::ui`) without running
+    /// it. The default knows no app and runs the call.
+    fn call_cleared<'a>(
+        &'a self,
+        device: Option<&'a str>,
+        command: Command,
+        cleared: droidwarden_services::Risk,
+    ) -> ToolFuture<'a> {
+        let _ = cleared;
+        self.call(device, command)
+    }
+
     /// Tools beyond the catalogue (the daemon's MCP servers), offered to
     /// the model as they are. Denied tools are not in this list.
     fn extra_tools(&self) -> Vec<crate::tools::extra::ExtraTool> {

@@ -21,10 +21,18 @@ fn fence(text: &str) -> String {
 
 /// The line that says how the approval of a call ended, if it asked for one.
 fn approval(out: &mut String, approvals: &[ApprovalOutcome], call_id: &str) {
-    let Some(a) = approvals.iter().find(|a| a.request.call_id == call_id) else {
-        return;
-    };
+    // A screen action may be asked about again when the app in front
+    // raised its risk: every request of the call, in order.
+    for a in approvals.iter().filter(|a| a.request.call_id == call_id) {
+        approval_line(out, a);
+    }
+}
+
+fn approval_line(out: &mut String, a: &ApprovalOutcome) {
     let mut line = format!("**Approval** `{}`: {}", a.request.approval_id, a.status);
+    if let Some(app) = &a.request.app {
+        let _ = write!(line, " ({} risk in {app})", a.request.risk.as_str());
+    }
     if let Some(by) = &a.decided_by {
         let _ = write!(line, " by {by}");
     }
@@ -42,13 +50,26 @@ fn approval(out: &mut String, approvals: &[ApprovalOutcome], call_id: &str) {
         );
     }
     if let Some(g) = &a.grant {
-        let _ = write!(
-            line,
-            " — for the rest of this run: grant `{}`, {} actions up to {}",
-            g.grant_id,
-            g.device,
-            g.up_to.as_str()
-        );
+        match (&g.app, g.expires_at) {
+            (Some(app), Some(until)) => {
+                let _ = write!(
+                    line,
+                    " — app {app} allowed on {} until {}: grant `{}`",
+                    g.device,
+                    rfc3339(until),
+                    g.grant_id
+                );
+            }
+            _ => {
+                let _ = write!(
+                    line,
+                    " — for the rest of this run: grant `{}`, {} actions up to {}",
+                    g.grant_id,
+                    g.device,
+                    g.up_to.as_str()
+                );
+            }
+        }
         if let (Some(at), Some(by)) = (g.revoked_at, &g.revoked_by) {
             let _ = write!(line, "; revoked by {by} · {}", rfc3339(at));
         }

@@ -53,6 +53,16 @@ impl Default for ApprovalPolicy {
 }
 
 impl ApprovalPolicy {
+    /// Whether `service.action` is on the allow list: it always runs, the
+    /// app in front of a screen action included (never past what the
+    /// phone-services policy refuses).
+    pub fn allowed(&self, service: &str, action: &str) -> bool {
+        !self.deny.contains(&format!("{service}.{action}"))
+            && !self.deny.contains(&format!("{service}.*"))
+            && (self.allow.contains(&format!("{service}.{action}"))
+                || self.allow.contains(&format!("{service}.*")))
+    }
+
     /// Decide for `service.action` of risk `risk`.
     pub fn decide(&self, service: &str, action: &str, risk: Risk) -> Verdict {
         let listed = |set: &BTreeSet<String>| {

@@ -213,8 +213,8 @@ fn insert_approval(
     conn.execute(
         &format!(
             "{verb} INTO approvals (id, run_id, session_id, call_id, device, service,
-                action, params, risk, requested_at, expires_at, status)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending')"
+                action, params, risk, requested_at, expires_at, status, app)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', ?12)"
         ),
         params![
             a.approval_id,
@@ -227,7 +227,8 @@ fn insert_approval(
             a.params.to_string(),
             a.risk.as_str(),
             i(a.requested_at),
-            i(a.expires_at)
+            i(a.expires_at),
+            a.app
         ],
     )
 }
@@ -469,7 +470,9 @@ impl Store {
             }
             // Grants end with their run.
             tx.execute(
-                "UPDATE grants SET ended_at = ?2 WHERE run_id = ?1 AND ended_at IS NULL",
+                // App grants are not the run's: they end when they expire.
+                "UPDATE grants SET ended_at = ?2 WHERE run_id = ?1 AND ended_at IS NULL
+                    AND app IS NULL",
                 params![run_id, now],
             )?;
             tx.commit()?;
@@ -575,8 +578,8 @@ impl Store {
             if let Some(g) = &extra.grant {
                 tx.execute(
                     "INSERT INTO grants (id, run_id, session_id, approval_id, device, up_to,
-                        granted_by, granted_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                        granted_by, granted_at, app, expires_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                     params![
                         g.grant_id,
                         g.run_id,
@@ -585,7 +588,9 @@ impl Store {
                         g.device,
                         g.up_to.as_str(),
                         g.granted_by,
-                        i(g.granted_at)
+                        i(g.granted_at),
+                        g.app,
+                        g.expires_at.map(i)
                     ],
                 )?;
             }
@@ -651,27 +656,47 @@ impl Store {
         .await
     }
 
-    /// The grants of run `run_id` that still hold.
+    /// The grants that hold for run `run_id`: its own, and the app grants
+    /// not yet expired (they hold for every run).
     pub(crate) async fn run_grants(&self, run_id: String) -> Result<Vec<Grant>, AgentError> {
+        let now = i(clock::now_ms());
         self.call(move |conn| {
             grants(
                 conn,
-                "WHERE run_id = ?1 AND revoked_at IS NULL AND ended_at IS NULL",
-                params![run_id],
+                "WHERE revoked_at IS NULL AND ended_at IS NULL
+                   AND ((app IS NULL AND run_id = ?1) OR (app IS NOT NULL AND expires_at > ?2))",
+                params![run_id, now],
             )
         })
         .await
     }
 
-    /// Every grant that still holds (its run not finished), oldest first.
+    /// The app grants not yet expired nor revoked.
+    pub(crate) async fn app_grants(&self) -> Result<Vec<Grant>, AgentError> {
+        let now = i(clock::now_ms());
+        self.call(move |conn| {
+            grants(
+                conn,
+                "WHERE revoked_at IS NULL AND app IS NOT NULL AND expires_at > ?1
+                 ORDER BY granted_at",
+                params![now],
+            )
+        })
+        .await
+    }
+
+    /// Every grant that still holds (its run not finished; an app grant
+    /// until it expires), oldest first.
     pub(crate) async fn active_grants(&self) -> Result<Vec<Grant>, AgentError> {
-        self.call(|conn| {
+        let now = i(clock::now_ms());
+        self.call(move |conn| {
             grants(
                 conn,
                 "WHERE revoked_at IS NULL AND ended_at IS NULL
-                   AND run_id IN (SELECT id FROM runs WHERE status = 'active')
+                   AND ((app IS NULL AND run_id IN (SELECT id FROM runs WHERE status = 'active'))
+                     OR (app IS NOT NULL AND expires_at > ?1))
                  ORDER BY granted_at",
-                [],
+                params![now],
             )
         })
         .await
@@ -683,10 +708,10 @@ impl Store {
             let grant = grants(conn, "WHERE id = ?1", params![id])?
                 .pop()
                 .ok_or_else(|| AgentError::UnknownGrant(id.clone()))?;
-            if !grant.active() {
+            let now = clock::now_ms();
+            if !grant.active() || grant.expires_at.is_some_and(|end| end <= now) {
                 return Err(AgentError::GrantClosed(id));
             }
-            let now = clock::now_ms();
             conn.execute(
                 "UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1",
                 params![id, i(now), by],
@@ -819,11 +844,30 @@ impl Store {
 
 /// `ALTER TABLE table ADD COLUMN column TEXT` unless it is there already.
 fn add_missing_column(conn: &Connection, table: &str, column: &str) -> Result<(), AgentError> {
+    add_missing_typed(conn, table, column, "TEXT")
+}
+
+/// [`add_missing_column`] for a column of unix milliseconds: compared as
+/// numbers, which a `TEXT` column's affinity would turn into strings.
+fn add_missing_integer_column(
+    conn: &Connection,
+    table: &str,
+    column: &str,
+) -> Result<(), AgentError> {
+    add_missing_typed(conn, table, column, "INTEGER")
+}
+
+fn add_missing_typed(
+    conn: &Connection,
+    table: &str,
+    column: &str,
+    kind: &str,
+) -> Result<(), AgentError> {
     let present = conn
         .prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
         .exists(params![table, column])?;
     if !present {
-        conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))?;
+        conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}"))?;
     }
     Ok(())
 }
@@ -859,6 +903,11 @@ fn open_connection(
     // Answers richer than yes/no (see `crate::grant`).
     add_missing_column(&conn, "approvals", "edited_params")?;
     add_missing_column(&conn, "approvals", "grant_id")?;
+    // Scoped trust for screen actions: the app in front of a request, and
+    // app grants (allowed on a device until they expire).
+    add_missing_column(&conn, "approvals", "app")?;
+    add_missing_column(&conn, "grants", "app")?;
+    add_missing_integer_column(&conn, "grants", "expires_at")?;
     Ok(conn)
 }
 
@@ -886,7 +935,7 @@ fn read_status(conn: &Connection, id: &str) -> Result<Option<ApprovalStatus>, Ag
 
 /// The columns [`approval_row`] reads, in its order.
 const APPROVAL_COLUMNS: &str = "id, run_id, session_id, call_id, device, service, action, \
-     params, risk, requested_at, expires_at";
+     params, risk, requested_at, expires_at, app";
 
 /// The approval request in a row that starts with [`APPROVAL_COLUMNS`].
 fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingApproval> {
@@ -905,6 +954,7 @@ fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingApproval> {
         )?,
         requested_at: u(r.get(9)?),
         expires_at: u(r.get(10)?),
+        app: r.get(11)?,
     })
 }
 
@@ -945,16 +995,16 @@ fn outcomes(
         Ok((
             ApprovalOutcome {
                 request: approval_row(r)?,
-                status: r.get(11)?,
-                reason: r.get(12)?,
-                decided_at: r.get::<_, Option<i64>>(13)?.map(u),
-                decided_by: r.get(14)?,
+                status: r.get(12)?,
+                reason: r.get(13)?,
+                decided_at: r.get::<_, Option<i64>>(14)?.map(u),
+                decided_by: r.get(15)?,
                 edited_params: r
-                    .get::<_, Option<String>>(15)?
+                    .get::<_, Option<String>>(16)?
                     .and_then(|t| serde_json::from_str(&t).ok()),
                 grant: None,
             },
-            r.get::<_, Option<String>>(16)?,
+            r.get::<_, Option<String>>(17)?,
         ))
     })?;
     for (outcome, grant_id) in &mut out {
@@ -980,7 +1030,7 @@ fn grants(
 ) -> Result<Vec<Grant>, AgentError> {
     let sql = format!(
         "SELECT id, run_id, session_id, approval_id, device, up_to, granted_by, granted_at,
-            revoked_at, revoked_by, ended_at FROM grants {filter}"
+            revoked_at, revoked_by, ended_at, app, expires_at FROM grants {filter}"
     );
     rows(conn, &sql, params, |r| {
         let up_to: String = r.get(5)?;
@@ -997,6 +1047,8 @@ fn grants(
             revoked_at: r.get::<_, Option<i64>>(8)?.map(u),
             revoked_by: r.get(9)?,
             ended_at: r.get::<_, Option<i64>>(10)?.map(u),
+            app: r.get(11)?,
+            expires_at: r.get::<_, Option<i64>>(12)?.map(u),
         })
     })
 }

@@ -196,6 +196,7 @@ impl BridgeError {
             code: self.code(),
             message: self.to_string(),
             retryable: self.retryable(),
+            details: None,
         }
     }
 }

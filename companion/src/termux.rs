@@ -377,6 +377,7 @@ fn checked(program: &str, out: Result<Output, ExecError>) -> Result<Output, Wire
             code: ErrorCode::DeviceError,
             message: e.to_string(),
             retryable: false,
+            details: None,
         },
     })?;
     if let Some(error) = termux_error(&out.stdout) {
@@ -411,6 +412,7 @@ fn termux_error(stdout: &str) -> Option<WireError> {
         code,
         message: format!("Termux:API: {}", clip(message)),
         retryable: false,
+        details: None,
     })
 }
 

@@ -21,9 +21,10 @@
 //! [`Hub::call`], which does both.
 
 use crate::delivery::{self, DeliveryStore};
+use crate::foreground::Foreground;
 use crate::sequencer::{Sequencer, Ticket};
 use droidwarden_bridge::{DeviceHandle, Registry};
-use droidwarden_services::{Catalogue, Command, DeviceName, ErrorCode, WireError, time};
+use droidwarden_services::{Catalogue, Command, DeviceName, ErrorCode, Risk, WireError, time};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -253,6 +254,9 @@ pub struct Hub {
     /// The last notifications read on each ADB phone, for their events
     /// ([`Hub::poll_notifications`]).
     notifications: Arc<Mutex<crate::notification_events::NotificationWatch>>,
+    /// The app in front of each device, read before screen actions
+    /// ([`crate::foreground`]).
+    foreground: Arc<Foreground>,
 }
 
 /// A call admitted in arrival order, waiting to [`run`](Admitted::run).
@@ -265,6 +269,8 @@ pub struct Admitted {
     ticket: Ticket,
     /// The command id it runs for ([`Admitted::for_id`]).
     id: Option<String>,
+    /// The highest risk the caller cleared it for ([`Admitted::cleared_up_to`]).
+    cleared: Option<Risk>,
 }
 
 /// What came of a call run for a command id ([`Admitted::run_reporting`]).
@@ -297,6 +303,7 @@ impl Hub {
             phone_policy: Arc::default(),
             refreshing: Arc::default(),
             notifications: Arc::default(),
+            foreground: Arc::default(),
         }
     }
 
@@ -354,6 +361,17 @@ impl Hub {
         self.admit_call(call)?.run().await
     }
 
+    /// [`Hub::call`] for a caller that decides approvals (the agent, the
+    /// MCP gate) and cleared the call up to `cleared`: a screen action the
+    /// app in front raises above that answers `approval_required`
+    /// ([`Admitted::cleared_up_to`]) and is not sent.
+    ///
+    /// # Errors
+    /// As [`Hub::call`], and `approval_required`.
+    pub async fn call_cleared(&self, call: Call, cleared: Risk) -> Result<Value, WireError> {
+        self.admit_call(call)?.cleared_up_to(cleared).run().await
+    }
+
     /// [`CallRequest::parse`] then [`Hub::admit_call`].
     ///
     /// # Errors
@@ -400,6 +418,7 @@ impl Hub {
             command: call.command,
             ticket,
             id: None,
+            cleared: None,
         })
     }
 
@@ -593,7 +612,12 @@ impl Hub {
             return;
         }
         match device.call(&command).await {
-            Ok(state) => self.announce_state(device.info().name, service, state),
+            Ok(state) => {
+                if matches!(command, Command::ScreenReader(_)) {
+                    self.foreground.note(&device.info().name, &state);
+                }
+                self.announce_state(device.info().name, service, state)
+            }
             Err(e) => {
                 tracing::debug!(device = %device.info().name, service, error = %e, "state poll failed")
             }
@@ -730,6 +754,9 @@ impl Hub {
     /// device's order after whatever was admitted meanwhile.
     fn after_success(&self, device: &DeviceHandle, command: &Command, result: &Value) {
         let service = command.service_id();
+        if command.is_state_read() && matches!(command, Command::ScreenReader(_)) {
+            self.foreground.note(&device.info().name, result);
+        }
         if command.is_state_read() {
             self.announce_state(device.info().name, service, result.clone());
         } else if command.mutates()
@@ -754,6 +781,16 @@ impl Admitted {
         self
     }
 
+    /// The caller decided this call's approval and cleared it up to
+    /// `risk`: a screen action whose app in front makes it riskier
+    /// (`[phone_services.ui]`) answers `approval_required` and is not
+    /// sent. Without this (MQTT, D-Bus and CLI calls, automations, which
+    /// have no approvals) only the UI rules that refuse apply.
+    pub fn cleared_up_to(mut self, risk: Risk) -> Self {
+        self.cleared = Some(risk);
+        self
+    }
+
     /// Wait for this call's turn on its device (bounded by the device's
     /// call timeout), then perform it, announcing its transitions.
     ///
@@ -774,6 +811,7 @@ impl Admitted {
             command,
             ticket,
             id,
+            cleared,
         } = self;
         if let Err(error) = wait_turn(&device, &ticket).await {
             return Ran {
@@ -781,7 +819,26 @@ impl Admitted {
                 reached: false,
             };
         }
+        // In the turn, so the app checked is the app the action meets.
+        if let Err(error) = hub
+            .foreground
+            .gate(&hub.phone_policy, &device, &command, cleared)
+            .await
+        {
+            tracing::info!(device = %device.info().name, service = command.service_id(), action = command.action_name(), code = %error.code, error = %error.message, "screen action stopped by the app in front");
+            return Ran {
+                result: Err(error),
+                reached: false,
+            };
+        }
+        let name = device.info().name;
+        if command.mutates() {
+            hub.foreground.forget(&name);
+        }
         let ran = hub.execute(&device, &command, id.as_deref()).await;
+        if command.mutates() {
+            hub.foreground.forget(&name);
+        }
         // The next call may start; the state refresh is a read of its own.
         drop(ticket);
         if let Ok(value) = &ran.result {
@@ -804,7 +861,12 @@ const MAX_WAITING: usize = 64;
 /// waits at least this long, so none reports a `timeout` of its own for a
 /// call that can still run.
 pub fn call_bound(device: &DeviceHandle) -> Duration {
-    device.timeout().saturating_mul(2)
+    // The turn, the reading of the app in front before a screen action
+    // (crate::foreground), the call.
+    device
+        .timeout()
+        .saturating_mul(2)
+        .saturating_add(crate::foreground::read_limit(device))
 }
 
 /// Wait for `ticket`'s turn, at most the device's call timeout. A call that

@@ -10,6 +10,9 @@
 //! - [`delivery`]: the durable store of command ids and calls in flight,
 //!   so a repeated id is answered, not run again, and a crash leaves no
 //!   stale `executing`.
+//! - `foreground`: the app in front of each device, read in the device's
+//!   turn before a screen action, and the gate it feeds (the UI rules of
+//!   `[phone_services.ui]`, `approval_required` above a caller's clearance).
 //! - [`poll`]: the periodic state reads behind the retained state topics.
 //!
 //! Architecture invariant: this crate knows no protocol. It never parses
@@ -19,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod delivery;
+mod foreground;
 pub mod hub;
 pub mod notification_events;
 pub mod poll;

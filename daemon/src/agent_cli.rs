@@ -414,10 +414,15 @@ fn print_list(
     }
 }
 
-/// An approval request's action as a line shows it: `service.action on device`.
+/// An approval request's action as a line shows it: `service.action on
+/// device`, and `in APP` when the app in front raised its risk.
 fn action_on(a: &Value) -> String {
+    let app = a["app"]
+        .as_str()
+        .map(|app| format!(" in {app}"))
+        .unwrap_or_default();
     format!(
-        "{}.{} on {}",
+        "{}.{} on {}{app}",
         a["service"].as_str().unwrap_or_default(),
         a["action"].as_str().unwrap_or_default(),
         a["device"].as_str().unwrap_or("default device"),
@@ -464,20 +469,26 @@ pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> 
     let grants = grants.as_array().cloned().unwrap_or_default();
     if !grants.is_empty() {
         outln!();
-        outln!("GRANTS FOR A RUN  (revoke: droidwarden approvals revoke GRANT)");
-        outln!("GRANT  DEVICE  UP TO  BY  (SESSION, RUN, SINCE)");
+        outln!("GRANTS  (revoke: droidwarden approvals revoke GRANT)");
+        outln!("GRANT  DEVICE  SCOPE  UP TO  BY  (SESSION, RUN, SINCE)");
+        let time = |t: &Value| {
+            t.as_u64()
+                .map_or_else(|| "-".to_owned(), droidwarden_agent::clock::rfc3339)
+        };
         for g in &grants {
+            let scope = match g["app"].as_str() {
+                Some(app) => format!("app {app} until {}", time(&g["expires_at"])),
+                None => "this run".to_owned(),
+            };
             outln!(
-                "{}  {}  {}  {}  (session {}, run {}, since {})",
+                "{}  {}  {scope}  {}  {}  (session {}, run {}, since {})",
                 g["grant_id"].as_str().unwrap_or_default(),
                 g["device"].as_str().unwrap_or_default(),
                 g["up_to"].as_str().unwrap_or_default(),
                 g["granted_by"].as_str().unwrap_or_default(),
                 g["session_id"].as_str().unwrap_or_default(),
                 g["run_id"].as_str().unwrap_or_default(),
-                g["granted_at"]
-                    .as_u64()
-                    .map_or_else(|| "-".to_owned(), droidwarden_agent::clock::rfc3339),
+                time(&g["granted_at"]),
             );
         }
     }
@@ -554,23 +565,37 @@ pub(crate) async fn answer(
     }
 }
 
-/// `droidwarden approve ID --for-run [--up-to RISK]` or `--edit KEY=VALUE…`:
-/// the edits are typed by the waiting action's schema, as `droidwarden
-/// call` types its parameters, and checked again by the daemon.
+/// How far an approval from the command line reaches.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Scope<'a> {
+    /// `--for-run [--up-to RISK]`.
+    Run(&'a str),
+    /// `--for-app MINUTES`.
+    App(u32),
+    /// `--edit KEY=VALUE…`.
+    Edits(&'a [String]),
+}
+
+/// `droidwarden approve ID --for-run [--up-to RISK]`, `--for-app MINUTES`
+/// or `--edit KEY=VALUE…`: the edits are typed by the waiting action's
+/// schema, as `droidwarden call` types its parameters, and checked again
+/// by the daemon.
 pub(crate) async fn answer_with(
     config: &Config,
     bus: Option<Bus>,
     approval_id: &str,
-    for_run_up_to: Option<&str>,
-    edits: &[String],
+    scope: Scope<'_>,
 ) -> ExitCode {
     let answered = async {
         let client = daemon(bus, config, false).await?;
-        let options = match for_run_up_to {
-            Some(up_to) => {
+        let options = match scope {
+            Scope::Run(up_to) => {
                 serde_json::json!({"decision": "approve", "scope": "run", "up_to": up_to})
             }
-            None => {
+            Scope::App(minutes) => {
+                serde_json::json!({"decision": "approve", "scope": "app", "minutes": minutes})
+            }
+            Scope::Edits(edits) => {
                 let waiting = client.list_approvals().await?;
                 let request = waiting
                     .iter()
@@ -604,11 +629,14 @@ pub(crate) async fn answer_with(
     };
     match answered.await {
         Ok(()) => {
-            match for_run_up_to {
-                Some(up_to) => outln!(
+            match scope {
+                Scope::Run(up_to) => outln!(
                     "approved {approval_id}, and the rest of its run may act on the same device up to {up_to} risk (droidwarden approvals lists the grant)"
                 ),
-                None => outln!("approved {approval_id} with edited parameters"),
+                Scope::App(minutes) => outln!(
+                    "approved {approval_id}, and its app is allowed on the same device for {minutes} min (droidwarden approvals lists the grant)"
+                ),
+                Scope::Edits(_) => outln!("approved {approval_id} with edited parameters"),
             }
             ExitCode::SUCCESS
         }

@@ -27,12 +27,16 @@ pub(crate) struct Approvals {
 /// approve and deny only.
 pub(crate) use droidwarden_agent::ApprovalDecision as Decision;
 
+/// How long `scope: "app"` allows an app when no `minutes` is given.
+pub(crate) const DEFAULT_APP_MINUTES: u64 = 30;
+
 /// The options every way in gives the same way (MQTT `cmd/approve`'s
 /// fields, D-Bus `AnswerApproval`'s JSON): `decision` (`approve` or
 /// `deny`), then for an approval either `scope: "run"` with an optional
-/// `up_to` (`low` or `medium`, default `medium`), or `params` (an object of
-/// edited parameters); `reason` for a denial. `scope: "once"` is the
-/// default.
+/// `up_to` (`low` or `medium`, default `medium`), or `scope: "app"` with
+/// `minutes` (allow the app in front of a screen action on its device for
+/// that long, default 30), or `params` (an object of edited parameters);
+/// `reason` for a denial. `scope: "once"` is the default.
 ///
 /// # Errors
 /// The message names the field that is wrong.
@@ -40,21 +44,37 @@ pub(crate) fn decision_of(
     decision: &str,
     scope: Option<&str>,
     up_to: Option<&str>,
+    minutes: Option<u64>,
     params: Option<serde_json::Map<String, serde_json::Value>>,
     reason: Option<String>,
 ) -> Result<Decision, String> {
-    let run = match scope {
-        None | Some("once") => false,
-        Some("run") => true,
+    let (run, app) = match scope {
+        None | Some("once") => (false, false),
+        Some("run") => (true, false),
+        Some("app") => (false, true),
         Some(other) => {
             return Err(format!(
-                "scope {:?} must be \"once\" or \"run\"",
+                "scope {:?} must be \"once\", \"run\" or \"app\"",
                 other.chars().take(40).collect::<String>()
             ));
         }
     };
     if up_to.is_some() && !run {
         return Err("up_to goes with scope \"run\"".into());
+    }
+    if minutes.is_some() && !app {
+        return Err("minutes goes with scope \"app\"".into());
+    }
+    if app {
+        if decision != "approve" || params.is_some() {
+            return Err("scope \"app\" goes with decision \"approve\" and no params".into());
+        }
+        let max = droidwarden_agent::grant::MAX_APP_MINUTES;
+        let minutes = minutes.unwrap_or(DEFAULT_APP_MINUTES);
+        return match u32::try_from(minutes) {
+            Ok(m) if (1..=max).contains(&m) => Ok(Decision::AllowApp { minutes: m }),
+            _ => Err(format!("minutes must be between 1 and {max}")),
+        };
     }
     match decision {
         "deny" => {
@@ -134,7 +154,9 @@ impl Approvals {
             let approve = match decision {
                 Decision::Approve => true,
                 Decision::Deny { .. } => false,
-                Decision::ApproveForRun { .. } | Decision::ApproveWithEdits { .. } => {
+                Decision::ApproveForRun { .. }
+                | Decision::ApproveWithEdits { .. }
+                | Decision::AllowApp { .. } => {
                     return Err(WireError::new(
                         ErrorCode::InvalidRequest,
                         "an automation's request is approved or denied, once: it has no run to grant and no parameters to edit",

@@ -117,6 +117,21 @@ impl ToolHost for HubTools {
             self.hub.call(call).await
         })
     }
+
+    fn call_cleared<'a>(
+        &'a self,
+        device: Option<&'a str>,
+        command: Command,
+        cleared: droidwarden_services::Risk,
+    ) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let call = Call {
+                device: device.map(str::to_owned),
+                command,
+            };
+            self.hub.call_cleared(call, cleared).await
+        })
+    }
 }
 
 /// What the agent side announces, in order, to MQTT and D-Bus.

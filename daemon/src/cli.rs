@@ -140,6 +140,14 @@ pub(crate) enum Command {
         /// risk cannot change.
         #[arg(long = "edit", value_name = "KEY=VALUE", conflicts_with = "for_run")]
         edits: Vec<String>,
+        /// Also allow the app in front of this screen action on its device
+        /// for MINUTES (1–1440): its screen actions are then of their own
+        /// risk, for every run and MCP call, until it expires or is
+        /// revoked. Only for a request that names an app of at most medium
+        /// risk.
+        #[arg(long, value_name = "MINUTES", conflicts_with_all = ["for_run", "edits"],
+              value_parser = clap::value_parser!(u32).range(1..=1440))]
+        for_app: Option<u32>,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
         #[arg(long, value_enum)]
         bus: Option<Bus>,
@@ -307,6 +315,7 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
             id,
             for_run: false,
             edits,
+            for_app: None,
             bus,
             ..
         } if edits.is_empty() => agent_cli::answer(&config, bus, &id, None).await,
@@ -315,10 +324,15 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
             for_run,
             up_to,
             edits,
+            for_app,
             bus,
         } => {
-            agent_cli::answer_with(&config, bus, &id, for_run.then_some(up_to.as_str()), &edits)
-                .await
+            let scope = match (for_run, for_app) {
+                (true, _) => agent_cli::Scope::Run(&up_to),
+                (false, Some(minutes)) => agent_cli::Scope::App(minutes),
+                (false, None) => agent_cli::Scope::Edits(&edits),
+            };
+            agent_cli::answer_with(&config, bus, &id, scope).await
         }
         Command::Deny { id, reason, bus } => {
             agent_cli::answer(&config, bus, &id, Some(reason.as_deref().unwrap_or(""))).await

@@ -41,7 +41,7 @@ pub use names::{CompanionId, DeviceName, NameError, PackageName, unique_suffix};
 pub use policy::{
     HostFiles, MAX_CONFIGURABLE_BYTES, PhonePolicy, PolicyConfigError, REFUSED_SCHEMES,
     RawPhoneServices, check_push_shape, normalize_number, percent_decode, plain_absolute_path,
-    refuse_dangerous_scheme, url_scheme,
+    refuse_dangerous_scheme, ui, url_scheme,
 };
 pub use schema::Record;
 pub use service::*;

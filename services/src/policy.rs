@@ -181,6 +181,7 @@ pub struct RawPhoneServices {
     max_apk_bytes: Option<u64>,
     telephony: Option<RawSwitch>,
     shell: Option<RawSwitch>,
+    ui: Option<ui::RawUiPolicy>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -265,6 +266,8 @@ pub struct PhonePolicy {
     pub allowed_numbers: BTreeSet<String>,
     /// Whether `shell` is on.
     pub shell: bool,
+    /// What the app in front makes of a screen action (`[phone_services.ui]`).
+    pub ui: ui::UiPolicy,
 }
 
 impl Default for PhonePolicy {
@@ -278,6 +281,7 @@ impl Default for PhonePolicy {
             telephony: false,
             allowed_numbers: BTreeSet::new(),
             shell: false,
+            ui: ui::UiPolicy::default(),
         }
     }
 }
@@ -366,6 +370,9 @@ impl TryFrom<RawPhoneServices> for PhonePolicy {
                 })?;
                 policy.allowed_numbers.insert(normal);
             }
+        }
+        if let Some(raw_ui) = raw.ui {
+            policy.ui = ui::UiPolicy::try_from(raw_ui)?;
         }
         Ok(policy)
     }
@@ -738,6 +745,8 @@ fn disabled(service: &str, how: &str) -> WireError {
         ),
     )
 }
+
+pub mod ui;
 
 #[cfg(test)]
 mod tests;

@@ -55,6 +55,11 @@ pub enum ErrorCode {
     /// would touch nothing. `screen_control.wake` turns it on, or
     /// `[adb] wake_for_ui` wakes it first.
     ScreenOff,
+    /// The action needs a person's approval at a higher risk than it was
+    /// cleared for: the app in front raises a screen action's risk
+    /// (`[phone_services.ui]`). Nothing ran; `details` says the app and
+    /// the risk. The agent and the MCP gate ask a person and try again.
+    ApprovalRequired,
 }
 
 impl ErrorCode {
@@ -80,6 +85,7 @@ impl ErrorCode {
             Self::Disabled => "disabled",
             Self::Locked => "locked",
             Self::ScreenOff => "screen_off",
+            Self::ApprovalRequired => "approval_required",
         }
     }
 
@@ -105,6 +111,12 @@ pub struct WireError {
     pub message: String,
     /// Whether retrying the same call later may succeed.
     pub retryable: bool,
+    /// Data a caller needs to act on the error, for the codes that have
+    /// some (`approval_required`: `{"app", "risk", "cleared"}`); absent
+    /// otherwise. Boxed: errors travel in `Result`s everywhere, and most
+    /// have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Box<serde_json::Value>>,
 }
 
 impl WireError {
@@ -114,6 +126,7 @@ impl WireError {
             code,
             message: message.into(),
             retryable: code.default_retryable(),
+            details: None,
         }
     }
 }

@@ -28,8 +28,11 @@ pub struct ExternalRequest {
     pub device: Option<String>,
     /// The validated command.
     pub command: Command,
-    /// Its risk.
+    /// Its risk (for a screen action asked about again, its risk with
+    /// `app` in front).
     pub risk: Risk,
+    /// The app in front, for a screen action the app made riskier.
+    pub app: Option<String>,
 }
 
 /// The prefix of an external request's `run_id`.
@@ -88,6 +91,7 @@ impl Agent {
             action: request.command.action_name().to_owned(),
             params: request.command.params_json(),
             risk: request.risk,
+            app: request.app.clone(),
             requested_at: now,
             expires_at: now.saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
         };

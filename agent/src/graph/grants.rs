@@ -3,6 +3,7 @@
 //! they stay free of the graph).
 
 use super::CallSlot;
+use crate::events::PendingApproval;
 use crate::grant::Grant;
 use crate::policy::{ApprovalPolicy, Verdict};
 use crate::tools::{Planned, Toolset};
@@ -18,6 +19,28 @@ pub(crate) fn covered(grants: &[Grant], planned: &Planned) -> Option<String> {
         .iter()
         .find(|g| g.active() && g.covers(device.as_deref(), *risk))
         .map(|g| g.grant_id.clone())
+}
+
+/// Whether `grant` answers the waiting `request` at `now_ms`: a grant for
+/// the run, a device action of its run on its device up to its ceiling
+/// (never a skill or another tool); an app grant, a screen action on its
+/// device with its app in front, up to the risk it was given at.
+pub(crate) fn answers(grant: &Grant, request: &PendingApproval, now_ms: u64) -> bool {
+    if !grant.active() {
+        return false;
+    }
+    let device = request.device.as_deref();
+    let device_action = request.service != super::SKILL_SERVICE
+        && request.service != crate::tools::extra::EXTRA_SERVICE;
+    match &request.app {
+        _ if grant.run_scoped() => {
+            device_action && request.run_id == grant.run_id && grant.covers(device, request.risk)
+        }
+        Some(app) => {
+            device_action && grant.covers_app(device, app, now_ms) && request.risk <= grant.up_to
+        }
+        None => false,
+    }
 }
 
 fn refused(message: impl Into<String>) -> WireError {

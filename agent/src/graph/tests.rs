@@ -602,6 +602,8 @@ fn a_grant_answers_for_its_device_up_to_its_ceiling_and_never_above_medium() {
         revoked_at: None,
         revoked_by: None,
         ended_at: None,
+        app: None,
+        expires_at: None,
     };
     let grants = [grant("kitchen", Risk::Medium)];
     let env = StepEnv {
@@ -609,10 +611,11 @@ fn a_grant_answers_for_its_device_up_to_its_ceiling_and_never_above_medium() {
         policy: &f.policy,
         grants: &grants,
     };
+    // A medium action (a tap is low by itself: the app in front raises it).
     let tap = |id: &str, device: &str| {
         call(
             id,
-            json!({"device": device, "service_id": "ui_control", "action": "tap", "parameters": {"x": 1, "y": 2}}),
+            json!({"device": device, "service_id": "audio_automation", "action": "mute", "parameters": {}}),
         )
     };
     let a = step(
@@ -658,4 +661,250 @@ fn a_grant_answers_for_its_device_up_to_its_ceiling_and_never_above_medium() {
         json!({"device": "kitchen", "service_id": "ui_control", "action": "power"}),
     );
     assert!(crate::graph::grants::covered(&[high], &f.toolset.plan(&power).unwrap()).is_none());
+}
+
+// ---------------------------------------------------------------------------
+// Screen actions and the app in front (`[phone_services.ui]`): the daemon
+// answers `approval_required` when the app raises a call above its
+// clearance; the graph asks a person (or a grant answers) and runs it again.
+
+fn tap(id: &str) -> ToolCall {
+    call(
+        id,
+        json!({"device": "kitchen", "service_id": "ui_control", "action": "tap", "parameters": {"x": 1, "y": 2}}),
+    )
+}
+
+fn grant(id: &str, up_to: Risk, app: Option<&str>) -> Grant {
+    Grant {
+        grant_id: id.into(),
+        run_id: "r1".into(),
+        session_id: "s1".into(),
+        device: "kitchen".into(),
+        up_to,
+        granted_by: "Alice".into(),
+        granted_at: 0,
+        approval_id: "r1-a1".into(),
+        revoked_at: None,
+        revoked_by: None,
+        ended_at: None,
+        app: app.map(str::to_owned),
+        expires_at: app.map(|_| 1_000),
+    }
+}
+
+/// The clearance each `execute` of `actions` carries, by call id.
+fn executed(actions: &[Action]) -> Vec<(&str, Risk)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Execute {
+                call_id, cleared, ..
+            } => Some((call_id.as_str(), *cleared)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn stopped_in(app: &str, risk: Risk) -> Input {
+    let command = droidwarden_services::Catalogue::get()
+        .parse("ui_control", "tap", &json!({"x": 1, "y": 2}))
+        .unwrap();
+    Input::ToolFinished {
+        call_id: "c1".into(),
+        result: Err(droidwarden_services::ui::approval_required(
+            &command,
+            Some(app),
+            risk,
+            Risk::Low,
+        )),
+        now_ms: 20,
+    }
+}
+
+#[test]
+fn a_screen_action_runs_at_the_policys_clearance_then_asks_with_the_app_in_front() {
+    let mut f = Fixture::new();
+    f.step(Input::Start { now_ms: 0 });
+    let a = f.step(reply_calls(vec![tap("c1")]));
+    // Low by itself: it runs, cleared up to the threshold (low).
+    assert_eq!(executed(&a), [("c1", Risk::Low)]);
+    // The daemon stopped it: the app in front makes it medium.
+    let a = f.step(stopped_in("com.example.mail", Risk::Medium));
+    assert_eq!(
+        kinds(&a),
+        ["checkpoint", "approval_requested", "await_approval"]
+    );
+    let Action::Checkpoint { approvals } = &a[0] else {
+        panic!("{a:?}")
+    };
+    assert_eq!(approvals[0].risk, Risk::Medium);
+    assert_eq!(approvals[0].app.as_deref(), Some("com.example.mail"));
+    assert_eq!(
+        (approvals[0].service.as_str(), approvals[0].action.as_str()),
+        ("ui_control", "tap")
+    );
+    // Approved once: it runs again, cleared up to what the person saw.
+    let a = f.step(Input::ApprovalAnswered {
+        call_id: "c1".into(),
+        approved: true,
+        reason: None,
+        by: Some("Alice".into()),
+        edits: None,
+        grant: None,
+        now_ms: 30,
+    });
+    assert_eq!(executed(&a), [("c1", Risk::Medium)]);
+    // The app changed again, to a high one: asked again, not looped.
+    let a = f.step(stopped_in("com.android.settings", Risk::High));
+    assert_eq!(
+        kinds(&a),
+        ["checkpoint", "approval_requested", "await_approval"]
+    );
+    // Denied: the model is told, nothing ran.
+    let a = f.step(Input::ApprovalAnswered {
+        call_id: "c1".into(),
+        approved: false,
+        reason: Some("not in settings".into()),
+        by: Some("Alice".into()),
+        edits: None,
+        grant: None,
+        now_ms: 40,
+    });
+    assert!(executed(&a).is_empty(), "{a:?}");
+    assert!(a.iter().any(|x| matches!(x, Action::CallModel)), "{a:?}");
+}
+
+#[test]
+fn a_grant_for_the_run_or_an_allowed_app_answers_without_asking() {
+    let check = |grants: &[Grant], app: &str, risk: Risk, want: Option<Risk>| {
+        let mut f = Fixture::new();
+        f.step(Input::Start { now_ms: 0 });
+        f.step(reply_calls(vec![tap("c1")]));
+        let env = StepEnv {
+            toolset: &f.toolset,
+            policy: &f.policy,
+            grants,
+        };
+        let a = step(&mut f.state, &env, stopped_in(app, risk));
+        match want {
+            Some(cleared) => assert_eq!(executed(&a), [("c1", cleared)], "{app} {risk:?}"),
+            None => assert_eq!(
+                kinds(&a),
+                ["checkpoint", "approval_requested", "await_approval"],
+                "{app} {risk:?}"
+            ),
+        }
+    };
+    let mail = "com.example.mail";
+    // A grant for the run up to medium covers a medium app, not a high one.
+    check(
+        &[grant("g1", Risk::Medium, None)],
+        mail,
+        Risk::Medium,
+        Some(Risk::Medium),
+    );
+    check(
+        &[grant("g1", Risk::Medium, None)],
+        "com.android.settings",
+        Risk::High,
+        None,
+    );
+    check(&[grant("g1", Risk::Low, None)], mail, Risk::Medium, None);
+    // An app grant covers its app (before it expires at 1000), no other.
+    check(
+        &[grant("g2", Risk::Medium, Some(mail))],
+        mail,
+        Risk::Medium,
+        Some(Risk::Medium),
+    );
+    check(
+        &[grant("g2", Risk::Medium, Some(mail))],
+        "com.example.other",
+        Risk::Medium,
+        None,
+    );
+    let mut expired = grant("g3", Risk::Medium, Some(mail));
+    expired.expires_at = Some(5);
+    check(&[expired], mail, Risk::Medium, None);
+    let mut revoked = grant("g4", Risk::Medium, Some(mail));
+    revoked.revoked_at = Some(1);
+    check(&[revoked], mail, Risk::Medium, None);
+    // An app grant is not a grant for the run: at plan time it covers
+    // nothing (a medium action still asks).
+    let mute = call(
+        "c9",
+        json!({"device": "kitchen", "service_id": "audio_automation", "action": "mute"}),
+    );
+    let f = Fixture::new();
+    let planned = f.toolset.plan(&mute).unwrap();
+    assert!(grants::covered(&[grant("g2", Risk::Medium, Some(mail))], &planned).is_none());
+    assert!(grants::covered(&[grant("g1", Risk::Medium, None)], &planned).is_some());
+}
+
+#[test]
+fn a_grant_answers_the_other_requests_it_covers() {
+    let request = |run: &str, device: &str, risk: Risk, app: Option<&str>| PendingApproval {
+        approval_id: "x".into(),
+        run_id: run.into(),
+        session: "s1".into(),
+        call_id: "c".into(),
+        device: Some(device.into()),
+        service: "ui_control".into(),
+        action: "tap".into(),
+        params: json!({}),
+        risk,
+        app: app.map(str::to_owned),
+        requested_at: 0,
+        expires_at: 10,
+    };
+    let run = grant("g1", Risk::Medium, None);
+    let mail = "com.example.mail";
+    let app = grant("g2", Risk::Medium, Some(mail));
+    let answers = |g: &Grant, r: &PendingApproval| grants::answers(g, r, 100);
+    assert!(answers(
+        &run,
+        &request("r1", "kitchen", Risk::Medium, Some(mail))
+    ));
+    assert!(answers(&run, &request("r1", "kitchen", Risk::Low, None)));
+    assert!(
+        !answers(&run, &request("r2", "kitchen", Risk::Medium, None)),
+        "another run"
+    );
+    assert!(
+        !answers(&run, &request("r1", "bedroom", Risk::Medium, None)),
+        "another device"
+    );
+    assert!(
+        !answers(&run, &request("r1", "kitchen", Risk::High, None)),
+        "high"
+    );
+    let mut skill = request("r1", "kitchen", Risk::Low, None);
+    skill.service = SKILL_SERVICE.into();
+    assert!(!answers(&run, &skill), "a skill");
+    // An app grant: any run or caller, its device and app, up to its risk.
+    assert!(answers(
+        &app,
+        &request("ext-9", "kitchen", Risk::Medium, Some(mail))
+    ));
+    assert!(!answers(
+        &app,
+        &request("r1", "kitchen", Risk::Medium, Some("com.x.y"))
+    ));
+    assert!(!answers(
+        &app,
+        &request("r1", "kitchen", Risk::Medium, None)
+    ));
+    assert!(!answers(
+        &app,
+        &request("r1", "kitchen", Risk::High, Some(mail))
+    ));
+    assert!(
+        !grants::answers(
+            &app,
+            &request("r1", "kitchen", Risk::Medium, Some(mail)),
+            1_000
+        ),
+        "expired"
+    );
 }

@@ -1,7 +1,7 @@
 //! [`FakeToolHost`]: devices and results without phones.
 
 use crate::host::{DeviceSummary, ToolFuture, ToolHost};
-use droidwarden_services::{Catalogue, Command, WireError};
+use droidwarden_services::{Catalogue, Command, PhonePolicy, Risk, WireError, ui};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -41,7 +41,15 @@ pub struct FakeToolHost {
     calls: Mutex<Vec<FakeCall>>,
     failures: Mutex<HashMap<(String, String), VecDeque<WireError>>>,
     counters: Mutex<Counters>,
+    /// The policy the daemon's hub applies to screen actions.
+    screen_policy: PhonePolicy,
+    /// The app in front of each device (default [`FAKE_APP`]).
+    apps: Mutex<HashMap<String, String>>,
 }
+
+/// The app in front of a fake device until [`FakeToolHost::set_app`]
+/// says otherwise: an app no policy lists (`medium` by default).
+pub const FAKE_APP: &str = "com.example.app";
 
 impl fmt::Debug for FakeToolHost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -83,7 +91,35 @@ impl FakeToolHost {
             calls: Mutex::new(Vec::new()),
             failures: Mutex::new(HashMap::new()),
             counters: Mutex::new(Counters::default()),
+            screen_policy: PhonePolicy::default(),
+            apps: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Apply `policy` to screen actions, as the daemon's hub does
+    /// ([`ToolHost::call_cleared`]): its UI rules with the app in front,
+    /// and `approval_required` above the call's clearance.
+    pub fn with_screen_policy(mut self, policy: PhonePolicy) -> Self {
+        self.screen_policy = policy;
+        self
+    }
+
+    /// Bring `app` to the front of `device`.
+    pub fn set_app(&self, device: &str, app: &str) {
+        self.apps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(device.to_owned(), app.to_owned());
+    }
+
+    /// The app in front of `device`.
+    pub fn app(&self, device: Option<&str>) -> String {
+        self.apps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(device.unwrap_or_default())
+            .cloned()
+            .unwrap_or_else(|| FAKE_APP.to_owned())
     }
 
     /// One device, `phone`, offering every service.
@@ -174,6 +210,29 @@ impl FakeToolHost {
 impl ToolHost for FakeToolHost {
     fn devices(&self) -> Vec<DeviceSummary> {
         self.devices.clone()
+    }
+
+    /// The hub's gate before a screen action, with the fake's app in
+    /// front: a call it stops is not run (nor logged).
+    fn call_cleared<'a>(
+        &'a self,
+        device: Option<&'a str>,
+        command: Command,
+        cleared: Risk,
+    ) -> ToolFuture<'a> {
+        if ui::is_screen_action(&command) {
+            let app = self.app(device);
+            let app = Some(app.as_str());
+            let policy = &self.screen_policy;
+            let risk = policy.ui.effective_risk(&command, app);
+            let stopped = policy.check_ui(&command, app).err().or_else(|| {
+                (risk > cleared).then(|| ui::approval_required(&command, app, risk, cleared))
+            });
+            if let Some(error) = stopped {
+                return Box::pin(async move { Err(error) });
+            }
+        }
+        self.call(device, command)
     }
 
     fn call_limit(&self, _device: Option<&str>) -> Option<Duration> {

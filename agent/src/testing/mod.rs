@@ -22,7 +22,7 @@ mod model;
 mod server;
 mod wire;
 
-pub use host::{FakeCall, FakeToolHost, full_device};
+pub use host::{FAKE_APP, FakeCall, FakeToolHost, full_device};
 pub use model::ScriptedModel;
 pub use server::{RecordedRequest, Responder, ScriptStep, ScriptedLlm};
 pub use wire::{

@@ -37,6 +37,7 @@ fn wifi_off() -> ExternalRequest {
             .parse("wifi_automation", "disable", &json!({}))
             .unwrap(),
         risk: Risk::High,
+        app: None,
     }
 }
 

@@ -369,3 +369,213 @@ async fn a_grant_or_edits_for_what_they_cannot_cover_are_refused() {
         ));
     }
 }
+
+// ---------------------------------------------------------------------------
+// Screen actions and the app in front (`[phone_services.ui]`), with the fake
+// host playing the daemon's hub: `com.example.app` (medium) is in front
+// unless a test brings another app.
+
+/// One model reply with several calls: one tool step.
+fn together(calls: Vec<ToolCall>) -> ScriptStep {
+    ScriptStep::Reply(ModelReply::with_calls(calls))
+}
+
+#[tokio::test]
+async fn a_grant_releases_the_other_waiting_calls_of_its_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = vec![
+        together(vec![
+            ui("t1", "kitchen", "tap", json!({"x": 1, "y": 1})),
+            ui("t2", "kitchen", "tap", json!({"x": 2, "y": 2})),
+            ui("t3", "kitchen", "type_text", json!({"text": "milk"})),
+            // Another phone: the grant is not for it.
+            ui("b1", "bedroom", "tap", json!({"x": 3, "y": 3})),
+        ]),
+        text_step("Done."),
+    ];
+    let (a, host, _server) = setup(dir.path(), script, Duration::ZERO).await;
+    let mut events = all_events(&a);
+    let run = a.ask(AskRequest::new("Tap and type")).await.unwrap();
+    let driving = tokio::spawn(run.drive(CancellationToken::new()));
+    let mut asked = Vec::new();
+    while asked.len() < 4 {
+        let (req, _) = next_approval(&mut events).await;
+        assert_eq!(
+            req.app.as_deref(),
+            Some(droidwarden_agent::testing::FAKE_APP)
+        );
+        assert_eq!(req.risk, Risk::Medium);
+        asked.push(req);
+    }
+    asked.sort_by(|x, y| x.call_id.cmp(&y.call_id));
+    let ids: Vec<&str> = asked.iter().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(ids, ["b1", "t1", "t2", "t3"]);
+    // One answer for the run on the kitchen phone: t2 and t3 go with it.
+    a.answer(&asked[1].approval_id, for_run(Risk::Medium), "Alice")
+        .await
+        .unwrap();
+    let pending = a.pending_approvals().await.unwrap();
+    let still: Vec<&str> = pending.iter().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(still, ["b1"], "only the other phone's call still waits");
+    a.deny(&asked[0].approval_id, "not the bedroom", "Alice")
+        .await
+        .unwrap();
+    let out = driving.await.unwrap().unwrap();
+    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
+    let ran: Vec<(Option<String>, String)> = host
+        .calls()
+        .into_iter()
+        .map(|c| (c.device, c.action))
+        .collect();
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert!(
+        ran.iter().all(|(d, _)| d.as_deref() == Some("kitchen")),
+        "{ran:?}"
+    );
+    let history = a.approval_history(10).await.unwrap();
+    let grant = a.session_markdown(&out.session_id).await.unwrap();
+    for call in ["t2", "t3"] {
+        let o = history
+            .iter()
+            .find(|o| o.request.call_id == call)
+            .expect("answered");
+        assert_eq!(o.status, "approved");
+        assert!(
+            o.decided_by
+                .as_deref()
+                .is_some_and(|b| b.starts_with("Alice (grant g")),
+            "{o:?}"
+        );
+    }
+    assert!(
+        grant.contains("(medium risk in com.example.app)"),
+        "{grant}"
+    );
+}
+
+#[tokio::test]
+async fn an_allowed_app_runs_without_asking_and_a_telephony_app_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let raw: droidwarden_services::RawPhoneServices =
+        serde_json::from_value(json!({"ui": {"allowed_apps": ["com.example.notes"]}})).unwrap();
+    let policy = droidwarden_services::PhonePolicy::try_from(raw).unwrap();
+    let host = Arc::new(FakeToolHost::two_phones().with_screen_policy(policy));
+    host.set_app("kitchen", "com.example.notes");
+    let drifted = host.clone();
+    let script = vec![
+        step(ui("t1", "kitchen", "tap", json!({"x": 1, "y": 1}))),
+        // The tap brought the dialer up.
+        ScriptStep::Compute(droidwarden_agent::testing::Responder::new(move |_| {
+            drifted.set_app("kitchen", "com.google.android.dialer");
+            ModelReply::with_calls(vec![ui("t2", "kitchen", "tap", json!({"x": 2, "y": 2}))])
+        })),
+        step(ui(
+            "t3",
+            "kitchen",
+            "type_text",
+            json!({"text": "+1 900 555 0100"}),
+        )),
+        text_step("Done."),
+    ];
+    let server = ScriptedLlm::start(script).await.unwrap();
+    let a = agent(dir.path(), config(), http_provider(&server), host.clone()).await;
+    let run = a.ask(AskRequest::new("Tap")).await.unwrap();
+    let out = run.drive(CancellationToken::new()).await.unwrap();
+    assert_eq!(out.stop_reason, StopReason::FinalAnswer);
+    assert_eq!(host.calls().len(), 1, "only t1 ran");
+    assert!(!out.steps[0].is_error, "{:?}", out.steps[0]);
+    assert_eq!(out.steps.len(), 3);
+    for s in &out.steps[1..] {
+        assert!(s.is_error, "{s:?}");
+        assert_eq!(s.result["error"]["code"], "disabled", "{s:?}");
+    }
+    // Nobody was asked: in the allowed app it was free, in the dialer refused.
+    assert!(a.approval_history(10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_app_grant_covers_its_app_on_its_device_for_every_run_until_revoked() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = vec![
+        step(ui("t1", "kitchen", "tap", json!({"x": 1, "y": 1}))),
+        text_step("First."),
+        step(ui("t2", "kitchen", "tap", json!({"x": 2, "y": 2}))),
+        text_step("Second."),
+        step(ui("t3", "kitchen", "tap", json!({"x": 3, "y": 3}))),
+        text_step("Third."),
+        step(ui("t4", "kitchen", "tap", json!({"x": 4, "y": 4}))),
+        text_step("Fourth."),
+    ];
+    let (a, host, _server) = setup(dir.path(), script, Duration::ZERO).await;
+    let mut events = all_events(&a);
+    let allow = |minutes| ApprovalDecision::AllowApp { minutes };
+    let run = a.ask(AskRequest::new("Tap")).await.unwrap();
+    let driving = tokio::spawn(run.drive(CancellationToken::new()));
+    let (req, _) = next_approval(&mut events).await;
+    for bad in [0, droidwarden_agent::grant::MAX_APP_MINUTES + 1] {
+        assert!(matches!(
+            a.answer(&req.approval_id, allow(bad), "Alice").await,
+            Err(AgentError::InvalidAnswer(_))
+        ));
+    }
+    a.answer(&req.approval_id, allow(10), "Alice")
+        .await
+        .unwrap();
+    driving.await.unwrap().unwrap();
+    let grants = a.grants().await.unwrap();
+    assert_eq!(grants.len(), 1, "{grants:?}");
+    let g = &grants[0];
+    assert_eq!(
+        (g.app.as_deref(), g.device.as_str(), g.up_to),
+        (
+            Some(droidwarden_agent::testing::FAKE_APP),
+            "kitchen",
+            Risk::Medium
+        )
+    );
+    assert_eq!(g.expires_at, Some(g.granted_at + 600_000));
+    assert!(
+        a.app_allowed("kitchen", droidwarden_agent::testing::FAKE_APP)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !a.app_allowed("bedroom", droidwarden_agent::testing::FAKE_APP)
+            .await
+            .unwrap()
+    );
+    // The next run: allowed, nobody asked; the grant outlives the run.
+    let run = a.ask(AskRequest::new("Tap again")).await.unwrap();
+    let out = run.drive(CancellationToken::new()).await.unwrap();
+    assert_eq!(out.text, "Second.");
+    assert_eq!(host.count("ui_control", "tap"), 2);
+    assert_eq!(a.grants().await.unwrap().len(), 1);
+    // Revoked: asked again.
+    a.revoke_grant(&g.grant_id, "Bob").await.unwrap();
+    assert!(
+        !a.app_allowed("kitchen", droidwarden_agent::testing::FAKE_APP)
+            .await
+            .unwrap()
+    );
+    let run = a.ask(AskRequest::new("Tap a third time")).await.unwrap();
+    let driving = tokio::spawn(run.drive(CancellationToken::new()));
+    let (again, _) = next_approval(&mut events).await;
+    assert_eq!(again.call_id, "t3");
+    a.deny(&again.approval_id, "no", "Bob").await.unwrap();
+    driving.await.unwrap().unwrap();
+    assert_eq!(host.count("ui_control", "tap"), 2);
+    // A high app is never allowed by a grant: its actions stay one by one.
+    host.set_app("kitchen", "com.android.settings");
+    let run = a.ask(AskRequest::new("Tap in settings")).await.unwrap();
+    let driving = tokio::spawn(run.drive(CancellationToken::new()));
+    let (high, _) = next_approval(&mut events).await;
+    assert_eq!((high.call_id.as_str(), high.risk), ("t4", Risk::High));
+    assert_eq!(high.app.as_deref(), Some("com.android.settings"));
+    assert!(matches!(
+        a.answer(&high.approval_id, allow(10), "Bob").await,
+        Err(AgentError::InvalidAnswer(_))
+    ));
+    a.approve(&high.approval_id, "Bob").await.unwrap();
+    driving.await.unwrap().unwrap();
+    assert_eq!(host.count("ui_control", "tap"), 3);
+}

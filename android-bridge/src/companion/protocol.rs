@@ -267,6 +267,7 @@ fn phone_error(error: &Map<String, Value>) -> Reply {
         code,
         message,
         retryable,
+        details: None,
     })
 }
 
@@ -486,6 +487,7 @@ mod tests {
                     code: ErrorCode::PermissionDenied,
                     message: "no".into(),
                     retryable: false,
+                    details: None,
                 }),
             )),
         );
@@ -502,6 +504,7 @@ mod tests {
                     code: ErrorCode::UnsupportedAction,
                     message: "old app".into(),
                     retryable: false,
+                    details: None,
                 }),
             )),
         );
@@ -513,6 +516,7 @@ mod tests {
                     code: ErrorCode::DeviceError,
                     message: "battery_on_fire: hot".into(),
                     retryable: false,
+                    details: None,
                 }),
             )),
         );

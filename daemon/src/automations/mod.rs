@@ -594,7 +594,10 @@ impl Driver {
                 let spec = call.command.spec();
                 let (service, action) = (call.command.service_id(), spec.name);
                 match policy.decide(service, action, spec.risk) {
-                    Verdict::Allow => self.call(finish, call),
+                    Verdict::Allow => {
+                        let cleared = automation.auto_approve_up_to.max(spec.risk);
+                        self.call(finish, call, cleared);
+                    }
                     Verdict::Deny(why) => {
                         let _ = done.try_send(finish(Status::Denied, json!({"denied": why})));
                     }
@@ -613,6 +616,7 @@ impl Driver {
                             action: action.to_owned(),
                             params: call.command.params_json(),
                             risk: spec.risk,
+                            app: None,
                             requested_at: now_ms,
                             expires_at: now_ms.saturating_add(timeout_ms),
                         });
@@ -713,10 +717,18 @@ impl Driver {
     }
 
     /// Perform a call through the hub and report its end.
-    fn call(&self, finish: impl FnOnce(Status, Value) -> Done + Send + 'static, call: Call) {
+    /// Run `call`, cleared up to `cleared` (what the automation's
+    /// threshold or a person's approval covers): a screen action the app
+    /// in front makes riskier ends the run with `approval_required`.
+    fn call(
+        &self,
+        finish: impl FnOnce(Status, Value) -> Done + Send + 'static,
+        call: Call,
+        cleared: droidwarden_services::Risk,
+    ) {
         let (hub, done) = (self.hub.clone(), self.done.clone());
         self.tracker.spawn(async move {
-            let d = match hub.call(call).await {
+            let d = match hub.call_cleared(call, cleared).await {
                 Ok(result) => finish(Status::Success, json!({"result": result})),
                 Err(e) => finish(Status::Error, json!({"error": e})),
             };
@@ -846,7 +858,11 @@ impl Driver {
                     .map_err(|_| not_found(&name))?;
                 self.perform(out, false).await;
                 if approve {
-                    self.call(Done::finisher(name, run), waiting.call);
+                    self.call(
+                        Done::finisher(name, run),
+                        waiting.call,
+                        waiting.request.risk,
+                    );
                 }
                 Ok(json!({"run": run, "approved": approve, "by": by}))
             }

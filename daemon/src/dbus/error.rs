@@ -38,6 +38,7 @@ pub(crate) fn error_name(code: ErrorCode) -> &'static str {
         ErrorCode::Disabled => "org.droidwarden.Error.Disabled",
         ErrorCode::Locked => "org.droidwarden.Error.Locked",
         ErrorCode::ScreenOff => "org.droidwarden.Error.ScreenOff",
+        ErrorCode::ApprovalRequired => "org.droidwarden.Error.ApprovalRequired",
     }
 }
 
@@ -166,6 +167,7 @@ mod tests {
             "disabled",
             "locked",
             "screen_off",
+            "approval_required",
         ];
         names
             .iter()

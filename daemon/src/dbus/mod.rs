@@ -892,7 +892,9 @@ impl Daemon1 {
     /// Answer a pending request with options, as a JSON object: `decision`
     /// (`approve` or `deny`), then `scope` (`once`, the default, or `run`:
     /// a grant for the rest of the run, same device, actions up to
-    /// `up_to`, `low` or `medium`, default `medium`), or `params` (edited
+    /// `up_to`, `low` or `medium`, default `medium`; or `app`: the app in
+    /// front of a screen action allowed on its device for `minutes`,
+    /// default 30), or `params` (edited
     /// parameters, approved once), or `reason` for a denial
     /// (docs/agent.md, "Answers beyond yes or no"). The caller's uid is
     /// recorded as who answered. Approve and Deny remain for yes and no.
@@ -1073,6 +1075,14 @@ fn answer_options(options_json: &str) -> Result<Decision, DbusError> {
     let scope = text("scope")?;
     let up_to = text("up_to")?;
     let reason = text("reason")?;
+    let minutes = match o.remove("minutes") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(
+            n.as_u64()
+                .ok_or_else(|| invalid("minutes must be a whole number of minutes".into()))?,
+        ),
+        Some(_) => return Err(invalid("minutes must be a number".into())),
+    };
     let params = match o.remove("params") {
         None | Some(Value::Null) => None,
         Some(Value::Object(m)) => Some(m),
@@ -1080,7 +1090,7 @@ fn answer_options(options_json: &str) -> Result<Decision, DbusError> {
     };
     if let Some(key) = o.keys().next() {
         return Err(invalid(format!(
-            "unknown option {:?}; options: decision, scope, up_to, params, reason",
+            "unknown option {:?}; options: decision, scope, up_to, minutes, params, reason",
             key.chars().take(40).collect::<String>()
         )));
     }
@@ -1088,6 +1098,7 @@ fn answer_options(options_json: &str) -> Result<Decision, DbusError> {
         &decision,
         scope.as_deref(),
         up_to.as_deref(),
+        minutes,
         params,
         reason,
     )

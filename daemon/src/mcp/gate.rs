@@ -11,8 +11,8 @@
 use crate::assistant::Assistant;
 use crate::hub::{Call, Hub};
 use droidwarden_agent::policy::Verdict;
-use droidwarden_agent::{ApprovalPolicy, ExternalAnswer, ExternalRequest};
-use droidwarden_services::{ErrorCode, WireError};
+use droidwarden_agent::{ApprovalPolicy, ExternalAnswer, ExternalRequest, GRANT_CEILING};
+use droidwarden_services::{ErrorCode, Risk, WireError, ui};
 use serde_json::Value;
 
 /// Who MCP approvals are listed as (their `session`).
@@ -51,9 +51,12 @@ pub(crate) async fn call_checked_with(
     let policy = assistant.map_or_else(ApprovalPolicy::default, |a| {
         (*a.agent().approval_policy()).clone()
     });
-    match policy.decide(service, action, spec.risk) {
-        Verdict::Allow => hub.call(call).await,
-        Verdict::Deny(reason) => Err(WireError::new(ErrorCode::Denied, reason)),
+    let mut on_open = Some(on_open);
+    let cleared = match policy.decide(service, action, spec.risk) {
+        // An allow-listed action always runs, whatever app is in front.
+        Verdict::Allow if policy.allowed(service, action) => Risk::High,
+        Verdict::Allow => policy.auto_approve_up_to.min(Risk::High).max(spec.risk),
+        Verdict::Deny(reason) => return Err(WireError::new(ErrorCode::Denied, reason)),
         Verdict::Ask => {
             let Some(assistant) = assistant else {
                 return Err(WireError::new(
@@ -64,28 +67,86 @@ pub(crate) async fn call_checked_with(
                     ),
                 ));
             };
-            let request = ExternalRequest {
-                caller: CALLER.to_owned(),
-                device: call.device.clone(),
-                command: call.command.clone(),
-                risk: spec.risk,
-            };
-            let answer = assistant
-                .agent()
-                .request_external_approval(request, |a| {
-                    tracing::info!(
-                        approval = a.approval_id,
-                        service = a.service,
-                        action = a.action,
-                        "an MCP call waits for approval"
-                    );
-                    on_open(&a.approval_id);
-                })
-                .await?;
-            match answer {
-                ExternalAnswer::Approved => hub.call(call).await,
-                ExternalAnswer::Denied(reason) => Err(WireError::new(ErrorCode::Denied, reason)),
-            }
+            ask(assistant, &call, spec.risk, None, on_open.take()).await?;
+            spec.risk
         }
+    };
+    run_cleared(hub, assistant, call, cleared, on_open).await
+}
+
+/// Run `call` cleared up to `cleared`; a screen action the app in front
+/// makes riskier (`approval_required`) runs again once an app grant covers
+/// it or a person approves it at that risk. Each round raises the
+/// clearance, so there are at most as many as risk levels.
+async fn run_cleared(
+    hub: &Hub,
+    assistant: Option<&Assistant>,
+    call: Call,
+    mut cleared: Risk,
+    mut on_open: Option<impl FnOnce(&str)>,
+) -> Result<Value, WireError> {
+    loop {
+        let error = match hub.call_cleared(call.clone(), cleared).await {
+            Err(error) => error,
+            done => return done,
+        };
+        let Some((app, risk)) = ui::required(&error).filter(|(_, r)| *r > cleared) else {
+            return Err(error);
+        };
+        let Some(assistant) = assistant else {
+            return Err(error);
+        };
+        let device = hub.device_name(call.device.as_deref());
+        let allowed = match (&device, &app) {
+            (Some(device), Some(app)) if risk <= GRANT_CEILING => assistant
+                .agent()
+                .app_allowed(device.as_str(), app)
+                .await
+                .map_err(|e| e.to_wire())?,
+            _ => false,
+        };
+        if !allowed {
+            ask(assistant, &call, risk, app, on_open.take()).await?;
+        }
+        cleared = risk;
+    }
+}
+
+/// Ask a person about `call` at `risk` (with `app` in front, when the app
+/// raised it) and wait.
+///
+/// # Errors
+/// `denied` when a person denies it or the request expires.
+async fn ask(
+    assistant: &Assistant,
+    call: &Call,
+    risk: Risk,
+    app: Option<String>,
+    on_open: Option<impl FnOnce(&str)>,
+) -> Result<(), WireError> {
+    let request = ExternalRequest {
+        caller: CALLER.to_owned(),
+        device: call.device.clone(),
+        command: call.command.clone(),
+        risk,
+        app,
+    };
+    let answer = assistant
+        .agent()
+        .request_external_approval(request, |a| {
+            tracing::info!(
+                approval = a.approval_id,
+                service = a.service,
+                action = a.action,
+                "an MCP call waits for approval"
+            );
+            if let Some(on_open) = on_open {
+                on_open(&a.approval_id);
+            }
+        })
+        .await?;
+    match answer {
+        ExternalAnswer::Approved => Ok(()),
+        ExternalAnswer::Denied(reason) => Err(WireError::new(ErrorCode::Denied, reason)),
     }
 }

@@ -328,6 +328,14 @@ fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Requ
         let reason = text_field(&mut obj, "reason", false)?;
         let scope = text_field(&mut obj, "scope", false)?;
         let up_to = text_field(&mut obj, "up_to", false)?;
+        let minutes = match obj.remove("minutes") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => Some(
+                n.as_u64()
+                    .ok_or("minutes must be a whole number of minutes")?,
+            ),
+            Some(_) => return Err("minutes must be a number".into()),
+        };
         let params = match obj.remove("params") {
             None | Some(Value::Null) => None,
             Some(Value::Object(m)) => Some(m),
@@ -336,12 +344,13 @@ fn parse_approve(id: Option<String>, mut obj: Map<String, Value>) -> Result<Requ
         no_more_fields(
             &obj,
             "approve",
-            "id, approval_id, decision, reason, scope, up_to, params, by",
+            "id, approval_id, decision, reason, scope, up_to, minutes, params, by",
         )?;
         let decision = crate::approvals::decision_of(
             &decision,
             scope.as_deref(),
             up_to.as_deref(),
+            minutes,
             params,
             reason,
         )?;
@@ -578,6 +587,8 @@ mod tests {
             r#"{"approval_id":"r-1-a1","decision":"approve","scope":"run","up_to":"low"}"#,
             r#"{"approval_id":"r-1-a1","decision":"approve","scope":"once"}"#,
             r#"{"approval_id":"r-1-a1","decision":"approve","params":{"text":"hi"}}"#,
+            r#"{"approval_id":"r-1-a1","decision":"approve","scope":"app"}"#,
+            r#"{"approval_id":"r-1-a1","decision":"approve","scope":"app","minutes":1440}"#,
             r#"{"decision":"revoke","grant_id":"g1","by":"Alice"}"#,
         ] {
             check(Approve, ok, Ok(()));
@@ -593,7 +604,31 @@ mod tests {
             ),
             (
                 r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"forever"}"#,
-                "must be \"once\" or \"run\"",
+                "must be \"once\", \"run\" or \"app\"",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"app","minutes":0}"#,
+                "minutes must be between 1 and 1440",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"app","minutes":1441}"#,
+                "minutes must be between 1 and 1440",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"app","minutes":-1}"#,
+                "whole number",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"app","minutes":"5"}"#,
+                "minutes must be a number",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","minutes":5}"#,
+                "minutes goes with scope \"app\"",
+            ),
+            (
+                r#"{"id":"g","approval_id":"r-1-a1","decision":"deny","scope":"app"}"#,
+                "goes with decision \"approve\"",
             ),
             (
                 r#"{"id":"g","approval_id":"r-1-a1","decision":"approve","scope":"run","params":{}}"#,

@@ -45,8 +45,12 @@ pub const UI_TREE_MAX_NODES: u32 = 200;
 
 actions!(
     /// `screen` actions.
+    ///
+    /// The screen's actions are `low` by themselves: the app in front
+    /// raises them (`[phone_services.ui]`, `policy::ui`), checked by the
+    /// hub in the device's turn for every caller.
     ScreenReaderAction {
-        Screenshot = "screenshot" (Medium, reads)
+        Screenshot = "screenshot" (Low, reads)
             "Capture the screen as an image scaled so its longest side is max_side pixels (default 1024, JPEG). The result gives the original size and the scale factor: a point (x, y) in the image is (x / scale, y / scale) on the screen, which is what ui_control.tap takes. Everything on screen is captured, private content included."
         {
             /// Longest side of the returned image in pixels (default 1024).
@@ -62,7 +66,7 @@ actions!(
             format: Some(ImageFormat::Jpeg),
             quality: None,
         }),
-        UiTree = "ui_tree" (Medium, reads)
+        UiTree = "ui_tree" (Low, reads)
             "List the elements on screen, numbered: index, class, text or content description, resource id, bounds [left, top, right, bottom] in screen pixels, centre, and whether each is clickable, checked, enabled, focused or scrollable. Pass an index to ui_control.tap as element. Cheaper than a screenshot and exact for text."
         {
             /// Only elements that show something or can be used (default true); false lists every

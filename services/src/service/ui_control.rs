@@ -191,8 +191,12 @@ pub const TYPE_TEXT_MAX: usize = 2000;
 
 actions!(
     /// `ui_control` actions.
+    ///
+    /// The screen's actions are `low` by themselves: the app in front
+    /// raises them (`[phone_services.ui]`, `policy::ui`), checked by the
+    /// hub in the device's turn for every caller.
     UiControlAction {
-        Tap = "tap" (Medium, changes)
+        Tap = "tap" (Low, changes)
             "Tap the screen at (x, y) in screen pixels, or the centre of an element by its index in the latest screen.ui_tree (call ui_tree again after the screen changes; an index from an older tree is refused)."
         {
             /// Screen x (with y).
@@ -204,7 +208,7 @@ actions!(
         }
         -> Touched
         example(Self::Tap { x: Some(540), y: Some(1200), element: None }),
-        LongPress = "long_press" (Medium, changes)
+        LongPress = "long_press" (Low, changes)
             "Touch and hold at (x, y) or on an element of the latest screen.ui_tree."
         {
             /// Screen x (with y).
@@ -218,7 +222,7 @@ actions!(
         }
         -> Touched
         example(Self::LongPress { x: Some(540), y: Some(1200), element: None, duration_ms: None }),
-        Swipe = "swipe" (Medium, changes) "Drag a finger from one screen point to another." {
+        Swipe = "swipe" (Low, changes) "Drag a finger from one screen point to another." {
             /// Where the finger lands.
             from: Point = point("where the finger lands"),
             /// Where it lifts.
@@ -232,7 +236,7 @@ actions!(
             to: Point { x: 540, y: 600 },
             duration_ms: None,
         }),
-        Scroll = "scroll" (Medium, changes)
+        Scroll = "scroll" (Low, changes)
             "Scroll the middle of the screen: down shows what is below, up what is above."
         {
             /// Which content to bring into view.
@@ -240,7 +244,7 @@ actions!(
         }
         -> Scrolled
         example(Self::Scroll { direction: ScrollDirection::Down }),
-        Key = "key" (Medium, changes)
+        Key = "key" (Low, changes)
             "Press a key: back, home, recents, enter, tab, delete (backspace), volume and d-pad keys. The power button is ui_control.power."
         {
             /// The key.
@@ -251,7 +255,7 @@ actions!(
         Power = "power" (High, changes)
             "Press the power button: turns the screen off or on, and a long press may offer to shut the phone down."
         -> KeyPressed,
-        TypeText = "type_text" (Medium, changes)
+        TypeText = "type_text" (Low, changes)
             "Type text into the focused text field (tap the field first). Any Unicode text, spaces, quotes and emoji included, up to 2000 characters."
         {
             /// The text to type.

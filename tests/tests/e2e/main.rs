@@ -35,3 +35,4 @@ mod trust_access;
 mod trust_delivery;
 mod trust_limits;
 mod ui_server;
+mod ui_trust;

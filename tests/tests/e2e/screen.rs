@@ -318,6 +318,8 @@ fn type_text_of_any_unicode_arrives_intact_and_never_unquoted() {
     assert!(
         programs
             .iter()
+            // `dumpsys window displays`: the app in front, read before
+            // every screen action ([phone_services.ui]).
             .all(|p| ["ime", "settings", "am", "uiautomator", "cat", "dumpsys"].contains(p)),
         "{log:?}"
     );
@@ -337,11 +339,12 @@ fn type_text_of_any_unicode_arrives_intact_and_never_unquoted() {
         r.sim.state()["ui"]["text"],
         format!("{HOSTILE_TEXT}{ascii}")
     );
-    // Besides the lock-state read before the action (`dumpsys window
-    // displays`), only `input text`.
+    // Besides the readings before the action (`dumpsys window displays`:
+    // the lock state, and the app in front for [phone_services.ui]), only
+    // `input text`.
     let log: Vec<Vec<String>> = logged(&r.sim)
         .into_iter()
-        .filter(|c| c[0] != "dumpsys")
+        .filter(|c| c[..] != ["dumpsys", "window", "displays"])
         .collect();
     assert!(
         log.iter()

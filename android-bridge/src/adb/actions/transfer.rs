@@ -376,6 +376,7 @@ pub(crate) fn install_refused(f: &parse::InstallFailure) -> BridgeError {
             f.explanation()
         ),
         retryable,
+        details: None,
     })
 }
 
