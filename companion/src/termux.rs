@@ -347,14 +347,13 @@ async fn photo_taken(out: &Output, path: &Path) -> Result<(), WireError> {
     no_output(out, "termux-camera-photo")?;
     match tokio::fs::metadata(path).await {
         Ok(m) if m.len() > 0 => Ok(()),
-        _ => Err(WireError {
-            code: ErrorCode::PermissionDenied,
-            message: format!(
+        _ => Err(WireError::new(
+            ErrorCode::PermissionDenied,
+            format!(
                 "termux-camera-photo wrote no photo to {}; grant Termux:API the Camera permission",
                 path.display()
             ),
-            retryable: false,
-        }),
+        )),
     }
 }
 

@@ -735,17 +735,8 @@ pub fn table(outcomes: &[Outcome]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<12} {:<28} {:<11} {:>3} {:>5} {:>6} {:>8} {:>7} {:>7}  {}",
-        "agent",
-        "task",
-        "kind",
-        "ok",
-        "steps",
-        "calls",
-        "prompt",
-        "compl",
-        "secs",
-        "stop / failures"
+        "{:<12} {:<28} {:<11} {:>3} {:>5} {:>6} {:>8} {:>7} {:>7}  stop / failures",
+        "agent", "task", "kind", "ok", "steps", "calls", "prompt", "compl", "secs",
     );
     for o in outcomes {
         let why = if o.success {

@@ -49,9 +49,7 @@ fn blocks(file: &str) -> Vec<Block> {
     let mut i = 0;
     while i < lines.len() {
         let fence = lines[i].trim_start();
-        let shell = ["```sh", "```console", "```bash", "```shell"]
-            .iter()
-            .any(|f| fence == *f);
+        let shell = ["```sh", "```console", "```bash", "```shell"].contains(&fence);
         if !fence.starts_with("```") {
             i += 1;
             continue;
