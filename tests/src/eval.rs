@@ -180,7 +180,7 @@ pub fn script(steps: &[OracleStep]) -> Vec<ScriptStep> {
     steps
         .iter()
         .map(|s| {
-            if let Some((device, service, action, params)) = &s.call {
+            let mut step = if let Some((device, service, action, params)) = &s.call {
                 crate::agent_rig::call(
                     "android_device",
                     json!({"device": device, "service_id": service, "action": action, "parameters": params}),
@@ -191,10 +191,24 @@ pub fn script(steps: &[OracleStep]) -> Vec<ScriptStep> {
                 crate::agent_rig::text(&v.to_string())
             } else {
                 crate::agent_rig::text(s.text.as_deref().unwrap_or_default())
+            };
+            // A scripted reply counts tokens as a real server's does, so
+            // the report's token columns are tested too.
+            if let ScriptStep::Reply(reply) = &mut step {
+                reply.usage = droidwarden_agent::Usage {
+                    input_tokens: SCRIPTED_PROMPT_TOKENS,
+                    output_tokens: SCRIPTED_COMPLETION_TOKENS,
+                };
             }
+            step
         })
         .collect()
 }
+
+/// The prompt tokens a scripted reply reports.
+pub const SCRIPTED_PROMPT_TOKENS: u64 = 120;
+/// The completion tokens a scripted reply reports.
+pub const SCRIPTED_COMPLETION_TOKENS: u64 = 12;
 
 /// Another agent run beside droidwarden's on the same phones: a program
 /// given the task on its command line, which talks to the daemon's MCP

@@ -168,14 +168,27 @@ const STATE_CHECKS: &[(&str, &str, &str, &str, &str)] = &[
 
 #[test]
 fn every_action_the_adb_transport_supports_works_on_an_emulated_phone() {
-    // Telephony and the shell are off unless enabled (tests/tests/e2e/phone_services.rs).
-    let (_adb, sim, dw) = one_phone(
-        "[phone_services.telephony]\nenabled = true\nallowed_numbers = [\"+4915112345678\"]\n[phone_services.shell]\nenabled = true\n",
-    );
+    // Telephony and the shell are off unless enabled (tests/tests/e2e/phone_services.rs);
+    // the clipboard needs the on-device UI server, allowed by naming its
+    // jar (the emulated phone only checks that one was sent: a stand-in
+    // will do, as in ui_server.rs).
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let jar = dir.path().join("u2.jar");
+    std::fs::write(&jar, b"PK stand-in for uiautomator2's u2.jar").expect("write the jar");
+    let (_adb, sim, dw) = one_phone(&format!(
+        "ui_server_jar = {:?}\n[phone_services.telephony]\nenabled = true\nallowed_numbers = [\"+4915112345678\"]\n[phone_services.shell]\nenabled = true\n",
+        jar.display().to_string()
+    ));
     let catalogue = Catalogue::get();
     let mut covered = 0;
     for cap in TransportKind::Adb.capabilities() {
         let (_, spec) = catalogue.action(cap.service, cap.action).unwrap();
+        if cap.service == "ui_control" {
+            // `ui_control.power`'s example puts the screen to sleep, and a
+            // UI action on a sleeping screen answers `screen_off`.
+            let woken = dw.call("phone", "screen_control", "wake", serde_json::json!({}));
+            assert_eq!(woken.code, 0, "{}{}", woken.stdout, woken.stderr);
+        }
         let run = dw.call("phone", cap.service, cap.action, spec.example.clone());
         if !cap.supported {
             assert_eq!(

@@ -261,11 +261,16 @@ fn an_agent_prompt_runs_in_its_own_session() {
     let r = rig_with_model(
         "\n[[automations]]\nname = \"health_report\"\ntrigger = { kind = \"cron\", cron = \"0 9 * * 1\" }\naction = { kind = \"prompt\", prompt = \"Write the weekly phone health report.\" }\n",
     );
-    r.llm().push(ScriptStep::Reply(ModelReply::text(
+    // An answer about the phones without a tool call is sent back once
+    // per run (`[agent] tool_nudge`): the model says each answer twice.
+    for text in [
         "All phones are healthy.",
-    )));
-    r.llm()
-        .push(ScriptStep::Reply(ModelReply::text("Still healthy.")));
+        "All phones are healthy.",
+        "Still healthy.",
+        "Still healthy.",
+    ] {
+        r.llm().push(ScriptStep::Reply(ModelReply::text(text)));
+    }
     let run = r.manage("r1", json!({"op": "run", "name": "health_report"}));
     assert_eq!(run["ok"], true, "{run}");
     let done = r.wait_status("health_report", "success", 1);

@@ -235,8 +235,12 @@ fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
     );
 
     // (3) ask over the socket: the SessionEvent signals reach the CLI.
-    r.llm
-        .push(ScriptStep::Reply(ModelReply::text("The phone is fine.")));
+    // An answer about the phones without a tool call is sent back once
+    // (`[agent] tool_nudge`): the model says it twice.
+    for _ in 0..2 {
+        r.llm
+            .push(ScriptStep::Reply(ModelReply::text("The phone is fine.")));
+    }
     let out = r.cli(&["ask", "how", "is", "the", "phone"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("The phone is fine."), "{}", out.stdout);
