@@ -19,7 +19,7 @@
 //! with the debug binaries). `OBSERVE_ROUNDS` sets the rounds (default 30).
 
 use droidwarden_bridge::adb::actions::{DUMP_PATH, render_screenshot};
-use droidwarden_e2e::adb_bench::{InProcessPhone, ms};
+use droidwarden_e2e::adb_bench::{InProcessPhone, median, ms};
 use droidwarden_e2e::env_size;
 use droidwarden_services::{Catalogue, ImageFormat};
 use serde_json::json;
@@ -31,19 +31,6 @@ const WARMUP: usize = 3;
 
 /// Room for the largest reply, the PNG of a 1080×2400 screen.
 const REPLY: usize = 1 << 20;
-
-fn median(name: &str, mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    let m = samples[samples.len() / 2];
-    let p90 = samples[samples.len() * 9 / 10];
-    println!(
-        "{name:<52} median {:>8.2} ms   p90 {:>8.2} ms   (n={})",
-        ms(m),
-        ms(p90),
-        samples.len()
-    );
-    m
-}
 
 /// One raw exchange on a connection of its own (as `InProcessPhone::raw`,
 /// callable from any thread).

@@ -23,7 +23,7 @@
 
 use droidwarden_bridge::Registry;
 use droidwarden_bridge::adb::{AdbConfig, AdbTransport};
-use droidwarden_e2e::adb_bench::{InProcessPhone, ms};
+use droidwarden_e2e::adb_bench::{InProcessPhone, median, ms};
 use droidwarden_e2e::env_size;
 use droidwarden_services::Catalogue;
 use serde_json::json;
@@ -33,19 +33,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WARMUP: usize = 3;
-
-fn median(name: &str, mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    let m = samples[samples.len() / 2];
-    let p90 = samples[samples.len() * 9 / 10];
-    println!(
-        "{name:<58} median {:>8.2} ms   p90 {:>8.2} ms   (n={})",
-        ms(m),
-        ms(p90),
-        samples.len()
-    );
-    m
-}
 
 fn request(stream: &mut TcpStream, request: &str) {
     write!(stream, "{:04x}{request}", request.len()).expect("write request");

@@ -187,3 +187,21 @@ fn request(stream: &mut TcpStream, request: &str) {
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
+
+/// Print the median and 90th percentile of `samples` under `name`, one
+/// line as every in-process benchmark prints it, and return the median.
+///
+/// # Panics
+/// When `samples` is empty.
+pub fn median(name: &str, mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    let m = samples[samples.len() / 2];
+    let p90 = samples[samples.len() * 9 / 10];
+    println!(
+        "{name:<58} median {:>8.2} ms   p90 {:>8.2} ms   (n={})",
+        ms(m),
+        ms(p90),
+        samples.len()
+    );
+    m
+}

@@ -100,6 +100,32 @@ fn adb_client_env<'a>(cmd: &'a mut Command, home: &Path, port: u16) -> &'a mut C
         .env("DROIDWARDEN__ADB__START_SERVER", "false")
 }
 
+/// Hostile text: shell metacharacters, quotes, newlines, NUL, option
+/// look-alikes, Unicode and bidirectional overrides. Every parameter that
+/// reaches a phone must refuse each one or pass it as one literal argument.
+pub const HOSTILE: &[&str] = &[
+    "a;reboot",
+    "a && reboot",
+    "a || reboot",
+    "a | reboot",
+    "$(reboot)",
+    "${IFS}reboot",
+    "a > /sdcard/x",
+    "`reboot`",
+    "a'b",
+    "a\"b",
+    "a\nreboot",
+    "a\rb",
+    "a\u{0}b",
+    "a b",
+    "\\",
+    "-e reboot",
+    "ünïcødé 日本 👋",
+    "%s %n",
+    "\u{202e}txt.exe",
+    "*",
+];
+
 /// A port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

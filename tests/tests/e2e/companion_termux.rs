@@ -39,30 +39,6 @@ fn status_says(probe: &Probe, service: &str, action: &str, state: &str) {
     });
 }
 
-/// The hostile corpus of the ADB tests (`phone_services.rs`), as SMS text.
-const HOSTILE: &[&str] = &[
-    "a;reboot",
-    "a && reboot",
-    "a || reboot",
-    "a | reboot",
-    "$(reboot)",
-    "${IFS}reboot",
-    "a > /sdcard/x",
-    "`reboot`",
-    "a'b",
-    "a\"b",
-    "a\nreboot",
-    "a\rb",
-    "a\u{0}b",
-    "a b",
-    "\\",
-    "-e reboot",
-    "ünïcødé 日本 👋",
-    "%s %n",
-    "\u{202e}txt.exe",
-    "*",
-];
-
 #[test]
 fn termux_companion_answers_through_the_daemon() {
     let broker = Mosquitto::start();
@@ -255,7 +231,7 @@ fn termux_companion_answers_through_the_daemon() {
 
     // A text to an allowed number: the number as one argument, the text
     // on standard input exactly as sent, whatever it holds.
-    for (i, text) in HOSTILE.iter().enumerate() {
+    for (i, text) in droidwarden_e2e::HOSTILE.iter().enumerate() {
         let reply = probe.call(
             P,
             &format!("sms{i}"),
@@ -281,7 +257,7 @@ fn termux_companion_answers_through_the_daemon() {
     }
     status_says(&probe, "telephony", "sms_send", "success");
     let sent = phone.runs_of("termux-sms-send").len();
-    assert_eq!(sent, HOSTILE.len() - 1);
+    assert_eq!(sent, droidwarden_e2e::HOSTILE.len() - 1);
     // Not on the daemon's list: refused by the daemon, never published.
     let reply = probe.call(
         P,
