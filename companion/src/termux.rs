@@ -9,9 +9,10 @@
 use crate::exec::{self, ExecError, Output};
 use droidwarden_services::{
     AudioAction, AudioVolume, BatteryAction, BatteryStatus, CallPlaced, CameraAction, CameraPhoto,
-    Command, ErrorCode, IntentsAction, LocationAction, LocationFix, Notification, NotificationList,
-    NotificationsAction, ScreenAction, ScreenBrightness, SmsComposed, Stream, TelephonyAction,
-    UrlOpened, WifiAction, WifiStatus, WifiToggle, WireError,
+    ClipboardSet, ClipboardText, Command, ErrorCode, IntentsAction, LocationAction, LocationFix,
+    Notification, NotificationList, NotificationsAction, ScreenAction, ScreenBrightness,
+    SmsComposed, Stream, TelephonyAction, UiControlAction, UrlOpened, WifiAction, WifiStatus,
+    WifiToggle, WireError,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,11 @@ pub const OFFERED: &[(&str, &str)] = &[
         "termux-sms-send -n NUMBER (the text on standard input)",
     ),
     ("telephony.dial", "termux-telephony-call NUMBER"),
+    ("ui_control.get_clipboard", "termux-clipboard-get"),
+    (
+        "ui_control.set_clipboard",
+        "termux-clipboard-set (the text on standard input)",
+    ),
 ];
 
 /// Every Termux:API command this companion may run, with the Android
@@ -61,6 +67,8 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("termux-camera-photo", "Camera"),
     ("termux-sms-send", "SMS"),
     ("termux-telephony-call", "Phone"),
+    ("termux-clipboard-get", "none"),
+    ("termux-clipboard-set", "none"),
     ("termux-wake-lock", "none"),
     ("termux-wake-unlock", "none"),
 ];
@@ -102,6 +110,10 @@ pub enum Offered {
     },
     /// `telephony.dial` (the number already allowed by the policy).
     Dial(String),
+    /// `ui_control.get_clipboard`.
+    GetClipboard,
+    /// `ui_control.set_clipboard` (the text is never logged).
+    SetClipboard(String),
 }
 
 /// Termux's name of a stream (`termux-volume` knows alarm, music,
@@ -159,6 +171,10 @@ pub fn offered(command: &Command) -> Result<Offered, WireError> {
             text: text.clone(),
         },
         Command::Telephony(TelephonyAction::Dial { number }) => Offered::Dial(number.clone()),
+        Command::UiControl(UiControlAction::GetClipboard) => Offered::GetClipboard,
+        Command::UiControl(UiControlAction::SetClipboard { text }) => {
+            Offered::SetClipboard(text.clone())
+        }
         Command::Audio(AudioAction::RingerMode { .. }) => {
             return Err(unsupported(
                 "Termux:API has no command for the ringer mode (termux-volume sets volumes only); \
@@ -336,8 +352,38 @@ pub async fn perform(action: &Offered, ctx: &Context) -> Result<Value, WireError
                 calling: true,
             })
         }
+        Offered::GetClipboard => {
+            // It prints the clipboard's text as it is, nothing when empty.
+            let out = run(argv(&["termux-clipboard-get"])).await?;
+            to_json(&clipboard_text(&out))
+        }
+        Offered::SetClipboard(text) => {
+            // On standard input, as the SMS text: an argument would be
+            // visible to every process of the phone (`ps`) and read by the
+            // script's `echo`.
+            let a = argv(&["termux-clipboard-set"]);
+            let out = exec::run_with_input(&a, text.as_bytes(), limit).await;
+            let out = checked("termux-clipboard-set", out)?;
+            no_output(&out, "termux-clipboard-set")?;
+            to_json(&ClipboardSet {
+                length: text.chars().count() as u64,
+                via: Some(VIA.to_owned()),
+            })
+        }
     };
     Ok(value)
+}
+
+/// `via` of the clipboard's answers.
+const VIA: &str = "companion";
+
+/// What `termux-clipboard-get` printed: the clipboard's text, `None` when
+/// it printed nothing (an empty clipboard, or one holding no text).
+pub fn clipboard_text(out: &Output) -> ClipboardText {
+    ClipboardText {
+        text: (!out.stdout.is_empty()).then(|| out.stdout.clone()),
+        via: Some(VIA.to_owned()),
+    }
 }
 
 /// `termux-camera-photo` prints nothing when it worked and a line
@@ -685,6 +731,22 @@ pub fn notifications(value: &Value, package: Option<&str>) -> Result<Notificatio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_clipboard_reads_as_printed_and_empty_is_none() {
+        let out = |stdout: &str| Output {
+            stdout: stdout.to_owned(),
+            stderr: String::new(),
+            status: Some(0),
+        };
+        let text = clipboard_text(&out("Grüße, \"quoted\" 100% $HOME; 你好 👋\nline two"));
+        assert_eq!(
+            text.text.as_deref(),
+            Some("Grüße, \"quoted\" 100% $HOME; 你好 👋\nline two")
+        );
+        assert_eq!(text.via.as_deref(), Some("companion"));
+        assert_eq!(clipboard_text(&out("")).text, None);
+    }
     use droidwarden_services::Catalogue;
     use serde_json::json;
 

@@ -106,6 +106,19 @@ impl Termux {
                 "termux-sms-send",
                 format!("cat > '{}'", dir.path().join("sms-text").display()),
             ),
+            // The clipboard kept in a file: set reads standard input, get
+            // prints it as it is (nothing when empty).
+            (
+                "termux-clipboard-set",
+                format!("cat > '{}'", dir.path().join("clipboard").display()),
+            ),
+            (
+                "termux-clipboard-get",
+                format!(
+                    "cat '{}' 2>/dev/null || true",
+                    dir.path().join("clipboard").display()
+                ),
+            ),
             ("termux-brightness", "true".into()),
             ("termux-open-url", "true".into()),
             ("termux-telephony-call", "true".into()),

@@ -310,6 +310,50 @@ fn termux_companion_answers_through_the_daemon() {
         [json!(["termux-telephony-call", FRIEND])]
     );
 
+    // The clipboard: empty, then set through standard input (no argument
+    // carries the text) and read back as it was, hostile text and all.
+    let result = ok_result(probe.call(
+        P,
+        "clip-0",
+        "phone",
+        "ui_control",
+        "get_clipboard",
+        json!({}),
+    ));
+    assert_eq!(result, json!({"text": null, "via": "companion"}));
+    let text = "Grüße, \"quoted\" 100% $HOME; 你好 👋 $(touch${IFS}pwned) `id`";
+    let result = ok_result(probe.call(
+        P,
+        "clip-1",
+        "phone",
+        "ui_control",
+        "set_clipboard",
+        json!({"text": text}),
+    ));
+    assert_eq!(
+        result,
+        json!({"length": text.chars().count(), "via": "companion"})
+    );
+    assert_eq!(
+        phone.runs_of("termux-clipboard-set"),
+        [json!(["termux-clipboard-set"])],
+        "the text is not an argument"
+    );
+    let result = ok_result(probe.call(
+        P,
+        "clip-2",
+        "phone",
+        "ui_control",
+        "get_clipboard",
+        json!({}),
+    ));
+    assert_eq!(result["text"], text, "{result}");
+    status_says(&probe, "ui_control", "get_clipboard", "success");
+    assert!(
+        !phone.companion_log().contains("Grüße"),
+        "the clipboard's text is never logged"
+    );
+
     // A hostile link reaches the program as one argument, untouched.
     let hostile = "https://example.org/a;b'c\"d$(touch${IFS}pwned)`id`&x=|y";
     let result = ok_result(probe.call(
@@ -743,6 +787,14 @@ fn the_emulated_and_the_termux_companion_answer_alike() {
             json!({"number": FRIEND}),
             &["number", "calling"],
         ),
+        (
+            "ui_control",
+            "set_clipboard",
+            json!({"text": "ünïcødé 日本 👋"}),
+            &["length", "via"],
+        ),
+        // What the step before put there.
+        ("ui_control", "get_clipboard", json!({}), &["text", "via"]),
     ];
     for (i, (service, action, params, decided)) in cases.iter().enumerate() {
         let termux = probe.call(
