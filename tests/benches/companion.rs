@@ -72,7 +72,16 @@ fn main() {
     let companion = phone.start();
     let pid = companion.0.id();
     probe.wait_payload(&format!("{P}/companion/{ID}/online"), WAIT, "online");
-    std::thread::sleep(Duration::from_secs(2));
+    // Settled: its start-up work (subscribing, the first battery event
+    // and notification reading) is over when its CPU time stops moving.
+    let mut last = cpu_time(pid);
+    wait_for("the companion to settle", WAIT, || {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = cpu_time(pid);
+        let settled = now == last;
+        last = now;
+        settled.then_some(())
+    });
     let cpu0 = cpu_time(pid);
     let t0 = Instant::now();
     std::thread::sleep(window);
