@@ -745,13 +745,7 @@ impl Agent {
                 "an app is allowed for 1 to {max} minutes; list it in [phone_services.ui] allowed_apps for longer"
             )));
         }
-        let request = self
-            .inner
-            .store
-            .pending_approvals()
-            .await?
-            .into_iter()
-            .find(|a| a.approval_id == approval_id);
+        let request = self.pending_request(approval_id).await?;
         let now = now_ms();
         // Unknown or closed ids fall through to `decide`, which says which.
         let Some(request) = request else {
@@ -814,13 +808,7 @@ impl Agent {
                 up_to.as_str()
             )));
         }
-        let request = self
-            .inner
-            .store
-            .pending_approvals()
-            .await?
-            .into_iter()
-            .find(|a| a.approval_id == approval_id);
+        let request = self.pending_request(approval_id).await?;
         let grant = |run_id: String, session_id: String, device: String| Grant {
             grant_id: store::new_id("g"),
             run_id,
@@ -877,14 +865,7 @@ impl Agent {
         approval_id: &str,
         params: &serde_json::Map<String, Value>,
     ) -> Result<(), AgentError> {
-        let Some(request) = self
-            .inner
-            .store
-            .pending_approvals()
-            .await?
-            .into_iter()
-            .find(|a| a.approval_id == approval_id)
-        else {
+        let Some(request) = self.pending_request(approval_id).await? else {
             // Unknown or closed: `decide` says which.
             return Ok(());
         };
@@ -953,6 +934,20 @@ impl Agent {
     /// A store error.
     pub async fn approval_history(&self, limit: usize) -> Result<Vec<ApprovalOutcome>, AgentError> {
         self.inner.store.approval_history(limit).await
+    }
+
+    /// The waiting approval request `approval_id`, if it is waiting.
+    async fn pending_request(
+        &self,
+        approval_id: &str,
+    ) -> Result<Option<PendingApproval>, AgentError> {
+        Ok(self
+            .inner
+            .store
+            .pending_approvals()
+            .await?
+            .into_iter()
+            .find(|a| a.approval_id == approval_id))
     }
 
     /// Approval requests waiting for an answer.
