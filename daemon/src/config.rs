@@ -21,7 +21,7 @@ pub(crate) const SYSTEM_CONFIG: &str = "/etc/droidwarden/config.toml";
 
 /// A configuration problem; the daemon exits with status 78 (EX_CONFIG).
 #[derive(Debug)]
-pub(crate) struct ConfigError(pub(crate) String);
+pub struct ConfigError(pub(crate) String);
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -161,7 +161,7 @@ struct RawDevice {
 
 /// The validated configuration.
 #[derive(Debug, Clone)]
-pub(crate) struct Config {
+pub struct Config {
     pub(crate) adb: AdbConfig,
     pub(crate) companion: CompanionConfig,
     pub(crate) state_dir: PathBuf,
@@ -767,7 +767,10 @@ fn is_root() -> bool {
 
 /// Load the configuration: defaults, then `file` (or the system file when it
 /// exists), then `DROIDWARDEN__SECTION__KEY` environment variables.
-pub(crate) fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+///
+/// # Errors
+/// A problem in a layer, naming its key (and variable).
+pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
     load_with_env(file, std::env::vars())
 }
 
@@ -842,7 +845,11 @@ fn name_the_key_variable(message: String, variables: &[String]) -> String {
     }
 }
 
-pub(crate) fn load_with_env(
+/// [`load`] with these environment variables instead of the process's.
+///
+/// # Errors
+/// A problem in a layer, naming its key (and variable).
+pub fn load_with_env(
     file: Option<&Path>,
     env: impl IntoIterator<Item = (String, String)>,
 ) -> Result<Config, ConfigError> {

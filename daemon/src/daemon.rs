@@ -127,7 +127,9 @@ fn users_exit_status(file: &std::path::Path) -> (u8, String) {
     }
 }
 
-pub(crate) async fn run(mut config: Config) -> ExitCode {
+/// The daemon as the `droidwarden daemon` command runs it: start, then
+/// serve until SIGTERM or SIGINT, reloading on SIGHUP, and stop in order.
+pub(crate) async fn run(config: Config) -> ExitCode {
     // Signals first: until SIGHUP is handled, its default action would end
     // the process.
     let mut signals = match Signals::new() {
@@ -141,406 +143,637 @@ pub(crate) async fn run(mut config: Config) -> ExitCode {
     if notifier.enabled() {
         tracing::debug!("notifying systemd");
     }
-    let mut readiness = Readiness::default();
-    let shutdown = CancellationToken::new();
-    let tracker = TaskTracker::new();
-    let registry = Arc::new(Registry::new());
-    tracing::info!(state_dir = %config.state_dir.display(), "droidwarden starting");
-    if let Err((status, e)) = check_state_dir(&config.state_dir).await {
-        tracing::error!(state_dir = %config.state_dir.display(), error = %e, status, "the state directory is not usable");
-        return ExitCode::from(status);
-    }
-    // The delivery store (core/src/delivery.rs): command ids and calls in
-    // flight, kept across restarts. Without it "once" cannot be promised,
-    // so a store that cannot be opened stops the start.
-    let limits = crate::delivery::Limits {
-        window: config.mqtt.dedupe_window,
-        max_ids: config.mqtt.max_ids_per_window,
+    let mut running = match Daemon::new(config).start(CancellationToken::new()).await {
+        Ok(running) => running,
+        Err(failed) => return ExitCode::from(failed.status),
     };
-    let (delivery, interrupted) =
-        match crate::delivery::DeliveryStore::open(&config.state_dir, limits).await {
-            Ok(opened) => opened,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot open the delivery store");
-                return ExitCode::from(crate::EXIT_IOERR);
-            }
-        };
-    tracing::debug!(file = %delivery.path().display(), interrupted = interrupted.len(), found_empty = delivery.found_empty(), "delivery store open");
-    // From here on, a start that fails stops what it had begun, in order
-    // (`Begun::abandon`), like a shutdown does.
-    let broker_stop = CancellationToken::new();
-    let mqtt_stop = CancellationToken::new();
-    let begun = Begun {
-        shutdown: &shutdown,
-        broker_stop: &broker_stop,
-        mqtt_stop: &mqtt_stop,
-        tracker: &tracker,
-        delivery: &delivery,
-    };
-    let hub = Hub::new(Arc::clone(&registry), Some(delivery.clone()))
-        .with_phone_policy(config.phone_services.clone());
-    let adb = Arc::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
-    let (companion, companion_requests) =
-        CompanionHub::new(config.companion.clone(), Arc::clone(&registry));
-    if let Err(e) = adb.refresh().await {
-        tracing::warn!(error = %e, "no devices yet; will keep trying");
-    }
-    // The agent (daemon/src/assistant.rs), when a language model is set.
-    let assistant = match &config.llm {
-        None => {
-            tracing::info!("agent off: no [llm] provider configured");
-            None
-        }
-        Some(llm) => match Assistant::start(
-            llm,
-            config.agent.clone(),
-            &config.state_dir,
-            hub.clone(),
-            // `[[mcp.servers]]` (daemon/src/mcp/client.rs): their tools.
-            crate::mcp::client::McpClients::start(&config.mcp.servers, &tracker, &shutdown).await,
-            tracker.clone(),
-            shutdown.clone(),
-        )
-        .await
-        {
-            Ok(assistant) => Some(assistant),
-            Err(e) => {
-                let status = agent_exit_status(&e);
-                tracing::error!(error = %e, status, "cannot start the agent");
-                return begun.abandon(ExitCode::from(status)).await;
-            }
-        },
-    };
-    // D-Bus API (daemon/src/dbus/): owns org.droidwarden.Daemon1 on [dbus] bus,
-    // and serves it on the private socket (dbus/p2p.rs) with or without a bus.
-    let socket = config
-        .api_socket
-        .clone()
-        .unwrap_or_else(|| crate::dbus::p2p::daemon_path(&config.state_dir));
-    // The event centre (daemon/src/events.rs): every consumer below reads
-    // the bus, the devices and the agent's notices through it.
-    // Automations (daemon/src/automations/): the handle now, so D-Bus, MQTT
-    // and the centre have it; the driver starts once everything it runs
-    // through is up. Its events are taken now, so no state is missed.
-    let (automations, automations_pending) = crate::automations::Automations::new(
-        crate::automations::model::mqtt_topics(&config.automations),
-    );
-    let centre = Centre::new(hub.clone(), assistant.clone()).with_automations(automations.clone());
-    let automation_events = centre.subscribe(
-        "automations",
-        Streams {
-            bus: true,
-            devices: true,
-            notices: false,
-            activity: false,
-            automations: false,
-        },
-    );
-    let health = Arc::new(
-        crate::health::Health::new(
-            config.state_dir.clone(),
-            Some(Arc::clone(&adb)),
-            crate::health::broker_description(&config.mqtt.broker),
-            config
-                .llm
-                .as_ref()
-                .map(|llm| format!("{} {}", llm.provider.as_str(), llm.model)),
-        )
-        .with_model(config.llm.clone()),
-    );
-    match crate::dbus::start(
-        config.dbus,
-        &hub,
-        assistant.clone(),
-        automations.clone(),
-        &centre,
-        socket,
-        Arc::clone(&health),
-    )
-    .await
-    {
-        Ok(dbus) => {
-            tracker.spawn(crate::dbus::run(dbus, shutdown.clone()));
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start the D-Bus API");
-            return begun.abandon(ExitCode::FAILURE).await;
-        }
-    }
-    // End of the D-Bus API.
-
-    let mut mqtt_settings = config.mqtt.clone();
-    let mut broker_users = None;
-    let mut broker_clients = None;
-    if let BrokerTarget::Embedded {
-        listen,
-        allow_remote,
-        anonymous,
-    } = mqtt_settings.broker
-    {
-        if !anonymous {
-            // The daemon's own account: created at the first start, its
-            // password in <state dir>/mqtt-daemon.secret.
-            let state_dir = config.state_dir.clone();
-            let ensured = tokio::task::spawn_blocking(move || {
-                crate::mqtt_users::ensure_daemon_user(&state_dir)
-            })
-            .await;
-            match ensured {
-                Ok(Ok((username, password))) => {
-                    mqtt_settings.credentials =
-                        Some(crate::config::Credentials { username, password });
-                }
-                Ok(Err(e)) => {
-                    let file = config.state_dir.join(crate::mqtt_users::USERS_FILE);
-                    let (status, what) = users_exit_status(&file);
-                    tracing::error!(error = %format!("{e:#}"), file = %file.display(), status, "cannot set up the daemon's account on the embedded MQTT broker: {what}");
-                    return begun.abandon(ExitCode::from(status)).await;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot set up the daemon's account on the embedded MQTT broker");
-                    return begun.abandon(ExitCode::FAILURE).await;
-                }
-            }
-        }
-        let broker = crate::broker::BrokerConfig {
-            listen,
-            allow_remote,
-            policy: droidwarden_broker::Policy {
-                prefix: mqtt_settings.prefix.clone(),
-                ha_prefix: mqtt_settings
-                    .discovery
-                    .clone()
-                    .unwrap_or_else(|| "homeassistant".into()),
-                anonymous,
-                // The daemon learns who published each command, for the
-                // record of who answered an approval.
-                vouch_to: mqtt_settings
-                    .credentials
-                    .as_ref()
-                    .map(|c| c.username.clone()),
-            },
-            users_file: Some(config.state_dir.join(crate::mqtt_users::USERS_FILE)),
-        };
-        match crate::broker::start(broker, broker_stop.clone(), &tracker).await {
-            Ok(started) => {
-                let bound = started.addr;
-                tracing::info!(%bound, "embedded MQTT broker listening");
-                broker_users = started.users;
-                broker_clients = Some(started.clients);
-                mqtt_settings.broker = BrokerTarget::Embedded {
-                    listen: bound,
-                    allow_remote,
-                    anonymous,
-                };
-                health.broker_is(crate::health::broker_description(&mqtt_settings.broker));
-            }
-            Err(e) => {
-                tracing::error!(%listen, error = %e, "cannot start the embedded MQTT broker");
-                return begun.abandon(ExitCode::FAILURE).await;
-            }
-        }
-    }
-    let (link, eventloop) = match mqtt::connect(
-        mqtt_settings,
-        hub.clone(),
-        companion.clone(),
-        assistant.clone(),
-        automations.clone(),
-        config.state_dir.clone(),
-        delivery.clone(),
-        &interrupted,
-    ) {
-        Ok(pair) => pair,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot set up MQTT");
-            return begun.abandon(ExitCode::FAILURE).await;
-        }
-    };
-    readiness.require_watch("MQTT", link.subscribed());
-    let (incoming_tx, incoming_rx) = tokio::sync::mpsc::channel(mqtt::INCOMING_CHANNEL);
-    let mut event_loop = tracker.spawn(mqtt::run_event_loop(
-        Arc::clone(&link),
-        eventloop,
-        incoming_tx,
-        mqtt_stop.clone(),
-    ));
-    tracker.spawn(mqtt::run_resync(Arc::clone(&link), shutdown.clone()));
-    tracker.spawn(mqtt::run_dispatch(
-        Arc::clone(&link),
-        incoming_rx,
-        shutdown.clone(),
-        mqtt_stop.clone(),
-    ));
-    // Stopped apart from the rest, before the goodbye (see the shutdown).
-    let publisher_stop = CancellationToken::new();
-    let mut publisher = tracker.spawn(mqtt::run_publisher(
-        Arc::clone(&link),
-        centre.subscribe(
-            "MQTT",
-            Streams {
-                activity: false,
-                ..Streams::ALL
-            },
-        ),
-        publisher_stop.clone(),
-    ));
-    tracker.spawn(mqtt::run_health(
-        Arc::clone(&link),
-        Arc::clone(&health),
-        mqtt_stop.clone(),
-    ));
-    tracker.spawn(mqtt::run_companion_requests(
-        Arc::clone(&link),
-        companion_requests,
-        mqtt_stop.clone(),
-    ));
-    tracker.spawn({
-        let adb = Arc::clone(&adb);
-        let shutdown = shutdown.clone();
-        async move { adb.run(shutdown).await }
-    });
-    let (poll_tx, poll_rx) = watch::channel(config.poll.clone());
-    tracker.spawn(crate::poll::run(
-        hub.clone(),
-        poll_rx,
-        tracker.clone(),
-        shutdown.clone(),
-    ));
-    // Prometheus metrics (daemon/src/metrics.rs), when [metrics] listen is set.
-    if let Some(settings) = config.metrics {
-        match crate::metrics::bind(settings.listen, settings.allow_remote).await {
-            Ok(listener) => {
-                let metrics = Arc::new(crate::metrics::Metrics::new());
-                tracing::info!(
-                    listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-                    "metrics on /metrics"
-                );
-                tracker.spawn(crate::metrics::collect(
-                    Arc::clone(&metrics),
-                    hub.clone(),
-                    centre.subscribe("metrics", Streams::ALL),
-                    broker_clients.clone(),
-                    shutdown.clone(),
-                ));
-                tracker.spawn(crate::metrics::serve(
-                    listener,
-                    metrics,
-                    tracker.clone(),
-                    shutdown.clone(),
-                ));
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot serve metrics");
-                return begun.abandon(ExitCode::FAILURE).await;
-            }
-        }
-    }
-    // MCP over Streamable HTTP (daemon/src/mcp/http.rs), when [mcp] listen is set.
-    if let Err(e) =
-        crate::mcp::start_http(&config.mcp, &hub, assistant.as_ref(), &tracker, &shutdown).await
-    {
-        tracing::error!(error = %e, "cannot serve MCP");
-        return begun.abandon(ExitCode::FAILURE).await;
-    }
-    // Every consumer of the agent's notices (MQTT, D-Bus, metrics) is
-    // subscribed by now: runs a previous process left unfinished can go on.
-    if let Some(assistant) = &assistant {
-        assistant.resume_interrupted().await;
-    }
-    // Automations run from here on: every path they act through is up.
-    let deps = crate::automations::Deps {
-        automations: config.automations.clone(),
-        context: config.automation_context.clone(),
-        hub: hub.clone(),
-        assistant: assistant.clone(),
-        approval: config.agent.approval.clone(),
-        events: automation_events,
-    };
-    if let Err(e) = crate::automations::start(
-        &automations,
-        automations_pending,
-        deps,
-        &config.state_dir,
-        &tracker,
-        shutdown.clone(),
-    )
-    .await
-    {
-        tracing::error!(error = %e, "cannot read the automations' records");
-        return begun.abandon(ExitCode::from(crate::EXIT_IOERR)).await;
-    }
-
-    let live = reload::Live {
-        adb: &adb,
-        companion: &companion,
-        poll: &poll_tx,
-        assistant: assistant.as_ref(),
-        broker_users: broker_users.as_ref(),
-    };
-    // The main loop reads device events and the agent's activity (not
-    // every call's status).
-    let events = centre.subscribe(
-        "main loop",
-        Streams {
-            bus: false,
-            notices: false,
-            ..Streams::ALL
-        },
-    );
-    let stop = main_loop(
-        &mut config,
-        &live,
-        &registry,
-        events,
-        &readiness,
-        &notifier,
-        &mut signals,
-    )
-    .await;
+    let stop = running.serve(&notifier, &mut signals).await;
     notifier.stopping();
     tracing::info!(
         signal = stop,
         "shutting down: no new commands; waiting for calls in flight"
     );
-    shutdown.cancel();
-    link.finish_calls(CALL_GRACE).await;
-    // The statuses those calls ended with go out before the goodbye.
-    publisher_stop.cancel();
-    if tokio::time::timeout(FLUSH_GRACE, &mut publisher)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the last statuses were not published within {FLUSH_GRACE:?}");
+    running.stop().await;
+    ExitCode::SUCCESS
+}
+
+/// The daemon, ready to start: its configuration.
+///
+/// [`Daemon::start`] brings up every part in order and returns the
+/// [`Running`] daemon, which [`Running::stop`] stops in order; a start that
+/// fails part-way stops what it had begun the same way before it returns.
+/// Tests start it in-process; the `daemon` command adds signals and systemd.
+#[derive(Debug)]
+pub struct Daemon {
+    config: Config,
+}
+
+/// Why the daemon did not start (already logged): the exit status that
+/// says so (`EX_CONFIG` 78, `EX_CANTCREAT` 73, `EX_IOERR` 74, or 1) and
+/// what failed.
+#[derive(Debug, thiserror::Error)]
+#[error("the daemon did not start (exit status {status}): {what}")]
+pub struct StartFailed {
+    /// The process's exit status for this failure.
+    pub status: u8,
+    /// What failed, in a person's words.
+    pub what: String,
+}
+
+impl StartFailed {
+    fn new(status: u8, what: impl Into<String>) -> Self {
+        Self {
+            status,
+            what: what.into(),
+        }
     }
-    link.goodbye().await;
-    // The event loop ends by itself once it has sent the DISCONNECT that
-    // follows the goodbye; it is only cut short if the broker is gone.
-    if tokio::time::timeout(FLUSH_GRACE, &mut event_loop)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the MQTT goodbye was not sent within {FLUSH_GRACE:?}");
+}
+
+/// Where the running daemon listens: the real ports when port 0 was asked
+/// for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Addresses {
+    /// The embedded MQTT broker, when it runs.
+    pub broker: Option<std::net::SocketAddr>,
+    /// `/metrics`, when `[metrics] listen` is set.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// MCP over Streamable HTTP, when `[mcp] listen` is set.
+    pub mcp: Option<std::net::SocketAddr>,
+    /// The private D-Bus socket (`droidwarden` commands connect to it).
+    pub api_socket: std::path::PathBuf,
+}
+
+/// A started daemon. Drop it only after [`Running::stop`]: the ordered
+/// shutdown (calls in flight finish, statuses and the MQTT goodbye go out,
+/// the delivery store is closed) happens there.
+#[derive(Debug)]
+pub struct Running {
+    config: Config,
+    addresses: Addresses,
+    shutdown: CancellationToken,
+    broker_stop: CancellationToken,
+    mqtt_stop: CancellationToken,
+    publisher_stop: CancellationToken,
+    tracker: TaskTracker,
+    delivery: crate::delivery::DeliveryStore,
+    registry: Arc<Registry>,
+    hub: Hub,
+    adb: Arc<AdbTransport>,
+    companion: CompanionHub,
+    poll: watch::Sender<droidwarden_core::poll::Intervals>,
+    assistant: Option<Assistant>,
+    broker_users: Option<crate::broker::UsersHandle>,
+    link: Arc<mqtt::Mqtt>,
+    event_loop: tokio::task::JoinHandle<()>,
+    publisher: tokio::task::JoinHandle<()>,
+    readiness: Readiness,
+    events: Option<Events>,
+}
+
+impl Daemon {
+    /// A daemon that will run with `config`.
+    pub fn new(config: Config) -> Self {
+        Self { config }
     }
-    mqtt_stop.cancel();
-    broker_stop.cancel();
-    // Everything the calls recorded is committed, and checkpointed into
-    // the main file, before the process ends: nothing lives in the WAL
-    // alone while the daemon is stopped.
+
+    /// Start every part, in order: the state directory and the delivery
+    /// store, the hub and the phones' transports, the agent, the event
+    /// centre, D-Bus, the embedded broker and MQTT, polling, metrics, MCP,
+    /// then the automations. `shutdown` is the first stage of the stop
+    /// (no new commands); [`Running::stop`] cancels it and does the rest.
+    ///
+    /// # Errors
+    /// A part cannot start ([`StartFailed`], logged); what had begun is
+    /// stopped in order first.
+    pub async fn start(self, shutdown: CancellationToken) -> Result<Running, StartFailed> {
+        let Self { config } = self;
+        let mut readiness = Readiness::default();
+        let tracker = TaskTracker::new();
+        let registry = Arc::new(Registry::new());
+        tracing::info!(state_dir = %config.state_dir.display(), "droidwarden starting");
+        if let Err((status, e)) = check_state_dir(&config.state_dir).await {
+            tracing::error!(state_dir = %config.state_dir.display(), error = %e, status, "the state directory is not usable");
+            return Err(StartFailed::new(
+                status,
+                format!("the state directory is not usable: {e}"),
+            ));
+        }
+        // The delivery store (core/src/delivery.rs): command ids and calls in
+        // flight, kept across restarts. Without it "once" cannot be promised,
+        // so a store that cannot be opened stops the start.
+        let limits = crate::delivery::Limits {
+            window: config.mqtt.dedupe_window,
+            max_ids: config.mqtt.max_ids_per_window,
+        };
+        let (delivery, interrupted) =
+            match crate::delivery::DeliveryStore::open(&config.state_dir, limits).await {
+                Ok(opened) => opened,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot open the delivery store");
+                    return Err(StartFailed::new(
+                        crate::EXIT_IOERR,
+                        format!("cannot open the delivery store: {e}"),
+                    ));
+                }
+            };
+        tracing::debug!(file = %delivery.path().display(), interrupted = interrupted.len(), found_empty = delivery.found_empty(), "delivery store open");
+        // From here on, a start that fails stops what it had begun, in order
+        // (`Begun::abandon`), like a shutdown does.
+        let broker_stop = CancellationToken::new();
+        let mqtt_stop = CancellationToken::new();
+        let begun = Begun {
+            shutdown: &shutdown,
+            broker_stop: &broker_stop,
+            mqtt_stop: &mqtt_stop,
+            tracker: &tracker,
+            delivery: &delivery,
+        };
+        let hub = Hub::new(Arc::clone(&registry), Some(delivery.clone()))
+            .with_phone_policy(config.phone_services.clone());
+        let adb = Arc::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
+        let (companion, companion_requests) =
+            CompanionHub::new(config.companion.clone(), Arc::clone(&registry));
+        if let Err(e) = adb.refresh().await {
+            tracing::warn!(error = %e, "no devices yet; will keep trying");
+        }
+        // The agent (daemon/src/assistant.rs), when a language model is set.
+        let assistant = match &config.llm {
+            None => {
+                tracing::info!("agent off: no [llm] provider configured");
+                None
+            }
+            Some(llm) => match Assistant::start(
+                llm,
+                config.agent.clone(),
+                &config.state_dir,
+                hub.clone(),
+                // `[[mcp.servers]]` (daemon/src/mcp/client.rs): their tools.
+                crate::mcp::client::McpClients::start(&config.mcp.servers, &tracker, &shutdown)
+                    .await,
+                tracker.clone(),
+                shutdown.clone(),
+            )
+            .await
+            {
+                Ok(assistant) => Some(assistant),
+                Err(e) => {
+                    let status = agent_exit_status(&e);
+                    tracing::error!(error = %e, status, "cannot start the agent");
+                    return Err(begun
+                        .abandon(StartFailed::new(
+                            status,
+                            format!("cannot start the agent: {e}"),
+                        ))
+                        .await);
+                }
+            },
+        };
+        // D-Bus API (daemon/src/dbus/): owns org.droidwarden.Daemon1 on [dbus] bus,
+        // and serves it on the private socket (dbus/p2p.rs) with or without a bus.
+        let socket = config
+            .api_socket
+            .clone()
+            .unwrap_or_else(|| crate::dbus::p2p::daemon_path(&config.state_dir));
+        let mut addresses = Addresses {
+            api_socket: socket.clone(),
+            ..Addresses::default()
+        };
+        // The event centre (daemon/src/events.rs): every consumer below reads
+        // the bus, the devices and the agent's notices through it.
+        // Automations (daemon/src/automations/): the handle now, so D-Bus, MQTT
+        // and the centre have it; the driver starts once everything it runs
+        // through is up. Its events are taken now, so no state is missed.
+        let (automations, automations_pending) = crate::automations::Automations::new(
+            crate::automations::model::mqtt_topics(&config.automations),
+        );
+        let centre =
+            Centre::new(hub.clone(), assistant.clone()).with_automations(automations.clone());
+        let automation_events = centre.subscribe(
+            "automations",
+            Streams {
+                bus: true,
+                devices: true,
+                notices: false,
+                activity: false,
+                automations: false,
+            },
+        );
+        let health = Arc::new(
+            crate::health::Health::new(
+                config.state_dir.clone(),
+                Some(Arc::clone(&adb)),
+                crate::health::broker_description(&config.mqtt.broker),
+                config
+                    .llm
+                    .as_ref()
+                    .map(|llm| format!("{} {}", llm.provider.as_str(), llm.model)),
+            )
+            .with_model(config.llm.clone()),
+        );
+        match crate::dbus::start(
+            config.dbus,
+            &hub,
+            assistant.clone(),
+            automations.clone(),
+            &centre,
+            socket,
+            Arc::clone(&health),
+        )
+        .await
+        {
+            Ok(dbus) => {
+                tracker.spawn(crate::dbus::run(dbus, shutdown.clone()));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the D-Bus API");
+                return Err(begun
+                    .abandon(StartFailed::new(
+                        1,
+                        format!("cannot start the D-Bus API: {e}"),
+                    ))
+                    .await);
+            }
+        }
+        // End of the D-Bus API.
+
+        let mut mqtt_settings = config.mqtt.clone();
+        let mut broker_users = None;
+        let mut broker_clients = None;
+        if let BrokerTarget::Embedded {
+            listen,
+            allow_remote,
+            anonymous,
+        } = mqtt_settings.broker
+        {
+            if !anonymous {
+                // The daemon's own account: created at the first start, its
+                // password in <state dir>/mqtt-daemon.secret.
+                let state_dir = config.state_dir.clone();
+                let ensured = tokio::task::spawn_blocking(move || {
+                    crate::mqtt_users::ensure_daemon_user(&state_dir)
+                })
+                .await;
+                match ensured {
+                    Ok(Ok((username, password))) => {
+                        mqtt_settings.credentials =
+                            Some(crate::config::Credentials { username, password });
+                    }
+                    Ok(Err(e)) => {
+                        let file = config.state_dir.join(crate::mqtt_users::USERS_FILE);
+                        let (status, what) = users_exit_status(&file);
+                        tracing::error!(error = %format!("{e:#}"), file = %file.display(), status, "cannot set up the daemon's account on the embedded MQTT broker: {what}");
+                        return Err(begun.abandon(StartFailed::new(status, what)).await);
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot set up the daemon's account on the embedded MQTT broker");
+                        return Err(begun
+                            .abandon(StartFailed::new(
+                                1,
+                                format!("cannot set up the daemon's MQTT account: {e}"),
+                            ))
+                            .await);
+                    }
+                }
+            }
+            let broker = crate::broker::BrokerConfig {
+                listen,
+                allow_remote,
+                policy: droidwarden_broker::Policy {
+                    prefix: mqtt_settings.prefix.clone(),
+                    ha_prefix: mqtt_settings
+                        .discovery
+                        .clone()
+                        .unwrap_or_else(|| "homeassistant".into()),
+                    anonymous,
+                    // The daemon learns who published each command, for the
+                    // record of who answered an approval.
+                    vouch_to: mqtt_settings
+                        .credentials
+                        .as_ref()
+                        .map(|c| c.username.clone()),
+                },
+                users_file: Some(config.state_dir.join(crate::mqtt_users::USERS_FILE)),
+            };
+            match crate::broker::start(broker, broker_stop.clone(), &tracker).await {
+                Ok(started) => {
+                    let bound = started.addr;
+                    tracing::info!(%bound, "embedded MQTT broker listening");
+                    addresses.broker = Some(bound);
+                    broker_users = started.users;
+                    broker_clients = Some(started.clients);
+                    mqtt_settings.broker = BrokerTarget::Embedded {
+                        listen: bound,
+                        allow_remote,
+                        anonymous,
+                    };
+                    health.broker_is(crate::health::broker_description(&mqtt_settings.broker));
+                }
+                Err(e) => {
+                    tracing::error!(%listen, error = %e, "cannot start the embedded MQTT broker");
+                    return Err(begun
+                        .abandon(StartFailed::new(
+                            1,
+                            format!("cannot start the embedded MQTT broker on {listen}: {e}"),
+                        ))
+                        .await);
+                }
+            }
+        }
+        let (link, eventloop) = match mqtt::connect(
+            mqtt_settings,
+            hub.clone(),
+            companion.clone(),
+            assistant.clone(),
+            automations.clone(),
+            config.state_dir.clone(),
+            delivery.clone(),
+            &interrupted,
+        ) {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot set up MQTT");
+                return Err(begun
+                    .abandon(StartFailed::new(1, format!("cannot set up MQTT: {e}")))
+                    .await);
+            }
+        };
+        readiness.require_watch("MQTT", link.subscribed());
+        let (incoming_tx, incoming_rx) = tokio::sync::mpsc::channel(mqtt::INCOMING_CHANNEL);
+        let event_loop = tracker.spawn(mqtt::run_event_loop(
+            Arc::clone(&link),
+            eventloop,
+            incoming_tx,
+            mqtt_stop.clone(),
+        ));
+        tracker.spawn(mqtt::run_resync(Arc::clone(&link), shutdown.clone()));
+        tracker.spawn(mqtt::run_dispatch(
+            Arc::clone(&link),
+            incoming_rx,
+            shutdown.clone(),
+            mqtt_stop.clone(),
+        ));
+        // Stopped apart from the rest, before the goodbye (see the shutdown).
+        let publisher_stop = CancellationToken::new();
+        let publisher = tracker.spawn(mqtt::run_publisher(
+            Arc::clone(&link),
+            centre.subscribe(
+                "MQTT",
+                Streams {
+                    activity: false,
+                    ..Streams::ALL
+                },
+            ),
+            publisher_stop.clone(),
+        ));
+        tracker.spawn(mqtt::run_health(
+            Arc::clone(&link),
+            Arc::clone(&health),
+            mqtt_stop.clone(),
+        ));
+        tracker.spawn(mqtt::run_companion_requests(
+            Arc::clone(&link),
+            companion_requests,
+            mqtt_stop.clone(),
+        ));
+        tracker.spawn({
+            let adb = Arc::clone(&adb);
+            let shutdown = shutdown.clone();
+            async move { adb.run(shutdown).await }
+        });
+        let (poll_tx, poll_rx) = watch::channel(config.poll.clone());
+        tracker.spawn(crate::poll::run(
+            hub.clone(),
+            poll_rx,
+            tracker.clone(),
+            shutdown.clone(),
+        ));
+        // The statuses published from here on and the MQTT goodbye are the
+        // publisher's and the link's: a failure below stops them in order.
+        let stages = Stages {
+            begun,
+            link: &link,
+            publisher_stop: &publisher_stop,
+        };
+        // Prometheus metrics (daemon/src/metrics.rs), when [metrics] listen is set.
+        if let Some(settings) = config.metrics {
+            match crate::metrics::bind(settings.listen, settings.allow_remote).await {
+                Ok(listener) => {
+                    let metrics = Arc::new(crate::metrics::Metrics::new());
+                    addresses.metrics = listener.local_addr().ok();
+                    tracing::info!(
+                        listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+                        "metrics on /metrics"
+                    );
+                    tracker.spawn(crate::metrics::collect(
+                        Arc::clone(&metrics),
+                        hub.clone(),
+                        centre.subscribe("metrics", Streams::ALL),
+                        broker_clients.clone(),
+                        shutdown.clone(),
+                    ));
+                    tracker.spawn(crate::metrics::serve(
+                        listener,
+                        metrics,
+                        tracker.clone(),
+                        shutdown.clone(),
+                    ));
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot serve metrics");
+                    return Err(stages
+                        .abandon(StartFailed::new(1, format!("cannot serve metrics: {e}")))
+                        .await);
+                }
+            }
+        }
+        // MCP over Streamable HTTP (daemon/src/mcp/http.rs), when [mcp] listen is set.
+        match crate::mcp::start_http(&config.mcp, &hub, assistant.as_ref(), &tracker, &shutdown)
+            .await
+        {
+            Ok(bound) => addresses.mcp = bound,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot serve MCP");
+                return Err(stages
+                    .abandon(StartFailed::new(1, format!("cannot serve MCP: {e}")))
+                    .await);
+            }
+        }
+        // Every consumer of the agent's notices (MQTT, D-Bus, metrics) is
+        // subscribed by now: runs a previous process left unfinished can go on.
+        if let Some(assistant) = &assistant {
+            assistant.resume_interrupted().await;
+        }
+        // Automations run from here on: every path they act through is up.
+        let deps = crate::automations::Deps {
+            automations: config.automations.clone(),
+            context: config.automation_context.clone(),
+            hub: hub.clone(),
+            assistant: assistant.clone(),
+            approval: config.agent.approval.clone(),
+            events: automation_events,
+        };
+        if let Err(e) = crate::automations::start(
+            &automations,
+            automations_pending,
+            deps,
+            &config.state_dir,
+            &tracker,
+            shutdown.clone(),
+        )
+        .await
+        {
+            tracing::error!(error = %e, "cannot read the automations' records");
+            return Err(stages
+                .abandon(StartFailed::new(
+                    crate::EXIT_IOERR,
+                    format!("cannot read the automations' records: {e}"),
+                ))
+                .await);
+        }
+        // The main loop reads device events and the agent's activity (not
+        // every call's status).
+        let events = centre.subscribe(
+            "main loop",
+            Streams {
+                bus: false,
+                notices: false,
+                ..Streams::ALL
+            },
+        );
+        Ok(Running {
+            config,
+            addresses,
+            shutdown,
+            broker_stop,
+            mqtt_stop,
+            publisher_stop,
+            tracker,
+            delivery,
+            registry,
+            hub,
+            adb,
+            companion,
+            poll: poll_tx,
+            assistant,
+            broker_users,
+            link,
+            event_loop,
+            publisher,
+            readiness,
+            events: Some(events),
+        })
+    }
+}
+
+impl Running {
+    /// Where it listens.
+    pub fn addresses(&self) -> &Addresses {
+        &self.addresses
+    }
+
+    /// The devices it knows; tests add fake phones here.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Until every part registered for readiness is up (MQTT subscribed):
+    /// `Err` names the part that gave up. Bounded by `within`.
+    ///
+    /// # Errors
+    /// The part that gave up, or `"timeout"`.
+    pub async fn ready(&self, within: Duration) -> Result<(), &'static str> {
+        tokio::time::timeout(within, self.readiness.wait())
+            .await
+            .unwrap_or(Err("timeout"))
+    }
+
+    /// Serve until SIGTERM or SIGINT (returned), keeping systemd informed
+    /// and reloading the configuration on SIGHUP.
+    async fn serve(&mut self, notifier: &Notifier, signals: &mut Signals) -> &'static str {
+        let live = reload::Live {
+            adb: &self.adb,
+            companion: &self.companion,
+            poll: &self.poll,
+            assistant: self.assistant.as_ref(),
+            broker_users: self.broker_users.as_ref(),
+        };
+        let Some(events) = self.events.take() else {
+            return "no events";
+        };
+        main_loop(
+            &mut self.config,
+            &live,
+            &self.registry,
+            events,
+            &self.readiness,
+            notifier,
+            signals,
+        )
+        .await
+    }
+
+    /// Stop in order: no new commands; calls in flight finish (bounded);
+    /// their statuses, then `offline` and a clean MQTT disconnect go out;
+    /// the broker stops; the delivery store is committed and closed; every
+    /// task ends (bounded).
+    pub async fn stop(self) {
+        let Self {
+            shutdown,
+            broker_stop,
+            mqtt_stop,
+            publisher_stop,
+            tracker,
+            delivery,
+            link,
+            mut event_loop,
+            mut publisher,
+            hub,
+            ..
+        } = self;
+        drop(hub);
+        shutdown.cancel();
+        link.finish_calls(CALL_GRACE).await;
+        // The statuses those calls ended with go out before the goodbye.
+        publisher_stop.cancel();
+        if tokio::time::timeout(FLUSH_GRACE, &mut publisher)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the last statuses were not published within {FLUSH_GRACE:?}");
+        }
+        link.goodbye().await;
+        // The event loop ends by itself once it has sent the DISCONNECT that
+        // follows the goodbye; it is only cut short if the broker is gone.
+        if tokio::time::timeout(FLUSH_GRACE, &mut event_loop)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the MQTT goodbye was not sent within {FLUSH_GRACE:?}");
+        }
+        mqtt_stop.cancel();
+        broker_stop.cancel();
+        // Everything the calls recorded is committed, and checkpointed into
+        // the main file, before the process ends: nothing lives in the WAL
+        // alone while the daemon is stopped.
+        close_store(&delivery).await;
+        tracker.close();
+        if tokio::time::timeout(TASK_GRACE, tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some tasks did not stop within {TASK_GRACE:?}");
+        }
+        tracing::info!("stopped");
+    }
+}
+
+/// Close the delivery store (committed, checkpointed), bounded.
+async fn close_store(delivery: &crate::delivery::DeliveryStore) {
     match tokio::time::timeout(FLUSH_GRACE, delivery.close()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "the delivery store could not be closed cleanly"),
         Err(_) => tracing::warn!("the delivery store was not closed within {FLUSH_GRACE:?}"),
     }
-    tracker.close();
-    if tokio::time::timeout(TASK_GRACE, tracker.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("some tasks did not stop within {TASK_GRACE:?}");
-    }
-    tracing::info!("stopped");
-    ExitCode::SUCCESS
 }
 
 /// What a start has begun once the delivery store is open, to stop in
@@ -557,19 +790,13 @@ struct Begun<'a> {
 impl Begun<'_> {
     /// A later step of the start failed (already logged): stop every task
     /// begun so far and wait for them (bounded), close the delivery store
-    /// (committed, checkpointed), and exit with `status`, as a shutdown
+    /// (committed, checkpointed), and return `failed`, as a shutdown
     /// would, rather than leave it all to the process's end.
-    async fn abandon(self, status: ExitCode) -> ExitCode {
+    async fn abandon(self, failed: StartFailed) -> StartFailed {
         self.shutdown.cancel();
         self.mqtt_stop.cancel();
         self.broker_stop.cancel();
-        match tokio::time::timeout(FLUSH_GRACE, self.delivery.close()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "the delivery store could not be closed cleanly");
-            }
-            Err(_) => tracing::warn!("the delivery store was not closed within {FLUSH_GRACE:?}"),
-        }
+        close_store(self.delivery).await;
         self.tracker.close();
         if tokio::time::timeout(TASK_GRACE, self.tracker.wait())
             .await
@@ -578,7 +805,25 @@ impl Begun<'_> {
             tracing::warn!("some tasks did not stop within {TASK_GRACE:?}");
         }
         tracing::info!("stopped: the start did not complete");
-        status
+        failed
+    }
+}
+
+/// [`Begun`] once MQTT is up: a failure then also sends the `offline`
+/// goodbye (the will is not left to fire) before the rest stops.
+#[derive(Debug, Clone, Copy)]
+struct Stages<'a> {
+    begun: Begun<'a>,
+    link: &'a Arc<mqtt::Mqtt>,
+    publisher_stop: &'a CancellationToken,
+}
+
+impl Stages<'_> {
+    async fn abandon(self, failed: StartFailed) -> StartFailed {
+        self.begun.shutdown.cancel();
+        self.publisher_stop.cancel();
+        self.link.goodbye().await;
+        self.begun.abandon(failed).await
     }
 }
 
@@ -791,3 +1036,6 @@ mod tests {
         assert_eq!(users_exit_status(&file).0, crate::EXIT_CANTCREAT);
     }
 }
+
+#[cfg(test)]
+mod in_process;

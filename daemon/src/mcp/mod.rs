@@ -143,7 +143,8 @@ impl TryFrom<RawMcpConfig> for McpConfig {
     }
 }
 
-/// Start the Streamable HTTP endpoint when `[mcp] listen` is set.
+/// Start the Streamable HTTP endpoint when `[mcp] listen` is set; the
+/// address it listens on (the real port when port 0 was asked for).
 ///
 /// # Errors
 /// The address cannot be bound or the token file cannot be read.
@@ -153,11 +154,12 @@ pub(crate) async fn start_http(
     assistant: Option<&crate::assistant::Assistant>,
     tracker: &tokio_util::task::TaskTracker,
     shutdown: &tokio_util::sync::CancellationToken,
-) -> Result<(), String> {
+) -> Result<Option<std::net::SocketAddr>, String> {
     let Some(settings) = config.http.clone() else {
-        return Ok(());
+        return Ok(None);
     };
     let (listener, token) = http::bind(&settings).await?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
     tracker.spawn(http::serve(
         listener,
         settings,
@@ -169,7 +171,7 @@ pub(crate) async fn start_http(
         tracker.clone(),
         shutdown.clone(),
     ));
-    Ok(())
+    Ok(Some(bound))
 }
 
 #[cfg(test)]
