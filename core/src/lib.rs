@@ -14,6 +14,9 @@
 //!   turn before a screen action, and the gate it feeds (the UI rules of
 //!   `[phone_services.ui]`, `approval_required` above a caller's clearance).
 //! - [`poll`]: the periodic state reads behind the retained state topics.
+//! - [`assistant`]: the LLM agent hosted over the hub ([`assistant::HubTools`]
+//!   is its `ToolHost`, so the agent's calls take the same path), its runs,
+//!   approvals and notices.
 //!
 //! Architecture invariant: this crate knows no protocol. It never parses
 //! an MQTT payload, a D-Bus message or a CLI argument, and never writes a
@@ -21,6 +24,7 @@
 //! [`hub::Call`] and the hub's typed results into their own wire forms.
 #![warn(missing_docs)]
 
+pub mod assistant;
 pub mod delivery;
 mod foreground;
 pub mod hub;

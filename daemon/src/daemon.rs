@@ -308,8 +308,14 @@ impl Daemon {
                 &config.state_dir,
                 hub.clone(),
                 // `[[mcp.servers]]` (daemon/src/mcp/client.rs): their tools.
-                crate::mcp::client::McpClients::start(&config.mcp.servers, &tracker, &shutdown)
+                Arc::new(
+                    crate::mcp::client::McpClients::start(
+                        &config.mcp.servers,
+                        &tracker,
+                        &shutdown,
+                    )
                     .await,
+                ),
                 tracker.clone(),
                 shutdown.clone(),
             )

@@ -50,7 +50,6 @@ mod accept; // The accept loop of the metrics and MCP HTTP servers.
 mod adb_reach; // Whether other local users can reach the adb server (`status`, as root).
 mod agent_cli;
 mod approvals; // One approval list: the agent's and the automations' requests.
-mod assistant; // The LLM agent in the daemon (docs/agent.md).
 mod automations; // Schedules and triggers that run calls or the agent (docs/automations.md).
 mod broker;
 mod call;
@@ -59,7 +58,7 @@ mod client; // How a command reaches the daemon, and the output every command sh
 pub mod config; // Layered configuration: defaults, file, environment (docs/configuration.md).
 pub mod daemon; // `Daemon::start`: the daemon in-process; its start-up and ordered shutdown.
 // The core: the call hub, each device's order, the delivery store, polling.
-use droidwarden_core::{delivery, hub, poll};
+use droidwarden_core::{assistant, delivery, hub, poll};
 mod dbus; // The D-Bus API (docs/dbus-api.md).
 mod events; // The event centre: one Event enum over the bus, devices and agent.
 mod health; // The daemon's own health, for `status`.

@@ -809,6 +809,21 @@ async fn list(config: &ServerConfig, peer: &Peer<RoleClient>) -> Result<Vec<Cach
         .collect())
 }
 
+/// The agent's tools beside the phones': these servers' tools.
+impl droidwarden_core::assistant::ExtraTools for McpClients {
+    fn tools(&self) -> Vec<ExtraTool> {
+        McpClients::tools(self)
+    }
+
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Value,
+    ) -> droidwarden_agent::ToolFuture<'a> {
+        Box::pin(McpClients::call(self, name, arguments))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

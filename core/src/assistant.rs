@@ -42,29 +42,58 @@ const NOTICE_CAPACITY: usize = 4096;
 
 /// The agent's tools over the daemon's devices.
 #[derive(Debug)]
-pub(crate) struct HubTools {
+pub struct HubTools {
     hub: Hub,
-    /// `[[mcp.servers]]`' tools.
-    mcp: crate::mcp::client::McpClients,
+    /// Tools from outside the catalogue (`[[mcp.servers]]`' tools).
+    extra: Arc<dyn ExtraTools>,
+}
+
+/// Tools the agent is offered beside the phones' services: those of the
+/// MCP servers the daemon is a client of (the MCP adapter implements it).
+pub trait ExtraTools: Send + Sync + std::fmt::Debug {
+    /// The tools, as the model sees them.
+    fn tools(&self) -> Vec<droidwarden_agent::tools::extra::ExtraTool>;
+    /// Call the tool `name` with `arguments`.
+    fn call<'a>(&'a self, name: &'a str, arguments: Value) -> ToolFuture<'a>;
+}
+
+/// No tools beside the phones'.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoExtraTools;
+
+impl ExtraTools for NoExtraTools {
+    fn tools(&self) -> Vec<droidwarden_agent::tools::extra::ExtraTool> {
+        Vec::new()
+    }
+
+    fn call<'a>(&'a self, name: &'a str, _arguments: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            Err(WireError::new(
+                ErrorCode::UnknownAction,
+                format!("no tool named {name}"),
+            ))
+        })
+    }
 }
 
 impl HubTools {
-    pub(crate) fn new(hub: Hub) -> Self {
+    /// The tools over `hub`, and no others.
+    pub fn new(hub: Hub) -> Self {
         Self {
             hub,
-            mcp: crate::mcp::client::McpClients::default(),
+            extra: Arc::new(NoExtraTools),
         }
     }
 
-    /// Offer these MCP servers' tools too.
-    pub(crate) fn with_mcp(mut self, mcp: crate::mcp::client::McpClients) -> Self {
-        self.mcp = mcp;
+    /// Offer these tools too (`[[mcp.servers]]`' tools).
+    pub fn with_extra(mut self, extra: Arc<dyn ExtraTools>) -> Self {
+        self.extra = extra;
         self
     }
 }
 
 /// The service ids a transport can do at least one action of.
-pub(crate) fn services_of(transport: TransportKind) -> Vec<String> {
+pub fn services_of(transport: TransportKind) -> Vec<String> {
     let ids: BTreeSet<&'static str> = transport
         .capabilities()
         .into_iter()
@@ -101,11 +130,11 @@ impl ToolHost for HubTools {
     }
 
     fn extra_tools(&self) -> Vec<droidwarden_agent::tools::extra::ExtraTool> {
-        self.mcp.tools()
+        self.extra.tools()
     }
 
     fn call_extra<'a>(&'a self, name: &'a str, arguments: Value) -> ToolFuture<'a> {
-        Box::pin(self.mcp.call(name, arguments))
+        self.extra.call(name, arguments)
     }
 
     fn call<'a>(&'a self, device: Option<&'a str>, command: Command) -> ToolFuture<'a> {
@@ -136,32 +165,42 @@ impl ToolHost for HubTools {
 
 /// What the agent side announces, in order, to MQTT and D-Bus.
 #[derive(Debug, Clone)]
-pub(crate) enum Notice {
+pub enum Notice {
     /// An event of a run (each once).
     Event(Arc<AgentEvent>),
     /// An approval request was answered or expired.
-    ApprovalClosed { approval_id: String },
+    ApprovalClosed {
+        /// The request's id.
+        approval_id: String,
+    },
     /// A run resumed after a restart finished; `origin` is what the request
     /// that started it recorded (see [`Origin`]).
     ResumedRunFinished {
+        /// The origin tag the run was stored with.
         origin: String,
+        /// How it ended.
         result: Result<Answer, WireError>,
     },
 }
 
 /// A finished run's answer: what `cmd/ask` replies and `Ask` callers see.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Answer {
-    pub(crate) session: String,
-    pub(crate) run: String,
-    pub(crate) text: String,
-    pub(crate) stop_reason: String,
+pub struct Answer {
+    /// The session the run belongs to.
+    pub session: String,
+    /// The run's id.
+    pub run: String,
+    /// The agent's final text.
+    pub text: String,
+    /// Why the run stopped (`done`, `max_iterations`, …).
+    pub stop_reason: String,
     /// The tool calls made, with their results.
-    pub(crate) steps: Vec<ToolStep>,
+    pub steps: Vec<ToolStep>,
 }
 
 impl Answer {
-    pub(crate) fn to_json(&self) -> Value {
+    /// The answer as MQTT replies and D-Bus returns it.
+    pub fn to_json(&self) -> Value {
         json!({
             "session": self.session,
             "run": self.run,
@@ -175,19 +214,21 @@ impl Answer {
 /// Where the answer of a run goes when the run outlives its request (the
 /// daemon restarted): stored with the run as its origin tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Origin {
+pub enum Origin {
     /// An MQTT `cmd/ask` with this id: the answer goes to `reply/<id>`.
     Mqtt(String),
 }
 
 impl Origin {
-    pub(crate) fn tag(&self) -> String {
+    /// The tag stored with the run.
+    pub fn tag(&self) -> String {
         match self {
             Self::Mqtt(id) => format!("mqtt:{id}"),
         }
     }
 
-    pub(crate) fn parse(tag: &str) -> Option<Self> {
+    /// The origin a stored tag names.
+    pub fn parse(tag: &str) -> Option<Self> {
         tag.strip_prefix("mqtt:")
             .map(|id| Self::Mqtt(id.to_owned()))
     }
@@ -197,19 +238,22 @@ impl Origin {
 /// without a value when the daemon shuts down first (the run resumes at the
 /// next start).
 #[derive(Debug)]
-pub(crate) struct Started {
-    pub(crate) session: String,
-    pub(crate) run: String,
-    pub(crate) done: oneshot::Receiver<Result<Answer, WireError>>,
+pub struct Started {
+    /// The session the run belongs to.
+    pub session: String,
+    /// The run's id.
+    pub run: String,
+    /// Its answer, when it ends.
+    pub done: oneshot::Receiver<Result<Answer, WireError>>,
 }
 
 /// Counts for systemd's `STATUS=`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Activity {
+pub struct Activity {
     /// Runs being driven.
-    pub(crate) runs: usize,
+    pub runs: usize,
     /// Approval requests waiting for a person.
-    pub(crate) approvals: usize,
+    pub approvals: usize,
 }
 
 #[derive(Debug)]
@@ -226,12 +270,12 @@ struct Inner {
 
 /// The agent as the daemon uses it. Cheap to clone.
 #[derive(Debug, Clone)]
-pub(crate) struct Assistant {
+pub struct Assistant {
     inner: Arc<Inner>,
 }
 
 /// The error every agent entry point gives when no model is configured.
-pub(crate) fn disabled() -> WireError {
+pub fn disabled() -> WireError {
     WireError::new(
         ErrorCode::InvalidRequest,
         "the agent is off: no language model is configured (set [llm] provider and model; see docs/agent.md)",
@@ -246,12 +290,12 @@ impl Assistant {
     /// # Errors
     /// The store cannot be opened, or the provider cannot be built (an API
     /// key that cannot be read: the message names its source, never the key).
-    pub(crate) async fn start(
+    pub async fn start(
         llm: &LlmConfig,
         config: AgentConfig,
         state_dir: &Path,
         hub: Hub,
-        mcp: crate::mcp::client::McpClients,
+        extra: Arc<dyn ExtraTools>,
         tracker: TaskTracker,
         shutdown: CancellationToken,
     ) -> Result<Self, AgentError> {
@@ -267,7 +311,7 @@ impl Assistant {
         let agent = Agent::new(
             config,
             provider,
-            Arc::new(HubTools::new(hub).with_mcp(mcp)),
+            Arc::new(HubTools::new(hub).with_extra(extra)),
             store,
         );
         agent.set_skills(skills);
@@ -335,22 +379,22 @@ impl Assistant {
 
     /// The agent runtime itself (its approval policy and approvals, for
     /// calls from other clients: `mcp/gate.rs`).
-    pub(crate) fn agent(&self) -> &droidwarden_agent::Agent {
+    pub fn agent(&self) -> &droidwarden_agent::Agent {
         &self.inner.agent
     }
 
     /// Every notice from now on.
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Notice> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Notice> {
         self.inner.notices.subscribe()
     }
 
     /// Runs and approvals, as they change.
-    pub(crate) fn activity(&self) -> watch::Receiver<Activity> {
+    pub fn activity(&self) -> watch::Receiver<Activity> {
         self.inner.activity.subscribe()
     }
 
     /// Apply a reloaded approval policy to runs that start from now on.
-    pub(crate) fn set_approval_policy(&self, config: &AgentConfig) {
+    pub fn set_approval_policy(&self, config: &AgentConfig) {
         self.inner
             .agent
             .set_approval_policy(config.approval.clone());
@@ -358,7 +402,7 @@ impl Assistant {
 
     /// Load the skills again (SIGHUP): files added, changed or removed
     /// take effect for runs that start afterwards.
-    pub(crate) async fn reload_skills(&self, config: &SkillsConfig, state_dir: &Path) {
+    pub async fn reload_skills(&self, config: &SkillsConfig, state_dir: &Path) {
         let skills = load_skills(config, state_dir).await;
         tracing::info!(
             skills = skills.enabled().count(),
@@ -372,7 +416,7 @@ impl Assistant {
     /// the new set; runs and tasks already going keep theirs. An agent
     /// whose own provider cannot be built (its key unreadable) keeps the
     /// whole running set, with the reason logged.
-    pub(crate) async fn reload_agents(
+    pub async fn reload_agents(
         &self,
         llm: &LlmConfig,
         agents: &[droidwarden_agent::delegation::DelegateConfig],
@@ -390,7 +434,7 @@ impl Assistant {
     }
 
     /// The skills runs see now.
-    pub(crate) fn skills(&self) -> Arc<SkillSet> {
+    pub fn skills(&self) -> Arc<SkillSet> {
         self.inner.agent.skills()
     }
 
@@ -406,7 +450,7 @@ impl Assistant {
     /// `not_found` (unknown skill), `invalid_params` (input that does not
     /// match the skill's parameters), `invalid_request` (disabled skill,
     /// tools that do not exist), and the errors of [`Assistant::ask`].
-    pub(crate) async fn run_skill(
+    pub async fn run_skill(
         &self,
         skill: &str,
         input: Value,
@@ -430,7 +474,7 @@ impl Assistant {
     }
 
     /// Resume every run a previous process left unfinished.
-    pub(crate) async fn resume_interrupted(&self) {
+    pub async fn resume_interrupted(&self) {
         let runs = match self.inner.agent.interrupted_runs().await {
             Ok(runs) => runs,
             Err(e) => {
@@ -473,7 +517,7 @@ impl Assistant {
     /// `busy` (retryable) at once when `max_concurrent_runs` runs are going
     /// and `max_queued` more wait; invalid prompt or session id, shutdown
     /// under way, or a store error.
-    pub(crate) async fn ask(
+    pub async fn ask(
         &self,
         prompt: &str,
         session: Option<String>,
@@ -557,7 +601,7 @@ impl Assistant {
     /// # Errors
     /// `not_found` for an unknown id, `invalid_request` when it was already
     /// answered or has expired.
-    pub(crate) async fn approve(
+    pub async fn approve(
         &self,
         approval_id: &str,
         by: &str,
@@ -570,7 +614,7 @@ impl Assistant {
     ///
     /// # Errors
     /// As [`Assistant::approve`].
-    pub(crate) async fn deny(
+    pub async fn deny(
         &self,
         approval_id: &str,
         reason: &str,
@@ -587,7 +631,7 @@ impl Assistant {
     /// # Errors
     /// As [`Assistant::approve`]; `invalid_params` for a grant or edits the
     /// request cannot take (nothing is recorded; it still waits).
-    pub(crate) async fn answer(
+    pub async fn answer(
         &self,
         approval_id: &str,
         decision: droidwarden_agent::ApprovalDecision,
@@ -602,7 +646,7 @@ impl Assistant {
     ///
     /// # Errors
     /// A store error.
-    pub(crate) async fn grants(&self) -> Result<Vec<droidwarden_agent::Grant>, WireError> {
+    pub async fn grants(&self) -> Result<Vec<droidwarden_agent::Grant>, WireError> {
         self.inner.agent.grants().await.map_err(|e| e.to_wire())
     }
 
@@ -610,7 +654,7 @@ impl Assistant {
     ///
     /// # Errors
     /// `not_found`, or `invalid_request` when it no longer holds.
-    pub(crate) async fn revoke_grant(
+    pub async fn revoke_grant(
         &self,
         grant_id: &str,
         by: &str,
@@ -634,7 +678,7 @@ impl Assistant {
     ///
     /// # Errors
     /// A store error.
-    pub(crate) async fn approval_history(
+    pub async fn approval_history(
         &self,
         limit: usize,
     ) -> Result<Vec<droidwarden_agent::ApprovalOutcome>, WireError> {
@@ -649,7 +693,7 @@ impl Assistant {
     ///
     /// # Errors
     /// A store error.
-    pub(crate) async fn pending_approvals(&self) -> Result<Vec<PendingApproval>, WireError> {
+    pub async fn pending_approvals(&self) -> Result<Vec<PendingApproval>, WireError> {
         self.inner
             .agent
             .pending_approvals()
@@ -661,7 +705,7 @@ impl Assistant {
     ///
     /// # Errors
     /// A store error.
-    pub(crate) async fn sessions(&self) -> Result<Vec<SessionSummary>, WireError> {
+    pub async fn sessions(&self) -> Result<Vec<SessionSummary>, WireError> {
         self.inner.agent.sessions().await.map_err(|e| e.to_wire())
     }
 
@@ -669,7 +713,7 @@ impl Assistant {
     ///
     /// # Errors
     /// `not_found` for an unknown session, `invalid_params` for a bad id.
-    pub(crate) async fn session_markdown(&self, id: &str) -> Result<String, WireError> {
+    pub async fn session_markdown(&self, id: &str) -> Result<String, WireError> {
         self.inner
             .agent
             .session_markdown(id)
@@ -739,7 +783,7 @@ impl Assistant {
 
 /// The skills as JSON (D-Bus `ListSkills`, `droidwarden skills --json`):
 /// every skill's summary and the load problems.
-pub(crate) fn skills_json(set: &droidwarden_agent::skills::SkillSet) -> Value {
+pub fn skills_json(set: &droidwarden_agent::skills::SkillSet) -> Value {
     json!({
         "skills": set.all().map(|s| s.summary_json()).collect::<Vec<_>>(),
         "problems": set.problems(),
@@ -751,7 +795,7 @@ pub(crate) fn skills_json(set: &droidwarden_agent::skills::SkillSet) -> Value {
 ///
 /// # Errors
 /// A provider that cannot be built, naming the agent's entry.
-pub(crate) async fn delegates(
+pub async fn delegates(
     llm: &LlmConfig,
     agents: &[droidwarden_agent::delegation::DelegateConfig],
 ) -> Result<droidwarden_agent::delegation::Delegates, AgentError> {
@@ -781,7 +825,7 @@ pub(crate) async fn delegates(
 /// The skill directories: `[agent.skills] dirs`, or by default
 /// `/etc/droidwarden/skills` then `$STATE/skills` (a later one overrides an
 /// earlier one of the same name; both override the built-in skills).
-pub(crate) fn skill_dirs(config: &SkillsConfig, state_dir: &Path) -> Vec<PathBuf> {
+pub fn skill_dirs(config: &SkillsConfig, state_dir: &Path) -> Vec<PathBuf> {
     config.dirs.clone().unwrap_or_else(|| {
         vec![
             PathBuf::from("/etc/droidwarden/skills"),
@@ -792,7 +836,7 @@ pub(crate) fn skill_dirs(config: &SkillsConfig, state_dir: &Path) -> Vec<PathBuf
 
 /// Load the skills off the async runtime (file I/O), logging every file
 /// that was skipped and why.
-pub(crate) async fn load_skills(config: &SkillsConfig, state_dir: &Path) -> SkillSet {
+pub async fn load_skills(config: &SkillsConfig, state_dir: &Path) -> SkillSet {
     let dirs = skill_dirs(config, state_dir);
     let enabled = config.enabled.clone();
     let loaded = tokio::task::spawn_blocking(move || SkillSet::load(&dirs, &enabled)).await;
