@@ -378,7 +378,7 @@ impl Assistant {
     }
 
     /// The agent runtime itself (its approval policy and approvals, for
-    /// calls from other clients: `mcp/gate.rs`).
+    /// calls from other clients: `gate.rs`).
     pub fn agent(&self) -> &droidwarden_agent::Agent {
         &self.inner.agent
     }
@@ -601,11 +601,7 @@ impl Assistant {
     /// # Errors
     /// `not_found` for an unknown id, `invalid_request` when it was already
     /// answered or has expired.
-    pub async fn approve(
-        &self,
-        approval_id: &str,
-        by: &str,
-    ) -> Result<PendingApproval, WireError> {
+    pub async fn approve(&self, approval_id: &str, by: &str) -> Result<PendingApproval, WireError> {
         let answer = self.inner.agent.approve(approval_id, by).await;
         answered(approval_id, answer, "granted")
     }

@@ -17,6 +17,9 @@
 //! - [`assistant`]: the LLM agent hosted over the hub ([`assistant::HubTools`]
 //!   is its `ToolHost`, so the agent's calls take the same path), its runs,
 //!   approvals and notices.
+//! - [`gate`]: the approval gate for callers not trusted to decide by
+//!   themselves (MCP clients, in the daemon or through D-Bus): the agent's
+//!   policy, a person's approval, app grants.
 //!
 //! Architecture invariant: this crate knows no protocol. It never parses
 //! an MQTT payload, a D-Bus message or a CLI argument, and never writes a
@@ -27,6 +30,7 @@
 pub mod assistant;
 pub mod delivery;
 mod foreground;
+pub mod gate;
 pub mod hub;
 pub mod notification_events;
 pub mod poll;

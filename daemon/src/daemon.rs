@@ -309,12 +309,8 @@ impl Daemon {
                 hub.clone(),
                 // `[[mcp.servers]]` (daemon/src/mcp/client.rs): their tools.
                 Arc::new(
-                    crate::mcp::client::McpClients::start(
-                        &config.mcp.servers,
-                        &tracker,
-                        &shutdown,
-                    )
-                    .await,
+                    crate::mcp::client::McpClients::start(&config.mcp.servers, &tracker, &shutdown)
+                        .await,
                 ),
                 tracker.clone(),
                 shutdown.clone(),

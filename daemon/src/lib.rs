@@ -58,7 +58,7 @@ mod client; // How a command reaches the daemon, and the output every command sh
 pub mod config; // Layered configuration: defaults, file, environment (docs/configuration.md).
 pub mod daemon; // `Daemon::start`: the daemon in-process; its start-up and ordered shutdown.
 // The core: the call hub, each device's order, the delivery store, polling.
-use droidwarden_core::{assistant, delivery, hub, poll};
+use droidwarden_core::{assistant, delivery, gate, hub, poll};
 mod dbus; // The D-Bus API (docs/dbus-api.md).
 mod events; // The event centre: one Event enum over the bus, devices and agent.
 mod health; // The daemon's own health, for `status`.

@@ -627,7 +627,7 @@ impl Daemon1 {
         let call = parse_call(device, service, action, params_json)?;
         let result = self
             .calls
-            .track_future(crate::mcp::gate::call_checked(
+            .track_future(crate::gate::call_checked(
                 &self.hub,
                 self.assistant.as_ref(),
                 call,
@@ -652,7 +652,7 @@ impl Daemon1 {
         ticket: &str,
     ) -> Result<Json<Value>, DbusError> {
         let call = parse_call(device, service, action, params_json)?;
-        let run = crate::mcp::elicit::ticketed_call(
+        let run = crate::gate::ticketed_call(
             &self.hub,
             self.assistant.as_ref(),
             call,

@@ -815,11 +815,7 @@ impl droidwarden_core::assistant::ExtraTools for McpClients {
         McpClients::tools(self)
     }
 
-    fn call<'a>(
-        &'a self,
-        name: &'a str,
-        arguments: Value,
-    ) -> droidwarden_agent::ToolFuture<'a> {
+    fn call<'a>(&'a self, name: &'a str, arguments: Value) -> droidwarden_agent::ToolFuture<'a> {
         Box::pin(McpClients::call(self, name, arguments))
     }
 }

@@ -19,13 +19,11 @@
 //! An approval answered elsewhere first wins: the client's answer is then
 //! refused by the daemon as already answered, and ignored.
 //!
-//! Also here: the daemon's side of D-Bus `CallCheckedTicket`
-//! ([`ticketed_call`]), which tells `droidwarden mcp` the approval id of its
-//! call.
+//! The daemon's side of D-Bus `CallCheckedTicket`, which tells
+//! `droidwarden mcp` the approval id of its call, is
+//! `droidwarden_core::gate::ticketed_call`.
 
-use super::gate;
 use crate::assistant::Assistant;
-use crate::hub::{Call, Hub};
 use droidwarden_services::{ErrorCode, WireError};
 use rmcp::model::{
     CallToolResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -78,8 +76,6 @@ pub(crate) const BAD_STATE: &str = "invalid_request_state";
 const MAX_PENDING: usize = 256;
 /// How long past the approval's own timeout a handle is kept.
 const KEEP_MARGIN: Duration = Duration::from_secs(60);
-/// The longest `CallCheckedTicket` ticket.
-const MAX_TICKET: usize = 128;
 
 /// How a call asks the client, if at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -480,41 +476,6 @@ pub(crate) async fn answer_in_daemon(
         Answer::Approve => assistant.approve(approval_id, by).await.map(|_| ()),
         Answer::Deny(reason) => assistant.deny(approval_id, reason, by).await.map(|_| ()),
     }
-}
-
-/// D-Bus `CallCheckedTicket`: [`gate::call_checked`], and `announce` the
-/// approval id when the call waits for one.
-///
-/// # Errors
-/// A bad ticket, or as [`gate::call_checked`].
-pub(crate) async fn ticketed_call<F, Fut>(
-    hub: &Hub,
-    assistant: Option<&Assistant>,
-    call: Call,
-    ticket: &str,
-    announce: F,
-) -> Result<Value, WireError>
-where
-    F: FnOnce(String) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    if ticket.is_empty() || ticket.chars().count() > MAX_TICKET {
-        return Err(WireError::new(
-            ErrorCode::InvalidParams,
-            format!("ticket must be 1 to {MAX_TICKET} characters"),
-        ));
-    }
-    let (tx, rx) = tokio::sync::oneshot::channel::<String>();
-    let run = gate::call_checked_with(hub, assistant, call, move |id| {
-        let _ = tx.send(id.to_owned());
-    });
-    let tell = async move {
-        if let Ok(id) = rx.await {
-            announce(id).await;
-        }
-    };
-    let (result, ()) = tokio::join!(run, tell);
-    result
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@
 //! * `client_http.rs` — `[[mcp.servers]] url`: the Streamable HTTP
 //!   transport of the client (TLS, bearer token).
 //! * `prompts.rs` — the daemon's skills as MCP prompts.
-//! * `gate.rs` — inside the daemon: the approval policy for calls from
-//!   MCP clients (`CallChecked` on D-Bus).
+//! * The approval policy for calls from MCP clients (in the daemon, and
+//!   `CallChecked` on D-Bus) is the core's: `droidwarden_core::gate`.
 //! * `elicit.rs` — an approval asked inside the MCP client (elicitation,
 //!   both protocol eras), recorded as the daemon approval's decision.
 //! * `subscribe.rs` — `resources/subscribe` for clients of protocol
@@ -23,7 +23,6 @@
 pub(crate) mod client;
 mod client_http;
 pub(crate) mod elicit;
-pub(crate) mod gate;
 pub(crate) mod http;
 mod jsonrpc;
 mod prompts;

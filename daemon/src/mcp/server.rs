@@ -201,7 +201,7 @@ impl Backend {
                     device: device.map(str::to_owned),
                     command,
                 };
-                super::gate::call_checked(hub, assistant.as_ref(), call).await
+                crate::gate::call_checked(hub, assistant.as_ref(), call).await
             }
             Self::Local {
                 registry, policy, ..
@@ -254,7 +254,7 @@ impl Backend {
                     device: device.map(str::to_owned),
                     command,
                 };
-                super::gate::call_checked_with(hub, assistant.as_ref(), call, move |id| {
+                crate::gate::call_checked_with(hub, assistant.as_ref(), call, move |id| {
                     let _ = on_approval.send(id.to_owned());
                 })
                 .await

@@ -1,12 +1,15 @@
-//! The approval gate for calls from MCP clients, inside the daemon: the
-//! same policy as the agent's (`[agent.approval]`), and the same requests,
-//! announced on MQTT and D-Bus, listed by `droidwarden approvals`, answered
-//! by `droidwarden approve | deny`, denied when they expire.
+//! The approval gate for calls whose caller is not trusted to decide by
+//! itself — MCP clients (over HTTP inside the daemon, or `droidwarden mcp`
+//! through D-Bus `CallChecked`): the same policy as the agent's
+//! (`[agent.approval]`), and the same requests, announced on MQTT and
+//! D-Bus, listed by `droidwarden approvals`, answered by `droidwarden
+//! approve | deny`, denied when they expire.
 //!
 //! A model behind an MCP client is as untrusted as the daemon's own, so an
 //! action above the threshold waits for a person; without the agent
 //! (no `[llm]`) there is no one to ask and such an action is refused with
-//! a message that says so.
+//! a message that says so. The gate sits above the hub's own checks (the
+//! phone policy and the app in front), which every call meets anyway.
 
 use crate::assistant::Assistant;
 use crate::hub::{Call, Hub};
@@ -15,8 +18,8 @@ use droidwarden_agent::{ApprovalPolicy, ExternalAnswer, ExternalRequest, GRANT_C
 use droidwarden_services::{ErrorCode, Risk, WireError, ui};
 use serde_json::Value;
 
-/// Who MCP approvals are listed as (their `session`).
-pub(crate) const CALLER: &str = "mcp";
+/// Who the gate's approval requests are listed as (their `session`).
+pub const CALLER: &str = "mcp";
 
 /// Run `call` under the approval policy: at once, refused, or after a
 /// person's approval.
@@ -24,7 +27,7 @@ pub(crate) const CALLER: &str = "mcp";
 /// # Errors
 /// `denied` when the policy refuses it, a person denies it or the request
 /// expires; otherwise the call's own errors.
-pub(crate) async fn call_checked(
+pub async fn call_checked(
     hub: &Hub,
     assistant: Option<&Assistant>,
     call: Call,
@@ -39,7 +42,7 @@ pub(crate) async fn call_checked(
 ///
 /// # Errors
 /// As [`call_checked`].
-pub(crate) async fn call_checked_with(
+pub async fn call_checked_with(
     hub: &Hub,
     assistant: Option<&Assistant>,
     call: Call,
@@ -149,4 +152,43 @@ async fn ask(
         ExternalAnswer::Approved => Ok(()),
         ExternalAnswer::Denied(reason) => Err(WireError::new(ErrorCode::Denied, reason)),
     }
+}
+
+/// The longest ticket [`ticketed_call`] accepts.
+const MAX_TICKET: usize = 128;
+
+/// D-Bus `CallCheckedTicket`: [`call_checked`], and `announce` the
+/// approval id when the call waits for one (so `droidwarden mcp` can ask
+/// its client for the answer).
+///
+/// # Errors
+/// A bad ticket (`invalid_params`), or as [`call_checked`].
+pub async fn ticketed_call<F, Fut>(
+    hub: &Hub,
+    assistant: Option<&Assistant>,
+    call: Call,
+    ticket: &str,
+    announce: F,
+) -> Result<Value, WireError>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    if ticket.is_empty() || ticket.chars().count() > MAX_TICKET {
+        return Err(WireError::new(
+            ErrorCode::InvalidParams,
+            format!("ticket must be 1 to {MAX_TICKET} characters"),
+        ));
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel::<String>();
+    let run = call_checked_with(hub, assistant, call, move |id| {
+        let _ = tx.send(id.to_owned());
+    });
+    let tell = async move {
+        if let Ok(id) = rx.await {
+            announce(id).await;
+        }
+    };
+    let (result, ()) = tokio::join!(run, tell);
+    result
 }
