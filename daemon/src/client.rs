@@ -29,7 +29,9 @@ pub(crate) struct Target {
 pub(crate) fn daemon_bus(flag: Option<Bus>, config: DbusBus) -> Result<Bus, WireError> {
     match (flag, config) {
         (Some(bus), _) => Ok(bus),
-        (None, DbusBus::Auto | DbusBus::Session) => Ok(Bus::Session),
+        // `socket`: the session bus is only named; the socket is where the
+        // daemon is looked for (`daemon`).
+        (None, DbusBus::Auto | DbusBus::Session | DbusBus::Socket) => Ok(Bus::Session),
         (None, DbusBus::System) => Ok(Bus::System),
         (None, DbusBus::Off) => Err(WireError::new(
             ErrorCode::InvalidRequest,
@@ -73,12 +75,17 @@ pub(crate) async fn daemon(
         .max(droidwarden_bridge::companion::handle_timeout(
             &config.companion,
         ));
-    if flag.is_some() || config.dbus != DbusBus::Auto {
+    let socket_only = flag.is_none() && config.dbus == DbusBus::Socket;
+    if !socket_only && (flag.is_some() || config.dbus != DbusBus::Auto) {
         return Client::connect(bus, bound, local_hint).await;
     }
-    let on_bus = match Client::probe(bus, bound, local_hint).await {
-        Ok(client) => return Ok(client),
-        Err(why) => why,
+    let on_bus = if socket_only {
+        None
+    } else {
+        match Client::probe(bus, bound, local_hint).await {
+            Ok(client) => return Ok(client),
+            Err(why) => Some(why),
+        }
     };
     let mut looked = Vec::new();
     for path in crate::dbus::p2p::candidates(&config.state_dir) {
@@ -92,11 +99,13 @@ pub(crate) async fn daemon(
             Err(why) => looked.push(format!("{} ({why})", path.display())),
         }
     }
+    let bus_part = on_bus.map_or_else(String::new, |why| {
+        format!("on the {} bus ({why}) nor ", bus.as_str())
+    });
     let mut error = WireError::new(
         ErrorCode::Internal,
         format!(
-            "droidwarden daemon is not running on the {} bus ({on_bus}) nor at {}; start it (droidwarden daemon){hint}",
-            bus.as_str(),
+            "droidwarden daemon is not running {bus_part}at {}; start it (droidwarden daemon){hint}",
             looked.join(", "),
         ),
     );

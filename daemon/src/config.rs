@@ -960,6 +960,9 @@ pub(crate) enum DbusBus {
     /// `"system"`: the system bus (needs the policy file in
     /// `systemd/dbus/`), or the daemon does not start.
     System,
+    /// `"socket"`: the private socket alone, on no bus (a container, a
+    /// test, or an API kept off every bus).
+    Socket,
     /// `"none"`: no D-Bus API.
     Off,
 }
@@ -970,11 +973,12 @@ impl DbusBus {
             "auto" => Self::Auto,
             "session" => Self::Session,
             "system" => Self::System,
+            "socket" => Self::Socket,
             "none" => Self::Off,
             other => {
                 return Err(bad(
                     "dbus.bus",
-                    format!("{other:?} is not a bus; valid: auto, session, system, none"),
+                    format!("{other:?} is not a bus; valid: auto, session, system, socket, none"),
                 ));
             }
         })
@@ -986,6 +990,7 @@ impl DbusBus {
             Self::Auto => "auto",
             Self::Session => "session",
             Self::System => "system",
+            Self::Socket => "socket",
             Self::Off => "none",
         }
     }
@@ -1379,6 +1384,7 @@ mod tests {
         for (text, bus) in [
             ("session", DbusBus::Session),
             ("system", DbusBus::System),
+            ("socket", DbusBus::Socket),
             ("none", DbusBus::Off),
         ] {
             let cfg = with_file(&format!("[dbus]\nbus = \"{text}\"")).unwrap();

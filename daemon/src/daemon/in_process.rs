@@ -5,6 +5,7 @@
 use super::*;
 use droidwarden_bridge::DeviceHandle;
 use droidwarden_bridge::testing::FakePhone;
+use droidwarden_services::ErrorCode;
 use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -14,7 +15,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// A configuration for an in-process daemon: its own state directory, the
 /// embedded broker on `broker_port` (0: any) with anonymous access, no
-/// D-Bus bus, an adb server address where nothing listens, and `extra`.
+/// bus (the D-Bus API on the private socket alone), an adb server address where nothing listens, and `extra`.
 fn config(state: &std::path::Path, broker_port: u16, extra: &str) -> Config {
     let file = state.join("config.toml");
     let text = format!(
@@ -33,7 +34,7 @@ topic_prefix = "dw"
 [mqtt.homeassistant]
 discovery = false
 [dbus]
-bus = "none"
+bus = "socket"
 [poll]
 battery = 0
 wifi_automation = 0
@@ -224,6 +225,50 @@ async fn malformed_commands_get_structured_errors_and_the_daemon_keeps_serving()
         assert_eq!(reply["ok"], false, "{reply}");
         assert_eq!(reply["error"]["code"], *code, "{body} → {reply}");
     }
+    // A burst of a thousand bad payloads, each answered or reported, and
+    // never a stop.
+    let bad: Vec<String> = vec![
+        "{".into(),
+        "not json at all".into(),
+        "\u{0}\u{1}\u{2}".into(),
+        "[]".into(),
+        "42".into(),
+        r#"{"id": 5}"#.into(),
+        r#"{"id": "x/y", "service": "battery", "action": "status"}"#.into(),
+        r#"{"id": "b-ID", "service": 3, "action": "status"}"#.into(),
+        r#"{"id": "b-ID", "service": "battery", "action": "status", "params": "x"}"#.into(),
+        r#"{"id": "b-ID", "device": "phone", "service": "nope", "action": "status"}"#.into(),
+        format!(
+            r#"{{"id": "b-ID", "device": "phone", "service": "battery", "action": "status", "params": {{"pad": "{}"}}}}"#,
+            "x".repeat(8000)
+        ),
+    ];
+    for i in 0..1000 {
+        let payload = bad[i % bad.len()].replace("ID", &i.to_string());
+        publish(&client, "dw/cmd/call", payload).await;
+    }
+    let expected = (0..1000)
+        .filter(|i| bad[i % bad.len()].contains("b-ID"))
+        .count();
+    let mut answered = std::collections::HashSet::new();
+    let mut reported = 0;
+    while answered.len() < expected {
+        let (topic, payload) = tokio::time::timeout(WAIT, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("{} of {expected} answered within {WAIT:?}", answered.len()))
+            .expect("the client runs");
+        if let Some(id) = topic.strip_prefix("dw/reply/b-") {
+            let reply: Value = serde_json::from_slice(&payload).expect("JSON");
+            assert_eq!(reply["ok"], false, "{reply}");
+            assert!(answered.insert(id.to_owned()), "b-{id} answered twice");
+        } else if topic == "dw/errors" {
+            reported += 1;
+        }
+    }
+    assert!(
+        reported > 0,
+        "unreadable requests are reported on the errors topic"
+    );
     // A payload with no readable id is reported on the errors topic.
     publish(&client, "dw/cmd/call", "{ not json").await;
     let error = next_on(&mut rx, "dw/errors").await;
@@ -275,4 +320,69 @@ async fn a_state_directory_that_cannot_be_used_is_exit_status_73() {
         .await
         .expect_err("a file is no state directory");
     assert_eq!(failed.status, crate::EXIT_CANTCREAT, "{failed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_private_dbus_socket_maps_every_error_back_to_its_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let (running, phone) = started(dir.path()).await;
+    let client = crate::dbus::client::Client::over_socket(
+        &running.addresses().api_socket,
+        Duration::from_secs(15),
+        false,
+    )
+    .await
+    .expect("the private socket answers");
+    let ok = client
+        .call(Some("phone"), "battery", "status", &json!({}))
+        .await
+        .expect("a call on the fake phone");
+    assert_eq!(ok, json!({"ok": true}));
+    let cases = [
+        (
+            Some("phone"),
+            "toaster",
+            "status",
+            json!({}),
+            ErrorCode::UnknownService,
+        ),
+        (
+            Some("phone"),
+            "battery",
+            "explode",
+            json!({}),
+            ErrorCode::UnknownAction,
+        ),
+        (
+            Some("phone"),
+            "screen_control",
+            "set_brightness",
+            json!({"level": "max"}),
+            ErrorCode::InvalidParams,
+        ),
+        (
+            Some("ghost"),
+            "battery",
+            "status",
+            json!({}),
+            ErrorCode::DeviceOffline,
+        ),
+    ];
+    for (device, service, action, params, code) in cases {
+        let e = client
+            .call(device, service, action, &params)
+            .await
+            .expect_err("refused");
+        assert_eq!(e.code, code, "{service}.{action}: {e:?}");
+        assert!(!e.message.is_empty());
+    }
+    // The bound the daemon reports is the hub's, the one fact every
+    // caller waits by.
+    let handle = running.registry().select(Some("phone")).unwrap();
+    assert_eq!(
+        client.call_bound(Some("phone")).await,
+        crate::hub::call_bound(&handle)
+    );
+    assert_eq!(phone.log(), ["battery.status"]);
+    running.stop().await;
 }

@@ -173,7 +173,7 @@ pub(crate) async fn start(
             tracing::info!("D-Bus API off ([dbus] bus = \"none\")");
             return Ok(None);
         }
-        DbusBus::Auto | DbusBus::Session => Bus::Session,
+        DbusBus::Auto | DbusBus::Session | DbusBus::Socket => Bus::Session,
         DbusBus::System => Bus::System,
     };
     // Subscribe before the name is visible, so that no event a client could
@@ -202,19 +202,25 @@ pub(crate) async fn start(
     let socket = p2p::bind(socket, iface.clone()).await?;
     // zbus asks for the name with AllowReplacement and ReplaceExisting by
     // default: a second daemon would silently take the name from the first.
-    let connected = bus
-        .connect(|b| {
-            Ok(b.serve_at(PATH, iface.clone())?
-                .name(NAME)?
-                .allow_name_replacements(false)
-                .replace_existing_names(false))
-        })
-        .await;
+    let connected = match setting {
+        // The socket alone: no bus is asked.
+        DbusBus::Socket => None,
+        _ => Some(
+            bus.connect(|b| {
+                Ok(b.serve_at(PATH, iface.clone())?
+                    .name(NAME)?
+                    .allow_name_replacements(false)
+                    .replace_existing_names(false))
+            })
+            .await,
+        ),
+    };
     let conn = match (connected, setting) {
-        (Ok(conn), _) => Some(conn),
+        (None, _) => None,
+        (Some(Ok(conn)), _) => Some(conn),
         // A second daemon fails whatever the setting: two daemons would
         // fight over the same phones, and the CLI would reach only one.
-        (Err(e @ ConnectError::NoBus(_)), DbusBus::Auto) => {
+        (Some(Err(e @ ConnectError::NoBus(_))), DbusBus::Auto) => {
             tracing::info!(
                 error = %e,
                 socket = %socket.path().display(),
@@ -222,7 +228,7 @@ pub(crate) async fn start(
             );
             None
         }
-        (Err(e), _) => return Err(e.to_string()),
+        (Some(Err(e)), _) => return Err(e.to_string()),
     };
     if conn.is_some() {
         tracing::info!(bus = bus.as_str(), name = NAME, socket = %socket.path().display(), "D-Bus API ready");
