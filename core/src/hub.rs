@@ -312,6 +312,16 @@ impl Hub {
         self.phone_policy.service_enabled(id)
     }
 
+    /// Whether the phone-services policy allows `command` (the check every
+    /// call admitted here meets first; a caller may ask it early, before
+    /// doing any work for a call that would be refused).
+    ///
+    /// # Errors
+    /// The policy's refusal (`permission_denied` …).
+    pub fn check_policy(&self, command: &Command) -> Result<(), WireError> {
+        self.phone_policy.check(command)
+    }
+
     /// The hub with `policy` for the phone services (the default policy
     /// until this is called: telephony and shell off).
     pub fn with_phone_policy(mut self, policy: droidwarden_services::PhonePolicy) -> Self {
@@ -395,9 +405,7 @@ impl Hub {
 
     /// [`Hub::admit_call`], telling a full queue apart ([`Hub::try_admit`]).
     fn try_admit_call(&self, call: Call) -> Result<Admitted, Refusal> {
-        self.phone_policy
-            .check(&call.command)
-            .map_err(Refusal::Refused)?;
+        self.check_policy(&call.command).map_err(Refusal::Refused)?;
         let device = self
             .registry
             .select(call.device.as_deref())

@@ -67,16 +67,20 @@ async fn call(args: &CallArgs, config: Config) -> Result<Value, WireError> {
         .await
 }
 
-/// `--local`: the call from this process, straight to the adb server.
+/// `--local`: the call from this process, straight to the adb server,
+/// through a hub of its own: the same path as the daemon's callers (the
+/// phone policy, the app in front, the device's order, one time bound).
 async fn call_local(
     args: &CallArgs,
     command: &Command,
     config: Config,
 ) -> Result<Value, WireError> {
-    // The daemon's hub checks this for every other caller.
-    config.phone_services.check(command)?;
     let registry = Arc::new(Registry::new());
     let adb = AdbTransport::new(config.adb, Arc::clone(&registry));
+    let hub =
+        crate::hub::Hub::new(Arc::clone(&registry), None).with_phone_policy(config.phone_services);
+    // Refused by the policy before the adb server is even asked.
+    hub.check_policy(command)?;
     if let Err(e) = adb.refresh().await {
         // Every device is now marked offline with this reason; selection
         // below reports it precisely (offline, or unknown name).
@@ -86,13 +90,11 @@ async fn call_local(
             return Err(e.to_wire());
         }
     }
-    let device = registry
-        .select(args.device.as_deref())
-        .map_err(|e| e.to_wire())?;
-    device
-        .call(command)
-        .await
-        .map_err(|e: BridgeError| e.to_wire())
+    hub.call(crate::hub::Call {
+        device: args.device.clone(),
+        command: command.clone(),
+    })
+    .await
 }
 
 fn parse_command(args: &CallArgs) -> Result<Command, WireError> {

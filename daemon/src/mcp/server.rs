@@ -83,10 +83,11 @@ pub(crate) enum Backend {
         /// The agent, when on.
         assistant: Option<Assistant>,
     },
-    /// This process, straight to the adb server.
+    /// This process, straight to the adb server, through a hub of its own
+    /// (the phone policy, the app in front, each device's order).
     Local {
-        /// The devices found.
-        registry: Arc<Registry>,
+        /// The call path over the devices found.
+        hub: Hub,
         /// The adb transport.
         adb: Box<AdbTransport>,
         /// `[agent.approval]`: what may run without a person.
@@ -100,7 +101,7 @@ impl Backend {
         let registry = Arc::new(Registry::new());
         let adb = Box::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
         Self::Local {
-            registry,
+            hub: Hub::new(registry, None).with_phone_policy(config.phone_services.clone()),
             adb,
             policy: config.agent.approval.clone(),
         }
@@ -111,14 +112,14 @@ impl Backend {
         match self {
             Self::Daemon { client, .. } => client.list_devices().await,
             Self::Hub { hub, .. } => Ok(hub.registry().list()),
-            Self::Local { registry, adb, .. } => {
+            Self::Local { hub, adb, .. } => {
                 if let Err(e) = adb.refresh().await {
                     tracing::warn!(error = %e, "could not list devices");
                     if matches!(e, BridgeError::AdbMissing { .. }) {
                         return Err(e.to_wire());
                     }
                 }
-                Ok(registry.list())
+                Ok(hub.registry().list())
             }
         }
     }
@@ -203,9 +204,7 @@ impl Backend {
                 };
                 crate::gate::call_checked(hub, assistant.as_ref(), call).await
             }
-            Self::Local {
-                registry, policy, ..
-            } => {
+            Self::Local { hub, policy, .. } => {
                 let spec = command.spec();
                 match policy.decide(command.service_id(), command.action_name(), spec.risk) {
                     Verdict::Allow => {}
@@ -224,8 +223,11 @@ impl Backend {
                         ));
                     }
                 }
-                let handle = registry.select(device).map_err(|e| e.to_wire())?;
-                handle.call(&command).await.map_err(|e| e.to_wire())
+                hub.call(Call {
+                    device: device.map(str::to_owned),
+                    command,
+                })
+                .await
             }
         }
     }

@@ -735,8 +735,11 @@ fn the_python_sdk_over_streamable_http_with_a_token_and_approvals() {
 fn local_mode_refuses_what_needs_approval_and_serves_direct_tools() {
     let adb = AdbServer::start();
     let sim = adb.phone(SimOptions::default());
+    // `intents.open_url` needs no person here, but the phone policy still
+    // allows only http(s) links: `--local` meets the same policy as the
+    // daemon's callers.
     let config = format!(
-        "[adb]\nconnect = [\"{s}\"]\n[mcp]\ntool_mode = \"direct\"\n[[devices]]\nname = \"pixel\"\ntransport = \"adb\"\nserial = \"{s}\"\n",
+        "[adb]\nconnect = [\"{s}\"]\n[agent.approval]\nallow = [\"intents.open_url\"]\n[mcp]\ntool_mode = \"direct\"\n[[devices]]\nname = \"pixel\"\ntransport = \"adb\"\nserial = \"{s}\"\n",
         s = sim.serial()
     );
     let config_file = tempfile::NamedTempFile::new().expect("config");
@@ -755,6 +758,7 @@ fn local_mode_refuses_what_needs_approval_and_serves_direct_tools() {
             {"op": "call", "name": "android_battery", "arguments": {"action": "status"}},
             {"op": "call", "name": "android_wifi_automation", "arguments": {"action": "disable"}},
             {"op": "call", "name": "android_nope", "arguments": {}},
+            {"op": "call", "name": "android_intents", "arguments": {"action": "open_url", "url": "geo:0,0?q=home"}},
         ]),
         &env,
     );
@@ -784,6 +788,22 @@ fn local_mode_refuses_what_needs_approval_and_serves_direct_tools() {
     assert_eq!(
         unknown["result"]["structuredContent"]["error"]["code"],
         "invalid_request"
+    );
+    let scheme = client.line(4);
+    assert_eq!(scheme["result"]["isError"], true, "{scheme}");
+    assert_eq!(
+        scheme["result"]["structuredContent"]["error"]["code"], "denied",
+        "{scheme}"
+    );
+    assert!(
+        scheme["result"]["structuredContent"]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("url_schemes")),
+        "{scheme}"
+    );
+    assert!(
+        !sim_ran(&sim, "am start"),
+        "a link the phone policy refuses never reaches the phone"
     );
     assert_eq!(client.wait_exit(), 0);
 }
