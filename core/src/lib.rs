@@ -17,6 +17,8 @@
 //! - [`assistant`]: the LLM agent hosted over the hub ([`assistant::HubTools`]
 //!   is its `ToolHost`, so the agent's calls take the same path), its runs,
 //!   approvals and notices.
+//! - [`accept`]: the accept loop of the daemon's small TCP servers (a bound
+//!   on connections at once, an end at shutdown).
 //! - [`gate`]: the approval gate for callers not trusted to decide by
 //!   themselves (MCP clients, in the daemon or through D-Bus): the agent's
 //!   policy, a person's approval, app grants.
@@ -27,6 +29,7 @@
 //! [`hub::Call`] and the hub's typed results into their own wire forms.
 #![warn(missing_docs)]
 
+pub mod accept;
 pub mod assistant;
 pub mod delivery;
 mod foreground;

@@ -71,7 +71,7 @@ pub(crate) enum Command {
     /// Serve the phones to an MCP client (Claude Desktop, Claude Code, VS
     /// Code, …) over stdio, through the running daemon or, with --local,
     /// straight to the adb server (docs/mcp.md).
-    Mcp(crate::mcp::stdio::McpArgs),
+    Mcp(crate::mcp_stdio::McpArgs),
     /// Show the running daemon's devices, their availability and the last
     /// status of each service.
     Status {
@@ -285,7 +285,7 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Devices { json, target } if target.local => devices_local(config, json).await,
         Command::Devices { json, target } => devices(config, target.bus, json).await,
         Command::Call(args) => call::run(args, config).await,
-        Command::Mcp(args) => crate::mcp::stdio::run(args, config).await,
+        Command::Mcp(args) => crate::mcp_stdio::run(args, config).await,
         Command::Status { json, bus } => status(config, bus, json).await,
         Command::Ask {
             session,

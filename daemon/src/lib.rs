@@ -46,7 +46,6 @@ mod output {
     }
 }
 
-mod accept; // The accept loop of the metrics and MCP HTTP servers.
 mod adb_reach; // Whether other local users can reach the adb server (`status`, as root).
 mod agent_cli;
 mod approvals; // One approval list: the agent's and the automations' requests.
@@ -58,13 +57,15 @@ mod client; // How a command reaches the daemon, and the output every command sh
 pub mod config; // Layered configuration: defaults, file, environment (docs/configuration.md).
 pub mod daemon; // `Daemon::start`: the daemon in-process; its start-up and ordered shutdown.
 // The core: the call hub, each device's order, the delivery store, polling.
-use droidwarden_core::{assistant, delivery, gate, hub, poll};
+use droidwarden_core::{accept, assistant, delivery, gate, hub, poll};
+// MCP, both ways (docs/mcp.md): the adapter crate.
+use droidwarden_mcp as mcp;
 mod dbus; // The D-Bus API (docs/dbus-api.md).
 mod events; // The event centre: one Event enum over the bus, devices and agent.
 mod health; // The daemon's own health, for `status`.
 mod logging;
 mod man; // `droidwarden man`: the manual page.
-mod mcp; // MCP, both ways (docs/mcp.md).
+mod mcp_stdio; // `droidwarden mcp`: the MCP server on stdio (docs/mcp.md).
 mod metrics;
 mod mqtt;
 mod mqtt_users; // The embedded broker's users (docs/mqtt-access.md).

@@ -665,6 +665,70 @@ fn not_answered(method: &str, limit: Duration) -> WireError {
     error
 }
 
+/// `droidwarden mcp`'s way to the daemon: each method one D-Bus call.
+impl droidwarden_mcp::server::DaemonApi for Client {
+    fn list_devices(&self) -> droidwarden_agent::BoxFuture<'_, Result<Vec<DeviceInfo>, WireError>> {
+        Box::pin(Client::list_devices(self))
+    }
+
+    fn device_state<'a>(
+        &'a self,
+        device: &'a str,
+    ) -> droidwarden_agent::BoxFuture<'a, Result<Option<Value>, WireError>> {
+        Box::pin(async move {
+            self.status()
+                .await?
+                .devices
+                .into_iter()
+                .find(|d| d.device.name.as_str() == device)
+                .map(serde_json::to_value)
+                .transpose()
+                .map_err(|e| WireError::new(ErrorCode::Internal, format!("device state: {e}")))
+        })
+    }
+
+    fn call_bound<'a>(
+        &'a self,
+        device: Option<&'a str>,
+    ) -> droidwarden_agent::BoxFuture<'a, Duration> {
+        Box::pin(Client::call_bound(self, device))
+    }
+
+    fn call_checked<'a>(
+        &'a self,
+        device: Option<&'a str>,
+        command: &'a droidwarden_services::Command,
+        approval_wait: Duration,
+        bound: Duration,
+        on_approval: Option<tokio::sync::oneshot::Sender<String>>,
+    ) -> droidwarden_agent::BoxFuture<'a, Result<Value, WireError>> {
+        Box::pin(async move {
+            match on_approval {
+                None => Client::call_checked(self, device, command, approval_wait, bound).await,
+                Some(tell) => {
+                    self.call_checked_ticket(device, command, approval_wait, bound, tell)
+                        .await
+                }
+            }
+        })
+    }
+
+    fn approve<'a>(
+        &'a self,
+        approval_id: &'a str,
+    ) -> droidwarden_agent::BoxFuture<'a, Result<(), WireError>> {
+        Box::pin(Client::approve(self, approval_id))
+    }
+
+    fn deny<'a>(
+        &'a self,
+        approval_id: &'a str,
+        reason: &'a str,
+    ) -> droidwarden_agent::BoxFuture<'a, Result<(), WireError>> {
+        Box::pin(Client::deny(self, approval_id, reason))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{Daemon1, SessionEvent, p2p, tests::iface};

@@ -14,16 +14,17 @@
 //! errors, which the SDK answers with the spec's codes.
 
 use super::tools::{LIST_DEVICES, McpTools};
-use crate::assistant::{Assistant, HubTools};
-use crate::config::Config;
-use crate::dbus::client::Client;
-use crate::hub::{Call, Hub};
+use droidwarden_agent::BoxFuture;
 use droidwarden_agent::ToolHost as _;
 use droidwarden_agent::policy::Verdict;
 use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::tools::{Planned, ToolMode, ToolSchemas};
 use droidwarden_agent::{ApprovalPolicy, DeviceSummary};
-use droidwarden_bridge::{BridgeError, DeviceInfo, Registry, adb::AdbTransport};
+use droidwarden_bridge::adb::{AdbConfig, AdbTransport};
+use droidwarden_bridge::{BridgeError, DeviceInfo, Registry};
+use droidwarden_core::assistant::{Assistant, HubTools};
+use droidwarden_core::hub::{Call, Hub};
+use droidwarden_services::PhonePolicy;
 use droidwarden_services::{Command, ErrorCode, WireError};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
@@ -57,15 +58,49 @@ const RESOURCE_SUFFIX: &str = "/state";
 const CACHE_FOR: Duration = Duration::from_secs(2);
 
 /// Per device: when the bound was read, and the bound.
-pub(crate) type BoundCache = Mutex<HashMap<String, (Instant, Duration)>>;
+type BoundCache = Mutex<HashMap<String, (Instant, Duration)>>;
+
+/// The running daemon as `droidwarden mcp` reaches it (the D-Bus client
+/// implements it, over the bus or the private socket). Each method is one
+/// call of the daemon's API (docs/dbus-api.md).
+pub trait DaemonApi: Send + Sync + std::fmt::Debug {
+    /// `ListDevices`.
+    fn list_devices(&self) -> BoxFuture<'_, Result<Vec<DeviceInfo>, WireError>>;
+    /// `device`'s entry in `Status` (the last status of each service).
+    fn device_state<'a>(
+        &'a self,
+        device: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Value>, WireError>>;
+    /// `CallTimeout`: the daemon's bound on a call on `device`.
+    fn call_bound<'a>(&'a self, device: Option<&'a str>) -> BoxFuture<'a, Duration>;
+    /// `CallCheckedTicket`: `command` under the approval policy (waiting
+    /// up to `approval_wait` for a person, then up to `bound`), sending
+    /// the approval request's id to `on_approval` when it waits for one.
+    fn call_checked<'a>(
+        &'a self,
+        device: Option<&'a str>,
+        command: &'a Command,
+        approval_wait: Duration,
+        bound: Duration,
+        on_approval: Option<tokio::sync::oneshot::Sender<String>>,
+    ) -> BoxFuture<'a, Result<Value, WireError>>;
+    /// `Approve`.
+    fn approve<'a>(&'a self, approval_id: &'a str) -> BoxFuture<'a, Result<(), WireError>>;
+    /// `Deny`.
+    fn deny<'a>(
+        &'a self,
+        approval_id: &'a str,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<(), WireError>>;
+}
 
 /// Where the phones are.
 #[derive(Debug)]
-pub(crate) enum Backend {
+pub enum Backend {
     /// The running daemon, over D-Bus or its socket.
     Daemon {
         /// The connection.
-        client: Client,
+        client: Arc<dyn DaemonApi>,
         /// How long an approval may take (`[agent.approval] timeout`).
         approval_wait: Duration,
         /// The daemon's bound on a call, per device, as last asked.
@@ -96,14 +131,26 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
-    /// The backend `--local` asks for.
-    pub(crate) fn local(config: &Config) -> Self {
+    /// The backend `--local` asks for: the adb server of `adb`, the phone
+    /// policy `phone`, and `approval` for what may run without a person.
+    pub fn local(adb: AdbConfig, phone: PhonePolicy, approval: ApprovalPolicy) -> Self {
         let registry = Arc::new(Registry::new());
-        let adb = Box::new(AdbTransport::new(config.adb.clone(), Arc::clone(&registry)));
+        let adb = Box::new(AdbTransport::new(adb, Arc::clone(&registry)));
         Self::Local {
-            hub: Hub::new(registry, None).with_phone_policy(config.phone_services.clone()),
+            hub: Hub::new(registry, None).with_phone_policy(phone),
             adb,
-            policy: config.agent.approval.clone(),
+            policy: approval,
+        }
+    }
+
+    /// The backend of `droidwarden mcp`: the running daemon through
+    /// `client`, approvals waiting up to `approval.timeout`.
+    pub fn daemon(client: Arc<dyn DaemonApi>, approval: ApprovalPolicy) -> Self {
+        Self::Daemon {
+            client,
+            approval_wait: approval.timeout,
+            bounds: Mutex::default(),
+            policy: approval,
         }
     }
 
@@ -135,7 +182,7 @@ impl Backend {
             .into_iter()
             .map(|d| DeviceSummary {
                 name: d.name.as_str().to_owned(),
-                services: crate::assistant::services_of(d.transport),
+                services: droidwarden_core::assistant::services_of(d.transport),
                 online: d.online,
             })
             .collect())
@@ -194,7 +241,7 @@ impl Backend {
                     }
                 };
                 client
-                    .call_checked(device, &command, *approval_wait, bound)
+                    .call_checked(device, &command, *approval_wait, bound, None)
                     .await
             }
             Self::Hub { hub, assistant } => {
@@ -202,7 +249,7 @@ impl Backend {
                     device: device.map(str::to_owned),
                     command,
                 };
-                crate::gate::call_checked(hub, assistant.as_ref(), call).await
+                droidwarden_core::gate::call_checked(hub, assistant.as_ref(), call).await
             }
             Self::Local { hub, policy, .. } => {
                 let spec = command.spec();
@@ -248,7 +295,7 @@ impl Backend {
             } => {
                 let bound = client.call_bound(device).await;
                 client
-                    .call_checked_ticket(device, &command, *approval_wait, bound, on_approval)
+                    .call_checked(device, &command, *approval_wait, bound, Some(on_approval))
                     .await
             }
             Self::Hub { hub, assistant } => {
@@ -256,9 +303,14 @@ impl Backend {
                     device: device.map(str::to_owned),
                     command,
                 };
-                crate::gate::call_checked_with(hub, assistant.as_ref(), call, move |id| {
-                    let _ = on_approval.send(id.to_owned());
-                })
+                droidwarden_core::gate::call_checked_with(
+                    hub,
+                    assistant.as_ref(),
+                    call,
+                    move |id| {
+                        let _ = on_approval.send(id.to_owned());
+                    },
+                )
                 .await
             }
             Self::Local { .. } => self.call(device, command).await,
@@ -305,13 +357,7 @@ impl Backend {
     /// last status of each service), or, locally, its device record.
     async fn state(&self, device: &str) -> Result<Option<Value>, WireError> {
         let found = match self {
-            Self::Daemon { client, .. } => client
-                .status()
-                .await?
-                .devices
-                .into_iter()
-                .find(|d| d.device.name.as_str() == device)
-                .map(serde_json::to_value),
+            Self::Daemon { client, .. } => return client.device_state(device).await,
             Self::Hub { .. } | Self::Local { .. } => self
                 .device_list()
                 .await?
@@ -327,7 +373,7 @@ impl Backend {
 
 /// The MCP server: the handler the SDK drives.
 #[derive(Debug, Clone)]
-pub(crate) struct PhoneServer {
+pub struct PhoneServer {
     backend: Arc<Backend>,
     mode: ToolMode,
     /// How much of the schemas the tools carry.
@@ -365,13 +411,13 @@ enum Step {
 
 impl PhoneServer {
     /// The same server, its tools carrying `schemas`.
-    pub(crate) fn with_schemas(mut self, schemas: ToolSchemas) -> Self {
+    pub fn with_schemas(mut self, schemas: ToolSchemas) -> Self {
         self.schemas = schemas;
         self
     }
 
     /// A server over `backend`, offering tools in `mode`.
-    pub(crate) fn new(backend: Backend, mode: ToolMode) -> Self {
+    pub fn new(backend: Backend, mode: ToolMode) -> Self {
         Self {
             backend: Arc::new(backend),
             mode,
@@ -391,7 +437,7 @@ impl PhoneServer {
     /// `None` never asks there. 2026-07-28 calls wait for their retry in
     /// `pending` (shared by every session of an endpoint). `critical`
     /// actions are never asked in the client (`elicit::may_elicit`).
-    pub(crate) fn with_elicitation(
+    pub fn with_elicitation(
         mut self,
         elicitor: Option<String>,
         pending: Arc<super::elicit::Pending>,
@@ -402,7 +448,7 @@ impl PhoneServer {
     }
 
     /// Spawn per-connection tasks on `tracker`, stopping at `shutdown`.
-    pub(crate) fn with_tasks(
+    pub fn with_tasks(
         mut self,
         tracker: tokio_util::task::TaskTracker,
         shutdown: tokio_util::sync::CancellationToken,
@@ -412,7 +458,7 @@ impl PhoneServer {
     }
 
     /// Offer these skills as prompts (default: the built-in ones).
-    pub(crate) fn with_skills(mut self, skills: Arc<SkillSet>) -> Self {
+    pub fn with_skills(mut self, skills: Arc<SkillSet>) -> Self {
         self.skills = skills;
         self
     }

@@ -65,7 +65,7 @@ const HTTP_CHECK: Duration = Duration::from_secs(10);
 /// One `[[mcp.servers]]` entry as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawServer {
+pub struct RawServer {
     name: Option<String>,
     command: Option<String>,
     args: Option<Vec<String>>,
@@ -84,7 +84,7 @@ pub(crate) struct RawServer {
 
 /// How a server is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Transport {
+pub enum Transport {
     /// A child process speaking MCP on its standard input and output.
     Stdio {
         /// The program.
@@ -105,25 +105,25 @@ pub(crate) enum Transport {
 
 /// One MCP server, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ServerConfig {
+pub struct ServerConfig {
     /// Its name (`[a-z0-9_]`, the middle of `mcp_<server>_<tool>`).
-    pub(crate) name: String,
+    pub name: String,
     /// How it is reached.
-    pub(crate) transport: Transport,
+    pub transport: Transport,
     /// Tool-name patterns offered (empty: all).
-    pub(crate) allow: Vec<String>,
+    pub allow: Vec<String>,
     /// Tool-name patterns never offered.
-    pub(crate) deny: Vec<String>,
+    pub deny: Vec<String>,
     /// Risk per tool-name pattern, first match wins.
-    pub(crate) risk: Vec<(String, Risk)>,
+    pub risk: Vec<(String, Risk)>,
     /// Call timeout.
-    pub(crate) timeout: Duration,
+    pub timeout: Duration,
     /// Longest result, in characters.
-    pub(crate) max_result_chars: usize,
+    pub max_result_chars: usize,
 }
 
 /// Check `[[mcp.servers]]`. Errors name the key (`mcp.servers[1].command`).
-pub(crate) fn check_servers(raw: Vec<RawServer>) -> Result<Vec<ServerConfig>, String> {
+pub fn check_servers(raw: Vec<RawServer>) -> Result<Vec<ServerConfig>, String> {
     let mut out: Vec<ServerConfig> = Vec::new();
     for (i, r) in raw.into_iter().enumerate() {
         let key = |k: &str| format!("mcp.servers[{i}].{k}");
@@ -342,7 +342,7 @@ impl Server {
 
 /// The configured MCP servers, connected.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct McpClients {
+pub struct McpClients {
     servers: Arc<Vec<Arc<Server>>>,
 }
 
@@ -350,7 +350,7 @@ impl McpClients {
     /// Start every server and wait (at most its `timeout_s`) for its first
     /// `tools/list`; a server that is not up by then keeps being retried in
     /// the background and offers its tools once it is.
-    pub(crate) async fn start(
+    pub async fn start(
         configs: &[ServerConfig],
         tracker: &TaskTracker,
         shutdown: &CancellationToken,
@@ -380,7 +380,7 @@ impl McpClients {
     }
 
     /// The tools offered to the agent: those of the servers connected now.
-    pub(crate) fn tools(&self) -> Vec<ExtraTool> {
+    pub fn tools(&self) -> Vec<ExtraTool> {
         self.servers
             .iter()
             .filter(|s| s.peer().is_some())
@@ -394,7 +394,7 @@ impl McpClients {
     }
 
     /// Call offered tool `name`.
-    pub(crate) async fn call(&self, name: &str, arguments: Value) -> Result<Value, WireError> {
+    pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, WireError> {
         let found = self.servers.iter().find_map(|s| {
             let tools = s.tools.lock().ok()?;
             tools

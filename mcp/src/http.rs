@@ -10,10 +10,10 @@
 //! and a bound on the request body.
 
 use super::server::{Backend, PhoneServer};
-use crate::assistant::Assistant;
-use crate::hub::Hub;
 use bytes::Bytes;
 use droidwarden_agent::tools::ToolMode;
+use droidwarden_core::assistant::Assistant;
+use droidwarden_core::hub::Hub;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// The one path served.
-pub(crate) const PATH: &str = "/mcp";
+pub const PATH: &str = "/mcp";
 /// The largest request body accepted.
 const MAX_BODY: usize = 1024 * 1024;
 /// Connections served at once.
@@ -43,27 +43,27 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `[mcp] listen` and its guards, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HttpSettings {
+pub struct HttpSettings {
     /// Where to listen.
-    pub(crate) listen: SocketAddr,
+    pub listen: SocketAddr,
     /// Whether a non-loopback address is allowed.
-    pub(crate) allow_remote: bool,
+    pub allow_remote: bool,
     /// The file holding the bearer token clients must send (required
     /// beyond loopback).
-    pub(crate) token_file: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
     /// Ask approvals inside clients that can elicit (`[mcp] elicitation`).
-    pub(crate) elicitation: bool,
+    pub elicitation: bool,
     /// The person the token belongs to (`[mcp] token_owner`): without one
     /// nobody vouches for who a client is, and its approvals are never
     /// asked in the client itself.
-    pub(crate) token_owner: Option<String>,
+    pub token_owner: Option<String>,
 }
 
 impl HttpSettings {
     /// Who answers approvals asked inside this endpoint's clients: the
     /// token's owner, when elicitation is on and a token guards the
     /// endpoint; otherwise nobody (the client would approve itself).
-    pub(crate) fn elicitor(&self) -> Option<String> {
+    pub fn elicitor(&self) -> Option<String> {
         match (&self.token_file, &self.token_owner) {
             (Some(_), Some(owner)) if self.elicitation => {
                 Some(format!("{owner:?} (holder of the MCP token)"))
@@ -80,7 +80,7 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 /// # Errors
 /// The address cannot be bound, or the token file cannot be read or is
 /// empty: what went wrong, naming the file but never its content.
-pub(crate) async fn bind(settings: &HttpSettings) -> Result<(TcpListener, Option<String>), String> {
+pub async fn bind(settings: &HttpSettings) -> Result<(TcpListener, Option<String>), String> {
     let token = match &settings.token_file {
         None => None,
         Some(path) => {
@@ -102,7 +102,7 @@ pub(crate) async fn bind(settings: &HttpSettings) -> Result<(TcpListener, Option
 
 /// Serve MCP on `listener` until `shutdown`.
 #[allow(clippy::too_many_arguments)] // reason: the daemon's wiring, called once.
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     settings: HttpSettings,
     token: Option<String>,
@@ -144,7 +144,7 @@ pub(crate) async fn serve(
             // agent is off), for each new session.
             let skills = assistant.as_ref().map_or_else(
                 || Arc::new(droidwarden_agent::skills::SkillSet::builtin()),
-                crate::assistant::Assistant::skills,
+                droidwarden_core::assistant::Assistant::skills,
             );
             Ok(PhoneServer::new(
                 Backend::Hub {
@@ -164,7 +164,7 @@ pub(crate) async fn serve(
     let token: Option<Arc<str>> = token.map(Arc::from);
     tracing::info!(listen = %settings.listen, path = PATH, "MCP over Streamable HTTP");
     let connections = shutdown.clone();
-    crate::accept::serve_connections(
+    droidwarden_core::accept::serve_connections(
         listener,
         MAX_CLIENTS,
         "mcp",

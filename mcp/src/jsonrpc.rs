@@ -18,15 +18,15 @@ use tokio::sync::mpsc;
 /// A message refused before the SDK sees it, and the JSON-RPC error to
 /// answer it with.
 #[derive(Debug)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     /// The message was not JSON at all.
-    pub(crate) parse_error: bool,
+    pub parse_error: bool,
     /// The JSON-RPC error response.
-    pub(crate) body: Value,
+    pub body: Value,
 }
 
 /// The JSON-RPC error for `message`, if the SDK would answer it wrongly.
-pub(crate) fn check(message: &[u8]) -> Option<Refusal> {
+pub fn check(message: &[u8]) -> Option<Refusal> {
     let (parse_error, id, code, text) = match serde_json::from_slice::<Value>(message) {
         Err(e) => (true, Value::Null, -32700, format!("Parse error: {e}")),
         Ok(message) => {
@@ -57,7 +57,7 @@ pub(crate) fn check(message: &[u8]) -> Option<Refusal> {
 /// `message` (one JSON-RPC message the SDK sends) without the
 /// `_meta.progressToken` the SDK puts on an `elicitation/create` request;
 /// `None` when there is nothing to take out.
-pub(crate) fn outbound(message: &str) -> Option<String> {
+pub fn outbound(message: &str) -> Option<String> {
     if !message.contains("elicitation/create") {
         return None;
     }
@@ -77,7 +77,7 @@ pub(crate) fn outbound(message: &str) -> Option<String> {
 /// A chunk of a server-sent event stream with [`outbound`] applied to each
 /// `data:` line; `None` when nothing changed (a chunk that ends inside a
 /// line leaves that line as it is: only whole JSON messages are read).
-pub(crate) fn outbound_sse(chunk: &[u8]) -> Option<Vec<u8>> {
+pub fn outbound_sse(chunk: &[u8]) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(chunk).ok()?;
     if !text.contains("elicitation/create") {
         return None;
@@ -111,10 +111,7 @@ const MAX_LINE: usize = 16 * 1024 * 1024;
 /// others are answered on `output` between the SDK's own lines (whole
 /// lines only, so nothing interleaves). Ends when `input` closes (the SDK
 /// then sees its end) and the SDK's writer is dropped.
-pub(crate) fn checked<R, W>(
-    input: R,
-    mut output: W,
-) -> (tokio::io::DuplexStream, tokio::io::DuplexStream)
+pub fn checked<R, W>(input: R, mut output: W) -> (tokio::io::DuplexStream, tokio::io::DuplexStream)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,

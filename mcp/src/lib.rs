@@ -1,9 +1,11 @@
-//! MCP (the Model Context Protocol), through the official Rust SDK
-//! (`rmcp`), which no other module uses.
+//! droidwarden's MCP adapter (the Model Context Protocol), through the
+//! official Rust SDK (`rmcp`), which no other crate uses.
 //!
-//! * `server.rs` — the phones as an MCP server, through the daemon (D-Bus)
-//!   or `--local`; `stdio.rs` serves it as `droidwarden mcp` on standard
-//!   input and output.
+//! * `server.rs` — the phones as an MCP server: inside the daemon over the
+//!   hub (`http.rs`), or in `droidwarden mcp` over the daemon's API
+//!   ([`server::DaemonApi`], which the D-Bus client implements) or
+//!   `--local`; the binary serves it on standard input and output
+//!   (`daemon/src/mcp_stdio.rs`, with [`jsonrpc`]'s line checks).
 //! * `tools.rs` — the agent's catalogue tools as MCP tools (input and
 //!   output schemas, annotations, `device`, `list_devices`).
 //! * `client.rs` — `[[mcp.servers]]`: MCP servers' tools offered to the
@@ -19,15 +21,18 @@
 //!   2025-11-25 and earlier: a watcher per connection.
 //!
 //! See docs/mcp.md.
+//!
+//! Architecture invariant: this crate knows MCP and nothing of the other
+//! ways in (MQTT, D-Bus, the CLI): it reaches phones through the core's
+//! hub and gate, or through [`server::DaemonApi`].
 
-pub(crate) mod client;
+pub mod client;
 mod client_http;
-pub(crate) mod elicit;
-pub(crate) mod http;
-mod jsonrpc;
+pub mod elicit;
+pub mod http;
+pub mod jsonrpc;
 mod prompts;
-mod server;
-pub(crate) mod stdio;
+pub mod server;
 mod subscribe;
 mod tools;
 
@@ -37,7 +42,7 @@ use serde::Deserialize;
 /// `[mcp]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawMcpConfig {
+pub struct RawMcpConfig {
     /// `toolkit` (default) or `direct`.
     tool_mode: Option<ToolMode>,
     /// `index` (default: a compact index and `describe_action`) or `full`
@@ -61,17 +66,17 @@ pub(crate) struct RawMcpConfig {
 
 /// `[mcp]`, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct McpConfig {
+pub struct McpConfig {
     /// How the phones are offered as tools.
-    pub(crate) tool_mode: ToolMode,
+    pub tool_mode: ToolMode,
     /// How much of the catalogue's schemas the tools carry.
-    pub(crate) tool_schemas: droidwarden_agent::tools::ToolSchemas,
+    pub tool_schemas: droidwarden_agent::tools::ToolSchemas,
     /// Streamable HTTP in the daemon; `None`: off.
-    pub(crate) http: Option<http::HttpSettings>,
+    pub http: Option<http::HttpSettings>,
     /// MCP servers whose tools the agent may use (`client.rs`).
-    pub(crate) servers: Vec<client::ServerConfig>,
+    pub servers: Vec<client::ServerConfig>,
     /// Ask approvals inside MCP clients that can elicit (`elicit.rs`).
-    pub(crate) elicitation: bool,
+    pub elicitation: bool,
 }
 
 impl TryFrom<RawMcpConfig> for McpConfig {
@@ -147,10 +152,10 @@ impl TryFrom<RawMcpConfig> for McpConfig {
 ///
 /// # Errors
 /// The address cannot be bound or the token file cannot be read.
-pub(crate) async fn start_http(
+pub async fn start_http(
     config: &McpConfig,
-    hub: &crate::hub::Hub,
-    assistant: Option<&crate::assistant::Assistant>,
+    hub: &droidwarden_core::hub::Hub,
+    assistant: Option<&droidwarden_core::assistant::Assistant>,
     tracker: &tokio_util::task::TaskTracker,
     shutdown: &tokio_util::sync::CancellationToken,
 ) -> Result<Option<std::net::SocketAddr>, String> {

@@ -23,7 +23,7 @@
 //! `droidwarden mcp` the approval id of its call, is
 //! `droidwarden_core::gate::ticketed_call`.
 
-use crate::assistant::Assistant;
+use droidwarden_core::assistant::Assistant;
 use droidwarden_services::{ErrorCode, WireError};
 use rmcp::model::{
     CallToolResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -38,13 +38,13 @@ use tokio::task::JoinHandle;
 
 /// Who is named as having decided, in the daemon's log and a denial's
 /// reason, when the client did not give its name.
-pub(crate) const DECIDER: &str = "mcp client (elicitation)";
+pub const DECIDER: &str = "mcp client (elicitation)";
 
 /// Who is recorded as having answered an elicitation: the person the
 /// daemon knows the client to be (`elicitor`: the owner of the HTTP
 /// endpoint's token), then the MCP client by the name it introduced
 /// itself with (its own word, quoted as given).
-pub(crate) fn decider(context: &RequestContext<RoleServer>, elicitor: Option<&str>) -> String {
+pub fn decider(context: &RequestContext<RoleServer>, elicitor: Option<&str>) -> String {
     let client = match context
         .client_info()
         .map(|info| info.name)
@@ -65,13 +65,13 @@ pub(crate) fn decider(context: &RequestContext<RoleServer>, elicitor: Option<&st
 /// the client is a person who may approve (see `PhoneServer::with_elicitation`),
 /// and never for `critical` actions: those wait for an answer given
 /// elsewhere (`droidwarden approve`, D-Bus, MQTT), whoever asks.
-pub(crate) fn may_elicit(command: &droidwarden_services::Command) -> bool {
+pub fn may_elicit(command: &droidwarden_services::Command) -> bool {
     command.spec().risk < droidwarden_services::Risk::Critical
 }
 /// The key of the one input request in an `InputRequiredResult`.
-pub(crate) const INPUT_KEY: &str = "approval";
+pub const INPUT_KEY: &str = "approval";
 /// The structured error code of a bad `requestState`.
-pub(crate) const BAD_STATE: &str = "invalid_request_state";
+pub const BAD_STATE: &str = "invalid_request_state";
 /// The most calls kept waiting for a retry at once (per endpoint).
 const MAX_PENDING: usize = 256;
 /// How long past the approval's own timeout a handle is kept.
@@ -79,7 +79,7 @@ const KEEP_MARGIN: Duration = Duration::from_secs(60);
 
 /// How a call asks the client, if at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
+pub enum Mode {
     /// `elicitation/create` during the call (protocol before 2026-07-28).
     Request,
     /// An `InputRequiredResult`, answered by a retry (2026-07-28 on).
@@ -89,7 +89,7 @@ pub(crate) enum Mode {
 /// Whether and how to ask the client of this request: it must have
 /// declared form elicitation (at `initialize`, or in the request's
 /// `_meta` from 2026-07-28).
-pub(crate) fn mode(context: &RequestContext<RoleServer>) -> Option<Mode> {
+pub fn mode(context: &RequestContext<RoleServer>) -> Option<Mode> {
     let capability = context.client_capabilities()?.elicitation?;
     // A capability without modes is form mode (2025-06-18).
     if capability.form.is_none() && capability.url.is_some() {
@@ -103,23 +103,23 @@ pub(crate) fn mode(context: &RequestContext<RoleServer>) -> Option<Mode> {
 
 /// What the person is asked about.
 #[derive(Debug, Clone)]
-pub(crate) struct Question {
+pub struct Question {
     /// The daemon's approval request.
-    pub(crate) approval_id: String,
+    pub approval_id: String,
     /// The phone, when named.
-    pub(crate) device: Option<String>,
+    pub device: Option<String>,
     /// `service.action`.
-    pub(crate) action: String,
+    pub action: String,
     /// Its risk.
-    pub(crate) risk: &'static str,
+    pub risk: &'static str,
     /// Its parameters.
-    pub(crate) params: Value,
+    pub params: Value,
 }
 
 impl Question {
     /// The form: a message that says what would run, and `approve` (a
     /// boolean) with an optional `reason`.
-    pub(crate) fn params(&self) -> ElicitRequestParams {
+    pub fn params(&self) -> ElicitRequestParams {
         let mut params = self.params.to_string();
         if params.chars().count() > 1000 {
             params = params.chars().take(1000).collect::<String>() + "…";
@@ -168,7 +168,7 @@ impl Question {
     }
 
     /// The same form as an `InputRequiredResult`'s one input request.
-    pub(crate) fn input_requests(&self) -> InputRequests {
+    pub fn input_requests(&self) -> InputRequests {
         let mut requests = InputRequests::new();
         requests.insert(
             INPUT_KEY.to_owned(),
@@ -180,7 +180,7 @@ impl Question {
 
 /// The person's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Answer {
+pub enum Answer {
     /// Run it.
     Approve,
     /// Do not; the reason recorded.
@@ -190,7 +190,7 @@ pub(crate) enum Answer {
 /// Read the client's answer: accepted with `approve: true` approves;
 /// anything else (declined, cancelled, `approve: false`, no content)
 /// denies, with the person's reason when given.
-pub(crate) fn read(result: &ElicitResult) -> Answer {
+pub fn read(result: &ElicitResult) -> Answer {
     let content = result.content.as_ref();
     let reason = content
         .and_then(|c| c.get("reason"))
@@ -217,7 +217,7 @@ pub(crate) fn read(result: &ElicitResult) -> Answer {
 
 /// Read the answer in a retry's `inputResponses` (`None`: none given,
 /// which denies).
-pub(crate) fn read_response(responses: Option<&rmcp::model::InputResponses>) -> Answer {
+pub fn read_response(responses: Option<&rmcp::model::InputResponses>) -> Answer {
     let given = responses
         .and_then(|r| r.get(INPUT_KEY))
         .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
@@ -232,35 +232,31 @@ pub(crate) fn read_response(responses: Option<&rmcp::model::InputResponses>) -> 
 
 /// A call waiting in the daemon, its approval asked in the client.
 #[derive(Debug)]
-pub(crate) struct Waiting {
+pub struct Waiting {
     /// The daemon's approval request.
-    pub(crate) approval_id: String,
+    pub approval_id: String,
     /// The call, running (waiting for the approval, then on the phone).
-    pub(crate) task: Running,
+    pub task: Running,
     /// What the result is wrapped in: device, service, action.
-    pub(crate) device: Option<String>,
-    pub(crate) service: &'static str,
-    pub(crate) action: &'static str,
+    pub device: Option<String>,
+    pub service: &'static str,
+    pub action: &'static str,
 }
 
 /// What binds a `requestState` handle to its call.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Binding {
+pub struct Binding {
     /// The tool's name.
-    pub(crate) tool: String,
+    pub tool: String,
     /// Its arguments.
-    pub(crate) arguments: JsonObject,
+    pub arguments: JsonObject,
     /// The client, as far as the transport tells it.
-    pub(crate) client: String,
+    pub client: String,
 }
 
 impl Binding {
     /// The binding of this request.
-    pub(crate) fn of(
-        tool: &str,
-        arguments: &JsonObject,
-        context: &RequestContext<RoleServer>,
-    ) -> Self {
+    pub fn of(tool: &str, arguments: &JsonObject, context: &RequestContext<RoleServer>) -> Self {
         let session = context
             .extensions
             .get::<hyper::http::request::Parts>()
@@ -286,7 +282,7 @@ struct Entry {
 
 /// Why a `requestState` was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refused {
+pub enum Refused {
     /// Never issued here, already used, or expired.
     Unknown,
     /// Issued for another call (tool, arguments or client).
@@ -295,7 +291,7 @@ pub(crate) enum Refused {
 
 /// The calls waiting for a 2026-07-28 client's retry, by handle.
 #[derive(Debug, Default)]
-pub(crate) struct Pending {
+pub struct Pending {
     entries: Mutex<HashMap<String, Entry>>,
 }
 
@@ -308,7 +304,7 @@ impl Pending {
     // The error hands the waiting call back (a rare path); at the lint's
     // limit since wire errors carry optional details.
     #[allow(clippy::result_large_err)]
-    pub(crate) fn insert(
+    pub fn insert(
         &self,
         binding: Binding,
         waiting: Waiting,
@@ -350,7 +346,7 @@ impl Pending {
     /// Take the call `handle` names, once: refused when it is unknown,
     /// used or expired, or bound to another call (which keeps it for its
     /// own retry).
-    pub(crate) fn take(&self, handle: &str, binding: &Binding) -> Result<Waiting, Refused> {
+    pub fn take(&self, handle: &str, binding: &Binding) -> Result<Waiting, Refused> {
         let Ok(mut entries) = self.entries.lock() else {
             return Err(Refused::Unknown);
         };
@@ -374,7 +370,7 @@ impl Pending {
 }
 
 /// The tool result for a refused `requestState`: nothing was approved.
-pub(crate) fn refused(why: Refused) -> CallToolResult {
+pub fn refused(why: Refused) -> CallToolResult {
     let message = match why {
         Refused::Unknown => {
             "requestState is not one this server issued, or it was already used or has expired; nothing was approved: call the tool again"
@@ -399,18 +395,18 @@ fn random_handle() -> Option<String> {
 /// A spawned call, aborted when dropped before it was awaited (the MCP
 /// request was cancelled, or its handle forgotten).
 #[derive(Debug)]
-pub(crate) struct Running(Option<JoinHandle<Result<Value, WireError>>>);
+pub struct Running(Option<JoinHandle<Result<Value, WireError>>>);
 
 impl Running {
     /// Run `call` on its own task.
-    pub(crate) fn spawn(
+    pub fn spawn(
         call: impl std::future::Future<Output = Result<Value, WireError>> + Send + 'static,
     ) -> Self {
         Self(Some(tokio::spawn(call)))
     }
 
     /// Its result.
-    pub(crate) async fn result(&mut self) -> Result<Value, WireError> {
+    pub async fn result(&mut self) -> Result<Value, WireError> {
         let Some(handle) = self.0.as_mut() else {
             return Err(WireError::new(
                 ErrorCode::Internal,
@@ -439,7 +435,7 @@ impl Drop for Running {
 /// Record `answer` as approval `approval_id`'s decision through `apply`
 /// (the daemon's Approve or Deny); refused (answered elsewhere first,
 /// expired) is logged and otherwise ignored.
-pub(crate) async fn record<F, Fut>(approval_id: &str, answer: &Answer, by: &str, apply: F)
+pub async fn record<F, Fut>(approval_id: &str, answer: &Answer, by: &str, apply: F)
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<(), WireError>>,
@@ -463,14 +459,14 @@ where
 ///
 /// # Errors
 /// As `Assistant::approve` / `deny`: unknown, already answered, expired.
-pub(crate) async fn answer_in_daemon(
+pub async fn answer_in_daemon(
     assistant: Option<&Assistant>,
     approval_id: &str,
     answer: &Answer,
     by: &str,
 ) -> Result<(), WireError> {
     let Some(assistant) = assistant else {
-        return Err(crate::assistant::disabled());
+        return Err(droidwarden_core::assistant::disabled());
     };
     match answer {
         Answer::Approve => assistant.approve(approval_id, by).await.map(|_| ()),

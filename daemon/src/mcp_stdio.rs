@@ -1,10 +1,10 @@
 //! `droidwarden mcp`: the MCP server on standard input and output, the
 //! phones reached through the running daemon (or `--local`).
 
-use super::{jsonrpc, server};
 use crate::client::Target;
 use crate::config::Config;
 use droidwarden_agent::tools::ToolMode;
+use droidwarden_mcp::{jsonrpc, server};
 use rmcp::ServiceExt;
 use std::process::ExitCode;
 
@@ -57,15 +57,16 @@ pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
         None => config.mcp.tool_mode,
     };
     let backend = if args.target.local {
-        server::Backend::local(&config)
+        server::Backend::local(
+            config.adb.clone(),
+            config.phone_services.clone(),
+            config.agent.approval.clone(),
+        )
     } else {
         match crate::client::daemon(args.target.bus, &config, true).await {
-            Ok(client) => server::Backend::Daemon {
-                client,
-                approval_wait: config.agent.approval.timeout,
-                bounds: std::sync::Mutex::default(),
-                policy: config.agent.approval.clone(),
-            },
+            Ok(client) => {
+                server::Backend::daemon(std::sync::Arc::new(client), config.agent.approval.clone())
+            }
             Err(e) => {
                 eprintln!("droidwarden mcp: {}", e.message);
                 return ExitCode::FAILURE;

@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 /// served at once (the next accept waits for a free place), each served by
 /// the future `serve` makes, on `tracker`. A failed accept (a connection
 /// reset before it was taken) is logged at debug level and skipped.
-pub(crate) async fn serve_connections<F, Fut>(
+pub async fn serve_connections<F, Fut>(
     listener: TcpListener,
     max_clients: usize,
     what: &'static str,
