@@ -12,7 +12,8 @@
 use droidwarden_e2e::dbus::{PrivateBus, gdbus_string};
 use droidwarden_e2e::mqtt::{ANY_BROKER_PORT, Daemon};
 use droidwarden_e2e::{
-    AdbServer, KillOnDrop, WAIT, binary, free_port, run_with_timeout, wait_exit, wait_for,
+    AdbServer, Droidwarden, KillOnDrop, Sim, SimOptions, WAIT, binary, free_port, run_with_timeout,
+    wait_exit, wait_for,
 };
 use serde_json::Value;
 use std::io::{Read as _, Write as _};
@@ -227,6 +228,18 @@ impl NewAdb {
     }
 }
 
+impl NewAdb {
+    /// `adb -P PORT ARGS…` against this server: its standard output.
+    fn run(&self, args: &[&str]) -> String {
+        let mut cmd = Command::new(&self.program);
+        cmd.env("HOME", self.home.path())
+            .args(["-P", &self.port.to_string()])
+            .args(args);
+        let out = run_with_timeout(cmd, LIMIT);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
 impl Drop for NewAdb {
     fn drop(&mut self) {
         if let Ok(child) = Command::new(&self.program)
@@ -360,4 +373,103 @@ fn pair_and_discover_over_dbus_answer_as_the_cli_does() {
             (!bus.has_owner("org.droidwarden.Daemon1")).then_some(())
         });
     }
+}
+
+/// A paired phone keeps working when its port changes: the emulated phone
+/// announces `_adb-tls-connect._tcp` over mDNS under a name like a real
+/// phone's, the daemon keeps that name connected (`[adb] connect`), and
+/// when the phone moves to another port — wireless debugging turned off
+/// and on — it is connected again where it is announced now, and calls go
+/// on under the same device name, with no one touching the daemon or the
+/// adb server. Google's adb 36 is the server and no other mDNS client runs:
+/// adb 36 listens on the host's non-loopback interfaces only, and hears the
+/// loopback phone because the emulated phone announces and answers there
+/// too (`sim/src/mdns.rs`).
+#[test]
+fn a_phone_whose_port_changes_is_connected_again_by_its_mdns_name() {
+    let adb = NewAdb::start();
+    let lender = AdbServer::start();
+    // A name no earlier run announced (adb keeps what it saw for a while).
+    let instance = format!("adb-SIMMOVE-{:06}", free_port());
+    let sim = Sim::start(SimOptions {
+        serial: Some("SIMMOVE".into()),
+        extra_args: vec!["--mdns-instance".into(), instance.clone()],
+        ..SimOptions::default()
+    });
+    let name = format!("{instance}._adb-tls-connect._tcp");
+    let seen_at = |port: u16| {
+        let line = format!("{instance}\t_adb-tls-connect._tcp\t127.0.0.1:{port}");
+        adb.run(&["mdns", "services"]).contains(&line).then_some(())
+    };
+    wait_for("adb 36 to see the phone over mDNS", WAIT, || {
+        seen_at(sim.adb_port)
+    });
+    let bus = PrivateBus::session();
+    let server = format!("127.0.0.1:{}", adb.port);
+    let mut env = bus.daemon_env().to_vec();
+    env.push(("DROIDWARDEN__ADB__SERVER", server.as_str()));
+    let config = format!(
+        "{ANY_BROKER_PORT}[adb]\npoll_interval_ms = 300\nconnect = [\"{name}\"]\n\
+         [[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{name}\"\n"
+    );
+    let _daemon = Daemon::start_with_env(&lender, &config, tempfile::tempdir().unwrap(), &env);
+    bus.wait_for_daemon(WAIT);
+    let battery = || {
+        bus.gdbus_call("Call", &["phone", "battery", "status", "{}"])
+            .ok()
+            .map(|reply| gdbus_string(&reply))
+    };
+    let first = wait_for("a call on the phone, connected by name", WAIT, battery);
+    assert!(first.contains("level"), "{first}");
+    let devices = adb.run(&["devices"]);
+    assert!(
+        devices.contains(&format!("{name}\tdevice")),
+        "the adb server lists the phone by its mDNS name: {devices}"
+    );
+    // Discover shows it, connected, as the device the daemon calls it.
+    let discovered: Value =
+        serde_json::from_str(&gdbus_string(&bus.gdbus_call("Discover", &[]).unwrap())).unwrap();
+    let entry = discovered["services"]
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["instance"] == instance.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(entry["device"], "phone", "{discovered}");
+    assert_eq!(entry["connected"], true, "{discovered}");
+
+    // The phone moves; no one touches the daemon or the adb server.
+    let old = sim.adb_port;
+    let moved = sim.control(serde_json::json!({"op": "move", "port": 0}));
+    assert_eq!(moved["ok"], true, "{moved}");
+    let new: u16 = moved["adb"]
+        .as_str()
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .expect("the new address");
+    assert_ne!(new, old);
+    let started = Instant::now();
+    wait_for("adb 36 to see the phone's new port", WAIT, || seen_at(new));
+    let seen = started.elapsed();
+    let again = wait_for("a call on the phone at its new port", WAIT, battery);
+    assert!(again.contains("level"), "{again}");
+    eprintln!(
+        "adb 36 saw the new port {} ms after the move; a call succeeded after {} ms",
+        seen.as_millis(),
+        started.elapsed().as_millis()
+    );
+    // Connected where it is now, still under its name, and online in the
+    // daemon's status.
+    let devices = adb.run(&["devices"]);
+    assert!(devices.contains(&format!("{name}\tdevice")), "{devices}");
+    let dw = Droidwarden::new(&lender, &config);
+    let status = wait_for("`phone` online in status", WAIT, || {
+        let run = dw.run_on_bus(&bus.address, &["status", "--json"]);
+        let online = run.json["devices"].as_array().is_some_and(|all| {
+            all.iter()
+                .any(|d| d["name"] == "phone" && d["online"] == true)
+        });
+        online.then_some(run.json)
+    });
+    let text = dw.run_on_bus(&bus.address, &["status"]).stdout;
+    assert!(text.contains("phone"), "{text}\n{status}");
 }
