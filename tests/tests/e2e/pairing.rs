@@ -401,9 +401,12 @@ fn a_phone_whose_port_changes_is_connected_again_by_its_mdns_name() {
         let line = format!("{instance}\t_adb-tls-connect._tcp\t127.0.0.1:{port}");
         adb.run(&["mdns", "services"]).contains(&line).then_some(())
     };
-    wait_for("adb 36 to see the phone over mDNS", WAIT, || {
-        seen_at(sim.adb_port)
-    });
+    wait_for(
+        "adb 36 to see the phone over mDNS (it listens on non-loopback interfaces only: \
+         this host needs one that is up)",
+        WAIT,
+        || seen_at(sim.adb_port),
+    );
     let bus = PrivateBus::session();
     let server = format!("127.0.0.1:{}", adb.port);
     let mut env = bus.daemon_env().to_vec();
