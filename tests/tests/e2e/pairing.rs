@@ -9,16 +9,17 @@
 //! An emulated phone that announces itself over mDNS and moves to another
 //! port is connected again, by its mDNS name, without a person.
 
+use droidwarden_e2e::adb36::NewAdb;
 use droidwarden_e2e::dbus::{PrivateBus, gdbus_string};
 use droidwarden_e2e::mqtt::{ANY_BROKER_PORT, Daemon};
 use droidwarden_e2e::{
     AdbServer, Droidwarden, KillOnDrop, Sim, SimOptions, WAIT, binary, free_port, run_with_timeout,
-    wait_exit, wait_for,
+    wait_for,
 };
 use serde_json::Value;
 use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -173,88 +174,6 @@ fn bad_addresses_and_codes_are_refused_before_anything_is_sent() {
     );
 }
 
-/// Google's adb from the PyPI adbutils wheel, which scripts/test installs.
-fn adb36() -> PathBuf {
-    let out = run_with_timeout(
-        {
-            let mut c = Command::new("python3");
-            c.args([
-                "-c",
-                "import adbutils, os; print(os.path.join(os.path.dirname(adbutils.__file__), 'binaries', 'adb'))",
-            ]);
-            c
-        },
-        LIMIT,
-    );
-    assert!(
-        out.status.success(),
-        "the PyPI adbutils wheel is missing (scripts/test installs it: python3 -m pip install adbutils): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-/// An adb 36 server on a free port with its own HOME, killed on drop.
-struct NewAdb {
-    program: PathBuf,
-    home: tempfile::TempDir,
-    port: u16,
-}
-
-impl NewAdb {
-    fn start() -> Self {
-        let program = adb36();
-        let home = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let mut start = Command::new(&program);
-        start
-            .env("HOME", home.path())
-            .env("ANDROID_ADB_SERVER_PORT", port.to_string())
-            .args(["-P", &port.to_string(), "start-server"]);
-        let out = run_with_timeout(start, LIMIT);
-        assert!(
-            out.status.success(),
-            "adb 36 start-server: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        wait_for("the adb 36 server", Duration::from_secs(10), || {
-            TcpStream::connect(("127.0.0.1", port)).ok()
-        });
-        Self {
-            program,
-            home,
-            port,
-        }
-    }
-}
-
-impl NewAdb {
-    /// `adb -P PORT ARGS…` against this server: its standard output.
-    fn run(&self, args: &[&str]) -> String {
-        let mut cmd = Command::new(&self.program);
-        cmd.env("HOME", self.home.path())
-            .args(["-P", &self.port.to_string()])
-            .args(args);
-        let out = run_with_timeout(cmd, LIMIT);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for NewAdb {
-    fn drop(&mut self) {
-        if let Ok(child) = Command::new(&self.program)
-            .env("HOME", self.home.path())
-            .args(["-P", &self.port.to_string(), "kill-server"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-        {
-            let mut child = KillOnDrop::from(child);
-            wait_exit(&mut child, Duration::from_secs(5));
-        }
-    }
-}
-
 #[test]
 fn adb_36_pairing_fails_clearly_and_within_its_bound_and_discover_answers() {
     let adb = NewAdb::start();
@@ -397,10 +316,7 @@ fn a_phone_whose_port_changes_is_connected_again_by_its_mdns_name() {
         ..SimOptions::default()
     });
     let name = format!("{instance}._adb-tls-connect._tcp");
-    let seen_at = |port: u16| {
-        let line = format!("{instance}\t_adb-tls-connect._tcp\t127.0.0.1:{port}");
-        adb.run(&["mdns", "services"]).contains(&line).then_some(())
-    };
+    let seen_at = |port: u16| adb.sees_connect_service(&instance, port).then_some(());
     wait_for(
         "adb 36 to see the phone over mDNS (it listens on non-loopback interfaces only: \
          this host needs one that is up)",
