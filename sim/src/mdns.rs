@@ -38,7 +38,8 @@
 //! port is not 5353 (§6.7: id and question echoed, TTLs capped at 10 s, no
 //! cache-flush bit); a goodbye (TTL 0) when the phone goes away. Left out,
 //! as a test phone with a unique name needs none of it: probing for name
-//! conflicts (§8.1), known-answer suppression (§7.1), IPv6 multicast, and a
+//! conflicts (§8.1), known-answer suppression (§7.1), the random 20–120 ms
+//! delay before answers with shared records (§6), IPv6 multicast, and a
 //! unicast reply to the QU bit (answered by multicast, which §5.4 allows).
 //!
 //! The protocol logic ([`reply`], [`announcement`], [`goodbye`]) is pure
