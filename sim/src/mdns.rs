@@ -435,8 +435,9 @@ impl Responder {
             let IpAddr::V4(ip) = interface.ip() else {
                 continue;
             };
-            // Loopback's state reads "unknown", not up.
-            if !(interface.is_oper_up() || interface.is_loopback()) {
+            // Only those known to be down are left out: loopback's state,
+            // and that of many virtual interfaces, reads "unknown".
+            if interface.oper_status == if_addrs::IfOperStatus::Down {
                 continue;
             }
             match socket.join_multicast_v4(&GROUP, &ip) {
