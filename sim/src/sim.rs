@@ -781,6 +781,14 @@ impl SimHandle {
     /// Stops every task and closes every socket (bounded wait).
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();
+        // The mDNS responder stops, saying goodbye.
+        drop(
+            self.inner
+                .mdns
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         if let Some(generation) = self.inner.listening.lock().await.take() {
             wait_bounded(&generation.tracker, "shutdown (adb)").await;
         }

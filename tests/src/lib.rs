@@ -28,6 +28,7 @@ pub const P: &str = "droidwarden";
 /// loaded two-core CI machine runs several daemons at once.
 pub const WAIT: Duration = Duration::from_secs(30);
 
+pub mod adb36;
 pub mod adb_bench;
 pub mod agent_rig;
 pub mod dbus;

@@ -9,15 +9,17 @@
 //! An emulated phone that announces itself over mDNS and moves to another
 //! port is connected again, by its mDNS name, without a person.
 
+use droidwarden_e2e::adb36::NewAdb;
 use droidwarden_e2e::dbus::{PrivateBus, gdbus_string};
 use droidwarden_e2e::mqtt::{ANY_BROKER_PORT, Daemon};
 use droidwarden_e2e::{
-    AdbServer, KillOnDrop, WAIT, binary, free_port, run_with_timeout, wait_exit, wait_for,
+    AdbServer, Droidwarden, KillOnDrop, Sim, SimOptions, WAIT, binary, free_port, run_with_timeout,
+    wait_for,
 };
 use serde_json::Value;
 use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -172,76 +174,6 @@ fn bad_addresses_and_codes_are_refused_before_anything_is_sent() {
     );
 }
 
-/// Google's adb from the PyPI adbutils wheel, which scripts/test installs.
-fn adb36() -> PathBuf {
-    let out = run_with_timeout(
-        {
-            let mut c = Command::new("python3");
-            c.args([
-                "-c",
-                "import adbutils, os; print(os.path.join(os.path.dirname(adbutils.__file__), 'binaries', 'adb'))",
-            ]);
-            c
-        },
-        LIMIT,
-    );
-    assert!(
-        out.status.success(),
-        "the PyPI adbutils wheel is missing (scripts/test installs it: python3 -m pip install adbutils): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-/// An adb 36 server on a free port with its own HOME, killed on drop.
-struct NewAdb {
-    program: PathBuf,
-    home: tempfile::TempDir,
-    port: u16,
-}
-
-impl NewAdb {
-    fn start() -> Self {
-        let program = adb36();
-        let home = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let mut start = Command::new(&program);
-        start
-            .env("HOME", home.path())
-            .env("ANDROID_ADB_SERVER_PORT", port.to_string())
-            .args(["-P", &port.to_string(), "start-server"]);
-        let out = run_with_timeout(start, LIMIT);
-        assert!(
-            out.status.success(),
-            "adb 36 start-server: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        wait_for("the adb 36 server", Duration::from_secs(10), || {
-            TcpStream::connect(("127.0.0.1", port)).ok()
-        });
-        Self {
-            program,
-            home,
-            port,
-        }
-    }
-}
-
-impl Drop for NewAdb {
-    fn drop(&mut self) {
-        if let Ok(child) = Command::new(&self.program)
-            .env("HOME", self.home.path())
-            .args(["-P", &self.port.to_string(), "kill-server"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-        {
-            let mut child = KillOnDrop::from(child);
-            wait_exit(&mut child, Duration::from_secs(5));
-        }
-    }
-}
-
 #[test]
 fn adb_36_pairing_fails_clearly_and_within_its_bound_and_discover_answers() {
     let adb = NewAdb::start();
@@ -360,4 +292,103 @@ fn pair_and_discover_over_dbus_answer_as_the_cli_does() {
             (!bus.has_owner("org.droidwarden.Daemon1")).then_some(())
         });
     }
+}
+
+/// A paired phone keeps working when its port changes: the emulated phone
+/// announces `_adb-tls-connect._tcp` over mDNS under a name like a real
+/// phone's, the daemon keeps that name connected (`[adb] connect`), and
+/// when the phone moves to another port — wireless debugging turned off
+/// and on — it is connected again where it is announced now, and calls go
+/// on under the same device name, with no one touching the daemon or the
+/// adb server. Google's adb 36 is the server and no other mDNS client runs:
+/// adb 36 listens on the host's non-loopback interfaces only, and hears the
+/// loopback phone because the emulated phone announces and answers there
+/// too (`sim/src/mdns.rs`).
+#[test]
+fn a_phone_whose_port_changes_is_connected_again_by_its_mdns_name() {
+    let adb = NewAdb::start();
+    let lender = AdbServer::start();
+    // A name no earlier run announced (adb keeps what it saw for a while).
+    let instance = format!("adb-SIMMOVE-{:06}", free_port());
+    let sim = Sim::start(SimOptions {
+        serial: Some("SIMMOVE".into()),
+        extra_args: vec!["--mdns-instance".into(), instance.clone()],
+        ..SimOptions::default()
+    });
+    let name = format!("{instance}._adb-tls-connect._tcp");
+    let seen_at = |port: u16| adb.sees_connect_service(&instance, port).then_some(());
+    wait_for(
+        "adb 36 to see the phone over mDNS (it listens on non-loopback interfaces only: \
+         this host needs one that is up)",
+        WAIT,
+        || seen_at(sim.adb_port),
+    );
+    let bus = PrivateBus::session();
+    let server = format!("127.0.0.1:{}", adb.port);
+    let mut env = bus.daemon_env().to_vec();
+    env.push(("DROIDWARDEN__ADB__SERVER", server.as_str()));
+    let config = format!(
+        "{ANY_BROKER_PORT}[adb]\npoll_interval_ms = 300\nconnect = [\"{name}\"]\n\
+         [[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{name}\"\n"
+    );
+    let _daemon = Daemon::start_with_env(&lender, &config, tempfile::tempdir().unwrap(), &env);
+    bus.wait_for_daemon(WAIT);
+    let battery = || {
+        bus.gdbus_call("Call", &["phone", "battery", "status", "{}"])
+            .ok()
+            .map(|reply| gdbus_string(&reply))
+    };
+    let first = wait_for("a call on the phone, connected by name", WAIT, battery);
+    assert!(first.contains("level"), "{first}");
+    let devices = adb.run(&["devices"]);
+    assert!(
+        devices.contains(&format!("{name}\tdevice")),
+        "the adb server lists the phone by its mDNS name: {devices}"
+    );
+    // Discover shows it, connected, as the device the daemon calls it.
+    let discovered: Value =
+        serde_json::from_str(&gdbus_string(&bus.gdbus_call("Discover", &[]).unwrap())).unwrap();
+    let entry = discovered["services"]
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["instance"] == instance.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(entry["device"], "phone", "{discovered}");
+    assert_eq!(entry["connected"], true, "{discovered}");
+
+    // The phone moves; no one touches the daemon or the adb server.
+    let old = sim.adb_port;
+    let moved = sim.control(serde_json::json!({"op": "move", "port": 0}));
+    assert_eq!(moved["ok"], true, "{moved}");
+    let new: u16 = moved["adb"]
+        .as_str()
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .expect("the new address");
+    assert_ne!(new, old);
+    let started = Instant::now();
+    wait_for("adb 36 to see the phone's new port", WAIT, || seen_at(new));
+    let seen = started.elapsed();
+    let again = wait_for("a call on the phone at its new port", WAIT, battery);
+    assert!(again.contains("level"), "{again}");
+    eprintln!(
+        "adb 36 saw the new port {} ms after the move; a call succeeded after {} ms",
+        seen.as_millis(),
+        started.elapsed().as_millis()
+    );
+    // Connected where it is now, still under its name, and online in the
+    // daemon's status.
+    let devices = adb.run(&["devices"]);
+    assert!(devices.contains(&format!("{name}\tdevice")), "{devices}");
+    let dw = Droidwarden::new(&lender, &config);
+    let status = wait_for("`phone` online in status", WAIT, || {
+        let run = dw.run_on_bus(&bus.address, &["status", "--json"]);
+        let online = run.json["devices"].as_array().is_some_and(|all| {
+            all.iter()
+                .any(|d| d["name"] == "phone" && d["online"] == true)
+        });
+        online.then_some(run.json)
+    });
+    let text = dw.run_on_bus(&bus.address, &["status"]).stdout;
+    assert!(text.contains("phone"), "{text}\n{status}");
 }
