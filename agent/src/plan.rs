@@ -43,6 +43,25 @@ pub enum RunMode {
     Plan,
 }
 
+impl RunMode {
+    /// The mode a request names (`"react"` or `"plan"`); `None` when it
+    /// names none (the configured default applies).
+    ///
+    /// # Errors
+    /// Any other name, in a message that says which are valid.
+    pub fn named(mode: Option<&str>) -> Result<Option<Self>, String> {
+        match mode {
+            None => Ok(None),
+            Some("react") => Ok(Some(Self::React)),
+            Some("plan") => Ok(Some(Self::Plan)),
+            Some(other) => Err(format!(
+                "mode {:?} must be \"react\" or \"plan\"",
+                other.chars().take(40).collect::<String>()
+            )),
+        }
+    }
+}
+
 /// The bounds of a plan run (from `[agent]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanLimits {

@@ -44,3 +44,38 @@ pub use device::{
     TurnGuard,
 };
 pub use error::BridgeError;
+
+use droidwarden_services::{Catalogue, ServiceSpec};
+use serde_json::{Value, json};
+
+/// The whole catalogue as JSON, with the transports that can perform each
+/// action: `droidwarden services --json` and D-Bus `ListServices()`.
+pub fn services_json() -> Vec<Value> {
+    Catalogue::get()
+        .services()
+        .iter()
+        .map(service_json)
+        .collect()
+}
+
+/// One service of [`services_json`]: its catalogue entry, each action with
+/// the transports that can perform it.
+pub fn service_json(s: &ServiceSpec) -> Value {
+    let mut v = s.to_json();
+    if let Some(actions) = v["actions"].as_array_mut() {
+        for a in actions {
+            let name = a["name"].as_str().unwrap_or_default().to_owned();
+            a["transports"] = json!(transports(s, &name));
+        }
+    }
+    v
+}
+
+/// The transports that can perform `action` of `service`.
+fn transports(service: &ServiceSpec, action: &str) -> Vec<&'static str> {
+    [TransportKind::Adb, TransportKind::Companion]
+        .into_iter()
+        .filter(|t| t.unsupported_reason(service.id, action).is_none())
+        .map(TransportKind::as_str)
+        .collect()
+}

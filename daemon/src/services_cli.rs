@@ -13,36 +13,6 @@ use droidwarden_services::{ActionSpec, Catalogue, ServiceSpec, WireError};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
-/// The whole catalogue as JSON, with the transports that can perform each
-/// action: `droidwarden services --json` and D-Bus `ListServices()`.
-pub(crate) fn services_json() -> Vec<Value> {
-    Catalogue::get()
-        .services()
-        .iter()
-        .map(service_json)
-        .collect()
-}
-
-fn service_json(s: &ServiceSpec) -> Value {
-    let mut v = s.to_json();
-    if let Some(actions) = v["actions"].as_array_mut() {
-        for a in actions {
-            let name = a["name"].as_str().unwrap_or_default().to_owned();
-            a["transports"] = json!(transports(s, &name));
-        }
-    }
-    v
-}
-
-/// The transports that can perform `action` of `service`.
-fn transports(service: &ServiceSpec, action: &str) -> Vec<&'static str> {
-    [TransportKind::Adb, TransportKind::Companion]
-        .into_iter()
-        .filter(|t| t.unsupported_reason(service.id, action).is_none())
-        .map(TransportKind::as_str)
-        .collect()
-}
-
 /// What `droidwarden services` prints for `service` and `action` (either
 /// may be absent; an action needs a service): text, or JSON.
 ///
@@ -56,7 +26,7 @@ pub(crate) fn render(
     let catalogue = Catalogue::get();
     let Some(service) = service else {
         return Ok(if as_json {
-            pretty(&json!({ "services": services_json() }))
+            pretty(&json!({ "services": droidwarden_bridge::services_json() }))
         } else {
             overview(catalogue)
         });
@@ -72,7 +42,7 @@ pub(crate) fn render(
         None => spec.actions.iter().collect(),
     };
     if as_json {
-        let whole = service_json(spec);
+        let whole = droidwarden_bridge::service_json(spec);
         let one = action.and_then(|_| {
             whole["actions"]
                 .as_array()?

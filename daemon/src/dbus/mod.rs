@@ -598,7 +598,7 @@ impl Daemon1 {
     /// `droidwarden services --json`).
     #[zbus(out_args("services_json"))]
     async fn list_services(&self) -> Json<Value> {
-        Json(Value::Array(crate::services_cli::services_json()))
+        Json(Value::Array(droidwarden_bridge::services_json()))
     }
 
     /// Perform one action. `device` empty: the only online device.
@@ -806,7 +806,7 @@ impl Daemon1 {
         };
         let mode = match options.remove("mode") {
             None | Some(Value::Null) => None,
-            Some(Value::String(m)) => crate::mqtt::api::run_mode(Some(&m)).map_err(bad)?,
+            Some(Value::String(m)) => droidwarden_agent::RunMode::named(Some(&m)).map_err(bad)?,
             Some(_) => return Err(bad("mode must be a string".into()).into()),
         };
         if let Some(key) = options.keys().next() {

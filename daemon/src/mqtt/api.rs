@@ -219,7 +219,8 @@ fn parse_ask(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request,
             return Err("prompt must not be empty".into());
         }
         let session = text_field(&mut obj, "session", false)?;
-        let mode = run_mode(text_field(&mut obj, "mode", false)?.as_deref())?;
+        let mode =
+            droidwarden_agent::RunMode::named(text_field(&mut obj, "mode", false)?.as_deref())?;
         no_more_fields(&obj, "ask", "id, prompt, session, mode")?;
         Ok(Request::Ask {
             id: id.clone(),
@@ -229,19 +230,6 @@ fn parse_ask(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request,
         })
     })();
     fields.map_err(|message| invalid(id, message))
-}
-
-/// `"react"` or `"plan"`.
-pub(crate) fn run_mode(mode: Option<&str>) -> Result<Option<droidwarden_agent::RunMode>, String> {
-    match mode {
-        None => Ok(None),
-        Some("react") => Ok(Some(droidwarden_agent::RunMode::React)),
-        Some("plan") => Ok(Some(droidwarden_agent::RunMode::Plan)),
-        Some(other) => Err(format!(
-            "mode {:?} must be \"react\" or \"plan\"",
-            other.chars().take(40).collect::<String>()
-        )),
-    }
 }
 
 fn parse_skill(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request, Rejected> {
