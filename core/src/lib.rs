@@ -19,6 +19,8 @@
 //!   approvals and notices.
 //! - [`accept`]: the accept loop of the daemon's small TCP servers (a bound
 //!   on connections at once, an end at shutdown).
+//! - [`private`]: files written as one user in a directory another may
+//!   control: created exclusively, never through a link, mode 0600.
 //! - [`gate`]: the approval gate for callers not trusted to decide by
 //!   themselves (MCP clients, in the daemon or through D-Bus): the agent's
 //!   policy, a person's approval, app grants.
@@ -37,4 +39,5 @@ pub mod gate;
 pub mod hub;
 pub mod notification_events;
 pub mod poll;
+pub mod private;
 pub mod sequencer;

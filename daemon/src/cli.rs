@@ -184,7 +184,7 @@ pub(crate) enum Command {
     /// Automations: schedules and triggers that run calls or the agent
     /// (docs/automations.md).
     #[command(subcommand)]
-    Automations(crate::automations::cli::AutomationsCommand),
+    Automations(crate::automations_cli::AutomationsCommand),
     /// The agent itself: `droidwarden agent graph`.
     #[command(subcommand)]
     Agent(crate::skills_cli::AgentCommand),
@@ -344,7 +344,7 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
         Command::Session(SessionCommand::Show { id, bus }) => {
             agent_cli::show_session(&config, bus, &id).await
         }
-        Command::Automations(command) => crate::automations::cli::run(&config, command).await,
+        Command::Automations(command) => crate::automations_cli::run(&config, command).await,
         Command::Config(ConfigCommand::Check) => {
             print_config_summary(&config);
             ExitCode::SUCCESS

@@ -350,16 +350,7 @@ impl Daemon {
         );
         let centre =
             Centre::new(hub.clone(), assistant.clone()).with_automations(automations.clone());
-        let automation_events = centre.subscribe(
-            "automations",
-            Streams {
-                bus: true,
-                devices: true,
-                notices: false,
-                activity: false,
-                automations: false,
-            },
-        );
+        let automation_events = crate::automations::Inputs::new(&hub);
         let health = Arc::new(
             crate::health::Health::new(
                 config.state_dir.clone(),

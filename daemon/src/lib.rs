@@ -49,7 +49,7 @@ mod output {
 mod adb_reach; // Whether other local users can reach the adb server (`status`, as root).
 mod agent_cli;
 mod approvals; // One approval list: the agent's and the automations' requests.
-mod automations; // Schedules and triggers that run calls or the agent (docs/automations.md).
+mod automations_cli; // `droidwarden automations` (docs/automations.md).
 mod broker;
 mod call;
 mod cli;
@@ -57,7 +57,9 @@ mod client; // How a command reaches the daemon, and the output every command sh
 pub mod config; // Layered configuration: defaults, file, environment (docs/configuration.md).
 pub mod daemon; // `Daemon::start`: the daemon in-process; its start-up and ordered shutdown.
 // The core: the call hub, each device's order, the delivery store, polling.
-use droidwarden_core::{accept, assistant, delivery, gate, hub, poll};
+use droidwarden_core::{accept, assistant, delivery, gate, hub, poll, private};
+// Schedules and triggers that run calls or the agent (docs/automations.md).
+use droidwarden_automations as automations;
 // MCP, both ways (docs/mcp.md): the adapter crate.
 use droidwarden_mcp as mcp;
 mod dbus; // The D-Bus API (docs/dbus-api.md).
@@ -70,7 +72,6 @@ mod metrics;
 mod mqtt;
 mod mqtt_users; // The embedded broker's users (docs/mqtt-access.md).
 mod pair_cli; // `droidwarden pair`, `discover`: wireless debugging set-up (the CLI side).
-mod private;
 mod reload;
 mod services_cli; // `droidwarden services [SERVICE [ACTION]]`.
 mod skills_cli; // `droidwarden skills`, `skill run` (docs/skills.md).

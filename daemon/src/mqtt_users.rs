@@ -263,8 +263,8 @@ pub(crate) fn hash_password(password: &[u8]) -> anyhow::Result<String> {
     );
     Ok(format!(
         "{SCHEME}${ITERATIONS}${}${}",
-        hex(&salt),
-        hex(&hash)
+        crate::private::hex(&salt),
+        crate::private::hex(&hash)
     ))
 }
 
@@ -309,16 +309,7 @@ pub(crate) fn generate_password() -> anyhow::Result<String> {
     SystemRandom::new()
         .fill(&mut bytes)
         .map_err(|_| anyhow!("the system's random generator failed"))?;
-    Ok(hex(&bytes))
-}
-
-/// Bytes as lower-case hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    Ok(crate::private::hex(&bytes))
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {

@@ -28,7 +28,7 @@ use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as 
 use std::path::Path;
 
 /// Owner-only permissions for everything the process creates from now on.
-pub(crate) fn restrict_umask() {
+pub fn restrict_umask() {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }
 
@@ -39,7 +39,7 @@ pub(crate) fn restrict_umask() {
 /// # Errors
 /// The directory cannot be created or its mode cannot be changed (not
 /// ours, read-only file system).
-pub(crate) fn state_dir(dir: &Path) -> io::Result<()> {
+pub fn state_dir(dir: &Path) -> io::Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -64,7 +64,7 @@ pub(crate) fn state_dir(dir: &Path) -> io::Result<()> {
 ///
 /// # Errors
 /// [`io::ErrorKind::PermissionDenied`], naming the owner and what to do.
-pub(crate) fn check_owner(dir: &Path) -> io::Result<()> {
+pub fn check_owner(dir: &Path) -> io::Result<()> {
     let owner = std::fs::metadata(dir)?.uid();
     let me = rustix::process::geteuid().as_raw();
     if owner == me {
@@ -102,6 +102,15 @@ fn open_dir(path: &Path) -> io::Result<(OwnedFd, &std::ffi::OsStr)> {
     Ok((fd, name))
 }
 
+/// `bytes` as lower-case hexadecimal.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
 /// 64 random bits as hex: a temporary name nobody can plant ahead.
 fn random_hex() -> io::Result<String> {
     use ring::rand::SecureRandom as _;
@@ -109,7 +118,7 @@ fn random_hex() -> io::Result<String> {
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
         .map_err(|_| io::Error::other("the system's random generator failed"))?;
-    Ok(crate::mqtt_users::hex(&bytes))
+    Ok(hex(&bytes))
 }
 
 /// Replaces `path` with `bytes`, atomically and durably, mode 0600, owned
@@ -124,7 +133,7 @@ fn random_hex() -> io::Result<String> {
 /// # Errors
 /// The file cannot be created, written or renamed (a name planted where
 /// the temporary file goes is an error, never followed).
-pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let (dir, name) = open_dir(path)?;
     let tmp = format!(".{}.tmp-{}", name.to_string_lossy(), random_hex()?);
     let fd = rustix::fs::openat(
@@ -162,7 +171,7 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// # Errors
 /// The file is a link, not a regular file, has other links, is larger
 /// than `limit`, or cannot be read.
-pub(crate) fn read_file(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+pub fn read_file(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
     let (dir, name) = match open_dir(path) {
         Ok(opened) => opened,
         // No directory, so no file.

@@ -11,9 +11,9 @@
 //!
 //! No I/O beyond the time zone database (read once per zone at parse time).
 
-use crate::hub::Call;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
+use droidwarden_core::hub::Call;
 use droidwarden_services::{Catalogue, Risk};
 use jiff::tz::TimeZone;
 use serde::{Deserialize, Serialize};
@@ -30,7 +30,7 @@ const MAX_NAME: usize = 48;
 /// ```text
 /// "kids_tablet_bedtime" is good; "Kids Tablet" and "a/b" are not.
 /// ```
-pub(crate) fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > MAX_NAME {
         return Err(format!("must be 1 to {MAX_NAME} characters"));
     }
@@ -47,7 +47,7 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
 
 /// What makes an automation run.
 #[derive(Debug, Clone)]
-pub(crate) enum Trigger {
+pub enum Trigger {
     /// A 5-field cron expression in the automation's time zone.
     Cron {
         /// As written.
@@ -75,12 +75,12 @@ pub(crate) enum Trigger {
 
 impl Trigger {
     /// Whether the trigger is a time (cron or interval).
-    pub(crate) fn is_timed(&self) -> bool {
+    pub fn is_timed(&self) -> bool {
         matches!(self, Self::Cron { .. } | Self::Interval { .. })
     }
 
     /// A short description for listings and run records.
-    pub(crate) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             Self::Cron { expr, .. } => format!("cron {expr}"),
             Self::Interval { every } => format!("every {} s", every.as_secs()),
@@ -105,7 +105,7 @@ impl Trigger {
 
 /// When a state trigger fires.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum StateWhen {
+pub enum StateWhen {
     /// Once each time the value goes below `value`; re-armed when it is
     /// back at or above `value + hysteresis`.
     Below { value: f64, hysteresis: f64 },
@@ -123,11 +123,11 @@ pub(crate) enum StateWhen {
 /// `level_percent` of the `battery` service's state (the read polled and
 /// published on `devices/<device>/state/battery`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StatePath {
+pub struct StatePath {
     /// The service id, checked against the catalogue.
-    pub(crate) service: &'static str,
+    pub service: &'static str,
     /// The fields below it, e.g. `["level_percent"]`.
-    pub(crate) fields: Vec<String>,
+    pub fields: Vec<String>,
 }
 
 impl StatePath {
@@ -153,7 +153,7 @@ impl StatePath {
     }
 
     /// The value in a state, if it is there.
-    pub(crate) fn get<'a>(&self, state: &'a Value) -> Option<&'a Value> {
+    pub fn get<'a>(&self, state: &'a Value) -> Option<&'a Value> {
         self.fields.iter().try_fold(state, |v, f| v.get(f))
     }
 }
@@ -167,7 +167,7 @@ impl std::fmt::Display for StatePath {
 /// A comparison in a state condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum Op {
+pub enum Op {
     Eq,
     Ne,
     Lt,
@@ -179,7 +179,7 @@ pub(crate) enum Op {
 impl Op {
     /// Whether `left op right`; numbers compare as numbers, other values
     /// only for (in)equality.
-    pub(crate) fn holds(self, left: &Value, right: &Value) -> bool {
+    pub fn holds(self, left: &Value, right: &Value) -> bool {
         if let (Some(a), Some(b)) = (left.as_f64(), right.as_f64()) {
             return match self {
                 Self::Eq => a == b,
@@ -200,7 +200,7 @@ impl Op {
 
 /// Something that must hold when a trigger fires, or the run is skipped.
 #[derive(Debug, Clone)]
-pub(crate) enum Condition {
+pub enum Condition {
     /// The device is online.
     Online { device: String },
     /// A state value compares as asked (an unknown value fails).
@@ -219,7 +219,7 @@ pub(crate) enum Condition {
 
 /// What an automation does.
 #[derive(Debug, Clone)]
-pub(crate) enum Action {
+pub enum Action {
     /// A catalogue call through the hub (validation, order, status events).
     Call(Call),
     /// An agent run, in the session `automation-<name>` so it remembers
@@ -234,7 +234,7 @@ pub(crate) enum Action {
 
 impl Action {
     /// `call`, `prompt`, `notify` or `skill`.
-    pub(crate) fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &'static str {
         match self {
             Self::Call(_) => "call",
             Self::Prompt { .. } => "prompt",
@@ -248,7 +248,7 @@ impl Action {
 /// not running. Either way they are counted as missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum Misfire {
+pub enum Misfire {
     /// Do not run them; wait for the next time.
     Skip,
     /// Run once, at start, however many were missed.
@@ -257,31 +257,31 @@ pub(crate) enum Misfire {
 
 /// A validated automation.
 #[derive(Debug, Clone)]
-pub(crate) struct Automation {
-    pub(crate) name: String,
+pub struct Automation {
+    pub name: String,
     /// Enabled unless the store says otherwise.
-    pub(crate) enabled: bool,
-    pub(crate) description: String,
-    pub(crate) trigger: Trigger,
-    pub(crate) conditions: Vec<Condition>,
-    pub(crate) action: Action,
+    pub enabled: bool,
+    pub description: String,
+    pub trigger: Trigger,
+    pub conditions: Vec<Condition>,
+    pub action: Action,
     /// Calls up to this risk run at once; riskier ones wait for
     /// `droidwarden automations approve NAME`. Never above the agent's.
-    pub(crate) auto_approve_up_to: Risk,
+    pub auto_approve_up_to: Risk,
     /// Most runs in any hour; more are skipped (recorded).
-    pub(crate) max_runs_per_hour: u32,
+    pub max_runs_per_hour: u32,
     /// A device trigger waits for this much quiet before it fires (and
     /// fires only if it still holds): a flapping phone runs it once.
-    pub(crate) debounce: Duration,
-    pub(crate) misfire: Misfire,
+    pub debounce: Duration,
+    pub misfire: Misfire,
     /// The zone cron expressions and time windows are read in.
-    pub(crate) time_zone: TimeZone,
+    pub time_zone: TimeZone,
     /// Its IANA name, for display (`None`: the system's).
-    pub(crate) time_zone_name: Option<String>,
+    pub time_zone_name: Option<String>,
     /// An MQTT topic each run's outcome is also published on.
-    pub(crate) notify: Option<String>,
+    pub notify: Option<String>,
     /// The definition as given, kept for `automations show` and the store.
-    pub(crate) source: Value,
+    pub source: Value,
 }
 
 /// The raw definition: a table of `[[automations]]` or the JSON of
@@ -318,24 +318,24 @@ fn yes() -> bool {
 
 /// What a definition is checked against.
 #[derive(Debug, Clone)]
-pub(crate) struct Context {
+pub struct Context {
     /// The configured device names.
-    pub(crate) devices: BTreeSet<String>,
+    pub devices: BTreeSet<String>,
     /// `[agent.approval] auto_approve_up_to`: the most an automation may
     /// run without asking.
-    pub(crate) agent_up_to: Risk,
+    pub agent_up_to: Risk,
     /// Topic prefixes the daemon owns (`[mqtt] topic_prefix`, Home
     /// Assistant's): an automation neither triggers on nor notifies to
     /// them, so a definition (which an `automation` MQTT user may add)
     /// cannot make the daemon publish as itself on a phone's, a command's
     /// or a discovery topic.
-    pub(crate) reserved: Vec<String>,
+    pub reserved: Vec<String>,
 }
 
 impl Context {
     /// `<prefix>/notify`: where an automation added over MQTT may notify
     /// (the daemon's first reserved prefix is its topic prefix).
-    pub(crate) fn notify_home(&self) -> Option<String> {
+    pub fn notify_home(&self) -> Option<String> {
         self.reserved
             .first()
             .filter(|p| !p.is_empty())
@@ -349,7 +349,7 @@ impl Context {
     ///
     /// # Errors
     /// The message naming where it may notify.
-    pub(crate) fn check_added_notify(&self, topic: &str) -> Result<(), String> {
+    pub fn check_added_notify(&self, topic: &str) -> Result<(), String> {
         match self.notify_home() {
             Some(home) if topic.starts_with(&format!("{home}/")) => Ok(()),
             home => Err(format!(
@@ -361,7 +361,7 @@ impl Context {
 }
 
 /// Runs per hour when `max_runs_per_hour` is not set.
-pub(crate) const DEFAULT_RUNS_PER_HOUR: u32 = 60;
+pub const DEFAULT_RUNS_PER_HOUR: u32 = 60;
 /// The shortest interval: an automation is not a busy loop.
 const MIN_INTERVAL_S: u64 = 10;
 
@@ -369,7 +369,7 @@ const MIN_INTERVAL_S: u64 = 10;
 ///
 /// # Errors
 /// The first problem found, as `key.field: why`.
-pub(crate) fn parse(key: &str, value: &Value, cx: &Context) -> Result<Automation, String> {
+pub fn parse(key: &str, value: &Value, cx: &Context) -> Result<Automation, String> {
     let raw: RawAutomation =
         serde_json::from_value(value.clone()).map_err(|e| format!("{key}: {e}"))?;
     let at = |field: &str| format!("{key}.{field}");
@@ -453,7 +453,7 @@ pub(crate) fn parse(key: &str, value: &Value, cx: &Context) -> Result<Automation
 ///
 /// # Errors
 /// The first problem, naming `automations[i].<key>`.
-pub(crate) fn parse_all(values: &[Value], cx: &Context) -> Result<Vec<Automation>, String> {
+pub fn parse_all(values: &[Value], cx: &Context) -> Result<Vec<Automation>, String> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::with_capacity(values.len());
     for (i, v) in values.iter().enumerate() {
@@ -468,7 +468,7 @@ pub(crate) fn parse_all(values: &[Value], cx: &Context) -> Result<Vec<Automation
 }
 
 /// The topics of the MQTT triggers among `automations`.
-pub(crate) fn mqtt_topics(automations: &[Automation]) -> BTreeSet<String> {
+pub fn mqtt_topics(automations: &[Automation]) -> BTreeSet<String> {
     automations
         .iter()
         .filter_map(|a| match &a.trigger {
@@ -562,7 +562,7 @@ fn number(key: &str, obj: &Value, field: &str) -> Result<Option<f64>, String> {
 }
 
 /// A 5-field cron expression (minute hour day month weekday).
-pub(crate) fn parse_cron(expr: &str) -> Result<Cron, String> {
+pub fn parse_cron(expr: &str) -> Result<Cron, String> {
     CronParser::builder()
         .seconds(Seconds::Disallowed)
         .build()

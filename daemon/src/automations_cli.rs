@@ -2,7 +2,7 @@
 //! deny | add | remove`: through the running daemon's D-Bus `Automation`
 //! method (on the bus or the private socket, like the agent's commands).
 
-use super::api::{AutomationRequest as R, AutomationSummary};
+use crate::automations::api::{AutomationRequest as R, AutomationSummary};
 use crate::client::{daemon, fail_as, print_json};
 use crate::config::Config;
 use crate::dbus::Bus;

@@ -1,5 +1,5 @@
-//! Automations: the daemon acting on its own, on a schedule or when
-//! something happens (docs/automations.md).
+//! droidwarden's automations: the daemon acting on its own, on a schedule
+//! or when something happens (docs/automations.md).
 //!
 //! * [`model`] — what an automation is, and how a definition (the
 //!   configuration's `[[automations]]`, `automations add`) is checked into
@@ -10,13 +10,14 @@
 //! * [`store`] — the records (and the definitions added at run time) in
 //!   `<state dir>/automations.json`.
 //! * This file — the thin driver: one task owns the engine, reads the
-//!   event centre (states, availability, phone events), wakes at the
+//!   hub's states and phone events and the devices' availability
+//!   ([`Inputs`]), wakes at the
 //!   engine's next due time, saves the records before it performs a run,
 //!   and performs runs on the daemon's tasks: a catalogue call through
 //!   [`Hub::call`] (validation, order, status events like any caller's)
 //!   under the automation's approval policy, an agent prompt in the
 //!   session `automation-<name>`, or a notification. Each outcome goes out
-//!   as an [`RunEvent`] on the centre: MQTT publishes it on
+//!   as a [`RunEvent`] to the daemon's event centre: MQTT publishes it on
 //!   `<prefix>/automations/<name>/runs` (retained) and on the automation's
 //!   `notify` topic.
 //!
@@ -30,20 +31,22 @@
 //! most the agent's approval timeout; the deny list of `[agent.approval]`
 //! applies too. Such a wait is kept in memory only: a restart records the
 //! run as interrupted, and does not run it.
+//!
+//! Architecture invariant: knows no protocol (the management requests are
+//! typed in [`api`]; MQTT and D-Bus carry them); every call goes through
+//! the core's hub, every prompt through its assistant.
 
-pub(crate) mod api;
-pub(crate) mod cli;
-pub(crate) mod engine;
-pub(crate) mod model;
-pub(crate) mod store;
+pub mod api;
+pub mod engine;
+pub mod model;
+pub mod store;
 
-use crate::assistant::Assistant;
-use crate::events::{Event, Events};
-use crate::hub::{BusEvent, Call, Hub};
 use api::{AutomationSummary, LastRun};
 use droidwarden_agent::policy::Verdict;
 use droidwarden_agent::{ApprovalPolicy, PendingApproval};
 use droidwarden_bridge::DeviceEvent;
+use droidwarden_core::assistant::Assistant;
+use droidwarden_core::hub::{BusEvent, Call, Hub};
 use droidwarden_services::{ErrorCode, WireError};
 use engine::{Engine, Input, Outcome, Output, Status};
 use jiff::Timestamp;
@@ -53,6 +56,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -72,7 +76,7 @@ const PROMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// What the automations announce on the event centre.
 #[derive(Debug, Clone)]
-pub(crate) enum AutomationEvent {
+pub enum AutomationEvent {
     /// A run's outcome.
     Run(RunEvent),
     /// Every automation and whether it is enabled: at start and after
@@ -91,23 +95,23 @@ pub(crate) enum AutomationEvent {
 
 /// One automation, for Home Assistant.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Listing {
-    pub(crate) name: String,
-    pub(crate) enabled: bool,
+pub struct Listing {
+    pub name: String,
+    pub enabled: bool,
 }
 
 /// A run's outcome, for MQTT and D-Bus.
 #[derive(Debug, Clone)]
-pub(crate) struct RunEvent {
-    pub(crate) name: String,
-    pub(crate) outcome: Outcome,
+pub struct RunEvent {
+    pub name: String,
+    pub outcome: Outcome,
     /// The automation's `notify` topic.
-    pub(crate) notify: Option<String>,
+    pub notify: Option<String>,
 }
 
 impl RunEvent {
     /// The payload of `automations/<name>/runs` and of the notify topic.
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let mut v = json!(self.outcome);
         v["automation"] = json!(self.name);
         v["at"] = json!(rfc3339(self.outcome.at_ms));
@@ -118,7 +122,7 @@ impl RunEvent {
     }
 
     /// Whether the run is over (a notification is sent then).
-    pub(crate) fn is_final(&self) -> bool {
+    pub fn is_final(&self) -> bool {
         !matches!(
             self.outcome.status,
             Status::Running | Status::WaitingApproval
@@ -134,7 +138,7 @@ fn rfc3339(ms: i64) -> String {
 
 /// A management request.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Op {
+pub enum Op {
     List,
     Show(String),
     Run(String),
@@ -168,7 +172,7 @@ impl Op {
     ///
     /// # Errors
     /// `invalid_request` naming what is wrong.
-    pub(crate) fn parse(body: &Value, by: &str) -> Result<Self, WireError> {
+    pub fn parse(body: &Value, by: &str) -> Result<Self, WireError> {
         let bad = |m: String| WireError::new(ErrorCode::InvalidRequest, m);
         let op = body.get("op").and_then(Value::as_str).ok_or_else(|| {
             bad("op: missing (list, show, run, enable, disable, approve, deny, add, remove)".into())
@@ -211,7 +215,7 @@ type Reply = oneshot::Sender<Result<Value, WireError>>;
 
 /// The handle: management requests and the outcome events. Cheap to clone.
 #[derive(Debug, Clone)]
-pub(crate) struct Automations {
+pub struct Automations {
     requests: mpsc::Sender<(Op, Reply)>,
     events: broadcast::Sender<AutomationEvent>,
     /// The configured MQTT trigger topics (subscribed by the MQTT side).
@@ -220,14 +224,14 @@ pub(crate) struct Automations {
 
 /// What [`Automations::new`] keeps for [`Automations::start`].
 #[derive(Debug)]
-pub(crate) struct Pending {
+pub struct Pending {
     requests: mpsc::Receiver<(Op, Reply)>,
 }
 
 impl Automations {
     /// The handle, before the driver runs (requests wait for it), with
     /// the configured automations' MQTT trigger topics.
-    pub(crate) fn new(topics: BTreeSet<String>) -> (Self, Pending) {
+    pub fn new(topics: BTreeSet<String>) -> (Self, Pending) {
         let (requests, rx) = mpsc::channel(REQUESTS);
         let (events, _) = broadcast::channel(EVENTS);
         let topics = Arc::new(topics);
@@ -242,13 +246,13 @@ impl Automations {
     }
 
     /// The topics MQTT triggers listen on.
-    pub(crate) fn mqtt_topics(&self) -> &BTreeSet<String> {
+    pub fn mqtt_topics(&self) -> &BTreeSet<String> {
         &self.topics
     }
 
     /// A message arrived on an automation's trigger topic. Never waits: a
     /// trigger storm beyond the request queue is dropped (and logged).
-    pub(crate) fn mqtt_trigger(&self, topic: String) {
+    pub fn mqtt_trigger(&self, topic: String) {
         let (tx, _) = oneshot::channel();
         if self.requests.try_send((Op::Mqtt(topic), tx)).is_err() {
             tracing::warn!("automations are busy: an MQTT trigger was dropped");
@@ -259,7 +263,7 @@ impl Automations {
     ///
     /// # Errors
     /// `internal` when the driver is gone or does not answer in time.
-    pub(crate) async fn pending_approvals(&self) -> Result<Vec<PendingApproval>, WireError> {
+    pub async fn pending_approvals(&self) -> Result<Vec<PendingApproval>, WireError> {
         let listed = self.request(Op::Pending).await?;
         serde_json::from_value(listed).map_err(|e| {
             WireError::new(
@@ -270,7 +274,7 @@ impl Automations {
     }
 
     /// Outcome events from now on.
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<AutomationEvent> {
+    pub fn subscribe(&self) -> broadcast::Receiver<AutomationEvent> {
         self.events.subscribe()
     }
 
@@ -279,7 +283,7 @@ impl Automations {
     /// # Errors
     /// The request's error (`not_found`, `invalid_request` …), or
     /// `internal` when the driver is gone or does not answer in time.
-    pub(crate) async fn request(&self, op: Op) -> Result<Value, WireError> {
+    pub async fn request(&self, op: Op) -> Result<Value, WireError> {
         let gone = || {
             let mut e = WireError::new(ErrorCode::Internal, "automations are not running");
             e.retryable = true;
@@ -297,21 +301,68 @@ impl Automations {
 
 /// What the driver needs.
 #[derive(Debug)]
-pub(crate) struct Deps {
-    pub(crate) automations: Vec<Automation>,
-    pub(crate) context: Context,
-    pub(crate) hub: Hub,
-    pub(crate) assistant: Option<Assistant>,
+pub struct Deps {
+    pub automations: Vec<Automation>,
+    pub context: Context,
+    pub hub: Hub,
+    pub assistant: Option<Assistant>,
     /// `[agent.approval]`: its deny list and timeout apply.
-    pub(crate) approval: ApprovalPolicy,
-    pub(crate) events: Events,
+    pub approval: ApprovalPolicy,
+    pub events: Inputs,
+}
+
+/// What the automations react to: the hub's states and phone events and
+/// the devices' availability, subscribed when made (make it early, so no
+/// state is missed before the driver starts).
+#[derive(Debug)]
+pub struct Inputs {
+    bus: broadcast::Receiver<BusEvent>,
+    devices: broadcast::Receiver<DeviceEvent>,
+}
+
+/// One input.
+#[derive(Debug)]
+enum Event {
+    Bus(BusEvent),
+    Device(DeviceEvent),
+}
+
+impl Inputs {
+    /// Subscribe to `hub`'s bus and its registry's device events.
+    pub fn new(hub: &Hub) -> Self {
+        Self {
+            bus: hub.subscribe(),
+            devices: hub.registry().subscribe(),
+        }
+    }
+
+    /// The next input; `None` once the hub or the registry is gone. A
+    /// missed stretch (this consumer fell behind) is logged and skipped:
+    /// the next state read brings the automations up to date.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            let missed = tokio::select! {
+                event = self.bus.recv() => match event {
+                    Ok(event) => return Some(Event::Bus(event)),
+                    Err(RecvError::Closed) => return None,
+                    Err(RecvError::Lagged(n)) => n,
+                },
+                event = self.devices.recv() => match event {
+                    Ok(event) => return Some(Event::Device(event)),
+                    Err(RecvError::Closed) => return None,
+                    Err(RecvError::Lagged(n)) => n,
+                },
+            };
+            tracing::warn!(missed, "the automations fell behind the hub's events");
+        }
+    }
 }
 
 /// Load the records and start the driver.
 ///
 /// # Errors
 /// The store cannot be read.
-pub(crate) async fn start(
+pub async fn start(
     handle: &Automations,
     pending: Pending,
     deps: Deps,
@@ -408,12 +459,12 @@ struct Waiting {
 }
 
 /// The approval id of the call automation `name` waits with.
-pub(crate) fn approval_id(name: &str) -> String {
+pub fn approval_id(name: &str) -> String {
     format!("{APPROVAL_PREFIX}{name}")
 }
 
 /// What the approval ids of automations start with.
-pub(crate) const APPROVAL_PREFIX: &str = "automation:";
+pub const APPROVAL_PREFIX: &str = "automation:";
 
 #[derive(Debug)]
 struct Driver {
@@ -435,7 +486,7 @@ struct Driver {
 impl Driver {
     async fn run(
         mut self,
-        mut events: Events,
+        mut events: Inputs,
         mut requests: mpsc::Receiver<(Op, Reply)>,
         mut done: mpsc::Receiver<Done>,
         shutdown: CancellationToken,
@@ -679,8 +730,9 @@ impl Driver {
             String,
         ) -> std::pin::Pin<
             Box<
-                dyn std::future::Future<Output = Result<crate::assistant::Started, WireError>>
-                    + Send,
+                dyn std::future::Future<
+                        Output = Result<droidwarden_core::assistant::Started, WireError>,
+                    > + Send,
             >,
         > + Send
         + 'static,
@@ -694,7 +746,7 @@ impl Driver {
         self.tracker.spawn(async move {
             let Some(assistant) = assistant else {
                 let _ = done
-                    .send(finish(Status::Error, json!({"error": crate::assistant::disabled()})))
+                    .send(finish(Status::Error, json!({"error": droidwarden_core::assistant::disabled()})))
                     .await;
                 return;
             };

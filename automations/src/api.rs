@@ -15,7 +15,7 @@ use serde_json::Value;
 /// read); the CLI writes it with this.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub(crate) enum AutomationRequest {
+pub enum AutomationRequest {
     /// Every automation, as [`AutomationSummary`]s.
     List,
     /// One automation: its summary, definition and record.
@@ -62,7 +62,7 @@ pub(crate) enum AutomationRequest {
 
 impl AutomationRequest {
     /// The request as the JSON text `Automation()` takes.
-    pub(crate) fn to_json(&self) -> String {
+    pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
 }
@@ -70,41 +70,41 @@ impl AutomationRequest {
 /// One automation in the answer to `{"op": "list"}` (and the start of the
 /// answers to `show`, `enable`, `disable` and `add`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct AutomationSummary {
+pub struct AutomationSummary {
     /// Its name.
-    pub(crate) name: String,
+    pub name: String,
     /// Its description.
-    pub(crate) description: String,
+    pub description: String,
     /// Whether it runs when triggered.
-    pub(crate) enabled: bool,
+    pub enabled: bool,
     /// What triggers it, in words.
-    pub(crate) trigger: String,
+    pub trigger: String,
     /// The time zone of its times (`system` when not set).
-    pub(crate) time_zone: String,
+    pub time_zone: String,
     /// What it does: `call`, `ask`, `skill` …
-    pub(crate) action: String,
+    pub action: String,
     /// `config` or `added` (at run time).
-    pub(crate) source: String,
+    pub source: String,
     /// Runs started.
-    pub(crate) runs: u64,
+    pub runs: u64,
     /// Runs missed while the daemon was down.
-    pub(crate) missed: u64,
+    pub missed: u64,
     /// Runs skipped (conditions, rate limit).
-    pub(crate) skipped: u64,
+    pub skipped: u64,
     /// When it is next due (RFC 3339), for an enabled timed automation.
-    pub(crate) next_due: Option<String>,
+    pub next_due: Option<String>,
     /// Its last run.
-    pub(crate) last: Option<LastRun>,
+    pub last: Option<LastRun>,
 }
 
 /// The last run of an automation: its record with `at` as RFC 3339.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct LastRun {
+pub struct LastRun {
     /// The run's record (`run`, `status`, `trigger`, `at_ms` …).
     #[serde(flatten)]
-    pub(crate) outcome: super::engine::Outcome,
+    pub outcome: super::engine::Outcome,
     /// When it started (RFC 3339).
-    pub(crate) at: String,
+    pub at: String,
 }
 
 #[cfg(test)]

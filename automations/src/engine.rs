@@ -32,7 +32,7 @@ use std::time::Duration;
 
 /// A run later than this after its due time counts as missed (the daemon
 /// was down or suspended), not as a slow tick.
-pub(crate) const MISFIRE_GRACE: Duration = Duration::from_secs(60);
+pub const MISFIRE_GRACE: Duration = Duration::from_secs(60);
 /// At most this many missed runs are counted per automation (a cron that
 /// fires every minute over a month of downtime is not walked to the end).
 const MAX_MISSED_COUNTED: u64 = 10_000;
@@ -42,7 +42,7 @@ const HOUR_MS: i64 = 3_600_000;
 /// How a run ended (or why it did not start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum Status {
+pub enum Status {
     /// Started, not finished.
     Running,
     /// The action succeeded.
@@ -64,7 +64,7 @@ pub(crate) enum Status {
 
 impl Status {
     /// The status's name, as its JSON spells it (`waiting_approval`).
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Running => "running",
             Self::Success => "success",
@@ -81,50 +81,50 @@ impl Status {
 /// One run's record: what `automations show` lists and
 /// `<prefix>/automations/<name>/runs` carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Outcome {
+pub struct Outcome {
     /// The automation's run number (1, 2 …).
-    pub(crate) run: u64,
-    pub(crate) status: Status,
+    pub run: u64,
+    pub status: Status,
     /// What fired it: `cron 0 23 * * *`, `kitchen battery.level_percent below 15`,
     /// `manual` …
-    pub(crate) trigger: String,
+    pub trigger: String,
     /// Milliseconds since the Unix epoch.
-    pub(crate) at_ms: i64,
+    pub at_ms: i64,
     /// When it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) finished_ms: Option<i64>,
+    pub finished_ms: Option<i64>,
     /// The result, error, answer or reason.
     #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub(crate) detail: Value,
+    pub detail: Value,
 }
 
 /// What is kept about an automation across restarts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub(crate) struct Record {
+pub struct Record {
     /// Set by enable/disable; `None`: as configured.
-    pub(crate) enabled: Option<bool>,
+    pub enabled: Option<bool>,
     /// Runs started.
-    pub(crate) runs: u64,
+    pub runs: u64,
     /// Runs missed during downtime.
-    pub(crate) missed: u64,
+    pub missed: u64,
     /// Runs skipped (conditions, rate limit).
-    pub(crate) skipped: u64,
+    pub skipped: u64,
     /// When a timed automation is next due.
-    pub(crate) next_due_ms: Option<i64>,
+    pub next_due_ms: Option<i64>,
     /// Start times of the runs of the last hour (the rate limit).
-    pub(crate) recent_ms: VecDeque<i64>,
+    pub recent_ms: VecDeque<i64>,
     /// A threshold trigger: whether the value is past it (`None`: never seen).
-    pub(crate) past: Option<bool>,
+    pub past: Option<bool>,
     /// The last run's outcome (or skip).
-    pub(crate) last: Option<Outcome>,
+    pub last: Option<Outcome>,
     /// When it last started a run.
-    pub(crate) last_run_ms: Option<i64>,
+    pub last_run_ms: Option<i64>,
 }
 
 /// What happened, for the engine to decide on.
 #[derive(Debug)]
-pub(crate) enum Input<'a> {
+pub enum Input<'a> {
     /// Time passed (the driver's wake-up).
     Tick,
     /// A device's availability.
@@ -155,7 +155,7 @@ pub(crate) enum Input<'a> {
 
 /// What the driver does.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Output {
+pub enum Output {
     /// Perform `name`'s action as run number `run` (the records are saved
     /// first).
     Run {
@@ -169,7 +169,7 @@ pub(crate) enum Output {
 
 /// The errors of [`Engine::step`]'s management inputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum EngineError {
+pub enum EngineError {
     /// No automation has this name.
     Unknown(String),
 }
@@ -200,7 +200,7 @@ impl Entry {
 
 /// Every automation's state. See the module documentation.
 #[derive(Debug)]
-pub(crate) struct Engine {
+pub struct Engine {
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
     /// Automations with a device trigger, by device.
@@ -248,7 +248,7 @@ impl Engine {
     /// Timed automations whose due time passed while the daemon was down
     /// are settled per their misfire policy: the outputs are those runs and
     /// records.
-    pub(crate) fn new(
+    pub fn new(
         automations: Vec<Automation>,
         mut records: BTreeMap<String, Record>,
         now: Timestamp,
@@ -304,7 +304,7 @@ impl Engine {
     }
 
     /// Add an automation at run time (its name is not taken).
-    pub(crate) fn add(&mut self, automation: Automation, now: Timestamp) -> Vec<Output> {
+    pub fn add(&mut self, automation: Automation, now: Timestamp) -> Vec<Output> {
         let mut out = Vec::new();
         self.insert(automation, Record::default(), now, &mut out);
         self.dirty = true;
@@ -312,7 +312,7 @@ impl Engine {
     }
 
     /// Remove an automation and its record.
-    pub(crate) fn remove(&mut self, name: &str) {
+    pub fn remove(&mut self, name: &str) {
         let Some(i) = self.by_name.get(name).copied() else {
             return;
         };
@@ -331,12 +331,12 @@ impl Engine {
 
     /// A device's availability as known at start: remembered for
     /// conditions and debounces, without triggering anything.
-    pub(crate) fn seed_online(&mut self, device: &str, online: bool) {
+    pub fn seed_online(&mut self, device: &str, online: bool) {
         self.online.insert(device.to_owned(), online);
     }
 
     /// Whether a record changed since the last call (the driver saves).
-    pub(crate) fn take_dirty(&mut self) -> bool {
+    pub fn take_dirty(&mut self) -> bool {
         std::mem::take(&mut self.dirty)
     }
 
@@ -415,20 +415,20 @@ impl Engine {
     }
 
     /// The automations, in definition order.
-    pub(crate) fn automations(&self) -> impl Iterator<Item = (&Automation, &Record, bool)> {
+    pub fn automations(&self) -> impl Iterator<Item = (&Automation, &Record, bool)> {
         self.entries
             .iter()
             .map(|e| (&e.automation, &e.record, e.enabled()))
     }
 
     /// One automation.
-    pub(crate) fn get(&self, name: &str) -> Option<(&Automation, &Record, bool)> {
+    pub fn get(&self, name: &str) -> Option<(&Automation, &Record, bool)> {
         let e = &self.entries[*self.by_name.get(name)?];
         Some((&e.automation, &e.record, e.enabled()))
     }
 
     /// Every record, by name (what the store saves).
-    pub(crate) fn records(&self) -> BTreeMap<String, Record> {
+    pub fn records(&self) -> BTreeMap<String, Record> {
         self.entries
             .iter()
             .map(|e| (e.automation.name.clone(), e.record.clone()))
@@ -437,7 +437,7 @@ impl Engine {
 
     /// When the engine next has something to do by itself: the earliest
     /// due time or debounce release. `None`: only events wake it.
-    pub(crate) fn next_wake(&self) -> Option<Timestamp> {
+    pub fn next_wake(&self) -> Option<Timestamp> {
         let timed = self
             .timed
             .iter()
@@ -454,11 +454,7 @@ impl Engine {
     ///
     /// # Errors
     /// An unknown name in `RunNow`, `SetEnabled` or `Finished`.
-    pub(crate) fn step(
-        &mut self,
-        now: Timestamp,
-        input: Input<'_>,
-    ) -> Result<Vec<Output>, EngineError> {
+    pub fn step(&mut self, now: Timestamp, input: Input<'_>) -> Result<Vec<Output>, EngineError> {
         let mut out = Vec::new();
         match input {
             Input::Tick => self.tick(now, &mut out),
@@ -838,7 +834,7 @@ fn describe_condition(c: &Condition) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::automations::model::{Context, parse};
+    use crate::model::{Context, parse};
     use droidwarden_services::Risk;
 
     fn cx() -> Context {

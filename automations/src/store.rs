@@ -19,35 +19,35 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The file's name in the state directory.
-pub(crate) const FILE: &str = "automations.json";
+pub const FILE: &str = "automations.json";
 
 /// The document.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub(crate) struct Document {
+pub struct Document {
     /// Records by automation name.
-    pub(crate) records: BTreeMap<String, Record>,
+    pub records: BTreeMap<String, Record>,
     /// Definitions added at run time, by name (the same JSON as a
     /// configuration's `[[automations]]` table).
-    pub(crate) added: BTreeMap<String, Value>,
+    pub added: BTreeMap<String, Value>,
 }
 
 /// The store.
 #[derive(Debug, Clone)]
-pub(crate) struct Store {
+pub struct Store {
     path: PathBuf,
 }
 
 impl Store {
     /// The store in `state_dir`.
-    pub(crate) fn new(state_dir: &Path) -> Self {
+    pub fn new(state_dir: &Path) -> Self {
         Self {
             path: state_dir.join(FILE),
         }
     }
 
     /// The file's path.
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 
@@ -56,7 +56,7 @@ impl Store {
     /// # Errors
     /// The file cannot be read or is not a document (the daemon refuses to
     /// start rather than forget what ran).
-    pub(crate) async fn load(&self) -> std::io::Result<Document> {
+    pub async fn load(&self) -> std::io::Result<Document> {
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
@@ -72,15 +72,15 @@ impl Store {
         .map_err(std::io::Error::other)?
     }
 
-    /// Replace the document, durably (`crate::private::write_file`: an
+    /// Replace the document, durably (`droidwarden_core::private::write_file`: an
     /// exclusive temporary file, fsync, rename; never through a link).
     ///
     /// # Errors
     /// The file cannot be written.
-    pub(crate) async fn save(&self, document: &Document) -> std::io::Result<()> {
+    pub async fn save(&self, document: &Document) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(document).map_err(std::io::Error::other)?;
         let path = self.path.clone();
-        tokio::task::spawn_blocking(move || crate::private::write_file(&path, &bytes))
+        tokio::task::spawn_blocking(move || droidwarden_core::private::write_file(&path, &bytes))
             .await
             .map_err(std::io::Error::other)?
     }
