@@ -680,6 +680,29 @@ impl Running {
             .unwrap_or(Err("timeout"))
     }
 
+    /// Reload the configuration as SIGHUP does, from `loaded`: the keys
+    /// that can change live are applied; the plan names the others, which
+    /// need a restart (and are logged so).
+    ///
+    /// # Errors
+    /// `loaded` is a configuration error; nothing changed then.
+    // The main loop calls `reload_with` itself (it holds the pieces apart);
+    // tests reload through here, the same function.
+    #[cfg(test)]
+    pub(crate) async fn reload(
+        &mut self,
+        loaded: Result<Config, crate::config::ConfigError>,
+    ) -> Result<reload::Plan, crate::config::ConfigError> {
+        let live = reload::Live {
+            adb: &self.adb,
+            companion: &self.companion,
+            poll: &self.poll,
+            assistant: self.assistant.as_ref(),
+            broker_users: self.broker_users.as_ref(),
+        };
+        reload_with(&mut self.config, &live, loaded).await
+    }
+
     /// Serve until SIGTERM or SIGINT (returned), keeping systemd informed
     /// and reloading the configuration on SIGHUP.
     async fn serve(&mut self, notifier: &Notifier, signals: &mut Signals) -> &'static str {
@@ -970,21 +993,8 @@ async fn main_loop(
                 if is_ready {
                     notifier.reloading();
                 }
-                // The embedded broker's users (removed ones are disconnected).
-                if let Some(users) = live.broker_users {
-                    users.reload().await;
-                }
                 let loaded = crate::config::load(config.source.as_deref());
-                let applied = reload::apply(config, loaded, live);
-                if let Some(assistant) = live.assistant {
-                    assistant
-                        .reload_skills(&config.agent.skills, &config.state_dir)
-                        .await;
-                    if let Some(llm) = &config.llm {
-                        assistant.reload_agents(llm, &config.agent.agents).await;
-                    }
-                }
-                match applied {
+                match reload_with(config, live, loaded).await {
                     Ok(plan) if plan.has_live_changes() || !plan.needs_restart.is_empty() => {
                         tracing::info!("configuration reloaded");
                     }
@@ -1000,6 +1010,33 @@ async fn main_loop(
             }
         }
     }
+}
+
+/// SIGHUP's work: read the embedded broker's users again, apply `loaded`
+/// (reload.rs: live keys now, the others named as needing a restart),
+/// and give the agent its skills and agents again.
+///
+/// # Errors
+/// `loaded` is a configuration error; nothing changed then.
+async fn reload_with(
+    config: &mut Config,
+    live: &reload::Live<'_>,
+    loaded: Result<Config, crate::config::ConfigError>,
+) -> Result<reload::Plan, crate::config::ConfigError> {
+    // The embedded broker's users (removed ones are disconnected).
+    if let Some(users) = live.broker_users {
+        users.reload().await;
+    }
+    let applied = reload::apply(config, loaded, live);
+    if let Some(assistant) = live.assistant {
+        assistant
+            .reload_skills(&config.agent.skills, &config.state_dir)
+            .await;
+        if let Some(llm) = &config.llm {
+            assistant.reload_agents(llm, &config.agent.agents).await;
+        }
+    }
+    applied
 }
 
 #[cfg(test)]

@@ -386,3 +386,51 @@ async fn the_private_dbus_socket_maps_every_error_back_to_its_code() {
     assert_eq!(phone.log(), ["battery.status"]);
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_applies_live_keys_and_names_every_changed_mcp_key_as_needing_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut running, _phone) = started(dir.path()).await;
+    // `[poll]` changes live; every `[mcp]` key is read at start only, so a
+    // change to each is named, none silently kept or dropped.
+    let changed = config(
+        dir.path(),
+        0,
+        r#"
+[mcp]
+listen = "127.0.0.1:0"
+tool_mode = "direct"
+tool_schemas = "full"
+elicitation = false
+[[mcp.servers]]
+name = "t"
+command = "true"
+"#,
+    );
+    let mut changed_poll = changed.clone();
+    changed_poll.poll.insert("battery", Duration::from_secs(30));
+    let plan = running
+        .reload(Ok(changed_poll))
+        .await
+        .expect("a valid configuration reloads");
+    assert!(plan.poll, "[poll] is applied live");
+    for key in [
+        "mcp.listen",
+        "mcp.tool_mode",
+        "mcp.tool_schemas",
+        "mcp.elicitation",
+        "mcp.servers",
+    ] {
+        assert!(
+            plan.needs_restart.contains(&key),
+            "{key} not named: {:?}",
+            plan.needs_restart
+        );
+    }
+    // A configuration that does not load changes nothing.
+    let broken = running
+        .reload(Err(crate::config::ConfigError("broken".into())))
+        .await;
+    assert!(broken.is_err());
+    running.stop().await;
+}
