@@ -320,7 +320,6 @@ impl Daemon {
                 Ok(assistant) => Some(assistant),
                 Err(e) => {
                     let status = agent_exit_status(&e);
-                    tracing::error!(error = %e, status, "cannot start the agent");
                     return Err(begun
                         .abandon(StartFailed::new(
                             status,
@@ -378,7 +377,6 @@ impl Daemon {
                 tracker.spawn(crate::dbus::run(dbus, shutdown.clone()));
             }
             Err(e) => {
-                tracing::error!(error = %e, "cannot start the D-Bus API");
                 return Err(begun
                     .abandon(StartFailed::new(
                         1,
@@ -414,11 +412,12 @@ impl Daemon {
                     Ok(Err(e)) => {
                         let file = config.state_dir.join(crate::mqtt_users::USERS_FILE);
                         let (status, what) = users_exit_status(&file);
-                        tracing::error!(error = %format!("{e:#}"), file = %file.display(), status, "cannot set up the daemon's account on the embedded MQTT broker: {what}");
+                        let what = format!(
+                            "cannot set up the daemon's account on the embedded MQTT broker ({e:#}): {what}"
+                        );
                         return Err(begun.abandon(StartFailed::new(status, what)).await);
                     }
                     Err(e) => {
-                        tracing::error!(error = %e, "cannot set up the daemon's account on the embedded MQTT broker");
                         return Err(begun
                             .abandon(StartFailed::new(
                                 1,
@@ -462,7 +461,6 @@ impl Daemon {
                     health.broker_is(crate::health::broker_description(&mqtt_settings.broker));
                 }
                 Err(e) => {
-                    tracing::error!(%listen, error = %e, "cannot start the embedded MQTT broker");
                     return Err(begun
                         .abandon(StartFailed::new(
                             1,
@@ -484,7 +482,6 @@ impl Daemon {
         ) {
             Ok(pair) => pair,
             Err(e) => {
-                tracing::error!(error = %e, "cannot set up MQTT");
                 return Err(begun
                     .abandon(StartFailed::new(1, format!("cannot set up MQTT: {e}")))
                     .await);
@@ -572,7 +569,6 @@ impl Daemon {
                     ));
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "cannot serve metrics");
                     return Err(stages
                         .abandon(StartFailed::new(1, format!("cannot serve metrics: {e}")))
                         .await);
@@ -585,7 +581,6 @@ impl Daemon {
         {
             Ok(bound) => addresses.mcp = bound,
             Err(e) => {
-                tracing::error!(error = %e, "cannot serve MCP");
                 return Err(stages
                     .abandon(StartFailed::new(1, format!("cannot serve MCP: {e}")))
                     .await);
@@ -615,7 +610,6 @@ impl Daemon {
         )
         .await
         {
-            tracing::error!(error = %e, "cannot read the automations' records");
             return Err(stages
                 .abandon(StartFailed::new(
                     crate::EXIT_IOERR,
@@ -804,11 +798,12 @@ struct Begun<'a> {
 }
 
 impl Begun<'_> {
-    /// A later step of the start failed (already logged): stop every task
+    /// A later step of the start failed: log why, stop every task
     /// begun so far and wait for them (bounded), close the delivery store
     /// (committed, checkpointed), and return `failed`, as a shutdown
     /// would, rather than leave it all to the process's end.
     async fn abandon(self, failed: StartFailed) -> StartFailed {
+        tracing::error!(status = failed.status, "{}", failed.what);
         self.shutdown.cancel();
         self.mqtt_stop.cancel();
         self.broker_stop.cancel();
