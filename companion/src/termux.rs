@@ -83,7 +83,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("termux-telephony-call", "Phone"),
     ("termux-clipboard-get", "none"),
     ("termux-clipboard-set", "none"),
-    ("termux-torch", "Camera"),
+    ("termux-torch", "none"),
     ("termux-tts-speak", "none (a text-to-speech engine)"),
     ("termux-vibrate", "none"),
     ("termux-wake-lock", "none"),
@@ -1129,5 +1129,17 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.message.contains("ringer"), "{}", e.message);
+        assert_eq!(
+            offered(&parse("alerts", "vibrate", json!({}))),
+            Ok(Offered::Vibrate(1_000))
+        );
+        assert_eq!(
+            offered(&parse("alerts", "find_my_phone", json!({}))),
+            Ok(Offered::FindMyPhone(30))
+        );
+        assert_eq!(
+            offered(&parse("alerts", "torch", json!({"on": false}))),
+            Ok(Offered::Torch(false))
+        );
     }
 }

@@ -89,9 +89,8 @@ pub(super) fn spec() -> ServiceSpec {
         description: "Torch, speech, vibration, and ringing to find the phone.",
         actions: AlertsAction::specs(),
         state: None,
-        home_assistant: vec![ha_button("find_my_phone", "Find my phone", || {
-            Command::Alerts(AlertsAction::FindMyPhone { seconds: None })
-        })],
+        // No Home Assistant entity yet (a "Find my phone" button would fit).
+        home_assistant: Vec::new(),
         companion_event: None,
     }
 }

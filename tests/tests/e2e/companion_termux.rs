@@ -354,6 +354,117 @@ fn termux_companion_answers_through_the_daemon() {
         "the clipboard's text is never logged"
     );
 
+    // Alerts: the torch and a vibration as argv; speech on standard input
+    // exactly as sent, whatever it holds (the catalogue bounds its length).
+    let result = ok_result(probe.call(P, "t1", "phone", "alerts", "torch", json!({"on": true})));
+    assert_eq!(result, json!({"torch": true}));
+    let result = ok_result(probe.call(P, "t2", "phone", "alerts", "torch", json!({"on": false})));
+    assert_eq!(result, json!({"torch": false}));
+    assert_eq!(
+        phone.runs_of("termux-torch"),
+        [
+            json!(["termux-torch", "on"]),
+            json!(["termux-torch", "off"])
+        ]
+    );
+    status_says(&probe, "alerts", "torch", "success");
+    let result = ok_result(probe.call(P, "vib", "phone", "alerts", "vibrate", json!({"ms": 700})));
+    assert_eq!(result, json!({"ms": 700}));
+    assert_eq!(
+        phone.runs_of("termux-vibrate"),
+        [json!(["termux-vibrate", "-f", "-d", "700"])]
+    );
+    status_says(&probe, "alerts", "vibrate", "success");
+    let mut spoken = 0;
+    for (i, text) in droidwarden_e2e::HOSTILE.iter().enumerate() {
+        let reply = probe.call(
+            P,
+            &format!("say{i}"),
+            "phone",
+            "alerts",
+            "speak",
+            json!({"text": text}),
+        );
+        if text.contains('\u{0}') {
+            assert_eq!(reply["error"]["code"], "invalid_params", "{reply}");
+            continue;
+        }
+        spoken += 1;
+        assert_eq!(
+            ok_result(reply),
+            json!({"length": text.chars().count()}),
+            "{text:?}"
+        );
+        assert_eq!(phone.spoken(), *text, "{text:?}");
+        assert_eq!(
+            phone.runs_of("termux-tts-speak").last(),
+            Some(&json!(["termux-tts-speak"])),
+            "the text is not an argument"
+        );
+    }
+    assert_eq!(phone.runs_of("termux-tts-speak").len(), spoken);
+    status_says(&probe, "alerts", "speak", "success");
+    let reply = probe.call(
+        P,
+        "say-long",
+        "phone",
+        "alerts",
+        "speak",
+        json!({"text": "x".repeat(droidwarden_services::SPEAK_MAX_CHARS + 1)}),
+    );
+    assert_eq!(reply["error"]["code"], "invalid_params", "{reply}");
+    // Finding the phone: the alarm at its highest index (7 of 7 in the
+    // recording), the torch, a vibration for the whole ring and speech on
+    // the alarm stream; answered at once; a second request while it rings
+    // is busy; after the ring the torch goes off and the volume back.
+    let before = phone.argv().len();
+    // What ran since `before`, the notification poll left out.
+    let ran_since = || -> Vec<Value> {
+        phone.argv()[before..]
+            .iter()
+            .filter(|a| a[0] != "termux-notification-list")
+            .cloned()
+            .collect()
+    };
+    let asked = Instant::now();
+    let result = ok_result(probe.call(
+        P,
+        "find",
+        "phone",
+        "alerts",
+        "find_my_phone",
+        json!({"seconds": 5}),
+    ));
+    assert!(asked.elapsed() < Duration::from_secs(5), "answered at once");
+    assert_eq!(result["seconds"], 5, "{result}");
+    let until = result["until_ms"].as_u64().unwrap();
+    let reply = probe.call(P, "find-2", "phone", "alerts", "find_my_phone", json!({}));
+    assert_eq!(reply["error"]["code"], "busy", "{reply}");
+    let ended = wait_for("the ring's end", WAIT, || {
+        let ran = ran_since();
+        ran.contains(&json!(["termux-torch", "off"])).then_some(ran)
+    });
+    let finished = droidwarden_services::time::epoch_ms(std::time::SystemTime::now());
+    assert!(finished + 1_000 >= until, "{finished} / {until}");
+    wait_for("the volume restored", WAIT, || {
+        (ran_since().len() >= 7).then_some(())
+    });
+    assert_eq!(
+        ran_since(),
+        [
+            json!(["termux-volume"]),
+            json!(["termux-volume", "alarm", "7"]),
+            json!(["termux-torch", "on"]),
+            json!(["termux-vibrate", "-f", "-d", "5000"]),
+            json!(["termux-tts-speak", "-s", "ALARM"]),
+            json!(["termux-torch", "off"]),
+            json!(["termux-volume", "alarm", "7"]),
+        ],
+        "{ended:?}"
+    );
+    assert_eq!(phone.spoken(), "Here I am!\n".repeat(5));
+    status_says(&probe, "alerts", "find_my_phone", "success");
+
     // A hostile link reaches the program as one argument, untouched.
     let hostile = "https://example.org/a;b'c\"d$(touch${IFS}pwned)`id`&x=|y";
     let result = ok_result(probe.call(
@@ -795,6 +906,20 @@ fn the_emulated_and_the_termux_companion_answer_alike() {
         ),
         // What the step before put there.
         ("ui_control", "get_clipboard", json!({}), &["text", "via"]),
+        ("alerts", "torch", json!({"on": true}), &["torch"]),
+        ("alerts", "vibrate", json!({"ms": 700}), &["ms"]),
+        (
+            "alerts",
+            "speak",
+            json!({"text": "Dinner is ready; $(id) \"now\""}),
+            &["length"],
+        ),
+        (
+            "alerts",
+            "find_my_phone",
+            json!({"seconds": 5}),
+            &["seconds"],
+        ),
     ];
     for (i, (service, action, params, decided)) in cases.iter().enumerate() {
         let termux = probe.call(
@@ -834,6 +959,8 @@ fn the_emulated_and_the_termux_companion_answer_alike() {
         // Parameters the catalogue refuses.
         ("screen_control", "set_brightness", json!({"level": 999})),
         ("audio_automation", "get_volume", json!({"stream": "loud"})),
+        ("alerts", "vibrate", json!({"ms": 60_000})),
+        ("alerts", "speak", json!({"text": "x".repeat(101)})),
     ];
     for (i, (service, action, params)) in refusals.iter().enumerate() {
         let t = probe.call(
