@@ -540,9 +540,11 @@ async fn find_my_phone(seconds: u8, ctx: &Context) -> Result<FindingPhone, WireE
         let speak = argv(&["termux-tts-speak", "-s", "ALARM"]);
         let ring = async {
             // Killed when the time is up, if it still speaks.
-            let spoken = exec::run_with_input(&speak, lines.as_bytes(), remaining(until_ms)).await;
-            if let Ok(out) = spoken.as_ref().map(|out| out.status) {
-                tracing::debug!(status = ?out, "find_my_phone: termux-tts-speak ended");
+            match exec::run_with_input(&speak, lines.as_bytes(), remaining(until_ms)).await {
+                Ok(out) => {
+                    tracing::debug!(status = ?out.status, "find_my_phone: termux-tts-speak ended")
+                }
+                Err(e) => tracing::debug!(error = %e, "find_my_phone: termux-tts-speak stopped"),
             }
             tokio::time::sleep(remaining(until_ms)).await;
         };
