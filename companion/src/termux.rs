@@ -59,7 +59,7 @@ pub const OFFERED: &[(&str, &str)] = &[
     ("alerts.vibrate", "termux-vibrate -f -d MS"),
     (
         "alerts.find_my_phone",
-        "termux-volume alarm MAX, termux-torch on, termux-vibrate -f -d MS, termux-tts-speak -s ALARM; then the torch off and the volume back",
+        "termux-volume alarm MAX, termux-torch on, termux-vibrate -f -d 1000 every 2 s, termux-tts-speak -s ALARM; then the torch off and the volume back",
     ),
 ];
 
@@ -275,6 +275,10 @@ impl Background {
 /// What `find_my_phone` says, one line a second or so (each line is one
 /// utterance of `termux-tts-speak`).
 pub const FIND_PHRASE: &str = "Here I am!";
+/// `find_my_phone` vibrates for this long, in milliseconds ...
+const PULSE_MS: u32 = 1_000;
+/// ... once every this long.
+const PULSE_EVERY: Duration = Duration::from_secs(2);
 
 /// The answer for a Wi-Fi toggle on Android API level `api`: `None` when
 /// the platform still lets an app switch Wi-Fi (Android 9 and older).
@@ -483,8 +487,8 @@ async fn set_alarm_volume(index: i64, limit: Duration) -> Result<(), WireError> 
 }
 
 /// Ring to be found: the alarm stream at its highest index, the torch on,
-/// a vibration for the whole time, and [`FIND_PHRASE`] said about once a
-/// second on the alarm stream; answered at once. After `seconds` (or when
+/// a one-second vibration every two seconds, and [`FIND_PHRASE`] said
+/// about once a second on the alarm stream; answered at once. After `seconds` (or when
 /// the companion stops) the torch goes off and the alarm volume goes back
 /// to what it was. A second request while it rings is `busy`.
 ///
@@ -527,7 +531,7 @@ async fn find_my_phone(seconds: u8, ctx: &Context) -> Result<FindingPhone, WireE
     let started = async {
         set_alarm_volume(saved.max, limit).await?;
         torch(true, limit).await?;
-        vibrate(u32::from(seconds) * 1_000, limit).await
+        vibrate(PULSE_MS, limit).await
     }
     .await;
     if let Err(e) = started {
@@ -538,7 +542,7 @@ async fn find_my_phone(seconds: u8, ctx: &Context) -> Result<FindingPhone, WireE
     let lines = format!("{FIND_PHRASE}\n").repeat(usize::from(seconds));
     ctx.background.tasks.spawn(async move {
         let speak = argv(&["termux-tts-speak", "-s", "ALARM"]);
-        let ring = async {
+        let speaking = async {
             // Killed when the time is up, if it still speaks.
             match exec::run_with_input(&speak, lines.as_bytes(), remaining(until_ms)).await {
                 Ok(out) => {
@@ -546,6 +550,22 @@ async fn find_my_phone(seconds: u8, ctx: &Context) -> Result<FindingPhone, WireE
                 }
                 Err(e) => tracing::debug!(error = %e, "find_my_phone: termux-tts-speak stopped"),
             }
+        };
+        // Pulses rather than one long vibration: Termux:API cannot cancel
+        // a vibration, so a ring that ends early stops within a pulse.
+        let pulsing = async {
+            loop {
+                tokio::time::sleep(remaining(until_ms).min(PULSE_EVERY)).await;
+                if remaining(until_ms) < PULSE_EVERY / 2 {
+                    break;
+                }
+                if let Err(e) = vibrate(PULSE_MS, limit).await {
+                    tracing::warn!(code = ?e.code, message = %e.message, "find_my_phone: no vibration");
+                }
+            }
+        };
+        let ring = async {
+            tokio::join!(speaking, pulsing);
             tokio::time::sleep(remaining(until_ms)).await;
         };
         tokio::select! {

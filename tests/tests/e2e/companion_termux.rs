@@ -446,21 +446,35 @@ fn termux_companion_answers_through_the_daemon() {
     });
     let finished = droidwarden_services::time::epoch_ms(std::time::SystemTime::now());
     assert!(finished + 1_000 >= until, "{finished} / {until}");
-    wait_for("the volume restored", WAIT, || {
-        (ran_since().len() >= 7).then_some(())
+    let ran = wait_for("the volume restored", WAIT, || {
+        let ran = ran_since();
+        (ran.last() == Some(&json!(["termux-volume", "alarm", "7"])) && ran.len() > 7)
+            .then_some(ran)
     });
+    let pulse = json!(["termux-vibrate", "-f", "-d", "1000"]);
     assert_eq!(
-        ran_since(),
+        ran[..5],
         [
             json!(["termux-volume"]),
             json!(["termux-volume", "alarm", "7"]),
             json!(["termux-torch", "on"]),
-            json!(["termux-vibrate", "-f", "-d", "5000"]),
+            pulse.clone(),
             json!(["termux-tts-speak", "-s", "ALARM"]),
-            json!(["termux-torch", "off"]),
-            json!(["termux-volume", "alarm", "7"]),
         ],
         "{ended:?}"
+    );
+    // A pulse every two seconds of the five (timers may let one slip).
+    let pulses = &ran[5..ran.len() - 2];
+    assert!(
+        (1..=2).contains(&pulses.len()) && pulses.iter().all(|a| *a == pulse),
+        "{ran:?}"
+    );
+    assert_eq!(
+        ran[ran.len() - 2..],
+        [
+            json!(["termux-torch", "off"]),
+            json!(["termux-volume", "alarm", "7"])
+        ]
     );
     assert_eq!(phone.spoken(), "Here I am!\n".repeat(5));
     status_says(&probe, "alerts", "find_my_phone", "success");
@@ -540,9 +554,36 @@ fn termux_companion_answers_through_the_daemon() {
     assert!(log.contains("online"), "{log}");
     assert!(!log.contains(FRIEND) && !log.contains("reboot"), "{log}");
 
+    // A ring still on when the companion stops ends at once, before it
+    // exits: the torch off and the alarm volume back.
+    let result = ok_result(probe.call(
+        P,
+        "find-3",
+        "phone",
+        "alerts",
+        "find_my_phone",
+        json!({"seconds": 60}),
+    ));
+    assert_eq!(result["seconds"], 60, "{result}");
+    let torches = phone.runs_of("termux-torch").len();
+
     // Stopped on purpose: offline, the wake lock released; started again:
     // online and answering (a companion restart).
+    let stopping = Instant::now();
     assert!(companion.terminate().is_some_and(|s| s.success()));
+    assert!(
+        stopping.elapsed() < Duration::from_secs(20),
+        "the ring did not hold it up"
+    );
+    assert_eq!(phone.runs_of("termux-torch").len(), torches + 1);
+    assert_eq!(
+        phone.runs_of("termux-torch").last(),
+        Some(&json!(["termux-torch", "off"]))
+    );
+    assert_eq!(
+        phone.runs_of("termux-volume").last(),
+        Some(&json!(["termux-volume", "alarm", "7"]))
+    );
     probe.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "offline");
     assert_eq!(
         phone.runs_of("termux-wake-unlock"),
