@@ -37,7 +37,7 @@ actions!(
         }
         -> Spoken
         example(Self::Speak { text: "Dinner is ready".into() }),
-        Vibrate = "vibrate" (Low, changes) "Vibrate the phone, also in silent mode." {
+        Vibrate = "vibrate" (Low, changes) "Vibrate the phone, also in silent or Do Not Disturb mode." {
             /// Milliseconds.
             ms: Option<u32> = Schema::integer("duration in ms (default 1000)", Some(10), Some(i64::from(VIBRATE_MAX_MS))),
         }

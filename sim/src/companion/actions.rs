@@ -295,14 +295,26 @@ fn take_photo(sim: &SimHandle, app: &Companion, filename: &Option<String>) -> Ou
 
 /// Rings to be found: the ring's end is recorded (`alerts.find_until_ms`)
 /// with its vibration; the emulation plays no sound and leaves the torch
-/// as it was, so nothing needs restoring when the time is up.
+/// as it was, so nothing needs restoring when the time is up. While a ring
+/// is on, another is `busy`, as in the Termux companion.
 fn find_my_phone(sim: &SimHandle, seconds: Option<u8>) -> Outcome<Value> {
     let seconds = seconds.unwrap_or(FIND_DEFAULT_S);
-    let until_ms = clock::now_ms() + u64::from(seconds) * 1_000;
+    let now = clock::now_ms();
+    let until_ms = now + u64::from(seconds) * 1_000;
     sim.update_state(|st| {
+        if let Some(until) = st.alerts.find_until_ms.filter(|until| *until > now) {
+            return Err(WireError::new(
+                ErrorCode::Busy,
+                format!(
+                    "the phone is already ringing to be found, for {} s more",
+                    (until - now).div_ceil(1_000)
+                ),
+            ));
+        }
         st.alerts.find_until_ms = Some(until_ms);
         st.alerts.vibrations.push(u32::from(seconds) * 1_000);
-    });
+        Ok(())
+    })?;
     answer(FindingPhone { seconds, until_ms })
 }
 
@@ -481,6 +493,8 @@ mod tests {
         assert_eq!(alerts.spoken, ["Dinner; $(id) \"is\" ready"]);
         assert_eq!(alerts.vibrations, [700, 30_000]);
         assert_eq!(alerts.find_until_ms, found["until_ms"].as_u64());
+        let again = perform(&sim, &app, &find).unwrap_err();
+        assert_eq!(again.code, ErrorCode::Busy, "{again:?}");
         assert!(
             sim.command_log()
                 .iter()
