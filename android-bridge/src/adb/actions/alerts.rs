@@ -2,9 +2,10 @@
 //!
 //! - `vibrate`: `cmd vibrator_manager synced -f oneshot MS` (Android 12,
 //!   API 31, and later: `VibratorManagerService`'s shell command, `-f`
-//!   ignores Do Not Disturb), else `cmd vibrator vibrate -f MS` (Android 11's
-//!   `VibratorService`, the same `-f`), chosen by which service the phone
-//!   has (`Can't find service: vibrator_manager` on Android 11 and older).
+//!   ignores Do Not Disturb), else `cmd vibrator vibrate -f MS` (Android 10
+//!   and 11's `VibratorService`, the same `-f`), chosen by which service the
+//!   phone has (`Can't find service: vibrator_manager` on Android 11 and
+//!   older). Android 9 and older know no `-f`: their error is the answer.
 //! - `torch`, `speak`, `find_my_phone`: `unsupported_action`. The torch is
 //!   an app API (`CameraManager.setTorchMode`; the camera service's shell
 //!   command, `cmd media.camera`, has no torch command), text-to-speech
