@@ -60,6 +60,21 @@ const ADB_UNSUPPORTED: &[(&str, &str, &str)] = &[
         "open",
         "a notification's content intent is a PendingIntent only the system UI or a notification listener can send, and no adb shell command reaches it; use the companion app, or open the shade (ui_control.key notifications) and tap it",
     ),
+    (
+        "alerts",
+        "torch",
+        "the torch is an app API (CameraManager.setTorchMode) and Android's shell has no command for it (cmd media.camera has none); use the companion app",
+    ),
+    (
+        "alerts",
+        "speak",
+        "text-to-speech is an app API (TextToSpeech) and no system service offers it as a shell command; use the companion app",
+    ),
+    (
+        "alerts",
+        "find_my_phone",
+        "finding the phone needs speech and the torch, which only an app can use; over adb, alerts.vibrate works; use the companion app",
+    ),
 ];
 
 /// Actions the companion transport cannot perform: none, the app implements

@@ -163,6 +163,7 @@ async fn session(
         context: termux::Context {
             limit: config.command_timeout,
             photo_dir: config.photo_dir.clone(),
+            background: termux::Background::new(tracker.clone(), shutdown.clone()),
         },
         config: Arc::clone(&config),
         client: client.clone(),

@@ -8,15 +8,19 @@
 
 use crate::exec::{self, ExecError, Output};
 use droidwarden_services::{
-    AudioAction, AudioVolume, BatteryAction, BatteryStatus, CallPlaced, CameraAction, CameraPhoto,
-    ClipboardSet, ClipboardText, Command, ErrorCode, IntentsAction, LocationAction, LocationFix,
-    Notification, NotificationList, NotificationsAction, ScreenAction, ScreenBrightness,
-    SmsComposed, Stream, TelephonyAction, UiControlAction, UrlOpened, WifiAction, WifiStatus,
-    WifiToggle, WireError,
+    AlertsAction, AudioAction, AudioVolume, BatteryAction, BatteryStatus, CallPlaced, CameraAction,
+    CameraPhoto, ClipboardSet, ClipboardText, Command, ErrorCode, FIND_DEFAULT_S, FindingPhone,
+    IntentsAction, LocationAction, LocationFix, Notification, NotificationList,
+    NotificationsAction, ScreenAction, ScreenBrightness, SmsComposed, Spoken, Stream,
+    TelephonyAction, TorchState, UiControlAction, UrlOpened, VIBRATE_DEFAULT_MS, Vibrated,
+    WifiAction, WifiStatus, WifiToggle, WireError,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// Every action this slice offers, as `service.action`, with the command
 /// behind it (printed by `droidwarden-companion actions`).
@@ -47,6 +51,16 @@ pub const OFFERED: &[(&str, &str)] = &[
         "ui_control.set_clipboard",
         "termux-clipboard-set (the text on standard input)",
     ),
+    ("alerts.torch", "termux-torch on|off"),
+    (
+        "alerts.speak",
+        "termux-tts-speak (the text on standard input)",
+    ),
+    ("alerts.vibrate", "termux-vibrate -f -d MS"),
+    (
+        "alerts.find_my_phone",
+        "termux-volume alarm MAX, termux-torch on, termux-vibrate -f -d 1000 every 2 s, termux-tts-speak -s ALARM; then the torch off and the volume back",
+    ),
 ];
 
 /// Every Termux:API command this companion may run, with the Android
@@ -69,6 +83,9 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("termux-telephony-call", "Phone"),
     ("termux-clipboard-get", "none"),
     ("termux-clipboard-set", "none"),
+    ("termux-torch", "none"),
+    ("termux-tts-speak", "none (a text-to-speech engine)"),
+    ("termux-vibrate", "none"),
     ("termux-wake-lock", "none"),
     ("termux-wake-unlock", "none"),
 ];
@@ -114,6 +131,14 @@ pub enum Offered {
     GetClipboard,
     /// `ui_control.set_clipboard` (the text is never logged).
     SetClipboard(String),
+    /// `alerts.torch`: on (`true`) or off.
+    Torch(bool),
+    /// `alerts.speak` (the text is never logged).
+    Speak(String),
+    /// `alerts.vibrate`, in milliseconds.
+    Vibrate(u32),
+    /// `alerts.find_my_phone`, for this many seconds.
+    FindMyPhone(u8),
 }
 
 /// Termux's name of a stream (`termux-volume` knows alarm, music,
@@ -175,6 +200,14 @@ pub fn offered(command: &Command) -> Result<Offered, WireError> {
         Command::UiControl(UiControlAction::SetClipboard { text }) => {
             Offered::SetClipboard(text.clone())
         }
+        Command::Alerts(AlertsAction::Torch { on }) => Offered::Torch(*on),
+        Command::Alerts(AlertsAction::Speak { text }) => Offered::Speak(text.clone()),
+        Command::Alerts(AlertsAction::Vibrate { ms }) => {
+            Offered::Vibrate(ms.unwrap_or(VIBRATE_DEFAULT_MS))
+        }
+        Command::Alerts(AlertsAction::FindMyPhone { seconds }) => {
+            Offered::FindMyPhone(seconds.unwrap_or(FIND_DEFAULT_S))
+        }
         Command::Audio(AudioAction::RingerMode { .. }) => {
             return Err(unsupported(
                 "Termux:API has no command for the ringer mode (termux-volume sets volumes only); \
@@ -211,7 +244,41 @@ pub struct Context {
     pub limit: Duration,
     /// Where photos are stored.
     pub photo_dir: PathBuf,
+    /// What outlives a request: the end of a `find_my_phone` ring.
+    pub background: Background,
 }
+
+/// Work that goes on after its request was answered (the end of a
+/// `find_my_phone` ring), on the session's tasks and stopped with it.
+#[derive(Debug, Clone, Default)]
+pub struct Background {
+    /// Where it runs (the session waits for these tasks when it stops).
+    pub tasks: TaskTracker,
+    /// Cancelled when the companion stops: a ring ends at once, restoring
+    /// the volume and turning the torch off.
+    pub stop: CancellationToken,
+    /// Until when the phone rings (Unix epoch ms), while it does.
+    ringing: Arc<Mutex<Option<u64>>>,
+}
+
+impl Background {
+    /// Background work on `tasks`, stopped by `stop`.
+    pub fn new(tasks: TaskTracker, stop: CancellationToken) -> Self {
+        Self {
+            tasks,
+            stop,
+            ringing: Arc::default(),
+        }
+    }
+}
+
+/// What `find_my_phone` says, one line a second or so (each line is one
+/// utterance of `termux-tts-speak`).
+pub const FIND_PHRASE: &str = "Here I am!";
+/// `find_my_phone` vibrates for this long, in milliseconds ...
+const PULSE_MS: u32 = 1_000;
+/// ... once every this long.
+const PULSE_EVERY: Duration = Duration::from_secs(2);
 
 /// The answer for a Wi-Fi toggle on Android API level `api`: `None` when
 /// the platform still lets an app switch Wi-Fi (Android 9 and older).
@@ -357,6 +424,28 @@ pub async fn perform(action: &Offered, ctx: &Context) -> Result<Value, WireError
             let out = run(argv(&["termux-clipboard-get"])).await?;
             to_json(&clipboard_text(&out))
         }
+        Offered::Torch(on) => {
+            torch(*on, limit).await?;
+            to_json(&TorchState { torch: *on })
+        }
+        Offered::Speak(text) => {
+            // On standard input, never an argument: the script would pass
+            // arguments through `echo` (which reads backslashes) and
+            // getopts (which reads a leading `-`). It answers once the
+            // text has been spoken.
+            let a = argv(&["termux-tts-speak"]);
+            let out = exec::run_with_input(&a, text.as_bytes(), limit).await;
+            let out = checked("termux-tts-speak", out)?;
+            no_output(&out, "termux-tts-speak")?;
+            to_json(&Spoken {
+                length: text.chars().count() as u64,
+            })
+        }
+        Offered::Vibrate(ms) => {
+            vibrate(*ms, limit).await?;
+            to_json(&Vibrated { ms: *ms })
+        }
+        Offered::FindMyPhone(seconds) => to_json(&find_my_phone(*seconds, ctx).await?),
         Offered::SetClipboard(text) => {
             // On standard input, as the SMS text: an argument would be
             // visible to every process of the phone (`ps`) and read by the
@@ -372,6 +461,146 @@ pub async fn perform(action: &Offered, ctx: &Context) -> Result<Value, WireError
         }
     };
     Ok(value)
+}
+
+/// `termux-torch on|off`, which prints nothing (Termux:API only shows a
+/// toast on a phone without a flash).
+async fn torch(on: bool, limit: Duration) -> Result<(), WireError> {
+    let a = argv(&["termux-torch", if on { "on" } else { "off" }]);
+    let out = checked("termux-torch", exec::run(&a, limit).await)?;
+    no_output(&out, "termux-torch")
+}
+
+/// `termux-vibrate -f -d MS`: also in silent mode (`-f`); it prints nothing
+/// and returns while the phone vibrates.
+async fn vibrate(ms: u32, limit: Duration) -> Result<(), WireError> {
+    let a = argv(&["termux-vibrate", "-f", "-d", &ms.to_string()]);
+    let out = checked("termux-vibrate", exec::run(&a, limit).await)?;
+    no_output(&out, "termux-vibrate")
+}
+
+/// `termux-volume alarm INDEX`.
+async fn set_alarm_volume(index: i64, limit: Duration) -> Result<(), WireError> {
+    let a = argv(&["termux-volume", "alarm", &index.to_string()]);
+    let out = checked("termux-volume", exec::run(&a, limit).await)?;
+    no_output(&out, "termux-volume")
+}
+
+/// Ring to be found: the alarm stream at its highest index, the torch on,
+/// a one-second vibration every two seconds, and [`FIND_PHRASE`] said
+/// about once a second on the alarm stream; answered at once. After `seconds` (or when
+/// the companion stops) the torch goes off and the alarm volume goes back
+/// to what it was. A second request while it rings is `busy`.
+///
+/// # Errors
+/// `busy` while a ring is on; a command's failure at the start (then what
+/// was already changed is put back first).
+async fn find_my_phone(seconds: u8, ctx: &Context) -> Result<FindingPhone, WireError> {
+    let limit = ctx.limit;
+    let now = droidwarden_services::time::epoch_ms(SystemTime::now());
+    let until_ms = now + u64::from(seconds) * 1_000;
+    {
+        let mut ringing = ctx
+            .background
+            .ringing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(until) = ringing.filter(|until| *until > now) {
+            return Err(WireError::new(
+                ErrorCode::Busy,
+                format!(
+                    "the phone is already ringing to be found, for {} s more",
+                    (until - now).div_ceil(1_000)
+                ),
+            ));
+        }
+        *ringing = Some(until_ms);
+    }
+    let out = checked(
+        "termux-volume",
+        exec::run(&argv(&["termux-volume"]), limit).await,
+    );
+    let saved =
+        match out.and_then(|out| volume(Stream::Alarm, "alarm", &json(&out, "termux-volume")?)) {
+            Ok(saved) => saved,
+            Err(e) => {
+                clear_ringing(&ctx.background);
+                return Err(e);
+            }
+        };
+    let started = async {
+        set_alarm_volume(saved.max, limit).await?;
+        torch(true, limit).await?;
+        vibrate(PULSE_MS, limit).await
+    }
+    .await;
+    if let Err(e) = started {
+        ring_ends(saved.index, limit, &ctx.background).await;
+        return Err(e);
+    }
+    let background = ctx.background.clone();
+    let lines = format!("{FIND_PHRASE}\n").repeat(usize::from(seconds));
+    ctx.background.tasks.spawn(async move {
+        let speak = argv(&["termux-tts-speak", "-s", "ALARM"]);
+        let speaking = async {
+            // Killed when the time is up, if it still speaks.
+            match exec::run_with_input(&speak, lines.as_bytes(), remaining(until_ms)).await {
+                Ok(out) => {
+                    tracing::debug!(status = ?out.status, "find_my_phone: termux-tts-speak ended")
+                }
+                Err(e) => tracing::debug!(error = %e, "find_my_phone: termux-tts-speak stopped"),
+            }
+        };
+        // Pulses rather than one long vibration: Termux:API cannot cancel
+        // a vibration, so a ring that ends early stops within a pulse.
+        let pulsing = async {
+            loop {
+                tokio::time::sleep(remaining(until_ms).min(PULSE_EVERY)).await;
+                if remaining(until_ms) < PULSE_EVERY / 2 {
+                    break;
+                }
+                if let Err(e) = vibrate(PULSE_MS, limit).await {
+                    tracing::warn!(code = ?e.code, message = %e.message, "find_my_phone: no vibration");
+                }
+            }
+        };
+        let ring = async {
+            tokio::join!(speaking, pulsing);
+            tokio::time::sleep(remaining(until_ms)).await;
+        };
+        tokio::select! {
+            () = background.stop.cancelled() => {}
+            () = ring => {}
+        }
+        ring_ends(saved.index, limit, &background).await;
+    });
+    Ok(FindingPhone { seconds, until_ms })
+}
+
+/// The time left until `until_ms` (Unix epoch ms).
+fn remaining(until_ms: u64) -> Duration {
+    let now = droidwarden_services::time::epoch_ms(SystemTime::now());
+    Duration::from_millis(until_ms.saturating_sub(now))
+}
+
+fn clear_ringing(background: &Background) {
+    *background
+        .ringing
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+}
+
+/// The end of a ring: the torch off and the alarm volume back to `index`;
+/// a failure is logged (there is no request left to answer).
+async fn ring_ends(index: i64, limit: Duration, background: &Background) {
+    if let Err(e) = torch(false, limit).await {
+        tracing::warn!(code = ?e.code, message = %e.message, "find_my_phone: the torch could not be turned off");
+    }
+    if let Err(e) = set_alarm_volume(index, limit).await {
+        tracing::warn!(code = ?e.code, message = %e.message, "find_my_phone: the alarm volume could not be restored");
+    }
+    clear_ringing(background);
+    tracing::info!("find_my_phone: the ring ended");
 }
 
 /// `via` of the clipboard's answers.
@@ -922,5 +1151,17 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.message.contains("ringer"), "{}", e.message);
+        assert_eq!(
+            offered(&parse("alerts", "vibrate", json!({}))),
+            Ok(Offered::Vibrate(1_000))
+        );
+        assert_eq!(
+            offered(&parse("alerts", "find_my_phone", json!({}))),
+            Ok(Offered::FindMyPhone(30))
+        );
+        assert_eq!(
+            offered(&parse("alerts", "torch", json!({"on": false}))),
+            Ok(Offered::Torch(false))
+        );
     }
 }

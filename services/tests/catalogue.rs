@@ -107,6 +107,11 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
             "set_clipboard",
         ],
     ),
+    (
+        "phoneAlerts",
+        "alerts",
+        &["torch", "speak", "vibrate", "find_my_phone"],
+    ),
 ];
 
 #[test]

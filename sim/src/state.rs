@@ -59,6 +59,24 @@ pub struct PhoneState {
     /// What the screen shows beyond the foreground app (see `phone::screen`).
     #[serde(default)]
     pub ui: UiState,
+    /// The torch, speech and vibrations (the `alerts` service).
+    #[serde(default)]
+    pub alerts: Alerts,
+}
+
+/// What the phone did to be noticed: the torch, what it said, how it
+/// vibrated, and until when it rings to be found.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Alerts {
+    /// Whether the torch is on.
+    pub torch: bool,
+    /// Every text spoken, oldest first.
+    pub spoken: Vec<String>,
+    /// Every vibration's duration in milliseconds, oldest first.
+    pub vibrations: Vec<u32>,
+    /// Until when the phone rings to be found (epoch ms), once asked to.
+    pub find_until_ms: Option<u64>,
 }
 
 /// The screen's own state: the launcher's text field, the notification
@@ -1141,6 +1159,7 @@ impl Default for PhoneState {
             settings: default_settings(),
             content: crate::content::PhoneContent::sample(boot),
             ui: UiState::default(),
+            alerts: Alerts::default(),
         }
     }
 }

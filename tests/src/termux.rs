@@ -119,6 +119,14 @@ impl Termux {
                     dir.path().join("clipboard").display()
                 ),
             ),
+            // Speech read from standard input, kept in a file (each run
+            // replaces it).
+            (
+                "termux-tts-speak",
+                format!("cat > '{}'", dir.path().join("spoken").display()),
+            ),
+            ("termux-torch", "true".into()),
+            ("termux-vibrate", "true".into()),
             ("termux-brightness", "true".into()),
             ("termux-open-url", "true".into()),
             ("termux-telephony-call", "true".into()),
@@ -211,6 +219,11 @@ impl Termux {
     /// The text the last `termux-sms-send` read on standard input.
     pub fn sms_text(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("sms-text")).unwrap_or_default()
+    }
+
+    /// What the last `termux-tts-speak` read on standard input.
+    pub fn spoken(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("spoken")).unwrap_or_default()
     }
 
     /// The companion's log file.

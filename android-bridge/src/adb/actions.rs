@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 pub mod airplane_mode;
+pub mod alerts;
 pub mod app_launcher;
 pub mod app_list;
 pub mod app_manager;
@@ -340,6 +341,7 @@ pub async fn execute(sh: &dyn Shell, command: &Command) -> Result<Value, BridgeE
         Command::Shell(action) => shell::run(sh, action).await,
         Command::ScreenReader(action) => screen::run(sh, action).await,
         Command::UiControl(action) => ui_control::run(sh, action).await,
+        Command::Alerts(action) => alerts::run(sh, action).await,
     }
 }
 

@@ -256,6 +256,7 @@ fn result_field<T: FieldType>(name: &'static str, schema: Schema) -> Property {
 }
 
 mod airplane_mode;
+mod alerts;
 mod app_launcher;
 mod app_list;
 mod app_manager;
@@ -382,6 +383,7 @@ services! {
     Shell(shell::ShellAction),
     ScreenReader(screen::ScreenReaderAction),
     UiControl(ui_control::UiControlAction),
+    Alerts(alerts::AlertsAction),
 }
 
 pub use files::{MAX_INLINE_PUSH_BYTES, base64_decoded_len};

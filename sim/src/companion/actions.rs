@@ -16,9 +16,10 @@ use droidwarden_bridge::adb::actions::{self as adb_actions, Shell};
 use droidwarden_bridge::adb::{ShellOutput as AdbOutput, parse, quote};
 use droidwarden_bridge::device::BoxFuture;
 use droidwarden_services::{
-    CameraAction, CameraPhoto, ClipboardSet, ClipboardText, Command, ErrorCode, LocationAction,
-    NotificationDismissed, NotificationOpened, NotificationsAction, Record, TrackingStarted,
-    TrackingStopped, UiControlAction, WireError,
+    AlertsAction, CameraAction, CameraPhoto, ClipboardSet, ClipboardText, Command, ErrorCode,
+    FIND_DEFAULT_S, FindingPhone, LocationAction, NotificationDismissed, NotificationOpened,
+    NotificationsAction, Record, Spoken, TorchState, TrackingStarted, TrackingStopped,
+    UiControlAction, WireError,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -169,6 +170,19 @@ pub(crate) fn perform(sim: &SimHandle, app: &Companion, command: &Command) -> Ou
                 via: Some("companion".to_owned()),
             })
         }
+        // The app has CameraManager and TextToSpeech: the torch and speech
+        // are app state (vibration goes through the shell, as over ADB).
+        Command::Alerts(AlertsAction::Torch { on }) => {
+            sim.update_state(|st| st.alerts.torch = *on);
+            answer(TorchState { torch: *on })
+        }
+        Command::Alerts(AlertsAction::Speak { text }) => {
+            sim.update_state(|st| st.alerts.spoken.push(text.clone()));
+            answer(Spoken {
+                length: text.chars().count() as u64,
+            })
+        }
+        Command::Alerts(AlertsAction::FindMyPhone { seconds }) => find_my_phone(sim, *seconds),
         other => {
             let shell = AppShell { sim, app };
             finish_now(adb_actions::execute(&shell, other))
@@ -277,6 +291,31 @@ fn take_photo(sim: &SimHandle, app: &Companion, filename: &Option<String>) -> Ou
     let path = format!("/sdcard/DCIM/Camera/{name}");
     app.photos().push(path.clone());
     answer(CameraPhoto { path })
+}
+
+/// Rings to be found: the ring's end is recorded (`alerts.find_until_ms`)
+/// with its vibration; the emulation plays no sound and leaves the torch
+/// as it was, so nothing needs restoring when the time is up. While a ring
+/// is on, another is `busy`, as in the Termux companion.
+fn find_my_phone(sim: &SimHandle, seconds: Option<u8>) -> Outcome<Value> {
+    let seconds = seconds.unwrap_or(FIND_DEFAULT_S);
+    let now = clock::now_ms();
+    let until_ms = now + u64::from(seconds) * 1_000;
+    sim.update_state(|st| {
+        if let Some(until) = st.alerts.find_until_ms.filter(|until| *until > now) {
+            return Err(WireError::new(
+                ErrorCode::Busy,
+                format!(
+                    "the phone is already ringing to be found, for {} s more",
+                    (until - now).div_ceil(1_000)
+                ),
+            ));
+        }
+        st.alerts.find_until_ms = Some(until_ms);
+        st.alerts.vibrations.push(u32::from(seconds) * 1_000);
+        Ok(())
+    })?;
+    answer(FindingPhone { seconds, until_ms })
 }
 
 /// An action's result: a record of the catalogue, so its fields are the
@@ -429,6 +468,37 @@ mod tests {
         assert_eq!(
             perform(&sim, &app, &photo).unwrap_err().code,
             ErrorCode::UnsupportedAction
+        );
+        sim.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn alerts_change_the_phone_and_vibration_goes_through_the_shell() {
+        let (sim, app) = sim().await;
+        let torch = command("alerts", "torch", json!({"on": true}));
+        assert_eq!(perform(&sim, &app, &torch).unwrap(), json!({"torch": true}));
+        let speak = command(
+            "alerts",
+            "speak",
+            json!({"text": "Dinner; $(id) \"is\" ready"}),
+        );
+        assert_eq!(perform(&sim, &app, &speak).unwrap(), json!({"length": 24}));
+        let vibrate = command("alerts", "vibrate", json!({"ms": 700}));
+        assert_eq!(perform(&sim, &app, &vibrate).unwrap(), json!({"ms": 700}));
+        let find = command("alerts", "find_my_phone", json!({}));
+        let found = perform(&sim, &app, &find).unwrap();
+        assert_eq!(found["seconds"], 30);
+        let alerts = sim.state().alerts;
+        assert!(alerts.torch);
+        assert_eq!(alerts.spoken, ["Dinner; $(id) \"is\" ready"]);
+        assert_eq!(alerts.vibrations, [700, 30_000]);
+        assert_eq!(alerts.find_until_ms, found["until_ms"].as_u64());
+        let again = perform(&sim, &app, &find).unwrap_err();
+        assert_eq!(again.code, ErrorCode::Busy, "{again:?}");
+        assert!(
+            sim.command_log()
+                .iter()
+                .any(|e| e.argv == ["cmd", "vibrator_manager", "synced", "-f", "oneshot", "700"])
         );
         sim.shutdown().await;
     }

@@ -44,6 +44,9 @@ pub(crate) fn cmd(st: &mut PhoneState, args: &[String]) -> CommandResult {
         "input" => input(st, rest),
         "window" => tools::wm(st, rest),
         "notification" => super::content::cmd_notification(st, rest),
+        // Android 12 (API 31) split the vibrator service.
+        "vibrator_manager" if st.props.sdk >= 31 => vibrator_manager(st, rest),
+        "vibrator" if st.props.sdk < 31 => vibrator(st, rest),
         other => fail("", &format!("cmd: Can't find service: {other}\n"), 20),
     }
 }
@@ -712,6 +715,76 @@ pub(crate) fn input(st: &mut PhoneState, args: &[String]) -> CommandResult {
     }
 }
 
+/// A vibration duration argument (`Long.parseLong` in AOSP).
+fn vibration_ms(arg: Option<&String>) -> Result<u32, CommandResult> {
+    let Some(arg) = arg else {
+        return Err(fail(
+            "",
+            "Error: java.lang.IllegalArgumentException: Argument expected after \"oneshot\"\n",
+            255,
+        ));
+    };
+    arg.parse::<u32>().map_err(|_| {
+        fail(
+            "",
+            &format!("Error: java.lang.NumberFormatException: For input string: \"{arg}\"\n"),
+            255,
+        )
+    })
+}
+
+/// Options before the effect (`-f`, `-d DESCRIPTION`), then the rest.
+fn vibration_options(args: &[String]) -> &[String] {
+    let mut rest = args;
+    while let Some(first) = rest.first() {
+        match first.as_str() {
+            "-f" => rest = &rest[1..],
+            "-d" => rest = rest.get(2..).unwrap_or_default(),
+            _ => break,
+        }
+    }
+    rest
+}
+
+/// `cmd vibrator_manager synced [-f] [-d DESC] oneshot MS` (Android 12+,
+/// `VibratorManagerShellCommand`): prints nothing; the vibration is recorded.
+fn vibrator_manager(st: &mut PhoneState, args: &[String]) -> CommandResult {
+    match args.first().map(String::as_str) {
+        Some("synced") => {
+            let rest = vibration_options(&args[1..]);
+            match rest.first().map(String::as_str) {
+                Some("oneshot") => match vibration_ms(rest.get(1)) {
+                    Ok(ms) => {
+                        st.alerts.vibrations.push(ms);
+                        ok_text("")
+                    }
+                    Err(failed) => failed,
+                },
+                Some(other) => unknown(other),
+                None => unknown(""),
+            }
+        }
+        Some("cancel") => ok_text(""),
+        Some(other) => unknown(other),
+        None => ok_text("Vibrator Manager commands:\n  help\n    Prints this help text.\n"),
+    }
+}
+
+/// `cmd vibrator vibrate [-f] MS` (Android 11, `VibratorService`).
+fn vibrator(st: &mut PhoneState, args: &[String]) -> CommandResult {
+    match args.first().map(String::as_str) {
+        Some("vibrate") => match vibration_ms(vibration_options(&args[1..]).first()) {
+            Ok(ms) => {
+                st.alerts.vibrations.push(ms);
+                ok_text("")
+            }
+            Err(failed) => failed,
+        },
+        Some(other) => unknown(other),
+        None => ok_text("Vibrator commands:\n  help\n    Prints this help text.\n"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::{phone, run};
@@ -875,6 +948,26 @@ mod tests {
         assert_eq!(status, 255);
         assert!(err.contains("Unknown keycode: KEYCODE_BOGUS"));
         assert_eq!(run(&p, "input").2, 1);
+    }
+
+    /// Android 12+ has the vibrator manager's command, older phones the
+    /// single vibrator's; each records the vibration.
+    #[test]
+    fn vibrators_by_android_version() {
+        let p = phone();
+        assert_eq!(
+            run(&p, "cmd vibrator_manager synced -f oneshot 700"),
+            (String::new(), String::new(), 0)
+        );
+        assert_eq!(run(&p, "cmd vibrator vibrate -f 10").2, 20);
+        assert_eq!(run(&p, "cmd vibrator_manager synced oneshot x").2, 255);
+        p.update(|s| s.props.sdk = 30);
+        assert_eq!(
+            run(&p, "cmd vibrator_manager synced -f oneshot 5").1,
+            "cmd: Can't find service: vibrator_manager\n"
+        );
+        assert_eq!(run(&p, "cmd vibrator vibrate -f 300").2, 0);
+        assert_eq!(p.state().alerts.vibrations, [700, 300]);
     }
 
     #[test]

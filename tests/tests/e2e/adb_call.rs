@@ -164,6 +164,14 @@ const STATE_CHECKS: &[(&str, &str, &str, &str, &str)] = &[
         "/foreground",
         "\"org.videolan.vlc/.StartActivity\"",
     ),
+    // After the catalogue example's 500 ms: `cmd vibrator_manager synced`.
+    (
+        "alerts",
+        "vibrate",
+        r#"{"ms":700}"#,
+        "/alerts/vibrations/1",
+        "700",
+    ),
 ];
 
 #[test]

@@ -7,13 +7,14 @@ use droidwarden_services::Catalogue;
 use serde_json::Value;
 
 /// The services whose actions the document spells out.
-const LISTED: [&str; 6] = [
+const LISTED: [&str; 7] = [
     "screen",
     "ui_control",
     "notifications",
     "intents",
     "files",
     "app_manager",
+    "alerts",
 ];
 
 /// `(heading, [json blocks])` for every `#### \`service.action\`` heading.

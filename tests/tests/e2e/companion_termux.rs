@@ -354,6 +354,131 @@ fn termux_companion_answers_through_the_daemon() {
         "the clipboard's text is never logged"
     );
 
+    // Alerts: the torch and a vibration as argv; speech on standard input
+    // exactly as sent, whatever it holds (the catalogue bounds its length).
+    let result = ok_result(probe.call(P, "t1", "phone", "alerts", "torch", json!({"on": true})));
+    assert_eq!(result, json!({"torch": true}));
+    let result = ok_result(probe.call(P, "t2", "phone", "alerts", "torch", json!({"on": false})));
+    assert_eq!(result, json!({"torch": false}));
+    assert_eq!(
+        phone.runs_of("termux-torch"),
+        [
+            json!(["termux-torch", "on"]),
+            json!(["termux-torch", "off"])
+        ]
+    );
+    status_says(&probe, "alerts", "torch", "success");
+    let result = ok_result(probe.call(P, "vib", "phone", "alerts", "vibrate", json!({"ms": 700})));
+    assert_eq!(result, json!({"ms": 700}));
+    assert_eq!(
+        phone.runs_of("termux-vibrate"),
+        [json!(["termux-vibrate", "-f", "-d", "700"])]
+    );
+    status_says(&probe, "alerts", "vibrate", "success");
+    let mut spoken = 0;
+    for (i, text) in droidwarden_e2e::HOSTILE.iter().enumerate() {
+        let reply = probe.call(
+            P,
+            &format!("say{i}"),
+            "phone",
+            "alerts",
+            "speak",
+            json!({"text": text}),
+        );
+        if text.contains('\u{0}') {
+            assert_eq!(reply["error"]["code"], "invalid_params", "{reply}");
+            continue;
+        }
+        spoken += 1;
+        assert_eq!(
+            ok_result(reply),
+            json!({"length": text.chars().count()}),
+            "{text:?}"
+        );
+        assert_eq!(phone.spoken(), *text, "{text:?}");
+        assert_eq!(
+            phone.runs_of("termux-tts-speak").last(),
+            Some(&json!(["termux-tts-speak"])),
+            "the text is not an argument"
+        );
+    }
+    assert_eq!(phone.runs_of("termux-tts-speak").len(), spoken);
+    status_says(&probe, "alerts", "speak", "success");
+    let reply = probe.call(
+        P,
+        "say-long",
+        "phone",
+        "alerts",
+        "speak",
+        json!({"text": "x".repeat(droidwarden_services::SPEAK_MAX_CHARS + 1)}),
+    );
+    assert_eq!(reply["error"]["code"], "invalid_params", "{reply}");
+    // Finding the phone: the alarm at its highest index (7 of 7 in the
+    // recording), the torch, a vibration for the whole ring and speech on
+    // the alarm stream; answered at once; a second request while it rings
+    // is busy; after the ring the torch goes off and the volume back.
+    let before = phone.argv().len();
+    // What ran since `before`, the notification poll left out.
+    let ran_since = || -> Vec<Value> {
+        phone.argv()[before..]
+            .iter()
+            .filter(|a| a[0] != "termux-notification-list")
+            .cloned()
+            .collect()
+    };
+    let asked = Instant::now();
+    let result = ok_result(probe.call(
+        P,
+        "find",
+        "phone",
+        "alerts",
+        "find_my_phone",
+        json!({"seconds": 5}),
+    ));
+    assert!(asked.elapsed() < Duration::from_secs(5), "answered at once");
+    assert_eq!(result["seconds"], 5, "{result}");
+    let until = result["until_ms"].as_u64().unwrap();
+    let reply = probe.call(P, "find-2", "phone", "alerts", "find_my_phone", json!({}));
+    assert_eq!(reply["error"]["code"], "busy", "{reply}");
+    let ended = wait_for("the ring's end", WAIT, || {
+        let ran = ran_since();
+        ran.contains(&json!(["termux-torch", "off"])).then_some(ran)
+    });
+    let finished = droidwarden_services::time::epoch_ms(std::time::SystemTime::now());
+    assert!(finished + 1_000 >= until, "{finished} / {until}");
+    let ran = wait_for("the volume restored", WAIT, || {
+        let ran = ran_since();
+        (ran.last() == Some(&json!(["termux-volume", "alarm", "7"])) && ran.len() > 7)
+            .then_some(ran)
+    });
+    let pulse = json!(["termux-vibrate", "-f", "-d", "1000"]);
+    assert_eq!(
+        ran[..5],
+        [
+            json!(["termux-volume"]),
+            json!(["termux-volume", "alarm", "7"]),
+            json!(["termux-torch", "on"]),
+            pulse.clone(),
+            json!(["termux-tts-speak", "-s", "ALARM"]),
+        ],
+        "{ended:?}"
+    );
+    // A pulse every two seconds of the five (timers may let one slip).
+    let pulses = &ran[5..ran.len() - 2];
+    assert!(
+        (1..=2).contains(&pulses.len()) && pulses.iter().all(|a| *a == pulse),
+        "{ran:?}"
+    );
+    assert_eq!(
+        ran[ran.len() - 2..],
+        [
+            json!(["termux-torch", "off"]),
+            json!(["termux-volume", "alarm", "7"])
+        ]
+    );
+    assert_eq!(phone.spoken(), "Here I am!\n".repeat(5));
+    status_says(&probe, "alerts", "find_my_phone", "success");
+
     // A hostile link reaches the program as one argument, untouched.
     let hostile = "https://example.org/a;b'c\"d$(touch${IFS}pwned)`id`&x=|y";
     let result = ok_result(probe.call(
@@ -429,9 +554,36 @@ fn termux_companion_answers_through_the_daemon() {
     assert!(log.contains("online"), "{log}");
     assert!(!log.contains(FRIEND) && !log.contains("reboot"), "{log}");
 
+    // A ring still on when the companion stops ends at once, before it
+    // exits: the torch off and the alarm volume back.
+    let result = ok_result(probe.call(
+        P,
+        "find-3",
+        "phone",
+        "alerts",
+        "find_my_phone",
+        json!({"seconds": 60}),
+    ));
+    assert_eq!(result["seconds"], 60, "{result}");
+    let torches = phone.runs_of("termux-torch").len();
+
     // Stopped on purpose: offline, the wake lock released; started again:
     // online and answering (a companion restart).
+    let stopping = Instant::now();
     assert!(companion.terminate().is_some_and(|s| s.success()));
+    assert!(
+        stopping.elapsed() < Duration::from_secs(20),
+        "the ring did not hold it up"
+    );
+    assert_eq!(phone.runs_of("termux-torch").len(), torches + 1);
+    assert_eq!(
+        phone.runs_of("termux-torch").last(),
+        Some(&json!(["termux-torch", "off"]))
+    );
+    assert_eq!(
+        phone.runs_of("termux-volume").last(),
+        Some(&json!(["termux-volume", "alarm", "7"]))
+    );
     probe.wait_payload(&format!("{P}/devices/phone/availability"), WAIT, "offline");
     assert_eq!(
         phone.runs_of("termux-wake-unlock"),
@@ -795,6 +947,20 @@ fn the_emulated_and_the_termux_companion_answer_alike() {
         ),
         // What the step before put there.
         ("ui_control", "get_clipboard", json!({}), &["text", "via"]),
+        ("alerts", "torch", json!({"on": true}), &["torch"]),
+        ("alerts", "vibrate", json!({"ms": 700}), &["ms"]),
+        (
+            "alerts",
+            "speak",
+            json!({"text": "Dinner is ready; $(id) \"now\""}),
+            &["length"],
+        ),
+        (
+            "alerts",
+            "find_my_phone",
+            json!({"seconds": 5}),
+            &["seconds"],
+        ),
     ];
     for (i, (service, action, params, decided)) in cases.iter().enumerate() {
         let termux = probe.call(
@@ -824,6 +990,8 @@ fn the_emulated_and_the_termux_companion_answer_alike() {
     }
     // Refusals: the same codes from both.
     let refusals: &[(&str, &str, Value)] = &[
+        // Both still ring from the last case: another ring is busy.
+        ("alerts", "find_my_phone", json!({})),
         // The daemon's policy, before either phone.
         ("intents", "open_url", json!({"url": "javascript:alert(1)"})),
         (
@@ -834,6 +1002,8 @@ fn the_emulated_and_the_termux_companion_answer_alike() {
         // Parameters the catalogue refuses.
         ("screen_control", "set_brightness", json!({"level": 999})),
         ("audio_automation", "get_volume", json!({"stream": "loud"})),
+        ("alerts", "vibrate", json!({"ms": 60_000})),
+        ("alerts", "speak", json!({"text": "x".repeat(101)})),
     ];
     for (i, (service, action, params)) in refusals.iter().enumerate() {
         let t = probe.call(

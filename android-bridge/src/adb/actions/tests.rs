@@ -929,3 +929,45 @@ fn the_command_table_documents_every_action() {
     );
     assert!(stale.is_empty(), "rows for no catalogue action: {stale:?}");
 }
+
+/// Vibration: the vibrator manager's command on Android 12+, the single
+/// vibrator's on older phones (chosen by the missing service); the torch,
+/// speech and finding the phone need an app.
+#[tokio::test]
+async fn alerts_vibrate_over_adb_and_the_rest_needs_the_app() {
+    let sh = ScriptedShell::default().answer("cmd vibrator_manager synced -f oneshot 700", "");
+    let result = run(&sh, "alerts.vibrate", json!({"ms": 700}))
+        .await
+        .unwrap();
+    assert_eq!(result, json!({"ms": 700}));
+    assert_eq!(sh.asked(), ["cmd vibrator_manager synced -f oneshot 700"]);
+
+    let sh = ScriptedShell::default()
+        .fail(
+            "cmd vibrator_manager synced -f oneshot 1000",
+            "",
+            "cmd: Can't find service: vibrator_manager\n",
+            20,
+        )
+        .answer("cmd vibrator vibrate -f 1000", "");
+    let result = run(&sh, "alerts.vibrate", json!({})).await.unwrap();
+    assert_eq!(result, json!({"ms": 1000}));
+    assert_eq!(
+        sh.asked(),
+        [
+            "cmd vibrator_manager synced -f oneshot 1000",
+            "cmd vibrator vibrate -f 1000"
+        ]
+    );
+
+    for (action, params) in [
+        ("alerts.torch", json!({"on": true})),
+        ("alerts.speak", json!({"text": "hello"})),
+        ("alerts.find_my_phone", json!({})),
+    ] {
+        let sh = ScriptedShell::default();
+        let err = run(&sh, action, params).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::UnsupportedAction, "{action}: {err}");
+        assert!(sh.asked().is_empty(), "{action}: nothing runs");
+    }
+}
