@@ -296,7 +296,7 @@ impl Daemon {
         if let Err(e) = adb.refresh().await {
             tracing::warn!(error = %e, "no devices yet; will keep trying");
         }
-        // The agent (daemon/src/assistant.rs), when a language model is set.
+        // The agent (core/src/assistant.rs), when a language model is set.
         let assistant = match &config.llm {
             None => {
                 tracing::info!("agent off: no [llm] provider configured");
@@ -307,7 +307,7 @@ impl Daemon {
                 config.agent.clone(),
                 &config.state_dir,
                 hub.clone(),
-                // `[[mcp.servers]]` (daemon/src/mcp/client.rs): their tools.
+                // `[[mcp.servers]]` (mcp/src/client.rs): their tools.
                 Arc::new(
                     crate::mcp::client::McpClients::start(&config.mcp.servers, &tracker, &shutdown)
                         .await,
@@ -341,7 +341,7 @@ impl Daemon {
         };
         // The event centre (daemon/src/events.rs): every consumer below reads
         // the bus, the devices and the agent's notices through it.
-        // Automations (daemon/src/automations/): the handle now, so D-Bus, MQTT
+        // Automations (the automations crate): the handle now, so D-Bus, MQTT
         // and the centre have it; the driver starts once everything it runs
         // through is up. Its events are taken now, so no state is missed.
         let (automations, automations_pending) = crate::automations::Automations::new(
@@ -575,7 +575,7 @@ impl Daemon {
                 }
             }
         }
-        // MCP over Streamable HTTP (daemon/src/mcp/http.rs), when [mcp] listen is set.
+        // MCP over Streamable HTTP (mcp/src/http.rs), when [mcp] listen is set.
         match crate::mcp::start_http(&config.mcp, &hub, assistant.as_ref(), &tracker, &shutdown)
             .await
         {

@@ -223,7 +223,7 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
     );
     // MCP is set up once, at start: the HTTP endpoint binds its address
     // and reads its token, `[[mcp.servers]]` are spawned
-    // (daemon/src/mcp/client.rs), and the tools are offered in one mode.
+    // (mcp/src/client.rs), and the tools are offered in one mode.
     let crate::mcp::McpConfig {
         tool_mode,
         tool_schemas,

@@ -5,7 +5,7 @@
 //! a trigger topic); their runs are read on
 //! `droidwarden/automations/<name>/runs`. The time-based logic (cron across
 //! DST, intervals, misfires) is unit-tested with an injected clock in
-//! `daemon/src/automations/engine.rs`; here, a misfire is made by editing
+//! `automations/src/engine.rs`; here, a misfire is made by editing
 //! the store between two runs of the daemon.
 
 use droidwarden_agent::testing::ScriptStep;
