@@ -256,14 +256,19 @@ fn judge(
             }
         };
         for (name, arguments) in candidates {
-            if !offered.contains(&name.as_str()) {
-                return Recovery::Failed(format!(
-                    "{UNKNOWN_TOOL} {:?}; the tools are: {}",
-                    name.chars().take(64).collect::<String>(),
-                    offered.join(", ")
-                ));
+            if offered.contains(&name.as_str()) {
+                calls.push(ToolCall::new(String::new(), name, arguments));
+                continue;
             }
-            calls.push(ToolCall::new(String::new(), name, arguments));
+            if let Some(call) = toolkit.and_then(|tool| as_service_call(tool, &name, &arguments)) {
+                calls.push(call);
+                continue;
+            }
+            return Recovery::Failed(format!(
+                "{UNKNOWN_TOOL} {:?}; the tools are: {}",
+                name.chars().take(64).collect::<String>(),
+                offered.join(", ")
+            ));
         }
     }
     if calls.is_empty() {
@@ -275,6 +280,40 @@ fn judge(
         format,
         rest: found.rest,
     }
+}
+
+/// A call that names a service instead of a tool — `{"name": "battery",
+/// "arguments": {"action": "status"}}`, or `android_battery` in a run
+/// that has the toolkit tool instead — as a call to the toolkit tool
+/// `tool` with `service_id` set to that service. Only a service of the
+/// catalogue qualifies, and only when the arguments are an object that
+/// names no other service; the call then meets the toolkit's own
+/// validation (an action missing or unknown is told to the model with the
+/// service's actions), the policy and approvals like any other.
+fn as_service_call(tool: &str, name: &str, arguments: &str) -> Option<ToolCall> {
+    let bare = name.strip_prefix("android_").unwrap_or(name);
+    let service = droidwarden_services::Catalogue::get().service(bare).ok()?;
+    let mut args = match serde_json::from_str::<Value>(arguments).ok()? {
+        Value::Object(map) => map,
+        _ => return None,
+    };
+    match args.get("service_id") {
+        None => {
+            args.insert("service_id".into(), Value::String(service.id.to_owned()));
+        }
+        Some(Value::String(given))
+            if droidwarden_services::Catalogue::get()
+                .service(given)
+                .is_ok_and(|s| s.id == service.id) => {}
+        // Another service in the arguments: which one was meant is not
+        // clear, so this is no call.
+        Some(_) => return None,
+    }
+    Some(ToolCall::new(
+        String::new(),
+        tool.to_owned(),
+        Value::Object(args).to_string(),
+    ))
 }
 
 /// The `(name, arguments JSON text)` pairs of a parsed value: a call
@@ -474,5 +513,50 @@ mod tests {
         let many = format!("[{}]", vec![one; 50].join(","));
         let (found, _, _) = calls(&many);
         assert_eq!(found.len(), MAX_CALLS);
+    }
+
+    /// Small models name the service rather than the toolkit tool: such a
+    /// call is the toolkit's, with the service filled in, and meets the
+    /// toolkit's validation like any other; a name that is no service, or
+    /// arguments naming another service, stay a failed call.
+    #[test]
+    fn a_call_naming_a_service_is_the_toolkits() {
+        let (found, _, _) = calls(r#"{"name": "battery", "arguments": {"action": "status"}}"#);
+        assert_eq!(found, [("android_device".to_owned(), battery())]);
+        let (found, _, _) = calls(
+            r#"<tool_call>{"name": "android_battery", "arguments": {"action": "status"}}</tool_call>"#,
+        );
+        assert_eq!(found, [("android_device".to_owned(), battery())]);
+        // The node type names the service too; a repeated service_id agrees.
+        let (found, _, _) = calls(
+            r#"{"name": "batteryMonitor", "arguments": {"service_id": "battery", "action": "status"}}"#,
+        );
+        assert_eq!(found, [("android_device".to_owned(), battery())]);
+        // No action: still the toolkit's call, whose validation tells the
+        // model the service's actions.
+        let (found, _, _) = calls(r#"{"name": "battery", "arguments": {"status": "discharging"}}"#);
+        assert_eq!(
+            found,
+            [(
+                "android_device".to_owned(),
+                serde_json::json!({"service_id": "battery", "status": "discharging"})
+            )]
+        );
+        for text in [
+            r#"{"name": "set_screen_brightness", "arguments": {"level": 255}}"#,
+            r#"{"name": "battery", "arguments": {"service_id": "wifi_automation", "action": "disable"}}"#,
+            r#"{"name": "battery", "arguments": "not an object"}"#,
+        ] {
+            assert!(failed(text).starts_with(UNKNOWN_TOOL), "{text}");
+        }
+        // Without the toolkit tool nothing is renamed.
+        assert!(matches!(
+            recover(
+                r#"{"name": "battery", "arguments": {"action": "status"}}"#,
+                OFFERED,
+                None
+            ),
+            Recovery::Failed(_)
+        ));
     }
 }
