@@ -749,21 +749,13 @@ impl Agent {
         let now = now_ms();
         // Unknown or closed ids fall through to `decide`, which says which.
         let Some(request) = request else {
-            return Ok(Grant {
-                grant_id: store::new_id("g"),
-                run_id: String::new(),
-                session_id: String::new(),
-                device: String::new(),
-                up_to: Risk::Low,
-                granted_by: by.to_owned(),
-                granted_at: now,
-                approval_id: approval_id.to_owned(),
-                revoked_at: None,
-                revoked_by: None,
-                ended_at: None,
-                app: None,
-                expires_at: None,
-            });
+            return Ok(Grant::new(
+                approval_id,
+                by,
+                now,
+                Risk::Low,
+                Default::default(),
+            ));
         };
         let (Some(device), Some(app)) = (request.device.clone(), request.app.clone()) else {
             return Err(AgentError::InvalidAnswer(
@@ -778,19 +770,15 @@ impl Agent {
             )));
         }
         Ok(Grant {
-            grant_id: store::new_id("g"),
-            run_id: request.run_id,
-            session_id: request.session,
-            device,
-            up_to: request.risk,
-            granted_by: by.to_owned(),
-            granted_at: now,
-            approval_id: approval_id.to_owned(),
-            revoked_at: None,
-            revoked_by: None,
-            ended_at: None,
             app: Some(app),
             expires_at: Some(now.saturating_add(u64::from(minutes) * 60_000)),
+            ..Grant::new(
+                approval_id,
+                by,
+                now,
+                request.risk,
+                (request.run_id, request.session, device),
+            )
         })
     }
 
@@ -809,20 +797,14 @@ impl Agent {
             )));
         }
         let request = self.pending_request(approval_id).await?;
-        let grant = |run_id: String, session_id: String, device: String| Grant {
-            grant_id: store::new_id("g"),
-            run_id,
-            session_id,
-            device,
-            up_to,
-            granted_by: by.to_owned(),
-            granted_at: now_ms(),
-            approval_id: approval_id.to_owned(),
-            revoked_at: None,
-            revoked_by: None,
-            ended_at: None,
-            app: None,
-            expires_at: None,
+        let grant = |run_id: String, session_id: String, device: String| {
+            Grant::new(
+                approval_id,
+                by,
+                now_ms(),
+                up_to,
+                (run_id, session_id, device),
+            )
         };
         // Unknown or closed ids fall through to `decide`, which says which.
         let Some(request) = request else {

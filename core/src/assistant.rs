@@ -138,13 +138,11 @@ impl ToolHost for HubTools {
     }
 
     fn call<'a>(&'a self, device: Option<&'a str>, command: Command) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let call = Call {
-                device: device.map(str::to_owned),
-                command,
-            };
-            self.hub.call(call).await
-        })
+        let call = Call {
+            device: device.map(str::to_owned),
+            command,
+        };
+        Box::pin(self.hub.call(call))
     }
 
     fn call_cleared<'a>(
@@ -153,13 +151,11 @@ impl ToolHost for HubTools {
         command: Command,
         cleared: droidwarden_services::Risk,
     ) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let call = Call {
-                device: device.map(str::to_owned),
-                command,
-            };
-            self.hub.call_cleared(call, cleared).await
-        })
+        let call = Call {
+            device: device.map(str::to_owned),
+            command,
+        };
+        Box::pin(self.hub.call_cleared(call, cleared))
     }
 }
 
