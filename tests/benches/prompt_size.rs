@@ -31,10 +31,9 @@ use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::testing::{FakeToolHost, ScriptStep, ScriptedLlm};
 use droidwarden_agent::tools::ToolSchemas;
 use droidwarden_agent::{Agent, AskRequest, Durability, ModelReply, Store, ToolCall, ToolMode};
-use droidwarden_e2e::{AdbServer, SimOptions, binary};
+use droidwarden_e2e::{AdbServer, SimOptions};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -106,21 +105,7 @@ fn mcp_tools(adb: &AdbServer, serials: &[String], mode: &str, schemas: &str) -> 
         ),
     )
     .expect("write config");
-    let mut child = Command::new(binary("droidwarden"))
-        .arg("--config")
-        .arg(config.path())
-        .args(["mcp", "--local"])
-        .env("HOME", adb.home())
-        .env(
-            "DROIDWARDEN__ADB__SERVER",
-            format!("127.0.0.1:{}", adb.port),
-        )
-        .env("DROIDWARDEN__ADB__START_SERVER", "false")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("droidwarden mcp");
+    let mut child = adb.mcp_local(config.path());
     let mut stdin = child.stdin.take().expect("stdin");
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
     let mut send = |message: Value| writeln!(stdin, "{message}").expect("send");

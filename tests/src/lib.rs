@@ -458,6 +458,23 @@ impl AdbServer {
         adb_client_env(cmd, self.home(), self.port)
     }
 
+    /// `droidwarden --config CONFIG mcp --local` against this server, its
+    /// standard input and output piped (JSON-RPC lines), its errors
+    /// dropped.
+    ///
+    /// # Panics
+    /// When the binary cannot be started.
+    pub fn mcp_local(&self, config: &Path) -> std::process::Child {
+        let mut cmd = Command::new(binary("droidwarden"));
+        cmd.arg("--config").arg(config).args(["mcp", "--local"]);
+        self.client_env(&mut cmd)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("droidwarden mcp --local")
+    }
+
     /// Start an emulated phone as `options` say and wait until this server
     /// lists it as a `device`.
     ///

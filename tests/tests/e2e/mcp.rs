@@ -840,21 +840,7 @@ fn hostile_json_rpc_gets_errors_and_the_server_keeps_serving() {
         format!("[adb]\nconnect = [\"{}\"]\n", sim.serial()),
     )
     .expect("write config");
-    let mut child = Command::new(binary("droidwarden"))
-        .arg("--config")
-        .arg(config_file.path())
-        .args(["mcp", "--local"])
-        .env("HOME", adb.home())
-        .env(
-            "DROIDWARDEN__ADB__SERVER",
-            format!("127.0.0.1:{}", adb.port),
-        )
-        .env("DROIDWARDEN__ADB__START_SERVER", "false")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("droidwarden mcp");
+    let mut child = adb.mcp_local(config_file.path());
     let out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut s = RawServer {
         child: child.into(),
