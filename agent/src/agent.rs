@@ -749,7 +749,7 @@ impl Agent {
         let now = now_ms();
         // Unknown or closed ids fall through to `decide`, which says which.
         let Some(request) = request else {
-            return Ok(Grant::new(
+            return Ok(new_grant(
                 approval_id,
                 by,
                 now,
@@ -772,7 +772,7 @@ impl Agent {
         Ok(Grant {
             app: Some(app),
             expires_at: Some(now.saturating_add(u64::from(minutes) * 60_000)),
-            ..Grant::new(
+            ..new_grant(
                 approval_id,
                 by,
                 now,
@@ -798,7 +798,7 @@ impl Agent {
         }
         let request = self.pending_request(approval_id).await?;
         let grant = |run_id: String, session_id: String, device: String| {
-            Grant::new(
+            new_grant(
                 approval_id,
                 by,
                 now_ms(),
@@ -2101,6 +2101,33 @@ async fn call_device(
             }
             other => return other,
         }
+    }
+}
+
+/// A new grant (a fresh id) given by `by` at `granted_at` in answer to
+/// `approval_id`: actions on `device` of run `run_id` up to `up_to`, for
+/// the run (`app` and `expires_at` unset, which an app grant then sets).
+fn new_grant(
+    approval_id: &str,
+    by: &str,
+    granted_at: u64,
+    up_to: Risk,
+    (run_id, session_id, device): (String, String, String),
+) -> Grant {
+    Grant {
+        grant_id: store::new_id("g"),
+        run_id,
+        session_id,
+        device,
+        up_to,
+        granted_by: by.to_owned(),
+        granted_at,
+        approval_id: approval_id.to_owned(),
+        revoked_at: None,
+        revoked_by: None,
+        ended_at: None,
+        app: None,
+        expires_at: None,
     }
 }
 

@@ -129,34 +129,6 @@ pub struct Grant {
 }
 
 impl Grant {
-    /// A new grant (a fresh id) given by `by` at `granted_at` in answer to
-    /// `approval_id`: actions on `device` of run `run_id` up to `up_to`,
-    /// for the run (`app` and `expires_at` unset: see
-    /// [`Grant::covers_app`] for an app grant).
-    pub(crate) fn new(
-        approval_id: &str,
-        by: &str,
-        granted_at: u64,
-        up_to: Risk,
-        (run_id, session_id, device): (String, String, String),
-    ) -> Self {
-        Self {
-            grant_id: crate::store::new_id("g"),
-            run_id,
-            session_id,
-            device,
-            up_to,
-            granted_by: by.to_owned(),
-            granted_at,
-            approval_id: approval_id.to_owned(),
-            revoked_at: None,
-            revoked_by: None,
-            ended_at: None,
-            app: None,
-            expires_at: None,
-        }
-    }
-
     /// Whether the grant answers, for a person, a device action on
     /// `device` of risk `risk` (still active; the caller checks that).
     pub fn covers(&self, device: Option<&str>, risk: Risk) -> bool {
