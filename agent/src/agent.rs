@@ -120,6 +120,13 @@ pub struct AskRequest {
     pub origin: Option<String>,
     /// ReAct or plan-and-execute; `None`: `[agent] mode`.
     pub mode: Option<RunMode>,
+    /// The account asking, as the way in vouches for it (`MQTT user
+    /// "ha"`), or `None` for a person (the CLI, D-Bus) and callers with no
+    /// account. The run's approval requests carry it, and an answer from
+    /// that account may deny them but not approve them
+    /// ([`Agent::answer_as`]): a machine account cannot clear its own
+    /// requests.
+    pub asked_by: Option<String>,
 }
 
 impl AskRequest {
@@ -130,6 +137,7 @@ impl AskRequest {
             session_id: None,
             origin: None,
             mode: None,
+            asked_by: None,
         }
     }
 
@@ -148,6 +156,12 @@ impl AskRequest {
     /// The same request tagged with `origin` (see [`AskRequest::origin`]).
     pub fn with_origin(mut self, origin: impl Into<String>) -> Self {
         self.origin = Some(origin.into());
+        self
+    }
+
+    /// The same request asked by `account` (see [`AskRequest::asked_by`]).
+    pub fn asked_by(mut self, account: Option<String>) -> Self {
+        self.asked_by = account;
         self
     }
 }
@@ -376,7 +390,8 @@ impl Agent {
     /// a run whose first step is `invoke_skill {skill, input}`, so it gets
     /// the skill's approval (once, before it starts, when the skill's risk
     /// is above the threshold), is durable like every run, and answers with
-    /// the skill's result. `session_id` and `origin` as in [`AskRequest`].
+    /// the skill's result. `session_id`, `origin` and `asked_by` as in
+    /// [`AskRequest`].
     ///
     /// # Errors
     /// [`AgentError::Skill`] at once for an unknown or disabled skill,
@@ -388,6 +403,7 @@ impl Agent {
         input: Value,
         session_id: Option<String>,
         origin: Option<String>,
+        asked_by: Option<String>,
     ) -> Result<Run, AgentError> {
         let arguments = serde_json::json!({ "skill": skill, "input": input }).to_string();
         let call = ToolCall {
@@ -404,6 +420,7 @@ impl Agent {
         ));
         request.session_id = session_id;
         request.origin = origin;
+        request.asked_by = asked_by;
         self.start(request, Some(call)).await
     }
 
@@ -457,6 +474,7 @@ impl Agent {
         let plan = (request.mode.unwrap_or(cfg.mode) == RunMode::Plan && skill_call.is_none())
             .then_some(cfg.plan);
         let (rid, sid, p) = (run_id.clone(), session_id.clone(), prompt.clone());
+        let asked_by = request.asked_by;
         let state = self
             .inner
             .store
@@ -468,6 +486,7 @@ impl Agent {
                 cfg.memory_recall,
                 move |history, recalled| {
                     let mut state = RunState::new(rid, sid, p, history, recalled, limits, now);
+                    state.asked_by = asked_by;
                     state.plan = plan.map(PlanState::new);
                     state.skill_call = skill_call;
                     state
@@ -598,6 +617,35 @@ impl Agent {
         decision: ApprovalDecision,
         by: &str,
     ) -> Result<PendingApproval, AgentError> {
+        self.answer_as(approval_id, decision, by, None).await
+    }
+
+    /// [`Agent::answer`] from `account`, as the way in vouches for it (the
+    /// same spelling as [`AskRequest::asked_by`]): an approval of any kind
+    /// from the account that asked for the run is refused, so a machine
+    /// account holding both rights cannot clear its own requests; a
+    /// denial from it is taken.
+    ///
+    /// # Errors
+    /// As [`Agent::answer`]; [`AgentError::SelfApproval`] for an approval
+    /// from the account that asked (nothing is recorded; it still waits).
+    pub async fn answer_as(
+        &self,
+        approval_id: &str,
+        decision: ApprovalDecision,
+        by: &str,
+        account: Option<&str>,
+    ) -> Result<PendingApproval, AgentError> {
+        if let Some(account) = account
+            && !matches!(decision, ApprovalDecision::Deny { .. })
+            && let Some(request) = self.pending_request(approval_id).await?
+            && request.asked_by.as_deref() == Some(account)
+        {
+            return Err(AgentError::SelfApproval {
+                id: approval_id.to_owned(),
+                account: account.to_owned(),
+            });
+        }
         let by = decider(by);
         let mut extra = store::DecisionExtra::default();
         let (approved, reason) = match decision {
@@ -1461,18 +1509,22 @@ fn invoke_skill(
     child_policy.auto_approve_up_to = child_policy.auto_approve_up_to.max(call.risk);
     let limits = child_limits(cfg, skill.max_iterations, policy, &toolset);
     let input_text = serde_json::to_string_pretty(&call.input).unwrap_or_default();
-    let state = RunState::new(
-        store::new_id("k-"),
-        session_id,
-        format!(
-            "Carry out the skill {} with this input:\n{input_text}",
-            skill.name
-        ),
-        Vec::new(),
-        Vec::new(),
-        limits,
-        now_ms(),
-    );
+    let state = RunState {
+        // The account that asked the parent asked this too.
+        asked_by: parent.asked_by.clone(),
+        ..RunState::new(
+            store::new_id("k-"),
+            session_id,
+            format!(
+                "Carry out the skill {} with this input:\n{input_text}",
+                skill.name
+            ),
+            Vec::new(),
+            Vec::new(),
+            limits,
+            now_ms(),
+        )
+    };
     let mut system = format!(
         "You are carrying out the skill \"{}\" for droidwarden, an assistant that controls the user's Android phones. Follow the skill's instructions below using only the tools you are given; a tool you are not given is not allowed for this skill. If a tool returns an error, read it and fix the call or report the problem. Finish with a short summary of what you did and found.\n\n# Skill instructions\n\n{}",
         skill.name, skill.body

@@ -210,6 +210,17 @@ pub enum AgentError {
         /// `approved`, `denied` or `expired`.
         status: String,
     },
+    /// An approval from the account that asked for the run: a machine
+    /// account may deny its own run's requests, never approve them.
+    #[error(
+        "approval {id:?} was asked for by {account}, so it cannot approve it: the approval must come from someone else (a person on the CLI or D-Bus, or another account)"
+    )]
+    SelfApproval {
+        /// The approval id.
+        id: String,
+        /// The account that asked, and answered.
+        account: String,
+    },
     /// No grant has that id.
     #[error("no grant {0:?}")]
     UnknownGrant(String),
@@ -344,6 +355,7 @@ impl AgentError {
                 (ErrorCode::InvalidRequest, false)
             }
             Self::UnknownGrant(_) => (ErrorCode::NotFound, false),
+            Self::SelfApproval { .. } => (ErrorCode::PermissionDenied, false),
             Self::InvalidAnswer(_) => (ErrorCode::InvalidParams, false),
             Self::InvalidId(_) | Self::InvalidPrompt(_) => (ErrorCode::InvalidParams, false),
             Self::Interrupted { .. } => (ErrorCode::Internal, true),

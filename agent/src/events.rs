@@ -116,6 +116,10 @@ pub struct PendingApproval {
     /// (`[phone_services.ui]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app: Option<String>,
+    /// The account that asked for the run, when a way in vouches for one
+    /// (`MQTT user "ha"`): it may deny this request but not approve it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_by: Option<String>,
     /// When it was requested, unix milliseconds.
     pub requested_at: u64,
     /// When it counts as denied, unix milliseconds.

@@ -240,6 +240,12 @@ pub struct RunState {
     /// Whether the nudge to use a tool was sent (once per run).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tool_nudged: bool,
+    /// The account that asked for the run, as the way in vouches for it
+    /// ([`crate::AskRequest::asked_by`]); a child run has its parent's.
+    /// Its approval requests carry it, and that account may not approve
+    /// them ([`crate::Agent::answer_as`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_by: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -384,6 +390,7 @@ impl RunState {
             plan: None,
             nudges: 0,
             tool_nudged: false,
+            asked_by: None,
         }
     }
 
@@ -1090,6 +1097,7 @@ fn ask(
         params,
         risk,
         app,
+        asked_by: state.asked_by.clone(),
         requested_at: now_ms,
         expires_at,
     };

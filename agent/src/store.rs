@@ -213,8 +213,8 @@ fn insert_approval(
     conn.execute(
         &format!(
             "{verb} INTO approvals (id, run_id, session_id, call_id, device, service,
-                action, params, risk, requested_at, expires_at, status, app)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', ?12)"
+                action, params, risk, requested_at, expires_at, status, app, asked_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', ?12, ?13)"
         ),
         params![
             a.approval_id,
@@ -228,7 +228,8 @@ fn insert_approval(
             a.risk.as_str(),
             i(a.requested_at),
             i(a.expires_at),
-            a.app
+            a.app,
+            a.asked_by
         ],
     )
 }
@@ -906,6 +907,8 @@ fn open_connection(
     // Scoped trust for screen actions: the app in front of a request, and
     // app grants (allowed on a device until they expire).
     add_missing_column(&conn, "approvals", "app")?;
+    // Who asked for the run (see `RunState::asked_by`).
+    add_missing_column(&conn, "approvals", "asked_by")?;
     add_missing_column(&conn, "grants", "app")?;
     add_missing_integer_column(&conn, "grants", "expires_at")?;
     Ok(conn)
@@ -935,7 +938,7 @@ fn read_status(conn: &Connection, id: &str) -> Result<Option<ApprovalStatus>, Ag
 
 /// The columns [`approval_row`] reads, in its order.
 const APPROVAL_COLUMNS: &str = "id, run_id, session_id, call_id, device, service, action, \
-     params, risk, requested_at, expires_at, app";
+     params, risk, requested_at, expires_at, app, asked_by";
 
 /// The approval request in a row that starts with [`APPROVAL_COLUMNS`].
 fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingApproval> {
@@ -955,6 +958,7 @@ fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingApproval> {
         requested_at: u(r.get(9)?),
         expires_at: u(r.get(10)?),
         app: r.get(11)?,
+        asked_by: r.get(12)?,
     })
 }
 
@@ -991,20 +995,22 @@ fn outcomes(
         "SELECT {APPROVAL_COLUMNS}, status, reason, decided_at, decided_by, edited_params,
             grant_id FROM approvals {filter}"
     );
+    // The columns after the request's.
+    let n = APPROVAL_COLUMNS.split(',').count();
     let mut out = rows(conn, &sql, params, |r| {
         Ok((
             ApprovalOutcome {
                 request: approval_row(r)?,
-                status: r.get(12)?,
-                reason: r.get(13)?,
-                decided_at: r.get::<_, Option<i64>>(14)?.map(u),
-                decided_by: r.get(15)?,
+                status: r.get(n)?,
+                reason: r.get(n + 1)?,
+                decided_at: r.get::<_, Option<i64>>(n + 2)?.map(u),
+                decided_by: r.get(n + 3)?,
                 edited_params: r
-                    .get::<_, Option<String>>(16)?
+                    .get::<_, Option<String>>(n + 4)?
                     .and_then(|t| serde_json::from_str(&t).ok()),
                 grant: None,
             },
-            r.get::<_, Option<String>>(17)?,
+            r.get::<_, Option<String>>(n + 5)?,
         ))
     })?;
     for (outcome, grant_id) in &mut out {

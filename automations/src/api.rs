@@ -182,6 +182,7 @@ mod tests {
                     name: name(),
                     approve: true,
                     by: "me".into(),
+                    account: None,
                 },
             ),
             (
@@ -190,6 +191,7 @@ mod tests {
                     name: name(),
                     approve: false,
                     by: "me".into(),
+                    account: None,
                 },
             ),
             (
@@ -199,6 +201,7 @@ mod tests {
                 Op::Add {
                     definition: json!({"name": "x"}),
                     over_mqtt: false,
+                    account: None,
                 },
             ),
             (

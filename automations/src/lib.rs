@@ -146,17 +146,22 @@ pub enum Op {
     Disable(String),
     /// Approve (or deny) the call the automation waits with, on behalf of
     /// `by` (who asked, as the way in names them: `D-Bus uid 1000 (:1.42)`,
-    /// `MQTT`).
+    /// `MQTT`). `account`, the account the way in vouches for, may not
+    /// approve the call of an automation it added (`permission_denied`).
     Answer {
         name: String,
         approve: bool,
         by: String,
+        account: Option<String>,
     },
     /// Add a definition; `over_mqtt` when an MQTT client sent it (its
-    /// `notify` is then held to what such a client may publish).
+    /// `notify` is then held to what such a client may publish), and
+    /// `account` the account the way in vouches for (recorded: it may not
+    /// approve the automation's calls).
     Add {
         definition: Value,
         over_mqtt: bool,
+        account: Option<String>,
     },
     Remove(String),
     /// The calls waiting for approval, as [`PendingApproval`]s (oldest
@@ -193,6 +198,7 @@ impl Op {
                 name: name()?,
                 approve: op == "approve",
                 by: by.to_owned(),
+                account: None,
             },
             "remove" => Self::Remove(name()?),
             "add" => Self::Add {
@@ -201,6 +207,7 @@ impl Op {
                     .cloned()
                     .ok_or_else(|| bad("definition: missing (op add needs it)".into()))?,
                 over_mqtt: false,
+                account: None,
             },
             other => {
                 return Err(bad(format!(
@@ -374,6 +381,7 @@ pub async fn start(
     let document = store.load().await?;
     let mut automations = deps.automations;
     let mut added = BTreeMap::new();
+    let mut added_by = document.added_by;
     for (name, definition) in document.added {
         if automations.iter().any(|a| a.name == name) {
             tracing::warn!(
@@ -396,6 +404,7 @@ pub async fn start(
             }
         }
     }
+    added_by.retain(|name, _| added.contains_key(name));
     let count = automations.len();
     let (mut engine, first) = Engine::new(automations, document.records, Timestamp::now());
     for info in deps.hub.registry().list() {
@@ -405,6 +414,7 @@ pub async fn start(
     let mut driver = Driver {
         engine,
         added,
+        added_by,
         store,
         context: deps.context,
         hub: deps.hub,
@@ -470,6 +480,8 @@ pub const APPROVAL_PREFIX: &str = "automation:";
 struct Driver {
     engine: Engine,
     added: BTreeMap<String, Value>,
+    /// The accounts that added them, where one was vouched for.
+    added_by: BTreeMap<String, String>,
     store: store::Store,
     context: Context,
     hub: Hub,
@@ -553,6 +565,7 @@ impl Driver {
         let document = store::Document {
             records: self.engine.records(),
             added: self.added.clone(),
+            added_by: self.added_by.clone(),
         };
         self.store.save(&document).await
     }
@@ -668,6 +681,7 @@ impl Driver {
                             params: call.command.params_json(),
                             risk: spec.risk,
                             app: None,
+                            asked_by: self.added_by.get(&automation_name).cloned(),
                             requested_at: now_ms,
                             expires_at: now_ms.saturating_add(timeout_ms),
                         });
@@ -699,7 +713,11 @@ impl Driver {
                 let prompt =
                     format!("{prompt}\n\n(Automation run {run}, triggered by: {trigger}.)");
                 self.agent_run(finish, &automation.name, move |assistant, session| {
-                    Box::pin(async move { assistant.ask(&prompt, Some(session), None, None).await })
+                    Box::pin(async move {
+                        assistant
+                            .ask(&prompt, Some(session), None, None, None)
+                            .await
+                    })
                 });
             }
             Action::Skill { skill, input } => {
@@ -707,7 +725,7 @@ impl Driver {
                 self.agent_run(finish, &automation.name, move |assistant, session| {
                     Box::pin(async move {
                         assistant
-                            .run_skill(&skill, input, Some(session), None)
+                            .run_skill(&skill, input, Some(session), None, None)
                             .await
                     })
                 });
@@ -876,8 +894,25 @@ impl Driver {
                 let (a, r, enabled) = self.engine.get(&name).ok_or_else(|| not_found(&name))?;
                 Ok(summary(a, r, enabled, self.added.contains_key(&name)))
             }
-            Op::Answer { name, approve, by } => {
+            Op::Answer {
+                name,
+                approve,
+                by,
+                account,
+            } => {
                 self.engine.get(&name).ok_or_else(|| not_found(&name))?;
+                if approve
+                    && let Some(account) = account
+                    && let Some(waiting) = self.waiting.get(&name)
+                    && waiting.request.asked_by.as_deref() == Some(account.as_str())
+                {
+                    return Err(WireError::new(
+                        ErrorCode::PermissionDenied,
+                        format!(
+                            "{account} added automation {name}, so it cannot approve its call: the approval must come from someone else (a person on the CLI or D-Bus, or another account)"
+                        ),
+                    ));
+                }
                 let Some(waiting) = self.release(&name) else {
                     return Err(WireError::new(
                         ErrorCode::InvalidRequest,
@@ -921,6 +956,7 @@ impl Driver {
             Op::Add {
                 definition,
                 over_mqtt,
+                account,
             } => {
                 let automation = model::parse("definition", &definition, &self.context)
                     .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
@@ -944,6 +980,9 @@ impl Driver {
                 }
                 let out = self.engine.add(automation, now);
                 self.added.insert(name.clone(), definition);
+                if let Some(account) = account {
+                    self.added_by.insert(name.clone(), account);
+                }
                 self.perform(out, true).await;
                 self.announce_list();
                 let (a, r, enabled) = self.engine.get(&name).ok_or_else(|| not_found(&name))?;
@@ -971,6 +1010,7 @@ impl Driver {
                 }
                 self.engine.remove(&name);
                 self.added.remove(&name);
+                self.added_by.remove(&name);
                 self.release(&name);
                 self.perform(Vec::new(), true).await;
                 self.announce_list();

@@ -30,6 +30,9 @@ pub struct Document {
     /// Definitions added at run time, by name (the same JSON as a
     /// configuration's `[[automations]]` table).
     pub added: BTreeMap<String, Value>,
+    /// Who added them, by name, when a way in vouched for an account
+    /// (`MQTT user "ha"`): that account may not approve their calls.
+    pub added_by: BTreeMap<String, String>,
 }
 
 /// The store.
@@ -106,6 +109,7 @@ mod tests {
         );
         doc.added
             .insert("b".into(), serde_json::json!({"name": "b"}));
+        doc.added_by.insert("b".into(), "MQTT user \"ha\"".into());
         store.save(&doc).await.unwrap();
         assert_eq!(store.load().await.unwrap(), doc);
         std::fs::write(store.path(), b"{not json").unwrap();

@@ -440,7 +440,8 @@ impl Assistant {
     /// that wants a skill run (an automation, say). The run asks for
     /// approval first when the skill's risk is above the threshold, is
     /// durable like an ask, and its events go to the session's stream;
-    /// `done` answers with the skill's result.
+    /// `done` answers with the skill's result. `asked_by` as in
+    /// [`Assistant::ask`].
     ///
     /// # Errors
     /// `not_found` (unknown skill), `invalid_params` (input that does not
@@ -452,12 +453,13 @@ impl Assistant {
         input: Value,
         session: Option<String>,
         origin: Option<Origin>,
+        asked_by: Option<String>,
     ) -> Result<Started, WireError> {
         self.accepting_runs()?;
         let run = self
             .inner
             .agent
-            .run_skill(skill, input, session, origin.map(|o| o.tag()))
+            .run_skill(skill, input, session, origin.map(|o| o.tag()), asked_by)
             .await
             .map_err(|e| e.to_wire())?;
         tracing::info!(
@@ -507,7 +509,10 @@ impl Assistant {
 
     /// Start a run for `prompt` in `session` (a new session when `None`).
     /// The run waits, in order, for one of `[agent] max_concurrent_runs`
-    /// slots; `done` answers when it has run.
+    /// slots; `done` answers when it has run. `asked_by` is the account
+    /// asking when a way in vouches for one (`MQTT user "ha"`): that
+    /// account may deny the run's approval requests but not approve them
+    /// ([`Assistant::answer_as`]).
     ///
     /// # Errors
     /// `busy` (retryable) at once when `max_concurrent_runs` runs are going
@@ -519,9 +524,10 @@ impl Assistant {
         session: Option<String>,
         origin: Option<Origin>,
         mode: Option<RunMode>,
+        asked_by: Option<String>,
     ) -> Result<Started, WireError> {
         self.accepting_runs()?;
-        let mut request = AskRequest::new(prompt);
+        let mut request = AskRequest::new(prompt).asked_by(asked_by);
         request.session_id = session;
         request.origin = origin.map(|o| o.tag());
         request.mode = mode;
@@ -629,8 +635,30 @@ impl Assistant {
         decision: droidwarden_agent::ApprovalDecision,
         by: &str,
     ) -> Result<PendingApproval, WireError> {
+        self.answer_as(approval_id, decision, by, None).await
+    }
+
+    /// [`Assistant::answer`] from `account`, the account a way in vouches
+    /// for (as given to [`Assistant::ask`] as `asked_by`): it may deny the
+    /// requests of a run it asked for, not approve them
+    /// (`droidwarden_agent::Agent::answer_as`).
+    ///
+    /// # Errors
+    /// As [`Assistant::answer`]; `permission_denied` for an approval from
+    /// the account that asked.
+    pub async fn answer_as(
+        &self,
+        approval_id: &str,
+        decision: droidwarden_agent::ApprovalDecision,
+        by: &str,
+        account: Option<&str>,
+    ) -> Result<PendingApproval, WireError> {
         let verdict = decision.name();
-        let answer = self.inner.agent.answer(approval_id, decision, by).await;
+        let answer = self
+            .inner
+            .agent
+            .answer_as(approval_id, decision, by, account)
+            .await;
         answered(approval_id, answer, verdict)
     }
 

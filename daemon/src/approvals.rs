@@ -150,6 +150,22 @@ impl Approvals {
         decision: Decision,
         by: &str,
     ) -> Result<(), WireError> {
+        self.answer_as(approval_id, decision, by, None).await
+    }
+
+    /// [`Approvals::answer`] from `account`, the account the way in vouches
+    /// for: it may not approve the requests of a run it asked for
+    /// (`permission_denied`), only deny them.
+    ///
+    /// # Errors
+    /// As [`Approvals::answer`].
+    pub(crate) async fn answer_as(
+        &self,
+        approval_id: &str,
+        decision: Decision,
+        by: &str,
+        account: Option<&str>,
+    ) -> Result<(), WireError> {
         if let Some(name) = approval_id.strip_prefix(automations::APPROVAL_PREFIX) {
             let approve = match decision {
                 Decision::Approve => true,
@@ -167,12 +183,15 @@ impl Approvals {
                 name: name.to_owned(),
                 approve,
                 by: by.to_owned(),
+                account: account.map(str::to_owned),
             };
             self.automations.request(op).await?;
             return Ok(());
         }
         let assistant = self.assistant.as_ref().ok_or_else(assistant::disabled)?;
-        assistant.answer(approval_id, decision, by).await?;
+        assistant
+            .answer_as(approval_id, decision, by, account)
+            .await?;
         Ok(())
     }
 

@@ -86,15 +86,19 @@ pub(super) fn delegate(
         DelegateMode::Wait => store::new_id("k-"),
         DelegateMode::Background => store::new_id("t-"),
     };
-    let state = RunState::new(
-        run_id,
-        parent.session_id.clone(),
-        prompt,
-        Vec::new(),
-        Vec::new(),
-        limits,
-        now_ms(),
-    );
+    let state = RunState {
+        // The account that asked the parent asked this too.
+        asked_by: parent.asked_by.clone(),
+        ..RunState::new(
+            run_id,
+            parent.session_id.clone(),
+            prompt,
+            Vec::new(),
+            Vec::new(),
+            limits,
+            now_ms(),
+        )
+    };
     let mut system = format!(
         "{}\n\nYou are the specialised agent \"{}\", working for droidwarden's main agent, which controls the user's Android phones. Use only the tools you are given; a tool you are not given is not allowed. If a tool returns an error, read it and fix the call or report the problem. Finish with a short answer for the main agent.",
         spec.system_prompt.trim(),

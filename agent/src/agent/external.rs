@@ -92,6 +92,7 @@ impl Agent {
             params: request.command.params_json(),
             risk: request.risk,
             app: request.app.clone(),
+            asked_by: None,
             requested_at: now,
             expires_at: now.saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
         };

@@ -855,6 +855,7 @@ fn a_grant_answers_the_other_requests_it_covers() {
         params: json!({}),
         risk,
         app: app.map(str::to_owned),
+        asked_by: None,
         requested_at: 0,
         expires_at: 10,
     };

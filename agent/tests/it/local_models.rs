@@ -488,7 +488,7 @@ async fn a_skills_time_limit_follows_a_slow_models_pace() {
     a.set_skills(SkillSet::load(&[dir.path().join("skills")], &["*".into()]));
     let started = Instant::now();
     let out = a
-        .run_skill("slow-check", json!({}), None, None)
+        .run_skill("slow-check", json!({}), None, None, None)
         .await
         .unwrap()
         .drive(CancellationToken::new())

@@ -222,7 +222,7 @@ async fn a_skill_naming_unknown_tools_fails_at_invocation_with_the_names() {
     assert!(a.skills().get("typo").is_some());
     // … but refused when run, naming the missing tool.
     let err = a
-        .run_skill("typo", json!({}), None, None)
+        .run_skill("typo", json!({}), None, None, None)
         .await
         .map(|_| ())
         .unwrap_err();
@@ -230,11 +230,11 @@ async fn a_skill_naming_unknown_tools_fails_at_invocation_with_the_names() {
     assert_eq!(wire.code, ErrorCode::InvalidRequest);
     assert!(wire.message.contains("teleport.now"), "{}", wire.message);
     assert!(matches!(
-        a.run_skill("nope", json!({}), None, None).await.map(|_| ()),
+        a.run_skill("nope", json!({}), None, None, None).await.map(|_| ()),
         Err(AgentError::Skill(e)) if e.code == ErrorCode::NotFound
     ));
     assert!(matches!(
-        a.run_skill("typo", json!([1]), None, None).await.map(|_| ()),
+        a.run_skill("typo", json!([1]), None, None, None).await.map(|_| ()),
         Err(AgentError::Skill(e)) if e.code == ErrorCode::InvalidParams
     ));
     assert!(server.requests().is_empty());
@@ -258,7 +258,13 @@ fn a_high_risk_skill_waits_for_approval_across_a_restart() {
         let server = ScriptedLlm::start([]).await.unwrap();
         let a = skilled_agent(&path, config("low"), http(&server), first_host.clone()).await;
         let run = a
-            .run_skill("radio-silence", json!({"device": "kitchen"}), None, None)
+            .run_skill(
+                "radio-silence",
+                json!({"device": "kitchen"}),
+                None,
+                None,
+                None,
+            )
             .await
             .unwrap();
         let run_id = run.run_id().to_owned();

@@ -17,6 +17,12 @@ const WAIT: Duration = Duration::from_secs(20);
 /// embedded broker on `broker_port` (0: any) with anonymous access, no
 /// bus (the D-Bus API on the private socket alone), an adb server address where nothing listens, and `extra`.
 fn config(state: &std::path::Path, broker_port: u16, extra: &str) -> Config {
+    config_full(state, broker_port, true, extra)
+}
+
+/// [`config`], with the embedded broker's `anonymous` as given (`false`:
+/// only the users of `<state dir>/mqtt-users.json` log in).
+fn config_full(state: &std::path::Path, broker_port: u16, anonymous: bool, extra: &str) -> Config {
     let file = state.join("config.toml");
     let text = format!(
         r#"
@@ -28,7 +34,7 @@ poll_interval_ms = 60000
 dir = "{dir}"
 [broker]
 listen = "127.0.0.1:{broker_port}"
-anonymous = true
+anonymous = {anonymous}
 [mqtt]
 topic_prefix = "dw"
 [mqtt.homeassistant]
@@ -72,8 +78,21 @@ async fn client(
     name: &str,
     filters: &[&str],
 ) -> (AsyncClient, mpsc::UnboundedReceiver<(String, Vec<u8>)>) {
+    client_as(running, name, None, filters).await
+}
+
+/// [`client`] logged in as `login` (user, password).
+async fn client_as(
+    running: &Running,
+    name: &str,
+    login: Option<(&str, &str)>,
+    filters: &[&str],
+) -> (AsyncClient, mpsc::UnboundedReceiver<(String, Vec<u8>)>) {
     let addr = running.addresses().broker.expect("the embedded broker");
     let mut options = MqttOptions::new(name, addr.ip().to_string(), addr.port());
+    if let Some((user, password)) = login {
+        options.set_credentials(user, password);
+    }
     options.set_max_packet_size(1 << 20, 1 << 20);
     let (client, mut eventloop) = AsyncClient::new(options, 64);
     let (tx, rx) = mpsc::unbounded_channel();
@@ -433,4 +452,170 @@ command = "true"
         .await;
     assert!(broken.is_err());
     running.stop().await;
+}
+
+/// Adds an `automation` user with the `approve` grant to the users file
+/// of the state directory `state` (before the daemon starts), and returns
+/// its password.
+fn add_approver(state: &std::path::Path, name: &str) -> String {
+    use crate::mqtt_users::{Grant, RoleName, USERS_FILE, UserDb, UserRecord, hash_password};
+    let path = state.join(USERS_FILE);
+    let mut db = UserDb::load(&path).expect("the users file");
+    let password = format!("{name}-secret-password");
+    db.insert(UserRecord {
+        name: name.to_owned(),
+        role: RoleName::Automation,
+        companion_id: None,
+        grants: vec![Grant::Approve],
+        password: hash_password(password.as_bytes()).expect("a hash"),
+    });
+    std::fs::create_dir_all(state).expect("the state directory");
+    db.save(&path).expect("the users file is written");
+    password
+}
+
+/// An MQTT account holding both rights (ask, approve) cannot clear its own
+/// requests: its approval of a run it asked for is `permission_denied`
+/// and nothing runs; another account's approval then runs the call. The
+/// same for an automation it added at run time; a denial from it holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_cannot_approve_what_it_asked_for() {
+    use droidwarden_agent::ModelReply;
+    use droidwarden_agent::testing::{ScriptStep, ScriptedLlm};
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let ha = add_approver(&state, "ha");
+    let other = add_approver(&state, "other");
+    let wifi_off = json!({"device": "phone", "service_id": "wifi_automation", "action": "disable", "parameters": {}});
+    let llm = ScriptedLlm::start([
+        ScriptStep::Reply(ModelReply::tool_calls(vec![(
+            "android_device".to_owned(),
+            wifi_off.to_string(),
+        )])),
+        ScriptStep::Reply(ModelReply::text("Wi-Fi is off.")),
+    ])
+    .await
+    .expect("the scripted model");
+    // `phone` is configured (automations name configured devices) and
+    // replaced by the fake phone below.
+    let extra = format!(
+        "[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"emulator-5554\"\n[llm]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"scripted\"\n",
+        llm.base_url(droidwarden_agent::ProviderKind::Openai)
+    );
+    let running = Daemon::new(config_full(dir.path(), 0, false, &extra))
+        .start(CancellationToken::new())
+        .await
+        .expect("the daemon starts");
+    running.ready(WAIT).await.expect("MQTT is up");
+    let phone = FakePhone::new("phone", Duration::from_millis(20));
+    running
+        .registry()
+        .insert(DeviceHandle::new(phone.clone(), Duration::from_secs(600)));
+    let topics = ["dw/approvals/#", "dw/reply/#"];
+    let (ha_client, mut ha_rx) = client_as(&running, "ha-1", Some(("ha", &ha)), &topics).await;
+    let (other_client, mut other_rx) = client_as(
+        &running,
+        "other-1",
+        Some(("other", &other)),
+        &["dw/reply/#"],
+    )
+    .await;
+
+    // The agent: ha asks, the run waits for approval of the Wi-Fi change.
+    publish(
+        &ha_client,
+        "dw/cmd/ask",
+        json!({"id": "ask-1", "prompt": "turn the wifi off"}).to_string(),
+    )
+    .await;
+    let approval = tokio::time::timeout(WAIT, async {
+        loop {
+            let (topic, payload) = ha_rx.recv().await.expect("the client runs");
+            if topic.starts_with("dw/approvals/") && !payload.is_empty() {
+                return serde_json::from_slice::<Value>(&payload).expect("JSON");
+            }
+        }
+    })
+    .await
+    .expect("an approval request");
+    assert_eq!(approval["asked_by"], r#"MQTT user "ha""#, "{approval}");
+    let id = approval["approval_id"].as_str().expect("an id").to_owned();
+    for (reply_id, extra) in [
+        ("self-1", json!({})),
+        ("self-2", json!({"scope": "run", "up_to": "medium"})),
+    ] {
+        let mut answer =
+            json!({"id": reply_id, "approval_id": id, "decision": "approve", "by": "Alice"});
+        answer
+            .as_object_mut()
+            .expect("an object")
+            .extend(extra.as_object().expect("an object").clone());
+        publish(&ha_client, "dw/cmd/approve", answer.to_string()).await;
+        let refused = next_on(&mut ha_rx, &format!("dw/reply/{reply_id}")).await;
+        assert_eq!(refused["error"]["code"], "permission_denied", "{refused}");
+    }
+    assert_eq!(disables(&phone), 0, "nothing ran: {:?}", phone.log());
+    publish(
+        &other_client,
+        "dw/cmd/approve",
+        json!({"id": "other-1", "approval_id": id, "decision": "approve"}).to_string(),
+    )
+    .await;
+    let approved = next_on(&mut other_rx, "dw/reply/other-1").await;
+    assert_eq!(approved["ok"], true, "{approved}");
+    let answer = next_on(&mut ha_rx, "dw/reply/ask-1").await;
+    assert_eq!(answer["result"]["text"], "Wi-Fi is off.", "{answer}");
+    assert_eq!(disables(&phone), 1, "{:?}", phone.log());
+
+    // An automation ha adds: ha may deny its call, not approve it.
+    let definition = json!({"name": "radio_off", "trigger": {"kind": "interval", "every_s": 86400}, "action": {"kind": "call", "device": "phone", "service": "wifi_automation", "action": "disable"}});
+    publish(
+        &ha_client,
+        "dw/cmd/automation",
+        json!({"id": "add", "op": "add", "definition": definition}).to_string(),
+    )
+    .await;
+    let added = next_on(&mut ha_rx, "dw/reply/add").await;
+    assert_eq!(added["ok"], true, "{added}");
+    for round in 1..=2 {
+        publish(
+            &ha_client,
+            "dw/cmd/automation",
+            json!({"id": format!("run-{round}"), "op": "run", "name": "radio_off"}).to_string(),
+        )
+        .await;
+        let run = next_on(&mut ha_rx, &format!("dw/reply/run-{round}")).await;
+        assert_eq!(run["ok"], true, "{run}");
+        let mine = json!({"id": format!("auto-self-{round}"), "approval_id": "automation:radio_off", "decision": "approve"});
+        publish(&ha_client, "dw/cmd/approve", mine.to_string()).await;
+        let refused = next_on(&mut ha_rx, &format!("dw/reply/auto-self-{round}")).await;
+        assert_eq!(refused["error"]["code"], "permission_denied", "{refused}");
+        assert_eq!(disables(&phone), 1, "nothing more ran: {:?}", phone.log());
+        let (client, rx, decision) = if round == 1 {
+            (&ha_client, &mut ha_rx, "deny")
+        } else {
+            (&other_client, &mut other_rx, "approve")
+        };
+        let answer = json!({"id": format!("auto-{round}"), "approval_id": "automation:radio_off", "decision": decision});
+        publish(client, "dw/cmd/approve", answer.to_string()).await;
+        let taken = next_on(rx, &format!("dw/reply/auto-{round}")).await;
+        assert_eq!(taken["ok"], true, "{taken}");
+    }
+    tokio::time::timeout(WAIT, async {
+        while disables(&phone) < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the call another account approved runs");
+    running.stop().await;
+}
+
+/// How many times `phone` turned its Wi-Fi off.
+fn disables(phone: &FakePhone) -> usize {
+    phone
+        .log()
+        .iter()
+        .filter(|c| *c == "wifi_automation.disable")
+        .count()
 }

@@ -785,7 +785,10 @@ impl Daemon1 {
     #[zbus(out_args("session"))]
     async fn ask(&self, session: &str, prompt: &str) -> Result<String, DbusError> {
         let session = optional(session);
-        let started = self.assistant()?.ask(prompt, session, None, None).await?;
+        let started = self
+            .assistant()?
+            .ask(prompt, session, None, None, None)
+            .await?;
         tracing::debug!(session = started.session, run = started.run, "D-Bus Ask");
         Ok(started.session)
     }
@@ -813,7 +816,10 @@ impl Daemon1 {
             return Err(bad(format!("unknown option {key:?}; options: mode")).into());
         }
         let session = optional(session);
-        let started = self.assistant()?.ask(prompt, session, None, mode).await?;
+        let started = self
+            .assistant()?
+            .ask(prompt, session, None, mode, None)
+            .await?;
         tracing::debug!(
             session = started.session,
             run = started.run,
@@ -848,7 +854,7 @@ impl Daemon1 {
         let session = optional(session);
         let started = self
             .assistant()?
-            .run_skill(skill, input, session, None)
+            .run_skill(skill, input, session, None, None)
             .await?;
         tracing::debug!(
             session = started.session,

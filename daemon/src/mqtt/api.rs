@@ -28,6 +28,9 @@ pub(crate) enum Request {
         session: Option<String>,
         /// `"react"` or `"plan"`; `None`: `[agent] mode`.
         mode: Option<droidwarden_agent::RunMode>,
+        /// The login that published it, as for `Approve`: it may not
+        /// approve the run's requests.
+        login: Option<String>,
     },
     /// `cmd/skill`: run one skill through the agent.
     Skill {
@@ -35,6 +38,8 @@ pub(crate) enum Request {
         skill: String,
         input: Value,
         session: Option<String>,
+        /// The login that published it, as for `Ask`.
+        login: Option<String>,
     },
     /// `cmd/automation`: manage automations (docs/automations.md).
     Automation {
@@ -65,6 +70,25 @@ pub(crate) enum Request {
 }
 
 impl Request {
+    /// The same request published by `login` (as the daemon's own broker
+    /// vouches for it), for the requests whose answer depends on who sent
+    /// them: an agent run and an added automation (their asker may not
+    /// approve their requests) and an approval's answer.
+    pub(crate) fn published_by(mut self, publisher: Option<&str>) -> Self {
+        match &mut self {
+            Self::Ask { login, .. }
+            | Self::Skill { login, .. }
+            | Self::Approve { login, .. }
+            | Self::RevokeGrant { login, .. } => *login = publisher.map(str::to_owned),
+            Self::Automation {
+                op: crate::automations::Op::Add { account, .. },
+                ..
+            } => *account = super::mqtt_account(publisher),
+            Self::Call { .. } | Self::Devices { .. } | Self::Automation { .. } => {}
+        }
+        self
+    }
+
     pub(crate) fn id(&self) -> Option<&str> {
         match self {
             Self::Call { id, .. }
@@ -227,6 +251,7 @@ fn parse_ask(id: Option<String>, mut obj: Map<String, Value>) -> Result<Request,
             prompt,
             session,
             mode,
+            login: None,
         })
     })();
     fields.map_err(|message| invalid(id, message))
@@ -252,6 +277,7 @@ fn parse_skill(id: Option<String>, mut obj: Map<String, Value>) -> Result<Reques
             skill,
             input,
             session,
+            login: None,
         })
     })();
     fields.map_err(|message| invalid(id, message))

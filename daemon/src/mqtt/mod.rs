@@ -1201,11 +1201,15 @@ impl Mqtt {
                 prompt,
                 session,
                 mode,
+                login,
                 ..
             } => {
                 let started = async {
                     let assistant = self.assistant()?;
-                    assistant.ask(&prompt, session, origin(id), mode).await
+                    let account = mqtt_account(login.as_deref());
+                    assistant
+                        .ask(&prompt, session, origin(id), mode, account)
+                        .await
                 };
                 return run_reply(id, started.await).await;
             }
@@ -1213,12 +1217,14 @@ impl Mqtt {
                 skill,
                 input,
                 session,
+                login,
                 ..
             } => {
                 let started = async {
                     let assistant = self.assistant()?;
+                    let account = mqtt_account(login.as_deref());
                     assistant
-                        .run_skill(&skill, input, session, origin(id))
+                        .run_skill(&skill, input, session, origin(id), account)
                         .await
                 };
                 return run_reply(id, started.await).await;
@@ -1230,8 +1236,10 @@ impl Mqtt {
                 login,
                 ..
             } => {
+                let account = mqtt_account(login.as_deref());
                 let by = mqtt_decider(login.as_deref(), by.as_deref());
-                Answered::kept(answer_approval(self, id, &approval_id, decision, by).await)
+                let answered = answer_approval(self, id, &approval_id, decision, by, account).await;
+                Answered::kept(answered)
             }
             Request::RevokeGrant {
                 grant_id,
@@ -1389,14 +1397,19 @@ impl Drop for Finish {
 /// more is known: the way in.
 const MQTT_DECIDER: &str = "MQTT";
 
-/// Who answered over MQTT: the login the daemon's own broker vouches for
-/// (`MQTT user "ha"`), else only the way in; then the name the sender gave
-/// in `by` (its own word, quoted as given: e.g. Home Assistant's user).
+/// The account a login the daemon's own broker vouches for is
+/// (`MQTT user "ha"`): it asks runs and answers approvals under this name,
+/// and may not approve a run it asked for. `None` without a login (an
+/// external broker, whose ACL alone decides who may publish what).
+fn mqtt_account(login: Option<&str>) -> Option<String> {
+    login.map(|user| format!("{MQTT_DECIDER} user {user:?}"))
+}
+
+/// Who answered over MQTT: the account ([`mqtt_account`]), else only the
+/// way in; then the name the sender gave in `by` (its own word, quoted as
+/// given: e.g. Home Assistant's user).
 fn mqtt_decider(login: Option<&str>, by: Option<&str>) -> String {
-    let way_in = match login {
-        Some(user) => format!("{MQTT_DECIDER} user {user:?}"),
-        None => MQTT_DECIDER.to_owned(),
-    };
+    let way_in = mqtt_account(login).unwrap_or_else(|| MQTT_DECIDER.to_owned());
     match by {
         Some(name) => format!("{way_in}, as {name:?}"),
         None => way_in,
@@ -1409,9 +1422,13 @@ async fn answer_approval(
     approval_id: &str,
     decision: approvals::Decision,
     by: String,
+    account: Option<String>,
 ) -> Value {
     let name = decision.name();
-    let answered = mqtt.approvals().answer(approval_id, decision, &by).await;
+    let answered = mqtt
+        .approvals()
+        .answer_as(approval_id, decision, &by, account.as_deref())
+        .await;
     match answered {
         Ok(()) => api::ok_reply(id, &json!({"approval_id": approval_id, "decision": name})),
         Err(error) => {

@@ -642,28 +642,7 @@ impl Router {
             }
         };
         let request = match api::parse(kind, &m.payload, max, response.is_some()) {
-            Ok(Request::Approve {
-                id,
-                approval_id,
-                decision,
-                by,
-                login: _,
-            }) => Request::Approve {
-                id,
-                approval_id,
-                decision,
-                by,
-                login: m.publisher.clone(),
-            },
-            Ok(Request::RevokeGrant {
-                id, grant_id, by, ..
-            }) => Request::RevokeGrant {
-                id,
-                grant_id,
-                by,
-                login: m.publisher.clone(),
-            },
-            Ok(request) => request,
+            Ok(request) => request.published_by(m.publisher.as_deref()),
             Err(rejected) => {
                 tracing::warn!(topic, id = rejected.id.as_deref(), error = %rejected.error.message, "rejected a command");
                 out.push(Action::Ack);
