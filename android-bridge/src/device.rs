@@ -28,6 +28,27 @@ use tokio::sync::broadcast;
 /// A boxed, sendable future, so [`Device`] can be used as a trait object.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+tokio::task_local! {
+    /// Set while the daemon reads a phone's state for the action it runs
+    /// next on that phone ([`for_next_action`]).
+    static FOR_NEXT_ACTION: ();
+}
+
+/// Runs `read` (a call on a phone) as the reading for the action the
+/// caller runs next on the same phone, in the same turn: a transport may
+/// keep what it read for that action's own checks, so the action costs
+/// one reading (ADB keeps its `dumpsys window displays`, which names the
+/// app in front and the lock state, for the UI action's lock guard). What
+/// is kept serves the very next command only, and only for a moment.
+pub async fn for_next_action<F: Future>(read: F) -> F::Output {
+    FOR_NEXT_ACTION.scope((), read).await
+}
+
+/// Whether the running call is a [`for_next_action`] reading.
+pub(crate) fn reading_for_next_action() -> bool {
+    FOR_NEXT_ACTION.try_with(|()| ()).is_ok()
+}
+
 /// How a device is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

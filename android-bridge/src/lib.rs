@@ -41,7 +41,7 @@ pub mod tls;
 
 pub use device::{
     Capability, Device, DeviceEvent, DeviceHandle, DeviceInfo, Registry, TransportKind, Turn,
-    TurnGuard,
+    TurnGuard, for_next_action,
 };
 pub use error::BridgeError;
 

@@ -94,7 +94,10 @@ impl Foreground {
             return Some(app);
         }
         let read = Command::ScreenReader(ScreenReaderAction::ForegroundApp);
-        match tokio::time::timeout(read_limit(device), device.call(&read)).await {
+        // The UI action comes next in this turn: the phone may keep this
+        // reading for its own checks (the lock guard) and not read again.
+        let reading = droidwarden_bridge::for_next_action(device.call(&read));
+        match tokio::time::timeout(read_limit(device), reading).await {
             Ok(Ok(answer)) => {
                 self.note(&name, &answer);
                 answer

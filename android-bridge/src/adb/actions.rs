@@ -54,7 +54,10 @@ mod transfer;
 pub mod ui_control;
 pub mod wifi_automation;
 pub use files::MAX_PULL_BYTES;
-pub use screen::{DUMP_PATH, SNAPSHOT_TTL, Screenshot, UiSnapshot, render_screenshot};
+pub use screen::{
+    DUMP_PATH, SNAPSHOT_TTL, Screenshot, UiSnapshot, WINDOW_READING_TTL, WindowReading,
+    render_screenshot,
+};
 pub use shell::MAX_SHELL_OUTPUT;
 pub use transfer::{INSTALL_TEMP_DIR, PushFile, Pushed, open_host_file};
 pub use ui_control::{ADB_IME, ADB_IME_B64_ACTION};
@@ -97,6 +100,12 @@ pub trait Shell: Send + Sync {
     ) -> BoxFuture<'a, Result<BinaryOutput, BridgeError>>;
     /// The latest `screen.ui_tree` of this phone, for `ui_control.tap {element}`.
     fn ui_snapshot(&self) -> &Mutex<Option<UiSnapshot>>;
+    /// Where the latest `dumpsys window displays` is kept for the next UI
+    /// action's guard ([`WindowReading`]); `None` (the default): this
+    /// transport keeps none, and every guard reads the phone again.
+    fn window_reading(&self) -> Option<&Mutex<Option<WindowReading>>> {
+        None
+    }
     /// Write a file on the phone without a shell (the adb file service),
     /// so its path and bytes never pass a command line. The default: this
     /// transport cannot.

@@ -689,6 +689,7 @@ impl AdbTransport {
             wake: Arc::clone(&self.wake),
             muted_levels: Mutex::new(HashMap::new()),
             ui_snapshot: Mutex::new(None),
+            window_reading: Mutex::new(None),
             adb_missing: Arc::clone(&self.adb_missing),
             adb_program: self.config.adb_program.clone(),
             host_files: Arc::new(self.config.host_files.clone()),
@@ -878,6 +879,8 @@ pub struct AdbDevice {
     muted_levels: Mutex<HashMap<u8, i64>>,
     /// The latest `screen.ui_tree`, for `ui_control.tap {element}`.
     ui_snapshot: Mutex<Option<actions::UiSnapshot>>,
+    /// The latest window reading, for the next UI action's guard.
+    window_reading: Mutex<Option<actions::WindowReading>>,
     /// The transport's "adb cannot be found" flag, and the program looked for.
     adb_missing: Arc<AtomicBool>,
     adb_program: PathBuf,
@@ -1145,6 +1148,10 @@ impl actions::Shell for AdbDevice {
 
     fn ui_snapshot(&self) -> &Mutex<Option<actions::UiSnapshot>> {
         &self.ui_snapshot
+    }
+
+    fn window_reading(&self) -> Option<&Mutex<Option<actions::WindowReading>>> {
+        Some(&self.window_reading)
     }
 
     fn push<'a>(

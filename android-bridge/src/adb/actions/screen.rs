@@ -150,12 +150,60 @@ pub(super) fn snapshot(sh: &dyn Shell) -> std::sync::MutexGuard<'_, Option<UiSna
     sh.ui_snapshot().lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Forgets the phone's UI tree before any change of another service.
+/// Forgets the phone's UI tree before any change of another service, and
+/// its last window reading before any command but the UI action it is
+/// kept for.
 pub(super) fn forget_tree(sh: &dyn Shell, command: &Command) {
-    // `ui_control` forgets it itself, after resolving its own target.
+    // The reading serves the very next command only, when that is a UI
+    // action (whose guard takes it): anything in between, even a read,
+    // leaves time for the screen to change.
+    if !matches!(
+        command,
+        Command::UiControl(_) | Command::ScreenReader(ScreenReaderAction::ForegroundApp)
+    ) {
+        take_window_reading(sh);
+    }
+    // `ui_control` forgets the tree itself, after resolving its own target.
     if command.mutates() && !matches!(command, Command::UiControl(_)) {
         snapshot(sh).take();
     }
+}
+
+/// How long a `dumpsys window displays` read for the app in front stands
+/// for the guard of the UI action right after it (the next command on the
+/// phone, nothing in between). The hub reads the app in the device's turn
+/// just before the action, so the reading is milliseconds old when the
+/// guard takes it; anything older is read again.
+pub const WINDOW_READING_TTL: Duration = Duration::from_secs(1);
+
+/// One `dumpsys window displays` output and when it was read: the app in
+/// front, the screen and the lock state all come from it, so the reading
+/// the hub makes for the policy (`screen.foreground_app` within
+/// [`crate::for_next_action`]) also serves the guard of the UI action that
+/// comes right after it, and a UI action costs one reading, not two. A
+/// caller's own `foreground_app` keeps nothing.
+#[derive(Debug, Clone)]
+pub struct WindowReading {
+    at: Instant,
+    output: String,
+}
+
+/// Keeps `output` as the phone's latest window reading.
+fn keep_window_reading(sh: &dyn Shell, output: &str) {
+    if let Some(slot) = sh.window_reading() {
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(WindowReading {
+            at: Instant::now(),
+            output: output.to_owned(),
+        });
+    }
+}
+
+/// Takes the phone's latest window reading: its output when it is younger
+/// than [`WINDOW_READING_TTL`]. Taken, it serves one guard only.
+fn take_window_reading(sh: &dyn Shell) -> Option<String> {
+    let slot = sh.window_reading()?;
+    let reading = slot.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+    (reading.at.elapsed() < WINDOW_READING_TTL).then_some(reading.output)
 }
 
 /// `screen.*`.
@@ -172,7 +220,11 @@ pub(super) async fn run(sh: &dyn Shell, action: &ScreenReaderAction) -> Result<V
         } => answer(ui_tree(sh, visible_only.unwrap_or(true), *max_nodes).await?),
         ScreenReaderAction::ForegroundApp => {
             let argv = ["dumpsys", "window", "displays"];
-            let found = read(sh, &argv, parse::focused_component).await?;
+            let out = ok(sh, &argv).await?;
+            let found = parsed(sh.device_name(), &argv, parse::focused_component(&out))?;
+            if crate::device::reading_for_next_action() {
+                keep_window_reading(sh, &out);
+            }
             let (package, activity) = found.ok_or_else(|| BridgeError::NotFound {
                 message: "no app has the focus (the screen may be off or locked)".into(),
             })?;
@@ -215,8 +267,30 @@ pub(super) struct ScreenLook {
 pub(super) async fn screen_look(sh: &dyn Shell) -> Result<ScreenLook, BridgeError> {
     let argv = ["dumpsys", "window", "displays"];
     let out = ok(sh, &argv).await?;
-    let keyguard = parsed(sh.device_name(), &argv, parse::keyguard(&out))?;
-    let foreground = parsed(sh.device_name(), &argv, parse::focused_component(&out))?;
+    look_of(sh, &out).await
+}
+
+/// [`screen_look`] for a UI action's guard: the window reading the app in
+/// front was just read from ([`WindowReading`]), when there is one, else a
+/// new one. The reading is taken when this is called, not when the future
+/// is first polled.
+pub(super) fn screen_look_for_action(
+    sh: &dyn Shell,
+) -> impl Future<Output = Result<ScreenLook, BridgeError>> + '_ {
+    let kept = take_window_reading(sh);
+    async move {
+        match kept {
+            Some(out) => look_of(sh, &out).await,
+            None => screen_look(sh).await,
+        }
+    }
+}
+
+/// The screen's state in `out`, a `dumpsys window displays` output.
+async fn look_of(sh: &dyn Shell, out: &str) -> Result<ScreenLook, BridgeError> {
+    let argv = ["dumpsys", "window", "displays"];
+    let keyguard = parsed(sh.device_name(), &argv, parse::keyguard(out))?;
+    let foreground = parsed(sh.device_name(), &argv, parse::focused_component(out))?;
     let screen_on = match keyguard.awake {
         Some(awake) => awake,
         None => {

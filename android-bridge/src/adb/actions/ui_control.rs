@@ -2,7 +2,7 @@
 //! decisions behind `tap {element}` and `type_text` are in the doc of
 //! `screen.rs`, which keeps the UI tree a `tap {element}` refers to.
 
-use super::screen::{screen_look, snapshot};
+use super::screen::{screen_look, screen_look_for_action, snapshot};
 use super::*;
 use base64::Engine as _;
 use droidwarden_services::{
@@ -88,11 +88,13 @@ fn target(
 /// through as before: the guard answers what the phone says, and never
 /// blocks a phone that says nothing.
 async fn ready_for_ui(sh: &dyn Shell, action: &UiControlAction) -> Result<(), BridgeError> {
+    // Taken first: the reading before `power` must not outlive it.
+    let look = screen_look_for_action(sh);
     if matches!(action, UiControlAction::Power) {
         return Ok(());
     }
     let device = sh.device_name();
-    let mut look = match screen_look(sh).await {
+    let mut look = match look.await {
         Ok(look) => look,
         Err(e) => {
             tracing::debug!(device, error = %e, "screen state unreadable; the UI action goes ahead");
@@ -453,6 +455,7 @@ mod tests {
         asked: Mutex<Vec<String>>,
         muted: Mutex<HashMap<u8, i64>>,
         snapshot: Mutex<Option<super::super::UiSnapshot>>,
+        window: Mutex<Option<super::super::WindowReading>>,
     }
 
     impl Shell for Phone {
@@ -469,7 +472,7 @@ mod tests {
             self.asked.lock().unwrap().push(line.clone());
             let stdout = match line.as_str() {
                 "dumpsys window displays" => format!(
-                    "  DisplayPolicy\n    mAwake={} mScreenOnEarly=true mScreenOnFully=true\n    isKeyguardShowing={}\n",
+                    "  mCurrentFocus=Window{{1a2b u0 com.example.mail/com.example.mail.Inbox}}\n  DisplayPolicy\n    mAwake={} mScreenOnEarly=true mScreenOnFully=true\n    isKeyguardShowing={}\n",
                     self.awake.load(SeqCst),
                     self.locked.load(SeqCst)
                 ),
@@ -498,6 +501,10 @@ mod tests {
 
         fn ui_snapshot(&self) -> &Mutex<Option<super::super::UiSnapshot>> {
             &self.snapshot
+        }
+
+        fn window_reading(&self) -> Option<&Mutex<Option<super::super::WindowReading>>> {
+            Some(&self.window)
         }
     }
 
@@ -582,5 +589,69 @@ mod tests {
         waking.0.locked.store(true, SeqCst);
         assert_eq!(code(run(&waking, &tap).await), "locked");
         assert!(!tapped(&waking.0.asked));
+    }
+
+    fn window_reads(asked: &Mutex<Vec<String>>) -> usize {
+        asked
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| *c == "dumpsys window displays")
+            .count()
+    }
+
+    /// The hub's reading of the app in front before a UI action.
+    async fn gate_read(phone: &Phone) -> Value {
+        use droidwarden_services::ScreenReaderAction;
+        let read = super::super::screen::run(phone, &ScreenReaderAction::ForegroundApp);
+        crate::for_next_action(read).await.unwrap()
+    }
+
+    /// The reading of the app in front that the hub makes before a UI
+    /// action serves the action's lock guard: one `dumpsys window
+    /// displays` per action, not two. It serves one guard only, and a
+    /// change by another service drops it.
+    #[tokio::test]
+    async fn the_app_reading_before_a_ui_action_serves_its_guard() {
+        use droidwarden_services::{BatteryAction, Command, ScreenReaderAction, WifiAction};
+        use std::sync::atomic::Ordering::SeqCst;
+        let tap = UiControlAction::Tap {
+            x: Some(10),
+            y: Some(20),
+            element: None,
+        };
+        let phone = Phone::default();
+        phone.awake.store(true, SeqCst);
+        let app = gate_read(&phone).await;
+        assert_eq!(app["package"], "com.example.mail");
+        run(&phone, &tap).await.unwrap();
+        assert_eq!(window_reads(&phone.asked), 1);
+        assert!(tapped(&phone.asked));
+        // Taken by that guard: the next action reads again.
+        run(&phone, &tap).await.unwrap();
+        assert_eq!(window_reads(&phone.asked), 2);
+        // A change of another service in between drops the reading: the
+        // phone may show something else now (here, the lock screen).
+        gate_read(&phone).await;
+        let _ = super::super::execute(&phone, &Command::Wifi(WifiAction::Disable)).await;
+        phone.locked.store(true, SeqCst);
+        assert_eq!(code(run(&phone, &tap).await), "locked");
+        assert_eq!(window_reads(&phone.asked), 4);
+        // So does any other command in between, even a read: it serves the
+        // very next command only.
+        phone.locked.store(false, SeqCst);
+        gate_read(&phone).await;
+        let _ = super::super::execute(&phone, &Command::Battery(BatteryAction::Status)).await;
+        phone.locked.store(true, SeqCst);
+        assert_eq!(code(run(&phone, &tap).await), "locked");
+        assert_eq!(window_reads(&phone.asked), 6);
+        // A caller's own read of the app in front keeps nothing.
+        phone.locked.store(false, SeqCst);
+        super::super::screen::run(&phone, &ScreenReaderAction::ForegroundApp)
+            .await
+            .unwrap();
+        phone.locked.store(true, SeqCst);
+        assert_eq!(code(run(&phone, &tap).await), "locked");
+        assert_eq!(window_reads(&phone.asked), 8);
     }
 }
