@@ -389,7 +389,7 @@ impl Engine {
                         finished_ms: Some(ms(now)),
                         detail: json!({
                             "missed": not_run,
-                            "first_due": Timestamp::from_millisecond(due).map(|t| t.to_string()).unwrap_or_default(),
+                            "first_due": droidwarden_services::time::rfc3339_millis(u64::try_from(due).unwrap_or(0)),
                             "misfire": if run_once { "run_once" } else { "skip" },
                         }),
                     };

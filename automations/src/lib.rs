@@ -130,10 +130,10 @@ impl RunEvent {
     }
 }
 
+/// As every timestamp the daemon publishes
+/// (`droidwarden_services::time::rfc3339_millis`).
 fn rfc3339(ms: i64) -> String {
-    Timestamp::from_millisecond(ms)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
+    droidwarden_services::time::rfc3339_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// A management request.

@@ -152,7 +152,7 @@ pub type Bus = broadcast::Sender<BusEvent>;
 /// `t` in RFC 3339 with milliseconds, UTC (`2026-11-28T04:33:18.123Z`):
 /// the one format of every timestamp the daemon publishes.
 pub fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
+    droidwarden_services::time::rfc3339_millis(droidwarden_services::time::epoch_ms(t))
 }
 
 /// The read that gives a service's state, for services that have one

@@ -675,12 +675,7 @@ pub(crate) async fn sessions(config: &Config, bus: Option<Bus>, json: bool) -> E
         |s| {
             let updated = s["updated_at"]
                 .as_u64()
-                .map(|ms| {
-                    humantime::format_rfc3339_seconds(
-                        std::time::UNIX_EPOCH + Duration::from_millis(ms),
-                    )
-                    .to_string()
-                })
+                .map(droidwarden_services::time::rfc3339)
                 .unwrap_or_default();
             let active = s["active_runs"].as_u64().unwrap_or(0);
             let mut line = format!(

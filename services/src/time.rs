@@ -79,7 +79,19 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// `2026-11-22T11:44:28Z`: RFC 3339, seconds precision, UTC.
+/// `2026-11-22T11:44:28.123Z`: RFC 3339 with milliseconds, UTC — the one
+/// format of every timestamp the daemon publishes (MQTT, D-Bus, JSON
+/// output), always three digits.
+pub fn rfc3339_millis(epoch_ms: u64) -> String {
+    let c = civil(epoch_ms);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        c.year, c.month, c.day, c.hour, c.minute, c.second, c.milli
+    )
+}
+
+/// `2026-11-22T11:44:28Z`: RFC 3339, seconds precision, UTC — for people
+/// and the model (histories, tables, the clock tool).
 pub fn rfc3339(epoch_ms: u64) -> String {
     let c = civil(epoch_ms);
     format!(
@@ -106,6 +118,12 @@ mod tests {
         assert_eq!(rfc3339(1_795_347_868_000), "2026-11-22T11:44:28Z");
         assert_eq!(rfc3339(951_825_599_999), "2000-02-29T11:59:59Z");
         assert_eq!(rfc3339(4_102_444_799_000), "2099-12-31T23:59:59Z");
+        assert_eq!(rfc3339_millis(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339_millis(1_795_347_868_120),
+            "2026-11-22T11:44:28.120Z"
+        );
+        assert_eq!(rfc3339_millis(951_825_599_999), "2000-02-29T11:59:59.999Z");
     }
 
     #[test]
