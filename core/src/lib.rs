@@ -38,6 +38,7 @@ mod foreground;
 pub mod gate;
 pub mod hub;
 pub mod notification_events;
+pub mod phones;
 pub mod poll;
 pub mod private;
 pub mod sequencer;

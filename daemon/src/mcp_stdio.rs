@@ -4,6 +4,7 @@
 use crate::client::Target;
 use crate::config::Config;
 use droidwarden_agent::tools::ToolMode;
+use droidwarden_core::phones::{self, PhoneApi};
 use droidwarden_mcp::{jsonrpc, server};
 use rmcp::ServiceExt;
 use std::process::ExitCode;
@@ -56,17 +57,18 @@ pub(crate) async fn run(args: McpArgs, config: Config) -> ExitCode {
         Some(_) => ToolMode::Toolkit,
         None => config.mcp.tool_mode,
     };
-    let backend = if args.target.local {
-        server::Backend::local(
+    let backend: std::sync::Arc<dyn PhoneApi> = if args.target.local {
+        std::sync::Arc::new(phones::Local::new(
             config.adb.clone(),
             config.phone_services.clone(),
             config.agent.approval.clone(),
-        )
+        ))
     } else {
         match crate::client::daemon(args.target.bus, &config, true).await {
-            Ok(client) => {
-                server::Backend::daemon(std::sync::Arc::new(client), config.agent.approval.clone())
-            }
+            Ok(client) => std::sync::Arc::new(phones::Remote::new(
+                std::sync::Arc::new(client),
+                config.agent.approval.clone(),
+            )),
             Err(e) => {
                 eprintln!("droidwarden mcp: {}", e.message);
                 return ExitCode::FAILURE;

@@ -23,7 +23,6 @@
 //! `droidwarden mcp` the approval id of its call, is
 //! `droidwarden_core::gate::ticketed_call`.
 
-use droidwarden_core::assistant::Assistant;
 use droidwarden_services::{ErrorCode, WireError};
 use rmcp::model::{
     CallToolResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -178,14 +177,8 @@ impl Question {
     }
 }
 
-/// The person's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    /// Run it.
-    Approve,
-    /// Do not; the reason recorded.
-    Deny(String),
-}
+/// The person's answer (the same type every way to the phones records).
+pub use droidwarden_core::phones::Answer;
 
 /// Read the client's answer: accepted with `approve: true` approves;
 /// anything else (declined, cancelled, `approve: false`, no content)
@@ -452,25 +445,6 @@ where
             error = %e,
             "the MCP client's answer was not recorded (answered elsewhere first, or expired)"
         ),
-    }
-}
-
-/// Answer approval `approval_id` inside the daemon (the HTTP endpoint).
-///
-/// # Errors
-/// As `Assistant::approve` / `deny`: unknown, already answered, expired.
-pub async fn answer_in_daemon(
-    assistant: Option<&Assistant>,
-    approval_id: &str,
-    answer: &Answer,
-    by: &str,
-) -> Result<(), WireError> {
-    let Some(assistant) = assistant else {
-        return Err(droidwarden_core::assistant::disabled());
-    };
-    match answer {
-        Answer::Approve => assistant.approve(approval_id, by).await.map(|_| ()),
-        Answer::Deny(reason) => assistant.deny(approval_id, reason, by).await.map(|_| ()),
     }
 }
 

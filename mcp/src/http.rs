@@ -9,7 +9,7 @@
 //! endpoint only from a loopback origin), as the specification requires —
 //! and a bound on the request body.
 
-use super::server::{Backend, PhoneServer};
+use super::server::PhoneServer;
 use bytes::Bytes;
 use droidwarden_agent::tools::ToolMode;
 use droidwarden_core::assistant::Assistant;
@@ -146,17 +146,12 @@ pub async fn serve(
                 || Arc::new(droidwarden_agent::skills::SkillSet::builtin()),
                 droidwarden_core::assistant::Assistant::skills,
             );
-            Ok(PhoneServer::new(
-                Backend::Hub {
-                    hub: hub.clone(),
-                    assistant: assistant.clone(),
-                },
-                mode,
-            )
-            .with_schemas(schemas)
-            .with_skills(skills)
-            .with_elicitation(elicitor.clone(), Arc::clone(&pending))
-            .with_tasks(session_tracker.clone(), session_shutdown.clone()))
+            let phones = droidwarden_core::phones::InDaemon::new(hub.clone(), assistant.clone());
+            Ok(PhoneServer::new(Arc::new(phones), mode)
+                .with_schemas(schemas)
+                .with_skills(skills)
+                .with_elicitation(elicitor.clone(), Arc::clone(&pending))
+                .with_tasks(session_tracker.clone(), session_shutdown.clone()))
         },
         Arc::new(LocalSessionManager::default()),
         config,

@@ -1,11 +1,11 @@
 //! droidwarden's MCP adapter (the Model Context Protocol), through the
 //! official Rust SDK (`rmcp`), which no other crate uses.
 //!
-//! * `server.rs` — the phones as an MCP server: inside the daemon over the
-//!   hub (`http.rs`), or in `droidwarden mcp` over the daemon's API
-//!   ([`server::DaemonApi`], which the D-Bus client implements) or
-//!   `--local`; the binary serves it on standard input and output
-//!   (`daemon/src/mcp_stdio.rs`, with [`jsonrpc`]'s line checks).
+//! * `server.rs` — the phones as an MCP server over a
+//!   `droidwarden_core::phones::PhoneApi`: inside the daemon over the hub
+//!   (`http.rs`), or in `droidwarden mcp` over the daemon's API (the D-Bus
+//!   client) or `--local`; the binary serves it on standard input and
+//!   output (`daemon/src/mcp_stdio.rs`, with [`jsonrpc`]'s line checks).
 //! * `tools.rs` — the agent's catalogue tools as MCP tools (input and
 //!   output schemas, annotations, `device`, `list_devices`).
 //! * `client.rs` — `[[mcp.servers]]`: MCP servers' tools offered to the
@@ -23,8 +23,8 @@
 //! See docs/mcp.md.
 //!
 //! Architecture invariant: this crate knows MCP and nothing of the other
-//! ways in (MQTT, D-Bus, the CLI): it reaches phones through the core's
-//! hub and gate, or through [`server::DaemonApi`].
+//! ways in (MQTT, D-Bus, the CLI): it reaches phones only through the
+//! core's `PhoneApi`, whichever of its implementations it is given.
 
 pub mod client;
 mod client_http;

@@ -1,10 +1,12 @@
-//! `droidwarden mcp`: the phones as an MCP server over stdio.
+//! `droidwarden mcp`: the phones as an MCP server, over stdio or (inside
+//! the daemon) Streamable HTTP.
 //!
-//! Two backends: the running daemon over D-Bus (every call goes through
-//! the hub, shows in the status topics and passes the approval gate,
-//! `CallChecked`), or, with `--local`, the adb server straight from this
-//! process as `droidwarden call --local` does (no approvals there: an
-//! action above the threshold is refused with a message that says why).
+//! The phones are a [`PhoneApi`]: the running daemon over D-Bus
+//! (`droidwarden mcp`: every call goes through the hub, shows in the
+//! status topics and passes the approval gate, `CallChecked`), the
+//! daemon's own hub (the HTTP endpoint), or, with `--local`, the adb
+//! server straight from this process (no approvals there: an action above
+//! the threshold is refused with a message that says why).
 //!
 //! The daemon's skills are offered as prompts (`prompts.rs`).
 //!
@@ -14,18 +16,10 @@
 //! errors, which the SDK answers with the spec's codes.
 
 use super::tools::{LIST_DEVICES, McpTools};
-use droidwarden_agent::BoxFuture;
-use droidwarden_agent::ToolHost as _;
-use droidwarden_agent::policy::Verdict;
 use droidwarden_agent::skills::SkillSet;
 use droidwarden_agent::tools::{Planned, ToolMode, ToolSchemas};
-use droidwarden_agent::{ApprovalPolicy, DeviceSummary};
-use droidwarden_bridge::adb::{AdbConfig, AdbTransport};
-use droidwarden_bridge::{BridgeError, DeviceInfo, Registry};
-use droidwarden_core::assistant::{Assistant, HubTools};
-use droidwarden_core::hub::{Call, Hub};
-use droidwarden_services::PhonePolicy;
-use droidwarden_services::{Command, ErrorCode, WireError};
+use droidwarden_core::phones::PhoneApi;
+use droidwarden_services::{ErrorCode, WireError};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -53,328 +47,14 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 const RESOURCE_PREFIX: &str = "droidwarden://devices/";
 const RESOURCE_SUFFIX: &str = "/state";
 
-/// How long the device list (for planning a call) and the daemon's bounds
-/// are reused before they are asked again; `tools/list` always asks.
+/// How long the tools (for planning a call) are reused before the devices
+/// are asked again; `tools/list` always asks.
 const CACHE_FOR: Duration = Duration::from_secs(2);
-
-/// Per device: when the bound was read, and the bound.
-type BoundCache = Mutex<HashMap<String, (Instant, Duration)>>;
-
-/// The running daemon as `droidwarden mcp` reaches it (the D-Bus client
-/// implements it, over the bus or the private socket). Each method is one
-/// call of the daemon's API (docs/dbus-api.md).
-pub trait DaemonApi: Send + Sync + std::fmt::Debug {
-    /// `ListDevices`.
-    fn list_devices(&self) -> BoxFuture<'_, Result<Vec<DeviceInfo>, WireError>>;
-    /// `device`'s entry in `Status` (the last status of each service).
-    fn device_state<'a>(
-        &'a self,
-        device: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Value>, WireError>>;
-    /// `CallTimeout`: the daemon's bound on a call on `device`.
-    fn call_bound<'a>(&'a self, device: Option<&'a str>) -> BoxFuture<'a, Duration>;
-    /// `CallCheckedTicket`: `command` under the approval policy (waiting
-    /// up to `approval_wait` for a person, then up to `bound`), sending
-    /// the approval request's id to `on_approval` when it waits for one.
-    fn call_checked<'a>(
-        &'a self,
-        device: Option<&'a str>,
-        command: &'a Command,
-        approval_wait: Duration,
-        bound: Duration,
-        on_approval: Option<tokio::sync::oneshot::Sender<String>>,
-    ) -> BoxFuture<'a, Result<Value, WireError>>;
-    /// `Approve`.
-    fn approve<'a>(&'a self, approval_id: &'a str) -> BoxFuture<'a, Result<(), WireError>>;
-    /// `Deny`.
-    fn deny<'a>(
-        &'a self,
-        approval_id: &'a str,
-        reason: &'a str,
-    ) -> BoxFuture<'a, Result<(), WireError>>;
-}
-
-/// Where the phones are.
-#[derive(Debug)]
-pub enum Backend {
-    /// The running daemon, over D-Bus or its socket.
-    Daemon {
-        /// The connection.
-        client: Arc<dyn DaemonApi>,
-        /// How long an approval may take (`[agent.approval] timeout`).
-        approval_wait: Duration,
-        /// The daemon's bound on a call, per device, as last asked.
-        bounds: BoundCache,
-        /// `[agent.approval]` as this process read it: which calls may
-        /// wait for a person, so that only those take the path that can
-        /// ask the client (the daemon's own policy still decides).
-        policy: ApprovalPolicy,
-    },
-    /// Inside the daemon (the Streamable HTTP endpoint): the hub, and the
-    /// agent for approvals.
-    Hub {
-        /// The call path.
-        hub: Hub,
-        /// The agent, when on.
-        assistant: Option<Assistant>,
-    },
-    /// This process, straight to the adb server, through a hub of its own
-    /// (the phone policy, the app in front, each device's order).
-    Local {
-        /// The call path over the devices found.
-        hub: Hub,
-        /// The adb transport.
-        adb: Box<AdbTransport>,
-        /// `[agent.approval]`: what may run without a person.
-        policy: ApprovalPolicy,
-    },
-}
-
-impl Backend {
-    /// The backend `--local` asks for: the adb server of `adb`, the phone
-    /// policy `phone`, and `approval` for what may run without a person.
-    pub fn local(adb: AdbConfig, phone: PhonePolicy, approval: ApprovalPolicy) -> Self {
-        let registry = Arc::new(Registry::new());
-        let adb = Box::new(AdbTransport::new(adb, Arc::clone(&registry)));
-        Self::Local {
-            hub: Hub::new(registry, None).with_phone_policy(phone),
-            adb,
-            policy: approval,
-        }
-    }
-
-    /// The backend of `droidwarden mcp`: the running daemon through
-    /// `client`, approvals waiting up to `approval.timeout`.
-    pub fn daemon(client: Arc<dyn DaemonApi>, approval: ApprovalPolicy) -> Self {
-        Self::Daemon {
-            client,
-            approval_wait: approval.timeout,
-            bounds: Mutex::default(),
-            policy: approval,
-        }
-    }
-
-    /// Every device (`name`, `transport`, `online`, …).
-    async fn device_list(&self) -> Result<Vec<DeviceInfo>, WireError> {
-        match self {
-            Self::Daemon { client, .. } => client.list_devices().await,
-            Self::Hub { hub, .. } => Ok(hub.registry().list()),
-            Self::Local { hub, adb, .. } => {
-                if let Err(e) = adb.refresh().await {
-                    tracing::warn!(error = %e, "could not list devices");
-                    if matches!(e, BridgeError::AdbMissing { .. }) {
-                        return Err(e.to_wire());
-                    }
-                }
-                Ok(hub.registry().list())
-            }
-        }
-    }
-
-    /// The devices as the tools see them.
-    async fn devices(&self) -> Result<Vec<DeviceSummary>, WireError> {
-        if let Self::Hub { hub, .. } = self {
-            return Ok(HubTools::new(hub.clone()).devices());
-        }
-        Ok(self
-            .device_list()
-            .await?
-            .into_iter()
-            .map(|d| DeviceSummary {
-                name: d.name.as_str().to_owned(),
-                services: droidwarden_core::assistant::services_of(d.transport),
-                online: d.online,
-            })
-            .collect())
-    }
-
-    /// Whether `command` may wait for a person's approval (then the call
-    /// takes the path that can ask the client: elicitation). A call the
-    /// policy allows or refuses outright skips that path's extra round
-    /// trip.
-    fn may_ask(&self, command: &Command) -> bool {
-        let policy = match self {
-            Self::Daemon { policy, .. } => policy,
-            Self::Hub {
-                assistant: Some(assistant),
-                ..
-            } => &assistant.agent().approval_policy(),
-            // No one to ask: such a call is refused, not asked about.
-            Self::Hub {
-                assistant: None, ..
-            }
-            | Self::Local { .. } => return false,
-        };
-        matches!(
-            policy.decide(
-                command.service_id(),
-                command.action_name(),
-                command.spec().risk
-            ),
-            Verdict::Ask
-        )
-    }
-
-    /// Run `command` on `device` under the approval policy.
-    async fn call(&self, device: Option<&str>, command: Command) -> Result<Value, WireError> {
-        match self {
-            Self::Daemon {
-                client,
-                approval_wait,
-                bounds,
-                ..
-            } => {
-                let key = device.unwrap_or_default().to_owned();
-                let cached = bounds
-                    .lock()
-                    .ok()
-                    .and_then(|b| b.get(&key).copied())
-                    .filter(|(at, _)| at.elapsed() < CACHE_FOR);
-                let bound = match cached {
-                    Some((_, bound)) => bound,
-                    None => {
-                        let bound = client.call_bound(device).await;
-                        if let Ok(mut b) = bounds.lock() {
-                            b.insert(key, (Instant::now(), bound));
-                        }
-                        bound
-                    }
-                };
-                client
-                    .call_checked(device, &command, *approval_wait, bound, None)
-                    .await
-            }
-            Self::Hub { hub, assistant } => {
-                let call = Call {
-                    device: device.map(str::to_owned),
-                    command,
-                };
-                droidwarden_core::gate::call_checked(hub, assistant.as_ref(), call).await
-            }
-            Self::Local { hub, policy, .. } => {
-                let spec = command.spec();
-                match policy.decide(command.service_id(), command.action_name(), spec.risk) {
-                    Verdict::Allow => {}
-                    Verdict::Deny(reason) => {
-                        return Err(WireError::new(ErrorCode::Denied, reason));
-                    }
-                    Verdict::Ask => {
-                        return Err(WireError::new(
-                            ErrorCode::Denied,
-                            format!(
-                                "{}.{} ({} risk) needs a person's approval, and `droidwarden mcp --local` has no one to ask: run `droidwarden mcp` against the daemon, or allow it in [agent.approval] allow",
-                                command.service_id(),
-                                command.action_name(),
-                                spec.risk.as_str()
-                            ),
-                        ));
-                    }
-                }
-                hub.call(Call {
-                    device: device.map(str::to_owned),
-                    command,
-                })
-                .await
-            }
-        }
-    }
-
-    /// [`Backend::call`], sending the approval request's id to
-    /// `on_approval` when the call waits for a person (elicitation).
-    async fn call_noting(
-        &self,
-        device: Option<&str>,
-        command: Command,
-        on_approval: tokio::sync::oneshot::Sender<String>,
-    ) -> Result<Value, WireError> {
-        match self {
-            Self::Daemon {
-                client,
-                approval_wait,
-                ..
-            } => {
-                let bound = client.call_bound(device).await;
-                client
-                    .call_checked(device, &command, *approval_wait, bound, Some(on_approval))
-                    .await
-            }
-            Self::Hub { hub, assistant } => {
-                let call = Call {
-                    device: device.map(str::to_owned),
-                    command,
-                };
-                droidwarden_core::gate::call_checked_with(
-                    hub,
-                    assistant.as_ref(),
-                    call,
-                    move |id| {
-                        let _ = on_approval.send(id.to_owned());
-                    },
-                )
-                .await
-            }
-            Self::Local { .. } => self.call(device, command).await,
-        }
-    }
-
-    /// Record the client's answer as the approval's decision (D-Bus
-    /// `Approve`/`Deny`, where the daemon records this process's uid as who
-    /// answered, or the agent's in the daemon, which records `by`).
-    async fn answer(
-        &self,
-        approval_id: &str,
-        answer: &super::elicit::Answer,
-        by: &str,
-    ) -> Result<(), WireError> {
-        use super::elicit::Answer;
-        match self {
-            Self::Daemon { client, .. } => match answer {
-                Answer::Approve => client.approve(approval_id).await,
-                Answer::Deny(reason) => client.deny(approval_id, reason).await,
-            },
-            Self::Hub { assistant, .. } => {
-                super::elicit::answer_in_daemon(assistant.as_ref(), approval_id, answer, by).await
-            }
-            Self::Local { .. } => Err(WireError::new(
-                ErrorCode::InvalidRequest,
-                "--local has no approvals",
-            )),
-        }
-    }
-
-    /// How long an approval may wait.
-    fn approval_wait(&self) -> Duration {
-        match self {
-            Self::Daemon { approval_wait, .. } => *approval_wait,
-            Self::Hub { assistant, .. } => assistant
-                .as_ref()
-                .map_or(Duration::ZERO, |a| a.agent().approval_policy().timeout),
-            Self::Local { .. } => Duration::ZERO,
-        }
-    }
-
-    /// The state of `device`: its entry in the daemon's status table (the
-    /// last status of each service), or, locally, its device record.
-    async fn state(&self, device: &str) -> Result<Option<Value>, WireError> {
-        let found = match self {
-            Self::Daemon { client, .. } => return client.device_state(device).await,
-            Self::Hub { .. } | Self::Local { .. } => self
-                .device_list()
-                .await?
-                .into_iter()
-                .find(|d| d.name.as_str() == device)
-                .map(serde_json::to_value),
-        };
-        found
-            .transpose()
-            .map_err(|e| WireError::new(ErrorCode::Internal, format!("device state: {e}")))
-    }
-}
 
 /// The MCP server: the handler the SDK drives.
 #[derive(Debug, Clone)]
 pub struct PhoneServer {
-    backend: Arc<Backend>,
+    backend: Arc<dyn PhoneApi>,
     mode: ToolMode,
     /// How much of the schemas the tools carry.
     schemas: ToolSchemas,
@@ -417,9 +97,9 @@ impl PhoneServer {
     }
 
     /// A server over `backend`, offering tools in `mode`.
-    pub fn new(backend: Backend, mode: ToolMode) -> Self {
+    pub fn new(backend: Arc<dyn PhoneApi>, mode: ToolMode) -> Self {
         Self {
-            backend: Arc::new(backend),
+            backend,
             mode,
             schemas: ToolSchemas::Index,
             cached: Arc::default(),
@@ -472,7 +152,7 @@ impl PhoneServer {
     ) -> Result<Value, McpError> {
         let name = device_of(uri).ok_or_else(&unknown)?;
         self.backend
-            .state(name)
+            .device_state(name)
             .await
             .map_err(|e| McpError::internal_error(e.message.clone(), None))?
             .ok_or_else(unknown)
@@ -483,7 +163,7 @@ impl PhoneServer {
     async fn tools_key(&self) -> Option<Vec<(String, Vec<String>)>> {
         let mut key: Vec<_> = self
             .backend
-            .devices()
+            .summaries()
             .await
             .ok()?
             .into_iter()
@@ -529,12 +209,12 @@ impl PhoneServer {
     /// A watched state as it is now (`None`: not readable now).
     pub(super) async fn watched_state(&self, uri: &str) -> Option<Value> {
         let name = device_of(uri)?;
-        self.backend.state(name).await.ok().flatten()
+        self.backend.device_state(name).await.ok().flatten()
     }
 
     /// The tools for the devices there are now.
     async fn tools(&self) -> Result<McpTools, WireError> {
-        let tools = McpTools::new(self.mode, self.schemas, &self.backend.devices().await?);
+        let tools = McpTools::new(self.mode, self.schemas, &self.backend.summaries().await?);
         if let Ok(mut cached) = self.cached.lock() {
             *cached = Some((Instant::now(), tools.clone()));
         }
@@ -568,7 +248,7 @@ impl PhoneServer {
                     "list_devices takes no arguments",
                 ));
             }
-            let devices = self.backend.devices().await?;
+            let devices = self.backend.summaries().await?;
             return Ok(Step::Done(json!({ "devices": devices })));
         }
         let tools = self.recent_tools().await?;
@@ -595,7 +275,7 @@ impl PhoneServer {
             _ => None,
         };
         let Some(mode) = mode else {
-            let run = self.backend.call(device.as_deref(), command);
+            let run = self.backend.call(device.as_deref(), command, None);
             let result = with_progress(run, context).await?;
             return Ok(Step::Done(wrap(device, service, action, result)));
         };
@@ -612,7 +292,7 @@ impl PhoneServer {
         let backend = Arc::clone(&self.backend);
         let on = device.clone();
         let mut task = super::elicit::Running::spawn(async move {
-            backend.call_noting(on.as_deref(), command, tx).await
+            backend.call(on.as_deref(), command, Some(tx)).await
         });
         let approval_id = tokio::select! {
             id = rx => id.ok(),

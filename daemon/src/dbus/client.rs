@@ -666,7 +666,7 @@ fn not_answered(method: &str, limit: Duration) -> WireError {
 }
 
 /// `droidwarden mcp`'s way to the daemon: each method one D-Bus call.
-impl droidwarden_mcp::server::DaemonApi for Client {
+impl droidwarden_core::phones::DaemonApi for Client {
     fn list_devices(&self) -> droidwarden_agent::BoxFuture<'_, Result<Vec<DeviceInfo>, WireError>> {
         Box::pin(Client::list_devices(self))
     }
