@@ -1426,6 +1426,36 @@ impl Slots {
     }
 }
 
+/// What a run's next constrained reply may be
+/// ([`crate::tools::reply::ReplyStage`]): a phone action first, then a call
+/// or the answer — only the answer once the model repeats a call it made
+/// already in this run (a small model held to calls would otherwise call
+/// the same read until its iteration cap instead of answering with it).
+fn reply_stage(state: &RunState, first_call: bool) -> crate::tools::reply::ReplyStage {
+    use crate::tools::reply::ReplyStage;
+    if first_call {
+        return ReplyStage::First;
+    }
+    let replies: Vec<&[ToolCall]> = state
+        .messages
+        .iter()
+        .filter_map(|m| match &m.message {
+            crate::Message::Assistant { tool_calls, .. } => Some(tool_calls.as_slice()),
+            _ => None,
+        })
+        .collect();
+    let Some((last, before)) = replies.split_last() else {
+        return ReplyStage::Any;
+    };
+    let last: Vec<(&str, &str)> = last.iter().map(name_and_arguments).collect();
+    let before = before.iter().flat_map(|r| r.iter().map(name_and_arguments));
+    ReplyStage::after(&last, before)
+}
+
+fn name_and_arguments(call: &ToolCall) -> (&str, &str) {
+    (call.name.as_str(), call.arguments.as_str())
+}
+
 /// What a child run is started within: the clocks of the runs it is
 /// inside (see [`Pace`]) and the caller's shutdown token.
 #[derive(Clone, Copy)]
@@ -1821,6 +1851,11 @@ fn model_call(
     paces: Vec<Arc<Pace>>,
 ) -> BoxFuture<'static, Input> {
     let view = state.model_view();
+    // A react run's first call about the phones must call a tool.
+    let first_call = view.tools
+        && state.plan.is_none()
+        && state.iteration == 1
+        && toolset.example_call().is_some();
     let mut request = ChatRequest {
         system: if view.system.is_empty() {
             system.to_string()
@@ -1835,11 +1870,11 @@ fn model_call(
         },
         // `[llm] tool_choice = "required_first"`: a react run's first call
         // with phones must call a tool.
-        require_tool: view.tools
-            && state.plan.is_none()
-            && state.iteration == 1
-            && provider.requires_first_tool_call()
-            && toolset.example_call().is_some(),
+        require_tool: first_call && provider.requires_first_tool_call(),
+        // `[llm] tool_choice = "schema"`: a reply is a call of an offered
+        // tool or (after the first call) the answer, nothing else.
+        reply_schema: (view.tools && provider.constrains_replies())
+            .then(|| std::sync::Arc::from(toolset.reply_schema(reply_stage(state, first_call)))),
     };
     let inner = inner.clone();
     let provider = provider.clone();
@@ -1848,7 +1883,14 @@ fn model_call(
     Box::pin(async move {
         let _waiting = paces.iter().map(Pace::begin).collect::<Vec<_>>();
         let events = inner.events.clone();
+        // A constrained reply is JSON (a call or `{"answer": …}`), not
+        // text to show as it streams: its answer arrives unwrapped in the
+        // run's final event.
+        let constrained = request.reply_schema.is_some();
         let sink = move |t: &str| {
+            if constrained {
+                return;
+            }
             let _ = events.send(AgentEvent {
                 run_id: run_id.clone(),
                 session_id: session_id.clone(),

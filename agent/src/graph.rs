@@ -796,6 +796,10 @@ fn model_replied(
     // the same validation, policy and approvals. Only the model's own
     // reply text is read, never a tool result.
     let mut text = reply.text;
+    // A constrained reply's answer (`[llm] tool_choice = "schema"`).
+    if let Some(answer) = crate::tools::reply::answer_of(&text) {
+        text = answer;
+    }
     let mut recovered = None;
     let mut attempt = None;
     if calls.is_empty()

@@ -684,7 +684,12 @@ pub fn gated(service: &str, action: &str) -> bool {
 
 /// The service and action a device tool call names: `android_device
 /// {service_id, action}`, or a direct-mode `android_<service> {action}`.
+/// Other tools (`describe_action {service_id, action}` reads the catalogue)
+/// name no action on a phone.
 fn call_target(tool: &str, args: &Value) -> Option<(String, String)> {
+    if !tool.starts_with("android_") {
+        return None;
+    }
     let action = args["action"].as_str()?.to_owned();
     let service = args["service_id"]
         .as_str()

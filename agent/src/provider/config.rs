@@ -53,6 +53,16 @@ pub enum ToolChoice {
     /// Anthropic `{"type": "any"}`; Gemini mode `ANY`); later calls are
     /// free to answer. Only for a run with phones, in react mode.
     RequiredFirst,
+    /// Every model call that offers tools constrains the reply to one JSON
+    /// object: a call of an offered tool, with the arguments that tool
+    /// takes (for the phones' tools, one real service, action and its
+    /// parameters), or `{"answer": "…"}` (OpenAI-compatible
+    /// `response_format` with a JSON schema, which llama.cpp, vLLM and
+    /// Ollama turn into a grammar). For small local models that write
+    /// their calls as text, often with names that do not exist: they can
+    /// then write only calls that parse and name real actions. OpenAI-
+    /// compatible servers only.
+    Schema,
 }
 
 /// Whether the model takes images (`[llm] vision`): `true`, `false` or
@@ -284,6 +294,12 @@ impl TryFrom<RawLlmConfig> for LlmConfig {
             && !(0.0..=2.0).contains(&t)
         {
             return Err(config_err("llm.temperature", "must be between 0 and 2"));
+        }
+        if raw.tool_choice == Some(ToolChoice::Schema) && provider != ProviderKind::Openai {
+            return Err(config_err(
+                "llm.tool_choice",
+                "\"schema\" constrains replies with an OpenAI-compatible response_format: it needs provider = \"openai\" (llama.cpp, vLLM, Ollama)",
+            ));
         }
         if let Some(b) = raw.thinking_budget {
             if provider != ProviderKind::Anthropic {

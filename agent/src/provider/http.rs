@@ -90,7 +90,35 @@ pub(crate) struct Request {
     pub(crate) url: String,
     pub(crate) headers: Vec<(&'static str, String)>,
     pub(crate) body: Value,
+    /// Members of the body already serialized, appended after `body`'s:
+    /// their key order matters (a JSON schema a server turns into a
+    /// grammar has its properties written in the order given, and
+    /// `Value` sorts keys).
+    pub(crate) raw: Vec<(&'static str, String)>,
     pub(crate) stream: bool,
+}
+
+impl Request {
+    /// The body's bytes: `body`, then the `raw` members.
+    fn bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        let mut bytes = serde_json::to_vec(&self.body)?;
+        if self.raw.is_empty() || bytes.last() != Some(&b'}') {
+            return Ok(bytes);
+        }
+        bytes.pop();
+        let mut empty = bytes.last() == Some(&b'{');
+        for (key, value) in &self.raw {
+            if !empty {
+                bytes.push(b',');
+            }
+            empty = false;
+            bytes.extend(serde_json::to_vec(key)?);
+            bytes.push(b':');
+            bytes.extend(value.as_bytes());
+        }
+        bytes.push(b'}');
+        Ok(bytes)
+    }
 }
 
 /// The shared HTTP side of a provider.
@@ -250,7 +278,7 @@ impl Endpoint {
         &self,
         url: String,
         headers: impl FnOnce(Option<&str>) -> Vec<(&'static str, String)>,
-        body: Value,
+        (body, raw): (Value, Vec<(&'static str, String)>),
         decoder: impl Fn() -> D,
         parse: impl Fn(Value) -> Result<ModelReply, Fail>,
         on_text: &(dyn Fn(&str) + Send + Sync),
@@ -259,6 +287,7 @@ impl Endpoint {
             url,
             headers: headers(self.key.as_ref().map(Secret::expose)),
             body,
+            raw,
             stream: self.stream,
         };
         let result = self.http.send(&request, decoder, parse, on_text).await;
@@ -286,6 +315,12 @@ pub(crate) trait Wire: Send + Sync + std::fmt::Debug {
     fn headers(key: Option<&str>) -> Vec<(&'static str, String)>;
     /// The request body.
     fn body(&self, request: &ChatRequest) -> Value;
+    /// Members of the body whose key order matters, already serialized
+    /// ([`Request::raw`]); none by default.
+    fn raw_members(&self, request: &ChatRequest) -> Vec<(&'static str, String)> {
+        let _ = request;
+        Vec::new()
+    }
     /// Where the server says what the model takes (llama.cpp's `/props`),
     /// if this endpoint may have it.
     fn props_url(&self) -> Option<String> {
@@ -306,6 +341,10 @@ impl<W: Wire> Provider for W {
         self.endpoint().tool_choice == super::config::ToolChoice::RequiredFirst
     }
 
+    fn constrains_replies(&self) -> bool {
+        self.endpoint().tool_choice == super::config::ToolChoice::Schema
+    }
+
     fn complete<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>) -> ReplyFuture<'a> {
         Box::pin(async move {
             self.endpoint().probe_vision(self.props_url()).await;
@@ -313,7 +352,7 @@ impl<W: Wire> Provider for W {
                 .send(
                     self.url(),
                     W::headers,
-                    self.body(request),
+                    (self.body(request), self.raw_members(request)),
                     W::Decoder::default,
                     W::PARSE,
                     on_text,
@@ -371,7 +410,7 @@ impl Http {
         on_text: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<ModelReply, AgentError> {
         let emitted = AtomicBool::new(false);
-        let body = serde_json::to_vec(&request.body)?;
+        let body = request.bytes()?;
         let mut attempt = 0u32;
         loop {
             attempt += 1;

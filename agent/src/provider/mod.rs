@@ -44,6 +44,10 @@ pub struct ChatRequest {
     /// Ask the provider to make the model call a tool (`[llm]
     /// tool_choice = "required_first"`, on a run's first call).
     pub require_tool: bool,
+    /// The JSON schema the reply must follow, serialized with its keys in
+    /// the order the reply writes them (`[llm] tool_choice = "schema"`:
+    /// [`crate::tools::Toolset::reply_schema`]); `None`: free.
+    pub reply_schema: Option<std::sync::Arc<str>>,
 }
 
 /// The text callback: each piece of answer text as it streams in (the
@@ -79,6 +83,12 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// Whether a run's first model call must call a tool (`[llm]
     /// tool_choice = "required_first"`).
     fn requires_first_tool_call(&self) -> bool {
+        false
+    }
+
+    /// Whether every model call's reply is constrained to a tool call or
+    /// an answer (`[llm] tool_choice = "schema"`).
+    fn constrains_replies(&self) -> bool {
         false
     }
 }

@@ -117,6 +117,7 @@ impl OpenAi {
         if request.require_tool && !request.tools.is_empty() {
             body["tool_choice"] = json!("required");
         }
+
         // OpenAI's own API wants `max_completion_tokens` (its reasoning
         // models refuse `max_tokens`); llama.cpp, Ollama, vLLM and
         // OpenRouter read `max_tokens`.
@@ -370,6 +371,25 @@ impl http::Wire for OpenAi {
 
     fn body(&self, request: &ChatRequest) -> Value {
         self.request_body(request)
+    }
+
+    /// `response_format` with the reply's JSON schema (`[llm] tool_choice
+    /// = "schema"`), its keys in the order the reply writes them: a server
+    /// that turns the schema into a grammar has the model write the
+    /// properties in the order given, so the service comes before the
+    /// action it constrains.
+    fn raw_members(&self, request: &ChatRequest) -> Vec<(&'static str, String)> {
+        request
+            .reply_schema
+            .as_ref()
+            .map(|schema| {
+                let format = format!(
+                    r#"{{"type":"json_schema","json_schema":{{"name":"reply","schema":{schema}}}}}"#
+                );
+                ("response_format", format)
+            })
+            .into_iter()
+            .collect()
     }
 
     /// llama.cpp's `/props`, at the server's root (`base_url` without

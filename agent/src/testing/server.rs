@@ -88,6 +88,8 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     /// The body as JSON (`Null` if it was not JSON).
     pub body: Value,
+    /// The body as sent (its key order, which `body` does not keep).
+    pub raw_body: Vec<u8>,
     /// When it arrived.
     pub at: Instant,
 }
@@ -379,6 +381,7 @@ async fn handle(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) -> std::io::R
         path,
         headers,
         body,
+        raw_body: buf[header_end..].to_vec(),
         at: Instant::now(),
     };
     let (step, delay) = {

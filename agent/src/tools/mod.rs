@@ -36,6 +36,7 @@
 pub mod calculator;
 pub mod extra;
 pub mod names;
+pub mod reply;
 pub mod schema;
 
 pub use schema::ToolSpec;

@@ -687,3 +687,110 @@ fn delegate_calls_take_a_mode_and_status_takes_a_task_id() {
         );
     }
 }
+
+/// A constrained reply is one call of an offered tool, with a real
+/// service, action and parameters, or the answer; each branch is closed.
+#[test]
+fn the_reply_schema_offers_every_action_every_tool_and_the_answer() {
+    use super::reply::answer_of;
+    let set = Toolset::new(ToolMode::Toolkit, &[all("kitchen"), all("bedroom")], true);
+    let written = set.reply_schema(super::reply::ReplyStage::Any);
+    if let Ok(path) = std::env::var("DROIDWARDEN_DUMP_REPLY_SCHEMA") {
+        std::fs::write(path, &written).unwrap();
+    }
+    let schema: Value = serde_json::from_str(&written).unwrap();
+    // Keys in the order the reply writes them: the tool's name, then the
+    // phone, the service, the action and its parameters.
+    let first_call = &written[..written.find("\"parameters\"").unwrap()];
+    let at = |key: &str| first_call.find(&format!("\"{key}\":")).unwrap();
+    assert!(at("name") < at("arguments"));
+    assert!(at("device") < at("service_id") && at("service_id") < at("action"));
+    let branches = schema["anyOf"].as_array().unwrap();
+    let actions: usize = set.services.iter().map(|s| s.actions.len()).sum();
+    // Every tool but the toolkit (one branch per action) and
+    // describe_action (the schema holds the parameters).
+    let other_tools = set.specs().len() - 2;
+    assert_eq!(branches.len(), actions + other_tools + 1);
+    assert!(
+        branches
+            .iter()
+            .all(|b| b["properties"]["name"]["const"] != DESCRIBE_TOOL)
+    );
+    assert!(
+        branches
+            .iter()
+            .all(|b| b["additionalProperties"] == false && b["type"] == "object")
+    );
+    let wifi_off = branches
+        .iter()
+        .find(|b| {
+            let args = &b["properties"]["arguments"]["properties"];
+            args["service_id"]["const"] == "wifi_automation" && args["action"]["const"] == "disable"
+        })
+        .expect("a branch for wifi_automation.disable");
+    let args = &wifi_off["properties"]["arguments"];
+    assert_eq!(wifi_off["properties"]["name"]["const"], TOOLKIT_TOOL);
+    assert_eq!(
+        args["properties"]["device"]["enum"],
+        json!(["kitchen", "bedroom"])
+    );
+    assert_eq!(
+        args["required"],
+        json!(["device", "service_id", "action", "parameters"])
+    );
+    let brightness = branches
+        .iter()
+        .map(|b| &b["properties"]["arguments"]["properties"])
+        .find(|a| a["action"]["const"] == "set_brightness")
+        .expect("set_brightness");
+    assert_eq!(brightness["parameters"]["required"], json!(["level"]));
+    assert!(
+        branches
+            .iter()
+            .any(|b| b["properties"]["name"]["const"] == "calculator")
+    );
+    assert_eq!(branches.last().unwrap()["required"], json!(["answer"]));
+    // A run's first reply about the phones: a phone action, nothing else.
+    let first: Value =
+        serde_json::from_str(&set.reply_schema(super::reply::ReplyStage::First)).unwrap();
+    assert_eq!(first["anyOf"].as_array().unwrap().len(), actions);
+    // After a repeated call: the answer alone.
+    let answer: Value =
+        serde_json::from_str(&set.reply_schema(super::reply::ReplyStage::Answer)).unwrap();
+    assert_eq!(answer["anyOf"].as_array().unwrap().len(), 1);
+    assert_eq!(answer["anyOf"][0]["required"], json!(["answer"]));
+    // A call in that shape is read as the call; the answer is unwrapped.
+    let written = json!({"name": TOOLKIT_TOOL, "arguments": {"device": "kitchen", "service_id": "wifi_automation", "action": "disable", "parameters": {}}});
+    let offered: Vec<&str> = set.specs().iter().map(|s| s.name.as_str()).collect();
+    assert!(matches!(
+        crate::recover::recover(&written.to_string(), &offered, Some(TOOLKIT_TOOL)),
+        crate::recover::Recovery::Calls { ref calls, .. } if calls.len() == 1
+    ));
+    assert_eq!(
+        answer_of("{\"answer\": \"Wi-Fi is off.\"}").as_deref(),
+        Some("Wi-Fi is off.")
+    );
+    assert_eq!(answer_of("{\"answer\": \"x\", \"more\": 1}"), None);
+    assert_eq!(answer_of("The answer is {\"answer\": 1}"), None);
+}
+
+#[test]
+fn a_repeated_call_leaves_only_the_answer() {
+    use super::reply::ReplyStage;
+    let read = (
+        "android_device",
+        r#"{"service_id": "battery", "action": "status"}"#,
+    );
+    let same = (
+        "android_device",
+        r#"{"action":"status","service_id":"battery"}"#,
+    );
+    let other = (
+        "android_device",
+        r#"{"service_id": "wifi_automation", "action": "status"}"#,
+    );
+    assert_eq!(ReplyStage::after(&[read], []), ReplyStage::Any);
+    assert_eq!(ReplyStage::after(&[same], [read]), ReplyStage::Answer);
+    assert_eq!(ReplyStage::after(&[same, other], [read]), ReplyStage::Any);
+    assert_eq!(ReplyStage::after(&[], [read]), ReplyStage::Any);
+}

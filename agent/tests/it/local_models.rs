@@ -67,6 +67,7 @@ fn hello() -> ChatRequest {
         messages: vec![Message::User { text: "hi".into() }],
         tools: Arc::from(vec![weather_tool()]),
         require_tool: false,
+        reply_schema: None,
     }
 }
 

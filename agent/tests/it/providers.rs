@@ -119,6 +119,7 @@ fn conversation() -> ChatRequest {
         ],
         tools: Arc::from(vec![weather_tool()]),
         require_tool: false,
+        reply_schema: None,
     }
 }
 
@@ -128,6 +129,7 @@ fn simple_request() -> ChatRequest {
         messages: vec![Message::User { text: "hi".into() }],
         tools: Arc::from(vec![weather_tool()]),
         require_tool: false,
+        reply_schema: None,
     }
 }
 

@@ -392,3 +392,86 @@ async fn the_first_call_can_be_required_to_call_a_tool() {
         );
     }
 }
+
+/// `[llm] tool_choice = "schema"`: every request carries a JSON schema
+/// the reply must follow (a phone action first; then any call or the
+/// answer; the answer alone once a call is repeated), with its keys in the
+/// order the reply writes them; a reply in that shape is the call, and
+/// `{"answer": …}` is the answer, unwrapped. Nothing of the JSON streams
+/// to the user as text.
+#[tokio::test]
+async fn constrained_replies_are_calls_or_the_answer() {
+    use droidwarden_agent::config::{LlmConfig, ProviderKind, RawLlmConfig};
+    use droidwarden_agent::provider::config::ToolChoice;
+    let battery = r#"{"name":"android_device","arguments":{"device":"kitchen","service_id":"battery","action":"status","parameters":{}}}"#;
+    let server = ScriptedLlm::start([
+        text(battery),
+        // The same read again: the next reply may only answer.
+        text(battery),
+        text(r#"{"answer": "The kitchen phone is at 77 %."}"#),
+    ])
+    .await
+    .unwrap();
+    let llm = LlmConfig::try_from(RawLlmConfig {
+        provider: Some(ProviderKind::Openai),
+        base_url: Some(server.base_url(ProviderKind::Openai)),
+        model: Some("qwen2.5-coder-0.5b-instruct".into()),
+        max_retries: Some(0),
+        tool_choice: Some(ToolChoice::Schema),
+        ..RawLlmConfig::default()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let a = agent(
+        dir.path(),
+        config(|_| {}),
+        droidwarden_agent::provider::from_config(&llm).unwrap(),
+        host(),
+    )
+    .await;
+    let mut rx = all_events(&a);
+    let out = a
+        .ask(AskRequest::new("Battery of the kitchen phone?"))
+        .await
+        .unwrap()
+        .drive(CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.text, "The kitchen phone is at 77 %.");
+    let events: Vec<EventKind> = drain(&mut rx).await.into_iter().map(|e| e.kind).collect();
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let schemas: Vec<&Value> = requests
+        .iter()
+        .map(|r| &r.body["response_format"]["json_schema"]["schema"])
+        .collect();
+    let answers = |s: &Value| {
+        s["anyOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["required"] == json!(["answer"]))
+            .count()
+    };
+    let calls = |s: &Value| s["anyOf"].as_array().unwrap().len() - answers(s);
+    // First: phone actions only. Then: calls and the answer. After the
+    // repeat: the answer alone.
+    assert!(calls(schemas[0]) > 20 && answers(schemas[0]) == 0);
+    assert!(calls(schemas[1]) > calls(schemas[0]) && answers(schemas[1]) == 1);
+    assert_eq!((calls(schemas[2]), answers(schemas[2])), (0, 1));
+    // The keys in the order the reply writes them.
+    let raw = String::from_utf8(requests[0].raw_body.clone()).unwrap();
+    let at = |key: &str| raw.find(&format!("\"{key}\":{{\"const\"")).unwrap();
+    assert!(
+        at("name") < at("service_id") && at("service_id") < at("action"),
+        "{raw}"
+    );
+    let streamed = events
+        .iter()
+        .filter(|e| matches!(e, EventKind::TextDelta { .. }))
+        .count();
+    assert_eq!(streamed, 0, "no JSON streamed as text");
+    // Both calls ran (the repeat too: a repeat is not refused, it only
+    // leaves the answer as the next reply).
+    assert_eq!(recovered(&events).len(), 2, "{events:?}");
+}
