@@ -663,3 +663,89 @@ async fn a_stream_of_only_done_is_an_empty_response_error() {
     let err = complete(&p, &hello()).await.0.unwrap_err();
     assert!(err.to_string().contains("empty"), "{err}");
 }
+
+/// A file recorded from a real llama.cpp server by
+/// `agent/tests/fixtures/llamacpp/record.py` (Qwen2.5-Coder-0.5B-Instruct,
+/// `-c 8192 --jinja`; the requests are in `requests.json` beside it).
+fn recorded(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/llamacpp")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn recorded_stream(name: &str) -> ScriptStep {
+    ScriptStep::Raw {
+        content_type: "text/event-stream".into(),
+        body: recorded(name),
+    }
+}
+
+/// The streams a real llama.cpp server sent, replayed byte for byte: the
+/// model's calls written as text are read as calls (or as failed calls,
+/// for tools that do not exist), the schema-held reply is the call, a
+/// reply cut at the token limit says so, and the server's refusals are
+/// not retried.
+#[tokio::test]
+async fn recorded_llama_cpp_answers_replay_as_the_server_sent_them() {
+    use droidwarden_agent::recover::{Recovery, recover};
+    let offered = ["android_device"];
+    let read = |name: &str| {
+        let name = name.to_owned();
+        async move {
+            let server = ScriptedLlm::start([recorded_stream(&name)]).await.unwrap();
+            let p = llama_provider(&server, 2, |_| {});
+            let (reply, _) = complete(&p, &hello()).await;
+            reply.unwrap_or_else(|e| panic!("{name}: {e}"))
+        }
+    };
+    for (name, wanted) in [
+        ("tool_wifi_off.sse", Some(("wifi_automation", "disable"))),
+        ("schema_wifi_off.sse", Some(("wifi_automation", "disable"))),
+        // Tools the model made up (`hall_phone_battery_level`,
+        // `set_brightness`): a failed call, answered with how to call.
+        ("tool_battery.sse", None),
+        ("tool_brightness.sse", None),
+    ] {
+        let reply = read(name).await;
+        assert!(
+            reply.tool_calls.is_empty(),
+            "{name}: the model wrote its call as text"
+        );
+        assert_eq!(reply.stop_reason.as_deref(), Some("stop"), "{name}");
+        match (
+            recover(&reply.text, &offered, Some("android_device")),
+            wanted,
+        ) {
+            (Recovery::Calls { calls, .. }, Some((service, action))) => {
+                assert_eq!(calls.len(), 1, "{name}");
+                let args: Value = serde_json::from_str(&calls[0].arguments).unwrap();
+                assert_eq!(
+                    (&args["service_id"], &args["action"], &args["device"]),
+                    (&json!(service), &json!(action), &json!("kitchen")),
+                    "{name}"
+                );
+            }
+            (Recovery::Failed(why), None) => assert!(!why.is_empty(), "{name}"),
+            (other, _) => panic!("{name}: {other:?}"),
+        }
+    }
+    let cut = read("cut_at_max_tokens.sse").await;
+    assert_eq!(cut.stop_reason.as_deref(), Some("length"));
+    assert!(cut.text.starts_with("Once upon a time"), "{}", cut.text);
+    let statuses: Value = serde_json::from_str(&recorded("status.json")).unwrap();
+    for (name, expected) in [
+        ("context_exceeded.json", "invalid_request"),
+        ("image_refused.json", "unsupported_action"),
+    ] {
+        let code = u16::try_from(statuses[name].as_u64().unwrap()).unwrap();
+        let body = recorded(name);
+        let server = ScriptedLlm::start([status(code, &body), status(code, &body)])
+            .await
+            .unwrap();
+        let p = llama_provider(&server, 2, |_| {});
+        let err = complete(&p, &hello()).await.0.unwrap_err();
+        assert_eq!(server.requests().len(), 1, "{name}: not retried ({err})");
+        assert_eq!(err.to_wire().code.as_str(), expected, "{name}: {err}");
+    }
+}
