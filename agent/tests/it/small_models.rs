@@ -340,7 +340,6 @@ async fn the_prompt_prefix_is_byte_stable_across_a_runs_requests() {
 /// strict) schemas unless `strict_tools` is set.
 #[tokio::test]
 async fn the_first_call_can_be_required_to_call_a_tool() {
-    use droidwarden_agent::config::{LlmConfig, ProviderKind, RawLlmConfig};
     use droidwarden_agent::provider::config::ToolChoice;
     for choice in [None, Some(ToolChoice::RequiredFirst)] {
         let server = ScriptedLlm::start([
@@ -353,24 +352,10 @@ async fn the_first_call_can_be_required_to_call_a_tool() {
         ])
         .await
         .unwrap();
-        let llm = LlmConfig::try_from(RawLlmConfig {
-            provider: Some(ProviderKind::Openai),
-            base_url: Some(server.base_url(ProviderKind::Openai)),
-            model: Some("qwen2.5-coder-0.5b-instruct".into()),
-            max_retries: Some(0),
-            tool_choice: choice,
-            ..RawLlmConfig::default()
-        })
-        .unwrap();
+        let llm = small_model(&server, choice);
         assert!(!llm.strict_tools, "a compatible server gets plain schemas");
         let dir = tempfile::tempdir().unwrap();
-        let a = agent(
-            dir.path(),
-            config(|_| {}),
-            droidwarden_agent::provider::from_config(&llm).unwrap(),
-            host(),
-        )
-        .await;
+        let a = small_model_agent(dir.path(), &llm).await;
         let out = a
             .ask(AskRequest::new("Battery of the kitchen phone?"))
             .await
@@ -401,7 +386,6 @@ async fn the_first_call_can_be_required_to_call_a_tool() {
 /// to the user as text.
 #[tokio::test]
 async fn constrained_replies_are_calls_or_the_answer() {
-    use droidwarden_agent::config::{LlmConfig, ProviderKind, RawLlmConfig};
     use droidwarden_agent::provider::config::ToolChoice;
     let battery = r#"{"name":"android_device","arguments":{"device":"kitchen","service_id":"battery","action":"status","parameters":{}}}"#;
     let server = ScriptedLlm::start([
@@ -412,23 +396,9 @@ async fn constrained_replies_are_calls_or_the_answer() {
     ])
     .await
     .unwrap();
-    let llm = LlmConfig::try_from(RawLlmConfig {
-        provider: Some(ProviderKind::Openai),
-        base_url: Some(server.base_url(ProviderKind::Openai)),
-        model: Some("qwen2.5-coder-0.5b-instruct".into()),
-        max_retries: Some(0),
-        tool_choice: Some(ToolChoice::Schema),
-        ..RawLlmConfig::default()
-    })
-    .unwrap();
+    let llm = small_model(&server, Some(ToolChoice::Schema));
     let dir = tempfile::tempdir().unwrap();
-    let a = agent(
-        dir.path(),
-        config(|_| {}),
-        droidwarden_agent::provider::from_config(&llm).unwrap(),
-        host(),
-    )
-    .await;
+    let a = small_model_agent(dir.path(), &llm).await;
     let mut rx = all_events(&a);
     let out = a
         .ask(AskRequest::new("Battery of the kitchen phone?"))
@@ -474,4 +444,36 @@ async fn constrained_replies_are_calls_or_the_answer() {
     // Both calls ran (the repeat too: a repeat is not refused, it only
     // leaves the answer as the next reply).
     assert_eq!(recovered(&events).len(), 2, "{events:?}");
+}
+
+/// `[llm]` for the scripted server as the 0.5B model on llama.cpp, with
+/// `tool_choice`, no retries.
+fn small_model(
+    server: &ScriptedLlm,
+    tool_choice: Option<droidwarden_agent::provider::config::ToolChoice>,
+) -> droidwarden_agent::config::LlmConfig {
+    use droidwarden_agent::config::{LlmConfig, ProviderKind, RawLlmConfig};
+    LlmConfig::try_from(RawLlmConfig {
+        provider: Some(ProviderKind::Openai),
+        base_url: Some(server.base_url(ProviderKind::Openai)),
+        model: Some("qwen2.5-coder-0.5b-instruct".into()),
+        max_retries: Some(0),
+        tool_choice,
+        ..RawLlmConfig::default()
+    })
+    .unwrap()
+}
+
+/// An agent over `llm`, two phones, in `dir`.
+async fn small_model_agent(
+    dir: &std::path::Path,
+    llm: &droidwarden_agent::config::LlmConfig,
+) -> droidwarden_agent::Agent {
+    agent(
+        dir,
+        config(|_| {}),
+        droidwarden_agent::provider::from_config(llm).unwrap(),
+        host(),
+    )
+    .await
 }

@@ -59,7 +59,12 @@ device_state = 0
 
 /// A started daemon with one fake phone `phone` (each command 20 ms).
 async fn started(state: &std::path::Path) -> (Running, Arc<FakePhone>) {
-    let running = Daemon::new(config(state, 0, ""))
+    started_with(config(state, 0, "")).await
+}
+
+/// [`started`] on `config`.
+async fn started_with(config: Config) -> (Running, Arc<FakePhone>) {
+    let running = Daemon::new(config)
         .start(CancellationToken::new())
         .await
         .expect("the daemon starts");
@@ -502,15 +507,7 @@ async fn an_account_cannot_approve_what_it_asked_for() {
         "[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"emulator-5554\"\n[llm]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"scripted\"\n",
         llm.base_url(droidwarden_agent::ProviderKind::Openai)
     );
-    let running = Daemon::new(config_full(dir.path(), 0, false, &extra))
-        .start(CancellationToken::new())
-        .await
-        .expect("the daemon starts");
-    running.ready(WAIT).await.expect("MQTT is up");
-    let phone = FakePhone::new("phone", Duration::from_millis(20));
-    running
-        .registry()
-        .insert(DeviceHandle::new(phone.clone(), Duration::from_secs(600)));
+    let (running, phone) = started_with(config_full(dir.path(), 0, false, &extra)).await;
     let topics = ["dw/approvals/#", "dw/reply/#"];
     let (ha_client, mut ha_rx) = client_as(&running, "ha-1", Some(("ha", &ha)), &topics).await;
     let (other_client, mut other_rx) = client_as(
