@@ -349,16 +349,55 @@ impl Local {
     }
 }
 
+impl Local {
+    /// What the adb server sees now: every device (marked offline with
+    /// the reason when the server cannot be asked), and that error.
+    pub async fn refreshed(&self) -> (Vec<DeviceInfo>, Option<BridgeError>) {
+        let error = self.adb.refresh().await.err();
+        if let Some(e) = &error {
+            tracing::warn!(error = %e, "could not list devices");
+        }
+        (self.hub.registry().list(), error)
+    }
+
+    /// A person's call from this process (`droidwarden call --local`): the
+    /// phone policy, the app in front and the device's order as for every
+    /// caller, and no approval step (the person at the terminal is who
+    /// would approve).
+    ///
+    /// # Errors
+    /// The policy's refusal before the adb server is asked; the adb
+    /// server's error when no phone can be reached (or adb is missing);
+    /// the call's own errors.
+    pub async fn call_by_person(
+        &self,
+        device: Option<&str>,
+        command: Command,
+    ) -> Result<Value, WireError> {
+        self.hub.check_policy(&command)?;
+        if let (_, Some(e)) = self.refreshed().await {
+            // Every device is now offline with this reason; a named one is
+            // reported precisely by the call itself.
+            if device.is_none() || matches!(e, BridgeError::AdbMissing { .. }) {
+                return Err(e.to_wire());
+            }
+        }
+        self.hub
+            .call(Call {
+                device: device.map(str::to_owned),
+                command,
+            })
+            .await
+    }
+}
+
 impl PhoneApi for Local {
     fn devices(&self) -> BoxFuture<'_, Result<Vec<DeviceInfo>, WireError>> {
         Box::pin(async move {
-            if let Err(e) = self.adb.refresh().await {
-                tracing::warn!(error = %e, "could not list devices");
-                if matches!(e, BridgeError::AdbMissing { .. }) {
-                    return Err(e.to_wire());
-                }
+            match self.refreshed().await {
+                (_, Some(e @ BridgeError::AdbMissing { .. })) => Err(e.to_wire()),
+                (list, _) => Ok(list),
             }
-            Ok(self.hub.registry().list())
         })
     }
 
@@ -577,5 +616,30 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(answered.code, ErrorCode::InvalidRequest);
+    }
+
+    /// A person's `call --local`: the phone policy refuses first, before
+    /// the adb server is asked; an unreachable server is the answer when
+    /// no phone is named.
+    #[tokio::test]
+    async fn a_persons_local_call_meets_the_phone_policy_first() {
+        let adb = AdbConfig {
+            server: "127.0.0.1:9".parse().unwrap(),
+            start_server: false,
+            ..AdbConfig::default()
+        };
+        let local = Local::new(adb, PhonePolicy::default(), ApprovalPolicy::default());
+        let dial = Catalogue::get()
+            .parse("telephony", "dial", &json!({"number": "+15550100"}))
+            .unwrap();
+        let refused = local.call_by_person(None, dial).await.unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Disabled, "{refused:?}");
+        let unreachable = local
+            .call_by_person(None, command("battery", "status"))
+            .await
+            .unwrap_err();
+        assert_ne!(unreachable.code, ErrorCode::Disabled, "{unreachable:?}");
+        let (devices, error) = local.refreshed().await;
+        assert!(devices.is_empty() && error.is_some());
     }
 }

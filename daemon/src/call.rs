@@ -9,12 +9,10 @@
 
 use crate::client::Target;
 use crate::config::Config;
-use droidwarden_bridge::{BridgeError, Registry, adb::AdbTransport};
 use droidwarden_services::schema::{Kind, NotAnObject};
 use droidwarden_services::{Catalogue, CatalogueError, Command, ErrorCode, WireError};
 use serde_json::{Map, Value, json};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct CallArgs {
@@ -75,26 +73,9 @@ async fn call_local(
     command: &Command,
     config: Config,
 ) -> Result<Value, WireError> {
-    let registry = Arc::new(Registry::new());
-    let adb = AdbTransport::new(config.adb, Arc::clone(&registry));
-    let hub =
-        crate::hub::Hub::new(Arc::clone(&registry), None).with_phone_policy(config.phone_services);
-    // Refused by the policy before the adb server is even asked.
-    hub.check_policy(command)?;
-    if let Err(e) = adb.refresh().await {
-        // Every device is now marked offline with this reason; selection
-        // below reports it precisely (offline, or unknown name).
-        tracing::warn!(error = %e, "could not list devices");
-        // Without adb nothing is reachable, named or not: say so.
-        if args.device.is_none() || matches!(e, BridgeError::AdbMissing { .. }) {
-            return Err(e.to_wire());
-        }
-    }
-    hub.call(crate::hub::Call {
-        device: args.device.clone(),
-        command: command.clone(),
-    })
-    .await
+    droidwarden_core::phones::Local::new(config.adb, config.phone_services, config.agent.approval)
+        .call_by_person(args.device.as_deref(), command.clone())
+        .await
 }
 
 fn parse_command(args: &CallArgs) -> Result<Command, WireError> {

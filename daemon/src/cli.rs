@@ -17,12 +17,11 @@ use crate::client::{Target, daemon, fail, fail_as, print_json};
 use crate::config::{Config, DbusBus};
 use crate::dbus::Bus;
 use clap::{Parser, Subcommand};
-use droidwarden_bridge::{DeviceInfo, Registry, adb::AdbTransport};
+use droidwarden_bridge::DeviceInfo;
 use droidwarden_services::WireError;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// Drive Android phones from home automation, the command line or an LLM agent.
 #[derive(Debug, Parser)]
@@ -376,10 +375,13 @@ pub(crate) async fn run(command: Command, config: Config) -> ExitCode {
 
 /// `devices --local`: list what the adb server sees, in this process.
 async fn devices_local(config: Config, as_json: bool) -> ExitCode {
-    let registry = Arc::new(Registry::new());
-    let adb = AdbTransport::new(config.adb, Arc::clone(&registry));
-    let refreshed = adb.refresh().await.map_err(|e| e.to_wire());
-    print_devices(&registry.list(), refreshed.err(), as_json)
+    let phones = droidwarden_core::phones::Local::new(
+        config.adb,
+        config.phone_services,
+        config.agent.approval,
+    );
+    let (list, error) = phones.refreshed().await;
+    print_devices(&list, error.map(|e| e.to_wire()), as_json)
 }
 
 /// `devices`: the daemon's list.
