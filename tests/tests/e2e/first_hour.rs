@@ -102,6 +102,9 @@ fn the_adb_server_is_started_when_adb_appears_and_again_each_time_it_is_killed()
     wait_for("the daemon to say adb is missing", WAIT, || {
         daemon.log().contains("apt-get install adb").then_some(())
     });
+    // The adb transport says so as it starts, which can be before the
+    // daemon listens for commands: a command published then is never seen.
+    probe.wait_payload(&format!("{P}/availability"), WAIT, "online");
     // A call through the daemon says so too, not "no such device"; so
     // does a call that names no device.
     for (id, device) in [("missing-1", Some("phone")), ("missing-2", None)] {
