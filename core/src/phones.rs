@@ -347,9 +347,7 @@ impl Local {
             policy: approval,
         }
     }
-}
 
-impl Local {
     /// What the adb server sees now: every device (marked offline with
     /// the reason when the server cannot be asked), and that error.
     pub async fn refreshed(&self) -> (Vec<DeviceInfo>, Option<BridgeError>) {
@@ -363,7 +361,8 @@ impl Local {
     /// A person's call from this process (`droidwarden call --local`): the
     /// phone policy, the app in front and the device's order as for every
     /// caller, and no approval step (the person at the terminal is who
-    /// would approve).
+    /// would approve). `mcp --local` calls it once the approval policy
+    /// let the call through.
     ///
     /// # Errors
     /// The policy's refusal before the adb server is asked; the adb
@@ -431,12 +430,7 @@ impl PhoneApi for Local {
                     ));
                 }
             }
-            self.hub
-                .call(Call {
-                    device: device.map(str::to_owned),
-                    command,
-                })
-                .await
+            self.call_by_person(device, command).await
         })
     }
 

@@ -508,7 +508,7 @@ async fn an_account_cannot_approve_what_it_asked_for() {
         llm.base_url(droidwarden_agent::ProviderKind::Openai)
     );
     let (running, phone) = started_with(config_full(dir.path(), 0, false, &extra)).await;
-    let topics = ["dw/approvals/#", "dw/reply/#"];
+    let topics = ["dw/approvals/#", "dw/reply/#", "dw/automations/+/runs"];
     let (ha_client, mut ha_rx) = client_as(&running, "ha-1", Some(("ha", &ha)), &topics).await;
     let (other_client, mut other_rx) = client_as(
         &running,
@@ -598,13 +598,14 @@ async fn an_account_cannot_approve_what_it_asked_for() {
         let taken = next_on(rx, &format!("dw/reply/auto-{round}")).await;
         assert_eq!(taken["ok"], true, "{taken}");
     }
-    tokio::time::timeout(WAIT, async {
-        while disables(&phone) < 2 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+    // The call the other account approved runs: its outcome is published.
+    loop {
+        let outcome = next_on(&mut ha_rx, "dw/automations/radio_off/runs").await;
+        if outcome["status"] == "success" {
+            break;
         }
-    })
-    .await
-    .expect("the call another account approved runs");
+    }
+    assert_eq!(disables(&phone), 2, "{:?}", phone.log());
     running.stop().await;
 }
 
