@@ -45,7 +45,7 @@ pub use device::{
 };
 pub use error::BridgeError;
 
-use droidwarden_services::{Catalogue, ServiceSpec};
+use droidwarden_services::{ActionSpec, Catalogue, ServiceSpec};
 use serde_json::{Value, json};
 
 /// The whole catalogue as JSON, with the transports that can perform each
@@ -62,12 +62,15 @@ pub fn services_json() -> Vec<Value> {
 /// the transports that can perform it.
 pub fn service_json(s: &ServiceSpec) -> Value {
     let mut v = s.to_json();
-    if let Some(actions) = v["actions"].as_array_mut() {
-        for a in actions {
-            let name = a["name"].as_str().unwrap_or_default().to_owned();
-            a["transports"] = json!(transports(s, &name));
-        }
-    }
+    v["actions"] = s.actions.iter().map(|a| action_json(s, a)).collect();
+    v
+}
+
+/// One action of [`service_json`]: its catalogue entry and the transports
+/// that can perform it.
+pub fn action_json(s: &ServiceSpec, action: &ActionSpec) -> Value {
+    let mut v = action.to_json();
+    v["transports"] = json!(transports(s, action.name));
     v
 }
 

@@ -18,9 +18,13 @@
 use crate::client::{daemon, fail, fail_as, print_json};
 use crate::config::Config;
 use crate::dbus::Bus;
+use droidwarden_agent::{
+    AgentEvent, ApprovalOutcome, EventKind, Grant, PendingApproval, SessionSummary, StopReason,
+};
 use droidwarden_services::time::now_ms;
 use droidwarden_services::{Catalogue, ErrorCode, WireError};
 use futures_util::StreamExt;
+use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -45,33 +49,32 @@ enum End {
     Failed(WireError),
 }
 
-/// How `event` ends the run, if it is a run's last event (`final` or
+/// How an event ends the run, if it is a run's last event (`final` or
 /// `error`).
-fn end_of(event: &Value) -> Option<End> {
-    let calls = event["model_calls"].as_u64().unwrap_or(0);
-    match event["event"].as_str()? {
-        "final" => {
-            let limit = match event["stop_reason"].as_str() {
-                Some("max_iterations") => Some("its iteration limit ([agent] max_iterations)"),
-                Some("step_limit") => Some("its step limit ([agent] max_steps)"),
+fn end_of(event: &EventKind) -> Option<End> {
+    match event {
+        EventKind::Final {
+            text,
+            stop_reason,
+            model_calls,
+            ..
+        } => {
+            let limit = match stop_reason {
+                StopReason::MaxIterations => Some("its iteration limit ([agent] max_iterations)"),
+                StopReason::StepLimit => Some("its step limit ([agent] max_steps)"),
                 _ => None,
             };
             Some(match limit {
                 Some(limit) => End::NoAnswer(format!(
-                    "the run stopped at {limit} after {calls} model call(s), before the model answered; ask again to go on, or raise the limit"
+                    "the run stopped at {limit} after {model_calls} model call(s), before the model answered; ask again to go on, or raise the limit"
                 )),
-                None if event["text"].as_str().is_none_or(|t| t.trim().is_empty()) => {
-                    End::NoAnswer(format!(
-                        "the model gave an empty answer after {calls} model call(s)"
-                    ))
-                }
+                None if text.trim().is_empty() => End::NoAnswer(format!(
+                    "the model gave an empty answer after {model_calls} model call(s)"
+                )),
                 None => End::Answered,
             })
         }
-        "error" => Some(End::Failed(
-            serde_json::from_value(event["error"].clone())
-                .unwrap_or_else(|_| WireError::new(ErrorCode::Internal, "the run failed")),
-        )),
+        EventKind::Error { error, .. } => Some(End::Failed(error.clone())),
         _ => None,
     }
 }
@@ -182,35 +185,34 @@ pub(crate) async fn ask_inner(
         if event_session != session {
             continue;
         }
-        let Ok(event) = serde_json::from_str::<Value>(&event_json) else {
+        let Ok(mut line) = serde_json::from_str::<Value>(&event_json) else {
             continue;
         };
-        match event["event"].as_str() {
-            Some("approval_requested") => {
-                let approval = &event["approval"];
-                if let (Some(call), Some(id)) = (
-                    approval["call_id"].as_str(),
-                    approval["approval_id"].as_str(),
-                ) {
-                    pending.insert(call.to_owned(), id.to_owned());
-                }
+        // A daemon newer than this command may send an event it does not
+        // know: still a JSON line with --json, not shown to a person.
+        let event = serde_json::from_value::<AgentEvent>(line.clone());
+        if json {
+            // JSON lines, one event each, times as RFC 3339 like every --json.
+            crate::client::rfc3339_times(&mut line);
+            outln!("{line}");
+        }
+        let Ok(event) = event else {
+            tracing::debug!(event = %event_json, "an event this command does not know");
+            continue;
+        };
+        match &event.kind {
+            EventKind::ApprovalRequested { approval } => {
+                pending.insert(approval.call_id.clone(), approval.approval_id.clone());
             }
-            Some("tool_result") => {
-                if let Some(call) = event["call_id"].as_str() {
-                    pending.remove(call);
-                }
+            EventKind::ToolResult { call_id, .. } => {
+                pending.remove(call_id);
             }
             _ => {}
         }
-        if json {
-            // JSON lines, one event each, times as RFC 3339 like every --json.
-            let mut line = event.clone();
-            crate::client::rfc3339_times(&mut line);
-            outln!("{line}");
-        } else {
+        if !json {
             printer.print(&event);
         }
-        match end_of(&event) {
+        match end_of(&event.kind) {
             None => {}
             Some(End::Answered) => return Ok(ExitCode::SUCCESS),
             Some(End::NoAnswer(why)) => {
@@ -247,119 +249,93 @@ struct Printer {
 }
 
 impl Printer {
-    fn print(&mut self, event: &Value) {
-        let kind = event["event"].as_str().unwrap_or_default();
+    fn print(&mut self, event: &AgentEvent) {
         // A skill's own events are tagged with the skill.
-        let skill = event["skill"].as_str().unwrap_or_default();
+        let skill = event.skill.as_deref().unwrap_or_default();
         let tag = if skill.is_empty() {
             String::new()
         } else {
             format!("[{skill}] ")
         };
-        match kind {
-            "plan" => {
+        match &event.kind {
+            EventKind::Plan { steps, replan } => {
                 self.end_stream();
-                let title = if event["replan"] == true {
-                    "new plan"
-                } else {
-                    "plan"
-                };
-                outln!("☰ {title}:");
-                for (i, step) in event["steps"].as_array().into_iter().flatten().enumerate() {
-                    outln!("  {}. {}", i + 1, step.as_str().unwrap_or_default());
+                outln!("☰ {}:", if *replan { "new plan" } else { "plan" });
+                for (i, step) in steps.iter().enumerate() {
+                    outln!("  {}. {step}", i + 1);
                 }
             }
-            "step_started" => {
+            EventKind::StepStarted { task, .. } => {
                 self.end_stream();
-                outln!("▷ step: {}", event["task"].as_str().unwrap_or_default());
+                outln!("▷ step: {task}");
             }
-            "step_finished" => {
+            EventKind::StepFinished {
+                finding, complete, ..
+            } => {
                 self.end_stream();
-                outln!(
-                    "{} {}",
-                    if event["complete"] == true {
-                        "✔"
-                    } else {
-                        "…"
-                    },
-                    event["finding"].as_str().unwrap_or_default()
-                );
+                outln!("{} {finding}", if *complete { "✔" } else { "…" });
             }
-            "skill_started" => {
+            EventKind::SkillStarted { input, .. } => {
                 self.end_stream();
-                outln!("▶ skill {skill} {}", short(&event["input"]));
+                outln!("▶ skill {skill} {}", short(input));
             }
-            "skill_finished" => {
-                self.end_stream();
-                let how = if event["is_error"] == true {
-                    "failed"
-                } else {
-                    "done"
-                };
-                outln!("■ skill {skill} {how}");
-            }
-            "delegation_started" => {
+            EventKind::SkillFinished { is_error, .. } => {
                 self.end_stream();
                 outln!(
-                    "▶ background task {} for agent {}",
-                    event["task_id"].as_str().unwrap_or_default(),
-                    event["agent"].as_str().unwrap_or_default()
+                    "■ skill {skill} {}",
+                    if *is_error { "failed" } else { "done" }
                 );
             }
-            "delegation_finished" => {
+            EventKind::DelegationStarted { task_id, agent, .. } => {
                 self.end_stream();
-                outln!(
-                    "■ background task {} {}",
-                    event["task_id"].as_str().unwrap_or_default(),
-                    event["status"].as_str().unwrap_or_default()
-                );
+                outln!("▶ background task {task_id} for agent {agent}");
             }
-            "text_delta" => {
-                out!("{}", event["text"].as_str().unwrap_or_default());
+            EventKind::DelegationFinished {
+                task_id, status, ..
+            } => {
+                self.end_stream();
+                outln!("■ background task {task_id} {}", status.as_str());
+            }
+            EventKind::TextDelta { text } => {
+                out!("{text}");
                 let _ = std::io::stdout().flush();
                 self.streamed = true;
             }
-            "final" => {
+            EventKind::Final { text, .. } => {
                 if self.streamed {
                     outln!();
                     self.streamed = false;
-                } else if let Some(text) = event["text"].as_str().filter(|t| !t.is_empty()) {
+                } else if !text.is_empty() {
                     outln!("{text}");
                 }
             }
             // The error (printed by the caller) starts a line of its own.
-            "error" => self.end_stream(),
-            "tool_call" => {
+            EventKind::Error { .. } => self.end_stream(),
+            EventKind::ToolCall {
+                tool, arguments, ..
+            } => {
                 self.end_stream();
-                outln!(
-                    "{tag}→ {} {}",
-                    event["tool"].as_str().unwrap_or_default(),
-                    short(&event["arguments"])
-                );
+                outln!("{tag}→ {tool} {}", short(arguments));
             }
-            "tool_result" => {
-                let mark = if event["is_error"] == true {
-                    "✗"
-                } else {
-                    "✓"
-                };
-                outln!(
-                    "{tag}{mark} {} {}",
-                    event["tool"].as_str().unwrap_or_default(),
-                    short(&event["content"])
-                );
+            EventKind::ToolResult {
+                tool,
+                is_error,
+                content,
+                ..
+            } => {
+                let mark = if *is_error { "✗" } else { "✓" };
+                outln!("{tag}{mark} {tool} {}", short(content));
             }
-            "approval_requested" => {
+            EventKind::ApprovalRequested { approval: a } => {
                 self.end_stream();
-                let a = &event["approval"];
-                let id = a["approval_id"].as_str().unwrap_or_default();
+                let id = &a.approval_id;
                 outln!(
                     "{tag}? approval needed: {}.{} on {} (risk {}) {}\n  answer with: droidwarden approve {id}   or: droidwarden deny {id} --reason …",
-                    a["service"].as_str().unwrap_or_default(),
-                    a["action"].as_str().unwrap_or_default(),
-                    a["device"].as_str().unwrap_or("the default device"),
-                    a["risk"].as_str().unwrap_or_default(),
-                    short(&a["params"]),
+                    a.service,
+                    a.action,
+                    a.device.as_deref().unwrap_or("the default device"),
+                    a.risk.as_str(),
+                    short(&a.params),
                 );
             }
             _ => {}
@@ -384,14 +360,14 @@ fn short(v: &Value) -> String {
     format!("{cut}…")
 }
 
-/// Print a JSON array the daemon returned: with `--json` as `{key: [...]}`
-/// (the CLI's one convention), else a `header` row and one `line` per item
-/// (or `empty` when there is none).
-fn print_list(
-    listed: Result<Value, WireError>,
+/// Print a list the daemon returned: with `--json` as `{key: [...]}` (the
+/// CLI's one convention), else a `header` row and one `line` per item (or
+/// `empty` when there is none).
+fn print_list<T: Serialize>(
+    listed: Result<Vec<T>, WireError>,
     json: bool,
     (key, header, empty): (&str, &str, &str),
-    line: impl Fn(&Value) -> String,
+    line: impl Fn(&T) -> String,
 ) -> ExitCode {
     match listed {
         Err(e) => fail_as(&e, json),
@@ -399,13 +375,8 @@ fn print_list(
             print_json(&serde_json::json!({ key: list }));
             ExitCode::SUCCESS
         }
-        Ok(list) => {
-            let items = list.as_array().cloned().unwrap_or_default();
-            if items.is_empty() {
-                outln!("{empty}");
-            } else {
-                outln!("{header}");
-            }
+        Ok(items) => {
+            outln!("{}", if items.is_empty() { empty } else { header });
             for item in &items {
                 outln!("{}", line(item));
             }
@@ -416,16 +387,17 @@ fn print_list(
 
 /// An approval request's action as a line shows it: `service.action on
 /// device`, and `in APP` when the app in front raised its risk.
-fn action_on(a: &Value) -> String {
-    let app = a["app"]
-        .as_str()
+fn action_on(a: &PendingApproval) -> String {
+    let app = a
+        .app
+        .as_deref()
         .map(|app| format!(" in {app}"))
         .unwrap_or_default();
     format!(
         "{}.{} on {}{app}",
-        a["service"].as_str().unwrap_or_default(),
-        a["action"].as_str().unwrap_or_default(),
-        a["device"].as_str().unwrap_or("default device"),
+        a.service,
+        a.action,
+        a.device.as_deref().unwrap_or("default device"),
     )
 }
 
@@ -436,7 +408,7 @@ pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> 
         let client = daemon(bus, config, false).await?;
         let approvals = client.list_approvals().await?;
         let grants = client.list_grants().await?;
-        Ok::<_, WireError>((serde_json::json!(approvals), serde_json::json!(grants)))
+        Ok::<_, WireError>((approvals, grants))
     };
     let (approvals, grants) = match listed.await {
         Ok(both) => both,
@@ -451,48 +423,46 @@ pub(crate) async fn approvals(config: &Config, bus: Option<Bus>, json: bool) -> 
         Ok(approvals),
         false,
         ("approvals", header, "no approval requests waiting"),
-        |a| {
-            let expires_in = a["expires_at"]
-                .as_u64()
-                .map(|t| t.saturating_sub(now_ms()) / 1000)
-                .unwrap_or(0);
+        |a: &PendingApproval| {
+            let expires_in = a.expires_at.saturating_sub(now_ms()) / 1000;
             format!(
                 "{}  {}  risk {}  {}  (session {}, expires in {expires_in} s)",
-                a["approval_id"].as_str().unwrap_or_default(),
+                a.approval_id,
                 action_on(a),
-                a["risk"].as_str().unwrap_or_default(),
-                short(&a["params"]),
-                a["session"].as_str().unwrap_or_default(),
+                a.risk.as_str(),
+                short(&a.params),
+                a.session,
             )
         },
     );
-    let grants = grants.as_array().cloned().unwrap_or_default();
     if !grants.is_empty() {
         outln!();
         outln!("GRANTS  (revoke: droidwarden approvals revoke GRANT)");
         outln!("GRANT  DEVICE  SCOPE  UP TO  BY  (SESSION, RUN, SINCE)");
-        let time = |t: &Value| {
-            t.as_u64()
-                .map_or_else(|| "-".to_owned(), droidwarden_agent::clock::rfc3339)
-        };
         for g in &grants {
-            let scope = match g["app"].as_str() {
-                Some(app) => format!("app {app} until {}", time(&g["expires_at"])),
-                None => "this run".to_owned(),
-            };
-            outln!(
-                "{}  {}  {scope}  {}  {}  (session {}, run {}, since {})",
-                g["grant_id"].as_str().unwrap_or_default(),
-                g["device"].as_str().unwrap_or_default(),
-                g["up_to"].as_str().unwrap_or_default(),
-                g["granted_by"].as_str().unwrap_or_default(),
-                g["session_id"].as_str().unwrap_or_default(),
-                g["run_id"].as_str().unwrap_or_default(),
-                time(&g["granted_at"]),
-            );
+            outln!("{}", grant_line(g));
         }
     }
     code
+}
+
+/// A grant as `droidwarden approvals` lists it.
+fn grant_line(g: &Grant) -> String {
+    let time = |t: Option<u64>| t.map_or_else(|| "-".to_owned(), droidwarden_agent::clock::rfc3339);
+    let scope = match &g.app {
+        Some(app) => format!("app {app} until {}", time(g.expires_at)),
+        None => "this run".to_owned(),
+    };
+    format!(
+        "{}  {}  {scope}  {}  {}  (session {}, run {}, since {})",
+        g.grant_id,
+        g.device,
+        g.up_to.as_str(),
+        g.granted_by,
+        g.session_id,
+        g.run_id,
+        time(Some(g.granted_at)),
+    )
 }
 
 /// `droidwarden approvals --history`.
@@ -507,29 +477,27 @@ pub(crate) async fn approval_history(
             .await?
             .approval_history(limit)
             .await
-            .map(|answered| serde_json::json!(answered))
     };
     let header = "ANSWERED  OUTCOME  BY  ACTION ON DEVICE  ID";
     print_list(
         listed.await,
         json,
         ("approvals", header, "no approval request answered yet"),
-        |a| {
-            let when = a["decided_at"]
-                .as_u64()
+        |a: &ApprovalOutcome| {
+            let when = a
+                .decided_at
                 .map_or_else(|| "-".to_owned(), droidwarden_agent::clock::rfc3339);
-            let outcome = match (a["status"].as_str(), a["reason"].as_str()) {
-                (Some("denied"), Some(reason)) => {
-                    format!("denied ({})", short(&Value::from(reason)))
+            let outcome = match (a.status.as_str(), &a.reason) {
+                ("denied", Some(reason)) => {
+                    format!("denied ({})", short(&Value::from(reason.as_str())))
                 }
-                (Some(status), _) => status.to_owned(),
-                (None, _) => "?".to_owned(),
+                (status, _) => status.to_owned(),
             };
             format!(
                 "{when}  {outcome}  {}  {}  {}",
-                a["decided_by"].as_str().unwrap_or("-"),
-                action_on(a),
-                a["approval_id"].as_str().unwrap_or_default(),
+                a.decided_by.as_deref().unwrap_or("-"),
+                action_on(&a.request),
+                a.request.approval_id,
             )
         },
     )
@@ -663,50 +631,41 @@ pub(crate) async fn revoke(config: &Config, bus: Option<Bus>, grant_id: &str) ->
 
 /// `droidwarden sessions`.
 pub(crate) async fn sessions(config: &Config, bus: Option<Bus>, json: bool) -> ExitCode {
-    let listed = async {
-        let listed = daemon(bus, config, false).await?.list_sessions().await;
-        listed.map(|listed| serde_json::json!(listed))
-    };
+    let listed = async { daemon(bus, config, false).await?.list_sessions().await };
     let header = "ID  UPDATED  TURNS  TITLE";
     print_list(
         listed.await,
         json,
         ("sessions", header, "no sessions yet"),
-        |s| {
-            let updated = s["updated_at"]
-                .as_u64()
-                .map(droidwarden_services::time::rfc3339)
-                .unwrap_or_default();
-            let active = s["active_runs"].as_u64().unwrap_or(0);
-            let mut line = format!(
-                "{}  {updated}  {} turn(s){}  {}",
-                s["id"].as_str().unwrap_or_default(),
-                s["turns"].as_u64().unwrap_or(0),
-                if active > 0 {
-                    format!(", {active} running")
-                } else {
-                    String::new()
-                },
-                s["title"].as_str().unwrap_or_default(),
-            );
-            // Its background delegations, one line each.
-            for t in s["tasks"].as_array().into_iter().flatten() {
-                let task: String = t["task"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .chars()
-                    .take(60)
-                    .collect();
-                line.push_str(&format!(
-                    "\n    task {}  {}  {}  {task}",
-                    t["task_id"].as_str().unwrap_or_default(),
-                    t["agent"].as_str().unwrap_or_default(),
-                    t["status"].as_str().unwrap_or_default(),
-                ));
-            }
-            line
-        },
+        session_lines,
     )
+}
+
+/// A session as `droidwarden sessions` lists it, with its background
+/// delegations, one line each.
+fn session_lines(s: &SessionSummary) -> String {
+    let active = if s.active_runs > 0 {
+        format!(", {} running", s.active_runs)
+    } else {
+        String::new()
+    };
+    let mut line = format!(
+        "{}  {}  {} turn(s){active}  {}",
+        s.id,
+        droidwarden_services::time::rfc3339(s.updated_at),
+        s.turns,
+        s.title,
+    );
+    for t in &s.tasks {
+        let task: String = t.task.chars().take(60).collect();
+        line.push_str(&format!(
+            "\n    task {}  {}  {}  {task}",
+            t.task_id,
+            t.agent,
+            t.status.as_str(),
+        ));
+    }
+    line
 }
 
 /// `droidwarden session show ID`.
@@ -729,10 +688,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// An event of run r-1 in session s-1, as the daemon sends it.
+    fn event(mut kind: Value) -> AgentEvent {
+        kind["run_id"] = json!("r-1");
+        kind["session_id"] = json!("s-1");
+        if kind["event"] == "final" {
+            kind["usage"] = json!({"input_tokens": 10, "output_tokens": 2});
+        }
+        serde_json::from_value(kind).expect("an event")
+    }
+
     #[test]
     fn a_run_without_an_answer_says_why_and_is_not_a_success() {
-        let end = |event: Value| end_of(&event).expect("an end");
-        let no_answer = |event: Value| match end(event) {
+        let end = |kind: Value| end_of(&event(kind).kind).expect("an end");
+        let no_answer = |kind: Value| match end(kind) {
             End::NoAnswer(why) => why,
             other => panic!("{other:?}"),
         };
@@ -748,7 +717,7 @@ mod tests {
         );
         let why = no_answer(json!({"event": "final", "text": "", "stop_reason": "step_limit"}));
         assert!(why.contains("max_steps"), "{why}");
-        for text in [json!(""), json!("  \n"), Value::Null] {
+        for text in ["", "  \n"] {
             let why = no_answer(json!({"event": "final", "text": text,
                 "stop_reason": "final_answer", "model_calls": 1}));
             assert!(why.contains("empty answer"), "{why}");
@@ -756,7 +725,10 @@ mod tests {
         let failed = end(json!({"event": "error", "stop_reason": "cut_off",
             "error": {"code": "invalid_request", "message": "cut off", "retryable": false}}));
         assert!(matches!(failed, End::Failed(e) if e.message == "cut off"));
-        assert_eq!(end_of(&json!({"event": "text_delta", "text": "x"})), None);
+        assert_eq!(
+            end_of(&event(json!({"event": "text_delta", "text": "x"})).kind),
+            None
+        );
     }
 
     #[test]
@@ -773,10 +745,12 @@ mod tests {
     #[test]
     fn an_error_after_streamed_text_starts_a_line_of_its_own() {
         let mut printer = Printer::default();
-        printer.print(&json!({"event": "text_delta", "text": "The kitchen phone is"}));
+        printer.print(&event(
+            json!({"event": "text_delta", "text": "The kitchen phone is"}),
+        ));
         assert!(printer.streamed);
-        printer.print(&json!({"event": "error",
-            "error": {"code": "timeout", "message": "stalled", "retryable": true}}));
+        printer.print(&event(json!({"event": "error",
+            "error": {"code": "timeout", "message": "stalled", "retryable": true}})));
         assert!(!printer.streamed, "the line was ended before the error");
     }
 }

@@ -22,44 +22,44 @@ pub(crate) enum AutomationsCommand {
         #[arg(long)]
         json: bool,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Show one automation: its definition, record and last outcome (JSON).
     Show {
         name: String,
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Run an automation now (its conditions are not checked; the rate
     /// limit and approval policy are).
     Run {
         name: String,
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Enable an automation (kept across restarts).
     Enable {
         name: String,
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Disable an automation (kept across restarts).
     Disable {
         name: String,
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Approve an automation's call that waits for approval.
     Approve {
         name: String,
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Deny an automation's call that waits for approval.
     Deny {
         name: String,
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Add an automation at run time from a file (`-`: standard input)
@@ -67,13 +67,13 @@ pub(crate) enum AutomationsCommand {
     Add {
         #[arg(value_name = "FILE")]
         file: PathBuf,
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Remove an automation added at run time.
     Remove {
         name: String,
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
 }

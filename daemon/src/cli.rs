@@ -78,7 +78,7 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Ask the agent, through the running daemon, and print its progress
@@ -95,7 +95,7 @@ pub(crate) enum Command {
         #[arg(long)]
         plan: bool,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
         /// What to ask ("turn wifi off and tell me the battery level").
         #[arg(required = true, num_args = 1.., value_name = "PROMPT")]
@@ -118,7 +118,7 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 20, requires = "history", value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Approve a waiting action: the agent's run (or the automation,
@@ -148,7 +148,7 @@ pub(crate) enum Command {
               value_parser = clap::value_parser!(u32).range(1..=1440))]
         for_app: Option<u32>,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Deny a waiting action: the agent is told, with the reason.
@@ -159,7 +159,7 @@ pub(crate) enum Command {
         #[arg(long)]
         reason: Option<String>,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// List the agent's sessions, most recent first.
@@ -168,7 +168,7 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
     /// Work with one agent session.
@@ -241,7 +241,7 @@ pub(crate) enum ApprovalsCommand {
         /// The grant id (`g…`).
         grant: String,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
 }
@@ -254,7 +254,7 @@ pub(crate) enum SessionCommand {
         /// The session id (from `droidwarden sessions`).
         id: String,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
     },
 }

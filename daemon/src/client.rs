@@ -6,6 +6,7 @@
 
 use crate::config::{Config, DbusBus};
 use crate::dbus::{Bus, client::Client};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use droidwarden_services::{ErrorCode, WireError};
 use serde_json::{Value, json};
 use std::process::ExitCode;
@@ -14,7 +15,7 @@ use std::process::ExitCode;
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct Target {
     /// The bus the daemon is on (default: the configuration's dbus.bus).
-    #[arg(long, value_enum, conflicts_with = "local")]
+    #[arg(long, value_parser = bus_arg(), conflicts_with = "local")]
     pub(crate) bus: Option<Bus>,
     /// Work in this process, without the daemon: talk to the adb server
     /// directly (ADB phones only).
@@ -160,6 +161,18 @@ pub(crate) fn rfc3339_times(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(rfc3339_times),
         _ => {}
     }
+}
+
+/// `--bus session|system`: the bus the running daemon is on.
+pub(crate) fn bus_arg() -> impl TypedValueParser<Value = Bus> {
+    PossibleValuesParser::new([
+        PossibleValue::new("session").help("The user's session bus (`DBUS_SESSION_BUS_ADDRESS`)"),
+        PossibleValue::new("system").help("The system bus"),
+    ])
+    .map(|name| match name.as_str() {
+        "system" => Bus::System,
+        _ => Bus::Session,
+    })
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ use droidwarden_agent::{AgentConfig, LlmConfig, RawAgentConfig, RawLlmConfig};
 use droidwarden_bridge::TransportKind;
 use droidwarden_bridge::adb::AdbConfig;
 use droidwarden_bridge::companion::CompanionConfig;
+pub(crate) use droidwarden_dbus::DbusBus;
+pub(crate) use droidwarden_mqtt::{BrokerTarget, Credentials, MqttSettings};
 use droidwarden_services::DeviceName;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -191,64 +193,6 @@ pub struct Config {
     /// `--socket`: the private API socket's path, from the command line
     /// only (`None`: `$RUNTIME_DIRECTORY/api.sock` or `<state dir>/api.sock`).
     pub(crate) api_socket: Option<PathBuf>,
-}
-
-/// Where the MQTT broker is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum BrokerTarget {
-    /// An external broker.
-    External {
-        host: String,
-        port: u16,
-        /// TLS, with an optional private CA certificate file.
-        tls: Option<Option<PathBuf>>,
-    },
-    /// Start the embedded broker on this address and connect to it.
-    Embedded {
-        listen: std::net::SocketAddr,
-        /// Whether a non-loopback address is allowed.
-        allow_remote: bool,
-        /// Let clients in without credentials, with every right
-        /// (`[broker] anonymous`); off by default: users and roles come
-        /// from `<state dir>/mqtt-users.json` (docs/mqtt-access.md).
-        anonymous: bool,
-    },
-}
-
-/// A username and password; the password never appears in `Debug` output.
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Credentials {
-    pub(crate) username: String,
-    pub(crate) password: String,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("username", &self.username)
-            .field("password", &"<redacted>")
-            .finish()
-    }
-}
-
-/// Validated MQTT settings.
-#[derive(Debug, Clone)]
-pub(crate) struct MqttSettings {
-    pub(crate) broker: BrokerTarget,
-    pub(crate) client_id: String,
-    pub(crate) credentials: Option<Credentials>,
-    pub(crate) keep_alive: Duration,
-    pub(crate) prefix: String,
-    pub(crate) dedupe_window: Duration,
-    /// Most new command ids accepted within one dedupe window; beyond it new
-    /// commands are refused with `busy` (remembered ids are never evicted).
-    pub(crate) max_ids_per_window: u64,
-    /// How long the broker keeps our session (subscriptions and queued
-    /// QoS 1 commands) while we are away; zero: a clean session.
-    pub(crate) session_expiry: Duration,
-    pub(crate) max_payload: usize,
-    /// The Home Assistant discovery prefix, when discovery is on.
-    pub(crate) discovery: Option<String>,
 }
 
 fn mqtt_settings(mut raw: RawMqtt, broker: RawBroker) -> Result<MqttSettings, ConfigError> {
@@ -570,7 +514,7 @@ impl TryFrom<RawConfig> for Config {
             state_dir: state_dir(&raw.state.dir),
             mqtt: mqtt_settings(raw.mqtt, raw.broker)?,
             poll: poll_settings(raw.poll)?,
-            dbus: DbusBus::parse(&raw.dbus.bus)?,
+            dbus: parse_dbus_bus(&raw.dbus.bus)?,
             metrics: metrics_settings(&raw.metrics)?,
             llm: if raw.llm == RawLlmConfig::default() {
                 None
@@ -947,53 +891,17 @@ struct RawDbus {
     bus: String,
 }
 
-/// Which message bus the D-Bus API (`org.droidwarden.Daemon1`) is on:
-/// `[dbus] bus`. The CLI talks to the daemon on the same bus.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum DbusBus {
-    /// `"auto"`, the default: the session bus when there is one. A machine
-    /// without one (a fresh server, a container) gets a warning and no
-    /// D-Bus API rather than a daemon that will not start.
-    Auto,
-    /// `"session"`: the session bus, or the daemon does not start.
-    Session,
-    /// `"system"`: the system bus (needs the policy file in
-    /// `systemd/dbus/`), or the daemon does not start.
-    System,
-    /// `"socket"`: the private socket alone, on no bus (a container, a
-    /// test, or an API kept off every bus).
-    Socket,
-    /// `"none"`: no D-Bus API.
-    Off,
-}
-
-impl DbusBus {
-    fn parse(text: &str) -> Result<Self, ConfigError> {
-        Ok(match text {
-            "auto" => Self::Auto,
-            "session" => Self::Session,
-            "system" => Self::System,
-            "socket" => Self::Socket,
-            "none" => Self::Off,
-            other => {
-                return Err(bad(
-                    "dbus.bus",
-                    format!("{other:?} is not a bus; valid: auto, session, system, socket, none"),
-                ));
-            }
+/// `[dbus] bus`.
+fn parse_dbus_bus(text: &str) -> Result<DbusBus, ConfigError> {
+    DbusBus::ALL
+        .into_iter()
+        .find(|bus| bus.as_str() == text)
+        .ok_or_else(|| {
+            bad(
+                "dbus.bus",
+                format!("{text:?} is not a bus; valid: auto, session, system, socket, none"),
+            )
         })
-    }
-
-    /// The value as written in the configuration.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Session => "session",
-            Self::System => "system",
-            Self::Socket => "socket",
-            Self::Off => "none",
-        }
-    }
 }
 
 #[cfg(test)]

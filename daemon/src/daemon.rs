@@ -329,7 +329,7 @@ impl Daemon {
                 }
             },
         };
-        // D-Bus API (daemon/src/dbus/): owns org.droidwarden.Daemon1 on [dbus] bus,
+        // D-Bus API (the droidwarden-dbus crate): owns org.droidwarden.Daemon1 on [dbus] bus,
         // and serves it on the private socket (dbus/p2p.rs) with or without a bus.
         let socket = config
             .api_socket
@@ -339,7 +339,7 @@ impl Daemon {
             api_socket: socket.clone(),
             ..Addresses::default()
         };
-        // The event centre (daemon/src/events.rs): every consumer below reads
+        // The event centre (droidwarden_app::events): every consumer below reads
         // the bus, the devices and the agent's notices through it.
         // Automations (the automations crate): the handle now, so D-Bus, MQTT
         // and the centre have it; the driver starts once everything it runs
@@ -354,7 +354,7 @@ impl Daemon {
             crate::health::Health::new(
                 config.state_dir.clone(),
                 Some(Arc::clone(&adb)),
-                crate::health::broker_description(&config.mqtt.broker),
+                config.mqtt.broker.description(),
                 config
                     .llm
                     .as_ref()
@@ -458,7 +458,7 @@ impl Daemon {
                         allow_remote,
                         anonymous,
                     };
-                    health.broker_is(crate::health::broker_description(&mqtt_settings.broker));
+                    health.broker_is(mqtt_settings.broker.description());
                 }
                 Err(e) => {
                     return Err(begun

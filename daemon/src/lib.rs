@@ -48,7 +48,6 @@ mod output {
 
 mod adb_reach; // Whether other local users can reach the adb server (`status`, as root).
 mod agent_cli;
-mod approvals; // One approval list: the agent's and the automations' requests.
 mod automations_cli; // `droidwarden automations` (docs/automations.md).
 mod broker;
 mod call;
@@ -57,26 +56,27 @@ mod client; // How a command reaches the daemon, and the output every command sh
 pub mod config; // Layered configuration: defaults, file, environment (docs/configuration.md).
 pub mod daemon; // `Daemon::start`: the daemon in-process; its start-up and ordered shutdown.
 // The core: the call hub, each device's order, the delivery store, polling.
-use droidwarden_core::{accept, assistant, delivery, gate, hub, poll, private};
+use droidwarden_core::{accept, assistant, delivery, hub, poll, private};
 // Schedules and triggers that run calls or the agent (docs/automations.md).
 use droidwarden_automations as automations;
 // MCP, both ways (docs/mcp.md): the adapter crate.
 use droidwarden_mcp as mcp;
-mod dbus; // The D-Bus API (docs/dbus-api.md).
-mod events; // The event centre: one Event enum over the bus, devices and agent.
-mod health; // The daemon's own health, for `status`.
+// The event centre, one approval list, the health report, wireless pairing.
+use droidwarden_app::{approvals, events, health, wireless};
+// The MQTT adapter (docs/mqtt-api.md).
+use droidwarden_mqtt as mqtt;
+// The D-Bus adapter (docs/dbus-api.md).
+use droidwarden_dbus as dbus;
 mod logging;
 mod man; // `droidwarden man`: the manual page.
 mod mcp_stdio; // `droidwarden mcp`: the MCP server on stdio (docs/mcp.md).
 mod metrics;
-mod mqtt;
 mod mqtt_users; // The embedded broker's users (docs/mqtt-access.md).
 mod pair_cli; // `droidwarden pair`, `discover`: wireless debugging set-up (the CLI side).
 mod reload;
 mod services_cli; // `droidwarden services [SERVICE [ACTION]]`.
 mod skills_cli; // `droidwarden skills`, `skill run` (docs/skills.md).
 mod systemd;
-mod wireless; // Pairing and mDNS discovery through the adb server (CLI and D-Bus).
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -42,15 +42,10 @@ pub(crate) fn render(
         None => spec.actions.iter().collect(),
     };
     if as_json {
-        let whole = droidwarden_bridge::service_json(spec);
-        let one = action.and_then(|_| {
-            whole["actions"]
-                .as_array()?
-                .iter()
-                .find(|a| a["name"] == actions[0].name)
-                .cloned()
-        });
-        return Ok(pretty(one.as_ref().unwrap_or(&whole)));
+        return Ok(pretty(&match (action, actions.first()) {
+            (Some(_), Some(one)) => droidwarden_bridge::action_json(spec, one),
+            _ => droidwarden_bridge::service_json(spec),
+        }));
     }
     let mut out = String::new();
     let _ = writeln!(

@@ -59,7 +59,7 @@ pub(crate) enum SkillCommand {
         #[arg(long)]
         json: bool,
         /// The bus the daemon is on (default: the configuration's dbus.bus).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::client::bus_arg())]
         bus: Option<Bus>,
         /// Input as key=value (a value that parses as JSON is taken as
         /// JSON: level=20 is a number, on=true a boolean).
@@ -138,11 +138,11 @@ pub(crate) async fn skills(args: SkillsArgs, config: Config) -> ExitCode {
         }
         None => {
             for s in set.all() {
-                let v = s.summary_json();
+                let risk = s.resolve_tools().map(|allowed| s.risk(&allowed));
                 outln!(
                     "{:<24} {:<6} {:<8} {:<8} {}",
                     s.name,
-                    v["risk"].as_str().unwrap_or("?"),
+                    risk.map_or("?", |r| r.as_str()),
                     if s.enabled { "enabled" } else { "disabled" },
                     if s.source == SkillSource::Builtin {
                         "built-in"
@@ -175,12 +175,11 @@ pub(crate) async fn skills(args: SkillsArgs, config: Config) -> ExitCode {
                 print_json(&json!(skill.as_ref()));
                 return ExitCode::SUCCESS;
             }
-            let v = skill.summary_json();
             outln!("name:          {}", skill.name);
             outln!("description:   {}", skill.description);
             outln!("allowed-tools: {}", skill.allowed_tools.join(" "));
             match skill.resolve_tools() {
-                Ok(_) => outln!("risk:          {}", v["risk"].as_str().unwrap_or("?")),
+                Ok(allowed) => outln!("risk:          {}", skill.risk(&allowed).as_str()),
                 Err(unknown) => outln!(
                     "risk:          ? (unknown tools: {}; the skill fails when run)",
                     unknown.join(", ")

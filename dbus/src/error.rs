@@ -17,7 +17,7 @@ const PREFIX: &str = "org.droidwarden.Error.";
 /// code in CamelCase. The names never change once released. The `match`
 /// is exhaustive, so a code added to [`ErrorCode`] does not compile until
 /// it has its name here (and in docs/dbus-api.md).
-pub(crate) fn error_name(code: ErrorCode) -> &'static str {
+pub fn error_name(code: ErrorCode) -> &'static str {
     match code {
         ErrorCode::InvalidParams => "org.droidwarden.Error.InvalidParams",
         ErrorCode::InvalidRequest => "org.droidwarden.Error.InvalidRequest",
@@ -44,7 +44,7 @@ pub(crate) fn error_name(code: ErrorCode) -> &'static str {
 
 /// The code of one of our D-Bus error names: the wire code its CamelCase
 /// spells, when [`error_name`] gives that name back.
-pub(crate) fn code_of(name: &str) -> Option<ErrorCode> {
+pub fn code_of(name: &str) -> Option<ErrorCode> {
     let camel = name.strip_prefix(PREFIX)?;
     let mut snake = String::with_capacity(camel.len() + 4);
     for (i, c) in camel.chars().enumerate() {
@@ -64,7 +64,7 @@ pub(crate) fn code_of(name: &str) -> Option<ErrorCode> {
 /// hands back what zbus reported, [`DbusError::Zbus`], which the client
 /// turns into a [`WireError`] naming where it called (its `to_wire`).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum DbusError {
+pub enum DbusError {
     /// A wire error of ours: `org.droidwarden.Error.<Code>` and its message.
     Wire(WireError),
     /// What the client's zbus reported: an error reply (ours, or the bus's
@@ -122,7 +122,7 @@ impl DbusError {
 /// Turn an error reply of ours back into the wire error it carried: the
 /// name gives the code, the body the message. `None` for names that are
 /// not ours (the bus's own errors).
-pub(crate) fn from_reply(name: &str, reply: &Message) -> Option<WireError> {
+pub fn from_reply(name: &str, reply: &Message) -> Option<WireError> {
     let code = code_of(name)?;
     let message = reply.body().deserialize::<String>().unwrap_or_default();
     Some(WireError::new(code, message))

@@ -34,16 +34,16 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-pub(crate) use crate::automations::api::{AutomationRequest, AutomationSummary};
-pub(crate) use crate::health::HealthReport;
-pub(crate) use crate::wireless::{DiscoverReport, PairReport};
+pub use crate::automations::api::{AutomationRequest, AutomationSummary};
+pub use crate::health::HealthReport;
+pub use crate::wireless::{DiscoverReport, PairReport};
 
 /// A value carried as JSON in a D-Bus string (signature `s`).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Json<T>(pub(crate) T);
+pub struct Json<T>(pub(crate) T);
 
 /// A type that may travel as [`Json`].
-pub(crate) trait Payload: Serialize + DeserializeOwned {
+pub trait Payload: Serialize + DeserializeOwned {
     /// Whether its objects' keys go out sorted. The replies that the
     /// daemon built as `serde_json::Value` before they had a type (whose
     /// objects sort their keys) keep that order, so the text other
@@ -107,44 +107,44 @@ impl<'de, T: Payload> Deserialize<'de> for Json<T> {
 /// with the last status of each service called since the daemon started,
 /// why a transport reaches no phone, and the daemon's own health.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct StatusReport {
+pub struct StatusReport {
     /// The devices.
-    pub(crate) devices: Vec<DeviceStatus>,
+    pub devices: Vec<DeviceStatus>,
     /// A transport that reaches no phone, and why; left out when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) problems: Vec<TransportProblem>,
+    pub problems: Vec<TransportProblem>,
     /// The daemon's own health.
-    pub(crate) daemon: HealthReport,
+    pub daemon: HealthReport,
 }
 
 /// A device of [`StatusReport`]: its record and its services' last status.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct DeviceStatus {
+pub struct DeviceStatus {
     /// What `ListDevices` says of it.
     #[serde(flatten)]
-    pub(crate) device: DeviceInfo,
+    pub device: DeviceInfo,
     /// Service id → the last status of a call on it.
-    pub(crate) services: BTreeMap<String, ServiceStatus>,
+    pub services: BTreeMap<String, ServiceStatus>,
 }
 
 /// The status of a call on a (device, service): `details_json` of
 /// `ServiceStatusChanged`, an entry of `Status()`, and the payload of the
 /// MQTT status topics (fields in that payload's order: sorted).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ServiceStatus {
+pub struct ServiceStatus {
     /// The action called.
-    pub(crate) action: String,
+    pub action: String,
     /// How long it took, once finished.
-    pub(crate) duration_ms: Option<u64>,
+    pub duration_ms: Option<u64>,
     /// Why it failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) error: Option<WireError>,
+    pub error: Option<WireError>,
     /// When it finished (RFC 3339), once it has.
-    pub(crate) finished_at: Option<String>,
+    pub finished_at: Option<String>,
     /// When it started (RFC 3339).
-    pub(crate) started_at: String,
+    pub started_at: String,
     /// `executing`, `success` or `error`.
-    pub(crate) state: String,
+    pub state: String,
 }
 
 impl From<&crate::hub::StatusEvent> for ServiceStatus {
@@ -164,11 +164,11 @@ impl From<&crate::hub::StatusEvent> for ServiceStatus {
 
 /// A transport that reaches no phone (adb missing, its server down).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TransportProblem {
+pub struct TransportProblem {
     /// `adb`, `companion`.
-    pub(crate) transport: String,
+    pub transport: String,
     /// Why, with its advice.
-    pub(crate) error: WireError,
+    pub error: WireError,
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use droidwarden_services::{ErrorCode, Risk, WireError};
 
 /// The daemon's approval requests, whichever part of it waits.
 #[derive(Debug, Clone)]
-pub(crate) struct Approvals {
+pub struct Approvals {
     assistant: Option<Assistant>,
     automations: Automations,
 }
@@ -25,10 +25,10 @@ pub(crate) struct Approvals {
 /// [`droidwarden_agent::ApprovalDecision`] (approve once, for the rest of
 /// the run, with edited parameters, or deny with a reason). Automations take
 /// approve and deny only.
-pub(crate) use droidwarden_agent::ApprovalDecision as Decision;
+pub use droidwarden_agent::ApprovalDecision as Decision;
 
 /// How long `scope: "app"` allows an app when no `minutes` is given.
-pub(crate) const DEFAULT_APP_MINUTES: u64 = 30;
+pub const DEFAULT_APP_MINUTES: u64 = 30;
 
 /// The options every way in gives the same way (MQTT `cmd/approve`'s
 /// fields, D-Bus `AnswerApproval`'s JSON): `decision` (`approve` or
@@ -40,7 +40,7 @@ pub(crate) const DEFAULT_APP_MINUTES: u64 = 30;
 ///
 /// # Errors
 /// The message names the field that is wrong.
-pub(crate) fn decision_of(
+pub fn decision_of(
     decision: &str,
     scope: Option<&str>,
     up_to: Option<&str>,
@@ -114,7 +114,7 @@ pub(crate) fn decision_of(
 
 impl Approvals {
     /// The list over the agent (when it is on) and the automations.
-    pub(crate) fn new(assistant: Option<Assistant>, automations: Automations) -> Self {
+    pub fn new(assistant: Option<Assistant>, automations: Automations) -> Self {
         Self {
             assistant,
             automations,
@@ -125,7 +125,7 @@ impl Approvals {
     ///
     /// # Errors
     /// The agent's store cannot be read, or the automations do not answer.
-    pub(crate) async fn pending(&self) -> Result<Vec<PendingApproval>, WireError> {
+    pub async fn pending(&self) -> Result<Vec<PendingApproval>, WireError> {
         let mut all = match &self.assistant {
             Some(assistant) => assistant.pending_approvals().await?,
             None => Vec::new(),
@@ -144,7 +144,7 @@ impl Approvals {
     /// answered or expired, or for a grant or edits to an automation's
     /// request, `invalid_params` for a grant or edits the request cannot
     /// take, `unavailable` for an agent request while the agent is off.
-    pub(crate) async fn answer(
+    pub async fn answer(
         &self,
         approval_id: &str,
         decision: Decision,
@@ -159,7 +159,7 @@ impl Approvals {
     ///
     /// # Errors
     /// As [`Approvals::answer`].
-    pub(crate) async fn answer_as(
+    pub async fn answer_as(
         &self,
         approval_id: &str,
         decision: Decision,
@@ -200,7 +200,7 @@ impl Approvals {
     ///
     /// # Errors
     /// The agent's store cannot be read.
-    pub(crate) async fn grants(&self) -> Result<Vec<Grant>, WireError> {
+    pub async fn grants(&self) -> Result<Vec<Grant>, WireError> {
         match &self.assistant {
             Some(assistant) => assistant.grants().await,
             None => Ok(Vec::new()),
@@ -212,7 +212,7 @@ impl Approvals {
     /// # Errors
     /// `not_found` for an unknown grant, `invalid_request` for one revoked
     /// already or whose run has ended, `unavailable` while the agent is off.
-    pub(crate) async fn revoke(&self, grant_id: &str, by: &str) -> Result<Grant, WireError> {
+    pub async fn revoke(&self, grant_id: &str, by: &str) -> Result<Grant, WireError> {
         let assistant = self.assistant.as_ref().ok_or_else(assistant::disabled)?;
         assistant.revoke_grant(grant_id, by).await
     }
@@ -222,14 +222,14 @@ impl Approvals {
 /// agent's activity and the automations' requests), for the metrics and
 /// systemd's status line.
 #[derive(Debug, Default)]
-pub(crate) struct OpenCount {
+pub struct OpenCount {
     agent: usize,
     automations: std::collections::BTreeSet<String>,
 }
 
 impl OpenCount {
     /// Take `event` into account; true when the count may have changed.
-    pub(crate) fn on_event(&mut self, event: &crate::events::Event) -> bool {
+    pub fn on_event(&mut self, event: &crate::events::Event) -> bool {
         use crate::automations::AutomationEvent;
         use crate::events::Event;
         match event {
@@ -248,7 +248,7 @@ impl OpenCount {
     }
 
     /// Requests waiting for a person, of every kind.
-    pub(crate) fn total(&self) -> usize {
+    pub fn total(&self) -> usize {
         self.agent + self.automations.len()
     }
 }

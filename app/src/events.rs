@@ -29,7 +29,7 @@ use tokio::sync::watch;
 
 /// Something happened in the daemon that some consumer may show.
 #[derive(Debug, Clone)]
-pub(crate) enum Event {
+pub enum Event {
     /// A call's status, a service's state or a phone's event (the hub's bus).
     Bus(BusEvent),
     /// A device came, went, changed availability or was removed.
@@ -52,7 +52,7 @@ pub(crate) enum Event {
 
 /// One of the streams the centre merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stream {
+pub enum Stream {
     /// The hub's bus: [`Event::Bus`].
     Bus,
     /// The registry's device events: [`Event::Device`].
@@ -76,22 +76,22 @@ impl Stream {
 
 /// Which streams a consumer reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Streams {
+pub struct Streams {
     /// [`Event::Bus`].
-    pub(crate) bus: bool,
+    pub bus: bool,
     /// [`Event::Device`].
-    pub(crate) devices: bool,
+    pub devices: bool,
     /// [`Event::Notice`].
-    pub(crate) notices: bool,
+    pub notices: bool,
     /// [`Event::Activity`].
-    pub(crate) activity: bool,
+    pub activity: bool,
     /// [`Event::Automation`].
-    pub(crate) automations: bool,
+    pub automations: bool,
 }
 
 impl Streams {
     /// Every stream.
-    pub(crate) const ALL: Self = Self {
+    pub const ALL: Self = Self {
         bus: true,
         devices: true,
         notices: true,
@@ -102,7 +102,7 @@ impl Streams {
 
 /// Where consumers subscribe: the sources of every stream.
 #[derive(Debug, Clone)]
-pub(crate) struct Centre {
+pub struct Centre {
     hub: Hub,
     assistant: Option<Assistant>,
     automations: Option<Automations>,
@@ -111,7 +111,7 @@ pub(crate) struct Centre {
 impl Centre {
     /// The centre over the hub (bus and registry) and the agent, when there
     /// is one.
-    pub(crate) fn new(hub: Hub, assistant: Option<Assistant>) -> Self {
+    pub fn new(hub: Hub, assistant: Option<Assistant>) -> Self {
         Self {
             hub,
             assistant,
@@ -120,14 +120,14 @@ impl Centre {
     }
 
     /// The centre with the automations' runs as a stream too.
-    pub(crate) fn with_automations(mut self, automations: Automations) -> Self {
+    pub fn with_automations(mut self, automations: Automations) -> Self {
         self.automations = Some(automations);
         self
     }
 
     /// A new consumer named `name` (in its log lines) reading `streams`,
     /// from now on.
-    pub(crate) fn subscribe(&self, name: &'static str, streams: Streams) -> Events {
+    pub fn subscribe(&self, name: &'static str, streams: Streams) -> Events {
         let notices = self.assistant.as_ref().filter(|_| streams.notices);
         let activity = self.assistant.as_ref().filter(|_| streams.activity);
         Events {
@@ -147,7 +147,7 @@ impl Centre {
 
 /// One consumer's merged view of the streams it subscribed to.
 #[derive(Debug)]
-pub(crate) struct Events {
+pub struct Events {
     name: &'static str,
     bus: Option<Receiver<BusEvent>>,
     devices: Option<Receiver<DeviceEvent>>,
@@ -167,14 +167,14 @@ async fn next_of<T: Clone>(rx: &mut Option<Receiver<T>>) -> Result<T, RecvError>
 impl Events {
     /// The agent's activity now, when this consumer reads it and there is
     /// an agent.
-    pub(crate) fn activity(&self) -> Option<Activity> {
+    pub fn activity(&self) -> Option<Activity> {
         self.activity.as_ref().map(|rx| *rx.borrow())
     }
 
     /// The next event; `None` once the hub's bus or the registry — which
     /// live as long as the daemon — are gone. The agent's streams ending
     /// only ends those streams. Cancel-safe: use it in `select!`.
-    pub(crate) async fn next(&mut self) -> Option<Event> {
+    pub async fn next(&mut self) -> Option<Event> {
         loop {
             let (stream, lagged) = tokio::select! {
                 event = next_of(&mut self.bus) => match event {

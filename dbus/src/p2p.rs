@@ -33,7 +33,7 @@ use tokio_util::task::TaskTracker;
 use zbus::object_server::SignalEmitter;
 
 /// The socket's file name, in the runtime or the state directory.
-pub(crate) const SOCKET_NAME: &str = "api.sock";
+pub const SOCKET_NAME: &str = "api.sock";
 /// Where the system unit's runtime directory puts the socket; the CLI, not
 /// being in the unit, has no `$RUNTIME_DIRECTORY` to find it by.
 const SYSTEM_SOCKET: &str = "/run/droidwarden/api.sock";
@@ -52,7 +52,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
 
 /// Where the daemon puts its socket: `$RUNTIME_DIRECTORY/api.sock` under
 /// systemd, else `<state dir>/api.sock`.
-pub(crate) fn daemon_path(state_dir: &Path) -> PathBuf {
+pub fn daemon_path(state_dir: &Path) -> PathBuf {
     runtime_directory().map_or_else(|| state_dir.join(SOCKET_NAME), |d| d.join(SOCKET_NAME))
 }
 
@@ -60,7 +60,7 @@ pub(crate) fn daemon_path(state_dir: &Path) -> PathBuf {
 /// ([`daemon_path`]: the state directory, or `$RUNTIME_DIRECTORY` inside a
 /// unit), the system unit's `/run/droidwarden/api.sock` and the user
 /// unit's `$XDG_RUNTIME_DIR/droidwarden/api.sock`. Duplicates removed.
-pub(crate) fn candidates(state_dir: &Path) -> Vec<PathBuf> {
+pub fn candidates(state_dir: &Path) -> Vec<PathBuf> {
     let mut paths = vec![daemon_path(state_dir), PathBuf::from(SYSTEM_SOCKET)];
     if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
         paths.push(Path::new(&xdg).join("droidwarden").join(SOCKET_NAME));
@@ -450,7 +450,7 @@ impl Hello {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dbus::tests::iface;
+    use crate::tests::iface;
 
     async fn client(path: &Path) -> zbus::Connection {
         let stream = UnixStream::connect(path).await.expect("connect");
@@ -596,7 +596,7 @@ mod tests {
             .call_method(
                 None::<&str>,
                 PATH,
-                Some(super::super::INTERFACE),
+                Some(crate::INTERFACE),
                 "ListDevices",
                 &(),
             )

@@ -1,6 +1,6 @@
 //! The MQTT router: everything the MQTT side decides, as a state machine
 //! with no I/O and no awaiting (the split rumqttc uses between its
-//! `MqttState` and its `EventLoop`). The driver (`mqtt/mod.rs`) feeds it an
+//! `MqttState` and its `EventLoop`). The driver (`lib.rs`) feeds it an
 //! [`Input`] — a connection came up, a message arrived, an event happened,
 //! a command finished — and performs the [`Action`]s it returns: publish,
 //! acknowledge, run a command, hand a message to the companion transport,

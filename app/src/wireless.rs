@@ -2,7 +2,7 @@
 //! a phone and the phones the server sees over mDNS. One code path for
 //! every way in: `droidwarden pair` and `discover` (`pair_cli.rs`, which
 //! reads the arguments and renders) and D-Bus `Pair` and `Discover`
-//! (`dbus/mod.rs`, on the daemon's own ADB transport) both call
+//! (the D-Bus adapter, on the daemon's own ADB transport) both call
 //! [`pair`] and [`discover`] and get the same typed reports.
 //!
 //! Both ask the server's host services (`droidwarden_bridge::adb::host`),
@@ -28,67 +28,67 @@ const QUICK: Duration = Duration::from_secs(5);
 
 /// The default and the bounds of the time a pairing may take, in
 /// milliseconds: the phone answers within seconds, or never.
-pub(crate) const PAIR_TIMEOUT_MS: u64 = 20_000;
+pub const PAIR_TIMEOUT_MS: u64 = 20_000;
 /// The shortest pairing time allowed.
-pub(crate) const PAIR_TIMEOUT_MIN_MS: u64 = 100;
+pub const PAIR_TIMEOUT_MIN_MS: u64 = 100;
 /// The longest pairing time allowed.
-pub(crate) const PAIR_TIMEOUT_MAX_MS: u64 = 120_000;
+pub const PAIR_TIMEOUT_MAX_MS: u64 = 120_000;
 
 /// What a successful pairing answered (`droidwarden pair --json`, D-Bus
 /// `Pair`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct PairReport {
+pub struct PairReport {
     /// The pairing address given (`192.168.1.40:37123`).
-    pub(crate) paired: String,
+    pub paired: String,
     /// The phone's wireless debugging id (`adb-SERIAL-xxxxxx`), when the
     /// server said it.
-    pub(crate) guid: Option<String>,
+    pub guid: Option<String>,
     /// The server's words (`Successfully paired to …`).
-    pub(crate) message: String,
+    pub message: String,
     /// The phone's connect address, when the server sees it over mDNS.
-    pub(crate) connect: Option<String>,
+    pub connect: Option<String>,
     /// What to do next, for people.
-    pub(crate) next: String,
+    pub next: String,
 }
 
 /// What the adb server sees over mDNS (`droidwarden discover --json`,
 /// D-Bus `Discover`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct DiscoverReport {
+pub struct DiscoverReport {
     /// The adb server asked (`127.0.0.1:5037`).
-    pub(crate) adb_server: String,
+    pub adb_server: String,
     /// Whether its mDNS discovery runs.
-    pub(crate) mdns: MdnsState,
+    pub mdns: MdnsState,
     /// Every service it sees.
-    pub(crate) services: Vec<Discovered>,
+    pub services: Vec<Discovered>,
 }
 
 /// Whether the server's mDNS discovery runs, and its words.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct MdnsState {
+pub struct MdnsState {
     /// Whether discovery runs.
-    pub(crate) running: bool,
+    pub running: bool,
     /// The server's answer to `host:mdns:check`.
-    pub(crate) check: String,
+    pub check: String,
 }
 
 /// One service the server sees over mDNS, and the device it is, if any.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Discovered {
+pub struct Discovered {
     /// The instance name (`adb-SERIAL-xxxxxx`).
-    pub(crate) instance: String,
+    pub instance: String,
     /// The service type (`_adb-tls-connect._tcp`).
-    pub(crate) service: String,
+    pub service: String,
     /// `pairing`, `connect`, `legacy` or `other`.
-    pub(crate) kind: String,
+    pub kind: String,
     /// Where it listens: `IPV4:PORT`.
-    pub(crate) address: String,
+    pub address: String,
     /// Whether the device it is is online.
-    pub(crate) connected: bool,
+    pub connected: bool,
     /// The device's name, when the server lists it.
-    pub(crate) device: Option<String>,
+    pub device: Option<String>,
     /// `online`, or why not (`unauthorized: accept …`).
-    pub(crate) state: Option<String>,
+    pub state: Option<String>,
 }
 
 /// Pair the phone whose pairing port is `target` with `code`, within
@@ -98,7 +98,7 @@ pub(crate) struct Discovered {
 /// `unsupported_action` from a server older than platform-tools 30 (with
 /// which adb it is and what to install); the server's own answer when the
 /// phone does not accept (`device_error`); `timeout`, `device_offline`.
-pub(crate) async fn pair(
+pub async fn pair(
     adb: &AdbTransport,
     target: &PhoneAddress,
     code: &PairingCode,
@@ -134,7 +134,7 @@ pub(crate) async fn pair(
 ///
 /// # Errors
 /// As [`pair`], for a server too old or unreachable.
-pub(crate) async fn discover(
+pub async fn discover(
     adb: &AdbTransport,
     devices: &[DeviceInfo],
 ) -> Result<DiscoverReport, WireError> {

@@ -53,7 +53,7 @@ fn clip(text: &str) -> String {
 }
 
 /// Home Assistant's node id for a device: letters, digits, `_` and `-` only.
-pub(crate) fn node_id(device: &str) -> String {
+pub fn node_id(device: &str) -> String {
     let cleaned: String = device
         .chars()
         .map(|c| {

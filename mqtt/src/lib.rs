@@ -1,4 +1,4 @@
-//! droidwarden's MQTT side: the connection to the broker, the command API,
+//! droidwarden's MQTT adapter: the connection to the broker, the command API,
 //! the retained availability, status and state topics, Home Assistant
 //! discovery and the companion phones' topics. Topics and payloads are
 //! documented in `docs/mqtt-api.md`.
@@ -46,16 +46,23 @@
 //! broker and is delivered again to the next process; everything else is
 //! acknowledged when dispatched.
 
-pub(crate) mod api;
-mod dedupe;
-pub(crate) mod discovery;
-mod router;
-pub(crate) mod topics;
+#![warn(missing_docs)]
 
-use crate::approvals::{self, Approvals};
-use crate::assistant::{self, Assistant, Origin};
+pub mod api;
+mod dedupe;
+pub mod discovery;
+mod router;
+mod settings;
+pub mod topics;
+
+// The layers below, under the names the modules use.
+use droidwarden_app::{approvals, events, health};
+use droidwarden_automations as automations;
+use droidwarden_core::{assistant, delivery, hub, private};
+
+use crate::approvals::Approvals;
+use crate::assistant::{Assistant, Origin};
 use crate::automations::Automations;
-use crate::config::{BrokerTarget, MqttSettings};
 use crate::delivery::{DeliveryStore, Interrupted};
 use crate::events::{Event, Events, Stream};
 use crate::hub::{Admitted, Call, CallRequest, Hub, Ran, Refusal};
@@ -74,6 +81,7 @@ use rumqttc::v5::mqttbytes::v5::{
 };
 use rumqttc::v5::{AsyncClient, Event as MqttEvent, EventLoop, MqttOptions};
 use serde_json::{Value, json};
+pub use settings::{BrokerTarget, Credentials, MqttSettings};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -91,7 +99,7 @@ const REQUEST_CHANNEL: usize = 4096;
 /// Incoming messages waiting for the dispatcher. Dispatching only parses
 /// and spawns, so this rarely holds more than a few; when full the event
 /// loop waits, which pushes back on the broker instead of dropping commands.
-pub(crate) const INCOMING_CHANNEL: usize = 1024;
+pub const INCOMING_CHANNEL: usize = 1024;
 
 /// Largest MQTT packet accepted or sent.
 const MAX_PACKET: u32 = 1024 * 1024;
@@ -161,7 +169,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The MQTT side of the daemon: the driver around the [`Router`].
 #[derive(Debug)]
-pub(crate) struct Mqtt {
+pub struct Mqtt {
     client: AsyncClient,
     /// Every decision; locked only for a step, never across an await.
     router: Mutex<Router>,
@@ -236,7 +244,7 @@ struct HeldJob {
     clippy::too_many_arguments,
     reason = "each is a handle the MQTT side keeps; a struct of them would be unpacked again at once"
 )]
-pub(crate) fn connect(
+pub fn connect(
     settings: MqttSettings,
     hub: Hub,
     companion: CompanionHub,
@@ -329,7 +337,7 @@ pub(crate) fn connect(
 
 /// Drive the connection until `stop` is cancelled; reconnect with capped,
 /// jittered backoff.
-pub(crate) async fn run_event_loop(
+pub async fn run_event_loop(
     mqtt: Arc<Mqtt>,
     mut eventloop: EventLoop,
     incoming: mpsc::Sender<Publish>,
@@ -443,7 +451,7 @@ fn backoff(attempt: u32, local: bool) -> Duration {
 }
 
 /// After every (re)connection: subscribe, then republish retained topics.
-pub(crate) async fn run_resync(mqtt: Arc<Mqtt>, shutdown: CancellationToken) {
+pub async fn run_resync(mqtt: Arc<Mqtt>, shutdown: CancellationToken) {
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -457,7 +465,7 @@ pub(crate) async fn run_resync(mqtt: Arc<Mqtt>, shutdown: CancellationToken) {
 /// Parse and run commands until `shutdown`; after it, until `stop`, keep
 /// taking what phones send (responses to calls still draining) but leave
 /// commands unacknowledged and unrun, for the next process.
-pub(crate) async fn run_dispatch(
+pub async fn run_dispatch(
     mqtt: Arc<Mqtt>,
     mut incoming: mpsc::Receiver<Publish>,
     shutdown: CancellationToken,
@@ -503,7 +511,7 @@ fn inbound(publish: &Publish, told_publisher: bool) -> Inbound {
 /// availability, agent notices) as topics, and discovery configs for every
 /// device, until `stop`. `events` is subscribed before the daemon resumes
 /// anything, so nothing is missed.
-pub(crate) async fn run_publisher(mqtt: Arc<Mqtt>, mut events: Events, stop: CancellationToken) {
+pub async fn run_publisher(mqtt: Arc<Mqtt>, mut events: Events, stop: CancellationToken) {
     let approvals = mqtt.pending_approvals().await;
     let previous = mqtt.load_discovered().await;
     let devices = mqtt.devices();
@@ -556,7 +564,7 @@ async fn publish_event(mqtt: &Mqtt, event: &Event) {
 const HEALTH_EVERY: Duration = Duration::from_secs(15);
 
 /// Publish the daemon's health, retained, when it changes, until `stop`.
-pub(crate) async fn run_health(
+pub async fn run_health(
     mqtt: Arc<Mqtt>,
     health: Arc<crate::health::Health>,
     stop: CancellationToken,
@@ -577,7 +585,7 @@ pub(crate) async fn run_health(
 }
 
 /// Publish the companion hub's requests until `stop`.
-pub(crate) async fn run_companion_requests(
+pub async fn run_companion_requests(
     mqtt: Arc<Mqtt>,
     mut requests: mpsc::Receiver<Outgoing>,
     stop: CancellationToken,
@@ -648,7 +656,7 @@ impl Mqtt {
 
     /// Becomes true when the broker first acknowledges our subscriptions
     /// (start-up readiness: commands can reach us).
-    pub(crate) fn subscribed(&self) -> watch::Receiver<bool> {
+    pub fn subscribed(&self) -> watch::Receiver<bool> {
         self.subscribed.subscribe()
     }
 
@@ -1340,7 +1348,7 @@ impl Mqtt {
     /// broker queues the commands published while the daemon is stopped,
     /// and the dispatcher leaves those arriving during the shutdown
     /// unacknowledged, for the next process.
-    pub(crate) async fn finish_calls(&self, grace: Duration) {
+    pub async fn finish_calls(&self, grace: Duration) {
         self.stopping.cancel();
         self.calls.close();
         if tokio::time::timeout(grace, self.calls.wait())
@@ -1355,7 +1363,7 @@ impl Mqtt {
     /// disconnect (which suppresses the will). Call it after
     /// [`Mqtt::finish_calls`] and once [`run_publisher`] has drained, so the
     /// last calls' statuses go out before it.
-    pub(crate) async fn goodbye(&self) {
+    pub async fn goodbye(&self) {
         let actions = self.step(Input::Goodbye);
         self.perform(actions).await;
         let _ = self.client.disconnect().await;

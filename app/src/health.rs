@@ -35,7 +35,7 @@ const MODEL_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// What the health report is read from, fixed at start.
 #[derive(Debug, Clone)]
-pub(crate) struct Health {
+pub struct Health {
     started: Instant,
     state_dir: PathBuf,
     adb: Option<Arc<AdbTransport>>,
@@ -58,7 +58,7 @@ impl Health {
     /// The report's sources: the state directory, the ADB transport (none
     /// in tests that have no adb), the broker as configured and the agent's
     /// model, when it is on.
-    pub(crate) fn new(
+    pub fn new(
         state_dir: PathBuf,
         adb: Option<Arc<AdbTransport>>,
         broker: String,
@@ -75,7 +75,7 @@ impl Health {
     }
 
     /// Probe `llm`'s endpoint for the report (the agent's model).
-    pub(crate) fn with_model(mut self, llm: Option<LlmConfig>) -> Self {
+    pub fn with_model(mut self, llm: Option<LlmConfig>) -> Self {
         self.model = llm.map(|llm| {
             Arc::new(ModelProbe {
                 llm,
@@ -87,24 +87,20 @@ impl Health {
 
     /// The ADB transport the report reads: the one D-Bus `Pair` and
     /// `Discover` ask the adb server through. `None` without it.
-    pub(crate) fn adb(&self) -> Option<&Arc<AdbTransport>> {
+    pub fn adb(&self) -> Option<&Arc<AdbTransport>> {
         self.adb.as_ref()
     }
 
     /// Say where the broker is once known (the embedded one's bound
     /// address, when the configuration let the system choose the port).
-    pub(crate) fn broker_is(&self, broker: String) {
+    pub fn broker_is(&self, broker: String) {
         *self.broker.lock().unwrap_or_else(|e| e.into_inner()) = broker;
     }
 
     /// The report, as `status --json` shows it under `daemon`. Every part
     /// is bounded: the adb server's version is asked with the transport's
     /// own request timeout, and a part that cannot be read says why.
-    pub(crate) async fn report(
-        &self,
-        approvals: &Approvals,
-        automations: &Automations,
-    ) -> HealthReport {
+    pub async fn report(&self, approvals: &Approvals, automations: &Automations) -> HealthReport {
         let adb = match &self.adb {
             None => None,
             Some(adb) => {
@@ -239,7 +235,7 @@ async fn wireless(server: std::net::SocketAddrV4) -> (Option<bool>, Option<Strin
 }
 
 /// What to do about the model's answer, for people; `None` when it answers.
-pub(crate) fn model_advice(reach: &ModelReach) -> Option<String> {
+pub fn model_advice(reach: &ModelReach) -> Option<String> {
     match reach {
         ModelReach::Reachable { .. } => None,
         ModelReach::KeyRefused { status } => Some(format!(
@@ -261,76 +257,76 @@ pub(crate) fn model_advice(reach: &ModelReach) -> Option<String> {
 /// The daemon's own health: `daemon` of D-Bus `Status()` (whose payload
 /// types `crate::dbus::json` lists).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct HealthReport {
+pub struct HealthReport {
     /// The daemon's version.
-    pub(crate) version: String,
+    pub version: String,
     /// Seconds since it started.
-    pub(crate) uptime_s: u64,
+    pub uptime_s: u64,
     /// Its state directory.
-    pub(crate) state_dir: String,
+    pub state_dir: String,
     /// The adb server; `null` without the ADB transport.
-    pub(crate) adb: Option<AdbHealth>,
+    pub adb: Option<AdbHealth>,
     /// Where the MQTT broker is: `embedded, on 127.0.0.1:1883` or a URL.
-    pub(crate) broker: String,
+    pub broker: String,
     /// Whether the agent is on, and its model.
-    pub(crate) agent: AgentHealth,
+    pub agent: AgentHealth,
     /// Approval requests waiting, of every kind.
-    pub(crate) approvals_waiting: Part<u64>,
+    pub approvals_waiting: Part<u64>,
     /// The automations; `null` when their driver gave no list.
-    pub(crate) automations: Option<Part<AutomationCount>>,
+    pub automations: Option<Part<AutomationCount>>,
 }
 
 /// The adb server, as the health report sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct AdbHealth {
+pub struct AdbHealth {
     /// Its address.
-    pub(crate) server: String,
+    pub server: String,
     /// Whether it answered.
-    pub(crate) answers: bool,
+    pub answers: bool,
     /// Its version (`1.0.41`), when it answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) version: Option<String>,
+    pub version: Option<String>,
     /// What it answered with instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) error: Option<WireError>,
+    pub error: Option<WireError>,
     /// Whether it can pair phones for wireless debugging (platform-tools
     /// 30 or newer); absent when it could not be asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) pairing: Option<bool>,
+    pub pairing: Option<bool>,
     /// Its mDNS discovery, in its words (`mdns daemon version …`, or
     /// `ERROR: mdns discovery disabled`); absent when it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) mdns: Option<String>,
+    pub mdns: Option<String>,
 }
 
 /// The agent, as the health report sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct AgentHealth {
+pub struct AgentHealth {
     /// Whether a language model is configured.
-    pub(crate) on: bool,
+    pub on: bool,
     /// `provider model`, when on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) model: Option<String>,
+    pub model: Option<String>,
     /// Whether the model's server answered the probe of its model list
     /// (`reach`: `reachable`, `key_refused`, `answered`, `unreachable`,
     /// `no_key`), when on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) reach: Option<ModelReach>,
+    pub reach: Option<ModelReach>,
 }
 
 /// How many automations there are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct AutomationCount {
+pub struct AutomationCount {
     /// All of them.
-    pub(crate) count: usize,
+    pub count: usize,
     /// Those enabled.
-    pub(crate) enabled: usize,
+    pub enabled: usize,
 }
 
 /// A part of the health report, or why it could not be read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub(crate) enum Part<T> {
+pub enum Part<T> {
     /// What was read.
     Read(T),
     /// `{"error": …}`.
@@ -343,27 +339,15 @@ pub(crate) enum Part<T> {
 /// Why a part of the health report is missing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub(crate) enum PartError {
+pub enum PartError {
     /// The part answered with an error.
     Wire(WireError),
     /// It did not answer in time (`no answer in time`).
     Text(String),
 }
 
-/// Where the broker is, as configured: `embedded, on 127.0.0.1:1883` or
-/// `mqtts://broker.lan:8883`.
-pub(crate) fn broker_description(broker: &crate::config::BrokerTarget) -> String {
-    match broker {
-        crate::config::BrokerTarget::Embedded { listen, .. } => format!("embedded, on {listen}"),
-        crate::config::BrokerTarget::External { host, port, tls } => format!(
-            "{}://{host}:{port}",
-            if tls.is_some() { "mqtts" } else { "mqtt" }
-        ),
-    }
-}
-
 /// `daemon` of a status report as lines for people.
-pub(crate) fn lines(daemon: &HealthReport) -> Vec<String> {
+pub fn lines(daemon: &HealthReport) -> Vec<String> {
     let mut lines = vec![format!(
         "droidwarden {}, up {} s, state in {}",
         daemon.version, daemon.uptime_s, daemon.state_dir

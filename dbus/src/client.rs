@@ -45,7 +45,7 @@ pub(super) const SESSION_EVENT: &str = "SessionEvent";
 
 /// A connection to the bus the daemon is on.
 #[derive(Debug)]
-pub(crate) struct Client {
+pub struct Client {
     conn: zbus::Connection,
     /// The daemon's object, through the proxy generated from its interface.
     daemon: Daemon1Proxy<'static>,
@@ -88,7 +88,7 @@ impl Client {
     ///
     /// # Errors
     /// No bus, or no daemon on it, with a message that says which.
-    pub(crate) async fn connect(
+    pub async fn connect(
         bus: Bus,
         call_timeout: Duration,
         local_hint: bool,
@@ -125,11 +125,7 @@ impl Client {
     ///
     /// # Errors
     /// No bus, or no daemon on it: why, in a few words.
-    pub(crate) async fn probe(
-        bus: Bus,
-        call_timeout: Duration,
-        local_hint: bool,
-    ) -> Result<Self, String> {
+    pub async fn probe(bus: Bus, call_timeout: Duration, local_hint: bool) -> Result<Self, String> {
         let conn = bus.connect(Ok).await.map_err(|e| e.to_string())?;
         let client = Self::on(conn, bus, None, call_timeout, local_hint)
             .await
@@ -145,7 +141,7 @@ impl Client {
     ///
     /// # Errors
     /// Nothing listens there, or the handshake fails: why, in a few words.
-    pub(crate) async fn over_socket(
+    pub async fn over_socket(
         path: &Path,
         call_timeout: Duration,
         local_hint: bool,
@@ -184,20 +180,20 @@ impl Client {
     }
 
     /// `ListDevices()`.
-    pub(crate) async fn list_devices(&self) -> Result<Vec<DeviceInfo>, WireError> {
+    pub async fn list_devices(&self) -> Result<Vec<DeviceInfo>, WireError> {
         let reply = self.within("ListDevices", QUICK, self.daemon.list_devices());
         Ok(reply.await?.0)
     }
 
     /// `Status()`.
-    pub(crate) async fn status(&self) -> Result<StatusReport, WireError> {
+    pub async fn status(&self) -> Result<StatusReport, WireError> {
         Ok(self.within("Status", QUICK, self.daemon.status()).await?.0)
     }
 
     /// The daemon's own bound on a call on `device` (`CallTimeout`), or,
     /// from a daemon without that method or for an unknown device, the
     /// bound this process's configuration gives.
-    pub(crate) async fn call_bound(&self, device: Option<&str>) -> Duration {
+    pub async fn call_bound(&self, device: Option<&str>) -> Duration {
         let asked = self.daemon.call_timeout(device.unwrap_or(""));
         match self.within("CallTimeout", QUICK, asked).await {
             Ok(ms) if ms > 0 => Duration::from_millis(ms),
@@ -217,7 +213,7 @@ impl Client {
     /// for a change that was never sent, `timeout` for one that may have
     /// run) is what the user sees. Should even that pass, the error says
     /// that the call may still run.
-    pub(crate) async fn call(
+    pub async fn call(
         &self,
         device: Option<&str>,
         service: &str,
@@ -255,7 +251,7 @@ impl Client {
     /// under the approval policy, which may wait up to `approval_wait` for
     /// a person before it runs, then take up to `bound` (the daemon's
     /// [`Client::call_bound`] for the device).
-    pub(crate) async fn call_checked(
+    pub async fn call_checked(
         &self,
         device: Option<&str>,
         command: &droidwarden_services::Command,
@@ -282,7 +278,7 @@ impl Client {
     /// `CallAwaitsApproval` signal for a random ticket of this call), so
     /// the caller can ask for the answer itself. A daemon without the
     /// method gets `CallChecked` (and `on_approval` never hears).
-    pub(crate) async fn call_checked_ticket(
+    pub async fn call_checked_ticket(
         &self,
         device: Option<&str>,
         command: &droidwarden_services::Command,
@@ -385,23 +381,19 @@ impl Client {
     /// id is only known once `Ask` returns). Subscribe before calling
     /// [`Client::ask`] so that no event is missed. Each message is a
     /// `SessionEvent` (`super::SessionEvent::from_message` reads it).
-    pub(crate) async fn session_events(&self) -> Result<zbus::MessageStream, WireError> {
+    pub async fn session_events(&self) -> Result<zbus::MessageStream, WireError> {
         self.stream(self.signal_rule(SESSION_EVENT, None)?, 1024)
             .await
     }
 
     /// `Ask(session, prompt)`: the session id.
-    pub(crate) async fn ask(
-        &self,
-        session: Option<&str>,
-        prompt: &str,
-    ) -> Result<String, WireError> {
+    pub async fn ask(&self, session: Option<&str>, prompt: &str) -> Result<String, WireError> {
         let asked = self.daemon.ask(session.unwrap_or(""), prompt);
         self.within("Ask", QUICK, asked).await
     }
 
     /// `AskWith(session, prompt, options_json)`: the session id.
-    pub(crate) async fn ask_with(
+    pub async fn ask_with(
         &self,
         session: Option<&str>,
         prompt: &str,
@@ -414,7 +406,7 @@ impl Client {
     }
 
     /// `RunSkill(session, skill, input_json)`: the session id.
-    pub(crate) async fn run_skill(
+    pub async fn run_skill(
         &self,
         session: Option<&str>,
         skill: &str,
@@ -427,28 +419,25 @@ impl Client {
     }
 
     /// `ListApprovals()`.
-    pub(crate) async fn list_approvals(&self) -> Result<Vec<PendingApproval>, WireError> {
+    pub async fn list_approvals(&self) -> Result<Vec<PendingApproval>, WireError> {
         let listed = self.within("ListApprovals", QUICK, self.daemon.list_approvals());
         Ok(listed.await?.0)
     }
 
     /// `ApprovalHistory(limit)`.
-    pub(crate) async fn approval_history(
-        &self,
-        limit: u32,
-    ) -> Result<Vec<ApprovalOutcome>, WireError> {
+    pub async fn approval_history(&self, limit: u32) -> Result<Vec<ApprovalOutcome>, WireError> {
         let listed = self.daemon.approval_history(limit);
         Ok(self.within("ApprovalHistory", QUICK, listed).await?.0)
     }
 
     /// `ListGrants()`.
-    pub(crate) async fn list_grants(&self) -> Result<Vec<droidwarden_agent::Grant>, WireError> {
+    pub async fn list_grants(&self) -> Result<Vec<droidwarden_agent::Grant>, WireError> {
         let listed = self.within("ListGrants", QUICK, self.daemon.list_grants());
         Ok(listed.await?.0)
     }
 
     /// `Approve(id)`.
-    pub(crate) async fn approve(&self, approval_id: &str) -> Result<(), WireError> {
+    pub async fn approve(&self, approval_id: &str) -> Result<(), WireError> {
         self.within("Approve", QUICK, self.daemon.approve(approval_id))
             .await
     }
@@ -456,7 +445,7 @@ impl Client {
     /// `AnswerApproval(id, options)`: an answer beyond yes or no (a grant
     /// for the run, edited parameters), the options as
     /// docs/dbus-api.md gives them.
-    pub(crate) async fn answer_approval(
+    pub async fn answer_approval(
         &self,
         approval_id: &str,
         options: &Value,
@@ -467,33 +456,33 @@ impl Client {
     }
 
     /// `RevokeGrant(grant)`.
-    pub(crate) async fn revoke_grant(&self, grant_id: &str) -> Result<(), WireError> {
+    pub async fn revoke_grant(&self, grant_id: &str) -> Result<(), WireError> {
         self.within("RevokeGrant", QUICK, self.daemon.revoke_grant(grant_id))
             .await
     }
 
     /// `Deny(id, reason)`.
-    pub(crate) async fn deny(&self, approval_id: &str, reason: &str) -> Result<(), WireError> {
+    pub async fn deny(&self, approval_id: &str, reason: &str) -> Result<(), WireError> {
         self.within("Deny", QUICK, self.daemon.deny(approval_id, reason))
             .await
     }
 
     /// `ListSessions()`.
-    pub(crate) async fn list_sessions(&self) -> Result<Vec<SessionSummary>, WireError> {
+    pub async fn list_sessions(&self) -> Result<Vec<SessionSummary>, WireError> {
         let listed = self.within("ListSessions", QUICK, self.daemon.list_sessions());
         Ok(listed.await?.0)
     }
 
     /// `Automation(request)`: the answer, whose shape depends on the
     /// request (docs/automations.md).
-    pub(crate) async fn automation(&self, request: &AutomationRequest) -> Result<Value, WireError> {
+    pub async fn automation(&self, request: &AutomationRequest) -> Result<Value, WireError> {
         let request = request.to_json();
         let answer = self.daemon.automation(&request);
         Ok(self.within("Automation", QUICK, answer).await?.0)
     }
 
     /// `Automation({"op": "list"})`: every automation.
-    pub(crate) async fn automations(&self) -> Result<Vec<AutomationSummary>, WireError> {
+    pub async fn automations(&self) -> Result<Vec<AutomationSummary>, WireError> {
         let listed = self.automation(&AutomationRequest::List).await?;
         serde_json::from_value(listed).map_err(|e| {
             WireError::new(
@@ -504,14 +493,14 @@ impl Client {
     }
 
     /// `ShowSession(id)`: markdown.
-    pub(crate) async fn show_session(&self, session: &str) -> Result<String, WireError> {
+    pub async fn show_session(&self, session: &str) -> Result<String, WireError> {
         self.within("ShowSession", QUICK, self.daemon.show_session(session))
             .await
     }
 
     /// Whether the daemon still owns its name (over the socket: still
     /// answers a `Ping`).
-    pub(crate) async fn daemon_running(&self) -> bool {
+    pub async fn daemon_running(&self) -> bool {
         if self.socket.is_some() {
             let ping = async {
                 let peer = zbus::fdo::PeerProxy::builder(&self.conn)
@@ -731,8 +720,9 @@ impl droidwarden_core::phones::DaemonApi for Client {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Daemon1, SessionEvent, p2p, tests::iface};
     use super::*;
+    use crate::interface::SessionEvent;
+    use crate::{Daemon1, p2p, tests::iface};
     use droidwarden_agent::AgentEvent;
     use futures_util::StreamExt as _;
     use tokio_util::sync::CancellationToken;
@@ -794,7 +784,7 @@ mod tests {
             Daemon1::call_awaits_approval(&target.emitter, "t-1", "a-1")
                 .await
                 .unwrap();
-            Daemon1::session_event(&target.emitter, "s-1", super::super::Json(event.clone()))
+            Daemon1::session_event(&target.emitter, "s-1", crate::Json(event.clone()))
                 .await
                 .unwrap();
         }
