@@ -25,6 +25,7 @@ pub struct FakePhone {
     running: AtomicUsize,
     max_running: AtomicUsize,
     log: Mutex<Vec<String>>,
+    params: Mutex<Vec<Value>>,
 }
 
 impl FakePhone {
@@ -43,6 +44,7 @@ impl FakePhone {
             running: AtomicUsize::new(0),
             max_running: AtomicUsize::new(0),
             log: Mutex::new(Vec::new()),
+            params: Mutex::new(Vec::new()),
         })
     }
 
@@ -76,6 +78,14 @@ impl FakePhone {
     /// `probe` for each probe read.
     pub fn log(&self) -> Vec<String> {
         self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The parameters of each command the phone ran, in order.
+    pub fn params(&self) -> Vec<Value> {
+        self.params
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     async fn thawed(&self) {
@@ -114,6 +124,10 @@ impl Device for FakePhone {
                 command.service_id(),
                 command.action_name()
             ));
+            self.params
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(command.params_json());
             Ok(json!({"ok": true}))
         })
     }

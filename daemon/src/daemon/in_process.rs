@@ -305,6 +305,128 @@ async fn malformed_commands_get_structured_errors_and_the_daemon_keeps_serving()
     running.stop().await;
 }
 
+/// The `cmd/call` body setting the phone's brightness to `level`.
+fn set_brightness(id: &str, level: u64) -> Value {
+    json!({"id": id, "device": "phone", "service": "screen_control",
+           "action": "set_brightness", "params": {"level": level}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_changes_over_mqtt_run_in_the_order_they_were_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (running, phone) = started(dir.path()).await;
+    let (client, mut rx) = client(&running, "test-order", &["dw/reply/#"]).await;
+    let levels: Vec<u64> = (1..=50).collect();
+    for level in &levels {
+        let call = set_brightness(&format!("order-{level}"), *level);
+        publish(&client, "dw/cmd/call", call.to_string()).await;
+    }
+    for _ in &levels {
+        let (topic, payload) = tokio::time::timeout(WAIT, rx.recv())
+            .await
+            .expect("fifty replies in time")
+            .expect("the client runs");
+        let reply: Value = serde_json::from_slice(&payload).expect("JSON");
+        assert_eq!(reply["ok"], true, "{topic}: {reply}");
+    }
+    // The state reads each change is followed by have no level.
+    let ran: Vec<u64> = phone
+        .params()
+        .iter()
+        .filter_map(|p| p["level"].as_u64())
+        .collect();
+    assert_eq!(ran, levels, "the phone ran them out of order");
+    running.stop().await;
+}
+
+/// Publish `payload` on `topic` from an MQTT 5 client of the embedded
+/// broker, with `response_topic` and correlation data, and wait for its
+/// PUBACK.
+async fn publish_v5(running: &Running, topic: &str, payload: &Value, response_topic: &str) {
+    use rumqttc::v5::mqttbytes::v5::{Packet as Packet5, PublishProperties};
+    use rumqttc::v5::{AsyncClient as Client5, Event as Event5, MqttOptions as Options5};
+    let addr = running.addresses().broker.expect("the embedded broker");
+    let id = format!("test-v5-{}", payload["id"].as_str().unwrap_or("x"));
+    let (client, mut eventloop) =
+        Client5::new(Options5::new(id, addr.ip().to_string(), addr.port()), 16);
+    let properties = PublishProperties {
+        response_topic: Some(response_topic.to_owned()),
+        correlation_data: Some(b"corr-42".to_vec().into()),
+        ..PublishProperties::default()
+    };
+    client
+        .publish_with_properties(
+            topic,
+            rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
+            false,
+            payload.to_string(),
+            properties,
+        )
+        .await
+        .expect("publish");
+    tokio::time::timeout(WAIT, async {
+        loop {
+            match eventloop.poll().await {
+                Ok(Event5::Incoming(Packet5::PubAck(_))) => return,
+                Ok(_) => {}
+                Err(e) => panic!("the MQTT 5 client failed: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("a PUBACK in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_topic_is_honoured_under_the_responses_prefix_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (running, phone) = started(dir.path()).await;
+    let (_client, mut rx) = client(&running, "test-rt", &["dw/#"]).await;
+    // A response topic elsewhere would let a caller make the daemon
+    // publish where it must not (a phone's request topic): refused, and
+    // the command does not run.
+    let hijack = "dw/companion/x/request";
+    publish_v5(&running, "dw/cmd/call", &set_brightness("rt-1", 44), hijack).await;
+    let refused = next_on(&mut rx, "dw/reply/rt-1").await;
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(refused["error"]["code"], "invalid_request", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("dw/responses/")),
+        "{refused}"
+    );
+    // Under <prefix>/responses/: the reply goes there.
+    let allowed = "dw/responses/me";
+    publish_v5(
+        &running,
+        "dw/cmd/call",
+        &set_brightness("rt-2", 45),
+        allowed,
+    )
+    .await;
+    let answer = tokio::time::timeout(WAIT, async {
+        loop {
+            let (topic, payload) = rx.recv().await.expect("the client runs");
+            assert_ne!(topic, hijack, "published on the refused response topic");
+            if topic == allowed {
+                return serde_json::from_slice::<Value>(&payload).expect("JSON");
+            }
+        }
+    })
+    .await
+    .expect("a reply on the response topic");
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(answer["id"], "rt-2", "{answer}");
+    let levels: Vec<u64> = phone
+        .params()
+        .iter()
+        .filter_map(|p| p["level"].as_u64())
+        .collect();
+    assert_eq!(levels, [45], "the refused command ran");
+    running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_that_fails_late_stops_what_it_began_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
