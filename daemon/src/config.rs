@@ -128,6 +128,7 @@ pub(crate) struct MetricsSettings {
 struct RawAdb {
     server: String,
     connect: Vec<String>,
+    only_named: bool,
     start_server: bool,
     program: String,
     poll_interval_ms: u64,
@@ -501,6 +502,7 @@ impl TryFrom<RawConfig> for Config {
             adb: AdbConfig {
                 server,
                 connect: raw.adb.connect,
+                only_named: raw.adb.only_named,
                 names,
                 call_timeout: Duration::from_millis(raw.calls.timeout_ms),
                 poll_interval: Duration::from_millis(raw.adb.poll_interval_ms),

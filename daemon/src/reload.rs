@@ -2,7 +2,8 @@
 //! read again (the `--config` file or the system file, then the
 //! environment) and what can change while running is applied in place.
 //!
-//! Live: the devices (ADB names and the `connect` list, companion names),
+//! Live: the devices (ADB names, the `connect` list and `only_named`,
+//! companion names),
 //! the adb refresh interval, the state polling intervals, the agent's
 //! approval policy (`[agent.approval]`, for runs that start afterwards) and
 //! the skills (`[agent.skills]` and the SKILL.md files, read again on every
@@ -99,6 +100,7 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
         server,
         connect,
         names: adb_names,
+        only_named,
         call_timeout,
         poll_interval,
         workers_per_device,
@@ -254,7 +256,9 @@ pub(crate) fn plan(running: &Config, new: &Config) -> Plan {
         _ => differs("mcp.listen", true),
     }
     Plan {
-        adb_devices: *adb_names != new.adb.names || *connect != new.adb.connect,
+        adb_devices: *adb_names != new.adb.names
+            || *connect != new.adb.connect
+            || *only_named != new.adb.only_named,
         adb_poll_interval: *poll_interval != new.adb.poll_interval,
         companion_names: *companion_names != new.companion.names,
         poll: *poll != new.poll,
@@ -292,18 +296,22 @@ pub(crate) fn apply(
     let new = loaded?;
     let plan = plan(running, &new);
     if plan.adb_devices {
-        let outcome = live
-            .adb
-            .reconfigure(new.adb.names.clone(), new.adb.connect.clone());
+        let outcome = live.adb.reconfigure(
+            new.adb.names.clone(),
+            new.adb.connect.clone(),
+            new.adb.only_named,
+        );
         tracing::info!(
             renamed = outcome.renamed.len(),
             removed = outcome.removed.len(),
             added = outcome.added.len(),
             connect = ?new.adb.connect,
+            only_named = new.adb.only_named,
             "ADB devices reconfigured"
         );
         running.adb.names = new.adb.names;
         running.adb.connect = new.adb.connect;
+        running.adb.only_named = new.adb.only_named;
     }
     if plan.adb_poll_interval {
         live.adb.set_poll_interval(new.adb.poll_interval);
@@ -388,6 +396,8 @@ mod tests {
             },
         );
         let running = load(BASE);
+        let only_named = load(&BASE.replace("[adb]\n", "[adb]\nonly_named = true\n"));
+        assert!(plan(&running, &only_named).adb_devices);
         let renamed = load(&BASE.replace("kitchen", "hall"));
         assert!(plan(&running, &renamed).adb_devices);
         let more = load(&BASE.replace(

@@ -29,9 +29,9 @@ pub struct Rig {
     pub llm: ScriptedLlm,
     /// The adb server.
     pub adb: AdbServer,
-    /// The port of the mosquitto broker the daemon uses.
-    pub mqtt_port: u16,
-    _broker: Mosquitto,
+    /// The mosquitto broker the daemon uses: the shared one, under the
+    /// rig's topic level.
+    pub broker: Mosquitto,
     _rt: tokio::runtime::Runtime,
     /// The daemon's configuration (TOML).
     pub config: String,
@@ -80,14 +80,15 @@ pub fn rig_llm(
     llm_toml: Option<&str>,
 ) -> Rig {
     let (rt, llm) = crate::scripted_model();
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let broker = Mosquitto::shared();
+    let probe = Probe::connect_to(&broker);
+    let adb = AdbServer::shared();
     let kitchen = adb.phone(SimOptions::default());
     let hall = adb.phone(SimOptions::default());
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{}[adb]\npoll_interval_ms = 300\nconnect = [\"{}\", \"{}\"]\n{}[agent.skills]\ndirs = [\"{}\"]\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"hall\"\ntransport = \"adb\"\nserial = \"{}\"\n{extra}",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}[mqtt.homeassistant]\ndiscovery = false\n{}[adb]\npoll_interval_ms = 300\nconnect = [\"{}\", \"{}\"]\n{}[agent.skills]\ndirs = [\"{}\"]\n[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"hall\"\ntransport = \"adb\"\nserial = \"{}\"\n{extra}",
         broker.port,
+        broker.mqtt_keys(),
         crate::mqtt::NO_POLLS,
         kitchen.serial(),
         hall.serial(),
@@ -107,8 +108,7 @@ pub fn rig_llm(
         hall,
         llm,
         adb,
-        mqtt_port: broker.port,
-        _broker: broker,
+        broker,
         _rt: rt,
         config,
         skills,

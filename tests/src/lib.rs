@@ -94,11 +94,30 @@ pub(crate) fn spawn_daemon(cmd: &mut Command, log_file: std::fs::File) -> Child 
 }
 
 /// Point a `droidwarden` command at the adb server on `port` whose keys
-/// are under `home`, never starting a server of its own.
-fn adb_client_env<'a>(cmd: &'a mut Command, home: &Path, port: u16) -> &'a mut Command {
-    cmd.env("HOME", home)
-        .env("DROIDWARDEN__ADB__SERVER", format!("127.0.0.1:{port}"))
-        .env("DROIDWARDEN__ADB__START_SERVER", "false")
+/// are under `home` ([`adb_client_vars`]).
+fn adb_client_env<'a>(
+    cmd: &'a mut Command,
+    home: &Path,
+    port: u16,
+    shared: bool,
+) -> &'a mut Command {
+    cmd.envs(adb_client_vars(home, port, shared))
+}
+
+/// The environment that points `droidwarden` at the adb server on `port`
+/// whose keys are under `home`, never starting a server of its own;
+/// serving only the phones its configuration names when the server is
+/// `shared`.
+fn adb_client_vars(home: &Path, port: u16, shared: bool) -> Vec<(&'static str, String)> {
+    let mut vars = vec![
+        ("HOME", home.to_string_lossy().into_owned()),
+        ("DROIDWARDEN__ADB__SERVER", format!("127.0.0.1:{port}")),
+        ("DROIDWARDEN__ADB__START_SERVER", "false".to_owned()),
+    ];
+    if shared {
+        vars.push(("DROIDWARDEN__ADB__ONLY_NAMED", "true".to_owned()));
+    }
+    vars
 }
 
 /// Hostile text: shell metacharacters, quotes, newlines, NUL, option
@@ -397,12 +416,50 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// The real adb server, isolated: its own `HOME` (keys) and port.
+/// The real adb server: one of the test's own ([`AdbServer::start`], its
+/// own `HOME` for keys and its own port, killed on drop) or the run's
+/// shared one ([`AdbServer::shared`]).
 #[derive(Debug)]
 pub struct AdbServer {
     /// Its port on 127.0.0.1.
     pub port: u16,
-    home: tempfile::TempDir,
+    home: PathBuf,
+    /// The test's own server's `HOME`, removed on drop; `None` for the
+    /// shared server, which outlives every test.
+    own: Option<tempfile::TempDir>,
+}
+
+/// Keeps a server that outlives the tests until this test process ends,
+/// however it ends: a `sh` that ignores the terminal's signals, waits for
+/// its standard input to close (the kernel closes it when this process
+/// exits, even when killed) and then runs its cleanup.
+#[derive(Debug)]
+pub(crate) struct Reaper {
+    _child: Child,
+    _stdin: std::process::ChildStdin,
+}
+
+impl Reaper {
+    /// A reaper that runs `cleanup` (a `sh` script whose positional
+    /// parameters are `args`) when this process is gone.
+    pub(crate) fn spawn(cleanup: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(format!("trap '' INT TERM HUP; read _; {cleanup}"))
+            .arg("reaper")
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sh");
+        let stdin = child.stdin.take().expect("the reaper's stdin");
+        Self {
+            _child: child,
+            _stdin: stdin,
+        }
+    }
 }
 
 impl AdbServer {
@@ -426,7 +483,11 @@ impl AdbServer {
                 wait_for("the adb server", Duration::from_secs(10), || {
                     TcpStream::connect(("127.0.0.1", port)).ok()
                 });
-                return Self { port, home };
+                return Self {
+                    port,
+                    home: home.path().to_path_buf(),
+                    own: Some(home),
+                };
             }
             failures.push(format!(
                 "port {port}: {}",
@@ -436,9 +497,44 @@ impl AdbServer {
         panic!("adb start-server failed three times: {failures:#?}");
     }
 
+    /// The run's shared adb server, started by the first test that asks
+    /// and stopped when the test process ends.
+    ///
+    /// Every test's phones are on it, so whatever it points at the server
+    /// serves only the phones its configuration names (`[adb] only_named`,
+    /// set by [`AdbServer::client_env`]). A test that stops the server,
+    /// lists what it sees, or serves a phone it does not name needs its own
+    /// ([`AdbServer::start`]).
+    ///
+    /// # Panics
+    /// When `adb` is not installed or the server does not come up.
+    pub fn shared() -> Self {
+        static SHARED: std::sync::OnceLock<(u16, PathBuf, Reaper)> = std::sync::OnceLock::new();
+        let (port, home, _) = SHARED.get_or_init(|| {
+            let mut server = Self::start();
+            let home = server.own.take().expect("a server of its own").keep();
+            let reaper = Reaper::spawn(
+                r#"adb -P "$1" kill-server; rm -rf "$2""#,
+                &[&server.port.to_string(), &home.to_string_lossy()],
+                &[("HOME", &home.to_string_lossy())],
+            );
+            (server.port, home, reaper)
+        });
+        Self {
+            port: *port,
+            home: home.clone(),
+            own: None,
+        }
+    }
+
+    /// Whether this is the run's shared server.
+    pub fn is_shared(&self) -> bool {
+        self.own.is_none()
+    }
+
     /// A `Command` for the `adb` client talking to this server.
     pub fn adb(&self, args: &[&str]) -> Command {
-        adb_command(self.home.path(), self.port, args)
+        adb_command(&self.home, self.port, args)
     }
 
     /// Run `adb args…` and return stdout.
@@ -449,13 +545,20 @@ impl AdbServer {
 
     /// The server's `HOME`, to share with other clients of this server.
     pub fn home(&self) -> &Path {
-        self.home.path()
+        &self.home
     }
 
     /// Point a `droidwarden` command at this server (its `HOME` and port),
-    /// never starting a server of its own.
+    /// never starting a server of its own; on the shared server, serving
+    /// only the phones its configuration names.
     pub fn client_env<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
-        adb_client_env(cmd, self.home(), self.port)
+        adb_client_env(cmd, self.home(), self.port, self.is_shared())
+    }
+
+    /// The environment [`AdbServer::client_env`] sets, for a program
+    /// started some other way.
+    pub fn client_vars(&self) -> Vec<(&'static str, String)> {
+        adb_client_vars(self.home(), self.port, self.is_shared())
     }
 
     /// `droidwarden --config CONFIG mcp --local` against this server, its
@@ -481,8 +584,12 @@ impl AdbServer {
     /// # Panics
     /// When the sim does not start or does not come online.
     pub fn phone(&self, options: SimOptions) -> Sim {
-        let sim = Sim::start(options);
+        let mut sim = Sim::start(options);
         self.connect(&sim.serial());
+        if self.is_shared() {
+            // Gone from the shared server's list with the test.
+            sim.disconnect = Some(self.adb(&["disconnect", &sim.serial()]));
+        }
         sim
     }
 
@@ -531,6 +638,9 @@ fn adb_command(home: &Path, port: u16, args: &[&str]) -> Command {
 
 impl Drop for AdbServer {
     fn drop(&mut self) {
+        if self.is_shared() {
+            return;
+        }
         if let Ok(child) = self
             .adb(&["kill-server"])
             .stdout(Stdio::null())
@@ -579,6 +689,18 @@ pub struct Sim {
     _log_dir: tempfile::TempDir,
     /// The file the sim appends its command log to.
     pub log_file: PathBuf,
+    /// `adb disconnect` from the shared server, run on drop.
+    disconnect: Option<Command>,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        if let Some(cmd) = self.disconnect.take() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            run_with_timeout(cmd, Duration::from_secs(10));
+        }
+    }
 }
 
 impl Sim {
@@ -653,6 +775,7 @@ impl Sim {
             child: child.into(),
             _log_dir: log_dir,
             log_file,
+            disconnect: None,
         }
     }
 
@@ -728,6 +851,7 @@ impl Sim {
 pub struct Droidwarden {
     adb_port: u16,
     home: PathBuf,
+    shared_adb: bool,
     config: tempfile::NamedTempFile,
 }
 
@@ -778,7 +902,7 @@ pub fn local_phone(serial: &str, extra: &str) -> (AdbServer, Sim, Droidwarden) {
 
 /// [`local_phone`] with an emulated phone as `options` say.
 pub fn local_phone_with(options: SimOptions, extra: &str) -> (AdbServer, Sim, Droidwarden) {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(options);
     let config = format!(
         "[adb]\nconnect = [\"{serial}\"]\n{extra}\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n",
@@ -798,6 +922,7 @@ impl Droidwarden {
         Self {
             adb_port: server.port,
             home: server.home().to_path_buf(),
+            shared_adb: server.is_shared(),
             config,
         }
     }
@@ -824,7 +949,7 @@ impl Droidwarden {
             .arg(self.config.path())
             .args(args)
             .envs(env.iter().copied());
-        adb_client_env(&mut cmd, &self.home, self.adb_port).env_remove("RUST_LOG");
+        adb_client_env(&mut cmd, &self.home, self.adb_port, self.shared_adb).env_remove("RUST_LOG");
         let out = run_with_timeout(cmd, Duration::from_secs(60));
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         Run {

@@ -11,15 +11,63 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A real mosquitto broker on a free loopback port, killed on drop.
+/// A real mosquitto broker on a free loopback port: one of the test's own
+/// ([`Mosquitto::start`] and the others, killed on drop) or the run's
+/// shared one under a topic level of the test's own ([`Mosquitto::shared`]).
 #[derive(Debug)]
 pub struct Mosquitto {
     /// Its port on 127.0.0.1.
     pub port: u16,
     child: Option<Child>,
-    dir: tempfile::TempDir,
+    /// The configuration's directory; `None` for a shared listener.
+    dir: Option<tempfile::TempDir>,
     /// The password and ACL files of a secured broker.
     secrets: Option<tempfile::TempDir>,
+    /// The test's topic level on the shared broker.
+    mount: Option<String>,
+}
+
+/// The run's shared mosquitto: one listener, anonymous, no persistence,
+/// stopped when the test process ends.
+#[derive(Debug)]
+struct SharedBroker {
+    port: u16,
+    _reaper: crate::Reaper,
+}
+
+impl SharedBroker {
+    /// The shared broker, started by the first test that asks.
+    fn get() -> &'static Self {
+        static SHARED: std::sync::OnceLock<SharedBroker> = std::sync::OnceLock::new();
+        SHARED.get_or_init(|| {
+            let mut broker = Mosquitto::start();
+            let child = broker.child.take().expect("a broker of its own");
+            let dir = broker.dir.take().expect("its configuration").keep();
+            // Killed when this process ends, not when a test does.
+            let reaper = crate::Reaper::spawn(
+                r#"kill "$1"; rm -rf "$2""#,
+                &[&child.id().to_string(), &dir.to_string_lossy()],
+                &[],
+            );
+            // Never waited for: it runs until the reaper stops it.
+            std::mem::forget(child);
+            Self {
+                port: broker.port,
+                _reaper: reaper,
+            }
+        })
+    }
+}
+
+/// The settings every test broker has, shared or not.
+const COMMON: &str = "persistence false\nmax_packet_size 2000000\nset_tcp_nodelay true\n";
+
+/// Where mosquitto is: `/usr/sbin`, off most users' `PATH`.
+fn mosquitto_program() -> &'static str {
+    ["/usr/sbin/mosquitto", "mosquitto"]
+        .into_iter()
+        .find(|p| !p.starts_with('/') || std::path::Path::new(p).exists())
+        .unwrap_or("mosquitto")
 }
 
 impl Mosquitto {
@@ -29,6 +77,50 @@ impl Mosquitto {
     /// When mosquitto is not installed or does not come up.
     pub fn start() -> Self {
         Self::start_on(free_port())
+    }
+
+    /// The run's shared broker, under a topic level of the test's own
+    /// ([`Mosquitto::mount`]): a daemon configured with
+    /// [`Mosquitto::mqtt_keys`] and a probe from [`Probe::connect_to`] see
+    /// only each other's topics and retained messages, as on a broker of
+    /// their own. Mosquitto's own `mount_point` would do this in the broker,
+    /// but Debian 12's mosquitto 2.0.11 does not take it off the messages it
+    /// delivers (fixed in 2.0.12). A test that stops or restarts the broker,
+    /// secures it, or checks topics inside payloads (Home Assistant
+    /// discovery) starts its own ([`Mosquitto::start`]).
+    ///
+    /// # Panics
+    /// When mosquitto is not installed or does not come up.
+    pub fn shared() -> Self {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self {
+            port: SharedBroker::get().port,
+            child: None,
+            dir: None,
+            secrets: None,
+            mount: Some(format!("t{n}/")),
+        }
+    }
+
+    /// The topic level (`t7/`) a shared broker's test keeps to; `None` on
+    /// a broker of the test's own.
+    pub fn mount(&self) -> Option<&str> {
+        self.mount.as_deref()
+    }
+
+    /// `[mqtt]` keys for a daemon on this broker: on the shared one, its
+    /// topics under the test's level (Home Assistant's are not used there)
+    /// and a client id of its own, since client ids are the broker's.
+    pub fn mqtt_keys(&self) -> String {
+        match &self.mount {
+            Some(mount) => format!(
+                "client_id = \"droidwarden-{}\"\ntopic_prefix = \"{mount}{}\"\n",
+                mount.trim_end_matches('/'),
+                crate::P
+            ),
+            None => String::new(),
+        }
     }
 
     /// Start on a given port (to restart a broker where clients expect it).
@@ -43,27 +135,29 @@ impl Mosquitto {
         std::fs::write(
             dir.path().join("mosquitto.conf"),
             format!(
-                "per_listener_settings true\npersistence false\nmax_packet_size 2000000\nset_tcp_nodelay true\nlistener {port} 127.0.0.1\nallow_anonymous true\n{extra}"
+                "per_listener_settings true\n{COMMON}listener {port} 127.0.0.1\nallow_anonymous true\n{extra}"
             ),
         )
         .expect("write mosquitto.conf");
         let mut broker = Self {
             port,
             child: None,
-            dir,
+            dir: Some(dir),
             secrets: None,
+            mount: None,
         };
         broker.spawn();
         broker
     }
 
     fn spawn(&mut self) {
-        let conf = self.dir.path().join("mosquitto.conf");
-        let program = ["/usr/sbin/mosquitto", "mosquitto"]
-            .into_iter()
-            .find(|p| !p.starts_with('/') || std::path::Path::new(p).exists())
-            .unwrap_or("mosquitto");
-        let child = Command::new(program)
+        let conf = self
+            .dir
+            .as_ref()
+            .expect("the shared broker cannot be stopped or started: use Mosquitto::start")
+            .path()
+            .join("mosquitto.conf");
+        let child = Command::new(mosquitto_program())
             .arg("-c")
             .arg(&conf)
             .stdin(Stdio::null())
@@ -129,7 +223,11 @@ impl Mosquitto {
     }
 
     /// Kill the broker (abruptly, like a crash).
+    ///
+    /// # Panics
+    /// On the shared broker, which cannot be stopped.
     pub fn kill(&mut self) {
+        self.own_process();
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -145,6 +243,7 @@ impl Mosquitto {
     /// Stop the broker as a service manager does (SIGTERM, then wait): a
     /// broker with persistence saves its sessions and queued messages.
     pub fn stop(&mut self) {
+        self.own_process();
         if let Some(child) = self.child.take() {
             crate::send_signal(child.id(), "TERM");
             let mut child = crate::KillOnDrop::from(child);
@@ -180,9 +279,22 @@ impl Mosquitto {
     }
 }
 
+impl Mosquitto {
+    /// Stop a test that would stop or restart the shared broker.
+    fn own_process(&self) {
+        assert!(
+            self.dir.is_some(),
+            "the shared broker cannot be stopped or restarted: use Mosquitto::start"
+        );
+    }
+}
+
 impl Drop for Mosquitto {
     fn drop(&mut self) {
-        self.kill();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -446,6 +558,9 @@ impl Message {
 /// A test client: subscribes to everything and records every message.
 pub struct Probe {
     client: Client,
+    /// The test's topic level on the shared broker (`t7/`), added to what
+    /// it publishes and taken off what it receives; empty otherwise.
+    mount: String,
     seen: Arc<Mutex<Vec<Message>>>,
     subscribed: Arc<Mutex<bool>>,
     /// Set on drop: the connection thread stops instead of reconnecting.
@@ -474,7 +589,18 @@ impl std::fmt::Debug for Probe {
 impl Probe {
     /// Connect to the broker on `port` and subscribe to `#`.
     pub fn connect(port: u16) -> Self {
-        let probe = Self::start(port, None);
+        Self::connect_mounted(port, "")
+    }
+
+    /// Connect to `broker` and subscribe to everything there is of the
+    /// test's: on the shared broker, every topic under the test's level,
+    /// which the probe hides (its topics read as on a broker of its own).
+    pub fn connect_to(broker: &Mosquitto) -> Self {
+        Self::connect_mounted(broker.port, broker.mount().unwrap_or(""))
+    }
+
+    fn connect_mounted(port: u16, mount: &str) -> Self {
+        let probe = Self::start(port, None, mount);
         // The subscription is acknowledged asynchronously; a retained
         // message proves it is active.
         let marker = format!("probe/ready/{}", free_port());
@@ -492,14 +618,14 @@ impl Probe {
     /// roles) and subscribe to `#`; returns once the broker acknowledged
     /// the subscription.
     pub fn connect_as(port: u16, user: &str, password: &str) -> Self {
-        let probe = Self::start(port, Some((user, password)));
+        let probe = Self::start(port, Some((user, password)), "");
         wait_for("the probe's SUBACK", Duration::from_secs(10), || {
             (*probe.subscribed.lock().unwrap()).then_some(())
         });
         probe
     }
 
-    fn start(port: u16, login: Option<(&str, &str)>) -> Self {
+    fn start(port: u16, login: Option<(&str, &str)>, mount: &str) -> Self {
         let id = format!("probe-{}-{}", std::process::id(), free_port());
         let mut options = MqttOptions::new(id, "127.0.0.1", port);
         options.set_keep_alive(Duration::from_secs(5));
@@ -513,6 +639,7 @@ impl Probe {
         let connected = Arc::new(Mutex::new(false));
         let subscribed = Arc::new(Mutex::new(false));
         {
+            let mount = mount.to_owned();
             let seen = Arc::clone(&seen);
             let connected = Arc::clone(&connected);
             let subscribed = Arc::clone(&subscribed);
@@ -527,15 +654,18 @@ impl Probe {
                         Ok(Event::Outgoing(Outgoing::Disconnect)) => return,
                         Err(_) if is_closed() => return,
                         Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                            let _ = client.try_subscribe("#", QoS::AtLeastOnce);
+                            let _ = client.try_subscribe(format!("{mount}#"), QoS::AtLeastOnce);
                             *connected.lock().unwrap() = true;
                         }
                         Ok(Event::Incoming(Packet::SubAck(_))) => {
                             *subscribed.lock().unwrap() = true;
                         }
                         Ok(Event::Incoming(Packet::Publish(p))) => {
+                            let Some(topic) = p.topic.strip_prefix(mount.as_str()) else {
+                                continue;
+                            };
                             seen.lock().unwrap().push(Message {
-                                topic: p.topic.clone(),
+                                topic: topic.to_owned(),
                                 payload: String::from_utf8_lossy(&p.payload).into_owned(),
                                 retain: p.retain,
                             })
@@ -551,6 +681,7 @@ impl Probe {
         });
         Self {
             client,
+            mount: mount.to_owned(),
             seen,
             subscribed,
             closed,
@@ -560,14 +691,24 @@ impl Probe {
     /// Publish (QoS 1, not retained).
     pub fn publish(&self, topic: &str, payload: impl Into<Vec<u8>>) {
         self.client
-            .publish(topic, QoS::AtLeastOnce, false, payload)
+            .publish(
+                format!("{}{topic}", self.mount),
+                QoS::AtLeastOnce,
+                false,
+                payload,
+            )
             .expect("publish");
     }
 
     /// Publish retained (an empty payload clears).
     pub fn publish_retained(&self, topic: &str, payload: impl Into<Vec<u8>>) {
         self.client
-            .publish(topic, QoS::AtLeastOnce, true, payload)
+            .publish(
+                format!("{}{topic}", self.mount),
+                QoS::AtLeastOnce,
+                true,
+                payload,
+            )
             .expect("publish");
     }
 

@@ -30,6 +30,10 @@ pub struct PhoneRigOptions {
     pub companion: bool,
     /// More `[adb]` keys (TOML lines), for an ADB phone.
     pub adb_keys: String,
+    /// A mosquitto of the rig's own instead of the shared one, for topics
+    /// outside the daemon's prefix (an automation's MQTT trigger or
+    /// notification), which the shared broker's topic level does not cover.
+    pub own_broker: bool,
 }
 
 /// Field order is drop order: the daemon stops before the phone, the
@@ -90,9 +94,16 @@ impl PhoneRig {
             }
             None => (None, None),
         };
-        let broker = Mosquitto::start();
-        let probe = Probe::connect(broker.port);
-        let adb = AdbServer::start();
+        // A companion's topics and client id are its companion id's, the
+        // same in every companion test, and discovery payloads name topics:
+        // those get a broker of their own.
+        let broker = if options.companion || options.discovery || options.own_broker {
+            Mosquitto::start()
+        } else {
+            Mosquitto::shared()
+        };
+        let probe = Probe::connect_to(&broker);
+        let adb = AdbServer::shared();
         let (sim, device) = if options.companion {
             let sim = Sim::start(SimOptions {
                 companion: Some((broker.port, COMPANION_ID.into())),
@@ -145,7 +156,8 @@ impl PhoneRig {
             self.broker.port,
             &self.sim.serial(),
             &format!(
-                "[mqtt.homeassistant]\ndiscovery = {}\n{NO_POLLS}{llm}{extra}\n",
+                "{}[mqtt.homeassistant]\ndiscovery = {}\n{NO_POLLS}{llm}{extra}\n",
+                self.broker.mqtt_keys(),
                 self.discovery
             ),
         )

@@ -103,6 +103,10 @@ pub struct AdbConfig {
     pub connect: Vec<String>,
     /// Names for serials; other devices are named by their serial.
     pub names: BTreeMap<String, DeviceName>,
+    /// Serve only the devices named in `names`, ignoring the others the
+    /// adb server lists (`[adb] only_named`): for an adb server shared with
+    /// Android Studio, another program or another daemon.
+    pub only_named: bool,
     /// Upper bound of every call on a device.
     pub call_timeout: Duration,
     /// How often the device list is refreshed.
@@ -135,6 +139,7 @@ impl Default for AdbConfig {
             server: SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 5037),
             connect: Vec::new(),
             names: BTreeMap::new(),
+            only_named: false,
             call_timeout: Duration::from_secs(15),
             poll_interval: Duration::from_secs(3),
             workers_per_device: 4,
@@ -153,7 +158,7 @@ impl Default for AdbConfig {
 pub struct AdbTransport {
     /// The settings fixed for the transport's life. Its `names`, `connect`
     /// and `poll_interval` are moved into [`Live`] at construction (they are
-    /// empty here) because they can change.
+    /// empty here) because they can change; so is `only_named`.
     config: AdbConfig,
     registry: Arc<Registry>,
     /// Devices and the settings that name and find them, under one lock so
@@ -221,6 +226,7 @@ struct Live {
     devices: BTreeMap<String, Arc<AdbDevice>>,
     names: BTreeMap<String, DeviceName>,
     connect: Vec<String>,
+    only_named: bool,
     poll_interval: Duration,
 }
 
@@ -250,6 +256,7 @@ impl AdbTransport {
             devices: BTreeMap::new(),
             names: std::mem::take(&mut config.names),
             connect: std::mem::take(&mut config.connect),
+            only_named: config.only_named,
             poll_interval: config.poll_interval,
         };
         let dialer = Dialer::new(config.server);
@@ -276,15 +283,17 @@ impl AdbTransport {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Change the device names (serial → name) and the network devices to
-    /// keep connected, while running.
+    /// Change the device names (serial → name), the network devices to
+    /// keep connected and whether only named devices are served, while
+    /// running.
     ///
     /// A device whose name changes leaves the registry under its old name
     /// (announced offline, then [`DeviceEvent::Removed`]) and is registered
     /// under the new one with its current state (announced with a
     /// [`DeviceEvent::Availability`]). A device no longer named keeps
     /// serving under its serial while the adb server lists it, and leaves
-    /// the registry otherwise. A newly named serial is registered at once,
+    /// the registry otherwise; with `only_named`, every device not named
+    /// leaves it. A newly named serial is registered at once,
     /// offline until the adb server lists it. Calls already running on a
     /// renamed device finish on it. Targets dropped from `connect` are no
     /// longer connected but are not disconnected: the adb server is shared
@@ -293,6 +302,7 @@ impl AdbTransport {
         &self,
         names: BTreeMap<String, DeviceName>,
         connect: Vec<String>,
+        only_named: bool,
     ) -> Reconfigured {
         let mut outcome = Reconfigured::default();
         let mut announce = Vec::new();
@@ -300,6 +310,7 @@ impl AdbTransport {
             let mut live = self.live();
             live.names = names;
             live.connect = connect;
+            live.only_named = only_named;
             let mut replaced = Vec::new();
             let serials: Vec<String> = live.devices.keys().cloned().collect();
             for serial in serials {
@@ -309,6 +320,7 @@ impl AdbTransport {
                 let by_serial = name_from_serial(&serial);
                 let target = match live.names.get(&serial) {
                     Some(name) => Some(name.clone()),
+                    None if only_named => None,
                     // Never named: a reload has nothing to say about it.
                     None if device.name == by_serial => continue,
                     None if device.status().listed => Some(by_serial),
@@ -658,17 +670,19 @@ impl AdbTransport {
         }
     }
 
-    fn device_for(&self, serial: &str) -> Arc<AdbDevice> {
+    /// The device of `serial`, registered now if it is new; `None` for a
+    /// device that is not named while only named devices are served.
+    fn device_for(&self, serial: &str) -> Option<Arc<AdbDevice>> {
         let mut live = self.live();
         if let Some(d) = live.devices.get(serial) {
-            return Arc::clone(d);
+            return Some(Arc::clone(d));
         }
-        let name = live
-            .names
-            .get(serial)
-            .cloned()
-            .unwrap_or_else(|| name_from_serial(serial));
-        self.insert_device(&mut live, serial, name, Status::unseen())
+        let name = match live.names.get(serial) {
+            Some(name) => name.clone(),
+            None if live.only_named => return None,
+            None => name_from_serial(serial),
+        };
+        Some(self.insert_device(&mut live, serial, name, Status::unseen()))
     }
 
     /// Create a device and register it (replacing any of the same name).
@@ -711,7 +725,9 @@ impl AdbTransport {
     fn apply(&self, listed: &[DeviceLong]) -> usize {
         let mut online = 0;
         for d in listed {
-            let device = self.device_for(&d.identifier);
+            let Some(device) = self.device_for(&d.identifier) else {
+                continue;
+            };
             let is_online = d.state == DeviceState::Device;
             online += usize::from(is_online);
             let detail = (!is_online).then(|| describe_state(&d.state));
@@ -1230,7 +1246,7 @@ mod tests {
         let (adb, registry) = transport(&[("s1", "kitchen")]);
         adb.apply(&listed(&["s1"]));
         let mut events = registry.subscribe();
-        let outcome = adb.reconfigure(map(&[("s1", "hall")]), Vec::new());
+        let outcome = adb.reconfigure(map(&[("s1", "hall")]), Vec::new(), false);
         assert_eq!(outcome.renamed, vec![(name("kitchen"), name("hall"))]);
         assert_eq!(names(&registry), vec![("hall".to_owned(), true)]);
         let info = registry.get("hall").unwrap().info();
@@ -1245,7 +1261,7 @@ mod tests {
     fn a_device_no_longer_named_stays_by_serial_while_listed_and_leaves_otherwise() {
         let (adb, registry) = transport(&[("s1", "kitchen"), ("s2", "hall")]);
         adb.apply(&listed(&["s1"]));
-        let outcome = adb.reconfigure(BTreeMap::new(), Vec::new());
+        let outcome = adb.reconfigure(BTreeMap::new(), Vec::new(), false);
         assert_eq!(outcome.renamed, vec![(name("kitchen"), name("s1"))]);
         assert_eq!(outcome.removed, vec![name("hall")]);
         assert_eq!(names(&registry), vec![("s1".to_owned(), true)]);
@@ -1255,7 +1271,7 @@ mod tests {
     fn two_devices_can_swap_names() {
         let (adb, registry) = transport(&[("s1", "a"), ("s2", "b")]);
         adb.apply(&listed(&["s1", "s2"]));
-        adb.reconfigure(map(&[("s1", "b"), ("s2", "a")]), Vec::new());
+        adb.reconfigure(map(&[("s1", "b"), ("s2", "a")]), Vec::new(), false);
         let serial_of = |n: &str| registry.get(n).unwrap().info().serial;
         assert_eq!(serial_of("a"), "s2");
         assert_eq!(serial_of("b"), "s1");
@@ -1267,7 +1283,11 @@ mod tests {
     fn a_newly_named_serial_is_registered_offline_and_announced() {
         let (adb, registry) = transport(&[]);
         let mut events = registry.subscribe();
-        let outcome = adb.reconfigure(map(&[("s9", "garage")]), vec!["10.0.0.9:5555".into()]);
+        let outcome = adb.reconfigure(
+            map(&[("s9", "garage")]),
+            vec!["10.0.0.9:5555".into()],
+            false,
+        );
         assert_eq!(outcome.added, vec![name("garage")]);
         assert_eq!(names(&registry), vec![("garage".to_owned(), false)]);
         assert!(matches!(
@@ -1285,13 +1305,42 @@ mod tests {
         adb.apply(&listed(&["s1", "s2"]));
         adb.apply(&listed(&["s1"]));
         let mut events = registry.subscribe();
-        let outcome = adb.reconfigure(map(&[("s1", "kitchen")]), Vec::new());
+        let outcome = adb.reconfigure(map(&[("s1", "kitchen")]), Vec::new(), false);
         assert!(outcome.is_empty(), "{outcome:?}");
         assert!(drain(&mut events).is_empty());
         assert_eq!(
             names(&registry),
             vec![("kitchen".to_owned(), true), ("s2".to_owned(), false)]
         );
+    }
+
+    /// `only_named`: the devices of a shared adb server that are not named
+    /// are never registered, and turning it on by a reload removes those
+    /// that were.
+    #[test]
+    fn only_named_devices_are_served_when_asked() {
+        let registry = Arc::new(Registry::new());
+        let config = AdbConfig {
+            names: map(&[("s1", "kitchen")]),
+            only_named: true,
+            ..AdbConfig::default()
+        };
+        let adb = AdbTransport::new(config, Arc::clone(&registry));
+        assert_eq!(adb.apply(&listed(&["s1", "s2", "s3"])), 1);
+        assert_eq!(names(&registry), vec![("kitchen".to_owned(), true)]);
+
+        let (adb, registry) = transport(&[("s1", "kitchen")]);
+        adb.apply(&listed(&["s1", "s2"]));
+        assert_eq!(names(&registry).len(), 2);
+        let outcome = adb.reconfigure(map(&[("s1", "kitchen")]), Vec::new(), true);
+        assert_eq!(outcome.removed, vec![name("s2")]);
+        assert_eq!(names(&registry), vec![("kitchen".to_owned(), true)]);
+        adb.apply(&listed(&["s1", "s2"]));
+        assert_eq!(names(&registry), vec![("kitchen".to_owned(), true)]);
+        // Off again: the unnamed device is served under its serial.
+        adb.reconfigure(map(&[("s1", "kitchen")]), Vec::new(), false);
+        adb.apply(&listed(&["s1", "s2"]));
+        assert_eq!(names(&registry).len(), 2);
     }
 
     /// `workers_per_device` caps the commands in flight on one phone; the
@@ -1334,7 +1383,7 @@ mod tests {
             },
             registry,
         );
-        let device = adb.device_for("emu-1");
+        let device = adb.device_for("emu-1").expect("served");
         device.status().protocol = Some(Protocol::V2);
         let mut calls = tokio::task::JoinSet::new();
         for _ in 0..5 {

@@ -286,6 +286,7 @@ fn results_reflect_the_phones_state() {
 
 #[test]
 fn two_phones_at_once_and_device_selection() {
+    // Its phones are not named: an adb server of its own.
     let adb = AdbServer::start();
     let a = adb.phone(SimOptions {
         serial: Some("AAA".into()),
@@ -627,6 +628,7 @@ fn a_replayed_bug_report_is_reproduced() {
         r#"[{"command": "dumpsys battery", "stdout": "battery.txt", "stderr": null, "exit": 0}]"#,
     )
     .unwrap();
+    // Its phone is not named: an adb server of its own.
     let adb = AdbServer::start();
     let sim = adb.phone(SimOptions {
         replay: Some(dir.path().to_path_buf()),
@@ -647,6 +649,7 @@ fn a_replayed_bug_report_is_reproduced() {
 fn the_adb_server_is_never_started_on_the_default_port_behind_our_back() {
     // adb_client runs `adb start-server` (port 5037) before every server
     // request on loopback; the bridge hands it a no-op program instead.
+    // Its phone is not named: an adb server of its own.
     let adb = AdbServer::start();
     let _sim = adb.phone(SimOptions::default());
     let default_port_was_free = std::net::TcpStream::connect("127.0.0.1:5037").is_err();
@@ -664,6 +667,7 @@ fn the_adb_server_is_never_started_on_the_default_port_behind_our_back() {
 
 #[test]
 fn an_unreachable_adb_server_is_a_clear_error() {
+    // Stopped by the test: its own.
     let adb = AdbServer::start();
     let dw = Droidwarden::new(&adb, "");
     drop(adb);
@@ -675,7 +679,7 @@ fn an_unreachable_adb_server_is_a_clear_error() {
 
 #[test]
 fn a_bad_configuration_exits_78_naming_the_key() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     for (config, key) in [
         ("[adb]\nserverr = \"127.0.0.1:5037\"\n", "serverr"),
         ("[calls]\ntimeout_ms = -5\n", "timeout_ms"),

@@ -306,8 +306,9 @@ fn approvals_are_published_and_approve_deny_and_expiry_reach_the_run() {
     // it. Sent with mosquitto's own client, MQTT 5.
     let approve = json!({"approval_id": id, "decision": "approve", "by": "Alice"});
     let mut pub_cmd = Command::new("mosquitto_pub");
-    pub_cmd.args(["-h", "127.0.0.1", "-p", &r.mqtt_port.to_string()]);
-    pub_cmd.args(["-V", "mqttv5", "-q", "1", "-t", &format!("{P}/cmd/approve")]);
+    pub_cmd.args(["-h", "127.0.0.1", "-p", &r.broker.port.to_string()]);
+    let topic = format!("{}{P}/cmd/approve", r.broker.mount().unwrap_or(""));
+    pub_cmd.args(["-V", "mqttv5", "-q", "1", "-t", &topic]);
     pub_cmd.args([
         "-D",
         "publish",

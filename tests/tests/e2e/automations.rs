@@ -31,6 +31,16 @@ fn rig_with(discovery: bool, extra: &str) -> Rig {
     PhoneRig::start_with(options, extra)
 }
 
+/// A rig whose automations use topics of home automation (outside the
+/// daemon's prefix): on a mosquitto of its own.
+fn rig_own_broker(extra: &str) -> Rig {
+    let options = PhoneRigOptions {
+        own_broker: true,
+        ..PhoneRigOptions::default()
+    };
+    PhoneRig::start_with(options, extra)
+}
+
 /// A rig with the scripted model (OpenAI wire format).
 fn rig_with_model(extra: &str) -> Rig {
     let options = PhoneRigOptions {
@@ -111,7 +121,7 @@ action = { kind = "call", device = "phone", service = "device_state", action = "
 
 #[test]
 fn a_threshold_fires_once_per_crossing() {
-    let r = rig(SAVER);
+    let r = rig_own_broker(SAVER);
     r.set_battery(50);
     assert_eq!(r.read_battery("b1")["level_percent"], 50);
     r.set_battery(10);
@@ -190,12 +200,14 @@ action = { kind = "notify", message = "the phone is back" }
 
 #[test]
 fn a_risky_call_waits_for_approval() {
-    let r = rig(r#"
+    let r = rig_own_broker(
+        r#"
 [[automations]]
 name = "wifi_off"
 trigger = { kind = "mqtt", topic = "home/bedtime" }
 action = { kind = "call", device = "phone", service = "wifi_automation", action = "disable" }
-"#);
+"#,
+    );
     let before = r.ran("wifi");
     // Home automation fires it on its topic.
     r.probe.publish("home/bedtime", "now");
@@ -209,7 +221,7 @@ action = { kind = "call", device = "phone", service = "wifi_automation", action 
     });
     let request = listed.json();
     // Retained: a client that subscribes later finds it.
-    let later = droidwarden_e2e::mqtt::Probe::connect(r.broker.port);
+    let later = droidwarden_e2e::mqtt::Probe::connect_to(&r.broker);
     let kept = later.wait("the retained request", WAIT, |m| m.topic == topic);
     assert!(kept.retain && kept.json() == request, "{}", kept.payload);
     assert_eq!(request["service"], "wifi_automation", "{request}");
@@ -394,12 +406,14 @@ action = { kind = "notify", message = "tick" }
 
 #[test]
 fn run_time_management_is_kept_across_restarts() {
-    let mut r = rig(r#"
+    let mut r = rig_own_broker(
+        r#"
 [[automations]]
 name = "manual_one"
 trigger = { kind = "manual" }
 action = { kind = "notify", message = "hi" }
-"#);
+"#,
+    );
     let disabled = r.manage("d", json!({"op": "disable", "name": "manual_one"}));
     assert_eq!(disabled["result"]["enabled"], false, "{disabled}");
     let added = r.manage(
@@ -610,7 +624,7 @@ fn configuration_errors_name_the_key() {
 
 #[test]
 fn the_cli_manages_automations_through_the_daemon() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions::default());
     let runtime = tempfile::tempdir().expect("runtime dir");
     let config = format!(

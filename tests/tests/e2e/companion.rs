@@ -19,7 +19,7 @@ struct Rig {
 fn rig(extra: &str) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let adb_sim = adb.phone(SimOptions::default());
     let alice = Sim::start(SimOptions {
         companion: Some((broker.port, "alice-pixel".into())),

@@ -43,7 +43,7 @@ fn status_says(probe: &Probe, service: &str, action: &str, state: &str) {
 fn termux_companion_answers_through_the_daemon() {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let _daemon = Daemon::start(&adb, &daemon_config(&mqtt_url(broker.port)));
     let phone = Termux::new(broker.port, "notification_poll_s = 1");
 
@@ -687,7 +687,7 @@ fn only_the_daemons_account_sends_requests_with_mosquitto() {
 
 #[test]
 fn only_the_daemons_account_sends_requests_with_the_embedded_broker() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let daemon = Daemon::start(&adb, &daemon_config(ANY_BROKER_PORT));
     let port = daemon.embedded_broker_port();
     let admin = Probe::connect_as(port, "droidwarden", &daemon.mqtt_secret());
@@ -725,7 +725,7 @@ fn start_call(probe: &Probe, id: &str, service: &str, action: &str, params: Valu
 fn outages_behave_as_the_protocol_promises_with_mosquitto() {
     let mut broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let _daemon = Daemon::start(
         &adb,
         &format!(
@@ -834,7 +834,7 @@ fn outages_behave_as_the_protocol_promises_with_mosquitto() {
 /// (logging in again) and answers.
 #[test]
 fn the_companion_comes_back_after_the_embedded_broker_restarts() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let port = droidwarden_e2e::free_port();
     let config = daemon_config(&format!("[broker]\nlisten = \"127.0.0.1:{port}\"\n"));
     let daemon = Daemon::start(&adb, &config);
@@ -866,7 +866,7 @@ fn the_companion_comes_back_after_the_embedded_broker_restarts() {
 fn the_emulated_and_the_termux_companion_answer_alike() {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let _sim = Sim::start(SimOptions {
         companion: Some((broker.port, "alice-pixel".into())),
         no_adb: true,

@@ -20,8 +20,12 @@ struct Rig {
 
 /// `mqtt` is the `[mqtt]`/`[broker]` part of the configuration.
 fn rig(mqtt: &str) -> Rig {
+    rig_on(AdbServer::shared(), mqtt)
+}
+
+/// [`rig`] on `adb`: one of the test's own for a phone it does not name.
+fn rig_on(adb: AdbServer, mqtt: &str) -> Rig {
     let bus = PrivateBus::session();
-    let adb = AdbServer::start();
     let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..SimOptions::default()
@@ -103,10 +107,11 @@ fn status_signals(monitor: &Monitor, device: &str, service: &str) -> Vec<(String
 fn introspection_methods_properties_signals_and_errors() {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
-    let r = rig(&format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"",
-        broker.port
-    ));
+    // Its second phone is not named: an adb server of its own.
+    let r = rig_on(
+        AdbServer::start(),
+        &format!("[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"", broker.port),
+    );
     let bus = &r.bus;
 
     // Introspection, as busctl and gdbus show it.
@@ -472,7 +477,7 @@ fn the_cli_asks_the_daemon_and_says_when_it_is_not_running() {
 
 #[test]
 fn a_missing_bus_stops_the_daemon_only_when_chosen_explicitly() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     // A daemon (on a broker of its own) with `[dbus] bus = mode` and a
     // session bus address where no bus is.
     let start = |mode: &str| {
@@ -560,7 +565,7 @@ fn the_system_bus_policy_limits_owning_and_calling() {
         "/../systemd/dbus/org.droidwarden.Daemon1.conf"
     );
     let policy = std::fs::read_to_string(policy_file).expect("the policy file");
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let config = format!("{}\n[adb]\npoll_interval_ms = 300", embedded_broker());
     let on_system_bus = |bus: &PrivateBus| {
         Daemon::start_with_env(
@@ -699,7 +704,7 @@ fn the_system_bus_policy_keeps_private_signals_from_other_users() {
         r#"<policy user="root"><allow own="org.droidwarden.Daemon1"/></policy>"#,
     );
     let (_rt, llm) = droidwarden_e2e::scripted_model();
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let phone = adb.phone(SimOptions::default());
     let config = format!(
         "{}\n[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{}",

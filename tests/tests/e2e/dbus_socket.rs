@@ -41,7 +41,7 @@ struct Out {
 
 fn rig() -> Rig {
     let (rt, llm) = droidwarden_e2e::scripted_model();
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..SimOptions::default()
@@ -210,15 +210,8 @@ fn without_a_bus_the_cli_reaches_the_daemon_on_its_socket() {
         let mut cmd = Command::new(binary("droidwarden"));
         let file = second_state.path().join("config.toml");
         std::fs::write(&file, toml).unwrap();
-        cmd.arg("--config")
-            .arg(&file)
-            .arg("daemon")
-            .env("HOME", r.adb.home())
-            .env("DROIDWARDEN__ADB__START_SERVER", "false")
-            .env(
-                "DROIDWARDEN__ADB__SERVER",
-                format!("127.0.0.1:{}", r.adb.port),
-            );
+        cmd.arg("--config").arg(&file).arg("daemon");
+        r.adb.client_env(&mut cmd);
         without_bus(&mut cmd, r.runtime.path());
         run_with_timeout(cmd, Duration::from_secs(30))
     };
@@ -325,7 +318,7 @@ fn an_approval_answered_on_the_socket_records_the_peers_uid() {
 #[test]
 fn a_stale_socket_file_is_replaced() {
     let (_rt, llm) = droidwarden_e2e::scripted_model();
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions::default());
     let state = tempfile::tempdir().expect("state");
     // A socket nobody listens on: what a killed daemon leaves.

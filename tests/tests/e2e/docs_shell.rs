@@ -204,7 +204,7 @@ fn sh(script: &str, dir: &Path, env: &[(&str, &str)], stdin: &str) -> std::proce
 #[test]
 fn the_dbus_api_examples_run_as_written() {
     let bus = PrivateBus::session();
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..SimOptions::default()
@@ -328,7 +328,7 @@ fn the_mqtt_account_examples_run_as_written() {
 
 #[test]
 fn the_readme_mqtt_example_runs_against_the_embedded_broker() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions::default());
     let port = free_port();
     let config = format!(

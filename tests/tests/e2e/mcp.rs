@@ -218,14 +218,19 @@ struct Rig {
 }
 
 fn rig(extra: &str, env: &[(&str, &str)]) -> Rig {
+    rig_on(AdbServer::shared(), extra, env)
+}
+
+/// [`rig`] on `adb`: one of the test's own for a phone it does not name.
+fn rig_on(adb: AdbServer, extra: &str, env: &[(&str, &str)]) -> Rig {
     let (rt, llm) = droidwarden_e2e::scripted_model();
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let broker = Mosquitto::shared();
+    let probe = Probe::connect_to(&broker);
     let kitchen = adb.phone(SimOptions::default());
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[mqtt.homeassistant]\ndiscovery = false\n{NO_POLLS}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n{}[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{extra}\n",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}[mqtt.homeassistant]\ndiscovery = false\n{NO_POLLS}[adb]\npoll_interval_ms = 300\nconnect = [\"{serial}\"]\n{}[[devices]]\nname = \"kitchen\"\ntransport = \"adb\"\nserial = \"{serial}\"\n{extra}\n",
         broker.port,
+        broker.mqtt_keys(),
         scripted_llm_config(&llm, ProviderKind::Openai),
         serial = kitchen.serial(),
     );
@@ -276,9 +281,14 @@ fn http_rig(alices_token: bool, extra: &str) -> (Rig, String, tempfile::TempDir)
 /// (ready once the daemon owns its name). The bus comes first, so that
 /// `let (bus, r) = …` drops the daemon before its bus.
 fn rig_on_bus(extra: &str) -> (PrivateBus, Rig) {
+    rig_on_bus_with(AdbServer::shared(), extra)
+}
+
+/// [`rig_on_bus`] on `adb`.
+fn rig_on_bus_with(adb: AdbServer, extra: &str) -> (PrivateBus, Rig) {
     let bus = PrivateBus::session();
     let env = bus.daemon_env();
-    let r = rig(extra, &env);
+    let r = rig_on(adb, extra, &env);
     bus.wait_for_daemon(WAIT);
     (bus, r)
 }
@@ -423,7 +433,8 @@ fn the_python_sdk_drives_the_phones_through_the_daemon_with_approvals() {
 
 #[test]
 fn clients_hear_that_the_tools_changed_when_a_phone_comes() {
-    let (bus, r) = rig_on_bus("");
+    // The phone that comes is not named: an adb server of its own.
+    let (bus, r) = rig_on_bus_with(AdbServer::start(), "");
     let client_env = [
         &bus.daemon_env()[..],
         &[("HOME", r.adb.home().to_str().expect("home"))],
@@ -733,7 +744,7 @@ fn the_python_sdk_over_streamable_http_with_a_token_and_approvals() {
 
 #[test]
 fn local_mode_refuses_what_needs_approval_and_serves_direct_tools() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions::default());
     // `intents.open_url` needs no person here, but the phone policy still
     // allows only http(s) links: `--local` meets the same policy as the
@@ -744,13 +755,8 @@ fn local_mode_refuses_what_needs_approval_and_serves_direct_tools() {
     );
     let config_file = tempfile::NamedTempFile::new().expect("config");
     std::fs::write(config_file.path(), &config).expect("write config");
-    let port = adb.port.to_string();
-    let server_addr = format!("127.0.0.1:{port}");
-    let env = [
-        ("HOME", adb.home().to_str().expect("home")),
-        ("DROIDWARDEN__ADB__SERVER", server_addr.as_str()),
-        ("DROIDWARDEN__ADB__START_SERVER", "false"),
-    ];
+    let vars = adb.client_vars();
+    let env: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut client = PyClient::start(
         &droidwarden_mcp(config_file.path(), &["--local"]),
         json!([
@@ -832,6 +838,7 @@ impl RawServer {
 
 #[test]
 fn hostile_json_rpc_gets_errors_and_the_server_keeps_serving() {
+    // Its phone is not named: an adb server of its own.
     let adb = AdbServer::start();
     let sim = adb.phone(SimOptions::default());
     let config_file = tempfile::NamedTempFile::new().expect("config");

@@ -65,9 +65,9 @@ fn rig() -> Rig {
 /// file where servers append their pids).
 fn rig_with(servers: impl FnOnce(&Path) -> String) -> Rig {
     let (rt, llm) = droidwarden_e2e::scripted_model();
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let broker = Mosquitto::shared();
+    let probe = Probe::connect_to(&broker);
+    let adb = AdbServer::shared();
     let kitchen = adb.phone(SimOptions::default());
     let dir = tempfile::tempdir().expect("dir");
     let pid_file = dir.path().join("pids");
@@ -75,7 +75,7 @@ fn rig_with(servers: impl FnOnce(&Path) -> String) -> Rig {
     let config = format!(
         r#"[mqtt]
 url = "mqtt://127.0.0.1:{port}"
-[mqtt.homeassistant]
+{keys}[mqtt.homeassistant]
 discovery = false
 {NO_POLLS}[adb]
 poll_interval_ms = 300
@@ -87,6 +87,7 @@ transport = "adb"
 serial = "{serial}"
 "#,
         port = broker.port,
+        keys = broker.mqtt_keys(),
         serial = kitchen.serial(),
         llm = scripted_llm_config(&llm, ProviderKind::Openai),
     );

@@ -54,7 +54,7 @@ fn value(samples: &[Value], name: &str, labels: &[(&str, &str)]) -> Option<f64> 
 
 #[test]
 fn a_scrape_counts_calls_devices_and_broker_clients() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..Default::default()
@@ -142,7 +142,7 @@ fn a_scrape_counts_calls_devices_and_broker_clients() {
 
 #[test]
 fn metrics_stay_on_loopback_unless_allowed() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let mut daemon = Daemon::start(&adb, "[metrics]\nlisten = \"0.0.0.0:9464\"\n");
     assert_eq!(daemon.wait_exit(WAIT), Some(78), "{}", daemon.log());
     assert!(daemon.log().contains("metrics.listen"), "{}", daemon.log());

@@ -26,7 +26,7 @@ fn config_for(broker: &Mosquitto, sim: &Sim, name: &str, extra: &str) -> String 
 fn rig(extra: &str) -> Rig {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..Default::default()
@@ -357,7 +357,7 @@ fn a_device_removed_from_the_configuration_leaves_home_assistant() {
 #[test]
 fn a_device_removed_while_home_assistant_was_away_leaves_at_its_next_birth() {
     let port = droidwarden_e2e::free_port();
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions::default());
     let config = |name: &str| {
         format!(
@@ -452,7 +452,7 @@ fn a_tls_broker_with_a_password() {
         ),
     );
     let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let config = format!(
         "[mqtt]\nurl = \"mqtts://127.0.0.1:{tls}\"\nca_file = \"{d}/ca.crt\"\nusername = \"dw\"\npassword_file = \"{d}/secret\"\n"
     );
@@ -470,7 +470,7 @@ fn a_tls_broker_with_a_password() {
 #[test]
 fn the_embedded_broker_serves_when_no_broker_is_configured() {
     let port = droidwarden_e2e::free_port();
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions::default());
     let config = format!(
         "[broker]\nlisten = \"127.0.0.1:{port}\"\n[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{}\"\n",

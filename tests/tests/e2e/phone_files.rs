@@ -365,7 +365,7 @@ fn companion_phones_take_content_but_not_host_files() {
 
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let alice = Sim::start(SimOptions {
         companion: Some((broker.port, "alice-pixel".into())),
         no_adb: true,

@@ -48,7 +48,7 @@ fn text_with(dw: &Droidwarden, bus: &PrivateBus, parts: &[&str]) -> String {
 
 #[test]
 fn unauthorized_and_offline_phones_show_in_status_with_what_to_do() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     // Not `adb.phone`, which waits for it to be online: it never will be.
     let locked = Sim::start(SimOptions {
         serial: Some("LOCKED1".into()),
@@ -119,7 +119,7 @@ fn a_missing_adb_and_an_unreachable_model_show_in_status_and_on_mqtt() {
     let probe = Probe::connect(broker.port);
     // Lends its HOME; the daemon's server is on a port nobody serves and
     // its program does not exist.
-    let lender = AdbServer::start();
+    let lender = AdbServer::shared();
     let bin = tempfile::tempdir().unwrap();
     let program = bin.path().join("adb");
     // A model server that takes the connection and never answers: the

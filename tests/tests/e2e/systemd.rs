@@ -32,7 +32,7 @@ fn config_for(broker: &Mosquitto, sim: &Sim, name: &str, extra: &str) -> String 
 fn rig(env: &[(&str, &str)]) -> (Rig, Notice) {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions {
         model: Some("Pixel 8".into()),
         ..Default::default()
@@ -275,7 +275,7 @@ fn without_a_journal_socket_the_journal_stream_gets_plain_lines() {
         return;
     }
     let broker = Mosquitto::start();
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let config = format!("[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n", broker.port);
     let service = Service::start_journaled(&adb, &config, &[]);
     wait_for("the daemon to log", WAIT, || {

@@ -14,7 +14,7 @@ use std::process::Command;
 
 #[test]
 fn credentials_in_the_mqtt_url_never_reach_the_logs_or_errors() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     // Nobody listens on this port: the daemon keeps reconnecting and
     // logging why, with the broker's address in hand.
     let port = free_port();
@@ -86,7 +86,7 @@ fn assert_private(dir: &Path) {
 
 #[test]
 fn state_files_are_private_whatever_the_umask() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
     let base = tempfile::tempdir().unwrap();

@@ -30,7 +30,7 @@ fn rig() -> Rig {
 
 /// [`rig`] with `extra` configuration.
 fn rig_with(extra: &str) -> Rig {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions::default());
     let config = format!(
         "{ANY_BROKER_PORT}[[devices]]\nname = \"phone\"\ntransport = \"adb\"\nserial = \"{}\"\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n{extra}",

@@ -27,7 +27,7 @@ struct Rig {
 /// Everything but the daemon, on `broker`.
 fn world(broker: Mosquitto) -> Rig {
     let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions::default());
     // No polling: the command log holds only what the tests ask for.
     let config = one_phone_config(broker.port, &sim.serial(), NO_POLLS);
@@ -522,7 +522,7 @@ fn after_a_clean_stop_the_ids_live_in_the_main_file_not_the_wal_alone() {
 /// twice).
 #[test]
 fn the_cli_waits_for_a_change_queued_behind_a_slow_one() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions::default());
     let runtime = tempfile::tempdir().expect("runtime dir");
     // Each change takes 7.7 s on the phone, within the 8 s bound; the

@@ -66,7 +66,7 @@ fn a_flood_of_asks_is_bounded_busy_beyond_the_limits() {
     llm.set_delay(Duration::from_millis(1500));
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let config = format!(
         "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}{}[agent]\nmax_concurrent_runs = {RUNNING}\nmax_queued = {QUEUED}\n",
         broker.port,
@@ -154,7 +154,7 @@ struct OfflineCompanion {
 fn offline_companion(companion: &str, env: &[(&str, &str)]) -> OfflineCompanion {
     let broker = Mosquitto::start();
     let probe = Probe::connect(broker.port);
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let config = format!(
         "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}[calls]\ntimeout_ms = 1000\n[companion]\n{companion}\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
         broker.port,

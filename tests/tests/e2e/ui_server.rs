@@ -88,7 +88,7 @@ fn focus_field(r: &PhoneRig) {
 
 #[test]
 fn the_official_client_drives_the_emulated_server() {
-    let adb = AdbServer::start();
+    let adb = AdbServer::shared();
     let sim = adb.phone(SimOptions::default());
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/u2_official_client.py");
     let mut python = Command::new("python3");
