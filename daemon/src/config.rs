@@ -995,8 +995,11 @@ mod tests {
                 "DROIDWARDEN__ADB__CONNECT".to_owned(),
                 "10.0.0.2:5555,phone.lan:5555".to_owned(),
             ),
+            ("DROIDWARDEN__ADB__ONLY_NAMED".to_owned(), "true".to_owned()),
         ];
+        assert!(!load_with_env(None, Vec::new()).unwrap().adb.only_named);
         let cfg = load_with_env(Some(f.path()), env).unwrap();
+        assert!(cfg.adb.only_named);
         assert_eq!(cfg.adb.server.port(), 6000);
         assert_eq!(cfg.adb.call_timeout, Duration::from_secs(2));
         assert_eq!(cfg.adb.connect, vec!["10.0.0.2:5555", "phone.lan:5555"]);

@@ -512,6 +512,7 @@ impl AdbServer {
         static SHARED: std::sync::OnceLock<(u16, PathBuf, Reaper)> = std::sync::OnceLock::new();
         let (port, home, _) = SHARED.get_or_init(|| {
             let mut server = Self::start();
+            // No longer its own: dropping `server` leaves it running.
             let home = server.own.take().expect("a server of its own").keep();
             let reaper = Reaper::spawn(
                 r#"adb -P "$1" kill-server; rm -rf "$2""#,

@@ -19,7 +19,7 @@ pub struct Mosquitto {
     /// Its port on 127.0.0.1.
     pub port: u16,
     child: Option<Child>,
-    /// The configuration's directory; `None` for a shared listener.
+    /// The configuration's directory; `None` on the shared broker.
     dir: Option<tempfile::TempDir>,
     /// The password and ACL files of a secured broker.
     secrets: Option<tempfile::TempDir>,

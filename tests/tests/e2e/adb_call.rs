@@ -344,6 +344,24 @@ fn two_phones_at_once_and_device_selection() {
     let run = dw.call("garage", "battery", "status", json!({}));
     run.assert_error("device_not_found", "kitchen-tablet");
 
+    // `[adb] only_named`: the unnamed phone is not served at all, so the
+    // named one is chosen without --device.
+    let only_named = Droidwarden::new(&adb, &format!("[adb]\nonly_named = true\n{config}"));
+    let run = only_named.run(&["devices", "--json"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.json["devices"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(run.json["devices"][0]["name"], "kitchen-tablet");
+    only_named
+        .call(&b_serial, "battery", "status", json!({}))
+        .assert_error("device_not_found", "kitchen-tablet");
+    let run = only_named.run(&["call", "system_info", "info"]);
+    assert_eq!(run.json["model"], "Tab A", "{}{}", run.stdout, run.stderr);
+
     // One phone gone: the other is chosen without --device.
     let a_serial = a.serial();
     drop(a);
