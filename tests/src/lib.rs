@@ -1,7 +1,8 @@
 //! The end-to-end harness: real components on free loopback ports.
 //!
-//! - [`AdbServer`]: the Debian `adb` server with an isolated `HOME` and port,
-//!   killed on drop.
+//! - [`AdbServer`]: the Debian `adb` server, the run's shared one (each
+//!   daemon on it serving only the phones it names) or one of the test's
+//!   own with an isolated `HOME` and port, killed on drop.
 //! - [`Sim`]: a `droidwarden-sim` process (an emulated phone) with its
 //!   control port, killed on drop.
 //! - [`Droidwarden`]: runs the `droidwarden` binary against them;
@@ -9,7 +10,9 @@
 //!   `droidwarden call` without a daemon.
 //! - [`KillOnDrop`], [`wait_exit`], [`terminate`], [`send_signal`]: child
 //!   processes, bounded and never left running.
-//! - [`mqtt`]: mosquitto, the daemon as a process, and a probe client;
+//! - [`mqtt`]: mosquitto (the run's shared one, each test under a topic
+//!   level of its own, or the test's own), the daemon as a process, and a
+//!   probe client;
 //!   [`systemd`]: a notify socket and the daemon run as a service would be;
 //!   [`npm`]: the MCP programs from npm (reference server, Inspector CLI);
 //!   [`phone_rig`] and [`agent_rig`]: the daemon with its world, for the

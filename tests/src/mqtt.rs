@@ -86,8 +86,10 @@ impl Mosquitto {
     /// their own. Mosquitto's own `mount_point` would do this in the broker,
     /// but Debian 12's mosquitto 2.0.11 does not take it off the messages it
     /// delivers (fixed in 2.0.12). A test that stops or restarts the broker,
-    /// secures it, or checks topics inside payloads (Home Assistant
-    /// discovery) starts its own ([`Mosquitto::start`]).
+    /// secures it, has a client whose id is fixed (a companion app: client
+    /// ids are the broker's, not the level's), or uses topics outside the
+    /// prefix (Home Assistant discovery, an automation's MQTT trigger)
+    /// starts its own ([`Mosquitto::start`]).
     ///
     /// # Panics
     /// When mosquitto is not installed or does not come up.

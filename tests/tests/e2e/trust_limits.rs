@@ -64,12 +64,13 @@ fn a_flood_of_asks_is_bounded_busy_beyond_the_limits() {
     llm.set_fallback(ScriptStep::Reply(ModelReply::text("All quiet.")));
     // A slow model: the flood arrives while the first runs still wait.
     llm.set_delay(Duration::from_millis(1500));
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
+    let broker = Mosquitto::shared();
+    let probe = Probe::connect_to(&broker);
     let adb = AdbServer::shared();
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}{}[agent]\nmax_concurrent_runs = {RUNNING}\nmax_queued = {QUEUED}\n",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}{}{}[agent]\nmax_concurrent_runs = {RUNNING}\nmax_queued = {QUEUED}\n",
         broker.port,
+        broker.mqtt_keys(),
         quiet(),
         scripted_llm_config(&llm, ProviderKind::Openai),
     );
@@ -152,12 +153,13 @@ struct OfflineCompanion {
 /// settings `companion` and the extra environment `env`, and wait until the
 /// daemon is online.
 fn offline_companion(companion: &str, env: &[(&str, &str)]) -> OfflineCompanion {
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
+    let broker = Mosquitto::shared();
+    let probe = Probe::connect_to(&broker);
     let adb = AdbServer::shared();
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}[calls]\ntimeout_ms = 1000\n[companion]\n{companion}\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}{}[calls]\ntimeout_ms = 1000\n[companion]\n{companion}\n[[devices]]\nname = \"alice\"\ntransport = \"companion\"\ncompanion_id = \"alice-pixel\"\n",
         broker.port,
+        broker.mqtt_keys(),
         quiet(),
     );
     let daemon = Daemon::start_with_env(&adb, &config, tempfile::tempdir().expect("state"), env);
