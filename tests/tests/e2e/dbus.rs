@@ -105,12 +105,16 @@ fn status_signals(monitor: &Monitor, device: &str, service: &str) -> Vec<(String
 
 #[test]
 fn introspection_methods_properties_signals_and_errors() {
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
+    let broker = Mosquitto::shared();
+    let probe = Probe::connect_to(&broker);
     // Its second phone is not named: an adb server of its own.
     let r = rig_on(
         AdbServer::start(),
-        &format!("[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"", broker.port),
+        &format!(
+            "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}[mqtt.homeassistant]\ndiscovery = false",
+            broker.port,
+            broker.mqtt_keys()
+        ),
     );
     let bus = &r.bus;
 

@@ -115,8 +115,8 @@ fn unauthorized_and_offline_phones_show_in_status_with_what_to_do() {
 
 #[test]
 fn a_missing_adb_and_an_unreachable_model_show_in_status_and_on_mqtt() {
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
+    let broker = Mosquitto::shared();
+    let probe = Probe::connect_to(&broker);
     // Lends its HOME; the daemon's server is on a port nobody serves and
     // its program does not exist.
     let lender = AdbServer::shared();
@@ -130,9 +130,11 @@ fn a_missing_adb_and_an_unreachable_model_show_in_status_and_on_mqtt() {
         silent.local_addr().unwrap().port()
     );
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[adb]\nprogram = \"{}\"\npoll_interval_ms = 300\n\
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}[mqtt.homeassistant]\ndiscovery = false\n\
+         [adb]\nprogram = \"{}\"\npoll_interval_ms = 300\n\
          [llm]\nprovider = \"openai\"\nbase_url = \"{model}\"\nmodel = \"small\"\n",
         broker.port,
+        broker.mqtt_keys(),
         program.display(),
     );
     let server = format!("127.0.0.1:{}", free_port());
@@ -184,7 +186,7 @@ fn a_missing_adb_and_an_unreachable_model_show_in_status_and_on_mqtt() {
     let topic = format!("{P}/health");
     probe.wait(&topic, WAIT, |m| m.topic == topic);
     // Retained: a subscriber that comes later gets it at once.
-    let later = Probe::connect(broker.port);
+    let later = Probe::connect_to(&broker);
     let health = later.wait(&topic, WAIT, |m| m.topic == topic && m.retain);
     let health: Value = serde_json::from_str(&health.payload).unwrap();
     assert_eq!(health["agent"]["reach"]["reach"], "unreachable", "{health}");

@@ -87,16 +87,17 @@ fn assert_private(dir: &Path) {
 #[test]
 fn state_files_are_private_whatever_the_umask() {
     let adb = AdbServer::shared();
-    let broker = Mosquitto::start();
-    let probe = Probe::connect(broker.port);
+    let broker = Mosquitto::shared();
+    let probe = Probe::connect_to(&broker);
     let base = tempfile::tempdir().unwrap();
     std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let state = base.path().join("state");
     // An agent is configured so that its database is created too; nothing
     // listens at its address and nothing asks it anything.
     let config = format!(
-        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n[llm]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"m\"\n[state]\ndir = \"{}\"\n",
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\n{}[mqtt.homeassistant]\ndiscovery = false\n[llm]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"m\"\n[state]\ndir = \"{}\"\n",
         broker.port,
+        broker.mqtt_keys(),
         free_port(),
         state.display()
     );
